@@ -1,0 +1,318 @@
+/* builtins.c — the core built-ins that are not tensor ops: print, format, len,
+ * range, str, int, float, list, time, argv, dtype names, and argument binding
+ * (args_parse) shared by every builtin. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "interp/internal.h"
+
+Value builtin_new(const char *name, BuiltinFn fn, void *data)
+{
+    Builtin *b = calloc(1, sizeof(Builtin));
+    b->h.refcount = 1;
+    b->h.kind = V_BUILTIN;
+    b->name = name;
+    b->fn = fn;
+    b->data = data;
+    b->self = v_nil();
+    return v_obj(V_BUILTIN, b);
+}
+
+static void define_value(Interp *I, const char *name, Value v)
+{
+    int i = builtin_index(I, name);
+    if (i >= 0) {
+        value_decref(I->builtin_vals[i]);
+        I->builtin_vals[i] = v;
+        return;
+    }
+    if (I->nbuiltins == I->cap_builtins) {
+        I->cap_builtins = I->cap_builtins ? I->cap_builtins * 2 : 128;
+        I->builtin_names = realloc(I->builtin_names, sizeof(char *) * (size_t)I->cap_builtins);
+        I->builtin_vals = realloc(I->builtin_vals, sizeof(Value) * (size_t)I->cap_builtins);
+    }
+    I->builtin_names[I->nbuiltins] = strdup(name);
+    I->builtin_vals[I->nbuiltins] = v;
+    I->nbuiltins++;
+}
+
+void interp_define_builtin(Interp *I, const char *name, BuiltinFn fn, void *data)
+{
+    define_value(I, name, builtin_new(name, fn, data));
+}
+
+/* --- argument binding --------------------------------------------------------------- */
+
+int args_parse(Interp *I, const char *fname, const char *spec,
+               int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+               Value *slots, bool *present)
+{
+    char names[16][32];
+    bool optional[16];
+    int np = 0;
+    for (const char *p = spec; *p && np < 16;) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        int k = 0;
+        while (*p && *p != ',' && *p != '=' && *p != ' ' && k < 31) names[np][k++] = *p++;
+        names[np][k] = 0;
+        while (*p == ' ') p++;
+        optional[np] = *p == '=';
+        while (*p && *p != ',') p++;
+        np++;
+    }
+    for (int i = 0; i < np; i++) { slots[i] = v_nil(); present[i] = false; }
+    if (argc > np)
+        return interp_raise(I, "%s() takes %d argument%s but %d %s given", fname, np, np == 1 ? "" : "s",
+                            argc, argc == 1 ? "was" : "were");
+    for (int i = 0; i < argc; i++) { slots[i] = argv[i]; present[i] = true; }
+    for (int k = 0; k < nkw; k++) {
+        int j = -1;
+        for (int i = 0; i < np; i++)
+            if (strcmp(names[i], kwnames[k]->s) == 0) { j = i; break; }
+        if (j < 0) return interp_raise(I, "%s() got an unexpected keyword argument '%s'", fname, kwnames[k]->s);
+        if (present[j]) return interp_raise(I, "%s() got multiple values for argument '%s'", fname, kwnames[k]->s);
+        slots[j] = kwvals[k];
+        present[j] = true;
+    }
+    for (int i = 0; i < np; i++)
+        if (!present[i] && !optional[i]) return interp_raise(I, "%s() missing argument '%s'", fname, names[i]);
+    return 0;
+}
+
+#define BUILTIN(name) static int name(Interp *I, int argc, const Value *argv, int nkw, \
+    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
+
+/* --- io ------------------------------------------------------------------------------- */
+
+static int print_parts(Interp *I, int argc, const Value *argv, const char *sep, size_t seplen, FILE *f)
+{
+    for (int i = 0; i < argc; i++) {
+        if (i) fwrite(sep, 1, seplen, f);
+        if (argv[i].kind == V_STR) {
+            Str *s = (Str *)argv[i].u.o;
+            fwrite(s->s, 1, s->len, f);
+        } else {
+            char *s = value_str(argv[i]);
+            fputs(s, f);
+            free(s);
+        }
+    }
+    return 0;
+}
+
+BUILTIN(bi_print)
+{
+    const char *sep = " ", *end = "\n";
+    size_t seplen = 1, endlen = 1;
+    for (int k = 0; k < nkw; k++) {
+        Value v = kwvals[k];
+        bool is_sep = strcmp(kwnames[k]->s, "sep") == 0, is_end = strcmp(kwnames[k]->s, "end") == 0;
+        if (!is_sep && !is_end) return interp_raise(I, "print() got an unexpected keyword argument '%s'", kwnames[k]->s);
+        if (v.kind != V_STR) return interp_raise(I, "print(): %s must be a string", kwnames[k]->s);
+        Str *s = (Str *)v.u.o;
+        if (is_sep) { sep = s->s; seplen = s->len; } else { end = s->s; endlen = s->len; }
+    }
+    print_parts(I, argc, argv, sep, seplen, stdout);
+    fwrite(end, 1, endlen, stdout);
+    if (I->repl) fflush(stdout);
+    *out = v_nil();
+    return 0;
+}
+
+BUILTIN(bi_format)
+{
+    if (nkw) return interp_raise(I, "format() takes no keyword arguments");
+    if (argc < 1 || argv[0].kind != V_STR) return interp_raise(I, "format() needs a format string first");
+    Str *f = (Str *)argv[0].u.o;
+    char *err = NULL;
+    char *s = format_values(f->s, f->len, argc - 1, argv + 1, &err);
+    if (!s) {
+        interp_raise(I, "%s", err ? err : "format: failed");
+        free(err);
+        return -1;
+    }
+    *out = v_cstr(s);
+    free(s);
+    return 0;
+}
+
+BUILTIN(bi_str)
+{
+    Value s[1];
+    bool p[1];
+    if (args_parse(I, "str", "x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    if (s[0].kind == V_STR) { value_incref(s[0]); *out = s[0]; return 0; }
+    char *r = value_str(s[0]);
+    *out = v_cstr(r);
+    free(r);
+    return 0;
+}
+
+static int scalar_of(Interp *I, const char *fname, Value v, double *f, int64_t *i, bool *is_float)
+{
+    if (v.kind == V_SCALAR) {
+        *is_float = dtype_is_float((tfe_dtype)v.dtype);
+        if (*is_float) *f = v.u.f; else *i = v.u.i;
+        return 0;
+    }
+    if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
+        *is_float = dtype_is_float(v.u.t->dtype);
+        if (*is_float) *f = tensor_get_f64(v.u.t, 0); else *i = tensor_get_i64(v.u.t, 0);
+        return 0;
+    }
+    if (v.kind == V_STR) {
+        Str *s = (Str *)v.u.o;
+        char *end;
+        const char *p = s->s;
+        while (*p == ' ') p++;
+        long long iv = strtoll(p, &end, 10);
+        while (*end == ' ') end++;
+        if (*p && !*end && (size_t)(end - s->s) == s->len) { *is_float = false; *i = iv; return 0; }
+        double dv = strtod(p, &end);
+        while (*end == ' ') end++;
+        if (*p && !*end && (size_t)(end - s->s) == s->len) { *is_float = true; *f = dv; return 0; }
+        return interp_raise(I, "%s(): cannot convert the string \"%s\" to a number", fname, s->s);
+    }
+    if (v.kind == V_TENSOR) {
+        char sh[200];
+        return interp_raise(I, "%s(): only a one-element tensor can be converted, got shape %s", fname,
+                            shape_str(v.u.t->rank, v.u.t->shape, sh));
+    }
+    return interp_raise(I, "%s(): cannot convert a value of type %s to a number", fname, value_kind_name(v));
+}
+
+BUILTIN(bi_int)
+{
+    Value s[1];
+    bool p[1], isf;
+    double f = 0;
+    int64_t i = 0;
+    if (args_parse(I, "int", "x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    if (scalar_of(I, "int", s[0], &f, &i, &isf)) return -1;
+    if (isf) {
+        if (!isfinite(f)) return interp_raise(I, "int(): cannot convert %s to an int", isnan(f) ? "nan" : "inf");
+        if (f >= 9223372036854775808.0 || f < -9223372036854775808.0)
+            return interp_raise(I, "int(): %g is out of the int64 range", f);
+        i = (int64_t)f; /* truncates toward zero, as Python's int() */
+    }
+    *out = v_int(i);
+    return 0;
+}
+
+BUILTIN(bi_float)
+{
+    Value s[1];
+    bool p[1], isf;
+    double f = 0;
+    int64_t i = 0;
+    if (args_parse(I, "float", "x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    if (scalar_of(I, "float", s[0], &f, &i, &isf)) return -1;
+    if (!isf) f = (double)i;
+    /* float() makes the default float dtype, float32; float64 values stay float64 */
+    tfe_dtype dt = (s[0].kind == V_SCALAR && s[0].dtype == TFE_FLOAT64) ||
+                   (s[0].kind == V_TENSOR && s[0].u.t->dtype == TFE_FLOAT64) ? TFE_FLOAT64 : TFE_FLOAT32;
+    *out = v_float(f, dt);
+    return 0;
+}
+
+BUILTIN(bi_len)
+{
+    Value s[1];
+    bool p[1];
+    if (args_parse(I, "len", "x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    Value v = s[0];
+    int64_t n;
+    switch ((ValueKind)v.kind) {
+    case V_STR: n = (int64_t)((Str *)v.u.o)->len; break;
+    case V_TUPLE: case V_LIST: n = ((Seq *)v.u.o)->n; break;
+    case V_RECORD: case V_MODULE: n = ((Record *)v.u.o)->n; break;
+    case V_RANGE: {
+        Range *r = (Range *)v.u.o;
+        n = r->step > 0 ? (r->stop - r->start + r->step - 1) / r->step : (r->start - r->stop - r->step - 1) / -r->step;
+        if (n < 0) n = 0;
+        break;
+    }
+    case V_TENSOR:
+        if (v.u.t->rank > 0) { n = v.u.t->shape[0]; break; }
+        /* fall through */
+    case V_SCALAR:
+        return interp_raise(I, "len() of a 0-d tensor");
+    default:
+        return interp_raise(I, "len() of a value of type %s", value_kind_name(v));
+    }
+    *out = v_int(n);
+    return 0;
+}
+
+BUILTIN(bi_range)
+{
+    if (nkw) return interp_raise(I, "range() takes no keyword arguments");
+    if (argc < 1 || argc > 3) return interp_raise(I, "range() takes 1 to 3 arguments but %d were given", argc);
+    int64_t v[3] = {0, 0, 1};
+    for (int i = 0; i < argc; i++) {
+        Value a = argv[i];
+        if (a.kind == V_SCALAR && dtype_is_int((tfe_dtype)a.dtype)) v[i] = a.u.i;
+        else if (a.kind == V_TENSOR && a.u.t->rank == 0 && dtype_is_int(a.u.t->dtype)) v[i] = tensor_get_i64(a.u.t, 0);
+        else return interp_raise(I, "range() arguments must be ints, got %s", value_kind_name(a));
+    }
+    Range *r = malloc(sizeof(Range));
+    r->h.refcount = 1;
+    r->h.kind = V_RANGE;
+    if (argc == 1) { r->start = 0; r->stop = v[0]; r->step = 1; }
+    else { r->start = v[0]; r->stop = v[1]; r->step = argc == 3 ? v[2] : 1; }
+    if (r->step == 0) { free(r); return interp_raise(I, "range() step cannot be zero"); }
+    *out = v_obj(V_RANGE, r);
+    return 0;
+}
+
+BUILTIN(bi_list)
+{
+    if (nkw) return interp_raise(I, "list() takes no keyword arguments");
+    Seq *s = seq_new(argc);
+    for (int i = 0; i < argc; i++) { value_incref(argv[i]); seq_push_take(s, argv[i]); }
+    *out = v_obj(V_LIST, s);
+    return 0;
+}
+
+BUILTIN(bi_time)
+{
+    if (argc || nkw) return interp_raise(I, "time() takes no arguments");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *out = v_float((double)ts.tv_sec + (double)ts.tv_nsec * 1e-9, TFE_FLOAT64);
+    return 0;
+}
+
+/* @staged and @host: staging (issue 5) is not built yet, so both return the
+ * function unchanged and the program runs eagerly — with the same results. */
+BUILTIN(bi_identity_decorator)
+{
+    if (argc != 1 || nkw) return interp_raise(I, "%s() takes 1 argument", (const char *)data);
+    if (argv[0].kind != V_FN) return interp_raise(I, "%s() needs a function, got %s", (const char *)data, value_kind_name(argv[0]));
+    value_incref(argv[0]);
+    *out = argv[0];
+    return 0;
+}
+
+void builtins_register(Interp *I)
+{
+    interp_define_builtin(I, "print", bi_print, NULL);
+    interp_define_builtin(I, "format", bi_format, NULL);
+    interp_define_builtin(I, "str", bi_str, NULL);
+    interp_define_builtin(I, "int", bi_int, NULL);
+    interp_define_builtin(I, "float", bi_float, NULL);
+    interp_define_builtin(I, "len", bi_len, NULL);
+    interp_define_builtin(I, "range", bi_range, NULL);
+    interp_define_builtin(I, "list", bi_list, NULL);
+    interp_define_builtin(I, "time", bi_time, NULL);
+    interp_define_builtin(I, "staged", bi_identity_decorator, (void *)"staged");
+    interp_define_builtin(I, "host", bi_identity_decorator, (void *)"host");
+    static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));
+    Seq *args = seq_new(I->opt.argc);
+    for (int i = 0; i < I->opt.argc; i++) seq_push_take(args, v_cstr(I->opt.argv[i]));
+    define_value(I, "argv", v_obj(V_LIST, args));
+}

@@ -1,0 +1,289 @@
+/* builtins_io.c — NumPy .npy files (save_npy/load_npy) and numeric CSV
+ * (load_csv). Writes are atomic (temp file + fsync + rename); readers check
+ * every header field against the file's size before reading data. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "interp/internal.h"
+#include "tensor/ops.h"
+
+#define BUILTIN(name) static int name(Interp *I, int argc, const Value *argv, int nkw, \
+    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
+
+static const char *npy_descr(tfe_dtype dt)
+{
+    switch (dt) {
+    case TFE_BOOL: return "|b1";
+    case TFE_INT32: return "<i4";
+    case TFE_INT64: return "<i8";
+    case TFE_FLOAT32: return "<f4";
+    case TFE_FLOAT64: return "<f8";
+    default: return NULL;
+    }
+}
+
+/* Write all of buf to path atomically: a crash leaves the old file intact. */
+int write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, int nparts, char *err, size_t errcap)
+{
+    char *tmp;
+    if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    for (int i = 0; i < nparts; i++) {
+        const char *p = parts[i];
+        size_t left = sizes[i];
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0) {
+                if (errno == EINTR) continue;
+                snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
+                close(fd);
+                unlink(tmp);
+                free(tmp);
+                return -1;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+BUILTIN(bi_save_npy)
+{
+    Value s[2];
+    bool p[2];
+    if (args_parse(I, "save_npy", "path, x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    if (s[0].kind != V_STR) return interp_raise(I, "save_npy(): path must be a string");
+    tfe_tensor *t = value_to_tensor(s[1]);
+    if (!t) return interp_raise(I, "save_npy(): x must be a tensor, got %s", value_kind_name(s[1]));
+    const char *descr = npy_descr(t->dtype);
+    if (!descr) { tensor_decref(t); return interp_raise(I, "save_npy(): dtype %s has no .npy form here", dtype_name(t->dtype)); }
+    tfe_tensor *c = tensor_contiguous(t);
+    tensor_decref(t);
+    if (!c) return interp_raise_tensor_error(I);
+    char shape[512];
+    size_t k = 0;
+    k += (size_t)snprintf(shape + k, sizeof shape - k, "(");
+    for (int i = 0; i < c->rank; i++)
+        k += (size_t)snprintf(shape + k, sizeof shape - k, "%lld%s", (long long)c->shape[i],
+                              c->rank == 1 ? "," : (i + 1 < c->rank ? ", " : ""));
+    snprintf(shape + k, sizeof shape - k, ")");
+    char header[1024];
+    int hl = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    /* magic(6) + version(2) + len(2) + header + padding + '\n' is a multiple of 64 */
+    int total = 10 + hl + 1;
+    int pad = (64 - total % 64) % 64;
+    char pre[1200];
+    memcpy(pre, "\x93NUMPY\x01\x00", 8);
+    int hlen = hl + pad + 1;
+    pre[8] = (char)(hlen & 0xff);
+    pre[9] = (char)(hlen >> 8);
+    memcpy(pre + 10, header, (size_t)hl);
+    memset(pre + 10 + hl, ' ', (size_t)pad);
+    pre[10 + hl + pad] = '\n';
+    const void *parts[2] = {pre, tensor_data(c)};
+    size_t sizes[2] = {(size_t)(10 + hlen), (size_t)tensor_numel(c) * dtype_size(c->dtype)};
+    Str *path = (Str *)s[0].u.o;
+    char err[512];
+    int rc = write_file_atomic(path->s, parts, sizes, 2, err, sizeof err);
+    tensor_decref(c);
+    if (rc) return interp_raise(I, "save_npy(): %s", err);
+    *out = v_nil();
+    return 0;
+}
+
+/* Find 'key': in a .npy header dict and return a pointer just past the colon. */
+static const char *dict_find(const char *h, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "'%s'", key);
+    const char *p = strstr(h, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    while (*p == ' ') p++;
+    if (*p != ':') return NULL;
+    p++;
+    while (*p == ' ') p++;
+    return p;
+}
+
+BUILTIN(bi_load_npy)
+{
+    Value s[1];
+    bool p[1];
+    if (args_parse(I, "load_npy", "path", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    if (s[0].kind != V_STR) return interp_raise(I, "load_npy(): path must be a string");
+    const char *path = ((Str *)s[0].u.o)->s;
+    FILE *f = fopen(path, "rb");
+    if (!f) return interp_raise(I, "load_npy(): cannot open '%s': %s", path, strerror(errno));
+    int rc = -1;
+    char *header = NULL;
+    tfe_tensor *t = NULL;
+    unsigned char pre[12];
+    fseek(f, 0, SEEK_END);
+    long fsize = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        interp_raise(I, "load_npy(): '%s' is not a .npy file", path);
+        goto out;
+    }
+    size_t hlen, hstart;
+    if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; hstart = 10; }
+    else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 10, 1, 2, f) != 2) { interp_raise(I, "load_npy(): '%s' is truncated", path); goto out; }
+        hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
+        hstart = 12;
+    } else { interp_raise(I, "load_npy(): '%s' has unknown .npy version %d", path, pre[6]); goto out; }
+    if (hlen > 1 << 20 || (long)(hstart + hlen) > fsize) { interp_raise(I, "load_npy(): '%s' has a bad header length", path); goto out; }
+    header = malloc(hlen + 1);
+    if (fread(header, 1, hlen, f) != hlen) { interp_raise(I, "load_npy(): '%s' is truncated", path); goto out; }
+    header[hlen] = 0;
+    const char *d = dict_find(header, "descr"), *fo = dict_find(header, "fortran_order"), *sh = dict_find(header, "shape");
+    if (!d || !fo || !sh || *d != '\'' || *sh != '(') { interp_raise(I, "load_npy(): '%s' has a malformed header", path); goto out; }
+    char descr[16] = {0};
+    for (int i = 0; i < 15 && d[i + 1] && d[i + 1] != '\''; i++) descr[i] = d[i + 1];
+    tfe_dtype dt;
+    if (!strcmp(descr, "<f4")) dt = TFE_FLOAT32;
+    else if (!strcmp(descr, "<f8")) dt = TFE_FLOAT64;
+    else if (!strcmp(descr, "<i4")) dt = TFE_INT32;
+    else if (!strcmp(descr, "<i8")) dt = TFE_INT64;
+    else if (!strcmp(descr, "|b1")) dt = TFE_BOOL;
+    else { interp_raise(I, "load_npy(): '%s' has unsupported dtype '%s'", path, descr); goto out; }
+    bool fortran = strncmp(fo, "True", 4) == 0;
+    int64_t shape[TFE_MAX_RANK];
+    int rank = 0;
+    const char *q = sh + 1;
+    for (;;) {
+        while (*q == ' ' || *q == ',') q++;
+        if (*q == ')') break;
+        if (!isdigit((unsigned char)*q) || rank == TFE_MAX_RANK) { interp_raise(I, "load_npy(): '%s' has a bad shape", path); goto out; }
+        char *end;
+        long long v = strtoll(q, &end, 10);
+        if (v < 0 || errno == ERANGE) { interp_raise(I, "load_npy(): '%s' has a bad shape", path); goto out; }
+        shape[rank++] = v;
+        q = end;
+    }
+    int64_t n = shape_numel(rank, shape);
+    if (n < 0 || (uint64_t)n > (uint64_t)(fsize - (long)(hstart + hlen)) / dtype_size(dt) ||
+        (long)(hstart + hlen) + n * (int64_t)dtype_size(dt) != fsize) {
+        interp_raise(I, "load_npy(): '%s' holds %ld data bytes, but its header says shape %s of %s",
+                     path, fsize - (long)(hstart + hlen), shape_str(rank, shape, (char[200]){0}), dtype_name(dt));
+        goto out;
+    }
+    if (fortran) {
+        int64_t rev[TFE_MAX_RANK];
+        for (int i = 0; i < rank; i++) rev[i] = shape[rank - 1 - i];
+        t = tensor_new(dt, rank, rev);
+    } else {
+        t = tensor_new(dt, rank, shape);
+    }
+    if (!t) { interp_raise_tensor_error(I); goto out; }
+    if (n && fread(tensor_data(t), dtype_size(dt), (size_t)n, f) != (size_t)n) { interp_raise(I, "load_npy(): '%s' is truncated", path); goto out; }
+    if (dt == TFE_BOOL)
+        for (int64_t i = 0; i < n; i++) ((uint8_t *)tensor_data(t))[i] = ((uint8_t *)tensor_data(t))[i] != 0;
+    if (fortran && rank > 1) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        tfe_tensor *tr = tfe_call1(OP_TRANSPOSE, 1, &t, &at);
+        if (!tr) { interp_raise_tensor_error(I); goto out; }
+        tfe_tensor *c = tfe_call1(OP_COPY, 1, &tr, &at);
+        tensor_decref(tr);
+        if (!c) { interp_raise_tensor_error(I); goto out; }
+        tensor_decref(t);
+        t = c;
+    }
+    *out = value_from_tensor_take(t);
+    t = NULL;
+    rc = 0;
+out:
+    if (t) tensor_decref(t);
+    free(header);
+    fclose(f);
+    return rc;
+}
+
+/* load_csv(path, skip_header=false, delimiter=","): a float32 matrix of numbers. */
+BUILTIN(bi_load_csv)
+{
+    Value s[3];
+    bool p[3];
+    if (args_parse(I, "load_csv", "path, skip_header=, delimiter=", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    if (s[0].kind != V_STR) return interp_raise(I, "load_csv(): path must be a string");
+    bool skip = p[1] && s[1].kind == V_SCALAR && s[1].u.i;
+    char delim = ',';
+    if (p[2]) {
+        if (s[2].kind != V_STR || ((Str *)s[2].u.o)->len != 1) return interp_raise(I, "load_csv(): delimiter must be one character");
+        delim = ((Str *)s[2].u.o)->s[0];
+    }
+    const char *path = ((Str *)s[0].u.o)->s;
+    FILE *f = fopen(path, "r");
+    if (!f) return interp_raise(I, "load_csv(): cannot open '%s': %s", path, strerror(errno));
+    float *vals = NULL;
+    size_t nv = 0, cap = 0;
+    int64_t rows = 0, cols = -1;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    int lineno = 0, rc = 0;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        if (skip && lineno == 1) continue;
+        char *q = line;
+        while (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n') q++;
+        if (!*q) continue;
+        int64_t c = 0;
+        for (;;) {
+            char *end;
+            errno = 0;
+            float v = strtof(q, &end);
+            if (end == q) { rc = interp_raise(I, "load_csv(): '%s' line %d: field %lld is not a number", path, lineno, (long long)c + 1); goto out; }
+            if (nv == cap) { cap = cap ? cap * 2 : 1024; vals = realloc(vals, cap * sizeof(float)); }
+            vals[nv++] = v;
+            c++;
+            q = end;
+            while (*q == ' ' || *q == '\t') q++;
+            if (*q == delim) { q++; continue; }
+            while (*q == '\r' || *q == '\n' || *q == ' ') q++;
+            if (*q) { rc = interp_raise(I, "load_csv(): '%s' line %d: unexpected '%c'", path, lineno, *q); goto out; }
+            break;
+        }
+        if (cols >= 0 && c != cols) { rc = interp_raise(I, "load_csv(): '%s' line %d has %lld fields, earlier lines have %lld", path, lineno, (long long)c, (long long)cols); goto out; }
+        cols = c;
+        rows++;
+    }
+    {
+        int64_t shape[2] = {rows, cols < 0 ? 0 : cols};
+        tfe_tensor *t = tensor_new(TFE_FLOAT32, 2, shape);
+        if (!t) { rc = interp_raise_tensor_error(I); goto out; }
+        if (nv) memcpy(tensor_data(t), vals, nv * sizeof(float));
+        *out = v_tensor_take(t);
+    }
+out:
+    free(line);
+    free(vals);
+    fclose(f);
+    return rc;
+}
+
+void builtins_io_register(Interp *I)
+{
+    interp_define_builtin(I, "save_npy", bi_save_npy, NULL);
+    interp_define_builtin(I, "load_npy", bi_load_npy, NULL);
+    interp_define_builtin(I, "load_csv", bi_load_csv, NULL);
+}

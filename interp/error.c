@@ -1,0 +1,105 @@
+/* error.c — the one error road: raising a located error with a snapshot of
+ * the call stack, and the one function that prints every diagnostic. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interp/internal.h"
+
+/* Print `file:line:col: error: msg`, the source line and a caret under the
+ * span (clipped to that line). Every diagnostic goes through here. */
+void diag_print(FILE *f, Loc loc, const char *msg)
+{
+    const char *name = loc.src ? loc.src->name : "<unknown>";
+    fprintf(f, "%s:%d:%d: error: %s\n", name, loc.line, loc.col, msg);
+    if (!loc.src || loc.line <= 0) return;
+    const char *text = loc.src->text;
+    size_t len = loc.src->len;
+    /* find the start of the line from the byte offset */
+    size_t off = (size_t)loc.off <= len ? (size_t)loc.off : len;
+    size_t start = off;
+    while (start > 0 && text[start - 1] != '\n') start--;
+    size_t end = off;
+    while (end < len && text[end] != '\n') end++;
+    char num[32];
+    int w = snprintf(num, sizeof num, "%d", loc.line);
+    fprintf(f, " %s | %.*s\n", num, (int)(end - start), text + start);
+    fprintf(f, " %*s | ", w, "");
+    for (size_t i = start; i < off; i++) fputc(text[i] == '\t' ? '\t' : ' ', f);
+    fputc('^', f);
+    size_t span = loc.len > 1 ? (size_t)loc.len : 1;
+    for (size_t i = off + 1; i < off + span && i < end; i++) fputc('~', f);
+    fputc('\n', f);
+}
+
+void error_clear(Interp *I)
+{
+    free(I->err_msg);
+    I->err_msg = NULL;
+    free(I->err_frames);
+    I->err_frames = NULL;
+    I->err_nframes = 0;
+    I->has_error = false;
+}
+
+int raise_msg_at(Interp *I, Loc loc, const char *msg)
+{
+    if (I->has_error) return -1; /* keep the first (innermost) error */
+    I->has_error = true;
+    I->err_msg = strdup(msg);
+    I->err_loc = loc;
+    if (loc.src) source_incref(loc.src);
+    I->err_nframes = I->nframes;
+    if (I->nframes) {
+        I->err_frames = malloc(sizeof(Frame) * (size_t)I->nframes);
+        memcpy(I->err_frames, I->frames, sizeof(Frame) * (size_t)I->nframes);
+        for (int i = 0; i < I->nframes; i++)
+            if (I->err_frames[i].call_loc.src) source_incref(I->err_frames[i].call_loc.src);
+    }
+    return -1;
+}
+
+int raise_at(Interp *I, Loc loc, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return raise_msg_at(I, loc, buf);
+}
+
+int interp_raise(Interp *I, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return raise_msg_at(I, I->cur_loc, buf);
+}
+
+int interp_raise_tensor_error(Interp *I)
+{
+    const char *m = tfe_error_msg();
+    return raise_msg_at(I, I->cur_loc, m && *m ? m : "tensor operation failed");
+}
+
+/* Print the pending error and its traceback (innermost call first), then clear it. */
+void error_report(Interp *I, FILE *f)
+{
+    if (!I->has_error) return;
+    fflush(stdout);
+    diag_print(f, I->err_loc, I->err_msg);
+    for (int i = I->err_nframes - 1; i >= 0; i--) {
+        Frame *fr = &I->err_frames[i];
+        fprintf(f, "  in %s called from %s:%d:%d\n", fr->fname,
+                fr->call_loc.src ? fr->call_loc.src->name : "<unknown>",
+                fr->call_loc.line, fr->call_loc.col);
+    }
+    fflush(f);
+    if (I->err_loc.src) source_decref(I->err_loc.src);
+    for (int i = 0; i < I->err_nframes; i++)
+        if (I->err_frames[i].call_loc.src) source_decref(I->err_frames[i].call_loc.src);
+    error_clear(I);
+}

@@ -1,0 +1,1231 @@
+/* eval.c — the tree-walking evaluator over resolved nodes: expressions,
+ * statements, calls, closures, operators (with an unboxed-scalar fast path
+ * that computes exactly what the tensor kernels would), and modules. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include "interp/internal.h"
+#include "tensor/ops.h"
+
+enum { XS_OK = 0, XS_ERR = -1, XS_BREAK = 1, XS_CONTINUE = 2, XS_RETURN = 3 };
+
+static int eval(Interp *I, Node *n, Env *env, Value *out);
+static int exec(Interp *I, Node *n, Env *env);
+static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
+
+/* Lexical context while evaluating: the Program whose AST is running, so the
+ * closures made here keep it alive. */
+static Program *cur_prog;
+
+static inline Env *env_up(Env *e, int depth)
+{
+    while (depth-- > 0) e = e->parent;
+    return e;
+}
+
+static inline bool is_undefined(Value v) { return v.kind == V_NIL && v.dtype == 1; }
+static inline Value v_undefined(void) { Value v = v_nil(); v.dtype = 1; return v; }
+
+static inline void slot_set_take(Value *slot, Value v)
+{
+    Value old = *slot;
+    *slot = v;
+    value_decref(old);
+}
+
+static int poll_interrupt(Interp *I, Loc loc)
+{
+    if (tfe_interrupted) {
+        tfe_interrupted = 0;
+        return raise_at(I, loc, "interrupted");
+    }
+    return 0;
+}
+
+/* --- operators ------------------------------------------------------------------ */
+
+static const tfe_op binop_to_op[] = {
+    [AOP_ADD] = OP_ADD, [AOP_SUB] = OP_SUB, [AOP_MUL] = OP_MUL, [AOP_DIV] = OP_DIV,
+    [AOP_FLOORDIV] = OP_FLOORDIV, [AOP_MOD] = OP_MOD, [AOP_POW] = OP_POW,
+    [AOP_MATMUL] = OP_MATMUL, [AOP_EQ] = OP_EQ, [AOP_NE] = OP_NE, [AOP_LT] = OP_LT,
+    [AOP_LE] = OP_LE, [AOP_GT] = OP_GT, [AOP_GE] = OP_GE,
+};
+
+static inline int64_t wrap_int(int64_t v, tfe_dtype dt)
+{
+    return dt == TFE_INT32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)v : v;
+}
+
+/* Scalar fast path for int32/int64/float32/float64 operands: the same dtype
+ * rule and the same arithmetic as the kernels (float32 rounds every result).
+ * Returns 1 when it does not apply (bool operands, pow, matmul, division of
+ * ints by zero), so the caller takes the tensor path and its error text. */
+static int scalar_binop(int op, Value a, Value b, Value *out)
+{
+    if (a.dtype == TFE_BOOL || b.dtype == TFE_BOOL) return 1;
+    bool weak;
+    tfe_dtype dt = dtype_promote((tfe_dtype)a.dtype, a.weak, (tfe_dtype)b.dtype, b.weak, &weak);
+    bool fa = dtype_is_float((tfe_dtype)a.dtype), fb = dtype_is_float((tfe_dtype)b.dtype);
+    if (op >= AOP_EQ && op <= AOP_GE) {
+        bool r;
+        if (dtype_is_float(dt)) {
+            double x = fa ? a.u.f : (double)a.u.i, y = fb ? b.u.f : (double)b.u.i;
+            if (dt == TFE_FLOAT32) { x = (float)x; y = (float)y; }
+            switch (op) {
+            case AOP_EQ: r = x == y; break; case AOP_NE: r = x != y; break;
+            case AOP_LT: r = x < y; break;  case AOP_LE: r = x <= y; break;
+            case AOP_GT: r = x > y; break;  default: r = x >= y; break;
+            }
+        } else {
+            int64_t x = wrap_int(a.u.i, dt), y = wrap_int(b.u.i, dt);
+            switch (op) {
+            case AOP_EQ: r = x == y; break; case AOP_NE: r = x != y; break;
+            case AOP_LT: r = x < y; break;  case AOP_LE: r = x <= y; break;
+            case AOP_GT: r = x > y; break;  default: r = x >= y; break;
+            }
+        }
+        *out = v_bool(r);
+        return 0;
+    }
+    if (op == AOP_DIV && !dtype_is_float(dt)) dt = TFE_FLOAT32;
+    if (dtype_is_float(dt)) {
+        double x = fa ? a.u.f : (double)a.u.i, y = fb ? b.u.f : (double)b.u.i, r;
+        if (dt == TFE_FLOAT32) {
+            float xf = (float)x, yf = (float)y, rf;
+            switch (op) {
+            case AOP_ADD: rf = xf + yf; break;
+            case AOP_SUB: rf = xf - yf; break;
+            case AOP_MUL: rf = xf * yf; break;
+            case AOP_DIV: rf = xf / yf; break;
+            default: return 1;
+            }
+            r = rf;
+        } else {
+            switch (op) {
+            case AOP_ADD: r = x + y; break;
+            case AOP_SUB: r = x - y; break;
+            case AOP_MUL: r = x * y; break;
+            case AOP_DIV: r = x / y; break;
+            default: return 1;
+            }
+        }
+        *out = v_float(r, dt);
+        out->weak = weak;
+        return 0;
+    }
+    uint64_t x = (uint64_t)a.u.i, y = (uint64_t)b.u.i;
+    int64_t r;
+    switch (op) {
+    case AOP_ADD: r = (int64_t)(x + y); break;
+    case AOP_SUB: r = (int64_t)(x - y); break;
+    case AOP_MUL: r = (int64_t)(x * y); break;
+    case AOP_FLOORDIV: case AOP_MOD: {
+        int64_t xi = wrap_int(a.u.i, dt), yi = wrap_int(b.u.i, dt);
+        if (yi == 0 || (yi == -1 && xi == INT64_MIN)) return 1;
+        int64_t q = xi / yi, m = xi % yi;
+        if (m != 0 && ((m < 0) != (yi < 0))) { q -= 1; m += yi; }
+        r = op == AOP_FLOORDIV ? q : m;
+        break;
+    }
+    default: return 1;
+    }
+    *out = v_int(wrap_int(r, dt));
+    out->dtype = (uint8_t)dt;
+    out->weak = weak;
+    return 0;
+}
+
+static bool is_numeric(Value v) { return v.kind == V_SCALAR || v.kind == V_TENSOR; }
+
+static int tensor_binop(Interp *I, tfe_op op, Value a, Value b, Loc loc, Value *out)
+{
+    tfe_tensor *ta = value_to_tensor(a), *tb = value_to_tensor(b);
+    tfe_tensor *r = (ta && tb) ? tfe_binary(op, ta, tb) : NULL;
+    if (ta) tensor_decref(ta);
+    if (tb) tensor_decref(tb);
+    if (!r) return raise_msg_at(I, loc, tfe_error_msg());
+    *out = value_from_tensor_take(r);
+    return 0;
+}
+
+static Value concat_seqs(Value a, Value b)
+{
+    Seq *x = (Seq *)a.u.o, *y = (Seq *)b.u.o;
+    Seq *s = seq_new(x->n + y->n);
+    s->h.kind = (uint8_t)a.kind;
+    for (int i = 0; i < x->n; i++) { value_incref(x->items[i]); seq_push_take(s, x->items[i]); }
+    for (int i = 0; i < y->n; i++) { value_incref(y->items[i]); seq_push_take(s, y->items[i]); }
+    return v_obj((ValueKind)a.kind, s);
+}
+
+int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
+{
+    if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(op, a, b, out) == 0) return 0;
+    if (is_numeric(a) && is_numeric(b)) return tensor_binop(I, binop_to_op[op], a, b, loc, out);
+    if (op == AOP_EQ || op == AOP_NE) {
+        int err = 0;
+        bool eq = value_equal(a, b, &err);
+        if (err) return raise_msg_at(I, loc, tfe_error_msg());
+        *out = v_bool(op == AOP_EQ ? eq : !eq);
+        return 0;
+    }
+    if (op == AOP_ADD && a.kind == V_STR && b.kind == V_STR) {
+        Str *x = (Str *)a.u.o, *y = (Str *)b.u.o;
+        Str *s = str_new(NULL, 0);
+        free(s);
+        s = malloc(sizeof(Str) + x->len + y->len + 1);
+        s->h.refcount = 1;
+        s->h.kind = V_STR;
+        s->len = x->len + y->len;
+        memcpy(s->s, x->s, x->len);
+        memcpy(s->s + x->len, y->s, y->len);
+        s->s[s->len] = 0;
+        s->hash = 0;
+        *out = v_obj(V_STR, s);
+        return 0;
+    }
+    if (op == AOP_ADD && a.kind == b.kind && (a.kind == V_TUPLE || a.kind == V_LIST)) {
+        *out = concat_seqs(a, b);
+        return 0;
+    }
+    return raise_at(I, loc, "unsupported operand types for %s: %s and %s", op_symbol(op),
+                    value_kind_name(a), value_kind_name(b));
+}
+
+static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
+{
+    if (op == AOP_POS && is_numeric(a)) { value_incref(a); *out = a; return 0; }
+    if (a.kind == V_SCALAR && a.dtype != TFE_BOOL) {
+        *out = a;
+        if (dtype_is_float((tfe_dtype)a.dtype)) out->u.f = -a.u.f;
+        else out->u.i = wrap_int((int64_t)(0 - (uint64_t)a.u.i), (tfe_dtype)a.dtype);
+        return 0;
+    }
+    if (is_numeric(a)) {
+        tfe_tensor *t = value_to_tensor(a);
+        tfe_tensor *r = tfe_unary(OP_NEG, t);
+        tensor_decref(t);
+        if (!r) return raise_msg_at(I, loc, tfe_error_msg());
+        *out = value_from_tensor_take(r);
+        return 0;
+    }
+    return raise_at(I, loc, "unsupported operand type for unary %s: %s", op == AOP_NEG ? "-" : "+",
+                    value_kind_name(a));
+}
+
+/* A condition must be a bool or a one-element tensor. */
+int value_truth(Interp *I, Value v, Loc loc, bool *out)
+{
+    if (v.kind == V_SCALAR) {
+        *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f != 0 : v.u.i != 0;
+        return 0;
+    }
+    if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
+        *out = tensor_get_f64(v.u.t, 0) != 0;
+        return 0;
+    }
+    if (v.kind == V_TENSOR) {
+        char sh[200];
+        return raise_at(I, loc, "condition must be a bool or a one-element tensor, got a tensor of shape %s (use any() or all())",
+                        shape_str(v.u.t->rank, v.u.t->shape, sh));
+    }
+    return raise_at(I, loc, "condition must be a bool or a one-element tensor, got %s %s",
+                    strchr("aeiou", value_kind_name(v)[0]) ? "an" : "a", value_kind_name(v));
+}
+
+/* --- calls ------------------------------------------------------------------------ */
+
+static int push_frame(Interp *I, const char *name, Loc loc)
+{
+    if (I->nframes >= TFE_MAX_CALL_DEPTH)
+        return raise_at(I, loc, "maximum recursion depth (%d) exceeded", TFE_MAX_CALL_DEPTH);
+    if (I->nframes == I->cap_frames) {
+        I->cap_frames = I->cap_frames ? I->cap_frames * 2 : 64;
+        I->frames = realloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
+    }
+    I->frames[I->nframes].fname = name;
+    I->frames[I->nframes].call_loc = loc;
+    I->nframes++;
+    return 0;
+}
+
+static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int nkw,
+                        Str *const *kwnames, const Value *kwvals, Value *out)
+{
+    Node *fn = c->fn;
+    FnInfo *info = fn->info;
+    const char *name = c->name;
+    if (argc > info->nparams)
+        return interp_raise(I, "%s() takes %d argument%s but %d %s given", name, info->nparams,
+                            info->nparams == 1 ? "" : "s", argc, argc == 1 ? "was" : "were");
+    Env *e = env_new(I, info->nslots, c->env);
+    bool setbuf[64];
+    bool *set = info->nparams <= 64 ? setbuf : calloc((size_t)info->nparams, 1);
+    memset(set, 0, (size_t)(info->nparams < 64 ? info->nparams : 64));
+    int rc = 0;
+    for (int i = 0; i < argc; i++) {
+        value_incref(argv[i]);
+        e->slots[i] = argv[i];
+        set[i] = true;
+    }
+    for (int k = 0; k < nkw && !rc; k++) {
+        int j = -1;
+        for (int i = 0; i < info->nparams; i++)
+            if (strcmp(info->param_names[i], kwnames[k]->s) == 0) { j = i; break; }
+        if (j < 0)
+            rc = interp_raise(I, "%s() got an unexpected keyword argument '%s'", name, kwnames[k]->s);
+        else if (set[j])
+            rc = interp_raise(I, "%s() got multiple values for argument '%s'", name, kwnames[k]->s);
+        else {
+            value_incref(kwvals[k]);
+            e->slots[j] = kwvals[k];
+            set[j] = true;
+        }
+    }
+    Loc call_loc = I->cur_loc;
+    if (!rc) rc = push_frame(I, name, call_loc);
+    if (rc) goto done;
+    Program *saved = cur_prog;
+    cur_prog = c->prog;
+    for (int i = 0; i < info->nparams && !rc; i++) {
+        if (set[i]) continue;
+        if (!info->defaults[i]) {
+            I->nframes--;
+            rc = raise_at(I, call_loc, "%s() missing argument '%s'", name, info->param_names[i]);
+            I->nframes++;
+            break;
+        }
+        Value d;
+        if (eval(I, info->defaults[i], e, &d)) { rc = -1; break; }
+        e->slots[i] = d;
+    }
+    if (!rc) {
+        if (fn->is_lambda) {
+            rc = eval(I, fn->a, e, out);
+        } else {
+            int x = exec_stmts(I, &fn->a->list, e, c->prog);
+            if (x == XS_ERR) rc = -1;
+            else if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
+            else *out = v_nil();
+        }
+    }
+    cur_prog = saved;
+    I->nframes--;
+done:
+    if (set != setbuf) free(set);
+    env_decref(e);
+    return rc;
+}
+
+int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
+               Str *const *kwnames, const Value *kwvals, Value *out)
+{
+    if (f.kind == V_FN) return call_closure(I, (Closure *)f.u.o, argc, argv, nkw, kwnames, kwvals, out);
+    if (f.kind == V_BUILTIN) {
+        Builtin *b = (Builtin *)f.u.o;
+        Loc saved = I->cur_loc;
+        int rc;
+        if (b->self.kind != V_NIL) {
+            Value buf[16];
+            Value *args = argc + 1 <= 16 ? buf : malloc(sizeof(Value) * (size_t)(argc + 1));
+            args[0] = b->self;
+            memcpy(args + 1, argv, sizeof(Value) * (size_t)argc);
+            rc = b->fn(I, argc + 1, args, nkw, kwnames, kwvals, out, b->data);
+            if (args != buf) free(args);
+        } else {
+            rc = b->fn(I, argc, argv, nkw, kwnames, kwvals, out, b->data);
+        }
+        I->cur_loc = saved;
+        if (rc && !I->has_error) interp_raise(I, "%s() failed", b->name);
+        return rc ? -1 : 0;
+    }
+    return interp_raise(I, "cannot call a value of type %s", value_kind_name(f));
+}
+
+static int eval_call(Interp *I, Node *n, Env *env, Value *out)
+{
+    Value f;
+    if (eval(I, n->a, env, &f)) return -1;
+    int argc = n->list.n, nkw = n->list2.n;
+    Value buf[8];
+    Value *argv = argc + nkw <= 8 ? buf : malloc(sizeof(Value) * (size_t)(argc + nkw));
+    Value *kwvals = argv + argc;
+    Str *kwbuf[8];
+    Str **kwnames = nkw <= 8 ? kwbuf : malloc(sizeof(Str *) * (size_t)nkw);
+    int done = 0, kdone = 0, rc = 0;
+    for (; done < argc; done++)
+        if (eval(I, n->list.items[done], env, &argv[done])) { rc = -1; goto out; }
+    for (; kdone < nkw; kdone++) {
+        Node *kw = n->list2.items[kdone];
+        if (eval(I, kw->a, env, &kwvals[kdone])) { rc = -1; goto out; }
+        kwnames[kdone] = str_new(kw->str, strlen(kw->str));
+    }
+    I->cur_loc = n->a->kind == N_FIELD ? n->a->opl : n->a->loc;
+    if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) { rc = -1; goto out; }
+    rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
+out:
+    for (int i = 0; i < done; i++) value_decref(argv[i]);
+    for (int i = 0; i < kdone; i++) {
+        value_decref(kwvals[i]);
+        value_decref(v_obj(V_STR, kwnames[i]));
+    }
+    if (argv != buf) free(argv);
+    if (kwnames != kwbuf) free(kwnames);
+    value_decref(f);
+    return rc;
+}
+
+/* --- indexing and fields ---------------------------------------------------------- */
+
+static int eval_index_items(Interp *I, Node *n, Env *env, IndexItem *items)
+{
+    for (int i = 0; i < n->list.n; i++) {
+        Node *it = n->list.items[i];
+        IndexItem *x = &items[i];
+        x->v = x->start = x->stop = x->step = v_nil();
+        if (it->kind == N_ELLIPSIS) { x->kind = IX_ELLIPSIS; continue; }
+        if (it->kind == N_SLICE) {
+            x->kind = IX_SLICE;
+            if (it->a && eval(I, it->a, env, &x->start)) return -1;
+            if (it->b && eval(I, it->b, env, &x->stop)) return -1;
+            if (it->c && eval(I, it->c, env, &x->step)) return -1;
+            continue;
+        }
+        x->kind = IX_VALUE;
+        if (eval(I, it, env, &x->v)) return -1;
+    }
+    return 0;
+}
+
+static void free_index_items(IndexItem *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        value_decref(items[i].v);
+        value_decref(items[i].start);
+        value_decref(items[i].stop);
+        value_decref(items[i].step);
+    }
+}
+
+static int int_of(Interp *I, Value v, Loc loc, const char *what, int64_t *out)
+{
+    if (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) { *out = v.u.i; return 0; }
+    if (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype)) {
+        *out = tensor_get_i64(v.u.t, 0);
+        return 0;
+    }
+    return raise_at(I, loc, "%s must be an int, got %s", what, value_kind_name(v));
+}
+
+/* Python slice bounds over a sequence of length len. */
+static int seq_slice_bounds(Interp *I, IndexItem *x, int64_t len, Loc loc, int64_t *start, int64_t *stop, int64_t *step)
+{
+    *step = 1;
+    if (x->step.kind != V_NIL && int_of(I, x->step, loc, "slice step", step)) return -1;
+    if (*step == 0) return raise_at(I, loc, "slice step cannot be zero");
+    int64_t lo = *step > 0 ? 0 : -1, hi = *step > 0 ? len : len - 1;
+    *start = *step > 0 ? lo : hi;
+    *stop = *step > 0 ? hi : lo;
+    if (x->start.kind != V_NIL) {
+        if (int_of(I, x->start, loc, "slice start", start)) return -1;
+        if (*start < 0) *start += len;
+        if (*start < lo) *start = lo;
+        if (*start > hi) *start = hi;
+    }
+    if (x->stop.kind != V_NIL) {
+        if (int_of(I, x->stop, loc, "slice stop", stop)) return -1;
+        if (*stop < 0) *stop += len;
+        if (*stop < lo) *stop = lo;
+        if (*stop > hi) *stop = hi;
+    }
+    return 0;
+}
+
+static int index_seq(Interp *I, Value base, IndexItem *items, int n, Loc loc, Value *out)
+{
+    const char *kind = base.kind == V_STR ? "string" : value_kind_name(base);
+    if (n != 1 || items[0].kind == IX_ELLIPSIS)
+        return raise_at(I, loc, "%s index must be one int or slice", kind);
+    int64_t len = base.kind == V_STR ? (int64_t)((Str *)base.u.o)->len : ((Seq *)base.u.o)->n;
+    if (items[0].kind == IX_SLICE) {
+        int64_t a, b, s;
+        if (seq_slice_bounds(I, &items[0], len, loc, &a, &b, &s)) return -1;
+        if (base.kind == V_STR) {
+            Str *src = (Str *)base.u.o;
+            char *buf = malloc((size_t)len + 1);
+            size_t k = 0;
+            for (int64_t i = a; s > 0 ? i < b : i > b; i += s) buf[k++] = src->s[i];
+            *out = v_str(buf, k);
+            free(buf);
+            return 0;
+        }
+        Seq *src = (Seq *)base.u.o;
+        Seq *r = seq_new(0);
+        r->h.kind = (uint8_t)base.kind;
+        for (int64_t i = a; s > 0 ? i < b : i > b; i += s) {
+            value_incref(src->items[i]);
+            seq_push_take(r, src->items[i]);
+        }
+        *out = v_obj((ValueKind)base.kind, r);
+        return 0;
+    }
+    int64_t i;
+    if (int_of(I, items[0].v, loc, "index", &i)) return -1;
+    int64_t j = i < 0 ? i + len : i;
+    if (j < 0 || j >= len)
+        return raise_at(I, loc, "%s index %lld is out of range (length %lld)", kind, (long long)i, (long long)len);
+    if (base.kind == V_STR) *out = v_str(((Str *)base.u.o)->s + j, 1);
+    else { *out = ((Seq *)base.u.o)->items[j]; value_incref(*out); }
+    return 0;
+}
+
+static int index_value(Interp *I, Value base, IndexItem *items, int n, Loc loc, Value *out)
+{
+    switch ((ValueKind)base.kind) {
+    case V_SCALAR: case V_TENSOR: {
+        Loc saved = I->cur_loc;
+        I->cur_loc = loc;
+        int rc = tensor_index(I, base, n, items, out);
+        I->cur_loc = saved;
+        return rc;
+    }
+    case V_TUPLE: case V_LIST: case V_STR:
+        return index_seq(I, base, items, n, loc, out);
+    case V_RECORD: case V_MODULE: {
+        if (n != 1 || items[0].kind != IX_VALUE || items[0].v.kind != V_STR)
+            return raise_at(I, loc, "record index must be a string");
+        Str *k = (Str *)items[0].v.u.o;
+        Value *v = record_get((Record *)base.u.o, k->s, k->len);
+        if (!v) return raise_at(I, loc, "record has no field '%s'", k->s);
+        value_incref(*v);
+        *out = *v;
+        return 0;
+    }
+    default:
+        return raise_at(I, loc, "a value of type %s cannot be indexed", value_kind_name(base));
+    }
+}
+
+/* Methods of lists: bound builtins with the list as self. */
+static int list_push(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwn,
+                     const Value *kwv, Value *out, void *data)
+{
+    if (argc != 2 || nkw) return interp_raise(I, "push() takes 1 argument");
+    value_incref(argv[1]);
+    seq_push_take((Seq *)argv[0].u.o, argv[1]);
+    *out = v_nil();
+    return 0;
+}
+
+static int list_pop(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwn,
+                    const Value *kwv, Value *out, void *data)
+{
+    if (argc != 1 || nkw) return interp_raise(I, "pop() takes no arguments");
+    Seq *s = (Seq *)argv[0].u.o;
+    if (s->n == 0) return interp_raise(I, "pop() from an empty list");
+    *out = s->items[--s->n];
+    return 0;
+}
+
+static Value bound_method(const char *name, BuiltinFn fn, Value self)
+{
+    Value b = builtin_new(name, fn, NULL);
+    value_incref(self);
+    ((Builtin *)b.u.o)->self = self;
+    return b;
+}
+
+static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *out)
+{
+    int rc = 1;
+    switch ((ValueKind)base.kind) {
+    case V_RECORD: case V_MODULE: {
+        Value *v = record_get((Record *)base.u.o, name, strlen(name));
+        if (v) { value_incref(*v); *out = *v; return 0; }
+        if (base.kind == V_MODULE)
+            return raise_at(I, loc, "module '%s' has no field '%s'", ((Record *)base.u.o)->module_name, name);
+        return raise_at(I, loc, "record has no field '%s'", name);
+    }
+    case V_SCALAR: case V_TENSOR: {
+        Loc saved = I->cur_loc;
+        I->cur_loc = loc;
+        rc = tensor_getattr(I, base, name, out);
+        I->cur_loc = saved;
+        break;
+    }
+    case V_LIST:
+        if (strcmp(name, "push") == 0) { *out = bound_method("push", list_push, base); return 0; }
+        if (strcmp(name, "pop") == 0) { *out = bound_method("pop", list_pop, base); return 0; }
+        break;
+    case V_OBJECT: {
+        Object *o = (Object *)base.u.o;
+        if (o->cls->getattr) {
+            Loc saved = I->cur_loc;
+            I->cur_loc = loc;
+            rc = o->cls->getattr(I, base.u.o, name, out);
+            I->cur_loc = saved;
+        }
+        break;
+    }
+    default: break;
+    }
+    if (rc == 1) return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    return rc;
+}
+
+/* --- literals ------------------------------------------------------------------------ */
+
+static int eval_items(Interp *I, NodeList *l, Env *env, Value *vals)
+{
+    for (int i = 0; i < l->n; i++)
+        if (eval(I, l->items[i], env, &vals[i])) {
+            for (int j = 0; j < i; j++) value_decref(vals[j]);
+            return -1;
+        }
+    return 0;
+}
+
+static int make_closure(Interp *I, Node *fn, Env *env, Value *out)
+{
+    Closure *c = closure_new(I, fn, env, cur_prog);
+    Value f = v_obj(V_FN, c);
+    /* decorators apply innermost (closest to fn) first */
+    for (int i = fn->list2.n - 1; i >= 0; i--) {
+        Node *d = fn->list2.items[i];
+        Value dv, r;
+        if (eval(I, d, env, &dv)) { value_decref(f); return -1; }
+        I->cur_loc = d->loc;
+        int rc = call_value(I, dv, 1, &f, 0, NULL, NULL, &r);
+        value_decref(dv);
+        value_decref(f);
+        if (rc) return -1;
+        f = r;
+    }
+    *out = f;
+    return 0;
+}
+
+/* --- expressions ------------------------------------------------------------------- */
+
+static int eval(Interp *I, Node *n, Env *env, Value *out)
+{
+    switch (n->kind) {
+    case N_INT:
+        *out = v_int(n->ival);
+        out->weak = true;
+        return 0;
+    case N_FLOAT:
+        *out = v_float(n->fval, TFE_FLOAT32);
+        out->weak = true;
+        return 0;
+    case N_STR: *out = v_str(n->str, n->slen); return 0;
+    case N_TRUE: *out = v_bool(true); return 0;
+    case N_FALSE: *out = v_bool(false); return 0;
+    case N_NIL: *out = v_nil(); return 0;
+    case N_NAME: {
+        Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
+        if (is_undefined(v)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+        value_incref(v);
+        *out = v;
+        return 0;
+    }
+    case N_BINOP: {
+        Value a, b;
+        if (eval(I, n->a, env, &a)) return -1;
+        if (eval(I, n->b, env, &b)) { value_decref(a); return -1; }
+        int rc;
+        if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(n->op, a, b, out) == 0) rc = 0;
+        else {
+            I->cur_loc = n->opl;
+            rc = binop_values(I, n->op, a, b, n->opl, out);
+        }
+        value_decref(a);
+        value_decref(b);
+        return rc;
+    }
+    case N_UNOP: {
+        Value a;
+        if (eval(I, n->a, env, &a)) return -1;
+        int rc = unop_value(I, n->op, a, n->loc, out);
+        value_decref(a);
+        return rc;
+    }
+    case N_AND: case N_OR: {
+        Value a;
+        bool t;
+        if (eval(I, n->a, env, &a)) return -1;
+        int rc = value_truth(I, a, n->a->loc, &t);
+        value_decref(a);
+        if (rc) return -1;
+        if (n->kind == N_AND ? !t : t) { *out = v_bool(t); return 0; }
+        Value b;
+        if (eval(I, n->b, env, &b)) return -1;
+        rc = value_truth(I, b, n->b->loc, &t);
+        value_decref(b);
+        if (rc) return -1;
+        *out = v_bool(t);
+        return 0;
+    }
+    case N_NOT: {
+        Value a;
+        bool t;
+        if (eval(I, n->a, env, &a)) return -1;
+        int rc = value_truth(I, a, n->a->loc, &t);
+        value_decref(a);
+        if (rc) return -1;
+        *out = v_bool(!t);
+        return 0;
+    }
+    case N_CALL:
+        return eval_call(I, n, env, out);
+    case N_INDEX: {
+        Value base;
+        if (eval(I, n->a, env, &base)) return -1;
+        IndexItem buf[8];
+        int k = n->list.n;
+        IndexItem *items = k <= 8 ? buf : calloc((size_t)k, sizeof(IndexItem));
+        memset(items, 0, sizeof(IndexItem) * (size_t)k);
+        int rc = eval_index_items(I, n, env, items);
+        if (!rc) rc = index_value(I, base, items, k, n->loc, out);
+        free_index_items(items, k);
+        if (items != buf) free(items);
+        value_decref(base);
+        return rc;
+    }
+    case N_FIELD: {
+        Value base;
+        if (eval(I, n->a, env, &base)) return -1;
+        int rc = get_field(I, base, n->str, n->opl, out);
+        value_decref(base);
+        return rc;
+    }
+    case N_ARRAY: {
+        int k = n->list.n;
+        Value buf[16];
+        Value *vals = k <= 16 ? buf : malloc(sizeof(Value) * (size_t)k);
+        int rc = eval_items(I, &n->list, env, vals);
+        if (!rc) {
+            Loc saved = I->cur_loc;
+            I->cur_loc = n->loc;
+            rc = tensor_literal(I, k, vals, out);
+            I->cur_loc = saved;
+            for (int i = 0; i < k; i++) value_decref(vals[i]);
+        }
+        if (vals != buf) free(vals);
+        return rc;
+    }
+    case N_TUPLE: {
+        Seq *s = seq_new(n->list.n);
+        s->h.kind = V_TUPLE;
+        if (eval_items(I, &n->list, env, s->items)) { free(s->items); s->items = NULL; s->n = 0; value_decref(v_obj(V_TUPLE, s)); return -1; }
+        s->n = n->list.n;
+        *out = v_obj(V_TUPLE, s);
+        return 0;
+    }
+    case N_RECORD: {
+        Record *r = record_new();
+        for (int i = 0; i < n->list.n; i++) {
+            Node *f = n->list.items[i];
+            Value v;
+            if (eval(I, f->a, env, &v)) { value_decref(v_obj(V_RECORD, r)); return -1; }
+            record_set_take(r, f->str, strlen(f->str), v);
+        }
+        *out = v_obj(V_RECORD, r);
+        return 0;
+    }
+    case N_FN:
+        return make_closure(I, n, env, out);
+    default:
+        return raise_at(I, n->loc, "internal error: node kind %d is not an expression", (int)n->kind);
+    }
+}
+
+/* --- statements ---------------------------------------------------------------------- */
+
+static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
+{
+    if (p->kind == N_PNAME) {
+        value_incref(v);
+        slot_set_take(&env_up(env, p->depth)->slots[p->slot], v);
+        return 0;
+    }
+    Seq *s = seq_as(v);
+    if (!s) return raise_at(I, p->loc, "cannot destructure a value of type %s (a tuple or list is needed)", value_kind_name(v));
+    if (s->n != p->list.n)
+        return raise_at(I, p->loc, "cannot destructure a %s of %d value%s into %d names", value_kind_name(v),
+                        s->n, s->n == 1 ? "" : "s", p->list.n);
+    for (int i = 0; i < s->n; i++)
+        if (bind_pattern(I, p->list.items[i], s->items[i], env)) return -1;
+    return 0;
+}
+
+/* target = v (takes v). For x[i] = v on a tensor the updated copy is bound
+ * back to x (value semantics), recursively through fields and indices. */
+static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
+{
+    switch (t->kind) {
+    case N_NAME: {
+        Value *slot = &env_up(env, t->depth)->slots[t->slot];
+        if (t->op == 1 && is_undefined(*slot)) {
+            value_decref(v);
+            return raise_at(I, t->loc, "assignment to undeclared name '%s' (declare it with 'let')", t->str);
+        }
+        slot_set_take(slot, v);
+        return 0;
+    }
+    case N_FIELD: {
+        Value base;
+        if (eval(I, t->a, env, &base)) { value_decref(v); return -1; }
+        int rc = 0;
+        if (base.kind == V_RECORD) record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+        else {
+            value_decref(v);
+            rc = raise_at(I, t->opl, "cannot set field '%s' of a value of type %s", t->str, value_kind_name(base));
+        }
+        value_decref(base);
+        return rc;
+    }
+    case N_INDEX: {
+        Value base;
+        if (eval(I, t->a, env, &base)) { value_decref(v); return -1; }
+        int k = t->list.n;
+        IndexItem *items = calloc((size_t)(k ? k : 1), sizeof(IndexItem));
+        int rc = eval_index_items(I, t, env, items);
+        if (rc) { value_decref(v); goto done; }
+        if (base.kind == V_LIST) {
+            Seq *s = (Seq *)base.u.o;
+            int64_t i;
+            if (k != 1 || items[0].kind != IX_VALUE) { value_decref(v); rc = raise_at(I, t->loc, "list index must be one int"); goto done; }
+            if ((rc = int_of(I, items[0].v, t->loc, "index", &i))) { value_decref(v); goto done; }
+            int64_t j = i < 0 ? i + s->n : i;
+            if (j < 0 || j >= s->n) {
+                value_decref(v);
+                rc = raise_at(I, t->loc, "list index %lld is out of range (length %d)", (long long)i, s->n);
+                goto done;
+            }
+            slot_set_take(&s->items[j], v);
+        } else if (base.kind == V_RECORD) {
+            if (k != 1 || items[0].kind != IX_VALUE || items[0].v.kind != V_STR) {
+                value_decref(v);
+                rc = raise_at(I, t->loc, "record index must be a string");
+                goto done;
+            }
+            Str *key = (Str *)items[0].v.u.o;
+            record_set_take((Record *)base.u.o, key->s, key->len, v);
+        } else if (base.kind == V_TENSOR || base.kind == V_SCALAR) {
+            Value upd;
+            Loc saved = I->cur_loc;
+            I->cur_loc = t->loc;
+            rc = tensor_index_assign(I, base, k, items, v, &upd);
+            I->cur_loc = saved;
+            value_decref(v);
+            if (!rc) rc = assign_to(I, t->a, upd, env, loc);
+        } else {
+            value_decref(v);
+            rc = raise_at(I, t->loc, base.kind == V_TUPLE ? "cannot assign to an element of a tuple (tuples are immutable)"
+                                                          : "cannot assign to an element of a value of type %s",
+                          value_kind_name(base));
+        }
+    done:
+        free_index_items(items, k);
+        free(items);
+        value_decref(base);
+        return rc;
+    }
+    default:
+        value_decref(v);
+        return raise_at(I, t->loc, "cannot assign to this expression");
+    }
+}
+
+static int exec_block(Interp *I, Node *b, Env *env) { return exec_stmts(I, &b->list, env, cur_prog); }
+
+/* Iterate v: tensors over axis 0, tuples, lists, ranges, records (keys), strings. */
+static int exec_for(Interp *I, Node *n, Env *env)
+{
+    Value it;
+    if (eval(I, n->b, env, &it)) return -1;
+    int rc = XS_OK;
+    int64_t count;
+    switch ((ValueKind)it.kind) {
+    case V_RANGE: {
+        Range *r = (Range *)it.u.o;
+        count = r->step > 0 ? (r->stop - r->start + r->step - 1) / r->step
+                            : (r->start - r->stop - r->step - 1) / -r->step;
+        if (count < 0) count = 0;
+        break;
+    }
+    case V_TUPLE: case V_LIST: count = -1; break;
+    case V_RECORD: case V_MODULE: count = ((Record *)it.u.o)->n; break;
+    case V_STR: count = (int64_t)((Str *)it.u.o)->len; break;
+    case V_TENSOR:
+        if (it.u.t->rank == 0) { rc = raise_at(I, n->b->loc, "cannot iterate over a 0-d tensor"); goto out; }
+        count = it.u.t->shape[0];
+        break;
+    default:
+        rc = raise_at(I, n->b->loc, "cannot iterate over a value of type %s", value_kind_name(it));
+        goto out;
+    }
+    for (int64_t i = 0;; i++) {
+        Value x;
+        if (it.kind == V_TUPLE || it.kind == V_LIST) {
+            Seq *s = (Seq *)it.u.o;
+            if (i >= s->n) break;
+            x = s->items[i];
+            value_incref(x);
+        } else {
+            if (i >= count) break;
+            if (it.kind == V_RANGE) {
+                Range *r = (Range *)it.u.o;
+                x = v_int(r->start + i * r->step);
+            } else if (it.kind == V_RECORD || it.kind == V_MODULE) {
+                Str *k = ((Record *)it.u.o)->keys[i];
+                x = v_str(k->s, k->len);
+            } else if (it.kind == V_STR) {
+                x = v_str(((Str *)it.u.o)->s + i, 1);
+            } else {
+                IndexItem ix = { .kind = IX_VALUE, .v = v_int(i) };
+                I->cur_loc = n->b->loc;
+                if (tensor_index(I, it, 1, &ix, &x)) { rc = XS_ERR; break; }
+            }
+        }
+        int b = bind_pattern(I, n->a, x, env);
+        value_decref(x);
+        if (b) { rc = XS_ERR; break; }
+        int r = exec_block(I, n->c, env);
+        if (r == XS_BREAK) break;
+        if (r == XS_ERR || r == XS_RETURN) { rc = r; break; }
+        if (tfe_interrupted && poll_interrupt(I, n->loc)) { rc = XS_ERR; break; }
+    }
+out:
+    value_decref(it);
+    return rc;
+}
+
+static int exec_with(Interp *I, Node *n, Env *env)
+{
+    Value ctx;
+    if (eval(I, n->a, env, &ctx)) return XS_ERR;
+    const ObjectClass *cls = ctx.kind == V_OBJECT ? ((Object *)ctx.u.o)->cls : NULL;
+    if (!cls || !cls->enter) {
+        int rc = raise_at(I, n->a->loc, "a value of type %s cannot be used in 'with' (not a context manager)",
+                          value_kind_name(ctx));
+        value_decref(ctx);
+        return rc;
+    }
+    Value as = v_nil();
+    I->cur_loc = n->a->loc;
+    if (cls->enter(I, ctx.u.o, &as)) { value_decref(ctx); return XS_ERR; }
+    if (n->str) slot_set_take(&env->slots[n->slot], as);
+    else value_decref(as);
+    int r = exec_stmts(I, &n->b->list, env, cur_prog);
+    if (cls->exit && cls->exit(I, ctx.u.o, r == XS_ERR) && r != XS_ERR) r = XS_ERR;
+    value_decref(ctx);
+    return r;
+}
+
+static int exec(Interp *I, Node *n, Env *env)
+{
+    switch (n->kind) {
+    case N_EXPR: {
+        Value v;
+        if (eval(I, n->a, env, &v)) return XS_ERR;
+        value_decref(v);
+        return XS_OK;
+    }
+    case N_LET: {
+        Value v;
+        if (eval(I, n->b, env, &v)) return XS_ERR;
+        int rc = bind_pattern(I, n->a, v, env);
+        value_decref(v);
+        return rc ? XS_ERR : XS_OK;
+    }
+    case N_ASSIGN: {
+        Value v;
+        if (eval(I, n->b, env, &v)) return XS_ERR;
+        if (n->op) {
+            Value cur, r;
+            if (eval(I, n->a, env, &cur)) { value_decref(v); return XS_ERR; }
+            I->cur_loc = n->opl;
+            int rc = binop_values(I, n->op, cur, v, n->opl, &r);
+            value_decref(cur);
+            value_decref(v);
+            if (rc) return XS_ERR;
+            v = r;
+        }
+        return assign_to(I, n->a, v, env, n->opl) ? XS_ERR : XS_OK;
+    }
+    case N_FNDECL:
+        return XS_OK; /* bound when its block was entered (hoisting) */
+    case N_IF: {
+        Value c;
+        bool t;
+        if (eval(I, n->a, env, &c)) return XS_ERR;
+        int rc = value_truth(I, c, n->a->loc, &t);
+        value_decref(c);
+        if (rc) return XS_ERR;
+        if (t) return exec_block(I, n->b, env);
+        if (!n->c) return XS_OK;
+        return n->c->kind == N_IF ? exec(I, n->c, env) : exec_block(I, n->c, env);
+    }
+    case N_WHILE:
+        for (;;) {
+            Value c;
+            bool t;
+            if (eval(I, n->a, env, &c)) return XS_ERR;
+            int rc = value_truth(I, c, n->a->loc, &t);
+            value_decref(c);
+            if (rc) return XS_ERR;
+            if (!t) return XS_OK;
+            int r = exec_block(I, n->b, env);
+            if (r == XS_BREAK) return XS_OK;
+            if (r == XS_ERR || r == XS_RETURN) return r;
+            if (tfe_interrupted && poll_interrupt(I, n->loc)) return XS_ERR;
+        }
+    case N_FOR: return exec_for(I, n, env);
+    case N_BREAK: return XS_BREAK;
+    case N_CONTINUE: return XS_CONTINUE;
+    case N_RETURN: {
+        Value v = v_nil();
+        if (n->a && eval(I, n->a, env, &v)) return XS_ERR;
+        value_decref(I->retval);
+        I->retval = v;
+        return XS_RETURN;
+    }
+    case N_WITH: return exec_with(I, n, env);
+    case N_IMPORT: {
+        Value m;
+        if (import_module(I, n, &m)) return XS_ERR;
+        slot_set_take(&env->slots[n->slot], m);
+        return XS_OK;
+    }
+    case N_BLOCK: return exec_block(I, n, env);
+    default: {
+        Value v;
+        if (eval(I, n, env, &v)) return XS_ERR;
+        value_decref(v);
+        return XS_OK;
+    }
+    }
+}
+
+static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog)
+{
+    (void)prog;
+    /* hoisting: every fn declared in this block is bound before any statement runs */
+    for (int i = 0; i < l->n; i++) {
+        Node *s = l->items[i];
+        if (s->kind != N_FNDECL) continue;
+        Value f;
+        if (make_closure(I, s->a, env, &f)) return XS_ERR;
+        slot_set_take(&env->slots[s->slot], f);
+    }
+    for (int i = 0; i < l->n; i++) {
+        int r = exec(I, l->items[i], env);
+        if (r != XS_OK) return r;
+    }
+    return XS_OK;
+}
+
+/* --- programs ------------------------------------------------------------------------ */
+
+static void globals_grow(Interp *I)
+{
+    Env *g = I->globals;
+    int need = I->global_scope->fn->nslots;
+    if (need <= g->nslots) return;
+    Value *slots = malloc(sizeof(Value) * (size_t)need);
+    memcpy(slots, g->slots, sizeof(Value) * (size_t)g->nslots);
+    for (int i = g->nslots; i < need; i++) slots[i] = v_undefined();
+    if (g->slots != g->inline_slots) free(g->slots);
+    g->slots = slots;
+    g->nslots = need;
+}
+
+/* Resolve and run a parsed program in the current globals. */
+int eval_program(Interp *I, Program *p, bool echo)
+{
+    if (resolve_program(I, p->root, I->repl)) { globals_grow(I); return -1; }
+    globals_grow(I);
+    Program *saved = cur_prog;
+    cur_prog = p;
+    NodeList *l = &p->root->list;
+    int r = XS_OK;
+    if (echo && l->n > 0 && l->items[l->n - 1]->kind == N_EXPR) {
+        NodeList head = *l;
+        head.n--;
+        r = exec_stmts(I, &head, I->globals, p);
+        if (r == XS_OK) {
+            Value v;
+            if (eval(I, l->items[l->n - 1]->a, I->globals, &v)) r = XS_ERR;
+            else {
+                if (v.kind != V_NIL) {
+                    char *s = value_repr(v);
+                    printf("%s\n", s);
+                    free(s);
+                }
+                value_decref(v);
+            }
+        }
+    } else {
+        r = exec_stmts(I, l, I->globals, p);
+    }
+    cur_prog = saved;
+    return r == XS_ERR ? -1 : 0;
+}
+
+char *closure_repr(Obj *o)
+{
+    Closure *c = (Closure *)o;
+    const char *file = c->fn->loc.src ? c->fn->loc.src->name : "?";
+    char *s = NULL;
+    if (asprintf(&s, "<fn %s at %s:%d>", c->name, file, c->fn->loc.line) < 0) return strdup("<fn>");
+    return s;
+}
+
+/* --- modules ----------------------------------------------------------------------- */
+
+static char *exe_dir(void)
+{
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return NULL;
+    buf[n] = 0;
+    char *slash = strrchr(buf, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    return strdup(buf);
+}
+
+static bool file_exists(const char *p)
+{
+    FILE *f = fopen(p, "r");
+    if (!f) return false;
+    fclose(f);
+    return true;
+}
+
+/* import nn: the stdlib (next to the binary in a build tree, else the
+ * installed one), the script's folder, then each folder of TFE_PATH. */
+static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+{
+    char *dirs[64];
+    int nd = 0;
+    char *ed = exe_dir();
+    if (ed) {
+        char *d;
+        if (asprintf(&d, "%s/stdlib", ed) >= 0) dirs[nd++] = d;
+        free(ed);
+    }
+    dirs[nd++] = strdup(TFE_STDLIB_DIR);
+    dirs[nd++] = strdup(I->script_dir ? I->script_dir : ".");
+    const char *tp = getenv("TFE_PATH");
+    if (tp && *tp) {
+        char *copy = strdup(tp), *save = NULL;
+        for (char *tok = strtok_r(copy, ":", &save); tok && nd < 63; tok = strtok_r(NULL, ":", &save))
+            dirs[nd++] = strdup(tok);
+        free(copy);
+    }
+    char *found = NULL;
+    searched[0] = 0;
+    for (int i = 0; i < nd; i++) {
+        char *p;
+        if (!found && asprintf(&p, "%s/%s.tfe", dirs[i], name) >= 0) {
+            if (file_exists(p)) found = p;
+            else free(p);
+        }
+        size_t len = strlen(searched);
+        snprintf(searched + len, cap - len, "%s%s", len ? ", " : "", dirs[i]);
+        free(dirs[i]);
+    }
+    return found;
+}
+
+int import_module(Interp *I, Node *n, Value *out)
+{
+    char *path = NULL;
+    if (n->is_path) {
+        const char *base = n->loc.src && n->loc.src->dir ? n->loc.src->dir : ".";
+        if (n->str[0] == '/') path = strdup(n->str);
+        else if (asprintf(&path, "%s/%s", base, n->str) < 0) path = NULL;
+    } else {
+        char searched[2048];
+        path = find_module(I, n->str, searched, sizeof searched);
+        if (!path) return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+    }
+    char *real = realpath(path, NULL);
+    const char *key = real ? real : path;
+    Value *cached = record_get(I->modules, key, strlen(key));
+    if (cached && (cached->kind == V_NIL || cached->kind == V_MODULE)) {
+        /* nil marks a module whose import is still running */
+        int rc = 0;
+        if (cached->kind == V_NIL) rc = raise_at(I, n->loc, "circular import of '%s'", n->str);
+        else { value_incref(*cached); *out = *cached; }
+        free(real);
+        free(path);
+        return rc;
+    }
+    Source *src = source_from_file(path);
+    if (!src) {
+        int rc = raise_at(I, n->loc, "cannot open module '%s': %s", n->str, strerror(errno));
+        free(real);
+        free(path);
+        return rc;
+    }
+    record_set_take(I->modules, key, strlen(key), v_nil());
+    ParseError pe;
+    Node *root = parse_program(src, &pe);
+    int rc = 0;
+    Record *mod = NULL;
+    if (!root) {
+        rc = raise_msg_at(I, pe.loc, pe.msg);
+    } else {
+        Program *p = calloc(1, sizeof(Program));
+        p->refcount = 1;
+        p->src = src;
+        source_incref(src);
+        p->root = root;
+        /* run the module in globals of its own */
+        Scope *saved_scope = I->global_scope;
+        Env *saved_globals = I->globals;
+        I->global_scope = global_scope_new();
+        I->globals = env_new(I, 0, NULL);
+        rc = eval_program(I, p, false);
+        if (!rc) {
+            mod = record_new();
+            mod->h.kind = V_MODULE;
+            const char *slash = strrchr(n->str, '/');
+            mod->module_name = strdup(slash ? slash + 1 : n->str);
+            char *dot = strrchr(mod->module_name, '.');
+            if (dot && strcmp(dot, ".tfe") == 0) *dot = 0;
+            Scope *g = I->global_scope;
+            for (int i = 0; i < g->n; i++) {
+                Value v = I->globals->slots[g->slots[i]];
+                if (is_undefined(v)) continue;
+                value_incref(v);
+                record_set_take(mod, g->names[i], strlen(g->names[i]), v);
+            }
+        }
+        global_scope_free(I->global_scope);
+        env_decref(I->globals);
+        I->global_scope = saved_scope;
+        I->globals = saved_globals;
+        program_decref(p);
+    }
+    source_decref(src);
+    if (mod) {
+        value_incref(v_obj(V_MODULE, mod));
+        record_set_take(I->modules, key, strlen(key), v_obj(V_MODULE, mod));
+        *out = v_obj(V_MODULE, mod);
+    } else {
+        /* forget the failed import so a corrected module can be imported again */
+        Value *slot = record_get(I->modules, key, strlen(key));
+        if (slot) { slot->kind = V_SCALAR; slot->dtype = TFE_BOOL; slot->u.i = 0; }
+    }
+    free(real);
+    free(path);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,141 @@
+/* internal.h — the interpreter's private structures: environments, closures,
+ * call frames, the error state and the resolver's scopes.
+ * Ownership as in value.h: slots own their values; Env and Closure are Objs. */
+#ifndef TFE_INTERP_INTERNAL_H
+#define TFE_INTERP_INTERNAL_H
+
+#include "interp/interp.h"
+#include "parser/ast.h"
+
+#define TFE_MAX_CALL_DEPTH 1000
+
+/* Objects whose contents can form reference cycles (environments, closures,
+ * lists, records) are kept on one intrusive list, so interp_free can break
+ * every cycle at exit (the documented rule: cyclic garbage lives until exit). */
+
+/* A function activation's bindings (or a module's globals): a flat array of
+ * slots; blocks inside the function get distinct slots from the resolver. */
+typedef struct Env {
+    Obj h;
+    TrackLink link;
+    struct Env *parent;   /* lexically enclosing function's Env (owned ref) */
+    int nslots;
+    Value *slots;
+    Value inline_slots[8];
+} Env;
+
+/* Resolver facts about one function literal (Node.info of an N_FN). */
+typedef struct FnInfo {
+    int nparams;
+    int nslots;            /* slots of its Env: params first */
+    char **param_names;    /* borrowed from the AST */
+    Node **defaults;       /* default expressions or NULL */
+    bool is_staged, is_host;
+} FnInfo;
+
+typedef struct Closure {
+    Obj h;
+    TrackLink link;
+    Node *fn;              /* N_FN: the AST stays alive with its Program */
+    Env *env;              /* defining environment (owned ref) */
+    struct Program *prog;  /* keeps the AST alive (owned ref) */
+    const char *name;
+} Closure;
+
+/* A parsed program (one file, -e text, or REPL entry): the AST lives as long
+ * as any closure made from it. */
+typedef struct Program {
+    int refcount;
+    Source *src;
+    Node *root;
+    struct Program *next_all;
+} Program;
+
+typedef struct Frame {
+    const char *fname;
+    Loc call_loc;           /* where it was called from */
+} Frame;
+
+/* Lexical scope during resolution. */
+typedef struct Scope {
+    struct Scope *parent;
+    bool is_function;       /* a function body (new Env) vs a block */
+    struct ScopeFn *fn;     /* the function scope this block belongs to */
+    int n, cap;
+    char **names;
+    int *slots;
+} Scope;
+
+typedef struct ScopeFn {
+    int nslots;
+} ScopeFn;
+
+struct Interp {
+    InterpOptions opt;
+    Env *globals;
+    Scope *global_scope;    /* persists across REPL entries; ->fn counts its slots */
+    char **builtin_names;   /* built-ins: resolved as N_NAME with op 2 */
+    Value *builtin_vals;
+    int nbuiltins, cap_builtins;
+    Program *programs;      /* every program run (kept for closures) */
+    Record *modules;        /* cache: resolved path -> V_MODULE */
+    char *script_dir;       /* folder of the main script (imports) */
+    TrackLink tracked;      /* sentinel of the cycle list */
+
+    /* the call stack (tracebacks) */
+    Frame *frames;
+    int nframes, cap_frames;
+
+    /* the error being raised */
+    bool has_error;
+    char *err_msg;
+    Loc err_loc;
+    Frame *err_frames;
+    int err_nframes;
+
+    Loc cur_loc;            /* location blamed by interp_raise (builtin calls) */
+    Value retval;           /* the value of a `return` in flight */
+    bool repl;
+    uint64_t poll;          /* counts back-edges between interrupt polls */
+};
+
+/* value.c */
+void track(TrackLink *l, Obj *o);   /* on the current interpreter's list */
+void untrack(TrackLink *l);
+void tracked_clear_all(Interp *I);  /* break every cycle (interp_free) */
+extern Interp *tfe_current_interp;
+#define OBJ_ENV 200                 /* Obj.kind of an Env (not a Value kind) */
+void env_decref(Env *e);
+Env *env_new(Interp *I, int nslots, Env *parent);
+Closure *closure_new(Interp *I, Node *fn, Env *env, Program *prog);
+bool value_equal(Value a, Value b, int *err); /* structural ==; err set on tensor failure */
+Value value_seq_tuple(int n, const Value *items);  /* increfs items */
+Seq *seq_as(Value v);
+void program_decref(Program *p);
+
+/* error.c */
+int raise_at(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int raise_msg_at(Interp *I, Loc loc, const char *msg);
+void error_report(Interp *I, FILE *f);
+void error_clear(Interp *I);
+void diag_print(FILE *f, Loc loc, const char *msg);
+
+/* resolve.c: binds names to (depth, slot); reports undefined names. */
+int resolve_program(Interp *I, Node *prog, bool repl);
+int global_slot(Interp *I, const char *name, bool create);
+int builtin_index(Interp *I, const char *name); /* -1 if none */
+Scope *global_scope_new(void);
+void global_scope_free(Scope *s);
+
+/* eval.c */
+int eval_program(Interp *I, Program *p, bool echo);
+int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
+               Str *const *kwnames, const Value *kwvals, Value *out);
+int value_truth(Interp *I, Value v, Loc loc, bool *out);
+int import_module(Interp *I, Node *n, Value *out);
+
+/* builtins.c */
+void builtins_register(Interp *I);
+Value builtin_new(const char *name, BuiltinFn fn, void *data);
+
+#endif

@@ -1,0 +1,148 @@
+/* interp.c — the interpreter's lifetime and its entry points: run a program,
+ * run one REPL entry, complete names for the REPL. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interp/internal.h"
+
+void builtins_io_register(Interp *I);
+
+Interp *interp_new(const InterpOptions *opt)
+{
+    Interp *I = calloc(1, sizeof(Interp));
+    I->opt = *opt;
+    I->tracked.next = I->tracked.prev = &I->tracked;
+    tfe_current_interp = I;
+    I->global_scope = global_scope_new();
+    I->globals = env_new(I, 0, NULL);
+    I->modules = record_new();
+    I->retval = v_nil();
+    builtins_register(I);
+    builtins_io_register(I);
+    builtins_tensor_register(I);
+    return I;
+}
+
+void interp_free(Interp *I)
+{
+    value_decref(I->retval);
+    tracked_clear_all(I);
+    env_decref(I->globals);
+    value_decref(v_obj(V_RECORD, I->modules));
+    for (int i = 0; i < I->nbuiltins; i++) {
+        free(I->builtin_names[i]);
+        value_decref(I->builtin_vals[i]);
+    }
+    free(I->builtin_names);
+    free(I->builtin_vals);
+    global_scope_free(I->global_scope);
+    while (I->programs) {
+        Program *p = I->programs;
+        I->programs = p->next_all;
+        program_decref(p);
+    }
+    free(I->frames);
+    free(I->script_dir);
+    error_clear(I);
+    if (tfe_current_interp == I) tfe_current_interp = NULL;
+    free(I);
+}
+
+/* Parse, resolve and run text; report any error. The Program stays alive
+ * (closures made from it may outlive this call). */
+static int run_text(Interp *I, Source *src, bool echo)
+{
+    ParseError pe;
+    memset(&pe, 0, sizeof pe);
+    Node *root = parse_program(src, &pe);
+    if (!root) {
+        fflush(stdout);
+        diag_print(stderr, pe.loc, pe.msg);
+        return 1;
+    }
+    Program *p = calloc(1, sizeof(Program));
+    p->refcount = 1;
+    p->src = src;
+    source_incref(src);
+    p->root = root;
+    p->next_all = I->programs;
+    I->programs = p;
+    I->nframes = 0;
+    int rc = eval_program(I, p, echo);
+    fflush(stdout);
+    if (rc) {
+        error_report(I, stderr);
+        return 1;
+    }
+    return 0;
+}
+
+int interp_run_source(Interp *I, const char *name, const char *text, size_t len)
+{
+    Source *src = source_new(name, text, len);
+    int rc = run_text(I, src, false);
+    source_decref(src);
+    return rc;
+}
+
+int interp_run_file(Interp *I, const char *path)
+{
+    Source *src = source_from_file(path);
+    if (!src) {
+        fprintf(stderr, "tfe: cannot open '%s': %s\n", path, strerror(errno));
+        return 1;
+    }
+    free(I->script_dir);
+    I->script_dir = src->dir ? strdup(src->dir) : NULL;
+    int rc = run_text(I, src, false);
+    source_decref(src);
+    return rc;
+}
+
+int interp_run_repl_entry(Interp *I, const char *text, size_t len)
+{
+    I->repl = true;
+    Source *src = source_new("<repl>", text, len);
+    int rc = run_text(I, src, true);
+    source_decref(src);
+    return rc;
+}
+
+static const char *keywords[] = {
+    "let", "fn", "return", "if", "else", "while", "for", "in", "break", "continue",
+    "with", "as", "import", "and", "or", "not", "true", "false", "nil", NULL
+};
+
+void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, void *), void *ctx)
+{
+    const char *dot = strrchr(prefix, '.');
+    if (dot) {
+        /* fields of a global record or module: "model.la" -> "model.layers" */
+        char base[256];
+        size_t bl = (size_t)(dot - prefix);
+        if (bl >= sizeof base) return;
+        memcpy(base, prefix, bl);
+        base[bl] = 0;
+        int slot = global_slot(I, base, false);
+        if (slot < 0 || slot >= I->globals->nslots) return;
+        Value v = I->globals->slots[slot];
+        if (v.kind != V_RECORD && v.kind != V_MODULE) return;
+        Record *r = (Record *)v.u.o;
+        size_t pl = strlen(dot + 1);
+        for (int i = 0; i < r->n; i++)
+            if (strncmp(r->keys[i]->s, dot + 1, pl) == 0) {
+                char *full;
+                if (asprintf(&full, "%s.%s", base, r->keys[i]->s) >= 0) { add(full, ctx); free(full); }
+            }
+        return;
+    }
+    size_t pl = strlen(prefix);
+    Scope *g = I->global_scope;
+    for (int i = 0; i < g->n; i++)
+        if (strncmp(g->names[i], prefix, pl) == 0) add(g->names[i], ctx);
+    for (int i = 0; i < I->nbuiltins; i++)
+        if (strncmp(I->builtin_names[i], prefix, pl) == 0) add(I->builtin_names[i], ctx);
+    for (int i = 0; keywords[i]; i++)
+        if (strncmp(keywords[i], prefix, pl) == 0) add(keywords[i], ctx);
+}

@@ -1,0 +1,79 @@
+/* interp.h — the interpreter's public entry points (used by main.c and repl.c).
+ * Ownership: the Interp owns every binding; run functions borrow their text. */
+#ifndef TFE_INTERP_H
+#define TFE_INTERP_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include "interp/value.h"
+
+typedef struct Interp Interp;
+
+typedef struct InterpOptions {
+    bool eager;          /* --eager: run staged functions as plain functions */
+    bool stage_all;      /* --stage-all */
+    int argc;            /* script arguments (argv builtin) */
+    char **argv;
+} InterpOptions;
+
+Interp *interp_new(const InterpOptions *opt);
+void interp_free(Interp *I);
+
+/* Run a whole program (file, -e, stdin). Errors are reported on stderr with
+ * location, caret and traceback. Returns 0 on success, 1 after an error. */
+int interp_run_source(Interp *I, const char *name, const char *text, size_t len);
+int interp_run_file(Interp *I, const char *path);
+
+/* Run one REPL entry: like interp_run_source, but top-level bindings persist
+ * across entries and the value of a final expression statement is echoed
+ * (unless nil). After an error every earlier binding is kept. */
+int interp_run_repl_entry(Interp *I, const char *text, size_t len);
+
+/* Completion candidates for the REPL: names in scope, keywords, and when the
+ * prefix is "expr.partial" the fields of a record/module binding.
+ * Calls add(candidate, ctx) for each; candidates are full replacement words. */
+void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, void *), void *ctx);
+
+/* --- for built-in functions (interp/builtins*.c) --------------------------- */
+typedef int (*BuiltinFn)(Interp *I, int argc, const Value *argv, int nkw,
+                         Str *const *kwnames, const Value *kwvals, Value *out, void *data);
+/* Bind a global name to a builtin (at start-up). */
+void interp_define_builtin(Interp *I, const char *name, BuiltinFn fn, void *data);
+/* Raise a located error (the location of the call being evaluated is
+ * attached by the interpreter). Always returns -1 so builtins can
+ * `return interp_raise(I, "...")`. */
+int interp_raise(Interp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Raise the tensor library's pending error (tfe_error_msg()). */
+int interp_raise_tensor_error(Interp *I);
+
+/* Argument binding for builtins: spec is a comma-separated parameter list,
+ * e.g. "x, axis=, keepdims=". Names with '=' are optional. Fills slots[i]
+ * with a borrowed value or, when absent, kind V_NIL and present[i] = false.
+ * Errors (missing/unknown/duplicate/too many arguments) name fname.
+ * Returns 0 or -1 (raised). */
+int args_parse(Interp *I, const char *fname, const char *spec,
+               int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+               Value *slots, bool *present);
+
+/* Hooks implemented by interp/builtins_tensor.c, called by the evaluator. */
+void builtins_tensor_register(Interp *I);
+/* [a, b, ...]: stack numbers/bools/tensors of one shape (ragged or non-numeric:
+ * an error that suggests a tuple). */
+int tensor_literal(Interp *I, int n, const Value *items, Value *out);
+/* Index items as evaluated: a value (int scalar, int tensor, bool tensor),
+ * a slice, or an ellipsis. */
+typedef struct IndexItem {
+    enum { IX_VALUE, IX_SLICE, IX_ELLIPSIS } kind;
+    Value v;                 /* IX_VALUE */
+    Value start, stop, step; /* IX_SLICE: nil when omitted */
+} IndexItem;
+int tensor_index(Interp *I, Value x, int n, const IndexItem *items, Value *out);
+/* x[items] = v: the updated copy of x in *out. */
+int tensor_index_assign(Interp *I, Value x, int n, const IndexItem *items, Value v, Value *out);
+/* x.shape, x.dtype, x.T, x.device, x.ndim, ...: 0 ok, 1 no such field, -1 raised. */
+int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
+
+/* Ctrl-C: the SIGINT handler sets tfe_interrupted (tensor.h); the interpreter
+ * polls it at loop back-edges and calls and raises "interrupted". */
+
+#endif

@@ -1,0 +1,87 @@
+/* main.c — the tfe command: run a file, a -e string or stdin, or start the
+ * REPL on a terminal. Exit status 1 after an error. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "interp/interp.h"
+#include "interp/repl.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+    "usage: tfe [options] [FILE [ARGS...]]\n"
+    "       tfe [options] -e CODE [ARGS...]\n"
+    "\n"
+    "Runs FILE, CODE, or the program on standard input; with none of them on a\n"
+    "terminal, starts the interactive REPL.\n"
+    "\n"
+    "options:\n"
+    "  -e CODE       run CODE\n"
+    "  --eager       run @staged functions eagerly (run_eagerly(true))\n"
+    "  --stage-all   stage every function that can be staged\n"
+    "  --help        show this help and exit\n"
+    "  --version     show the version and exit\n"
+    "\n"
+    "environment: TFE_PATH (module folders, ':'-separated), TFE_DEVICE\n";
+
+static char *read_all(FILE *f, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) buf = realloc(buf, cap *= 2);
+    }
+    *len = n;
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    InterpOptions opt = {0};
+    const char *code = NULL, *file = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { fputs(usage, stdout); return 0; }
+        if (strcmp(a, "--version") == 0) { printf("tfe %s\n", PACKAGE_VERSION); return 0; }
+        if (strcmp(a, "--eager") == 0) { opt.eager = true; continue; }
+        if (strcmp(a, "--stage-all") == 0) { opt.stage_all = true; continue; }
+        if (strcmp(a, "-e") == 0) {
+            if (i + 1 >= argc) { fputs("tfe: -e needs an argument\n", stderr); return 2; }
+            code = argv[++i];
+            i++;
+            break;
+        }
+        if (strcmp(a, "--") == 0) { i++; break; }
+        if (a[0] == '-' && a[1]) { fprintf(stderr, "tfe: unknown option '%s' (see tfe --help)\n", a); return 2; }
+        break;
+    }
+    if (!code && i < argc) file = argv[i++];
+    opt.argc = argc - i;
+    opt.argv = argv + i;
+    Interp *I = interp_new(&opt);
+    int rc;
+    if (code) {
+        rc = interp_run_source(I, "<cmdline>", code, strlen(code));
+    } else if (file) {
+        rc = interp_run_file(I, file);
+    } else if (isatty(0)) {
+        rc = repl_run(I);
+    } else {
+        size_t len;
+        char *text = read_all(stdin, &len);
+        rc = interp_run_source(I, "<stdin>", text, len);
+        free(text);
+    }
+    fflush(stdout);
+    interp_free(I);
+    return rc;
+}

@@ -1,0 +1,319 @@
+/* resolve.c — binds every name to a (depth, slot) pair before anything runs,
+ * so evaluation never looks a name up by string.
+ * Rules: a block scope's slots live in its function's Env; depth counts the
+ * function boundaries between a use and its binding. A name not bound in any
+ * enclosing scope is a late global when it sits inside a function body
+ * (checked when read, as in Python) and an error in top-level code. */
+#include <stdlib.h>
+#include <string.h>
+#include "interp/internal.h"
+
+typedef struct Resolver {
+    Interp *I;
+    Scope *scope;
+    int fn_level;     /* function nesting: 0 at the top level */
+    int loop_depth;
+    bool in_function;
+} Resolver;
+
+static Scope *scope_push(Resolver *R, bool is_function, ScopeFn *fn)
+{
+    Scope *s = calloc(1, sizeof(Scope));
+    s->parent = R->scope;
+    s->is_function = is_function;
+    s->fn = fn ? fn : R->scope->fn;
+    R->scope = s;
+    return s;
+}
+
+static void scope_free(Scope *s)
+{
+    free(s->names);
+    free(s->slots);
+    free(s);
+}
+
+static void scope_pop(Resolver *R)
+{
+    Scope *s = R->scope;
+    R->scope = s->parent;
+    scope_free(s);
+}
+
+static int scope_declare(Scope *s, const char *name)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 8;
+        s->names = realloc(s->names, sizeof(char *) * (size_t)s->cap);
+        s->slots = realloc(s->slots, sizeof(int) * (size_t)s->cap);
+    }
+    int slot = s->fn->nslots++;
+    s->names[s->n] = (char *)name;
+    s->slots[s->n] = slot;
+    s->n++;
+    return slot;
+}
+
+/* The global scope owns copies of its names (it outlives REPL entries). */
+int global_slot(Interp *I, const char *name, bool create)
+{
+    Scope *g = I->global_scope;
+    for (int i = g->n - 1; i >= 0; i--)
+        if (strcmp(g->names[i], name) == 0) return g->slots[i];
+    if (!create) return -1;
+    return scope_declare(g, strdup(name));
+}
+
+static int declare(Resolver *R, const char *name)
+{
+    if (R->scope == R->I->global_scope) {
+        /* top level: a repeated let rebinds the same global slot */
+        return global_slot(R->I, name, true);
+    }
+    return scope_declare(R->scope, name);
+}
+
+/* Find name: slot and depth (function boundaries crossed); -1 if unbound. */
+static int lookup(Resolver *R, const char *name, int *depth)
+{
+    int d = 0;
+    for (Scope *s = R->scope; s; s = s->parent) {
+        for (int i = s->n - 1; i >= 0; i--)
+            if (strcmp(s->names[i], name) == 0) { *depth = d; return s->slots[i]; }
+        if (s->is_function) d++;
+    }
+    return -1;
+}
+
+static int resolve_node(Resolver *R, Node *n);
+static int resolve_stmts(Resolver *R, NodeList *l);
+
+static int resolve_list(Resolver *R, NodeList *l)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->items[i] && resolve_node(R, l->items[i])) return -1;
+    return 0;
+}
+
+static int declare_pattern(Resolver *R, Node *p)
+{
+    if (p->kind == N_PNAME) {
+        p->slot = declare(R, p->str);
+        p->depth = 0;
+        return 0;
+    }
+    for (int i = 0; i < p->list.n; i++)
+        if (declare_pattern(R, p->list.items[i])) return -1;
+    return 0;
+}
+
+static int resolve_name(Resolver *R, Node *n, bool assign)
+{
+    int depth;
+    int slot = lookup(R, n->str, &depth);
+    n->op = 0;
+    if (slot >= 0) {
+        n->slot = slot;
+        n->depth = depth;
+        return 0;
+    }
+    int b = builtin_index(R->I, n->str);
+    if (b >= 0 && !assign) {
+        n->slot = b;
+        n->depth = 0;
+        n->op = 2;
+        return 0;
+    }
+    if (R->in_function) {
+        /* late global: bound by the time the function runs, or an error then */
+        n->slot = global_slot(R->I, n->str, true);
+        n->depth = R->fn_level;
+        n->op = 1;
+        return 0;
+    }
+    if (assign)
+        return raise_at(R->I, n->loc, "assignment to undeclared name '%s' (declare it with 'let')", n->str);
+    return raise_at(R->I, n->loc, "undefined name '%s'", n->str);
+}
+
+static int resolve_fn(Resolver *R, Node *fn)
+{
+    FnInfo *info = calloc(1, sizeof(FnInfo));
+    fn->info = info;
+    info->nparams = fn->list.n;
+    info->param_names = calloc((size_t)(info->nparams ? info->nparams : 1), sizeof(char *));
+    info->defaults = calloc((size_t)(info->nparams ? info->nparams : 1), sizeof(Node *));
+    for (int i = 0; i < fn->list2.n; i++) {
+        Node *d = fn->list2.items[i];
+        if (resolve_node(R, d)) return -1;
+        if (d->kind == N_NAME && strcmp(d->str, "staged") == 0) info->is_staged = true;
+        if (d->kind == N_NAME && strcmp(d->str, "host") == 0) info->is_host = true;
+    }
+    ScopeFn *sf = calloc(1, sizeof(ScopeFn));
+    Resolver inner = *R;
+    inner.fn_level = R->fn_level + 1;
+    inner.loop_depth = 0;
+    inner.in_function = true;
+    inner.scope = R->scope;
+    scope_push(&inner, true, sf);
+    int rc = 0;
+    for (int i = 0; i < fn->list.n; i++) {
+        Node *p = fn->list.items[i];
+        for (int j = 0; j < i; j++)
+            if (strcmp(fn->list.items[j]->str, p->str) == 0) {
+                rc = raise_at(R->I, p->loc, "duplicate parameter '%s'", p->str);
+                goto out;
+            }
+        p->slot = scope_declare(inner.scope, p->str);
+        info->param_names[i] = p->str;
+    }
+    for (int i = 0; i < fn->list.n; i++) {
+        Node *p = fn->list.items[i];
+        info->defaults[i] = p->a;
+        if (p->a && (rc = resolve_node(&inner, p->a))) goto out;
+    }
+    if (fn->is_lambda) rc = resolve_node(&inner, fn->a);
+    else rc = resolve_stmts(&inner, &fn->a->list);
+out:
+    info->nslots = sf->nslots;
+    while (inner.scope != R->scope) scope_pop(&inner);
+    free(sf);
+    return rc;
+}
+
+/* Function declarations are hoisted: bound before the block's statements run. */
+static int resolve_stmts(Resolver *R, NodeList *l)
+{
+    for (int i = 0; i < l->n; i++) {
+        Node *s = l->items[i];
+        if (s->kind == N_FNDECL) s->slot = declare(R, s->a->str);
+    }
+    return resolve_list(R, l);
+}
+
+static int resolve_block(Resolver *R, Node *block)
+{
+    scope_push(R, false, NULL);
+    int rc = resolve_stmts(R, &block->list);
+    scope_pop(R);
+    return rc;
+}
+
+static int resolve_node(Resolver *R, Node *n)
+{
+    switch (n->kind) {
+    case N_INT: case N_FLOAT: case N_STR: case N_TRUE: case N_FALSE: case N_NIL:
+    case N_ELLIPSIS:
+        return 0;
+    case N_NAME:
+        return resolve_name(R, n, false);
+    case N_BINOP: case N_AND: case N_OR:
+        if (resolve_node(R, n->a)) return -1;
+        return resolve_node(R, n->b);
+    case N_UNOP: case N_NOT: case N_KWARG: case N_FIELDINIT: case N_FIELD: case N_EXPR:
+        return n->a ? resolve_node(R, n->a) : 0;
+    case N_CALL:
+        if (resolve_node(R, n->a)) return -1;
+        if (resolve_list(R, &n->list)) return -1;
+        return resolve_list(R, &n->list2);
+    case N_INDEX:
+        if (resolve_node(R, n->a)) return -1;
+        return resolve_list(R, &n->list);
+    case N_SLICE:
+        if (n->a && resolve_node(R, n->a)) return -1;
+        if (n->b && resolve_node(R, n->b)) return -1;
+        return n->c ? resolve_node(R, n->c) : 0;
+    case N_ARRAY: case N_TUPLE: case N_RECORD:
+        return resolve_list(R, &n->list);
+    case N_FN:
+        return resolve_fn(R, n);
+    case N_PARAM: case N_PNAME: case N_PTUPLE:
+        return 0;
+    case N_LET:
+        /* the value is resolved before the new names exist: let x = x + 1 */
+        if (resolve_node(R, n->b)) return -1;
+        return declare_pattern(R, n->a);
+    case N_ASSIGN:
+        if (resolve_node(R, n->b)) return -1;
+        if (n->a->kind == N_NAME) return resolve_name(R, n->a, true);
+        return resolve_node(R, n->a);
+    case N_FNDECL:
+        /* slot declared by resolve_stmts (hoisting) */
+        return resolve_fn(R, n->a);
+    case N_IF:
+        if (resolve_node(R, n->a) || resolve_block(R, n->b)) return -1;
+        if (!n->c) return 0;
+        return n->c->kind == N_IF ? resolve_node(R, n->c) : resolve_block(R, n->c);
+    case N_WHILE: {
+        if (resolve_node(R, n->a)) return -1;
+        R->loop_depth++;
+        int rc = resolve_block(R, n->b);
+        R->loop_depth--;
+        return rc;
+    }
+    case N_FOR: {
+        if (resolve_node(R, n->b)) return -1;
+        scope_push(R, false, NULL);
+        int rc = declare_pattern(R, n->a);
+        R->loop_depth++;
+        if (!rc) rc = resolve_block(R, n->c);
+        R->loop_depth--;
+        scope_pop(R);
+        return rc;
+    }
+    case N_BREAK:
+        if (!R->loop_depth) return raise_at(R->I, n->loc, "'break' outside a loop");
+        return 0;
+    case N_CONTINUE:
+        if (!R->loop_depth) return raise_at(R->I, n->loc, "'continue' outside a loop");
+        return 0;
+    case N_RETURN:
+        if (!R->in_function) return raise_at(R->I, n->loc, "'return' outside a function");
+        return n->a ? resolve_node(R, n->a) : 0;
+    case N_WITH:
+        if (resolve_node(R, n->a)) return -1;
+        /* the block of a with does not open a scope: its bindings stay visible */
+        if (n->str) n->slot = declare(R, n->str);
+        return resolve_stmts(R, &n->b->list);
+    case N_IMPORT:
+        n->slot = declare(R, n->str2);
+        return 0;
+    case N_BLOCK:
+        return resolve_block(R, n);
+    case N_PROGRAM:
+        return resolve_stmts(R, &n->list);
+    case N_KIND_COUNT:
+        break;
+    }
+    return raise_at(R->I, n->loc, "internal error: cannot resolve node kind %d", (int)n->kind);
+}
+
+int builtin_index(Interp *I, const char *name)
+{
+    for (int i = 0; i < I->nbuiltins; i++)
+        if (strcmp(I->builtin_names[i], name) == 0) return i;
+    return -1;
+}
+
+Scope *global_scope_new(void)
+{
+    Scope *s = calloc(1, sizeof(Scope));
+    s->is_function = true;
+    s->fn = calloc(1, sizeof(ScopeFn));
+    return s;
+}
+
+void global_scope_free(Scope *s)
+{
+    for (int i = 0; i < s->n; i++) free(s->names[i]);
+    free(s->fn);
+    scope_free(s);
+}
+
+/* Resolve a whole program against the interpreter's global scope. */
+int resolve_program(Interp *I, Node *prog, bool repl)
+{
+    (void)repl;
+    Resolver R = { .I = I, .scope = I->global_scope, .fn_level = 0 };
+    return resolve_node(&R, prog);
+}

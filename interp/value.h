@@ -1,0 +1,120 @@
+/* value.h — the interpreter's values: unboxed scalars and refcounted objects.
+ * Ownership: a Value held in a variable, container or return slot owns one
+ * reference; functions taking `Value` arguments borrow them unless their name
+ * ends in _take; functions returning a Value return a new reference. */
+#ifndef TFE_VALUE_H
+#define TFE_VALUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "tensor/tensor.h"
+
+typedef enum ValueKind {
+    V_NIL,
+    V_SCALAR,    /* unboxed 0-d tensor: dtype + i/f; behaves exactly like tfe_tensor 0-d */
+    V_TENSOR,    /* u.t */
+    V_STR,       /* u.o -> Str */
+    V_TUPLE,     /* u.o -> Seq (immutable) */
+    V_LIST,      /* u.o -> Seq (mutable) */
+    V_RECORD,    /* u.o -> Record */
+    V_FN,        /* u.o -> Closure */
+    V_BUILTIN,   /* u.o -> Builtin */
+    V_RANGE,     /* u.o -> Range */
+    V_MODULE,    /* u.o -> Record (a module's top-level names) */
+    V_OBJECT,    /* u.o -> Object with a class vtable (variables, tapes, graphs, ...) */
+} ValueKind;
+
+typedef struct Obj { int refcount; uint8_t kind; } Obj;
+
+typedef struct Value {
+    uint8_t kind;
+    uint8_t dtype;  /* V_SCALAR: bool/int32/int64/float32/float64 */
+    bool weak;      /* V_SCALAR: a bare literal (or result of weak operands only) */
+    union {
+        int64_t i;  /* bool and int scalars */
+        double f;   /* float scalars (float32 kept rounded to float) */
+        Obj *o;
+        tfe_tensor *t;
+    } u;
+} Value;
+
+/* Containers that can form reference cycles sit on the interpreter's list of
+ * tracked objects (interp/value.c), so every cycle is broken at exit. */
+typedef struct TrackLink { struct TrackLink *prev, *next; Obj *obj; } TrackLink;
+
+typedef struct Str { Obj h; size_t len; uint64_t hash; char s[]; } Str;
+typedef struct Seq { Obj h; int n, cap; Value *items; TrackLink link; } Seq;
+/* Records keep insertion order; printing and iteration follow it. */
+typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name; TrackLink link; } Record;
+typedef struct Range { Obj h; int64_t start, stop, step; } Range;
+
+struct Interp;
+typedef struct Builtin {
+    Obj h;
+    const char *name;
+    /* Positional args, then keyword args (names and values). Returns 0 and a
+     * new reference in *out, or -1 after raising an error. */
+    int (*fn)(struct Interp *I, int argc, const Value *argv, int nkw,
+              Str *const *kwnames, const Value *kwvals, Value *out, void *data);
+    void *data;
+    Value self;     /* bound method receiver, or nil */
+} Builtin;
+
+/* Objects with behaviour (variables, tapes, graphs, devices...). */
+typedef struct ObjectClass {
+    const char *name;
+    void (*free)(Obj *o);
+    /* "<variable w float32 (3, 1)>"; malloc'd string */
+    char *(*repr)(Obj *o);
+    /* Field or method: 0 ok, 1 no such field (caller raises), -1 error raised */
+    int (*getattr)(struct Interp *I, Obj *o, const char *name, Value *out);
+    /* Context managers (`with x as y { }`): enter gives the `as` value; exit
+     * runs when the block ends, also after an error (then `failed` is true). */
+    int (*enter)(struct Interp *I, Obj *o, Value *as);
+    int (*exit)(struct Interp *I, Obj *o, bool failed);
+} ObjectClass;
+typedef struct Object { Obj h; const ObjectClass *cls; } Object;
+
+static inline Value v_nil(void) { Value v = {0}; v.kind = V_NIL; return v; }
+static inline Value v_bool(bool b) { Value v = {0}; v.kind = V_SCALAR; v.dtype = TFE_BOOL; v.u.i = b; return v; }
+static inline Value v_int(int64_t i) { Value v = {0}; v.kind = V_SCALAR; v.dtype = TFE_INT64; v.u.i = i; return v; }
+Value v_float(double f, tfe_dtype dt); /* rounds to float32 when dt is float32 */
+static inline Value v_obj(ValueKind k, void *o) { Value v = {0}; v.kind = k; v.u.o = (Obj *)o; return v; }
+Value v_tensor_take(tfe_tensor *t);    /* takes the reference */
+
+static inline bool v_is_obj(Value v) { return v.kind >= V_STR; }
+static inline void value_incref(Value v) {
+    if (v.kind == V_TENSOR) v.u.t->refcount++;
+    else if (v_is_obj(v)) v.u.o->refcount++;
+}
+void value_decref(Value v);
+
+Str *str_new(const char *s, size_t len);
+Value v_str(const char *s, size_t len);
+Value v_cstr(const char *s);
+Seq *seq_new(int cap);
+void seq_push_take(Seq *s, Value v);
+Record *record_new(void);
+/* Record fields: get returns a borrowed pointer or NULL; set takes v. */
+Value *record_get(Record *r, const char *key, size_t len);
+void record_set_take(Record *r, const char *key, size_t len, Value v);
+
+/* Boxing: a scalar or tensor value as a tensor (new ref); NULL for others. */
+tfe_tensor *value_to_tensor(Value v);
+/* A 0-d tensor result becomes an unboxed scalar again (takes the ref). */
+Value value_from_tensor_take(tfe_tensor *t);
+
+/* Printing per LANGUAGE.md §11 (interp/print.c). str: how print() shows the
+ * value (strings bare); repr: how it shows inside containers (strings quoted).
+ * Both return malloc'd strings. */
+char *value_str(Value v);
+char *value_repr(Value v);
+const char *value_kind_name(Value v); /* "tensor", "string", "list", ... for errors */
+/* "<fn step at train.tfe:12>" for a V_FN (interp/eval.c); malloc'd. */
+char *closure_repr(Obj *o);
+
+/* format("{} {:.4f}", args) — Python's format mini-language (interp/format.c).
+ * Returns a malloc'd string, or NULL with *err set to a malloc'd message. */
+char *format_values(const char *fmt, size_t fmtlen, int argc, const Value *argv, char **err);
+
+#endif

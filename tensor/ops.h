@@ -1,0 +1,101 @@
+/* ops.h — the op table (generated from ops.def) and the one dispatch entry.
+ * Ownership: tfe_execute borrows its inputs and stores new references in out[]. */
+#ifndef TFE_OPS_H
+#define TFE_OPS_H
+
+#include "tensor/tensor.h"
+
+/* Op flags (the fourth column of ops.def). */
+enum {
+    F_ELEMWISE    = 1 << 0,  /* output[i] depends on inputs[i] (after broadcasting) */
+    F_UNARY       = 1 << 1,  /* one tensor in, same shape out; bound as name(x) */
+    F_BINARY      = 1 << 2,  /* two tensors in, broadcast; bound as name(a, b) */
+    F_COMMUTATIVE = 1 << 3,
+    F_REDUCTION   = 1 << 4,  /* takes axis/keepdims attrs */
+    F_COMPARISON  = 1 << 5,  /* bool output */
+    F_VIEW        = 1 << 6,  /* output may share the input's storage; kernel makes out[] */
+    F_RANDOM      = 1 << 7,  /* consumes the random stream (stateful) */
+    F_NODIFF      = 1 << 8,  /* no gradient (int/bool results, argmax, comparisons) */
+    F_CREATE      = 1 << 9,  /* no tensor inputs */
+    F_SELFOUT     = 1 << 10, /* kernel allocates out[] itself (shape depends on data) */
+    F_GPU         = 1 << 11, /* has a GPU kernel (issue 8) */
+};
+
+typedef enum tfe_op {
+#define OP(id, name, nin, nout, flags, infer, kernel) OP_##id,
+#include "tensor/ops.def"
+#undef OP
+    TFE_NOPS
+} tfe_op;
+
+/* Attributes: the non-tensor arguments of an op. One struct for every op so
+ * that a tracer and a tape can record any call by value (issues 4 and 5). */
+typedef struct tfe_attrs {
+    int naxes;                  /* reductions etc.: -1 = all axes */
+    int64_t axes[TFE_MAX_RANK];
+    bool keepdims;
+    tfe_dtype dtype;            /* cast target, creation dtype, result dtype */
+    int nints;
+    int64_t ints[32];           /* shapes, permutations, slices (start,stop,step per axis),
+                                   conv stride/padding/dilation: documented per op in ops.def */
+    double f[4];                /* fill value, dropout rate, ... */
+    uint64_t seed, counter;     /* random ops: Philox key and starting counter */
+} tfe_attrs;
+
+/* One call of an op: what the infer rule and kernel see. */
+typedef struct tfe_opcall {
+    tfe_op op;
+    int nin, nout;
+    tfe_tensor *const *in;
+    const tfe_attrs *at;
+    tfe_tensor **out;
+} tfe_opcall;
+
+/* Result metadata computed by an infer rule before any kernel runs. */
+typedef struct tfe_meta {
+    tfe_dtype dtype;
+    bool weak;
+    int rank;
+    int64_t shape[TFE_MAX_RANK];
+} tfe_meta;
+
+typedef int (*tfe_infer_fn)(const tfe_opcall *c, tfe_meta *out_meta); /* 0 or -1 + error */
+typedef int (*tfe_kernel_fn)(const tfe_opcall *c);                     /* 0 or -1 + error */
+
+typedef struct tfe_opinfo {
+    const char *name;
+    int nin, nout;              /* nin -1: variadic (concat, stack) */
+    unsigned flags;
+    tfe_infer_fn infer;
+    tfe_kernel_fn cpu_kernel;
+} tfe_opinfo;
+
+extern const tfe_opinfo tfe_ops[TFE_NOPS];
+int tfe_op_lookup(const char *name); /* -1 if none */
+
+static inline void tfe_attrs_init(tfe_attrs *a) {
+    *a = (tfe_attrs){0};
+    a->naxes = -1;
+    a->dtype = TFE_FLOAT32;
+}
+
+/* The one dispatch entry. Every op, eager or (later) traced or taped, goes
+ * through here: infer the result, allocate outputs (unless F_VIEW/F_SELFOUT),
+ * run the kernel of the inputs' device. Returns 0, or -1 with the error set. */
+int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+
+/* Convenience wrappers for one-output ops: return the result or NULL. */
+tfe_tensor *tfe_unary(tfe_op op, tfe_tensor *x);
+tfe_tensor *tfe_binary(tfe_op op, tfe_tensor *a, tfe_tensor *b);
+tfe_tensor *tfe_call1(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at);
+
+/* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */
+int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,
+                     int *rank_out, int64_t *shape_out);
+
+/* The random stream: seed(n) resets it; each random op takes the next
+ * counter block, so results do not depend on thread count. */
+void tfe_random_seed(uint64_t seed);
+void tfe_random_next(tfe_attrs *at, uint64_t nvalues); /* fills at->seed/counter */
+
+#endif

@@ -1,0 +1,106 @@
+/* tensor.h — dtypes, storage, tensors (views by byte strides), the error slot.
+ * Ownership: every function returning tfe_tensor* returns a new reference
+ * (release it with tensor_decref); tensor arguments are borrowed. */
+#ifndef TFE_TENSOR_H
+#define TFE_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TFE_MAX_RANK 8
+
+typedef enum tfe_dtype {
+    TFE_BOOL, TFE_INT32, TFE_INT64, TFE_FLOAT32, TFE_FLOAT64,
+    TFE_FLOAT16, TFE_BFLOAT16, /* GPU only (issue 8) */
+    TFE_NDTYPES
+} tfe_dtype;
+
+size_t dtype_size(tfe_dtype dt);
+const char *dtype_name(tfe_dtype dt);         /* "float32" */
+int dtype_from_name(const char *name);         /* -1 if unknown */
+static inline bool dtype_is_float(tfe_dtype dt) { return dt >= TFE_FLOAT32; }
+static inline bool dtype_is_int(tfe_dtype dt) { return dt == TFE_INT32 || dt == TFE_INT64; }
+
+/* Promotion (LANGUAGE.md §2): bool < int32 < int64 < float32 < float64.
+ * A weak operand (a bare literal, or a result of weak operands only) takes
+ * the other's dtype within its kind; a weak float against an int/bool gives
+ * float32. *weak_out is true only when both are weak. */
+tfe_dtype dtype_promote(tfe_dtype a, bool weak_a, tfe_dtype b, bool weak_b, bool *weak_out);
+
+/* Devices: 0 is cpu:0; GPUs are 1.. (issue 8). */
+typedef struct tfe_storage {
+    int refcount;
+    int device;
+    size_t nbytes;
+    void *data;          /* from the caching allocator (tensor/alloc.c) */
+} tfe_storage;
+
+typedef struct tfe_tensor {
+    int refcount;
+    tfe_dtype dtype;
+    bool weak;                        /* 0-d weak scalar (bare literal) */
+    int rank;
+    int64_t shape[TFE_MAX_RANK];
+    int64_t strides[TFE_MAX_RANK];    /* in bytes; may be 0 (broadcast) or negative */
+    int64_t offset;                   /* in bytes from storage->data */
+    tfe_storage *storage;
+    void *node;                       /* reserved: symbolic node while tracing (issue 5) */
+} tfe_tensor;
+
+/* The error slot: a failing tensor function sets the message (which names the
+ * op and the shapes/dtypes) and returns NULL / -1. The interpreter adds the
+ * source location. Messages never end with a newline or period. */
+void tfe_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *tfe_error_msg(void);
+void tfe_error_clear(void);
+
+/* Ctrl-C: set asynchronously by the REPL's SIGINT handler; long kernels poll
+ * it between chunks and fail with "interrupted". */
+extern volatile int tfe_interrupted;
+
+/* Caching allocator (sized free lists; 64-byte aligned). */
+void *tfe_alloc(size_t nbytes);     /* NULL + error set on failure */
+void tfe_free(void *p, size_t nbytes);
+void tfe_alloc_trim(void);          /* return cached blocks to the system */
+typedef struct tfe_alloc_stats { size_t live_bytes, cached_bytes, peak_bytes, n_malloc, n_hits; } tfe_alloc_stats;
+tfe_alloc_stats tfe_alloc_get_stats(void);
+
+/* Construction. New tensors are contiguous (row-major) on the CPU. */
+tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape);      /* uninitialised */
+tfe_tensor *tensor_zeros(tfe_dtype dt, int rank, const int64_t *shape);
+tfe_tensor *tensor_from_f64(double v, tfe_dtype dt);                        /* 0-d */
+tfe_tensor *tensor_from_i64(int64_t v, tfe_dtype dt);                       /* 0-d */
+tfe_tensor *tensor_view(tfe_tensor *base, int rank, const int64_t *shape,
+                        const int64_t *strides, int64_t offset);            /* shares storage */
+tfe_tensor *tensor_contiguous(tfe_tensor *t);  /* t itself (incref'd) if already contiguous */
+tfe_tensor *tensor_copy(tfe_tensor *t);        /* always a fresh contiguous copy */
+
+static inline void tensor_incref(tfe_tensor *t) { t->refcount++; }
+void tensor_decref(tfe_tensor *t);
+
+int64_t tensor_numel(const tfe_tensor *t);
+int64_t shape_numel(int rank, const int64_t *shape); /* -1 on overflow */
+bool tensor_is_contiguous(const tfe_tensor *t);
+static inline char *tensor_data(const tfe_tensor *t) { return (char *)t->storage->data + t->offset; }
+
+/* Element access by flat row-major index (slow path: tests, printing). */
+double tensor_get_f64(const tfe_tensor *t, int64_t flat);
+int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat);
+
+/* "(2, 3)", "()" and "(5,)"; buf of at least 200 bytes; returns buf. */
+char *shape_str(int rank, const int64_t *shape, char *buf);
+
+/* Printing (LANGUAGE.md §11). Returns a malloc'd string. */
+char *tensor_to_string(const tfe_tensor *t);
+/* Shortest decimal that reads back to v in dtype dt (float32/float64),
+ * always with '.' or an exponent: "1.0", "0.1", "1e-05", "inf", "nan". */
+void format_float_shortest(double v, tfe_dtype dt, char *buf, size_t n);
+
+/* Threads: run fn over [0, n) in chunks on all cores when n >= grain*2,
+ * inline otherwise (so tiny work never pays threading costs). */
+typedef void (*tfe_range_fn)(int64_t begin, int64_t end, void *ctx);
+void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx);
+int tfe_num_threads(void);
+
+#endif

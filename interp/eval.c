@@ -63,7 +63,31 @@ static inline int64_t wrap_int(int64_t v, tfe_dtype dt)
  * rule and the same arithmetic as the kernels (float32 rounds every result).
  * Returns 1 when it does not apply (bool operands, pow, matmul, division of
  * ints by zero), so the caller takes the tensor path and its error text. */
-static int scalar_binop(int op, Value a, Value b, Value *out)
+static int scalar_binop_general(int op, Value a, Value b, Value *out);
+
+static inline int scalar_binop(int op, Value a, Value b, Value *out)
+{
+    /* the common case first: two int64 scalars (loop counters, indices) */
+    if (a.dtype == TFE_INT64 && b.dtype == TFE_INT64) {
+        uint64_t x = (uint64_t)a.u.i, y = (uint64_t)b.u.i;
+        bool weak = a.weak && b.weak;
+        switch (op) {
+        case AOP_ADD: *out = v_int((int64_t)(x + y)); out->weak = weak; return 0;
+        case AOP_SUB: *out = v_int((int64_t)(x - y)); out->weak = weak; return 0;
+        case AOP_MUL: *out = v_int((int64_t)(x * y)); out->weak = weak; return 0;
+        case AOP_LT: *out = v_bool(a.u.i < b.u.i); return 0;
+        case AOP_LE: *out = v_bool(a.u.i <= b.u.i); return 0;
+        case AOP_GT: *out = v_bool(a.u.i > b.u.i); return 0;
+        case AOP_GE: *out = v_bool(a.u.i >= b.u.i); return 0;
+        case AOP_EQ: *out = v_bool(a.u.i == b.u.i); return 0;
+        case AOP_NE: *out = v_bool(a.u.i != b.u.i); return 0;
+        default: break;
+        }
+    }
+    return scalar_binop_general(op, a, b, out);
+}
+
+static int scalar_binop_general(int op, Value a, Value b, Value *out)
 {
     if (a.dtype == TFE_BOOL || b.dtype == TFE_BOOL) return 1;
     bool weak;
@@ -219,7 +243,7 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
 /* A condition must be a bool or a one-element tensor. */
 int value_truth(Interp *I, Value v, Loc loc, bool *out)
 {
-    if (v.kind == V_SCALAR) {
+    if (__builtin_expect(v.kind == V_SCALAR, 1)) {
         *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f != 0 : v.u.i != 0;
         return 0;
     }
@@ -252,11 +276,47 @@ static int push_frame(Interp *I, const char *name, Loc loc)
     return 0;
 }
 
-static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int nkw,
-                        Str *const *kwnames, const Value *kwvals, Value *out)
+/* Run a closure's body in its fresh Env e (arguments already in their slots;
+ * set[i] false marks a parameter that takes its default; set NULL: all given). */
+static int run_closure(Interp *I, Closure *c, Env *e, const bool *set, Loc call_loc, Value *out)
 {
     Node *fn = c->fn;
     FnInfo *info = fn->info;
+    if (push_frame(I, c->name, call_loc)) return -1;
+    Program *saved = cur_prog;
+    cur_prog = c->prog;
+    int rc = 0;
+    for (int i = 0; set && i < info->nparams && !rc; i++) {
+        if (set[i]) continue;
+        if (!info->defaults[i]) {
+            I->nframes--;
+            rc = raise_at(I, call_loc, "%s() missing argument '%s'", c->name, info->param_names[i]);
+            I->nframes++;
+            break;
+        }
+        Value d;
+        if (eval(I, info->defaults[i], e, &d)) { rc = -1; break; }
+        e->slots[i] = d;
+    }
+    if (!rc) {
+        if (fn->is_lambda) {
+            rc = eval(I, fn->a, e, out);
+        } else {
+            int x = exec_stmts(I, &fn->a->list, e, c->prog);
+            if (x == XS_ERR) rc = -1;
+            else if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
+            else *out = v_nil();
+        }
+    }
+    cur_prog = saved;
+    I->nframes--;
+    return rc;
+}
+
+static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int nkw,
+                        Str *const *kwnames, const Value *kwvals, Value *out)
+{
+    FnInfo *info = c->fn->info;
     const char *name = c->name;
     if (argc > info->nparams)
         return interp_raise(I, "%s() takes %d argument%s but %d %s given", name, info->nparams,
@@ -285,36 +345,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
             set[j] = true;
         }
     }
-    Loc call_loc = I->cur_loc;
-    if (!rc) rc = push_frame(I, name, call_loc);
-    if (rc) goto done;
-    Program *saved = cur_prog;
-    cur_prog = c->prog;
-    for (int i = 0; i < info->nparams && !rc; i++) {
-        if (set[i]) continue;
-        if (!info->defaults[i]) {
-            I->nframes--;
-            rc = raise_at(I, call_loc, "%s() missing argument '%s'", name, info->param_names[i]);
-            I->nframes++;
-            break;
-        }
-        Value d;
-        if (eval(I, info->defaults[i], e, &d)) { rc = -1; break; }
-        e->slots[i] = d;
-    }
-    if (!rc) {
-        if (fn->is_lambda) {
-            rc = eval(I, fn->a, e, out);
-        } else {
-            int x = exec_stmts(I, &fn->a->list, e, c->prog);
-            if (x == XS_ERR) rc = -1;
-            else if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
-            else *out = v_nil();
-        }
-    }
-    cur_prog = saved;
-    I->nframes--;
-done:
+    if (!rc) rc = run_closure(I, c, e, set, I->cur_loc, out);
     if (set != setbuf) free(set);
     env_decref(e);
     return rc;
@@ -345,8 +376,33 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
     return interp_raise(I, "cannot call a value of type %s", value_kind_name(f));
 }
 
+/* f(a, b) of a closure with exactly that many parameters: arguments are
+ * evaluated straight into the callee's Env (the common case, kept lean). */
+static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
+{
+    FnInfo *info = c->fn->info;
+    c->h.refcount++;
+    Env *e = env_new(I, info->nslots, c->env);
+    int rc = 0;
+    for (int i = 0; i < n->list.n; i++)
+        if (eval(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
+    if (!rc) {
+        I->cur_loc = n->a->loc;
+        if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) rc = -1;
+        else rc = run_closure(I, c, e, NULL, n->a->loc, out);
+    }
+    env_decref(e);
+    value_decref(v_obj(V_FN, c));
+    return rc;
+}
+
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
+    if (n->a->kind == N_NAME && n->list2.n == 0) {
+        Value fv = n->a->op == 2 ? I->builtin_vals[n->a->slot] : env_up(env, n->a->depth)->slots[n->a->slot];
+        if (fv.kind == V_FN && ((FnInfo *)((Closure *)fv.u.o)->fn->info)->nparams == n->list.n)
+            return call_direct(I, n, env, (Closure *)fv.u.o, out);
+    }
     Value f;
     if (eval(I, n->a, env, &f)) return -1;
     int argc = n->list.n, nkw = n->list2.n;
@@ -608,6 +664,40 @@ static int make_closure(Interp *I, Node *fn, Env *env, Value *out)
     return 0;
 }
 
+/* Kept out of eval() so its stack frame stays small for deep recursion. */
+static __attribute__((noinline)) int eval_index(Interp *I, Node *n, Env *env, Value *out)
+{
+    Value base;
+    if (eval(I, n->a, env, &base)) return -1;
+    IndexItem buf[8];
+    int k = n->list.n;
+    IndexItem *items = k <= 8 ? buf : calloc((size_t)k, sizeof(IndexItem));
+    memset(items, 0, sizeof(IndexItem) * (size_t)k);
+    int rc = eval_index_items(I, n, env, items);
+    if (!rc) rc = index_value(I, base, items, k, n->loc, out);
+    free_index_items(items, k);
+    if (items != buf) free(items);
+    value_decref(base);
+    return rc;
+}
+
+static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Value *out)
+{
+    int k = n->list.n;
+    Value buf[16];
+    Value *vals = k <= 16 ? buf : malloc(sizeof(Value) * (size_t)k);
+    int rc = eval_items(I, &n->list, env, vals);
+    if (!rc) {
+        Loc saved = I->cur_loc;
+        I->cur_loc = n->loc;
+        rc = tensor_literal(I, k, vals, out);
+        I->cur_loc = saved;
+        for (int i = 0; i < k; i++) value_decref(vals[i]);
+    }
+    if (vals != buf) free(vals);
+    return rc;
+}
+
 /* --- expressions ------------------------------------------------------------------- */
 
 static int eval(Interp *I, Node *n, Env *env, Value *out)
@@ -681,20 +771,8 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
     }
     case N_CALL:
         return eval_call(I, n, env, out);
-    case N_INDEX: {
-        Value base;
-        if (eval(I, n->a, env, &base)) return -1;
-        IndexItem buf[8];
-        int k = n->list.n;
-        IndexItem *items = k <= 8 ? buf : calloc((size_t)k, sizeof(IndexItem));
-        memset(items, 0, sizeof(IndexItem) * (size_t)k);
-        int rc = eval_index_items(I, n, env, items);
-        if (!rc) rc = index_value(I, base, items, k, n->loc, out);
-        free_index_items(items, k);
-        if (items != buf) free(items);
-        value_decref(base);
-        return rc;
-    }
+    case N_INDEX:
+        return eval_index(I, n, env, out);
     case N_FIELD: {
         Value base;
         if (eval(I, n->a, env, &base)) return -1;
@@ -702,21 +780,8 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
         value_decref(base);
         return rc;
     }
-    case N_ARRAY: {
-        int k = n->list.n;
-        Value buf[16];
-        Value *vals = k <= 16 ? buf : malloc(sizeof(Value) * (size_t)k);
-        int rc = eval_items(I, &n->list, env, vals);
-        if (!rc) {
-            Loc saved = I->cur_loc;
-            I->cur_loc = n->loc;
-            rc = tensor_literal(I, k, vals, out);
-            I->cur_loc = saved;
-            for (int i = 0; i < k; i++) value_decref(vals[i]);
-        }
-        if (vals != buf) free(vals);
-        return rc;
-    }
+    case N_ARRAY:
+        return eval_array(I, n, env, out);
     case N_TUPLE: {
         Seq *s = seq_new(n->list.n);
         s->h.kind = V_TUPLE;
@@ -946,6 +1011,11 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_ASSIGN: {
         Value v;
         if (eval(I, n->b, env, &v)) return XS_ERR;
+        if (n->op && n->a->kind == N_NAME && v.kind == V_SCALAR) {
+            /* x += scalar on a scalar binding: update the slot directly */
+            Value *slot = &env_up(env, n->a->depth)->slots[n->a->slot];
+            if (slot->kind == V_SCALAR && scalar_binop(n->op, *slot, v, slot) == 0) return XS_OK;
+        }
         if (n->op) {
             Value cur, r;
             if (eval(I, n->a, env, &cur)) { value_decref(v); return XS_ERR; }
@@ -1016,7 +1086,7 @@ static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog)
 {
     (void)prog;
     /* hoisting: every fn declared in this block is bound before any statement runs */
-    for (int i = 0; i < l->n; i++) {
+    for (int i = 0; l->has_fn && i < l->n; i++) {
         Node *s = l->items[i];
         if (s->kind != N_FNDECL) continue;
         Value f;

@@ -7,6 +7,7 @@
 #include "interp/internal.h"
 
 void builtins_io_register(Interp *I);
+void builtins_device_register(Interp *I);
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -20,6 +21,7 @@ Interp *interp_new(const InterpOptions *opt)
     I->retval = v_nil();
     builtins_register(I);
     builtins_io_register(I);
+    builtins_device_register(I);
     builtins_tensor_register(I);
     return I;
 }

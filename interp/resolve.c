@@ -186,7 +186,10 @@ static int resolve_stmts(Resolver *R, NodeList *l)
 {
     for (int i = 0; i < l->n; i++) {
         Node *s = l->items[i];
-        if (s->kind == N_FNDECL) s->slot = declare(R, s->a->str);
+        if (s->kind == N_FNDECL) {
+            s->slot = declare(R, s->a->str);
+            l->has_fn = true;
+        }
     }
     return resolve_list(R, l);
 }

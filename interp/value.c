@@ -241,10 +241,16 @@ void record_set_take(Record *r, const char *key, size_t len, Value v)
 
 /* --- environments and closures -------------------------------------------------- */
 
+/* Function calls make and drop an Env each: keep freed ones for reuse. */
+static Env *env_freelist;
+static int env_nfree;
+
 Env *env_new(Interp *I, int nslots, Env *parent)
 {
     (void)I;
-    Env *e = malloc(sizeof(Env));
+    Env *e = env_freelist;
+    if (e) { env_freelist = e->parent; env_nfree--; }
+    else e = malloc(sizeof(Env));
     e->h.refcount = 1;
     e->h.kind = OBJ_ENV;
     e->nslots = nslots;
@@ -263,7 +269,8 @@ void env_decref(Env *e)
         for (int i = 0; i < e->nslots; i++) value_decref(e->slots[i]);
         if (e->slots != e->inline_slots) free(e->slots);
         Env *p = e->parent;
-        free(e);
+        if (env_nfree < 256) { e->parent = env_freelist; env_freelist = e; env_nfree++; }
+        else free(e);
         e = p;
     }
 }
@@ -295,7 +302,7 @@ void program_decref(Program *p)
 
 /* --- release ------------------------------------------------------------------ */
 
-void value_decref(Value v)
+void value_decref_slow(Value v)
 {
     if (v.kind == V_TENSOR) { tensor_decref(v.u.t); return; }
     if (!v_is_obj(v)) return;

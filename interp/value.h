@@ -87,7 +87,8 @@ static inline void value_incref(Value v) {
     if (v.kind == V_TENSOR) v.u.t->refcount++;
     else if (v_is_obj(v)) v.u.o->refcount++;
 }
-void value_decref(Value v);
+void value_decref_slow(Value v);
+static inline void value_decref(Value v) { if (v.kind >= V_TENSOR) value_decref_slow(v); }
 
 Str *str_new(const char *s, size_t len);
 Value v_str(const char *s, size_t len);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* One piece of program text: a file, a -e string, one REPL entry. */
@@ -85,7 +86,7 @@ enum {
 };
 
 typedef struct Node Node;
-typedef struct NodeList { Node **items; int n, cap; } NodeList;
+typedef struct NodeList { Node **items; int n, cap; bool has_fn; /* resolver: holds an N_FNDECL */ } NodeList;
 
 struct Node {
     NodeKind kind;
@@ -109,6 +110,8 @@ Node *node_new(NodeKind kind, Loc loc);
 void nodelist_push(NodeList *l, Node *n);
 void ast_free(Node *n);
 const char *op_symbol(int op); /* "+", "==", ... */
+/* Debug/test aid: the tree as an S-expression, e.g. (+ 1 (* 2 x)). */
+void ast_dump(const Node *n, FILE *f);
 
 /* Parsing. On success returns the N_PROGRAM; on a syntax error returns NULL
  * and fills *err (message without location; err->loc says where). */

@@ -1,0 +1,252 @@
+/* print.c — how values print (LANGUAGE.md §11): value_str for print(),
+ * value_repr inside containers (strings quoted), value_kind_name for errors.
+ * Containers print as source that would rebuild them; cycles print as `...`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp/value.h"
+
+/* Growable output buffer; allocation failure aborts (an out-of-memory while
+ * printing is not a recoverable language error). */
+typedef struct Buf { char *s; size_t len, cap; } Buf;
+
+static void buf_grow(Buf *b, size_t more)
+{
+    if (b->len + more + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + more + 1) cap *= 2;
+    char *s = realloc(b->s, cap);
+    if (!s) { fputs("tfe: out of memory\n", stderr); abort(); }
+    b->s = s;
+    b->cap = cap;
+}
+
+static void buf_add(Buf *b, const char *s, size_t n)
+{
+    buf_grow(b, n);
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void buf_puts(Buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+
+static void buf_take(Buf *b, char *s)
+{
+    if (s) buf_puts(b, s);
+    else buf_puts(b, "<?>");
+    free(s);
+}
+
+static char *buf_finish(Buf *b)
+{
+    buf_grow(b, 0);
+    b->s[b->len] = '\0';
+    return b->s;
+}
+
+/* Containers being printed, outermost first: a container already on this
+ * stack is a cycle. Depth is capped so deep nesting cannot overflow the C
+ * stack. */
+#define MAX_DEPTH 200
+typedef struct Ctx { const Obj *open[MAX_DEPTH]; int depth; } Ctx;
+
+static void put_value(Buf *b, Value v, bool quoted, Ctx *cx);
+
+static void put_scalar(Buf *b, Value v)
+{
+    char tmp[64];
+    if (v.dtype == TFE_BOOL) {
+        buf_puts(b, v.u.i ? "true" : "false");
+    } else if (dtype_is_int(v.dtype)) {
+        snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
+        buf_puts(b, tmp);
+    } else {
+        format_float_shortest(v.u.f, v.dtype == TFE_FLOAT64 ? TFE_FLOAT64 : TFE_FLOAT32,
+                              tmp, sizeof tmp);
+        buf_puts(b, tmp);
+    }
+}
+
+/* A string as source: double quotes and the escapes the lexer reads back. */
+static void put_quoted(Buf *b, const char *s, size_t n)
+{
+    buf_add(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char tmp[16];
+        switch (c) {
+        case '\n': buf_add(b, "\\n", 2); break;
+        case '\t': buf_add(b, "\\t", 2); break;
+        case '\r': buf_add(b, "\\r", 2); break;
+        case '\\': buf_add(b, "\\\\", 2); break;
+        case '"':  buf_add(b, "\\\"", 2); break;
+        case '\0': buf_add(b, "\\0", 2); break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                snprintf(tmp, sizeof tmp, "\\u{%x}", c);
+                buf_puts(b, tmp);
+            } else {
+                buf_add(b, (const char *)&s[i], 1);
+            }
+        }
+    }
+    buf_add(b, "\"", 1);
+}
+
+static bool is_keyword(const char *s, size_t n)
+{
+    static const char *const kw[] = {
+        "let", "fn", "return", "if", "else", "while", "for", "in", "break",
+        "continue", "with", "as", "import", "and", "or", "not", "true",
+        "false", "nil",
+    };
+    for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+        if (strlen(kw[i]) == n && memcmp(kw[i], s, n) == 0) return true;
+    return false;
+}
+
+/* Can this record key be written bare (`{a: 1}`) in source? */
+static bool is_plain_name(const char *s, size_t n)
+{
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        bool digit = c >= '0' && c <= '9';
+        if (!alpha && !(digit && i > 0)) return false;
+    }
+    return !is_keyword(s, n);
+}
+
+/* Enter a container: false (and `...` written) when it is already open or
+ * the nesting is too deep. */
+static bool enter(Buf *b, const Obj *o, Ctx *cx)
+{
+    for (int i = 0; i < cx->depth; i++)
+        if (cx->open[i] == o) { buf_puts(b, "..."); return false; }
+    if (cx->depth >= MAX_DEPTH) { buf_puts(b, "..."); return false; }
+    cx->open[cx->depth++] = o;
+    return true;
+}
+
+static void put_seq(Buf *b, const Seq *s, bool is_list, Ctx *cx)
+{
+    if (!enter(b, &s->h, cx)) return;
+    buf_puts(b, is_list ? "list(" : "(");
+    for (int i = 0; i < s->n; i++) {
+        if (i) buf_puts(b, ", ");
+        put_value(b, s->items[i], true, cx);
+    }
+    if (!is_list && s->n == 1) buf_puts(b, ",");
+    buf_puts(b, ")");
+    cx->depth--;
+}
+
+static void put_record(Buf *b, const Record *r, Ctx *cx)
+{
+    if (!enter(b, &r->h, cx)) return;
+    buf_puts(b, "{");
+    for (int i = 0; i < r->n; i++) {
+        if (i) buf_puts(b, ", ");
+        const Str *k = r->keys[i];
+        if (is_plain_name(k->s, k->len)) buf_add(b, k->s, k->len);
+        else put_quoted(b, k->s, k->len);
+        buf_puts(b, ": ");
+        put_value(b, r->vals[i], true, cx);
+    }
+    buf_puts(b, "}");
+    cx->depth--;
+}
+
+static void put_value(Buf *b, Value v, bool quoted, Ctx *cx)
+{
+    char tmp[128];
+    switch ((ValueKind)v.kind) {
+    case V_NIL: buf_puts(b, "nil"); break;
+    case V_SCALAR: put_scalar(b, v); break;
+    case V_TENSOR: buf_take(b, tensor_to_string(v.u.t)); break;
+    case V_STR: {
+        const Str *s = (const Str *)v.u.o;
+        if (quoted) put_quoted(b, s->s, s->len);
+        else buf_add(b, s->s, s->len);
+        break;
+    }
+    case V_TUPLE: put_seq(b, (const Seq *)v.u.o, false, cx); break;
+    case V_LIST: put_seq(b, (const Seq *)v.u.o, true, cx); break;
+    case V_RECORD: put_record(b, (const Record *)v.u.o, cx); break;
+    case V_FN: buf_take(b, closure_repr(v.u.o)); break;
+    case V_BUILTIN:
+        buf_puts(b, "<builtin ");
+        buf_puts(b, ((const Builtin *)v.u.o)->name);
+        buf_puts(b, ">");
+        break;
+    case V_MODULE: {
+        const Record *m = (const Record *)v.u.o;
+        buf_puts(b, "<module ");
+        buf_puts(b, m->module_name ? m->module_name : "?");
+        buf_puts(b, ">");
+        break;
+    }
+    case V_RANGE: {
+        const Range *r = (const Range *)v.u.o;
+        if (r->step == 1)
+            snprintf(tmp, sizeof tmp, "range(%lld, %lld)", (long long)r->start, (long long)r->stop);
+        else
+            snprintf(tmp, sizeof tmp, "range(%lld, %lld, %lld)", (long long)r->start,
+                     (long long)r->stop, (long long)r->step);
+        buf_puts(b, tmp);
+        break;
+    }
+    case V_OBJECT: {
+        const Object *o = (const Object *)v.u.o;
+        if (o->cls->repr) {
+            buf_take(b, o->cls->repr(v.u.o));
+        } else {
+            buf_puts(b, "<");
+            buf_puts(b, o->cls->name);
+            buf_puts(b, ">");
+        }
+        break;
+    }
+    default:
+        snprintf(tmp, sizeof tmp, "<value kind %d>", v.kind);
+        buf_puts(b, tmp);
+    }
+}
+
+static char *to_string(Value v, bool quoted)
+{
+    Buf b = {0};
+    Ctx *cx = malloc(sizeof *cx);
+    if (!cx) { fputs("tfe: out of memory\n", stderr); abort(); }
+    cx->depth = 0;
+    put_value(&b, v, quoted, cx);
+    free(cx);
+    return buf_finish(&b);
+}
+
+char *value_str(Value v) { return to_string(v, false); }
+char *value_repr(Value v) { return to_string(v, true); }
+
+const char *value_kind_name(Value v)
+{
+    switch ((ValueKind)v.kind) {
+    case V_NIL: return "nil";
+    case V_SCALAR:
+        if (v.dtype == TFE_BOOL) return "bool";
+        return dtype_is_int(v.dtype) ? "int" : "float";
+    case V_TENSOR: return "tensor";
+    case V_STR: return "string";
+    case V_TUPLE: return "tuple";
+    case V_LIST: return "list";
+    case V_RECORD: return "record";
+    case V_FN: return "function";
+    case V_BUILTIN: return "builtin";
+    case V_RANGE: return "range";
+    case V_MODULE: return "module";
+    case V_OBJECT: return ((const Object *)v.u.o)->cls->name;
+    }
+    return "value";
+}

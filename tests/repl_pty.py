@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""repl_pty.py — drives tfe's REPL through a pseudo-terminal, as a person would.
+
+Usage: repl_pty.py [TFE]   (default: $TFE). Exits 0 when every step passes,
+1 naming the step that failed (with the tail of what the terminal showed),
+77 (skip) where no pseudo-terminal can be opened.
+Every read has a timeout, and a global alarm ends the test, so it never hangs.
+"""
+import os
+import pty
+import select
+import signal
+import sys
+import tempfile
+import time
+
+STEP_TIMEOUT = 15.0   # seconds to wait for one expected output
+TOTAL_TIMEOUT = 180   # seconds for the whole test
+
+
+class Failure(Exception):
+    pass
+
+
+class Session:
+    """One tfe process on a pty; output is kept with '\\r' removed."""
+
+    def __init__(self, exe, home, step):
+        self.step = step
+        self.out = ""
+        self.pos = 0
+        env = dict(os.environ)
+        env.update(TERM="dumb", INPUTRC="/dev/null", LC_ALL="C.UTF-8",
+                   COLUMNS="200", LINES="50")
+        if home is None:
+            env.pop("HOME", None)
+        else:
+            env["HOME"] = home
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                os.execve(exe, [exe], env)
+            finally:
+                os._exit(127)
+        self.pid, self.fd = pid, fd
+        self.status = None
+        try:
+            import fcntl
+            import struct
+            import termios
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        except OSError:
+            pass
+
+    def _read(self, timeout):
+        """Read what is available within timeout; False at end of output."""
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if not r:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        if not data:
+            return False
+        self.out += data.decode("utf-8", "replace").replace("\r", "")
+        return True
+
+    def expect(self, text, what, timeout=STEP_TIMEOUT):
+        """Wait until `text` appears after the last match; move past it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            i = self.out.find(text, self.pos)
+            if i >= 0:
+                self.pos = i + len(text)
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail(what, "timed out after %.0fs waiting for %r" % (timeout, text))
+            if not self._read(min(left, 0.5)) and self.out.find(text, self.pos) < 0:
+                self.fail(what, "the REPL ended before showing %r" % text)
+
+    def send(self, s):
+        os.write(self.fd, s.encode())
+
+    def line(self, s):
+        """Type a line and press Enter."""
+        self.send(s + "\r")
+
+    def drain(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if not self._read(end - time.monotonic()):
+                break
+
+    def wait_exit(self, what, timeout=STEP_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                if os.WIFEXITED(st):
+                    self.status = os.WEXITSTATUS(st)
+                else:
+                    self.status = -os.WTERMSIG(st)
+                self.drain(0.2)
+                return self.status
+            self._read(0.1)
+        self.fail(what, "did not exit within %.0fs" % timeout)
+
+    def fail(self, what, why):
+        raise Failure("step '%s' (%s): %s\n--- terminal output (tail) ---\n%s\n---"
+                      % (self.step, what, why, self.out[-1500:]))
+
+    def close(self):
+        if self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+PROMPT = ">>> "
+MORE = "... "
+
+
+def value_of(s, entry, expected, step):
+    """Enter an expression and check the echoed value on its own line."""
+    s.step = step
+    s.line(entry)
+    s.expect("\n" + expected + "\n", "echo of %r should be %r" % (entry, expected))
+    s.expect(PROMPT, "prompt after %r" % entry)
+
+
+def session_one(exe, home):
+    s = Session(exe, home, "start")
+    try:
+        s.expect("tfe ", "banner")
+        s.expect(PROMPT, "first prompt")
+
+        value_of(s, "1 + 2", "3", "echo a value")
+
+        s.step = "multi-line function"
+        s.line("fn add3(a,")
+        s.expect(MORE, "continuation after 'fn add3(a,'")
+        s.line("        b) {")
+        s.expect(MORE, "continuation inside the body")
+        s.line("  return a + b + 3")
+        s.expect(MORE, "continuation before '}'")
+        s.line("}")
+        s.expect(PROMPT, "prompt after the function")
+        value_of(s, "add3(1, 2)", "6", "multi-line function")
+
+        s.step = "multi-line record"
+        s.line("let r = {a: 1,")
+        s.expect(MORE, "continuation inside a record literal")
+        s.line("         b: 20}")
+        s.expect(PROMPT, "prompt after the record")
+        value_of(s, "r.b", "20", "multi-line record")
+
+        s.step = "error keeps bindings"
+        s.line("let keep = 41")
+        s.expect(PROMPT, "prompt after let")
+        s.line("undefined_name_zz + 1")
+        s.expect("error", "an error message for an undefined name")
+        s.expect(PROMPT, "prompt after the error")
+        value_of(s, "keep + 1", "42", "error keeps bindings")
+
+        s.step = "Ctrl-C stops a running statement"
+        s.line("while true { }")
+        s.drain(0.5)
+        # On a loaded machine the loop may not have started yet when the
+        # first Ctrl-C arrives (it would only discard the finished entry):
+        # press it again, as a person would.
+        for attempt in range(10):
+            s.send("\x03")
+            try:
+                s.expect("interrupted", "an 'interrupted' error", timeout=2.0)
+                break
+            except Failure:
+                if attempt == 9:
+                    raise
+        s.expect(PROMPT, "prompt after Ctrl-C")
+        value_of(s, "keep", "41", "bindings survive Ctrl-C")
+
+        s.step = "Ctrl-C discards a multi-line entry"
+        s.line("let zz = (1 +")
+        s.expect(MORE, "continuation")
+        s.send("\x03")
+        s.expect(PROMPT, "fresh prompt after Ctrl-C")
+        value_of(s, "1 + 1", "2", "entry after a discarded one")
+        s.line("zz")
+        s.expect("error", "zz must not exist (the entry was discarded)")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "Ctrl-C discards a half-typed line"
+        s.send("garbage_text")
+        s.drain(0.2)
+        s.send("\x03")
+        s.expect(PROMPT, "fresh prompt after Ctrl-C")
+        value_of(s, "1 + 4", "5", "line after a discarded one")
+
+        s.step = ":help"
+        s.line(":help")
+        s.expect(":quit", "the help text lists :quit")
+        s.expect(PROMPT, "prompt after :help")
+
+        s.step = "tab completion of a name"
+        s.line("let completion_target_xyz = 7")
+        s.expect(PROMPT, "prompt after let")
+        s.send("completion_tar\t")
+        s.drain(0.3)
+        s.send("\r")
+        s.expect("\n7\n", "completed name evaluates to 7")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "tab completion of a field"
+        s.line("let rec_q = {alpha_field: 5}")
+        s.expect(PROMPT, "prompt after let")
+        s.send("rec_q.alp\t")
+        s.drain(0.3)
+        s.send("\r")
+        s.expect("\n5\n", "completed field evaluates to 5")
+        s.expect(PROMPT, "prompt")
+
+        value_of(s, "100 + 23", "123", "last entry before :quit")
+        s.step = ":quit"
+        s.line(":quit")
+        st = s.wait_exit("exit after :quit")
+        if st != 0:
+            s.fail("exit status", "exit status %r after :quit, expected 0" % st)
+    finally:
+        s.close()
+
+    hist = os.path.join(home, ".tfe_history")
+    if not os.path.exists(hist):
+        raise Failure("step 'history': %s was not written after :quit" % hist)
+    text = open(hist, encoding="utf-8", errors="replace").read()
+    if "let keep = 41" not in text or "100 + 23" not in text:
+        raise Failure("step 'history': %s lacks the session's lines:\n%s" % (hist, text))
+
+
+def session_two(exe, home):
+    """History is read back (Ctrl-P recalls it); Ctrl-D exits with status 0."""
+    s = Session(exe, home, "history recall")
+    try:
+        s.expect(PROMPT, "first prompt")
+        # the last two history lines are "100 + 23" and ":quit"
+        s.send("\x10")
+        s.drain(0.2)
+        s.send("\x10")
+        s.drain(0.2)
+        s.send("\r")
+        s.expect("\n123\n", "Ctrl-P Ctrl-P recalls '100 + 23' from the history file")
+        s.expect(PROMPT, "prompt")
+        s.step = "Ctrl-D"
+        s.send("\x04")
+        st = s.wait_exit("exit at EOF")
+        if st != 0:
+            s.fail("exit status", "exit status %r at EOF, expected 0" % st)
+    finally:
+        s.close()
+    text = open(os.path.join(home, ".tfe_history"), encoding="utf-8").read()
+    if text.count("100 + 23") != 2:
+        raise Failure("step 'history append': expected '100 + 23' twice in the history "
+                      "file after two sessions:\n" + text)
+
+
+def session_no_home(exe):
+    """No HOME and an unwritable HOME: the REPL works, no error at exit."""
+    for home in (None, "/nonexistent/tfe-test-home"):
+        s = Session(exe, home, "HOME=%s" % home)
+        try:
+            s.expect(PROMPT, "first prompt")
+            value_of(s, "2 + 2", "4", "HOME=%s" % home)
+            s.line(":q")
+            st = s.wait_exit("exit after :q")
+            if st != 0:
+                s.fail("exit status", "exit status %r after :q, expected 0" % st)
+            if "rror" in s.out:
+                s.fail("no history error", "an error was shown")
+        finally:
+            s.close()
+
+
+def main():
+    exe = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TFE")
+    if not exe or not os.access(exe, os.X_OK):
+        print("repl_pty: no executable tfe (pass it or set $TFE): %r" % exe)
+        return 1
+
+    try:
+        master, slave = pty.openpty()
+        os.close(master)
+        os.close(slave)
+    except OSError as e:
+        print("repl_pty: cannot open a pseudo-terminal (%s); skipping" % e)
+        return 77
+
+    def on_alarm(signum, frame):
+        raise Failure("the whole test took longer than %ds" % TOTAL_TIMEOUT)
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TOTAL_TIMEOUT)
+    with tempfile.TemporaryDirectory(prefix="tfe-repl-") as home:
+        try:
+            session_one(exe, home)
+            session_two(exe, home)
+            session_no_home(exe)
+        except Failure as e:
+            print("repl_pty: FAIL: %s" % e)
+            return 1
+    print("repl_pty: all steps passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

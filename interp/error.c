@@ -91,12 +91,23 @@ void error_report(Interp *I, FILE *f)
     if (!I->has_error) return;
     fflush(stdout);
     diag_print(f, I->err_loc, I->err_msg);
+    /* a run of identical frames (deep recursion) is shown three times, then counted */
+    int same = 0;
     for (int i = I->err_nframes - 1; i >= 0; i--) {
         Frame *fr = &I->err_frames[i];
+        Frame *prev = i + 1 < I->err_nframes ? &I->err_frames[i + 1] : NULL;
+        if (prev && prev->fname == fr->fname && prev->call_loc.src == fr->call_loc.src &&
+            prev->call_loc.off == fr->call_loc.off) same++;
+        else {
+            if (same > 2) fprintf(f, "  [the call above repeats %d more times]\n", same - 2);
+            same = 0;
+        }
+        if (same > 2) continue;
         fprintf(f, "  in %s called from %s:%d:%d\n", fr->fname,
                 fr->call_loc.src ? fr->call_loc.src->name : "<unknown>",
                 fr->call_loc.line, fr->call_loc.col);
     }
+    if (same > 2) fprintf(f, "  [the call above repeats %d more times]\n", same - 2);
     fflush(f);
     if (I->err_loc.src) source_decref(I->err_loc.src);
     for (int i = 0; i < I->err_nframes; i++)

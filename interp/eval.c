@@ -29,6 +29,27 @@ static inline Env *env_up(Env *e, int depth)
 static inline bool is_undefined(Value v) { return v.kind == V_NIL && v.dtype == 1; }
 static inline Value v_undefined(void) { Value v = v_nil(); v.dtype = 1; return v; }
 
+/* Leaves (a bound name, an int literal) are evaluated inline by their
+ * parents; everything else goes through eval(). */
+static inline int eval_fast(Interp *I, Node *n, Env *env, Value *out)
+{
+    if (n->kind == N_NAME && n->op == 0) {
+        Env *e = env;
+        for (int d = n->depth; d > 0; d--) e = e->parent;
+        Value v = e->slots[n->slot];
+        if (!is_undefined(v)) {
+            value_incref(v);
+            *out = v;
+            return 0;
+        }
+    } else if (n->kind == N_INT) {
+        *out = v_int(n->ival);
+        out->weak = true;
+        return 0;
+    }
+    return eval(I, n, env, out);
+}
+
 static inline void slot_set_take(Value *slot, Value v)
 {
     Value old = *slot;
@@ -385,7 +406,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
     Env *e = env_new(I, info->nslots, c->env);
     int rc = 0;
     for (int i = 0; i < n->list.n; i++)
-        if (eval(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
+        if (eval_fast(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
     if (!rc) {
         I->cur_loc = n->a->loc;
         if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) rc = -1;
@@ -724,8 +745,8 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
     }
     case N_BINOP: {
         Value a, b;
-        if (eval(I, n->a, env, &a)) return -1;
-        if (eval(I, n->b, env, &b)) { value_decref(a); return -1; }
+        if (eval_fast(I, n->a, env, &a)) return -1;
+        if (eval_fast(I, n->b, env, &b)) { value_decref(a); return -1; }
         int rc;
         if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(n->op, a, b, out) == 0) rc = 0;
         else {
@@ -992,6 +1013,32 @@ static int exec_with(Interp *I, Node *n, Env *env)
     return r;
 }
 
+/* Evaluate a condition to a C bool; comparisons of two scalars skip the
+ * intermediate bool value. */
+static inline int eval_cond(Interp *I, Node *c, Env *env, bool *t)
+{
+    Value v;
+    if (c->kind == N_BINOP && c->op >= AOP_EQ && c->op <= AOP_GE) {
+        Value a, b;
+        if (eval_fast(I, c->a, env, &a)) return -1;
+        if (eval_fast(I, c->b, env, &b)) { value_decref(a); return -1; }
+        if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(c->op, a, b, &v) == 0) {
+            *t = v.u.i != 0;
+            return 0;
+        }
+        I->cur_loc = c->opl;
+        int rc = binop_values(I, c->op, a, b, c->opl, &v);
+        value_decref(a);
+        value_decref(b);
+        if (rc) return -1;
+    } else if (eval(I, c, env, &v)) {
+        return -1;
+    }
+    int rc = value_truth(I, v, c->loc, t);
+    value_decref(v);
+    return rc;
+}
+
 static int exec(Interp *I, Node *n, Env *env)
 {
     switch (n->kind) {
@@ -1031,24 +1078,16 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_FNDECL:
         return XS_OK; /* bound when its block was entered (hoisting) */
     case N_IF: {
-        Value c;
         bool t;
-        if (eval(I, n->a, env, &c)) return XS_ERR;
-        int rc = value_truth(I, c, n->a->loc, &t);
-        value_decref(c);
-        if (rc) return XS_ERR;
+        if (eval_cond(I, n->a, env, &t)) return XS_ERR;
         if (t) return exec_block(I, n->b, env);
         if (!n->c) return XS_OK;
         return n->c->kind == N_IF ? exec(I, n->c, env) : exec_block(I, n->c, env);
     }
     case N_WHILE:
         for (;;) {
-            Value c;
             bool t;
-            if (eval(I, n->a, env, &c)) return XS_ERR;
-            int rc = value_truth(I, c, n->a->loc, &t);
-            value_decref(c);
-            if (rc) return XS_ERR;
+            if (eval_cond(I, n->a, env, &t)) return XS_ERR;
             if (!t) return XS_OK;
             int r = exec_block(I, n->b, env);
             if (r == XS_BREAK) return XS_OK;
@@ -1060,7 +1099,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_CONTINUE: return XS_CONTINUE;
     case N_RETURN: {
         Value v = v_nil();
-        if (n->a && eval(I, n->a, env, &v)) return XS_ERR;
+        if (n->a && eval_fast(I, n->a, env, &v)) return XS_ERR;
         value_decref(I->retval);
         I->retval = v;
         return XS_RETURN;

@@ -138,11 +138,14 @@ static int resolve_name(Resolver *R, Node *n, bool assign)
 
 static int resolve_fn(Resolver *R, Node *fn)
 {
-    FnInfo *info = calloc(1, sizeof(FnInfo));
+    /* one allocation, so that ast_free can release it with free(node->info) */
+    size_t np = (size_t)fn->list.n;
+    FnInfo *info = calloc(1, sizeof(FnInfo) + np * (sizeof(char *) + sizeof(Node *)));
+    free(fn->info); /* a REPL entry that failed to resolve may be resolved again */
     fn->info = info;
     info->nparams = fn->list.n;
-    info->param_names = calloc((size_t)(info->nparams ? info->nparams : 1), sizeof(char *));
-    info->defaults = calloc((size_t)(info->nparams ? info->nparams : 1), sizeof(Node *));
+    info->param_names = (char **)(info + 1);
+    info->defaults = (Node **)(info->param_names + np);
     for (int i = 0; i < fn->list2.n; i++) {
         Node *d = fn->list2.items[i];
         if (resolve_node(R, d)) return -1;

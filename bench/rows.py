@@ -1,0 +1,64 @@
+"""bench/rows.py — the table of benchmark rows: the one place a new row goes.
+
+Each row names its tfe side and its peers as argument vectors; the harness
+(bench/harness.py) fills in {tfe}, {cpython}, {venv}, {lua} and {bench}.
+A "program" row follows the SECONDS_PER_ITER protocol (docs/benchmarks.md);
+a "startup" row times the whole process, start to exit.
+"""
+from dataclasses import dataclass, field
+
+# Column order of the tables; a row leaves out the peers it has none for.
+PEERS = ("CPython", "Lua", "NumPy", "PyTorch", "TensorFlow", "JAX")
+
+
+@dataclass
+class Row:
+    name: str          # what ROWS on the command line select
+    issue: int         # the issue that brought the row (docs/benchmarks.md)
+    what: str          # one line for the table
+    tfe: list          # argv of the tfe side
+    peers: dict = field(default_factory=dict)  # peer -> argv
+    kind: str = "program"  # "program" or "startup"
+    work: float = 0.0  # units of `unit` per iteration (bytes, flops), 0: none
+    unit: str = ""     # "GB/s" or "GFLOP/s": the rate shown beside times
+
+
+def tensor_peers(script):
+    """The four array-library peers of a tensor row, one process each."""
+    libs = (("NumPy", "numpy"), ("PyTorch", "torch"),
+            ("TensorFlow", "tensorflow"), ("JAX", "jax"))
+    return {peer: ["{venv}", "{bench}/" + script, "--lib", lib] for peer, lib in libs}
+
+
+def scalar_peers(name):
+    return {"CPython": ["{cpython}", "{bench}/%s.py" % name],
+            "Lua": ["{lua}", "{bench}/%s.lua" % name]}
+
+
+F32 = 4
+ROWS = [
+    # --- issue 2: the interpreter -----------------------------------------
+    Row("fib", 2, "fib(27), recursive",
+        ["{tfe}", "{bench}/fib.tfe"], scalar_peers("fib")),
+    Row("loop", 2, "10^7-step scalar while loop",
+        ["{tfe}", "{bench}/loop.tfe"], scalar_peers("loop")),
+    Row("startup", 2, "start-up: tfe -e '1' / python3 -c 1 / lua5.4 -e ''",
+        ["{tfe}", "-e", "1"],
+        {"CPython": ["{cpython}", "-c", "1"], "Lua": ["{lua}", "-e", ""]},
+        kind="startup"),
+    # --- issue 3: eager tensors -------------------------------------------
+    Row("add8", 3, "eager a + b, 8 x float32, in a loop",
+        ["{tfe}", "{bench}/add8.tfe"], tensor_peers("add8.py")),
+    Row("matmul", 3, "a @ b, 1024x1024 float32",
+        ["{tfe}", "{bench}/matmul.tfe"], tensor_peers("matmul.py"),
+        work=2 * 1024 ** 3, unit="GFLOP/s"),
+    Row("fma", 3, "a * b + c, 10^7 float32",
+        ["{tfe}", "{bench}/fma.tfe"], tensor_peers("fma.py"),
+        work=4 * F32 * 10 ** 7, unit="GB/s"),
+    Row("sum_axis0", 3, "sum(x, axis=0), 4096x4096 float32",
+        ["{tfe}", "{bench}/sum_axis0.tfe"], tensor_peers("sum_axis0.py"),
+        work=F32 * 4096 * 4096, unit="GB/s"),
+    Row("sum_axis1", 3, "sum(x, axis=1), 4096x4096 float32",
+        ["{tfe}", "{bench}/sum_axis1.tfe"], tensor_peers("sum_axis1.py"),
+        work=F32 * 4096 * 4096, unit="GB/s"),
+]

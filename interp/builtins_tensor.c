@@ -1,0 +1,1781 @@
+/* builtins_tensor.c — the language bindings of the tensor ops: argument
+ * parsing for every tensor builtin (LANGUAGE.md §5), [...] literals, indexing
+ * and tensor fields. Every op runs through tfe_execute and its wrappers. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interp/interp.h"
+#include "tensor/ops.h"
+
+/* Axis convention: the bindings normalise every axis (negative counts from
+ * the end) and check its range before calling an op, so the attrs handed to
+ * tfe_execute always hold 0 <= axis < rank (rank + 1 for expand_dims/stack). */
+
+#define BUILTIN(name)                                                                  \
+    static int name(Interp *I, int argc, const Value *argv, int nkw,                   \
+                    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
+#define PARSE(fname, spec, n)                                                          \
+    Value a[n];                                                                        \
+    bool p[n];                                                                         \
+    (void)p;                                                                           \
+    if (args_parse(I, fname, spec, argc, argv, nkw, kwnames, kwvals, a, p)) return -1
+
+#define OP_OF(data) ((tfe_op)(intptr_t)(data))
+
+/* ---- value helpers --------------------------------------------------------- */
+
+static const char *article(const char *word)
+{
+    return strchr("aeiou", word[0]) && word[0] ? "an" : "a";
+}
+
+static const char *str_of(Value v) { return ((Str *)v.u.o)->s; }
+
+/* A tensor known by value (not a symbolic tensor while staging). */
+static bool concrete(const tfe_tensor *t) { return t->storage && !t->node; }
+
+/* An integer from an int scalar or a concrete 0-d int tensor (bools excluded). */
+static bool as_int(Value v, int64_t *out)
+{
+    if (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) {
+        *out = v.u.i;
+        return true;
+    }
+    if (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype) && concrete(v.u.t)) {
+        *out = tensor_get_i64(v.u.t, 0);
+        return true;
+    }
+    return false;
+}
+
+/* A number from any scalar (bools count as 0/1) or concrete 0-d tensor. */
+static bool as_num(Value v, double *out, tfe_dtype *dt)
+{
+    if (v.kind == V_SCALAR) {
+        *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f : (double)v.u.i;
+        if (dt) *dt = (tfe_dtype)v.dtype;
+        return true;
+    }
+    if (v.kind == V_TENSOR && v.u.t->rank == 0 && concrete(v.u.t)) {
+        *out = tensor_get_f64(v.u.t, 0);
+        if (dt) *dt = v.u.t->dtype;
+        return true;
+    }
+    return false;
+}
+
+static int get_int(Interp *I, const char *fn, const char *arg, Value v, int64_t *out)
+{
+    if (as_int(v, out)) return 0;
+    return interp_raise(I, "%s: %s must be an int, got %s", fn, arg, value_kind_name(v));
+}
+
+static int get_num(Interp *I, const char *fn, const char *arg, Value v, double *out, tfe_dtype *dt)
+{
+    if (as_num(v, out, dt)) return 0;
+    return interp_raise(I, "%s: %s must be a number, got %s", fn, arg, value_kind_name(v));
+}
+
+/* A bool flag; nil (absent) gives def. */
+static int get_flag(Interp *I, const char *fn, const char *arg, Value v, bool def, bool *out)
+{
+    if (v.kind == V_NIL) {
+        *out = def;
+        return 0;
+    }
+    if (v.kind == V_SCALAR && v.dtype == TFE_BOOL) {
+        *out = v.u.i != 0;
+        return 0;
+    }
+    return interp_raise(I, "%s: %s must be true or false, got %s", fn, arg, value_kind_name(v));
+}
+
+/* A tensor argument: scalars are boxed. Returns a new reference or NULL (raised). */
+static tfe_tensor *get_tensor(Interp *I, const char *fn, const char *arg, Value v)
+{
+    tfe_tensor *t = value_to_tensor(v);
+    if (!t) {
+        if (v.kind == V_SCALAR || v.kind == V_TENSOR) interp_raise_tensor_error(I);
+        else interp_raise(I, "%s: %s must be a tensor or number, got %s", fn, arg, value_kind_name(v));
+    }
+    return t;
+}
+
+/* A dtype given by name ("float32"); nil gives def. */
+static int get_dtype(Interp *I, const char *fn, Value v, tfe_dtype def, tfe_dtype *out)
+{
+    if (v.kind == V_NIL) {
+        *out = def;
+        return 0;
+    }
+    if (v.kind != V_STR)
+        return interp_raise(I, "%s: dtype must be a string such as \"float32\", got %s", fn,
+                            value_kind_name(v));
+    int d = dtype_from_name(str_of(v));
+    if (d < 0)
+        return interp_raise(I, "%s: unknown dtype \"%s\" (expected bool, int32, int64, float32, "
+                            "float64, float16 or bfloat16)", fn, str_of(v));
+    *out = (tfe_dtype)d;
+    return 0;
+}
+
+/* The elements of a tuple or list (borrowed), or false. */
+static bool as_seq(Value v, int *n, const Value **items)
+{
+    if (v.kind != V_TUPLE && v.kind != V_LIST) return false;
+    Seq *s = (Seq *)v.u.o;
+    *n = s->n;
+    *items = s->items;
+    return true;
+}
+
+/* A shape: an int, a tuple/list of ints, or a 1-D int tensor. allow_neg1
+ * admits one -1 (reshape); what names the argument in messages. */
+static int get_shape(Interp *I, const char *fn, const char *what, Value v, bool allow_neg1,
+                     int *rank, int64_t *shape)
+{
+    int64_t one;
+    int n = 0;
+    const Value *items = NULL;
+    tfe_tensor *t = NULL;
+    if (as_int(v, &one)) {
+        n = 1;
+        shape[0] = one;
+    } else if (as_seq(v, &n, &items)) {
+        if (n > TFE_MAX_RANK)
+            return interp_raise(I, "%s: %s has %d dimensions; at most %d are supported", fn, what, n,
+                                TFE_MAX_RANK);
+        for (int i = 0; i < n; i++)
+            if (!as_int(items[i], &shape[i]))
+                return interp_raise(I, "%s: %s must be a tuple of ints, got %s %s in it", fn, what,
+                                    article(value_kind_name(items[i])), value_kind_name(items[i]));
+    } else if (v.kind == V_TENSOR && (t = v.u.t)->rank == 1 && dtype_is_int(t->dtype) && concrete(t)) {
+        if (t->shape[0] > TFE_MAX_RANK)
+            return interp_raise(I, "%s: %s has %lld dimensions; at most %d are supported", fn, what,
+                                (long long)t->shape[0], TFE_MAX_RANK);
+        n = (int)t->shape[0];
+        for (int i = 0; i < n; i++) shape[i] = tensor_get_i64(t, i);
+    } else {
+        return interp_raise(I, "%s: %s must be a tuple of ints, got %s", fn, what, value_kind_name(v));
+    }
+    int nneg = 0;
+    for (int i = 0; i < n; i++) {
+        if (shape[i] >= 0) continue;
+        if (allow_neg1 && shape[i] == -1 && nneg++ == 0) continue;
+        if (allow_neg1 && shape[i] == -1)
+            return interp_raise(I, "%s: %s can have only one -1", fn, what);
+        return interp_raise(I, "%s: negative dimension %lld in %s", fn, (long long)shape[i], what);
+    }
+    *rank = n;
+    return 0;
+}
+
+/* Normalise one axis for a tensor of the given rank. */
+static int norm_axis(Interp *I, const char *fn, int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= rank)
+        return interp_raise(I, "%s: axis %lld is out of range for a tensor of rank %d", fn,
+                            (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return 0;
+}
+
+/* axis=: nil (all axes: naxes -1), an int, or a tuple/list of ints; into at. */
+static int get_axes(Interp *I, const char *fn, Value v, int rank, tfe_attrs *at)
+{
+    if (v.kind == V_NIL) {
+        at->naxes = -1;
+        return 0;
+    }
+    int64_t one;
+    int n;
+    const Value *items;
+    if (as_int(v, &one)) {
+        int ax = 0;
+        if (norm_axis(I, fn, one, rank, &ax)) return -1;
+        at->naxes = 1;
+        at->axes[0] = ax;
+        return 0;
+    }
+    if (!as_seq(v, &n, &items))
+        return interp_raise(I, "%s: axis must be an int, a tuple of ints or nil, got %s", fn,
+                            value_kind_name(v));
+    if (n > rank)
+        return interp_raise(I, "%s: %d axes given for a tensor of rank %d", fn, n, rank);
+    for (int i = 0; i < n; i++) {
+        int ax = 0;
+        if (!as_int(items[i], &one))
+            return interp_raise(I, "%s: axis must be a tuple of ints, got %s %s in it", fn,
+                                article(value_kind_name(items[i])), value_kind_name(items[i]));
+        if (norm_axis(I, fn, one, rank, &ax)) return -1;
+        for (int j = 0; j < i; j++)
+            if (at->axes[j] == ax) return interp_raise(I, "%s: axis %d is repeated", fn, ax);
+        at->axes[i] = ax;
+    }
+    at->naxes = n;
+    return 0;
+}
+
+/* An int or a pair (h, w) of positive ints: stride, dilation, pool size. */
+static int get_pair(Interp *I, const char *fn, const char *arg, Value v, int64_t out[2])
+{
+    int n;
+    const Value *items;
+    if (as_int(v, &out[0])) {
+        out[1] = out[0];
+    } else if (as_seq(v, &n, &items) && n == 2 && as_int(items[0], &out[0]) &&
+               as_int(items[1], &out[1])) {
+    } else {
+        return interp_raise(I, "%s: %s must be an int or a pair (h, w) of ints, got %s", fn, arg,
+                            value_kind_name(v));
+    }
+    if (out[0] < 1 || out[1] < 1)
+        return interp_raise(I, "%s: %s must be positive, got (%lld, %lld)", fn, arg,
+                            (long long)out[0], (long long)out[1]);
+    return 0;
+}
+
+static int get_padding(Interp *I, const char *fn, Value v, int64_t *out)
+{
+    if (v.kind == V_NIL) {
+        *out = 0;
+        return 0;
+    }
+    if (v.kind == V_STR) {
+        const char *s = str_of(v);
+        if (!strcmp(s, "valid") || !strcmp(s, "VALID")) { *out = 0; return 0; }
+        if (!strcmp(s, "same") || !strcmp(s, "SAME")) { *out = 1; return 0; }
+        return interp_raise(I, "%s: padding must be \"valid\" or \"same\", got \"%s\"", fn, s);
+    }
+    return interp_raise(I, "%s: padding must be \"valid\" or \"same\", got %s", fn, value_kind_name(v));
+}
+
+/* An op result into *out (0-d results become scalars); NULL raises the
+ * tensor library's error. */
+static int finish(Interp *I, tfe_tensor *r, Value *out)
+{
+    if (!r) return interp_raise_tensor_error(I);
+    *out = value_from_tensor_take(r);
+    return 0;
+}
+
+static Value shape_tuple(int rank, const int64_t *shape)
+{
+    Seq *s = seq_new(rank);
+    for (int i = 0; i < rank; i++) seq_push_take(s, v_int(shape[i]));
+    return v_obj(V_TUPLE, s);
+}
+
+static void shape_attrs(tfe_attrs *at, int rank, const int64_t *shape)
+{
+    at->nints = rank;
+    memcpy(at->ints, shape, sizeof(int64_t) * (size_t)rank);
+}
+
+/* One op on one tensor argument with attrs: op(x) -> *out. */
+static int run1(Interp *I, tfe_op op, tfe_tensor *x, const tfe_attrs *at, Value *out)
+{
+    tfe_tensor *r = tfe_call1(op, 1, &x, at);
+    return finish(I, r, out);
+}
+
+/* Decref a set of borrowed-then-boxed tensors (NULLs skipped). */
+static void release(int n, tfe_tensor **ts)
+{
+    for (int i = 0; i < n; i++)
+        if (ts[i]) tensor_decref(ts[i]);
+}
+
+/* Boxes a tuple/list of tensors (fn's xs argument). Returns a malloc'd array of
+ * new references, or NULL (raised). */
+static tfe_tensor **get_tensor_seq(Interp *I, const char *fn, Value v, int *n_out)
+{
+    int n;
+    const Value *items;
+    if (!as_seq(v, &n, &items)) {
+        interp_raise(I, "%s: expected a tuple or list of tensors, got %s", fn, value_kind_name(v));
+        return NULL;
+    }
+    if (n == 0) {
+        interp_raise(I, "%s: needs at least one tensor", fn);
+        return NULL;
+    }
+    tfe_tensor **ts = calloc((size_t)n, sizeof *ts);
+    if (!ts) {
+        interp_raise(I, "%s: out of memory", fn);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        ts[i] = value_to_tensor(items[i]);
+        if (!ts[i]) {
+            interp_raise(I, "%s: element %d is %s %s, not a tensor", fn, i,
+                         article(value_kind_name(items[i])), value_kind_name(items[i]));
+            release(i, ts);
+            free(ts);
+            return NULL;
+        }
+    }
+    *n_out = n;
+    return ts;
+}
+
+/* ---- create ---------------------------------------------------------------- */
+
+static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested);
+
+/* tensor(x, dtype=nil): like numpy.array; nested tuples/lists are stacked. */
+BUILTIN(bi_tensor)
+{
+    PARSE("tensor", "x, dtype=", 2);
+    tfe_tensor *t;
+    int n;
+    const Value *items;
+    if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true);
+    else t = get_tensor(I, "tensor", "x", a[0]);
+    if (!t) return -1;
+    tfe_dtype dt;
+    if (get_dtype(I, "tensor", a[1], t->dtype, &dt)) {
+        tensor_decref(t);
+        return -1;
+    }
+    if (dt != t->dtype) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = dt;
+        tfe_tensor *c = tfe_call1(OP_CAST, 1, &t, &at);
+        tensor_decref(t);
+        if (!c) return interp_raise_tensor_error(I);
+        t = c;
+    }
+    if (t->weak) {
+        /* tensor(2) is a committed int64, not a weak literal */
+        if (t->refcount == 1) {
+            t->weak = false;
+        } else {
+            tfe_tensor *c = tfe_unary(OP_COPY, t);
+            tensor_decref(t);
+            if (!c) return interp_raise_tensor_error(I);
+            t = c;
+            t->weak = false;
+        }
+    }
+    return finish(I, t, out);
+}
+
+/* FULL with a shape, a value and a dtype. */
+static int make_full(Interp *I, int rank, const int64_t *shape, double v, tfe_dtype dt, Value *out)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    shape_attrs(&at, rank, shape);
+    at.dtype = dt;
+    at.f[0] = v;
+    return finish(I, tfe_call1(OP_FULL, 0, NULL, &at), out);
+}
+
+/* zeros(shape, dtype=float32), ones(...): data is the fill value 0 or 1. */
+BUILTIN(bi_zeros_ones)
+{
+    const char *fn = data ? "ones" : "zeros";
+    PARSE(fn, "shape, dtype=", 2);
+    int rank;
+    int64_t shape[TFE_MAX_RANK];
+    tfe_dtype dt;
+    if (get_shape(I, fn, "shape", a[0], false, &rank, shape) || get_dtype(I, fn, a[1], TFE_FLOAT32, &dt))
+        return -1;
+    return make_full(I, rank, shape, data ? 1.0 : 0.0, dt, out);
+}
+
+/* zeros_like(x, dtype=nil), ones_like */
+BUILTIN(bi_like)
+{
+    const char *fn = data ? "ones_like" : "zeros_like";
+    PARSE(fn, "x, dtype=", 2);
+    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    if (!x) return -1;
+    tfe_dtype dt;
+    int rc = get_dtype(I, fn, a[1], x->dtype, &dt);
+    if (!rc) rc = make_full(I, x->rank, x->shape, data ? 1.0 : 0.0, dt, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* full(shape, value, dtype=nil): dtype from the value (literals: int64/float32/bool). */
+BUILTIN(bi_full)
+{
+    PARSE("full", "shape, value, dtype=", 3);
+    int rank;
+    int64_t shape[TFE_MAX_RANK];
+    double v;
+    tfe_dtype vdt, dt;
+    if (get_shape(I, "full", "shape", a[0], false, &rank, shape) ||
+        get_num(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
+        return -1;
+    return make_full(I, rank, shape, v, dt, out);
+}
+
+/* arange(stop) / arange(start, stop, step=1, dtype=nil) */
+BUILTIN(bi_arange)
+{
+    PARSE("arange", "start, stop=, step=, dtype=", 4);
+    double lim[3] = {0, 0, 1};
+    tfe_dtype dts[3] = {TFE_INT64, TFE_INT64, TFE_INT64};
+    bool weak[3] = {true, true, true};
+    const char *names[3] = {"start", "stop", "step"};
+    Value vals[3] = {a[0], a[1], a[2]};
+    if (!p[1]) { /* arange(stop) */
+        vals[0] = v_nil();
+        vals[1] = a[0];
+    }
+    for (int i = 0; i < 3; i++) {
+        if (vals[i].kind == V_NIL) continue;
+        if (get_num(I, "arange", names[i], vals[i], &lim[i], &dts[i])) return -1;
+        weak[i] = vals[i].kind == V_SCALAR ? vals[i].weak : vals[i].u.t->weak;
+    }
+    if (lim[2] == 0) return interp_raise(I, "arange: step must not be zero");
+    bool w;
+    tfe_dtype def = dtype_promote(dts[0], weak[0], dts[1], weak[1], &w);
+    def = dtype_promote(def, w, dts[2], weak[2], &w);
+    if (def == TFE_BOOL) def = TFE_INT64;
+    tfe_dtype dt;
+    if (get_dtype(I, "arange", a[3], def, &dt)) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = dt;
+    memcpy(at.f, lim, sizeof lim);
+    return finish(I, tfe_call1(OP_ARANGE, 0, NULL, &at), out);
+}
+
+/* linspace(start, stop, num=50, dtype=float32): endpoint included */
+BUILTIN(bi_linspace)
+{
+    PARSE("linspace", "start, stop, num=, dtype=", 4);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int64_t num = 50;
+    if (get_num(I, "linspace", "start", a[0], &at.f[0], NULL) ||
+        get_num(I, "linspace", "stop", a[1], &at.f[1], NULL) ||
+        (p[2] && get_int(I, "linspace", "num", a[2], &num)) ||
+        get_dtype(I, "linspace", a[3], TFE_FLOAT32, &at.dtype))
+        return -1;
+    if (num < 0) return interp_raise(I, "linspace: num must be non-negative, got %lld", (long long)num);
+    at.nints = 1;
+    at.ints[0] = num;
+    return finish(I, tfe_call1(OP_LINSPACE, 0, NULL, &at), out);
+}
+
+/* eye(n, m=nil, dtype=float32) */
+BUILTIN(bi_eye)
+{
+    PARSE("eye", "n, m=, dtype=", 3);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (get_int(I, "eye", "n", a[0], &at.ints[0])) return -1;
+    at.ints[1] = at.ints[0];
+    if ((a[1].kind != V_NIL && get_int(I, "eye", "m", a[1], &at.ints[1])) ||
+        get_dtype(I, "eye", a[2], TFE_FLOAT32, &at.dtype))
+        return -1;
+    if (at.ints[0] < 0 || at.ints[1] < 0)
+        return interp_raise(I, "eye: sizes must be non-negative, got (%lld, %lld)",
+                            (long long)at.ints[0], (long long)at.ints[1]);
+    at.nints = 2;
+    return finish(I, tfe_call1(OP_EYE, 0, NULL, &at), out);
+}
+
+/* randn(shape, dtype=float32), rand(shape, dtype=float32) */
+BUILTIN(bi_random)
+{
+    tfe_op op = OP_OF(data);
+    const char *fn = tfe_ops[op].name;
+    PARSE(fn, "shape, dtype=", 2);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int rank;
+    if (get_shape(I, fn, "shape", a[0], false, &rank, at.ints) ||
+        get_dtype(I, fn, a[1], TFE_FLOAT32, &at.dtype))
+        return -1;
+    at.nints = rank;
+    if (!dtype_is_float(at.dtype))
+        return interp_raise(I, "%s: dtype must be a float type, got %s", fn, dtype_name(at.dtype));
+    tfe_random_next(&at, (uint64_t)shape_numel(rank, at.ints));
+    return finish(I, tfe_call1(op, 0, NULL, &at), out);
+}
+
+/* randint(low, high, shape=(), dtype=int64): uniform in [low, high) */
+BUILTIN(bi_randint)
+{
+    PARSE("randint", "low, high, shape=, dtype=", 4);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int64_t lo, hi;
+    int rank = 0;
+    if (get_int(I, "randint", "low", a[0], &lo) || get_int(I, "randint", "high", a[1], &hi) ||
+        (p[2] && get_shape(I, "randint", "shape", a[2], false, &rank, at.ints)) ||
+        get_dtype(I, "randint", a[3], TFE_INT64, &at.dtype))
+        return -1;
+    if (hi <= lo)
+        return interp_raise(I, "randint: high (%lld) must be greater than low (%lld)", (long long)hi,
+                            (long long)lo);
+    if (!dtype_is_int(at.dtype))
+        return interp_raise(I, "randint: dtype must be int32 or int64, got %s", dtype_name(at.dtype));
+    at.nints = rank;
+    at.f[0] = (double)lo;
+    at.f[1] = (double)hi;
+    tfe_random_next(&at, (uint64_t)shape_numel(rank, at.ints));
+    return finish(I, tfe_call1(OP_RANDINT, 0, NULL, &at), out);
+}
+
+/* seed(n): resets the random stream */
+BUILTIN(bi_seed)
+{
+    PARSE("seed", "n", 1);
+    int64_t s;
+    if (get_int(I, "seed", "n", a[0], &s)) return -1;
+    tfe_random_seed((uint64_t)s);
+    *out = v_nil();
+    return 0;
+}
+
+/* ---- shape ----------------------------------------------------------------- */
+
+/* shape(x), rank(x), size(x), dtype(x): data selects which (0..3). */
+BUILTIN(bi_meta)
+{
+    static const char *names[] = {"shape", "rank", "size", "dtype"};
+    const char *fn = names[(intptr_t)data];
+    PARSE(fn, "x", 1);
+    if (a[0].kind != V_SCALAR && a[0].kind != V_TENSOR)
+        return interp_raise(I, "%s: expected a tensor, got %s", fn, value_kind_name(a[0]));
+    bool sc = a[0].kind == V_SCALAR;
+    const tfe_tensor *t = sc ? NULL : a[0].u.t;
+    switch ((intptr_t)data) {
+    case 0: *out = sc ? shape_tuple(0, NULL) : shape_tuple(t->rank, t->shape); break;
+    case 1: *out = v_int(sc ? 0 : t->rank); break;
+    case 2: *out = v_int(sc ? 1 : shape_numel(t->rank, t->shape)); break;
+    default: *out = v_cstr(dtype_name(sc ? (tfe_dtype)a[0].dtype : t->dtype)); break;
+    }
+    return 0;
+}
+
+/* cast(x, dtype) */
+BUILTIN(bi_cast)
+{
+    PARSE("cast", "x, dtype", 2);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (a[1].kind == V_NIL) return interp_raise(I, "cast: dtype must be a string such as \"float32\", got nil");
+    if (get_dtype(I, "cast", a[1], TFE_FLOAT32, &at.dtype)) return -1;
+    tfe_tensor *x = get_tensor(I, "cast", "x", a[0]);
+    if (!x) return -1;
+    int rc = run1(I, OP_CAST, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* reshape(x, shape): one -1 allowed */
+BUILTIN(bi_reshape)
+{
+    PARSE("reshape", "x, shape", 2);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int rank;
+    if (get_shape(I, "reshape", "shape", a[1], true, &rank, at.ints)) return -1;
+    at.nints = rank;
+    tfe_tensor *x = get_tensor(I, "reshape", "x", a[0]);
+    if (!x) return -1;
+    int rc = run1(I, OP_RESHAPE, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* flatten(x): reshape to (-1,) */
+BUILTIN(bi_flatten)
+{
+    PARSE("flatten", "x", 1);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = 1;
+    at.ints[0] = -1;
+    tfe_tensor *x = get_tensor(I, "flatten", "x", a[0]);
+    if (!x) return -1;
+    int rc = run1(I, OP_RESHAPE, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* transpose(x, perm=nil): nil reverses the axes */
+BUILTIN(bi_transpose)
+{
+    PARSE("transpose", "x, perm=", 2);
+    tfe_tensor *x = get_tensor(I, "transpose", "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int rc = -1;
+    if (a[1].kind != V_NIL) {
+        int n;
+        const Value *items;
+        bool seen[TFE_MAX_RANK] = {0};
+        if (!as_seq(a[1], &n, &items)) {
+            interp_raise(I, "transpose: perm must be a tuple of ints, got %s", value_kind_name(a[1]));
+            goto done;
+        }
+        if (n != x->rank) {
+            interp_raise(I, "transpose: perm has %d axes for a tensor of rank %d", n, x->rank);
+            goto done;
+        }
+        for (int i = 0; i < n; i++) {
+            int64_t v;
+            int ax = 0;
+            if (get_int(I, "transpose", "perm entry", items[i], &v) ||
+                norm_axis(I, "transpose", v, x->rank, &ax))
+                goto done;
+            if (seen[ax]) {
+                interp_raise(I, "transpose: axis %d is repeated in perm", ax);
+                goto done;
+            }
+            seen[ax] = true;
+            at.ints[i] = ax;
+        }
+        at.nints = n;
+    }
+    rc = run1(I, OP_TRANSPOSE, x, &at, out);
+done:
+    tensor_decref(x);
+    return rc;
+}
+
+/* expand_dims(x, axis): axis in [-(rank+1), rank] */
+BUILTIN(bi_expand_dims)
+{
+    PARSE("expand_dims", "x, axis", 2);
+    tfe_tensor *x = get_tensor(I, "expand_dims", "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int64_t v;
+    int ax = 0, rc = -1;
+    if (!get_int(I, "expand_dims", "axis", a[1], &v) && !norm_axis(I, "expand_dims", v, x->rank + 1, &ax)) {
+        at.naxes = 1;
+        at.axes[0] = ax;
+        rc = run1(I, OP_EXPAND_DIMS, x, &at, out);
+    }
+    tensor_decref(x);
+    return rc;
+}
+
+/* squeeze(x, axis=nil): nil drops every size-1 axis */
+BUILTIN(bi_squeeze)
+{
+    PARSE("squeeze", "x, axis=", 2);
+    tfe_tensor *x = get_tensor(I, "squeeze", "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int rc = -1;
+    if (get_axes(I, "squeeze", a[1], x->rank, &at)) goto done;
+    for (int i = 0; i < at.naxes; i++)
+        if (x->shape[at.axes[i]] != 1) {
+            interp_raise(I, "squeeze: axis %d has size %lld, not 1", (int)at.axes[i],
+                         (long long)x->shape[at.axes[i]]);
+            goto done;
+        }
+    rc = run1(I, OP_SQUEEZE, x, &at, out);
+done:
+    tensor_decref(x);
+    return rc;
+}
+
+/* broadcast_to(x, shape) */
+BUILTIN(bi_broadcast_to)
+{
+    PARSE("broadcast_to", "x, shape", 2);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int rank;
+    if (get_shape(I, "broadcast_to", "shape", a[1], false, &rank, at.ints)) return -1;
+    at.nints = rank;
+    tfe_tensor *x = get_tensor(I, "broadcast_to", "x", a[0]);
+    if (!x) return -1;
+    int rc = run1(I, OP_BROADCAST_TO, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* concat/stack of a tensor xs, i.e. of its slices along axis 0 (what the
+ * literal [a, b] gives): stack moves axis 0 to `axis`; concat then merges it
+ * with the axis after it. Two view-like ops instead of n slices. */
+static int concat_stack_tensor(Interp *I, tfe_op op, const char *fn, tfe_tensor *t, bool has_axis,
+                               Value axv, Value *out)
+{
+    int64_t v = 0;
+    int ax = 0;
+    if (t->rank == 0 || (op == OP_CONCAT && t->rank == 1))
+        return interp_raise(I, "%s: expected a tuple or list of tensors, got a tensor of rank %d",
+                            fn, t->rank);
+    if ((has_axis && get_int(I, fn, "axis", axv, &v)) ||
+        norm_axis(I, fn, v, t->rank - 1 + (op == OP_STACK), &ax))
+        return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = t->rank;
+    for (int i = 0; i < t->rank; i++) at.ints[i] = i < ax ? i + 1 : i == ax ? 0 : i;
+    tfe_tensor *r = t;
+    if (ax == 0) tensor_incref(r);
+    else if (!(r = tfe_call1(OP_TRANSPOSE, 1, &t, &at))) return interp_raise_tensor_error(I);
+    if (op == OP_CONCAT) {
+        tfe_attrs_init(&at);
+        for (int i = 0, k = 0; i < r->rank; i++) {
+            if (i == ax + 1) at.ints[k - 1] *= r->shape[i];
+            else at.ints[k++] = r->shape[i];
+            at.nints = k;
+        }
+        tfe_tensor *m = tfe_call1(OP_RESHAPE, 1, &r, &at);
+        tensor_decref(r);
+        r = m;
+    }
+    return finish(I, r, out);
+}
+
+/* concat(xs, axis=0), stack(xs, axis=0): data is the op */
+BUILTIN(bi_concat_stack)
+{
+    tfe_op op = OP_OF(data);
+    const char *fn = tfe_ops[op].name;
+    PARSE(fn, "xs, axis=", 2);
+    if (a[0].kind == V_TENSOR) return concat_stack_tensor(I, op, fn, a[0].u.t, p[1], a[1], out);
+    int n;
+    tfe_tensor **ts = get_tensor_seq(I, fn, a[0], &n);
+    if (!ts) return -1;
+    int64_t v = 0;
+    int ax = 0, rc = -1;
+    /* stack inserts a new axis: its range is one wider */
+    int rank = ts[0]->rank + (op == OP_STACK);
+    if (op == OP_CONCAT && rank == 0)
+        interp_raise(I, "concat: cannot concatenate 0-d tensors; use stack");
+    else if ((!p[1] || !get_int(I, fn, "axis", a[1], &v)) && !norm_axis(I, fn, v, rank, &ax)) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.naxes = 1;
+        at.axes[0] = ax;
+        rc = finish(I, tfe_call1(op, n, ts, &at), out);
+    }
+    release(n, ts);
+    free(ts);
+    return rc;
+}
+
+/* split(x, n_or_sizes, axis=0): an int n gives n equal parts; a tuple gives
+ * the section sizes (TensorFlow's convention; one -1 takes the rest). */
+BUILTIN(bi_split)
+{
+    PARSE("split", "x, n_or_sizes, axis=", 3);
+    tfe_tensor *x = get_tensor(I, "split", "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int64_t v = 0, nparts;
+    int ax = 0, rc = -1, n;
+    const Value *items;
+    tfe_tensor *outs[32] = {0};
+    if (x->rank == 0) {
+        interp_raise(I, "split: cannot split a 0-d tensor");
+        goto done;
+    }
+    if ((p[2] && get_int(I, "split", "axis", a[2], &v)) || norm_axis(I, "split", v, x->rank, &ax))
+        goto done;
+    int64_t size = x->shape[ax];
+    if (as_int(a[1], &nparts)) {
+        if (nparts < 1 || nparts > 32) {
+            interp_raise(I, "split: the number of parts must be between 1 and 32, got %lld",
+                         (long long)nparts);
+            goto done;
+        }
+        if (size % nparts) {
+            interp_raise(I, "split: axis %d of size %lld cannot be split into %lld equal parts", ax,
+                         (long long)size, (long long)nparts);
+            goto done;
+        }
+        for (int i = 0; i < nparts; i++) at.ints[i] = size / nparts;
+        at.nints = (int)nparts;
+    } else if (as_seq(a[1], &n, &items)) {
+        if (n < 1 || n > 32) {
+            interp_raise(I, "split: between 1 and 32 section sizes are supported, got %d", n);
+            goto done;
+        }
+        int64_t sum = 0;
+        int hole = -1;
+        for (int i = 0; i < n; i++) {
+            if (get_int(I, "split", "a section size", items[i], &at.ints[i])) goto done;
+            if (at.ints[i] == -1 && hole < 0) hole = i;
+            else if (at.ints[i] < 0) {
+                interp_raise(I, "split: section sizes must be non-negative (one -1 allowed), got %lld",
+                             (long long)at.ints[i]);
+                goto done;
+            } else sum += at.ints[i];
+        }
+        if (hole >= 0 && sum <= size) at.ints[hole] = size - sum, sum = size;
+        if (sum != size) {
+            interp_raise(I, "split: section sizes add up to %lld but axis %d has size %lld",
+                         (long long)sum, ax, (long long)size);
+            goto done;
+        }
+        at.nints = n;
+    } else {
+        interp_raise(I, "split: n_or_sizes must be an int or a tuple of ints, got %s",
+                     value_kind_name(a[1]));
+        goto done;
+    }
+    at.naxes = 1;
+    at.axes[0] = ax;
+    if (tfe_execute(OP_SPLIT, 1, &x, &at, outs)) {
+        rc = interp_raise_tensor_error(I);
+        goto done;
+    }
+    Seq *s = seq_new(at.nints);
+    for (int i = 0; i < at.nints; i++) seq_push_take(s, value_from_tensor_take(outs[i]));
+    *out = v_obj(V_TUPLE, s);
+    rc = 0;
+done:
+    tensor_decref(x);
+    return rc;
+}
+
+/* tile(x, reps): NumPy's rule: reps shorter than the rank are padded with
+ * leading 1s; a longer reps gives x leading size-1 axes first. */
+BUILTIN(bi_tile)
+{
+    PARSE("tile", "x, reps", 2);
+    int n;
+    int64_t reps[TFE_MAX_RANK];
+    if (get_shape(I, "tile", "reps", a[1], false, &n, reps)) return -1;
+    tfe_tensor *x = get_tensor(I, "tile", "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (n > x->rank) {
+        int64_t shape[TFE_MAX_RANK];
+        int pad = n - x->rank;
+        for (int i = 0; i < n; i++) shape[i] = i < pad ? 1 : x->shape[i - pad];
+        shape_attrs(&at, n, shape);
+        tfe_tensor *r = tfe_call1(OP_RESHAPE, 1, &x, &at);
+        tensor_decref(x);
+        if (!r) return interp_raise_tensor_error(I);
+        x = r;
+    }
+    int pad = x->rank - n;
+    for (int i = 0; i < x->rank; i++) at.ints[i] = i < pad ? 1 : reps[i - pad];
+    at.nints = x->rank;
+    int rc = run1(I, OP_TILE, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* ---- math ------------------------------------------------------------------ */
+
+/* Every F_UNARY op of the table: name(x). */
+BUILTIN(bi_unary)
+{
+    tfe_op op = OP_OF(data);
+    PARSE(tfe_ops[op].name, "x", 1);
+    tfe_tensor *x = get_tensor(I, tfe_ops[op].name, "x", a[0]);
+    if (!x) return -1;
+    tfe_tensor *r = tfe_unary(op, x);
+    tensor_decref(x);
+    return finish(I, r, out);
+}
+
+/* Every F_BINARY op of the table, and matmul: name(a, b). */
+BUILTIN(bi_binary)
+{
+    tfe_op op = OP_OF(data);
+    const char *fn = tfe_ops[op].name;
+    PARSE(fn, "a, b", 2);
+    tfe_tensor *x = get_tensor(I, fn, "a", a[0]);
+    if (!x) return -1;
+    tfe_tensor *y = get_tensor(I, fn, "b", a[1]);
+    if (!y) {
+        tensor_decref(x);
+        return -1;
+    }
+    tfe_tensor *r = tfe_binary(op, x, y);
+    tensor_decref(x);
+    tensor_decref(y);
+    return finish(I, r, out);
+}
+
+/* stop_gradient(x) (not F_UNARY: it is not an elementwise math function) */
+BUILTIN(bi_stop_gradient)
+{
+    PARSE("stop_gradient", "x", 1);
+    tfe_tensor *x = get_tensor(I, "stop_gradient", "x", a[0]);
+    if (!x) return -1;
+    tfe_tensor *r = tfe_unary(OP_STOP_GRADIENT, x);
+    tensor_decref(x);
+    return finish(I, r, out);
+}
+
+/* A ternary elementwise op over three tensor arguments. */
+static int run3(Interp *I, const char *fn, tfe_op op, const char *const names[3], const Value *vals,
+                Value *out)
+{
+    tfe_tensor *in[3] = {0};
+    int rc = -1;
+    for (int i = 0; i < 3; i++)
+        if (!(in[i] = get_tensor(I, fn, names[i], vals[i]))) goto done;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    rc = finish(I, tfe_call1(op, 3, in, &at), out);
+done:
+    release(3, in);
+    return rc;
+}
+
+/* where(cond, a, b): a non-bool cond is compared with zero (NumPy's truth) */
+BUILTIN(bi_where)
+{
+    PARSE("where", "cond, a, b", 3);
+    static const char *const names[3] = {"cond", "a", "b"};
+    Value vals[3] = {a[0], a[1], a[2]};
+    tfe_tensor *c = NULL;
+    if ((a[0].kind == V_SCALAR && a[0].dtype != TFE_BOOL) ||
+        (a[0].kind == V_TENSOR && a[0].u.t->dtype != TFE_BOOL)) {
+        tfe_tensor *x = get_tensor(I, "where", "cond", a[0]);
+        if (!x) return -1;
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = TFE_BOOL;
+        c = tfe_call1(OP_CAST, 1, &x, &at);
+        tensor_decref(x);
+        if (!c) return interp_raise_tensor_error(I);
+        vals[0] = v_tensor_take(c);
+    }
+    int rc = run3(I, "where", OP_WHERE, names, vals, out);
+    if (c) value_decref(vals[0]);
+    return rc;
+}
+
+/* clip(x, lo, hi): either bound may be nil (not both) */
+BUILTIN(bi_clip)
+{
+    PARSE("clip", "x, lo, hi", 3);
+    static const char *const names[3] = {"x", "lo", "hi"};
+    if (a[1].kind == V_NIL && a[2].kind == V_NIL)
+        return interp_raise(I, "clip: lo and hi cannot both be nil");
+    if (a[1].kind != V_NIL && a[2].kind != V_NIL) return run3(I, "clip", OP_CLIP, names, a, out);
+    bool has_lo = a[1].kind != V_NIL;
+    tfe_tensor *x = get_tensor(I, "clip", "x", a[0]);
+    if (!x) return -1;
+    tfe_tensor *b = get_tensor(I, "clip", has_lo ? "lo" : "hi", a[has_lo ? 1 : 2]);
+    if (!b) {
+        tensor_decref(x);
+        return -1;
+    }
+    tfe_tensor *r = tfe_binary(has_lo ? OP_MAXIMUM : OP_MINIMUM, x, b);
+    tensor_decref(x);
+    tensor_decref(b);
+    return finish(I, r, out);
+}
+
+/* ---- reduce ---------------------------------------------------------------- */
+
+/* Every F_REDUCTION op: name(x, axis=nil, keepdims=false); var/std add
+ * ddof=0; argmax/argmin take one int axis (nil: index into the flattened x). */
+BUILTIN(bi_reduce)
+{
+    tfe_op op = OP_OF(data);
+    const char *fn = tfe_ops[op].name;
+    bool ddof = op == OP_VAR || op == OP_STD;
+    bool arg = op == OP_ARGMAX || op == OP_ARGMIN;
+    PARSE(fn, ddof ? "x, axis=, keepdims=, ddof=" : "x, axis=, keepdims=", 4);
+    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int rc = -1;
+    if (arg && a[1].kind != V_NIL && !as_int(a[1], &(int64_t){0})) {
+        interp_raise(I, "%s: axis must be an int or nil, got %s", fn, value_kind_name(a[1]));
+        goto done;
+    }
+    if (get_axes(I, fn, a[1], x->rank, &at) || get_flag(I, fn, "keepdims", a[2], false, &at.keepdims))
+        goto done;
+    if (ddof) {
+        at.nints = 1;
+        if (p[3] && get_int(I, fn, "ddof", a[3], &at.ints[0])) goto done;
+    }
+    rc = run1(I, op, x, &at, out);
+done:
+    tensor_decref(x);
+    return rc;
+}
+
+/* ---- nn -------------------------------------------------------------------- */
+
+/* softmax(x, axis=-1), log_softmax */
+BUILTIN(bi_softmax)
+{
+    tfe_op op = OP_OF(data);
+    const char *fn = tfe_ops[op].name;
+    PARSE(fn, "x, axis=", 2);
+    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    if (!x) return -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int64_t v = -1;
+    int ax = 0, rc = -1;
+    if (x->rank == 0) interp_raise(I, "%s: expected a tensor of rank >= 1, got a 0-d tensor", fn);
+    else if ((!p[1] || !get_int(I, fn, "axis", a[1], &v)) && !norm_axis(I, fn, v, x->rank, &ax)) {
+        at.naxes = 1;
+        at.axes[0] = ax;
+        rc = run1(I, op, x, &at, out);
+    }
+    tensor_decref(x);
+    return rc;
+}
+
+/* one_hot(indices, depth, dtype=float32) */
+BUILTIN(bi_one_hot)
+{
+    PARSE("one_hot", "indices, depth, dtype=", 3);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (get_int(I, "one_hot", "depth", a[1], &at.ints[0]) ||
+        get_dtype(I, "one_hot", a[2], TFE_FLOAT32, &at.dtype))
+        return -1;
+    if (at.ints[0] < 0) return interp_raise(I, "one_hot: depth must be non-negative");
+    at.nints = 1;
+    tfe_tensor *x = get_tensor(I, "one_hot", "indices", a[0]);
+    if (!x) return -1;
+    int rc = run1(I, OP_ONE_HOT, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* gather(x, indices, axis=0) */
+BUILTIN(bi_gather)
+{
+    PARSE("gather", "x, indices, axis=", 3);
+    tfe_tensor *in[2] = {0};
+    int64_t v = 0;
+    int ax = 0, rc = -1;
+    if (!(in[0] = get_tensor(I, "gather", "x", a[0])) || !(in[1] = get_tensor(I, "gather", "indices", a[1])))
+        goto done;
+    if (in[0]->rank == 0) {
+        interp_raise(I, "gather: cannot gather from a 0-d tensor");
+        goto done;
+    }
+    if ((p[2] && get_int(I, "gather", "axis", a[2], &v)) || norm_axis(I, "gather", v, in[0]->rank, &ax))
+        goto done;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = ax;
+    rc = finish(I, tfe_call1(OP_GATHER, 2, in, &at), out);
+done:
+    release(2, in);
+    return rc;
+}
+
+/* conv2d(x, w, stride=1, padding="valid", dilation=1): NHWC x, HWIO w */
+BUILTIN(bi_conv2d)
+{
+    PARSE("conv2d", "x, w, stride=, padding=, dilation=", 5);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.ints[0] = at.ints[1] = at.ints[2] = at.ints[3] = 1;
+    if ((p[2] && get_pair(I, "conv2d", "stride", a[2], &at.ints[0])) ||
+        (p[4] && get_pair(I, "conv2d", "dilation", a[4], &at.ints[2])) ||
+        get_padding(I, "conv2d", a[3], &at.ints[4]))
+        return -1;
+    at.nints = 5;
+    tfe_tensor *in[2] = {0};
+    int rc = -1;
+    if ((in[0] = get_tensor(I, "conv2d", "x", a[0])) && (in[1] = get_tensor(I, "conv2d", "w", a[1])))
+        rc = finish(I, tfe_call1(OP_CONV2D, 2, in, &at), out);
+    release(2, in);
+    return rc;
+}
+
+/* max_pool2d(x, size, stride=nil (= size), padding="valid"), avg_pool2d */
+BUILTIN(bi_pool)
+{
+    tfe_op op = OP_OF(data);
+    const char *fn = tfe_ops[op].name;
+    PARSE(fn, "x, size, stride=, padding=", 4);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (get_pair(I, fn, "size", a[1], &at.ints[0])) return -1;
+    at.ints[2] = at.ints[0];
+    at.ints[3] = at.ints[1];
+    if ((a[2].kind != V_NIL && get_pair(I, fn, "stride", a[2], &at.ints[2])) ||
+        get_padding(I, fn, a[3], &at.ints[4]))
+        return -1;
+    at.nints = 5;
+    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    if (!x) return -1;
+    int rc = run1(I, op, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* dropout(x, rate, seed=nil): an explicit seed gives a fixed mask and leaves
+ * the global random stream alone. */
+BUILTIN(bi_dropout)
+{
+    PARSE("dropout", "x, rate, seed=", 3);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int64_t s = 0;
+    if (get_num(I, "dropout", "rate", a[1], &at.f[0], NULL) ||
+        (a[2].kind != V_NIL && get_int(I, "dropout", "seed", a[2], &s)))
+        return -1;
+    if (!(at.f[0] >= 0 && at.f[0] < 1))
+        return interp_raise(I, "dropout: rate must be in [0, 1), got %g", at.f[0]);
+    tfe_tensor *x = get_tensor(I, "dropout", "x", a[0]);
+    if (!x) return -1;
+    if (a[2].kind != V_NIL) {
+        at.seed = (uint64_t)s;
+        at.counter = 0;
+    } else {
+        tfe_random_next(&at, (uint64_t)shape_numel(x->rank, x->shape));
+    }
+    int rc = run1(I, OP_DROPOUT, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* ---- [...] literals -------------------------------------------------------- */
+
+/* float -> int without C's undefined behaviour: truncate, saturate, NaN -> 0. */
+static int64_t f2i(double f)
+{
+    if (f != f) return 0;
+    if (f >= 9223372036854775807.0) return INT64_MAX;
+    if (f <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)f;
+}
+
+/* Writes scalar v into one element of dtype dt (NumPy's conversion). */
+static void put_scalar(char *dst, tfe_dtype dt, Value v)
+{
+    bool f = dtype_is_float((tfe_dtype)v.dtype);
+    switch (dt) {
+    case TFE_BOOL: *(uint8_t *)dst = f ? v.u.f != 0 : v.u.i != 0; break;
+    case TFE_INT32: *(int32_t *)dst = (int32_t)(f ? f2i(v.u.f) : v.u.i); break;
+    case TFE_INT64: *(int64_t *)dst = f ? f2i(v.u.f) : v.u.i; break;
+    case TFE_FLOAT32: *(float *)dst = f ? (float)v.u.f : (float)v.u.i; break;
+    case TFE_FLOAT64: *(double *)dst = f ? v.u.f : (double)v.u.i; break;
+    default: break; /* scalars are never float16/bfloat16 */
+    }
+}
+
+/* Stacks numbers/bools/tensors of one shape along a new axis 0 (who names the
+ * caller in messages: "[...]" or "tensor"). nested: tuple/list elements are
+ * stacked first (tensor()). Returns a new, non-weak tensor or NULL (raised). */
+static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested)
+{
+    if (n == 0) return tensor_zeros(TFE_FLOAT32, 1, (int64_t[]){0});
+    tfe_tensor **ts = calloc((size_t)n, sizeof *ts);
+    tfe_tensor *res = NULL;
+    if (!ts) {
+        interp_raise(I, "%s: out of memory", who);
+        return NULL;
+    }
+    bool all_scalars = true, weak = false;
+    tfe_dtype dt = TFE_BOOL;
+    char b1[200], b2[200];
+    int rank0 = 0;
+    const int64_t *shape0 = NULL;
+    for (int i = 0; i < n; i++) {
+        Value v = items[i];
+        int m;
+        const Value *sub;
+        if (nested && as_seq(v, &m, &sub)) {
+            if (!(ts[i] = build_stack(I, who, m, sub, true))) goto done;
+        } else if (v.kind != V_SCALAR && v.kind != V_TENSOR) {
+            const char *k = value_kind_name(v);
+            interp_raise(I, "%s: element %d is %s %s, not a number; use a tuple (...) for mixed "
+                         "collections", who, i, article(k), k);
+            goto done;
+        }
+        int r = ts[i] ? ts[i]->rank : v.kind == V_TENSOR ? v.u.t->rank : 0;
+        const int64_t *s = ts[i] ? ts[i]->shape : v.kind == V_TENSOR ? v.u.t->shape : NULL;
+        tfe_dtype edt = ts[i] ? ts[i]->dtype : v.kind == V_TENSOR ? v.u.t->dtype : (tfe_dtype)v.dtype;
+        bool ew = ts[i] ? false : v.kind == V_TENSOR ? v.u.t->weak : v.weak;
+        if (v.kind != V_SCALAR) all_scalars = false;
+        if (i == 0) {
+            rank0 = r;
+            shape0 = s;
+            dt = edt;
+            weak = ew;
+            continue;
+        }
+        if (r != rank0 || (r && memcmp(s, shape0, sizeof(int64_t) * (size_t)r))) {
+            interp_raise(I, "%s: elements have different shapes %s and %s; use a tuple (...) for "
+                         "ragged collections", who, shape_str(rank0, shape0, b1), shape_str(r, s, b2));
+            goto done;
+        }
+        dt = dtype_promote(dt, weak, edt, ew, &weak);
+    }
+    if (all_scalars) {
+        /* numbers only: a constant built directly, as value_to_tensor would */
+        if (!(res = tensor_new(dt, 1, (int64_t[]){n}))) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+        size_t es = dtype_size(dt);
+        for (int i = 0; i < n; i++) put_scalar(tensor_data(res) + (size_t)i * es, dt, items[i]);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        Value v = items[i];
+        if (!ts[i] && v.kind == V_SCALAR) {
+            if ((ts[i] = tensor_new(dt, 0, NULL))) put_scalar(tensor_data(ts[i]), dt, v);
+        } else if (!ts[i]) {
+            ts[i] = value_to_tensor(v);
+        }
+        if (!ts[i]) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+        if (ts[i]->dtype != dt) {
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.dtype = dt;
+            tfe_tensor *c = tfe_call1(OP_CAST, 1, &ts[i], &at);
+            tensor_decref(ts[i]);
+            if (!(ts[i] = c)) {
+                interp_raise_tensor_error(I);
+                goto done;
+            }
+        }
+    }
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = 0;
+    if (!(res = tfe_call1(OP_STACK, n, ts, &at))) interp_raise_tensor_error(I);
+done:
+    release(n, ts);
+    free(ts);
+    if (res) res->weak = false;
+    return res;
+}
+
+int tensor_literal(Interp *I, int n, const Value *items, Value *out)
+{
+    tfe_tensor *t = build_stack(I, "[...]", n, items, false);
+    if (!t) return -1;
+    *out = v_tensor_take(t);
+    return 0;
+}
+
+/* ---- indexing -------------------------------------------------------------- */
+
+/* Python's slice.indices(): normalises (start, stop, step) for an axis of size
+ * n; omitted parts are flagged. An empty slice becomes (0, 0, 1) so that the
+ * SLICE op always sees 0 <= start. Returns the length. */
+static int64_t norm_slice(int64_t n, bool has_start, int64_t start, bool has_stop, int64_t stop,
+                          int64_t step, int64_t *o)
+{
+    if (step > 0) {
+        start = !has_start ? 0 : start < 0 ? (start + n < 0 ? 0 : start + n) : (start > n ? n : start);
+        stop = !has_stop ? n : stop < 0 ? (stop + n < 0 ? 0 : stop + n) : (stop > n ? n : stop);
+    } else {
+        start = !has_start ? n - 1
+              : start < 0 ? (start + n < 0 ? -1 : start + n) : (start >= n ? n - 1 : start);
+        stop = !has_stop ? -1 : stop < 0 ? (stop + n < 0 ? -1 : stop + n) : (stop >= n ? n - 1 : stop);
+    }
+    int64_t len = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
+                           : (start > stop ? (start - stop - step - 1) / -step : 0);
+    if (len == 0) start = stop = 0, step = 1;
+    o[0] = start;
+    o[1] = stop;
+    o[2] = step;
+    return len;
+}
+
+/* The plan of x[items]: SLICE attrs over every axis of x (an advanced index's
+ * axes kept whole), plus where the one advanced index (int or bool tensor)
+ * applies in the sliced result. */
+typedef struct IndexPlan {
+    tfe_attrs at;
+    bool trivial;            /* SLICE would return x unchanged */
+    tfe_tensor *adv;         /* the advanced index (new reference), or NULL */
+    bool mask;               /* adv is a bool mask over adv->rank axes */
+    int pos;                 /* its first axis in the sliced result */
+    bool front;              /* NumPy: ints and the advanced index are not adjacent
+                                items, so the advanced result axes go first */
+    int nnew;                /* nil items: size-1 axes inserted into the result */
+    int newax[2 * TFE_MAX_RANK]; /* their positions among the basic result axes */
+    bool new_after[2 * TFE_MAX_RANK]; /* placed after the advanced index */
+} IndexPlan;
+
+static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *items, IndexPlan *pl)
+{
+    tfe_attrs_init(&pl->at);
+    pl->at.naxes = 0;
+    pl->trivial = true;
+    pl->adv = NULL;
+    pl->mask = false;
+    pl->pos = 0;
+    pl->front = false;
+    pl->nnew = 0;
+    int consumed = 0, ell = -1, first_adv = n, last_adv = -1, nadv = 0;
+    for (int i = 0; i < n; i++) {
+        const IndexItem *it = &items[i];
+        int64_t k;
+        if (it->kind == IX_ELLIPSIS) {
+            if (ell >= 0) return interp_raise(I, "index: an index can have only one ellipsis (...)");
+            ell = i;
+        } else if (it->kind == IX_SLICE) {
+            consumed++;
+        } else if (as_int(it->v, &k)) {
+            consumed++;
+            first_adv = first_adv < i ? first_adv : i;
+            last_adv = i;
+            nadv++;
+        } else if (it->v.kind == V_TENSOR && (it->v.u.t->dtype == TFE_BOOL || dtype_is_int(it->v.u.t->dtype))) {
+            if (pl->adv) {
+                interp_raise(I, "index: only one integer-tensor or bool-mask index is supported");
+                goto fail;
+            }
+            pl->adv = value_to_tensor(it->v);
+            pl->mask = it->v.u.t->dtype == TFE_BOOL;
+            if (pl->mask && pl->adv->rank == 0) {
+                interp_raise(I, "index: a 0-d bool index is not supported");
+                goto fail;
+            }
+            consumed += pl->mask ? pl->adv->rank : 1;
+            first_adv = first_adv < i ? first_adv : i;
+            last_adv = i;
+            nadv++;
+        } else if (it->v.kind == V_NIL) {
+            /* a new axis: consumes nothing (placed in the second pass) */
+        } else if (it->v.kind == V_TUPLE || it->v.kind == V_LIST) {
+            interp_raise(I, "index: a %s of indices is not an index; use a tensor [...] of ints",
+                         value_kind_name(it->v));
+            goto fail;
+        } else {
+            const char *what = it->v.kind == V_SCALAR ? dtype_name((tfe_dtype)it->v.dtype)
+                             : it->v.kind == V_TENSOR ? dtype_name(it->v.u.t->dtype)
+                                                     : value_kind_name(it->v);
+            interp_raise(I, "index: indices must be ints, slices, ..., int tensors or bool masks, "
+                         "got %s%s", what, it->v.kind == V_TENSOR ? " tensor" : "");
+            goto fail;
+        }
+    }
+    pl->front = pl->adv && last_adv - first_adv + 1 != nadv;
+    if (consumed > x->rank) {
+        interp_raise(I, "index: too many indices (%d) for a tensor of rank %d", consumed, x->rank);
+        goto fail;
+    }
+    int axis = 0, dropped = 0, adv_in = 0;
+    int64_t *sl = pl->at.ints;
+    for (int i = 0; i <= n; i++) {
+        /* i == n: the axes left after the last item are taken whole */
+        int whole = i == n ? x->rank - axis : 0;
+        if (i < n && items[i].kind == IX_ELLIPSIS) whole = x->rank - consumed;
+        for (int k = 0; k < whole; k++, axis++) {
+            sl[3 * axis] = 0;
+            sl[3 * axis + 1] = x->shape[axis];
+            sl[3 * axis + 2] = 1;
+        }
+        if (i == n || items[i].kind == IX_ELLIPSIS) continue;
+        const IndexItem *it = &items[i];
+        if (it->kind == IX_VALUE && it->v.kind == V_NIL) {
+            if (pl->nnew == 2 * TFE_MAX_RANK) {
+                interp_raise(I, "index: too many new axes (nil)");
+                goto fail;
+            }
+            pl->newax[pl->nnew] = axis - dropped - adv_in + pl->nnew;
+            pl->new_after[pl->nnew] = adv_in > 0;
+            pl->nnew++;
+            continue;
+        }
+        int64_t size = x->shape[axis], k;
+        if (it->kind == IX_SLICE) {
+            int64_t st = 0, sp = 0, step = 1;
+            const Value *parts[3] = {&it->start, &it->stop, &it->step};
+            int64_t *dst[3] = {&st, &sp, &step};
+            for (int j = 0; j < 3; j++)
+                if (parts[j]->kind != V_NIL && !as_int(*parts[j], dst[j])) {
+                    interp_raise(I, "index: slice bounds must be ints or omitted, got %s",
+                                 value_kind_name(*parts[j]));
+                    goto fail;
+                }
+            if (step == 0) {
+                interp_raise(I, "index: slice step cannot be zero");
+                goto fail;
+            }
+            norm_slice(size, it->start.kind != V_NIL, st, it->stop.kind != V_NIL, sp, step,
+                       &sl[3 * axis]);
+            if (sl[3 * axis] != 0 || sl[3 * axis + 1] != size || sl[3 * axis + 2] != 1) pl->trivial = false;
+            axis++;
+        } else if (as_int(it->v, &k)) {
+            if (k < -size || k >= size) {
+                interp_raise(I, "index %lld is out of range for axis %d with size %lld", (long long)k,
+                             axis, (long long)size);
+                goto fail;
+            }
+            if (k < 0) k += size;
+            sl[3 * axis] = k;
+            sl[3 * axis + 1] = k + 1;
+            sl[3 * axis + 2] = 1;
+            pl->at.axes[pl->at.naxes++] = axis;
+            pl->trivial = false;
+            axis++;
+            dropped++;
+        } else { /* the advanced index: its axes stay whole here */
+            pl->pos = axis - dropped;
+            int m = pl->mask ? pl->adv->rank : 1;
+            adv_in = m;
+            for (int j = 0; j < m; j++, axis++) {
+                sl[3 * axis] = 0;
+                sl[3 * axis + 1] = x->shape[axis];
+                sl[3 * axis + 2] = 1;
+            }
+        }
+    }
+    pl->at.nints = 3 * x->rank;
+    return 0;
+fail:
+    if (pl->adv) tensor_decref(pl->adv);
+    pl->adv = NULL;
+    return -1;
+}
+
+/* Checks that a bool mask matches the axes [pos, pos + rank) of r. */
+static int check_mask(Interp *I, const tfe_tensor *r, const IndexPlan *pl)
+{
+    const tfe_tensor *m = pl->adv;
+    bool ok = pl->pos + m->rank <= r->rank;
+    for (int i = 0; ok && i < m->rank; i++) ok = m->shape[i] == r->shape[pl->pos + i];
+    if (ok) return 0;
+    char b1[200], b2[200];
+    return interp_raise(I, "index: bool mask of shape %s does not match the indexed axes of a tensor "
+                        "of shape %s", shape_str(m->rank, m->shape, b1), shape_str(r->rank, r->shape, b2));
+}
+
+static tfe_tensor *transpose_by(tfe_tensor *x, const int64_t *perm)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    shape_attrs(&at, x->rank, perm);
+    return tfe_call1(OP_TRANSPOSE, 1, &x, &at);
+}
+
+/* x[mask] with the mask over axes [pos, pos + mask rank): BOOL_MASK works on
+ * leading axes, so other axes are moved out of the way and back. */
+static tfe_tensor *apply_mask(tfe_tensor *r, tfe_tensor *mask, int pos)
+{
+    tfe_tensor *in[2] = {r, mask};
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (pos == 0) return tfe_call1(OP_BOOL_MASK, 2, in, &at);
+    int mr = mask->rank, k = 0;
+    int64_t perm[TFE_MAX_RANK];
+    for (int i = 0; i < mr; i++) perm[k++] = pos + i;
+    for (int i = 0; i < pos; i++) perm[k++] = i;
+    for (int i = pos + mr; i < r->rank; i++) perm[k++] = i;
+    tfe_tensor *t = transpose_by(r, perm);
+    if (!t) return NULL;
+    in[0] = t;
+    tfe_tensor *m = tfe_call1(OP_BOOL_MASK, 2, in, &at);
+    tensor_decref(t);
+    if (!m) return NULL;
+    /* the selected axis (0) goes back to pos */
+    k = 0;
+    for (int i = 1; i <= pos; i++) perm[k++] = i;
+    perm[k++] = 0;
+    for (int i = pos + 1; i < m->rank; i++) perm[k++] = i;
+    tfe_tensor *res = transpose_by(m, perm);
+    tensor_decref(m);
+    return res;
+}
+
+int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
+{
+    tfe_tensor *x = value_to_tensor(xv);
+    if (!x) return interp_raise(I, "index: %s is not indexable", value_kind_name(xv));
+    IndexPlan pl;
+    tfe_tensor *r = NULL;
+    int rc = -1;
+    if (plan_index(I, x, n, items, &pl)) goto done;
+    if (pl.trivial) {
+        r = x;
+        tensor_incref(r);
+    } else if (!(r = tfe_call1(OP_SLICE, 1, &x, &pl.at))) {
+        interp_raise_tensor_error(I);
+        goto done;
+    }
+    if (pl.adv) {
+        tfe_tensor *g = NULL;
+        if (pl.mask) {
+            if (check_mask(I, r, &pl)) goto done;
+            g = apply_mask(r, pl.adv, pl.pos);
+        } else {
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.naxes = 1;
+            at.axes[0] = pl.pos;
+            tfe_tensor *in[2] = {r, pl.adv};
+            g = tfe_call1(OP_GATHER, 2, in, &at);
+        }
+        if (!g) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+        tensor_decref(r);
+        r = g;
+        int k = pl.mask ? 1 : pl.adv->rank;
+        if (pl.front && pl.pos > 0 && k > 0) {
+            int64_t perm[TFE_MAX_RANK];
+            int j = 0;
+            for (int i = 0; i < k; i++) perm[j++] = pl.pos + i;
+            for (int i = 0; i < r->rank; i++)
+                if (i < pl.pos || i >= pl.pos + k) perm[j++] = i;
+            if (!(g = transpose_by(r, perm))) {
+                interp_raise_tensor_error(I);
+                goto done;
+            }
+            tensor_decref(r);
+            r = g;
+        }
+    }
+    if (pl.nnew) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        int rank = r->rank + pl.nnew;
+        if (rank > TFE_MAX_RANK) {
+            interp_raise(I, "index: the result would have rank %d; at most %d is supported", rank,
+                         TFE_MAX_RANK);
+            goto done;
+        }
+        /* the advanced index's result axes sit in place, or first (front) */
+        int nadv = pl.adv ? (pl.mask ? 1 : pl.adv->rank) : 0;
+        int pos[2 * TFE_MAX_RANK];
+        for (int k = 0; k < pl.nnew; k++)
+            pos[k] = pl.newax[k] + (pl.front || pl.new_after[k] ? nadv : 0);
+        for (int i = 0, j = 0, k = 0; i < rank; i++)
+            at.ints[i] = k < pl.nnew && pos[k] == i ? (k++, 1) : r->shape[j++];
+        at.nints = rank;
+        tfe_tensor *g = tfe_call1(OP_RESHAPE, 1, &r, &at);
+        if (!g) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+        tensor_decref(r);
+        r = g;
+    }
+    *out = value_from_tensor_take(r);
+    r = NULL;
+    rc = 0;
+done:
+    if (r) tensor_decref(r);
+    if (pl.adv) tensor_decref(pl.adv);
+    tensor_decref(x);
+    return rc;
+}
+
+int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Value v, Value *out)
+{
+    if (xv.kind == V_SCALAR)
+        return interp_raise(I, "index: cannot assign into %s %s; scalars are not indexable",
+                            article(value_kind_name(xv)), value_kind_name(xv));
+    if (xv.kind != V_TENSOR)
+        return interp_raise(I, "index: %s does not support item assignment", value_kind_name(xv));
+    tfe_tensor *x = xv.u.t;
+    tfe_tensor *vt;
+    if (v.kind == V_SCALAR && x->dtype <= TFE_FLOAT64) { /* a constant: convert it directly */
+        if ((vt = tensor_new(x->dtype, 0, NULL))) put_scalar(tensor_data(vt), x->dtype, v);
+        else return interp_raise_tensor_error(I);
+    } else {
+        vt = value_to_tensor(v);
+    }
+    if (!vt)
+        return interp_raise(I, "index: cannot assign %s %s to tensor elements",
+                            article(value_kind_name(v)), value_kind_name(v));
+    IndexPlan pl = {.adv = NULL};
+    tfe_tensor *region = NULL, *upd = NULL, *res = NULL;
+    int rc = -1;
+    if (vt->dtype != x->dtype) { /* NumPy assignment casting (unsafe) */
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = x->dtype;
+        tfe_tensor *c = tfe_call1(OP_CAST, 1, &vt, &at);
+        tensor_decref(vt);
+        if (!(vt = c)) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+    }
+    if (plan_index(I, x, n, items, &pl)) goto done;
+    if (!pl.adv) {
+        tfe_tensor *in[2] = {x, vt};
+        if (!(res = tfe_call1(OP_SET_SLICE, 2, in, &pl.at))) interp_raise_tensor_error(I);
+        goto done;
+    }
+    if (pl.trivial) {
+        region = x;
+        tensor_incref(region);
+    } else if (!(region = tfe_call1(OP_SLICE, 1, &x, &pl.at))) {
+        interp_raise_tensor_error(I);
+        goto done;
+    }
+    if (pl.mask) {
+        if (check_mask(I, region, &pl)) goto done;
+        int rest = region->rank - pl.pos - pl.adv->rank;
+        if (vt->rank > rest) {
+            char b[200];
+            interp_raise(I, "index: a value of shape %s cannot be assigned through a bool mask; it "
+                         "must broadcast to one selected element", shape_str(vt->rank, vt->shape, b));
+            goto done;
+        }
+        tfe_tensor *m = pl.adv;
+        tensor_incref(m);
+        if (rest > 0) { /* align the mask with its axes: trailing size-1 axes */
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            shape_attrs(&at, m->rank, m->shape);
+            for (int i = 0; i < rest; i++) at.ints[at.nints++] = 1;
+            tfe_tensor *mr = tfe_call1(OP_RESHAPE, 1, &m, &at);
+            tensor_decref(m);
+            if (!(m = mr)) {
+                interp_raise_tensor_error(I);
+                goto done;
+            }
+        }
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        tfe_tensor *in[3] = {m, vt, region};
+        upd = tfe_call1(OP_WHERE, 3, in, &at);
+        tensor_decref(m);
+    } else {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.naxes = 1;
+        at.axes[0] = pl.pos;
+        tfe_tensor *in[3] = {region, pl.adv, vt};
+        upd = tfe_call1(OP_SCATTER, 3, in, &at);
+    }
+    if (!upd) {
+        interp_raise_tensor_error(I);
+        goto done;
+    }
+    if (pl.trivial) {
+        res = upd;
+        upd = NULL;
+    } else {
+        tfe_tensor *in[2] = {x, upd};
+        if (!(res = tfe_call1(OP_SET_SLICE, 2, in, &pl.at))) interp_raise_tensor_error(I);
+    }
+done:
+    if (res) {
+        *out = value_from_tensor_take(res);
+        rc = 0;
+    }
+    if (upd) tensor_decref(upd);
+    if (region) tensor_decref(region);
+    if (pl.adv) tensor_decref(pl.adv);
+    tensor_decref(vt);
+    return rc;
+}
+
+/* ---- fields ---------------------------------------------------------------- */
+
+int tensor_getattr(Interp *I, Value x, const char *name, Value *out)
+{
+    if (x.kind != V_SCALAR && x.kind != V_TENSOR) return 1;
+    bool sc = x.kind == V_SCALAR;
+    const tfe_tensor *t = sc ? NULL : x.u.t;
+    int rank = sc ? 0 : t->rank;
+    if (!strcmp(name, "shape")) {
+        *out = shape_tuple(rank, sc ? NULL : t->shape);
+    } else if (!strcmp(name, "dtype")) {
+        *out = v_cstr(dtype_name(sc ? (tfe_dtype)x.dtype : t->dtype));
+    } else if (!strcmp(name, "ndim")) {
+        *out = v_int(rank);
+    } else if (!strcmp(name, "size")) {
+        *out = v_int(sc ? 1 : shape_numel(t->rank, t->shape));
+    } else if (!strcmp(name, "device")) {
+        int dev = sc || !t->storage ? 0 : t->storage->device;
+        char buf[32];
+        if (dev == 0) snprintf(buf, sizeof buf, "cpu:0");
+        else snprintf(buf, sizeof buf, "gpu:%d", dev - 1);
+        *out = v_cstr(buf);
+    } else if (!strcmp(name, "T")) {
+        if (rank < 2) {
+            *out = x;
+            value_incref(x);
+            return 0;
+        }
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        return run1(I, OP_TRANSPOSE, x.u.t, &at, out);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- registration ---------------------------------------------------------- */
+
+void builtins_tensor_register(Interp *I)
+{
+    /* The op table generates the elementwise and reduction builtins. */
+    for (int op = 0; op < TFE_NOPS; op++) {
+        unsigned fl = tfe_ops[op].flags;
+        void *d = (void *)(intptr_t)op;
+        if (fl & F_UNARY) interp_define_builtin(I, tfe_ops[op].name, bi_unary, d);
+        else if (fl & F_BINARY) interp_define_builtin(I, tfe_ops[op].name, bi_binary, d);
+        else if (fl & F_REDUCTION) interp_define_builtin(I, tfe_ops[op].name, bi_reduce, d);
+    }
+    static const struct { const char *name; BuiltinFn fn; intptr_t data; } table[] = {
+        {"tensor", bi_tensor, 0},
+        {"zeros", bi_zeros_ones, 0},
+        {"ones", bi_zeros_ones, 1},
+        {"zeros_like", bi_like, 0},
+        {"ones_like", bi_like, 1},
+        {"full", bi_full, 0},
+        {"arange", bi_arange, 0},
+        {"linspace", bi_linspace, 0},
+        {"eye", bi_eye, 0},
+        {"randn", bi_random, OP_RANDN},
+        {"rand", bi_random, OP_RAND},
+        {"randint", bi_randint, 0},
+        {"seed", bi_seed, 0},
+        {"shape", bi_meta, 0},
+        {"rank", bi_meta, 1},
+        {"size", bi_meta, 2},
+        {"dtype", bi_meta, 3},
+        {"cast", bi_cast, 0},
+        {"reshape", bi_reshape, 0},
+        {"flatten", bi_flatten, 0},
+        {"transpose", bi_transpose, 0},
+        {"expand_dims", bi_expand_dims, 0},
+        {"squeeze", bi_squeeze, 0},
+        {"broadcast_to", bi_broadcast_to, 0},
+        {"concat", bi_concat_stack, OP_CONCAT},
+        {"stack", bi_concat_stack, OP_STACK},
+        {"split", bi_split, 0},
+        {"tile", bi_tile, 0},
+        {"where", bi_where, 0},
+        {"clip", bi_clip, 0},
+        {"matmul", bi_binary, OP_MATMUL},
+        {"softmax", bi_softmax, OP_SOFTMAX},
+        {"log_softmax", bi_softmax, OP_LOG_SOFTMAX},
+        {"one_hot", bi_one_hot, 0},
+        {"gather", bi_gather, 0},
+        {"conv2d", bi_conv2d, 0},
+        {"max_pool2d", bi_pool, OP_MAX_POOL2D},
+        {"avg_pool2d", bi_pool, OP_AVG_POOL2D},
+        {"dropout", bi_dropout, 0},
+        {"stop_gradient", bi_stop_gradient, 0},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        interp_define_builtin(I, table[i].name, table[i].fn, (void *)table[i].data);
+}

@@ -1,0 +1,497 @@
+/* lexer.re — the re2c scanner of tfe: tokens and their locations, string and
+ * number decoding, the newline rule (which newlines end statements) and the
+ * stack of open brackets that syntax errors and the REPL consult. */
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lexer/lexer.h"
+
+enum { RAW_NL = -2 }; /* a newline, before the newline rule judges it */
+
+/* The one place where positions advance: the bytes s..e become a token (or
+ * are skipped); its location is returned and line counting follows every
+ * newline inside (newline tokens, strings spanning lines). */
+static Loc take(Lexer *lx, const char *s, const char *e)
+{
+    Loc l = { lx->src, lx->line, (int)(s - lx->line_start) + 1,
+              (int)(s - lx->src->text), (int)(e - s) };
+    for (const char *p = s; p < e; p++)
+        if (*p == '\n') {
+            lx->line++;
+            lx->line_start = p + 1;
+        }
+    lx->cur = e;
+    return l;
+}
+
+/* The location of p (len bytes) inside a token that starts at start/base. */
+static Loc loc_within(Loc base, const char *start, const char *p, int len)
+{
+    Loc l = base;
+    const char *ls = NULL;
+    for (const char *q = start; q < p; q++)
+        if (*q == '\n') {
+            l.line++;
+            ls = q + 1;
+        }
+    l.col = ls ? (int)(p - ls) + 1 : base.col + (int)(p - start);
+    l.off = base.off + (int)(p - start);
+    l.len = len;
+    return l;
+}
+
+static void verror(Lexer *lx, bool final, Loc loc, const char *fmt, va_list ap)
+{
+    if (lx->err_final)
+        return;
+    vsnprintf(lx->err, sizeof lx->err, fmt, ap);
+    if (loc.len < 1)
+        loc.len = 1;
+    lx->err_loc = loc;
+    lx->has_err = true;
+    lx->err_final = final;
+}
+
+void lex_error(Lexer *lx, Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(lx, false, loc, fmt, ap);
+    va_end(ap);
+}
+
+void lex_error_final(Lexer *lx, Loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(lx, true, loc, fmt, ap);
+    va_end(ap);
+}
+
+/* A lexical error: recorded as final, and the parser is handed LEXERR. */
+#define LEXFAIL(loc, ...) do { lex_error_final(lx, (loc), __VA_ARGS__); return LEXERR; } while (0)
+
+static bool is_name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_';
+}
+
+/* An integer or float literal s..e; a name character (or '.digit') right
+ * after it makes the whole run one malformed number. */
+static int number(Lexer *lx, const char *s, const char *e, bool isfloat, YYSTYPE *val, Loc *loc)
+{
+    if (is_name_char(*e) || (*e == '.' && isdigit((unsigned char)e[1]))) {
+        while (is_name_char(*e) || *e == '.')
+            e++;
+        *loc = take(lx, s, e);
+        LEXFAIL(*loc, "malformed number '%.*s'", (int)(e - s), s);
+    }
+    *loc = take(lx, s, e);
+    char *digits = malloc((size_t)(e - s) + 1);
+    size_t n = 0;
+    for (const char *p = s; p < e; p++)
+        if (*p != '_')
+            digits[n++] = *p;
+    digits[n] = 0;
+    Node *node;
+    if (isfloat) {
+        double v = strtod(digits, NULL);
+        free(digits);
+        if (isinf(v))
+            LEXFAIL(*loc, "float literal is out of range");
+        node = node_new(N_FLOAT, *loc);
+        node->fval = v;
+    } else {
+        bool hex = n > 1 && (digits[1] == 'x' || digits[1] == 'X');
+        int base = hex ? 16 : 10;
+        uint64_t v = 0;
+        bool over = false;
+        for (const char *p = digits + (hex ? 2 : 0); *p; p++) {
+            int d = isdigit((unsigned char)*p) ? *p - '0' : tolower((unsigned char)*p) - 'a' + 10;
+            if (v > ((uint64_t)INT64_MAX - (uint64_t)d) / (uint64_t)base)
+                over = true;
+            v = v * (uint64_t)base + (uint64_t)d;
+        }
+        free(digits);
+        if (over)
+            LEXFAIL(*loc, "integer literal is too large for int64");
+        node = node_new(N_INT, *loc);
+        node->ival = (int64_t)v;
+    }
+    val->node = node;
+    return isfloat ? FLOAT : INT;
+}
+
+static size_t utf8_encode(uint32_t cp, char *out)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    } else if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    } else if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Bytes of the UTF-8 character at p (1 for a stray byte). */
+static int utf8_len(const char *p)
+{
+    unsigned char c = (unsigned char)*p;
+    int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    for (int i = 1; i < n; i++)
+        if (((unsigned char)p[i] & 0xC0) != 0x80)
+            return i;
+    return n;
+}
+
+/* A complete string literal s..e (quotes included): decode its escapes. */
+static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *loc)
+{
+    *loc = take(lx, s, e);
+    const char *p = s + 1, *end = e - 1;
+    char *out = malloc((size_t)(end - p) + 1); /* decoding never lengthens */
+    size_t n = 0;
+    while (p < end) {
+        if (*p != '\\') {
+            out[n++] = *p++;
+            continue;
+        }
+        const char *esc = p++;
+        switch (*p) {
+        case 'n': out[n++] = '\n'; p++; continue;
+        case 't': out[n++] = '\t'; p++; continue;
+        case 'r': out[n++] = '\r'; p++; continue;
+        case '0': out[n++] = '\0'; p++; continue;
+        case '\\': case '"': case '\'': out[n++] = *p++; continue;
+        case 'u': break;
+        default: {
+            int len = 1 + utf8_len(p);
+            free(out);
+            LEXFAIL(loc_within(*loc, s, esc, len), "unknown escape '%.*s'", len, esc);
+        }
+        }
+        const char *q = p + 1;
+        uint32_t cp = 0;
+        int nd = 0;
+        if (*q == '{')
+            for (q++; isxdigit((unsigned char)*q) && nd <= 6; q++, nd++)
+                cp = cp * 16 + (uint32_t)(isdigit((unsigned char)*q) ? *q - '0'
+                                          : tolower((unsigned char)*q) - 'a' + 10);
+        if (p[1] != '{' || nd == 0 || nd > 6 || *q != '}' || q >= end) {
+            free(out);
+            LEXFAIL(loc_within(*loc, s, esc, (int)(q - esc)),
+                    "malformed unicode escape (write it as \\u{1F600})");
+        }
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            free(out);
+            LEXFAIL(loc_within(*loc, s, esc, (int)(q + 1 - esc)),
+                    "'%.*s' is not a unicode code point", (int)(q + 1 - esc), esc);
+        }
+        n += utf8_encode(cp, out + n);
+        p = q + 1;
+    }
+    out[n] = 0;
+    Node *node = node_new(N_STR, *loc);
+    node->str = out;
+    node->slen = n;
+    val->node = node;
+    return STRING;
+}
+
+static int open_bracket(Lexer *lx, char ch, int kind, Loc loc)
+{
+    if (lx->depth == LEX_MAX_NESTING)
+        LEXFAIL(loc, "expression nested too deeply");
+    lx->stack[lx->depth++] = (LexBracket){ ch, loc };
+    return kind;
+}
+
+/* A closer that does not match the innermost opener is an error here; one
+ * with nothing open is left to the parser ("unexpected ')'"). */
+static int close_bracket(Lexer *lx, char ch, int kind, Loc loc)
+{
+    char want = ch == ')' ? '(' : ch == ']' ? '[' : '{';
+    if (lx->depth > 0) {
+        const LexBracket *b = &lx->stack[lx->depth - 1];
+        if (b->ch != want)
+            LEXFAIL(loc, "'%c' does not match '%c' opened at %d:%d", ch, b->ch, b->loc.line, b->loc.col);
+        lx->depth--;
+    }
+    return kind;
+}
+
+static int name(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *loc)
+{
+    *loc = take(lx, s, e);
+    Node *n = node_new(N_NAME, *loc);
+    n->str = strndup(s, (size_t)(e - s));
+    val->node = n;
+    return NAME;
+}
+
+/* One raw token: RAW_NL for a newline, YYEOF at the end, LEXERR on error. */
+static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
+{
+#define TOK(k) do { *loc = take(lx, s, (const char *)YYCURSOR); return (k); } while (0)
+#define CUR ((const char *)YYCURSOR)
+    for (;;) {
+        const char *s = lx->cur;
+        const unsigned char *YYCURSOR = (const unsigned char *)s, *YYMARKER = YYCURSOR;
+        /*!re2c
+        re2c:define:YYCTYPE = "unsigned char";
+        re2c:yyfill:enable = 0;
+
+        dec  = [0-9] ("_"? [0-9])*;
+        hex  = "0" [xX] [0-9a-fA-F] ("_"? [0-9a-fA-F])*;
+        exp  = [eE] [+-]? dec;
+        flt  = dec "." dec? exp? | dec exp;
+        id   = [A-Za-z_] [A-Za-z0-9_]*;
+        dqs  = ["] ([^"\\\x00] | "\\" [^\x00])*;
+        sqs  = ['] ([^'\\\x00] | "\\" [^\x00])*;
+
+        [ \t\r\f\v]+          { lx->cur = CUR; continue; }
+        "#" [^\n\x00]*        { lx->cur = CUR; continue; }
+        "\n"                  { TOK(RAW_NL); }
+
+        "let"      { TOK(LET); }
+        "fn"       { TOK(FN); }
+        "return"   { TOK(RETURN); }
+        "if"       { TOK(IF); }
+        "else"     { TOK(ELSE); }
+        "while"    { TOK(WHILE); }
+        "for"      { TOK(FOR); }
+        "in"       { TOK(IN); }
+        "break"    { TOK(BREAK); }
+        "continue" { TOK(CONTINUE); }
+        "with"     { TOK(WITH); }
+        "as"       { TOK(AS); }
+        "import"   { TOK(IMPORT); }
+        "and"      { TOK(AND); }
+        "or"       { TOK(OR); }
+        "not"      { TOK(NOT); }
+        "true"     { TOK(TRUE); }
+        "false"    { TOK(FALSE); }
+        "nil"      { TOK(NIL); }
+        id         { return name(lx, s, CUR, val, loc); }
+
+        dec | hex  { return number(lx, s, CUR, false, val, loc); }
+        flt        { return number(lx, s, CUR, true, val, loc); }
+
+        dqs ["] | sqs [']  { return string(lx, s, CUR, val, loc); }
+        dqs | sqs  {
+            *loc = take(lx, s, CUR);
+            loc->len = 1;
+            lx->string_open = *CUR == 0 && CUR == lx->lim;
+            LEXFAIL(*loc, "unterminated string");
+        }
+
+        "+"   { TOK(PLUS); }
+        "-"   { TOK(MINUS); }
+        "*"   { TOK(STAR); }
+        "/"   { TOK(SLASH); }
+        "//"  { TOK(DSLASH); }
+        "%"   { TOK(PERCENT); }
+        "**"  { TOK(POW); }
+        "@"   { TOK(AT); }
+        "=="  { TOK(EQ); }
+        "!="  { TOK(NE); }
+        "<"   { TOK(LT); }
+        "<="  { TOK(LE); }
+        ">"   { TOK(GT); }
+        ">="  { TOK(GE); }
+        "="   { TOK(ASSIGN); }
+        "+="  { TOK(PLUSEQ); }
+        "-="  { TOK(MINUSEQ); }
+        "*="  { TOK(STAREQ); }
+        "/="  { TOK(SLASHEQ); }
+        "=>"  { TOK(ARROW); }
+        "..." { TOK(ELLIPSIS); }
+        "."   { TOK(DOT); }
+        ","   { TOK(COMMA); }
+        ":"   { TOK(COLON); }
+        ";"   { TOK(SEMI); }
+        "("   { TOK(LPAREN); }
+        "["   { TOK(LBRACK); }
+        "{"   { TOK(LBRACE); }
+        ")"   { TOK(RPAREN); }
+        "]"   { TOK(RBRACK); }
+        "}"   { TOK(RBRACE); }
+
+        "&&"  { *loc = take(lx, s, CUR); LEXFAIL(*loc, "unexpected '&&' (use 'and')"); }
+        "||"  { *loc = take(lx, s, CUR); LEXFAIL(*loc, "unexpected '||' (use 'or')"); }
+        "!"   { *loc = take(lx, s, CUR); LEXFAIL(*loc, "unexpected character '!' (use 'not')"); }
+
+        [\x00] {
+            if (s == lx->lim) {
+                lx->cur = s;
+                return YYEOF;
+            }
+            *loc = take(lx, s, CUR);
+            LEXFAIL(*loc, "unexpected byte 0x00");
+        }
+        [\xc2-\xf4] [\x80-\xbf]+ {
+            const char *e = s + utf8_len(s);
+            *loc = take(lx, s, e);
+            LEXFAIL(*loc, "unexpected character '%.*s'", (int)(e - s), s);
+        }
+        [\x21-\x7e] {
+            *loc = take(lx, s, CUR);
+            LEXFAIL(*loc, "unexpected character '%c'", *s);
+        }
+        * {
+            *loc = take(lx, s, CUR);
+            LEXFAIL(*loc, "unexpected byte 0x%02x", (unsigned char)*s);
+        }
+        */
+    }
+#undef TOK
+#undef CUR
+}
+
+/* Tokens after which a newline does not end the statement: binary
+ * operators, ',', '=', '=>', compound assignment, openers, ':' and '.'. */
+bool lex_continues(int kind)
+{
+    switch (kind) {
+    case PLUS: case MINUS: case STAR: case SLASH: case DSLASH: case PERCENT:
+    case POW: case AT: case DECO: case EQ: case NE: case LT: case LE: case GT:
+    case GE: case AND: case OR: case NOT: case ASSIGN: case PLUSEQ:
+    case MINUSEQ: case STAREQ: case SLASHEQ: case ARROW: case COMMA: case COLON:
+    case DOT: case LPAREN: case LBRACK: case LBRACE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool at_statement_start(int last)
+{
+    return last == 0 || last == NEWLINE || last == SEMI || last == LBRACE;
+}
+
+/* Does a newline here end a statement? Not inside (...) or [...] (inside
+ * {...} it does), not after a continuing token, and not twice in a row. */
+static bool newline_counts(const Lexer *lx)
+{
+    if (lx->depth > 0 && lx->stack[lx->depth - 1].ch != '{')
+        return false;
+    return !at_statement_start(lx->last) && !lex_continues(lx->last);
+}
+
+static bool has_value(int kind)
+{
+    return kind == NAME || kind == INT || kind == FLOAT || kind == STRING;
+}
+
+/* The newline rule: a significant newline is held back until the next token
+ * is known, and dropped before '}', 'else' and the end of input. */
+int lex_next(Lexer *lx, YYSTYPE *val, Loc *loc)
+{
+    int k;
+    if (lx->buffered) {
+        lx->buffered = false;
+        k = lx->buf_kind;
+        *val = lx->buf_val;
+        *loc = lx->buf_loc;
+    } else {
+        while ((k = scan(lx, val, loc)) == RAW_NL)
+            if (newline_counts(lx))
+                lx->nl_pending = true;
+        if (lx->nl_pending) {
+            lx->nl_pending = false;
+            if (k != RBRACE && k != ELSE && k != YYEOF && k != LEXERR) {
+                lx->buffered = true;
+                lx->buf_kind = k;
+                lx->buf_val = *val;
+                lx->buf_loc = *loc;
+                k = NEWLINE;
+                *loc = lx->end_loc;
+            }
+        }
+    }
+    /* brackets count when handed out, so that the stack never runs ahead
+       of the parser by a buffered token */
+    switch (k) {
+    case LPAREN: k = open_bracket(lx, '(', k, *loc); break;
+    case LBRACK: k = open_bracket(lx, '[', k, *loc); break;
+    case LBRACE: k = open_bracket(lx, '{', k, *loc); break;
+    case RPAREN: k = close_bracket(lx, ')', k, *loc); break;
+    case RBRACK: k = close_bracket(lx, ']', k, *loc); break;
+    case RBRACE: k = close_bracket(lx, '}', k, *loc); break;
+    case AT: if (at_statement_start(lx->last)) k = DECO; break;
+    default: break;
+    }
+    if (k == YYEOF)
+        *loc = lx->end_loc;
+    else if (k != NEWLINE)
+        lx->end_loc = loc_within(*loc, lx->src->text + loc->off,
+                                 lx->src->text + loc->off + loc->len, 1);
+    if (k == IF || k == WHILE || k == FOR || k == WITH || k == FN)
+        lx->header[lx->depth] = k;
+    else if (k == LBRACE)
+        lx->header[lx->depth - 1] = 0; /* depth counts this '{' already */
+    if (k == DECO)
+        lx->deco_open = true;
+    else if (k == FN)
+        lx->deco_open = false;
+    lx->last = k;
+    lx->prev_kind = lx->la_kind;
+    lx->prev_loc = lx->la_loc;
+    lx->la_kind = k;
+    lx->la_loc = *loc;
+    return k;
+}
+
+Lexer *lex_new(Source *src)
+{
+    Lexer *lx = calloc(1, sizeof *lx);
+    if (!lx)
+        abort();
+    lx->src = src;
+    lx->cur = src->text;
+    lx->lim = src->text + src->len;
+    lx->line = 1;
+    lx->line_start = src->text;
+    lx->end_loc = (Loc){ src, 1, 1, 0, 1 };
+    return lx;
+}
+
+void lex_free(Lexer *lx)
+{
+    if (!lx)
+        return;
+    if (lx->buffered && has_value(lx->buf_kind))
+        ast_free(lx->buf_val.node);
+    free(lx);
+}
+
+void lex_describe(const Lexer *lx, int kind, Loc loc, char *buf, size_t n)
+{
+    switch (kind) {
+    case YYEOF: snprintf(buf, n, "end of input"); return;
+    case NEWLINE: snprintf(buf, n, "end of line"); return;
+    case STRING: snprintf(buf, n, "string"); return;
+    case LEXERR: snprintf(buf, n, "invalid token"); return;
+    default: break;
+    }
+    const char *t = lx->src->text + loc.off;
+    if (loc.len > 32)
+        snprintf(buf, n, "'%.29s...'", t);
+    else
+        snprintf(buf, n, "'%.*s'", loc.len, t);
+}

@@ -187,7 +187,7 @@ static int scalar_of(Interp *I, const char *fname, Value v, double *f, int64_t *
 BUILTIN(bi_int)
 {
     Value s[1];
-    bool p[1], isf;
+    bool p[1], isf = false;
     double f = 0;
     int64_t i = 0;
     if (args_parse(I, "int", "x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
@@ -205,7 +205,7 @@ BUILTIN(bi_int)
 BUILTIN(bi_float)
 {
     Value s[1];
-    bool p[1], isf;
+    bool p[1], isf = false;
     double f = 0;
     int64_t i = 0;
     if (args_parse(I, "float", "x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;

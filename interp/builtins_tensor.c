@@ -69,6 +69,7 @@ static bool as_num(Value v, double *out, tfe_dtype *dt)
 
 static int get_int(Interp *I, const char *fn, const char *arg, Value v, int64_t *out)
 {
+    *out = 0;
     if (as_int(v, out)) return 0;
     return interp_raise(I, "%s: %s must be an int, got %s", fn, arg, value_kind_name(v));
 }
@@ -107,6 +108,7 @@ static tfe_tensor *get_tensor(Interp *I, const char *fn, const char *arg, Value 
 /* A dtype given by name ("float32"); nil gives def. */
 static int get_dtype(Interp *I, const char *fn, Value v, tfe_dtype def, tfe_dtype *out)
 {
+    *out = def;
     if (v.kind == V_NIL) {
         *out = def;
         return 0;
@@ -336,7 +338,7 @@ BUILTIN(bi_tensor)
     if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true);
     else t = get_tensor(I, "tensor", "x", a[0]);
     if (!t) return -1;
-    tfe_dtype dt;
+    tfe_dtype dt = TFE_FLOAT32;
     if (get_dtype(I, "tensor", a[1], t->dtype, &dt)) {
         tensor_decref(t);
         return -1;
@@ -383,7 +385,7 @@ BUILTIN(bi_zeros_ones)
     PARSE(fn, "shape, dtype=", 2);
     int rank;
     int64_t shape[TFE_MAX_RANK];
-    tfe_dtype dt;
+    tfe_dtype dt = TFE_FLOAT32;
     if (get_shape(I, fn, "shape", a[0], false, &rank, shape) || get_dtype(I, fn, a[1], TFE_FLOAT32, &dt))
         return -1;
     return make_full(I, rank, shape, data ? 1.0 : 0.0, dt, out);
@@ -396,7 +398,7 @@ BUILTIN(bi_like)
     PARSE(fn, "x, dtype=", 2);
     tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
-    tfe_dtype dt;
+    tfe_dtype dt = TFE_FLOAT32;
     int rc = get_dtype(I, fn, a[1], x->dtype, &dt);
     if (!rc) rc = make_full(I, x->rank, x->shape, data ? 1.0 : 0.0, dt, out);
     tensor_decref(x);
@@ -409,8 +411,8 @@ BUILTIN(bi_full)
     PARSE("full", "shape, value, dtype=", 3);
     int rank;
     int64_t shape[TFE_MAX_RANK];
-    double v;
-    tfe_dtype vdt, dt;
+    double v = 0;
+    tfe_dtype vdt = TFE_FLOAT32, dt = TFE_FLOAT32;
     if (get_shape(I, "full", "shape", a[0], false, &rank, shape) ||
         get_num(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
         return -1;
@@ -440,7 +442,7 @@ BUILTIN(bi_arange)
     tfe_dtype def = dtype_promote(dts[0], weak[0], dts[1], weak[1], &w);
     def = dtype_promote(def, w, dts[2], weak[2], &w);
     if (def == TFE_BOOL) def = TFE_INT64;
-    tfe_dtype dt;
+    tfe_dtype dt = TFE_FLOAT32;
     if (get_dtype(I, "arange", a[3], def, &dt)) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -510,7 +512,7 @@ BUILTIN(bi_randint)
     PARSE("randint", "low, high, shape=, dtype=", 4);
     tfe_attrs at;
     tfe_attrs_init(&at);
-    int64_t lo, hi;
+    int64_t lo = 0, hi = 0;
     int rank = 0;
     if (get_int(I, "randint", "low", a[0], &lo) || get_int(I, "randint", "high", a[1], &hi) ||
         (p[2] && get_shape(I, "randint", "shape", a[2], false, &rank, at.ints)) ||
@@ -532,7 +534,7 @@ BUILTIN(bi_randint)
 BUILTIN(bi_seed)
 {
     PARSE("seed", "n", 1);
-    int64_t s;
+    int64_t s = 0;
     if (get_int(I, "seed", "n", a[0], &s)) return -1;
     tfe_random_seed((uint64_t)s);
     *out = v_nil();

@@ -528,7 +528,7 @@ static int index_seq(Interp *I, Value base, IndexItem *items, int n, Loc loc, Va
         return raise_at(I, loc, "%s index must be one int or slice", kind);
     int64_t len = base.kind == V_STR ? (int64_t)((Str *)base.u.o)->len : ((Seq *)base.u.o)->n;
     if (items[0].kind == IX_SLICE) {
-        int64_t a, b, s;
+        int64_t a = 0, b = 0, s = 1;
         if (seq_slice_bounds(I, &items[0], len, loc, &a, &b, &s)) return -1;
         if (base.kind == V_STR) {
             Str *src = (Str *)base.u.o;
@@ -549,7 +549,7 @@ static int index_seq(Interp *I, Value base, IndexItem *items, int n, Loc loc, Va
         *out = v_obj((ValueKind)base.kind, r);
         return 0;
     }
-    int64_t i;
+    int64_t i = 0;
     if (int_of(I, items[0].v, loc, "index", &i)) return -1;
     int64_t j = i < 0 ? i + len : i;
     if (j < 0 || j >= len)
@@ -705,7 +705,7 @@ static __attribute__((noinline)) int eval_index(Interp *I, Node *n, Env *env, Va
 static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Value *out)
 {
     int k = n->list.n;
-    Value buf[16];
+    Value buf[16] = {{0}};
     Value *vals = k <= 16 ? buf : malloc(sizeof(Value) * (size_t)k);
     int rc = eval_items(I, &n->list, env, vals);
     if (!rc) {
@@ -883,7 +883,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         if (rc) { value_decref(v); goto done; }
         if (base.kind == V_LIST) {
             Seq *s = (Seq *)base.u.o;
-            int64_t i;
+            int64_t i = 0;
             if (k != 1 || items[0].kind != IX_VALUE) { value_decref(v); rc = raise_at(I, t->loc, "list index must be one int"); goto done; }
             if ((rc = int_of(I, items[0].v, t->loc, "index", &i))) { value_decref(v); goto done; }
             int64_t j = i < 0 ? i + s->n : i;
@@ -1078,7 +1078,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_FNDECL:
         return XS_OK; /* bound when its block was entered (hoisting) */
     case N_IF: {
-        bool t;
+        bool t = false;
         if (eval_cond(I, n->a, env, &t)) return XS_ERR;
         if (t) return exec_block(I, n->b, env);
         if (!n->c) return XS_OK;
@@ -1086,7 +1086,7 @@ static int exec(Interp *I, Node *n, Env *env)
     }
     case N_WHILE:
         for (;;) {
-            bool t;
+            bool t = false;
             if (eval_cond(I, n->a, env, &t)) return XS_ERR;
             if (!t) return XS_OK;
             int r = exec_block(I, n->b, env);

@@ -1,0 +1,85 @@
+/* alloc.c — the CPU caching allocator: size classes (four per power of two
+ * above 256 bytes), 64-byte aligned blocks, per-class free lists.
+ * Not thread-safe: only the dispatching thread allocates (see kernels.h). */
+#include <stdlib.h>
+
+#include "tensor/tensor.h"
+
+#define NCLASSES 192
+/* Cached blocks beyond this are returned to the system on free. */
+#define CACHE_LIMIT ((size_t)2 << 30)
+
+typedef struct block { struct block *next; } block;
+
+static block *free_lists[NCLASSES];
+static tfe_alloc_stats st;
+
+/* Size class of n and its rounded size: 64, 128, 192, 256, then four
+ * classes per doubling (320, 384, 448, 512, 640, ...). */
+static inline int size_class(size_t n, size_t *rounded) {
+    if (n <= 256) {
+        size_t c = n ? (n + 63) >> 6 : 1;
+        *rounded = c << 6;
+        return (int)c - 1;
+    }
+    int e = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^e < n <= 2^(e+1) */
+    size_t step = (size_t)1 << (e - 2);
+    size_t q = (n + step - 1) / step; /* 5..8 */
+    *rounded = q * step;
+    return 4 + (e - 8) * 4 + (int)(q - 5);
+}
+
+void *tfe_alloc(size_t nbytes) {
+    size_t rounded;
+    int c = size_class(nbytes, &rounded);
+    block *b = c < NCLASSES ? free_lists[c] : NULL;
+    if (b) {
+        free_lists[c] = b->next;
+        st.cached_bytes -= rounded;
+        st.n_hits++;
+    } else {
+        b = aligned_alloc(64, rounded);
+        if (!b) {
+            tfe_alloc_trim();
+            b = aligned_alloc(64, rounded);
+            if (!b) {
+                tfe_error_set("out of memory allocating %zu bytes", nbytes);
+                return NULL;
+            }
+        }
+        st.n_malloc++;
+    }
+    st.live_bytes += rounded;
+    if (st.live_bytes > st.peak_bytes) st.peak_bytes = st.live_bytes;
+    return b;
+}
+
+void tfe_free(void *p, size_t nbytes) {
+    if (!p) return;
+    size_t rounded;
+    int c = size_class(nbytes, &rounded);
+    st.live_bytes -= rounded;
+    if (c >= NCLASSES || st.cached_bytes + rounded > CACHE_LIMIT) {
+        free(p);
+        return;
+    }
+    block *b = p;
+    b->next = free_lists[c];
+    free_lists[c] = b;
+    st.cached_bytes += rounded;
+}
+
+void tfe_alloc_trim(void) {
+    for (int c = 0; c < NCLASSES; c++) {
+        block *b = free_lists[c];
+        while (b) {
+            block *n = b->next;
+            free(b);
+            b = n;
+        }
+        free_lists[c] = NULL;
+    }
+    st.cached_bytes = 0;
+}
+
+tfe_alloc_stats tfe_alloc_get_stats(void) { return st; }

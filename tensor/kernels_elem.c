@@ -1,0 +1,686 @@
+/* kernels_elem.c — broadcast strided iteration, dtype-converting copies, and
+ * the elementwise kernels: unary math, binary arithmetic/comparisons, cast,
+ * where and clip. Loops are typed per dtype by macros; each has a contiguous
+ * branch (restrict, vectorised at -O3), scalar-operand branches and a strided one. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+#include "tensor/kernels.h"
+
+typedef uint8_t tbool;
+
+/* ---- iteration ------------------------------------------------------------- */
+void kn_bcast_strides(const tfe_tensor *t, int rank, const int64_t *shape, int64_t *strides) {
+    int d = rank - t->rank;
+    for (int i = 0; i < rank; i++) {
+        int j = i - d;
+        strides[i] = j < 0 || t->shape[j] == 1 ? 0 : t->strides[j];
+    }
+}
+
+void kn_iter_init(kn_iter *it, int nops, char *const *base, int64_t (*strides)[KN_MAXDIM], int rank,
+                  const int64_t *shape) {
+    int r = 0;
+    it->nops = nops;
+    for (int k = 0; k < nops; k++) it->base[k] = base[k];
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] == 1) continue;
+        /* merge axis i into the previous kept axis when contiguous for all */
+        bool merge = r > 0;
+        for (int k = 0; merge && k < nops; k++)
+            merge = strides[k][i] * shape[i] == it->strides[k][r - 1];
+        if (merge) {
+            it->shape[r - 1] *= shape[i];
+            for (int k = 0; k < nops; k++) it->strides[k][r - 1] = strides[k][i];
+        } else {
+            it->shape[r] = shape[i];
+            for (int k = 0; k < nops; k++) it->strides[k][r] = strides[k][i];
+            r++;
+        }
+    }
+    if (r == 0) {
+        it->shape[0] = 1;
+        for (int k = 0; k < nops; k++) it->strides[k][0] = 0;
+        r = 1;
+    }
+    it->rank = r;
+    for (int k = 0; k < nops; k++) it->inner[k] = it->strides[k][r - 1];
+    kn_iter_seek(it, 0);
+}
+
+void kn_iter_seek(kn_iter *it, int64_t flat) {
+    for (int k = 0; k < it->nops; k++) it->ptr[k] = it->base[k];
+    for (int i = it->rank - 1; i >= 0; i--) {
+        int64_t d = it->shape[i], q = d ? flat % d : 0;
+        it->idx[i] = q;
+        flat = d ? flat / d : 0;
+        for (int k = 0; k < it->nops; k++) it->ptr[k] += q * it->strides[k][i];
+    }
+}
+
+void kn_iter_advance(kn_iter *it, int64_t n) {
+    int i = it->rank - 1;
+    it->idx[i] += n;
+    for (int k = 0; k < it->nops; k++) it->ptr[k] += n * it->strides[k][i];
+    while (it->idx[i] >= it->shape[i] && i > 0) {
+        for (int k = 0; k < it->nops; k++) it->ptr[k] -= it->idx[i] * it->strides[k][i];
+        it->idx[i] = 0;
+        i--;
+        it->idx[i]++;
+        for (int k = 0; k < it->nops; k++) it->ptr[k] += it->strides[k][i];
+    }
+}
+
+typedef struct foreach_ctx {
+    const kn_iter *it;
+    kn_loop_fn fn;
+    void *ctx;
+} foreach_ctx;
+
+static void foreach_range(int64_t begin, int64_t end, void *vctx) {
+    foreach_ctx *fc = vctx;
+    kn_iter it = *fc->it;
+    kn_iter_seek(&it, begin);
+    for (int64_t pos = begin; pos < end;) {
+        int64_t n = kn_iter_run(&it, end - pos);
+        fc->fn(n, it.ptr, it.inner, fc->ctx);
+        kn_iter_advance(&it, n);
+        pos += n;
+    }
+}
+
+int kn_foreach_raw(int nops, char *const *base, int64_t (*strides)[KN_MAXDIM], int rank,
+                   const int64_t *shape, kn_loop_fn fn, void *ctx) {
+    int64_t total = 1;
+    for (int i = 0; i < rank; i++) total *= shape[i];
+    if (total == 0) return 0;
+    kn_iter it;
+    kn_iter_init(&it, nops, base, strides, rank, shape);
+    if (it.rank == 1 && total < 2 * KN_GRAIN) {
+        fn(total, it.ptr, it.inner, ctx);
+        return 0;
+    }
+    foreach_ctx fc = {&it, fn, ctx};
+    tfe_parallel_for(total, KN_GRAIN, foreach_range, &fc);
+    return kn_poll();
+}
+
+int kn_foreach(int nops, tfe_tensor *const *ts, int rank, const int64_t *shape, kn_loop_fn fn,
+               void *ctx) {
+    char *base[KN_MAXOPS];
+    int64_t strides[KN_MAXOPS][KN_MAXDIM];
+    for (int k = 0; k < nops; k++) {
+        base[k] = tensor_data(ts[k]);
+        kn_bcast_strides(ts[k], rank, shape, strides[k]);
+    }
+    return kn_foreach_raw(nops, base, strides, rank, shape, fn, ctx);
+}
+
+/* ---- converting copies ----------------------------------------------------------
+ * conv_F_T: p[0] destination of type T, p[1] source of type F, any strides. */
+#define CONV_LOOP(F, FT, T, TT, EXPR)                                                         \
+    static void conv_##F##_##T(int64_t n, char **p, const int64_t *s, void *ctx) {           \
+        (void)ctx;                                                                            \
+        if (s[0] == sizeof(TT) && s[1] == sizeof(FT)) {                                       \
+            TT *restrict o = (TT *)p[0];                                                      \
+            const FT *restrict a = (const FT *)p[1];                                          \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                FT x = a[i];                                                                  \
+                o[i] = (EXPR);                                                                \
+            }                                                                                 \
+        } else {                                                                              \
+            char *o = p[0];                                                                   \
+            const char *a = p[1];                                                             \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                FT x = *(const FT *)(a + i * s[1]);                                           \
+                *(TT *)(o + i * s[0]) = (EXPR);                                               \
+            }                                                                                 \
+        }                                                                                     \
+    }
+#define CONV_FROM(F, FT)                                     \
+    CONV_LOOP(F, FT, b, tbool, x != 0)                       \
+    CONV_LOOP(F, FT, i, int32_t, CONV_TO_I32(x))             \
+    CONV_LOOP(F, FT, l, int64_t, CONV_TO_I64(x))             \
+    CONV_LOOP(F, FT, f, float, (float)x)                     \
+    CONV_LOOP(F, FT, d, double, (double)x)
+/* float sources saturate (kn_f64_to_*); integer sources wrap like C */
+#define CONV_TO_I32(x) (_Generic((x), float: kn_f64_to_i32(x), double: kn_f64_to_i32(x), default: (int32_t)(x)))
+#define CONV_TO_I64(x) (_Generic((x), float: kn_f64_to_i64(x), double: kn_f64_to_i64(x), default: (int64_t)(x)))
+CONV_FROM(b, tbool)
+CONV_FROM(i, int32_t)
+CONV_FROM(l, int64_t)
+CONV_FROM(f, float)
+CONV_FROM(d, double)
+
+static const kn_loop_fn conv_table[5][5] = {
+    {conv_b_b, conv_b_i, conv_b_l, conv_b_f, conv_b_d},
+    {conv_i_b, conv_i_i, conv_i_l, conv_i_f, conv_i_d},
+    {conv_l_b, conv_l_i, conv_l_l, conv_l_f, conv_l_d},
+    {conv_f_b, conv_f_i, conv_f_l, conv_f_f, conv_f_d},
+    {conv_d_b, conv_d_i, conv_d_l, conv_d_f, conv_d_d},
+};
+
+/* half/bfloat16 (never computed on, but copies of them must work) */
+static void conv_slow(int64_t n, char **p, const int64_t *s, void *ctx) {
+    const tfe_dtype *dts = ctx; /* [dst, src] */
+    for (int64_t i = 0; i < n; i++)
+        kn_store_f64(p[0] + i * s[0], dts[0], kn_load_f64(p[1] + i * s[1], dts[1]));
+}
+
+int kn_copy_into(tfe_tensor *dst, const tfe_tensor *src) {
+    int64_t n = tensor_numel(dst);
+    if (n == 0) return 0;
+    if (dst->dtype == src->dtype && tensor_is_contiguous(dst) && tensor_is_contiguous(src) &&
+        tensor_numel(src) == n) {
+        memcpy(tensor_data(dst), tensor_data(src), (size_t)n * kn_esz(dst->dtype));
+        return 0;
+    }
+    char *base[2] = {tensor_data(dst), tensor_data(src)};
+    int64_t strides[2][KN_MAXDIM];
+    kn_bcast_strides(dst, dst->rank, dst->shape, strides[0]);
+    for (int i = 0; i < dst->rank; i++) strides[0][i] = dst->strides[i];
+    kn_bcast_strides(src, dst->rank, dst->shape, strides[1]);
+    tfe_dtype dts[2] = {dst->dtype, src->dtype};
+    if (dst->dtype < TFE_FLOAT16 && src->dtype < TFE_FLOAT16)
+        return kn_foreach_raw(2, base, strides, dst->rank, dst->shape,
+                              conv_table[src->dtype][dst->dtype], NULL);
+    return kn_foreach_raw(2, base, strides, dst->rank, dst->shape, conv_slow, dts);
+}
+
+int kn_copy_raw(tfe_dtype dt, char *const *base, int64_t (*strides)[KN_MAXDIM], int rank,
+                const int64_t *shape) {
+    tfe_dtype dts[2] = {dt, dt};
+    if (dt < TFE_FLOAT16) return kn_foreach_raw(2, base, strides, rank, shape, conv_table[dt][dt], NULL);
+    return kn_foreach_raw(2, base, strides, rank, shape, conv_slow, dts);
+}
+
+tfe_tensor *kn_contig_as(tfe_tensor *t, tfe_dtype dt) {
+    if (t->dtype == dt && tensor_is_contiguous(t)) {
+        tensor_incref(t);
+        return t;
+    }
+    tfe_tensor *o = tensor_new(dt, t->rank, t->shape);
+    if (!o) return NULL;
+    if (kn_copy_into(o, t)) {
+        tensor_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int k_copy(const tfe_opcall *c) { return kn_copy_into(c->out[0], c->in[0]); }
+int k_cast(const tfe_opcall *c) { return kn_copy_into(c->out[0], c->in[0]); }
+
+/* ---- flat runs ------------------------------------------------------------------
+ * Runs fn over n elements of operands at p with steps s (steps 0 or the
+ * element size), in parallel chunks when large. */
+typedef struct flat_ctx {
+    kn_loop_fn fn;
+    int nops;
+    char *p[KN_MAXOPS];
+    int64_t s[KN_MAXOPS];
+    void *ctx;
+} flat_ctx;
+
+static void flat_range(int64_t b, int64_t e, void *vctx) {
+    flat_ctx *f = vctx;
+    char *p[KN_MAXOPS];
+    for (int k = 0; k < f->nops; k++) p[k] = f->p[k] + b * f->s[k];
+    f->fn(e - b, p, f->s, f->ctx);
+}
+
+static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t n, void *ctx) {
+    if (n < 2 * KN_GRAIN) {
+        fn(n, p, s, ctx);
+        return 0;
+    }
+    flat_ctx f = {.fn = fn, .nops = nops, .ctx = ctx};
+    for (int k = 0; k < nops; k++) {
+        f.p[k] = p[k];
+        f.s[k] = s[k];
+    }
+    tfe_parallel_for(n, KN_GRAIN, flat_range, &f);
+    return kn_poll();
+}
+
+/* ---- unary ---------------------------------------------------------------------- */
+#define UN_LOOP(fname, T, OT, EXPR)                                              \
+    static void fname(int64_t n, char **p, const int64_t *s, void *ctx) {        \
+        (void)ctx;                                                               \
+        OT *restrict o = (OT *)p[0];                                             \
+        if (s[1] == sizeof(T)) {                                                 \
+            const T *restrict a = (const T *)p[1];                               \
+            for (int64_t i = 0; i < n; i++) {                                    \
+                T x = a[i];                                                      \
+                o[i] = (EXPR);                                                   \
+            }                                                                    \
+        } else {                                                                 \
+            const char *a = p[1];                                                \
+            int64_t sa = s[1];                                                   \
+            for (int64_t i = 0; i < n; i++) {                                    \
+                T x = *(const T *)(a + i * sa);                                  \
+                o[i] = (EXPR);                                                   \
+            }                                                                    \
+        }                                                                        \
+    }
+#define UN_INT(name, EXPR) UN_LOOP(name##_i, int32_t, int32_t, EXPR) UN_LOOP(name##_l, int64_t, int64_t, EXPR)
+#define UN_FLT(name, EF, ED) UN_LOOP(name##_f, float, float, EF) UN_LOOP(name##_d, double, double, ED)
+
+static inline float sigmoidf_(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+static inline double sigmoid_(double x) {
+    if (x >= 0) return 1.0 / (1.0 + exp(-x));
+    double e = exp(x);
+    return e / (1.0 + e);
+}
+
+UN_INT(neg, (typeof(x))(0u - (uint64_t)x))
+UN_FLT(neg, -x, -x)
+UN_INT(abs, x < 0 ? (typeof(x))(0u - (uint64_t)x) : x)
+UN_FLT(abs, fabsf(x), fabs(x))
+UN_INT(sign, (x > 0) - (x < 0))
+UN_FLT(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x, x > 0 ? 1.0 : x < 0 ? -1.0 : x)
+UN_INT(relu, x > 0 ? x : 0)
+UN_FLT(relu, x > 0 || x != x ? x : 0.0f, x > 0 || x != x ? x : 0.0)
+UN_FLT(exp, expf(x), exp(x))
+UN_FLT(log, logf(x), log(x))
+UN_FLT(log1p, log1pf(x), log1p(x))
+UN_FLT(sqrt, sqrtf(x), sqrt(x))
+UN_FLT(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
+UN_FLT(sin, sinf(x), sin(x))
+UN_FLT(cos, cosf(x), cos(x))
+UN_FLT(tanh, tanhf(x), tanh(x))
+UN_FLT(sigmoid, sigmoidf_(x), sigmoid_(x))
+UN_FLT(gelu, 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)), 0.5 * x * (1.0 + erf(x * M_SQRT1_2)))
+UN_FLT(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))), fmax(x, 0.0) + log1p(exp(-fabs(x))))
+UN_FLT(floor, floorf(x), floor(x))
+UN_FLT(ceil, ceilf(x), ceil(x))
+UN_FLT(round, nearbyintf(x), nearbyint(x)) /* default rounding mode: half to even */
+UN_LOOP(isnan_f, float, tbool, x != x)
+UN_LOOP(isnan_d, double, tbool, x != x)
+UN_LOOP(isfinite_f, float, tbool, isfinite(x))
+UN_LOOP(isfinite_d, double, tbool, isfinite(x))
+UN_LOOP(not_b, tbool, tbool, !x)
+
+#define FD(name) ((dt) == TFE_FLOAT32 ? name##_f : name##_d)
+#define ILFD(name) ((dt) == TFE_INT32 ? name##_i : (dt) == TFE_INT64 ? name##_l : FD(name))
+
+/* The loop of a unary op for compute dtype dt; NULL: identity (copy). */
+static kn_loop_fn unary_loop(tfe_op op, tfe_dtype dt) {
+    bool fl = dtype_is_float(dt);
+    switch (op) {
+    case OP_NEG: return ILFD(neg);
+    case OP_ABS: return dt == TFE_BOOL ? NULL : ILFD(abs);
+    case OP_SIGN: return ILFD(sign);
+    case OP_RELU: return dt == TFE_BOOL ? NULL : ILFD(relu);
+    case OP_EXP: return FD(exp);
+    case OP_LOG: return FD(log);
+    case OP_LOG1P: return FD(log1p);
+    case OP_SQRT: return FD(sqrt);
+    case OP_RSQRT: return FD(rsqrt);
+    case OP_SIN: return FD(sin);
+    case OP_COS: return FD(cos);
+    case OP_TANH: return FD(tanh);
+    case OP_SIGMOID: return FD(sigmoid);
+    case OP_GELU: return FD(gelu);
+    case OP_SOFTPLUS: return FD(softplus);
+    case OP_FLOOR: return fl ? FD(floor) : NULL;
+    case OP_CEIL: return fl ? FD(ceil) : NULL;
+    case OP_ROUND: return fl ? FD(round) : NULL;
+    case OP_ISNAN: return FD(isnan);
+    case OP_ISFINITE: return FD(isfinite);
+    case OP_LOGICAL_NOT: return not_b;
+    default: return NULL;
+    }
+}
+
+int k_unary(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[0], *o = c->out[0];
+    tfe_op op = c->op;
+    if (x->dtype == TFE_BOOL && (op == OP_NEG || op == OP_SIGN)) {
+        tfe_error_set("%s: not supported for bool (use logical_not)", kn_opname(c));
+        return -1;
+    }
+    if ((op == OP_ISNAN || op == OP_ISFINITE) && !dtype_is_float(x->dtype)) {
+        memset(tensor_data(o), op == OP_ISFINITE, (size_t)tensor_numel(o));
+        return 0;
+    }
+    /* compute dtype: the output's, except predicates (their input's, or bool) */
+    tfe_dtype dt = o->dtype;
+    if (op == OP_ISNAN || op == OP_ISFINITE) dt = x->dtype;
+    kn_loop_fn fn = unary_loop(op, dt);
+    if (!fn) return kn_copy_into(o, x);
+    int64_t n = tensor_numel(o);
+    if (x->dtype == dt && tensor_is_contiguous(x)) {
+        char *p[2] = {tensor_data(o), tensor_data(x)};
+        int64_t s[2] = {(int64_t)kn_esz(o->dtype), (int64_t)kn_esz(dt)};
+        return flat_run(fn, 2, p, s, n, NULL);
+    }
+    tfe_tensor *xc = x->dtype == dt ? x : kn_contig_as(x, dt);
+    if (!xc) return -1;
+    tfe_tensor *ops[2] = {o, xc};
+    int r = kn_foreach(2, ops, o->rank, o->shape, fn, NULL);
+    if (xc != x) tensor_decref(xc);
+    return r;
+}
+
+/* ---- binary ------------------------------------------------------------------------
+ * p[0] out (contiguous), p[1] a, p[2] b. ctx, when not NULL, is an int the
+ * loop sets on an integer error (1 division by zero, 2 negative power). */
+#define BIN_LOOP(fname, T, OT, EXPR)                                                      \
+    static void fname(int64_t n, char **p, const int64_t *s, void *ctx) {                 \
+        int err = 0;                                                                      \
+        OT *restrict o = (OT *)p[0];                                                      \
+        const char *pa = p[1], *pb = p[2];                                                \
+        int64_t sa = s[1], sb = s[2];                                                     \
+        if (sa == sizeof(T) && sb == sizeof(T)) {                                         \
+            const T *restrict a = (const T *)pa, *restrict b = (const T *)pb;             \
+            for (int64_t i = 0; i < n; i++) {                                             \
+                T x = a[i], y = b[i];                                                     \
+                o[i] = (EXPR);                                                            \
+            }                                                                             \
+        } else if (sa == 0 && sb == sizeof(T)) {                                          \
+            const T x = *(const T *)pa;                                                   \
+            const T *restrict b = (const T *)pb;                                          \
+            for (int64_t i = 0; i < n; i++) {                                             \
+                T y = b[i];                                                               \
+                o[i] = (EXPR);                                                            \
+            }                                                                             \
+        } else if (sb == 0 && sa == sizeof(T)) {                                          \
+            const T y = *(const T *)pb;                                                   \
+            const T *restrict a = (const T *)pa;                                          \
+            for (int64_t i = 0; i < n; i++) {                                             \
+                T x = a[i];                                                               \
+                o[i] = (EXPR);                                                            \
+            }                                                                             \
+        } else {                                                                          \
+            for (int64_t i = 0; i < n; i++) {                                             \
+                T x = *(const T *)(pa + i * sa), y = *(const T *)(pb + i * sb);           \
+                o[i] = (EXPR);                                                            \
+            }                                                                             \
+        }                                                                                 \
+        if (err && ctx) __atomic_store_n((int *)ctx, err, __ATOMIC_RELAXED);              \
+    }
+#define BIN_I(name, EXPR) BIN_LOOP(name##_i, int32_t, int32_t, EXPR) BIN_LOOP(name##_l, int64_t, int64_t, EXPR)
+#define BIN_F(name, EF, ED) BIN_LOOP(name##_f, float, float, EF) BIN_LOOP(name##_d, double, double, ED)
+#define BIN_ALL(name, E) BIN_I(name, E) BIN_F(name, E, E)
+#define CMP(name, E)                                  \
+    BIN_LOOP(name##_b, tbool, tbool, E)               \
+    BIN_LOOP(name##_i, int32_t, tbool, E)             \
+    BIN_LOOP(name##_l, int64_t, tbool, E)             \
+    BIN_LOOP(name##_f, float, tbool, E)               \
+    BIN_LOOP(name##_d, double, tbool, E)
+
+/* Python/NumPy floor division and modulo */
+#define IFLOORDIV(x, y) ({                                                        \
+    typeof((x) + 0) q_ = 0;                                                             \
+    if (y == 0) err = 1;                                                          \
+    else if (y == -1) q_ = (typeof(x))(0u - (uint64_t)x);                          \
+    else { q_ = x / y; if ((x % y != 0) && ((x < 0) != (y < 0))) q_--; }           \
+    q_; })
+#define IMOD(x, y) ({                                                             \
+    typeof((x) + 0) r_ = 0;                                                             \
+    if (y == 0) err = 1;                                                          \
+    else if (y != -1) { r_ = x % y; if (r_ != 0 && ((r_ < 0) != (y < 0))) r_ += y; } \
+    r_; })
+#define IPOW(x, y) ({                                                             \
+    uint64_t r_ = 1, b_ = (uint64_t)x;                                            \
+    typeof((y) + 0) e_ = y;                                                             \
+    if (e_ < 0) { err = 2; r_ = 0; }                                              \
+    else while (e_) { if (e_ & 1) r_ *= b_; b_ *= b_; e_ >>= 1; }                  \
+    (typeof(x))r_; })
+
+#define FLT_DIVMOD(SUF, T, FMOD, FLOOR, COPYSIGN)                                 \
+    static inline T floordiv##SUF(T a, T b) {                                     \
+        if (b == 0) return a / b;                                                 \
+        T mod = FMOD(a, b), div = (a - mod) / b;                                  \
+        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;                         \
+        if (div != 0) {                                                           \
+            T fd = FLOOR(div);                                                    \
+            if (div - fd > (T)0.5) fd += 1;                                       \
+            return fd;                                                            \
+        }                                                                         \
+        return COPYSIGN(0, a / b);                                                \
+    }                                                                             \
+    static inline T pymod##SUF(T a, T b) {                                          \
+        T mod = FMOD(a, b);                                                       \
+        if (b == 0) return mod;                                                   \
+        if (mod != 0) {                                                           \
+            if ((b < 0) != (mod < 0)) mod += b;                                   \
+        } else mod = COPYSIGN(0, b);                                              \
+        return mod;                                                               \
+    }
+FLT_DIVMOD(f, float, fmodf, floorf, copysignf)
+FLT_DIVMOD(d, double, fmod, floor, copysign)
+
+#define FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
+#define FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
+
+BIN_ALL(add, x + y)
+BIN_LOOP(add_b, tbool, tbool, x | y)
+BIN_ALL(sub, x - y)
+BIN_ALL(mul, x * y)
+BIN_LOOP(mul_b, tbool, tbool, x & y)
+BIN_F(div, x / y, x / y)
+BIN_I(floordiv, IFLOORDIV(x, y))
+BIN_F(floordiv, floordivf(x, y), floordivd(x, y))
+BIN_I(mod, IMOD(x, y))
+BIN_F(mod, pymodf(x, y), pymodd(x, y))
+BIN_I(pow, IPOW(x, y))
+BIN_F(pow, powf(x, y), pow(x, y))
+BIN_ALL(maximum, FMAX(x, y))
+BIN_LOOP(maximum_b, tbool, tbool, x | y)
+BIN_ALL(minimum, FMIN(x, y))
+BIN_LOOP(minimum_b, tbool, tbool, x & y)
+CMP(eq, x == y)
+CMP(ne, x != y)
+CMP(lt, x < y)
+CMP(le, x <= y)
+CMP(gt, x > y)
+CMP(ge, x >= y)
+BIN_LOOP(and_b, tbool, tbool, x & y)
+BIN_LOOP(or_b, tbool, tbool, x | y)
+
+#define BILFD(name) ((dt) == TFE_BOOL ? name##_b : ILFD(name))
+
+static kn_loop_fn binary_loop(tfe_op op, tfe_dtype dt) {
+    switch (op) {
+    case OP_ADD: return BILFD(add);
+    case OP_SUB: return ILFD(sub);
+    case OP_MUL: return BILFD(mul);
+    case OP_DIV: return FD(div);
+    case OP_FLOORDIV: return ILFD(floordiv);
+    case OP_MOD: return ILFD(mod);
+    case OP_POW: return ILFD(pow);
+    case OP_MAXIMUM: return BILFD(maximum);
+    case OP_MINIMUM: return BILFD(minimum);
+    case OP_EQ: return BILFD(eq);
+    case OP_NE: return BILFD(ne);
+    case OP_LT: return BILFD(lt);
+    case OP_LE: return BILFD(le);
+    case OP_GT: return BILFD(gt);
+    case OP_GE: return BILFD(ge);
+    case OP_LOGICAL_AND: return and_b;
+    case OP_LOGICAL_OR: return or_b;
+    default: return NULL;
+    }
+}
+
+/* An operand of an elementwise kernel, converted to the compute dtype:
+ * a 1-element input of another dtype is converted into `scalar` (no
+ * allocation: `x_f32 * 2` is the common case); larger ones into `tmp`. */
+typedef struct operand {
+    char *data;
+    tfe_tensor *t;    /* the tensor whose strides apply (input or tmp) */
+    tfe_tensor *tmp;  /* owned converted copy, or NULL */
+    bool scalar;
+    union { double d; int64_t l; char bytes[8]; } sbuf;
+} operand;
+
+static int operand_init(operand *op, tfe_tensor *t, tfe_dtype dt) {
+    op->tmp = NULL;
+    op->t = t;
+    op->scalar = false;
+    if (t->dtype == dt) {
+        op->data = tensor_data(t);
+        return 0;
+    }
+    if (tensor_numel(t) == 1) {
+        const char *src = tensor_data(t);
+        if (dtype_is_float(t->dtype)) kn_store_f64(op->sbuf.bytes, dt, kn_load_f64(src, t->dtype));
+        else kn_store_i64(op->sbuf.bytes, dt, kn_load_i64(src, t->dtype));
+        op->data = op->sbuf.bytes;
+        op->scalar = true;
+        return 0;
+    }
+    op->tmp = kn_contig_as(t, dt);
+    if (!op->tmp) return -1;
+    op->t = op->tmp;
+    op->data = tensor_data(op->tmp);
+    return 0;
+}
+
+static bool same_shape(const tfe_tensor *a, const tfe_tensor *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* Runs an elementwise loop over out and nin converted operands: flat when
+ * every operand is a scalar or contiguous of the output's shape. */
+static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, void *ctx) {
+    int64_t n = tensor_numel(o);
+    if (n == 0) return 0;
+    char *p[KN_MAXOPS];
+    int64_t s[KN_MAXOPS];
+    p[0] = tensor_data(o);
+    s[0] = (int64_t)kn_esz(o->dtype);
+    bool flat = true;
+    for (int k = 0; k < nin; k++) {
+        operand *q = &ops[k];
+        p[k + 1] = q->data;
+        if (q->scalar || tensor_numel(q->t) == 1) s[k + 1] = 0;
+        else if (same_shape(q->t, o) && tensor_is_contiguous(q->t)) s[k + 1] = (int64_t)kn_esz(q->t->dtype);
+        else flat = false;
+    }
+    if (flat) return flat_run(fn, nin + 1, p, s, n, ctx);
+    int64_t strides[KN_MAXOPS][KN_MAXDIM];
+    for (int i = 0; i < o->rank; i++) strides[0][i] = o->strides[i];
+    for (int k = 0; k < nin; k++) {
+        if (ops[k].scalar) memset(strides[k + 1], 0, sizeof strides[k + 1]);
+        else kn_bcast_strides(ops[k].t, o->rank, o->shape, strides[k + 1]);
+    }
+    return kn_foreach_raw(nin + 1, p, strides, o->rank, o->shape, fn, ctx);
+}
+
+int k_binary(const tfe_opcall *c) {
+    tfe_tensor *a = c->in[0], *b = c->in[1], *o = c->out[0];
+    tfe_op op = c->op;
+    tfe_dtype dt = o->dtype;
+    if (op == OP_LOGICAL_AND || op == OP_LOGICAL_OR) dt = TFE_BOOL;
+    else if (o->dtype == TFE_BOOL && op != OP_ADD && op != OP_MUL && op != OP_MAXIMUM && op != OP_MINIMUM)
+        dt = dtype_promote(a->dtype, a->weak, b->dtype, b->weak, NULL); /* comparisons */
+    kn_loop_fn fn = binary_loop(op, dt);
+    size_t esz = kn_esz(dt);
+
+    /* hot path: same dtype, same shape, contiguous, small */
+    if (a->dtype == dt && b->dtype == dt && same_shape(a, o) && same_shape(b, o) &&
+        tensor_is_contiguous(a) && tensor_is_contiguous(b)) {
+        int64_t n = tensor_numel(o);
+        if (n < 2 * KN_GRAIN && !dtype_is_int(dt)) {
+            char *p[3] = {tensor_data(o), tensor_data(a), tensor_data(b)};
+            int64_t s[3] = {(int64_t)kn_esz(o->dtype), (int64_t)esz, (int64_t)esz};
+            fn(n, p, s, NULL);
+            return 0;
+        }
+    }
+    /* hot path: tensor op 1-element operand (`x * 2`), small */
+    int64_t n = tensor_numel(o);
+    if (n < 2 * KN_GRAIN && !dtype_is_int(dt) && (a->rank == 0 || b->rank == 0)) {
+        tfe_tensor *t = a->rank == 0 ? b : a, *sc = a->rank == 0 ? a : b;
+        if (t->dtype == dt && same_shape(t, o) && tensor_is_contiguous(t)) {
+            union { double d; char bytes[8]; } buf;
+            kn_store_f64(buf.bytes, dt, kn_load_f64(tensor_data(sc), sc->dtype));
+            char *p[3] = {tensor_data(o), a == sc ? buf.bytes : tensor_data(a), b == sc ? buf.bytes : tensor_data(b)};
+            int64_t s[3] = {(int64_t)kn_esz(o->dtype), a == sc ? 0 : (int64_t)esz, b == sc ? 0 : (int64_t)esz};
+            fn(n, p, s, NULL);
+            return 0;
+        }
+    }
+    operand ops[2];
+    if (operand_init(&ops[0], a, dt)) return -1;
+    if (operand_init(&ops[1], b, dt)) {
+        tensor_decref(ops[0].tmp);
+        return -1;
+    }
+    int err = 0;
+    int r = elementwise_run(fn, o, 2, ops, &err);
+    tensor_decref(ops[0].tmp);
+    tensor_decref(ops[1].tmp);
+    if (r) return -1;
+    if (err == 1) {
+        tfe_error_set("%s: integer division by zero", kn_opname(c));
+        return -1;
+    }
+    if (err == 2) {
+        tfe_error_set("pow: integers to negative integer powers are not allowed");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- where, clip ------------------------------------------------------------------- */
+#define WHERE_LOOP(fname, T)                                                     \
+    static void fname(int64_t n, char **p, const int64_t *s, void *ctx) {        \
+        (void)ctx;                                                               \
+        T *restrict o = (T *)p[0];                                               \
+        for (int64_t i = 0; i < n; i++)                                          \
+            o[i] = *(const tbool *)(p[1] + i * s[1]) ? *(const T *)(p[2] + i * s[2]) \
+                                                     : *(const T *)(p[3] + i * s[3]); \
+    }
+WHERE_LOOP(where_1, uint8_t)
+WHERE_LOOP(where_4, uint32_t)
+WHERE_LOOP(where_8, uint64_t)
+
+#define CLIP_LOOP(fname, T)                                                      \
+    static void fname(int64_t n, char **p, const int64_t *s, void *ctx) {        \
+        (void)ctx;                                                               \
+        T *restrict o = (T *)p[0];                                               \
+        for (int64_t i = 0; i < n; i++) {                                        \
+            T x = *(const T *)(p[1] + i * s[1]), lo = *(const T *)(p[2] + i * s[2]), \
+              hi = *(const T *)(p[3] + i * s[3]);                                \
+            T v = FMAX(x, lo);                                                   \
+            o[i] = FMIN(v, hi);                                                  \
+        }                                                                        \
+    }
+CLIP_LOOP(clip_b, tbool)
+CLIP_LOOP(clip_i, int32_t)
+CLIP_LOOP(clip_l, int64_t)
+CLIP_LOOP(clip_f, float)
+CLIP_LOOP(clip_d, double)
+
+static int ternary(const tfe_opcall *c, kn_loop_fn fn, tfe_dtype dt0) {
+    tfe_tensor *o = c->out[0];
+    operand ops[3];
+    int n = 0, r = -1;
+    for (; n < 3; n++)
+        if (operand_init(&ops[n], c->in[n], n == 0 ? dt0 : o->dtype)) goto done;
+    r = elementwise_run(fn, o, 3, ops, NULL);
+done:
+    for (int k = 0; k < n; k++) tensor_decref(ops[k].tmp);
+    return r;
+}
+
+int k_where(const tfe_opcall *c) {
+    size_t esz = kn_esz(c->out[0]->dtype);
+    return ternary(c, esz == 1 ? where_1 : esz == 4 ? where_4 : where_8, TFE_BOOL);
+}
+
+int k_clip(const tfe_opcall *c) {
+    tfe_dtype dt = c->out[0]->dtype;
+    return ternary(c, BILFD(clip), dt);
+}

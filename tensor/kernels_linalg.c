@@ -1,0 +1,156 @@
+/* kernels_linalg.c — matmul with NumPy semantics (1-D operands promoted and
+ * their axis dropped, leading batch axes broadcast): float32/float64 through
+ * OpenBLAS GEMM (transposed layouts passed as flags, not copied), ints by a
+ * plain blocked kernel. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+#include <cblas.h>
+
+#include "tensor/kernels.h"
+
+#define INT_GEMM(name, T)                                                        \
+    static void name(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, \
+                     const T *b, int64_t ldb, T *c, int64_t ldc, bool acc) {     \
+        for (int64_t i = 0; i < m; i++) {                                        \
+            T *restrict ci = c + i * ldc;                                        \
+            if (!acc)                                                            \
+                for (int64_t j = 0; j < n; j++) ci[j] = 0;                       \
+            for (int64_t p = 0; p < k; p++) {                                    \
+                T av = ta ? a[p * lda + i] : a[i * lda + p];                     \
+                if (!tb) {                                                       \
+                    const T *restrict bp = b + p * ldb;                          \
+                    for (int64_t j = 0; j < n; j++) ci[j] += av * bp[j];         \
+                } else {                                                         \
+                    for (int64_t j = 0; j < n; j++) ci[j] += av * b[j * ldb + p]; \
+                }                                                                \
+            }                                                                    \
+        }                                                                        \
+    }
+INT_GEMM(gemm_i32, int32_t)
+INT_GEMM(gemm_i64, int64_t)
+
+int kn_gemm(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+            int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate) {
+    if (m == 0 || n == 0) return 0;
+    /* BLAS requires leading dimensions >= 1 even when unused */
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    if (ldc < 1) ldc = 1;
+    switch (dt) {
+    case TFE_FLOAT32:
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, accumulate ? 1.0f : 0.0f,
+                    c, (int)ldc);
+        return 0;
+    case TFE_FLOAT64:
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, accumulate ? 1.0 : 0.0,
+                    c, (int)ldc);
+        return 0;
+    case TFE_INT32: gemm_i32(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate); return 0;
+    case TFE_INT64: gemm_i64(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate); return 0;
+    default:
+        tfe_error_set("matmul: dtype %s is not supported", dtype_name(dt));
+        return -1;
+    }
+}
+
+/* How a 2-D (rows, cols) matrix with byte strides (sr, sc) is handed to GEMM:
+ * row-major (sc == esz) with ld = sr, or transposed (sr == esz) with ld = sc.
+ * Size-1 axes may have any stride. */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int64_t esz, bool *trans,
+                        int64_t *ld) {
+    if (cols == 1) sc = esz;
+    if (rows == 1) sr = cols * esz;
+    if (sc == esz && sr % esz == 0 && sr >= cols * esz) {
+        *trans = false;
+        *ld = sr / esz;
+        return true;
+    }
+    if (rows == 1) sr = esz;
+    if (cols == 1) sc = rows * esz;
+    if (sr == esz && sc % esz == 0 && sc >= rows * esz) {
+        *trans = true;
+        *ld = sc / esz;
+        return true;
+    }
+    return false;
+}
+
+int k_matmul(const tfe_opcall *c) {
+    tfe_tensor *o = c->out[0];
+    tfe_dtype dt = o->dtype;
+    int64_t esz = (int64_t)dtype_size(dt);
+    /* only a dtype change copies here; strided views go to BLAS as they are */
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    a = a->dtype == dt ? (tensor_incref(a), a) : kn_contig_as(a, dt);
+    b = b->dtype == dt ? (tensor_incref(b), b) : kn_contig_as(b, dt);
+    int rc = -1;
+    if (!a || !b) goto done;
+
+    /* operands as (batch..., m, k) and (batch..., k, n) */
+    int64_t m = a->rank >= 2 ? a->shape[a->rank - 2] : 1, k = a->shape[a->rank - 1];
+    int64_t n = b->rank >= 2 ? b->shape[b->rank - 1] : 1;
+    int64_t sam = a->rank >= 2 ? a->strides[a->rank - 2] : 0, sak = a->strides[a->rank - 1];
+    int64_t sbk = b->rank >= 2 ? b->strides[b->rank - 2] : b->strides[0];
+    int64_t sbn = b->rank >= 2 ? b->strides[b->rank - 1] : 0;
+    int br = o->rank - (a->rank >= 2) - (b->rank >= 2); /* batch rank */
+    int64_t bshape[TFE_MAX_RANK], bsa[TFE_MAX_RANK] = {0}, bsb[TFE_MAX_RANK] = {0}, nb = 1;
+    for (int i = 0; i < br; i++) {
+        bshape[i] = o->shape[i];
+        nb *= bshape[i];
+        int ia = i - (br - (a->rank - 2)), ib = i - (br - (b->rank - 2));
+        if (ia >= 0 && a->shape[ia] != 1) bsa[i] = a->strides[ia];
+        if (ib >= 0 && b->shape[ib] != 1) bsb[i] = b->strides[ib];
+    }
+    if (m * n == 0 || nb == 0) {
+        rc = 0;
+        goto done;
+    }
+    bool ta, tb;
+    int64_t lda, ldb;
+    tfe_tensor *ac = NULL, *bc = NULL;
+    if (!blas_layout(m, k, sam, sak, esz, &ta, &lda) || !blas_layout(k, n, sbk, sbn, esz, &tb, &ldb)) {
+        /* an awkward view: fall back to contiguous copies */
+        ac = tensor_contiguous(a);
+        bc = ac ? tensor_contiguous(b) : NULL;
+        if (!bc) {
+            tensor_decref(ac);
+            goto done;
+        }
+        tfe_opcall c2 = *c;
+        tfe_tensor *in2[2] = {ac, bc};
+        c2.in = in2;
+        rc = k_matmul(&c2);
+        tensor_decref(ac);
+        tensor_decref(bc);
+        goto done;
+    }
+    if (k == 0) {
+        memset(tensor_data(o), 0, (size_t)(nb * m * n * esz));
+        rc = 0;
+        goto done;
+    }
+    int64_t idx[TFE_MAX_RANK] = {0};
+    char *pa = tensor_data(a), *pb = tensor_data(b), *po = tensor_data(o);
+    for (int64_t t = 0; t < nb; t++) {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < br; i++) {
+            oa += idx[i] * bsa[i];
+            ob += idx[i] * bsb[i];
+        }
+        if (kn_gemm(dt, ta, tb, m, n, k, pa + oa, lda, pb + ob, ldb, po + t * m * n * esz, n, false))
+            goto done;
+        for (int i = br - 1; i >= 0; i--) {
+            if (++idx[i] < bshape[i]) break;
+            idx[i] = 0;
+        }
+        if ((t & 63) == 63 && kn_poll()) goto done;
+    }
+    rc = 0;
+done:
+    tensor_decref(a);
+    tensor_decref(b);
+    return rc;
+}

@@ -1,0 +1,491 @@
+/* kernels_reduce.c — reductions (sum, mean, prod, max, min, any, all,
+ * logsumexp, var, std), argmax/argmin and softmax/log_softmax. Data is seen
+ * as (outer, reduced, inner): rows when inner == 1 (pairwise float sums),
+ * column accumulation otherwise; other layouts are permuted into rows. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+#include "tensor/kernels.h"
+
+typedef uint8_t tbool;
+
+/* ---- pairwise sums (NumPy's scheme: 8 accumulators per block of 128) ---- */
+#define PAIRWISE(name, T)                                                        \
+    T name(const T *x, int64_t n) {                                              \
+        if (n < 8) {                                                             \
+            T s = 0;                                                             \
+            for (int64_t i = 0; i < n; i++) s += x[i];                           \
+            return s;                                                            \
+        }                                                                        \
+        if (n <= 128) {                                                          \
+            T r[8];                                                              \
+            for (int k = 0; k < 8; k++) r[k] = x[k];                             \
+            int64_t i;                                                           \
+            for (i = 8; i + 8 <= n; i += 8)                                      \
+                for (int k = 0; k < 8; k++) r[k] += x[i + k];                    \
+            T s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+            for (; i < n; i++) s += x[i];                                        \
+            return s;                                                            \
+        }                                                                        \
+        int64_t h = (n / 2) & ~(int64_t)7;                                       \
+        return name(x, h) + name(x + h, n - h);                                  \
+    }
+PAIRWISE(kn_sum_f32, float)
+PAIRWISE(kn_sum_f64, double)
+
+/* ---- typed reducers ------------------------------------------------------
+ * row(x, n, out): *out = reduction of x[0..n); col(acc, x, n): acc[j] =
+ * combine(acc[j], x[j]); init(acc, n): acc[j] = identity. */
+typedef void (*row_fn)(const char *x, int64_t n, char *out);
+typedef void (*col_fn)(char *acc, const char *x, int64_t n);
+typedef void (*init_fn)(char *acc, int64_t n);
+typedef struct reducer { row_fn row; col_fn col; init_fn init; } reducer;
+
+#define FMAX(a, b) ((b) > (a) || (b) != (b) ? (b) : (a))
+#define FMIN(a, b) ((b) < (a) || (b) != (b) ? (b) : (a))
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+#define OR(a, b) ((a) | (b))
+#define AND(a, b) ((a) & (b))
+
+#define RED_FNS(name, T, INIT, COMBINE)                                          \
+    __attribute__((unused)) static void row_##name(const char *xp, int64_t n, char *op) { \
+        const T *restrict x = (const T *)xp;                                     \
+        T acc = INIT;                                                            \
+        for (int64_t i = 0; i < n; i++) acc = COMBINE(acc, x[i]);                \
+        *(T *)op = acc;                                                          \
+    }                                                                            \
+    static void col_##name(char *ap, const char *xp, int64_t n) {                \
+        T *restrict a = (T *)ap;                                                 \
+        const T *restrict x = (const T *)xp;                                     \
+        for (int64_t i = 0; i < n; i++) a[i] = COMBINE(a[i], x[i]);              \
+    }                                                                            \
+    static void init_##name(char *ap, int64_t n) {                               \
+        T *a = (T *)ap;                                                          \
+        for (int64_t i = 0; i < n; i++) a[i] = INIT;                             \
+    }
+
+RED_FNS(sum_l, int64_t, 0, ADD)
+RED_FNS(sum_f, float, 0, ADD)
+RED_FNS(sum_d, double, 0, ADD)
+RED_FNS(prod_l, int64_t, 1, MUL)
+RED_FNS(prod_f, float, 1, MUL)
+RED_FNS(prod_d, double, 1, MUL)
+RED_FNS(max_b, tbool, 0, OR)
+RED_FNS(max_i, int32_t, INT32_MIN, FMAX)
+RED_FNS(max_l, int64_t, INT64_MIN, FMAX)
+RED_FNS(max_f, float, -INFINITY, FMAX)
+RED_FNS(max_d, double, -INFINITY, FMAX)
+RED_FNS(min_b, tbool, 1, AND)
+RED_FNS(min_i, int32_t, INT32_MAX, FMIN)
+RED_FNS(min_l, int64_t, INT64_MAX, FMIN)
+RED_FNS(min_f, float, INFINITY, FMIN)
+RED_FNS(min_d, double, INFINITY, FMIN)
+RED_FNS(any_b, tbool, 0, OR)
+RED_FNS(all_b, tbool, 1, AND)
+
+static void row_psum_f(const char *x, int64_t n, char *o) { *(float *)o = kn_sum_f32((const float *)x, n); }
+static void row_psum_d(const char *x, int64_t n, char *o) { *(double *)o = kn_sum_f64((const double *)x, n); }
+
+#define R(name) ((reducer){row_##name, col_##name, init_##name})
+
+static reducer get_reducer(tfe_op op, tfe_dtype dt) {
+    switch (op) {
+    case OP_SUM:
+    case OP_MEAN:
+        if (dt == TFE_FLOAT32) return (reducer){row_psum_f, col_sum_f, init_sum_f};
+        if (dt == TFE_FLOAT64) return (reducer){row_psum_d, col_sum_d, init_sum_d};
+        return R(sum_l);
+    case OP_PROD: return dt == TFE_FLOAT32 ? R(prod_f) : dt == TFE_FLOAT64 ? R(prod_d) : R(prod_l);
+    case OP_MAX:
+        switch (dt) {
+        case TFE_BOOL: return R(max_b);
+        case TFE_INT32: return R(max_i);
+        case TFE_INT64: return R(max_l);
+        case TFE_FLOAT32: return R(max_f);
+        default: return R(max_d);
+        }
+    case OP_MIN:
+        switch (dt) {
+        case TFE_BOOL: return R(min_b);
+        case TFE_INT32: return R(min_i);
+        case TFE_INT64: return R(min_l);
+        case TFE_FLOAT32: return R(min_f);
+        default: return R(min_d);
+        }
+    case OP_ANY: return R(any_b);
+    default: return R(all_b);
+    }
+}
+
+/* ---- row-only statistics (computed in double) ------------------------------ */
+#define STATS(SUF, T)                                                            \
+    static void row_lse_##SUF(const char *xp, int64_t n, char *op, int64_t ddof) { \
+        (void)ddof;                                                              \
+        const T *x = (const T *)xp;                                              \
+        double m = -INFINITY;                                                    \
+        for (int64_t i = 0; i < n; i++) m = FMAX(m, (double)x[i]);              \
+        if (isinf(m) || m != m) { *(T *)op = (T)m; return; }                     \
+        double s = 0;                                                            \
+        for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - m);              \
+        *(T *)op = (T)(m + log(s));                                              \
+    }                                                                            \
+    static double var_##SUF(const T *x, int64_t n, int64_t ddof) {              \
+        double s = 0, ss = 0;                                                    \
+        for (int64_t i = 0; i < n; i++) s += x[i];                               \
+        double mean = s / (double)n;                                             \
+        for (int64_t i = 0; i < n; i++) {                                        \
+            double d = x[i] - mean;                                              \
+            ss += d * d;                                                         \
+        }                                                                        \
+        int64_t dof = n - ddof > 0 ? n - ddof : 0;                               \
+        return ss / (double)dof;                                                 \
+    }                                                                            \
+    static void row_var_##SUF(const char *xp, int64_t n, char *op, int64_t ddof) { \
+        *(T *)op = (T)var_##SUF((const T *)xp, n, ddof);                         \
+    }                                                                            \
+    static void row_std_##SUF(const char *xp, int64_t n, char *op, int64_t ddof) { \
+        *(T *)op = (T)sqrt(var_##SUF((const T *)xp, n, ddof));                   \
+    }
+STATS(f, float)
+STATS(d, double)
+typedef void (*stat_fn)(const char *x, int64_t n, char *out, int64_t ddof);
+
+/* ---- drivers ------------------------------------------------------------------ */
+typedef struct red_ctx {
+    const char *x;
+    char *o;
+    int64_t red, inner;        /* reduced count, inner (column) count */
+    size_t esz;
+    reducer r;
+    stat_fn stat;
+    int64_t ddof;
+    char *partial;             /* single-row parallel partial results */
+    int64_t chunk;
+} red_ctx;
+
+static void rows_range(int64_t b, int64_t e, void *vctx) {
+    red_ctx *c = vctx;
+    for (int64_t i = b; i < e; i++) {
+        const char *row = c->x + i * c->red * (int64_t)c->esz;
+        if (c->stat) c->stat(row, c->red, c->o + i * (int64_t)c->esz, c->ddof);
+        else c->r.row(row, c->red, c->o + i * (int64_t)c->esz);
+    }
+}
+
+/* partial results of one long row: chunk k -> partial[k] */
+static void partial_range(int64_t b, int64_t e, void *vctx) {
+    red_ctx *c = vctx;
+    for (int64_t k = b; k < e; k++) {
+        int64_t s = k * c->chunk, n = s + c->chunk < c->red ? c->chunk : c->red - s;
+        c->r.row(c->x + s * (int64_t)c->esz, n, c->partial + k * (int64_t)c->esz);
+    }
+}
+
+/* (outer, red, inner) with inner > 1: over flat output index (o, j) */
+static void cols_range(int64_t b, int64_t e, void *vctx) {
+    red_ctx *c = vctx;
+    int64_t esz = (int64_t)c->esz;
+    while (b < e) {
+        int64_t o = b / c->inner, j0 = b % c->inner;
+        int64_t j1 = c->inner < j0 + (e - b) ? c->inner : j0 + (e - b);
+        char *acc = c->o + (o * c->inner + j0) * esz;
+        const char *base = c->x + (o * c->red * c->inner + j0) * esz;
+        c->r.init(acc, j1 - j0);
+        for (int64_t r = 0; r < c->red; r++) c->r.col(acc, base + r * c->inner * esz, j1 - j0);
+        b += j1 - j0;
+    }
+}
+
+/* outer == 1, inner > 1: part k accumulates rows [k*chunk, ...) into its own
+ * inner-sized partial, streaming whole rows (prefetch-friendly) */
+static void colparts_range(int64_t b, int64_t e, void *vctx) {
+    red_ctx *c = vctx;
+    int64_t esz = (int64_t)c->esz;
+    for (int64_t k = b; k < e; k++) {
+        char *acc = c->partial + k * c->inner * esz;
+        int64_t r0 = k * c->chunk, r1 = r0 + c->chunk < c->red ? r0 + c->chunk : c->red;
+        c->r.init(acc, c->inner);
+        for (int64_t r = r0; r < r1; r++) c->r.col(acc, c->x + r * c->inner * esz, c->inner);
+    }
+}
+
+static int run_colparts(red_ctx *c) {
+    int64_t nparts = tfe_num_threads();
+    if (c->red * c->inner < 2 * KN_GRAIN || nparts == 1 || c->red < nparts) {
+        c->partial = c->o;
+        c->chunk = c->red;
+        colparts_range(0, 1, c);
+        return 0;
+    }
+    c->chunk = (c->red + nparts - 1) / nparts;
+    nparts = (c->red + c->chunk - 1) / c->chunk;
+    size_t bytes = (size_t)(nparts * c->inner) * c->esz;
+    c->partial = tfe_alloc(bytes);
+    if (!c->partial) return -1;
+    tfe_parallel_for(nparts, 1, colparts_range, c);
+    c->r.init(c->o, c->inner);
+    for (int64_t k = 0; k < nparts; k++) c->r.col(c->o, c->partial + k * c->inner * (int64_t)c->esz, c->inner);
+    tfe_free(c->partial, bytes);
+    return kn_poll();
+}
+
+static int run_rows(red_ctx *c, int64_t outer) {
+    int64_t grain = KN_GRAIN / (c->red ? c->red : 1);
+    if (grain < 1) grain = 1;
+    int nt = tfe_num_threads();
+    if (!c->stat && outer < nt && c->red >= 2 * KN_GRAIN) {
+        char buf[64 * 8];
+        c->partial = buf;
+        int64_t nchunks = c->red / KN_GRAIN < 64 ? c->red / KN_GRAIN : 64;
+        c->chunk = (c->red + nchunks - 1) / nchunks;
+        nchunks = (c->red + c->chunk - 1) / c->chunk;
+        for (int64_t i = 0; i < outer; i++) {
+            red_ctx ci = *c;
+            ci.x = c->x + i * c->red * (int64_t)c->esz;
+            tfe_parallel_for(nchunks, 1, partial_range, &ci);
+            c->r.row(buf, nchunks, c->o + i * (int64_t)c->esz);
+        }
+        return kn_poll();
+    }
+    tfe_parallel_for(outer, grain, rows_range, c);
+    return kn_poll();
+}
+
+static int empty_axis_error(const tfe_opcall *c) {
+    char b[200];
+    const tfe_tensor *x = c->in[0];
+    tfe_error_set("%s: cannot reduce over an empty axis (shape %s)", kn_opname(c),
+                  shape_str(x->rank, x->shape, b));
+    return -1;
+}
+
+/* Makes x a contiguous tensor of dtype dt with the axes in mask moved last
+ * (or keeps the layout when the reduced axes already form one contiguous
+ * block and `blocks` is set); sets outer/red/inner. */
+static tfe_tensor *arrange(tfe_tensor *x, tfe_dtype dt, unsigned mask, bool blocks, int64_t *outer,
+                           int64_t *red, int64_t *inner) {
+    int lo = -1, hi = -1;
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) {
+            if (lo < 0) lo = i;
+            hi = i + 1;
+        }
+    bool block = lo < 0 || (unsigned)(((1u << hi) - 1) & ~((1u << lo) - 1)) == mask;
+    if (lo < 0) lo = hi = x->rank;
+    if (block && (blocks || hi == x->rank) && tensor_is_contiguous(x)) {
+        tfe_tensor *xc = kn_contig_as(x, dt);
+        *outer = *red = *inner = 1;
+        for (int i = 0; i < x->rank; i++)
+            *(i < lo ? outer : i < hi ? red : inner) *= x->shape[i];
+        return xc;
+    }
+    int perm[TFE_MAX_RANK], k = 0;
+    *outer = *red = 1;
+    *inner = 1;
+    for (int i = 0; i < x->rank; i++)
+        if (!(mask & (1u << i))) {
+            perm[k++] = i;
+            *outer *= x->shape[i];
+        }
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) {
+            perm[k++] = i;
+            *red *= x->shape[i];
+        }
+    tfe_tensor *pv = kn_permute(x, perm);
+    if (!pv) return NULL;
+    tfe_tensor *xc = tensor_new(dt, pv->rank, pv->shape);
+    if (xc && kn_copy_into(xc, pv)) {
+        tensor_decref(xc);
+        xc = NULL;
+    }
+    tensor_decref(pv);
+    return xc;
+}
+
+int k_reduce(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[0], *o = c->out[0];
+    tfe_op op = c->op;
+    unsigned mask;
+    if (kn_axes_mask(kn_opname(c), c->at, x->rank, &mask)) return -1;
+    int64_t nred = 1;
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) nred *= x->shape[i];
+    if (nred == 0 && (op == OP_MAX || op == OP_MIN) && tensor_numel(o) > 0) return empty_axis_error(c);
+
+    bool stat = op == OP_LOGSUMEXP || op == OP_VAR || op == OP_STD;
+    tfe_dtype ct;
+    switch (op) {
+    case OP_SUM: case OP_PROD: ct = o->dtype; break;
+    case OP_MAX: case OP_MIN: ct = x->dtype; break;
+    case OP_ANY: case OP_ALL: ct = TFE_BOOL; break;
+    default: ct = dtype_is_float(x->dtype) ? x->dtype : TFE_FLOAT64; break;
+    }
+    int64_t outer, red, inner;
+    tfe_tensor *xc = arrange(x, ct, mask, !stat, &outer, &red, &inner);
+    if (!xc) return -1;
+    tfe_tensor *oc = o->dtype == ct ? o : tensor_new(ct, o->rank, o->shape);
+    int rc = -1;
+    if (!oc) goto done;
+    red_ctx rc_ = {.x = tensor_data(xc), .o = tensor_data(oc), .red = red, .inner = inner,
+                   .esz = dtype_size(ct), .ddof = c->at->ints[0]};
+    if (stat) {
+        bool f = ct == TFE_FLOAT32;
+        rc_.stat = op == OP_LOGSUMEXP ? (f ? row_lse_f : row_lse_d)
+                   : op == OP_VAR     ? (f ? row_var_f : row_var_d)
+                                      : (f ? row_std_f : row_std_d);
+    } else rc_.r = get_reducer(op, ct);
+    if (outer * inner == 0) rc = 0;
+    else if (inner == 1) rc = run_rows(&rc_, outer);
+    else if (outer == 1) rc = run_colparts(&rc_);
+    else {
+        int64_t grain = KN_GRAIN / (red ? red : 1);
+        tfe_parallel_for(outer * inner, grain < 1 ? 1 : grain, cols_range, &rc_);
+        rc = kn_poll();
+    }
+    if (rc == 0 && op == OP_MEAN) {
+        int64_t n = tensor_numel(oc);
+        if (ct == TFE_FLOAT32) {
+            float *p = (float *)tensor_data(oc);
+            for (int64_t i = 0; i < n; i++) p[i] /= (float)nred;
+        } else {
+            double *p = (double *)tensor_data(oc);
+            for (int64_t i = 0; i < n; i++) p[i] /= (double)nred;
+        }
+    }
+    if (rc == 0 && oc != o) rc = kn_copy_into(o, oc);
+done:
+    if (oc && oc != o) tensor_decref(oc);
+    tensor_decref(xc);
+    return rc;
+}
+
+/* ---- argmax / argmin -------------------------------------------------------------- */
+#define ARG_ROW(name, T, CMP)                                                    \
+    static int64_t name(const char *xp, int64_t n) {                             \
+        const T *x = (const T *)xp;                                              \
+        T best = x[0];                                                           \
+        int64_t bi = 0;                                                          \
+        if (best != best) return 0;                                              \
+        for (int64_t i = 1; i < n; i++) {                                        \
+            T v = x[i];                                                          \
+            if (v != v) return i;                                                \
+            if (v CMP best) { best = v; bi = i; }                                \
+        }                                                                        \
+        return bi;                                                               \
+    }
+ARG_ROW(argmax_b, tbool, >)
+ARG_ROW(argmax_i, int32_t, >)
+ARG_ROW(argmax_l, int64_t, >)
+ARG_ROW(argmax_f, float, >)
+ARG_ROW(argmax_d, double, >)
+ARG_ROW(argmin_b, tbool, <)
+ARG_ROW(argmin_i, int32_t, <)
+ARG_ROW(argmin_l, int64_t, <)
+ARG_ROW(argmin_f, float, <)
+ARG_ROW(argmin_d, double, <)
+
+typedef int64_t (*arg_fn)(const char *x, int64_t n);
+typedef struct arg_ctx { const char *x; int64_t *o; int64_t red; size_t esz; arg_fn fn; } arg_ctx;
+
+static void arg_range(int64_t b, int64_t e, void *vctx) {
+    arg_ctx *c = vctx;
+    for (int64_t i = b; i < e; i++) c->o[i] = c->fn(c->x + i * c->red * (int64_t)c->esz, c->red);
+}
+
+int k_argreduce(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[0], *o = c->out[0];
+    unsigned mask;
+    if (c->at->naxes <= 0) mask = x->rank ? (1u << x->rank) - 1 : 0;
+    else if (kn_axes_mask(kn_opname(c), c->at, x->rank, &mask)) return -1;
+    int64_t nred = 1;
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) nred *= x->shape[i];
+    if (nred == 0) {
+        if (tensor_numel(o) == 0) return 0;
+        return empty_axis_error(c);
+    }
+    int64_t outer, red, inner;
+    tfe_tensor *xc = arrange(x, x->dtype, mask, false, &outer, &red, &inner);
+    if (!xc) return -1;
+    bool mx = c->op == OP_ARGMAX;
+    arg_fn fn;
+    switch (x->dtype) {
+    case TFE_BOOL: fn = mx ? argmax_b : argmin_b; break;
+    case TFE_INT32: fn = mx ? argmax_i : argmin_i; break;
+    case TFE_INT64: fn = mx ? argmax_l : argmin_l; break;
+    case TFE_FLOAT32: fn = mx ? argmax_f : argmin_f; break;
+    default: fn = mx ? argmax_d : argmin_d; break;
+    }
+    arg_ctx ac = {tensor_data(xc), (int64_t *)tensor_data(o), red, dtype_size(x->dtype), fn};
+    int64_t grain = KN_GRAIN / red;
+    tfe_parallel_for(outer, grain < 1 ? 1 : grain, arg_range, &ac);
+    tensor_decref(xc);
+    return kn_poll();
+}
+
+/* ---- softmax / log_softmax (rows; stable: the row max is subtracted) --------------- */
+#define SOFTMAX_ROW(SUF, T, EXP, LOG)                                            \
+    static void softmax_row_##SUF(const T *x, T *o, int64_t n, bool logsm) {     \
+        T m = -INFINITY;                                                         \
+        for (int64_t i = 0; i < n; i++) m = FMAX(m, x[i]);                       \
+        double s = 0;                                                            \
+        for (int64_t i = 0; i < n; i++) {                                        \
+            T e = EXP(x[i] - m);                                                 \
+            if (!logsm) o[i] = e;                                                \
+            s += e;                                                              \
+        }                                                                        \
+        if (logsm) {                                                             \
+            T ls = (T)log(s);                                                    \
+            for (int64_t i = 0; i < n; i++) o[i] = x[i] - m - ls;                \
+        } else {                                                                 \
+            T inv = (T)(1.0 / s);                                                \
+            for (int64_t i = 0; i < n; i++) o[i] *= inv;                         \
+        }                                                                        \
+    }
+SOFTMAX_ROW(f, float, expf, logf)
+SOFTMAX_ROW(d, double, exp, log)
+
+typedef struct sm_ctx { char *x, *o; int64_t n; bool f32, logsm; } sm_ctx;
+
+static void softmax_range(int64_t b, int64_t e, void *vctx) {
+    sm_ctx *c = vctx;
+    for (int64_t i = b; i < e; i++) {
+        if (c->f32) softmax_row_f((float *)c->x + i * c->n, (float *)c->o + i * c->n, c->n, c->logsm);
+        else softmax_row_d((double *)c->x + i * c->n, (double *)c->o + i * c->n, c->n, c->logsm);
+    }
+}
+
+int k_softmax(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[0], *o = c->out[0];
+    int axis;
+    if (kn_axis(kn_opname(c), c->at->naxes > 0 ? c->at->axes[0] : -1, x->rank, &axis)) return -1;
+    int64_t outer, red, inner;
+    tfe_tensor *xc = arrange(x, o->dtype, 1u << axis, false, &outer, &red, &inner);
+    if (!xc) return -1;
+    bool direct = axis == x->rank - 1; /* arrange kept the layout: rows are o's */
+    tfe_tensor *tmp = direct ? o : tensor_new(o->dtype, xc->rank, xc->shape);
+    int rc = -1;
+    if (tmp) {
+        sm_ctx sc = {tensor_data(xc), tensor_data(tmp), red, o->dtype == TFE_FLOAT32,
+                     c->op == OP_LOG_SOFTMAX};
+        int64_t grain = KN_GRAIN / (red ? red : 1);
+        if (red > 0) tfe_parallel_for(outer, grain < 1 ? 1 : grain, softmax_range, &sc);
+        rc = kn_poll();
+        if (rc == 0 && !direct) {
+            /* tmp holds x with `axis` moved last: write it back through the
+             * inverse permutation, as a permuted view of o */
+            int perm[TFE_MAX_RANK], k = 0;
+            for (int i = 0; i < x->rank; i++)
+                if (i != axis) perm[k++] = i;
+            perm[k] = axis;
+            tfe_tensor *ov = kn_permute(o, perm);
+            rc = ov ? kn_copy_into(ov, tmp) : -1;
+            tensor_decref(ov);
+        }
+        if (!direct) tensor_decref(tmp);
+    }
+    tensor_decref(xc);
+    return rc;
+}

@@ -1,0 +1,169 @@
+/* print.c — tensor_to_string (LANGUAGE.md §11, NumPy's layout without line
+ * wrapping) and format_float_shortest (Python repr rules on the shortest
+ * digits that read back to the same value in the tensor's dtype). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tensor/kernels.h"
+
+#define THRESHOLD 1000 /* summarise above this many elements (NumPy) */
+#define EDGE 3
+
+void format_float_shortest(double v, tfe_dtype dt, char *buf, size_t n) {
+    if (v != v) {
+        snprintf(buf, n, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, n, v < 0 ? "-inf" : "inf");
+        return;
+    }
+    if (v == 0) {
+        snprintf(buf, n, signbit(v) ? "-0.0" : "0.0");
+        return;
+    }
+    bool f32 = dt != TFE_FLOAT64;
+    if (f32) v = (float)v; /* the digits of the float32 value itself */
+    char tmp[64];
+    int maxp = f32 ? 9 : 17;
+    for (int p = 1; p <= maxp; p++) {
+        snprintf(tmp, sizeof tmp, "%.*e", p - 1, v);
+        if (f32 ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) break;
+    }
+    /* tmp is [-]d[.ddd]e±XX: split into sign, digits, exponent */
+    char digits[32];
+    int nd = 0, exp10;
+    const char *s = tmp;
+    bool neg = *s == '-';
+    if (neg) s++;
+    for (; *s && *s != 'e'; s++)
+        if (*s != '.') digits[nd++] = *s;
+    exp10 = atoi(s + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = 0;
+    char out[64], *o = out;
+    if (neg) *o++ = '-';
+    if (exp10 < -4 || exp10 >= 16) {
+        *o++ = digits[0];
+        if (nd > 1) {
+            *o++ = '.';
+            memcpy(o, digits + 1, (size_t)nd - 1);
+            o += nd - 1;
+        }
+        o += sprintf(o, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+    } else if (exp10 < 0) {
+        *o++ = '0';
+        *o++ = '.';
+        for (int i = 0; i < -exp10 - 1; i++) *o++ = '0';
+        memcpy(o, digits, (size_t)nd);
+        o += nd;
+    } else {
+        for (int i = 0; i <= exp10; i++) *o++ = i < nd ? digits[i] : '0';
+        *o++ = '.';
+        if (nd > exp10 + 1) {
+            memcpy(o, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
+            o += nd - exp10 - 1;
+        } else *o++ = '0';
+    }
+    *o = 0;
+    snprintf(buf, n, "%s", out);
+}
+
+static void format_elem(const tfe_tensor *t, const char *p, char *buf, size_t n) {
+    switch (t->dtype) {
+    case TFE_BOOL: snprintf(buf, n, "%s", *(const uint8_t *)p ? "true" : "false"); break;
+    case TFE_INT32:
+    case TFE_INT64: snprintf(buf, n, "%lld", (long long)kn_load_i64(p, t->dtype)); break;
+    default: format_float_shortest(kn_load_f64(p, t->dtype), t->dtype, buf, n); break;
+    }
+}
+
+typedef struct sbuf { char *s; size_t len, cap; } sbuf;
+
+static void put(sbuf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (b->len + n + 1 > cap) cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) abort(); /* internal: cannot report without memory */
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+typedef struct pctx {
+    const tfe_tensor *t;
+    bool summarise;
+    int width;
+    sbuf out;
+} pctx;
+
+static bool shown(const pctx *c, int axis, int64_t i) {
+    int64_t d = c->t->shape[axis];
+    return !c->summarise || d <= 2 * EDGE || i < EDGE || i >= d - EDGE;
+}
+
+/* pass 1 (out == NULL semantics via measure): widest shown element */
+static void measure(pctx *c, int axis, const char *p) {
+    const tfe_tensor *t = c->t;
+    for (int64_t i = 0; i < t->shape[axis]; i++) {
+        if (!shown(c, axis, i)) {
+            i = t->shape[axis] - EDGE - 1;
+            continue;
+        }
+        const char *q = p + i * t->strides[axis];
+        if (axis == t->rank - 1) {
+            char buf[64];
+            format_elem(t, q, buf, sizeof buf);
+            int w = (int)strlen(buf);
+            if (w > c->width) c->width = w;
+        } else measure(c, axis + 1, q);
+    }
+}
+
+static void emit(pctx *c, int axis, const char *p) {
+    const tfe_tensor *t = c->t;
+    char sep[TFE_MAX_RANK + TFE_MAX_RANK + 4];
+    int k = 0;
+    sep[k++] = ',';
+    if (axis == t->rank - 1) sep[k++] = ' ';
+    else {
+        for (int i = 0; i < t->rank - axis - 1; i++) sep[k++] = '\n';
+        for (int i = 0; i <= axis; i++) sep[k++] = ' ';
+    }
+    sep[k] = 0;
+    puts_(&c->out, "[");
+    for (int64_t i = 0; i < t->shape[axis]; i++) {
+        if (i) puts_(&c->out, sep);
+        if (!shown(c, axis, i)) {
+            puts_(&c->out, "...");
+            i = t->shape[axis] - EDGE - 1;
+            continue;
+        }
+        const char *q = p + i * t->strides[axis];
+        if (axis == t->rank - 1) {
+            char buf[64];
+            format_elem(t, q, buf, sizeof buf);
+            for (int w = (int)strlen(buf); w < c->width; w++) puts_(&c->out, " ");
+            puts_(&c->out, buf);
+        } else emit(c, axis + 1, q);
+    }
+    puts_(&c->out, "]");
+}
+
+char *tensor_to_string(const tfe_tensor *t) {
+    pctx c = {.t = t, .summarise = tensor_numel(t) > THRESHOLD};
+    if (t->rank == 0) {
+        char buf[64];
+        format_elem(t, tensor_data(t), buf, sizeof buf);
+        return strdup(buf);
+    }
+    if (tensor_numel(t) == 0) return strdup("[]");
+    measure(&c, 0, tensor_data(t));
+    emit(&c, 0, tensor_data(t));
+    return c.out.s;
+}

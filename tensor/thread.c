@@ -1,0 +1,109 @@
+/* thread.c — tfe_parallel_for on a lazily created pthread pool (one worker
+ * per extra core). Chunks are claimed from an atomic counter; the calling
+ * thread works too. Nested calls and small ranges run inline. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tensor/tensor.h"
+
+#define MAX_THREADS 64
+
+static int nthreads;                 /* 0: not yet initialised */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t generation;          /* bumped for each job */
+
+static struct {
+    tfe_range_fn fn;
+    void *ctx;
+    int64_t n, chunk, nchunks;
+    int64_t next;                    /* next chunk to claim (atomic) */
+    int active;                      /* workers still inside the job */
+} job;
+
+static __thread int in_parallel;
+
+static void run_chunks(void) {
+    for (;;) {
+        int64_t c = __atomic_fetch_add(&job.next, 1, __ATOMIC_RELAXED);
+        if (c >= job.nchunks) break;
+        if (tfe_interrupted) continue; /* drain quickly; the kernel reports it */
+        int64_t b = c * job.chunk, e = b + job.chunk < job.n ? b + job.chunk : job.n;
+        job.fn(b, e, job.ctx);
+    }
+}
+
+static void *worker(void *arg) {
+    (void)arg;
+    in_parallel = 1;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        while (generation == seen) pthread_cond_wait(&work_cv, &mu);
+        seen = generation;
+        pthread_mutex_unlock(&mu);
+        run_chunks();
+        pthread_mutex_lock(&mu);
+        if (--job.active == 0) pthread_cond_signal(&done_cv);
+    }
+    return NULL;
+}
+
+static void init_pool(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *env = getenv("TFE_NUM_THREADS");
+    if (env && atoi(env) > 0) n = atoi(env);
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    int started = 1;
+    for (long i = 1; i < n; i++) {
+        pthread_t th;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &attr, worker, NULL) == 0) started++;
+        pthread_attr_destroy(&attr);
+    }
+    nthreads = started;
+}
+
+int tfe_num_threads(void) {
+    if (!nthreads) init_pool();
+    return nthreads;
+}
+
+void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (n < grain * 2 || in_parallel || tfe_num_threads() == 1) {
+        fn(0, n, ctx);
+        return;
+    }
+    /* Several chunks per thread for balance and so Ctrl-C is seen soon, but
+     * never chunks smaller than grain. */
+    int64_t nchunks = (int64_t)nthreads * 4;
+    if (nchunks > n / grain) nchunks = n / grain;
+    int64_t chunk = (n + nchunks - 1) / nchunks;
+    nchunks = (n + chunk - 1) / chunk;
+
+    pthread_mutex_lock(&mu);
+    job.fn = fn;
+    job.ctx = ctx;
+    job.n = n;
+    job.chunk = chunk;
+    job.nchunks = nchunks;
+    job.next = 0;
+    job.active = nthreads - 1;
+    generation++;
+    pthread_cond_broadcast(&work_cv);
+    pthread_mutex_unlock(&mu);
+
+    in_parallel = 1;
+    run_chunks();
+    in_parallel = 0;
+
+    pthread_mutex_lock(&mu);
+    while (job.active > 0) pthread_cond_wait(&done_cv, &mu);
+    pthread_mutex_unlock(&mu);
+}

@@ -183,7 +183,11 @@ static int scalar_binop_general(int op, Value a, Value b, Value *out)
     return 0;
 }
 
-static bool is_numeric(Value v) { return v.kind == V_SCALAR || v.kind == V_TENSOR; }
+static bool is_numeric(Value v)
+{
+    return v.kind == V_SCALAR || v.kind == V_TENSOR ||
+           (v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor);
+}
 
 static int tensor_binop(Interp *I, tfe_op op, Value a, Value b, Loc loc, Value *out)
 {
@@ -439,6 +443,16 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
         Node *kw = n->list2.items[kdone];
         if (eval(I, kw->a, env, &kwvals[kdone])) { rc = -1; goto out; }
         kwnames[kdone] = str_new(kw->str, strlen(kw->str));
+    }
+    if (f.kind == V_BUILTIN && ((Builtin *)f.u.o)->box_names) {
+        for (int i = 0; i < argc; i++) {
+            Node *a = n->list.items[i];
+            if (argv[i].kind != V_SCALAR || a->kind != N_NAME || a->op == 2) continue;
+            Value boxed = v_tensor_take(value_to_tensor(argv[i]));
+            value_incref(boxed);
+            slot_set_take(&env_up(env, a->depth)->slots[a->slot], boxed);
+            argv[i] = boxed;
+        }
     }
     I->cur_loc = n->a->kind == N_FIELD ? n->a->opl : n->a->loc;
     if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) { rc = -1; goto out; }

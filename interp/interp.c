@@ -8,6 +8,7 @@
 
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
+void builtins_autodiff_register(Interp *I);
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -22,6 +23,7 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_register(I);
     builtins_io_register(I);
     builtins_device_register(I);
+    builtins_autodiff_register(I);
     builtins_tensor_register(I);
     return I;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
+#include "tensor/grad.h"
 
 Interp *tfe_current_interp;
 
@@ -118,6 +119,10 @@ tfe_tensor *value_to_tensor(Value v)
         tensor_incref(v.u.t);
         return v.u.t;
     }
+    if (v.kind == V_OBJECT) {
+        const ObjectClass *cls = ((Object *)v.u.o)->cls;
+        return cls->to_tensor ? cls->to_tensor(v.u.o) : NULL;
+    }
     if (v.kind != V_SCALAR) return NULL;
     tfe_tensor *t;
     if (dtype_is_float((tfe_dtype)v.dtype)) t = tensor_from_f64(v.u.f, (tfe_dtype)v.dtype);
@@ -128,7 +133,9 @@ tfe_tensor *value_to_tensor(Value v)
 
 Value value_from_tensor_take(tfe_tensor *t)
 {
-    if (t->rank != 0 || t->node || t->storage->device != 0) return v_tensor_take(t);
+    /* while a tape records, results keep their identity (the tape knows them
+     * by pointer), so they stay boxed */
+    if (t->rank != 0 || t->node || t->storage->device != 0 || tfe_tapes_active) return v_tensor_take(t);
     Value v = {0};
     v.kind = V_SCALAR;
     v.dtype = (uint8_t)t->dtype;

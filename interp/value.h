@@ -58,6 +58,10 @@ typedef struct Builtin {
               Str *const *kwnames, const Value *kwvals, Value *out, void *data);
     void *data;
     Value self;     /* bound method receiver, or nil */
+    /* Scalar arguments written as plain names are boxed into 0-d tensors in
+     * their binding before the call (t.watch(x) needs a tensor's identity;
+     * a boxed scalar behaves exactly like the unboxed one). */
+    bool box_names;
 } Builtin;
 
 /* Objects with behaviour (variables, tapes, graphs, devices...). */
@@ -72,6 +76,9 @@ typedef struct ObjectClass {
      * runs when the block ends, also after an error (then `failed` is true). */
     int (*enter)(struct Interp *I, Obj *o, Value *as);
     int (*exit)(struct Interp *I, Obj *o, bool failed);
+    /* Objects that stand for a tensor in ops (variables): its current value
+     * as a new reference; value_to_tensor uses it. */
+    tfe_tensor *(*to_tensor)(Obj *o);
 } ObjectClass;
 typedef struct Object { Obj h; const ObjectClass *cls; } Object;
 

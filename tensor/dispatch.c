@@ -7,7 +7,7 @@
 #include "tensor/ops.h"
 
 const tfe_opinfo tfe_ops[TFE_NOPS] = {
-#define OP(id, nm, ni, no, fl, inf, ker) \
+#define OP(id, nm, ni, no, fl, inf, ker, grad) \
     [OP_##id] = {.name = nm, .nin = ni, .nout = no, .flags = fl, .infer = inf, .cpu_kernel = ker},
 #include "tensor/ops.def"
 #undef OP

@@ -12,7 +12,7 @@
 
 /* Every infer rule and kernel of ops.def / ops_nn.def. A name used on several
  * lines is declared several times, which C allows. */
-#define OP(id, name, nin, nout, flags, infer, kernel) \
+#define OP(id, name, nin, nout, flags, infer, kernel, grad) \
     int infer(const tfe_opcall *c, tfe_meta *m);      \
     int kernel(const tfe_opcall *c);
 #include "tensor/ops.def"

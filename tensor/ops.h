@@ -22,7 +22,7 @@ enum {
 };
 
 typedef enum tfe_op {
-#define OP(id, name, nin, nout, flags, infer, kernel) OP_##id,
+#define OP(id, name, nin, nout, flags, infer, kernel, grad) OP_##id,
 #include "tensor/ops.def"
 #undef OP
     TFE_NOPS

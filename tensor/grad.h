@@ -1,0 +1,52 @@
+/* grad.h — gradient rules (the eighth column of the op table) and the tape.
+ * Ownership: rules and tape functions borrow their tensor arguments and store
+ * new references in their output arrays (NULL where there is no gradient). */
+#ifndef TFE_GRAD_H
+#define TFE_GRAD_H
+
+#include "tensor/ops.h"
+
+/* The gradient rule of one op. c is the forward call exactly as it ran
+ * (inputs and attrs), y its outputs, dy the gradient of each output (never
+ * NULL: the tape passes zeros for an output nobody used). The rule sets dx[i]
+ * to the gradient of input i, with input i's shape (broadcasting undone by
+ * summing), or NULL when input i gets none (an int/bool input, an index).
+ * Rules are written ONLY with tfe_execute and its wrappers, never with kernels,
+ * so that a gradient computed under an outer tape is itself recorded (higher
+ * order) and, later, a gradient computed while tracing is staged (issue 5).
+ * Returns 0, or -1 with the error set (messages name the op). */
+typedef int (*tfe_grad_fn)(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *const *dy, tfe_tensor **dx);
+
+#define OP(id, name, nin, nout, flags, infer, kernel, grad) \
+    int grad(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *const *dy, tfe_tensor **dx);
+#include "tensor/ops.def"
+#undef OP
+
+extern const tfe_grad_fn tfe_grads[TFE_NOPS];
+
+/* Sum g over the axes that broadcasting added or stretched, so that the
+ * result has shape (rank, shape) — the adjoint of broadcast_to. */
+tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape);
+
+/* --- the tape (tensor/tape.c) ---------------------------------------------------
+ * Tapes form a stack of active tapes. While any is active, tfe_execute calls
+ * tfe_tape_record after each op: every active tape that tracks one of the
+ * op's inputs (watched, or made by an op it recorded) records the op and then
+ * tracks its outputs. A tape does not record the ops of its own gradient
+ * computation, but every other active tape does (nested tapes: higher order). */
+typedef struct tfe_tape tfe_tape;
+
+tfe_tape *tfe_tape_new(bool persistent);
+void tfe_tape_free(tfe_tape *t);
+void tfe_tape_push(tfe_tape *t);     /* make active (entering `with tape()`) */
+void tfe_tape_pop(tfe_tape *t);      /* leaving the with block */
+void tfe_tape_watch(tfe_tape *t, tfe_tensor *x);
+bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x);
+extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
+void tfe_tape_record(const tfe_opcall *c);
+/* Gradient of target (summed if not scalar) w.r.t. each source; a source the
+ * target does not depend on gets zeros of its shape and dtype. A tape that is
+ * not persistent answers one call; a second is an error. 0 or -1 + error. */
+int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads);
+
+#endif

@@ -86,7 +86,7 @@ static inline int64_t wrap_int(int64_t v, tfe_dtype dt)
  * ints by zero), so the caller takes the tensor path and its error text. */
 static int scalar_binop_general(int op, Value a, Value b, Value *out);
 
-static inline int scalar_binop(int op, Value a, Value b, Value *out)
+static inline __attribute__((always_inline)) int scalar_binop(int op, Value a, Value b, Value *out)
 {
     /* the common case first: two int64 scalars (loop counters, indices) */
     if (a.dtype == TFE_INT64 && b.dtype == TFE_INT64) {
@@ -303,7 +303,7 @@ static int push_frame(Interp *I, const char *name, Loc loc)
 
 /* Run a closure's body in its fresh Env e (arguments already in their slots;
  * set[i] false marks a parameter that takes its default; set NULL: all given). */
-static int run_closure(Interp *I, Closure *c, Env *e, const bool *set, Loc call_loc, Value *out)
+static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure *c, Env *e, const bool *set, Loc call_loc, Value *out)
 {
     Node *fn = c->fn;
     FnInfo *info = fn->info;
@@ -407,7 +407,20 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
 {
     FnInfo *info = c->fn->info;
     c->h.refcount++;
-    Env *e = env_new(I, info->nslots, c->env);
+    /* A function that makes no closures cannot let its Env escape, so the Env
+     * lives on the C stack (the closure, held here, keeps the parent alive). */
+    Env stack_env, *e;
+    if (!info->makes_closures && info->nslots <= 8) {
+        e = &stack_env;
+        e->h.refcount = 1;
+        e->h.kind = OBJ_ENV;
+        e->parent = c->env;
+        e->nslots = info->nslots;
+        e->slots = e->inline_slots;
+        for (int i = 0; i < info->nslots; i++) e->slots[i] = v_nil();
+    } else {
+        e = env_new(I, info->nslots, c->env);
+    }
     int rc = 0;
     for (int i = 0; i < n->list.n; i++)
         if (eval_fast(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
@@ -416,7 +429,11 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
         if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) rc = -1;
         else rc = run_closure(I, c, e, NULL, n->a->loc, out);
     }
-    env_decref(e);
+    if (e == &stack_env) {
+        for (int i = 0; i < e->nslots; i++) value_decref(e->slots[i]);
+    } else {
+        env_decref(e);
+    }
     value_decref(v_obj(V_FN, c));
     return rc;
 }
@@ -735,7 +752,43 @@ static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Va
 
 /* --- expressions ------------------------------------------------------------------- */
 
+static int eval_other(Interp *I, Node *n, Env *env, Value *out);
+
+/* The hot node kinds are kept here, in a small function with a cheap
+ * prologue; the rest are in eval_other. */
 static int eval(Interp *I, Node *n, Env *env, Value *out)
+{
+    switch (n->kind) {
+    case N_NAME: {
+        Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
+        if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+        value_incref(v);
+        *out = v;
+        return 0;
+    }
+    case N_INT:
+        *out = v_int(n->ival);
+        out->weak = true;
+        return 0;
+    case N_BINOP: {
+        Value a, b;
+        if (eval_fast(I, n->a, env, &a)) return -1;
+        if (eval_fast(I, n->b, env, &b)) { value_decref(a); return -1; }
+        if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(n->op, a, b, out) == 0) return 0;
+        I->cur_loc = n->opl;
+        int rc = binop_values(I, n->op, a, b, n->opl, out);
+        value_decref(a);
+        value_decref(b);
+        return rc;
+    }
+    case N_CALL:
+        return eval_call(I, n, env, out);
+    default:
+        return eval_other(I, n, env, out);
+    }
+}
+
+static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
     case N_INT:
@@ -1029,7 +1082,7 @@ static int exec_with(Interp *I, Node *n, Env *env)
 
 /* Evaluate a condition to a C bool; comparisons of two scalars skip the
  * intermediate bool value. */
-static inline int eval_cond(Interp *I, Node *c, Env *env, bool *t)
+static inline __attribute__((always_inline)) int eval_cond(Interp *I, Node *c, Env *env, bool *t)
 {
     Value v;
     if (c->kind == N_BINOP && c->op >= AOP_EQ && c->op <= AOP_GE) {
@@ -1147,7 +1200,24 @@ static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog)
         slot_set_take(&env->slots[s->slot], f);
     }
     for (int i = 0; i < l->n; i++) {
-        int r = exec(I, l->items[i], env);
+        Node *s = l->items[i];
+        int r;
+        /* the two statements of every small function, without a call to exec */
+        if (s->kind == N_RETURN) {
+            Value v = v_nil();
+            if (s->a && eval_fast(I, s->a, env, &v)) return XS_ERR;
+            value_decref(I->retval);
+            I->retval = v;
+            return XS_RETURN;
+        } else if (s->kind == N_IF) {
+            bool t = false;
+            if (eval_cond(I, s->a, env, &t)) return XS_ERR;
+            if (t) r = exec_stmts(I, &s->b->list, env, prog);
+            else if (!s->c) r = XS_OK;
+            else r = s->c->kind == N_IF ? exec(I, s->c, env) : exec_stmts(I, &s->c->list, env, prog);
+        } else {
+            r = exec(I, s, env);
+        }
         if (r != XS_OK) return r;
     }
     return XS_OK;

@@ -31,6 +31,7 @@ typedef struct FnInfo {
     char **param_names;    /* borrowed from the AST */
     Node **defaults;       /* default expressions or NULL */
     bool is_staged, is_host;
+    bool makes_closures;   /* its body contains a fn: its Env may be captured */
 } FnInfo;
 
 typedef struct Closure {

@@ -14,6 +14,7 @@ typedef struct Resolver {
     int fn_level;     /* function nesting: 0 at the top level */
     int loop_depth;
     bool in_function;
+    FnInfo *fn_info;  /* the function being resolved (NULL at the top level) */
 } Resolver;
 
 static Scope *scope_push(Resolver *R, bool is_function, ScopeFn *fn)
@@ -157,6 +158,7 @@ static int resolve_fn(Resolver *R, Node *fn)
     inner.fn_level = R->fn_level + 1;
     inner.loop_depth = 0;
     inner.in_function = true;
+    inner.fn_info = info;
     inner.scope = R->scope;
     scope_push(&inner, true, sf);
     int rc = 0;
@@ -232,6 +234,7 @@ static int resolve_node(Resolver *R, Node *n)
     case N_ARRAY: case N_TUPLE: case N_RECORD:
         return resolve_list(R, &n->list);
     case N_FN:
+        if (R->fn_info) R->fn_info->makes_closures = true;
         return resolve_fn(R, n);
     case N_PARAM: case N_PNAME: case N_PTUPLE:
         return 0;
@@ -245,6 +248,7 @@ static int resolve_node(Resolver *R, Node *n)
         return resolve_node(R, n->a);
     case N_FNDECL:
         /* slot declared by resolve_stmts (hoisting) */
+        if (R->fn_info) R->fn_info->makes_closures = true;
         return resolve_fn(R, n->a);
     case N_IF:
         if (resolve_node(R, n->a) || resolve_block(R, n->b)) return -1;

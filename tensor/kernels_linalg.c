@@ -5,7 +5,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
-#include <cblas.h>
+#include "tensor/blas.h"
 
 #include "tensor/kernels.h"
 

@@ -1,7 +1,7 @@
 /* kernels_nn.c — conv2d (im2col + GEMM), max/avg pooling, and their backward
  * functions (nn_grad.h). Layout: NHWC activations, HWIO filters; padding
  * "valid"/"same" as TensorFlow defines them. float32 and float64 only. */
-#include <cblas.h>
+#include "tensor/blas.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,30 +7,7 @@
 
 #include "interp/value.h"
 
-/* Growable output buffer; allocation failure aborts (an out-of-memory while
- * printing is not a recoverable language error). */
-typedef struct Buf { char *s; size_t len, cap; } Buf;
-
-static void buf_grow(Buf *b, size_t more)
-{
-    if (b->len + more + 1 <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + more + 1) cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) { fputs("tfe: out of memory\n", stderr); abort(); }
-    b->s = s;
-    b->cap = cap;
-}
-
-static void buf_add(Buf *b, const char *s, size_t n)
-{
-    buf_grow(b, n);
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void buf_puts(Buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+#include "interp/buf.h"
 
 static void buf_take(Buf *b, char *s)
 {

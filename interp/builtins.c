@@ -82,9 +82,6 @@ int args_parse(Interp *I, const char *fname, const char *spec,
     return 0;
 }
 
-#define BUILTIN(name) static int name(Interp *I, int argc, const Value *argv, int nkw, \
-    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
-
 /* --- io ------------------------------------------------------------------------------- */
 
 static int print_parts(Interp *I, int argc, const Value *argv, const char *sep, size_t seplen, FILE *f)

@@ -6,9 +6,6 @@
 #include <string.h>
 #include "interp/internal.h"
 
-#define BUILTIN(name) static int name(Interp *I, int argc, const Value *argv, int nkw, \
-    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
-
 static const char *const device_names[] = {"cpu:0"};
 enum { NDEVICES = 1 };
 

@@ -11,9 +11,6 @@
 #include "interp/internal.h"
 #include "tensor/ops.h"
 
-#define BUILTIN(name) static int name(Interp *I, int argc, const Value *argv, int nkw, \
-    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
-
 static const char *npy_descr(tfe_dtype dt)
 {
     switch (dt) {

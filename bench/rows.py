@@ -30,6 +30,13 @@ def tensor_peers(script):
     return {peer: ["{venv}", "{bench}/" + script, "--lib", lib] for peer, lib in libs}
 
 
+def autodiff_peers(script):
+    """The peers of a training-step row: the three libraries with autodiff
+    (NumPy has none)."""
+    libs = (("PyTorch", "torch"), ("TensorFlow", "tensorflow"), ("JAX", "jax"))
+    return {peer: ["{venv}", "{bench}/" + script, "--lib", lib] for peer, lib in libs}
+
+
 def scalar_peers(name):
     return {"CPython": ["{cpython}", "{bench}/%s.py" % name],
             "Lua": ["{lua}", "{bench}/%s.lua" % name]}
@@ -61,4 +68,9 @@ ROWS = [
     Row("sum_axis1", 3, "sum(x, axis=1), 4096x4096 float32",
         ["{tfe}", "{bench}/sum_axis1.tfe"], tensor_peers("sum_axis1.py"),
         work=F32 * 4096 * 4096, unit="GB/s"),
+    # --- issue 4: autodiff -----------------------------------------------
+    Row("mlp_step", 4, "SGD step, MLP 784-256-256-10, batch 64, eager autodiff",
+        ["{tfe}", "{bench}/mlp_step.tfe"], autodiff_peers("mlp_step.py")),
+    Row("cnn_step", 4, "SGD step, LeNet-5-style CNN 28x28x1, batch 64, eager autodiff",
+        ["{tfe}", "{bench}/cnn_step.tfe"], autodiff_peers("cnn_step.py")),
 ]

@@ -1,4 +1,826 @@
-/* builtins_autodiff.c — tape, variable, grad (being written for issue 4). */
+/* builtins_autodiff.c — the language side of autodiff: variable(), tape() as a
+ * `with` context (watch, gradient over any structure of sources), params(),
+ * and the functional forms grad() and value_and_grad() built on tapes. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "interp/internal.h"
+#include "tensor/grad.h"
 
-void builtins_autodiff_register(Interp *I) { (void)I; }
+/* --- variables ---------------------------------------------------------------------- */
+
+typedef struct Variable {
+    Object o;
+    tfe_tensor *value;  /* owned; replaced (never changed in place) by assign */
+    char *name;         /* NULL when unnamed */
+    bool trainable;
+} Variable;
+
+static const ObjectClass variable_class;
+
+static bool is_variable(Value v) { return v.kind == V_OBJECT && ((Object *)v.u.o)->cls == &variable_class; }
+
+/* --- tapes ---------------------------------------------------------------------------
+ * A Tape object wraps a tfe_tape and remembers which tensor each variable held
+ * when it was read while the tape was active: a variable given as a source
+ * means the gradient w.r.t. those tensors (summed if it was read with several
+ * values, i.e. assigned in between). */
+
+typedef struct VarRead { Variable *var; tfe_tensor *t; } VarRead;  /* both owned */
+
+typedef struct Tape {
+    Object o;
+    tfe_tape *tape;
+    bool persistent;
+    bool entered;       /* inside its with block */
+    bool autowatch;     /* user tapes watch trainable variables that are read; grad()'s do not */
+    bool spent;         /* not persistent and its gradient was taken: watches nothing more */
+    VarRead *reads;
+    int nreads, capreads;
+} Tape;
+
+static const ObjectClass tape_class;
+
+/* The user tapes whose with block is running, innermost last (variables
+ * read while they are active are watched on each). */
+static Tape **watching;
+static int nwatching, capwatching;
+
+static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t)
+{
+    if (T->spent) return;
+    if (tfe_tape_is_watched(T->tape, t)) {
+        for (int i = 0; i < T->nreads; i++)
+            if (T->reads[i].var == v && T->reads[i].t == t) return;
+    } else {
+        tfe_tape_watch(T->tape, t);
+    }
+    if (T->nreads == T->capreads) {
+        T->capreads = T->capreads ? T->capreads * 2 : 8;
+        T->reads = realloc(T->reads, sizeof *T->reads * (size_t)T->capreads);
+    }
+    v->o.h.refcount++;
+    tensor_incref(t);
+    T->reads[T->nreads++] = (VarRead){v, t};
+}
+
+static void tape_clear_reads(Tape *T)
+{
+    for (int i = 0; i < T->nreads; i++) {
+        tensor_decref(T->reads[i].t);
+        value_decref(v_obj(V_OBJECT, T->reads[i].var));
+    }
+    free(T->reads);
+    T->reads = NULL;
+    T->nreads = T->capreads = 0;
+}
+
+/* The value of a variable as an op input: a new reference, watched by every
+ * active tape when the variable is trainable (automatic watching). */
+static tfe_tensor *var_read(Variable *v)
+{
+    if (v->trainable && nwatching)
+        for (int i = 0; i < nwatching; i++) tape_note_read(watching[i], v, v->value);
+    tensor_incref(v->value);
+    return v->value;
+}
+
+static tfe_tensor *variable_to_tensor(Obj *o) { return var_read((Variable *)o); }
+
+static void variable_free(Obj *o)
+{
+    Variable *v = (Variable *)o;
+    tensor_decref(v->value);
+    free(v->name);
+    free(v);
+}
+
+static char *variable_repr(Obj *o)
+{
+    Variable *v = (Variable *)o;
+    char sh[200];
+    shape_str(v->value->rank, v->value->shape, sh);
+    const char *name = v->name ? v->name : "";
+    size_t n = strlen(name) + strlen(sh) + 32;
+    char *s = malloc(n);
+    snprintf(s, n, "<variable %s%s%s %s>", name, *name ? " " : "", dtype_name(v->value->dtype), sh);
+    return s;
+}
+
+/* An op that must not be recorded (a variable's update is not differentiable,
+ * and recording it would keep the old value alive on the tape). */
+static tfe_tensor *unrecorded(tfe_op op, tfe_tensor *a, tfe_tensor *b, const tfe_attrs *at)
+{
+    int saved = tfe_tapes_active;
+    tfe_tapes_active = 0;
+    tfe_tensor *in[2] = {a, b};
+    tfe_tensor *r = tfe_call1(op, b ? 2 : 1, in, at);
+    tfe_tapes_active = saved;
+    return r;
+}
+
+static const char *const assign_names[] = {"assign", "assign_add", "assign_sub"};
+
+/* v.assign(x), v.assign_add(x), v.assign_sub(x): data is 0, 1, 2. The new
+ * value must have the variable's dtype and shape (a weak literal takes the
+ * variable's dtype; assign_add/sub broadcast x as `w -= x` would). */
+BUILTIN(bi_var_assign)
+{
+    int mode = (int)(intptr_t)data;
+    const char *fn = assign_names[mode];
+    if (nkw || argc != 2) return interp_raise(I, "%s() takes 1 argument", fn);
+    Variable *v = (Variable *)argv[0].u.o;
+    char who[300], s1[200], s2[200];
+    if (v->name) snprintf(who, sizeof who, "variable '%s'", v->name);
+    else snprintf(who, sizeof who, "the variable");
+    tfe_tensor *x = value_to_tensor(argv[1]);
+    if (!x) return interp_raise(I, "%s: %s needs a tensor, got %s", fn, who, value_kind_name(argv[1]));
+    if (x->dtype != v->value->dtype && x->weak) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = v->value->dtype;
+        tfe_tensor *c = unrecorded(OP_CAST, x, NULL, &at);
+        tensor_decref(x);
+        if (!c) return interp_raise_tensor_error(I);
+        x = c;
+    }
+    if (x->dtype != v->value->dtype) {
+        int rc = interp_raise(I, "%s: %s has dtype %s, got %s", fn, who, dtype_name(v->value->dtype),
+                              dtype_name(x->dtype));
+        tensor_decref(x);
+        return rc;
+    }
+    tfe_tensor *nv;
+    if (mode == 0) {
+        bool same = x->rank == v->value->rank &&
+                    !memcmp(x->shape, v->value->shape, sizeof(int64_t) * (size_t)x->rank);
+        nv = same ? tensor_copy(x) : NULL;
+    } else {
+        nv = unrecorded(mode == 1 ? OP_ADD : OP_SUB, v->value, x, NULL);
+    }
+    /* a failed broadcast or a result of another shape: the same message */
+    if (!nv || nv->rank != v->value->rank ||
+        memcmp(nv->shape, v->value->shape, sizeof(int64_t) * (size_t)nv->rank) || nv->dtype != v->value->dtype) {
+        tfe_error_clear();
+        int rc = interp_raise(I, "%s: %s has shape %s, got %s", fn, who,
+                              shape_str(v->value->rank, v->value->shape, s1), shape_str(x->rank, x->shape, s2));
+        if (nv) tensor_decref(nv);
+        tensor_decref(x);
+        return rc;
+    }
+    tensor_decref(x);
+    nv->weak = false;
+    tensor_decref(v->value);
+    v->value = nv;
+    *out = v_nil();
+    return 0;
+}
+
+static Value bound(const char *name, BuiltinFn fn, void *data, Obj *self, bool box_names)
+{
+    Value b = builtin_new(name, fn, data);
+    Builtin *bb = (Builtin *)b.u.o;
+    self->refcount++;
+    bb->self = v_obj(V_OBJECT, self);
+    bb->box_names = box_names;
+    return b;
+}
+
+static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
+{
+    Variable *v = (Variable *)o;
+    if (!strcmp(name, "value")) {
+        *out = value_from_tensor_take(var_read(v));
+        return 0;
+    }
+    if (!strcmp(name, "name")) {
+        *out = v->name ? v_cstr(v->name) : v_nil();
+        return 0;
+    }
+    if (!strcmp(name, "trainable")) {
+        *out = v_bool(v->trainable);
+        return 0;
+    }
+    for (int m = 0; m < 3; m++)
+        if (!strcmp(name, assign_names[m])) {
+            *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false);
+            return 0;
+        }
+    /* shape, dtype, ndim, size, device, T: those of the value */
+    Value t = v_tensor_take(var_read(v));
+    int rc = tensor_getattr(I, t, name, out);
+    value_decref(t);
+    return rc;
+}
+
+static const ObjectClass variable_class = {
+    .name = "variable", .free = variable_free, .repr = variable_repr,
+    .getattr = variable_getattr, .to_tensor = variable_to_tensor,
+};
+
+/* variable(init, name=nil, trainable=true) */
+BUILTIN(bi_variable)
+{
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "variable", "init, name=, trainable=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[1].kind != V_NIL && a[1].kind != V_STR)
+        return interp_raise(I, "variable: name must be a string, got %s", value_kind_name(a[1]));
+    bool trainable = true;
+    if (p[2]) {
+        if (a[2].kind != V_SCALAR || a[2].dtype != TFE_BOOL)
+            return interp_raise(I, "variable: trainable must be a bool, got %s", value_kind_name(a[2]));
+        trainable = a[2].u.i != 0;
+    }
+    tfe_tensor *t = value_to_tensor(a[0]);
+    if (!t) return interp_raise(I, "variable: init must be a tensor, got %s", value_kind_name(a[0]));
+    /* a copy: the variable's value is its own, whatever happens to init */
+    tfe_tensor *c = tensor_copy(t);
+    tensor_decref(t);
+    if (!c) return interp_raise_tensor_error(I);
+    c->weak = false;
+    Variable *v = calloc(1, sizeof *v);
+    v->o.h.refcount = 1;
+    v->o.h.kind = V_OBJECT;
+    v->o.cls = &variable_class;
+    v->value = c;
+    v->name = a[1].kind == V_STR ? strdup(((Str *)a[1].u.o)->s) : NULL;
+    v->trainable = trainable;
+    *out = v_obj(V_OBJECT, v);
+    return 0;
+}
+
+/* --- tape objects --------------------------------------------------------------------- */
+
+static Tape *tape_alloc(bool persistent, bool autowatch)
+{
+    tfe_tape *tt = tfe_tape_new(persistent);
+    if (!tt) return NULL;
+    Tape *T = calloc(1, sizeof *T);
+    T->o.h.refcount = 1;
+    T->o.h.kind = V_OBJECT;
+    T->o.cls = &tape_class;
+    T->tape = tt;
+    T->persistent = persistent;
+    T->autowatch = autowatch;
+    return T;
+}
+
+static void tape_start(Tape *T)
+{
+    tfe_tape_push(T->tape);
+    T->entered = true;
+    if (!T->autowatch) return;
+    if (nwatching == capwatching) {
+        capwatching = capwatching ? capwatching * 2 : 8;
+        watching = realloc(watching, sizeof *watching * (size_t)capwatching);
+    }
+    watching[nwatching++] = T;
+}
+
+static void tape_stop(Tape *T)
+{
+    if (!T->entered) return;
+    T->entered = false;
+    tfe_tape_pop(T->tape);
+    for (int i = nwatching - 1; i >= 0; i--)
+        if (watching[i] == T) {
+            memmove(watching + i, watching + i + 1, sizeof *watching * (size_t)(nwatching - i - 1));
+            nwatching--;
+            break;
+        }
+    if (!nwatching) {
+        free(watching);
+        watching = NULL;
+        capwatching = 0;
+    }
+}
+
+static void tape_free(Obj *o)
+{
+    Tape *T = (Tape *)o;
+    tape_stop(T);
+    tfe_tape_free(T->tape);
+    tape_clear_reads(T);
+    free(T);
+}
+
+static char *tape_repr(Obj *o)
+{
+    return strdup(((Tape *)o)->persistent ? "<tape persistent>" : "<tape>");
+}
+
+static int tape_enter(Interp *I, Obj *o, Value *as)
+{
+    Tape *T = (Tape *)o;
+    if (T->entered) return interp_raise(I, "tape: this tape is already active");
+    tape_start(T);
+    o->refcount++;
+    *as = v_obj(V_OBJECT, o);
+    return 0;
+}
+
+static int tape_exit(Interp *I, Obj *o, bool failed)
+{
+    (void)I, (void)failed;
+    tape_stop((Tape *)o);
+    return 0;
+}
+
+/* watch one value: tensors, variables, and tuples/lists/records of them */
+static int watch_value(Interp *I, Tape *T, Value v, int depth)
+{
+    if (depth > 100) return interp_raise(I, "watch: the structure is nested too deeply");
+    switch ((ValueKind)v.kind) {
+    case V_TENSOR: tfe_tape_watch(T->tape, v.u.t); return 0;
+    case V_TUPLE: case V_LIST: {
+        Seq *s = (Seq *)v.u.o;
+        for (int i = 0; i < s->n; i++)
+            if (watch_value(I, T, s->items[i], depth + 1)) return -1;
+        return 0;
+    }
+    case V_RECORD: {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (watch_value(I, T, r->vals[i], depth + 1)) return -1;
+        return 0;
+    }
+    case V_SCALAR:
+        return interp_raise(I, "watch: a number can be watched only through a name bound to it "
+                               "(let x = 2.0; t.watch(x))");
+    default:
+        if (is_variable(v)) {
+            tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value);
+            return 0;
+        }
+        return interp_raise(I, "watch: cannot watch a value of type %s (expected a tensor or variable, "
+                               "or a tuple, list or record of them)", value_kind_name(v));
+    }
+}
+
+/* t.watch(x, ...) */
+BUILTIN(bi_tape_watch)
+{
+    if (nkw) return interp_raise(I, "watch() takes no keyword arguments");
+    if (argc < 2) return interp_raise(I, "watch() missing argument 'x'");
+    Tape *T = (Tape *)argv[0].u.o;
+    for (int i = 1; i < argc; i++)
+        if (watch_value(I, T, argv[i], 0)) return -1;
+    *out = v_nil();
+    return 0;
+}
+
+/* Sources flattened: the tensors handed to tfe_tape_gradient, and for each
+ * leaf of the structure where its tensors start and how many there are. */
+typedef struct Flat {
+    tfe_tensor **ts;
+    int n, cap;
+    struct Leaf { int start, count; Value v; } *leaves;
+    int nleaves, capleaves;
+} Flat;
+
+static void flat_push(Flat *f, tfe_tensor *t)
+{
+    if (f->n == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 8;
+        f->ts = realloc(f->ts, sizeof *f->ts * (size_t)f->cap);
+    }
+    f->ts[f->n++] = t;
+}
+
+static void flat_free(Flat *f)
+{
+    for (int i = 0; i < f->n; i++) tensor_decref(f->ts[i]);
+    free(f->ts);
+    free(f->leaves);
+}
+
+static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f, int depth)
+{
+    if (depth > 100) return interp_raise(I, "%s: the sources are nested too deeply", fn);
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *s = (Seq *)v.u.o;
+        for (int i = 0; i < s->n; i++)
+            if (flatten_sources(I, fn, T, s->items[i], f, depth + 1)) return -1;
+        return 0;
+    }
+    if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (flatten_sources(I, fn, T, r->vals[i], f, depth + 1)) return -1;
+        return 0;
+    }
+    if (f->nleaves == f->capleaves) {
+        f->capleaves = f->capleaves ? f->capleaves * 2 : 8;
+        f->leaves = realloc(f->leaves, sizeof *f->leaves * (size_t)f->capleaves);
+    }
+    struct Leaf *L = &f->leaves[f->nleaves];
+    L->start = f->n;
+    L->v = v;
+    if (v.kind == V_TENSOR || v.kind == V_SCALAR) {
+        flat_push(f, value_to_tensor(v));
+    } else if (is_variable(v)) {
+        for (int i = 0; i < T->nreads; i++)
+            if (T->reads[i].var == (Variable *)v.u.o) {
+                tensor_incref(T->reads[i].t);
+                flat_push(f, T->reads[i].t);
+            }
+    } else {
+        return interp_raise(I, "%s: sources must be tensors or variables (or tuples, lists, records of them), got %s",
+                            fn, value_kind_name(v));
+    }
+    L->count = f->n - L->start;
+    f->nleaves++;
+    return 0;
+}
+
+static tfe_tensor *zeros_op(const tfe_tensor *like)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = like->dtype;
+    at.nints = like->rank;
+    memcpy(at.ints, like->shape, sizeof(int64_t) * (size_t)like->rank);
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* Rebuild the structure of v with each leaf replaced by its gradient. */
+static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Value *out)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *s = (Seq *)v.u.o, *r = seq_new(s->n);
+        r->h.kind = v.kind;
+        Value res = v_obj((ValueKind)v.kind, r);
+        for (int i = 0; i < s->n; i++) {
+            Value x;
+            if (unflatten(I, s->items[i], f, g, leaf, &x)) { value_decref(res); return -1; }
+            seq_push_take(r, x);
+        }
+        *out = res;
+        return 0;
+    }
+    if (v.kind == V_RECORD) {
+        Record *s = (Record *)v.u.o, *r = record_new();
+        Value res = v_obj(V_RECORD, r);
+        for (int i = 0; i < s->n; i++) {
+            Value x;
+            if (unflatten(I, s->vals[i], f, g, leaf, &x)) { value_decref(res); return -1; }
+            record_set_take(r, s->keys[i]->s, s->keys[i]->len, x);
+        }
+        *out = res;
+        return 0;
+    }
+    struct Leaf *L = &f->leaves[(*leaf)++];
+    tfe_tensor *r = NULL;
+    if (L->count == 0) {
+        /* a variable not read while the tape was active: zeros like its value */
+        r = zeros_op(((Variable *)L->v.u.o)->value);
+    } else {
+        r = g[L->start];
+        tensor_incref(r);
+        for (int i = 1; i < L->count && r; i++) {
+            tfe_tensor *s = tfe_binary(OP_ADD, r, g[L->start + i]);
+            tensor_decref(r);
+            r = s;
+        }
+    }
+    if (!r) return interp_raise_tensor_error(I);
+    *out = value_from_tensor_take(r);
+    return 0;
+}
+
+/* The target as a tensor (new ref), or NULL after raising. */
+static tfe_tensor *target_tensor(Interp *I, const char *fn, Value y)
+{
+    if (y.kind == V_TENSOR || y.kind == V_SCALAR) return value_to_tensor(y);
+    if (is_variable(y)) {
+        tensor_incref(((Variable *)y.u.o)->value);
+        return ((Variable *)y.u.o)->value;
+    }
+    interp_raise(I, "%s: the target must be a tensor, got %s", fn, value_kind_name(y));
+    return NULL;
+}
+
+static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
+{
+    tfe_tensor *target = target_tensor(I, fn, y);
+    if (!target) return -1;
+    Flat f = {0};
+    int rc = -1;
+    bool called = false; /* the tape's one call is used only if it was made */
+    tfe_tensor **g = NULL;
+    if (flatten_sources(I, fn, T, xs, &f, 0)) goto done;
+    g = calloc((size_t)(f.n ? f.n : 1), sizeof *g);
+    called = true;
+    if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g)) {
+        rc = interp_raise_tensor_error(I);
+        goto done;
+    }
+    int leaf = 0;
+    rc = unflatten(I, xs, &f, g, &leaf, out);
+done:
+    if (g)
+        for (int i = 0; i < f.n; i++)
+            if (g[i]) tensor_decref(g[i]);
+    free(g);
+    flat_free(&f);
+    tensor_decref(target);
+    if (!T->persistent && called) {
+        T->spent = true;
+        tape_clear_reads(T);
+    }
+    return rc;
+}
+
+/* t.gradient(y, xs) */
+BUILTIN(bi_tape_gradient)
+{
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "gradient", "y, xs", argc - 1, argv + 1, nkw, kwnames, kwvals, a, p)) return -1;
+    return tape_gradient(I, "gradient", (Tape *)argv[0].u.o, a[0], a[1], out);
+}
+
+static int tape_getattr(Interp *I, Obj *o, const char *name, Value *out)
+{
+    (void)I;
+    if (!strcmp(name, "watch")) { *out = bound("watch", bi_tape_watch, NULL, o, true); return 0; }
+    if (!strcmp(name, "gradient")) { *out = bound("gradient", bi_tape_gradient, NULL, o, false); return 0; }
+    if (!strcmp(name, "persistent")) { *out = v_bool(((Tape *)o)->persistent); return 0; }
+    return 1;
+}
+
+static const ObjectClass tape_class = {
+    .name = "tape", .free = tape_free, .repr = tape_repr, .getattr = tape_getattr,
+    .enter = tape_enter, .exit = tape_exit,
+};
+
+/* tape(persistent=false) */
+BUILTIN(bi_tape)
+{
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "tape", "persistent=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    bool persistent = false;
+    if (p[0]) {
+        if (a[0].kind != V_SCALAR || a[0].dtype != TFE_BOOL)
+            return interp_raise(I, "tape: persistent must be a bool, got %s", value_kind_name(a[0]));
+        persistent = a[0].u.i != 0;
+    }
+    Tape *T = tape_alloc(persistent, true);
+    if (!T) return interp_raise_tensor_error(I);
+    *out = v_obj(V_OBJECT, T);
+    return 0;
+}
+
+/* --- params(obj) ---------------------------------------------------------------------- */
+
+typedef struct Walk {
+    Record *out;
+    const void **seen;   /* containers and variables already visited */
+    int nseen, capseen;
+} Walk;
+
+static bool walk_seen(Walk *w, const void *p)
+{
+    for (int i = 0; i < w->nseen; i++)
+        if (w->seen[i] == p) return true;
+    if (w->nseen == w->capseen) {
+        w->capseen = w->capseen ? w->capseen * 2 : 16;
+        w->seen = realloc(w->seen, sizeof *w->seen * (size_t)w->capseen);
+    }
+    w->seen[w->nseen++] = p;
+    return false;
+}
+
+static void walk_params(Walk *w, Value v, char *path, size_t len, size_t cap)
+{
+    if (!v_is_obj(v) || v.kind == V_STR || walk_seen(w, v.u.o)) return;
+    if (is_variable(v)) {
+        Variable *var = (Variable *)v.u.o;
+        if (!var->trainable) return;
+        const char *key = len ? path : (var->name ? var->name : "value");
+        value_incref(v);
+        record_set_take(w->out, key, strlen(key), v);
+        return;
+    }
+    int n = 0;
+    Seq *s = NULL;
+    Record *r = NULL;
+    if (v.kind == V_TUPLE || v.kind == V_LIST) { s = (Seq *)v.u.o; n = s->n; }
+    else if (v.kind == V_RECORD || v.kind == V_MODULE) { r = (Record *)v.u.o; n = r->n; }
+    else return;
+    for (int i = 0; i < n; i++) {
+        char idx[32];
+        const char *k = idx;
+        size_t klen;
+        if (s) klen = (size_t)snprintf(idx, sizeof idx, "%d", i);
+        else { k = r->keys[i]->s; klen = r->keys[i]->len; }
+        size_t nl = len + (len ? 1 : 0) + klen;
+        if (nl + 1 > cap) continue; /* absurdly deep: skip rather than truncate a path */
+        if (len) path[len] = '.';
+        memcpy(path + len + (len ? 1 : 0), k, klen);
+        path[nl] = 0;
+        walk_params(w, s ? s->items[i] : r->vals[i], path, nl, cap);
+        path[len] = 0;
+    }
+}
+
+/* params(obj): a record path -> variable of every trainable variable
+ * reachable from obj, in traversal order, each once (at its first path). */
+BUILTIN(bi_params)
+{
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "params", "obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    Walk w = {.out = record_new()};
+    char path[4096] = "";
+    walk_params(&w, a[0], path, 0, sizeof path);
+    free(w.seen);
+    *out = v_obj(V_RECORD, w.out);
+    return 0;
+}
+
+/* --- grad(f, argnums=0), value_and_grad(f, argnums=0) -------------------------------
+ * The returned function is a Builtin whose self is the tuple (f, argnums):
+ * self is released with the Builtin, so nothing else needs freeing. */
+
+static const char *const grad_names[] = {"grad", "value_and_grad"};
+
+/* The argnums as a list of indices; *multi when a tuple was given. */
+static int parse_argnums(Interp *I, const char *fn, Value a, int *idx, int *n, bool *multi)
+{
+    Seq *s = seq_as(a);
+    *multi = s != NULL;
+    int cnt = s ? s->n : 1;
+    if (a.kind == V_LIST) return interp_raise(I, "%s: argnums must be an int or a tuple of ints, got list", fn);
+    if (cnt > 64) return interp_raise(I, "%s: at most 64 argnums", fn);
+    for (int i = 0; i < cnt; i++) {
+        Value x = s ? s->items[i] : a;
+        if (x.kind != V_SCALAR || !dtype_is_int((tfe_dtype)x.dtype))
+            return interp_raise(I, "%s: argnums must be an int or a tuple of ints, got %s", fn, value_kind_name(x));
+        if (x.u.i < 0) return interp_raise(I, "%s: argnums must be non-negative, got %lld", fn, (long long)x.u.i);
+        idx[i] = (int)x.u.i;
+    }
+    *n = cnt;
+    return 0;
+}
+
+/* The argument as the function will see it, with everything differentiable
+ * watched on T: tensors as they are, scalars boxed (a fresh tensor that then
+ * has an identity), containers rebuilt only when something inside was boxed. */
+static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, int depth)
+{
+    if (depth > 100) return interp_raise(I, "%s: the argument is nested too deeply", fn);
+    if (v.kind == V_SCALAR) {
+        tfe_tensor *t = value_to_tensor(v);
+        tfe_tape_watch(T->tape, t);
+        *out = v_tensor_take(t);
+        return 0;
+    }
+    if (v.kind == V_TENSOR) {
+        tfe_tape_watch(T->tape, v.u.t);
+    } else if (is_variable(v)) {
+        tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value);
+    } else if (v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD) {
+        Seq *s = seq_as(v);
+        Record *r = s ? NULL : (Record *)v.u.o;
+        int n = s ? s->n : r->n;
+        Value *items = malloc(sizeof(Value) * (size_t)(n ? n : 1));
+        bool changed = false;
+        for (int i = 0; i < n; i++) {
+            Value x = s ? s->items[i] : r->vals[i];
+            if (watch_arg(I, fn, T, x, &items[i], depth + 1)) {
+                for (int j = 0; j < i; j++) value_decref(items[j]);
+                free(items);
+                return -1;
+            }
+            changed |= items[i].kind != x.kind || (v_is_obj(x) && items[i].u.o != x.u.o);
+        }
+        if (!changed) {
+            for (int i = 0; i < n; i++) value_decref(items[i]);
+            free(items);
+        } else if (s) {
+            Seq *c = seq_new(n);
+            c->h.kind = v.kind;
+            for (int i = 0; i < n; i++) seq_push_take(c, items[i]);
+            free(items);
+            *out = v_obj((ValueKind)v.kind, c);
+            return 0;
+        } else {
+            Record *c = record_new();
+            for (int i = 0; i < n; i++) record_set_take(c, r->keys[i]->s, r->keys[i]->len, items[i]);
+            free(items);
+            *out = v_obj(V_RECORD, c);
+            return 0;
+        }
+    } else {
+        return interp_raise(I, "%s: cannot differentiate with respect to a value of type %s", fn,
+                            value_kind_name(v));
+    }
+    value_incref(v);
+    *out = v;
+    return 0;
+}
+
+/* g(*args): argv[0] is self = (f, argnums). */
+BUILTIN(bi_grad_call)
+{
+    int mode = (int)(intptr_t)data;
+    const char *fn = grad_names[mode];
+    Seq *self = (Seq *)argv[0].u.o;
+    Value f = self->items[0];
+    int idx[64], nidx;
+    bool multi;
+    if (parse_argnums(I, fn, self->items[1], idx, &nidx, &multi)) return -1;
+    argc--, argv++;
+    for (int i = 0; i < nidx; i++)
+        if (idx[i] >= argc)
+            return interp_raise(I, "%s: argnums %d is out of range: the function was called with %d positional argument%s",
+                                fn, idx[i], argc, argc == 1 ? "" : "s");
+    Tape *T = tape_alloc(false, false);
+    if (!T) return interp_raise_tensor_error(I);
+    Value *args = malloc(sizeof(Value) * (size_t)(argc ? argc : 1));
+    for (int i = 0; i < argc; i++) { args[i] = argv[i]; value_incref(args[i]); }
+    int rc = -1;
+    Value y = v_nil(), srcs = v_nil(), grads = v_nil();
+    tape_start(T);
+    for (int k = 0; k < nidx; k++) {
+        int i = idx[k];
+        bool again = false;
+        for (int j = 0; j < k; j++) again |= idx[j] == i;
+        if (again) continue;
+        Value w;
+        if (watch_arg(I, fn, T, args[i], &w, 0)) { tape_stop(T); goto done; }
+        value_decref(args[i]);
+        args[i] = w;
+    }
+    Loc here = I->cur_loc;
+    rc = call_value(I, f, argc, args, nkw, kwnames, kwvals, &y);
+    I->cur_loc = here; /* errors below are about this call, not about f's last line */
+    tape_stop(T);
+    if (rc) goto done;
+    rc = -1;
+    if (y.kind != V_TENSOR && y.kind != V_SCALAR && !is_variable(y)) {
+        interp_raise(I, "%s: the function must return a tensor, got %s", fn, value_kind_name(y));
+        goto done;
+    }
+    /* the sources, in the shape of the result: one value or a tuple */
+    if (multi) {
+        Value items[64];
+        for (int k = 0; k < nidx; k++) items[k] = args[idx[k]];
+        srcs = value_seq_tuple(nidx, items);
+    } else {
+        srcs = args[idx[0]];
+        value_incref(srcs);
+    }
+    if (tape_gradient(I, fn, T, y, srcs, &grads)) goto done;
+    if (mode == 1) {
+        Value pair[2] = {y, grads};
+        *out = value_seq_tuple(2, pair);
+        value_decref(grads);
+    } else {
+        *out = grads;
+    }
+    rc = 0;
+done:
+    value_decref(y);
+    value_decref(srcs);
+    for (int i = 0; i < argc; i++) value_decref(args[i]);
+    free(args);
+    value_decref(v_obj(V_OBJECT, T));
+    return rc;
+}
+
+/* grad(f, argnums=0) and value_and_grad(f, argnums=0): data 0 or 1 */
+BUILTIN(bi_grad)
+{
+    int mode = (int)(intptr_t)data;
+    const char *fn = grad_names[mode];
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, fn, "f, argnums=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_FN && a[0].kind != V_BUILTIN)
+        return interp_raise(I, "%s: f must be a function, got %s", fn, value_kind_name(a[0]));
+    Value argnums = p[1] ? a[1] : v_int(0);
+    int idx[64], n;
+    bool multi;
+    if (parse_argnums(I, fn, argnums, idx, &n, &multi)) return -1;
+    if (multi && n == 0) return interp_raise(I, "%s: argnums must not be empty", fn);
+    Value pair[2] = {a[0], argnums};
+    Value self = value_seq_tuple(2, pair);
+    Value g = builtin_new(fn, bi_grad_call, (void *)(intptr_t)mode);
+    ((Builtin *)g.u.o)->self = self;
+    *out = g;
+    return 0;
+}
+
+void builtins_autodiff_register(Interp *I)
+{
+    interp_define_builtin(I, "variable", bi_variable, NULL);
+    interp_define_builtin(I, "tape", bi_tape, NULL);
+    interp_define_builtin(I, "params", bi_params, NULL);
+    interp_define_builtin(I, "grad", bi_grad, (void *)(intptr_t)0);
+    interp_define_builtin(I, "value_and_grad", bi_grad, (void *)(intptr_t)1);
+}

@@ -3,6 +3,7 @@
  * shape/axis helpers shared by infer rules. */
 #include <string.h>
 
+#include "tensor/grad.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 
@@ -65,7 +66,8 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
         return -1;
     }
     /* HOOK (issue 4, autodiff): record (op, in, at, out) on the active tapes
-     * here, after the kernel succeeded. */
+     * here, after the kernel succeeded (F_VIEW/F_SELFOUT kernels included). */
+    if (tfe_tapes_active) tfe_tape_record(&c);
     return 0;
 }
 

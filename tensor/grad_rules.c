@@ -1,2 +1,1022 @@
-/* grad_rules.c — gradient rules of every op (being written for issue 4). */
+/* grad_rules.c — the gradient rule of every op (the eighth column of
+ * tensor/ops.def and ops_nn.def), the rule table tfe_grads and tfe_unbroadcast.
+ * Rules are made of ops only (tfe_execute and its wrappers; never kernels, never
+ * tensor data), so that a rule run under an outer tape is itself recorded
+ * (higher order) and, later, a rule run while tracing is staged. Conventions
+ * at ties, zeros and other edges are documented at each rule. */
+#include <math.h>
+#include <string.h>
+
 #include "tensor/grad.h"
+#include "tensor/kernels.h" /* kn_axis, kn_axes_mask: metadata helpers only */
+
+/* On entry dx[i] is NULL (compute input i's gradient) or TFE_GRAD_SKIP (the
+ * caller does not need it: e.g. the tape for an input no source reaches, such
+ * as the data x of x @ w, whose gradient would cost as much as the forward
+ * matmul). Rules skip such inputs and store NULL. Proposed for grad.h; defined
+ * here until it is there. */
+#ifndef TFE_GRAD_SKIP
+#define TFE_GRAD_SKIP ((tfe_tensor *)1)
+#endif
+
+const tfe_grad_fn tfe_grads[TFE_NOPS] = {
+#define OP(id, name, nin, nout, flags, infer, kernel, grad) [OP_##id] = grad,
+#include "tensor/ops.def"
+#undef OP
+};
+
+/* ---- a scope of temporaries ----------------------------------------------------
+ * Every op result a rule makes is kept in its scope and released at the end;
+ * the results stored in dx[] get their own reference. The helpers pass NULL
+ * through (an earlier op failed, its error is set), so a rule reads as a
+ * straight sequence of ops and checks for failure once, at the end. */
+#define SCOPE_CAP 96
+
+typedef struct scope {
+    tfe_tensor *t[SCOPE_CAP];
+    int n;
+    bool failed;
+} scope;
+
+static tfe_tensor *keep(scope *s, tfe_tensor *t) {
+    if (!t) {
+        s->failed = true;
+        return NULL;
+    }
+    if (s->n == SCOPE_CAP) { /* a rule bug, not a user error */
+        tensor_decref(t);
+        tfe_error_set("gradient: too many temporaries in one rule");
+        s->failed = true;
+        return NULL;
+    }
+    s->t[s->n++] = t;
+    return t;
+}
+
+static void scope_release(scope *s) {
+    for (int i = 0; i < s->n; i++) tensor_decref(s->t[i]);
+    s->n = 0;
+}
+
+static tfe_tensor *call(scope *s, tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at) {
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL;
+    return keep(s, tfe_call1(op, nin, in, at));
+}
+
+static tfe_tensor *U(scope *s, tfe_op op, tfe_tensor *x) { return call(s, op, 1, &x, NULL); }
+
+static tfe_tensor *B(scope *s, tfe_op op, tfe_tensor *a, tfe_tensor *b) {
+    tfe_tensor *in[2] = {a, b};
+    return call(s, op, 2, in, NULL);
+}
+
+static tfe_tensor *where(scope *s, tfe_tensor *cond, tfe_tensor *a, tfe_tensor *b) {
+    tfe_tensor *in[3] = {cond, a, b};
+    return call(s, OP_WHERE, 3, in, NULL);
+}
+
+/* A tensor of shape (rank, shape) filled with v, dtype dt (0-d: rank 0). */
+static tfe_tensor *full(scope *s, double v, tfe_dtype dt, int rank, const int64_t *shape) {
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = dt;
+    at.f[0] = v;
+    at.nints = rank;
+    for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
+    return call(s, OP_FULL, 0, NULL, &at);
+}
+
+/* A 0-d constant of t's dtype (so that it never promotes t). */
+static tfe_tensor *K(scope *s, double v, const tfe_tensor *t) {
+    return t ? full(s, v, t->dtype, 0, NULL) : NULL;
+}
+
+/* a op constant v, in a's dtype */
+static tfe_tensor *Bc(scope *s, tfe_op op, tfe_tensor *a, double v) { return B(s, op, a, K(s, v, a)); }
+
+static tfe_tensor *cast(scope *s, tfe_tensor *x, tfe_dtype dt) {
+    if (!x) return NULL;
+    if (x->dtype == dt) return x;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = dt;
+    return call(s, OP_CAST, 1, &x, &at);
+}
+
+static tfe_tensor *reshape(scope *s, tfe_tensor *x, int rank, const int64_t *shape) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = rank;
+    for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
+    return call(s, OP_RESHAPE, 1, &x, &at);
+}
+
+static tfe_tensor *broadcast_to(scope *s, tfe_tensor *x, int rank, const int64_t *shape) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = rank;
+    for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
+    return call(s, OP_BROADCAST_TO, 1, &x, &at);
+}
+
+/* reduce x over the axes in mask (an empty mask is no reduction) */
+static tfe_tensor *reduce(scope *s, tfe_op op, tfe_tensor *x, unsigned mask, bool keepdims) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 0;
+    at.keepdims = keepdims;
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) at.axes[at.naxes++] = i;
+    if (at.naxes == 0) return keep(s, (tensor_incref(x), x));
+    return call(s, op, 1, &x, &at);
+}
+
+/* the last two axes swapped (matmul) */
+static tfe_tensor *mT(scope *s, tfe_tensor *x) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = x->rank;
+    for (int i = 0; i < x->rank; i++) at.ints[i] = i;
+    at.ints[x->rank - 2] = x->rank - 1;
+    at.ints[x->rank - 1] = x->rank - 2;
+    return call(s, OP_TRANSPOSE, 1, &x, &at);
+}
+
+/* Only float tensors take a gradient. */
+static bool is_float(const tfe_tensor *x) { return dtype_is_float(x->dtype); }
+
+/* Is input t's gradient wanted? t is float and its caller did not mark it
+ * TFE_GRAD_SKIP (grad.h; inputs past the 64th are always computed). A
+ * tensor passed twice (x * x) is found at its first position; the caller's
+ * mark is per tensor, so both positions agree. */
+static bool want_(const tfe_opcall *c, uint64_t skip, const tfe_tensor *t) {
+    if (!is_float(t)) return false;
+    for (int i = 0; i < c->nin && i < 64; i++)
+        if (c->in[i] == t) return !((skip >> i) & 1);
+    return true;
+}
+
+/* Stores the gradient g of input x in *dx: broadcasting undone, cast to x's
+ * dtype. x not float: *dx stays NULL. g NULL: an op failed (error set). */
+static void set_dx(scope *s, tfe_tensor **dx, tfe_tensor *g, const tfe_tensor *x) {
+    *dx = NULL;
+    if (!is_float(x)) return;
+    if (!g) {
+        s->failed = true;
+        return;
+    }
+    tfe_tensor *u = keep(s, tfe_unbroadcast(g, x->rank, x->shape));
+    u = cast(s, u, x->dtype);
+    if (u) {
+        tensor_incref(u);
+        *dx = u;
+    }
+}
+
+/* The end of every rule: releases the temporaries; on failure also the
+ * gradients already stored (the caller sees NULLs and -1). */
+static int finish(scope *s, const tfe_opcall *c, tfe_tensor **dx) {
+    scope_release(s);
+    if (!s->failed) return 0;
+    for (int i = 0; i < c->nin; i++)
+        if (dx[i]) {
+            tensor_decref(dx[i]);
+            dx[i] = NULL;
+        }
+    return -1;
+}
+
+#define RULE(name) \
+    int name(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *const *dy, tfe_tensor **dx)
+/* BEGIN reads the caller's marks (dx[i] == TFE_GRAD_SKIP: not wanted) and
+ * clears dx[]; wants(t) then tells whether input t needs its gradient. */
+#define BEGIN                                                           \
+    scope S_ = {.n = 0, .failed = false}, *s = &S_;                     \
+    uint64_t skip_ = 0;                                                 \
+    for (int i_ = 0; i_ < c->nin; i_++) {                               \
+        if (i_ < 64 && dx[i_] == TFE_GRAD_SKIP) skip_ |= (uint64_t)1 << i_; \
+        dx[i_] = NULL;                                                  \
+    }                                                                   \
+    tfe_tensor *x = c->nin > 0 ? c->in[0] : NULL, *G = dy[0], *Y = y[0];   \
+    (void)x; (void)G; (void)Y
+#define END return finish(s, c, dx)
+#define wants(t) want_(c, skip_, (t))
+
+/* ---- tfe_unbroadcast -------------------------------------------------------------- */
+
+tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape) {
+    char b1[200], b2[200];
+    int lead = g->rank - rank;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 0;
+    bool ok = lead >= 0;
+    for (int i = 0; ok && i < g->rank; i++) {
+        if (i < lead) at.axes[at.naxes++] = i;
+        else if (g->shape[i] != shape[i - lead]) {
+            if (shape[i - lead] == 1) at.axes[at.naxes++] = i;
+            else ok = false;
+        }
+    }
+    if (!ok) {
+        tfe_error_set("gradient: cannot reduce a gradient of shape %s to shape %s",
+                      shape_str(g->rank, g->shape, b1), shape_str(rank, shape, b2));
+        return NULL;
+    }
+    if (at.naxes == 0) {
+        tensor_incref(g);
+        return g;
+    }
+    tfe_tensor *r = tfe_call1(OP_SUM, 1, &g, &at);
+    if (!r || r->rank == rank) return r; /* only leading axes were summed */
+    tfe_attrs rt;
+    tfe_attrs_init(&rt);
+    rt.nints = rank;
+    for (int i = 0; i < rank; i++) rt.ints[i] = shape[i];
+    tfe_tensor *o = tfe_call1(OP_RESHAPE, 1, &r, &rt);
+    tensor_decref(r);
+    return o;
+}
+
+/* ---- no gradient --------------------------------------------------------------- */
+
+RULE(grad_none) {
+    (void)y;
+    (void)dy;
+    for (int i = 0; i < c->nin; i++) dx[i] = NULL;
+    return 0;
+}
+
+/* ---- unary elementwise --------------------------------------------------------- */
+
+RULE(grad_neg) { BEGIN; if (wants(x)) set_dx(s, &dx[0], U(s, OP_NEG, G), x); END; }
+RULE(grad_copy) { BEGIN; if (wants(x)) set_dx(s, &dx[0], G, x); END; }
+
+/* d|x| = sign(x): 0 at x = 0 (the subgradient TensorFlow, JAX, PyTorch use) */
+RULE(grad_abs) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_MUL, G, U(s, OP_SIGN, x)), x);
+    END;
+}
+
+/* sign is piecewise constant: a zero gradient (also at 0) */
+RULE(grad_sign) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], full(s, 0, G->dtype, x->rank, x->shape), x);
+    END;
+}
+
+RULE(grad_exp) { BEGIN; if (wants(x)) set_dx(s, &dx[0], B(s, OP_MUL, G, Y), x); END; }
+RULE(grad_log) { BEGIN; if (wants(x)) set_dx(s, &dx[0], B(s, OP_DIV, G, x), x); END; }
+RULE(grad_log1p) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_DIV, G, Bc(s, OP_ADD, x, 1)), x);
+    END;
+}
+
+/* d sqrt(x) = 0.5 / sqrt(x) (inf at 0, as everywhere) */
+RULE(grad_sqrt) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_DIV, Bc(s, OP_MUL, G, 0.5), Y), x);
+    END;
+}
+
+/* d x^(-1/2) = -0.5 y^3 */
+RULE(grad_rsqrt) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *y3 = B(s, OP_MUL, B(s, OP_MUL, Y, Y), Y);
+        set_dx(s, &dx[0], B(s, OP_MUL, Bc(s, OP_MUL, G, -0.5), y3), x);
+    }
+    END;
+}
+
+RULE(grad_sin) { BEGIN; if (wants(x)) set_dx(s, &dx[0], B(s, OP_MUL, G, U(s, OP_COS, x)), x); END; }
+RULE(grad_cos) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], U(s, OP_NEG, B(s, OP_MUL, G, U(s, OP_SIN, x))), x);
+    END;
+}
+
+/* 1 - y^2 */
+RULE(grad_tanh) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *d = B(s, OP_SUB, K(s, 1, Y), B(s, OP_MUL, Y, Y));
+        set_dx(s, &dx[0], B(s, OP_MUL, G, d), x);
+    }
+    END;
+}
+
+/* y (1 - y) */
+RULE(grad_sigmoid) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *d = B(s, OP_MUL, Y, B(s, OP_SUB, K(s, 1, Y), Y));
+        set_dx(s, &dx[0], B(s, OP_MUL, G, d), x);
+    }
+    END;
+}
+
+/* 1 where x > 0; 0 at x = 0 (as TensorFlow, JAX and PyTorch) */
+RULE(grad_relu) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], where(s, B(s, OP_GT, x, K(s, 0, x)), G, K(s, 0, G)), x);
+    END;
+}
+
+/* gelu(x) = x Phi(x); d = Phi(x) + x phi(x). There is no erf op, so Phi is
+ * gelu(x) / x, and at x = 0 it is 1/2 + x phi(x): the value 1/2 with the
+ * right derivative phi(0), so that higher orders are right at 0 too. The
+ * division is guarded (x replaced by 1 where x = 0) so that a higher-order
+ * gradient never meets 0/0. */
+RULE(grad_gelu) {
+    BEGIN;
+    if (wants(x)) {
+        /* phi(x) = exp(-x^2/2) / sqrt(2 pi) */
+        tfe_tensor *phi = Bc(s, OP_MUL, U(s, OP_EXP, Bc(s, OP_MUL, B(s, OP_MUL, x, x), -0.5)),
+                             0.39894228040143267794);
+        tfe_tensor *xphi = B(s, OP_MUL, x, phi);
+        tfe_tensor *is0 = B(s, OP_EQ, x, K(s, 0, x));
+        tfe_tensor *xs = where(s, is0, K(s, 1, x), x);
+        tfe_tensor *Phi = where(s, is0, Bc(s, OP_ADD, xphi, 0.5), B(s, OP_DIV, Y, xs));
+        tfe_tensor *d = B(s, OP_ADD, Phi, xphi);
+        set_dx(s, &dx[0], B(s, OP_MUL, G, d), x);
+    }
+    END;
+}
+
+RULE(grad_softplus) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_MUL, G, U(s, OP_SIGMOID, x)), x);
+    END;
+}
+
+/* float -> float: the gradient cast back (set_dx casts); to or from an int/bool
+ * dtype: no gradient */
+RULE(grad_cast) {
+    BEGIN;
+    if (wants(x) && dtype_is_float(c->at->dtype)) set_dx(s, &dx[0], G, x);
+    END;
+}
+
+/* ---- binary elementwise (broadcasting undone by set_dx) --------------------------- */
+
+RULE(grad_add) {
+    BEGIN;
+    if (wants(c->in[0])) set_dx(s, &dx[0], G, c->in[0]);
+    if (wants(c->in[1])) set_dx(s, &dx[1], G, c->in[1]);
+    END;
+}
+
+RULE(grad_sub) {
+    BEGIN;
+    if (wants(c->in[0])) set_dx(s, &dx[0], G, c->in[0]);
+    if (wants(c->in[1])) set_dx(s, &dx[1], U(s, OP_NEG, G), c->in[1]);
+    END;
+}
+
+RULE(grad_mul) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (wants(a)) set_dx(s, &dx[0], B(s, OP_MUL, G, b), a);
+    if (wants(b)) set_dx(s, &dx[1], B(s, OP_MUL, G, a), b);
+    END;
+}
+
+/* da = G / b, db = -G a / b^2 = -G y / b */
+RULE(grad_div) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (wants(a)) set_dx(s, &dx[0], B(s, OP_DIV, G, b), a);
+    if (wants(b)) set_dx(s, &dx[1], U(s, OP_NEG, B(s, OP_DIV, B(s, OP_MUL, G, Y), b)), b);
+    END;
+}
+
+/* mod(a, b) = a - b floor(a / b): da = 1, db = -floor(a / b) (the jumps of
+ * floor are ignored, as everywhere) */
+RULE(grad_mod) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (wants(a)) set_dx(s, &dx[0], G, a);
+    if (wants(b)) {
+        tfe_tensor *q = U(s, OP_FLOOR, B(s, OP_DIV, a, b));
+        set_dx(s, &dx[1], U(s, OP_NEG, B(s, OP_MUL, G, q)), b);
+    }
+    END;
+}
+
+/* y = a^b. da = b a^(b-1), computed as b * a^(b'-1) with b' = 1 where b = 0, so
+ * that b = 0 gives 0 even at a = 0 (no 0 * inf). db = y log(a) where a > 0 and
+ * 0 where a <= 0 (JAX's convention; log is taken of a guarded a, so no NaN
+ * reaches a higher-order gradient). */
+RULE(grad_pow) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (wants(a)) {
+        tfe_tensor *bs = where(s, B(s, OP_EQ, b, K(s, 0, b)), K(s, 1, b), b);
+        tfe_tensor *p = B(s, OP_POW, a, Bc(s, OP_SUB, bs, 1));
+        set_dx(s, &dx[0], B(s, OP_MUL, G, B(s, OP_MUL, b, p)), a);
+    }
+    if (wants(b)) {
+        tfe_tensor *pos = B(s, OP_GT, a, K(s, 0, a));
+        tfe_tensor *as = where(s, pos, a, K(s, 1, a));
+        tfe_tensor *d = B(s, OP_MUL, B(s, OP_MUL, G, Y), U(s, OP_LOG, as));
+        set_dx(s, &dx[1], where(s, pos, d, K(s, 0, d)), b);
+    }
+    END;
+}
+
+/* maximum/minimum: the gradient goes to the larger (smaller) operand; at a tie
+ * it is split evenly, half to each (as JAX and PyTorch; TensorFlow gives all
+ * to a). NaN propagates from either operand, and the gradient goes to the
+ * operand the NaN came from (to a when both are NaN). */
+static int minmax_rule(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *const *dy,
+                       tfe_tensor **dx, tfe_op cmp) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (wants(a) || wants(b)) {
+        tfe_tensor *to_a = B(s, OP_LOGICAL_OR, B(s, cmp, a, b), U(s, OP_ISNAN, a));
+        tfe_tensor *wa = where(s, to_a, K(s, 1, G),
+                               where(s, B(s, OP_EQ, a, b), K(s, 0.5, G), K(s, 0, G)));
+        if (wants(a)) set_dx(s, &dx[0], B(s, OP_MUL, G, wa), a);
+        if (wants(b)) set_dx(s, &dx[1], B(s, OP_MUL, G, B(s, OP_SUB, K(s, 1, G), wa)), b);
+    }
+    END;
+}
+RULE(grad_maximum) { return minmax_rule(c, y, dy, dx, OP_GT); }
+RULE(grad_minimum) { return minmax_rule(c, y, dy, dx, OP_LT); }
+
+/* ---- ternary ------------------------------------------------------------------- */
+
+/* where(cond, a, b): cond gets none; a gets G where cond, b the rest */
+RULE(grad_where) {
+    BEGIN;
+    tfe_tensor *cond = c->in[0], *a = c->in[1], *b = c->in[2];
+    if (wants(a)) set_dx(s, &dx[1], where(s, cond, G, K(s, 0, G)), a);
+    if (wants(b)) set_dx(s, &dx[2], where(s, cond, K(s, 0, G), G), b);
+    END;
+}
+
+/* clip(x, lo, hi) = min(max(x, lo), hi). The gradient goes to x where
+ * lo <= x <= hi (bounds included), to lo where x < lo <= hi, to hi where
+ * x > hi or lo > hi (then the result is hi everywhere): the three masks
+ * partition every element except a NaN x (result NaN), which sends none. */
+RULE(grad_clip) {
+    BEGIN;
+    tfe_tensor *lo = c->in[1], *hi = c->in[2];
+    tfe_tensor *z = K(s, 0, G);
+    if (wants(x)) {
+        tfe_tensor *m = B(s, OP_LOGICAL_AND, B(s, OP_LE, lo, x), B(s, OP_LE, x, hi));
+        set_dx(s, &dx[0], where(s, m, G, z), x);
+    }
+    if (wants(lo)) {
+        tfe_tensor *m = B(s, OP_LOGICAL_AND, B(s, OP_LT, x, lo), B(s, OP_LE, lo, hi));
+        set_dx(s, &dx[1], where(s, m, G, z), lo);
+    }
+    if (wants(hi)) {
+        tfe_tensor *m = B(s, OP_LOGICAL_OR, B(s, OP_GT, x, hi), B(s, OP_GT, lo, hi));
+        set_dx(s, &dx[2], where(s, m, G, z), hi);
+    }
+    END;
+}
+
+/* ---- reductions ----------------------------------------------------------------- */
+
+/* The reduced axes of c as a mask, the keepdims shape of x (reduced axes 1)
+ * and the element count of one reduced group. */
+typedef struct red_geom {
+    unsigned mask;
+    int64_t kshape[TFE_MAX_RANK];
+    int64_t count;
+} red_geom;
+
+static int red_geom_of(const tfe_opcall *c, red_geom *r) {
+    const tfe_tensor *x = c->in[0];
+    if (kn_axes_mask(tfe_ops[c->op].name, c->at, x->rank, &r->mask)) return -1;
+    r->count = 1;
+    for (int i = 0; i < x->rank; i++) {
+        bool red = r->mask & (1u << i);
+        r->kshape[i] = red ? 1 : x->shape[i];
+        if (red) r->count *= x->shape[i];
+    }
+    return 0;
+}
+
+/* t (a result of the reduction, or a gradient of one) with the reduced
+ * axes kept as size 1, so that it broadcasts against x */
+static tfe_tensor *keepdims(scope *s, const tfe_opcall *c, const red_geom *r, tfe_tensor *t) {
+    if (!t || c->at->keepdims) return t;
+    return reshape(s, t, c->in[0]->rank, r->kshape);
+}
+
+#define RED_BEGIN                                           \
+    BEGIN;                                                  \
+    red_geom rg;                                            \
+    if (!wants(x)) END;                                     \
+    if (red_geom_of(c, &rg)) return -1;                     \
+    tfe_tensor *Gk = keepdims(s, c, &rg, G);                \
+    (void)Gk
+
+RULE(grad_sum) {
+    RED_BEGIN;
+    set_dx(s, &dx[0], broadcast_to(s, Gk, x->rank, x->shape), x);
+    END;
+}
+
+RULE(grad_mean) {
+    RED_BEGIN;
+    tfe_tensor *g = Bc(s, OP_DIV, Gk, (double)rg.count);
+    set_dx(s, &dx[0], broadcast_to(s, g, x->rank, x->shape), x);
+    END;
+}
+
+/* prod: d/dx_i = the product of the other elements of its group, exactly,
+ * zeros included: with P' = prod(x with its zeros replaced by 1) and z = the
+ * number of zeros in the group, an x_i != 0 gets y / x_i (which is 0 when
+ * z >= 1), an x_i = 0 gets P' when it is the only zero, else 0. */
+RULE(grad_prod) {
+    RED_BEGIN;
+    tfe_tensor *is0 = B(s, OP_EQ, x, K(s, 0, x));
+    tfe_tensor *xs = where(s, is0, K(s, 1, x), x);
+    tfe_tensor *P = reduce(s, OP_PROD, xs, rg.mask, true);
+    tfe_tensor *z = reduce(s, OP_SUM, is0, rg.mask, true);
+    tfe_tensor *Yk = keepdims(s, c, &rg, Y);
+    tfe_tensor *at0 = where(s, B(s, OP_EQ, z, K(s, 1, z)), P, K(s, 0, P));
+    tfe_tensor *d = where(s, is0, at0, B(s, OP_DIV, Yk, xs));
+    set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
+    END;
+}
+
+/* max/min: the gradient is shared evenly among the elements equal to the
+ * result (ties split, as JAX and TensorFlow's reduce_max). A group whose
+ * result is NaN shares it among its NaN elements (only such a group holds
+ * NaNs, as the reduction propagates them). */
+static int extremum_rule(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *const *dy,
+                         tfe_tensor **dx) {
+    RED_BEGIN;
+    tfe_tensor *hit = B(s, OP_LOGICAL_OR, B(s, OP_EQ, x, keepdims(s, c, &rg, Y)), U(s, OP_ISNAN, x));
+    tfe_tensor *eq = cast(s, hit, G->dtype);
+    tfe_tensor *n = reduce(s, OP_SUM, eq, rg.mask, true);
+    set_dx(s, &dx[0], B(s, OP_MUL, B(s, OP_DIV, Gk, n), eq), x);
+    END;
+}
+RULE(grad_max) { return extremum_rule(c, y, dy, dx); }
+RULE(grad_min) { return extremum_rule(c, y, dy, dx); }
+
+/* softmax of x over the reduced axes: exp(x - y) */
+RULE(grad_logsumexp) {
+    RED_BEGIN;
+    tfe_tensor *p = U(s, OP_EXP, B(s, OP_SUB, x, keepdims(s, c, &rg, Y)));
+    set_dx(s, &dx[0], B(s, OP_MUL, Gk, p), x);
+    END;
+}
+
+/* var = sum((x - mean)^2) / (n - ddof): d = 2 (x - mean) / (n - ddof) */
+static tfe_tensor *centered(scope *s, tfe_tensor *x, const red_geom *rg) {
+    return B(s, OP_SUB, x, reduce(s, OP_MEAN, x, rg->mask, true));
+}
+
+RULE(grad_var) {
+    RED_BEGIN;
+    double dof = (double)(rg.count - c->at->ints[0]);
+    tfe_tensor *d = Bc(s, OP_MUL, centered(s, x, &rg), 2.0 / dof);
+    set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
+    END;
+}
+
+/* std = sqrt(var): d = (x - mean) / ((n - ddof) std). Where std = 0 the group
+ * is constant and the gradient 0 (std replaced by 1 in the division). */
+RULE(grad_std) {
+    RED_BEGIN;
+    double dof = (double)(rg.count - c->at->ints[0]);
+    tfe_tensor *Yk = keepdims(s, c, &rg, Y);
+    tfe_tensor *ys = where(s, B(s, OP_EQ, Yk, K(s, 0, Yk)), K(s, 1, Yk), Yk);
+    tfe_tensor *d = B(s, OP_DIV, Bc(s, OP_MUL, centered(s, x, &rg), 1.0 / dof), ys);
+    set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
+    END;
+}
+
+/* softmax/log_softmax reduce over one axis (axes[0], default -1) */
+static tfe_tensor *sum_axis(scope *s, const tfe_opcall *c, tfe_tensor *t) {
+    int axis;
+    if (!t) return NULL;
+    if (kn_axis(tfe_ops[c->op].name, c->at->naxes > 0 ? c->at->axes[0] : -1, t->rank, &axis)) {
+        s->failed = true;
+        return NULL;
+    }
+    return reduce(s, OP_SUM, t, 1u << axis, true);
+}
+
+/* y (G - sum(G y)) */
+RULE(grad_softmax) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *gy = B(s, OP_MUL, G, Y);
+        set_dx(s, &dx[0], B(s, OP_SUB, gy, B(s, OP_MUL, Y, sum_axis(s, c, gy))), x);
+    }
+    END;
+}
+
+/* G - exp(y) sum(G) */
+RULE(grad_log_softmax) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_SUB, G, B(s, OP_MUL, U(s, OP_EXP, Y), sum_axis(s, c, G))), x);
+    END;
+}
+
+/* ---- matmul ----------------------------------------------------------------------- */
+
+/* NumPy semantics: a 1-D a is (1, k) with the 1 dropped from the result, a
+ * 1-D b is (k, 1) likewise; leading axes broadcast. The rule works on the 2-D
+ * forms: da2 = G2 b2^T, db2 = a2^T G2, then undoes the broadcast batch axes. */
+RULE(grad_matmul) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (!wants(a) && !wants(b)) END;
+    int ra = a->rank, rb = b->rank;
+    int64_t sh[TFE_MAX_RANK];
+    tfe_tensor *a2 = a, *b2 = b;
+    if (ra == 1) a2 = reshape(s, a, 2, (int64_t[]){1, a->shape[0]});
+    if (rb == 1) b2 = reshape(s, b, 2, (int64_t[]){b->shape[0], 1});
+    /* G2: G with the dropped size-1 axes restored */
+    int nb = G->rank - (ra >= 2) - (rb >= 2), r = 0;
+    for (; r < nb; r++) sh[r] = G->shape[r];
+    sh[r++] = ra >= 2 ? G->shape[nb] : 1;
+    sh[r++] = rb >= 2 ? G->shape[G->rank - 1] : 1;
+    tfe_tensor *G2 = reshape(s, G, r, sh);
+    if (wants(a)) {
+        /* (.., 1, k) reduces to a 1-D a's (k,) by summing leading axes */
+        set_dx(s, &dx[0], B(s, OP_MATMUL, G2, mT(s, b2)), a);
+    }
+    if (wants(b)) {
+        tfe_tensor *db2 = B(s, OP_MATMUL, mT(s, a2), G2);
+        if (rb == 1 && db2) db2 = reshape(s, db2, db2->rank - 1, db2->shape); /* drop the 1 */
+        set_dx(s, &dx[1], db2, b);
+    }
+    END;
+}
+
+/* ---- shape ---------------------------------------------------------------------------- */
+
+/* reshape, expand_dims, squeeze: G back to x's shape */
+RULE(grad_reshape) { BEGIN; if (wants(x)) set_dx(s, &dx[0], reshape(s, G, x->rank, x->shape), x); END; }
+RULE(grad_expand_dims) { return grad_reshape(c, y, dy, dx); }
+RULE(grad_squeeze) { return grad_reshape(c, y, dy, dx); }
+
+/* the inverse permutation */
+RULE(grad_transpose) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.nints = c->at->nints; /* 0: the reversal, its own inverse */
+        for (int i = 0; i < c->at->nints; i++) {
+            int64_t p = c->at->ints[i] < 0 ? c->at->ints[i] + x->rank : c->at->ints[i];
+            at.ints[p] = i;
+        }
+        set_dx(s, &dx[0], call(s, OP_TRANSPOSE, 1, &G, &at), x);
+    }
+    END;
+}
+
+RULE(grad_broadcast_to) { BEGIN; if (wants(x)) set_dx(s, &dx[0], G, x); END; }
+
+/* slice: G scattered into zeros (set_slice with the same attributes) */
+RULE(grad_slice) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *in[2] = {full(s, 0, G->dtype, x->rank, x->shape), G};
+        set_dx(s, &dx[0], call(s, OP_SET_SLICE, 2, in, c->at), x);
+    }
+    END;
+}
+
+/* set_slice(x, v): x gets G with the slice zeroed, v gets G[slice] */
+RULE(grad_set_slice) {
+    BEGIN;
+    tfe_tensor *v = c->in[1];
+    if (wants(x)) {
+        tfe_tensor *in[2] = {G, K(s, 0, G)};
+        set_dx(s, &dx[0], call(s, OP_SET_SLICE, 2, in, c->at), x);
+    }
+    if (wants(v)) set_dx(s, &dx[1], call(s, OP_SLICE, 1, &G, c->at), v);
+    END;
+}
+
+/* G[..., lo:hi, ...] along axis (a view) */
+static tfe_tensor *slice_axis(scope *s, tfe_tensor *t, int axis, int64_t lo, int64_t hi,
+                              bool drop) {
+    if (!t) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    for (int k = 0; k <= axis; k++) {
+        at.ints[3 * k] = k == axis ? lo : 0;
+        at.ints[3 * k + 1] = k == axis ? hi : t->shape[k];
+        at.ints[3 * k + 2] = 1;
+    }
+    at.nints = 3 * (axis + 1);
+    at.naxes = 0;
+    if (drop) at.axes[at.naxes++] = axis;
+    return call(s, OP_SLICE, 1, &t, &at);
+}
+
+RULE(grad_concat) {
+    BEGIN;
+    int axis;
+    if (kn_axis("concat", c->at->axes[0], x->rank, &axis)) return -1;
+    int64_t off = 0;
+    for (int i = 0; i < c->nin; i++) {
+        int64_t len = c->in[i]->shape[axis];
+        if (wants(c->in[i])) set_dx(s, &dx[i], slice_axis(s, G, axis, off, off + len, false), c->in[i]);
+        off += len;
+    }
+    END;
+}
+
+RULE(grad_stack) {
+    BEGIN;
+    int axis;
+    if (kn_axis("stack", c->at->axes[0], x->rank + 1, &axis)) return -1;
+    for (int i = 0; i < c->nin; i++)
+        if (wants(c->in[i])) set_dx(s, &dx[i], slice_axis(s, G, axis, i, i + 1, true), c->in[i]);
+    END;
+}
+
+/* split: the output gradients concatenated back (the tape passes zeros for
+ * outputs nobody used) */
+RULE(grad_split) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.naxes = 1;
+        at.axes[0] = c->at->axes[0];
+        set_dx(s, &dx[0], call(s, OP_CONCAT, c->nout, dy, &at), x);
+    }
+    END;
+}
+
+/* tile: each repeated axis i is summed over its repetitions, G seen as
+ * (before, reps_i, x_i * after) so that the rank never exceeds 3 */
+RULE(grad_tile) {
+    BEGIN;
+    if (wants(x)) {
+        const tfe_attrs *at = c->at;
+        int r = G->rank;
+        tfe_tensor *g = G;
+        int64_t cur[TFE_MAX_RANK];
+        for (int i = 0; i < r; i++) cur[i] = G->shape[i];
+        bool empty = false;
+        for (int i = 0; i < at->nints; i++) empty |= at->ints[i] == 0;
+        if (empty) g = full(s, 0, G->dtype, x->rank, x->shape); /* no element was tiled */
+        for (int i = 0; i < r && g && !empty; i++) {
+            int ir = i - (r - at->nints);
+            int64_t rep = ir >= 0 ? at->ints[ir] : 1;
+            if (rep == 1) continue;
+            int64_t before = 1, after = 1, xi = cur[i] / rep;
+            for (int k = 0; k < i; k++) before *= cur[k];
+            for (int k = i + 1; k < r; k++) after *= cur[k];
+            g = reshape(s, g, 3, (int64_t[]){before, rep, xi * after});
+            g = reduce(s, OP_SUM, g, 1u << 1, false);
+            cur[i] = xi;
+            g = reshape(s, g, r, cur);
+        }
+        set_dx(s, &dx[0], reshape(s, g, x->rank, x->shape), x);
+    }
+    END;
+}
+
+/* ---- indexing and random ----------------------------------------------------------------- */
+
+static tfe_attrs axis_attrs(const tfe_opcall *c) {
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = c->at->naxes;
+    at.axes[0] = c->at->axes[0];
+    return at;
+}
+
+/* gather: G added into zeros at the indices (repeated indices accumulate) */
+RULE(grad_gather) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at = axis_attrs(c);
+        tfe_tensor *in[3] = {full(s, 0, G->dtype, x->rank, x->shape), c->in[1], G};
+        set_dx(s, &dx[0], call(s, OP_SCATTER_ADD, 3, in, &at), x);
+    }
+    END;
+}
+
+/* scatter_add(x, idx, v): x gets G, v gets G at the indices */
+RULE(grad_scatter_add) {
+    BEGIN;
+    tfe_tensor *v = c->in[2];
+    if (wants(x)) set_dx(s, &dx[0], G, x);
+    if (wants(v)) {
+        tfe_attrs at = axis_attrs(c);
+        tfe_tensor *in[2] = {G, c->in[1]};
+        set_dx(s, &dx[2], call(s, OP_GATHER, 2, in, &at), v);
+    }
+    END;
+}
+
+/* scatter(x, idx, v): x gets G with the written rows zeroed. v gets G at the
+ * indices, but with a repeated index only the write that won (the last, as
+ * the kernel writes in order) gets it; the others were overwritten and get 0.
+ * The winner is found with ops: scattering the positions 0..n-1 into a
+ * vector of the axis length leaves the last position at each index. */
+RULE(grad_scatter) {
+    BEGIN;
+    tfe_tensor *idx = c->in[1], *v = c->in[2];
+    tfe_attrs at = axis_attrs(c);
+    int axis;
+    if (kn_axis("scatter", at.naxes >= 1 ? at.axes[0] : 0, x->rank, &axis)) return -1;
+    if (wants(x)) {
+        tfe_tensor *in[3] = {G, idx, K(s, 0, G)};
+        set_dx(s, &dx[0], call(s, OP_SCATTER, 3, in, &at), x);
+    }
+    if (wants(v)) {
+        int64_t n = tensor_numel(idx);
+        tfe_attrs ar;
+        tfe_attrs_init(&ar);
+        ar.dtype = TFE_INT64;
+        ar.f[0] = 0;
+        ar.f[1] = (double)n;
+        ar.f[2] = 1;
+        tfe_tensor *pos = reshape(s, call(s, OP_ARANGE, 0, NULL, &ar), idx->rank, idx->shape);
+        tfe_tensor *last = full(s, -1, TFE_INT64, 1, &x->shape[axis]);
+        tfe_attrs a0;
+        tfe_attrs_init(&a0);
+        a0.naxes = 1;
+        a0.axes[0] = 0;
+        tfe_tensor *in3[3] = {last, idx, pos};
+        tfe_tensor *winner = call(s, OP_SCATTER, 3, in3, &a0);
+        tfe_tensor *in2[2] = {winner, idx};
+        tfe_tensor *won = B(s, OP_EQ, call(s, OP_GATHER, 2, in2, &a0), pos);
+        /* won has idx's shape; the gathered rows are x.shape[:axis] + idx.shape
+         * + x.shape[axis+1:]: append the trailing axes as 1 */
+        int64_t sh[TFE_MAX_RANK];
+        int r = 0;
+        for (int i = 0; i < idx->rank; i++) sh[r++] = idx->shape[i];
+        for (int i = axis + 1; i < x->rank; i++) sh[r++] = 1;
+        won = reshape(s, won, r, sh);
+        tfe_tensor *in[2] = {G, idx};
+        tfe_tensor *gv = call(s, OP_GATHER, 2, in, &at);
+        set_dx(s, &dx[2], where(s, won, gv, K(s, 0, G)), v);
+    }
+    END;
+}
+
+/* dropout: the same mask, by running dropout on G with the same attributes
+ * (the same seed and counter draw the same numbers, see random.c) */
+RULE(grad_dropout) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *g = cast(s, G, x->dtype);
+        set_dx(s, &dx[0], call(s, OP_DROPOUT, 1, &g, c->at), x);
+    }
+    END;
+}
+
+/* ---- convolution and pooling --------------------------------------------------------------
+ * The backward ops (ops_nn.def, kernels_nn_grad.c) take the forward attributes
+ * with ints[0..4] all given (defaults filled in) and a shape in ints[8..11]. */
+
+/* at: the forward attributes with the defaults of conv2d (pool: false) or
+ * pooling made explicit, and shape in ints[8..11] (when shape is not NULL) */
+static tfe_attrs backprop_attrs(const tfe_attrs *fwd, bool pool, const int64_t *shape) {
+    tfe_attrs at = *fwd;
+    int64_t dflt[5] = {1, 1, 1, 1, 0};
+    if (pool) {
+        dflt[2] = fwd->ints[0];
+        dflt[3] = fwd->ints[1];
+    }
+    for (int i = fwd->nints; i < 5; i++) at.ints[i] = dflt[i];
+    for (int i = 5; i < 8; i++) at.ints[i] = 0;
+    for (int i = 0; i < 4; i++) at.ints[8 + i] = shape ? shape[i] : 0;
+    at.nints = 12;
+    return at;
+}
+
+/* forward attributes again (ints[0..4]) from a backward op's */
+static tfe_attrs forward_attrs(const tfe_attrs *bwd) {
+    tfe_attrs at = *bwd;
+    at.nints = 5;
+    return at;
+}
+
+RULE(grad_conv2d) {
+    BEGIN;
+    tfe_tensor *w = c->in[1];
+    if (wants(x)) {
+        tfe_attrs at = backprop_attrs(c->at, false, x->shape);
+        tfe_tensor *in[2] = {cast(s, G, w->dtype), w};
+        set_dx(s, &dx[0], call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
+    }
+    if (wants(w)) {
+        tfe_attrs at = backprop_attrs(c->at, false, w->shape);
+        tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
+        set_dx(s, &dx[1], call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
+    }
+    END;
+}
+
+RULE(grad_max_pool2d) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at = backprop_attrs(c->at, true, NULL);
+        tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
+        set_dx(s, &dx[0], call(s, OP_MAX_POOL2D_GRAD, 2, in, &at), x);
+    }
+    END;
+}
+
+RULE(grad_avg_pool2d) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at = backprop_attrs(c->at, true, x->shape);
+        tfe_tensor *g = cast(s, G, x->dtype);
+        set_dx(s, &dx[0], call(s, OP_AVG_POOL2D_GRAD, 1, &g, &at), x);
+    }
+    END;
+}
+
+/* conv2d_backprop_input(dy, w) = B(dy, w) is bilinear with
+ * <H, B(dy, w)> = <conv2d(H, w), dy>: d/d dy = conv2d(H, w) and
+ * d/dw = conv2d_backprop_filter(H, dy) (H in the role of the input). */
+RULE(grad_conv2d_backprop_input) {
+    BEGIN;
+    tfe_tensor *d = c->in[0], *w = c->in[1];
+    tfe_tensor *H = cast(s, G, w->dtype);
+    if (wants(d)) {
+        tfe_attrs at = forward_attrs(c->at);
+        tfe_tensor *in[2] = {H, w};
+        set_dx(s, &dx[0], call(s, OP_CONV2D, 2, in, &at), d);
+    }
+    if (wants(w)) {
+        tfe_attrs at = backprop_attrs(c->at, false, w->shape);
+        tfe_tensor *in[2] = {H, d};
+        set_dx(s, &dx[1], call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
+    }
+    END;
+}
+
+/* conv2d_backprop_filter(x, dy) = F(x, dy) with <H, F(x, dy)> = <conv2d(x, H), dy>:
+ * d/dx = conv2d_backprop_input(dy, H), d/d dy = conv2d(x, H). */
+RULE(grad_conv2d_backprop_filter) {
+    BEGIN;
+    tfe_tensor *d = c->in[1];
+    tfe_tensor *H = cast(s, G, x->dtype);
+    if (wants(x)) {
+        tfe_attrs at = backprop_attrs(c->at, false, x->shape);
+        tfe_tensor *in[2] = {d, H};
+        set_dx(s, &dx[0], call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
+    }
+    if (wants(d)) {
+        tfe_attrs at = forward_attrs(c->at);
+        tfe_tensor *in[2] = {x, H};
+        set_dx(s, &dx[1], call(s, OP_CONV2D, 2, in, &at), d);
+    }
+    END;
+}
+
+/* avg_pool2d_grad is linear in dy, the adjoint of avg_pool2d */
+RULE(grad_avg_pool2d_grad) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at = forward_attrs(c->at);
+        tfe_tensor *H = cast(s, G, x->dtype);
+        set_dx(s, &dx[0], call(s, OP_AVG_POOL2D, 1, &H, &at), x);
+    }
+    END;
+}
+
+/* max_pool2d_grad(x, dy) is piecewise constant in x (its gradient there is 0:
+ * none) and linear in dy: the adjoint picks, for every window, H at the
+ * window's first maximum of x (op max_pool2d_select). */
+RULE(grad_max_pool2d_grad) {
+    BEGIN;
+    tfe_tensor *d = c->in[1];
+    if (wants(d)) {
+        tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
+        set_dx(s, &dx[1], call(s, OP_MAX_POOL2D_SELECT, 2, in, c->at), d);
+    }
+    END;
+}
+
+/* max_pool2d_select(x, h) is linear in h, the adjoint of max_pool2d_grad(x, .) */
+RULE(grad_max_pool2d_select) {
+    BEGIN;
+    tfe_tensor *h = c->in[1];
+    if (wants(h)) {
+        tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
+        set_dx(s, &dx[1], call(s, OP_MAX_POOL2D_GRAD, 2, in, c->at), h);
+    }
+    END;
+}

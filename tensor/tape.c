@@ -1,4 +1,411 @@
-/* tape.c — the autodiff tape (being written for issue 4). */
+/* tape.c — the autodiff tape: a stack of active tapes that record the ops
+ * whose inputs they track (tfe_tape_record, called by tfe_execute), and the
+ * reverse sweep that turns a recording into gradients made of ordinary ops. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "tensor/grad.h"
 
 int tfe_tapes_active;
+
+/* --- pointer sets and maps ---------------------------------------------------------
+ * Open addressing, power-of-two capacity, linear probing, no deletion (a map
+ * entry is "removed" by clearing its value). Keys are tensors identified by
+ * address: every key of a tape's tracked set is kept alive by the tape (a
+ * watched tensor by the watch list, an op output by its entry), so an address
+ * cannot be reused while it is a key. */
+
+typedef struct pmap {
+    size_t cap, n;               /* cap 0: empty, no storage */
+    const tfe_tensor **keys;
+    tfe_tensor **vals;           /* NULL for a plain set */
+} pmap;
+
+static inline size_t ptr_hash(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Slot of key, or of the empty slot where it would go. cap must be > 0. */
+static size_t pmap_slot(const pmap *m, const void *key) {
+    size_t mask = m->cap - 1, i = ptr_hash(key) & mask;
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & mask;
+    return i;
+}
+
+static bool pmap_has(const pmap *m, const void *key) {
+    return m->cap && m->keys[pmap_slot(m, key)] == key;
+}
+
+static int pmap_grow(pmap *m, bool with_vals) {
+    size_t ncap = m->cap ? m->cap * 2 : 64;
+    const tfe_tensor **nk = calloc(ncap, sizeof *nk);
+    tfe_tensor **nv = with_vals ? calloc(ncap, sizeof *nv) : NULL;
+    if (!nk || (with_vals && !nv)) {
+        free(nk);
+        free(nv);
+        tfe_error_set("gradient: out of memory");
+        return -1;
+    }
+    pmap old = *m;
+    m->cap = ncap;
+    m->keys = nk;
+    m->vals = nv;
+    for (size_t i = 0; i < old.cap; i++) {
+        if (!old.keys[i]) continue;
+        size_t j = pmap_slot(m, old.keys[i]);
+        m->keys[j] = old.keys[i];
+        if (nv) nv[j] = old.vals[i];
+    }
+    free(old.keys);
+    free(old.vals);
+    return 0;
+}
+
+/* Insert key (no-op if present); returns its slot, or -1 on failure. */
+static long pmap_put(pmap *m, const void *key, bool with_vals) {
+    if ((m->n + 1) * 4 > m->cap * 3 && pmap_grow(m, with_vals)) return -1;
+    size_t i = pmap_slot(m, key);
+    if (!m->keys[i]) {
+        m->keys[i] = key;
+        m->n++;
+    }
+    return (long)i;
+}
+
+static tfe_tensor *pmap_get(const pmap *m, const void *key) {
+    if (!m->cap) return NULL;
+    size_t i = pmap_slot(m, key);
+    return m->keys[i] == key ? m->vals[i] : NULL;
+}
+
+/* Releases the values (owned references) too when the map has them. */
+static void pmap_free(pmap *m) {
+    if (m->vals)
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->vals[i]) tensor_decref(m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    *m = (pmap){0};
+}
+
+/* --- tapes ------------------------------------------------------------------------- */
+
+/* One recorded op: the call by value. t[0..nin) are the inputs, t[nin..nin+nout)
+ * the outputs; the entry owns one reference to each. */
+typedef struct entry {
+    tfe_op op;
+    int nin, nout;
+    tfe_attrs at;
+    tfe_tensor *t[];
+} entry;
+
+struct tfe_tape {
+    bool persistent;
+    bool computing;     /* inside its own tfe_tape_gradient: records nothing */
+    bool spent;         /* non-persistent and its one gradient call was made */
+    int active;         /* times it is on the active stack (0 or 1 in practice) */
+    pmap tracked;       /* watched tensors and outputs of recorded ops */
+    tfe_tensor **watched; /* owned references that keep watched keys alive */
+    int nwatched, capwatched;
+    entry **entries;
+    int nentries, capentries;
+};
+
+/* The active tapes, innermost last. */
+static tfe_tape **active;
+static int nactive, capactive;
+
+tfe_tape *tfe_tape_new(bool persistent) {
+    tfe_tape *t = calloc(1, sizeof *t);
+    if (!t) {
+        tfe_error_set("tape: out of memory");
+        return NULL;
+    }
+    t->persistent = persistent;
+    return t;
+}
+
+static void entry_free(entry *e) {
+    if (!e) return;
+    for (int i = 0; i < e->nin + e->nout; i++) tensor_decref(e->t[i]);
+    free(e);
+}
+
+/* Drop every recording (entries, tracked set, watched tensors). */
+static void tape_clear(tfe_tape *t) {
+    for (int i = 0; i < t->nentries; i++) entry_free(t->entries[i]);
+    free(t->entries);
+    t->entries = NULL;
+    t->nentries = t->capentries = 0;
+    pmap_free(&t->tracked);
+    for (int i = 0; i < t->nwatched; i++) tensor_decref(t->watched[i]);
+    free(t->watched);
+    t->watched = NULL;
+    t->nwatched = t->capwatched = 0;
+}
+
+void tfe_tape_free(tfe_tape *t) {
+    if (!t) return;
+    while (t->active) tfe_tape_pop(t);
+    tape_clear(t);
+    free(t);
+}
+
+void tfe_tape_push(tfe_tape *t) {
+    if (nactive == capactive) {
+        int ncap = capactive ? capactive * 2 : 8;
+        tfe_tape **na = realloc(active, sizeof *na * (size_t)ncap);
+        if (!na) abort(); /* a few pointers: failing here means the process is gone anyway */
+        active = na;
+        capactive = ncap;
+    }
+    active[nactive++] = t;
+    t->active++;
+    tfe_tapes_active = nactive;
+}
+
+/* Removes the innermost occurrence of t (with blocks pop in LIFO order, but
+ * a tape freed while active must not leave a dangling pointer). */
+void tfe_tape_pop(tfe_tape *t) {
+    for (int i = nactive - 1; i >= 0; i--) {
+        if (active[i] != t) continue;
+        memmove(active + i, active + i + 1, sizeof *active * (size_t)(nactive - i - 1));
+        nactive--;
+        t->active--;
+        break;
+    }
+    tfe_tapes_active = nactive;
+    if (nactive == 0) {
+        free(active);
+        active = NULL;
+        capactive = 0;
+    }
+}
+
+void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
+    if (t->spent || pmap_has(&t->tracked, x)) return;
+    if (t->nwatched == t->capwatched) {
+        int ncap = t->capwatched ? t->capwatched * 2 : 8;
+        tfe_tensor **nw = realloc(t->watched, sizeof *nw * (size_t)ncap);
+        if (!nw) return;
+        t->watched = nw;
+        t->capwatched = ncap;
+    }
+    if (pmap_put(&t->tracked, x, false) < 0) return;
+    tensor_incref(x);
+    t->watched[t->nwatched++] = x;
+}
+
+bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->tracked, x); }
+
+/* Record c on t (one of its inputs is tracked). Failure to allocate drops the
+ * record silently: the op already ran, and the gradient then misses it
+ * exactly as if the input had not been watched. */
+static void record_on(tfe_tape *t, const tfe_opcall *c) {
+    int n = c->nin + c->nout;
+    entry *e = malloc(sizeof *e + sizeof(tfe_tensor *) * (size_t)n);
+    if (!e) return;
+    if (t->nentries == t->capentries) {
+        int ncap = t->capentries ? t->capentries * 2 : 64;
+        entry **ne = realloc(t->entries, sizeof *ne * (size_t)ncap);
+        if (!ne) {
+            free(e);
+            return;
+        }
+        t->entries = ne;
+        t->capentries = ncap;
+    }
+    e->op = c->op;
+    e->nin = c->nin;
+    e->nout = c->nout;
+    e->at = *c->at;
+    for (int i = 0; i < c->nin; i++) e->t[i] = c->in[i];
+    for (int i = 0; i < c->nout; i++) e->t[c->nin + i] = c->out[i];
+    for (int i = 0; i < n; i++) tensor_incref(e->t[i]);
+    for (int i = 0; i < c->nout; i++) pmap_put(&t->tracked, c->out[i], false);
+    t->entries[t->nentries++] = e;
+}
+
+void tfe_tape_record(const tfe_opcall *c) {
+    /* Ops without a gradient are not recorded: their outputs are constants to
+     * every tape (this is what makes stop_gradient stop). */
+    if (tfe_ops[c->op].flags & F_NODIFF) return;
+    /* An output that is one of the inputs (an identity) needs no entry: the
+     * gradient reaches the tensor either way, and an entry would count it twice. */
+    for (int j = 0; j < c->nout; j++)
+        for (int i = 0; i < c->nin; i++)
+            if (c->out[j] == c->in[i]) return;
+    for (int k = 0; k < nactive; k++) {
+        tfe_tape *t = active[k];
+        if (t->computing || t->spent || !t->tracked.n) continue;
+        /* a tape on the stack twice records once (its innermost occurrence) */
+        bool dup = false;
+        for (int j = k + 1; j < nactive && !dup; j++) dup = active[j] == t;
+        if (dup) continue;
+        for (int i = 0; i < c->nin; i++) {
+            if (pmap_has(&t->tracked, c->in[i])) {
+                record_on(t, c);
+                break;
+            }
+        }
+    }
+}
+
+/* --- the reverse sweep --------------------------------------------------------------- */
+
+/* full(shape of like, v) of like's dtype, made by an op so that an outer tape
+ * or (later) a trace sees it as a constant like any other. */
+static tfe_tensor *filled_like(const tfe_tensor *like, double v) {
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = like->dtype;
+    at.nints = like->rank;
+    for (int i = 0; i < like->rank; i++) at.ints[i] = like->shape[i];
+    at.f[0] = v;
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* grads[key] += g (takes g). */
+static int accumulate(pmap *grads, const tfe_tensor *key, tfe_tensor *g) {
+    long i = pmap_put(grads, key, true);
+    if (i < 0) {
+        tensor_decref(g);
+        return -1;
+    }
+    tfe_tensor *old = grads->vals[i];
+    if (!old) {
+        grads->vals[i] = g;
+        return 0;
+    }
+    tfe_tensor *sum = tfe_binary(OP_ADD, old, g);
+    tensor_decref(g);
+    if (!sum) return -1;
+    tensor_decref(old);
+    grads->vals[i] = sum;
+    return 0;
+}
+
+int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads) {
+    for (int i = 0; i < n; i++) grads[i] = NULL;
+    if (t->spent) {
+        tfe_error_set("gradient: a non-persistent tape can be used for only one gradient call "
+                      "(use tape(persistent=true))");
+        return -1;
+    }
+    if (t->computing) {
+        tfe_error_set("gradient: the tape is already computing a gradient");
+        return -1;
+    }
+    t->computing = true;
+    int rc = -1;
+    pmap reach = {0}, srcset = {0}, gmap = {0};
+    bool *needed = NULL;
+
+    /* Forward pass: an entry matters only if one of its inputs depends on a
+     * source. A source the tape does not track cannot be reached (its
+     * gradient is zeros), as in TensorFlow where an unwatched tensor gets none. */
+    for (int i = 0; i < n; i++) {
+        if (pmap_put(&srcset, sources[i], false) < 0) goto out;
+        if (pmap_has(&t->tracked, sources[i]) && pmap_put(&reach, sources[i], false) < 0) goto out;
+    }
+    if (t->nentries && !(needed = calloc((size_t)t->nentries, sizeof *needed))) {
+        tfe_error_set("gradient: out of memory");
+        goto out;
+    }
+    if (reach.n && pmap_has(&t->tracked, target)) {
+        for (int k = 0; k < t->nentries; k++) {
+            entry *e = t->entries[k];
+            for (int i = 0; i < e->nin && !needed[k]; i++) needed[k] = pmap_has(&reach, e->t[i]);
+            if (!needed[k]) continue;
+            for (int j = 0; j < e->nout; j++)
+                if (pmap_put(&reach, e->t[e->nin + j], false) < 0) goto out;
+        }
+        /* Backward pass from the target (ones of its shape: the target is summed). */
+        if (pmap_has(&reach, target)) {
+            tfe_tensor *seed = filled_like(target, 1.0);
+            if (!seed || accumulate(&gmap, target, seed)) goto out;
+        }
+    }
+    for (int k = t->nentries - 1; k >= 0 && gmap.n; k--) {
+        entry *e = t->entries[k];
+        if (!needed[k]) continue;
+        /* nout <= 32: split's sections are counted in at->ints[32] */
+        tfe_tensor *dy[32], *dxbuf[64];
+        bool made[32] = {false}, any = false, fail = false;
+        for (int j = 0; j < e->nout; j++) {
+            dy[j] = pmap_get(&gmap, e->t[e->nin + j]);
+            any |= dy[j] != NULL;
+        }
+        tfe_grad_fn rule = tfe_grads[e->op];
+        if (any && rule) {
+            tfe_tensor **dx = e->nin <= 64 ? dxbuf : malloc(sizeof *dx * (size_t)e->nin);
+            if (!dx) {
+                tfe_error_set("gradient: out of memory");
+                goto out;
+            }
+            for (int i = 0; i < e->nin; i++) dx[i] = NULL;
+            /* outputs nobody used get zeros (made only now that they are needed) */
+            for (int j = 0; j < e->nout && !fail; j++) {
+                if (dy[j]) continue;
+                if (!(dy[j] = filled_like(e->t[e->nin + j], 0.0))) fail = true;
+                else made[j] = true;
+            }
+            const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
+                                  .at = &e->at, .out = e->t + e->nin};
+            if (!fail && rule(&c, e->t + e->nin, dy, dx)) fail = true;
+            for (int i = 0; i < e->nin; i++) {
+                if (!dx[i]) continue;
+                /* inputs that no source reaches need no gradient */
+                if (fail || !pmap_has(&reach, e->t[i])) tensor_decref(dx[i]);
+                else if (accumulate(&gmap, e->t[i], dx[i])) fail = true;
+            }
+            for (int j = 0; j < e->nout; j++)
+                if (made[j]) tensor_decref(dy[j]);
+            if (dx != dxbuf) free(dx);
+            if (fail) goto out;
+        }
+        /* Every consumer of these outputs came later and is done: their
+         * gradients are final, and only the sources' are still wanted. */
+        for (int j = 0; j < e->nout; j++) {
+            const tfe_tensor *y = e->t[e->nin + j];
+            if (pmap_has(&srcset, y)) continue;
+            size_t s = pmap_slot(&gmap, y);
+            if (gmap.keys[s] == y && gmap.vals[s]) {
+                tensor_decref(gmap.vals[s]);
+                gmap.vals[s] = NULL;
+            }
+        }
+        /* A tape that answers one call frees its activations as it goes. */
+        if (!t->persistent) {
+            entry_free(e);
+            t->entries[k] = NULL;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        tfe_tensor *g = pmap_get(&gmap, sources[i]);
+        if (g) tensor_incref(g);
+        else if (!(g = filled_like(sources[i], 0.0))) goto out;
+        grads[i] = g;
+    }
+    rc = 0;
+out:
+    if (rc)
+        for (int i = 0; i < n; i++) {
+            if (grads[i]) tensor_decref(grads[i]);
+            grads[i] = NULL;
+        }
+    free(needed);
+    pmap_free(&reach);
+    pmap_free(&srcset);
+    pmap_free(&gmap);
+    t->computing = false;
+    if (!t->persistent) {
+        t->spent = true;
+        tape_clear(t);
+    }
+    return rc;
+}

@@ -882,6 +882,123 @@ def nn_cases():
              lambda x, mx=mx: pool_ref(x, (3, 3), (2, 2), True, mx), tol=tol_for(F32, "sum") if not mx else None)
 
 
+# ---- backward ops of conv2d and pooling (gradients through a tape; issue 4) ------
+
+def conv_grads_ref(x, w, dy, stride=(1, 1), dilation=(1, 1), same=False):
+    """(dx, dw) of sum(conv_ref(x, w) * dy): the adjoint of the patch sum."""
+    sh, sw = stride
+    dh, dw = dilation
+    kh, kw, _, co = w.shape
+    h, wd = x.shape[1], x.shape[2]
+    oh, pt, pb = _tf_geom(h, kh, sh, dh, same)
+    ow, pl, pr = _tf_geom(wd, kw, sw, dw, same)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    g = dy.astype(np.float64)
+    dxp = np.zeros_like(xp)
+    dwr = np.zeros(w.shape)
+    for a in range(kh):
+        for b in range(kw):
+            sl = (slice(None), slice(a * dh, a * dh + (oh - 1) * sh + 1, sh),
+                  slice(b * dw, b * dw + (ow - 1) * sw + 1, sw), slice(None))
+            dwr[a, b] = np.einsum("nijc,nijo->co", xp[sl], g)
+            dxp[sl] += g @ w[a, b].astype(np.float64).T
+    return dxp[:, pt:pt + h, pl:pl + wd, :].astype(x.dtype), dwr.astype(w.dtype)
+
+
+def pool_windows(x, size, stride, same):
+    kh, kw = size
+    sh, sw = stride
+    oh, pt, _ = _tf_geom(x.shape[1], kh, sh, 1, same)
+    ow, pl, _ = _tf_geom(x.shape[2], kw, sw, 1, same)
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = max(i * sh - pt, 0), max(j * sw - pl, 0)
+            h1, w1 = min(i * sh - pt + kh, x.shape[1]), min(j * sw - pl + kw, x.shape[2])
+            yield i, j, h0, h1, w0, w1
+
+
+def first_max(x, h0, h1, w0, w1):
+    """Per (n, c): the (row, col) of the first maximum of the window (row-major)."""
+    win = x[:, h0:h1, w0:w1, :].astype(np.float64)
+    k = np.argmax(win.reshape(x.shape[0], -1, x.shape[3]), axis=1)
+    return h0 + k // (w1 - w0), w0 + k % (w1 - w0)
+
+
+def pool_grad_ref(x, dy, size, stride, same, mx):
+    dx = np.zeros(x.shape)
+    n_idx, c_idx = np.meshgrid(np.arange(x.shape[0]), np.arange(x.shape[3]), indexing="ij")
+    for i, j, h0, h1, w0, w1 in pool_windows(x, size, stride, same):
+        if mx:
+            r, q = first_max(x, h0, h1, w0, w1)
+            np.add.at(dx, (n_idx, r, q, c_idx), dy[:, i, j, :].astype(np.float64))
+        else:
+            dx[:, h0:h1, w0:w1, :] += dy[:, i, j, :][:, None, None, :] / ((h1 - h0) * (w1 - w0))
+    return dx.astype(x.dtype)
+
+
+def pool_select_ref(x, hv, size, stride, same):
+    oh = len({i for i, *_ in pool_windows(x, size, stride, same)})
+    ow = len({j for _, j, *_ in pool_windows(x, size, stride, same)})
+    out = np.zeros((x.shape[0], oh, ow, x.shape[3]), x.dtype)
+    n_idx, c_idx = np.meshgrid(np.arange(x.shape[0]), np.arange(x.shape[3]), indexing="ij")
+    for i, j, h0, h1, w0, w1 in pool_windows(x, size, stride, same):
+        r, q = first_max(x, h0, h1, w0, w1)
+        out[:, i, j, :] = hv[n_idx, r, q, c_idx]
+    return out
+
+
+def nn_grad_cases():
+    convs = [((1, 5, 5, 3), (3, 3, 3, 4), (1, 1), (1, 1), False),
+             ((2, 7, 6, 2), (2, 3, 2, 3), (1, 1), (1, 1), True),
+             ((2, 9, 8, 3), (3, 3, 3, 2), (2, 2), (1, 1), True),
+             ((1, 9, 9, 2), (3, 2, 2, 3), (2, 3), (1, 1), False),
+             ((2, 8, 8, 2), (3, 3, 2, 2), (1, 1), (2, 2), True),
+             ((3, 4, 4, 5), (1, 1, 5, 6), (1, 1), (1, 1), False)]
+    for dt in (F32, F64):
+        for xs, ws, st, dl, same in convs:
+            args = []
+            if st != (1, 1):
+                args.append(f"stride={pair_text(st)}")
+            if same:
+                args.append('padding="same"')
+            if dl != (1, 1):
+                args.append(f"dilation={pair_text(dl)}")
+            extra = "".join(", " + a for a in args)
+            x, w = arr(xs, dt), arr(ws, dt)
+            dy = arr(conv_ref(x, w, st, dl, same).shape, dt)
+            pre = ["with tape() as $t { $t.watch($x); $t.watch($w); let $l = sum(conv2d($x, $w" + extra + ") * $dy) }",
+                   "let $g = $t.gradient($l, ($x, $w))"]
+            case("conv2d_backprop_input", "$g[0]", {"x": x, "w": w, "dy": dy},
+                 lambda x, w, dy, st=st, dl=dl, same=same: conv_grads_ref(x, w, dy, st, dl, same)[0],
+                 pre=pre, tol=tol_for(dt, "sum"), needs="tape", label=f"gradient of conv2d{extra} w.r.t. x")
+            case("conv2d_backprop_filter", "$g[1]", {"x": x, "w": w, "dy": dy},
+                 lambda x, w, dy, st=st, dl=dl, same=same: conv_grads_ref(x, w, dy, st, dl, same)[1],
+                 pre=pre, tol=tol_for(dt, "sum"), needs="tape", label=f"gradient of conv2d{extra} w.r.t. w")
+    pools = [((2, 5, 5, 3), (2, 2), None, False), ((2, 5, 5, 3), (2, 2), (2, 2), True),
+             ((1, 7, 4, 2), (3, 3), (1, 1), True), ((1, 7, 6, 2), (3, 2), (2, 1), True),
+             ((3, 6, 6, 1), (2, 3), (1, 2), False), ((1, 5, 5, 2), (5, 5), (2, 2), True)]
+    for dt in (F32, F64):
+        for xs, size, stride, same in pools:
+            extra = (f", stride={pair_text(stride)}" if stride else "") + (', padding="same"' if same else "")
+            x = arr(xs, dt)
+            ys = pool_ref(x, size, stride or size, same, True).shape
+            dy = arr(ys, dt)
+            for name, mx in (("max_pool2d", True), ("avg_pool2d", False)):
+                case(name + "_grad", "$t.gradient($l, $x)", {"x": x, "dy": dy},
+                     lambda x, dy, size=size, stride=stride, same=same, mx=mx:
+                         pool_grad_ref(x, dy, size, stride or size, same, mx),
+                     pre=[f"with tape() as $t {{ $t.watch($x); let $l = sum({name}($x, {pair_text(size)}{extra}) * $dy) }}"],
+                     tol=tol_for(dt, "sum"), needs="tape", label=f"gradient of {name}({pair_text(size)}{extra})")
+            # the second-order gradient through max_pool2d: d/d(dy) of sum(max_pool2d_grad(x, dy) * h)
+            hv = arr(xs, dt)
+            case("max_pool2d_select", "$t2.gradient($l2, $dy)", {"x": x, "dy": dy, "h": hv},
+                 lambda x, dy, h, size=size, stride=stride, same=same: pool_select_ref(x, h, size, stride or size, same),
+                 pre=["with tape() as $t2 { $t2.watch($dy); with tape() as $t1 { $t1.watch($x); "
+                      f"let $l1 = sum(max_pool2d($x, {pair_text(size)}{extra}) * $dy) }}; "
+                      "let $l2 = sum($t1.gradient($l1, $x) * $h) }"],
+                 tol=tol_for(dt, "sum"), needs="tape", label=f"second-order gradient of max_pool2d({pair_text(size)}{extra})")
+
+
 # ---- random ops -----------------------------------------------------------------
 
 def stats(outs, ins, mean, std, lo=None, hi=None, dtype=None, tol_mean=0.01, tol_std=0.01):
@@ -1088,7 +1205,7 @@ def main():
     t_start = time.monotonic()
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # NaN/inf refs are intended
     for gen_fn in (creation_cases, unary_cases, binary_cases, ternary_cases, cast_cases, reduce_cases,
-                   matmul_cases, shape_cases, index_cases, nn_cases, random_cases):
+                   matmul_cases, shape_cases, index_cases, nn_cases, nn_grad_cases, random_cases):
         gen_fn()
     ops = table_ops(srcdir)
     failures = []

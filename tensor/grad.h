@@ -14,7 +14,11 @@
  * Rules are written ONLY with tfe_execute and its wrappers, never with kernels,
  * so that a gradient computed under an outer tape is itself recorded (higher
  * order) and, later, a gradient computed while tracing is staged (issue 5).
+ * On entry each dx[i] is NULL (wanted) or TFE_GRAD_SKIP (no source depends
+ * on input i: the rule may leave it unset, saving e.g. the data gradient of
+ * x @ w); the caller treats a remaining TFE_GRAD_SKIP as NULL.
  * Returns 0, or -1 with the error set (messages name the op). */
+#define TFE_GRAD_SKIP ((tfe_tensor *)1)
 typedef int (*tfe_grad_fn)(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *const *dy, tfe_tensor **dx);
 
 #define OP(id, name, nin, nout, flags, infer, kernel, grad) \

@@ -1,11 +1,6 @@
-/* grad_rules.c — the gradient rule of every op (the eighth column of
- * tensor/ops.def and ops_nn.def), the rule table tfe_grads and tfe_unbroadcast.
- * Rules are made of ops only (tfe_execute and its wrappers; never kernels, never
- * tensor data), so that a rule run under an outer tape is itself recorded
- * (higher order) and, later, a rule run while tracing is staged. Conventions
- * at ties, zeros and other edges are documented at each rule. */
-#include <math.h>
-#include <string.h>
+/* grad_rules.c — the gradient rule of every op (column 8 of ops.def/ops_nn.def),
+ * the table tfe_grads and tfe_unbroadcast. Rules are made of ops only (never
+ * kernels or tensor data), so they are differentiable and can be staged. */
 
 #include "tensor/grad.h"
 #include "tensor/kernels.h" /* kn_axis, kn_axes_mask: metadata helpers only */

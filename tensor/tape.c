@@ -347,7 +347,8 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
                 tfe_error_set("gradient: out of memory");
                 goto out;
             }
-            for (int i = 0; i < e->nin; i++) dx[i] = NULL;
+            /* inputs that no source reaches need no gradient: the rule skips them */
+            for (int i = 0; i < e->nin; i++) dx[i] = pmap_has(&reach, e->t[i]) ? NULL : TFE_GRAD_SKIP;
             /* outputs nobody used get zeros (made only now that they are needed) */
             for (int j = 0; j < e->nout && !fail; j++) {
                 if (dy[j]) continue;
@@ -358,6 +359,7 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
                                   .at = &e->at, .out = e->t + e->nin};
             if (!fail && rule(&c, e->t + e->nin, dy, dx)) fail = true;
             for (int i = 0; i < e->nin; i++) {
+                if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
                 if (!dx[i]) continue;
                 /* inputs that no source reaches need no gradient */
                 if (fail || !pmap_has(&reach, e->t[i])) tensor_decref(dx[i]);

@@ -21,7 +21,12 @@ and also central finite differences of the SAME tfe function f,
 compares them (float64, ~1e-6 relative). Inputs keep away from kinks (relu and
 abs at 0, ties of maximum/max/clip, discontinuities of mod).
 
-Second derivatives: nested tapes (and grad(grad(f))) against closed forms
+Second order, every case again: h(x, ...) = sum(V * t.gradient(f, x)) + ...
+computed with a tape inside h, checked the same way (an outer tape against
+finite differences of h). Gradient rules are written with ops (DESIGN.md
+idea 3), so this checks that every rule is itself differentiable: nested
+tapes give higher-order gradients. Second derivatives of scalar functions
+with nested tapes (and grad(grad(f))) are also checked against closed forms
 (x**3 -> 6x, sin -> -sin, exp, log, tanh, sigmoid, mixed partials, ...).
 
 A differentiable op with no case is a failure, so a new op cannot land
@@ -32,7 +37,9 @@ program that reproduces it.
 Environment: $TFE (the binary), $TFE_SRCDIR (the source tree),
 $TFE_TEST_WRAPPER (optional prefix, e.g. valgrind).
 Options: -k SUBSTR (only ops whose name contains SUBSTR), --keep (keep the
-work folder), --list, -j N, -v (print every failing program), --fd-only
+work folder), --list, -j N, -v (print every failing program), --first-order
+(skip the second-order pass), --tfe-flag F (pass F to tfe, e.g. --stage-all;
+also $TFE_GRAD_FLAGS), --fd-only
 (check the test itself before tape() exists: runs only the finite
 differences, at two step sizes, and fails where they disagree — an input too
 close to a kink or a wrong case).
@@ -335,16 +342,17 @@ def index_cases():
              label=f"d/du of the gradient of gather axis={axis} (nested tapes)")
     # the backward ops of conv2d and pooling, reached by differentiating a
     # gradient: g(u) = d/dX sum(OP(X) * u) is linear in u (and in w).
-    for name, fwd, xs, ws, us in (("conv2d", 'conv2d($X, $w, padding="same")', (1, 3, 3, 1), (2, 2, 1, 2), (1, 3, 3, 2)),
-                                  ("conv2d", "conv2d($X, $w, stride=2)", (1, 4, 4, 2), (2, 2, 2, 1), (1, 2, 2, 1))):
+    for fwd, xs, ws, us in (('conv2d($X, $w, padding="same")', (1, 3, 3, 1), (2, 2, 1, 2), (1, 3, 3, 2)),
+                            ("conv2d($X, $w, stride=2)", (1, 4, 4, 2), (2, 2, 2, 1), (1, 2, 2, 1))):
         case("conv2d_backprop_input",
              body=["with tape() as $inner {", "    $inner.watch($X)", f"    let $o = sum({fwd} * $u)", "}",
                    "return __obj($inner.gradient($o, $X))"],
              ins={"X": arr(xs), "u": arr(us), "w": arr(ws)}, wrt=["u", "w"],
              label=f"d/du, d/dw of d/dx sum({fwd} * u) (nested tapes)")
         case("conv2d_backprop_filter",
-             body=["with tape() as $inner {", "    $inner.watch($W)", f"    let $o = sum({fwd.replace('$w', '$W')} * $u)",
-                   "}", "return __obj($inner.gradient($o, $W))"],
+             body=["with tape() as $inner {", "    $inner.watch($W)",
+                   f"    let $o = sum({fwd.replace('$w', '$W')} * $u)", "}",
+                   "return __obj($inner.gradient($o, $W))"],
              ins={"X": arr(xs), "u": arr(us), "W": arr(ws)}, wrt=["u", "X"],
              label=f"d/du, d/dx of d/dw sum({fwd} * u) (nested tapes)")
     for fwd, xs, us in (("max_pool2d($X, 2)", (1, 4, 4, 1), (1, 2, 2, 1)),
@@ -533,10 +541,12 @@ def load_lines(p, ins, work, save):
     return lines
 
 
-def case_program(c, work, fd_only=False, save=True):
-    """The tfe lines of case c (its inputs written to work/ when save)."""
-    p = f"c{c.id}"
-    lines = [f"# case {c.id}: {c.describe()}"]
+def case_program(c, work, fd_only=False, save=True, order=1):
+    """The tfe lines of case c (its inputs written to work/ when save). With
+    order 2 the function checked is h = sum(V * gradient of f) (a tape inside
+    h), whose gradient needs the gradient of every rule f's ops used."""
+    p = f"c{c.id}" if order == 1 else f"d{c.id}"
+    lines = [f"# case {c.id}{' (second order)' if order == 2 else ''}: {c.describe()}"]
     lines += load_lines(p, c.ins, work, save)
     params = ", ".join(f"{p}_{n}" for n in c.wrt)
     if c.body is not None:
@@ -546,13 +556,21 @@ def case_program(c, work, fd_only=False, save=True):
     lines.append(f"fn {p}__f({params}) {{")
     lines += ["    " + s for s in body]
     lines.append("}")
+    srcs = "(" + ", ".join(f"{p}_{n}" for n in c.wrt) + ("," if len(c.wrt) == 1 else "") + ")"
+    f = f"{p}__f"
+    if order == 2:
+        f = f"{p}__h"
+        lines += [f"fn {f}({params}) {{", f"    with tape() as {p}__tt {{"]
+        lines += [f"        {p}__tt.watch({p}_{n})" for n in c.wrt]
+        lines += [f"        let {p}__yy = {p}__f({params})", "    }",
+                  f"    let {p}__gg = {p}__tt.gradient({p}__yy, {srcs})",
+                  "    return " + " + ".join(f"__obj({p}__gg[{k}])" for k in range(len(c.wrt))), "}"]
     out = lambda tag, k: q(os.path.join(work, f"{p}_{tag}{k}.npy"))  # noqa: E731
     if not fd_only:
         lines.append(f"with tape() as {p}__t {{")
         lines += [f"    {p}__t.watch({p}_{n})" for n in c.wrt]
-        lines.append(f"    let {p}__y = {p}__f({params})")
+        lines.append(f"    let {p}__y = {f}({params})")
         lines.append("}")
-        srcs = "(" + ", ".join(f"{p}_{n}" for n in c.wrt) + ("," if len(c.wrt) == 1 else "") + ")"
         lines.append(f"let {p}__g = {p}__t.gradient({p}__y, {srcs})")
         for k in range(len(c.wrt)):
             lines.append(f"save_npy({out('g', k)}, {p}__g[{k}])")
@@ -561,7 +579,7 @@ def case_program(c, work, fd_only=False, save=True):
         call = ", ".join("v" if m == n else f"{p}_{m}" for m in c.wrt)
         for s, eps in enumerate(steps):
             tag = "fd" if s == 0 else "fdb"
-            lines.append(f"save_npy({out(tag, k)}, __fd(fn (v) => {p}__f({call}), {p}_{n}, {fnum(eps)}))")
+            lines.append(f"save_npy({out(tag, k)}, __fd(fn (v) => {f}({call}), {p}_{n}, {fnum(eps)}))")
     return lines
 
 
@@ -625,8 +643,8 @@ def close(got, want, rtol=RTOL, atol=ATOL, where=""):
     return None
 
 
-def check_case(c, work, fd_only):
-    p = f"c{c.id}"
+def check_case(c, work, fd_only, order=1):
+    p = f"c{c.id}" if order == 1 else f"d{c.id}"
     for k, n in enumerate(c.wrt):
         fd = np.load(os.path.join(work, f"{p}_fd{k}.npy"))
         x = np.asarray(c.ins[n])
@@ -642,7 +660,7 @@ def check_case(c, work, fd_only):
             why = close(g, fd, where=f"{c.describe()} w.r.t. {n}")
             if why:
                 return f"gradient w.r.t. {n} vs finite differences: {why}"
-        if c.nonzero and not np.any(fd != 0) and k == 0:
+        if c.nonzero and order == 1 and not np.any(fd != 0) and k == 0:
             return f"finite differences w.r.t. {n} are all zero: the case does not test the gradient (a test bug)"
     return None
 
@@ -656,6 +674,10 @@ def main():
     ap.add_argument("-v", action="store_true", help="print every failing program in full")
     ap.add_argument("--fd-only", action="store_true",
                     help="check the finite differences only (no tape): two step sizes must agree")
+    ap.add_argument("--tfe-flag", action="append", default=shlex.split(os.environ.get("TFE_GRAD_FLAGS", "")),
+                    help="pass this option to tfe (repeatable; also $TFE_GRAD_FLAGS), e.g. --stage-all")
+    ap.add_argument("--first-order", action="store_true",
+                    help="skip the second-order pass over the cases (h = sum(V * gradient of f))")
     ap.add_argument("--timeout", type=float, default=120.0)
     args = ap.parse_args()
 
@@ -699,16 +721,18 @@ def main():
               f"{len(seconds) + len(grad_grads)} second-derivative checks")
         return 1 if missing else 0
 
-    cmd = shlex.split(os.environ.get("TFE_TEST_WRAPPER", "")) + [tfe]
+    cmd = shlex.split(os.environ.get("TFE_TEST_WRAPPER", "")) + [tfe] + args.tfe_flag
     work = tempfile.mkdtemp(prefix="tfe-grad-")
     try:
         # units: ("case", c) | ("second", k, s) | ("gg", k, s); batched into programs
         units = [("case", c) for c in cases] + [("second", k, s) for k, s in enumerate(seconds)] + \
                 [("gg", k, s) for k, s in enumerate(grad_grads)]
+        if not args.first_order and not args.fd_only:
+            units += [("case2", c) for c in cases]
 
         def unit_lines(u, save=True):
-            if u[0] == "case":
-                return case_program(u[1], work, args.fd_only, save)
+            if u[0] in ("case", "case2"):
+                return case_program(u[1], work, args.fd_only, save, 2 if u[0] == "case2" else 1)
             if u[0] == "second":
                 return second_program(u[1], u[2], work, save)
             return grad_grad_program(u[1], u[2], work, save)
@@ -716,6 +740,8 @@ def main():
         def unit_name(u):
             if u[0] == "case":
                 return u[1].describe()
+            if u[0] == "case2":
+                return "second order: " + u[1].describe()
             return f"second derivative: {u[2][0]}"
 
         batches = [units[i:i + BATCH] for i in range(0, len(units), BATCH)]
@@ -756,8 +782,8 @@ def main():
                     reason = f"exit status {rc}: {err.strip()[:600]}"
                 else:
                     try:
-                        if u[0] == "case":
-                            reason = check_case(u[1], work, args.fd_only)
+                        if u[0] in ("case", "case2"):
+                            reason = check_case(u[1], work, args.fd_only, 2 if u[0] == "case2" else 1)
                         else:
                             tag = "s" if u[0] == "second" else "h"
                             got = np.load(os.path.join(work, f"{tag}{u[1]}_out.npy"))

@@ -13,6 +13,7 @@
 enum { XS_OK = 0, XS_ERR = -1, XS_BREAK = 1, XS_CONTINUE = 2, XS_RETURN = 3 };
 
 static int eval(Interp *I, Node *n, Env *env, Value *out);
+static int eval_call(Interp *I, Node *n, Env *env, Value *out);
 static int exec(Interp *I, Node *n, Env *env);
 static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
 
@@ -46,6 +47,8 @@ static inline int eval_fast(Interp *I, Node *n, Env *env, Value *out)
         *out = v_int(n->ival);
         out->weak = true;
         return 0;
+    } else if (n->kind == N_CALL) {
+        return eval_call(I, n, env, out); /* one C frame less per call */
     }
     return eval(I, n, env, out);
 }
@@ -434,7 +437,10 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
     } else {
         env_decref(e);
     }
-    value_decref(v_obj(V_FN, c));
+    if (--c->h.refcount == 0) { /* the call outlived every other reference */
+        c->h.refcount = 1;
+        value_decref_slow(v_obj(V_FN, c));
+    }
     return rc;
 }
 

@@ -65,10 +65,13 @@ typedef struct reducer { row_fn row; col_fn col; init_fn init; } reducer;
         for (int64_t i = 0; i < n; i++) a[i] = INIT;                             \
     }
 
-RED_FNS(sum_l, int64_t, 0, ADD)
+/* int64 sums and products wrap like NumPy's (uint64 math: no signed-overflow UB) */
+#define IADD(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+#define IMUL(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
+RED_FNS(sum_l, int64_t, 0, IADD)
 RED_FNS(sum_f, float, 0, ADD)
 RED_FNS(sum_d, double, 0, ADD)
-RED_FNS(prod_l, int64_t, 1, MUL)
+RED_FNS(prod_l, int64_t, 1, IMUL)
 RED_FNS(prod_f, float, 1, MUL)
 RED_FNS(prod_d, double, 1, MUL)
 RED_FNS(max_b, tbool, 0, OR)

@@ -171,71 +171,213 @@ int infer_pool2d(const tfe_opcall *c, tfe_meta *m) {
 
 /* ---- im2col / col2im ------------------------------------------------------- */
 
-/* col row r (r = (n - n0)*oh*ow + oh_i*ow + ow_i) holds, for each (kh, kw),
- * the c input channels under that filter tap, zeros where it falls in the
- * padding: exactly the rows of an HWIO filter viewed as (KH*KW*Cin, Cout). */
-typedef struct col_ctx {
-    const geom *g;
-    const char *x;     /* contiguous NHWC input */
-    char *col;
-    int64_t n0;        /* first batch of this chunk */
-    size_t es;
-} col_ctx;
+/* col row r (r = output row index counted from the chunk's first row; output
+ * rows are (n, oh_i, ow_i) in order) holds, for each (kh, kw), the c input
+ * channels under that filter tap, zeros where it falls in the padding: exactly
+ * the rows of an HWIO filter viewed as (KH*KW*Cin, Cout).
+ *
+ * With dilation 1 along the width (the common case), the kw*c inputs under
+ * one filter row are contiguous in NHWC, so they are copied as one run,
+ * clipped to the image, instead of kw separate taps: with small channel
+ * counts (6 in LeNet's second conv) the per-tap memcpy calls were the
+ * dominant cost. The copies are plain loops, not memcpy, because runs are
+ * only a few elements. */
 
-static void im2col_range(int64_t r0, int64_t r1, void *vctx) {
-    col_ctx *k = vctx;
-    const geom *g = k->g;
-    size_t chan = (size_t)g->c * k->es;
-    int64_t krow = g->kh * g->kw * g->c;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t n = k->n0 + r / (g->oh * g->ow), rem = r % (g->oh * g->ow);
-        int64_t ih0 = (rem / g->ow) * g->sh - g->pt, iw0 = (rem % g->ow) * g->sw - g->pl;
-        char *dst = k->col + (size_t)(r * krow) * k->es;
-        for (int64_t a = 0; a < g->kh; a++) {
-            int64_t ih = ih0 + a * g->dh;
-            for (int64_t b = 0; b < g->kw; b++, dst += chan) {
-                int64_t iw = iw0 + b * g->dw;
-                if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) memset(dst, 0, chan);
-                else memcpy(dst, k->x + (size_t)(((n * g->h + ih) * g->w + iw) * g->c) * k->es, chan);
-            }
-        }
-    }
+/* Taps [*b0, *b1) of a filter row whose leftmost input column is iw0 fall
+ * inside a row of w columns (dilation 1). */
+static inline void tap_range(const geom *g, int64_t iw0, int64_t *b0, int64_t *b1) {
+    int64_t lo = iw0 < 0 ? -iw0 : 0, hi = g->w - iw0;
+    if (lo > g->kw) lo = g->kw;
+    if (hi > g->kw) hi = g->kw;
+    if (hi < lo) hi = lo;
+    *b0 = lo;
+    *b1 = hi;
 }
 
-/* dx[n] += col2im(dcol) for each batch n of the chunk; batches are disjoint,
- * so each task owns its images. */
-#define COL2IM(T)                                                                   \
-    for (int64_t n = n0; n < n1; n++) {                                             \
-        T *dx = (T *)k->x_out + (size_t)(k->n0 + n) * g->h * g->w * g->c;           \
-        const T *col = (const T *)k->col + (size_t)(n * g->oh * g->ow) * krow;      \
-        for (int64_t p = 0; p < g->oh * g->ow; p++, col += krow) {                  \
-            int64_t ih0 = (p / g->ow) * g->sh - g->pt, iw0 = (p % g->ow) * g->sw - g->pl; \
-            const T *s = col;                                                       \
-            for (int64_t a = 0; a < g->kh; a++) {                                   \
-                int64_t ih = ih0 + a * g->dh;                                       \
-                for (int64_t b = 0; b < g->kw; b++, s += g->c) {                    \
-                    int64_t iw = iw0 + b * g->dw;                                   \
-                    if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;     \
-                    T *d = dx + (ih * g->w + iw) * g->c;                            \
-                    for (int64_t ci = 0; ci < g->c; ci++) d[ci] += s[ci];           \
-                }                                                                   \
-            }                                                                       \
-        }                                                                           \
+/* Output rows (n, oh_i) in [q0, q1) (q = n*oh + oh_i) -> col, whose first row
+ * belongs to output row q0. */
+#define IM2COL(T)                                                                      \
+    static void im2col_##T(const geom *g, const char *xv, char *colv, int64_t q0,      \
+                           int64_t q1) {                                               \
+        const T *x = (const T *)xv;                                                    \
+        T *restrict d = (T *)colv;                                                     \
+        int64_t C = g->c, seg = g->kw * C;                                             \
+        for (int64_t q = q0; q < q1; q++) {                                            \
+            int64_t n = q / g->oh, oi = q % g->oh;                                     \
+            const T *xn = x + (size_t)n * g->h * g->w * C;                             \
+            for (int64_t oj = 0; oj < g->ow; oj++) {                                   \
+                int64_t iw0 = oj * g->sw - g->pl, b0, b1;                              \
+                tap_range(g, iw0, &b0, &b1);                                           \
+                for (int64_t a = 0; a < g->kh; a++) {                                  \
+                    int64_t ih = oi * g->sh - g->pt + a * g->dh;                       \
+                    bool row_in = ih >= 0 && ih < g->h;                                \
+                    if (g->dw == 1) {                                                  \
+                        int64_t i = 0, lo = row_in ? b0 * C : seg, hi = row_in ? b1 * C : seg; \
+                        const T *restrict s = row_in ? xn + (ih * g->w + iw0) * C : NULL; \
+                        for (; i < lo; i++) d[i] = 0;                                  \
+                        for (; i < hi; i++) d[i] = s[i];                               \
+                        for (; i < seg; i++) d[i] = 0;                                 \
+                        d += seg;                                                      \
+                        continue;                                                      \
+                    }                                                                  \
+                    for (int64_t b = 0; b < g->kw; b++, d += C) {                      \
+                        int64_t iw = iw0 + b * g->dw;                                  \
+                        if (!row_in || iw < 0 || iw >= g->w) {                         \
+                            for (int64_t ci = 0; ci < C; ci++) d[ci] = 0;              \
+                        } else {                                                       \
+                            const T *s = xn + (ih * g->w + iw) * C;                    \
+                            for (int64_t ci = 0; ci < C; ci++) d[ci] = s[ci];          \
+                        }                                                              \
+                    }                                                                  \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
     }
+IM2COL(float)
+IM2COL(double)
 
-typedef struct col2im_ctx {
-    const geom *g;
-    const char *col;
-    char *x_out;
-    int64_t n0;
-    bool f64;
-} col2im_ctx;
+/* dx[n] += col2im(col) for the output rows [q0, q1) that col holds (see
+ * IM2COL). The caller owns the dx rows these windows touch. */
+#define COL2IM(T)                                                                      \
+    static void col2im_##T(const geom *g, const char *colv, char *dxv, int64_t q0,     \
+                           int64_t q1) {                                               \
+        const T *s = (const T *)colv;                                                  \
+        T *dx = (T *)dxv;                                                              \
+        int64_t C = g->c, seg = g->kw * C;                                             \
+        for (int64_t q = q0; q < q1; q++) {                                            \
+            int64_t n = q / g->oh, oi = q % g->oh;                                     \
+            T *dxn = dx + (size_t)n * g->h * g->w * C;                                 \
+            for (int64_t oj = 0; oj < g->ow; oj++) {                                   \
+                int64_t iw0 = oj * g->sw - g->pl, b0, b1;                              \
+                tap_range(g, iw0, &b0, &b1);                                           \
+                for (int64_t a = 0; a < g->kh; a++, s += seg) {                        \
+                    int64_t ih = oi * g->sh - g->pt + a * g->dh;                       \
+                    if (ih < 0 || ih >= g->h) continue;                                \
+                    if (g->dw == 1) {                                                  \
+                        if (b1 == b0) continue;                                        \
+                        T *restrict t = dxn + (ih * g->w + iw0 + b0) * C;              \
+                        const T *restrict u = s + b0 * C;                              \
+                        for (int64_t i = 0; i < (b1 - b0) * C; i++) t[i] += u[i];      \
+                        continue;                                                      \
+                    }                                                                  \
+                    for (int64_t b = 0; b < g->kw; b++) {                              \
+                        int64_t iw = iw0 + b * g->dw;                                  \
+                        if (iw < 0 || iw >= g->w) continue;                            \
+                        T *t = dxn + (ih * g->w + iw) * C;                             \
+                        const T *u = s + b * C;                                        \
+                        for (int64_t ci = 0; ci < C; ci++) t[ci] += u[ci];             \
+                    }                                                                  \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+COL2IM(float)
+COL2IM(double)
 
-static void col2im_range(int64_t n0, int64_t n1, void *vctx) {
-    col2im_ctx *k = vctx;
-    const geom *g = k->g;
-    int64_t krow = g->kh * g->kw * g->c;
-    if (k->f64) { COL2IM(double) } else { COL2IM(float) }
+/* The transposed column matrix (K x M, M = the chunk's output positions),
+ * used for inputs with few channels: row (kh, kw, c) holds that tap's input
+ * for every output position, so with stride 1 and one channel each output
+ * row's values are one contiguous run of the input row. The row layout would
+ * copy runs of only kw*c elements (5 for a 5x5 filter over one channel). */
+
+/* Output columns [*j0, *j1) whose tap at input column offset off (kw index
+ * times dilation, minus the left pad) falls inside the row. */
+static inline void col_range(const geom *g, int64_t off, int64_t *j0, int64_t *j1) {
+    /* iw = oj*sw + off must lie in [0, w); stride 1 skips the divisions */
+    int64_t lo, hi;
+    if (g->sw == 1) {
+        lo = off >= 0 ? 0 : -off;
+        hi = g->w - off <= 0 ? 0 : g->w - off;
+    } else {
+        lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        hi = g->w - off <= 0 ? 0 : (g->w - off - 1) / g->sw + 1;
+    }
+    if (lo > g->ow) lo = g->ow;
+    if (hi > g->ow) hi = g->ow;
+    if (hi < lo) hi = lo;
+    *j0 = lo;
+    *j1 = hi;
+}
+
+#define IM2COL_T(T)                                                                    \
+    static void im2colT_##T(const geom *g, const char *xv, char *colv, int64_t q0,     \
+                            int64_t q1) {                                              \
+        const T *x = (const T *)xv;                                                    \
+        int64_t C = g->c, M = (q1 - q0) * g->ow;                                       \
+        for (int64_t q = q0; q < q1; q++) {                                            \
+            int64_t n = q / g->oh, oi = q % g->oh;                                     \
+            const T *xn = x + (size_t)n * g->h * g->w * C;                             \
+            T *col = (T *)colv + (q - q0) * g->ow;                                     \
+            for (int64_t a = 0; a < g->kh; a++) {                                      \
+                int64_t ih = oi * g->sh - g->pt + a * g->dh;                           \
+                bool row_in = ih >= 0 && ih < g->h;                                    \
+                for (int64_t b = 0; b < g->kw; b++) {                                  \
+                    int64_t off = b * g->dw - g->pl, j0, j1;                           \
+                    col_range(g, off, &j0, &j1);                                       \
+                    if (!row_in) j0 = j1 = g->ow;                                      \
+                    for (int64_t ci = 0; ci < C; ci++) {                               \
+                        T *restrict d = col + ((a * g->kw + b) * C + ci) * M;          \
+                        int64_t j = 0;                                                 \
+                        for (; j < j0; j++) d[j] = 0;                                  \
+                        if (j1 > j0) {                                                 \
+                            const T *restrict s = xn + (ih * g->w + j0 * g->sw + off) * C + ci; \
+                            int64_t st = g->sw * C;                                    \
+                            if (st == 1) {                                             \
+                                memcpy(d + j0, s, (size_t)(j1 - j0) * sizeof(T));      \
+                                j = j1;                                                \
+                            } else {                                                   \
+                                for (; j < j1; j++) d[j] = s[(j - j0) * st];           \
+                            }                                                          \
+                        }                                                              \
+                        for (; j < g->ow; j++) d[j] = 0;                               \
+                    }                                                                  \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+IM2COL_T(float)
+IM2COL_T(double)
+
+#define COL2IM_T(T)                                                                    \
+    static void col2imT_##T(const geom *g, const char *colv, char *dxv, int64_t q0,    \
+                            int64_t q1) {                                              \
+        T *dx = (T *)dxv;                                                              \
+        int64_t C = g->c, M = (q1 - q0) * g->ow;                                       \
+        for (int64_t q = q0; q < q1; q++) {                                            \
+            int64_t n = q / g->oh, oi = q % g->oh;                                     \
+            T *dxn = dx + (size_t)n * g->h * g->w * C;                                 \
+            const T *col = (const T *)colv + (q - q0) * g->ow;                         \
+            for (int64_t a = 0; a < g->kh; a++) {                                      \
+                int64_t ih = oi * g->sh - g->pt + a * g->dh;                           \
+                if (ih < 0 || ih >= g->h) continue;                                    \
+                for (int64_t b = 0; b < g->kw; b++) {                                  \
+                    int64_t off = b * g->dw - g->pl, j0, j1;                           \
+                    col_range(g, off, &j0, &j1);                                       \
+                    if (j1 == j0) continue;                                            \
+                    for (int64_t ci = 0; ci < C; ci++) {                               \
+                        const T *restrict s = col + ((a * g->kw + b) * C + ci) * M;    \
+                        T *restrict t = dxn + (ih * g->w + j0 * g->sw + off) * C + ci; \
+                        int64_t st = g->sw * C;                                        \
+                        for (int64_t j = j0; j < j1; j++) t[(j - j0) * st] += s[j];    \
+                    }                                                                  \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+COL2IM_T(float)
+COL2IM_T(double)
+
+/* The layout a chunked pass uses: transposed for fewer than 4 channels. */
+static bool col_transposed(const geom *g) { return g->c < 4; }
+
+static void im2col(bool f64, const geom *g, const char *x, char *col, int64_t q0, int64_t q1) {
+    if (f64) im2col_double(g, x, col, q0, q1);
+    else im2col_float(g, x, col, q0, q1);
+}
+
+static void col2im(bool f64, const geom *g, const char *col, char *dx, int64_t q0, int64_t q1) {
+    if (f64) col2im_double(g, col, dx, q0, q1);
+    else col2im_float(g, col, dx, q0, q1);
 }
 
 /* C (m x n) = op(A) op(B) (+ C when accumulate), row-major, either float type. */
@@ -262,22 +404,193 @@ static bool is_pointwise(const geom *g) {
            g->n * g->oh * g->ow <= INT32_MAX;
 }
 
+/* ---- the conv passes, im2col + GEMM per chunk of images ----------------------
+ * All three passes (forward, d/dx, d/dw) walk the batch in chunks of nb
+ * images. Small problems (a chunk's GEMM below OpenBLAS's own threading
+ * threshold) run the chunks in parallel, each task doing its im2col and its
+ * single-threaded GEMM back to back on a column buffer that stays in cache;
+ * this replaces one parallel im2col of the whole batch followed by one large
+ * GEMM, which streamed the column matrix through memory twice and left
+ * OpenBLAS to thread GEMMs with as few as 6 columns. Larger problems keep the
+ * batched form: there OpenBLAS threads each GEMM well. */
+
+/* OpenBLAS runs a GEMM on one thread when m*n*k is at most this (interface/
+ * gemm.c: SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD); chunk GEMMs are
+ * kept below it so that tasks never contend for OpenBLAS's thread pool. */
+#define BLAS_ST_MNK ((int64_t)65536 * 4)
+/* Column buffer of one parallel task, in elements: fits in L2 with room for
+ * the GEMM's packed panels. */
+#define COL_TASK 49152
+
+enum { CONV_FWD, CONV_DX, CONV_DW };
+
+typedef struct conv_job {
+    const geom *g;
+    int kind;
+    bool f64;
+    size_t es;
+    const char *x, *w, *dy;   /* FWD: x, w; DX: dy, w; DW: x, dy (all contiguous) */
+    char *out;                /* FWD: y; DX: dx (zeroed); DW: nslots accumulators */
+    char *col;                /* nslots column buffers of colsz bytes */
+    size_t colsz;
+    int64_t nb, nchunks, nslots;
+    int64_t next;             /* FWD, DX: next chunk to claim (atomic) */
+} conv_job;
+
+/* One chunk (images [ch*nb, ...)) of a pass; DW adds into (or, first,
+ * writes) the K x Cout accumulator acc. */
+static void conv_chunk(const conv_job *j, int64_t ch, char *col, char *acc, bool first) {
+    const geom *g = j->g;
+    int64_t K = g->kh * g->kw * g->c, P = g->oh * g->ow;
+    int64_t n0 = ch * j->nb, cnt = g->n - n0 < j->nb ? g->n - n0 : j->nb, M = cnt * P;
+    int64_t q0 = n0 * g->oh, q1 = (n0 + cnt) * g->oh;
+    size_t es = j->es;
+    bool f64 = j->f64, tr = col_transposed(g);
+    const char *dy = j->dy ? j->dy + (size_t)(n0 * P * g->co) * es : NULL;
+    switch (j->kind) {
+    case CONV_FWD:
+        if (tr) {
+            if (f64) im2colT_double(g, j->x, col, q0, q1);
+            else im2colT_float(g, j->x, col, q0, q1);
+        } else {
+            im2col(f64, g, j->x, col, q0, q1);
+        }
+        /* y (M x Cout) = col (M x K) @ w (K x Cout) */
+        gemm(f64, tr, false, M, g->co, K, col, tr ? M : K, j->w, g->co, false,
+             j->out + (size_t)(n0 * P * g->co) * es, g->co);
+        break;
+    case CONV_DX:
+        /* dcol (M x K) = dy (M x Cout) @ w^T, or its transpose */
+        if (tr) {
+            gemm(f64, false, true, K, M, g->co, j->w, g->co, dy, g->co, false, col, M);
+            if (f64) col2imT_double(g, col, j->out, q0, q1);
+            else col2imT_float(g, col, j->out, q0, q1);
+        } else {
+            gemm(f64, false, true, M, K, g->co, dy, g->co, j->w, g->co, false, col, K);
+            col2im(f64, g, col, j->out, q0, q1);
+        }
+        break;
+    default:
+        if (tr) {
+            if (f64) im2colT_double(g, j->x, col, q0, q1);
+            else im2colT_float(g, j->x, col, q0, q1);
+        } else {
+            im2col(f64, g, j->x, col, q0, q1);
+        }
+        /* dw (K x Cout) (+)= col^T (K x M) @ dy (M x Cout) */
+        gemm(f64, !tr, false, K, g->co, M, col, tr ? M : K, dy, g->co, !first, acc, g->co);
+        break;
+    }
+}
+
+/* Tasks are slots: each has its own column buffer. FWD and DX claim chunks
+ * dynamically (every output is written once). DW sums: slot s takes chunks
+ * s, s + nslots, ... in order, so the sum does not depend on scheduling. */
+static void conv_slots(int64_t s0, int64_t s1, void *vctx) {
+    conv_job *j = vctx;
+    const geom *g = j->g;
+    size_t accsz = (size_t)(g->kh * g->kw * g->c * g->co) * j->es;
+    if (j->kind == CONV_DW) {
+        for (int64_t s = s0; s < s1; s++) {
+            char *acc = j->out + s * accsz;
+            bool first = true;
+            for (int64_t ch = s; ch < j->nchunks && !tfe_interrupted; ch += j->nslots) {
+                conv_chunk(j, ch, j->col + s * j->colsz, acc, first);
+                first = false;
+            }
+            if (first) memset(acc, 0, accsz);
+        }
+        return;
+    }
+    for (;;) {
+        int64_t ch = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (ch >= j->nchunks || tfe_interrupted) break;
+        conv_chunk(j, ch, j->col + s0 * j->colsz, NULL, false);
+    }
+}
+
+/* Plans a pass: the chunk size and slot count, or false when the problem is
+ * too large for per-task GEMMs (the caller then uses the batched form). */
+static bool conv_plan(const geom *g, conv_job *j) {
+    int64_t K = g->kh * g->kw * g->c, P = g->oh * g->ow;
+    int64_t col_img = P * K, mnk_img = P * K * g->co;
+    if (mnk_img > BLAS_ST_MNK || col_img == 0) return false;
+    int64_t nslots = tfe_num_threads();
+    int64_t nb = COL_TASK / col_img;
+    if (nb > BLAS_ST_MNK / mnk_img) nb = BLAS_ST_MNK / mnk_img;
+    /* a few chunks per slot, for balance */
+    int64_t per_slot = (g->n + 4 * nslots - 1) / (4 * nslots);
+    if (nb > per_slot) nb = per_slot;
+    if (nb < 1) nb = 1;
+    j->nb = nb;
+    j->nchunks = (g->n + nb - 1) / nb;
+    j->nslots = nslots < j->nchunks ? nslots : j->nchunks;
+    j->colsz = (size_t)(nb * col_img) * j->es;
+    j->next = 0;
+    return true;
+}
+
+/* Runs a planned pass; j->out for DW must hold nslots accumulators. */
+static int conv_run(conv_job *j) {
+    size_t bytes = j->colsz * (size_t)j->nslots;
+    j->col = tfe_alloc(bytes);
+    if (!j->col) return -1;
+    tfe_parallel_for(j->nslots, 1, conv_slots, j);
+    tfe_free(j->col, bytes);
+    return kn_poll();
+}
+
+/* The batched form: im2col of nb images in parallel over output rows, then
+ * one GEMM (threaded by OpenBLAS). */
 static int64_t chunk_batches(const geom *g) {
     int64_t per = g->oh * g->ow * g->kh * g->kw * g->c;
     int64_t nb = per > 0 ? COL_LIMIT / per : g->n;
     return nb < 1 ? 1 : nb > g->n ? g->n : nb;
 }
 
-static int64_t im2col_grain(const geom *g) {
-    int64_t per = g->kh * g->kw * g->c;
-    int64_t gr = 16384 / (per ? per : 1);
-    return gr < 1 ? 1 : gr;
-}
-
 static char *col_alloc(const geom *g, int64_t nb, size_t es, size_t *nbytes) {
     *nbytes = (size_t)(nb * g->oh * g->ow * g->kh * g->kw * g->c) * es;
     if (*nbytes == 0) *nbytes = es;
     return tfe_alloc(*nbytes);
+}
+
+typedef struct col_ctx {
+    const geom *g;
+    const char *x;
+    char *col;
+    int64_t q0;        /* first output row (n, oh_i) of the chunk */
+    size_t es;
+    bool f64;
+} col_ctx;
+
+static void im2col_range(int64_t r0, int64_t r1, void *vctx) {
+    col_ctx *k = vctx;
+    size_t row = (size_t)(k->g->ow * k->g->kh * k->g->kw * k->g->c) * k->es;
+    im2col(k->f64, k->g, k->x, k->col + (size_t)r0 * row, k->q0 + r0, k->q0 + r1);
+}
+
+static void im2col_batched(const geom *g, bool f64, const char *x, char *col, int64_t n0,
+                           int64_t cnt) {
+    int64_t per = g->ow * g->kh * g->kw * g->c;
+    int64_t grain = 16384 / (per ? per : 1);
+    col_ctx k = {.g = g, .x = x, .col = col, .q0 = n0 * g->oh, .es = f64 ? 8 : 4, .f64 = f64};
+    tfe_parallel_for(cnt * g->oh, grain < 1 ? 1 : grain, im2col_range, &k);
+}
+
+typedef struct col2im_ctx {
+    const geom *g;
+    const char *col;
+    char *dx;
+    int64_t n0;
+    bool f64;
+} col2im_ctx;
+
+/* Tasks are whole images, whose dx are disjoint. */
+static void col2im_range(int64_t i0, int64_t i1, void *vctx) {
+    col2im_ctx *k = vctx;
+    const geom *g = k->g;
+    size_t img = (size_t)(g->oh * g->ow * g->kh * g->kw * g->c) * (k->f64 ? 8 : 4);
+    col2im(k->f64, g, k->col + (size_t)i0 * img, k->dx, (k->n0 + i0) * g->oh, (k->n0 + i1) * g->oh);
 }
 
 /* out (N, OH, OW, Cout) = conv(x, w), x contiguous. */
@@ -291,6 +604,9 @@ static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w,
              g->co, false, tensor_data(out), g->co);
         return 0;
     }
+    conv_job j = {.g = g, .kind = CONV_FWD, .f64 = f64, .es = es, .x = tensor_data(x),
+                  .w = tensor_data(w), .out = tensor_data(out)};
+    if (conv_plan(g, &j)) return conv_run(&j);
     int64_t nb = chunk_batches(g);
     size_t colbytes;
     char *col = col_alloc(g, nb, es, &colbytes);
@@ -301,8 +617,7 @@ static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w,
             return -1;
         }
         int64_t cnt = g->n - n0 < nb ? g->n - n0 : nb;
-        col_ctx k = {.g = g, .x = tensor_data(x), .col = col, .n0 = n0, .es = es};
-        tfe_parallel_for(cnt * P, im2col_grain(g), im2col_range, &k);
+        im2col_batched(g, f64, tensor_data(x), col, n0, cnt);
         gemm(f64, false, false, cnt * P, g->co, K, col, K ? K : 1, tensor_data(w), g->co, false,
              tensor_data(out) + (size_t)(n0 * P * g->co) * es, g->co);
     }
@@ -346,24 +661,41 @@ static int check_dy(const char *op, const geom *g, const tfe_tensor *dy, tfe_dty
     return 0;
 }
 
-tfe_tensor *tfe_conv2d_grad_input(tfe_tensor *dy, tfe_tensor *w, const int64_t x_shape[4],
-                                  const tfe_attrs *at) {
-    geom g;
+/* The nn_grad.h backward functions in two forms: returning a new tensor
+ * (nn_grad.h, for the autodiff rules) and writing into a given contiguous,
+ * uninitialised tensor of the result's shape and dtype (kn_*_into: the op
+ * kernels of kernels_nn_grad.c pass the output the dispatcher allocated,
+ * which saves copying each result). */
+
+static int grad_input_geom(tfe_tensor *dy, tfe_tensor *w, const int64_t x_shape[4],
+                           const tfe_attrs *at, geom *g) {
     if (check_rank4("conv2d", "filter", "(KH, KW, Cin, Cout)", w) < 0 ||
-        check_float("conv2d", w) < 0 || make_geom("conv2d", x_shape, w->shape, at, &g) < 0 ||
-        check_dy("conv2d", &g, dy, w->dtype) < 0)
-        return NULL;
+        check_float("conv2d", w) < 0 || make_geom("conv2d", x_shape, w->shape, at, g) < 0 ||
+        check_dy("conv2d", g, dy, w->dtype) < 0)
+        return -1;
+    return 0;
+}
+
+static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_tensor *dx) {
+    geom g = *gp;
     bool f64 = w->dtype == TFE_FLOAT64;
     size_t es = dtype_size(w->dtype);
     int64_t K = g.kh * g.kw * g.c, P = g.oh * g.ow;
-    tfe_tensor *dx = tensor_zeros(w->dtype, 4, x_shape);
-    if (!dx || tensor_numel(dx) == 0 || P * g.co == 0) return dx;
+    int64_t numel = tensor_numel(dx);
+    if (numel == 0) return 0;
+    /* col2im accumulates; the pointwise GEMM overwrites */
+    if (!is_pointwise(&g) || P * g.co == 0) memset(tensor_data(dx), 0, (size_t)numel * es);
+    if (P * g.co == 0) return 0;
     tfe_tensor *dyc = tensor_contiguous(dy), *wc = dyc ? tensor_contiguous(w) : NULL;
     if (!wc) goto fail;
+    conv_job j = {.g = &g, .kind = CONV_DX, .f64 = f64, .es = es, .dy = tensor_data(dyc),
+                  .w = tensor_data(wc), .out = tensor_data(dx)};
     if (is_pointwise(&g)) {
         /* dx = dy (N*P, Cout) @ W^T (Cout, Cin) */
         gemm(f64, false, true, g.n * P, K, g.co, tensor_data(dyc), g.co, tensor_data(wc), g.co,
              false, tensor_data(dx), K);
+    } else if (conv_plan(&g, &j)) {
+        if (conv_run(&j) < 0) goto fail;
     } else {
         int64_t nb = chunk_batches(&g);
         size_t colbytes;
@@ -378,39 +710,95 @@ tfe_tensor *tfe_conv2d_grad_input(tfe_tensor *dy, tfe_tensor *w, const int64_t x
             gemm(f64, false, true, cnt * P, K, g.co,
                  tensor_data(dyc) + (size_t)(n0 * P * g.co) * es, g.co, tensor_data(wc), g.co,
                  false, col, K);
-            col2im_ctx k = {.g = &g, .col = col, .x_out = tensor_data(dx), .n0 = n0, .f64 = f64};
+            col2im_ctx k = {.g = &g, .col = col, .dx = tensor_data(dx), .n0 = n0, .f64 = f64};
             tfe_parallel_for(cnt, 1, col2im_range, &k);
         }
         tfe_free(col, colbytes);
     }
     tensor_decref(wc);
     tensor_decref(dyc);
-    return dx;
+    return 0;
 fail:
     if (wc) tensor_decref(wc);
     if (dyc) tensor_decref(dyc);
-    tensor_decref(dx);
-    return NULL;
+    return -1;
 }
 
-tfe_tensor *tfe_conv2d_grad_filter(tfe_tensor *x, tfe_tensor *dy, const int64_t w_shape[4],
-                                   const tfe_attrs *at) {
+tfe_tensor *tfe_conv2d_grad_input(tfe_tensor *dy, tfe_tensor *w, const int64_t x_shape[4],
+                                  const tfe_attrs *at) {
     geom g;
-    if (check_rank4("conv2d", "input", "(N, H, W, C)", x) < 0 || check_float("conv2d", x) < 0 ||
-        make_geom("conv2d", x->shape, w_shape, at, &g) < 0 ||
-        check_dy("conv2d", &g, dy, x->dtype) < 0)
+    if (grad_input_geom(dy, w, x_shape, at, &g) < 0) return NULL;
+    tfe_tensor *dx = tensor_new(w->dtype, 4, x_shape);
+    if (dx && grad_input_into(&g, dy, w, dx) < 0) {
+        tensor_decref(dx);
         return NULL;
+    }
+    return dx;
+}
+
+int kn_conv2d_grad_input_into(tfe_tensor *dy, tfe_tensor *w, const int64_t x_shape[4],
+                              const tfe_attrs *at, tfe_tensor *dx) {
+    geom g;
+    if (grad_input_geom(dy, w, x_shape, at, &g) < 0) return -1;
+    return grad_input_into(&g, dy, w, dx);
+}
+
+/* dw += the nrest accumulators at rest (len elements each), in order. */
+static void add_slots(bool f64, char *dw, const char *rest, int64_t nrest, int64_t len) {
+    for (int64_t s = 0; s < nrest; s++) {
+        if (f64) {
+            double *d = (double *)dw;
+            const double *a = (const double *)rest + s * len;
+            for (int64_t i = 0; i < len; i++) d[i] += a[i];
+        } else {
+            float *d = (float *)dw;
+            const float *a = (const float *)rest + s * len;
+            for (int64_t i = 0; i < len; i++) d[i] += a[i];
+        }
+    }
+}
+
+static int grad_filter_geom(tfe_tensor *x, tfe_tensor *dy, const int64_t w_shape[4],
+                            const tfe_attrs *at, geom *g) {
+    if (check_rank4("conv2d", "input", "(N, H, W, C)", x) < 0 || check_float("conv2d", x) < 0 ||
+        make_geom("conv2d", x->shape, w_shape, at, g) < 0 ||
+        check_dy("conv2d", g, dy, x->dtype) < 0)
+        return -1;
+    return 0;
+}
+
+static int grad_filter_into(const geom *gp, tfe_tensor *x, tfe_tensor *dy, tfe_tensor *dw) {
+    geom g = *gp;
     bool f64 = x->dtype == TFE_FLOAT64;
     size_t es = dtype_size(x->dtype);
     int64_t K = g.kh * g.kw * g.c, P = g.oh * g.ow;
-    tfe_tensor *dw = tensor_zeros(x->dtype, 4, w_shape);
-    if (!dw || K * g.co == 0 || g.n * P == 0) return dw;
+    if (K * g.co == 0) return 0;
+    if (g.n * P == 0) {
+        memset(tensor_data(dw), 0, (size_t)(K * g.co) * es);
+        return 0;
+    }
+    /* from here every path writes all of dw (its first GEMM with beta 0) */
     tfe_tensor *xc = tensor_contiguous(x), *dyc = xc ? tensor_contiguous(dy) : NULL;
     if (!dyc) goto fail;
+    conv_job j = {.g = &g, .kind = CONV_DW, .f64 = f64, .es = es, .x = tensor_data(xc),
+                  .dy = tensor_data(dyc)};
     if (is_pointwise(&g)) {
         /* dW (Cin, Cout) = x^T (Cin, N*P) @ dy (N*P, Cout) */
         gemm(f64, true, false, K, g.co, g.n * P, tensor_data(xc), K, tensor_data(dyc), g.co, false,
              tensor_data(dw), g.co);
+    } else if (conv_plan(&g, &j)) {
+        /* one accumulator per slot, summed in slot order afterwards */
+        size_t accsz = (size_t)(K * g.co) * es;
+        char *acc = tfe_alloc(accsz * (size_t)j.nslots);
+        if (!acc) goto fail;
+        j.out = acc;
+        int rc = conv_run(&j);
+        if (rc == 0) {
+            memcpy(tensor_data(dw), acc, accsz);
+            add_slots(f64, tensor_data(dw), acc + accsz, j.nslots - 1, K * g.co);
+        }
+        tfe_free(acc, accsz * (size_t)j.nslots);
+        if (rc < 0) goto fail;
     } else {
         int64_t nb = chunk_batches(&g);
         size_t colbytes;
@@ -422,8 +810,7 @@ tfe_tensor *tfe_conv2d_grad_filter(tfe_tensor *x, tfe_tensor *dy, const int64_t 
                 goto fail;
             }
             int64_t cnt = g.n - n0 < nb ? g.n - n0 : nb;
-            col_ctx k = {.g = &g, .x = tensor_data(xc), .col = col, .n0 = n0, .es = es};
-            tfe_parallel_for(cnt * P, im2col_grain(&g), im2col_range, &k);
+            im2col_batched(&g, f64, tensor_data(xc), col, n0, cnt);
             gemm(f64, true, false, K, g.co, cnt * P, col, K,
                  tensor_data(dyc) + (size_t)(n0 * P * g.co) * es, g.co, n0 > 0, tensor_data(dw),
                  g.co);
@@ -432,12 +819,30 @@ tfe_tensor *tfe_conv2d_grad_filter(tfe_tensor *x, tfe_tensor *dy, const int64_t 
     }
     tensor_decref(dyc);
     tensor_decref(xc);
-    return dw;
+    return 0;
 fail:
     if (dyc) tensor_decref(dyc);
     if (xc) tensor_decref(xc);
-    tensor_decref(dw);
-    return NULL;
+    return -1;
+}
+
+tfe_tensor *tfe_conv2d_grad_filter(tfe_tensor *x, tfe_tensor *dy, const int64_t w_shape[4],
+                                   const tfe_attrs *at) {
+    geom g;
+    if (grad_filter_geom(x, dy, w_shape, at, &g) < 0) return NULL;
+    tfe_tensor *dw = tensor_new(x->dtype, 4, w_shape);
+    if (dw && grad_filter_into(&g, x, dy, dw) < 0) {
+        tensor_decref(dw);
+        return NULL;
+    }
+    return dw;
+}
+
+int kn_conv2d_grad_filter_into(tfe_tensor *x, tfe_tensor *dy, const int64_t w_shape[4],
+                               const tfe_attrs *at, tfe_tensor *dw) {
+    geom g;
+    if (grad_filter_geom(x, dy, w_shape, at, &g) < 0) return -1;
+    return grad_filter_into(&g, x, dy, dw);
 }
 
 /* ---- pooling ------------------------------------------------------------------ */
@@ -446,8 +851,9 @@ typedef struct pool_ctx {
     const geom *g;
     const char *x;    /* contiguous input (forward, max backward) */
     const char *dy;   /* contiguous dy (backward) */
-    char *out;        /* forward: output; backward: dx (zeroed) */
+    char *out;        /* forward: output; backward: dx (zeroed unless tiled) */
     bool f64, max;
+    bool tiled;       /* backward: the windows tile dx exactly (each cell in one window) */
 } pool_ctx;
 
 /* The clipped window of output cell (oh_i, ow_i): rows [h0, h1), cols [w0, w1).
@@ -460,28 +866,65 @@ typedef struct pool_ctx {
     if (h1 > (g)->h) h1 = (g)->h;                                             \
     if (w1 > (g)->w) w1 = (g)->w;
 
-/* Forward: tasks are output rows r = n*oh + oh_i. Max propagates NaN. */
+/* Max pooling sends the window's first NaN, else its first maximum. The scan
+ * that keeps the maximum with a plain "v > m" select compiles without
+ * branches (maxss / cmov), where the NaN-aware comparison compiled to
+ * branches that mispredicted on every other cell of random data; NaNs are
+ * only noted (u) and a window holding one is scanned again, exactly. */
+
+/* Forward: tasks are output rows r = n*oh + oh_i. */
 #define POOL_FWD(T)                                                               \
     for (int64_t r = r0; r < r1; r++) {                                           \
-        int64_t n = r / g->oh, oi = r % g->oh;                                    \
-        const T *x = (const T *)k->x + (size_t)n * g->h * g->w * g->c;            \
-        T *o = (T *)k->out + (size_t)r * g->ow * g->c;                            \
-        for (int64_t oj = 0; oj < g->ow; oj++, o += g->c) {                       \
+        int64_t n = r / g->oh, oi = r % g->oh, C = g->c;                          \
+        const T *x = (const T *)k->x + (size_t)n * g->h * g->w * C;               \
+        T *o = (T *)k->out + (size_t)r * g->ow * C;                               \
+        for (int64_t oj = 0; oj < g->ow; oj++, o += C) {                          \
             WINDOW(g, oi, oj)                                                     \
-            for (int64_t ci = 0; ci < g->c; ci++) o[ci] = k->max ? -(T)INFINITY : 0; \
-            for (int64_t i = h0; i < h1; i++)                                     \
-                for (int64_t j = w0; j < w1; j++) {                               \
-                    const T *s = x + (i * g->w + j) * g->c;                       \
-                    if (k->max) {                                                 \
-                        for (int64_t ci = 0; ci < g->c; ci++)                     \
-                            if (s[ci] > o[ci] || isnan(s[ci])) o[ci] = isnan(o[ci]) ? o[ci] : s[ci]; \
-                    } else {                                                      \
-                        for (int64_t ci = 0; ci < g->c; ci++) o[ci] += s[ci];     \
-                    }                                                             \
-                }                                                                 \
             if (!k->max) {                                                        \
                 T inv = (T)1 / (T)((h1 - h0) * (w1 - w0));                        \
-                for (int64_t ci = 0; ci < g->c; ci++) o[ci] *= inv;               \
+                for (int64_t ci = 0; ci < C; ci++) {                              \
+                    T acc = 0;                                                    \
+                    for (int64_t i = h0; i < h1; i++)                             \
+                        for (int64_t j = w0; j < w1; j++) acc += x[(i * g->w + j) * C + ci]; \
+                    o[ci] = acc * inv;                                            \
+                }                                                                 \
+                continue;                                                         \
+            }                                                                     \
+            if (h1 - h0 == 2 && w1 - w0 == 2) {                                   \
+                /* the common 2x2 window, unrolled */                             \
+                const T *s0 = x + (h0 * g->w + w0) * C, *s2 = s0 + g->w * C;      \
+                for (int64_t ci = 0; ci < C; ci++) {                              \
+                    T v0 = s0[ci], v1 = s0[C + ci], v2 = s2[ci], v3 = s2[C + ci]; \
+                    T m = v0;                                                     \
+                    m = v1 > m ? v1 : m;                                          \
+                    m = v2 > m ? v2 : m;                                          \
+                    m = v3 > m ? v3 : m;                                          \
+                    if ((v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3))        \
+                        m = v0 != v0 ? v0 : v1 != v1 ? v1 : v2 != v2 ? v2 : v3;   \
+                    o[ci] = m;                                                    \
+                }                                                                 \
+                continue;                                                         \
+            }                                                                     \
+            for (int64_t ci = 0; ci < C; ci++) {                                  \
+                const T *s = x + ci;                                              \
+                T m = s[(h0 * g->w + w0) * C];                                    \
+                int u = 0;                                                        \
+                for (int64_t i = h0; i < h1; i++)                                 \
+                    for (int64_t j = w0; j < w1; j++) {                           \
+                        T v = s[(i * g->w + j) * C];                              \
+                        m = v > m ? v : m;                                        \
+                        u |= v != v;                                              \
+                    }                                                             \
+                if (u) {                                                          \
+                    m = -(T)INFINITY;                                             \
+                    for (int64_t i = h0; i < h1 && m == m; i++)                   \
+                        for (int64_t j = w0; j < w1; j++) {                       \
+                            T v = s[(i * g->w + j) * C];                          \
+                            if (v > m || v != v) m = v;                           \
+                            if (v != v) break;                                    \
+                        }                                                         \
+                }                                                                 \
+                o[ci] = m;                                                        \
             }                                                                     \
         }                                                                         \
     }
@@ -511,38 +954,94 @@ int k_max_pool2d(const tfe_opcall *c) { return pool_forward(c, true); }
 int k_avg_pool2d(const tfe_opcall *c) { return pool_forward(c, false); }
 
 /* Backward: tasks are batches n, whose dx images are disjoint. Max sends each
- * dy cell to the first maximum of its window (NaN counts as the maximum). */
+ * dy cell to the first maximum of its window (NaN counts as the maximum; see
+ * POOL_FWD for the branch-free scan). When the windows tile dx, every cell is
+ * written exactly once (zero, or dy at the maximum), so dx needs no zeroing
+ * beforehand; otherwise dy is added at the maximum as before. */
 #define POOL_BWD(T)                                                                 \
     for (int64_t n = n0; n < n1; n++) {                                             \
-        size_t img = (size_t)n * g->h * g->w * g->c;                                \
+        int64_t C = g->c;                                                           \
+        size_t img = (size_t)n * g->h * g->w * C;                                   \
         const T *x = (const T *)k->x + img;                                         \
         T *dx = (T *)k->out + img;                                                  \
-        const T *dy = (const T *)k->dy + (size_t)n * g->oh * g->ow * g->c;          \
+        const T *dy = (const T *)k->dy + (size_t)n * g->oh * g->ow * C;             \
         for (int64_t oi = 0; oi < g->oh; oi++)                                      \
-            for (int64_t oj = 0; oj < g->ow; oj++, dy += g->c) {                    \
+            for (int64_t oj = 0; oj < g->ow; oj++, dy += C) {                       \
                 WINDOW(g, oi, oj)                                                   \
                 if (!k->max) {                                                      \
                     T inv = (T)1 / (T)((h1 - h0) * (w1 - w0));                      \
                     for (int64_t i = h0; i < h1; i++)                               \
                         for (int64_t j = w0; j < w1; j++) {                         \
-                            T *d = dx + (i * g->w + j) * g->c;                      \
-                            for (int64_t ci = 0; ci < g->c; ci++) d[ci] += dy[ci] * inv; \
+                            T *d = dx + (i * g->w + j) * C;                         \
+                            for (int64_t ci = 0; ci < C; ci++) d[ci] += dy[ci] * inv; \
                         }                                                           \
                     continue;                                                       \
                 }                                                                   \
-                for (int64_t ci = 0; ci < g->c; ci++) {                             \
-                    int64_t best = h0 * g->w + w0;                                  \
-                    T bv = x[best * g->c + ci];                                     \
-                    for (int64_t i = h0; i < h1 && !isnan(bv); i++)                 \
-                        for (int64_t j = w0; j < w1; j++) {                         \
-                            T v = x[(i * g->w + j) * g->c + ci];                    \
-                            if (v > bv || isnan(v)) {                               \
-                                bv = v;                                             \
-                                best = i * g->w + j;                                \
-                                if (isnan(v)) break;                                \
-                            }                                                       \
+                if (k->tiled && h1 - h0 == 2 && w1 - w0 == 2) {                     \
+                    /* the common 2x2 window, unrolled */                           \
+                    int64_t p0 = h0 * g->w + w0, p2 = p0 + g->w;                    \
+                    T *d0 = dx + p0 * C, *d2 = dx + p2 * C;                         \
+                    const T *s0 = x + p0 * C, *s2 = x + p2 * C;                     \
+                    for (int64_t ci = 0; ci < C; ci++) {                            \
+                        T v0 = s0[ci], v1 = s0[C + ci], v2 = s2[ci], v3 = s2[C + ci]; \
+                        if ((v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3)) {    \
+                            int64_t b = v0 != v0 ? 0 : v1 != v1 ? 1 : v2 != v2 ? 2 : 3; \
+                            d0[ci] = b == 0 ? dy[ci] : 0;                           \
+                            d0[C + ci] = b == 1 ? dy[ci] : 0;                       \
+                            d2[ci] = b == 2 ? dy[ci] : 0;                           \
+                            d2[C + ci] = b == 3 ? dy[ci] : 0;                       \
+                            continue;                                               \
                         }                                                           \
-                    dx[best * g->c + ci] += dy[ci];                                 \
+                        int b = 0;                                                  \
+                        T m = v0;                                                   \
+                        b = v1 > m ? 1 : b;                                         \
+                        m = v1 > m ? v1 : m;                                        \
+                        b = v2 > m ? 2 : b;                                         \
+                        m = v2 > m ? v2 : m;                                        \
+                        b = v3 > m ? 3 : b;                                         \
+                        d0[ci] = 0;                                                 \
+                        d0[C + ci] = 0;                                             \
+                        d2[ci] = 0;                                                 \
+                        d2[C + ci] = 0;                                             \
+                        T *t = b < 2 ? d0 : d2;                                     \
+                        t[(b & 1) * C + ci] = dy[ci];                               \
+                    }                                                               \
+                    continue;                                                       \
+                }                                                                   \
+                for (int64_t ci = 0; ci < C; ci++) {                                \
+                    const T *s = x + ci;                                            \
+                    int64_t best = h0 * g->w + w0;                                  \
+                    T bv = s[best * C];                                             \
+                    int u = 0;                                                      \
+                    for (int64_t i = h0; i < h1; i++)                               \
+                        for (int64_t j = w0; j < w1; j++) {                         \
+                            int64_t at = i * g->w + j;                              \
+                            T v = s[at * C];                                        \
+                            bool gt = v > bv;                                       \
+                            best = gt ? at : best;                                  \
+                            bv = gt ? v : bv;                                       \
+                            u |= v != v;                                            \
+                        }                                                           \
+                    if (u) {                                                        \
+                        best = h0 * g->w + w0;                                      \
+                        bv = s[best * C];                                           \
+                        for (int64_t i = h0; i < h1 && bv == bv; i++)               \
+                            for (int64_t j = w0; j < w1; j++) {                     \
+                                T v = s[(i * g->w + j) * C];                        \
+                                if (v > bv || v != v) {                             \
+                                    bv = v;                                         \
+                                    best = i * g->w + j;                            \
+                                    if (v != v) break;                              \
+                                }                                                   \
+                            }                                                       \
+                    }                                                               \
+                    if (k->tiled) {                                                 \
+                        for (int64_t i = h0; i < h1; i++)                           \
+                            for (int64_t j = w0; j < w1; j++) dx[(i * g->w + j) * C + ci] = 0; \
+                        dx[best * C + ci] = dy[ci];                                 \
+                    } else {                                                        \
+                        dx[best * C + ci] += dy[ci];                                \
+                    }                                                               \
                 }                                                                   \
             }                                                                       \
     }
@@ -553,37 +1052,70 @@ static void pool_bwd_range(int64_t n0, int64_t n1, void *vctx) {
     if (k->f64) { POOL_BWD(double) } else { POOL_BWD(float) }
 }
 
-static tfe_tensor *pool_backward(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy,
-                                 const int64_t *x_shape, const tfe_attrs *at) {
+/* dx (x_shape, contiguous, uninitialised) = the backward of max (x given) or
+ * avg (x NULL) pooling. */
+static int pool_backward(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy,
+                         const int64_t *x_shape, const tfe_attrs *at, tfe_tensor *dx) {
     geom g;
     if (check_float(op, dy) < 0 || make_geom(op, x_shape, NULL, at, &g) < 0 ||
         check_dy(op, &g, dy, x ? x->dtype : dy->dtype) < 0)
-        return NULL;
-    tfe_tensor *dx = tensor_zeros(dy->dtype, 4, x_shape);
-    if (!dx || tensor_numel(dy) == 0) return dx;
+        return -1;
+    /* windows that cover every cell of x exactly once (max only: there each
+     * cell is written once, so dx needs no zeroing) */
+    bool tiled = max && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pl == 0 &&
+                 g.oh * g.kh == g.h && g.ow * g.kw == g.w && tensor_numel(dy) > 0;
+    int64_t numel = tensor_numel(dx);
+    if (!tiled && numel) memset(tensor_data(dx), 0, (size_t)numel * dtype_size(dx->dtype));
+    if (tensor_numel(dy) == 0) return 0;
     tfe_tensor *xc = x ? tensor_contiguous(x) : NULL;
     tfe_tensor *dyc = tensor_contiguous(dy);
     if ((x && !xc) || !dyc) {
         if (xc) tensor_decref(xc);
         if (dyc) tensor_decref(dyc);
-        tensor_decref(dx);
-        return NULL;
+        return -1;
     }
     pool_ctx k = {.g = &g, .x = xc ? tensor_data(xc) : NULL, .dy = tensor_data(dyc),
-                  .out = tensor_data(dx), .f64 = dy->dtype == TFE_FLOAT64, .max = max};
+                  .out = tensor_data(dx), .f64 = dy->dtype == TFE_FLOAT64, .max = max,
+                  .tiled = tiled};
     tfe_parallel_for(g.n, 1, pool_bwd_range, &k);
     if (xc) tensor_decref(xc);
     tensor_decref(dyc);
+    return 0;
+}
+
+/* a new tensor for pool_backward (NULL + error on failure) */
+static tfe_tensor *pool_backward_new(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy,
+                                     const int64_t *x_shape, const tfe_attrs *at) {
+    tfe_tensor *dx = tensor_new(dy->dtype, 4, x_shape);
+    if (dx && pool_backward(op, max, x, dy, x_shape, at, dx) < 0) {
+        tensor_decref(dx);
+        return NULL;
+    }
     return dx;
 }
 
-tfe_tensor *tfe_max_pool2d_grad(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at) {
+static int max_pool_check(tfe_tensor *x) {
     if (check_rank4("max_pool2d", "input", "(N, H, W, C)", x) < 0 ||
         check_float("max_pool2d", x) < 0)
-        return NULL;
-    return pool_backward("max_pool2d", true, x, dy, x->shape, at);
+        return -1;
+    return 0;
+}
+
+tfe_tensor *tfe_max_pool2d_grad(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at) {
+    if (max_pool_check(x) < 0) return NULL;
+    return pool_backward_new("max_pool2d", true, x, dy, x->shape, at);
 }
 
 tfe_tensor *tfe_avg_pool2d_grad(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at) {
-    return pool_backward("avg_pool2d", false, NULL, dy, x_shape, at);
+    return pool_backward_new("avg_pool2d", false, NULL, dy, x_shape, at);
+}
+
+int kn_max_pool2d_grad_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, tfe_tensor *dx) {
+    if (max_pool_check(x) < 0) return -1;
+    return pool_backward("max_pool2d", true, x, dy, x->shape, at, dx);
+}
+
+int kn_avg_pool2d_grad_into(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at,
+                            tfe_tensor *dx) {
+    return pool_backward("avg_pool2d", false, NULL, dy, x_shape, at, dx);
 }

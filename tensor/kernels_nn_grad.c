@@ -1,6 +1,7 @@
 /* kernels_nn_grad.c — the backward ops of conv2d and pooling (ops_nn.def):
  * infer rules and CPU kernels. The kernels call the backward functions of
- * nn_grad.h; max_pool2d_select (the adjoint of max_pool2d_grad) is here. */
+ * nn_grad.h in their writing-into form (kn_*_into, kernels_nn.c);
+ * max_pool2d_select (the adjoint of max_pool2d_grad) is here. */
 #include <math.h>
 #include <string.h>
 
@@ -186,30 +187,21 @@ int infer_max_pool2d_select(const tfe_opcall *c, tfe_meta *m) {
 
 /* ---- kernels ----------------------------------------------------------------------- */
 
-/* The nn_grad.h functions return a fresh contiguous tensor of the inferred
- * shape and dtype: copied into the output the dispatcher allocated. */
-static int take(const tfe_opcall *c, tfe_tensor *r) {
-    if (!r) return -1;
-    int64_t n = tensor_numel(r);
-    if (n) memcpy(tensor_data(c->out[0]), tensor_data(r), (size_t)n * dtype_size(r->dtype));
-    tensor_decref(r);
-    return 0;
-}
 
 int k_conv2d_backprop_input(const tfe_opcall *c) {
-    return take(c, tfe_conv2d_grad_input(c->in[0], c->in[1], c->at->ints + 8, c->at));
+    return kn_conv2d_grad_input_into(c->in[0], c->in[1], c->at->ints + 8, c->at, c->out[0]);
 }
 
 int k_conv2d_backprop_filter(const tfe_opcall *c) {
-    return take(c, tfe_conv2d_grad_filter(c->in[0], c->in[1], c->at->ints + 8, c->at));
+    return kn_conv2d_grad_filter_into(c->in[0], c->in[1], c->at->ints + 8, c->at, c->out[0]);
 }
 
 int k_max_pool2d_grad(const tfe_opcall *c) {
-    return take(c, tfe_max_pool2d_grad(c->in[0], c->in[1], c->at));
+    return kn_max_pool2d_grad_into(c->in[0], c->in[1], c->at, c->out[0]);
 }
 
 int k_avg_pool2d_grad(const tfe_opcall *c) {
-    return take(c, tfe_avg_pool2d_grad(c->in[0], c->at->ints + 8, c->at));
+    return kn_avg_pool2d_grad_into(c->in[0], c->at->ints + 8, c->at, c->out[0]);
 }
 
 /* max_pool2d_select: out[n, i, j, ch] = h at the first maximum of x in window

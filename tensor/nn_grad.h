@@ -22,4 +22,15 @@ tfe_tensor *tfe_max_pool2d_grad(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *
 /* avg_pool2d backward: each dy cell is spread evenly over the valid cells of its window. */
 tfe_tensor *tfe_avg_pool2d_grad(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at);
 
+/* The same, writing into dx/dw: a contiguous tensor of the result's shape and
+ * dtype that the caller allocated (the backward ops' kernels, whose outputs
+ * the dispatcher allocates). 0, or -1 with the error set. */
+int kn_conv2d_grad_input_into(tfe_tensor *dy, tfe_tensor *w, const int64_t x_shape[4],
+                              const tfe_attrs *at, tfe_tensor *dx);
+int kn_conv2d_grad_filter_into(tfe_tensor *x, tfe_tensor *dy, const int64_t w_shape[4],
+                               const tfe_attrs *at, tfe_tensor *dw);
+int kn_max_pool2d_grad_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, tfe_tensor *dx);
+int kn_avg_pool2d_grad_into(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at,
+                            tfe_tensor *dx);
+
 #endif

@@ -23,8 +23,8 @@ typedef struct geom {
     int64_t oh, ow, pt, pl;
 } geom;
 
-/* TensorFlow's output size and leading pad for one spatial axis. */
-static bool out_size(int64_t in, int64_t k, int64_t d, int64_t s, bool same, int64_t *out,
+/* TensorFlow's output size and leading pad for one spatial axis (nn_grad.h). */
+bool kn_conv_out_size(int64_t in, int64_t k, int64_t d, int64_t s, bool same, int64_t *out,
                      int64_t *pad) {
     int64_t keff = (k - 1) * d + 1;
     if (same) {
@@ -110,8 +110,8 @@ static int make_geom(const char *op, const int64_t *xs, const int64_t *ws, const
         return -1;
     }
     bool same = padding == 1;
-    if (!out_size(g->h, g->kh, g->dh, g->sh, same, &g->oh, &g->pt) ||
-        !out_size(g->w, g->kw, g->dw, g->sw, same, &g->ow, &g->pl)) {
+    if (!kn_conv_out_size(g->h, g->kh, g->dh, g->sh, same, &g->oh, &g->pt) ||
+        !kn_conv_out_size(g->w, g->kw, g->dw, g->sw, same, &g->ow, &g->pl)) {
         tfe_error_set("%s: %s (%lld, %lld) with dilation (%lld, %lld) does not fit in the input "
                       "(%lld, %lld) with padding \"valid\" (input %s)", op,
                       pool ? "window" : "filter", (long long)g->kh, (long long)g->kw,

@@ -19,20 +19,6 @@ typedef struct bgeom {
     int64_t kh, kw, sh, sw, pt, pl;
 } bgeom;
 
-static bool out_size(int64_t in, int64_t k, int64_t d, int64_t s, bool same, int64_t *out,
-                     int64_t *pad) {
-    int64_t keff = (k - 1) * d + 1;
-    if (same) {
-        *out = (in + s - 1) / s;
-        int64_t total = (*out - 1) * s + keff - in;
-        *pad = total > 0 ? total / 2 : 0;
-        return true;
-    }
-    *pad = 0;
-    if (in < keff) return false;
-    *out = (in - keff) / s + 1;
-    return true;
-}
 
 static int bgeom_of(const tfe_opcall *c, const int64_t *xs, const int64_t *ws, bgeom *g) {
     const int64_t *a = c->at->ints;
@@ -74,8 +60,8 @@ static int bgeom_of(const tfe_opcall *c, const int64_t *xs, const int64_t *ws, b
     }
     g->oshape[0] = xs[0];
     g->oshape[3] = ws ? ws[3] : xs[3];
-    if (!out_size(xs[1], g->kh, dh, g->sh, a[4] == 1, &g->oshape[1], &g->pt) ||
-        !out_size(xs[2], g->kw, dw, g->sw, a[4] == 1, &g->oshape[2], &g->pl)) {
+    if (!kn_conv_out_size(xs[1], g->kh, dh, g->sh, a[4] == 1, &g->oshape[1], &g->pt) ||
+        !kn_conv_out_size(xs[2], g->kw, dw, g->sw, a[4] == 1, &g->oshape[2], &g->pl)) {
         tfe_error_set("%s: window (%lld, %lld) does not fit in the input %s with padding \"valid\"",
                       NAME, (long long)g->kh, (long long)g->kw, shape_str(4, xs, b1));
         return -1;

@@ -16,6 +16,7 @@ static int eval(Interp *I, Node *n, Env *env, Value *out);
 static int eval_call(Interp *I, Node *n, Env *env, Value *out);
 static int exec(Interp *I, Node *n, Env *env);
 static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
+static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
 /* Lexical context while evaluating: the Program whose AST is running, so the
  * closures made here keep it alive. */
@@ -330,7 +331,7 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
         if (fn->is_lambda) {
             rc = eval(I, fn->a, e, out);
         } else {
-            int x = exec_stmts(I, &fn->a->list, e, c->prog);
+            int x = exec_stmts_body(I, &fn->a->list, e, c->prog);
             if (x == XS_ERR) rc = -1;
             else if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
             else *out = v_nil();
@@ -1194,7 +1195,9 @@ static int exec(Interp *I, Node *n, Env *env)
     }
 }
 
-static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog)
+/* The statement loop; inlined into function calls (one C frame less per
+ * call), reached through exec_stmts for nested blocks. */
+static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog)
 {
     (void)prog;
     /* hoisting: every fn declared in this block is bound before any statement runs */
@@ -1227,6 +1230,11 @@ static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog)
         if (r != XS_OK) return r;
     }
     return XS_OK;
+}
+
+static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog)
+{
+    return exec_stmts_body(I, l, env, prog);
 }
 
 /* --- programs ------------------------------------------------------------------------ */

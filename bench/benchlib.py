@@ -128,6 +128,17 @@ class Ops:
         self.sync = (lambda x: x.block_until_ready()) if lib == "jax" else (lambda x: x)
 
 
+def measure_steps(step, sync, lib):
+    """Time training steps (step() returns the loss, sync(v) waits for the
+    device), then print one more step's loss so a run shows the model trains."""
+    def run(n):
+        for _ in range(n):
+            sync(step())
+    measure(run)
+    loss = step()
+    print(f"LOSS {float(loss.detach() if lib == 'torch' else loss):.4f}")
+
+
 def setup():
     """Parse --lib, load the framework and return (Ops, framework module)."""
     lib = lib_from_argv()

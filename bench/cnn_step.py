@@ -6,7 +6,7 @@ cnn_step.tfe). --lib torch|tensorflow|jax, eager only, each in its natural
 layout: PyTorch NCHW (update under torch.no_grad), TensorFlow NHWC/HWIO with
 GradientTape (no tf.function), JAX NHWC/HWIO with jax.value_and_grad of a
 plain function (no jax.jit)."""
-from benchlib import lib_from_argv, load, measure
+from benchlib import lib_from_argv, load, measure_steps
 
 BATCH, LR = 64, 0.1
 
@@ -110,13 +110,4 @@ else:
         return v.block_until_ready()
 
 
-def run(n):
-    i = 0
-    while i < n:
-        sync(step())
-        i += 1
-
-
-measure(run)
-loss = step()  # one more step: its loss shows that the model trains
-print(f"LOSS {float(loss.detach() if lib == 'torch' else loss):.4f}")
+measure_steps(step, sync, lib)

@@ -5,7 +5,7 @@ PyTorch autograd (update under torch.no_grad), TensorFlow GradientTape (no
 tf.function), JAX jax.value_and_grad of a plain function (no jax.jit; JAX
 runs it op by op)."""
 
-from benchlib import lib_from_argv, load, measure
+from benchlib import lib_from_argv, load, measure_steps
 
 BATCH, SIZES, LR = 64, (784, 256, 256, 10), 0.1
 
@@ -85,13 +85,4 @@ else:
         return v.block_until_ready()
 
 
-def run(n):
-    i = 0
-    while i < n:
-        sync(step())
-        i += 1
-
-
-measure(run)
-loss = step()  # one more step: its loss shows that the model trains
-print(f"LOSS {float(loss.detach() if lib == 'torch' else loss):.4f}")
+measure_steps(step, sync, lib)

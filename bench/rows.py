@@ -23,11 +23,12 @@ class Row:
     unit: str = ""     # "GB/s" or "GFLOP/s": the rate shown beside times
 
 
-def tensor_peers(script):
-    """The four array-library peers of a tensor row, one process each."""
+def tensor_peers(script, *args):
+    """The four array-library peers of a tensor row, one process each;
+    args go before --lib."""
     libs = (("NumPy", "numpy"), ("PyTorch", "torch"),
             ("TensorFlow", "tensorflow"), ("JAX", "jax"))
-    return {peer: ["{venv}", "{bench}/" + script, "--lib", lib] for peer, lib in libs}
+    return {peer: ["{venv}", "{bench}/" + script, *args, "--lib", lib] for peer, lib in libs}
 
 
 def autodiff_peers(script):
@@ -63,10 +64,10 @@ ROWS = [
         ["{tfe}", "{bench}/fma.tfe"], tensor_peers("fma.py"),
         work=4 * F32 * 10 ** 7, unit="GB/s"),
     Row("sum_axis0", 3, "sum(x, axis=0), 4096x4096 float32",
-        ["{tfe}", "{bench}/sum_axis0.tfe"], tensor_peers("sum_axis0.py"),
+        ["{tfe}", "{bench}/sum_axis0.tfe"], tensor_peers("sum_axis.py", "--axis", "0"),
         work=F32 * 4096 * 4096, unit="GB/s"),
     Row("sum_axis1", 3, "sum(x, axis=1), 4096x4096 float32",
-        ["{tfe}", "{bench}/sum_axis1.tfe"], tensor_peers("sum_axis1.py"),
+        ["{tfe}", "{bench}/sum_axis1.tfe"], tensor_peers("sum_axis.py", "--axis", "1"),
         work=F32 * 4096 * 4096, unit="GB/s"),
     # --- issue 4: autodiff -----------------------------------------------
     Row("mlp_step", 4, "SGD step, MLP 784-256-256-10, batch 64, eager autodiff",

@@ -38,6 +38,13 @@ def autodiff_peers(script):
     return {peer: ["{venv}", "{bench}/" + script, "--lib", lib] for peer, lib in libs}
 
 
+def staged_peers(script, *args):
+    """The peers of a staging row: the three libraries that stage a Python
+    function (tf.function, jax.jit, torch.compile); args go before --lib."""
+    libs = (("PyTorch", "torch"), ("TensorFlow", "tensorflow"), ("JAX", "jax"))
+    return {peer: ["{venv}", "{bench}/" + script, *args, "--lib", lib] for peer, lib in libs}
+
+
 def scalar_peers(name):
     return {"CPython": ["{cpython}", "{bench}/%s.py" % name],
             "Lua": ["{lua}", "{bench}/%s.lua" % name]}
@@ -74,4 +81,10 @@ ROWS = [
         ["{tfe}", "{bench}/mlp_step.tfe"], autodiff_peers("mlp_step.py")),
     Row("cnn_step", 4, "SGD step, LeNet-5-style CNN 28x28x1, batch 64, eager autodiff",
         ["{tfe}", "{bench}/cnn_step.tfe"], autodiff_peers("cnn_step.py")),
+    # --- issue 5: staging -------------------------------------------------
+    Row("staged_call", 5, "cached call of a staged fn, x + 1.0 on 4 x float32, in a loop "
+        "(tf.function, jax.jit, torch.compile inductor)",
+        ["{tfe}", "{bench}/staged_call.tfe"], staged_peers("staged_call.py")),
+    Row("staged_call_eager", 5, "the same fn called eagerly (no staging), for reference",
+        ["{tfe}", "{bench}/staged_call_eager.tfe"], tensor_peers("staged_call.py", "--eager")),
 ]

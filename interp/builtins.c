@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "interp/internal.h"
+#include "stage/trace.h"
 
 Value builtin_new(const char *name, BuiltinFn fn, void *data)
 {
@@ -233,6 +234,7 @@ BUILTIN(bi_len)
         break;
     }
     case V_TENSOR:
+        trace_shape_read(v.u.t);
         if (v.u.t->rank > 0) { n = v.u.t->shape[0]; break; }
         /* fall through */
     case V_SCALAR:
@@ -283,17 +285,6 @@ BUILTIN(bi_time)
     return 0;
 }
 
-/* @staged and @host: staging (issue 5) is not built yet, so both return the
- * function unchanged and the program runs eagerly — with the same results. */
-BUILTIN(bi_identity_decorator)
-{
-    if (argc != 1 || nkw) return interp_raise(I, "%s() takes 1 argument", (const char *)data);
-    if (argv[0].kind != V_FN) return interp_raise(I, "%s() needs a function, got %s", (const char *)data, value_kind_name(argv[0]));
-    value_incref(argv[0]);
-    *out = argv[0];
-    return 0;
-}
-
 void builtins_register(Interp *I)
 {
     interp_define_builtin(I, "print", bi_print, NULL);
@@ -305,8 +296,6 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "range", bi_range, NULL);
     interp_define_builtin(I, "list", bi_list, NULL);
     interp_define_builtin(I, "time", bi_time, NULL);
-    interp_define_builtin(I, "staged", bi_identity_decorator, (void *)"staged");
-    interp_define_builtin(I, "host", bi_identity_decorator, (void *)"host");
     static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));
     Seq *args = seq_new(I->opt.argc);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "interp/internal.h"
 #include "tensor/grad.h"
+#include "stage/trace.h"
 
 /* --- variables ---------------------------------------------------------------------- */
 
@@ -191,7 +192,9 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     Variable *v = (Variable *)o;
     if (!strcmp(name, "value")) {
-        *out = value_from_tensor_take(var_read(v));
+        tfe_tensor *t = var_read(v);
+        if (tfe_trace_id) t = trace_var_read(v_obj(V_OBJECT, o), t);
+        *out = value_from_tensor_take(t);
         return 0;
     }
     if (!strcmp(name, "name")) {
@@ -205,6 +208,7 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
     for (int m = 0; m < 3; m++)
         if (!strcmp(name, assign_names[m])) {
             *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false);
+            ((Builtin *)out->u.o)->effect = 1; /* staged code updates it at every call */
             return 0;
         }
     /* shape, dtype, ndim, size, device, T: those of the value */
@@ -233,6 +237,11 @@ BUILTIN(bi_variable)
             return interp_raise(I, "variable: trainable must be a bool, got %s", value_kind_name(a[2]));
         trainable = a[2].u.i != 0;
     }
+    if (tfe_tracer && trace_recording() && tfe_tracer->retrace &&
+        trace_fail(I, I->cur_loc, "variable() in a staged function creates a new variable on a later trace; "
+                                  "variables may be created only during its first trace (create it outside, "
+                                  "or make it once)"))
+        return -1;
     tfe_tensor *t = value_to_tensor(a[0]);
     if (!t) return interp_raise(I, "variable: init must be a tensor, got %s", value_kind_name(a[0]));
     /* a copy: the variable's value is its own, whatever happens to init */

@@ -9,6 +9,7 @@
 
 #include "interp/interp.h"
 #include "tensor/ops.h"
+#include "stage/trace.h"
 
 /* Axis convention: the bindings normalise every axis (negative counts from
  * the end) and check its range before calling an op, so the attrs handed to
@@ -34,8 +35,10 @@ static const char *article(const char *word)
 
 static const char *str_of(Value v) { return ((Str *)v.u.o)->s; }
 
-/* A tensor known by value (not a symbolic tensor while staging). */
-static bool concrete(const tfe_tensor *t) { return t->storage && !t->node; }
+/* A tensor with a value (not a symbolic tensor inside a staged branch or
+ * loop). Reading a traced one's value makes the trace depend on it
+ * (stage/trace.c). */
+static bool concrete(const tfe_tensor *t) { return t->storage != NULL; }
 
 /* An integer from an int scalar or a concrete 0-d int tensor (bools excluded). */
 static bool as_int(Value v, int64_t *out)
@@ -553,6 +556,7 @@ BUILTIN(bi_meta)
         return interp_raise(I, "%s: expected a tensor, got %s", fn, value_kind_name(a[0]));
     bool sc = a[0].kind == V_SCALAR;
     const tfe_tensor *t = sc ? NULL : a[0].u.t;
+    if ((intptr_t)data == 0 || (intptr_t)data == 2) trace_shape_read(t);
     switch ((intptr_t)data) {
     case 0: *out = sc ? shape_tuple(0, NULL) : shape_tuple(t->rank, t->shape); break;
     case 1: *out = v_int(sc ? 0 : t->rank); break;
@@ -1695,6 +1699,7 @@ int tensor_getattr(Interp *I, Value x, const char *name, Value *out)
     bool sc = x.kind == V_SCALAR;
     const tfe_tensor *t = sc ? NULL : x.u.t;
     int rank = sc ? 0 : t->rank;
+    if (!strcmp(name, "shape") || !strcmp(name, "size")) trace_shape_read(t);
     if (!strcmp(name, "shape")) {
         *out = shape_tuple(rank, sc ? NULL : t->shape);
     } else if (!strcmp(name, "dtype")) {

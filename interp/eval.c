@@ -9,13 +9,15 @@
 #include <unistd.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
+#include "stage/staged.h"
+#include "stage/trace.h"
 
-enum { XS_OK = 0, XS_ERR = -1, XS_BREAK = 1, XS_CONTINUE = 2, XS_RETURN = 3 };
 
 static int eval(Interp *I, Node *n, Env *env, Value *out);
 static int eval_call(Interp *I, Node *n, Env *env, Value *out);
 static int exec(Interp *I, Node *n, Env *env);
 static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
+static int exec_block(Interp *I, Node *b, Env *env);
 static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
 /* Lexical context while evaluating: the Program whose AST is running, so the
@@ -35,6 +37,7 @@ static inline Value v_undefined(void) { Value v = v_nil(); v.dtype = 1; return v
  * parents; everything else goes through eval(). */
 static inline int eval_fast(Interp *I, Node *n, Env *env, Value *out)
 {
+    if (__builtin_expect(tfe_tracer != NULL, 0)) return eval(I, n, env, out); /* names may be outside */
     if (n->kind == N_NAME && n->op == 0) {
         Env *e = env;
         for (int d = n->depth; d > 0; d--) e = e->parent;
@@ -278,6 +281,7 @@ int value_truth(Interp *I, Value v, Loc loc, bool *out)
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
         *out = tensor_get_f64(v.u.t, 0) != 0;
+        if (__builtin_expect(tfe_tracer != NULL, 0) && I->has_error) return -1;
         return 0;
     }
     if (v.kind == V_TENSOR) {
@@ -328,7 +332,16 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
         e->slots[i] = d;
     }
     if (!rc) {
-        if (fn->is_lambda) {
+        if (__builtin_expect(tfe_tracer != NULL, 0)) {
+            /* inside a trace: recursion on traced values is checked, and a
+             * staged function is inlined (stage_call runs its body) */
+            rc = trace_enter_fn(I, fn, c->name, call_loc);
+            if (!rc) rc = (info->is_staged || c->stage_forced) ? stage_call(I, c, e, call_loc, out)
+                                                               : interp_run_body(I, c, e, out);
+            trace_leave_fn(fn);
+        } else if (__builtin_expect(info->is_staged || c->stage_forced, 0)) {
+            rc = stage_call(I, c, e, call_loc, out);
+        } else if (fn->is_lambda) {
             rc = eval(I, fn->a, e, out);
         } else {
             int x = exec_stmts_body(I, &fn->a->list, e, c->prog);
@@ -341,6 +354,27 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
     I->nframes--;
     return rc;
 }
+
+int interp_run_body(Interp *I, Closure *c, Env *e, Value *out)
+{
+    Node *fn = c->fn;
+    if (fn->is_lambda) return eval(I, fn->a, e, out);
+    Program *saved = cur_prog;
+    cur_prog = c->prog;
+    int x = exec_stmts(I, &fn->a->list, e, c->prog);
+    cur_prog = saved;
+    if (x == XS_ERR) return -1;
+    if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
+    else *out = v_nil();
+    return 0;
+}
+
+int interp_exec_branch(Interp *I, Node *n, Env *env)
+{
+    return n->kind == N_IF ? exec(I, n, env) : exec_block(I, n, env);
+}
+
+int interp_eval_expr(Interp *I, Node *n, Env *env, Value *out) { return eval(I, n, env, out); }
 
 static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int nkw,
                         Str *const *kwnames, const Value *kwvals, Value *out)
@@ -383,9 +417,17 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
 int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out)
 {
-    if (f.kind == V_FN) return call_closure(I, (Closure *)f.u.o, argc, argv, nkw, kwnames, kwvals, out);
+    if (f.kind == V_FN) {
+        Closure *c = (Closure *)f.u.o;
+        if (__builtin_expect(tfe_tracer != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced) &&
+            trace_recording())
+            return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
+        return call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
+    }
     if (f.kind == V_BUILTIN) {
         Builtin *b = (Builtin *)f.u.o;
+        if (__builtin_expect(tfe_tracer != NULL, 0) && b->effect && trace_recording())
+            return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
         Loc saved = I->cur_loc;
         int rc;
         if (b->self.kind != V_NIL) {
@@ -399,6 +441,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             rc = b->fn(I, argc, argv, nkw, kwnames, kwvals, out, b->data);
         }
         I->cur_loc = saved;
+        if (__builtin_expect(tfe_tracer != NULL, 0) && I->has_error) rc = -1; /* a trace failure */
         if (rc && !I->has_error) interp_raise(I, "%s() failed", b->name);
         return rc ? -1 : 0;
     }
@@ -447,7 +490,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
 
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
-    if (n->a->kind == N_NAME && n->list2.n == 0) {
+    if (n->a->kind == N_NAME && n->list2.n == 0 && !tfe_tracer) {
         Value fv = n->a->op == 2 ? I->builtin_vals[n->a->slot] : env_up(env, n->a->depth)->slots[n->a->slot];
         if (fv.kind == V_FN && ((FnInfo *)((Closure *)fv.u.o)->fn->info)->nparams == n->list.n)
             return call_direct(I, n, env, (Closure *)fv.u.o, out);
@@ -629,6 +672,7 @@ static int list_push(Interp *I, int argc, const Value *argv, int nkw, Str *const
                      const Value *kwv, Value *out, void *data)
 {
     if (argc != 2 || nkw) return interp_raise(I, "push() takes 1 argument");
+    if (tfe_tracer && trace_check_mutation(I, ((Seq *)argv[0].u.o)->trace_id, I->cur_loc)) return -1;
     value_incref(argv[1]);
     seq_push_take((Seq *)argv[0].u.o, argv[1]);
     *out = v_nil();
@@ -640,6 +684,7 @@ static int list_pop(Interp *I, int argc, const Value *argv, int nkw, Str *const 
 {
     if (argc != 1 || nkw) return interp_raise(I, "pop() takes no arguments");
     Seq *s = (Seq *)argv[0].u.o;
+    if (tfe_tracer && trace_check_mutation(I, s->trace_id, I->cur_loc)) return -1;
     if (s->n == 0) return interp_raise(I, "pop() from an empty list");
     *out = s->items[--s->n];
     return 0;
@@ -761,12 +806,35 @@ static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Va
 
 static int eval_other(Interp *I, Node *n, Env *env, Value *out);
 
+/* A name read while a trace records: a binding outside the trace becomes an
+ * input of the graph (stage/trace.c). */
+static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *env, Value *out)
+{
+    Value v;
+    if (n->op == 2) {
+        v = I->builtin_vals[n->slot];
+        value_incref(v);
+    } else {
+        Env *e = env_up(env, n->depth);
+        if (e->trace_id != tfe_trace_id) {
+            if (trace_read_outside(I, e, n->slot, n->str, &v)) return -1;
+        } else {
+            v = e->slots[n->slot];
+            value_incref(v);
+        }
+    }
+    if (is_undefined(v)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+    *out = v;
+    return 0;
+}
+
 /* The hot node kinds are kept here, in a small function with a cheap
  * prologue; the rest are in eval_other. */
 static int eval(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
     case N_NAME: {
+        if (__builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
         if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
         value_incref(v);
@@ -811,8 +879,9 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     case N_FALSE: *out = v_bool(false); return 0;
     case N_NIL: *out = v_nil(); return 0;
     case N_NAME: {
+        if (__builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
-        if (is_undefined(v)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+        if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
         value_incref(v);
         *out = v;
         return 0;
@@ -928,10 +997,15 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
 {
     switch (t->kind) {
     case N_NAME: {
-        Value *slot = &env_up(env, t->depth)->slots[t->slot];
+        Env *e = env_up(env, t->depth);
+        Value *slot = &e->slots[t->slot];
         if (t->op == 1 && is_undefined(*slot)) {
             value_decref(v);
             return raise_at(I, t->loc, "assignment to undeclared name '%s' (declare it with 'let')", t->str);
+        }
+        if (__builtin_expect(tfe_tracer != NULL, 0) && e->trace_id != tfe_trace_id) {
+            I->cur_loc = loc;
+            return trace_write_outside(I, e, t->slot, t->str, v);
         }
         slot_set_take(slot, v);
         return 0;
@@ -940,7 +1014,10 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         Value base;
         if (eval(I, t->a, env, &base)) { value_decref(v); return -1; }
         int rc = 0;
-        if (base.kind == V_RECORD) record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+        if (base.kind == V_RECORD && tfe_tracer && trace_check_mutation(I, ((Record *)base.u.o)->trace_id, t->opl)) {
+            value_decref(v);
+            rc = -1;
+        } else if (base.kind == V_RECORD) record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
         else {
             value_decref(v);
             rc = raise_at(I, t->opl, "cannot set field '%s' of a value of type %s", t->str, value_kind_name(base));
@@ -955,6 +1032,12 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         IndexItem *items = calloc((size_t)(k ? k : 1), sizeof(IndexItem));
         int rc = eval_index_items(I, t, env, items);
         if (rc) { value_decref(v); goto done; }
+        if ((base.kind == V_LIST || base.kind == V_RECORD) && tfe_tracer &&
+            trace_check_mutation(I, base.kind == V_LIST ? ((Seq *)base.u.o)->trace_id : ((Record *)base.u.o)->trace_id, t->loc)) {
+            value_decref(v);
+            rc = -1;
+            goto done;
+        }
         if (base.kind == V_LIST) {
             Seq *s = (Seq *)base.u.o;
             int64_t i = 0;
@@ -1113,6 +1196,58 @@ static inline __attribute__((always_inline)) int eval_cond(Interp *I, Node *c, E
     return rc;
 }
 
+/* if on a traced tensor: a graph conditional (stage/trace_cf.c). rest/k:
+ * the statements after it in its block, for an early return. */
+static __attribute__((noinline)) int exec_if_traced(Interp *I, Node *n, Env *env, NodeList *rest, int k)
+{
+    Value c;
+    if (eval(I, n->a, env, &c)) return XS_ERR;
+    if (trace_recording() && c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
+        int xs = XS_OK;
+        int rc = trace_cond(I, n, env, c, rest, k, &xs);
+        value_decref(c);
+        return rc ? XS_ERR : xs;
+    }
+    bool t = false;
+    int rc = value_truth(I, c, n->a->loc, &t);
+    value_decref(c);
+    if (rc) return XS_ERR;
+    if (t) return exec_block(I, n->b, env);
+    if (!n->c) return XS_OK;
+    return n->c->kind == N_IF ? exec(I, n->c, env) : exec_block(I, n->c, env);
+}
+
+/* The condition of a while loop while tracing: on a traced tensor the rest
+ * of the loop becomes a graph loop (returns XS_RETURN-free XS codes: XS_BREAK
+ * means the loop is done). XS_OK: go on eagerly with *t. */
+static __attribute__((noinline)) int while_cond_traced(Interp *I, Node *n, Env *env, bool *t)
+{
+    Value c;
+    if (eval(I, n->a, env, &c)) return XS_ERR;
+    if (c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
+        int xs = XS_OK;
+        int rc = trace_loop(I, n, env, c, &xs);
+        if (rc == 0 || rc == -1) {
+            value_decref(c);
+            return rc ? XS_ERR : XS_DONE;
+        }
+    }
+    int rc = value_truth(I, c, n->a->loc, t);
+    value_decref(c);
+    return rc ? XS_ERR : XS_OK;
+}
+
+/* While tracing: the statements l[k..], each `if` told what follows it. */
+int interp_exec_rest(Interp *I, NodeList *l, int k, Env *env)
+{
+    for (int i = k; i < l->n; i++) {
+        Node *s = l->items[i];
+        int r = s->kind == N_IF ? exec_if_traced(I, s, env, l, i + 1) : exec(I, s, env);
+        if (r != XS_OK) return r;
+    }
+    return XS_OK;
+}
+
 static int exec(Interp *I, Node *n, Env *env)
 {
     switch (n->kind) {
@@ -1132,7 +1267,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_ASSIGN: {
         Value v;
         if (eval(I, n->b, env, &v)) return XS_ERR;
-        if (n->op && n->a->kind == N_NAME && v.kind == V_SCALAR) {
+        if (n->op && n->a->kind == N_NAME && v.kind == V_SCALAR && !tfe_tracer) {
             /* x += scalar on a scalar binding: update the slot directly */
             Value *slot = &env_up(env, n->a->depth)->slots[n->a->slot];
             if (slot->kind == V_SCALAR && scalar_binop(n->op, *slot, v, slot) == 0) return XS_OK;
@@ -1152,6 +1287,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_FNDECL:
         return XS_OK; /* bound when its block was entered (hoisting) */
     case N_IF: {
+        if (__builtin_expect(tfe_tracer != NULL, 0)) return exec_if_traced(I, n, env, NULL, 0);
         bool t = false;
         if (eval_cond(I, n->a, env, &t)) return XS_ERR;
         if (t) return exec_block(I, n->b, env);
@@ -1161,7 +1297,11 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_WHILE:
         for (;;) {
             bool t = false;
-            if (eval_cond(I, n->a, env, &t)) return XS_ERR;
+            if (__builtin_expect(tfe_tracer != NULL, 0) && trace_recording()) {
+                int x = while_cond_traced(I, n, env, &t);
+                if (x == XS_DONE) return XS_OK; /* the rest of the loop became a graph loop */
+                if (x != XS_OK) return x;
+            } else if (eval_cond(I, n->a, env, &t)) return XS_ERR;
             if (!t) return XS_OK;
             int r = exec_block(I, n->b, env);
             if (r == XS_BREAK) return XS_OK;
@@ -1208,6 +1348,7 @@ static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, Node
         if (make_closure(I, s->a, env, &f)) return XS_ERR;
         slot_set_take(&env->slots[s->slot], f);
     }
+    if (__builtin_expect(tfe_tracer != NULL, 0)) return interp_exec_rest(I, l, 0, env);
     for (int i = 0; i < l->n; i++) {
         Node *s = l->items[i];
         int r;

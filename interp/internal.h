@@ -9,6 +9,11 @@
 
 #define TFE_MAX_CALL_DEPTH 1000
 
+/* What executing a statement did. */
+enum { XS_OK = 0, XS_ERR = -1, XS_BREAK = 1, XS_CONTINUE = 2, XS_RETURN = 3, XS_DONE = 4 };
+
+extern uint32_t tfe_trace_id;  /* stage/trace.c: the trace being recorded (0: none) */
+
 /* Objects whose contents can form reference cycles (environments, closures,
  * lists, records) are kept on one intrusive list, so interp_free can break
  * every cycle at exit (the documented rule: cyclic garbage lives until exit). */
@@ -22,6 +27,7 @@ typedef struct Env {
     int nslots;
     Value *slots;
     Value inline_slots[8];
+    uint32_t trace_id;    /* the trace that made it (0: none; stage/trace.h) */
 } Env;
 
 /* Resolver facts about one function literal (Node.info of an N_FN). */
@@ -31,6 +37,8 @@ typedef struct FnInfo {
     char **param_names;    /* borrowed from the AST */
     Node **defaults;       /* default expressions or NULL */
     bool is_staged, is_host;
+    bool stage_implicit;   /* staged only because of --stage-all */
+    bool stage_failed;     /* --stage-all found it cannot be staged: runs eagerly */
     bool makes_closures;   /* its body contains a fn: its Env may be captured */
 } FnInfo;
 
@@ -41,6 +49,9 @@ typedef struct Closure {
     Env *env;              /* defining environment (owned ref) */
     struct Program *prog;  /* keeps the AST alive (owned ref) */
     const char *name;
+    struct StageCache *stage; /* traces of a staged function (stage/staged.c) */
+    bool stage_forced;     /* staged(f) made it staged */
+    bool host_forced;      /* host(f) made it a host function */
 } Closure;
 
 /* A parsed program (one file, -e text, or REPL entry): the AST lives as long
@@ -113,6 +124,10 @@ bool value_equal(Value a, Value b, int *err); /* structural ==; err set on tenso
 Value value_seq_tuple(int n, const Value *items);  /* increfs items */
 Seq *seq_as(Value v);
 void program_decref(Program *p);
+
+/* stage/staged.c: calls of staged functions, and their trace caches */
+int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
+void stage_cache_free(Closure *c);
 
 /* error.c */
 int raise_at(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -9,6 +9,15 @@
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
+void stage_builtins_register(Interp *I);
+
+/* Builtins whose calls are effects: staged code records them as host calls
+ * that run at every call (1: returns nil, 2: returns a value). */
+static void mark_effect(Interp *I, const char *name, int kind)
+{
+    int i = builtin_index(I, name);
+    if (i >= 0 && I->builtin_vals[i].kind == V_BUILTIN) ((Builtin *)I->builtin_vals[i].u.o)->effect = (uint8_t)kind;
+}
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -25,6 +34,13 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_device_register(I);
     builtins_autodiff_register(I);
     builtins_tensor_register(I);
+    stage_builtins_register(I);
+    mark_effect(I, "print", 1);
+    mark_effect(I, "save_npy", 1);
+    mark_effect(I, "seed", 1);
+    mark_effect(I, "load_npy", 2);
+    mark_effect(I, "load_csv", 2);
+    mark_effect(I, "time", 2);
     return I;
 }
 

@@ -214,7 +214,13 @@ const char *value_kind_name(Value v)
     case V_SCALAR:
         if (v.dtype == TFE_BOOL) return "bool";
         return dtype_is_int(v.dtype) ? "int" : "float";
-    case V_TENSOR: return "tensor";
+    case V_TENSOR:
+        /* a number traced by a staged function is boxed; it is still a number */
+        if (v.u.t->rank == 0 && v.u.t->node) {
+            if (v.u.t->dtype == TFE_BOOL) return "bool";
+            return dtype_is_int(v.u.t->dtype) ? "int" : "float";
+        }
+        return "tensor";
     case V_STR: return "string";
     case V_TUPLE: return "tuple";
     case V_LIST: return "list";

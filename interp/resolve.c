@@ -153,6 +153,9 @@ static int resolve_fn(Resolver *R, Node *fn)
         if (d->kind == N_NAME && strcmp(d->str, "staged") == 0) info->is_staged = true;
         if (d->kind == N_NAME && strcmp(d->str, "host") == 0) info->is_host = true;
     }
+    /* --stage-all: every function that is not @host is staged; one that
+     * turns out not to be stageable runs eagerly (stage/staged.c) */
+    if (R->I->opt.stage_all && !info->is_host && !info->is_staged) info->is_staged = info->stage_implicit = true;
     ScopeFn *sf = calloc(1, sizeof(ScopeFn));
     Resolver inner = *R;
     inner.fn_level = R->fn_level + 1;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "interp/internal.h"
+#include "stage/trace.h"
 #include "tensor/ops.h"
 #include "tensor/grad.h"
 
@@ -55,6 +56,7 @@ static void clear_contents(Obj *o)
         Env *e = c->env;
         c->env = NULL;
         if (e) env_decref(e);
+        stage_cache_free(c);
         break;
     }
     case OBJ_ENV: {
@@ -121,7 +123,10 @@ tfe_tensor *value_to_tensor(Value v)
     }
     if (v.kind == V_OBJECT) {
         const ObjectClass *cls = ((Object *)v.u.o)->cls;
-        return cls->to_tensor ? cls->to_tensor(v.u.o) : NULL;
+        if (!cls->to_tensor) return NULL;
+        tfe_tensor *t = cls->to_tensor(v.u.o);
+        /* a variable read in staged code is a node that reads it at every call */
+        return tfe_trace_id ? trace_var_read(v, t) : t;
     }
     if (v.kind != V_SCALAR) return NULL;
     tfe_tensor *t;
@@ -184,6 +189,7 @@ Seq *seq_new(int cap)
     s->n = 0;
     s->cap = cap > 0 ? cap : 0;
     s->items = s->cap ? malloc(sizeof(Value) * (size_t)s->cap) : NULL;
+    s->trace_id = tfe_trace_id;
     track(&s->link, &s->h);
     return s;
 }
@@ -216,6 +222,7 @@ Record *record_new(void)
     Record *r = calloc(1, sizeof(Record));
     r->h.refcount = 1;
     r->h.kind = V_RECORD;
+    r->trace_id = tfe_trace_id;
     track(&r->link, &r->h);
     return r;
 }
@@ -264,6 +271,7 @@ Env *env_new(Interp *I, int nslots, Env *parent)
     e->slots = nslots <= 8 ? e->inline_slots : malloc(sizeof(Value) * (size_t)nslots);
     for (int i = 0; i < nslots; i++) e->slots[i] = v_nil();
     e->parent = parent;
+    e->trace_id = tfe_trace_id;
     if (parent) parent->h.refcount++;
     /* Envs are not tracked: only closures refer to Envs, so clearing every
      * tracked closure at exit already breaks each cycle through an Env. */
@@ -296,6 +304,7 @@ Closure *closure_new(Interp *I, Node *fn, Env *env, Program *prog)
     c->prog = prog;
     if (prog) prog->refcount++;
     c->name = fn->str ? fn->str : "<lambda>";
+    c->stage = NULL;
     track(&c->link, &c->h);
     return c;
 }
@@ -343,6 +352,7 @@ void value_decref_slow(Value v)
     case V_FN: {
         Closure *c = (Closure *)o;
         untrack(&c->link);
+        stage_cache_free(c);
         if (c->env) env_decref(c->env);
         program_decref(c->prog);
         free(c);

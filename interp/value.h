@@ -43,9 +43,11 @@ typedef struct Value {
 typedef struct TrackLink { struct TrackLink *prev, *next; Obj *obj; } TrackLink;
 
 typedef struct Str { Obj h; size_t len; uint64_t hash; char s[]; } Str;
-typedef struct Seq { Obj h; int n, cap; Value *items; TrackLink link; } Seq;
+/* trace_id: the trace that made it (0: none); staged code may mutate only
+ * the lists and records its own trace made (stage/trace.c). */
+typedef struct Seq { Obj h; int n, cap; Value *items; TrackLink link; uint32_t trace_id; } Seq;
 /* Records keep insertion order; printing and iteration follow it. */
-typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name; TrackLink link; } Record;
+typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name; TrackLink link; uint32_t trace_id; } Record;
 typedef struct Range { Obj h; int64_t start, stop, step; } Range;
 
 struct Interp;
@@ -62,6 +64,9 @@ typedef struct Builtin {
      * their binding before the call (t.watch(x) needs a tensor's identity;
      * a boxed scalar behaves exactly like the unboxed one). */
     bool box_names;
+    /* An effect (stage/trace.c records it as a host call that runs at every
+     * call of a staged function): 1 returns nil, 2 returns a value. */
+    uint8_t effect;
 } Builtin;
 
 /* Objects with behaviour (variables, tapes, graphs, devices...). */

@@ -25,9 +25,18 @@ static int unsupported_dtype(const char *op, tfe_dtype dt) {
     return -1;
 }
 
-/* Eager execution on the CPU. The only path from the interpreter (and later
- * the tracer and the tape) to a kernel. */
+int (*tfe_trace_hook)(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+
 int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
+    /* Staging (stage/trace.c): while a trace records, the tracer decides
+     * whether to add a node, run the kernel, or both. */
+    if (tfe_trace_hook) return tfe_trace_hook(op, nin, in, at, out);
+    return tfe_execute_eager(op, nin, in, at, out);
+}
+
+/* Eager execution on the CPU. The only path from the interpreter, the
+ * tracer, the graph executor and the tape to a kernel. */
+int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
     static tfe_attrs default_attrs = {.naxes = -1, .dtype = TFE_FLOAT32};
     const tfe_opinfo *info = &tfe_ops[op];
     if (!at) at = &default_attrs;
@@ -39,10 +48,6 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
     int nout = info->nout >= 0 ? info->nout : at->nints;
     for (int i = 0; i < nin; i++)
         if (in[i]->dtype >= TFE_FLOAT16) return unsupported_dtype(info->name, in[i]->dtype);
-
-    /* HOOK (issue 5, staging): when a trace is active, record the call as a
-     * graph node here (infer gives its symbolic result) and return without
-     * running a kernel. */
 
     const tfe_opcall c = {.op = op, .nin = nin, .nout = nout, .in = in, .at = at, .out = out};
     tfe_meta meta;

@@ -48,6 +48,20 @@ void tfe_tape_watch(tfe_tape *t, tfe_tensor *x);
 bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x);
 extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
 void tfe_tape_record(const tfe_opcall *c);
+/* A tape entry whose backward is not an op's rule: a staged call records
+ * one such entry for its whole graph (stage/grad.c). backward gets the
+ * entry's inputs, outputs and output gradients and sets dx[i] (NULL or
+ * TFE_GRAD_SKIP on entry, as for rules). The tape holds one reference. */
+typedef struct tfe_custom_grad {
+    int refcount;
+    int (*backward)(struct tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                    tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx);
+    void (*release)(struct tfe_custom_grad *self);  /* refcount reached 0 */
+} tfe_custom_grad;
+/* Record a custom entry on every active tape that tracks one of in[]. */
+void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
+                            tfe_tensor *const *out);
+
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is
  * not persistent answers one call; a second is an error. 0 or -1 + error. */

@@ -84,6 +84,12 @@ static inline void tfe_attrs_init(tfe_attrs *a) {
  * run the kernel of the inputs' device. Returns 0, or -1 with the error set. */
 int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
 
+/* The same without the staging hook: always runs the kernel (the tracer and
+ * the graph executor call it). */
+int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+/* Set by stage/trace.c while a trace records; NULL otherwise. */
+extern int (*tfe_trace_hook)(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+
 /* Convenience wrappers for one-output ops: return the result or NULL. */
 tfe_tensor *tfe_unary(tfe_op op, tfe_tensor *x);
 tfe_tensor *tfe_binary(tfe_op op, tfe_tensor *a, tfe_tensor *b);

@@ -3,6 +3,7 @@
  * digits that read back to the same value in the tensor's dtype). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tensor/kernels.h"
 
@@ -156,6 +157,7 @@ static void emit(pctx *c, int axis, const char *p) {
 }
 
 char *tensor_to_string(const tfe_tensor *t) {
+    if (t->node && tfe_value_read_hook && tfe_value_read_hook(t)) return strdup("<traced tensor>");
     pctx c = {.t = t, .summarise = tensor_numel(t) > THRESHOLD};
     if (t->rank == 0) {
         char buf[64];

@@ -98,6 +98,7 @@ static void pmap_free(pmap *m) {
  * the outputs; the entry owns one reference to each. */
 typedef struct entry {
     tfe_op op;
+    tfe_custom_grad *custom;  /* a staged call's entry (op unused), or NULL */
     int nin, nout;
     tfe_attrs at;
     tfe_tensor *t[];
@@ -132,6 +133,7 @@ tfe_tape *tfe_tape_new(bool persistent) {
 static void entry_free(entry *e) {
     if (!e) return;
     for (int i = 0; i < e->nin + e->nout; i++) tensor_decref(e->t[i]);
+    if (e->custom && --e->custom->refcount == 0) e->custom->release(e->custom);
     free(e);
 }
 
@@ -205,7 +207,7 @@ bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x) { return pmap_h
 /* Record c on t (one of its inputs is tracked). Failure to allocate drops the
  * record silently: the op already ran, and the gradient then misses it
  * exactly as if the input had not been watched. */
-static void record_on(tfe_tape *t, const tfe_opcall *c) {
+static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom) {
     int n = c->nin + c->nout;
     entry *e = malloc(sizeof *e + sizeof(tfe_tensor *) * (size_t)n);
     if (!e) return;
@@ -220,6 +222,8 @@ static void record_on(tfe_tape *t, const tfe_opcall *c) {
         t->capentries = ncap;
     }
     e->op = c->op;
+    e->custom = custom;
+    if (custom) custom->refcount++;
     e->nin = c->nin;
     e->nout = c->nout;
     e->at = *c->at;
@@ -230,10 +234,24 @@ static void record_on(tfe_tape *t, const tfe_opcall *c) {
     t->entries[t->nentries++] = e;
 }
 
+static void record_active(const tfe_opcall *c, tfe_custom_grad *custom);
+
 void tfe_tape_record(const tfe_opcall *c) {
     /* Ops without a gradient are not recorded: their outputs are constants to
      * every tape (this is what makes stop_gradient stop). */
     if (tfe_ops[c->op].flags & F_NODIFF) return;
+    record_active(c, NULL);
+}
+
+void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
+                            tfe_tensor *const *out) {
+    static const tfe_attrs none = {.naxes = -1};
+    const tfe_opcall c = {.op = 0, .nin = nin, .nout = nout, .in = in, .at = &none,
+                          .out = (tfe_tensor **)out};
+    record_active(&c, g);
+}
+
+static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) {
     /* An output that is one of the inputs (an identity) needs no entry: the
      * gradient reaches the tensor either way, and an entry would count it twice. */
     for (int j = 0; j < c->nout; j++)
@@ -248,7 +266,7 @@ void tfe_tape_record(const tfe_opcall *c) {
         if (dup) continue;
         for (int i = 0; i < c->nin; i++) {
             if (pmap_has(&t->tracked, c->in[i])) {
-                record_on(t, c);
+                record_on(t, c, custom);
                 break;
             }
         }
@@ -333,15 +351,18 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
     for (int k = t->nentries - 1; k >= 0 && gmap.n; k--) {
         entry *e = t->entries[k];
         if (!needed[k]) continue;
-        /* nout <= 32: split's sections are counted in at->ints[32] */
-        tfe_tensor *dy[32], *dxbuf[64];
-        bool made[32] = {false}, any = false, fail = false;
+        /* ops have nout <= 32 (split's sections are counted in at->ints[32]);
+         * a staged call's entry may have more */
+        int ndy = e->nout > 32 ? e->nout : 32;
+        tfe_tensor *dy[ndy], *dxbuf[64];
+        bool made[ndy], any = false, fail = false;
+        memset(made, 0, sizeof made);
         for (int j = 0; j < e->nout; j++) {
             dy[j] = pmap_get(&gmap, e->t[e->nin + j]);
             any |= dy[j] != NULL;
         }
-        tfe_grad_fn rule = tfe_grads[e->op];
-        if (any && rule) {
+        tfe_grad_fn rule = e->custom ? NULL : tfe_grads[e->op];
+        if (any && (rule || e->custom)) {
             tfe_tensor **dx = e->nin <= 64 ? dxbuf : malloc(sizeof *dx * (size_t)e->nin);
             if (!dx) {
                 tfe_error_set("gradient: out of memory");
@@ -357,7 +378,9 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
             }
             const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
                                   .at = &e->at, .out = e->t + e->nin};
-            if (!fail && rule(&c, e->t + e->nin, dy, dx)) fail = true;
+            if (!fail && (e->custom ? e->custom->backward(e->custom, e->nin, e->t, e->nout, e->t + e->nin, dy, dx)
+                                    : rule(&c, e->t + e->nin, dy, dx)))
+                fail = true;
             for (int i = 0; i < e->nin; i++) {
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
                 if (!dx[i]) continue;

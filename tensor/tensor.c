@@ -64,6 +64,7 @@ static tfe_storage *storage_new(size_t nbytes) {
 }
 
 static void storage_decref(tfe_storage *s) {
+    if (!s) return; /* a symbolic tensor (stage/trace.c) has none */
     if (--s->refcount > 0) return;
     tfe_free(s->data, s->nbytes);
     s->data = free_storages;
@@ -205,11 +206,21 @@ static int64_t flat_offset(const tfe_tensor *t, int64_t flat) {
     return off;
 }
 
+bool (*tfe_value_read_hook)(const tfe_tensor *t);
+
+/* While a trace records, reading the value of a traced tensor on the host is
+ * something the trace must know about (stage/trace.c); a symbolic tensor has
+ * no value at all, and reads as 0 after the tracer noted the failure. */
+#define VALUE_READ_GUARD(t) \
+    if ((t)->node && tfe_value_read_hook && tfe_value_read_hook(t)) return 0
+
 double tensor_get_f64(const tfe_tensor *t, int64_t flat) {
+    VALUE_READ_GUARD(t);
     return kn_load_f64(tensor_data(t) + flat_offset(t, flat), t->dtype);
 }
 
 int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat) {
+    VALUE_READ_GUARD(t);
     return kn_load_i64(tensor_data(t) + flat_offset(t, flat), t->dtype);
 }
 
@@ -222,4 +233,33 @@ char *shape_str(int rank, const int64_t *shape, char *buf) {
     *p++ = ')';
     *p = 0;
     return buf;
+}
+
+tfe_tensor *tensor_symbolic(tfe_dtype dt, bool weak, int rank, const int64_t *shape) {
+    tfe_tensor *t = tensor_struct();
+    if (!t) return NULL;
+    t->refcount = 1;
+    t->dtype = dt;
+    t->weak = weak;
+    t->rank = rank;
+    int64_t stride = (int64_t)dtype_size(dt);
+    for (int i = rank - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->strides[i] = stride;
+        stride *= shape[i] > 0 ? shape[i] : 1;
+    }
+    t->offset = 0;
+    t->storage = NULL;
+    t->node = NULL;
+    return t;
+}
+
+tfe_tensor *tensor_alias(tfe_tensor *t) {
+    tfe_tensor *a = tensor_struct();
+    if (!a) return NULL;
+    *a = *t;
+    a->refcount = 1;
+    a->node = NULL;
+    if (a->storage) a->storage->refcount++;
+    return a;
 }

@@ -76,6 +76,14 @@ tfe_tensor *tensor_view(tfe_tensor *base, int rank, const int64_t *shape,
 tfe_tensor *tensor_contiguous(tfe_tensor *t);  /* t itself (incref'd) if already contiguous */
 tfe_tensor *tensor_copy(tfe_tensor *t);        /* always a fresh contiguous copy */
 
+/* Staging (stage/trace.c): a symbolic tensor has a dtype and shape but no
+ * storage (storage == NULL); an alias is a second header over t's storage. */
+tfe_tensor *tensor_symbolic(tfe_dtype dt, bool weak, int rank, const int64_t *shape);
+tfe_tensor *tensor_alias(tfe_tensor *t);
+/* Called (while a trace records) when the host reads the value of a tensor
+ * whose node is set; returns true when there is no value to read. */
+extern bool (*tfe_value_read_hook)(const tfe_tensor *t);
+
 static inline void tensor_incref(tfe_tensor *t) { t->refcount++; }
 void tensor_decref(tfe_tensor *t);
 

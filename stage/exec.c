@@ -1,0 +1,211 @@
+/* exec.c — running a graph: each node in its region's order, ops through
+ * tfe_execute_eager, host calls and variable reads back into the
+ * interpreter, conds and whiles by running their regions. */
+#include <stdlib.h>
+#include <string.h>
+#include "stage/exec.h"
+#include "stage/sig.h"
+
+void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
+{
+    x->I = I;
+    x->g = g;
+    x->frame_base = I->nframes;
+    x->v = calloc((size_t)(g->nvals ? g->nvals : 1), sizeof *x->v);
+    for (int i = 0; i < g->n; i++) {
+        GNode *n = &g->nodes[i];
+        tfe_tensor *t = n->kind == G_INPUT ? (inputs ? inputs[n->input_index] : NULL)
+                      : n->kind == G_CONST ? n->value : NULL;
+        if (t) {
+            tensor_incref(t);
+            x->v[n->vbase] = t;
+        }
+    }
+}
+
+void grun_release(GRun *x)
+{
+    if (!x->v) return;
+    for (int i = 0; i < x->g->nvals; i++)
+        if (x->v[i]) tensor_decref(x->v[i]);
+    free(x->v);
+    x->v = NULL;
+}
+
+static void vset(GRun *x, int slot, tfe_tensor *t)
+{
+    if (x->v[slot]) tensor_decref(x->v[slot]);
+    x->v[slot] = t;
+}
+
+/* The frames of an eager run at this node: the staged call's, then the
+ * calls the trace inlined. Returns the old depth to restore. */
+static int push_node_frames(GRun *x, const GNode *n)
+{
+    Interp *I = x->I;
+    int saved = I->nframes;
+    int need = x->frame_base + (n->frames ? n->frames->n : 0);
+    if (need > I->cap_frames) {
+        I->cap_frames = need * 2;
+        I->frames = realloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
+    }
+    I->nframes = x->frame_base;
+    for (int i = 0; n->frames && i < n->frames->n; i++) I->frames[I->nframes++] = n->frames->f[i];
+    return saved;
+}
+
+static int node_error(GRun *x, const GNode *n, const char *msg)
+{
+    int saved = push_node_frames(x, n);
+    raise_msg_at(x->I, n->loc, msg && *msg ? msg : "operation failed");
+    x->I->nframes = saved;
+    return -1;
+}
+
+static int run_op(GRun *x, GNode *n)
+{
+    tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++) in[i] = grun_value(x, n->in[i]);
+    const tfe_attrs *at = n->at;
+    tfe_attrs rat;
+    int rc = 0;
+    if (tfe_ops[n->op].flags & F_RANDOM) {
+        /* a fresh draw at every run: the counter block of this call */
+        rat = *n->at;
+        tfe_meta m;
+        tfe_tensor *dummy[32];
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = &rat, .out = dummy};
+        if (tfe_ops[n->op].infer(&c, &m)) rc = -1;
+        else tfe_random_next(&rat, (uint64_t)shape_numel(m.rank, m.shape));
+        at = &rat;
+    }
+    tfe_tensor *out[32];
+    if (!rc) rc = tfe_execute_eager(n->op, n->nin, in, at, out);
+    if (in != inb) free(in);
+    if (rc) return node_error(x, n, tfe_error_msg());
+    for (int k = 0; k < n->nout; k++) vset(x, n->vbase + k, out[k]);
+    return 0;
+}
+
+static int run_host(GRun *x, GNode *n)
+{
+    Interp *I = x->I;
+    int nargs = n->nhargs, argc = nargs - n->nhkw, k = 0;
+    Value *args = calloc((size_t)(nargs ? nargs : 1), sizeof *args);
+    tfe_tensor **leaves = malloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
+    for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
+    for (int a = 0; a < nargs; a++) {
+        if (n->hargs[a].nleaves) args[a] = sig_rebuild(n->hargs[a].v, leaves, &k, true, 0);
+        else {
+            args[a] = n->hargs[a].v;
+            value_incref(args[a]);
+        }
+    }
+    free(leaves);
+    int saved = push_node_frames(x, n);
+    Loc saved_loc = I->cur_loc;
+    I->cur_loc = n->loc;
+    Value r = v_nil();
+    int rc = call_value(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r);
+    I->cur_loc = saved_loc;
+    for (int a = 0; a < nargs; a++) value_decref(args[a]);
+    free(args);
+    if (!rc && !n->host_nil) {
+        tfe_tensor *t = value_to_tensor(r);
+        if (!t) rc = raise_at(I, n->loc, "a host function called from staged code returned %s, not a tensor",
+                              value_kind_name(r));
+        else vset(x, n->vbase, t);
+    }
+    I->nframes = saved;
+    value_decref(r);
+    return rc;
+}
+
+static int truth(GRun *x, GNode *n, GRef r, bool *t)
+{
+    tfe_tensor *c = grun_value(x, r);
+    if (tensor_numel(c) != 1) {
+        char sh[200];
+        char msg[300];
+        snprintf(msg, sizeof msg, "condition must be a bool or a one-element tensor, got a tensor of shape %s (use any() or all())",
+                 shape_str(c->rank, c->shape, sh));
+        return node_error(x, n, msg);
+    }
+    *t = tensor_get_f64(c, 0) != 0;
+    return 0;
+}
+
+static int run_cond(GRun *x, GNode *n)
+{
+    bool t;
+    if (truth(x, n, n->in[0], &t)) return -1;
+    int r = n->regions[t ? 0 : 1];
+    if (grun_region(x, r)) return -1;
+    GRegion *reg = &x->g->regions[r];
+    for (int k = 0; k < n->nout; k++) {
+        tfe_tensor *v = grun_value(x, reg->outs[k]);
+        tensor_incref(v);
+        vset(x, n->vbase + k, v);
+    }
+    return 0;
+}
+
+static int run_while(GRun *x, GNode *n)
+{
+    Graph *g = x->g;
+    GRegion *rc = &g->regions[n->regions[0]], *rb = &g->regions[n->regions[1]];
+    for (int k = 0; k < n->nout; k++) {
+        tfe_tensor *v = grun_value(x, n->in[k]);
+        tensor_incref(v);
+        vset(x, g->nodes[rc->params[k]].vbase, v);
+    }
+    for (;;) {
+        if (grun_region(x, n->regions[0])) return -1;
+        bool t;
+        if (truth(x, n, rc->outs[0], &t)) return -1;
+        if (!t) break;
+        if (grun_region(x, n->regions[1])) return -1;
+        for (int k = 0; k < n->nout; k++) {
+            tfe_tensor *v = grun_value(x, rb->outs[k]);
+            tensor_incref(v);
+            vset(x, g->nodes[rc->params[k]].vbase, v);
+        }
+        if (tfe_interrupted) {
+            tfe_interrupted = 0;
+            return node_error(x, n, "interrupted");
+        }
+    }
+    for (int k = 0; k < n->nout; k++) {
+        tfe_tensor *v = x->v[g->nodes[rc->params[k]].vbase];
+        tensor_incref(v);
+        vset(x, n->vbase + k, v);
+    }
+    return 0;
+}
+
+int grun_node(GRun *x, int id)
+{
+    GNode *n = &x->g->nodes[id];
+    switch (n->kind) {
+    case G_INPUT: case G_CONST: case G_PARAM: return 0; /* in place before the run */
+    case G_OP: return run_op(x, n);
+    case G_VAR_READ: {
+        tfe_tensor *t = value_to_tensor(n->obj);
+        if (!t) return node_error(x, n, "a variable read failed");
+        vset(x, n->vbase, t);
+        return 0;
+    }
+    case G_HOST: return run_host(x, n);
+    case G_COND: return run_cond(x, n);
+    case G_WHILE: return run_while(x, n);
+    }
+    return 0;
+}
+
+int grun_region(GRun *x, int r)
+{
+    GRegion *reg = &x->g->regions[r];
+    for (int i = 0; i < reg->n; i++)
+        if (grun_node(x, reg->nodes[i])) return -1;
+    return 0;
+}

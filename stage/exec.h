@@ -1,0 +1,22 @@
+/* exec.h — the graph executor: runs a graph's nodes in order on real tensors.
+ * Straightforward by design (issue 5); the optimizing executor is issue 6. */
+#ifndef TFE_STAGE_EXEC_H
+#define TFE_STAGE_EXEC_H
+
+#include "stage/graph.h"
+
+typedef struct GRun {
+    Interp *I;
+    Graph *g;
+    tfe_tensor **v;      /* every value of the graph (owned refs; NULL: not computed) */
+    int frame_base;      /* run-time errors push the node's frames above this */
+} GRun;
+
+/* A run with inputs and constants in place (inputs: borrowed, g->ninputs). */
+void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs);
+void grun_release(GRun *x);
+int grun_region(GRun *x, int r);
+int grun_node(GRun *x, int id);
+static inline tfe_tensor *grun_value(GRun *x, GRef r) { return x->v[x->g->nodes[r.node].vbase + r.out]; }
+
+#endif

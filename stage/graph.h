@@ -1,0 +1,107 @@
+/* graph.h — the dataflow graph of a staged function: nodes, regions, values.
+ *
+ * A Graph is a flat array of nodes. Every node belongs to one region: the top
+ * region (the function body) or a region of a control-flow node (the two
+ * branches of a cond; the condition and body of a while). A region lists its
+ * nodes in execution order (the order the tracer met them, which is program
+ * order, so effects are ordered by construction) and names its outputs. A
+ * node in a region may read any value defined earlier in an enclosing region
+ * (lexical scoping, as in MLIR regions), so branches need no capture lists.
+ *
+ * Ownership: the Graph owns its nodes, their attrs, constants (tensor refs)
+ * and the Values of host/variable nodes (one reference each). */
+#ifndef TFE_STAGE_GRAPH_H
+#define TFE_STAGE_GRAPH_H
+
+#include "interp/internal.h"
+#include "tensor/ops.h"
+
+typedef enum GKind {
+    G_INPUT,     /* an argument leaf or an outside binding read by the body */
+    G_CONST,     /* a tensor made at trace time (a literal, zeros(3), ...) */
+    G_OP,        /* an op of the op table */
+    G_VAR_READ,  /* the current value of a variable (effect-ordered) */
+    G_HOST,      /* a call back into the interpreter at run time: print,
+                    variable updates, @host functions (effect-ordered) */
+    G_COND,      /* regions[0] if in[0] is true else regions[1] */
+    G_WHILE,     /* regions[0]: condition of the carried values,
+                    regions[1]: the body; in[] are the initial carried values */
+    G_PARAM,     /* a carried value inside a while region */
+} GKind;
+
+/* A value: output `out` of node `node`. */
+typedef struct GRef { int node, out; } GRef;
+
+typedef struct GRegion {
+    int *nodes;
+    int n, cap;
+    GRef *outs;          /* the region's results */
+    int nouts;
+    int *params;         /* G_PARAM nodes (while regions) */
+    int nparams;
+    int parent;          /* the enclosing region (-1 for the top) */
+} GRegion;
+
+/* One argument of a host call: its value at trace time as a template
+ * (stage/sig.h) whose nleaves number/tensor leaves are the node's next
+ * inputs; nleaves 0: the Value itself. */
+typedef struct HostArg { Value v; int nleaves; } HostArg;
+
+/* The call frames between the staged function and the node's expression
+ * (calls inlined into the graph), so run-time errors print the traceback
+ * an eager run would. Shared by nodes; never freed before the graph. */
+typedef struct GFrames { int n; Frame *f; struct GFrames *next_all; } GFrames;
+
+typedef struct GNode {
+    GKind kind;
+    tfe_op op;           /* G_OP */
+    tfe_attrs *at;       /* G_OP (owned) */
+    int nin;
+    GRef *in;
+    int nout;
+    tfe_meta *meta;      /* per output: dtype, weak, rank, shape (-1: unknown) */
+    int region;          /* -1: top; otherwise the index of the owning region */
+    int effect_dep;      /* the previous effect node (a control edge), or -1 */
+    Loc loc;             /* the expression that made the node */
+    GFrames *frames;
+    tfe_tensor *value;   /* G_CONST (owned) */
+    Value obj;           /* G_VAR_READ: the variable; G_HOST: the callable */
+    HostArg *hargs;      /* G_HOST: positional args then keyword args */
+    int nhargs, nhkw;
+    Str **hkwnames;      /* owned refs */
+    bool host_nil;       /* G_HOST: the call returned nil (no output) */
+    int input_index;     /* G_INPUT: position in Graph.inputs */
+    char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
+    int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
+    int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
+} GNode;
+
+typedef struct Graph {
+    int refcount;
+    char *name;          /* the staged function's name */
+    GNode *nodes;
+    int n, cap;
+    GRegion *regions;    /* regions[0] is the top region */
+    int nregions, capregions;
+    int *inputs;         /* G_INPUT nodes in input order */
+    int ninputs;
+    int nvals;           /* values in all: the executor's array size */
+    GFrames *frames_all;
+} Graph;
+
+Graph *graph_new(const char *name);
+void graph_decref(Graph *g);
+/* Append a node of kind k with nin inputs and nout outputs to region r;
+ * returns its index (in[] and meta[] zeroed for the caller to fill). */
+int graph_add(Graph *g, int r, GKind k, int nin, int nout);
+int graph_add_region(Graph *g, int parent);
+/* Is a value of region `def` visible from region `use` (def encloses use)? */
+bool graph_region_visible(const Graph *g, int def, int use);
+static inline GNode *gnode(Graph *g, int i) { return &g->nodes[i]; }
+
+/* Text IR (stage/graph_print.c): one line per node, regions indented.
+ * Returns a malloc'd string. dot: Graphviz. */
+char *graph_to_text(const Graph *g);
+char *graph_to_dot(const Graph *g);
+
+#endif

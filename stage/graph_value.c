@@ -1,0 +1,97 @@
+/* graph_value.c — graph(f, args...): the graph a staged function runs for
+ * those arguments, as a value that prints as text IR and has .dot(). */
+#include <stdlib.h>
+#include <string.h>
+#include "stage/staged.h"
+#include "stage/trace.h"
+
+typedef struct GraphObj { Object o; Graph *g; } GraphObj;
+
+static void graphobj_free(Obj *o)
+{
+    graph_decref(((GraphObj *)o)->g);
+    free(o);
+}
+
+static char *graphobj_repr(Obj *o)
+{
+    char *s = graph_to_text(((GraphObj *)o)->g);
+    size_t n = strlen(s);
+    if (n && s[n - 1] == '\n') s[n - 1] = 0; /* print adds the newline */
+    return s;
+}
+
+BUILTIN(bi_graph_dot)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc != 1 || nkw) return interp_raise(I, "dot() takes no arguments");
+    char *s = graph_to_dot(((GraphObj *)argv[0].u.o)->g);
+    *out = v_cstr(s);
+    free(s);
+    return 0;
+}
+
+BUILTIN(bi_graph_text)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc != 1 || nkw) return interp_raise(I, "text() takes no arguments");
+    char *s = graph_to_text(((GraphObj *)argv[0].u.o)->g);
+    *out = v_cstr(s);
+    free(s);
+    return 0;
+}
+
+static int graphobj_getattr(Interp *I, Obj *o, const char *name, Value *out)
+{
+    (void)I;
+    BuiltinFn fn = !strcmp(name, "dot") ? bi_graph_dot : !strcmp(name, "text") ? bi_graph_text : NULL;
+    if (!fn) return 1;
+    Value b = builtin_new(!strcmp(name, "dot") ? "dot" : "text", fn, NULL);
+    o->refcount++;
+    ((Builtin *)b.u.o)->self = v_obj(V_OBJECT, o);
+    *out = b;
+    return 0;
+}
+
+static const ObjectClass graph_class = {
+    .name = "graph", .free = graphobj_free, .repr = graphobj_repr, .getattr = graphobj_getattr,
+};
+
+/* graph(f, args...): calls f with args when that signature has no trace
+ * yet (so the call's effects happen, as the first staged call's would),
+ * then returns the graph the cache holds for them. */
+BUILTIN(bi_graph)
+{
+    (void)data;
+    if (argc < 1 || argv[0].kind != V_FN)
+        return interp_raise(I, "graph() needs a staged function and its arguments, got %s",
+                            argc ? value_kind_name(argv[0]) : "nothing");
+    Closure *c = (Closure *)argv[0].u.o;
+    if (I->opt.eager || tfe_run_eagerly)
+        return interp_raise(I, "graph(): staged functions run eagerly (--eager or run_eagerly(true)), so there is no graph");
+    FnInfo *info = c->fn->info;
+    if (!info->is_staged && !c->stage_forced)
+        return interp_raise(I, "graph(): '%s' is not staged (mark it @staged)", c->name);
+    Value r;
+    if (call_value(I, argv[0], argc - 1, argv + 1, nkw, kwnames, kwvals, &r)) return -1;
+    value_decref(r);
+    Trace *t = stage_last_trace(c);
+    if (!t) return interp_raise(I, "graph(): '%s' could not be staged for these arguments", c->name);
+    GraphObj *go = calloc(1, sizeof *go);
+    go->o.h.refcount = 1;
+    go->o.h.kind = V_OBJECT;
+    go->o.cls = &graph_class;
+    go->g = t->g;
+    t->g->refcount++;
+    *out = v_obj(V_OBJECT, go);
+    return 0;
+}
+
+void stage_graph_builtins_register(Interp *I)
+{
+    interp_define_builtin(I, "graph", bi_graph, NULL);
+}

@@ -1,0 +1,199 @@
+/* sig.c — flattening values into signatures and leaves, and rebuilding them. */
+#include <stdlib.h>
+#include <string.h>
+#include "stage/sig.h"
+
+void sig_free(SigBuf *s)
+{
+    free(s->b);
+    free(s->dims);
+    *s = (SigBuf){0};
+}
+
+void leaves_free(Leaves *l)
+{
+    for (int i = 0; i < l->n; i++) tensor_decref(l->t[i]);
+    free(l->t);
+    *l = (Leaves){0};
+}
+
+void leaves_push(Leaves *l, tfe_tensor *t)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->t = realloc(l->t, sizeof *l->t * (size_t)l->cap);
+    }
+    l->t[l->n++] = t;
+}
+
+static void put(SigBuf *s, const void *p, size_t n)
+{
+    if (s->n + n > s->cap) {
+        s->cap = (s->n + n) * 2 + 64;
+        s->b = realloc(s->b, s->cap);
+    }
+    memcpy(s->b + s->n, p, n);
+    s->n += n;
+}
+
+static void put_tag(SigBuf *s, char tag) { put(s, &tag, 1); }
+
+static void put_dims(SigBuf *s, int rank, const int64_t *shape)
+{
+    if (s->nd + rank > s->capd) {
+        s->capd = (s->nd + rank) * 2 + 16;
+        s->dims = realloc(s->dims, sizeof *s->dims * (size_t)s->capd);
+    }
+    memcpy(s->dims + s->nd, shape, sizeof *shape * (size_t)rank);
+    s->nd += rank;
+}
+
+static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth);
+
+void sig_flatten(Value v, SigBuf *s, Leaves *lv, int mode) { flatten(v, s, lv, mode, 0); }
+
+static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
+{
+    switch ((ValueKind)v.kind) {
+    case V_SCALAR:
+        if (v.dtype == TFE_BOOL) {
+            put_tag(s, v.u.i ? 'T' : 'F');
+            break;
+        }
+        if (mode == SIG_INPUT && depth > 0) {
+            put_tag(s, 'v');
+            put(s, &v.dtype, 1);
+            put(s, &v.weak, 1);
+            put(s, &v.u.i, sizeof v.u.i);
+            break;
+        }
+        put_tag(s, 'n');
+        put(s, &v.dtype, 1);
+        put(s, &v.weak, 1);
+        if (lv) leaves_push(lv, value_to_tensor(v));
+        break;
+    case V_TENSOR: {
+        tfe_tensor *t = v.u.t;
+        char hdr[4] = {'t', (char)t->dtype, (char)t->weak, (char)t->rank};
+        put(s, hdr, 4);
+        int dev = t->storage ? t->storage->device : 0;
+        put(s, &dev, sizeof dev);
+        put_dims(s, t->rank, t->shape);
+        if (lv) {
+            tensor_incref(t);
+            leaves_push(lv, t);
+        }
+        break;
+    }
+    case V_NIL: put_tag(s, 'z'); break;
+    case V_STR: {
+        Str *str = (Str *)v.u.o;
+        put_tag(s, 's');
+        put(s, &str->len, sizeof str->len);
+        put(s, str->s, str->len);
+        break;
+    }
+    case V_RANGE: {
+        Range *r = (Range *)v.u.o;
+        put_tag(s, 'r');
+        put(s, &r->start, sizeof(int64_t) * 3);
+        break;
+    }
+    case V_TUPLE: case V_LIST: {
+        Seq *q = (Seq *)v.u.o;
+        put_tag(s, v.kind == V_TUPLE ? '(' : '[');
+        put(s, &q->n, sizeof q->n);
+        for (int i = 0; i < q->n; i++) flatten(q->items[i], s, lv, mode, depth + 1);
+        break;
+    }
+    case V_RECORD: {
+        Record *r = (Record *)v.u.o;
+        put_tag(s, '{');
+        put(s, &r->n, sizeof r->n);
+        for (int i = 0; i < r->n; i++) {
+            put(s, &r->keys[i]->len, sizeof r->keys[i]->len);
+            put(s, r->keys[i]->s, r->keys[i]->len);
+            flatten(r->vals[i], s, lv, mode, depth + 1);
+        }
+        break;
+    }
+    default: /* functions, builtins, modules, objects: identity */
+        put_tag(s, 'p');
+        put(s, &v.u.o, sizeof v.u.o);
+        break;
+    }
+}
+
+Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp)
+{
+    switch ((ValueKind)tmpl.kind) {
+    case V_SCALAR:
+        if (tmpl.dtype == TFE_BOOL) return tmpl;
+        /* fall through */
+    case V_TENSOR: {
+        tfe_tensor *t = leaves[(*k)++];
+        tensor_incref(t);
+        return unbox ? value_from_tensor_take(t) : v_tensor_take(t);
+    }
+    case V_TUPLE: case V_LIST: {
+        Seq *q = (Seq *)tmpl.u.o;
+        Seq *n = seq_new(q->n);
+        n->trace_id = stamp;
+        for (int i = 0; i < q->n; i++) seq_push_take(n, sig_rebuild(q->items[i], leaves, k, unbox, stamp));
+        if (tmpl.kind == V_TUPLE) n->h.kind = V_TUPLE;
+        return v_obj((ValueKind)tmpl.kind, n);
+    }
+    case V_RECORD: {
+        Record *r = (Record *)tmpl.u.o;
+        Record *n = record_new();
+        n->trace_id = stamp;
+        for (int i = 0; i < r->n; i++)
+            record_set_take(n, r->keys[i]->s, r->keys[i]->len, sig_rebuild(r->vals[i], leaves, k, unbox, stamp));
+        return v_obj(V_RECORD, n);
+    }
+    default:
+        value_incref(tmpl);
+        return tmpl;
+    }
+}
+
+bool sig_has_function(Value v)
+{
+    switch ((ValueKind)v.kind) {
+    case V_FN: return true;
+    case V_TUPLE: case V_LIST: {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (sig_has_function(q->items[i])) return true;
+        return false;
+    }
+    case V_RECORD: {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (sig_has_function(r->vals[i])) return true;
+        return false;
+    }
+    default: return false;
+    }
+}
+
+void sig_hold(Value v, Value **held, int *nheld)
+{
+    switch ((ValueKind)v.kind) {
+    case V_NIL: case V_SCALAR: case V_TENSOR: case V_STR: case V_RANGE: return;
+    case V_TUPLE: case V_LIST: {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++) sig_hold(q->items[i], held, nheld);
+        return;
+    }
+    case V_RECORD: {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) sig_hold(r->vals[i], held, nheld);
+        return;
+    }
+    default:
+        *held = realloc(*held, sizeof **held * (size_t)(*nheld + 1));
+        value_incref(v);
+        (*held)[(*nheld)++] = v;
+    }
+}

@@ -1,0 +1,46 @@
+/* sig.h — signatures (LANGUAGE.md §7): a value flattened into the bytes that
+ * identify its structure and non-tensor parts, the dims of its tensors, and
+ * its tensor leaves; and the way back from a template and leaves to a value. */
+#ifndef TFE_STAGE_SIG_H
+#define TFE_STAGE_SIG_H
+
+#include "interp/internal.h"
+
+typedef struct SigBuf {
+    char *b;
+    size_t n, cap;
+    int64_t *dims;       /* every tensor leaf's shape, in leaf order */
+    int nd, capd;
+} SigBuf;
+
+typedef struct Leaves { tfe_tensor **t; int n, cap; } Leaves;  /* owned refs */
+
+void sig_free(SigBuf *s);
+static inline void sig_reset(SigBuf *s) { s->n = 0; s->nd = 0; }
+void leaves_free(Leaves *l);
+void leaves_push(Leaves *l, tfe_tensor *t);   /* takes t */
+
+/* Append v: tensors are leaves (dtype, weak, rank go into the bytes, the
+ * dims into dims); bools, strings, nil and ranges by value; functions,
+ * modules and objects (variables) by identity; tuples, lists and records by
+ * structure. Numbers are leaves too, except inside a container of an input
+ * (SIG_INPUT), where they are part of the signature by value: a container
+ * passed in is the caller's own object, and a number in it has no tensor
+ * to stand for it. lv may be NULL (then only the signature). */
+enum { SIG_INPUT, SIG_OUTPUT };
+void sig_flatten(Value v, SigBuf *s, Leaves *lv, int mode);
+
+/* A value of tmpl's structure whose k-th number/tensor leaf is leaves[*k]
+ * (incref'd; *k advances). unbox: 0-d results become unboxed scalars (a
+ * call's results) or stay boxed (values the tracer hands to the body).
+ * Lists and records are new; they carry stamp as their trace id. */
+Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp);
+
+/* Keep every object v's signature names by identity alive (its address must
+ * not be reused by another object while a trace compares against it). */
+void sig_hold(Value v, Value **held, int *nheld);
+
+/* Does v contain a function (results and outside writes must not)? */
+bool sig_has_function(Value v);
+
+#endif

@@ -1,0 +1,452 @@
+/* staged.c — calling a staged function: the signature, the trace cache (with
+ * shape relaxation and the retrace warning), tracing on a miss, running the
+ * graph on a hit, and writing back the outside bindings it assigns. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stage/exec.h"
+#include "stage/sig.h"
+#include "stage/staged.h"
+#include "stage/trace.h"
+
+bool tfe_run_eagerly;
+
+/* --- traces and caches ---------------------------------------------------------------- */
+
+static void trace_free(Trace *t)
+{
+    graph_decref(t->g);
+    sig_free(&t->sig);
+    for (int i = 0; i < t->nouts; i++) {
+        OutsideSig *o = &t->outs[i];
+        env_decref(o->env);
+        sig_free(&o->sig);
+        value_decref(o->tmpl);
+    }
+    free(t->outs);
+    for (int i = 0; i < t->g_ninputs; i++)
+        if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
+    free(t->static_val);
+    value_decref(t->ret_tmpl);
+    for (int i = 0; i < t->nheld; i++) value_decref(t->held[i]);
+    free(t->held);
+    free(t->desc);
+    stage_grad_free(t);
+    free(t);
+}
+
+void stage_cache_free(Closure *c)
+{
+    StageCache *sc = c->stage;
+    if (!sc) return;
+    c->stage = NULL;
+    for (int i = 0; i < sc->n; i++) trace_free(sc->traces[i]);
+    free(sc->traces);
+    free(sc->sites);
+    free(sc);
+}
+
+static StageCache *cache_of(Closure *c)
+{
+    if (!c->stage) c->stage = calloc(1, sizeof(StageCache));
+    return c->stage;
+}
+
+/* A human description of a signature, for the retrace warning: "x: float32 (3, 4)". */
+static void describe_args(Closure *c, Env *e, char *buf, size_t cap)
+{
+    FnInfo *info = c->fn->info;
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < info->nparams && n + 1 < cap; i++) {
+        Value v = e->slots[i];
+        char one[300];
+        if (v.kind == V_TENSOR) {
+            char sh[200];
+            snprintf(one, sizeof one, "%s: %s %s", info->param_names[i], dtype_name(v.u.t->dtype),
+                     shape_str(v.u.t->rank, v.u.t->shape, sh));
+        } else if (v.kind == V_SCALAR && v.dtype != TFE_BOOL) {
+            snprintf(one, sizeof one, "%s: %s number", info->param_names[i], dtype_name((tfe_dtype)v.dtype));
+        } else {
+            char *r = value_repr(v);
+            snprintf(one, sizeof one, "%s: %.60s", info->param_names[i], r);
+            free(r);
+        }
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", one);
+    }
+}
+
+/* --- matching a call against a trace ------------------------------------------------------ */
+
+static bool dims_match(const SigBuf *want, const bool *relaxed, const int64_t *dims, int nd)
+{
+    if (want->nd != nd) return false;
+    for (int i = 0; i < nd; i++)
+        if (want->dims[i] != dims[i] && !(relaxed && relaxed[i])) return false;
+    return true;
+}
+
+static bool tensor_same_value(tfe_tensor *a, tfe_tensor *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank ||
+        memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank))
+        return false;
+    int64_t n = tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        if (dtype_is_float(a->dtype)) {
+            double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
+            if (memcmp(&x, &y, sizeof x)) return false;
+        } else if (tensor_get_i64(a, i) != tensor_get_i64(b, i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Does the call (its args' signature and leaves) match t? On a match the
+ * outside bindings' leaves are appended to lv (the graph's inputs). */
+static bool trace_matches(Trace *t, const SigBuf *sb, Leaves *lv, SigBuf *scratch)
+{
+    if (t->sig.n != sb->n || memcmp(t->sig.b, sb->b, sb->n)) return false;
+    if (!dims_match(&t->sig, t->relaxed, sb->dims, sb->nd)) return false;
+    int nargs = lv->n;
+    for (int i = 0; i < t->nouts; i++) {
+        OutsideSig *o = &t->outs[i];
+        sig_reset(scratch);
+        sig_flatten(o->env->slots[o->slot], scratch, lv, SIG_INPUT);
+        if (scratch->n != o->sig.n || memcmp(scratch->b, o->sig.b, o->sig.n) ||
+            !dims_match(&o->sig, NULL, scratch->dims, scratch->nd))
+            goto no;
+    }
+    if (lv->n != t->g_ninputs) goto no;
+    for (int i = 0; t->static_val && i < t->g_ninputs; i++)
+        if (t->static_val[i] && !tensor_same_value(t->static_val[i], lv->t[i])) goto no;
+    return true;
+no:
+    while (lv->n > nargs) tensor_decref(lv->t[--lv->n]);
+    return false;
+}
+
+/* Relaxation: a signature that differs from an earlier trace's only in
+ * some dims gets a trace with those dims unknown (LANGUAGE.md §7). */
+static bool *relax_against(StageCache *sc, const SigBuf *sb)
+{
+    for (int i = 0; i < sc->n; i++) {
+        Trace *t = sc->traces[i];
+        if (t->shape_specialised || t->sig.n != sb->n || memcmp(t->sig.b, sb->b, sb->n) || t->sig.nd != sb->nd)
+            continue;
+        bool any = false;
+        bool *r = calloc((size_t)sb->nd + 1, 1);
+        for (int d = 0; d < sb->nd; d++) {
+            r[d] = (t->relaxed && t->relaxed[d]) || t->sig.dims[d] != sb->dims[d];
+            any |= r[d];
+        }
+        if (any) return r;
+        free(r);
+    }
+    return NULL;
+}
+
+/* --- running a cached trace ---------------------------------------------------------------- */
+
+static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
+{
+    Graph *g = t->g;
+    int nouts = g->regions[0].nouts;
+    tfe_tensor **outs = calloc((size_t)(nouts ? nouts : 1), sizeof *outs);
+    if (stage_graph_call(I, t, lv->t, outs)) {
+        free(outs);
+        return -1;
+    }
+    /* the outside bindings it assigned, then the result */
+    int k = t->nret;
+    for (int i = 0; i < t->nouts; i++) {
+        OutsideSig *o = &t->outs[i];
+        if (!o->written) continue;
+        Value v = sig_rebuild(o->tmpl, outs, &k, true, 0);
+        Value old = o->env->slots[o->slot];
+        o->env->slots[o->slot] = v;
+        value_decref(old);
+    }
+    k = 0;
+    *out = sig_rebuild(t->ret_tmpl, outs, &k, true, 0);
+    for (int i = 0; i < nouts; i++) tensor_decref(outs[i]);
+    free(outs);
+    return 0;
+}
+
+/* --- tracing a new signature ---------------------------------------------------------------- */
+
+/* Input labels for graph dumps: "x", or "x[0]", "x[1]" for the leaves of a structure. */
+static void label_inputs(Graph *g, const char *name, int first, int n, const char *suffix)
+{
+    for (int k = 0; k < n; k++) {
+        GNode *in = gnode(g, g->inputs[first + k]);
+        char buf[256];
+        if (n == 1) snprintf(buf, sizeof buf, "%s%s", name ? name : "?", suffix);
+        else snprintf(buf, sizeof buf, "%s[%d]%s", name ? name : "?", k, suffix);
+        free(in->label);
+        in->label = strdup(buf);
+    }
+}
+
+static void note_site(StageCache *sc, Loc loc, const char *desc)
+{
+    for (int i = 0; i < sc->nsites; i++)
+        if (sc->sites[i].src == loc.src && sc->sites[i].line == loc.line && sc->sites[i].col == loc.col) return;
+    if (sc->nsites < 8) {
+        sc->sites = realloc(sc->sites, sizeof *sc->sites * (size_t)(sc->nsites + 1));
+        sc->sites[sc->nsites++] = loc;
+    }
+    (void)desc;
+}
+
+static void retrace_warning(Interp *I, Closure *c, StageCache *sc, const char *prev, const char *now)
+{
+    FILE *f = stderr;
+    fflush(stdout);
+    fprintf(f, "%stfe: warning: staged function '%s' has been traced %d times; calls with new "
+               "signatures each trace it again (a signature is the dtypes and shapes of tensor "
+               "arguments and the values of the others)\n",
+            I->opt.stage_all ? "tfe: --stage-all: " : "", c->name, sc->ntraced);
+    fprintf(f, "%s  called from:", I->opt.stage_all ? "tfe: --stage-all: " : "");
+    for (int i = 0; i < sc->nsites; i++)
+        fprintf(f, " %s:%d", sc->sites[i].src ? sc->sites[i].src->name : "?", sc->sites[i].line);
+    fprintf(f, "\n%s  last change: (%s) -> (%s)\n", I->opt.stage_all ? "tfe: --stage-all: " : "", prev, now);
+    fflush(f);
+}
+
+static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, Loc call_loc, Value *out)
+{
+    FnInfo *info = c->fn->info;
+    StageCache *sc = cache_of(c);
+    char desc[1000];
+    describe_args(c, e, desc, sizeof desc);
+    Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_forced);
+    T->retrace = sc->ntraced > 0;
+    e->trace_id = T->id; /* the body's own bindings are inside the trace */
+    trace_enter_fn(I, c->fn, c->name, call_loc);
+    /* the arguments, with their number/tensor leaves as the graph's inputs */
+    for (int i = 0; i < info->nparams; i++) {
+        int first, n;
+        Value tv = trace_value_leaves(T, e->slots[i], &first, &n);
+        label_inputs(T->g, info->param_names[i], first, n, "");
+        Value old = e->slots[i];
+        e->slots[i] = tv;
+        value_decref(old);
+    }
+    int nargs_inputs = T->g->ninputs;
+    Value ret = v_nil();
+    int rc = interp_run_body(I, c, e, &ret);
+    if (!rc && !T->failed && sig_has_function(ret))
+        rc = trace_fail(I, call_loc, "staged function '%s' returns a function, which a graph cannot", c->name);
+    if (rc) {
+        value_decref(ret);
+        graph_decref(T->g);
+        trace_end(T);
+        return -1;
+    }
+    if (T->failed) {
+        /* --stage-all: this function cannot be staged; the call ran eagerly */
+        if (!info->stage_failed) {
+            info->stage_failed = true;
+            fflush(stdout);
+            fprintf(stderr, "tfe: --stage-all: %s runs eagerly: %s (%s:%d)\n", c->name, T->fail_msg,
+                    T->fail_loc.src ? T->fail_loc.src->name : "?", T->fail_loc.line);
+        }
+        graph_decref(T->g);
+        trace_end(T);
+        *out = ret;
+        return 0;
+    }
+    Graph *g = T->g;
+    Trace *t = calloc(1, sizeof *t);
+    t->g = g;
+    t->sig = *sb;
+    *sb = (SigBuf){0};
+    t->relaxed = relaxed;
+    t->shape_specialised = T->shape_read;
+    t->desc = strdup(desc);
+    for (int i = 0; i < info->nparams; i++) sig_hold(e->slots[i], &t->held, &t->nheld);
+    /* outputs: the result's leaves, then each assigned outside binding's */
+    Leaves rl = {0};
+    SigBuf rs = {0};
+    sig_flatten(ret, &rs, &rl, SIG_OUTPUT);
+    sig_free(&rs);
+    t->nret = rl.n;
+    t->ret_tmpl = ret;
+    t->nouts = T->nouts;
+    t->outs = calloc((size_t)(T->nouts ? T->nouts : 1), sizeof *t->outs);
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        OutsideSig *os = &t->outs[i];
+        os->env = o->env;
+        o->env->h.refcount++;
+        os->slot = o->slot;
+        sig_flatten(o->orig, &os->sig, NULL, SIG_INPUT);
+        sig_hold(o->orig, &t->held, &t->nheld);
+        os->ninputs = o->ninputs;
+        os->written = o->written;
+        os->tmpl = v_nil();
+        if (o->written) {
+            os->tmpl = o->traced;
+            value_incref(os->tmpl);
+            SigBuf ws = {0};
+            sig_flatten(o->traced, &ws, &rl, SIG_OUTPUT);
+            sig_free(&ws);
+        }
+    }
+    GRegion *top = &g->regions[0];
+    top->nouts = rl.n;
+    top->outs = calloc((size_t)(rl.n ? rl.n : 1), sizeof *top->outs);
+    T->region = 0;
+    for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
+    t->g_ninputs = g->ninputs;
+    (void)nargs_inputs;
+    for (int i = 0; i < g->ninputs; i++) {
+        if (!T->static_in || !T->static_in[i]) continue;
+        if (!t->static_val) t->static_val = calloc((size_t)g->ninputs, sizeof *t->static_val);
+        GNode *in = gnode(g, g->inputs[i]);
+        tfe_tensor *cv = in->vbase < T->capconcrete ? T->concrete[in->vbase] : NULL;
+        if (cv) {
+            T->suspended++;
+            t->static_val[i] = tensor_copy(cv);
+            T->suspended--;
+        }
+    }
+    for (int i = 0; i < T->nouts; i++)
+        label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
+    trace_end(T);
+    /* this call's result: what the traced (eager) run computed */
+    int k = 0;
+    *out = sig_rebuild(ret, rl.t, &k, true, 0);
+    leaves_free(&rl);
+    if (sc->n == sc->cap) {
+        sc->cap = sc->cap ? sc->cap * 2 : 4;
+        sc->traces = realloc(sc->traces, sizeof *sc->traces * (size_t)sc->cap);
+    }
+    /* the newest first: a relaxed trace is found before the ones it covers */
+    memmove(sc->traces + 1, sc->traces, sizeof *sc->traces * (size_t)sc->n);
+    sc->traces[0] = t;
+    sc->last = t;
+    sc->n++;
+    sc->ntraced++;
+    note_site(sc, call_loc, desc);
+    if (sc->ntraced > 5 && !sc->warned) {
+        sc->warned = true;
+        retrace_warning(I, c, sc, sc->n > 1 ? sc->traces[1]->desc : "", desc);
+    }
+    return 0;
+}
+
+/* --- the call ---------------------------------------------------------------------------------- */
+
+int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
+{
+    FnInfo *info = c->fn->info;
+    /* eagerly: --eager, run_eagerly(true), a function --stage-all gave up
+     * on, and staged calls inside a trace (inlined into the caller's graph) */
+    if (I->opt.eager || tfe_run_eagerly || (info->stage_failed && !c->stage_forced) || tfe_tracer)
+        return interp_run_body(I, c, e, out);
+    StageCache *sc = cache_of(c);
+    SigBuf sb = {0}, scratch = {0};
+    Leaves lv = {0};
+    for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &sb, &lv, SIG_INPUT);
+    int rc;
+    Trace *hit = NULL;
+    for (int i = 0; i < sc->n && !hit; i++)
+        if (trace_matches(sc->traces[i], &sb, &lv, &scratch)) hit = sc->traces[i];
+    sig_free(&scratch);
+    if (hit) {
+        sc->hits++;
+        sc->last = hit;
+        rc = run_trace(I, hit, &lv, out);
+        sig_free(&sb);
+    } else {
+        bool *relaxed = relax_against(sc, &sb);
+        rc = trace_new(I, c, e, &sb, relaxed, call_loc, out);
+        sig_free(&sb);
+    }
+    leaves_free(&lv);
+    return rc;
+}
+
+Trace *stage_last_trace(Closure *c)
+{
+    StageCache *sc = c->stage;
+    if (!sc || !sc->n) return NULL;
+    return sc->last ? sc->last : sc->traces[0];
+}
+
+/* --- builtins ------------------------------------------------------------------------------------ */
+
+static Closure *staged_arg(Interp *I, const char *fname, int argc, const Value *argv)
+{
+    if (argc < 1 || argv[0].kind != V_FN) {
+        interp_raise(I, "%s() needs a function, got %s", fname, argc ? value_kind_name(argv[0]) : "nothing");
+        return NULL;
+    }
+    return (Closure *)argv[0].u.o;
+}
+
+BUILTIN(bi_trace_count)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc != 1 || nkw) return interp_raise(I, "trace_count() takes 1 argument");
+    Closure *c = staged_arg(I, "trace_count", argc, argv);
+    if (!c) return -1;
+    *out = v_int(c->stage ? c->stage->ntraced : 0);
+    return 0;
+}
+
+BUILTIN(bi_run_eagerly)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc > 1 || nkw) return interp_raise(I, "run_eagerly() takes 0 or 1 argument");
+    bool old = tfe_run_eagerly || I->opt.eager;
+    if (argc == 1) {
+        if (argv[0].kind != V_SCALAR || argv[0].dtype != TFE_BOOL)
+            return interp_raise(I, "run_eagerly() needs a bool, got %s", value_kind_name(argv[0]));
+        tfe_run_eagerly = argv[0].u.i != 0;
+    }
+    *out = v_bool(old);
+    return 0;
+}
+
+/* staged(f) and host(f) as calls (the decorators mark the function itself):
+ * a closure over the same code and bindings, marked. */
+BUILTIN(bi_mark)
+{
+    const char *what = data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc != 1 || nkw) return interp_raise(I, "%s() takes 1 argument", what);
+    Closure *c = staged_arg(I, what, argc, argv);
+    if (!c) return -1;
+    FnInfo *info = c->fn->info;
+    bool want_staged = !strcmp(what, "staged");
+    if ((want_staged && info->is_staged && !info->stage_implicit) || (!want_staged && info->is_host)) {
+        value_incref(argv[0]);
+        *out = argv[0];
+        return 0;
+    }
+    Closure *m = closure_new(I, c->fn, c->env, c->prog);
+    m->name = c->name;
+    if (want_staged) m->stage_forced = true;
+    else m->host_forced = true;
+    *out = v_obj(V_FN, m);
+    return 0;
+}
+
+void stage_builtins_register(Interp *I)
+{
+    interp_define_builtin(I, "trace_count", bi_trace_count, NULL);
+    interp_define_builtin(I, "run_eagerly", bi_run_eagerly, NULL);
+    interp_define_builtin(I, "staged", bi_mark, (void *)"staged");
+    interp_define_builtin(I, "host", bi_mark, (void *)"host");
+    stage_graph_builtins_register(I);
+}

@@ -1,0 +1,62 @@
+/* staged.h — the trace cache of a staged function (stage/staged.c), graph
+ * calls as single tape entries (stage/grad.c), and the stage builtins. */
+#ifndef TFE_STAGE_STAGED_H
+#define TFE_STAGE_STAGED_H
+
+#include "stage/graph.h"
+#include "stage/sig.h"
+
+/* An outside binding a trace reads or assigns: its signature part, and for
+ * an assigned one the template its outputs are rebuilt into. */
+typedef struct OutsideSig {
+    Env *env;            /* owned ref */
+    int slot;
+    SigBuf sig;          /* of its value when the trace read it */
+    int ninputs;
+    bool written;
+    Value tmpl;          /* written: the value's structure (owned) */
+} OutsideSig;
+
+/* One cached trace: the graph and what a call must match to run it. */
+typedef struct Trace {
+    Graph *g;
+    SigBuf sig;          /* the arguments */
+    bool *relaxed;       /* per dim of sig: unknown (any size matches); NULL: none */
+    bool shape_specialised; /* the body read a shape: no relaxation from this trace */
+    OutsideSig *outs;
+    int nouts;
+    int g_ninputs;
+    tfe_tensor **static_val; /* per input: the value it must have (its value was used at trace time), or NULL */
+    Value ret_tmpl;      /* the result's structure; its leaves are outputs 0 .. nret-1 */
+    int nret;
+    char *desc;          /* "x: float32 (3,)" for the retrace warning */
+    Value *held;         /* objects the signature names by identity (owned) */
+    int nheld;
+} Trace;
+
+typedef struct StageCache {
+    Trace **traces;      /* newest first */
+    int n, cap;
+    int ntraced;         /* traces made (trace_count) */
+    long hits;
+    bool warned;
+    Trace *last;         /* the trace the last call ran (graph()) */
+    Loc *sites;          /* call sites that traced */
+    int nsites;
+} StageCache;
+
+extern bool tfe_run_eagerly;
+Trace *stage_last_trace(Closure *c);
+
+/* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
+ * is one entry, whose backward is a graph too (stage/grad.c). */
+int stage_graph_call(Interp *I, Trace *t, tfe_tensor *const *inputs, tfe_tensor **outs);
+void stage_grad_free(Trace *t);
+
+/* interp/eval.c: a closure's body in its Env (arguments in place, frame pushed). */
+int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);
+
+void stage_builtins_register(Interp *I);
+void stage_graph_builtins_register(Interp *I); /* graph(f, args...) (stage/graph_value.c) */
+
+#endif

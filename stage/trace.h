@@ -1,0 +1,115 @@
+/* trace.h — the tracer: what the interpreter and the tensor library tell a
+ * trace in progress, and the structures a finished trace leaves behind.
+ *
+ * How tracing works (docs/staging.md): the first call with a new signature
+ * runs the body with the ordinary interpreter, eagerly, and records every
+ * op on a traced tensor as a graph node at the same time ("trace by
+ * running"). So that call prints, fails and returns exactly what an eager
+ * call would. Conditions and loops on traced tensors are the exception:
+ * both branches (and the loop body) are traced symbolically — shapes and
+ * dtypes from the infer rules, no kernels — into regions of a cond/while
+ * node, which then runs on the values of that call. Later calls with the
+ * same signature run the graph (stage/exec.c) and never touch the body. */
+#ifndef TFE_STAGE_TRACE_H
+#define TFE_STAGE_TRACE_H
+
+#include "stage/graph.h"
+
+/* A traced tensor's t->node points to one of these (owned by the tracer,
+ * which also holds a reference to t, and clears t->node when it ends). */
+typedef struct TNote { tfe_tensor *t; GRef ref; } TNote;
+
+/* A binding outside the trace (a free variable of the body or of a function
+ * it calls) that the body read or assigned. Its leaves are graph inputs. */
+typedef struct Outside {
+    Env *env;            /* owned ref */
+    int slot;
+    Value traced;        /* what the body sees now (owned) */
+    Value orig;          /* its value when first read (owned): the signature */
+    int first_input, ninputs;
+    bool written;
+    const char *name;
+} Outside;
+
+typedef struct Tracer {
+    Interp *I;
+    Graph *g;
+    uint32_t id;
+    int region;           /* where nodes go */
+    bool symbolic;        /* inside a traced branch or loop body: no values */
+    bool implicit;        /* --stage-all: a failure falls back to eager */
+    bool failed;          /* implicit and failed: recording stopped */
+    char *fail_msg;
+    Loc fail_loc;
+    int last_effect;      /* last effect node of the current region */
+    int frame_base;       /* I->nframes when the body started */
+    GFrames *last_frames;
+    TNote **notes;
+    int nnotes, capnotes;
+    tfe_tensor **concrete; /* by value slot (GNode.vbase + out): borrowed */
+    int capconcrete;
+    Outside *outs;
+    int nouts, capouts;
+    bool *static_in;      /* inputs whose value the trace depends on */
+    int cap_static;
+    bool shape_read;      /* a shape was read as a value: no relaxation */
+    int suspended;        /* >0: a host call is running; nothing is recorded */
+    bool retrace;         /* not the function's first trace: no new variables */
+    Node **sym_fns;       /* functions entered in symbolic mode (recursion) */
+    int nsym_fns, capsym_fns;
+} Tracer;
+
+extern Tracer *tfe_tracer;       /* the trace being recorded, or NULL */
+extern uint32_t tfe_trace_id;    /* its id (0: none); Env/Seq/Record made during it carry it */
+
+/* Start and end a trace of the body of the staged function `name`. */
+Tracer *trace_begin(Interp *I, const char *name, bool implicit);
+void trace_end(Tracer *T);      /* clears every t->node, frees the tracer (not the graph) */
+
+/* A staging failure at loc: an implicit trace stops recording and the
+ * program goes on eagerly (returns 0); an explicit one raises (returns -1). */
+int trace_fail(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline bool trace_recording(void) { return tfe_tracer && !tfe_tracer->failed && !tfe_tracer->suspended; }
+
+/* Nodes. */
+GRef trace_ref(Tracer *T, tfe_tensor *t);          /* t's node, or a new G_CONST node */
+int trace_input(Tracer *T, tfe_tensor *t);           /* new G_INPUT, t stands for it */
+void trace_note(Tracer *T, tfe_tensor *t, GRef ref); /* t now stands for ref */
+/* The value the body sees for an input value v (an argument or an outside
+ * binding): v itself, its tensors now graph inputs [*first, *first + *n);
+ * a number becomes a boxed tensor. New reference. */
+Value trace_value_leaves(Tracer *T, Value v, int *first, int *n);
+
+/* The interpreter's hooks (interp/eval.c, value.c, builtins). */
+int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out);
+int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v); /* takes v */
+int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
+/* if on a traced tensor (cond is traced and has one element): 0 with *xs
+ * set, or -1. rest[k..]: the statements after it when it is in the body
+ * of the function being traced (an early return folds them into the
+ * branch that does not return), else NULL. */
+int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int k, int *xs);
+int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
+tfe_tensor *trace_var_read(Value var, tfe_tensor *value);      /* takes value; new ref */
+/* A call of an effect builtin or a @host function: records a G_HOST node
+ * and (outside branches) runs it. Returns 0/-1 like call_value. */
+int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
+                    Str *const *kwnames, const Value *kwvals, Value *out);
+/* The outputs of node id (a cond or while just built) as traced tensors:
+ * computed now when the trace has values, symbolic otherwise. */
+int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs);
+int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
+void trace_leave_fn(Node *fn);
+
+/* A shape read as a value: the trace is for these dims only (no relaxation). */
+static inline void trace_shape_read(const tfe_tensor *t)
+{
+    if (tfe_tracer && t && t->node) tfe_tracer->shape_read = true;
+}
+
+/* Interp hooks implemented in interp/eval.c for the tracer. */
+int interp_exec_branch(Interp *I, Node *n, Env *env);     /* a block or an elif N_IF */
+int interp_exec_rest(Interp *I, NodeList *l, int k, Env *env); /* statements l[k..] */
+int interp_eval_expr(Interp *I, Node *n, Env *env, Value *out);
+
+#endif

@@ -1,0 +1,576 @@
+/* trace_cf.c — conditionals and loops on traced tensors: both branches (or
+ * the loop's condition and body) are traced symbolically into regions of a
+ * G_COND (G_WHILE) node; the bindings they change become its outputs. In a
+ * trace that has values, the new node then runs at once on them, so the
+ * tracing call still computes what an eager call would. */
+#include <stdlib.h>
+#include <string.h>
+#include "stage/exec.h"
+#include "stage/sig.h"
+#include "stage/trace.h"
+
+/* --- what a block binds and assigns (from the AST) ------------------------------------- */
+
+static void pattern_slots(Node *p, bool *mask, int ns)
+{
+    if (p->kind == N_PNAME) {
+        if (p->depth == 0 && p->slot < ns) mask[p->slot] = true;
+        return;
+    }
+    for (int i = 0; i < p->list.n; i++) pattern_slots(p->list.items[i], mask, ns);
+}
+
+/* local: names a block declares (let, for, fn, with-as, import): they die
+ * with it. assigned: names of the enclosing function it assigns. */
+static void scan_block(Node *n, bool *local, bool *assigned, int ns)
+{
+    if (!n) return;
+    switch (n->kind) {
+    case N_BLOCK:
+        for (int i = 0; i < n->list.n; i++) scan_block(n->list.items[i], local, assigned, ns);
+        break;
+    case N_LET: pattern_slots(n->a, local, ns); break;
+    case N_FOR: pattern_slots(n->a, local, ns); scan_block(n->c, local, assigned, ns); break;
+    case N_FNDECL: if (n->slot < ns) local[n->slot] = true; break;
+    case N_WITH: if (n->str && n->slot < ns) local[n->slot] = true; scan_block(n->b, local, assigned, ns); break;
+    case N_IMPORT: if (n->slot < ns) local[n->slot] = true; break;
+    case N_IF: scan_block(n->b, local, assigned, ns); scan_block(n->c, local, assigned, ns); break;
+    case N_WHILE: scan_block(n->b, local, assigned, ns); break;
+    case N_ASSIGN: {
+        Node *t = n->a;
+        while (t->kind == N_INDEX) t = t->a; /* x[i] = v rebinds x */
+        if (t->kind == N_NAME && t->depth == 0 && t->op != 2 && t->slot < ns) assigned[t->slot] = true;
+        break;
+    }
+    default: break;
+    }
+}
+
+/* The first assignment to slot in n (for names and lines in messages). */
+static Node *find_assign(Node *n, int slot)
+{
+    if (!n) return NULL;
+    switch (n->kind) {
+    case N_BLOCK:
+        for (int i = 0; i < n->list.n; i++) {
+            Node *r = find_assign(n->list.items[i], slot);
+            if (r) return r;
+        }
+        return NULL;
+    case N_ASSIGN: {
+        Node *t = n->a;
+        while (t->kind == N_INDEX) t = t->a;
+        return t->kind == N_NAME && t->depth == 0 && t->slot == slot ? t : NULL;
+    }
+    case N_IF: {
+        Node *r = find_assign(n->b, slot);
+        return r ? r : find_assign(n->c, slot);
+    }
+    case N_WHILE: return find_assign(n->b, slot);
+    case N_FOR: return find_assign(n->c, slot);
+    case N_WITH: return find_assign(n->b, slot);
+    default: return NULL;
+    }
+}
+
+/* --- env snapshots --------------------------------------------------------------------- */
+
+static Value *snapshot(Env *e)
+{
+    Value *s = malloc(sizeof *s * (size_t)(e->nslots ? e->nslots : 1));
+    for (int i = 0; i < e->nslots; i++) {
+        s[i] = e->slots[i];
+        value_incref(s[i]);
+    }
+    return s;
+}
+
+static void restore(Env *e, const Value *s)
+{
+    for (int i = 0; i < e->nslots; i++) {
+        Value old = e->slots[i];
+        value_incref(s[i]);
+        e->slots[i] = s[i];
+        value_decref(old);
+    }
+}
+
+static void drop(Value *s, int n)
+{
+    if (!s) return;
+    for (int i = 0; i < n; i++) value_decref(s[i]);
+    free(s);
+}
+
+static bool same_value(Value a, Value b)
+{
+    if (a.kind != b.kind) return false;
+    if (a.kind == V_SCALAR) return a.dtype == b.dtype && a.weak == b.weak && a.u.i == b.u.i;
+    if (a.kind == V_NIL) return a.dtype == b.dtype;
+    return a.u.o == b.u.o;
+}
+
+static bool is_leafy(Value v) { return v.kind == V_TENSOR || v.kind == V_SCALAR; }
+
+static const char *kind_with_article(Value v)
+{
+    static char buf[64];
+    const char *k = value_kind_name(v);
+    snprintf(buf, sizeof buf, "%s %s", strchr("aeiou", k[0]) ? "an" : "a", k);
+    return buf;
+}
+
+/* Run node id (a cond or while just traced) on the trace's values. */
+static int run_now(Tracer *T, int id, tfe_tensor **outs)
+{
+    Graph *g = T->g;
+    GRun x;
+    grun_init(&x, T->I, g, NULL);
+    for (int i = 0; i < T->capconcrete && i < g->nvals; i++)
+        if (T->concrete[i] && !x.v[i]) {
+            tensor_incref(T->concrete[i]);
+            x.v[i] = T->concrete[i];
+        }
+    x.frame_base = T->frame_base;
+    T->suspended++;
+    int rc = grun_node(&x, id);
+    T->suspended--;
+    GNode *n = gnode(g, id);
+    for (int k = 0; k < n->nout; k++) {
+        outs[k] = rc ? NULL : x.v[n->vbase + k];
+        if (outs[k]) tensor_incref(outs[k]);
+    }
+    grun_release(&x);
+    return rc;
+}
+
+/* The outputs of node id as traced tensors: run now when the trace has
+ * values, symbolic otherwise. */
+int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
+{
+    GNode *n = gnode(T->g, id);
+    int nout = n->nout;
+    if (!T->symbolic) {
+        if (run_now(T, id, outs)) return -1;
+        for (int k = 0; k < nout; k++) { /* one header per value: the note is the node's */
+            tfe_tensor *a = tensor_alias(outs[k]);
+            tensor_decref(outs[k]);
+            outs[k] = a;
+        }
+    } else {
+        for (int k = 0; k < nout; k++) {
+            tfe_meta *m = &gnode(T->g, id)->meta[k];
+            outs[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
+        }
+    }
+    for (int k = 0; k < nout; k++) trace_note(T, outs[k], (GRef){id, k});
+    return 0;
+}
+
+/* A conditional or loop that could not become a graph node. Nested in
+ * another one, the failure goes up to it. At the top it runs on the value
+ * its condition has in this call, and the trace then depends on that value
+ * (trace.c marks the inputs it comes from as part of the signature; when it
+ * comes from a variable or a random draw, staging fails there). Returns -1
+ * (error raised) or 1 (run it eagerly). */
+static int give_up(Interp *I, Tracer *T, Loc loc, const char *what)
+{
+    if (T->symbolic) {
+        if (!I->has_error) raise_at(I, loc, "%s could not be traced", what);
+        return -1;
+    }
+    error_clear(I);
+    return 1;
+}
+
+/* A symbolic-context check that fails the whole attempt. */
+#define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
+
+/* --- if --------------------------------------------------------------------------------- */
+
+typedef struct Pair { int slot; tfe_tensor *t[2]; } Pair;
+
+static tfe_tensor *as_tensor(Value v) { return value_to_tensor(v); }
+
+int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int rest_k, int *xs)
+{
+    Tracer *T = tfe_tracer;
+    Graph *g = T->g;
+    int ns = env->nslots;
+    Value *before = snapshot(env), *after[2] = {NULL, NULL};
+    Value ret[2] = {v_nil(), v_nil()};
+    int x[2] = {XS_OK, XS_OK};
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    int r[2];
+    r[0] = graph_add_region(g, T->region);
+    r[1] = graph_add_region(g, T->region);
+    Pair *pairs = NULL;
+    int npairs = 0, nret = 0;
+    Leaves rl[2] = {{0}, {0}};
+    SigBuf rs[2] = {{0}, {0}};
+    bool *local = calloc((size_t)ns + 1, 1), *assigned = calloc((size_t)ns + 1, 1);
+    int rc = 0;
+
+    T->symbolic = true;
+    for (int b = 0; b < 2; b++) {
+        T->region = r[b];
+        T->last_effect = -1;
+        Node *body = b == 0 ? n->b : n->c;
+        x[b] = body ? interp_exec_branch(I, body, env) : XS_OK;
+        if (x[b] == XS_RETURN) {
+            ret[b] = I->retval;
+            I->retval = v_nil();
+        }
+        after[b] = snapshot(env);
+        restore(env, before);
+        if (x[b] == XS_ERR || T->failed) break;
+    }
+    if (x[0] == XS_ERR || x[1] == XS_ERR || T->failed) goto failed;
+    for (int b = 0; b < 2; b++)
+        if (x[b] == XS_BREAK || x[b] == XS_CONTINUE)
+            FAIL(n->loc, "'%s' inside an if on a traced tensor is not supported", x[b] == XS_BREAK ? "break" : "continue");
+    if ((x[0] == XS_RETURN) != (x[1] == XS_RETURN)) {
+        /* An early return: in the body of the traced function, the branch
+         * that does not return goes on with the statements after the if. */
+        Node *top = T->nsym_fns ? T->sym_fns[T->nsym_fns - 1] : NULL;
+        if (!rest || !top || top->is_lambda || rest != &top->a->list)
+            FAIL(n->loc, "only one branch of this if on a traced tensor returns");
+        int b = x[0] == XS_RETURN ? 1 : 0;
+        drop(after[b], ns);
+        r[b] = graph_add_region(g, saved_region);
+        T->region = r[b];
+        T->last_effect = -1;
+        Node *body = b == 0 ? n->b : n->c;
+        x[b] = body ? interp_exec_branch(I, body, env) : XS_OK;
+        if (x[b] == XS_OK) x[b] = interp_exec_rest(I, rest, rest_k, env);
+        if (x[b] == XS_OK) {
+            x[b] = XS_RETURN; /* off the end of the function: nil */
+            ret[b] = v_nil();
+        } else if (x[b] == XS_RETURN) {
+            ret[b] = I->retval;
+            I->retval = v_nil();
+        }
+        after[b] = snapshot(env);
+        restore(env, before);
+        if (x[b] == XS_ERR || T->failed) goto failed;
+        if (x[b] != XS_RETURN) FAIL(n->loc, "'break' or 'continue' after an early return on a traced tensor");
+    }
+
+    /* the bindings the branches changed (none matter when both return) */
+    scan_block(n->b, local, assigned, ns);
+    scan_block(n->c, local, assigned, ns);
+    pairs = calloc((size_t)ns + 1, sizeof *pairs);
+    for (int s = 0; s < ns && x[0] != XS_RETURN; s++) {
+        if (local[s]) continue;
+        Value a0 = after[0][s], a1 = after[1][s], b0 = before[s];
+        if (same_value(a0, b0) && same_value(a1, b0)) continue;
+        Node *where = find_assign(n->b, s);
+        if (!where) where = find_assign(n->c, s);
+        const char *name = where ? where->str : "a binding";
+        if (!is_leafy(a0) || !is_leafy(a1)) {
+            if (same_value(a0, a1)) { /* e.g. the same string in both: no output needed */
+                Value old = env->slots[s];
+                value_incref(a0);
+                env->slots[s] = a0;
+                value_decref(old);
+                continue;
+            }
+            FAIL(where ? where->loc : n->loc, "'%s' is %s after one branch of this if on a traced tensor and %s "
+                 "after the other; staged code needs tensors (or equal values) in both",
+                 name, kind_with_article(a0), kind_with_article(a1));
+        }
+        tfe_tensor *t0 = as_tensor(a0), *t1 = as_tensor(a1);
+        pairs[npairs++] = (Pair){s, {t0, t1}};
+        if (t0->dtype != t1->dtype && !(t0->weak || t1->weak))
+            FAIL(where ? where->loc : n->loc, "'%s' is %s in one branch of this if on a traced tensor and %s in "
+                 "the other; a binding assigned in both branches must keep its dtype",
+                 name, dtype_name(t0->dtype), dtype_name(t1->dtype));
+        if (t0->rank != t1->rank)
+            FAIL(where ? where->loc : n->loc, "'%s' has rank %d in one branch of this if on a traced tensor and "
+                 "%d in the other; a binding assigned in both branches must keep its rank", name, t0->rank, t1->rank);
+    }
+    if (x[0] == XS_RETURN) {
+        for (int b = 0; b < 2; b++) sig_flatten(ret[b], &rs[b], &rl[b], SIG_OUTPUT);
+        if (rs[0].n != rs[1].n || memcmp(rs[0].b, rs[1].b, rs[0].n) || sig_has_function(ret[0]))
+            FAIL(n->loc, "the branches of this if on a traced tensor return values of different kinds "
+                 "(staged code needs the same structure and dtypes from both)");
+        nret = rl[0].n;
+    }
+
+    /* the node: outputs are the changed bindings, then the returned leaves */
+    int nout = npairs + nret;
+    for (int b = 0; b < 2; b++) {
+        T->region = r[b];
+        GRegion *reg = &g->regions[r[b]];
+        reg->nouts = nout;
+        reg->outs = calloc((size_t)(nout ? nout : 1), sizeof *reg->outs);
+        for (int k = 0; k < nout; k++) {
+            tfe_tensor *t = k < npairs ? pairs[k].t[b] : rl[b].t[k - npairs];
+            tfe_tensor *other = k < npairs ? pairs[k].t[1 - b] : rl[1 - b].t[k - npairs];
+            tfe_tensor *cast = NULL;
+            if (t->dtype != other->dtype && t->weak) { /* a weak literal takes the other's dtype */
+                tfe_attrs at;
+                tfe_attrs_init(&at);
+                at.dtype = other->dtype;
+                if (!(cast = tfe_call1(OP_CAST, 1, &t, &at))) goto failed;
+                t = cast;
+            }
+            GRef ref = trace_ref(T, t);
+            g->regions[r[b]].outs[k] = ref;
+            if (cast) tensor_decref(cast);
+        }
+    }
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    {
+        I->cur_loc = n->a->loc;
+        int id = graph_add(g, T->region, G_COND, 1, nout);
+        GNode *cn = gnode(g, id);
+        cn->loc = n->a->loc;
+        cn->frames = T->last_frames;
+        cn->regions[0] = r[0];
+        cn->regions[1] = r[1];
+        GRef cref = trace_ref(T, cond.u.t);
+        cn = gnode(g, id);
+        cn->in[0] = cref;
+        for (int k = 0; k < nout; k++) {
+            tfe_tensor *t0 = k < npairs ? pairs[k].t[0] : rl[0].t[k - npairs];
+            tfe_tensor *t1 = k < npairs ? pairs[k].t[1] : rl[1].t[k - npairs];
+            tfe_tensor *t = t0->weak && !t1->weak ? t1 : t0;
+            tfe_meta *m = &cn->meta[k];
+            m->dtype = t->dtype;
+            m->weak = t0->weak && t1->weak;
+            m->rank = t->rank;
+            for (int d = 0; d < t->rank; d++) m->shape[d] = t0->shape[d] == t1->shape[d] ? t0->shape[d] : -1;
+        }
+        cn->effect_dep = T->last_effect;
+        T->last_effect = id;
+        tfe_tensor **outs = calloc((size_t)(nout ? nout : 1), sizeof *outs);
+        if (trace_node_outputs(T, id, outs)) {
+            free(outs);
+            rc = -1;
+            goto done;
+        }
+        for (int k = 0; k < npairs; k++) {
+            Value old = env->slots[pairs[k].slot];
+            env->slots[pairs[k].slot] = v_tensor_take(outs[k]);
+            value_decref(old);
+        }
+        if (x[0] == XS_RETURN) {
+            int kk = 0;
+            value_decref(I->retval);
+            I->retval = sig_rebuild(ret[0], outs + npairs, &kk, false, T->id);
+            for (int k = npairs; k < nout; k++) tensor_decref(outs[k]);
+            *xs = XS_RETURN;
+        } else {
+            *xs = XS_OK;
+        }
+        free(outs);
+    }
+    goto done;
+
+failed:
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    restore(env, before);
+    rc = give_up(I, T, n->a->loc, "this if on a traced tensor");
+    if (rc == 1) {
+        bool t = false;
+        rc = value_truth(I, cond, n->a->loc, &t);
+        if (!rc) {
+            Node *body = t ? n->b : n->c;
+            *xs = body ? interp_exec_branch(I, body, env) : XS_OK;
+            if (*xs == XS_ERR) rc = -1;
+        }
+    }
+done:
+    for (int k = 0; k < npairs; k++) {
+        tensor_decref(pairs[k].t[0]);
+        tensor_decref(pairs[k].t[1]);
+    }
+    free(pairs);
+    for (int b = 0; b < 2; b++) {
+        value_decref(ret[b]);
+        drop(after[b], ns);
+        leaves_free(&rl[b]);
+        sig_free(&rs[b]);
+    }
+    drop(before, ns);
+    free(local);
+    free(assigned);
+    return rc;
+}
+
+/* --- while -------------------------------------------------------------------------------- */
+
+int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
+{
+    Tracer *T = tfe_tracer;
+    Graph *g = T->g;
+    int ns = env->nslots;
+    Value *before = snapshot(env);
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    bool *local = calloc((size_t)ns + 1, 1), *assigned = calloc((size_t)ns + 1, 1);
+    int *carried = calloc((size_t)ns + 1, sizeof *carried), nc = 0;
+    tfe_tensor **init = calloc((size_t)ns + 1, sizeof *init);
+    int rc = 0;
+    (void)cond;
+
+    scan_block(n->b, local, assigned, ns);
+    for (int s = 0; s < ns; s++) {
+        if (!assigned[s] || local[s]) continue;
+        Value v = before[s];
+        Node *where = find_assign(n->b, s);
+        if (!is_leafy(v))
+            FAIL(where ? where->loc : n->loc, "'%s' is %s changed by a while loop on a traced tensor; "
+                 "staged loops can only change tensors and numbers", where ? where->str : "a binding",
+                 kind_with_article(v));
+        init[nc] = as_tensor(v);
+        carried[nc++] = s;
+    }
+    int rcond = graph_add_region(g, T->region);
+    int rbody = graph_add_region(g, rcond);
+    GRegion *reg = &g->regions[rcond];
+    reg->params = calloc((size_t)(nc ? nc : 1), sizeof *reg->params);
+    reg->nparams = nc;
+    T->symbolic = true;
+    for (int k = 0; k < nc; k++) {
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        GNode *pn = gnode(g, p);
+        pn->loc = n->loc;
+        pn->meta[0] = (tfe_meta){.dtype = init[k]->dtype, .weak = init[k]->weak, .rank = init[k]->rank};
+        memcpy(pn->meta[0].shape, init[k]->shape, sizeof(int64_t) * (size_t)init[k]->rank);
+        g->regions[rcond].params[k] = p;
+        tfe_tensor *sp = tensor_symbolic(init[k]->dtype, init[k]->weak, init[k]->rank, init[k]->shape);
+        trace_note(T, sp, (GRef){p, 0});
+        Value old = env->slots[carried[k]];
+        env->slots[carried[k]] = v_tensor_take(sp);
+        value_decref(old);
+    }
+    /* the condition, on the carried values */
+    T->region = rcond;
+    T->last_effect = -1;
+    Value cv;
+    if (interp_eval_expr(I, n->a, env, &cv) || T->failed) goto failed;
+    if (!is_leafy(cv)) {
+        value_decref(cv);
+        FAIL(n->a->loc, "the condition of this while loop is not a tensor or a bool");
+    }
+    {
+        tfe_tensor *ct = as_tensor(cv);
+        value_decref(cv);
+        GRef cref = trace_ref(T, ct);
+        tensor_decref(ct);
+        reg = &g->regions[rcond];
+        reg->outs = malloc(sizeof *reg->outs);
+        reg->outs[0] = cref;
+        reg->nouts = 1;
+    }
+    /* the body */
+    T->region = rbody;
+    T->last_effect = -1;
+    int xb = interp_exec_branch(I, n->b, env);
+    if (xb == XS_ERR || T->failed) goto failed;
+    if (xb != XS_OK)
+        FAIL(n->loc, "'%s' inside a while loop on a traced tensor is not supported",
+             xb == XS_BREAK ? "break" : xb == XS_CONTINUE ? "continue" : "return");
+    g->regions[rbody].outs = calloc((size_t)(nc ? nc : 1), sizeof(GRef));
+    g->regions[rbody].nouts = nc;
+    for (int k = 0; k < nc; k++) {
+        Value v = env->slots[carried[k]];
+        Node *where = find_assign(n->b, carried[k]);
+        const char *name = where ? where->str : "a binding";
+        if (!is_leafy(v))
+            FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a while loop on a traced tensor", name, kind_with_article(v));
+        tfe_tensor *t = as_tensor(v);
+        bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
+                    !memcmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
+        if (!same && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
+            !memcmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank) &&
+            dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype))
+            same = true; /* a weak number that meets a tensor: it takes the tensor's dtype */
+        if (!same) {
+            char s1[200], s2[200];
+            tfe_tensor tmp = *t;
+            tensor_decref(t);
+            FAIL(where ? where->loc : n->loc, "'%s' changes from %s %s to %s %s in one iteration of this while loop on a "
+                 "traced tensor; staged loops must keep the dtype and shape of what they change", name,
+                 dtype_name(init[k]->dtype), shape_str(init[k]->rank, init[k]->shape, s1),
+                 dtype_name(tmp.dtype), shape_str(tmp.rank, tmp.shape, s2));
+        }
+        if (t->dtype != init[k]->dtype) { /* the weak initial value takes the body's dtype */
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.dtype = t->dtype;
+            T->region = saved_region;
+            T->symbolic = saved_sym;
+            tfe_tensor *c = tfe_call1(OP_CAST, 1, &init[k], &at);
+            T->symbolic = true;
+            T->region = rbody;
+            if (!c) { tensor_decref(t); goto failed; }
+            tensor_decref(init[k]);
+            init[k] = c;
+            GNode *pn = gnode(g, g->regions[rcond].params[k]);
+            pn->meta[0].dtype = t->dtype;
+            pn->meta[0].weak = false;
+        }
+        GRef ref = trace_ref(T, t);
+        g->regions[rbody].outs[k] = ref;
+        tensor_decref(t);
+    }
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    restore(env, before);
+    {
+        I->cur_loc = n->a->loc;
+        int id = graph_add(g, T->region, G_WHILE, nc, nc);
+        GNode *wn = gnode(g, id);
+        wn->loc = n->a->loc;
+        wn->frames = T->last_frames;
+        wn->regions[0] = rcond;
+        wn->regions[1] = rbody;
+        for (int k = 0; k < nc; k++) {
+            GRef ref = trace_ref(T, init[k]);
+            wn = gnode(g, id);
+            wn->in[k] = ref;
+            wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
+        }
+        wn->effect_dep = T->last_effect;
+        T->last_effect = id;
+        tfe_tensor **outs = calloc((size_t)(nc ? nc : 1), sizeof *outs);
+        if (trace_node_outputs(T, id, outs)) {
+            free(outs);
+            rc = -1;
+            goto done;
+        }
+        for (int k = 0; k < nc; k++) {
+            Value old = env->slots[carried[k]];
+            env->slots[carried[k]] = v_tensor_take(outs[k]);
+            value_decref(old);
+        }
+        free(outs);
+        *xs = XS_OK;
+    }
+    goto done;
+
+failed:
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    restore(env, before);
+    rc = give_up(I, T, n->a->loc, "this while loop on a traced tensor");
+    if (rc == 1) rc = 2; /* the caller runs the loop eagerly */
+done:
+    for (int k = 0; k < nc; k++) tensor_decref(init[k]);
+    free(init);
+    free(carried);
+    drop(before, ns);
+    free(local);
+    free(assigned);
+    return rc;
+}

@@ -305,6 +305,7 @@ Closure *closure_new(Interp *I, Node *fn, Env *env, Program *prog)
     if (prog) prog->refcount++;
     c->name = fn->str ? fn->str : "<lambda>";
     c->stage = NULL;
+    c->stage_forced = c->host_forced = false;
     track(&c->link, &c->h);
     return c;
 }

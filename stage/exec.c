@@ -150,37 +150,93 @@ static int run_cond(GRun *x, GNode *n)
     return 0;
 }
 
+/* Stack a loop's per-iteration values into (n, ...); n == 0: zeros (0, ...). */
+static tfe_tensor *stack_history(tfe_tensor **h, int n, const tfe_meta *m)
+{
+    if (n == 0) {
+        int64_t shape[TFE_MAX_RANK + 1] = {0};
+        memcpy(shape + 1, m->shape, sizeof(int64_t) * (size_t)m->rank);
+        for (int d = 1; d <= m->rank; d++) if (shape[d] < 0) shape[d] = 0;
+        return tensor_zeros(m->dtype, m->rank + 1, shape);
+    }
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = 0;
+    tfe_tensor *out[1];
+    return tfe_execute_eager(OP_STACK, n, h, &at, out) ? NULL : out[0];
+}
+
+/* A while. One replayed for a backward (stage/grad.c) has 2 nc + 1 outputs:
+ * the carried values, each one's value at the start of every iteration
+ * stacked, and the number of iterations. */
 static int run_while(GRun *x, GNode *n)
 {
     Graph *g = x->g;
     GRegion *rc = &g->regions[n->regions[0]], *rb = &g->regions[n->regions[1]];
-    for (int k = 0; k < n->nout; k++) {
+    int nc = rc->nparams;
+    bool keep = n->nout > nc;
+    tfe_tensor ***hist = keep ? calloc((size_t)nc + 1, sizeof *hist) : NULL;
+    int niter = 0, cap = 0, rcode = -1;
+    for (int k = 0; k < nc; k++) {
         tfe_tensor *v = grun_value(x, n->in[k]);
         tensor_incref(v);
         vset(x, g->nodes[rc->params[k]].vbase, v);
     }
     for (;;) {
-        if (grun_region(x, n->regions[0])) return -1;
+        if (grun_region(x, n->regions[0])) goto out;
         bool t;
-        if (truth(x, n, rc->outs[0], &t)) return -1;
+        if (truth(x, n, rc->outs[0], &t)) goto out;
         if (!t) break;
-        if (grun_region(x, n->regions[1])) return -1;
-        for (int k = 0; k < n->nout; k++) {
+        if (keep) {
+            if (niter == cap) {
+                cap = cap ? cap * 2 : 8;
+                for (int k = 0; k < nc; k++) hist[k] = realloc(hist[k], sizeof **hist * (size_t)cap);
+            }
+            for (int k = 0; k < nc; k++) {
+                hist[k][niter] = x->v[g->nodes[rc->params[k]].vbase];
+                tensor_incref(hist[k][niter]);
+            }
+        }
+        niter++;
+        if (grun_region(x, n->regions[1])) goto out;
+        for (int k = 0; k < nc; k++) {
             tfe_tensor *v = grun_value(x, rb->outs[k]);
             tensor_incref(v);
             vset(x, g->nodes[rc->params[k]].vbase, v);
         }
         if (tfe_interrupted) {
             tfe_interrupted = 0;
-            return node_error(x, n, "interrupted");
+            node_error(x, n, "interrupted");
+            goto out;
         }
     }
-    for (int k = 0; k < n->nout; k++) {
+    for (int k = 0; k < nc; k++) {
         tfe_tensor *v = x->v[g->nodes[rc->params[k]].vbase];
         tensor_incref(v);
         vset(x, n->vbase + k, v);
     }
-    return 0;
+    if (keep) {
+        for (int k = 0; k < nc; k++) {
+            tfe_tensor *h = stack_history(hist[k], niter, &n->meta[k]);
+            if (!h) {
+                node_error(x, n, tfe_error_msg());
+                goto out;
+            }
+            vset(x, n->vbase + nc + k, h);
+        }
+        vset(x, n->vbase + 2 * nc, tensor_from_i64(niter, TFE_INT64));
+    }
+    rcode = 0;
+out:
+    if (keep) {
+        for (int k = 0; k < nc; k++) {
+            for (int i = 0; i < niter && hist[k]; i++) tensor_decref(hist[k][i]);
+            free(hist[k]);
+        }
+        free(hist);
+    }
+    return rcode;
 }
 
 int grun_node(GRun *x, int id)

@@ -1,5 +1,19 @@
-/* grad.c — a cached staged call under a tape: one tape entry for the whole
- * graph, whose backward is a graph of its own (traced once, then cached). */
+/* grad.c — gradients of graphs.
+ *
+ * A cached staged call under a tape is one tape entry. Its backward is the
+ * gradient of the graph: the forward nodes are replayed (recomputed from the
+ * call's inputs, so that an outer tape sees how every value depends on them:
+ * higher order works) and then swept in reverse with the ops' gradient
+ * rules. The first backward of a graph runs under a tracer of its own, so
+ * it is recorded as the backward graph and cached on the forward graph;
+ * later backwards run that graph (itself one tape entry, whose backward is
+ * built the same way). Inside a trace, the same code records into the trace.
+ *
+ * Conditionals: the backward of a cond is a cond on the same predicate whose
+ * branches replay the forward branch and sweep it. Loops: a while replayed
+ * for a backward keeps the carried values of every iteration (stacked);
+ * its backward is a while that runs the iterations in reverse, replaying
+ * one body at a time from the stacked values. */
 #include <stdlib.h>
 #include <string.h>
 #include "stage/exec.h"
@@ -7,19 +21,885 @@
 #include "stage/trace.h"
 #include "tensor/grad.h"
 
-int stage_graph_call(Interp *I, Trace *t, tfe_tensor *const *inputs, tfe_tensor **outs)
+/* --- state of one backward ------------------------------------------------------------- */
+
+typedef struct BP {
+    Interp *I;
+    Tracer *T;
+    Graph *G;            /* the forward graph */
+    tfe_tensor **m;      /* forward value by G slot (owned refs) */
+    tfe_tensor **g;      /* gradient by G slot (owned refs) */
+    tfe_tensor **count;  /* by G node: a replayed while's number of iterations (owned) */
+} BP;
+
+static inline int slot_of(const Graph *G, GRef r) { return G->nodes[r.node].vbase + r.out; }
+
+static void put(tfe_tensor **a, int slot, tfe_tensor *t)
 {
-    Graph *g = t->g;
+    if (a[slot]) tensor_decref(a[slot]);
+    a[slot] = t;
+}
+
+static tfe_tensor *zeros_like(const tfe_tensor *t)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = t->dtype;
+    at.nints = t->rank;
+    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
+    at.f[0] = 0.0;
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* g[slot] += d (takes d). */
+static int acc(BP *b, int slot, tfe_tensor *d)
+{
+    if (!d) return -1;
+    if (!b->g[slot]) {
+        b->g[slot] = d;
+        return 0;
+    }
+    tfe_tensor *s = tfe_binary(OP_ADD, b->g[slot], d);
+    tensor_decref(d);
+    if (!s) return -1;
+    put(b->g, slot, s);
+    return 0;
+}
+
+static void bp_free(BP *b)
+{
+    for (int i = 0; i <= b->G->nvals; i++) {
+        if (b->m[i]) tensor_decref(b->m[i]);
+        if (b->g[i]) tensor_decref(b->g[i]);
+    }
+    for (int i = 0; i <= b->G->n; i++)
+        if (b->count[i]) tensor_decref(b->count[i]);
+    free(b->m);
+    free(b->g);
+    free(b->count);
+}
+
+static bool differentiable(const tfe_meta *m) { return dtype_is_float(m->dtype); }
+
+static int bp_error(BP *b, const GNode *n, const char *msg)
+{
+    return raise_at(b->I, n->loc, "%s", msg && *msg ? msg : "gradient failed");
+}
+
+/* --- the values a control-flow node uses from outside it ------------------------------ */
+
+typedef struct Caps { int *slot; GRef *ref; int n; } Caps;
+
+static bool node_inside(const Graph *G, int node, int id)
+{
+    for (int r = G->nodes[node].region; r >= 0; r = G->regions[r].parent)
+        if (r == G->nodes[id].regions[0] || r == G->nodes[id].regions[1]) return true;
+    return false;
+}
+
+static void caps_add(Caps *c, const Graph *G, GRef r)
+{
+    int s = slot_of(G, r);
+    for (int i = 0; i < c->n; i++)
+        if (c->slot[i] == s) return;
+    if (!differentiable(&G->nodes[r.node].meta[r.out])) return;
+    c->slot = realloc(c->slot, sizeof *c->slot * (size_t)(c->n + 1));
+    c->ref = realloc(c->ref, sizeof *c->ref * (size_t)(c->n + 1));
+    c->slot[c->n] = s;
+    c->ref[c->n++] = r;
+}
+
+static void caps_scan(Caps *c, const Graph *G, int id, int r)
+{
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *n = &G->nodes[reg->nodes[i]];
+        for (int k = 0; k < n->nin; k++)
+            if (!node_inside(G, n->in[k].node, id)) caps_add(c, G, n->in[k]);
+        if (n->kind == G_COND || n->kind == G_WHILE) {
+            caps_scan(c, G, id, n->regions[0]);
+            caps_scan(c, G, id, n->regions[1]);
+        }
+    }
+    for (int k = 0; k < reg->nouts; k++)
+        if (!node_inside(G, reg->outs[k].node, id)) caps_add(c, G, reg->outs[k]);
+}
+
+/* The differentiable values node id's regions read from outside it. */
+static Caps captures(const Graph *G, int id)
+{
+    Caps c = {0};
+    caps_scan(&c, G, id, G->nodes[id].regions[0]);
+    caps_scan(&c, G, id, G->nodes[id].regions[1]);
+    return c;
+}
+
+static void caps_free(Caps *c)
+{
+    free(c->slot);
+    free(c->ref);
+}
+
+/* --- replay: recompute forward values into the current trace -------------------------- */
+
+static int replay_region(BP *b, int r);
+static int sweep_region(BP *b, int r);
+
+/* Build a region of the tracer's graph by running fn in symbolic mode. */
+typedef int (*region_fn)(BP *b, void *ctx);
+static int in_region(BP *b, int region, region_fn fn, void *ctx)
+{
+    Tracer *T = b->T;
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    T->region = region;
+    T->symbolic = true;
+    T->last_effect = -1;
+    int rc = fn(b, ctx);
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    return rc;
+}
+
+/* A new node of the tracer's graph with these inputs (already traced). */
+static int new_cf_node(BP *b, GKind k, Loc loc, int nin, tfe_tensor *const *in, int nout)
+{
+    Tracer *T = b->T;
+    GRef *refs = malloc(sizeof *refs * (size_t)(nin ? nin : 1));
+    for (int i = 0; i < nin; i++) refs[i] = trace_ref(T, in[i]);
+    int id = graph_add(T->g, T->region, k, nin, nout);
+    GNode *n = gnode(T->g, id);
+    memcpy(n->in, refs, sizeof *refs * (size_t)nin);
+    free(refs);
+    n->loc = loc;
+    n->frames = T->last_frames;
+    n->effect_dep = T->last_effect;
+    T->last_effect = id;
+    return id;
+}
+
+static void set_outs(Graph *g, int region, int n, tfe_tensor *const *vals, Tracer *T)
+{
+    int saved = T->region;
+    T->region = region;
+    GRef *outs = calloc((size_t)(n ? n : 1), sizeof *outs);
+    for (int k = 0; k < n; k++) outs[k] = trace_ref(T, vals[k]);
+    g->regions[region].outs = outs;
+    g->regions[region].nouts = n;
+    T->region = saved;
+}
+
+typedef struct CondCtx { int id, branch; tfe_tensor **outs; } CondCtx;
+
+static int replay_branch(BP *b, void *p)
+{
+    CondCtx *c = p;
+    const GNode *n = &b->G->nodes[c->id];
+    int r = n->regions[c->branch];
+    if (replay_region(b, r)) return -1;
+    const GRegion *reg = &b->G->regions[r];
+    for (int k = 0; k < reg->nouts; k++) c->outs[k] = b->m[slot_of(b->G, reg->outs[k])];
+    return 0;
+}
+
+static int replay_cond(BP *b, int id)
+{
+    Graph *G = b->G, *g = b->T->g;
+    const GNode *n = &G->nodes[id];
+    int nout = n->nout;
+    int r[2];
+    tfe_tensor **vals = calloc((size_t)(nout ? nout : 1), sizeof *vals);
+    for (int br = 0; br < 2; br++) {
+        r[br] = graph_add_region(g, b->T->region);
+        CondCtx c = {id, br, vals};
+        if (in_region(b, r[br], replay_branch, &c)) goto fail;
+        set_outs(g, r[br], nout, vals, b->T);
+    }
+    tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
+    int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, nout);
+    GNode *nn = gnode(g, nid);
+    nn->regions[0] = r[0];
+    nn->regions[1] = r[1];
+    memcpy(nn->meta, G->nodes[id].meta, sizeof *nn->meta * (size_t)nout);
+    tfe_tensor **outs = calloc((size_t)(nout ? nout : 1), sizeof *outs);
+    if (trace_node_outputs(b->T, nid, outs)) {
+        free(outs);
+        goto fail;
+    }
+    for (int k = 0; k < nout; k++) put(b->m, G->nodes[id].vbase + k, outs[k]);
+    free(outs);
+    free(vals);
+    return 0;
+fail:
+    free(vals);
+    return -1;
+}
+
+/* A while replayed for a backward: outputs are the carried values, then
+ * each carried value of every iteration stacked (shape (n, ...)), then n. */
+typedef struct LoopCtx { int id; tfe_tensor **vals; } LoopCtx;
+
+static int replay_loop_cond(BP *b, void *p)
+{
+    LoopCtx *c = p;
+    const GNode *n = &b->G->nodes[c->id];
+    const GRegion *rc = &b->G->regions[n->regions[0]];
+    if (replay_region(b, n->regions[0])) return -1;
+    c->vals[0] = b->m[slot_of(b->G, rc->outs[0])];
+    return 0;
+}
+
+static int replay_loop_body(BP *b, void *p)
+{
+    LoopCtx *c = p;
+    const GNode *n = &b->G->nodes[c->id];
+    const GRegion *rb = &b->G->regions[n->regions[1]];
+    if (replay_region(b, n->regions[1])) return -1;
+    for (int k = 0; k < rb->nouts; k++) c->vals[k] = b->m[slot_of(b->G, rb->outs[k])];
+    return 0;
+}
+
+/* Params of a new while in the tracer's graph, standing for G's params. */
+static void make_params(BP *b, int rcond, int nc, const tfe_meta *meta, const int *gparams, tfe_tensor **sym)
+{
+    Graph *g = b->T->g;
+    GRegion *reg = &g->regions[rcond];
+    reg->params = calloc((size_t)(nc ? nc : 1), sizeof *reg->params);
+    reg->nparams = nc;
+    for (int k = 0; k < nc; k++) {
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        gnode(g, p)->meta[0] = meta[k];
+        g->regions[rcond].params[k] = p;
+        tfe_tensor *sp = tensor_symbolic(meta[k].dtype, meta[k].weak, meta[k].rank, meta[k].shape);
+        trace_note(b->T, sp, (GRef){p, 0});
+        sym[k] = sp;
+        if (gparams) put(b->m, b->G->nodes[gparams[k]].vbase, (tensor_incref(sp), sp));
+        tensor_decref(sp); /* the tracer's note keeps it */
+    }
+}
+
+static int replay_loop(BP *b, int id)
+{
+    Graph *G = b->G, *g = b->T->g;
+    const GNode *n = &G->nodes[id];
+    int nc = n->nout;
+    const GRegion *grc = &G->regions[n->regions[0]];
+    int rcond = graph_add_region(g, b->T->region);
+    int rbody = graph_add_region(g, rcond);
+    tfe_tensor **sym = calloc((size_t)nc + 1, sizeof *sym);
+    tfe_tensor **vals = calloc((size_t)nc + 1, sizeof *vals);
+    tfe_tensor **init = calloc((size_t)nc + 1, sizeof *init);
+    int rc = -1;
+    make_params(b, rcond, nc, n->meta, grc->params, sym);
+    LoopCtx c = {id, vals};
+    if (in_region(b, rcond, replay_loop_cond, &c)) goto out;
+    set_outs(g, rcond, 1, vals, b->T);
+    if (in_region(b, rbody, replay_loop_body, &c)) goto out;
+    set_outs(g, rbody, nc, vals, b->T);
+    for (int k = 0; k < nc; k++) init[k] = b->m[slot_of(G, n->in[k])];
+    int nid = new_cf_node(b, G_WHILE, n->loc, nc, init, 2 * nc + 1);
+    GNode *nn = gnode(g, nid);
+    nn->regions[0] = rcond;
+    nn->regions[1] = rbody;
+    for (int k = 0; k < nc; k++) {
+        nn->meta[k] = n->meta[k];
+        tfe_meta h = n->meta[k];
+        memmove(h.shape + 1, h.shape, sizeof(int64_t) * (size_t)h.rank);
+        h.shape[0] = -1;
+        h.rank++;
+        h.weak = false;
+        nn->meta[nc + k] = h;
+    }
+    nn->meta[2 * nc] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+    tfe_tensor **outs = calloc((size_t)(2 * nc + 1), sizeof *outs);
+    if (trace_node_outputs(b->T, nid, outs)) {
+        free(outs);
+        goto out;
+    }
+    for (int k = 0; k < nc; k++) put(b->m, n->vbase + k, outs[k]);
+    /* the history has no slot in G: it is kept in the slots of G's params
+     * (nothing reads them outside the loop), the count by node */
+    for (int k = 0; k < nc; k++) put(b->m, G->nodes[G->regions[G->nodes[id].regions[0]].params[k]].vbase, outs[nc + k]);
+    put(b->count, id, outs[2 * nc]);
+    free(outs);
+    rc = 0;
+out:
+    free(sym);
+    free(vals);
+    free(init);
+    return rc;
+}
+
+static int replay_node(BP *b, int id)
+{
+    Graph *G = b->G;
+    GNode *n = &G->nodes[id];
+    switch (n->kind) {
+    case G_INPUT: case G_CONST: case G_PARAM: return 0;
+    case G_VAR_READ: case G_HOST:
+        if (n->nout && !b->m[n->vbase])
+            return bp_error(b, n, "gradients through a variable read or host call inside a staged conditional or "
+                                  "loop are not supported");
+        return 0;
+    case G_OP: {
+        if (tfe_ops[n->op].flags & F_RANDOM) {
+            if (!b->m[n->vbase])
+                return bp_error(b, n, "gradients through a random draw inside a staged conditional or loop are not supported");
+            return 0;
+        }
+        tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+        for (int i = 0; i < n->nin; i++) in[i] = b->m[slot_of(G, n->in[i])];
+        tfe_tensor *out[32];
+        Loc saved = b->I->cur_loc;
+        b->I->cur_loc = n->loc;
+        int rc = tfe_execute(n->op, n->nin, in, n->at, out);
+        b->I->cur_loc = saved;
+        if (in != inb) free(in);
+        if (rc) return bp_error(b, n, tfe_error_msg());
+        for (int k = 0; k < n->nout; k++) put(b->m, n->vbase + k, out[k]);
+        return 0;
+    }
+    case G_COND: return replay_cond(b, id);
+    case G_WHILE: return replay_loop(b, id);
+    }
+    return 0;
+}
+
+static int replay_region(BP *b, int r)
+{
+    const GRegion *reg = &b->G->regions[r];
+    for (int i = 0; i < reg->n; i++)
+        if (replay_node(b, reg->nodes[i])) return -1;
+    return 0;
+}
+
+/* --- the reverse sweep -------------------------------------------------------------------- */
+
+static int sweep_op(BP *b, const GNode *n)
+{
+    Graph *G = b->G;
+    if (tfe_ops[n->op].flags & F_NODIFF) return 0;
+    tfe_grad_fn rule = tfe_grads[n->op];
+    if (!rule) return 0;
+    bool any = false;
+    tfe_tensor *dy[32], *y[32], *inb[16], *dxb[16];
+    bool made[32] = {false};
+    for (int k = 0; k < n->nout; k++) {
+        int s = n->vbase + k;
+        y[k] = b->m[s];
+        dy[k] = b->g[s];
+        any |= dy[k] != NULL;
+    }
+    if (!any) return 0;
+    for (int k = 0; k < n->nout; k++)
+        if (!dy[k]) {
+            if (!(dy[k] = zeros_like(y[k]))) return bp_error(b, n, tfe_error_msg());
+            made[k] = true;
+        }
+    tfe_tensor **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor **dx = n->nin <= 16 ? dxb : malloc(sizeof *dx * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++) {
+        in[i] = b->m[slot_of(G, n->in[i])];
+        dx[i] = differentiable(&G->nodes[n->in[i].node].meta[n->in[i].out]) ? NULL : TFE_GRAD_SKIP;
+    }
+    const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = n->at, .out = y};
+    Loc saved = b->I->cur_loc;
+    b->I->cur_loc = n->loc;
+    int rc = rule(&c, y, dy, dx);
+    b->I->cur_loc = saved;
+    for (int i = 0; i < n->nin; i++) {
+        if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
+        if (!dx[i]) continue;
+        if (rc || acc(b, slot_of(G, n->in[i]), dx[i])) rc = -1;
+    }
+    for (int k = 0; k < n->nout; k++)
+        if (made[k]) tensor_decref(dy[k]);
+    if (in != inb) free(in);
+    if (dx != dxb) free(dx);
+    return rc ? bp_error(b, n, tfe_error_msg()) : 0;
+}
+
+/* The gradients of a region's captures, for one branch (or loop body). */
+typedef struct GradCtx {
+    int id, branch;
+    Caps *caps;
+    tfe_tensor *const *dy;   /* per output of the region */
+    tfe_tensor **res;        /* per capture (and, for loops, per carried value first) */
+    int nres;
+    int nparams;             /* loops: gradients of the params come first */
+    tfe_tensor *const *hist; /* loops: stacked carried values */
+    tfe_tensor *index;       /* loops: the iteration (a traced int64) */
+    tfe_tensor *const *dcap; /* loops: the capture gradients so far */
+} GradCtx;
+
+/* Clear b->g at the slots of region r's own nodes (recursively). */
+static void clear_region_grads(BP *b, int r)
+{
+    const GRegion *reg = &b->G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *n = &b->G->nodes[reg->nodes[i]];
+        for (int k = 0; k < n->nout; k++) put(b->g, n->vbase + k, NULL);
+        if (n->kind == G_COND || n->kind == G_WHILE) {
+            clear_region_grads(b, n->regions[0]);
+            clear_region_grads(b, n->regions[1]);
+        }
+    }
+}
+
+static int grad_branch(BP *b, void *p)
+{
+    GradCtx *c = p;
+    Graph *G = b->G;
+    const GNode *n = &G->nodes[c->id];
+    int r = n->regions[c->branch];
+    const GRegion *reg = &G->regions[r];
+    if (replay_region(b, r)) return -1;
+    for (int k = 0; k < reg->nouts; k++) {
+        tensor_incref(c->dy[k]);
+        if (acc(b, slot_of(G, reg->outs[k]), c->dy[k])) return -1;
+    }
+    if (sweep_region(b, r)) return -1;
+    for (int i = 0; i < c->caps->n; i++) {
+        tfe_tensor *gv = b->g[c->caps->slot[i]];
+        if (gv) tensor_incref(gv);
+        else if (!(gv = zeros_like(b->m[c->caps->slot[i]]))) return -1;
+        c->res[i] = gv;
+        put(b->g, c->caps->slot[i], NULL);
+    }
+    clear_region_grads(b, r);
+    return 0;
+}
+
+/* Take (and clear) the outer gradients of the captures while a branch
+ * computes its own; add them back after. */
+static tfe_tensor **stash(BP *b, const Caps *caps)
+{
+    tfe_tensor **s = calloc((size_t)caps->n + 1, sizeof *s);
+    for (int i = 0; i < caps->n; i++) {
+        s[i] = b->g[caps->slot[i]];
+        b->g[caps->slot[i]] = NULL;
+    }
+    return s;
+}
+
+static int unstash(BP *b, const Caps *caps, tfe_tensor **s)
+{
+    int rc = 0;
+    for (int i = 0; i < caps->n; i++) {
+        if (b->g[caps->slot[i]]) tensor_decref(b->g[caps->slot[i]]);
+        b->g[caps->slot[i]] = NULL;
+        if (s[i] && acc(b, caps->slot[i], s[i])) rc = -1;
+    }
+    free(s);
+    return rc;
+}
+
+static int sweep_cond(BP *b, int id)
+{
+    Graph *G = b->G, *g = b->T->g;
+    const GNode *n = &G->nodes[id];
+    bool any = false;
+    for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
+    if (!any) return 0;
+    Caps caps = captures(G, id);
+    tfe_tensor **dy = calloc((size_t)n->nout + 1, sizeof *dy);
+    tfe_tensor **res = calloc((size_t)caps.n + 1, sizeof *res);
+    int rc = -1, r[2];
+    for (int k = 0; k < n->nout; k++) {
+        dy[k] = b->g[n->vbase + k];
+        if (dy[k]) tensor_incref(dy[k]);
+        else if (!(dy[k] = zeros_like(b->m[n->vbase + k]))) goto out;
+    }
+    tfe_tensor **saved = stash(b, &caps);
+    for (int br = 0; br < 2; br++) {
+        r[br] = graph_add_region(g, b->T->region);
+        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res, .nres = caps.n};
+        if (in_region(b, r[br], grad_branch, &c)) {
+            unstash(b, &caps, saved);
+            goto out;
+        }
+        set_outs(g, r[br], caps.n, res, b->T);
+        for (int i = 0; i < caps.n; i++) {
+            tensor_decref(res[i]);
+            res[i] = NULL;
+        }
+    }
+    if (unstash(b, &caps, saved)) goto out;
+    tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
+    int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, caps.n);
+    GNode *nn = gnode(g, nid);
+    nn->regions[0] = r[0];
+    nn->regions[1] = r[1];
+    for (int i = 0; i < caps.n; i++) nn->meta[i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
+    tfe_tensor **outs = calloc((size_t)caps.n + 1, sizeof *outs);
+    if (trace_node_outputs(b->T, nid, outs)) {
+        free(outs);
+        goto out;
+    }
+    rc = 0;
+    for (int i = 0; i < caps.n; i++)
+        if (acc(b, caps.slot[i], outs[i])) rc = -1;
+    free(outs);
+out:
+    for (int k = 0; k < n->nout; k++)
+        if (dy[k]) tensor_decref(dy[k]);
+    free(dy);
+    free(res);
+    caps_free(&caps);
+    return rc;
+}
+
+/* --- loops ------------------------------------------------------------------------------ */
+
+/* The reverse loop's condition: i >= 0. */
+static int loop_grad_cond(BP *b, void *p)
+{
+    GradCtx *c = p;
+    tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+    tfe_tensor *t = tfe_binary(OP_GE, c->index, zero);
+    tensor_decref(zero);
+    if (!t) return -1;
+    c->res[0] = t;
+    return 0;
+}
+
+/* One reverse iteration: the body replayed from the stacked values of
+ * iteration i, swept with the carried gradients. */
+static int loop_grad_body(BP *b, void *p)
+{
+    GradCtx *c = p;
+    Graph *G = b->G;
+    const GNode *n = &G->nodes[c->id];
+    const GRegion *grc = &G->regions[n->regions[0]], *grb = &G->regions[n->regions[1]];
+    int nc = n->nout;
+    for (int k = 0; k < nc; k++) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.axes[0] = 0;
+        at.naxes = 1;
+        tfe_tensor *in[2] = {c->hist[k], c->index};
+        tfe_tensor *x = tfe_call1(OP_GATHER, 2, in, &at);
+        if (!x) return -1;
+        put(b->m, G->nodes[grc->params[k]].vbase, x);
+    }
+    if (replay_region(b, n->regions[1])) return -1;
+    for (int k = 0; k < nc; k++) {
+        tensor_incref(c->dy[k]);
+        if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) return -1;
+    }
+    if (sweep_region(b, n->regions[1])) return -1;
+    /* new carried gradients: those of the params */
+    for (int k = 0; k < nc; k++) {
+        int s = G->nodes[grc->params[k]].vbase;
+        tfe_tensor *gv = b->g[s];
+        if (gv) tensor_incref(gv);
+        else if (!(gv = zeros_like(b->m[s]))) return -1;
+        c->res[1 + k] = gv;
+    }
+    for (int i = 0; i < c->caps->n; i++) {
+        tfe_tensor *gv = b->g[c->caps->slot[i]];
+        if (gv) gv = tfe_binary(OP_ADD, c->dcap[i], gv);
+        else {
+            gv = c->dcap[i];
+            tensor_incref(gv);
+        }
+        if (!gv) return -1;
+        c->res[1 + nc + i] = gv;
+        put(b->g, c->caps->slot[i], NULL);
+    }
+    clear_region_grads(b, n->regions[1]);
+    for (int k = 0; k < nc; k++) put(b->g, G->nodes[grc->params[k]].vbase, NULL);
+    tfe_tensor *one = tensor_from_i64(1, TFE_INT64);
+    c->res[0] = tfe_binary(OP_SUB, c->index, one);
+    tensor_decref(one);
+    return c->res[0] ? 0 : -1;
+}
+
+static int sweep_loop(BP *b, int id)
+{
+    Graph *G = b->G, *g = b->T->g;
+    const GNode *n = &G->nodes[id];
+    const GRegion *grc = &G->regions[n->regions[0]];
+    int nc = n->nout;
+    bool any = false;
+    for (int k = 0; k < nc; k++) any |= b->g[n->vbase + k] != NULL;
+    if (!any) return 0;
+    Caps caps = captures(G, id);
+    /* the loop's own initial values are not captures: their gradients are
+     * the carried gradients at the end */
+    int ncarry = 1 + nc + caps.n;
+    tfe_tensor **init = calloc((size_t)ncarry, sizeof *init);
+    tfe_tensor **res = calloc((size_t)ncarry, sizeof *res);
+    tfe_tensor **hist = calloc((size_t)nc + 1, sizeof *hist);
+    tfe_tensor **sym = calloc((size_t)ncarry, sizeof *sym);
+    tfe_meta *meta = calloc((size_t)ncarry, sizeof *meta);
+    int rc = -1;
+    for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
+    tfe_tensor *count = b->count[id];
+    tfe_tensor *one = tensor_from_i64(1, TFE_INT64);
+    init[0] = tfe_binary(OP_SUB, count, one);
+    tensor_decref(one);
+    if (!init[0]) goto out;
+    meta[0] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+    for (int k = 0; k < nc; k++) {
+        tfe_tensor *d = b->g[n->vbase + k];
+        if (d) tensor_incref(d);
+        else if (!(d = zeros_like(b->m[n->vbase + k]))) goto out;
+        init[1 + k] = d;
+        meta[1 + k] = n->meta[k];
+        meta[1 + k].weak = false;
+        meta[1 + k].dtype = d->dtype;
+    }
+    for (int i = 0; i < caps.n; i++) {
+        if (!(init[1 + nc + i] = zeros_like(b->m[caps.slot[i]]))) goto out;
+        meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
+        meta[1 + nc + i].weak = false;
+    }
+    tfe_tensor **saved = stash(b, &caps);
+    int rcond = graph_add_region(g, b->T->region);
+    int rbody = graph_add_region(g, rcond);
+    make_params(b, rcond, ncarry, meta, NULL, sym);
+    GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry, .hist = hist,
+                 .index = sym[0], .dcap = sym + 1 + nc};
+    if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); goto out; }
+    set_outs(g, rcond, 1, res, b->T);
+    tensor_decref(res[0]);
+    res[0] = NULL;
+    if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); goto out; }
+    set_outs(g, rbody, ncarry, res, b->T);
+    if (unstash(b, &caps, saved)) goto out;
+    int nid = new_cf_node(b, G_WHILE, n->loc, ncarry, init, ncarry);
+    GNode *nn = gnode(g, nid);
+    nn->regions[0] = rcond;
+    nn->regions[1] = rbody;
+    memcpy(nn->meta, meta, sizeof *meta * (size_t)ncarry);
+    tfe_tensor **outs = calloc((size_t)ncarry, sizeof *outs);
+    if (trace_node_outputs(b->T, nid, outs)) {
+        free(outs);
+        goto out;
+    }
+    rc = 0;
+    tensor_decref(outs[0]);
+    for (int k = 0; k < nc; k++)
+        if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
+    for (int i = 0; i < caps.n; i++)
+        if (acc(b, caps.slot[i], outs[1 + nc + i])) rc = -1;
+    free(outs);
+out:
+    for (int i = 0; i < ncarry; i++) {
+        if (init[i]) tensor_decref(init[i]);
+        if (res[i]) tensor_decref(res[i]);
+    }
+    free(init);
+    free(res);
+    free(hist);
+    free(sym);
+    free(meta);
+    caps_free(&caps);
+    return rc;
+}
+
+static int sweep_region(BP *b, int r)
+{
+    const GRegion *reg = &b->G->regions[r];
+    for (int i = reg->n - 1; i >= 0; i--) {
+        int id = reg->nodes[i];
+        const GNode *n = &b->G->nodes[id];
+        int rc = 0;
+        if (n->kind == G_OP) rc = sweep_op(b, n);
+        else if (n->kind == G_COND) rc = sweep_cond(b, id);
+        else if (n->kind == G_WHILE) rc = sweep_loop(b, id);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* --- a graph call as one tape entry ------------------------------------------------------- */
+
+/* Which forward values a backward starts from: the graph's inputs and the
+ * variable reads of its top region are the entry's inputs (the sources of
+ * gradients); host calls and random draws of the top region are saved
+ * (replaying them would not give the same values). */
+typedef struct Plan { int *src, nsrc; int *saved, nsaved; } Plan;
+
+static Plan plan_of(const Graph *G)
+{
+    Plan p = {0};
+    p.src = malloc(sizeof *p.src * (size_t)(G->ninputs + G->n + 1));
+    p.saved = malloc(sizeof *p.saved * (size_t)(G->n + 1));
+    for (int i = 0; i < G->ninputs; i++) p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
+    const GRegion *top = &G->regions[0];
+    for (int i = 0; i < top->n; i++) {
+        const GNode *n = &G->nodes[top->nodes[i]];
+        if (n->kind == G_VAR_READ) p.src[p.nsrc++] = n->vbase;
+        else if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)))
+            for (int k = 0; k < n->nout; k++) p.saved[p.nsaved++] = n->vbase + k;
+    }
+    return p;
+}
+
+typedef struct GCallGrad {
+    tfe_custom_grad base;
+    Interp *I;
+    Graph *G;            /* ref */
+    Plan plan;
+    tfe_tensor **saved;  /* plan.nsaved values of this call (owned) */
+} GCallGrad;
+
+static void gcall_release(tfe_custom_grad *self)
+{
+    GCallGrad *c = (GCallGrad *)self;
+    for (int i = 0; i < c->plan.nsaved; i++)
+        if (c->saved[i]) tensor_decref(c->saved[i]);
+    free(c->saved);
+    free(c->plan.src);
+    free(c->plan.saved);
+    graph_decref(c->G);
+    free(c);
+}
+
+/* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
+ * the cached backward graph, or builds it (recording into a new trace, or
+ * into the trace in progress). */
+static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                          tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    GCallGrad *c = (GCallGrad *)self;
+    Interp *I = c->I;
+    Graph *G = c->G;
+    (void)out;
+    int nb = nin + c->plan.nsaved + nout;
+    tfe_tensor **bin = malloc(sizeof *bin * (size_t)(nb ? nb : 1));
+    for (int i = 0; i < nin; i++) bin[i] = in[i];
+    for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
+    for (int k = 0; k < nout; k++) bin[nin + c->plan.nsaved + k] = dy[k];
+    int rc = -1;
+    if (G->bwd && !tfe_tracer) {
+        tfe_tensor **bo = calloc((size_t)nin + 1, sizeof *bo);
+        rc = stage_graph_call(I, G->bwd, bin, bo);
+        for (int i = 0; i < nin; i++) {
+            if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+                if (bo[i]) tensor_decref(bo[i]);
+                continue;
+            }
+            dx[i] = rc ? NULL : bo[i];
+            if (rc && bo[i]) tensor_decref(bo[i]);
+        }
+        free(bo);
+        free(bin);
+        return rc;
+    }
+    /* build it: replay and sweep, recording */
+    bool own = tfe_tracer == NULL;
+    Tracer *T = own ? trace_begin(I, G->name, false) : tfe_tracer;
+    if (own) {
+        char name[300];
+        snprintf(name, sizeof name, "%s.backward", G->name);
+        free(T->g->name);
+        T->g->name = strdup(name);
+    }
+    BP b = {I, T, G, calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
+            calloc((size_t)G->n + 1, sizeof(tfe_tensor *))};
+    for (int i = 0; i < G->n; i++)
+        if (G->nodes[i].kind == G_CONST) {
+            tensor_incref(G->nodes[i].value);
+            b.m[G->nodes[i].vbase] = G->nodes[i].value;
+        }
+    for (int i = 0; i < nb; i++) {
+        tfe_tensor *t = bin[i];
+        if (own) {
+            if (t->node) t = tensor_alias(t); /* the same tensor twice: two inputs */
+            else tensor_incref(t);
+            trace_input(T, t);
+        } else {
+            tensor_incref(t);
+        }
+        if (i < nin) put(b.m, c->plan.src[i], t);
+        else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
+        else {
+            int k = i - nin - c->plan.nsaved;
+            if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
+        }
+    }
+    if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
+    rc = 0;
+    tfe_tensor **res = calloc((size_t)nin + 1, sizeof *res);
+    for (int i = 0; i < nin; i++) {
+        tfe_tensor *gv = b.g[c->plan.src[i]];
+        if (gv) tensor_incref(gv);
+        else if (!(gv = zeros_like(in[i]))) rc = -1;
+        res[i] = gv;
+    }
+    if (!rc && own && !T->failed) {
+        bool reusable = true;
+        for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
+        if (reusable) {
+            set_outs(T->g, 0, nin, res, T);
+            G->bwd = T->g;
+            T->g->refcount++;
+        }
+    }
+    for (int i = 0; i < nin; i++) {
+        if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+            if (res[i]) tensor_decref(res[i]);
+            continue;
+        }
+        dx[i] = res[i];
+    }
+    free(res);
+done:
+    bp_free(&b);
+    if (own) {
+        Graph *bg = T->g;
+        trace_end(T);
+        graph_decref(bg);
+    }
+    free(bin);
+    if (rc && !tfe_error_msg()[0]) tfe_error_set("gradient of a staged call failed");
+    if (rc && I->has_error) {
+        /* the tape reports tensor errors: hand the message over */
+        tfe_error_set("%s", I->err_msg);
+        error_clear(I);
+    }
+    return rc;
+}
+
+int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs)
+{
     GRun x;
-    grun_init(&x, I, g, inputs);
+    grun_init(&x, I, G, inputs);
     int saved_tapes = tfe_tapes_active;
-    tfe_tapes_active = 0;
+    tfe_tapes_active = 0; /* under a tape the whole call is one entry */
     int rc = grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;
-    GRegion *top = &g->regions[0];
+    GRegion *top = &G->regions[0];
     for (int k = 0; k < top->nouts; k++) {
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
-        if (outs[k]) tensor_incref(outs[k]);
+        if (!outs[k]) continue;
+        /* each output its own tensor (the tape knows tensors by identity) */
+        bool dup = false;
+        for (int i = 0; i < G->ninputs && !dup; i++) dup = outs[k] == inputs[i];
+        for (int j = 0; j < k && !dup; j++) dup = outs[k] == outs[j];
+        outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
+    }
+    if (!rc && saved_tapes) {
+        GCallGrad *c = calloc(1, sizeof *c);
+        c->base.refcount = 0;
+        c->base.backward = gcall_backward;
+        c->base.release = gcall_release;
+        c->I = I;
+        c->G = G;
+        G->refcount++;
+        c->plan = plan_of(G);
+        c->saved = calloc((size_t)c->plan.nsaved + 1, sizeof *c->saved);
+        for (int i = 0; i < c->plan.nsaved; i++)
+            if ((c->saved[i] = x.v[c->plan.saved[i]])) tensor_incref(c->saved[i]);
+        tfe_tensor **src = malloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
+        for (int i = 0; i < c->plan.nsrc; i++) src[i] = x.v[c->plan.src[i]];
+        tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);
+        free(src);
+        if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }
     grun_release(&x);
     return rc;

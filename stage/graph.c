@@ -87,9 +87,129 @@ void graph_decref(Graph *g)
         free(f->f);
         free(f);
     }
+    graph_decref(g->bwd);
     free(g->regions);
     free(g->nodes);
     free(g->inputs);
     free(g->name);
     free(g);
+}
+
+/* --- a control-flow node as a graph of its own ----------------------------------------- */
+
+typedef struct Extract {
+    const Graph *g;
+    Graph *m;
+    int *map;            /* old node -> new node (-1: not copied) */
+    GRef *caps;          /* old values read from outside, in input order */
+    int ncaps;
+    int root;
+} Extract;
+
+static bool inside_root(const Extract *x, int node)
+{
+    const Graph *g = x->g;
+    if (node == x->root) return true;
+    for (int r = g->nodes[node].region; r >= 0; r = g->regions[r].parent)
+        if (r == g->nodes[x->root].regions[0] || r == g->nodes[x->root].regions[1]) return true;
+    return false;
+}
+
+static GRef map_ref(Extract *x, GRef r)
+{
+    if (inside_root(x, r.node)) return (GRef){x->map[r.node], r.out};
+    for (int i = 0; i < x->ncaps; i++)
+        if (x->caps[i].node == r.node && x->caps[i].out == r.out) return (GRef){x->m->inputs[i], 0};
+    int id = graph_add(x->m, 0, G_INPUT, 0, 1);
+    x->m->nodes[id].meta[0] = x->g->nodes[r.node].meta[r.out];
+    x->m->nodes[id].input_index = x->m->ninputs;
+    x->m->inputs = realloc(x->m->inputs, sizeof(int) * (size_t)(x->m->ninputs + 1));
+    x->m->inputs[x->m->ninputs++] = id;
+    x->caps = realloc(x->caps, sizeof *x->caps * (size_t)(x->ncaps + 1));
+    x->caps[x->ncaps++] = r;
+    return (GRef){id, 0};
+}
+
+static int copy_region(Extract *x, int r, int parent);
+
+static void copy_node(Extract *x, int old, int region)
+{
+    const GNode *o = &x->g->nodes[old];
+    GRef *in = malloc(sizeof *in * (size_t)(o->nin ? o->nin : 1));
+    for (int i = 0; i < o->nin; i++) in[i] = map_ref(x, o->in[i]); /* inputs first: they may add nodes */
+    int id = graph_add(x->m, region, o->kind, o->nin, o->nout);
+    x->map[old] = id;
+    o = &x->g->nodes[old];
+    GNode *n = &x->m->nodes[id];
+    memcpy(n->in, in, sizeof *in * (size_t)o->nin);
+    free(in);
+    memcpy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
+    n->op = o->op;
+    if (o->at) {
+        n->at = malloc(sizeof *n->at);
+        *n->at = *o->at;
+    }
+    n->loc = o->loc;
+    n->value = o->value;
+    if (n->value) tensor_incref(n->value);
+    n->obj = o->obj;
+    value_incref(n->obj);
+    if (o->nhargs) {
+        n->hargs = malloc(sizeof *n->hargs * (size_t)o->nhargs);
+        for (int a = 0; a < o->nhargs; a++) {
+            n->hargs[a] = o->hargs[a];
+            value_incref(n->hargs[a].v);
+        }
+    }
+    n->nhargs = o->nhargs;
+    n->nhkw = o->nhkw;
+    if (o->nhkw) {
+        n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)o->nhkw);
+        for (int a = 0; a < o->nhkw; a++) {
+            n->hkwnames[a] = o->hkwnames[a];
+            n->hkwnames[a]->h.refcount++;
+        }
+    }
+    n->host_nil = o->host_nil;
+    if (o->kind == G_COND || o->kind == G_WHILE) {
+        int r0 = o->regions[0], r1 = o->regions[1];
+        int n0 = copy_region(x, r0, region);
+        int n1 = copy_region(x, r1, o->kind == G_WHILE ? n0 : region);
+        x->m->nodes[id].regions[0] = n0;
+        x->m->nodes[id].regions[1] = n1;
+    }
+}
+
+static int copy_region(Extract *x, int r, int parent)
+{
+    int nr = graph_add_region(x->m, parent);
+    const GRegion *o = &x->g->regions[r];
+    for (int i = 0; i < o->n; i++) copy_node(x, x->g->regions[r].nodes[i], nr);
+    o = &x->g->regions[r];
+    GRegion *n = &x->m->regions[nr];
+    n->nouts = o->nouts;
+    n->outs = malloc(sizeof *n->outs * (size_t)(o->nouts ? o->nouts : 1));
+    for (int k = 0; k < o->nouts; k++) x->m->regions[nr].outs[k] = map_ref(x, o->outs[k]);
+    n = &x->m->regions[nr];
+    n->nparams = o->nparams;
+    n->params = malloc(sizeof *n->params * (size_t)(o->nparams ? o->nparams : 1));
+    for (int k = 0; k < o->nparams; k++) n->params[k] = x->map[o->params[k]];
+    return nr;
+}
+
+Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps)
+{
+    Extract x = {.g = g, .m = graph_new(g->name), .root = id};
+    x.map = malloc(sizeof *x.map * (size_t)g->n);
+    for (int i = 0; i < g->n; i++) x.map[i] = -1;
+    copy_node(&x, id, 0);
+    const GNode *n = &g->nodes[id];
+    GRegion *top = &x.m->regions[0];
+    top->nouts = n->nout;
+    top->outs = malloc(sizeof *top->outs * (size_t)(n->nout ? n->nout : 1));
+    for (int k = 0; k < n->nout; k++) top->outs[k] = (GRef){x.map[id], k};
+    free(x.map);
+    *caps = x.caps;
+    *ncaps = x.ncaps;
+    return x.m;
 }

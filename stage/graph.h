@@ -87,6 +87,7 @@ typedef struct Graph {
     int ninputs;
     int nvals;           /* values in all: the executor's array size */
     GFrames *frames_all;
+    struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
 } Graph;
 
 Graph *graph_new(const char *name);
@@ -98,6 +99,11 @@ int graph_add_region(Graph *g, int parent);
 /* Is a value of region `def` visible from region `use` (def encloses use)? */
 bool graph_region_visible(const Graph *g, int def, int use);
 static inline GNode *gnode(Graph *g, int i) { return &g->nodes[i]; }
+
+/* A graph that computes just node id (a cond or while) of g: its inputs are
+ * the values of g the node reads from outside (*caps, malloc'd, in input
+ * order). Used to make such a node one tape entry while tracing. */
+Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps);
 
 /* Text IR (stage/graph_print.c): one line per node, regions indented.
  * Returns a malloc'd string. dot: Graphviz. */

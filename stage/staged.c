@@ -154,7 +154,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     Graph *g = t->g;
     int nouts = g->regions[0].nouts;
     tfe_tensor **outs = calloc((size_t)(nouts ? nouts : 1), sizeof *outs);
-    if (stage_graph_call(I, t, lv->t, outs)) {
+    if (stage_graph_call(I, t->g, lv->t, outs)) {
         free(outs);
         return -1;
     }

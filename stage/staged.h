@@ -50,7 +50,7 @@ Trace *stage_last_trace(Closure *c);
 
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */
-int stage_graph_call(Interp *I, Trace *t, tfe_tensor *const *inputs, tfe_tensor **outs);
+int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
 void stage_grad_free(Trace *t);
 
 /* interp/eval.c: a closure's body in its Env (arguments in place, frame pushed). */

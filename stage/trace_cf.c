@@ -7,7 +7,9 @@
 #include <string.h>
 #include "stage/exec.h"
 #include "stage/sig.h"
+#include "stage/staged.h"
 #include "stage/trace.h"
+#include "tensor/grad.h"
 
 /* --- what a block binds and assigns (from the AST) ------------------------------------- */
 
@@ -150,7 +152,28 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
     int nout = n->nout;
-    if (!T->symbolic) {
+    if (!T->symbolic && tfe_tapes_active) {
+        /* under a tape: the node runs as a graph of its own, one tape entry
+         * whose backward is traced like any staged call's (stage/grad.c) */
+        GRef *caps;
+        int ncaps;
+        Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+        tfe_tensor **in = calloc((size_t)ncaps + 1, sizeof *in);
+        for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
+        T->suspended++;
+        int rc = stage_graph_call(T->I, m, in, outs);
+        T->suspended--;
+        free(in);
+        free(caps);
+        graph_decref(m);
+        if (rc) return -1;
+        for (int k = 0; k < nout; k++)
+            if (outs[k]->node) { /* one header per value: the note is the node's */
+                tfe_tensor *a = tensor_alias(outs[k]);
+                tensor_decref(outs[k]);
+                outs[k] = a;
+            }
+    } else if (!T->symbolic) {
         if (run_now(T, id, outs)) return -1;
         for (int k = 0; k < nout; k++) { /* one header per value: the note is the node's */
             tfe_tensor *a = tensor_alias(outs[k]);

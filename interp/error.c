@@ -34,6 +34,12 @@ void diag_print(FILE *f, Loc loc, const char *msg)
 
 void error_clear(Interp *I)
 {
+    if (I->has_error) {
+        if (I->err_loc.src) source_decref(I->err_loc.src);
+        for (int i = 0; i < I->err_nframes; i++)
+            if (I->err_frames[i].call_loc.src) source_decref(I->err_frames[i].call_loc.src);
+    }
+    I->err_loc.src = NULL;
     free(I->err_msg);
     I->err_msg = NULL;
     free(I->err_frames);
@@ -109,8 +115,5 @@ void error_report(Interp *I, FILE *f)
     }
     if (same > 2) fprintf(f, "  [the call above repeats %d more times]\n", same - 2);
     fflush(f);
-    if (I->err_loc.src) source_decref(I->err_loc.src);
-    for (int i = 0; i < I->err_nframes; i++)
-        if (I->err_frames[i].call_loc.src) source_decref(I->err_frames[i].call_loc.src);
     error_clear(I);
 }

@@ -155,7 +155,7 @@ static tfe_tensor *stack_history(tfe_tensor **h, int n, const tfe_meta *m)
 {
     if (n == 0) {
         int64_t shape[TFE_MAX_RANK + 1] = {0};
-        memcpy(shape + 1, m->shape, sizeof(int64_t) * (size_t)m->rank);
+        mem_copy(shape + 1, m->shape, sizeof(int64_t) * (size_t)m->rank);
         for (int d = 1; d <= m->rank; d++) if (shape[d] < 0) shape[d] = 0;
         return tensor_zeros(m->dtype, m->rank + 1, shape);
     }

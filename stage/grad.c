@@ -170,7 +170,7 @@ static int new_cf_node(BP *b, GKind k, Loc loc, int nin, tfe_tensor *const *in, 
     for (int i = 0; i < nin; i++) refs[i] = trace_ref(T, in[i]);
     int id = graph_add(T->g, T->region, k, nin, nout);
     GNode *n = gnode(T->g, id);
-    memcpy(n->in, refs, sizeof *refs * (size_t)nin);
+    mem_copy(n->in, refs, sizeof *refs * (size_t)nin);
     free(refs);
     n->loc = loc;
     n->frames = T->last_frames;
@@ -221,7 +221,7 @@ static int replay_cond(BP *b, int id)
     GNode *nn = gnode(g, nid);
     nn->regions[0] = r[0];
     nn->regions[1] = r[1];
-    memcpy(nn->meta, G->nodes[id].meta, sizeof *nn->meta * (size_t)nout);
+    mem_copy(nn->meta, G->nodes[id].meta, sizeof *nn->meta * (size_t)nout);
     tfe_tensor **outs = calloc((size_t)(nout ? nout : 1), sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
@@ -305,7 +305,7 @@ static int replay_loop(BP *b, int id)
     for (int k = 0; k < nc; k++) {
         nn->meta[k] = n->meta[k];
         tfe_meta h = n->meta[k];
-        memmove(h.shape + 1, h.shape, sizeof(int64_t) * (size_t)h.rank);
+        mem_move(h.shape + 1, h.shape, sizeof(int64_t) * (size_t)h.rank);
         h.shape[0] = -1;
         h.rank++;
         h.weak = false;
@@ -673,7 +673,7 @@ static int sweep_loop(BP *b, int id)
     GNode *nn = gnode(g, nid);
     nn->regions[0] = rcond;
     nn->regions[1] = rbody;
-    memcpy(nn->meta, meta, sizeof *meta * (size_t)ncarry);
+    mem_copy(nn->meta, meta, sizeof *meta * (size_t)ncarry);
     tfe_tensor **outs = calloc((size_t)ncarry, sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);

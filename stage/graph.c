@@ -141,9 +141,9 @@ static void copy_node(Extract *x, int old, int region)
     x->map[old] = id;
     o = &x->g->nodes[old];
     GNode *n = &x->m->nodes[id];
-    memcpy(n->in, in, sizeof *in * (size_t)o->nin);
+    mem_copy(n->in, in, sizeof *in * (size_t)o->nin);
     free(in);
-    memcpy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
+    mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
     n->op = o->op;
     if (o->at) {
         n->at = malloc(sizeof *n->at);

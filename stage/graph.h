@@ -13,6 +13,7 @@
 #ifndef TFE_STAGE_GRAPH_H
 #define TFE_STAGE_GRAPH_H
 
+#include <string.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
 
@@ -89,6 +90,12 @@ typedef struct Graph {
     GFrames *frames_all;
     struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
 } Graph;
+
+/* memcpy/memcmp/memmove that accept NULL pointers with a zero length (empty
+ * arrays here are often NULL, which the C library functions do not allow). */
+static inline void mem_copy(void *d, const void *s, size_t n) { if (n) memcpy(d, s, n); }
+static inline void mem_move(void *d, const void *s, size_t n) { if (n) memmove(d, s, n); }
+static inline int mem_cmp(const void *a, const void *b, size_t n) { return n ? memcmp(a, b, n) : 0; }
 
 Graph *graph_new(const char *name);
 void graph_decref(Graph *g);

@@ -32,7 +32,7 @@ static void put(SigBuf *s, const void *p, size_t n)
         s->cap = (s->n + n) * 2 + 64;
         s->b = realloc(s->b, s->cap);
     }
-    memcpy(s->b + s->n, p, n);
+    mem_copy(s->b + s->n, p, n);
     s->n += n;
 }
 
@@ -44,7 +44,7 @@ static void put_dims(SigBuf *s, int rank, const int64_t *shape)
         s->capd = (s->nd + rank) * 2 + 16;
         s->dims = realloc(s->dims, sizeof *s->dims * (size_t)s->capd);
     }
-    memcpy(s->dims + s->nd, shape, sizeof *shape * (size_t)rank);
+    mem_copy(s->dims + s->nd, shape, sizeof *shape * (size_t)rank);
     s->nd += rank;
 }
 

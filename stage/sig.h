@@ -4,7 +4,7 @@
 #ifndef TFE_STAGE_SIG_H
 #define TFE_STAGE_SIG_H
 
-#include "interp/internal.h"
+#include "stage/graph.h"
 
 typedef struct SigBuf {
     char *b;

@@ -17,6 +17,7 @@ static void trace_free(Trace *t)
 {
     graph_decref(t->g);
     sig_free(&t->sig);
+    free(t->relaxed);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         env_decref(o->env);
@@ -89,13 +90,13 @@ static bool dims_match(const SigBuf *want, const bool *relaxed, const int64_t *d
 static bool tensor_same_value(tfe_tensor *a, tfe_tensor *b)
 {
     if (a->dtype != b->dtype || a->rank != b->rank ||
-        memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank))
+        mem_cmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank))
         return false;
     int64_t n = tensor_numel(a);
     for (int64_t i = 0; i < n; i++) {
         if (dtype_is_float(a->dtype)) {
             double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
-            if (memcmp(&x, &y, sizeof x)) return false;
+            if (mem_cmp(&x, &y, sizeof x)) return false;
         } else if (tensor_get_i64(a, i) != tensor_get_i64(b, i)) {
             return false;
         }
@@ -107,14 +108,14 @@ static bool tensor_same_value(tfe_tensor *a, tfe_tensor *b)
  * outside bindings' leaves are appended to lv (the graph's inputs). */
 static bool trace_matches(Trace *t, const SigBuf *sb, Leaves *lv, SigBuf *scratch)
 {
-    if (t->sig.n != sb->n || memcmp(t->sig.b, sb->b, sb->n)) return false;
+    if (t->sig.n != sb->n || mem_cmp(t->sig.b, sb->b, sb->n)) return false;
     if (!dims_match(&t->sig, t->relaxed, sb->dims, sb->nd)) return false;
     int nargs = lv->n;
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         sig_reset(scratch);
         sig_flatten(o->env->slots[o->slot], scratch, lv, SIG_INPUT);
-        if (scratch->n != o->sig.n || memcmp(scratch->b, o->sig.b, o->sig.n) ||
+        if (scratch->n != o->sig.n || mem_cmp(scratch->b, o->sig.b, o->sig.n) ||
             !dims_match(&o->sig, NULL, scratch->dims, scratch->nd))
             goto no;
     }
@@ -133,7 +134,7 @@ static bool *relax_against(StageCache *sc, const SigBuf *sb)
 {
     for (int i = 0; i < sc->n; i++) {
         Trace *t = sc->traces[i];
-        if (t->shape_specialised || t->sig.n != sb->n || memcmp(t->sig.b, sb->b, sb->n) || t->sig.nd != sb->nd)
+        if (t->shape_specialised || t->sig.n != sb->n || mem_cmp(t->sig.b, sb->b, sb->n) || t->sig.nd != sb->nd)
             continue;
         bool any = false;
         bool *r = calloc((size_t)sb->nd + 1, 1);
@@ -244,6 +245,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
         value_decref(ret);
         graph_decref(T->g);
         trace_end(T);
+        free(relaxed);
         return -1;
     }
     if (T->failed) {
@@ -256,6 +258,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
         }
         graph_decref(T->g);
         trace_end(T);
+        free(relaxed);
         *out = ret;
         return 0;
     }
@@ -326,7 +329,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
         sc->traces = realloc(sc->traces, sizeof *sc->traces * (size_t)sc->cap);
     }
     /* the newest first: a relaxed trace is found before the ones it covers */
-    memmove(sc->traces + 1, sc->traces, sizeof *sc->traces * (size_t)sc->n);
+    mem_move(sc->traces + 1, sc->traces, sizeof *sc->traces * (size_t)sc->n);
     sc->traces[0] = t;
     sc->last = t;
     sc->n++;

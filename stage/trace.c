@@ -93,11 +93,11 @@ static GFrames *frames_now(Tracer *T)
     int n = I->nframes - T->frame_base;
     if (n < 0) n = 0;
     GFrames *f = T->last_frames;
-    if (f && f->n == n && !memcmp(f->f, I->frames + T->frame_base, sizeof(Frame) * (size_t)n)) return f;
+    if (f && f->n == n && (n == 0 || !mem_cmp(f->f, I->frames + T->frame_base, sizeof(Frame) * (size_t)n))) return f;
     f = calloc(1, sizeof *f);
     f->n = n;
     f->f = n ? malloc(sizeof(Frame) * (size_t)n) : NULL;
-    if (n) memcpy(f->f, I->frames + T->frame_base, sizeof(Frame) * (size_t)n);
+    if (n) mem_copy(f->f, I->frames + T->frame_base, sizeof(Frame) * (size_t)n);
     for (int i = 0; i < n; i++)
         if (f->f[i].call_loc.src) source_incref(f->f[i].call_loc.src);
     f->next_all = T->g->frames_all;
@@ -128,7 +128,7 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
     m->dtype = t->dtype;
     m->weak = t->weak;
     m->rank = t->rank;
-    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
+    mem_copy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->rank);
 }
 
 void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
@@ -258,7 +258,7 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
     n->op = op;
     n->at = malloc(sizeof *n->at);
     *n->at = *at;
-    memcpy(n->in, rp, sizeof *rp * (size_t)nin);
+    mem_copy(n->in, rp, sizeof *rp * (size_t)nin);
     if (rp != refs) free(rp);
     for (int k = 0; k < nout; k++) {
         meta_of(&n->meta[k], out[k]);
@@ -484,7 +484,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     for (int i = 0; i < lv.n; i++) rp[i] = trace_ref(T, lv.t[i]); /* constants first */
     int id = new_node(T, G_HOST, lv.n, has_out ? 1 : 0);
     GNode *n = gnode(T->g, id);
-    memcpy(n->in, rp, sizeof *rp * (size_t)lv.n);
+    mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
     free(rp);
     value_incref(f);
     n->obj = f;

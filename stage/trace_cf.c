@@ -315,7 +315,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     }
     if (x[0] == XS_RETURN) {
         for (int b = 0; b < 2; b++) sig_flatten(ret[b], &rs[b], &rl[b], SIG_OUTPUT);
-        if (rs[0].n != rs[1].n || memcmp(rs[0].b, rs[1].b, rs[0].n) || sig_has_function(ret[0]))
+        if (rs[0].n != rs[1].n || mem_cmp(rs[0].b, rs[1].b, rs[0].n) || sig_has_function(ret[0]))
             FAIL(n->loc, "the branches of this if on a traced tensor return values of different kinds "
                  "(staged code needs the same structure and dtypes from both)");
         nret = rl[0].n;
@@ -466,7 +466,7 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
         GNode *pn = gnode(g, p);
         pn->loc = n->loc;
         pn->meta[0] = (tfe_meta){.dtype = init[k]->dtype, .weak = init[k]->weak, .rank = init[k]->rank};
-        memcpy(pn->meta[0].shape, init[k]->shape, sizeof(int64_t) * (size_t)init[k]->rank);
+        mem_copy(pn->meta[0].shape, init[k]->shape, sizeof(int64_t) * (size_t)init[k]->rank);
         g->regions[rcond].params[k] = p;
         tfe_tensor *sp = tensor_symbolic(init[k]->dtype, init[k]->weak, init[k]->rank, init[k]->shape);
         trace_note(T, sp, (GRef){p, 0});
@@ -511,9 +511,9 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
             FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a while loop on a traced tensor", name, kind_with_article(v));
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
-                    !memcmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
+                    !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
         if (!same && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
-            !memcmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank) &&
+            !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank) &&
             dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype))
             same = true; /* a weak number that meets a tensor: it takes the tensor's dtype */
         if (!same) {

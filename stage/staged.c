@@ -53,7 +53,8 @@ static StageCache *cache_of(Closure *c)
     return c->stage;
 }
 
-/* A human description of a signature, for the retrace warning: "x: float32 (3, 4)". */
+/* A human description of each argument, for the retrace warning:
+ * "float32 (3, 4)", "3 (int64)", "\"relu\"". One per line, joined by '\n'. */
 static void describe_args(Closure *c, Env *e, char *buf, size_t cap)
 {
     FnInfo *info = c->fn->info;
@@ -64,16 +65,17 @@ static void describe_args(Closure *c, Env *e, char *buf, size_t cap)
         char one[300];
         if (v.kind == V_TENSOR) {
             char sh[200];
-            snprintf(one, sizeof one, "%s: %s %s", info->param_names[i], dtype_name(v.u.t->dtype),
-                     shape_str(v.u.t->rank, v.u.t->shape, sh));
+            snprintf(one, sizeof one, "%s %s", dtype_name(v.u.t->dtype), shape_str(v.u.t->rank, v.u.t->shape, sh));
         } else if (v.kind == V_SCALAR && v.dtype != TFE_BOOL) {
-            snprintf(one, sizeof one, "%s: %s number", info->param_names[i], dtype_name((tfe_dtype)v.dtype));
+            char *r = value_repr(v);
+            snprintf(one, sizeof one, "%s (%s)", r, dtype_name((tfe_dtype)v.dtype));
+            free(r);
         } else {
             char *r = value_repr(v);
-            snprintf(one, sizeof one, "%s: %.60s", info->param_names[i], r);
+            snprintf(one, sizeof one, "%.60s", r);
             free(r);
         }
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", one);
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? "\n" : "", one);
     }
 }
 
@@ -178,6 +180,32 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 
 /* --- tracing a new signature ---------------------------------------------------------------- */
 
+/* In a relaxed trace the inputs have unknown dims; carry them through the
+ * ops of the top region with the infer rules, so the graph prints what it
+ * really knows. (Only for show: the executor infers every shape as it runs.)
+ * An op whose rule cannot work with an unknown dim keeps its traced shape. */
+static void relax_metas(Graph *g)
+{
+    GRegion *top = &g->regions[0];
+    for (int i = 0; i < top->n; i++) {
+        GNode *n = gnode(g, top->nodes[i]);
+        if (n->kind != G_OP || n->nout != 1 || n->nin > 16) continue;
+        tfe_tensor *in[16];
+        bool unknown = false;
+        for (int k = 0; k < n->nin; k++) {
+            tfe_meta *m = &gnode(g, n->in[k].node)->meta[n->in[k].out];
+            for (int d = 0; d < m->rank; d++) unknown |= m->shape[d] < 0;
+            in[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
+        }
+        tfe_meta out;
+        tfe_tensor *o[32];
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = o};
+        if (unknown && tfe_ops[n->op].infer(&c, &out) == 0) n->meta[0] = out;
+        tfe_error_clear();
+        for (int k = 0; k < n->nin; k++) tensor_decref(in[k]);
+    }
+}
+
 /* Input labels for graph dumps: "x", or "x[0]", "x[1]" for the leaves of a structure. */
 static void label_inputs(Graph *g, const char *name, int first, int n, const char *suffix)
 {
@@ -202,19 +230,33 @@ static void note_site(StageCache *sc, Loc loc, const char *desc)
     (void)desc;
 }
 
+/* The one warning for a function traced more than 5 times: its name, the
+ * call sites that traced it, and what changed between the last two traces. */
 static void retrace_warning(Interp *I, Closure *c, StageCache *sc, const char *prev, const char *now)
 {
-    FILE *f = stderr;
+    FnInfo *info = c->fn->info;
+    const char *pre = I->opt.stage_all ? "tfe: --stage-all: " : "";
     fflush(stdout);
-    fprintf(f, "%stfe: warning: staged function '%s' has been traced %d times; calls with new "
-               "signatures each trace it again (a signature is the dtypes and shapes of tensor "
-               "arguments and the values of the others)\n",
-            I->opt.stage_all ? "tfe: --stage-all: " : "", c->name, sc->ntraced);
-    fprintf(f, "%s  called from:", I->opt.stage_all ? "tfe: --stage-all: " : "");
+    fprintf(stderr, "%stfe: warning: staged function '%s' was traced %d times: each call with a new "
+                    "signature traces it again\n", pre, c->name, sc->ntraced);
+    fprintf(stderr, "%s  traced from:", pre);
     for (int i = 0; i < sc->nsites; i++)
-        fprintf(f, " %s:%d", sc->sites[i].src ? sc->sites[i].src->name : "?", sc->sites[i].line);
-    fprintf(f, "\n%s  last change: (%s) -> (%s)\n", I->opt.stage_all ? "tfe: --stage-all: " : "", prev, now);
-    fflush(f);
+        fprintf(stderr, " %s:%d", sc->sites[i].src ? sc->sites[i].src->name : "?", sc->sites[i].line);
+    fprintf(stderr, "\n");
+    const char *p = prev, *q = now;
+    bool any = false;
+    for (int i = 0; i < info->nparams && p && q; i++) {
+        const char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
+        int pl = pe ? (int)(pe - p) : (int)strlen(p), ql = qe ? (int)(qe - q) : (int)strlen(q);
+        if (pl != ql || strncmp(p, q, (size_t)pl)) {
+            fprintf(stderr, "%s  %s: %.*s -> %.*s\n", pre, info->param_names[i], pl, p, ql, q);
+            any = true;
+        }
+        p = pe ? pe + 1 : NULL;
+        q = qe ? qe + 1 : NULL;
+    }
+    if (!any) fprintf(stderr, "%s  the arguments are alike: what changed is a value read at trace time or a binding outside it\n", pre);
+    fflush(stderr);
 }
 
 static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, Loc call_loc, Value *out)
@@ -306,6 +348,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
     t->g_ninputs = g->ninputs;
     (void)nargs_inputs;
+    /* a relaxed trace: its inputs' unknown dims print as '?' */
+    for (int i = 0, d = 0; relaxed && i < g->ninputs; i++) {
+        tfe_meta *m = &gnode(g, g->inputs[i])->meta[0];
+        for (int k = 0; k < m->rank && d < t->sig.nd; k++, d++)
+            if (relaxed[d]) m->shape[k] = -1;
+    }
+    if (relaxed) relax_metas(g);
     for (int i = 0; i < g->ninputs; i++) {
         if (!T->static_in || !T->static_in[i]) continue;
         if (!t->static_val) t->static_val = calloc((size_t)g->ninputs, sizeof *t->static_val);

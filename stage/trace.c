@@ -462,6 +462,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     sig_free(&sb);
     Value result = v_nil();
     int rc = 0;
+    Loc call_loc = I->cur_loc; /* the call site (the callee moves cur_loc) */
     if (!T->symbolic) {
         T->suspended++;
         rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
@@ -482,6 +483,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     bool has_out = result.kind != V_NIL;
     GRef *rp = malloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
     for (int i = 0; i < lv.n; i++) rp[i] = trace_ref(T, lv.t[i]); /* constants first */
+    I->cur_loc = call_loc;
     int id = new_node(T, G_HOST, lv.n, has_out ? 1 : 0);
     GNode *n = gnode(T->g, id);
     mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);

@@ -349,14 +349,13 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->last_effect = saved_effect;
     {
         I->cur_loc = n->a->loc;
+        GRef cref = trace_ref(T, cond.u.t);
         int id = graph_add(g, T->region, G_COND, 1, nout);
         GNode *cn = gnode(g, id);
         cn->loc = n->a->loc;
         cn->frames = T->last_frames;
         cn->regions[0] = r[0];
         cn->regions[1] = r[1];
-        GRef cref = trace_ref(T, cond.u.t);
-        cn = gnode(g, id);
         cn->in[0] = cref;
         for (int k = 0; k < nout; k++) {
             tfe_tensor *t0 = k < npairs ? pairs[k].t[0] : rl[0].t[k - npairs];
@@ -551,18 +550,17 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     restore(env, before);
     {
         I->cur_loc = n->a->loc;
+        GRef *refs = calloc((size_t)nc + 1, sizeof *refs);
+        for (int k = 0; k < nc; k++) refs[k] = trace_ref(T, init[k]); /* constants first */
         int id = graph_add(g, T->region, G_WHILE, nc, nc);
         GNode *wn = gnode(g, id);
         wn->loc = n->a->loc;
         wn->frames = T->last_frames;
         wn->regions[0] = rcond;
         wn->regions[1] = rbody;
-        for (int k = 0; k < nc; k++) {
-            GRef ref = trace_ref(T, init[k]);
-            wn = gnode(g, id);
-            wn->in[k] = ref;
-            wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
-        }
+        mem_copy(wn->in, refs, sizeof *refs * (size_t)nc);
+        free(refs);
+        for (int k = 0; k < nc; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
         wn->effect_dep = T->last_effect;
         T->last_effect = id;
         tfe_tensor **outs = calloc((size_t)(nc ? nc : 1), sizeof *outs);

@@ -95,11 +95,14 @@ tfe_tensor *tfe_binary(tfe_op op, tfe_tensor *a, tfe_tensor *b) {
 int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,
                      int *rank_out, int64_t *shape_out) {
     int r = ra > rb ? ra : rb;
+    /* A dim of -1 is unknown (a symbolic shape while staging): against n > 1
+     * the result is n whichever it is; against 1 or -1 it stays unknown. */
     if (ra == rb) { /* common case without index arithmetic */
         for (int i = 0; i < r; i++) {
             int64_t x = sa[i], y = sb[i];
             if (x == y || y == 1) shape_out[i] = x;
-            else if (x == 1) shape_out[i] = y;
+            else if (x == 1 || x == -1) shape_out[i] = y;
+            else if (y == -1) shape_out[i] = x;
             else goto fail;
         }
         *rank_out = r;
@@ -109,7 +112,8 @@ int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, cons
         int ia = i - (r - ra), ib = i - (r - rb);
         int64_t x = ia >= 0 ? sa[ia] : 1, y = ib >= 0 ? sb[ib] : 1;
         if (x == y || y == 1) shape_out[i] = x;
-        else if (x == 1) shape_out[i] = y;
+        else if (x == 1 || x == -1) shape_out[i] = y;
+        else if (y == -1) shape_out[i] = x;
         else goto fail;
     }
     *rank_out = r;

@@ -37,8 +37,9 @@ static inline Value v_undefined(void) { Value v = v_nil(); v.dtype = 1; return v
  * parents; everything else goes through eval(). */
 static inline int eval_fast(Interp *I, Node *n, Env *env, Value *out)
 {
-    if (__builtin_expect(tfe_tracer != NULL, 0)) return eval(I, n, env, out); /* names may be outside */
     if (n->kind == N_NAME && n->op == 0) {
+        /* while tracing, a name of an enclosing function may be outside the trace */
+        if (n->depth && __builtin_expect(tfe_tracer != NULL, 0)) return eval(I, n, env, out);
         Env *e = env;
         for (int d = n->depth; d > 0; d--) e = e->parent;
         Value v = e->slots[n->slot];
@@ -336,10 +337,9 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
             /* inside a trace: recursion on traced values is checked, and a
              * staged function is inlined (stage_call runs its body) */
             rc = trace_enter_fn(I, fn, c->name, call_loc);
-            if (!rc) rc = (info->is_staged || c->stage_forced) ? stage_call(I, c, e, call_loc, out)
-                                                               : interp_run_body(I, c, e, out);
+            if (!rc) rc = c->stage_forced ? stage_call(I, c, e, call_loc, out) : interp_run_body(I, c, e, out);
             trace_leave_fn(fn);
-        } else if (__builtin_expect(info->is_staged || c->stage_forced, 0)) {
+        } else if (__builtin_expect(c->stage_forced, 0)) {
             rc = stage_call(I, c, e, call_loc, out);
         } else if (fn->is_lambda) {
             rc = eval(I, fn->a, e, out);
@@ -834,7 +834,7 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
     case N_NAME: {
-        if (__builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
+        if (n->depth && __builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
         if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
         value_incref(v);
@@ -879,7 +879,7 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     case N_FALSE: *out = v_bool(false); return 0;
     case N_NIL: *out = v_nil(); return 0;
     case N_NAME: {
-        if (__builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
+        if (n->depth && __builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
         if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
         value_incref(v);

@@ -50,7 +50,8 @@ typedef struct Closure {
     struct Program *prog;  /* keeps the AST alive (owned ref) */
     const char *name;
     struct StageCache *stage; /* traces of a staged function (stage/staged.c) */
-    bool stage_forced;     /* staged(f) made it staged */
+    bool stage_forced;     /* staged: @staged, --stage-all, or made by staged(f) */
+    bool stage_by_call;    /* made by staged(f): staged even where --stage-all gave up */
     bool host_forced;      /* host(f) made it a host function */
 } Closure;
 

@@ -305,7 +305,8 @@ Closure *closure_new(Interp *I, Node *fn, Env *env, Program *prog)
     if (prog) prog->refcount++;
     c->name = fn->str ? fn->str : "<lambda>";
     c->stage = NULL;
-    c->stage_forced = c->host_forced = false;
+    c->stage_forced = ((FnInfo *)fn->info)->is_staged; /* @staged, or --stage-all */
+    c->host_forced = c->stage_by_call = false;
     track(&c->link, &c->h);
     return c;
 }

@@ -11,7 +11,19 @@ void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
     x->I = I;
     x->g = g;
     x->frame_base = I->nframes;
-    x->v = calloc((size_t)(g->nvals ? g->nvals : 1), sizeof *x->v);
+    if (!g->busy) { /* the graph's own array: no allocation per call */
+        if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
+            free(g->scratch);
+            g->scratch_cap = g->nvals + 1;
+            g->scratch = calloc((size_t)g->scratch_cap, sizeof *g->scratch);
+        } else {
+            memset(g->scratch, 0, sizeof *g->scratch * (size_t)g->nvals);
+        }
+        x->v = g->scratch;
+        g->busy = true;
+    } else {
+        x->v = calloc((size_t)(g->nvals ? g->nvals : 1), sizeof *x->v);
+    }
     for (int i = 0; i < g->n; i++) {
         GNode *n = &g->nodes[i];
         tfe_tensor *t = n->kind == G_INPUT ? (inputs ? inputs[n->input_index] : NULL)
@@ -28,7 +40,8 @@ void grun_release(GRun *x)
     if (!x->v) return;
     for (int i = 0; i < x->g->nvals; i++)
         if (x->v[i]) tensor_decref(x->v[i]);
-    free(x->v);
+    if (x->v == x->g->scratch) x->g->busy = false;
+    else free(x->v);
     x->v = NULL;
 }
 

@@ -88,6 +88,7 @@ void graph_decref(Graph *g)
         free(f);
     }
     graph_decref(g->bwd);
+    free(g->scratch);
     free(g->regions);
     free(g->nodes);
     free(g->inputs);

@@ -89,6 +89,9 @@ typedef struct Graph {
     int nvals;           /* values in all: the executor's array size */
     GFrames *frames_all;
     struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
+    tfe_tensor **scratch; /* a value array kept for the next run (stage/exec.c) */
+    int scratch_cap;
+    bool busy;           /* scratch is in use (a run inside a run takes its own) */
 } Graph;
 
 /* memcpy/memcmp/memmove that accept NULL pointers with a zero length (empty

@@ -10,18 +10,36 @@ void sig_free(SigBuf *s)
     *s = (SigBuf){0};
 }
 
+void sig_copy(SigBuf *dst, const SigBuf *src)
+{
+    *dst = (SigBuf){0};
+    dst->cap = src->n ? src->n : 1;
+    dst->b = malloc(dst->cap);
+    mem_copy(dst->b, src->b, src->n);
+    dst->n = src->n;
+    dst->capd = src->nd ? src->nd : 1;
+    dst->dims = malloc(sizeof *dst->dims * (size_t)dst->capd);
+    mem_copy(dst->dims, src->dims, sizeof *dst->dims * (size_t)src->nd);
+    dst->nd = src->nd;
+}
+
 void leaves_free(Leaves *l)
 {
     for (int i = 0; i < l->n; i++) tensor_decref(l->t[i]);
-    free(l->t);
+    if (l->heap || !l->cap) free(l->t);
     *l = (Leaves){0};
 }
 
 void leaves_push(Leaves *l, tfe_tensor *t)
 {
     if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 8;
-        l->t = realloc(l->t, sizeof *l->t * (size_t)l->cap);
+        int ncap = l->cap ? l->cap * 2 : 8;
+        tfe_tensor **nt = malloc(sizeof *nt * (size_t)ncap);
+        mem_copy(nt, l->t, sizeof *nt * (size_t)l->n);
+        if (l->heap || !l->cap) free(l->t);
+        l->t = nt;
+        l->cap = ncap;
+        l->heap = true;
     }
     l->t[l->n++] = t;
 }

@@ -13,9 +13,13 @@ typedef struct SigBuf {
     int nd, capd;
 } SigBuf;
 
-typedef struct Leaves { tfe_tensor **t; int n, cap; } Leaves;  /* owned refs */
+/* Owned refs. {0} starts empty on the heap; LEAVES_ON_STACK gives it a
+ * small first buffer (no malloc for the few leaves of a typical call). */
+typedef struct Leaves { tfe_tensor **t; int n, cap; bool heap; } Leaves;
+#define LEAVES_ON_STACK(name, buf) tfe_tensor *buf[16]; Leaves name = {.t = buf, .cap = 16}
 
 void sig_free(SigBuf *s);
+void sig_copy(SigBuf *dst, const SigBuf *src);   /* dst starts empty */
 static inline void sig_reset(SigBuf *s) { s->n = 0; s->nd = 0; }
 void leaves_free(Leaves *l);
 void leaves_push(Leaves *l, tfe_tensor *t);   /* takes t */

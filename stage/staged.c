@@ -156,9 +156,9 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 {
     Graph *g = t->g;
     int nouts = g->regions[0].nouts;
-    tfe_tensor **outs = calloc((size_t)(nouts ? nouts : 1), sizeof *outs);
+    tfe_tensor *outbuf[16], **outs = nouts <= 16 ? outbuf : calloc((size_t)nouts, sizeof *outs);
     if (stage_graph_call(I, t->g, lv->t, outs)) {
-        free(outs);
+        if (outs != outbuf) free(outs);
         return -1;
     }
     /* the outside bindings it assigned, then the result */
@@ -174,7 +174,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     k = 0;
     *out = sig_rebuild(t->ret_tmpl, outs, &k, true, 0);
     for (int i = 0; i < nouts; i++) tensor_decref(outs[i]);
-    free(outs);
+    if (outs != outbuf) free(outs);
     return 0;
 }
 
@@ -265,7 +265,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     StageCache *sc = cache_of(c);
     char desc[1000];
     describe_args(c, e, desc, sizeof desc);
-    Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_forced);
+    Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_by_call);
     T->retrace = sc->ntraced > 0;
     e->trace_id = T->id; /* the body's own bindings are inside the trace */
     trace_enter_fn(I, c->fn, c->name, call_loc);
@@ -398,26 +398,29 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     FnInfo *info = c->fn->info;
     /* eagerly: --eager, run_eagerly(true), a function --stage-all gave up
      * on, and staged calls inside a trace (inlined into the caller's graph) */
-    if (I->opt.eager || tfe_run_eagerly || (info->stage_failed && !c->stage_forced) || tfe_tracer)
+    if (I->opt.eager || tfe_run_eagerly || (info->stage_failed && !c->stage_by_call) || tfe_tracer)
         return interp_run_body(I, c, e, out);
     StageCache *sc = cache_of(c);
-    SigBuf sb = {0}, scratch = {0};
-    Leaves lv = {0};
+    /* Matching uses buffers kept from call to call: a call made while this
+     * one runs its graph (a host callback) starts after matching is done. */
+    static SigBuf sb, scratch;
+    sig_reset(&sb);
+    LEAVES_ON_STACK(lv, lvbuf);
     for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &sb, &lv, SIG_INPUT);
     int rc;
     Trace *hit = NULL;
     for (int i = 0; i < sc->n && !hit; i++)
         if (trace_matches(sc->traces[i], &sb, &lv, &scratch)) hit = sc->traces[i];
-    sig_free(&scratch);
     if (hit) {
         sc->hits++;
         sc->last = hit;
         rc = run_trace(I, hit, &lv, out);
-        sig_free(&sb);
     } else {
-        bool *relaxed = relax_against(sc, &sb);
-        rc = trace_new(I, c, e, &sb, relaxed, call_loc, out);
-        sig_free(&sb);
+        SigBuf own = {0}; /* the new trace keeps its signature */
+        sig_copy(&own, &sb);
+        bool *relaxed = relax_against(sc, &own);
+        rc = trace_new(I, c, e, &own, relaxed, call_loc, out);
+        sig_free(&own);
     }
     leaves_free(&lv);
     return rc;
@@ -488,7 +491,7 @@ BUILTIN(bi_mark)
     }
     Closure *m = closure_new(I, c->fn, c->env, c->prog);
     m->name = c->name;
-    if (want_staged) m->stage_forced = true;
+    if (want_staged) m->stage_forced = m->stage_by_call = true;
     else m->host_forced = true;
     *out = v_obj(V_FN, m);
     return 0;

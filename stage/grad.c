@@ -114,6 +114,9 @@ static void caps_scan(Caps *c, const Graph *G, int id, int r)
     const GRegion *reg = &G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *n = &G->nodes[reg->nodes[i]];
+        /* a variable read inside is a source too: its gradient leaves the
+         * node like a captured value's */
+        if (n->kind == G_VAR_READ) caps_add(c, G, (GRef){reg->nodes[i], 0});
         for (int k = 0; k < n->nin; k++)
             if (!node_inside(G, n->in[k].node, id)) caps_add(c, G, n->in[k]);
         if (n->kind == G_COND || n->kind == G_WHILE) {
@@ -439,6 +442,7 @@ static void clear_region_grads(BP *b, int r)
     const GRegion *reg = &b->G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *n = &b->G->nodes[reg->nodes[i]];
+        if (n->kind == G_VAR_READ) continue; /* a source: its gradient is a capture's */
         for (int k = 0; k < n->nout; k++) put(b->g, n->vbase + k, NULL);
         if (n->kind == G_COND || n->kind == G_WHILE) {
             clear_region_grads(b, n->regions[0]);
@@ -730,13 +734,28 @@ static Plan plan_of(const Graph *G)
     p.saved = malloc(sizeof *p.saved * (size_t)(G->n + 1));
     for (int i = 0; i < G->ninputs; i++) p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
     const GRegion *top = &G->regions[0];
+    for (int i = 0; i < G->n; i++) /* variable reads anywhere: sources */
+        if (G->nodes[i].kind == G_VAR_READ) p.src[p.nsrc++] = G->nodes[i].vbase;
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &G->nodes[top->nodes[i]];
-        if (n->kind == G_VAR_READ) p.src[p.nsrc++] = n->vbase;
-        else if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)))
+        if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)))
             for (int k = 0; k < n->nout; k++) p.saved[p.nsaved++] = n->vbase + k;
     }
     return p;
+}
+
+/* The value of source i of this call: a variable read that did not run (a
+ * branch not taken) stands for the variable's current value. */
+static tfe_tensor *source_value(const Graph *G, const Plan *p, GRun *x, int i)
+{
+    tfe_tensor *t = x->v[p->src[i]];
+    if (t) {
+        tensor_incref(t);
+        return t;
+    }
+    for (int k = 0; k < G->n; k++)
+        if (G->nodes[k].kind == G_VAR_READ && G->nodes[k].vbase == p->src[i]) return value_to_tensor(G->nodes[k].obj);
+    return NULL;
 }
 
 typedef struct GCallGrad {
@@ -896,8 +915,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         for (int i = 0; i < c->plan.nsaved; i++)
             if ((c->saved[i] = x.v[c->plan.saved[i]])) tensor_incref(c->saved[i]);
         tfe_tensor **src = malloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
-        for (int i = 0; i < c->plan.nsrc; i++) src[i] = x.v[c->plan.src[i]];
+        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(G, &c->plan, &x, i);
         tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);
+        for (int i = 0; i < c->plan.nsrc; i++)
+            if (src[i]) tensor_decref(src[i]);
         free(src);
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }

@@ -76,10 +76,13 @@ BUILTIN(bi_graph)
     FnInfo *info = c->fn->info;
     if (!info->is_staged && !c->stage_forced)
         return interp_raise(I, "graph(): '%s' is not staged (mark it @staged)", c->name);
-    Value r;
-    if (call_value(I, argv[0], argc - 1, argv + 1, nkw, kwnames, kwvals, &r)) return -1;
-    value_decref(r);
-    Trace *t = stage_last_trace(c);
+    Trace *t = nkw ? NULL : stage_find(c, argc - 1, argv + 1);
+    if (!t) {
+        Value r;
+        if (call_value(I, argv[0], argc - 1, argv + 1, nkw, kwnames, kwvals, &r)) return -1;
+        value_decref(r);
+        t = stage_last_trace(c);
+    }
     if (!t) return interp_raise(I, "graph(): '%s' could not be staged for these arguments", c->name);
     GraphObj *go = calloc(1, sizeof *go);
     go->o.h.refcount = 1;

@@ -85,13 +85,35 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
             put(s, &v.u.i, sizeof v.u.i);
             break;
         }
-        put_tag(s, 'n');
-        put(s, &v.dtype, 1);
-        put(s, &v.weak, 1);
+        if (mode == SIG_OUTPUT) { /* a result: a number is a 0-d tensor like any other */
+            char hdr[3] = {'t', (char)v.dtype, 0};
+            put(s, hdr, 3);
+        } else {
+            put_tag(s, 'n');
+            put(s, &v.dtype, 1);
+            put(s, &v.weak, 1);
+        }
         if (lv) leaves_push(lv, value_to_tensor(v));
         break;
     case V_TENSOR: {
         tfe_tensor *t = v.u.t;
+        if (mode == SIG_OUTPUT) { /* results: dtype and rank (weak and dims may differ) */
+            char hdr[3] = {'t', (char)t->dtype, (char)t->rank};
+            put(s, hdr, 3);
+            if (lv) {
+                tensor_incref(t);
+                leaves_push(lv, t);
+            }
+            break;
+        }
+        /* the same tensor object twice: which earlier leaf it is (a graph
+         * traced for f(x, x) reads one input for both) */
+        for (int i = 0; lv && i < lv->n; i++)
+            if (lv->t[i] == t) {
+                put_tag(s, 'd');
+                put(s, &i, sizeof i);
+                break;
+            }
         char hdr[4] = {'t', (char)t->dtype, (char)t->weak, (char)t->rank};
         put(s, hdr, 4);
         int dev = t->storage ? t->storage->device : 0;

@@ -222,7 +222,7 @@ static void label_inputs(Graph *g, const char *name, int first, int n, const cha
 static void note_site(StageCache *sc, Loc loc, const char *desc)
 {
     for (int i = 0; i < sc->nsites; i++)
-        if (sc->sites[i].src == loc.src && sc->sites[i].line == loc.line && sc->sites[i].col == loc.col) return;
+        if (sc->sites[i].src == loc.src && sc->sites[i].line == loc.line) return;
     if (sc->nsites < 8) {
         sc->sites = realloc(sc->sites, sizeof *sc->sites * (size_t)(sc->nsites + 1));
         sc->sites[sc->nsites++] = loc;
@@ -265,6 +265,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     StageCache *sc = cache_of(c);
     char desc[1000];
     describe_args(c, e, desc, sizeof desc);
+    sc->last = NULL; /* until this trace succeeds */
     Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_by_call);
     T->retrace = sc->ntraced > 0;
     e->trace_id = T->id; /* the body's own bindings are inside the trace */
@@ -322,13 +323,19 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     t->ret_tmpl = ret;
     t->nouts = T->nouts;
     t->outs = calloc((size_t)(T->nouts ? T->nouts : 1), sizeof *t->outs);
+    /* outside signatures as a call will compute them: after the arguments'
+     * leaves (so a tensor that is also an argument is seen as the same one) */
+    SigBuf argsig = {0};
+    Leaves argleaves = {0};
+    for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &argsig, &argleaves, SIG_INPUT);
+    sig_free(&argsig);
     for (int i = 0; i < T->nouts; i++) {
         Outside *o = &T->outs[i];
         OutsideSig *os = &t->outs[i];
         os->env = o->env;
         o->env->h.refcount++;
         os->slot = o->slot;
-        sig_flatten(o->orig, &os->sig, NULL, SIG_INPUT);
+        sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
         sig_hold(o->orig, &t->held, &t->nheld);
         os->ninputs = o->ninputs;
         os->written = o->written;
@@ -341,6 +348,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
             sig_free(&ws);
         }
     }
+    leaves_free(&argleaves);
     GRegion *top = &g->regions[0];
     top->nouts = rl.n;
     top->outs = calloc((size_t)(rl.n ? rl.n : 1), sizeof *top->outs);
@@ -369,6 +377,22 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     for (int i = 0; i < T->nouts; i++)
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
     trace_end(T);
+    /* assigned outside bindings hold what a graph run would write back
+     * (numbers unboxed), so the next call's signature matches */
+    for (int i = 0; i < t->nouts; i++) {
+        OutsideSig *o = &t->outs[i];
+        if (!o->written) continue;
+        SigBuf ws = {0};
+        Leaves wl = {0};
+        sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
+        int kk = 0;
+        Value v = sig_rebuild(o->env->slots[o->slot], wl.t, &kk, true, 0);
+        Value old = o->env->slots[o->slot];
+        o->env->slots[o->slot] = v;
+        value_decref(old);
+        leaves_free(&wl);
+        sig_free(&ws);
+    }
     /* this call's result: what the traced (eager) run computed */
     int k = 0;
     *out = sig_rebuild(ret, rl.t, &k, true, 0);
@@ -424,6 +448,23 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     }
     leaves_free(&lv);
     return rc;
+}
+
+Trace *stage_find(Closure *c, int argc, const Value *argv)
+{
+    FnInfo *info = c->fn->info;
+    StageCache *sc = c->stage;
+    if (!sc || argc != info->nparams) return NULL;
+    SigBuf sb = {0}, scratch = {0};
+    Leaves lv = {0};
+    for (int i = 0; i < argc; i++) sig_flatten(argv[i], &sb, &lv, SIG_INPUT);
+    Trace *hit = NULL;
+    for (int i = 0; i < sc->n && !hit; i++)
+        if (trace_matches(sc->traces[i], &sb, &lv, &scratch)) hit = sc->traces[i];
+    sig_free(&sb);
+    sig_free(&scratch);
+    leaves_free(&lv);
+    return hit;
 }
 
 Trace *stage_last_trace(Closure *c)

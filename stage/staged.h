@@ -47,6 +47,8 @@ typedef struct StageCache {
 
 extern bool tfe_run_eagerly;
 Trace *stage_last_trace(Closure *c);
+/* The trace a call with these positional arguments would run, or NULL. */
+Trace *stage_find(Closure *c, int argc, const Value *argv);
 
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */

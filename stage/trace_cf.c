@@ -305,7 +305,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         }
         tfe_tensor *t0 = as_tensor(a0), *t1 = as_tensor(a1);
         pairs[npairs++] = (Pair){s, {t0, t1}};
-        if (t0->dtype != t1->dtype && !(t0->weak || t1->weak))
+        if (t0->dtype != t1->dtype)
             FAIL(where ? where->loc : n->loc, "'%s' is %s in one branch of this if on a traced tensor and %s in "
                  "the other; a binding assigned in both branches must keep its dtype",
                  name, dtype_name(t0->dtype), dtype_name(t1->dtype));
@@ -330,18 +330,8 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         reg->outs = calloc((size_t)(nout ? nout : 1), sizeof *reg->outs);
         for (int k = 0; k < nout; k++) {
             tfe_tensor *t = k < npairs ? pairs[k].t[b] : rl[b].t[k - npairs];
-            tfe_tensor *other = k < npairs ? pairs[k].t[1 - b] : rl[1 - b].t[k - npairs];
-            tfe_tensor *cast = NULL;
-            if (t->dtype != other->dtype && t->weak) { /* a weak literal takes the other's dtype */
-                tfe_attrs at;
-                tfe_attrs_init(&at);
-                at.dtype = other->dtype;
-                if (!(cast = tfe_call1(OP_CAST, 1, &t, &at))) goto failed;
-                t = cast;
-            }
             GRef ref = trace_ref(T, t);
             g->regions[r[b]].outs[k] = ref;
-            if (cast) tensor_decref(cast);
         }
     }
     T->region = saved_region;
@@ -360,7 +350,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         for (int k = 0; k < nout; k++) {
             tfe_tensor *t0 = k < npairs ? pairs[k].t[0] : rl[0].t[k - npairs];
             tfe_tensor *t1 = k < npairs ? pairs[k].t[1] : rl[1].t[k - npairs];
-            tfe_tensor *t = t0->weak && !t1->weak ? t1 : t0;
+            tfe_tensor *t = t0;
             tfe_meta *m = &cn->meta[k];
             m->dtype = t->dtype;
             m->weak = t0->weak && t1->weak;

@@ -323,6 +323,9 @@ static void text_node(Buf *b, const Graph *g, int id, int indent, int depth)
         int len = (int)(b->len - start);
         bspaces(b, len + 2 <= LINE_COL ? LINE_COL - len : 2);
         bprintf(b, "line %d", n->loc.line);
+        /* a node of a function the trace inlined (a nested call) names it */
+        if (n->frames && n->frames->n > 0 && n->frames->f[n->frames->n - 1].fname)
+            bprintf(b, " in %s", n->frames->f[n->frames->n - 1].fname);
     }
     buf_puts(b, "\n");
     if ((n->kind == G_COND || n->kind == G_WHILE) && depth < 200) {

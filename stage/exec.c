@@ -10,6 +10,7 @@ void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
 {
     x->I = I;
     x->g = g;
+    x->draws = NULL;
     x->frame_base = I->nframes;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
@@ -43,6 +44,8 @@ void grun_release(GRun *x)
     if (x->v == x->g->scratch) x->g->busy = false;
     else free(x->v);
     x->v = NULL;
+    free(x->draws);
+    x->draws = NULL;
 }
 
 static void vset(GRun *x, int slot, tfe_tensor *t)
@@ -77,19 +80,26 @@ static int node_error(GRun *x, const GNode *n, const char *msg)
 
 static int run_op(GRun *x, GNode *n)
 {
-    tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
     for (int i = 0; i < n->nin; i++) in[i] = grun_value(x, n->in[i]);
     const tfe_attrs *at = n->at;
     tfe_attrs rat;
     int rc = 0;
-    if (tfe_ops[n->op].flags & F_RANDOM) {
-        /* a fresh draw at every run: the counter block of this call */
+    if ((tfe_ops[n->op].flags & F_RANDOM) && n->at->from_stream) {
         rat = *n->at;
-        tfe_meta m;
-        tfe_tensor *dummy[32];
-        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = &rat, .out = dummy};
-        if (tfe_ops[n->op].infer(&c, &m)) rc = -1;
-        else tfe_random_next(&rat, (uint64_t)shape_numel(m.rank, m.shape));
+        int id = (int)(n - x->g->nodes);
+        if (n->at_from >= 0 && x->draws && x->draws[n->at_from].from_stream) {
+            rat.seed = x->draws[n->at_from].seed; /* the replay of an earlier draw */
+            rat.counter = x->draws[n->at_from].counter;
+        } else { /* a fresh draw at every run: the counter block of this call */
+            tfe_meta m;
+            tfe_tensor *dummy[32];
+            const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = &rat, .out = dummy};
+            if (tfe_ops[n->op].infer(&c, &m)) rc = -1;
+            else tfe_random_next(&rat, (uint64_t)shape_numel(m.rank, m.shape));
+        }
+        if (!x->draws) x->draws = calloc((size_t)x->g->n + 1, sizeof *x->draws);
+        x->draws[id] = rat;
         at = &rat;
     }
     tfe_tensor *out[32];

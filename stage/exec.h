@@ -10,6 +10,8 @@ typedef struct GRun {
     Graph *g;
     tfe_tensor **v;      /* every value of the graph (owned refs; NULL: not computed) */
     int frame_base;      /* run-time errors push the node's frames above this */
+    tfe_attrs *draws;    /* by node: the seed and counter each random op drew in this run
+                            (NULL until the first draw; owned) */
 } GRun;
 
 /* A run with inputs and constants in place (inputs: borrowed, g->ninputs). */

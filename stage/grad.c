@@ -30,6 +30,7 @@ typedef struct BP {
     tfe_tensor **m;      /* forward value by G slot (owned refs) */
     tfe_tensor **g;      /* gradient by G slot (owned refs) */
     tfe_tensor **count;  /* by G node: a replayed while's number of iterations (owned) */
+    const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
 } BP;
 
 static inline int slot_of(const Graph *G, GRef r) { return G->nodes[r.node].vbase + r.out; }
@@ -406,7 +407,10 @@ static int sweep_op(BP *b, const GNode *n)
         in[i] = b->m[slot_of(G, n->in[i])];
         dx[i] = differentiable(&G->nodes[n->in[i].node].meta[n->in[i].out]) ? NULL : TFE_GRAD_SKIP;
     }
-    const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = n->at, .out = y};
+    /* a random op's rule replays the forward run's draw (dropout's mask) */
+    int id = (int)(n - G->nodes);
+    const tfe_attrs *at = (tfe_ops[n->op].flags & F_RANDOM) && b->draws && b->draws[id].from_stream ? &b->draws[id] : n->at;
+    const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = at, .out = y};
     Loc saved = b->I->cur_loc;
     b->I->cur_loc = n->loc;
     int rc = rule(&c, y, dy, dx);
@@ -764,6 +768,7 @@ typedef struct GCallGrad {
     Graph *G;            /* ref */
     Plan plan;
     tfe_tensor **saved;  /* plan.nsaved values of this call (owned) */
+    tfe_attrs *draws;    /* by node: the random draws of this call (owned), or NULL */
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -772,6 +777,7 @@ static void gcall_release(tfe_custom_grad *self)
     for (int i = 0; i < c->plan.nsaved; i++)
         if (c->saved[i]) tensor_decref(c->saved[i]);
     free(c->saved);
+    free(c->draws);
     free(c->plan.src);
     free(c->plan.saved);
     graph_decref(c->G);
@@ -819,7 +825,7 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         T->g->name = strdup(name);
     }
     BP b = {I, T, G, calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            calloc((size_t)G->n + 1, sizeof(tfe_tensor *))};
+            calloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws};
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);
@@ -851,7 +857,9 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         res[i] = gv;
     }
     if (!rc && own && !T->failed) {
-        bool reusable = true;
+        /* a graph that draws random numbers: this backward replays this
+         * call's draws, so it cannot serve another call */
+        bool reusable = c->draws == NULL;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
             set_outs(T->g, 0, nin, res, T);
@@ -914,6 +922,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->saved = calloc((size_t)c->plan.nsaved + 1, sizeof *c->saved);
         for (int i = 0; i < c->plan.nsaved; i++)
             if ((c->saved[i] = x.v[c->plan.saved[i]])) tensor_incref(c->saved[i]);
+        if (x.draws) {
+            c->draws = malloc(sizeof *c->draws * (size_t)(G->n + 1));
+            mem_copy(c->draws, x.draws, sizeof *c->draws * (size_t)(G->n + 1));
+        }
         tfe_tensor **src = malloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
         for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(G, &c->plan, &x, i);
         tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);

@@ -46,6 +46,7 @@ int graph_add(Graph *g, int r, GKind k, int nin, int nout)
     n->meta = nout ? calloc((size_t)nout, sizeof *n->meta) : NULL;
     n->region = r;
     n->effect_dep = -1;
+    n->at_from = -1;
     n->regions[0] = n->regions[1] = -1;
     n->obj = v_nil();
     n->vbase = g->nvals;
@@ -146,6 +147,7 @@ static void copy_node(Extract *x, int old, int region)
     free(in);
     mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
     n->op = o->op;
+    n->at_from = o->at_from >= 0 && x->map[o->at_from] >= 0 ? x->map[o->at_from] : -1;
     if (o->at) {
         n->at = malloc(sizeof *n->at);
         *n->at = *o->at;

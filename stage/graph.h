@@ -72,6 +72,9 @@ typedef struct GNode {
     Str **hkwnames;      /* owned refs */
     bool host_nil;       /* G_HOST: the call returned nil (no output) */
     int input_index;     /* G_INPUT: position in Graph.inputs */
+    int at_from;         /* G_OP random: a replay of node at_from's draw (a gradient
+                            rule's, e.g. dropout's mask): its seed and counter are
+                            those node's at this run; -1 otherwise */
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */

@@ -266,7 +266,19 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
         for (int i = 0; i < nin; i++) is_input |= out[k] == in[i];
         if (!is_input) trace_note(T, out[k], (GRef){id, k});
     }
-    if (info->flags & F_RANDOM) effect_chain(T, id);
+    if (info->flags & F_RANDOM) {
+        effect_chain(T, id);
+        /* the same draw again (a gradient rule replaying dropout's mask):
+         * at run time it takes the first node's seed and counter */
+        for (int k = 0; k < id && at->from_stream; k++) {
+            GNode *o = gnode(T->g, k);
+            if (o->kind == G_OP && (tfe_ops[o->op].flags & F_RANDOM) && o->at->from_stream &&
+                o->at_from < 0 && o->at->seed == at->seed && o->at->counter == at->counter) {
+                gnode(T->g, id)->at_from = k;
+                break;
+            }
+        }
+    }
     return 0;
 }
 

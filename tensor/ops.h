@@ -40,6 +40,8 @@ typedef struct tfe_attrs {
                                    conv stride/padding/dilation: documented per op in ops.def */
     double f[4];                /* fill value, dropout rate, ... */
     uint64_t seed, counter;     /* random ops: Philox key and starting counter */
+    bool from_stream;           /* seed/counter came from the random stream (tfe_random_next),
+                                   not an explicit seed: a graph draws afresh at every run */
 } tfe_attrs;
 
 /* One call of an op: what the infer rule and kernel see. */

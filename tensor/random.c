@@ -26,6 +26,7 @@ void tfe_random_seed(uint64_t seed) {
 void tfe_random_next(tfe_attrs *at, uint64_t nvalues) {
     at->seed = stream_key;
     at->counter = stream_counter;
+    at->from_stream = true;
     stream_counter += nvalues ? nvalues : 1;
 }
 

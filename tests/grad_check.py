@@ -39,7 +39,9 @@ $TFE_TEST_WRAPPER (optional prefix, e.g. valgrind).
 Options: -k SUBSTR (only ops whose name contains SUBSTR), --keep (keep the
 work folder), --list, -j N, -v (print every failing program), --first-order
 (skip the second-order pass), --tfe-flag F (pass F to tfe, e.g. --stage-all;
-also $TFE_GRAD_FLAGS), --fd-only
+also $TFE_GRAD_FLAGS), --warm (call each function once before taping it: with
+--stage-all the taped call is a cached graph call, one tape entry whose
+backward is the graph's backward graph), --fd-only
 (check the test itself before tape() exists: runs only the finite
 differences, at two step sizes, and fails where they disagree — an input too
 close to a kink or a wrong case).
@@ -541,7 +543,7 @@ def load_lines(p, ins, work, save):
     return lines
 
 
-def case_program(c, work, fd_only=False, save=True, order=1):
+def case_program(c, work, fd_only=False, save=True, order=1, warm=False):
     """The tfe lines of case c (its inputs written to work/ when save). With
     order 2 the function checked is h = sum(V * gradient of f) (a tape inside
     h), whose gradient needs the gradient of every rule f's ops used."""
@@ -566,6 +568,8 @@ def case_program(c, work, fd_only=False, save=True, order=1):
                   f"    let {p}__gg = {p}__tt.gradient({p}__yy, {srcs})",
                   "    return " + " + ".join(f"__obj({p}__gg[{k}])" for k in range(len(c.wrt))), "}"]
     out = lambda tag, k: q(os.path.join(work, f"{p}_{tag}{k}.npy"))  # noqa: E731
+    if warm:  # a first call outside the tape: under staging the taped call runs the cached graph
+        lines.append(f"{f}({params})")
     if not fd_only:
         lines.append(f"with tape() as {p}__t {{")
         lines += [f"    {p}__t.watch({p}_{n})" for n in c.wrt]
@@ -679,6 +683,9 @@ def main():
     ap.add_argument("--first-order", action="store_true",
                     help="skip the second-order pass over the cases (h = sum(V * gradient of f))")
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--warm", action="store_true",
+                    help="call each function once before taping it (with --tfe-flag=--stage-all the "
+                         "taped call then runs the cached graph, and its gradient is the graph's backward)")
     args = ap.parse_args()
 
     srcdir = os.environ.get("TFE_SRCDIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -732,7 +739,7 @@ def main():
 
         def unit_lines(u, save=True):
             if u[0] in ("case", "case2"):
-                return case_program(u[1], work, args.fd_only, save, 2 if u[0] == "case2" else 1)
+                return case_program(u[1], work, args.fd_only, save, 2 if u[0] == "case2" else 1, args.warm)
             if u[0] == "second":
                 return second_program(u[1], u[2], work, save)
             return grad_grad_program(u[1], u[2], work, save)

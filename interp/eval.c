@@ -1087,10 +1087,42 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
 static int exec_block(Interp *I, Node *b, Env *env) { return exec_stmts(I, &b->list, env, cur_prog); }
 
 /* Iterate v: tensors over axis 0, tuples, lists, ranges, records (keys), strings. */
+/* for over range(...) while tracing: with a traced bound the loop becomes a
+ * graph loop (stage/trace_cf.c); otherwise *it is the range. Returns XS_OK
+ * with *it set, XS_DONE when the loop is done, or XS_ERR. */
+static __attribute__((noinline)) int for_range_traced(Interp *I, Node *n, Env *env, Value *it, int *xs)
+{
+    Node *call = n->b;
+    int argc = call->list.n;
+    Value args[3] = {v_nil(), v_nil(), v_nil()};
+    for (int i = 0; i < argc; i++)
+        if (eval(I, call->list.items[i], env, &args[i])) {
+            for (int k = 0; k < i; k++) value_decref(args[k]);
+            return XS_ERR;
+        }
+    int rc = 2;
+    for (int i = 0; i < argc && rc == 2; i++)
+        if (args[i].kind == V_TENSOR && args[i].u.t->node && trace_recording())
+            rc = trace_for_range(I, n, env, argc, args, xs);
+    if (rc == 2) { /* an ordinary range (reading a traced bound specialises the trace) */
+        I->cur_loc = call->a->loc;
+        rc = call_value(I, I->builtin_vals[call->a->slot], argc, args, 0, NULL, NULL, it) ? -1 : 1;
+    }
+    for (int i = 0; i < argc; i++) value_decref(args[i]);
+    return rc == -1 ? XS_ERR : rc == 0 ? XS_DONE : XS_OK;
+}
+
 static int exec_for(Interp *I, Node *n, Env *env)
 {
     Value it;
-    if (eval(I, n->b, env, &it)) return -1;
+    Node *rng = n->b;
+    if (__builtin_expect(tfe_tracer != NULL, 0) && rng->kind == N_CALL && rng->a->kind == N_NAME && rng->a->op == 2 &&
+        !strcmp(rng->a->str, "range") && rng->list2.n == 0 && rng->list.n >= 1 && rng->list.n <= 3) {
+        int xs = XS_OK;
+        int r = for_range_traced(I, n, env, &it, &xs);
+        if (r == XS_ERR) return XS_ERR;
+        if (r == XS_DONE) return xs;
+    } else if (eval(I, n->b, env, &it)) return -1;
     int rc = XS_OK;
     int64_t count;
     switch ((ValueKind)it.kind) {

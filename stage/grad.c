@@ -880,6 +880,7 @@ done:
     if (own) {
         Graph *bg = T->g;
         trace_end(T);
+        if (G->bwd == bg) graph_compact(bg);
         graph_decref(bg);
     }
     free(bin);

@@ -216,3 +216,85 @@ Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps)
     *ncaps = x.ncaps;
     return x.m;
 }
+
+/* --- dropping what no region uses ------------------------------------------------------ */
+
+static void mark_region(const Graph *g, int r, bool *live_node, bool *live_region)
+{
+    live_region[r] = true;
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *n = &g->nodes[reg->nodes[i]];
+        live_node[reg->nodes[i]] = true;
+        if (n->kind == G_COND || n->kind == G_WHILE) {
+            mark_region(g, n->regions[0], live_node, live_region);
+            mark_region(g, n->regions[1], live_node, live_region);
+        }
+    }
+}
+
+void graph_compact(Graph *g)
+{
+    bool *live = calloc((size_t)g->n + 1, 1), *live_r = calloc((size_t)g->nregions + 1, 1);
+    mark_region(g, 0, live, live_r);
+    for (int i = 0; i < g->ninputs; i++) live[g->inputs[i]] = true;
+    int *nmap = malloc(sizeof *nmap * (size_t)(g->n + 1)), *rmap = malloc(sizeof *rmap * (size_t)(g->nregions + 1));
+    int nn = 0, nr = 0, nv = 0;
+    for (int i = 0; i < g->n; i++) nmap[i] = live[i] ? nn++ : -1;
+    for (int r = 0; r < g->nregions; r++) rmap[r] = live_r[r] ? nr++ : -1;
+    /* free the dead, then move the live down */
+    for (int i = 0; i < g->n; i++) {
+        if (live[i]) continue;
+        GNode *n = &g->nodes[i];
+        free(n->in);
+        free(n->meta);
+        free(n->at);
+        free(n->label);
+        if (n->value) tensor_decref(n->value);
+        value_decref(n->obj);
+        for (int a = 0; a < n->nhargs; a++) value_decref(n->hargs[a].v);
+        free(n->hargs);
+        for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
+        free(n->hkwnames);
+    }
+    for (int i = 0; i < g->n; i++) {
+        if (!live[i]) continue;
+        GNode n = g->nodes[i];
+        for (int k = 0; k < n.nin; k++) n.in[k].node = nmap[n.in[k].node];
+        n.effect_dep = n.effect_dep >= 0 ? nmap[n.effect_dep] : -1;
+        n.at_from = n.at_from >= 0 ? nmap[n.at_from] : -1;
+        if (n.kind == G_COND || n.kind == G_WHILE) {
+            n.regions[0] = rmap[n.regions[0]];
+            n.regions[1] = rmap[n.regions[1]];
+        }
+        n.region = rmap[n.region];
+        n.vbase = nv;
+        nv += n.nout;
+        g->nodes[nmap[i]] = n;
+    }
+    for (int r = 0; r < g->nregions; r++) {
+        GRegion reg = g->regions[r];
+        if (!live_r[r]) {
+            free(reg.nodes);
+            free(reg.outs);
+            free(reg.params);
+            continue;
+        }
+        for (int i = 0; i < reg.n; i++) reg.nodes[i] = nmap[reg.nodes[i]];
+        for (int k = 0; k < reg.nouts; k++) reg.outs[k].node = nmap[reg.outs[k].node];
+        for (int k = 0; k < reg.nparams; k++) reg.params[k] = nmap[reg.params[k]];
+        reg.parent = reg.parent >= 0 ? rmap[reg.parent] : -1;
+        g->regions[rmap[r]] = reg;
+    }
+    for (int i = 0; i < g->ninputs; i++) g->inputs[i] = nmap[g->inputs[i]];
+    g->n = nn;
+    g->nregions = nr;
+    g->nvals = nv;
+    free(g->scratch);
+    g->scratch = NULL;
+    g->scratch_cap = 0;
+    free(live);
+    free(live_r);
+    free(nmap);
+    free(rmap);
+}

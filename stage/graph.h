@@ -118,6 +118,11 @@ static inline GNode *gnode(Graph *g, int i) { return &g->nodes[i]; }
  * order). Used to make such a node one tape entry while tracing. */
 Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps);
 
+/* Drop the nodes and regions no live region reaches (what failed attempts at
+ * conds and loops left) and number the rest densely, in order. Only on a
+ * finished graph: node ids change. */
+void graph_compact(Graph *g);
+
 /* Text IR (stage/graph_print.c): one line per node, regions indented.
  * Returns a malloc'd string. dot: Graphviz. */
 char *graph_to_text(const Graph *g);

@@ -377,6 +377,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     for (int i = 0; i < T->nouts; i++)
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
     trace_end(T);
+    graph_compact(g); /* what failed attempts at conds and loops left behind */
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
     for (int i = 0; i < t->nouts; i++) {

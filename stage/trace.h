@@ -90,6 +90,9 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
  * branch that does not return), else NULL. */
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int k, int *xs);
 int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
+/* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
+ * caller runs the loop eagerly: the trace then depends on the bounds). */
+int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs);
 tfe_tensor *trace_var_read(Value var, tfe_tensor *value);      /* takes value; new ref */
 /* A call of an effect builtin or a @host function: records a G_HOST node
  * and (outside branches) runs it. Returns 0/-1 like call_value. */

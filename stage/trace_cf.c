@@ -206,6 +206,28 @@ static int give_up(Interp *I, Tracer *T, Loc loc, const char *what)
     return 1;
 }
 
+/* Where a trace stood before an attempt at a cond or while node, so that a
+ * failed attempt leaves nothing behind: constants it added to the top region
+ * are taken out again, and tensors noted for its nodes forget them (its
+ * regions are simply never used). */
+typedef struct Mark { int nodes, top, notes; } Mark;
+
+static Mark mark_of(Tracer *T) { return (Mark){T->g->n, T->g->regions[0].n, T->nnotes}; }
+
+static void roll_back(Tracer *T, Mark m)
+{
+    GRegion *top = &T->g->regions[0];
+    int keep = m.top;
+    for (int i = m.top; i < top->n; i++) /* inputs made meanwhile stay: they are outside reads */
+        if (gnode(T->g, top->nodes[i])->kind == G_INPUT) top->nodes[keep++] = top->nodes[i];
+    top->n = keep;
+    for (int i = m.notes; i < T->nnotes; i++) {
+        TNote *nt = T->notes[i];
+        GNode *gn = gnode(T->g, nt->ref.node);
+        if (nt->ref.node >= m.nodes && gn->kind != G_INPUT && nt->t->node == nt) nt->t->node = NULL;
+    }
+}
+
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
@@ -234,6 +256,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     SigBuf rs[2] = {{0}, {0}};
     bool *local = calloc((size_t)ns + 1, 1), *assigned = calloc((size_t)ns + 1, 1);
     int rc = 0;
+    Mark mark = mark_of(T);
 
     T->symbolic = true;
     for (int b = 0; b < 2; b++) {
@@ -390,6 +413,7 @@ failed:
     restore(env, before);
     rc = give_up(I, T, n->a->loc, "this if on a traced tensor");
     if (rc == 1) {
+        roll_back(T, mark);
         bool t = false;
         rc = value_truth(I, cond, n->a->loc, &t);
         if (!rc) {
@@ -418,7 +442,26 @@ done:
 
 /* --- while -------------------------------------------------------------------------------- */
 
+/* What differs between a while loop and a for over a traced range. */
+typedef struct LoopHooks {
+    Node *body;          /* the loop's block */
+    Node *cond;          /* while: the condition */
+    int counter;         /* for: the loop variable's slot (carried first), else -1 */
+    tfe_tensor *stop;    /* for: the bound (a traced tensor or a constant) */
+    tfe_tensor *step;    /* for: the step (a constant) */
+    bool down;           /* for: a negative step (i > stop) */
+} LoopHooks;
+
+static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs);
+
 int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
+{
+    (void)cond;
+    LoopHooks h = {.body = n->b, .cond = n->a, .counter = -1};
+    return loop_core(I, n, env, &h, xs);
+}
+
+static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
 {
     Tracer *T = tfe_tracer;
     Graph *g = T->g;
@@ -429,18 +472,25 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     bool *local = calloc((size_t)ns + 1, 1), *assigned = calloc((size_t)ns + 1, 1);
     int *carried = calloc((size_t)ns + 1, sizeof *carried), nc = 0;
     tfe_tensor **init = calloc((size_t)ns + 1, sizeof *init);
+    tfe_tensor *counter_param = NULL;
+    Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
+    Mark mark = mark_of(T);
+    const char *what = h->cond ? "while loop" : "for loop";
     int rc = 0;
-    (void)cond;
 
-    scan_block(n->b, local, assigned, ns);
+    scan_block(h->body, local, assigned, ns);
+    if (h->counter >= 0) { /* the loop variable counts: carried first */
+        init[nc] = as_tensor(before[h->counter]);
+        carried[nc++] = h->counter;
+    }
     for (int s = 0; s < ns; s++) {
-        if (!assigned[s] || local[s]) continue;
+        if (!assigned[s] || local[s] || s == h->counter) continue;
         Value v = before[s];
-        Node *where = find_assign(n->b, s);
+        Node *where = find_assign(h->body, s);
         if (!is_leafy(v))
-            FAIL(where ? where->loc : n->loc, "'%s' is %s changed by a while loop on a traced tensor; "
+            FAIL(where ? where->loc : n->loc, "'%s' is %s changed by a %s on a traced tensor; "
                  "staged loops can only change tensors and numbers", where ? where->str : "a binding",
-                 kind_with_article(v));
+                 kind_with_article(v), what);
         init[nc] = as_tensor(v);
         carried[nc++] = s;
     }
@@ -459,6 +509,7 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
         g->regions[rcond].params[k] = p;
         tfe_tensor *sp = tensor_symbolic(init[k]->dtype, init[k]->weak, init[k]->rank, init[k]->shape);
         trace_note(T, sp, (GRef){p, 0});
+        if (k == 0 && h->counter >= 0) counter_param = sp;
         Value old = env->slots[carried[k]];
         env->slots[carried[k]] = v_tensor_take(sp);
         value_decref(old);
@@ -467,10 +518,17 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     T->region = rcond;
     T->last_effect = -1;
     Value cv;
-    if (interp_eval_expr(I, n->a, env, &cv) || T->failed) goto failed;
+    if (h->cond) {
+        if (interp_eval_expr(I, h->cond, env, &cv) || T->failed) goto failed;
+    } else {
+        I->cur_loc = loop_loc;
+        tfe_tensor *c = tfe_binary(h->down ? OP_GT : OP_LT, counter_param, h->stop);
+        if (!c || T->failed) goto failed;
+        cv = v_tensor_take(c);
+    }
     if (!is_leafy(cv)) {
         value_decref(cv);
-        FAIL(n->a->loc, "the condition of this while loop is not a tensor or a bool");
+        FAIL(loop_loc, "the condition of this while loop is not a tensor or a bool");
     }
     {
         tfe_tensor *ct = as_tensor(cv);
@@ -485,19 +543,27 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     /* the body */
     T->region = rbody;
     T->last_effect = -1;
-    int xb = interp_exec_branch(I, n->b, env);
+    int xb = interp_exec_branch(I, h->body, env);
     if (xb == XS_ERR || T->failed) goto failed;
     if (xb != XS_OK)
-        FAIL(n->loc, "'%s' inside a while loop on a traced tensor is not supported",
-             xb == XS_BREAK ? "break" : xb == XS_CONTINUE ? "continue" : "return");
+        FAIL(n->loc, "'%s' inside a %s on a traced tensor is not supported",
+             xb == XS_BREAK ? "break" : xb == XS_CONTINUE ? "continue" : "return", what);
+    if (h->counter >= 0) { /* the next value of the loop variable, whatever the body did with it */
+        I->cur_loc = loop_loc;
+        tfe_tensor *next = tfe_binary(OP_ADD, counter_param, h->step);
+        if (!next || T->failed) goto failed;
+        Value old = env->slots[h->counter];
+        env->slots[h->counter] = v_tensor_take(next);
+        value_decref(old);
+    }
     g->regions[rbody].outs = calloc((size_t)(nc ? nc : 1), sizeof(GRef));
     g->regions[rbody].nouts = nc;
     for (int k = 0; k < nc; k++) {
         Value v = env->slots[carried[k]];
-        Node *where = find_assign(n->b, carried[k]);
+        Node *where = find_assign(h->body, carried[k]);
         const char *name = where ? where->str : "a binding";
         if (!is_leafy(v))
-            FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a while loop on a traced tensor", name, kind_with_article(v));
+            FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a %s on a traced tensor", name, kind_with_article(v), what);
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
@@ -509,8 +575,8 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
             char s1[200], s2[200];
             tfe_tensor tmp = *t;
             tensor_decref(t);
-            FAIL(where ? where->loc : n->loc, "'%s' changes from %s %s to %s %s in one iteration of this while loop on a "
-                 "traced tensor; staged loops must keep the dtype and shape of what they change", name,
+            FAIL(where ? where->loc : n->loc, "'%s' changes from %s %s to %s %s in one iteration of this %s on a "
+                 "traced tensor; staged loops must keep the dtype and shape of what they change", name, what,
                  dtype_name(init[k]->dtype), shape_str(init[k]->rank, init[k]->shape, s1),
                  dtype_name(tmp.dtype), shape_str(tmp.rank, tmp.shape, s2));
         }
@@ -539,12 +605,12 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     T->last_effect = saved_effect;
     restore(env, before);
     {
-        I->cur_loc = n->a->loc;
+        I->cur_loc = loop_loc;
         GRef *refs = calloc((size_t)nc + 1, sizeof *refs);
         for (int k = 0; k < nc; k++) refs[k] = trace_ref(T, init[k]); /* constants first */
         int id = graph_add(g, T->region, G_WHILE, nc, nc);
         GNode *wn = gnode(g, id);
-        wn->loc = n->a->loc;
+        wn->loc = loop_loc;
         wn->frames = T->last_frames;
         wn->regions[0] = rcond;
         wn->regions[1] = rbody;
@@ -574,8 +640,11 @@ failed:
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
     restore(env, before);
-    rc = give_up(I, T, n->a->loc, "this while loop on a traced tensor");
-    if (rc == 1) rc = 2; /* the caller runs the loop eagerly */
+    rc = give_up(I, T, loop_loc, h->cond ? "this while loop on a traced tensor" : "this for loop over a traced range");
+    if (rc == 1) {
+        roll_back(T, mark);
+        rc = 2; /* the caller runs the loop eagerly */
+    }
 done:
     for (int k = 0; k < nc; k++) tensor_decref(init[k]);
     free(init);
@@ -583,5 +652,34 @@ done:
     drop(before, ns);
     free(local);
     free(assigned);
+    return rc;
+}
+
+/* for i in range(start, stop, step) with a traced bound: a while loop whose
+ * first carried value is i. args: the range's 1 to 3 arguments. */
+int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs)
+{
+    Tracer *T = tfe_tracer;
+    Value start = nargs >= 2 ? args[0] : v_int(0), stop = nargs >= 2 ? args[1] : args[0];
+    Value step = nargs == 3 ? args[2] : v_int(1);
+    /* the step's sign decides the condition: it must be known now */
+    if (n->a->kind != N_PNAME || n->a->depth != 0 || step.kind != V_SCALAR || !dtype_is_int((tfe_dtype)step.dtype) ||
+        step.u.i == 0)
+        return 2;
+    for (int i = 0; i < nargs; i++) {
+        tfe_dtype dt = args[i].kind == V_SCALAR ? (tfe_dtype)args[i].dtype : args[i].kind == V_TENSOR ? args[i].u.t->dtype : TFE_BOOL;
+        if (!dtype_is_int(dt) || (args[i].kind == V_TENSOR && args[i].u.t->rank != 0)) return 2;
+    }
+    (void)T;
+    LoopHooks h = {.body = n->c, .counter = n->a->slot, .down = step.u.i < 0};
+    Value old = env->slots[h.counter];
+    value_incref(start);
+    env->slots[h.counter] = start;
+    value_decref(old);
+    h.stop = as_tensor(stop);
+    h.step = as_tensor(step);
+    int rc = loop_core(I, n, env, &h, xs);
+    tensor_decref(h.stop);
+    tensor_decref(h.step);
     return rc;
 }

@@ -60,21 +60,26 @@ int graph_add(Graph *g, int r, GKind k, int nin, int nout)
     return id;
 }
 
+/* What a node owns. */
+static void node_free(GNode *n)
+{
+    free(n->in);
+    free(n->meta);
+    free(n->at);
+    free(n->label);
+    if (n->value) tensor_decref(n->value);
+    value_decref(n->obj);
+    for (int a = 0; a < n->nhargs; a++) value_decref(n->hargs[a].v);
+    free(n->hargs);
+    for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
+    free(n->hkwnames);
+}
+
 void graph_decref(Graph *g)
 {
     if (!g || --g->refcount > 0) return;
     for (int i = 0; i < g->n; i++) {
-        GNode *n = &g->nodes[i];
-        free(n->in);
-        free(n->meta);
-        free(n->at);
-        free(n->label);
-        if (n->value) tensor_decref(n->value);
-        value_decref(n->obj);
-        for (int a = 0; a < n->nhargs; a++) value_decref(n->hargs[a].v);
-        free(n->hargs);
-        for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
-        free(n->hkwnames);
+        node_free(&g->nodes[i]);
     }
     for (int r = 0; r < g->nregions; r++) {
         free(g->regions[r].nodes);
@@ -245,17 +250,7 @@ void graph_compact(Graph *g)
     /* free the dead, then move the live down */
     for (int i = 0; i < g->n; i++) {
         if (live[i]) continue;
-        GNode *n = &g->nodes[i];
-        free(n->in);
-        free(n->meta);
-        free(n->at);
-        free(n->label);
-        if (n->value) tensor_decref(n->value);
-        value_decref(n->obj);
-        for (int a = 0; a < n->nhargs; a++) value_decref(n->hargs[a].v);
-        free(n->hargs);
-        for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
-        free(n->hkwnames);
+        node_free(&g->nodes[i]);
     }
     for (int i = 0; i < g->n; i++) {
         if (!live[i]) continue;

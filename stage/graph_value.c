@@ -21,25 +21,15 @@ static char *graphobj_repr(Obj *o)
     return s;
 }
 
-BUILTIN(bi_graph_dot)
+/* g.dot() and g.text(): data is "dot" or "text". */
+BUILTIN(bi_graph_render)
 {
-    (void)data;
+    const char *what = data;
     (void)kwnames;
     (void)kwvals;
-    if (argc != 1 || nkw) return interp_raise(I, "dot() takes no arguments");
-    char *s = graph_to_dot(((GraphObj *)argv[0].u.o)->g);
-    *out = v_cstr(s);
-    free(s);
-    return 0;
-}
-
-BUILTIN(bi_graph_text)
-{
-    (void)data;
-    (void)kwnames;
-    (void)kwvals;
-    if (argc != 1 || nkw) return interp_raise(I, "text() takes no arguments");
-    char *s = graph_to_text(((GraphObj *)argv[0].u.o)->g);
+    if (argc != 1 || nkw) return interp_raise(I, "%s() takes no arguments", what);
+    const Graph *g = ((GraphObj *)argv[0].u.o)->g;
+    char *s = !strcmp(what, "dot") ? graph_to_dot(g) : graph_to_text(g);
     *out = v_cstr(s);
     free(s);
     return 0;
@@ -48,9 +38,9 @@ BUILTIN(bi_graph_text)
 static int graphobj_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     (void)I;
-    BuiltinFn fn = !strcmp(name, "dot") ? bi_graph_dot : !strcmp(name, "text") ? bi_graph_text : NULL;
-    if (!fn) return 1;
-    Value b = builtin_new(!strcmp(name, "dot") ? "dot" : "text", fn, NULL);
+    const char *what = !strcmp(name, "dot") ? "dot" : !strcmp(name, "text") ? "text" : NULL;
+    if (!what) return 1;
+    Value b = builtin_new(what, bi_graph_render, (void *)what);
     o->refcount++;
     ((Builtin *)b.u.o)->self = v_obj(V_OBJECT, o);
     *out = b;

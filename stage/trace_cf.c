@@ -190,6 +190,22 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     return 0;
 }
 
+/* The last steps for a new cond or while node: it joins the effect chain,
+ * its outputs are computed (or made symbolic) into outs, and the first
+ * nbind of them become the bindings at slots (the references move there). */
+static int bind_outputs(Tracer *T, int id, Env *env, const int *slots, int nbind, tfe_tensor **outs)
+{
+    gnode(T->g, id)->effect_dep = T->last_effect;
+    T->last_effect = id;
+    if (trace_node_outputs(T, id, outs)) return -1;
+    for (int k = 0; k < nbind; k++) {
+        Value old = env->slots[slots[k]];
+        env->slots[slots[k]] = v_tensor_take(outs[k]);
+        value_decref(old);
+    }
+    return 0;
+}
+
 /* A conditional or loop that could not become a graph node. Nested in
  * another one, the failure goes up to it. At the top it runs on the value
  * its condition has in this call, and the trace then depends on that value
@@ -226,6 +242,21 @@ static void roll_back(Tracer *T, Mark m)
         GNode *gn = gnode(T->g, nt->ref.node);
         if (nt->ref.node >= m.nodes && gn->kind != G_INPUT && nt->t->node == nt) nt->t->node = NULL;
     }
+}
+
+/* After a failed attempt: the tracer's place and the bindings as they were
+ * before it; then give_up, and when the statement is to run eagerly the
+ * attempt's leftovers go (roll_back). Returns -1 or 1. */
+static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, int region, bool sym, int effect,
+                          Mark mark, Loc loc, const char *what)
+{
+    T->region = region;
+    T->symbolic = sym;
+    T->last_effect = effect;
+    restore(env, before);
+    int rc = give_up(I, T, loc, what);
+    if (rc == 1) roll_back(T, mark);
+    return rc;
 }
 
 /* A symbolic-context check that fails the whole attempt. */
@@ -380,18 +411,14 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             m->rank = t->rank;
             for (int d = 0; d < t->rank; d++) m->shape[d] = t0->shape[d] == t1->shape[d] ? t0->shape[d] : -1;
         }
-        cn->effect_dep = T->last_effect;
-        T->last_effect = id;
         tfe_tensor **outs = calloc((size_t)(nout ? nout : 1), sizeof *outs);
-        if (trace_node_outputs(T, id, outs)) {
+        int *pslots = calloc((size_t)npairs + 1, sizeof *pslots);
+        for (int k = 0; k < npairs; k++) pslots[k] = pairs[k].slot;
+        rc = bind_outputs(T, id, env, pslots, npairs, outs);
+        free(pslots);
+        if (rc) {
             free(outs);
-            rc = -1;
             goto done;
-        }
-        for (int k = 0; k < npairs; k++) {
-            Value old = env->slots[pairs[k].slot];
-            env->slots[pairs[k].slot] = v_tensor_take(outs[k]);
-            value_decref(old);
         }
         if (x[0] == XS_RETURN) {
             int kk = 0;
@@ -407,13 +434,9 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     goto done;
 
 failed:
-    T->region = saved_region;
-    T->symbolic = saved_sym;
-    T->last_effect = saved_effect;
-    restore(env, before);
-    rc = give_up(I, T, n->a->loc, "this if on a traced tensor");
+    rc = attempt_failed(I, T, env, before, saved_region, saved_sym, saved_effect, mark, n->a->loc,
+                        "this if on a traced tensor");
     if (rc == 1) {
-        roll_back(T, mark);
         bool t = false;
         rc = value_truth(I, cond, n->a->loc, &t);
         if (!rc) {
@@ -617,18 +640,11 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         mem_copy(wn->in, refs, sizeof *refs * (size_t)nc);
         free(refs);
         for (int k = 0; k < nc; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
-        wn->effect_dep = T->last_effect;
-        T->last_effect = id;
         tfe_tensor **outs = calloc((size_t)(nc ? nc : 1), sizeof *outs);
-        if (trace_node_outputs(T, id, outs)) {
+        rc = bind_outputs(T, id, env, carried, nc, outs);
+        if (rc) {
             free(outs);
-            rc = -1;
             goto done;
-        }
-        for (int k = 0; k < nc; k++) {
-            Value old = env->slots[carried[k]];
-            env->slots[carried[k]] = v_tensor_take(outs[k]);
-            value_decref(old);
         }
         free(outs);
         *xs = XS_OK;
@@ -636,15 +652,9 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     goto done;
 
 failed:
-    T->region = saved_region;
-    T->symbolic = saved_sym;
-    T->last_effect = saved_effect;
-    restore(env, before);
-    rc = give_up(I, T, loop_loc, h->cond ? "this while loop on a traced tensor" : "this for loop over a traced range");
-    if (rc == 1) {
-        roll_back(T, mark);
-        rc = 2; /* the caller runs the loop eagerly */
-    }
+    rc = attempt_failed(I, T, env, before, saved_region, saved_sym, saved_effect, mark, loop_loc,
+                        h->cond ? "this while loop on a traced tensor" : "this for loop over a traced range");
+    if (rc == 1) rc = 2; /* the caller runs the loop eagerly */
 done:
     for (int k = 0; k < nc; k++) tensor_decref(init[k]);
     free(init);

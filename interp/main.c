@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "interp/interp.h"
+#include "stage/opt.h"
 #include "interp/repl.h"
 
 #ifndef PACKAGE_VERSION
@@ -25,6 +26,10 @@ static const char usage[] =
     "  -e CODE       run CODE\n"
     "  --eager       run @staged functions eagerly (run_eagerly(true))\n"
     "  --stage-all   stage every function that can be staged\n"
+    "  --no-optimize run staged graphs as traced (no optimizer passes)\n"
+    "  --dump-graph=PASS\n"
+    "                print every traced graph before and after PASS (dce, fold,\n"
+    "                algebra, cse, fuse) on stderr\n"
     "  --help        show this help and exit\n"
     "  --version     show the version and exit\n"
     "\n"
@@ -54,6 +59,15 @@ int main(int argc, char **argv)
         if (strcmp(a, "--version") == 0) { printf("tfe %s\n", PACKAGE_VERSION); return 0; }
         if (strcmp(a, "--eager") == 0) { opt.eager = true; continue; }
         if (strcmp(a, "--stage-all") == 0) { opt.stage_all = true; continue; }
+        if (strcmp(a, "--no-optimize") == 0) { tfe_no_optimize = true; continue; }
+        if (strncmp(a, "--dump-graph=", 13) == 0) {
+            if (opt_pass_index(a + 13) < 0) {
+                fprintf(stderr, "tfe: --dump-graph: no pass '%s' (passes: dce, fold, algebra, cse, fuse)\n", a + 13);
+                return 2;
+            }
+            tfe_dump_pass = a + 13;
+            continue;
+        }
         if (strcmp(a, "-e") == 0) {
             if (i + 1 >= argc) { fputs("tfe: -e needs an argument\n", stderr); return 2; }
             code = argv[++i];

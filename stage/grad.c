@@ -880,7 +880,10 @@ done:
     if (own) {
         Graph *bg = T->g;
         trace_end(T);
-        if (G->bwd == bg) graph_compact(bg);
+        if (G->bwd == bg) {
+            graph_compact(bg);
+            stage_optimize(bg);
+        }
         graph_decref(bg);
     }
     free(bin);

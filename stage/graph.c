@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/graph.h"
+#include "stage/opt.h"
 
 Graph *graph_new(const char *name)
 {
@@ -94,6 +95,10 @@ void graph_decref(Graph *g)
         free(f);
     }
     graph_decref(g->bwd);
+    if (g->opt) {
+        opt_report_free(g->opt);
+        free(g->opt);
+    }
     free(g->scratch);
     free(g->regions);
     free(g->nodes);

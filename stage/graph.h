@@ -92,6 +92,7 @@ typedef struct Graph {
     int nvals;           /* values in all: the executor's array size */
     GFrames *frames_all;
     struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
+    struct OptReport *opt; /* what the optimizer did (stage/opt.h), or NULL */
     tfe_tensor **scratch; /* a value array kept for the next run (stage/exec.c) */
     int scratch_cap;
     bool busy;           /* scratch is in use (a run inside a run takes its own) */

@@ -2,6 +2,7 @@
  * those arguments, as a value that prints as text IR and has .dot(). */
 #include <stdlib.h>
 #include <string.h>
+#include "stage/opt.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 
@@ -13,12 +14,60 @@ static void graphobj_free(Obj *o)
     free(o);
 }
 
+/* The text IR, then (for an optimized graph) one line of what each pass did. */
 static char *graphobj_repr(Obj *o)
 {
-    char *s = graph_to_text(((GraphObj *)o)->g);
+    const Graph *g = ((GraphObj *)o)->g;
+    char *s = graph_to_text(g);
     size_t n = strlen(s);
     if (n && s[n - 1] == '\n') s[n - 1] = 0; /* print adds the newline */
+    if (g->opt && g->opt->npasses) {
+        char *line = opt_report_line(g->opt);
+        size_t m = strlen(s) + strlen(line) + 16;
+        char *t = malloc(m);
+        snprintf(t, m, "%s\n# passes: %s", s, line);
+        free(line);
+        free(s);
+        s = t;
+    }
     return s;
+}
+
+/* g.dump(pass): the graph before and after that pass, as the optimizer saw it. */
+BUILTIN(bi_graph_dump)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc != 2 || nkw || argv[1].kind != V_STR) return interp_raise(I, "dump() takes the name of a pass");
+    const Graph *g = ((GraphObj *)argv[0].u.o)->g;
+    const char *name = ((Str *)argv[1].u.o)->s;
+    int p = opt_pass_index(name);
+    if (p < 0) return interp_raise(I, "dump(): no pass '%s' (passes: dce, fold, algebra, cse, fuse)", name);
+    if (!g->opt || p >= g->opt->npasses || !g->opt->text[p] || !g->opt->text[p + 1])
+        return interp_raise(I, "dump(): this graph was not optimized (--no-optimize)");
+    const OptReport *r = g->opt;
+    size_t m = strlen(r->text[p]) + strlen(r->text[p + 1]) + 200;
+    char *t = malloc(m);
+    snprintf(t, m, "--- before %s (%d nodes)\n%s--- after %s (%d nodes)\n%s", name, r->before[p], r->text[p], name,
+             r->after[p], r->text[p + 1]);
+    *out = v_cstr(t);
+    free(t);
+    return 0;
+}
+
+/* g.report(): "dce 9 -> 7, fold 7 -> 6, ...". */
+BUILTIN(bi_graph_report)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    if (argc != 1 || nkw) return interp_raise(I, "report() takes no arguments");
+    const Graph *g = ((GraphObj *)argv[0].u.o)->g;
+    char *line = g->opt ? opt_report_line(g->opt) : strdup("not optimized");
+    *out = v_cstr(line);
+    free(line);
+    return 0;
 }
 
 /* g.dot() and g.text(): data is "dot" or "text". */
@@ -38,9 +87,11 @@ BUILTIN(bi_graph_render)
 static int graphobj_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     (void)I;
-    const char *what = !strcmp(name, "dot") ? "dot" : !strcmp(name, "text") ? "text" : NULL;
+    const char *what = !strcmp(name, "dot") ? "dot" : !strcmp(name, "text") ? "text"
+                     : !strcmp(name, "dump") ? "dump" : !strcmp(name, "report") ? "report" : NULL;
     if (!what) return 1;
-    Value b = builtin_new(what, bi_graph_render, (void *)what);
+    BuiltinFn fn = !strcmp(what, "dump") ? bi_graph_dump : !strcmp(what, "report") ? bi_graph_report : bi_graph_render;
+    Value b = builtin_new(what, fn, (void *)what);
     o->refcount++;
     ((Builtin *)b.u.o)->self = v_obj(V_OBJECT, o);
     *out = b;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/exec.h"
+#include "stage/opt.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
@@ -179,6 +180,27 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 }
 
 /* --- tracing a new signature ---------------------------------------------------------------- */
+
+/* Run the optimizer over a finished graph (not under --no-optimize), keep its
+ * report on the graph, and print the dump --dump-graph asked for. */
+void stage_optimize(Graph *g)
+{
+    if (tfe_no_optimize) return;
+    OptReport *r = calloc(1, sizeof *r);
+    bool keep = true; /* graph(f).dump(pass) shows them; cheap next to tracing */
+    if (graph_optimize(g, r, keep)) {
+        /* a pass failed: the graph stays as traced (passes only rewrite what they understand) */
+        tfe_error_clear();
+    }
+    g->opt = r;
+    int p = tfe_dump_pass ? opt_pass_index(tfe_dump_pass) : -1;
+    if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {
+        fflush(stdout);
+        fprintf(stderr, "--- %s: before %s (%d nodes)\n%s--- %s: after %s (%d nodes)\n%s", g->name, tfe_dump_pass,
+                r->before[p], r->text[p], g->name, tfe_dump_pass, r->after[p], r->text[p + 1]);
+        fflush(stderr);
+    }
+}
 
 /* In a relaxed trace the inputs have unknown dims; carry them through the
  * ops of the top region with the infer rules, so the graph prints what it
@@ -378,6 +400,16 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
     trace_end(T);
     graph_compact(g); /* what failed attempts at conds and loops left behind */
+    /* an input whose value the trace depends on is that value in this graph:
+     * a constant, which the optimizer can fold into what uses it */
+    for (int i = 0; t->static_val && i < g->ninputs && !tfe_no_optimize; i++) {
+        if (!t->static_val[i]) continue;
+        tensor_incref(t->static_val[i]);
+        int id = graph_add(g, 0, G_CONST, 0, 1);
+        opt_make_const(g, id, t->static_val[i]);
+        opt_replace_uses(g, (GRef){g->inputs[i], 0}, (GRef){id, 0});
+    }
+    stage_optimize(g);
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
     for (int i = 0; i < t->nouts; i++) {

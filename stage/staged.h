@@ -59,6 +59,7 @@ void stage_grad_free(Trace *t);
 int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);
 
 void stage_builtins_register(Interp *I);
+void stage_optimize(Graph *g); /* the optimizer over a finished graph (stage/opt.h) */
 void stage_graph_builtins_register(Interp *I); /* graph(f, args...) (stage/graph_value.c) */
 
 #endif

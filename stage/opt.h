@@ -1,0 +1,70 @@
+/* opt.h — the graph optimizer: passes over a finished trace, each in a file
+ * of its own (stage/opt_*.c), run in order by graph_optimize (stage/opt.c).
+ *
+ * Every pass keeps what a graph run does: the same values out (bitwise, except
+ * fusion, whose float math may round differently), the same effects in the
+ * same order. A pass rewrites uses and leaves unused nodes in place; dce
+ * removes them and graph_compact renumbers. */
+#ifndef TFE_STAGE_OPT_H
+#define TFE_STAGE_OPT_H
+
+#include "stage/graph.h"
+
+enum { OPT_MAX_PASSES = 8 };
+
+/* What graph_optimize did: nodes before and after each pass, and the text
+ * IR before the first pass and after each (for dumps). */
+typedef struct OptReport {
+    int npasses;
+    const char *names[OPT_MAX_PASSES];
+    int before[OPT_MAX_PASSES], after[OPT_MAX_PASSES];
+    char *text[OPT_MAX_PASSES + 1];   /* text[0]: the traced graph; text[i + 1]: after pass i */
+    int fused_groups, fused_ops;      /* elementwise fusion */
+} OptReport;
+
+/* The passes, in the order they run. */
+extern const char *const opt_pass_names[];
+int opt_pass_index(const char *name);     /* -1 when there is none */
+
+/* Optimize g in place (it must be compact: graph_compact). keep_text: fill
+ * report->text. Returns 0, or -1 with the tensor error set (the graph is
+ * then the traced one, unchanged in meaning). */
+int graph_optimize(Graph *g, OptReport *report, bool keep_text);
+void opt_report_free(OptReport *r);
+/* "fold 14 -> 12, algebra 12 -> 11, ...": a malloc'd line. */
+char *opt_report_line(const OptReport *r);
+
+/* tfe --dump-graph=PASS (interp/main.c): print the graph before and after
+ * that pass for every trace made. NULL: none. */
+extern const char *tfe_dump_pass;
+/* tfe --no-optimize: graphs run as traced. */
+extern bool tfe_no_optimize;
+
+/* --- for the passes ----------------------------------------------------------------- */
+
+/* Uses of old (node inputs, region results) now read new. */
+void opt_replace_uses(Graph *g, GRef old, GRef now);
+/* Does running node id do something besides computing its outputs (a host
+ * call, a random draw, a variable read, or a cond/while with one inside)? */
+bool opt_has_effect(const Graph *g, int id);
+/* The value of a constant node's output, or NULL. */
+static inline tfe_tensor *opt_const(const Graph *g, GRef r) {
+    const GNode *n = &g->nodes[r.node];
+    return n->kind == G_CONST ? n->value : NULL;
+}
+static inline bool opt_same_meta(const tfe_meta *a, const tfe_meta *b) {
+    if (a->dtype != b->dtype || a->weak != b->weak || a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i] || a->shape[i] < 0) return false;
+    return true;
+}
+/* Turn node id into a constant with value t (takes t). */
+void opt_make_const(Graph *g, int id, tfe_tensor *t);
+
+int opt_fold(Graph *g);       /* each returns the number of rewrites, or -1 */
+int opt_algebra(Graph *g);
+int opt_cse(Graph *g);
+int opt_dce(Graph *g);
+int opt_fuse(Graph *g, OptReport *r);
+
+#endif

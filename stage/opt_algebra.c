@@ -1,0 +1,96 @@
+/* opt_algebra.c — algebraic simplification: x * 1, x / 1, x - 0, x + (-0)
+ * (x + 0 only for ints: -0.0 + 0.0 is +0.0, so for floats it is not x),
+ * a cast or a reshape-like view to the type and shape x already has, a
+ * transpose of a transpose that gives the order back, and a reshape of a
+ * reshape (one reshape does). Only where the result has x's dtype, weak flag
+ * and shape, so nothing downstream can tell. */
+#include <math.h>
+#include "stage/opt.h"
+
+/* Is every element of c equal to v (and, for floats, of v's sign)? */
+static bool all_equal(const tfe_tensor *c, double v)
+{
+    if (!c || !c->storage) return false;
+    int64_t n = tensor_numel(c);
+    if (n < 1 || n > 4096) return false;
+    for (int64_t i = 0; i < n; i++) {
+        double x = dtype_is_float(c->dtype) ? tensor_get_f64(c, i) : (double)tensor_get_i64(c, i);
+        if (x != v || (dtype_is_float(c->dtype) && signbit(x) != signbit(v))) return false;
+    }
+    return true;
+}
+
+/* The permutation a transpose applies (nints 0: reversed axes). */
+static void perm_of(const GNode *n, int rank, int64_t *p)
+{
+    for (int i = 0; i < rank; i++) p[i] = n->at->nints ? n->at->ints[i] : rank - 1 - i;
+}
+
+/* The value node id can be replaced by, or a ref with node -1. */
+static GRef simpler(const Graph *g, int id)
+{
+    const GNode *n = &g->nodes[id];
+    GRef none = {-1, 0};
+    if (n->kind != G_OP || n->nout != 1) return none;
+    const tfe_meta *out = &n->meta[0];
+    GRef a = n->nin > 0 ? n->in[0] : none, b = n->nin > 1 ? n->in[1] : none;
+    const tfe_meta *ma = a.node >= 0 ? &g->nodes[a.node].meta[a.out] : NULL;
+    const tfe_meta *mb = b.node >= 0 ? &g->nodes[b.node].meta[b.out] : NULL;
+    bool keeps_a = ma && opt_same_meta(out, ma), keeps_b = mb && opt_same_meta(out, mb);
+    bool is_int = !dtype_is_float(out->dtype);
+    switch (n->op) {
+    case OP_MUL:
+        if (keeps_a && all_equal(opt_const(g, b), 1.0)) return a;
+        if (keeps_b && all_equal(opt_const(g, a), 1.0)) return b;
+        break;
+    case OP_DIV:
+        if (keeps_a && all_equal(opt_const(g, b), 1.0)) return a;
+        break;
+    case OP_ADD:
+        if (keeps_a && all_equal(opt_const(g, b), is_int ? 0.0 : -0.0)) return a;
+        if (keeps_b && all_equal(opt_const(g, a), is_int ? 0.0 : -0.0)) return b;
+        break;
+    case OP_SUB:
+        if (keeps_a && all_equal(opt_const(g, b), 0.0)) return a;
+        break;
+    case OP_CAST: case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_BROADCAST_TO:
+        if (keeps_a) return a;
+        break;
+    case OP_TRANSPOSE: {
+        const GNode *in = &g->nodes[a.node];
+        if (!keeps_a || in->kind != G_OP || in->op != OP_TRANSPOSE) break;
+        int rank = out->rank;
+        int64_t p1[TFE_MAX_RANK], p2[TFE_MAX_RANK];
+        perm_of(in, rank, p1);
+        perm_of(n, rank, p2);
+        for (int i = 0; i < rank; i++)
+            if (p1[p2[i]] != i) return none;
+        return in->in[0];
+    }
+    default: break;
+    }
+    return none;
+}
+
+int opt_algebra(Graph *g)
+{
+    int rewrites = 0;
+    for (int id = 0; id < g->n; id++) {
+        GNode *n = &g->nodes[id];
+        if (n->kind != G_OP) continue;
+        /* reshape(reshape(x)): the outer reshape reads x */
+        if (n->op == OP_RESHAPE) {
+            const GNode *in = &g->nodes[n->in[0].node];
+            if (in->kind == G_OP && in->op == OP_RESHAPE) {
+                n->in[0] = in->in[0];
+                rewrites++;
+            }
+        }
+        GRef r = simpler(g, id);
+        if (r.node >= 0) {
+            opt_replace_uses(g, (GRef){id, 0}, r);
+            rewrites++;
+        }
+    }
+    return rewrites;
+}

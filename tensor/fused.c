@@ -1,0 +1,461 @@
+/* fused.c — the register VM behind tfe_fused_run (fused.h): a fused
+ * elementwise program evaluated TFE_FUSED_CHUNK elements at a time, each
+ * instruction a tight loop over the chunk, large tensors split over threads.
+ * The per-op formulas are copied from kernels_elem.c so that fused and unfused
+ * results are bitwise equal; keep the two in step. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3") /* as kernels_elem.c: the chunk loops must vectorise */
+#endif
+#include "tensor/fused.h"
+
+#include <stdlib.h>
+
+#include "tensor/kernels.h"
+
+#define CHUNK TFE_FUSED_CHUNK
+/* Registers (and their pointers) live on the stack up to this size: 32
+ * float32 / 16 float64 registers; bigger programs malloc per thread range. */
+#define STACK_REG_BYTES 32768
+/* Validation scratch (code copy, input plans, register flags) on the stack up
+ * to this size, so small programs do not malloc at all. */
+#define STACK_PLAN_BYTES 8192
+
+/* ---- op table ------------------------------------------------------------------- */
+static const struct {
+    const char *name;
+    int8_t nargs;
+    int8_t cost; /* rough per-element work, in units of one add (sets the thread grain) */
+} fops[FOP_COUNT] = {
+    [FOP_LOAD] = {"load", 0, 0},       [FOP_CONST] = {"const", 0, 0},
+    [FOP_NEG] = {"neg", 1, 1},         [FOP_ABS] = {"abs", 1, 1},
+    [FOP_SIGN] = {"sign", 1, 1},       [FOP_EXP] = {"exp", 1, 10},
+    [FOP_LOG] = {"log", 1, 10},        [FOP_LOG1P] = {"log1p", 1, 10},
+    [FOP_SQRT] = {"sqrt", 1, 2},       [FOP_RSQRT] = {"rsqrt", 1, 3},
+    [FOP_SIN] = {"sin", 1, 10},        [FOP_COS] = {"cos", 1, 10},
+    [FOP_TANH] = {"tanh", 1, 10},      [FOP_SIGMOID] = {"sigmoid", 1, 12},
+    [FOP_RELU] = {"relu", 1, 1},       [FOP_GELU] = {"gelu", 1, 12},
+    [FOP_SOFTPLUS] = {"softplus", 1, 20}, [FOP_FLOOR] = {"floor", 1, 1},
+    [FOP_CEIL] = {"ceil", 1, 1},       [FOP_ROUND] = {"round", 1, 1},
+    [FOP_MOV] = {"mov", 1, 1},         [FOP_ADD] = {"add", 2, 1},
+    [FOP_SUB] = {"sub", 2, 1},         [FOP_MUL] = {"mul", 2, 1},
+    [FOP_DIV] = {"div", 2, 2},         [FOP_POW] = {"pow", 2, 20},
+    [FOP_MAXIMUM] = {"maximum", 2, 1}, [FOP_MINIMUM] = {"minimum", 2, 1},
+    [FOP_FLOORDIV] = {"floordiv", 2, 10}, [FOP_MOD] = {"mod", 2, 10},
+};
+
+int tfe_fop_nargs(int fop) { return fop >= 0 && fop < FOP_COUNT ? fops[fop].nargs : -1; }
+const char *tfe_fop_name(int fop) { return fop >= 0 && fop < FOP_COUNT ? fops[fop].name : "?"; }
+
+int tfe_fop_of_op(tfe_op op) {
+    switch (op) {
+    case OP_NEG: return FOP_NEG;
+    case OP_ABS: return FOP_ABS;
+    case OP_SIGN: return FOP_SIGN;
+    case OP_EXP: return FOP_EXP;
+    case OP_LOG: return FOP_LOG;
+    case OP_LOG1P: return FOP_LOG1P;
+    case OP_SQRT: return FOP_SQRT;
+    case OP_RSQRT: return FOP_RSQRT;
+    case OP_SIN: return FOP_SIN;
+    case OP_COS: return FOP_COS;
+    case OP_TANH: return FOP_TANH;
+    case OP_SIGMOID: return FOP_SIGMOID;
+    case OP_RELU: return FOP_RELU;
+    case OP_GELU: return FOP_GELU;
+    case OP_SOFTPLUS: return FOP_SOFTPLUS;
+    case OP_FLOOR: return FOP_FLOOR;
+    case OP_CEIL: return FOP_CEIL;
+    case OP_ROUND: return FOP_ROUND;
+    /* value-wise identities (a staged forward graph has no tape) */
+    case OP_COPY: return FOP_MOV;
+    case OP_STOP_GRADIENT: return FOP_MOV;
+    case OP_ADD: return FOP_ADD;
+    case OP_SUB: return FOP_SUB;
+    case OP_MUL: return FOP_MUL;
+    case OP_DIV: return FOP_DIV;
+    case OP_POW: return FOP_POW;
+    case OP_MAXIMUM: return FOP_MAXIMUM;
+    case OP_MINIMUM: return FOP_MINIMUM;
+    case OP_FLOORDIV: return FOP_FLOORDIV;
+    case OP_MOD: return FOP_MOD;
+    default: return -1;
+    }
+}
+
+/* ---- the plan: a validated copy of the program plus how to read each input ---- */
+enum { IN_SCALAR, IN_CONTIG, IN_STRIDED };
+
+typedef struct fin {
+    int kind;
+    const char *base;                 /* element 0 (IN_CONTIG: of out's flat order) */
+    int rank;                         /* IN_STRIDED: collapsed geometry over out's shape */
+    int64_t shape[TFE_MAX_RANK], strides[TFE_MAX_RANK];
+} fin;
+
+typedef struct finst {
+    uint8_t op;
+    uint8_t hoist;                    /* run once per thread range, not per chunk */
+    int16_t dst, a, b, input;         /* a, b are 0 when unused: always safe to index */
+    double imm;
+} finst;
+
+typedef struct fplan {
+    tfe_dtype dt;
+    int nregs, ninstr, result;
+    const finst *code;
+    const fin *in;
+    int last_out;                     /* instruction writing straight into out, or -1 */
+    char *out;
+    int err;                          /* set by a range body that could not allocate */
+} fplan;
+
+/* Gathers n elements of a strided input, starting at flat index b of out's
+ * shape, into dst. Elements are copied as bits (uint32/uint64), so one copy
+ * serves both float dtypes. The multi-index is recomputed per chunk: rank
+ * divisions per CHUNK elements are noise. */
+#define GATHER(NAME, U)                                                              \
+    static void NAME(const fin *in, int64_t b, int64_t n, void *vdst) {              \
+        U *dst = vdst;                                                               \
+        int r = in->rank;                                                            \
+        int64_t idx[TFE_MAX_RANK], off = 0, flat = b;                                \
+        for (int i = r - 1; i >= 0; i--) {                                           \
+            idx[i] = flat % in->shape[i];                                            \
+            flat /= in->shape[i];                                                    \
+            off += idx[i] * in->strides[i];                                          \
+        }                                                                            \
+        const int64_t s = in->strides[r - 1], len = in->shape[r - 1];               \
+        for (int64_t done = 0;;) {                                                   \
+            int64_t run = len - idx[r - 1];                                          \
+            if (run > n - done) run = n - done;                                      \
+            const char *src = in->base + off;                                        \
+            for (int64_t j = 0; j < run; j++) dst[done + j] = *(const U *)(src + j * s); \
+            done += run;                                                             \
+            if (done == n) break;                                                    \
+            /* the inner run ended at the end of its axis: carry outward */          \
+            off += run * s - len * s;                                                \
+            idx[r - 1] = 0;                                                          \
+            for (int i = r - 2; i >= 0; i--) {                                       \
+                off += in->strides[i];                                               \
+                if (++idx[i] < in->shape[i]) break;                                  \
+                off -= idx[i] * in->strides[i];                                      \
+                idx[i] = 0;                                                          \
+            }                                                                        \
+        }                                                                            \
+    }
+GATHER(gather4, uint32_t)
+GATHER(gather8, uint64_t)
+
+/* ---- the per-dtype executors -------------------------------------------------------
+ * Formulas: verbatim from kernels_elem.c (UN_FLT / BIN_F / sigmoidf_ /
+ * FLT_DIVMOD / FMAX / FMIN), written once over T with MF(name) naming the
+ * libm function of T (expf for float, exp for double). Literals are cast to T
+ * so that float code stays single precision: (float)0.5 * x is 0.5f * x. */
+#define FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
+#define FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
+#define MF_f(name) name##f
+#define MF_d(name) name
+
+#define U1(T, EXPR)                                        \
+    for (int64_t i = 0; i < n; i++) {                      \
+        T x = A[i];                                        \
+        d[i] = (EXPR);                                     \
+    }                                                      \
+    break
+#define B2(T, EXPR)                                        \
+    for (int64_t i = 0; i < n; i++) {                      \
+        T x = A[i], y = B[i];                              \
+        d[i] = (EXPR);                                     \
+    }                                                      \
+    break
+
+#define DEFINE_EXEC(SUF, T, MF, GATHER_FN)                                                    \
+    static inline T sigmoid_##SUF(T x) {                                                      \
+        if (x >= 0) return (T)1 / ((T)1 + MF(exp)(-x));                                       \
+        T e = MF(exp)(x);                                                                     \
+        return e / ((T)1 + e);                                                                \
+    }                                                                                         \
+    static inline T floordiv_##SUF(T a, T b) {                                                \
+        if (b == 0) return a / b;                                                             \
+        T mod = MF(fmod)(a, b), div = (a - mod) / b;                                          \
+        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;                                     \
+        if (div != 0) {                                                                       \
+            T fd = MF(floor)(div);                                                            \
+            if (div - fd > (T)0.5) fd += 1;                                                   \
+            return fd;                                                                        \
+        }                                                                                     \
+        return MF(copysign)(0, a / b);                                                        \
+    }                                                                                         \
+    static inline T pymod_##SUF(T a, T b) {                                                   \
+        T mod = MF(fmod)(a, b);                                                               \
+        if (b == 0) return mod;                                                               \
+        if (mod != 0) {                                                                       \
+            if ((b < 0) != (mod < 0)) mod += b;                                               \
+        } else mod = MF(copysign)(0, b);                                                      \
+        return mod;                                                                           \
+    }                                                                                         \
+    static void fill_##SUF(T *d, int64_t n, T v) {                                            \
+        for (int64_t i = 0; i < n; i++) d[i] = v;                                             \
+    }                                                                                         \
+    /* One chunk: elements [b, b+n) of out. ptr[r] is where register r's value  \
+     * for this chunk lives: its buffer, a contiguous input read in place, or   \
+     * out itself (the last write of the result register goes straight there). */ \
+    static void exec_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr) {   \
+        T *outp = (T *)pl->out + b;                                                           \
+        for (int k = 0; k < pl->ninstr; k++) {                                                \
+            const finst *ins = &pl->code[k];                                                  \
+            if (ins->hoist) continue;                                                         \
+            T *d = k == pl->last_out ? outp : buf + (size_t)ins->dst * CHUNK;                 \
+            const T *A = ptr[ins->a], *B = ptr[ins->b];                                       \
+            switch ((tfe_fop)ins->op) {                                                       \
+            case FOP_LOAD: {                                                                  \
+                const fin *in = &pl->in[ins->input];                                          \
+                if (in->kind == IN_CONTIG) { /* no copy: read it where it is */               \
+                    ptr[ins->dst] = (const T *)in->base + b;                                  \
+                    continue;                                                                 \
+                }                                                                             \
+                if (in->kind == IN_SCALAR) fill_##SUF(d, n, *(const T *)in->base);            \
+                else GATHER_FN(in, b, n, d);                                                  \
+                break;                                                                        \
+            }                                                                                 \
+            case FOP_CONST: fill_##SUF(d, n, (T)ins->imm); break;                             \
+            case FOP_NEG: U1(T, -x);                                                          \
+            case FOP_ABS: U1(T, MF(fabs)(x));                                                 \
+            case FOP_SIGN: U1(T, x > 0 ? (T)1 : x < 0 ? (T)-1 : x);                           \
+            case FOP_EXP: U1(T, MF(exp)(x));                                                  \
+            case FOP_LOG: U1(T, MF(log)(x));                                                  \
+            case FOP_LOG1P: U1(T, MF(log1p)(x));                                              \
+            case FOP_SQRT: U1(T, MF(sqrt)(x));                                                \
+            case FOP_RSQRT: U1(T, (T)1 / MF(sqrt)(x));                                        \
+            case FOP_SIN: U1(T, MF(sin)(x));                                                  \
+            case FOP_COS: U1(T, MF(cos)(x));                                                  \
+            case FOP_TANH: U1(T, MF(tanh)(x));                                                \
+            case FOP_SIGMOID: U1(T, sigmoid_##SUF(x));                                        \
+            case FOP_RELU: U1(T, x > 0 || x != x ? x : (T)0);                                 \
+            case FOP_GELU: U1(T, (T)0.5 * x * ((T)1 + MF(erf)(x * (T)M_SQRT1_2)));            \
+            case FOP_SOFTPLUS: U1(T, MF(fmax)(x, (T)0) + MF(log1p)(MF(exp)(-MF(fabs)(x))));   \
+            case FOP_FLOOR: U1(T, MF(floor)(x));                                              \
+            case FOP_CEIL: U1(T, MF(ceil)(x));                                                \
+            case FOP_ROUND: U1(T, MF(nearbyint)(x));                                          \
+            case FOP_MOV: U1(T, x);                                                           \
+            case FOP_ADD: B2(T, x + y);                                                       \
+            case FOP_SUB: B2(T, x - y);                                                       \
+            case FOP_MUL: B2(T, x * y);                                                       \
+            case FOP_DIV: B2(T, x / y);                                                       \
+            case FOP_POW: B2(T, MF(pow)(x, y));                                               \
+            case FOP_MAXIMUM: B2(T, FMAX(x, y));                                              \
+            case FOP_MINIMUM: B2(T, FMIN(x, y));                                              \
+            case FOP_FLOORDIV: B2(T, floordiv_##SUF(x, y));                                   \
+            case FOP_MOD: B2(T, pymod_##SUF(x, y));                                           \
+            case FOP_COUNT: break; /* rejected by validation */                               \
+            }                                                                                 \
+            ptr[ins->dst] = d;                                                                \
+        }                                                                                     \
+        if (ptr[pl->result] != outp) memcpy(outp, ptr[pl->result], (size_t)n * sizeof(T));   \
+    }                                                                                         \
+    /* A thread's range: hoisted registers (constants, broadcast scalars) are  \
+     * filled once, then the chunks run. */                                     \
+    static void range_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
+        for (int r = 0; r < pl->nregs; r++) ptr[r] = buf + (size_t)r * CHUNK;                 \
+        for (int k = 0; k < pl->ninstr; k++) {                                                \
+            const finst *ins = &pl->code[k];                                                  \
+            if (!ins->hoist) continue;                                                        \
+            T v = ins->op == FOP_CONST ? (T)ins->imm : *(const T *)pl->in[ins->input].base;   \
+            fill_##SUF(buf + (size_t)ins->dst * CHUNK, CHUNK, v);                             \
+        }                                                                                     \
+        for (int64_t b = begin; b < end; b += CHUNK)                                          \
+            exec_##SUF(pl, b, end - b < CHUNK ? end - b : CHUNK, buf, ptr);                   \
+    }
+
+DEFINE_EXEC(f, float, MF_f, gather4)
+DEFINE_EXEC(d, double, MF_d, gather8)
+
+static void fused_range(int64_t begin, int64_t end, void *vctx) {
+    fplan *pl = vctx;
+    size_t regbytes = (size_t)pl->nregs * CHUNK * kn_esz(pl->dt);
+    size_t total = regbytes + (size_t)pl->nregs * sizeof(void *);
+    _Alignas(64) char stackbuf[STACK_REG_BYTES];
+    char *mem = stackbuf;
+    if (total > sizeof stackbuf) {
+        /* plain malloc: thread-safe, unlike tfe_alloc (see kernels.h) */
+        mem = aligned_alloc(64, (total + 63) & ~(size_t)63);
+        if (!mem) {
+            __atomic_store_n(&pl->err, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    if (pl->dt == TFE_FLOAT32) range_f(pl, begin, end, (float *)mem, (const float **)(mem + regbytes));
+    else range_d(pl, begin, end, (double *)mem, (const double **)(mem + regbytes));
+    if (mem != stackbuf) free(mem);
+}
+
+/* ---- validation and planning ---------------------------------------------------------- */
+
+/* How to read input t over out's shape: broadcast strides (kn_bcast_strides),
+ * then size-1 axes dropped and axes merged where contiguous, so a contiguous
+ * input becomes one axis of step esz (read in place) and a broadcast scalar
+ * one axis of step 0. */
+static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out, tfe_dtype dt) {
+    char b1[200], b2[200];
+    if (t->dtype != dt) {
+        tfe_error_set("fused: input %d is %s, the program is %s", k, dtype_name(t->dtype), dtype_name(dt));
+        return -1;
+    }
+    bool ok = t->rank <= out->rank;
+    for (int i = 0; ok && i < t->rank; i++) {
+        int64_t d = t->shape[i], o = out->shape[out->rank - t->rank + i];
+        ok = d == o || d == 1;
+    }
+    if (!ok || !t->storage) {
+        tfe_error_set("fused: input %d of shape %s does not broadcast to %s", k,
+                      shape_str(t->rank, t->shape, b1), shape_str(out->rank, out->shape, b2));
+        return -1;
+    }
+    int64_t st[TFE_MAX_RANK];
+    kn_bcast_strides(t, out->rank, out->shape, st);
+    int r = 0;
+    for (int i = 0; i < out->rank; i++) {
+        if (out->shape[i] == 1) continue;
+        if (r > 0 && f->strides[r - 1] == st[i] * out->shape[i]) {
+            f->shape[r - 1] *= out->shape[i];
+            f->strides[r - 1] = st[i];
+        } else {
+            f->shape[r] = out->shape[i];
+            f->strides[r] = st[i];
+            r++;
+        }
+    }
+    if (r == 0) { /* out has one element */
+        f->shape[0] = 1;
+        f->strides[0] = 0;
+        r = 1;
+    }
+    f->rank = r;
+    f->base = tensor_data(t);
+    if (r == 1 && f->strides[0] == 0) f->kind = IN_SCALAR;
+    else if (r == 1 && f->strides[0] == (int64_t)kn_esz(dt)) f->kind = IN_CONTIG;
+    else f->kind = IN_STRIDED;
+    return 0;
+}
+
+/* Checks the code and copies it into plan form: operands in range, every read
+ * register written earlier, unused operand fields zeroed. Marks hoistable
+ * instructions and the one that may write straight into out. Returns the
+ * program's cost per element (for the grain), or -1. */
+static int plan_code(fplan *pl, finst *code, const fin *in, const tfe_fprog *p, uint8_t *written,
+                     uint16_t *nwrites) {
+    int cost = 1; /* the store into out */
+    memset(written, 0, (size_t)p->nregs);
+    memset(nwrites, 0, (size_t)p->nregs * sizeof *nwrites);
+    for (int k = 0; k < p->ninstr; k++) {
+        const tfe_finstr *s = &p->code[k];
+        finst *c = &code[k];
+        int na = tfe_fop_nargs(s->op);
+        if (na < 0) {
+            tfe_error_set("fused: instruction %d: unknown op %d", k, s->op);
+            return -1;
+        }
+        *c = (finst){.op = s->op, .dst = s->dst, .imm = s->imm};
+        if (s->dst < 0 || s->dst >= p->nregs) {
+            tfe_error_set("fused: instruction %d (%s): register r%d out of range (%d registers)", k,
+                          fops[s->op].name, s->dst, p->nregs);
+            return -1;
+        }
+        const int16_t args[2] = {s->a, s->b};
+        for (int j = 0; j < na; j++) {
+            if (args[j] < 0 || args[j] >= p->nregs || !written[args[j]]) {
+                tfe_error_set("fused: instruction %d (%s): register r%d is read before it is written",
+                              k, fops[s->op].name, args[j]);
+                return -1;
+            }
+        }
+        if (na >= 1) c->a = s->a;
+        if (na == 2) c->b = s->b;
+        if (s->op == FOP_LOAD) {
+            if (s->input < 0 || s->input >= p->ninputs) {
+                tfe_error_set("fused: instruction %d (load): input %d out of range (%d inputs)", k,
+                              s->input, p->ninputs);
+                return -1;
+            }
+            c->input = s->input;
+            cost += in[s->input].kind == IN_STRIDED ? 2 : 0; /* a gather; else read in place / hoisted */
+        } else cost += fops[s->op].cost;
+        written[s->dst] = 1;
+        if (nwrites[s->dst] < UINT16_MAX) nwrites[s->dst]++;
+    }
+    if (p->result < 0 || p->result >= p->nregs || !written[p->result]) {
+        tfe_error_set("fused: result register r%d is never written", p->result);
+        return -1;
+    }
+    /* A constant or broadcast scalar is the same in every chunk: when nothing
+     * else writes its register, fill it once per thread range. Reads of it
+     * all come after this single write (checked above). */
+    pl->last_out = -1;
+    for (int k = 0; k < p->ninstr; k++) {
+        finst *c = &code[k];
+        bool uniform = c->op == FOP_CONST || (c->op == FOP_LOAD && in[c->input].kind == IN_SCALAR);
+        c->hoist = uniform && nwrites[c->dst] == 1;
+        if (c->dst == p->result) pl->last_out = c->hoist ? -1 : k;
+    }
+    return cost;
+}
+
+int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out) {
+    if (p->dtype != TFE_FLOAT32 && p->dtype != TFE_FLOAT64) {
+        tfe_error_set("fused: dtype %s is not supported (float32, float64)", dtype_name(p->dtype));
+        return -1;
+    }
+    if (p->nregs < 1 || p->nregs > INT16_MAX || p->ninstr < 1 || p->ninputs < 0 || !p->code) {
+        tfe_error_set("fused: bad program (%d registers, %d instructions, %d inputs)", p->nregs,
+                      p->ninstr, p->ninputs);
+        return -1;
+    }
+    if (out->dtype != p->dtype || !out->storage || !tensor_is_contiguous(out)) {
+        tfe_error_set("fused: the output must be a contiguous %s tensor", dtype_name(p->dtype));
+        return -1;
+    }
+    int64_t n = tensor_numel(out);
+
+    /* scratch: code copy, input plans, register flags (stack when small) */
+    size_t sz_code = (size_t)p->ninstr * sizeof(finst), sz_in = (size_t)p->ninputs * sizeof(fin);
+    size_t sz_w = (size_t)p->nregs * (sizeof(uint16_t) + 1);
+    size_t total = sz_code + sz_in + sz_w;
+    _Alignas(16) char stackbuf[STACK_PLAN_BYTES];
+    char *mem = total <= sizeof stackbuf ? stackbuf : malloc(total);
+    if (!mem) {
+        tfe_error_set("fused: out of memory");
+        return -1;
+    }
+    finst *code = (finst *)mem;
+    fin *in = (fin *)(mem + sz_code);
+    uint16_t *nwrites = (uint16_t *)(mem + sz_code + sz_in);
+    uint8_t *written = (uint8_t *)(nwrites + p->nregs);
+
+    int r = -1;
+    for (int k = 0; k < p->ninputs; k++)
+        if (plan_input(&in[k], k, inputs[k], out, p->dtype)) goto done;
+    fplan pl = {.dt = p->dtype, .nregs = p->nregs, .ninstr = p->ninstr, .result = p->result,
+                .code = code, .in = in, .out = tensor_data(out)};
+    int cost = plan_code(&pl, code, in, p, written, nwrites);
+    if (cost < 0) goto done;
+    r = 0;
+    if (n == 0) goto done;
+
+    /* KN_GRAIN is sized for one binary op (cost ~2 with its store); a fused
+     * program does `cost` times the work per element, so it pays to thread
+     * proportionally sooner. Never below a few chunks per range. */
+    int64_t grain = (int64_t)KN_GRAIN * 2 / cost;
+    if (grain < 4 * CHUNK) grain = 4 * CHUNK;
+    if (grain > KN_GRAIN) grain = KN_GRAIN;
+    tfe_parallel_for(n, grain, fused_range, &pl);
+    if (pl.err) {
+        tfe_error_set("fused: out of memory");
+        r = -1;
+    } else if (n >= 2 * grain) {
+        /* tfe_parallel_for skips the remaining chunks once Ctrl-C is pressed:
+         * report it rather than return a partly written output */
+        r = kn_poll();
+    }
+done:
+    if (mem != stackbuf) free(mem);
+    return r;
+}

@@ -1,0 +1,100 @@
+/* fused.h — run a fused elementwise program: one pass over the data.
+ *
+ * The staged-graph optimizer (issue 6) turns a chain or tree of elementwise
+ * ops into a small register program; tfe_fused_run evaluates it chunk by
+ * chunk (TFE_FUSED_CHUNK elements at a time), so no intermediate tensor is
+ * materialised and the interpretation overhead is paid per chunk, not per
+ * element. Registers are arrays of one chunk; each instruction is a tight
+ * loop over the chunk.
+ *
+ * Numerics: every op is computed in the program's dtype with exactly the
+ * formula of the unfused kernel in kernels_elem.c (float32: single precision
+ * with expf, tanhf, ...; sigmoid, gelu, softplus, sign, relu, maximum/minimum
+ * NaN rules, floordiv/mod all copied verbatim). So a fused program gives
+ * results bitwise equal to running the same ops one by one, provided the
+ * caller emits the same op sequence the unfused graph would run, in the same
+ * dtype. Results may differ only where the program is not that sequence:
+ *  - constants: FOP_CONST rounds imm to the program dtype (as the unfused
+ *    path converts a weak literal); a constant the unfused graph would have
+ *    kept in float64 (a strong float64 scalar promoting the op) is the
+ *    caller's typing decision, not this VM's;
+ *  - rewrites the optimizer may do (e.g. x/c -> x*(1/c), a-b -> a+(-b),
+ *    re-association) change rounding; the VM itself never rewrites;
+ *  - clip(x, lo, hi) is exactly FOP_MAXIMUM(x, lo) then FOP_MINIMUM(., hi),
+ *    the same two steps k_clip does, so it is bitwise equal too.
+ * where, comparisons, casts and integer/bool dtypes are not supported.
+ */
+#ifndef TFE_FUSED_H
+#define TFE_FUSED_H
+
+#include <stdint.h>
+
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+
+/* Elements per chunk (register length). 256 keeps a register at 1 KiB
+ * (float32) / 2 KiB (float64): a few dozen registers stay in L1. */
+#define TFE_FUSED_CHUNK 256
+
+typedef enum tfe_fop {
+    /* 0 operands */
+    FOP_LOAD,      /* dst <- inputs[input] at element i (broadcast per NumPy rules) */
+    FOP_CONST,     /* dst <- (dtype)imm */
+    /* unary: dst <- f(a) */
+    FOP_NEG, FOP_ABS, FOP_SIGN, FOP_EXP, FOP_LOG, FOP_LOG1P, FOP_SQRT, FOP_RSQRT,
+    FOP_SIN, FOP_COS, FOP_TANH, FOP_SIGMOID, FOP_RELU, FOP_GELU, FOP_SOFTPLUS,
+    FOP_FLOOR, FOP_CEIL, FOP_ROUND,
+    FOP_MOV,       /* dst <- a (a copy; lets a register allocator move values) */
+    /* binary: dst <- f(a, b) */
+    FOP_ADD, FOP_SUB, FOP_MUL, FOP_DIV, FOP_POW, FOP_MAXIMUM, FOP_MINIMUM,
+    FOP_FLOORDIV, FOP_MOD,
+    FOP_COUNT
+} tfe_fop;
+
+/* One instruction. dst/a/b are register indices in [0, nregs); a and b are
+ * read only by unary (a) and binary (a, b) ops, ignore them otherwise.
+ * dst may equal a or b (in place). input: FOP_LOAD only; imm: FOP_CONST only. */
+typedef struct tfe_finstr {
+    uint8_t op;            /* a tfe_fop */
+    int16_t dst, a, b;
+    int16_t input;
+    double imm;
+} tfe_finstr;
+
+/* A program: code[0..ninstr) runs in order for every element; the value of
+ * register `result` after the last instruction is the output element.
+ * Every register an instruction reads must have been written by an earlier
+ * instruction (checked: an error otherwise). */
+typedef struct tfe_fprog {
+    tfe_dtype dtype;       /* TFE_FLOAT32 or TFE_FLOAT64 */
+    int ninputs, nregs, ninstr;
+    const tfe_finstr *code;
+    int result;
+} tfe_fprog;
+
+/* out: a fresh contiguous tensor of dtype p->dtype (already allocated), N
+ * elements; it must not overlap any input.
+ * inputs[0..p->ninputs): each of dtype p->dtype, with any strides (views,
+ * transposes, negative or zero strides), and a shape that broadcasts to out's
+ * shape by NumPy rules: out's exact shape, one element (a scalar), or e.g. a
+ * bias of shape (C,) against out (N, C).
+ * Computes out[i] = program(inputs at i) for every i. Large N runs on all
+ * cores (tfe_parallel_for, grain scaled by the program's cost); small N runs
+ * inline on the calling thread. Must be called on the dispatching thread.
+ * Returns 0, or -1 with tfe_error_set (bad program, dtype or shape mismatch,
+ * out of memory, "interrupted"). */
+int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out);
+
+/* Number of register operands of an op: 0 (LOAD, CONST), 1 or 2; -1 if fop
+ * is not a tfe_fop. */
+int tfe_fop_nargs(int fop);
+
+/* The tfe_fop computing ops.def op `op` (OP_EXP -> FOP_EXP), or -1 when the op
+ * cannot be fused (not elementwise, comparison, where, cast, ...). clip is
+ * -1 too: emit FOP_MAXIMUM then FOP_MINIMUM. Float dtypes only. */
+int tfe_fop_of_op(tfe_op op);
+
+/* "exp" etc. for dumps and errors; "?" when out of range. */
+const char *tfe_fop_name(int fop);
+
+#endif

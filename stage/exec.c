@@ -5,6 +5,7 @@
 #include <string.h>
 #include "stage/exec.h"
 #include "stage/sig.h"
+#include "tensor/fused.h"
 
 void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
 {
@@ -144,6 +145,35 @@ static int run_host(GRun *x, GNode *n)
     return rc;
 }
 
+/* A fused group: one output of the result's shape (its dims from the inputs
+ * at run time: a relaxed graph has unknown ones), one loop over the data. */
+static int run_fused(GRun *x, GNode *n)
+{
+    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+    const tfe_meta *m = &n->meta[0];
+    int64_t shape[TFE_MAX_RANK];
+    mem_copy(shape, m->shape, sizeof(int64_t) * (size_t)m->rank);
+    for (int i = 0; i < n->nin; i++) {
+        in[i] = grun_value(x, n->in[i]);
+        for (int d = 0; d < m->rank; d++) { /* unknown dims: from an input that has them */
+            int dd = d - (m->rank - in[i]->rank);
+            if (shape[d] < 0 && dd >= 0 && in[i]->shape[dd] != 1) shape[d] = in[i]->shape[dd];
+        }
+    }
+    for (int d = 0; d < m->rank; d++)
+        if (shape[d] < 0) shape[d] = 1;
+    tfe_tensor *out = tensor_new(m->dtype, m->rank, shape);
+    int rc = out ? tfe_fused_run(n->prog, in, out) : -1;
+    if (in != inb) free(in);
+    if (rc) {
+        if (out) tensor_decref(out);
+        return node_error(x, n, tfe_error_msg());
+    }
+    out->weak = m->weak;
+    vset(x, n->vbase, out);
+    return 0;
+}
+
 static int truth(GRun *x, GNode *n, GRef r, bool *t)
 {
     tfe_tensor *c = grun_value(x, r);
@@ -277,6 +307,7 @@ int grun_node(GRun *x, int id)
     case G_HOST: return run_host(x, n);
     case G_COND: return run_cond(x, n);
     case G_WHILE: return run_while(x, n);
+    case G_FUSED: return run_fused(x, n);
     }
     return 0;
 }

@@ -20,6 +20,8 @@
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
+#include "tensor/fused.h"
+#include "stage/opt.h"
 
 /* --- state of one backward ------------------------------------------------------------- */
 
@@ -31,7 +33,23 @@ typedef struct BP {
     tfe_tensor **g;      /* gradient by G slot (owned refs) */
     tfe_tensor **count;  /* by G node: a replayed while's number of iterations (owned) */
     const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
+    struct FusedVals **fused; /* by G node: a fused node's values, one per instruction */
 } BP;
+
+/* A fused node replayed op by op (its rules need every intermediate value):
+ * vals[i] is instruction i's result, src[i][k] the instruction that wrote
+ * its operand k (registers are reused, so this is resolved as it runs). */
+typedef struct FusedVals { tfe_tensor **vals; int (*src)[2]; int n, result; } FusedVals;
+
+static void fused_free(FusedVals *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n; i++)
+        if (f->vals[i]) tensor_decref(f->vals[i]);
+    free(f->vals);
+    free(f->src);
+    free(f);
+}
 
 static inline int slot_of(const Graph *G, GRef r) { return G->nodes[r.node].vbase + r.out; }
 
@@ -73,8 +91,11 @@ static void bp_free(BP *b)
         if (b->m[i]) tensor_decref(b->m[i]);
         if (b->g[i]) tensor_decref(b->g[i]);
     }
-    for (int i = 0; i <= b->G->n; i++)
+    for (int i = 0; i <= b->G->n; i++) {
         if (b->count[i]) tensor_decref(b->count[i]);
+        if (b->fused) fused_free(b->fused[i]);
+    }
+    free(b->fused);
     free(b->m);
     free(b->g);
     free(b->count);
@@ -335,6 +356,51 @@ out:
     return rc;
 }
 
+static int replay_fused(BP *b, int id)
+{
+    Graph *G = b->G;
+    const GNode *n = &G->nodes[id];
+    const tfe_fprog *p = n->prog;
+    FusedVals *f = calloc(1, sizeof *f);
+    f->n = p->ninstr;
+    f->vals = calloc((size_t)p->ninstr + 1, sizeof *f->vals);
+    f->src = calloc((size_t)p->ninstr + 1, sizeof *f->src);
+    int *writer = malloc(sizeof *writer * (size_t)(p->nregs + 1));
+    int rc = 0;
+    for (int i = 0; i < p->ninstr && !rc; i++) {
+        const tfe_finstr *in = &p->code[i];
+        if (in->op == FOP_LOAD) {
+            f->vals[i] = b->m[slot_of(G, n->in[in->input])];
+            tensor_incref(f->vals[i]);
+        } else if (in->op == FOP_CONST) {
+            f->vals[i] = tensor_from_f64(in->imm, p->dtype);
+            if (f->vals[i]) f->vals[i]->weak = true; /* it was a literal */
+        } else {
+            int na = tfe_fop_nargs(in->op);
+            f->src[i][0] = writer[in->a];
+            f->src[i][1] = na > 1 ? writer[in->b] : -1;
+            tfe_tensor *args[2] = {f->vals[f->src[i][0]], na > 1 ? f->vals[f->src[i][1]] : NULL};
+            tfe_tensor *out[1];
+            if (tfe_execute(opt_op_of_fop(in->op), na, args, NULL, out)) rc = -1;
+            else f->vals[i] = out[0];
+        }
+        if (!rc && !f->vals[i]) rc = -1;
+        writer[in->dst] = i;
+    }
+    f->result = rc ? -1 : writer[p->result];
+    free(writer);
+    if (rc) {
+        fused_free(f);
+        return bp_error(b, n, tfe_error_msg());
+    }
+    if (!b->fused) b->fused = calloc((size_t)G->n + 1, sizeof *b->fused);
+    fused_free(b->fused[id]);
+    b->fused[id] = f;
+    tensor_incref(f->vals[f->result]);
+    put(b->m, n->vbase, f->vals[f->result]);
+    return 0;
+}
+
 static int replay_node(BP *b, int id)
 {
     Graph *G = b->G;
@@ -366,6 +432,7 @@ static int replay_node(BP *b, int id)
     }
     case G_COND: return replay_cond(b, id);
     case G_WHILE: return replay_loop(b, id);
+    case G_FUSED: return replay_fused(b, id);
     }
     return 0;
 }
@@ -424,6 +491,56 @@ static int sweep_op(BP *b, const GNode *n)
         if (made[k]) tensor_decref(dy[k]);
     if (in != inb) free(in);
     if (dx != dxb) free(dx);
+    return rc ? bp_error(b, n, tfe_error_msg()) : 0;
+}
+
+/* A fused node's gradient: its instructions in reverse, with their ops' rules. */
+static int sweep_fused(BP *b, int id)
+{
+    Graph *G = b->G;
+    const GNode *n = &G->nodes[id];
+    FusedVals *f = b->fused ? b->fused[id] : NULL;
+    if (!b->g[n->vbase] || !f) return 0;
+    const tfe_fprog *p = n->prog;
+    tfe_tensor **gv = calloc((size_t)p->ninstr + 1, sizeof *gv);
+    gv[f->result] = b->g[n->vbase];
+    tensor_incref(gv[f->result]);
+    int rc = 0;
+    for (int i = p->ninstr - 1; i >= 0 && !rc; i--) {
+        if (!gv[i]) continue;
+        const tfe_finstr *in = &p->code[i];
+        if (in->op == FOP_LOAD) {
+            rc = acc(b, slot_of(G, n->in[in->input]), gv[i]);
+            gv[i] = NULL;
+            continue;
+        }
+        if (in->op == FOP_CONST) continue;
+        int na = tfe_fop_nargs(in->op);
+        tfe_op op = opt_op_of_fop(in->op);
+        tfe_tensor *args[2] = {f->vals[f->src[i][0]], na > 1 ? f->vals[f->src[i][1]] : NULL};
+        tfe_tensor *dx[2] = {NULL, NULL};
+        static const tfe_attrs none = {.naxes = -1, .dtype = TFE_FLOAT32};
+        const tfe_opcall c = {.op = op, .nin = na, .nout = 1, .in = args, .at = &none, .out = &f->vals[i]};
+        if (tfe_grads[op](&c, &f->vals[i], &gv[i], dx)) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < na; k++) {
+            if (dx[k] == TFE_GRAD_SKIP || !dx[k]) continue;
+            int s2 = f->src[i][k];
+            if (!gv[s2]) gv[s2] = dx[k];
+            else {
+                tfe_tensor *sum = tfe_binary(OP_ADD, gv[s2], dx[k]);
+                tensor_decref(dx[k]);
+                tensor_decref(gv[s2]);
+                gv[s2] = sum;
+                if (!sum) rc = -1;
+            }
+        }
+    }
+    for (int i = 0; i < p->ninstr; i++)
+        if (gv[i]) tensor_decref(gv[i]);
+    free(gv);
     return rc ? bp_error(b, n, tfe_error_msg()) : 0;
 }
 
@@ -716,6 +833,7 @@ static int sweep_region(BP *b, int r)
         const GNode *n = &b->G->nodes[id];
         int rc = 0;
         if (n->kind == G_OP) rc = sweep_op(b, n);
+        else if (n->kind == G_FUSED) rc = sweep_fused(b, id);
         else if (n->kind == G_COND) rc = sweep_cond(b, id);
         else if (n->kind == G_WHILE) rc = sweep_loop(b, id);
         if (rc) return -1;
@@ -825,7 +943,7 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         T->g->name = strdup(name);
     }
     BP b = {I, T, G, calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            calloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws};
+            calloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL};
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);

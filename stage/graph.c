@@ -3,6 +3,7 @@
 #include <string.h>
 #include "stage/graph.h"
 #include "stage/opt.h"
+#include "tensor/fused.h"
 
 Graph *graph_new(const char *name)
 {
@@ -74,6 +75,10 @@ static void node_free(GNode *n)
     free(n->hargs);
     for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
     free(n->hkwnames);
+    if (n->prog) {
+        free((void *)n->prog->code);
+        free(n->prog);
+    }
 }
 
 void graph_decref(Graph *g)
@@ -184,6 +189,13 @@ static void copy_node(Extract *x, int old, int region)
         }
     }
     n->host_nil = o->host_nil;
+    if (o->prog) {
+        n->prog = malloc(sizeof *n->prog);
+        *n->prog = *o->prog;
+        tfe_finstr *code = malloc(sizeof *code * (size_t)(o->prog->ninstr ? o->prog->ninstr : 1));
+        mem_copy(code, o->prog->code, sizeof *code * (size_t)o->prog->ninstr);
+        n->prog->code = code;
+    }
     if (o->kind == G_COND || o->kind == G_WHILE) {
         int r0 = o->regions[0], r1 = o->regions[1];
         int n0 = copy_region(x, r0, region);

@@ -28,6 +28,8 @@ typedef enum GKind {
     G_WHILE,     /* regions[0]: condition of the carried values,
                     regions[1]: the body; in[] are the initial carried values */
     G_PARAM,     /* a carried value inside a while region */
+    G_FUSED,     /* elementwise ops run as one loop (stage/opt_fuse.c): prog's
+                    inputs are in[], ops[] the op each instruction stands for */
 } GKind;
 
 /* A value: output `out` of node `node`. */
@@ -78,6 +80,7 @@ typedef struct GNode {
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
+    struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
 } GNode;
 
 typedef struct Graph {

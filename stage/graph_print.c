@@ -7,6 +7,7 @@
 
 #include "interp/buf.h"
 #include "stage/graph.h"
+#include "tensor/fused.h"
 
 #define LINE_COL 64   /* "line N" starts at this column (at least 2 spaces) */
 #define CONST_MAX 8   /* constants with more elements print without values */
@@ -292,6 +293,19 @@ static void put_operation(Buf *b, const Graph *g, int id)
         buf_puts(b, "host ");
         put_host_call(b, g, n);
         break;
+    case G_FUSED: {
+        buf_puts(b, "fused(");
+        put_refs(b, g, n->in, n->nin);
+        buf_puts(b, ") {");
+        int k = 0;
+        for (int i = 0; i < n->prog->ninstr; i++) {
+            int op = n->prog->code[i].op;
+            if (op == FOP_LOAD || op == FOP_CONST) continue;
+            bprintf(b, "%s%s", k++ ? " " : "", tfe_fop_name(op));
+        }
+        buf_puts(b, "}");
+        break;
+    }
     case G_COND:
     case G_WHILE:
         buf_puts(b, n->kind == G_COND ? "cond(" : "while(");
@@ -443,6 +457,7 @@ static void dot_label(Buf *b, const Graph *g, int id)
         buf_puts(&t, "host ");
         buf_puts(&t, callable_name(n->obj));
         break;
+    case G_FUSED: bprintf(&t, "fused %d instructions", n->prog->ninstr); break;
     case G_COND: buf_puts(&t, "cond"); break;
     case G_WHILE: buf_puts(&t, "while"); break;
     case G_PARAM: bprintf(&t, "param %d", param_index(g, id)); break;

@@ -66,5 +66,7 @@ int opt_algebra(Graph *g);
 int opt_cse(Graph *g);
 int opt_dce(Graph *g);
 int opt_fuse(Graph *g, OptReport *r);
+/* The op of the op table a fused instruction stands for (stage/opt_fuse.c). */
+tfe_op opt_op_of_fop(int fop);
 
 #endif

@@ -1,9 +1,255 @@
-/* opt_fuse.c — elementwise fusion (filled in below). */
+/* opt_fuse.c — elementwise fusion: a tree of float elementwise ops whose
+ * intermediate values nothing else reads becomes one G_FUSED node, run by
+ * tensor/fused.c as one loop over the data with no intermediate tensors.
+ *
+ * A group has one result (its root). A member's inputs are other members, or
+ * the group's inputs: values of the program's dtype that broadcast to the
+ * result's shape (NumPy rules), or one-element weak constants, which become
+ * immediates. Each instruction is the op the unfused graph ran, in the same
+ * dtype and order, so results are bitwise equal to the unfused graph's
+ * (tensor/fused.h). Random ops, comparisons, casts and ints are not fused. */
+#include <stdlib.h>
+#include <string.h>
 #include "stage/opt.h"
+#include "tensor/fused.h"
 
-int opt_fuse(Graph *g, OptReport *r)
+tfe_op opt_op_of_fop(int fop)
 {
-    (void)g;
-    (void)r;
-    return 0;
+    static int table[FOP_COUNT];
+    static bool made;
+    if (!made) {
+        for (int f = 0; f < FOP_COUNT; f++) table[f] = -1;
+        for (int op = 0; op < TFE_NOPS; op++) {
+            int f = tfe_fop_of_op((tfe_op)op);
+            if (f >= 0 && f < FOP_COUNT && table[f] < 0) table[f] = op;
+        }
+        made = true;
+    }
+    return fop >= 0 && fop < FOP_COUNT ? (tfe_op)table[fop] : (tfe_op)-1;
+}
+
+/* Can node id be a member of a group of this dtype and result shape? */
+static bool fusable(const Graph *g, int id)
+{
+    const GNode *n = &g->nodes[id];
+    if (n->kind != G_OP || n->nout != 1 || n->nin < 1 || n->nin > 2) return false;
+    const tfe_opinfo *info = &tfe_ops[n->op];
+    if (!(info->flags & F_ELEMWISE) || (info->flags & (F_RANDOM | F_COMPARISON | F_NODIFF))) return false;
+    if (tfe_fop_of_op(n->op) < 0) return false;
+    const tfe_meta *m = &n->meta[0];
+    if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) return false;
+    /* every input of the op's dtype (or a weak one-element constant, which
+     * the op converts to it exactly as the program does) */
+    for (int k = 0; k < n->nin; k++) {
+        const tfe_meta *im = &g->nodes[n->in[k].node].meta[n->in[k].out];
+        if (im->dtype == m->dtype) continue;
+        const tfe_tensor *c = opt_const(g, n->in[k]);
+        if (!(c && c->weak && tensor_numel(c) == 1)) return false;
+    }
+    return true;
+}
+
+static bool same_shape(const tfe_meta *a, const tfe_meta *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+typedef struct Group {
+    int *members;        /* node ids, ascending at the end */
+    int n, cap;
+} Group;
+
+static void group_add(Group *gr, int id)
+{
+    if (gr->n == gr->cap) {
+        gr->cap = gr->cap ? gr->cap * 2 : 8;
+        gr->members = realloc(gr->members, sizeof *gr->members * (size_t)gr->cap);
+    }
+    gr->members[gr->n++] = id;
+}
+
+static bool in_group(const Group *gr, int id)
+{
+    for (int i = 0; i < gr->n; i++)
+        if (gr->members[i] == id) return true;
+    return false;
+}
+
+/* Uses of each value: node inputs (in any region) and region results. */
+static int *count_uses(const Graph *g)
+{
+    int *uses = calloc((size_t)g->nvals + 1, sizeof *uses);
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) uses[g->nodes[g->nodes[i].in[k].node].vbase + g->nodes[i].in[k].out]++;
+    for (int r = 0; r < g->nregions; r++)
+        for (int k = 0; k < g->regions[r].nouts; k++)
+            uses[g->nodes[g->regions[r].outs[k].node].vbase + g->regions[r].outs[k].out]++;
+    return uses;
+}
+
+/* Grow the group from member id: a producer joins when it is fusable, in the
+ * same region, of the same dtype and result shape, and read only by members. */
+static void grow(const Graph *g, Group *gr, int id, const int *uses, bool *taken, const tfe_meta *root)
+{
+    const GNode *n = &g->nodes[id];
+    for (int k = 0; k < n->nin; k++) {
+        int p = n->in[k].node;
+        if (taken[p] || in_group(gr, p) || !fusable(g, p)) continue;
+        const GNode *pn = &g->nodes[p];
+        if (pn->region != n->region || pn->meta[0].dtype != root->dtype || !same_shape(&pn->meta[0], root)) continue;
+        /* every use of p must come from the group (counted over its members) */
+        int inside = 0;
+        for (int i = 0; i < gr->n; i++) {
+            const GNode *m = &g->nodes[gr->members[i]];
+            for (int j = 0; j < m->nin; j++) inside += m->in[j].node == p;
+        }
+        if (inside != uses[pn->vbase]) continue;
+        group_add(gr, p);
+        grow(g, gr, p, uses, taken, root);
+    }
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Registers: the code is first written with a new (virtual) register for
+ * every value, then each gets a real one that is free again after its last
+ * use, so a long chain needs a few registers, not one per op (a register is
+ * a chunk of TFE_FUSED_CHUNK elements: they should stay in cache). */
+static int allocate_registers(tfe_finstr *code, int ncode, int nvirt, int *result)
+{
+    int *last = malloc(sizeof *last * (size_t)(nvirt + 1)), *phys = malloc(sizeof *phys * (size_t)(nvirt + 1));
+    int *free_list = malloc(sizeof *free_list * (size_t)(nvirt + 1));
+    for (int v = 0; v < nvirt; v++) last[v] = -1, phys[v] = -1;
+    for (int i = 0; i < ncode; i++) {
+        int na = tfe_fop_nargs(code[i].op);
+        if (na >= 1) last[code[i].a] = i;
+        if (na >= 2) last[code[i].b] = i;
+    }
+    last[*result] = ncode; /* the result lives to the end */
+    int nfree = 0, nphys = 0;
+    for (int i = 0; i < ncode; i++) {
+        tfe_finstr *in = &code[i];
+        int na = tfe_fop_nargs(in->op);
+        int a = in->a, b = in->b;
+        if (na >= 1) in->a = (int16_t)phys[a];
+        if (na >= 2) in->b = (int16_t)phys[b];
+        /* operands read for the last time here free their registers first
+         * (dst may be an operand: instructions run element-wise in place) */
+        if (na >= 1 && last[a] == i) free_list[nfree++] = phys[a];
+        if (na >= 2 && last[b] == i && b != a) free_list[nfree++] = phys[b];
+        int d = in->dst;
+        phys[d] = nfree ? free_list[--nfree] : nphys++;
+        in->dst = (int16_t)phys[d];
+    }
+    *result = phys[*result];
+    free(last);
+    free(phys);
+    free(free_list);
+    return nphys;
+}
+
+/* Turn root into a G_FUSED node computing the group. */
+static void fuse(Graph *g, Group *gr, int root)
+{
+    qsort(gr->members, (size_t)gr->n, sizeof *gr->members, cmp_int);
+    const tfe_meta *rm = &g->nodes[root].meta[0];
+    tfe_finstr *code = calloc((size_t)(gr->n * 3 + 4), sizeof *code);
+    GRef *ins = calloc((size_t)(gr->n * 2 + 1), sizeof *ins);
+    int *in_reg = calloc((size_t)(gr->n * 2 + 1), sizeof *in_reg);
+    double *imms = calloc((size_t)(gr->n * 2 + 1), sizeof *imms);
+    int *imm_reg = calloc((size_t)(gr->n * 2 + 1), sizeof *imm_reg);
+    int nins = 0, nimms = 0, ncode = 0, nvirt = 0;
+    int *reg_of = malloc(sizeof *reg_of * (size_t)gr->n);
+    for (int i = 0; i < gr->n; i++) {
+        const GNode *n = &g->nodes[gr->members[i]];
+        int args[2] = {0, 0};
+        for (int k = 0; k < n->nin; k++) {
+            GRef r = n->in[k];
+            int member = -1;
+            for (int j = 0; j < i; j++)
+                if (gr->members[j] == r.node) member = j;
+            if (member >= 0) {
+                args[k] = reg_of[member];
+                continue;
+            }
+            const tfe_tensor *c = opt_const(g, r);
+            if (c && tensor_numel(c) == 1 && c->storage) { /* an immediate, one register per value */
+                double v = dtype_is_float(c->dtype) ? tensor_get_f64(c, 0) : (double)tensor_get_i64(c, 0);
+                int slot = -1;
+                for (int j = 0; j < nimms; j++)
+                    if (!memcmp(&imms[j], &v, sizeof v)) slot = j;
+                if (slot < 0) {
+                    slot = nimms++;
+                    imms[slot] = v;
+                    imm_reg[slot] = nvirt;
+                    code[ncode++] = (tfe_finstr){.op = FOP_CONST, .dst = (int16_t)nvirt++, .imm = v};
+                }
+                args[k] = imm_reg[slot];
+                continue;
+            }
+            int slot = -1;
+            for (int j = 0; j < nins; j++)
+                if (ins[j].node == r.node && ins[j].out == r.out) slot = j;
+            if (slot < 0) { /* an input, loaded once where it is first needed */
+                slot = nins++;
+                ins[slot] = r;
+                in_reg[slot] = nvirt;
+                code[ncode++] = (tfe_finstr){.op = FOP_LOAD, .dst = (int16_t)nvirt++, .input = (int16_t)slot};
+            }
+            args[k] = in_reg[slot];
+        }
+        code[ncode++] = (tfe_finstr){.op = (uint8_t)tfe_fop_of_op(n->op), .a = (int16_t)args[0],
+                                     .b = (int16_t)(n->nin > 1 ? args[1] : 0), .dst = (int16_t)nvirt};
+        reg_of[i] = nvirt++;
+    }
+    int result = reg_of[gr->n - 1];
+    int nregs = allocate_registers(code, ncode, nvirt, &result);
+    tfe_fprog *p = calloc(1, sizeof *p);
+    p->dtype = rm->dtype;
+    p->ninputs = nins;
+    p->nregs = nregs;
+    p->ninstr = ncode;
+    p->code = code;
+    p->result = result;
+    free(reg_of);
+    free(in_reg);
+    free(imms);
+    free(imm_reg);
+    /* the root becomes the fused node (it keeps its id, meta, location) */
+    GNode *r = &g->nodes[root];
+    free(r->in);
+    free(r->at);
+    r->at = NULL;
+    r->kind = G_FUSED;
+    r->in = ins;
+    r->nin = nins;
+    r->prog = p;
+}
+
+int opt_fuse(Graph *g, OptReport *rep)
+{
+    int *uses = count_uses(g);
+    bool *taken = calloc((size_t)g->n + 1, 1);
+    int groups = 0;
+    for (int id = g->n - 1; id >= 0; id--) {
+        if (taken[id] || !fusable(g, id)) continue;
+        Group gr = {0};
+        group_add(&gr, id);
+        tfe_meta root = g->nodes[id].meta[0];
+        grow(g, &gr, id, uses, taken, &root);
+        if (gr.n >= 2 && gr.n <= 4000) {
+            for (int i = 0; i < gr.n; i++) taken[gr.members[i]] = true;
+            fuse(g, &gr, id); /* sorts members: the root (the largest id) is last */
+            groups++;
+            rep->fused_ops += gr.n;
+        }
+        free(gr.members);
+    }
+    rep->fused_groups += groups;
+    free(uses);
+    free(taken);
+    return groups;
 }

@@ -340,47 +340,45 @@ static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out,
 /* Checks the code and copies it into plan form: operands in range, every read
  * register written earlier, unused operand fields zeroed. Marks hoistable
  * instructions and the one that may write straight into out. Returns the
- * program's cost per element (for the grain), or -1. */
+ * program's cost per element (for the grain), or -1. This runs on every call,
+ * so the loop avoids read-modify-write chains on the flag arrays (a 200-op
+ * chain rewriting one register would otherwise stall on store forwarding). */
 static int plan_code(fplan *pl, finst *code, const fin *in, const tfe_fprog *p, uint8_t *written,
-                     uint16_t *nwrites) {
+                     uint8_t *multi) {
     int cost = 1; /* the store into out */
     memset(written, 0, (size_t)p->nregs);
-    memset(nwrites, 0, (size_t)p->nregs * sizeof *nwrites);
     for (int k = 0; k < p->ninstr; k++) {
         const tfe_finstr *s = &p->code[k];
         finst *c = &code[k];
-        int na = tfe_fop_nargs(s->op);
-        if (na < 0) {
-            tfe_error_set("fused: instruction %d: unknown op %d", k, s->op);
-            return -1;
-        }
-        *c = (finst){.op = s->op, .dst = s->dst, .imm = s->imm};
-        if (s->dst < 0 || s->dst >= p->nregs) {
-            tfe_error_set("fused: instruction %d (%s): register r%d out of range (%d registers)", k,
-                          fops[s->op].name, s->dst, p->nregs);
-            return -1;
-        }
-        const int16_t args[2] = {s->a, s->b};
-        for (int j = 0; j < na; j++) {
-            if (args[j] < 0 || args[j] >= p->nregs || !written[args[j]]) {
-                tfe_error_set("fused: instruction %d (%s): register r%d is read before it is written",
-                              k, fops[s->op].name, args[j]);
-                return -1;
-            }
-        }
-        if (na >= 1) c->a = s->a;
-        if (na == 2) c->b = s->b;
-        if (s->op == FOP_LOAD) {
-            if (s->input < 0 || s->input >= p->ninputs) {
+        unsigned op = s->op;
+        int na = op < FOP_COUNT ? fops[op].nargs : -1;
+        int a = na >= 1 ? s->a : 0, b = na == 2 ? s->b : 0;
+        bool bad = na < 0 || s->dst < 0 || s->dst >= p->nregs || a < 0 || a >= p->nregs || b < 0 ||
+                   b >= p->nregs || (na >= 1 && !written[a]) || (na == 2 && !written[b]) ||
+                   (op == FOP_LOAD && (s->input < 0 || s->input >= p->ninputs));
+        if (bad) {
+            if (na < 0) tfe_error_set("fused: instruction %d: unknown op %u", k, op);
+            else if (s->dst < 0 || s->dst >= p->nregs)
+                tfe_error_set("fused: instruction %d (%s): register r%d out of range (%d registers)", k,
+                              fops[op].name, s->dst, p->nregs);
+            else if (op == FOP_LOAD)
                 tfe_error_set("fused: instruction %d (load): input %d out of range (%d inputs)", k,
                               s->input, p->ninputs);
-                return -1;
-            }
-            c->input = s->input;
-            cost += in[s->input].kind == IN_STRIDED ? 2 : 0; /* a gather; else read in place / hoisted */
-        } else cost += fops[s->op].cost;
+            else
+                tfe_error_set("fused: instruction %d (%s): register r%d is read before it is written",
+                              k, fops[op].name, a < 0 || a >= p->nregs || !written[a] ? a : b);
+            return -1;
+        }
+        c->op = (uint8_t)op;
+        c->dst = s->dst;
+        c->a = (int16_t)a;
+        c->b = (int16_t)b;
+        c->input = op == FOP_LOAD ? s->input : 0;
+        c->imm = s->imm;
+        if (op == FOP_LOAD) cost += in[s->input].kind == IN_STRIDED ? 2 : 0; /* gather; else in place / hoisted */
+        else cost += fops[op].cost;
+        multi[s->dst] = written[s->dst];
         written[s->dst] = 1;
-        if (nwrites[s->dst] < UINT16_MAX) nwrites[s->dst]++;
     }
     if (p->result < 0 || p->result >= p->nregs || !written[p->result]) {
         tfe_error_set("fused: result register r%d is never written", p->result);
@@ -393,7 +391,7 @@ static int plan_code(fplan *pl, finst *code, const fin *in, const tfe_fprog *p, 
     for (int k = 0; k < p->ninstr; k++) {
         finst *c = &code[k];
         bool uniform = c->op == FOP_CONST || (c->op == FOP_LOAD && in[c->input].kind == IN_SCALAR);
-        c->hoist = uniform && nwrites[c->dst] == 1;
+        c->hoist = uniform && !multi[c->dst];
         if (c->dst == p->result) pl->last_out = c->hoist ? -1 : k;
     }
     return cost;
@@ -417,7 +415,7 @@ int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out
 
     /* scratch: code copy, input plans, register flags (stack when small) */
     size_t sz_code = (size_t)p->ninstr * sizeof(finst), sz_in = (size_t)p->ninputs * sizeof(fin);
-    size_t sz_w = (size_t)p->nregs * (sizeof(uint16_t) + 1);
+    size_t sz_w = (size_t)p->nregs * 2;
     size_t total = sz_code + sz_in + sz_w;
     _Alignas(16) char stackbuf[STACK_PLAN_BYTES];
     char *mem = total <= sizeof stackbuf ? stackbuf : malloc(total);
@@ -427,15 +425,14 @@ int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out
     }
     finst *code = (finst *)mem;
     fin *in = (fin *)(mem + sz_code);
-    uint16_t *nwrites = (uint16_t *)(mem + sz_code + sz_in);
-    uint8_t *written = (uint8_t *)(nwrites + p->nregs);
+    uint8_t *written = (uint8_t *)(mem + sz_code + sz_in), *multi = written + p->nregs;
 
     int r = -1;
     for (int k = 0; k < p->ninputs; k++)
         if (plan_input(&in[k], k, inputs[k], out, p->dtype)) goto done;
     fplan pl = {.dt = p->dtype, .nregs = p->nregs, .ninstr = p->ninstr, .result = p->result,
                 .code = code, .in = in, .out = tensor_data(out)};
-    int cost = plan_code(&pl, code, in, p, written, nwrites);
+    int cost = plan_code(&pl, code, in, p, written, multi);
     if (cost < 0) goto done;
     r = 0;
     if (n == 0) goto done;

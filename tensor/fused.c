@@ -94,7 +94,8 @@ typedef struct fin {
 
 typedef struct finst {
     uint8_t op;
-    uint8_t hoist;                    /* run once per thread range, not per chunk */
+    uint8_t single;                   /* the only write of dst: if uniform (a constant or a
+                                         broadcast scalar) it runs once per thread range */
     int16_t dst, a, b, input;         /* a, b are 0 when unused: always safe to index */
     double imm;
 } finst;
@@ -203,7 +204,7 @@ GATHER(gather8, uint64_t)
         T *outp = (T *)pl->out + b;                                                           \
         for (int k = 0; k < pl->ninstr; k++) {                                                \
             const finst *ins = &pl->code[k];                                                  \
-            if (ins->hoist) continue;                                                         \
+            if (ins->op == FOP_CONST && ins->single) continue; /* hoisted */                 \
             T *d = k == pl->last_out ? outp : buf + (size_t)ins->dst * CHUNK;                 \
             const T *A = ptr[ins->a], *B = ptr[ins->b];                                       \
             switch ((tfe_fop)ins->op) {                                                       \
@@ -213,7 +214,10 @@ GATHER(gather8, uint64_t)
                     ptr[ins->dst] = (const T *)in->base + b;                                  \
                     continue;                                                                 \
                 }                                                                             \
-                if (in->kind == IN_SCALAR) fill_##SUF(d, n, *(const T *)in->base);            \
+                if (in->kind == IN_SCALAR) {                                                  \
+                    if (ins->single) continue; /* hoisted */                                  \
+                    fill_##SUF(d, n, *(const T *)in->base);                                   \
+                }                                                                             \
                 else GATHER_FN(in, b, n, d);                                                  \
                 break;                                                                        \
             }                                                                                 \
@@ -258,8 +262,12 @@ GATHER(gather8, uint64_t)
         for (int r = 0; r < pl->nregs; r++) ptr[r] = buf + (size_t)r * CHUNK;                 \
         for (int k = 0; k < pl->ninstr; k++) {                                                \
             const finst *ins = &pl->code[k];                                                  \
-            if (!ins->hoist) continue;                                                        \
-            T v = ins->op == FOP_CONST ? (T)ins->imm : *(const T *)pl->in[ins->input].base;   \
+            if (!ins->single) continue;                                                       \
+            T v;                                                                              \
+            if (ins->op == FOP_CONST) v = (T)ins->imm;                                        \
+            else if (ins->op == FOP_LOAD && pl->in[ins->input].kind == IN_SCALAR)             \
+                v = *(const T *)pl->in[ins->input].base;                                      \
+            else continue;                                                                    \
             fill_##SUF(buf + (size_t)ins->dst * CHUNK, CHUNK, v);                             \
         }                                                                                     \
         for (int64_t b = begin; b < end; b += CHUNK)                                          \
@@ -337,67 +345,29 @@ static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out,
     return 0;
 }
 
-/* Checks the code and copies it into plan form: operands in range, every read
- * register written earlier, unused operand fields zeroed. Marks hoistable
- * instructions and the one that may write straight into out. Returns the
- * program's cost per element (for the grain), or -1. This runs on every call,
- * so the loop avoids read-modify-write chains on the flag arrays (a 200-op
- * chain rewriting one register would otherwise stall on store forwarding). */
-static int plan_code(fplan *pl, finst *code, const fin *in, const tfe_fprog *p, uint8_t *written,
-                     uint8_t *multi) {
-    int cost = 1; /* the store into out */
-    memset(written, 0, (size_t)p->nregs);
-    for (int k = 0; k < p->ninstr; k++) {
-        const tfe_finstr *s = &p->code[k];
-        finst *c = &code[k];
-        unsigned op = s->op;
-        int na = op < FOP_COUNT ? fops[op].nargs : -1;
-        int a = na >= 1 ? s->a : 0, b = na == 2 ? s->b : 0;
-        bool bad = na < 0 || s->dst < 0 || s->dst >= p->nregs || a < 0 || a >= p->nregs || b < 0 ||
-                   b >= p->nregs || (na >= 1 && !written[a]) || (na == 2 && !written[b]) ||
-                   (op == FOP_LOAD && (s->input < 0 || s->input >= p->ninputs));
-        if (bad) {
-            if (na < 0) tfe_error_set("fused: instruction %d: unknown op %u", k, op);
-            else if (s->dst < 0 || s->dst >= p->nregs)
-                tfe_error_set("fused: instruction %d (%s): register r%d out of range (%d registers)", k,
-                              fops[op].name, s->dst, p->nregs);
-            else if (op == FOP_LOAD)
-                tfe_error_set("fused: instruction %d (load): input %d out of range (%d inputs)", k,
-                              s->input, p->ninputs);
-            else
-                tfe_error_set("fused: instruction %d (%s): register r%d is read before it is written",
-                              k, fops[op].name, a < 0 || a >= p->nregs || !written[a] ? a : b);
-            return -1;
-        }
-        c->op = (uint8_t)op;
-        c->dst = s->dst;
-        c->a = (int16_t)a;
-        c->b = (int16_t)b;
-        c->input = op == FOP_LOAD ? s->input : 0;
-        c->imm = s->imm;
-        if (op == FOP_LOAD) cost += in[s->input].kind == IN_STRIDED ? 2 : 0; /* gather; else in place / hoisted */
-        else cost += fops[op].cost;
-        multi[s->dst] = written[s->dst];
-        written[s->dst] = 1;
-    }
-    if (p->result < 0 || p->result >= p->nregs || !written[p->result]) {
-        tfe_error_set("fused: result register r%d is never written", p->result);
-        return -1;
-    }
-    /* A constant or broadcast scalar is the same in every chunk: when nothing
-     * else writes its register, fill it once per thread range. Reads of it
-     * all come after this single write (checked above). */
-    pl->last_out = -1;
-    for (int k = 0; k < p->ninstr; k++) {
-        finst *c = &code[k];
-        bool uniform = c->op == FOP_CONST || (c->op == FOP_LOAD && in[c->input].kind == IN_SCALAR);
-        c->hoist = uniform && !multi[c->dst];
-        if (c->dst == p->result) pl->last_out = c->hoist ? -1 : k;
-    }
-    return cost;
+/* ---- compile: validate once, then run many times ---------------------------------- */
+struct tfe_fkernel {
+    tfe_dtype dtype;
+    int ninputs, nregs, ninstr, result;
+    int last_out;                     /* the last write of result, unless a hoisted constant */
+    int cost;                         /* per element, gathers of strided inputs excluded */
+    int *loads;                       /* per input: how many FOP_LOADs read it */
+    finst code[];
+};
+
+static size_t kernel_size(const tfe_fprog *p) {
+    /* before validation: negative counts are rejected by compile_into */
+    size_t ni = p->ninstr > 0 ? (size_t)p->ninstr : 0, nin = p->ninputs > 0 ? (size_t)p->ninputs : 0;
+    size_t nr = p->nregs > 0 ? (size_t)p->nregs : 0;
+    return sizeof(tfe_fkernel) + ni * sizeof(finst) + nin * sizeof(int) + nr * 2;
 }
 
-int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out) {
+/* Validates p into k (kernel_size(p) bytes): operands in range, every read
+ * register written earlier, unused operand fields zeroed (so the executor can
+ * index ptr[a], ptr[b] unconditionally). The loop avoids read-modify-write
+ * chains on the flag arrays: a 200-op chain rewriting one register would
+ * otherwise stall on store forwarding. */
+static int compile_into(tfe_fkernel *k, const tfe_fprog *p) {
     if (p->dtype != TFE_FLOAT32 && p->dtype != TFE_FLOAT64) {
         tfe_error_set("fused: dtype %s is not supported (float32, float64)", dtype_name(p->dtype));
         return -1;
@@ -407,33 +377,95 @@ int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out
                       p->ninstr, p->ninputs);
         return -1;
     }
-    if (out->dtype != p->dtype || !out->storage || !tensor_is_contiguous(out)) {
-        tfe_error_set("fused: the output must be a contiguous %s tensor", dtype_name(p->dtype));
+    *k = (tfe_fkernel){.dtype = p->dtype, .ninputs = p->ninputs, .nregs = p->nregs,
+                       .ninstr = p->ninstr, .result = p->result, .cost = 1 /* the store */};
+    k->loads = (int *)(k->code + p->ninstr);
+    uint8_t *written = (uint8_t *)(k->loads + p->ninputs), *multi = written + p->nregs;
+    memset(k->loads, 0, (size_t)p->ninputs * sizeof(int));
+    memset(written, 0, (size_t)p->nregs);
+    for (int i = 0; i < p->ninstr; i++) {
+        const tfe_finstr *s = &p->code[i];
+        finst *c = &k->code[i];
+        unsigned op = s->op;
+        int na = op < FOP_COUNT ? fops[op].nargs : -1;
+        int a = na >= 1 ? s->a : 0, b = na == 2 ? s->b : 0;
+        bool bad = na < 0 || s->dst < 0 || s->dst >= p->nregs || a < 0 || a >= p->nregs || b < 0 ||
+                   b >= p->nregs || (na >= 1 && !written[a]) || (na == 2 && !written[b]) ||
+                   (op == FOP_LOAD && (s->input < 0 || s->input >= p->ninputs));
+        if (bad) {
+            if (na < 0) tfe_error_set("fused: instruction %d: unknown op %u", i, op);
+            else if (s->dst < 0 || s->dst >= p->nregs)
+                tfe_error_set("fused: instruction %d (%s): register r%d out of range (%d registers)", i,
+                              fops[op].name, s->dst, p->nregs);
+            else if (op == FOP_LOAD)
+                tfe_error_set("fused: instruction %d (load): input %d out of range (%d inputs)", i,
+                              s->input, p->ninputs);
+            else
+                tfe_error_set("fused: instruction %d (%s): register r%d is read before it is written",
+                              i, fops[op].name, a < 0 || a >= p->nregs || !written[a] ? a : b);
+            return -1;
+        }
+        c->op = (uint8_t)op;
+        c->dst = s->dst;
+        c->a = (int16_t)a;
+        c->b = (int16_t)b;
+        c->input = op == FOP_LOAD ? s->input : 0;
+        c->imm = s->imm;
+        if (op == FOP_LOAD) k->loads[s->input]++;
+        else k->cost += fops[op].cost;
+        multi[s->dst] = written[s->dst];
+        written[s->dst] = 1;
+    }
+    if (p->result < 0 || p->result >= p->nregs || !written[p->result]) {
+        tfe_error_set("fused: result register r%d is never written", p->result);
         return -1;
     }
-    int64_t n = tensor_numel(out);
+    /* A constant or broadcast scalar is the same in every chunk: when nothing
+     * else writes its register, it is filled once per thread range (all reads
+     * come after that single write, checked above). Whether a load is of a
+     * broadcast scalar is known only at run time; `single` allows it. */
+    k->last_out = -1;
+    for (int i = 0; i < p->ninstr; i++) {
+        finst *c = &k->code[i];
+        c->single = !multi[c->dst];
+        if (c->dst == p->result) k->last_out = c->op == FOP_CONST && c->single ? -1 : i;
+    }
+    return 0;
+}
 
-    /* scratch: code copy, input plans, register flags (stack when small) */
-    size_t sz_code = (size_t)p->ninstr * sizeof(finst), sz_in = (size_t)p->ninputs * sizeof(fin);
-    size_t sz_w = (size_t)p->nregs * 2;
-    size_t total = sz_code + sz_in + sz_w;
-    _Alignas(16) char stackbuf[STACK_PLAN_BYTES];
-    char *mem = total <= sizeof stackbuf ? stackbuf : malloc(total);
-    if (!mem) {
+tfe_fkernel *tfe_fused_compile(const tfe_fprog *p) {
+    tfe_fkernel *k = malloc(kernel_size(p));
+    if (!k) {
+        tfe_error_set("fused: out of memory");
+        return NULL;
+    }
+    if (compile_into(k, p)) {
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+void tfe_fused_free(tfe_fkernel *k) { free(k); }
+
+int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *out) {
+    if (out->dtype != k->dtype || !out->storage || !tensor_is_contiguous(out)) {
+        tfe_error_set("fused: the output must be a contiguous %s tensor", dtype_name(k->dtype));
+        return -1;
+    }
+    fin stack_in[16], *in = stack_in;
+    if (k->ninputs > 16 && !(in = malloc((size_t)k->ninputs * sizeof(fin)))) {
         tfe_error_set("fused: out of memory");
         return -1;
     }
-    finst *code = (finst *)mem;
-    fin *in = (fin *)(mem + sz_code);
-    uint8_t *written = (uint8_t *)(mem + sz_code + sz_in), *multi = written + p->nregs;
-
-    int r = -1;
-    for (int k = 0; k < p->ninputs; k++)
-        if (plan_input(&in[k], k, inputs[k], out, p->dtype)) goto done;
-    fplan pl = {.dt = p->dtype, .nregs = p->nregs, .ninstr = p->ninstr, .result = p->result,
-                .code = code, .in = in, .out = tensor_data(out)};
-    int cost = plan_code(&pl, code, in, p, written, multi);
-    if (cost < 0) goto done;
+    int r = -1, cost = k->cost;
+    for (int i = 0; i < k->ninputs; i++) {
+        if (plan_input(&in[i], i, inputs[i], out, k->dtype)) goto done;
+        if (in[i].kind == IN_STRIDED) cost += 2 * k->loads[i];
+    }
+    fplan pl = {.dt = k->dtype, .nregs = k->nregs, .ninstr = k->ninstr, .result = k->result,
+                .code = k->code, .in = in, .last_out = k->last_out, .out = tensor_data(out)};
+    int64_t n = tensor_numel(out);
     r = 0;
     if (n == 0) goto done;
 
@@ -453,6 +485,21 @@ int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out
         r = kn_poll();
     }
 done:
-    if (mem != stackbuf) free(mem);
+    if (in != stack_in) free(in);
+    return r;
+}
+
+int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out) {
+    /* small programs compile on the stack: no malloc per call */
+    _Alignas(16) char stackbuf[STACK_PLAN_BYTES];
+    size_t size = kernel_size(p);
+    tfe_fkernel *k = size <= sizeof stackbuf ? (tfe_fkernel *)stackbuf : malloc(size);
+    if (!k) {
+        tfe_error_set("fused: out of memory");
+        return -1;
+    }
+    int r = compile_into(k, p);
+    if (!r) r = tfe_fused_exec(k, inputs, out);
+    if ((char *)k != stackbuf) free(k);
     return r;
 }

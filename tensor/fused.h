@@ -85,6 +85,16 @@ typedef struct tfe_fprog {
  * out of memory, "interrupted"). */
 int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out);
 
+/* The same in two steps, for a program run many times (a staged graph): the
+ * program is validated once by tfe_fused_compile (NULL + error if invalid;
+ * the kernel keeps its own copy of the code, p may be freed after), then
+ * tfe_fused_exec runs it with the contract of tfe_fused_run. Validation costs
+ * ~10 ns per instruction, comparable to running a short chunk. */
+typedef struct tfe_fkernel tfe_fkernel;
+tfe_fkernel *tfe_fused_compile(const tfe_fprog *p);
+int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *out);
+void tfe_fused_free(tfe_fkernel *k);
+
 /* Number of register operands of an op: 0 (LOAD, CONST), 1 or 2; -1 if fop
  * is not a tfe_fop. */
 int tfe_fop_nargs(int fop);

@@ -1,0 +1,79 @@
+"""bench/ew_chain.py — a cached call of a staged function that runs a chain of
+100 elementwise steps `x = x * 0.999 + 0.001` (200 ops) on a 64-element
+float32 tensor, in a while loop (peer of ew_chain.tfe). The chain is a Python
+`while i < 100` loop with a plain int counter, unrolled when the function is
+traced. --lib torch|tensorflow|jax stages f the way its users do:
+TorchScript (torch.jit.trace, which unrolls the loop as tfe does; frozen
+with torch.jit.freeze, so TorchScript's own graph passes apply), tf.function
+(grappler), jax.jit (XLA; each result waited for with block_until_ready).
+The first call traces/compiles, untimed; every timed call hits the cache.
+
+With --eager first (peer of ew_chain_eager.tfe) f is called as a plain
+function, op by op, and --lib numpy is allowed too.
+[--eager] --lib numpy|torch|tensorflow|jax"""
+import sys
+import time
+
+from benchlib import measure, setup
+
+# --eager comes first; benchlib parses the rest (--lib)
+eager = sys.argv[1:2] == ["--eager"]
+if eager:
+    del sys.argv[1]
+
+ops, m = setup()
+x = ops.randn((64,))
+sync = ops.sync
+
+
+def f(x):
+    i = 0
+    while i < 100:
+        x = x * 0.999 + 0.001
+        i += 1
+    return x
+
+
+def script_torch(torch):
+    """TorchScript: trace f (the loop unrolls into 200 nodes) and freeze it
+    in eval mode, which runs TorchScript's optimization passes."""
+    with torch.no_grad():
+        g = torch.jit.freeze(torch.jit.trace(torch.nn.Module(), ()) if False else
+                             torch.jit.trace(Chain(), (x,)).eval())
+    print("BACKEND torch.jit.trace + torch.jit.freeze")
+    return g
+
+
+# Stage f and call it once — trace / compile — outside any timing.
+t0 = time.perf_counter()
+if eager:
+    g = f
+elif ops.lib == "tensorflow":
+    g = m.function(f)
+elif ops.lib == "jax":
+    g = m.jit(f)
+elif ops.lib == "torch":
+    class Chain(m.nn.Module):
+        def forward(self, x):
+            return f(x)
+    g = script_torch(m)
+else:
+    raise SystemExit("ew_chain.py: numpy stages nothing; use --eager --lib numpy")
+
+sync(g(x))
+print(f"FIRST_CALL_SECONDS {time.perf_counter() - t0!r}")
+
+
+def run(n):
+    i = 0
+    while i < n:
+        y = g(x)
+        sync(y)  # JAX: block_until_ready each call; a no-op elsewhere
+        i += 1
+
+
+if ops.lib == "torch":
+    with m.no_grad():
+        measure(run)
+else:
+    measure(run)

@@ -1,11 +1,23 @@
 """bench/mlp_step.py — one SGD training step of an MLP 784-256-256-10 (ReLU),
 batch 64, softmax cross-entropy from logits, lr 0.1: forward + backward +
-update (peer of mlp_step.tfe). --lib torch|tensorflow|jax, eager only:
+update (peer of mlp_step.tfe). --lib torch|tensorflow|jax, eager by default:
 PyTorch autograd (update under torch.no_grad), TensorFlow GradientTape (no
 tf.function), JAX jax.value_and_grad of a plain function (no jax.jit; JAX
-runs it op by op)."""
+runs it op by op).
+
+With --compiled first (peer of mlp_step_staged.tfe, issue 6) the TensorFlow
+step is a tf.function and the JAX step (value_and_grad and the update) is
+one jax.jit; PyTorch stays eager (the issue compares tfe's staged step with
+PyTorch's eager one).
+[--compiled] --lib torch|tensorflow|jax"""
+import sys
 
 from benchlib import lib_from_argv, load, measure_steps
+
+# --compiled comes first; benchlib parses the rest (--lib)
+compiled = sys.argv[1:2] == ["--compiled"]
+if compiled:
+    del sys.argv[1]
 
 BATCH, SIZES, LR = 64, (784, 256, 256, 10), 0.1
 
@@ -59,6 +71,8 @@ elif lib == "tensorflow":
             p.assign_sub(LR * g)
         return loss
 
+    if compiled:
+        step = tf.function(step)  # traced by the first (warm-up) step
     sync = lambda v: v  # noqa: E731
 else:
     import jax
@@ -74,9 +88,15 @@ else:
 
     value_and_grad = jax.value_and_grad(loss_fn)  # not jitted: op by op
 
+    def update(params):
+        loss, grads = value_and_grad(params)
+        return loss, [p - LR * g for p, g in zip(params, grads)]
+
+    if compiled:
+        update = jax.jit(update)  # compiled by the first (warm-up) step
+
     def step():
-        loss, grads = value_and_grad(state["params"])
-        state["params"] = [p - LR * g for p, g in zip(state["params"], grads)]
+        loss, state["params"] = update(state["params"])
         return loss
 
     def sync(v):

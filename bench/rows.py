@@ -87,4 +87,17 @@ ROWS = [
         ["{tfe}", "{bench}/staged_call.tfe"], staged_peers("staged_call.py")),
     Row("staged_call_eager", 5, "the same fn called eagerly (no staging), for reference",
         ["{tfe}", "{bench}/staged_call_eager.tfe"], tensor_peers("staged_call.py", "--eager")),
+    # --- issue 6: graph optimizer ----------------------------------------
+    Row("ew_chain", 6, "cached call of a staged fn: 100 x (x * 0.999 + 0.001), unrolled, "
+        "64 x float32 (TorchScript torch.jit.trace, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/ew_chain.tfe"], staged_peers("ew_chain.py")),
+    Row("ew_chain_eager", 6, "the same fn called eagerly, 200 ops (no staging), for reference",
+        ["{tfe}", "{bench}/ew_chain_eager.tfe"], tensor_peers("ew_chain.py", "--eager")),
+    Row("mlp_step_staged", 6, "mlp_step with the step staged (PyTorch eager, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/mlp_step_staged.tfe"], staged_peers("mlp_step.py", "--compiled")),
+    Row("l2hmc", 6, "HMC step, 2-D correlated Gaussian, 200 chains, 10 leapfrogs with grad "
+        "inside, staged (PyTorch eager, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/l2hmc.tfe"], staged_peers("l2hmc.py")),
+    Row("l2hmc_eager", 6, "the same HMC step eagerly (no staging), for reference",
+        ["{tfe}", "{bench}/l2hmc_eager.tfe"], staged_peers("l2hmc.py", "--eager")),
 ]

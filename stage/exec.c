@@ -163,7 +163,8 @@ static int run_fused(GRun *x, GNode *n)
     for (int d = 0; d < m->rank; d++)
         if (shape[d] < 0) shape[d] = 1;
     tfe_tensor *out = tensor_new(m->dtype, m->rank, shape);
-    int rc = out ? tfe_fused_run(n->prog, in, out) : -1;
+    if (out && !n->fkernel) n->fkernel = tfe_fused_compile(n->prog); /* checked once */
+    int rc = out && n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
     if (in != inb) free(in);
     if (rc) {
         if (out) tensor_decref(out);

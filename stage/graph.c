@@ -79,6 +79,7 @@ static void node_free(GNode *n)
         free((void *)n->prog->code);
         free(n->prog);
     }
+    if (n->fkernel) tfe_fused_free(n->fkernel);
 }
 
 void graph_decref(Graph *g)

@@ -81,6 +81,7 @@ typedef struct GNode {
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
+    struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
 } GNode;
 
 typedef struct Graph {

@@ -471,9 +471,10 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
 
     /* KN_GRAIN is sized for one binary op (cost ~2 with its store); a fused
      * program does `cost` times the work per element, so it pays to thread
-     * proportionally sooner. Never below a few chunks per range. */
+     * proportionally sooner. Never below 16 chunks per range: waking the
+     * pool costs tens of microseconds on a busy machine. */
     int64_t grain = (int64_t)KN_GRAIN * 2 / cost;
-    if (grain < 4 * CHUNK) grain = 4 * CHUNK;
+    if (grain < 16 * CHUNK) grain = 16 * CHUNK;
     if (grain > KN_GRAIN) grain = KN_GRAIN;
     tfe_parallel_for(n, grain, fused_range, &pl);
     if (pl.err) {

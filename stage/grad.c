@@ -866,24 +866,69 @@ static Plan plan_of(const Graph *G)
     return p;
 }
 
-/* The value of source i of this call: a variable read that did not run (a
- * branch not taken) stands for the variable's current value. */
-static tfe_tensor *source_value(const Graph *G, const Plan *p, GRun *x, int i)
+/* A graph run executed R (optimized) while its backward derives from B (R as
+ * traced, R->raw). The optimizer never removes, merges or reorders inputs and
+ * effect nodes (variable reads, host calls, random draws), so those of B and
+ * R pair up in order: map[B node] = R node for them, -1 for the rest. NULL
+ * when they do not pair up (then the backward derives from R itself). */
+static bool effect_kind(const GNode *n)
 {
-    tfe_tensor *t = x->v[p->src[i]];
+    return n->kind == G_VAR_READ || n->kind == G_HOST || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM));
+}
+
+static int *effect_map(const Graph *B, const Graph *R)
+{
+    int *map = malloc(sizeof *map * (size_t)(B->n + 1));
+    int j = 0;
+    for (int i = 0; i < B->n; i++) {
+        map[i] = -1;
+        if (B->nodes[i].kind == G_INPUT) {
+            map[i] = R->inputs[B->nodes[i].input_index];
+            continue;
+        }
+        if (!effect_kind(&B->nodes[i])) continue;
+        while (j < R->n && !effect_kind(&R->nodes[j])) j++;
+        if (j == R->n || R->nodes[j].kind != B->nodes[i].kind) {
+            free(map);
+            return NULL;
+        }
+        map[i] = j++;
+    }
+    return map;
+}
+
+/* The run's value of B's slot s, or NULL (not computed, or not an input or
+ * effect node). */
+static tfe_tensor *run_value(const Graph *B, const Graph *R, const int *map, GRun *x, int s)
+{
+    for (int k = 0; k < B->n; k++) {
+        const GNode *n = &B->nodes[k];
+        if (s < n->vbase || s >= n->vbase + n->nout) continue;
+        int rk = map ? map[k] : k;
+        return rk < 0 ? NULL : x->v[R->nodes[rk].vbase + (s - n->vbase)];
+    }
+    return NULL;
+}
+
+/* The value of source i of this call (new ref): a variable read that did not
+ * run (a branch not taken) stands for the variable's current value. */
+static tfe_tensor *source_value(const Graph *B, const Graph *R, const int *map, const Plan *p, GRun *x, int i)
+{
+    tfe_tensor *t = run_value(B, R, map, x, p->src[i]);
     if (t) {
         tensor_incref(t);
         return t;
     }
-    for (int k = 0; k < G->n; k++)
-        if (G->nodes[k].kind == G_VAR_READ && G->nodes[k].vbase == p->src[i]) return value_to_tensor(G->nodes[k].obj);
+    for (int k = 0; k < B->n; k++)
+        if (B->nodes[k].kind == G_VAR_READ && B->nodes[k].vbase == p->src[i]) return value_to_tensor(B->nodes[k].obj);
     return NULL;
 }
 
 typedef struct GCallGrad {
     tfe_custom_grad base;
     Interp *I;
-    Graph *G;            /* ref */
+    Graph *G;            /* the graph the backward derives from (the run's, as traced): ref */
+    Graph *run;          /* the graph that ran (keeps G's frames alive): ref */
     Plan plan;
     tfe_tensor **saved;  /* plan.nsaved values of this call (owned) */
     tfe_attrs *draws;    /* by node: the random draws of this call (owned), or NULL */
@@ -899,6 +944,7 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->plan.src);
     free(c->plan.saved);
     graph_decref(c->G);
+    graph_decref(c->run);
     free(c);
 }
 
@@ -921,13 +967,14 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     if (G->bwd && !tfe_tracer) {
         tfe_tensor **bo = calloc((size_t)nin + 1, sizeof *bo);
         rc = stage_graph_call(I, G->bwd, bin, bo);
-        for (int i = 0; i < nin; i++) {
-            if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
-                if (bo[i]) tensor_decref(bo[i]);
+        for (int i = 0, k = 0; i < nin; i++) {
+            if (!G->bwd_has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
+            tfe_tensor *gv = bo[k++];
+            if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+                if (gv) tensor_decref(gv);
                 continue;
             }
-            dx[i] = rc ? NULL : bo[i];
-            if (rc && bo[i]) tensor_decref(bo[i]);
+            dx[i] = gv;
         }
         free(bo);
         free(bin);
@@ -967,11 +1014,15 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     }
     if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
     rc = 0;
+    /* a source no gradient reaches gets none (the tape then adds nothing) */
     tfe_tensor **res = calloc((size_t)nin + 1, sizeof *res);
+    int nres = 0;
     for (int i = 0; i < nin; i++) {
         tfe_tensor *gv = b.g[c->plan.src[i]];
-        if (gv) tensor_incref(gv);
-        else if (!(gv = zeros_like(in[i]))) rc = -1;
+        if (gv) {
+            tensor_incref(gv);
+            nres++;
+        }
         res[i] = gv;
     }
     if (!rc && own && !T->failed) {
@@ -980,7 +1031,15 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         bool reusable = c->draws == NULL;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
-            set_outs(T->g, 0, nin, res, T);
+            tfe_tensor **outs = calloc((size_t)nres + 1, sizeof *outs);
+            G->bwd_has = calloc((size_t)nin + 1, sizeof *G->bwd_has);
+            for (int i = 0, k = 0; i < nin; i++)
+                if (res[i]) {
+                    G->bwd_has[i] = true;
+                    outs[k++] = res[i];
+                }
+            set_outs(T->g, 0, nres, outs, T);
+            free(outs);
             G->bwd = T->g;
             T->g->refcount++;
         }
@@ -1038,18 +1097,29 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->base.backward = gcall_backward;
         c->base.release = gcall_release;
         c->I = I;
-        c->G = G;
+        /* the backward derives from the graph as traced, so that its sums
+         * run in the order an eager tape's do (bitwise the same gradients) */
+        Graph *B = G->raw ? G->raw : G;
+        int *map = B != G ? effect_map(B, G) : NULL;
+        if (B != G && !map) B = G;
+        c->G = B;
+        B->refcount++;
+        c->run = G;
         G->refcount++;
-        c->plan = plan_of(G);
+        c->plan = plan_of(B);
         c->saved = calloc((size_t)c->plan.nsaved + 1, sizeof *c->saved);
         for (int i = 0; i < c->plan.nsaved; i++)
-            if ((c->saved[i] = x.v[c->plan.saved[i]])) tensor_incref(c->saved[i]);
+            if ((c->saved[i] = run_value(B, G, map, &x, c->plan.saved[i]))) tensor_incref(c->saved[i]);
         if (x.draws) {
-            c->draws = malloc(sizeof *c->draws * (size_t)(G->n + 1));
-            mem_copy(c->draws, x.draws, sizeof *c->draws * (size_t)(G->n + 1));
+            c->draws = calloc((size_t)B->n + 1, sizeof *c->draws);
+            for (int i = 0; i < B->n; i++) {
+                int r = map ? map[i] : i;
+                if (r >= 0) c->draws[i] = x.draws[r];
+            }
         }
         tfe_tensor **src = malloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
-        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(G, &c->plan, &x, i);
+        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(B, G, map, &c->plan, &x, i);
+        free(map);
         tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);
         for (int i = 0; i < c->plan.nsrc; i++)
             if (src[i]) tensor_decref(src[i]);

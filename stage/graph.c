@@ -101,6 +101,8 @@ void graph_decref(Graph *g)
         free(f);
     }
     graph_decref(g->bwd);
+    free(g->bwd_has);
+    graph_decref(g->raw);
     if (g->opt) {
         opt_report_free(g->opt);
         free(g->opt);
@@ -310,4 +312,67 @@ void graph_compact(Graph *g)
     free(live_r);
     free(nmap);
     free(rmap);
+}
+
+/* --- copying ------------------------------------------------------------------------------ */
+
+Graph *graph_clone(const Graph *g)
+{
+    Graph *c = calloc(1, sizeof *c);
+    c->refcount = 1;
+    c->name = strdup(g->name);
+    c->n = c->cap = g->n;
+    c->nodes = calloc((size_t)g->n + 1, sizeof *c->nodes);
+    for (int i = 0; i < g->n; i++) {
+        const GNode *o = &g->nodes[i];
+        GNode *n = &c->nodes[i];
+        *n = *o;
+        n->in = o->nin ? malloc(sizeof *n->in * (size_t)o->nin) : NULL;
+        mem_copy(n->in, o->in, sizeof *n->in * (size_t)o->nin);
+        n->meta = o->nout ? malloc(sizeof *n->meta * (size_t)o->nout) : NULL;
+        mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
+        if (o->at) {
+            n->at = malloc(sizeof *n->at);
+            *n->at = *o->at;
+        }
+        n->label = o->label ? strdup(o->label) : NULL;
+        if (n->value) tensor_incref(n->value);
+        value_incref(n->obj);
+        if (o->nhargs) {
+            n->hargs = malloc(sizeof *n->hargs * (size_t)o->nhargs);
+            for (int a = 0; a < o->nhargs; a++) {
+                n->hargs[a] = o->hargs[a];
+                value_incref(n->hargs[a].v);
+            }
+        }
+        if (o->nhkw) {
+            n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)o->nhkw);
+            for (int a = 0; a < o->nhkw; a++) {
+                n->hkwnames[a] = o->hkwnames[a];
+                n->hkwnames[a]->h.refcount++;
+            }
+        }
+        n->prog = NULL; /* a traced graph has no fused nodes */
+        n->fkernel = NULL;
+        /* frames: shared with g, which the clone's owner keeps alive (g->raw) */
+    }
+    c->nregions = c->capregions = g->nregions;
+    c->regions = calloc((size_t)g->nregions + 1, sizeof *c->regions);
+    for (int r = 0; r < g->nregions; r++) {
+        const GRegion *o = &g->regions[r];
+        GRegion *n = &c->regions[r];
+        *n = *o;
+        n->cap = o->n;
+        n->nodes = malloc(sizeof *n->nodes * (size_t)(o->n + 1));
+        mem_copy(n->nodes, o->nodes, sizeof *n->nodes * (size_t)o->n);
+        n->outs = malloc(sizeof *n->outs * (size_t)(o->nouts + 1));
+        mem_copy(n->outs, o->outs, sizeof *n->outs * (size_t)o->nouts);
+        n->params = malloc(sizeof *n->params * (size_t)(o->nparams + 1));
+        mem_copy(n->params, o->params, sizeof *n->params * (size_t)o->nparams);
+    }
+    c->ninputs = g->ninputs;
+    c->inputs = malloc(sizeof *c->inputs * (size_t)(g->ninputs + 1));
+    mem_copy(c->inputs, g->inputs, sizeof *c->inputs * (size_t)g->ninputs);
+    c->nvals = g->nvals;
+    return c;
 }

@@ -96,6 +96,9 @@ typedef struct Graph {
     int nvals;           /* values in all: the executor's array size */
     GFrames *frames_all;
     struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
+    bool *bwd_has;       /* per source of a backward: does it get a gradient (bwd's outputs are those) */
+    struct Graph *raw;   /* the graph as traced, before the optimizer: what backwards are
+                            derived from, so their sums run in the order an eager tape's do */
     struct OptReport *opt; /* what the optimizer did (stage/opt.h), or NULL */
     tfe_tensor **scratch; /* a value array kept for the next run (stage/exec.c) */
     int scratch_cap;
@@ -122,6 +125,9 @@ static inline GNode *gnode(Graph *g, int i) { return &g->nodes[i]; }
  * the values of g the node reads from outside (*caps, malloc'd, in input
  * order). Used to make such a node one tape entry while tracing. */
 Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps);
+
+/* A deep copy (sharing g's frames: keep g alive as long as the copy). */
+Graph *graph_clone(const Graph *g);
 
 /* Drop the nodes and regions no live region reaches (what failed attempts at
  * conds and loops left) and number the rest densely, in order. Only on a

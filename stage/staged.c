@@ -186,6 +186,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 void stage_optimize(Graph *g)
 {
     if (tfe_no_optimize) return;
+    g->raw = graph_clone(g); /* gradients are derived from the graph as traced */
     OptReport *r = calloc(1, sizeof *r);
     bool keep = true; /* graph(f).dump(pass) shows them; cheap next to tracing */
     if (graph_optimize(g, r, keep)) {

@@ -6,12 +6,14 @@
 #include "stage/exec.h"
 #include "stage/sig.h"
 #include "tensor/fused.h"
+#include "stage/plan.h"
 
 void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
 {
     x->I = I;
     x->g = g;
     x->draws = NULL;
+    x->plan = NULL;
     x->frame_base = I->nframes;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
@@ -47,6 +49,17 @@ void grun_release(GRun *x)
     x->v = NULL;
     free(x->draws);
     x->draws = NULL;
+    if (x->plan) x->plan->busy = false;
+    x->plan = NULL;
+}
+
+void grun_use_plan(GRun *x)
+{
+    ExecPlan *p = x->g->plan;
+    if (p && !p->busy) {
+        p->busy = true;
+        x->plan = p;
+    }
 }
 
 static void vset(GRun *x, int slot, tfe_tensor *t)
@@ -104,7 +117,17 @@ static int run_op(GRun *x, GNode *n)
         at = &rat;
     }
     tfe_tensor *out[32];
-    if (!rc) rc = tfe_execute_eager(n->op, n->nin, in, at, out);
+    tfe_tensor *planned = !rc && x->plan ? exec_plan_tensor(x->plan, n->vbase, &n->meta[0]) : NULL;
+    if (planned) { /* its place in the arena; shapes were checked when it was traced */
+        out[0] = planned;
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = at, .out = out};
+        if (tfe_ops[n->op].cpu_kernel(&c)) {
+            tensor_decref(planned);
+            rc = -1;
+        }
+    } else if (!rc) {
+        rc = tfe_execute_eager(n->op, n->nin, in, at, out);
+    }
     if (in != inb) free(in);
     if (rc) return node_error(x, n, tfe_error_msg());
     for (int k = 0; k < n->nout; k++) vset(x, n->vbase + k, out[k]);
@@ -162,7 +185,8 @@ static int run_fused(GRun *x, GNode *n)
     }
     for (int d = 0; d < m->rank; d++)
         if (shape[d] < 0) shape[d] = 1;
-    tfe_tensor *out = tensor_new(m->dtype, m->rank, shape);
+    tfe_tensor *out = x->plan ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
+    if (!out) out = tensor_new(m->dtype, m->rank, shape);
     if (out && !n->fkernel) n->fkernel = tfe_fused_compile(n->prog); /* checked once */
     int rc = out && n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
     if (in != inb) free(in);

@@ -12,7 +12,11 @@ typedef struct GRun {
     int frame_base;      /* run-time errors push the node's frames above this */
     tfe_attrs *draws;    /* by node: the seed and counter each random op drew in this run
                             (NULL until the first draw; owned) */
+    struct ExecPlan *plan; /* the graph's memory plan while this run uses its arena, or NULL */
 } GRun;
+
+/* Use g's memory plan for this run (a cached call; not a run inside a run). */
+void grun_use_plan(GRun *x);
 
 /* A run with inputs and constants in place (inputs: borrowed, g->ninputs). */
 void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs);

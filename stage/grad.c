@@ -1077,6 +1077,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
 {
     GRun x;
     grun_init(&x, I, G, inputs);
+    grun_use_plan(&x);
     int saved_tapes = tfe_tapes_active;
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
     int rc = grun_region(&x, 0);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include "stage/graph.h"
 #include "stage/opt.h"
+#include "stage/plan.h"
 #include "tensor/fused.h"
 
 Graph *graph_new(const char *name)
@@ -103,6 +104,7 @@ void graph_decref(Graph *g)
     graph_decref(g->bwd);
     free(g->bwd_has);
     graph_decref(g->raw);
+    exec_plan_free(g->plan);
     if (g->opt) {
         opt_report_free(g->opt);
         free(g->opt);

@@ -100,6 +100,7 @@ typedef struct Graph {
     struct Graph *raw;   /* the graph as traced, before the optimizer: what backwards are
                             derived from, so their sums run in the order an eager tape's do */
     struct OptReport *opt; /* what the optimizer did (stage/opt.h), or NULL */
+    struct ExecPlan *plan; /* its memory plan (stage/plan.h), or NULL */
     tfe_tensor **scratch; /* a value array kept for the next run (stage/exec.c) */
     int scratch_cap;
     bool busy;           /* scratch is in use (a run inside a run takes its own) */

@@ -121,7 +121,10 @@ char *opt_report_line(const OptReport *r)
     for (int i = 0; i < r->npasses && n < sizeof buf; i++)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %d -> %d", i ? ", " : "", r->names[i], r->before[i], r->after[i]);
     if (r->fused_groups && n < sizeof buf)
-        snprintf(buf + n, sizeof buf - n, "; %d fused group%s of %d ops", r->fused_groups,
-                 r->fused_groups == 1 ? "" : "s", r->fused_ops);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "; %d fused group%s of %d ops", r->fused_groups,
+                              r->fused_groups == 1 ? "" : "s", r->fused_ops);
+    if (r->planned_bytes && n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n, "; arena %zu bytes for %zu bytes of intermediates", r->arena_bytes,
+                 r->planned_bytes);
     return strdup(buf);
 }

@@ -20,6 +20,8 @@ typedef struct OptReport {
     int before[OPT_MAX_PASSES], after[OPT_MAX_PASSES];
     char *text[OPT_MAX_PASSES + 1];   /* text[0]: the traced graph; text[i + 1]: after pass i */
     int fused_groups, fused_ops;      /* elementwise fusion */
+    size_t arena_bytes, planned_bytes; /* the memory plan (stage/plan.h): the arena, and the
+                                         intermediates it holds taken one by one */
 } OptReport;
 
 /* The passes, in the order they run. */

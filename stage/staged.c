@@ -6,6 +6,7 @@
 #include <string.h>
 #include "stage/exec.h"
 #include "stage/opt.h"
+#include "stage/plan.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
@@ -194,6 +195,11 @@ void stage_optimize(Graph *g)
         tfe_error_clear();
     }
     g->opt = r;
+    g->plan = exec_plan_build(g);
+    if (g->plan) {
+        r->arena_bytes = g->plan->arena_bytes;
+        r->planned_bytes = g->plan->sum_bytes;
+    }
     int p = tfe_dump_pass ? opt_pass_index(tfe_dump_pass) : -1;
     if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {
         fflush(stdout);

@@ -152,6 +152,39 @@ static GRef map_ref(Extract *x, GRef r)
     return (GRef){id, 0};
 }
 
+/* n gets its own references to what o owns: attrs, constant, callable, host
+ * arguments and keyword names (in, meta, label and prog are the caller's). */
+static void copy_owned(GNode *n, const GNode *o)
+{
+    n->at = NULL;
+    if (o->at) {
+        n->at = malloc(sizeof *n->at);
+        *n->at = *o->at;
+    }
+    n->value = o->value;
+    if (n->value) tensor_incref(n->value);
+    n->obj = o->obj;
+    value_incref(n->obj);
+    n->hargs = NULL;
+    n->nhargs = o->nhargs;
+    if (o->nhargs) {
+        n->hargs = malloc(sizeof *n->hargs * (size_t)o->nhargs);
+        for (int a = 0; a < o->nhargs; a++) {
+            n->hargs[a] = o->hargs[a];
+            value_incref(n->hargs[a].v);
+        }
+    }
+    n->hkwnames = NULL;
+    n->nhkw = o->nhkw;
+    if (o->nhkw) {
+        n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)o->nhkw);
+        for (int a = 0; a < o->nhkw; a++) {
+            n->hkwnames[a] = o->hkwnames[a];
+            n->hkwnames[a]->h.refcount++;
+        }
+    }
+}
+
 static int copy_region(Extract *x, int r, int parent);
 
 static void copy_node(Extract *x, int old, int region)
@@ -168,31 +201,8 @@ static void copy_node(Extract *x, int old, int region)
     mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
     n->op = o->op;
     n->at_from = o->at_from >= 0 && x->map[o->at_from] >= 0 ? x->map[o->at_from] : -1;
-    if (o->at) {
-        n->at = malloc(sizeof *n->at);
-        *n->at = *o->at;
-    }
     n->loc = o->loc;
-    n->value = o->value;
-    if (n->value) tensor_incref(n->value);
-    n->obj = o->obj;
-    value_incref(n->obj);
-    if (o->nhargs) {
-        n->hargs = malloc(sizeof *n->hargs * (size_t)o->nhargs);
-        for (int a = 0; a < o->nhargs; a++) {
-            n->hargs[a] = o->hargs[a];
-            value_incref(n->hargs[a].v);
-        }
-    }
-    n->nhargs = o->nhargs;
-    n->nhkw = o->nhkw;
-    if (o->nhkw) {
-        n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)o->nhkw);
-        for (int a = 0; a < o->nhkw; a++) {
-            n->hkwnames[a] = o->hkwnames[a];
-            n->hkwnames[a]->h.refcount++;
-        }
-    }
+    copy_owned(n, o);
     n->host_nil = o->host_nil;
     if (o->prog) {
         n->prog = malloc(sizeof *n->prog);
@@ -333,27 +343,8 @@ Graph *graph_clone(const Graph *g)
         mem_copy(n->in, o->in, sizeof *n->in * (size_t)o->nin);
         n->meta = o->nout ? malloc(sizeof *n->meta * (size_t)o->nout) : NULL;
         mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
-        if (o->at) {
-            n->at = malloc(sizeof *n->at);
-            *n->at = *o->at;
-        }
         n->label = o->label ? strdup(o->label) : NULL;
-        if (n->value) tensor_incref(n->value);
-        value_incref(n->obj);
-        if (o->nhargs) {
-            n->hargs = malloc(sizeof *n->hargs * (size_t)o->nhargs);
-            for (int a = 0; a < o->nhargs; a++) {
-                n->hargs[a] = o->hargs[a];
-                value_incref(n->hargs[a].v);
-            }
-        }
-        if (o->nhkw) {
-            n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)o->nhkw);
-            for (int a = 0; a < o->nhkw; a++) {
-                n->hkwnames[a] = o->hkwnames[a];
-                n->hkwnames[a]->h.refcount++;
-            }
-        }
+        copy_owned(n, o);
         n->prog = NULL; /* a traced graph has no fused nodes */
         n->fkernel = NULL;
         /* frames: shared with g, which the clone's owner keeps alive (g->raw) */

@@ -44,6 +44,10 @@ Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uin
  * not be reused by another object while a trace compares against it). */
 void sig_hold(Value v, Value **held, int *nheld);
 
+/* Same dtype, shape and bits (NaNs equal to themselves; -0.0 not 0.0), with
+ * at most max_elems elements (-1: any number); false for symbolic tensors. */
+bool sig_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems);
+
 /* Does v contain a function (results and outside writes must not)? */
 bool sig_has_function(Value v);
 

@@ -91,22 +91,6 @@ static bool dims_match(const SigBuf *want, const bool *relaxed, const int64_t *d
     return true;
 }
 
-static bool tensor_same_value(tfe_tensor *a, tfe_tensor *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank ||
-        mem_cmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank))
-        return false;
-    int64_t n = tensor_numel(a);
-    for (int64_t i = 0; i < n; i++) {
-        if (dtype_is_float(a->dtype)) {
-            double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
-            if (mem_cmp(&x, &y, sizeof x)) return false;
-        } else if (tensor_get_i64(a, i) != tensor_get_i64(b, i)) {
-            return false;
-        }
-    }
-    return true;
-}
 
 /* Does the call (its args' signature and leaves) match t? On a match the
  * outside bindings' leaves are appended to lv (the graph's inputs). */
@@ -125,7 +109,7 @@ static bool trace_matches(Trace *t, const SigBuf *sb, Leaves *lv, SigBuf *scratc
     }
     if (lv->n != t->g_ninputs) goto no;
     for (int i = 0; t->static_val && i < t->g_ninputs; i++)
-        if (t->static_val[i] && !tensor_same_value(t->static_val[i], lv->t[i])) goto no;
+        if (t->static_val[i] && !sig_tensor_equal(t->static_val[i], lv->t[i], -1)) goto no;
     return true;
 no:
     while (lv->n > nargs) tensor_decref(lv->t[--lv->n]);

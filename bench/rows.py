@@ -39,8 +39,10 @@ def autodiff_peers(script):
 
 
 def staged_peers(script, *args):
-    """The peers of a staging row: the three libraries that stage a Python
-    function (tf.function, jax.jit, torch.compile); args go before --lib."""
+    """The PyTorch, TensorFlow and JAX peers of a staging row, one process
+    each; args go before --lib. Each script says how it stages (tf.function,
+    jax.jit, and for PyTorch torch.compile, torch.jit.trace or eager: see the
+    row's `what`)."""
     libs = (("PyTorch", "torch"), ("TensorFlow", "tensorflow"), ("JAX", "jax"))
     return {peer: ["{venv}", "{bench}/" + script, *args, "--lib", lib] for peer, lib in libs}
 

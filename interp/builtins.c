@@ -276,6 +276,27 @@ BUILTIN(bi_list)
     return 0;
 }
 
+/* memory(reset_peak=false): the tensor allocator's bytes, as a record
+ * {live, peak, cached}: live in tensors now, the most live since the start
+ * (or the last reset), and freed blocks kept for reuse. */
+BUILTIN(bi_memory)
+{
+    (void)data;
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "memory", "reset_peak=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (p[0] && (a[0].kind != V_SCALAR || a[0].dtype != TFE_BOOL))
+        return interp_raise(I, "memory: reset_peak must be a bool, got %s", value_kind_name(a[0]));
+    tfe_alloc_stats st = tfe_alloc_get_stats();
+    Record *r = record_new();
+    record_set_take(r, "live", 4, v_int((int64_t)st.live_bytes));
+    record_set_take(r, "peak", 4, v_int((int64_t)st.peak_bytes));
+    record_set_take(r, "cached", 6, v_int((int64_t)st.cached_bytes));
+    if (p[0] && a[0].u.i) tfe_alloc_reset_peak();
+    *out = v_obj(V_RECORD, r);
+    return 0;
+}
+
 BUILTIN(bi_time)
 {
     if (argc || nkw) return interp_raise(I, "time() takes no arguments");
@@ -296,6 +317,7 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "range", bi_range, NULL);
     interp_define_builtin(I, "list", bi_list, NULL);
     interp_define_builtin(I, "time", bi_time, NULL);
+    interp_define_builtin(I, "memory", bi_memory, NULL);
     static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));
     Seq *args = seq_new(I->opt.argc);

@@ -83,3 +83,5 @@ void tfe_alloc_trim(void) {
 }
 
 tfe_alloc_stats tfe_alloc_get_stats(void) { return st; }
+
+void tfe_alloc_reset_peak(void) { st.peak_bytes = st.live_bytes; }

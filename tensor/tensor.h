@@ -65,6 +65,7 @@ void tfe_free(void *p, size_t nbytes);
 void tfe_alloc_trim(void);          /* return cached blocks to the system */
 typedef struct tfe_alloc_stats { size_t live_bytes, cached_bytes, peak_bytes, n_malloc, n_hits; } tfe_alloc_stats;
 tfe_alloc_stats tfe_alloc_get_stats(void);
+void tfe_alloc_reset_peak(void);   /* the peak starts again from what is live now */
 
 /* Construction. New tensors are contiguous (row-major) on the CPU. */
 tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape);      /* uninitialised */

@@ -128,6 +128,35 @@ class Ops:
         self.sync = (lambda x: x.block_until_ready()) if lib == "jax" else (lambda x: x)
 
 
+def measure_staged_calls(f, x, ops, m, eager, stage_torch, script):
+    """The per-call protocol of the staging rows: stage f the way each
+    library's users do (tf.function, jax.jit, stage_torch(torch) for
+    PyTorch; f itself when eager), call it once outside any timing (printing
+    FIRST_CALL_SECONDS), then time cached calls g(x) in a while loop, each
+    result waited for (JAX dispatches asynchronously)."""
+    t0 = time.perf_counter()
+    if eager:
+        g = f
+    elif ops.lib == "tensorflow":
+        g = m.function(f)
+    elif ops.lib == "jax":
+        g = m.jit(f)
+    elif ops.lib == "torch":
+        g = stage_torch(m)
+    else:
+        raise SystemExit(f"{script}: numpy stages nothing; use --eager --lib numpy")
+    ops.sync(g(x))
+    print(f"FIRST_CALL_SECONDS {time.perf_counter() - t0!r}")
+
+    def run(n):
+        i = 0
+        while i < n:
+            ops.sync(g(x))
+            i += 1
+
+    measure(run)
+
+
 def measure_steps(step, sync, lib):
     """Time training steps (step() returns the loss, sync(v) waits for the
     device), then print one more step's loss so a run shows the model trains."""

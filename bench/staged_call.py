@@ -10,9 +10,8 @@ With --eager first (peer of staged_call_eager.tfe) f is called as a plain
 function, op by op, and --lib numpy is allowed too.
 [--eager] --lib numpy|torch|tensorflow|jax"""
 import sys
-import time
 
-from benchlib import measure, setup
+from benchlib import measure_staged_calls, setup
 
 # --eager comes first; benchlib parses the rest (--lib)
 eager = sys.argv[1:2] == ["--eager"]
@@ -21,7 +20,6 @@ if eager:
 
 ops, m = setup()
 x = ops.randn((4,))
-sync = ops.sync
 
 
 def f(x):
@@ -45,29 +43,4 @@ def compile_torch(torch):
         return g
 
 
-# Stage f and call it once — trace / compile — outside any timing.
-t0 = time.perf_counter()
-if eager:
-    g = f
-elif ops.lib == "tensorflow":
-    g = m.function(f)
-elif ops.lib == "jax":
-    g = m.jit(f)
-elif ops.lib == "torch":
-    g = compile_torch(m)
-else:
-    raise SystemExit("staged_call.py: numpy stages nothing; use --eager --lib numpy")
-
-sync(g(x))
-print(f"FIRST_CALL_SECONDS {time.perf_counter() - t0!r}")
-
-
-def run(n):
-    i = 0
-    while i < n:
-        y = g(x)
-        sync(y)  # JAX: block_until_ready each call; a no-op elsewhere
-        i += 1
-
-
-measure(run)
+measure_staged_calls(f, x, ops, m, eager, compile_torch, "staged_call.py")

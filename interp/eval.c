@@ -441,7 +441,11 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             rc = b->fn(I, argc, argv, nkw, kwnames, kwvals, out, b->data);
         }
         I->cur_loc = saved;
-        if (__builtin_expect(tfe_tracer != NULL, 0) && I->has_error) rc = -1; /* a trace failure */
+        if (__builtin_expect(tfe_tracer != NULL, 0) && I->has_error && !rc) { /* a trace failure */
+            value_decref(*out);
+            *out = v_nil();
+            rc = -1;
+        }
         if (rc && !I->has_error) interp_raise(I, "%s() failed", b->name);
         return rc ? -1 : 0;
     }

@@ -278,11 +278,16 @@ static int run_while(GRun *x, GNode *n)
         }
         niter++;
         if (grun_region(x, n->regions[1])) goto out;
+        /* all new values first, then the params: a body output may be a
+         * param itself (a swap), whose slot must not be overwritten before
+         * it is read */
+        tfe_tensor *nb[16], **next = nc <= 16 ? nb : malloc(sizeof *next * (size_t)nc);
         for (int k = 0; k < nc; k++) {
-            tfe_tensor *v = grun_value(x, rb->outs[k]);
-            tensor_incref(v);
-            vset(x, g->nodes[rc->params[k]].vbase, v);
+            next[k] = grun_value(x, rb->outs[k]);
+            tensor_incref(next[k]);
         }
+        for (int k = 0; k < nc; k++) vset(x, g->nodes[rc->params[k]].vbase, next[k]);
+        if (next != nb) free(next);
         if (tfe_interrupted) {
             tfe_interrupted = 0;
             node_error(x, n, "interrupted");

@@ -308,8 +308,8 @@ static int replay_loop(BP *b, int id)
 {
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];
-    int nc = n->nout;
     const GRegion *grc = &G->regions[n->regions[0]];
+    int nc = grc->nparams; /* a while replayed for a backward has 2 nc + 1 outputs */
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     tfe_tensor **sym = calloc((size_t)nc + 1, sizeof *sym);
@@ -343,6 +343,12 @@ static int replay_loop(BP *b, int id)
         goto out;
     }
     for (int k = 0; k < nc; k++) put(b->m, n->vbase + k, outs[k]);
+    /* a loop that keeps its history itself (in a backward graph): what it
+     * hands on are the same stacked values and count */
+    for (int k = nc; k < n->nout && k <= 2 * nc; k++) {
+        tensor_incref(outs[k]);
+        put(b->m, n->vbase + k, outs[k]);
+    }
     /* the history has no slot in G: it is kept in the slots of G's params
      * (nothing reads them outside the loop), the count by node */
     for (int k = 0; k < nc; k++) put(b->m, G->nodes[G->regions[G->nodes[id].regions[0]].params[k]].vbase, outs[nc + k]);
@@ -697,7 +703,7 @@ static int loop_grad_body(BP *b, void *p)
     Graph *G = b->G;
     const GNode *n = &G->nodes[c->id];
     const GRegion *grc = &G->regions[n->regions[0]], *grb = &G->regions[n->regions[1]];
-    int nc = n->nout;
+    int nc = grc->nparams;
     for (int k = 0; k < nc; k++) {
         tfe_attrs at;
         tfe_attrs_init(&at);
@@ -746,9 +752,17 @@ static int sweep_loop(BP *b, int id)
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];
     const GRegion *grc = &G->regions[n->regions[0]];
-    int nc = n->nout;
+    int nc = grc->nparams;
     bool any = false;
     for (int k = 0; k < nc; k++) any |= b->g[n->vbase + k] != NULL;
+    /* a loop a backward replayed keeps its iterations' values (outputs nc
+     * and on); a gradient reaching those (a second-order gradient through
+     * a staged loop) would have to flow back through every iteration's
+     * stacking, which is not built */
+    for (int k = nc; k < n->nout; k++)
+        if (b->g[n->vbase + k])
+            return bp_error(b, n, "second-order gradients through a loop on a traced tensor are not supported "
+                                  "(take them eagerly: run_eagerly(true))");
     if (!any) return 0;
     Caps caps = captures(G, id);
     /* the loop's own initial values are not captures: their gradients are

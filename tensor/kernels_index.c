@@ -70,8 +70,14 @@ static int64_t *load_indices(const char *opname, const tfe_tensor *idx, int axis
         int64_t j = tensor_get_i64(idx, i);
         int64_t w = j < 0 ? j + size : j;
         if (w < 0 || w >= size) {
-            tfe_error_set("%s: index %lld is out of range for axis %d with size %lld", opname,
-                          (long long)j, axis, (long long)size);
+            /* a 0-d index is x[i]: the message of basic indexing, whichever
+             * path ran it (a staged x[i] with a traced i gathers) */
+            if (idx->rank == 0)
+                tfe_error_set("index %lld is out of range for axis %d with size %lld", (long long)j, axis,
+                              (long long)size);
+            else
+                tfe_error_set("%s: index %lld is out of range for axis %d with size %lld", opname,
+                              (long long)j, axis, (long long)size);
             free(v);
             return NULL;
         }

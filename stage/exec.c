@@ -92,6 +92,14 @@ static int node_error(GRun *x, const GNode *n, const char *msg)
     return -1;
 }
 
+static bool meta_equal(const tfe_meta *a, const tfe_meta *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
 static int run_op(GRun *x, GNode *n)
 {
     tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
@@ -117,8 +125,19 @@ static int run_op(GRun *x, GNode *n)
         at = &rat;
     }
     tfe_tensor *out[32];
-    tfe_tensor *planned = !rc && x->plan ? exec_plan_tensor(x->plan, n->vbase, &n->meta[0]) : NULL;
-    if (planned) { /* its place in the arena; shapes were checked when it was traced */
+    tfe_tensor *planned = NULL;
+    if (!rc && x->plan && x->plan->offset[n->vbase] >= 0) {
+        /* its place in the arena, when the result has the planned type and
+         * shape (a relaxed graph or a host call's result can change shapes:
+         * then it is computed the ordinary way) */
+        tfe_meta m;
+        tfe_tensor *dummy[32];
+        const tfe_opcall ci = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = at, .out = dummy};
+        if (tfe_ops[n->op].infer(&ci, &m) == 0 && meta_equal(&m, &n->meta[0]))
+            planned = exec_plan_tensor(x->plan, n->vbase, &n->meta[0]);
+        tfe_error_clear();
+    }
+    if (planned) {
         out[0] = planned;
         const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = at, .out = out};
         if (tfe_ops[n->op].cpu_kernel(&c)) {
@@ -170,25 +189,34 @@ static int run_host(GRun *x, GNode *n)
 
 /* A fused group: one output of the result's shape (its dims from the inputs
  * at run time: a relaxed graph has unknown ones), one loop over the data. */
+/* A fused group: one output, shaped by broadcasting its inputs (the result of
+ * elementwise ops is exactly that; the traced shape may be stale in a relaxed
+ * graph or after a host call), one loop over the data. */
 static int run_fused(GRun *x, GNode *n)
 {
     tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
     const tfe_meta *m = &n->meta[0];
-    int64_t shape[TFE_MAX_RANK];
-    mem_copy(shape, m->shape, sizeof(int64_t) * (size_t)m->rank);
-    for (int i = 0; i < n->nin; i++) {
+    tfe_meta om = *m;
+    for (int d = 0; d < om.rank; d++) om.shape[d] = 1;
+    int rc = 0;
+    for (int i = 0; i < n->nin && !rc; i++) {
         in[i] = grun_value(x, n->in[i]);
-        for (int d = 0; d < m->rank; d++) { /* unknown dims: from an input that has them */
-            int dd = d - (m->rank - in[i]->rank);
-            if (shape[d] < 0 && dd >= 0 && in[i]->shape[dd] != 1) shape[d] = in[i]->shape[dd];
+        if (in[i]->rank > om.rank) rc = -1;
+        for (int d = 0; d < om.rank && !rc; d++) {
+            int dd = d - (om.rank - in[i]->rank);
+            if (dd < 0 || in[i]->shape[dd] == 1) continue;
+            if (om.shape[d] == 1) om.shape[d] = in[i]->shape[dd];
+            else if (om.shape[d] != in[i]->shape[dd]) rc = -1;
         }
     }
-    for (int d = 0; d < m->rank; d++)
-        if (shape[d] < 0) shape[d] = 1;
-    tfe_tensor *out = x->plan ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
-    if (!out) out = tensor_new(m->dtype, m->rank, shape);
+    if (rc) {
+        if (in != inb) free(in);
+        return node_error(x, n, "fused: the inputs' shapes do not broadcast together");
+    }
+    tfe_tensor *out = x->plan && meta_equal(&om, m) ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
+    if (!out) out = tensor_new(m->dtype, om.rank, om.shape);
     if (out && !n->fkernel) n->fkernel = tfe_fused_compile(n->prog); /* checked once */
-    int rc = out && n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
+    rc = out && n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
     if (in != inb) free(in);
     if (rc) {
         if (out) tensor_decref(out);

@@ -15,7 +15,9 @@ static bool all_equal(const tfe_tensor *c, double v)
     if (n < 1 || n > 4096) return false;
     for (int64_t i = 0; i < n; i++) {
         double x = dtype_is_float(c->dtype) ? tensor_get_f64(c, i) : (double)tensor_get_i64(c, i);
-        if (x != v || (dtype_is_float(c->dtype) && signbit(x) != signbit(v))) return false;
+        /* the sign counts for every dtype: an int 0 is +0.0, which is not
+         * the identity of a float add (x + 0 turns -0.0 into +0.0) */
+        if (x != v || signbit(x) != signbit(v)) return false;
     }
     return true;
 }

@@ -28,6 +28,12 @@ static bool plannable_op(const GNode *n)
 ExecPlan *exec_plan_build(const Graph *g)
 {
     const GRegion *top = &g->regions[0];
+    /* a relaxed graph: shapes change from call to call */
+    for (int i = 0; i < g->ninputs; i++) {
+        const tfe_meta *m = &g->nodes[g->inputs[i]].meta[0];
+        for (int d = 0; d < m->rank; d++)
+            if (m->shape[d] < 0) return NULL;
+    }
     int nv = g->nvals;
     /* where each value is last read in the top region, and whether anything
      * else reads it */

@@ -431,14 +431,18 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     Tracer *T = tfe_tracer;
     if (!trace_recording() || !value) return value;
     TNote *n = value->node;
-    if (n && graph_region_visible(T->g, gnode(T->g, n->ref.node)->region, T->region)) return value;
+    /* With values, an earlier read of this very tensor can serve (an assign
+     * runs and gives the variable a new tensor). Symbolically the assigns
+     * only become nodes, so every read is a read of its own: it reads the
+     * variable when it runs (a loop re-reads it at every iteration). */
+    if (n && !T->symbolic && graph_region_visible(T->g, gnode(T->g, n->ref.node)->region, T->region)) return value;
     int id = new_node(T, G_VAR_READ, 0, 1);
     GNode *g = gnode(T->g, id);
     value_incref(var);
     g->obj = var;
     meta_of(&g->meta[0], value);
     effect_chain(T, id);
-    if (n) { /* seen in another branch: a second header for this one */
+    if (n) { /* read before: a second header for this read */
         tfe_tensor *a = tensor_alias(value);
         tensor_decref(value);
         value = a;

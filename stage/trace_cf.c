@@ -226,12 +226,23 @@ static int give_up(Interp *I, Tracer *T, Loc loc, const char *what)
  * failed attempt leaves nothing behind: constants it added to the top region
  * are taken out again, and tensors noted for its nodes forget them (its
  * regions are simply never used). */
-typedef struct Mark { int nodes, top, notes; } Mark;
+typedef struct Mark { int nodes, top, notes; uint64_t rkey, rcounter; } Mark;
 
-static Mark mark_of(Tracer *T) { return (Mark){T->g->n, T->g->regions[0].n, T->nnotes}; }
+static Mark mark_of(Tracer *T)
+{
+    Mark m = {T->g->n, T->g->regions[0].n, T->nnotes, 0, 0};
+    tfe_random_state(&m.rkey, &m.rcounter);
+    return m;
+}
+
+/* Symbolic tracing runs no draws, but the random builtins reserved counters
+ * for them: the stream goes back to where it was before the attempt, so the
+ * node (or the eager fallback) draws what eager code would. */
+static void rewind_random(Mark m) { tfe_random_restore(m.rkey, m.rcounter); }
 
 static void roll_back(Tracer *T, Mark m)
 {
+    rewind_random(m);
     GRegion *top = &T->g->regions[0];
     int keep = m.top;
     for (int i = m.top; i < top->n; i++) /* inputs made meanwhile stay: they are outside reads */
@@ -391,6 +402,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->region = saved_region;
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
+    rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;
         GRef cref = trace_ref(T, cond.u.t);
@@ -627,6 +639,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
     restore(env, before);
+    rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = loop_loc;
         GRef *refs = calloc((size_t)nc + 1, sizeof *refs);

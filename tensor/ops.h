@@ -105,5 +105,9 @@ int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, cons
  * counter block, so results do not depend on thread count. */
 void tfe_random_seed(uint64_t seed);
 void tfe_random_next(tfe_attrs *at, uint64_t nvalues); /* fills at->seed/counter */
+/* The stream's place, and going back to it (a staged branch traced without
+ * running draws nothing: stage/trace_cf.c). */
+void tfe_random_state(uint64_t *key, uint64_t *counter);
+void tfe_random_restore(uint64_t key, uint64_t counter);
 
 #endif

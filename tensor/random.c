@@ -23,6 +23,16 @@ void tfe_random_seed(uint64_t seed) {
  * one 128-bit block per element; most use less). The op's values depend only
  * on (at->seed, at->counter + element index / values per block), so a replay
  * with the same attrs (e.g. dropout's gradient) gives the same numbers. */
+void tfe_random_state(uint64_t *key, uint64_t *counter) {
+    *key = stream_key;
+    *counter = stream_counter;
+}
+
+void tfe_random_restore(uint64_t key, uint64_t counter) {
+    stream_key = key;
+    stream_counter = counter;
+}
+
 void tfe_random_next(tfe_attrs *at, uint64_t nvalues) {
     at->seed = stream_key;
     at->counter = stream_counter;

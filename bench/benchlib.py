@@ -128,6 +128,15 @@ class Ops:
         self.sync = (lambda x: x.block_until_ready()) if lib == "jax" else (lambda x: x)
 
 
+def take_eager_flag():
+    """--eager as the first argument (before benchlib's own --lib): removed
+    from sys.argv; True when it was there."""
+    eager = sys.argv[1:2] == ["--eager"]
+    if eager:
+        del sys.argv[1]
+    return eager
+
+
 def measure_staged_calls(f, x, ops, m, eager, stage_torch, script):
     """The per-call protocol of the staging rows: stage f the way each
     library's users do (tf.function, jax.jit, stage_torch(torch) for

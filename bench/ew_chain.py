@@ -10,14 +10,10 @@ The first call traces/compiles, untimed; every timed call hits the cache.
 With --eager first (peer of ew_chain_eager.tfe) f is called as a plain
 function, op by op, and --lib numpy is allowed too.
 [--eager] --lib numpy|torch|tensorflow|jax"""
-import sys
 
-from benchlib import measure_staged_calls, setup
+from benchlib import measure_staged_calls, setup, take_eager_flag
 
-# --eager comes first; benchlib parses the rest (--lib)
-eager = sys.argv[1:2] == ["--eager"]
-if eager:
-    del sys.argv[1]
+eager = take_eager_flag()  # before benchlib parses --lib
 
 ops, m = setup()
 x = ops.randn((64,))

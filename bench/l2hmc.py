@@ -12,19 +12,29 @@ call traces/compiles, untimed. --lib torch runs the step eagerly
 (torch.autograd.grad inside), as the issue compares against PyTorch eager.
 With --eager first (peer of l2hmc_eager.tfe) nothing is staged.
 [--eager] --lib torch|tensorflow|jax"""
-import sys
 import time
 
-from benchlib import measure, setup
+from benchlib import measure, setup, take_eager_flag
 
-# --eager comes first; benchlib parses the rest (--lib)
-eager = sys.argv[1:2] == ["--eager"]
-if eager:
-    del sys.argv[1]
+eager = take_eager_flag()  # before benchlib parses --lib
 
 ops, m = setup()
 CHAINS, LEAPFROGS, EPS = 200, 10, 0.1
 PREC = [[5.005, -4.995], [-4.995, 5.005]]  # inverse of the covariance
+
+def leapfrog(x, v, grad_energy):
+    """LEAPFROGS leapfrog steps from (x, v), the same code for every library
+    (their arrays share the operators); a Python loop, unrolled when traced."""
+    g = grad_energy(x)
+    i = 0
+    while i < LEAPFROGS:
+        v = v - 0.5 * EPS * g
+        x = x + EPS * v
+        g = grad_energy(x)
+        v = v - 0.5 * EPS * g
+        i += 1
+    return x, v
+
 
 if ops.lib == "torch":
     torch = m
@@ -40,14 +50,7 @@ if ops.lib == "torch":
     def hmc_step(x):
         v = torch.randn_like(x)
         h0 = energy(x) + 0.5 * torch.sum(v * v, dim=-1)
-        x1, g = x, grad_energy(x)
-        i = 0
-        while i < LEAPFROGS:
-            v = v - 0.5 * EPS * g
-            x1 = x1 + EPS * v
-            g = grad_energy(x1)
-            v = v - 0.5 * EPS * g
-            i += 1
+        x1, v = leapfrog(x, v, grad_energy)
         h1 = energy(x1) + 0.5 * torch.sum(v * v, dim=-1)
         accept = torch.rand(x.shape[0]) < torch.exp(h0 - h1)
         return torch.where(accept[:, None], x1, x)
@@ -70,14 +73,7 @@ elif ops.lib == "tensorflow":
     def hmc_step(x):
         v = tf.random.normal(tf.shape(x))
         h0 = energy(x) + 0.5 * tf.reduce_sum(v * v, axis=-1)
-        x1, g = x, grad_energy(x)
-        i = 0
-        while i < LEAPFROGS:  # a Python loop: unrolled when traced
-            v = v - 0.5 * EPS * g
-            x1 = x1 + EPS * v
-            g = grad_energy(x1)
-            v = v - 0.5 * EPS * g
-            i += 1
+        x1, v = leapfrog(x, v, grad_energy)
         h1 = energy(x1) + 0.5 * tf.reduce_sum(v * v, axis=-1)
         accept = tf.random.uniform(tf.shape(x)[:1]) < tf.exp(h0 - h1)
         return tf.where(accept[:, None], x1, x)
@@ -99,14 +95,7 @@ elif ops.lib == "jax":
         key, kv, ku = jax.random.split(key, 3)
         v = jax.random.normal(kv, x.shape, dtype=jnp.float32)
         h0 = energy(x) + 0.5 * jnp.sum(v * v, axis=-1)
-        x1, g = x, grad_energy(x)
-        i = 0
-        while i < LEAPFROGS:  # a Python loop: unrolled when traced
-            v = v - 0.5 * EPS * g
-            x1 = x1 + EPS * v
-            g = grad_energy(x1)
-            v = v - 0.5 * EPS * g
-            i += 1
+        x1, v = leapfrog(x, v, grad_energy)
         h1 = energy(x1) + 0.5 * jnp.sum(v * v, axis=-1)
         accept = jax.random.uniform(ku, (x.shape[0],)) < jnp.exp(h0 - h1)
         return jnp.where(accept[:, None], x1, x), key

@@ -1144,5 +1144,3 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     grun_release(&x);
     return rc;
 }
-
-void stage_grad_free(Trace *t) { (void)t; }

@@ -77,15 +77,10 @@ static int live_nodes(const Graph *g, int r)
     return n;
 }
 
-static char *text_of(const Graph *g)
-{
-    return graph_to_text(g);
-}
-
 int graph_optimize(Graph *g, OptReport *r, bool keep_text)
 {
     *r = (OptReport){0};
-    if (keep_text) r->text[0] = text_of(g);
+    if (keep_text) r->text[0] = graph_to_text(g);
     for (int p = 0; opt_pass_names[p] && p < OPT_MAX_PASSES; p++) {
         r->names[p] = opt_pass_names[p];
         r->before[p] = live_nodes(g, 0);
@@ -102,7 +97,7 @@ int graph_optimize(Graph *g, OptReport *r, bool keep_text)
         graph_compact(g);
         r->after[p] = live_nodes(g, 0);
         r->npasses = p + 1;
-        if (keep_text) r->text[p + 1] = text_of(g);
+        if (keep_text) r->text[p + 1] = graph_to_text(g);
     }
     return 0;
 }

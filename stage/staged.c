@@ -34,7 +34,6 @@ static void trace_free(Trace *t)
     for (int i = 0; i < t->nheld; i++) value_decref(t->held[i]);
     free(t->held);
     free(t->desc);
-    stage_grad_free(t);
     free(t);
 }
 
@@ -292,7 +291,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
         e->slots[i] = tv;
         value_decref(old);
     }
-    int nargs_inputs = T->g->ninputs;
     Value ret = v_nil();
     int rc = interp_run_body(I, c, e, &ret);
     if (!rc && !T->failed && sig_has_function(ret))
@@ -368,7 +366,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     T->region = 0;
     for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
     t->g_ninputs = g->ninputs;
-    (void)nargs_inputs;
     /* a relaxed trace: its inputs' unknown dims print as '?' */
     for (int i = 0, d = 0; relaxed && i < g->ninputs; i++) {
         tfe_meta *m = &gnode(g, g->inputs[i])->meta[0];

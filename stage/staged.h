@@ -53,7 +53,6 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
-void stage_grad_free(Trace *t);
 
 /* interp/eval.c: a closure's body in its Env (arguments in place, frame pushed). */
 int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);

@@ -1,6 +1,8 @@
-/* exec.c — running a graph: each node in its region's order, ops through
- * tfe_execute_eager, host calls and variable reads back into the
- * interpreter, conds and whiles by running their regions. */
+/* exec.c — running a graph: the node walker (each node in its region's
+ * order, ops through tfe_execute_eager, host calls and variable reads back
+ * into the interpreter, conds and whiles by running their regions), and the
+ * planned run of a cached call (grun_plan: the top region's flat instruction
+ * list, stage/plan.h, with kernels called directly into the arena). */
 #include <stdlib.h>
 #include <string.h>
 #include "stage/exec.h"
@@ -366,6 +368,49 @@ int grun_node(GRun *x, int id)
     case G_COND: return run_cond(x, n);
     case G_WHILE: return run_while(x, n);
     case G_FUSED: return run_fused(x, n);
+    }
+    return 0;
+}
+
+/* A planned instruction's output: the arena view (made once, then reused
+ * by every run), or a new tensor of the traced type and shape. */
+static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n)
+{
+    const tfe_meta *m = &n->meta[0];
+    if (!c->view && x->plan->offset[c->out] >= 0) c->view = exec_plan_tensor(x->plan, c->out, m);
+    tfe_tensor *o = c->view;
+    if (o) tensor_incref(o);
+    else if ((o = tensor_new(m->dtype, m->rank, m->shape))) o->weak = m->weak;
+    return o;
+}
+
+int grun_plan(GRun *x)
+{
+    ExecPlan *p = x->g->plan;
+    for (int i = 0; i < p->ncode; i++) {
+        PInstr *c = &p->code[i];
+        GNode *n = &x->g->nodes[c->node];
+        if (c->kind == PI_NODE) {
+            if (grun_node(x, c->node)) return -1;
+            continue;
+        }
+        tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : malloc(sizeof *in * (size_t)c->nin);
+        for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
+        tfe_tensor *out = plan_output(x, c, n);
+        int rc = -1;
+        if (out && c->kind == PI_KERNEL) {
+            const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
+            rc = c->kernel(&call);
+        } else if (out) {
+            if (!n->fkernel) n->fkernel = tfe_fused_compile(n->prog);
+            rc = n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
+        }
+        if (in != inb) free(in);
+        if (rc) {
+            if (out) tensor_decref(out);
+            return node_error(x, n, tfe_error_msg());
+        }
+        vset(x, c->out, out);
     }
     return 0;
 }

@@ -1,5 +1,5 @@
-/* exec.h — the graph executor: runs a graph's nodes in order on real tensors.
- * Straightforward by design (issue 5); the optimizing executor is issue 6. */
+/* exec.h — the graph executor: the node walker (grun_region) and the
+ * planned run of a cached call (grun_plan, stage/plan.h). */
 #ifndef TFE_STAGE_EXEC_H
 #define TFE_STAGE_EXEC_H
 
@@ -22,6 +22,8 @@ void grun_use_plan(GRun *x);
 void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs);
 void grun_release(GRun *x);
 int grun_region(GRun *x, int r);
+/* Run the top region by g's plan (grun_use_plan first; g->plan not NULL). */
+int grun_plan(GRun *x);
 int grun_node(GRun *x, int id);
 static inline tfe_tensor *grun_value(GRun *x, GRef r) { return x->v[x->g->nodes[r.node].vbase + r.out]; }
 

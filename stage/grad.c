@@ -1094,7 +1094,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     grun_use_plan(&x);
     int saved_tapes = tfe_tapes_active;
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
-    int rc = grun_region(&x, 0);
+    int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;
     GRegion *top = &G->regions[0];
     for (int k = 0; k < top->nouts; k++) {

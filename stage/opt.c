@@ -119,7 +119,9 @@ char *opt_report_line(const OptReport *r)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "; %d fused group%s of %d ops", r->fused_groups,
                               r->fused_groups == 1 ? "" : "s", r->fused_ops);
     if (r->planned_bytes && n < sizeof buf)
-        snprintf(buf + n, sizeof buf - n, "; arena %zu bytes for %zu bytes of intermediates", r->arena_bytes,
-                 r->planned_bytes);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "; arena %zu bytes for %zu bytes of intermediates",
+                              r->arena_bytes, r->planned_bytes);
+    if (r->in_place && n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n, " (%d in place)", r->in_place);
     return strdup(buf);
 }

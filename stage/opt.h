@@ -22,6 +22,7 @@ typedef struct OptReport {
     int fused_groups, fused_ops;      /* elementwise fusion */
     size_t arena_bytes, planned_bytes; /* the memory plan (stage/plan.h): the arena, and the
                                          intermediates it holds taken one by one */
+    int in_place;                     /* planned values that took a dead input's place */
 } OptReport;
 
 /* The passes, in the order they run. */

@@ -1,17 +1,30 @@
-/* plan.c — placing a graph's intermediates in one arena by liveness.
+/* plan.c — compiling a graph's top region into a flat instruction list
+ * (stage/plan.h), and placing its intermediates in one arena by liveness.
  *
- * A value is planned when an op of the top region makes it (not a view, not
- * a data-dependent shape, not a random draw), its shape is fully known, and
- * only ops and fused nodes of the top region read it: not a result of the
- * graph (results outlive the call, the arena does not), not a host call's
- * argument (it could keep it), not a value a cond/while region reads, and
- * not the input of a view op (the view would share its bytes). Walking the
- * top region in order, a planned output takes a free block (first fit) or
+ * Static shapes: a value's type and shape are the traced ones at every call
+ * when it is an input or constant (the signature fixes them; relaxed graphs
+ * get no plan), a variable read (assign keeps a variable's dtype and shape),
+ * or the result of a kernel op or fused group whose inputs are all static.
+ * Host results, random draws, views and what conds and whiles make are not
+ * assumed static: they run through the node walker, which infers and checks.
+ *
+ * Arena: a value is planned when an op of the top region makes it (not a
+ * view, not a data-dependent shape, not a random draw), its shape is fully
+ * known, and only ops and fused nodes of the top region read it: not a result
+ * of the graph (results outlive the call, the arena does not), not a host
+ * call's argument (it could keep it), not a value a cond/while region reads,
+ * and not the input of a view op (the view would share its bytes). Walking
+ * the top region in order, a planned output takes a free block (first fit) or
  * the end of the arena, and the blocks of the inputs read for the last time
- * are freed after it, so an output never overlaps what it is computed from. */
+ * are freed after it, so an output never overlaps what it is computed from —
+ * except in place: a fused group's output takes the block of an input of its
+ * own type and shape that dies there (tensor/fused.c reads every element of
+ * a chunk before it writes the result's, so reading and writing one buffer is
+ * safe; the op kernels' loops are `restrict` and never run in place). */
 #include <stdlib.h>
 #include <string.h>
 #include "stage/plan.h"
+#include "tensor/fused.h"
 
 typedef struct Block { int64_t off, size; } Block;
 
@@ -23,6 +36,76 @@ static bool plannable_op(const GNode *n)
     if (n->kind != G_OP || n->nout != 1) return false;
     unsigned f = tfe_ops[n->op].flags;
     return !(f & (F_VIEW | F_SELFOUT | F_RANDOM));
+}
+
+static int64_t value_bytes(const tfe_meta *m)
+{
+    int64_t size = align64((int64_t)dtype_size(m->dtype) * shape_numel(m->rank, m->shape));
+    return size ? size : 64;
+}
+
+static bool meta_known(const tfe_meta *m)
+{
+    bool known = m->dtype < TFE_FLOAT16;
+    for (int d = 0; d < m->rank; d++) known &= m->shape[d] >= 0;
+    return known;
+}
+
+/* Does the fused program write its result with its last instruction (then
+ * its output may share a buffer with an input it reads: see the top)? */
+static bool fused_in_place_ok(const GNode *n)
+{
+    const tfe_fprog *p = n->prog;
+    return p && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
+}
+
+static bool same_meta(const tfe_meta *a, const tfe_meta *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* The instruction list of the top region; stat[slot]: the value's shape is
+ * the traced one at every call. */
+static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
+{
+    const GRegion *top = &g->regions[0];
+    bool *stat = calloc((size_t)g->nvals + 1, sizeof *stat);
+    p->code = calloc((size_t)top->n + 1, sizeof *p->code);
+    for (int i = 0; i < top->n; i++) {
+        const GNode *n = &g->nodes[top->nodes[i]];
+        PInstr *c = &p->code[p->ncode++];
+        c->node = top->nodes[i];
+        c->out = n->vbase;
+        c->kind = PI_NODE;
+        bool ins_static = true;
+        for (int k = 0; k < n->nin; k++) ins_static &= stat[g->nodes[n->in[k].node].vbase + n->in[k].out];
+        switch (n->kind) {
+        case G_INPUT: case G_CONST: /* in place before the run: no instruction */
+            stat[n->vbase] = meta_known(&n->meta[0]);
+            p->ncode--;
+            break;
+        case G_VAR_READ:
+            stat[n->vbase] = meta_known(&n->meta[0]);
+            break;
+        case G_OP: case G_FUSED:
+            if (!ins_static || !plannable_op(n) || !known[n->vbase]) break;
+            stat[n->vbase] = true;
+            c->kind = n->kind == G_FUSED ? PI_FUSED : PI_KERNEL;
+            c->kernel = n->kind == G_OP ? tfe_ops[n->op].cpu_kernel : NULL;
+            c->nin = n->nin;
+            c->in = malloc(sizeof *c->in * (size_t)(n->nin ? n->nin : 1));
+            for (int k = 0; k < n->nin; k++) c->in[k] = g->nodes[n->in[k].node].vbase + n->in[k].out;
+            if (c->kind == PI_FUSED) p->nfused++;
+            else p->nkernel++;
+            break;
+        default:
+            break;
+        }
+    }
+    free(stat);
 }
 
 ExecPlan *exec_plan_build(const Graph *g)
@@ -40,14 +123,10 @@ ExecPlan *exec_plan_build(const Graph *g)
     int *last = malloc(sizeof *last * (size_t)(nv + 1));
     bool *ok = malloc(sizeof *ok * (size_t)(nv + 1));
     for (int s = 0; s < nv; s++) last[s] = -1, ok[s] = false;
+    bool *known = calloc((size_t)nv + 1, sizeof *known);
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
-        if (plannable_op(n)) {
-            const tfe_meta *m = &n->meta[0];
-            bool known = m->dtype < TFE_FLOAT16;
-            for (int d = 0; d < m->rank; d++) known &= m->shape[d] >= 0;
-            ok[n->vbase] = known;
-        }
+        if (plannable_op(n)) ok[n->vbase] = known[n->vbase] = meta_known(&n->meta[0]);
     }
     for (int id = 0; id < g->n; id++) {
         const GNode *n = &g->nodes[id];
@@ -65,6 +144,8 @@ ExecPlan *exec_plan_build(const Graph *g)
         for (int k = 0; k < n->nin; k++) last[g->nodes[n->in[k].node].vbase + n->in[k].out] = i;
     }
     ExecPlan *p = calloc(1, sizeof *p);
+    compile_code(p, g, known);
+    free(known);
     p->nslots = nv;
     p->offset = malloc(sizeof *p->offset * (size_t)(nv + 1));
     for (int s = 0; s < nv; s++) p->offset[s] = -1;
@@ -74,10 +155,22 @@ ExecPlan *exec_plan_build(const Graph *g)
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
         int s = n->vbase;
-        if (n->nout == 1 && ok[s] && last[s] > i) {
-            const tfe_meta *m = &n->meta[0];
-            int64_t size = align64((int64_t)dtype_size(m->dtype) * shape_numel(m->rank, m->shape));
-            if (size == 0) size = 64;
+        int inplace = -1; /* the input whose block the output takes over */
+        if (n->nout == 1 && ok[s] && last[s] > i && n->kind == G_FUSED && fused_in_place_ok(n)) {
+            for (int k = 0; k < n->nin && inplace < 0; k++) {
+                int is = g->nodes[n->in[k].node].vbase + n->in[k].out;
+                if (p->offset[is] >= 0 && last[is] == i &&
+                    same_meta(&g->nodes[n->in[k].node].meta[n->in[k].out], &n->meta[0]))
+                    inplace = is;
+            }
+        }
+        if (inplace >= 0) {
+            p->offset[s] = p->offset[inplace];
+            p->sum_bytes += (size_t)value_bytes(&n->meta[0]);
+            p->nplanned++;
+            p->ninplace++;
+        } else if (n->nout == 1 && ok[s] && last[s] > i) {
+            int64_t size = value_bytes(&n->meta[0]);
             int best = -1;
             for (int b = 0; b < nfree; b++)
                 if (freeb[b].size >= size && (best < 0 || freeb[b].size < freeb[best].size)) best = b;
@@ -96,29 +189,28 @@ ExecPlan *exec_plan_build(const Graph *g)
          * output took its own: an output never overlaps its inputs) */
         for (int k = 0; k < n->nin; k++) {
             int is = g->nodes[n->in[k].node].vbase + n->in[k].out;
-            if (p->offset[is] < 0 || last[is] != i) continue;
+            if (p->offset[is] < 0 || last[is] != i || is == inplace) continue;
             bool dup = false; /* the same input twice */
             for (int j = 0; j < k; j++) dup |= g->nodes[n->in[j].node].vbase + n->in[j].out == is;
             if (dup) continue;
-            const tfe_meta *m = &g->nodes[n->in[k].node].meta[n->in[k].out];
-            int64_t size = align64((int64_t)dtype_size(m->dtype) * shape_numel(m->rank, m->shape));
-            freeb[nfree++] = (Block){p->offset[is], size ? size : 64};
+            freeb[nfree++] = (Block){p->offset[is], value_bytes(&g->nodes[n->in[k].node].meta[n->in[k].out])};
         }
     }
     p->arena_bytes = (size_t)end;
     free(freeb);
     free(last);
     free(ok);
-    if (!p->nplanned) {
-        exec_plan_free(p);
-        return NULL;
-    }
     return p;
 }
 
 void exec_plan_free(ExecPlan *p)
 {
     if (!p) return;
+    for (int i = 0; i < p->ncode; i++) {
+        free(p->code[i].in);
+        if (p->code[i].view) tensor_decref(p->code[i].view);
+    }
+    free(p->code);
     if (p->arena) tensor_decref(p->arena);
     free(p->offset);
     free(p);

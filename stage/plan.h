@@ -1,23 +1,49 @@
-/* plan.h — the memory plan of a graph: intermediates of the top region
- * placed in one arena by liveness (stage/plan.c), so a cached call allocates
- * its outputs and little else. */
+/* plan.h — the plan of a graph (stage/plan.c): its top region compiled once
+ * into a flat instruction list with kernels resolved and static shapes fixed,
+ * and its intermediates placed in one arena by liveness, so a cached call
+ * allocates its outputs and little else and interprets no node it need not. */
 #ifndef TFE_STAGE_PLAN_H
 #define TFE_STAGE_PLAN_H
 
 #include "stage/graph.h"
 
+/* How an instruction runs (stage/exec.c, grun_plan):
+ *  PI_KERNEL: an op whose inputs have static shapes: its kernel is called
+ *             directly on an output of the traced type and shape (the arena
+ *             view, or a new tensor) — no infer, no dispatch;
+ *  PI_FUSED:  the same for a fused group (tensor/fused.c);
+ *  PI_NODE:   anything else (host calls, variable reads, random draws, views,
+ *             conds, whiles, ops on values whose shape can change): the node
+ *             as the graph walker runs it. */
+enum { PI_KERNEL, PI_FUSED, PI_NODE };
+
+typedef struct PInstr {
+    uint8_t kind;
+    int node;             /* the graph node */
+    int nin;
+    int *in;              /* value slots of the inputs (PI_KERNEL, PI_FUSED) */
+    int out;              /* value slot of the output */
+    tfe_kernel_fn kernel; /* PI_KERNEL */
+    tfe_tensor *view;     /* the output's place in the arena, made at the first run
+                             and kept (owned), or NULL: a new tensor per run */
+} PInstr;
+
 typedef struct ExecPlan {
+    PInstr *code;         /* the top region, in order */
+    int ncode;
+    int nkernel, nfused;  /* instructions that bypass the node walker */
     int64_t *offset;      /* by value slot: byte offset in the arena, or -1 (allocated as usual) */
     int nslots;
     size_t arena_bytes;   /* the arena's size: the most bytes live at once */
     size_t sum_bytes;     /* what the planned values would take one by one */
     int nplanned;
+    int ninplace;         /* planned values that took the place of a dead input */
     tfe_tensor *arena;    /* made at the first run, kept for the next (owned) */
     bool busy;            /* a run uses it (a run inside a run allocates as usual) */
 } ExecPlan;
 
-/* The plan of g's top region, or NULL when nothing can be planned (unknown
- * dims, or no intermediate that only ops read). */
+/* The plan of g's top region, or NULL when g is relaxed (inputs with unknown
+ * dims: shapes change from call to call). */
 ExecPlan *exec_plan_build(const Graph *g);
 void exec_plan_free(ExecPlan *p);
 /* A tensor of the node's output meta placed at the plan's offset for slot,

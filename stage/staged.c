@@ -182,6 +182,7 @@ void stage_optimize(Graph *g)
     if (g->plan) {
         r->arena_bytes = g->plan->arena_bytes;
         r->planned_bytes = g->plan->sum_bytes;
+        r->in_place = g->plan->ninplace;
     }
     int p = tfe_dump_pass ? opt_pass_index(tfe_dump_pass) : -1;
     if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {

@@ -189,32 +189,37 @@ static int run_host(GRun *x, GNode *n)
     return rc;
 }
 
-/* A fused group: one output of the result's shape (its dims from the inputs
- * at run time: a relaxed graph has unknown ones), one loop over the data. */
-/* A fused group: one output, shaped by broadcasting its inputs (the result of
- * elementwise ops is exactly that; the traced shape may be stale in a relaxed
- * graph or after a host call), one loop over the data. */
+/* A fused group: one output, shaped by broadcasting its inputs (the result
+ * of elementwise ops is exactly that; the traced shape may be stale in a
+ * relaxed graph or after a host call) and, with a final reduction, dropping
+ * (or keeping as 1) its reduced trailing axes; one loop over the data. */
 static int run_fused(GRun *x, GNode *n)
 {
     tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
     const tfe_meta *m = &n->meta[0];
-    tfe_meta om = *m;
-    for (int d = 0; d < om.rank; d++) om.shape[d] = 1;
+    const tfe_fprog *pg = n->prog;
+    int drank = pg->red ? pg->rank : m->rank;
+    int64_t dom[TFE_MAX_RANK];
+    for (int d = 0; d < drank; d++) dom[d] = 1;
     int rc = 0;
     for (int i = 0; i < n->nin && !rc; i++) {
         in[i] = grun_value(x, n->in[i]);
-        if (in[i]->rank > om.rank) rc = -1;
-        for (int d = 0; d < om.rank && !rc; d++) {
-            int dd = d - (om.rank - in[i]->rank);
+        if (in[i]->rank > drank) rc = -1;
+        for (int d = 0; d < drank && !rc; d++) {
+            int dd = d - (drank - in[i]->rank);
             if (dd < 0 || in[i]->shape[dd] == 1) continue;
-            if (om.shape[d] == 1) om.shape[d] = in[i]->shape[dd];
-            else if (om.shape[d] != in[i]->shape[dd]) rc = -1;
+            if (dom[d] == 1) dom[d] = in[i]->shape[dd];
+            else if (dom[d] != in[i]->shape[dd]) rc = -1;
         }
     }
     if (rc) {
         if (in != inb) free(in);
         return node_error(x, n, "fused: the inputs' shapes do not broadcast together");
     }
+    tfe_meta om = *m;
+    int lead = pg->red ? drank - pg->red_axes : drank;
+    om.rank = pg->red && !n->at->keepdims ? lead : drank;
+    for (int d = 0; d < om.rank; d++) om.shape[d] = d < lead ? dom[d] : 1;
     tfe_tensor *out = x->plan && meta_equal(&om, m) ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
     if (!out) out = tensor_new(m->dtype, om.rank, om.shape);
     if (out && !n->fkernel) n->fkernel = tfe_fused_compile(n->prog); /* checked once */

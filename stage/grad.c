@@ -39,11 +39,17 @@ typedef struct BP {
 /* A fused node replayed op by op (its rules need every intermediate value):
  * vals[i] is instruction i's result, src[i][k] the instruction that wrote
  * its operand k (registers are reused, so this is resolved as it runs). */
-typedef struct FusedVals { tfe_tensor **vals; int (*src)[2]; int n, result; } FusedVals;
+typedef struct FusedVals {
+    tfe_tensor **vals;
+    int (*src)[2];
+    int n, result;
+    tfe_tensor *red;     /* a final reduction's value (the node's output), or NULL */
+} FusedVals;
 
 static void fused_free(FusedVals *f)
 {
     if (!f) return;
+    if (f->red) tensor_decref(f->red);
     for (int i = 0; i < f->n; i++)
         if (f->vals[i]) tensor_decref(f->vals[i]);
     free(f->vals);
@@ -395,6 +401,11 @@ static int replay_fused(BP *b, int id)
     }
     f->result = rc ? -1 : writer[p->result];
     free(writer);
+    if (!rc && p->red) { /* the final reduction, as the op it stands for */
+        tfe_tensor *out[1];
+        if (tfe_execute(n->op, 1, &f->vals[f->result], n->at, out)) rc = -1;
+        else f->red = out[0];
+    }
     if (rc) {
         fused_free(f);
         return bp_error(b, n, tfe_error_msg());
@@ -402,8 +413,9 @@ static int replay_fused(BP *b, int id)
     if (!b->fused) b->fused = calloc((size_t)G->n + 1, sizeof *b->fused);
     fused_free(b->fused[id]);
     b->fused[id] = f;
-    tensor_incref(f->vals[f->result]);
-    put(b->m, n->vbase, f->vals[f->result]);
+    tfe_tensor *v = f->red ? f->red : f->vals[f->result];
+    tensor_incref(v);
+    put(b->m, n->vbase, v);
     return 0;
 }
 
@@ -509,9 +521,16 @@ static int sweep_fused(BP *b, int id)
     if (!b->g[n->vbase] || !f) return 0;
     const tfe_fprog *p = n->prog;
     tfe_tensor **gv = calloc((size_t)p->ninstr + 1, sizeof *gv);
-    gv[f->result] = b->g[n->vbase];
-    tensor_incref(gv[f->result]);
     int rc = 0;
+    if (f->red) { /* through the final reduction first */
+        tfe_tensor *dx[1] = {NULL};
+        const tfe_opcall c = {.op = n->op, .nin = 1, .nout = 1, .in = &f->vals[f->result], .at = n->at, .out = &f->red};
+        if (tfe_grads[n->op](&c, &f->red, &b->g[n->vbase], dx)) rc = -1;
+        else if (dx[0] != TFE_GRAD_SKIP) gv[f->result] = dx[0];
+    } else {
+        gv[f->result] = b->g[n->vbase];
+        tensor_incref(gv[f->result]);
+    }
     for (int i = p->ninstr - 1; i >= 0 && !rc; i--) {
         if (!gv[i]) continue;
         const tfe_finstr *in = &p->code[i];

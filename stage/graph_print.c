@@ -304,6 +304,10 @@ static void put_operation(Buf *b, const Graph *g, int id)
             bprintf(b, "%s%s", k++ ? " " : "", tfe_fop_name(op));
         }
         buf_puts(b, "}");
+        if (n->prog->red) { /* its final reduction */
+            bprintf(b, " then %s", tfe_ops[n->op].name);
+            put_attrs(b, n);
+        }
         break;
     }
     case G_COND:

@@ -7,7 +7,13 @@
  * result's shape (NumPy rules), or one-element weak constants, which become
  * immediates. Each instruction is the op the unfused graph ran, in the same
  * dtype and order, so results are bitwise equal to the unfused graph's
- * (tensor/fused.h). Random ops, comparisons, casts and ints are not fused. */
+ * (tensor/fused.h). Random ops, comparisons, casts and ints are not fused.
+ *
+ * A sum or mean over trailing axes whose input is such a group (read by
+ * nothing else) joins it as a final reduction: the VM sums each row of the
+ * group's values as k_reduce would sum the materialised tensor, so even the
+ * reduction is bitwise the unfused one, and the tensor is never made. The
+ * fused node then keeps the reduction's op and attrs (n->op, n->at). */
 #include <stdlib.h>
 #include <string.h>
 #include "stage/opt.h"
@@ -151,8 +157,35 @@ static int allocate_registers(tfe_finstr *code, int ncode, int nvirt, int *resul
     return nphys;
 }
 
-/* Turn root into a G_FUSED node computing the group. */
-static void fuse(Graph *g, Group *gr, int root)
+/* Is node id a sum or mean over the trailing axes of a value a group could
+ * compute? *red_axes: how many axes it reduces. */
+static bool reducible(const Graph *g, int id, const int *uses, const bool *taken, int *red_axes)
+{
+    const GNode *n = &g->nodes[id];
+    if (n->kind != G_OP || (n->op != OP_SUM && n->op != OP_MEAN) || n->nin != 1 || !n->at) return false;
+    int p = n->in[0].node;
+    const GNode *pn = &g->nodes[p];
+    if (taken[p] || !fusable(g, p) || pn->region != n->region || uses[pn->vbase] != 1) return false;
+    const tfe_meta *pm = &pn->meta[0];
+    if (n->meta[0].dtype != pm->dtype) return false;
+    unsigned mask = 0;
+    if (n->at->naxes < 0) mask = pm->rank ? (1u << pm->rank) - 1 : 0;
+    for (int i = 0; i < n->at->naxes; i++) {
+        int64_t a = n->at->axes[i] < 0 ? n->at->axes[i] + pm->rank : n->at->axes[i];
+        if (a < 0 || a >= pm->rank || (mask & (1u << a))) return false;
+        mask |= 1u << a;
+    }
+    if (n->at->naxes == 0) return false;
+    int k = 0; /* the mask must be the last k axes */
+    while (k < pm->rank && (mask & (1u << (pm->rank - 1 - k)))) k++;
+    if (mask != (k ? ((1u << pm->rank) - 1) & ~((1u << (pm->rank - k)) - 1) : 0u)) return false;
+    *red_axes = k;
+    return true;
+}
+
+/* Turn root into a G_FUSED node computing the group (and, when red is not
+ * TFE_FRED_NONE, root's reduction of it over its last red_axes axes). */
+static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
 {
     qsort(gr->members, (size_t)gr->n, sizeof *gr->members, cmp_int);
     const tfe_meta *rm = &g->nodes[root].meta[0];
@@ -162,7 +195,7 @@ static void fuse(Graph *g, Group *gr, int root)
     double *imms = calloc((size_t)(gr->n * 2 + 1), sizeof *imms);
     int *imm_reg = calloc((size_t)(gr->n * 2 + 1), sizeof *imm_reg);
     int nins = 0, nimms = 0, ncode = 0, nvirt = 0;
-    int *reg_of = malloc(sizeof *reg_of * (size_t)gr->n);
+    int *reg_of = calloc((size_t)gr->n + 1, sizeof *reg_of); /* gr->n >= 1 */
     for (int i = 0; i < gr->n; i++) {
         const GNode *n = &g->nodes[gr->members[i]];
         int args[2] = {0, 0};
@@ -209,6 +242,9 @@ static void fuse(Graph *g, Group *gr, int root)
     int nregs = allocate_registers(code, ncode, nvirt, &result);
     tfe_fprog *p = calloc(1, sizeof *p);
     p->dtype = rm->dtype;
+    p->red = red;
+    p->red_axes = red_axes;
+    p->rank = g->nodes[gr->members[gr->n - 1]].meta[0].rank;
     p->ninputs = nins;
     p->nregs = nregs;
     p->ninstr = ncode;
@@ -221,8 +257,10 @@ static void fuse(Graph *g, Group *gr, int root)
     /* the root becomes the fused node (it keeps its id, meta, location) */
     GNode *r = &g->nodes[root];
     free(r->in);
-    free(r->at);
-    r->at = NULL;
+    if (!red) {
+        free(r->at);
+        r->at = NULL;
+    }
     r->kind = G_FUSED;
     r->in = ins;
     r->nin = nins;
@@ -235,6 +273,23 @@ int opt_fuse(Graph *g, OptReport *rep)
     bool *taken = calloc((size_t)g->n + 1, 1);
     int groups = 0;
     for (int id = g->n - 1; id >= 0; id--) {
+        int red_axes;
+        if (!taken[id] && reducible(g, id, uses, taken, &red_axes)) {
+            int p = g->nodes[id].in[0].node;
+            Group gr = {0};
+            group_add(&gr, p);
+            tfe_meta root = g->nodes[p].meta[0];
+            grow(g, &gr, p, uses, taken, &root);
+            if (gr.n <= 4000) {
+                for (int i = 0; i < gr.n; i++) taken[gr.members[i]] = true;
+                taken[id] = true;
+                fuse(g, &gr, id, g->nodes[id].op == OP_SUM ? TFE_FRED_SUM : TFE_FRED_MEAN, red_axes);
+                groups++;
+                rep->fused_ops += gr.n + 1;
+            }
+            free(gr.members);
+            continue;
+        }
         if (taken[id] || !fusable(g, id)) continue;
         Group gr = {0};
         group_add(&gr, id);
@@ -242,7 +297,7 @@ int opt_fuse(Graph *g, OptReport *rep)
         grow(g, &gr, id, uses, taken, &root);
         if (gr.n >= 2 && gr.n <= 4000) {
             for (int i = 0; i < gr.n; i++) taken[gr.members[i]] = true;
-            fuse(g, &gr, id); /* sorts members: the root (the largest id) is last */
+            fuse(g, &gr, id, TFE_FRED_NONE, 0); /* sorts members: the root (the largest id) is last */
             groups++;
             rep->fused_ops += gr.n;
         }

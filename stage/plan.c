@@ -56,7 +56,7 @@ static bool meta_known(const tfe_meta *m)
 static bool fused_in_place_ok(const GNode *n)
 {
     const tfe_fprog *p = n->prog;
-    return p && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
+    return p && !p->red && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
 }
 
 static bool same_meta(const tfe_meta *a, const tfe_meta *b)

@@ -106,8 +106,14 @@ typedef struct fplan {
     const finst *code;
     const fin *in;
     int last_out;                     /* instruction writing straight into out, or -1 */
-    char *out;
+    char *out;                        /* elementwise: the output; reductions: one per row */
     int err;                          /* set by a range body that could not allocate */
+    /* reductions (tfe_fprog.red): rows of `red` elements of the program's
+     * domain, each summed pairwise; or one long row in `chunk`-sized parts
+     * summed into `partial` (what k_reduce does, so results are bitwise its) */
+    int64_t red, chunk;
+    char *partial;
+    int64_t row;                      /* the row the parts belong to */
 } fplan;
 
 /* Gathers n elements of a strided input, starting at flat index b of out's
@@ -200,8 +206,7 @@ GATHER(gather8, uint64_t)
     /* One chunk: elements [b, b+n) of out. ptr[r] is where register r's value  \
      * for this chunk lives: its buffer, a contiguous input read in place, or   \
      * out itself (the last write of the result register goes straight there). */ \
-    static void exec_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr) {   \
-        T *outp = (T *)pl->out + b;                                                           \
+    static void exec_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr, T *outp) { \
         for (int k = 0; k < pl->ninstr; k++) {                                                \
             const finst *ins = &pl->code[k];                                                  \
             if (ins->op == FOP_CONST && ins->single) continue; /* hoisted */                 \
@@ -258,7 +263,7 @@ GATHER(gather8, uint64_t)
     }                                                                                         \
     /* A thread's range: hoisted registers (constants, broadcast scalars) are  \
      * filled once, then the chunks run. */                                     \
-    static void range_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
+    static void setup_##SUF(const fplan *pl, T *buf, const T **ptr) {                          \
         for (int r = 0; r < pl->nregs; r++) ptr[r] = buf + (size_t)r * CHUNK;                 \
         for (int k = 0; k < pl->ninstr; k++) {                                                \
             const finst *ins = &pl->code[k];                                                  \
@@ -270,15 +275,48 @@ GATHER(gather8, uint64_t)
             else continue;                                                                    \
             fill_##SUF(buf + (size_t)ins->dst * CHUNK, CHUNK, v);                             \
         }                                                                                     \
+    }                                                                                         \
+    static void range_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
+        setup_##SUF(pl, buf, ptr);                                                            \
         for (int64_t b = begin; b < end; b += CHUNK)                                          \
-            exec_##SUF(pl, b, end - b < CHUNK ? end - b : CHUNK, buf, ptr);                   \
+            exec_##SUF(pl, b, end - b < CHUNK ? end - b : CHUNK, buf, ptr, (T *)pl->out + b); \
+    }                                                                                         \
+    /* The pairwise sum of elements [b, b+n) of the domain: kn_sum's recursion, \
+     * its leaves (at most 128 elements) computed by the program. */            \
+    static T psum_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr) {      \
+        if (n <= 128) {                                                                       \
+            T leaf[128];                                                                      \
+            exec_##SUF(pl, b, n, buf, ptr, leaf);                                             \
+            return KSUM(leaf, n);                                                             \
+        }                                                                                     \
+        int64_t h = (n / 2) & ~(int64_t)7;                                                    \
+        return psum_##SUF(pl, b, h, buf, ptr) + psum_##SUF(pl, b + h, n - h, buf, ptr);       \
+    }                                                                                         \
+    static void rows_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
+        setup_##SUF(pl, buf, ptr);                                                            \
+        for (int64_t r = begin; r < end; r++)                                                 \
+            ((T *)pl->out)[r] = psum_##SUF(pl, r * pl->red, pl->red, buf, ptr);               \
+    }                                                                                         \
+    static void parts_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
+        setup_##SUF(pl, buf, ptr);                                                            \
+        for (int64_t k = begin; k < end; k++) {                                               \
+            int64_t s = k * pl->chunk, n = s + pl->chunk < pl->red ? pl->chunk : pl->red - s; \
+            ((T *)pl->partial)[k] = psum_##SUF(pl, pl->row * pl->red + s, n, buf, ptr);       \
+        }                                                                                     \
     }
 
+#define KSUM kn_sum_f32
 DEFINE_EXEC(f, float, MF_f, gather4)
+#undef KSUM
+#define KSUM kn_sum_f64
 DEFINE_EXEC(d, double, MF_d, gather8)
+#undef KSUM
 
-static void fused_range(int64_t begin, int64_t end, void *vctx) {
-    fplan *pl = vctx;
+/* A thread's share of the work: elements (range), rows (rows) or parts of
+ * one row (parts), with registers on the stack or, when big, malloc'd. */
+enum { RUN_RANGE, RUN_ROWS, RUN_PARTS };
+
+static void run_share(fplan *pl, int what, int64_t begin, int64_t end) {
     size_t regbytes = (size_t)pl->nregs * CHUNK * kn_esz(pl->dt);
     size_t total = regbytes + (size_t)pl->nregs * sizeof(void *);
     _Alignas(64) char stackbuf[STACK_REG_BYTES];
@@ -291,10 +329,30 @@ static void fused_range(int64_t begin, int64_t end, void *vctx) {
             return;
         }
     }
-    if (pl->dt == TFE_FLOAT32) range_f(pl, begin, end, (float *)mem, (const float **)(mem + regbytes));
-    else range_d(pl, begin, end, (double *)mem, (const double **)(mem + regbytes));
+    float *bf = (float *)mem;
+    double *bd = (double *)mem;
+    const void **ptr = (const void **)(mem + regbytes);
+    bool f = pl->dt == TFE_FLOAT32;
+    switch (what) {
+    case RUN_RANGE:
+        if (f) range_f(pl, begin, end, bf, (const float **)ptr);
+        else range_d(pl, begin, end, bd, (const double **)ptr);
+        break;
+    case RUN_ROWS:
+        if (f) rows_f(pl, begin, end, bf, (const float **)ptr);
+        else rows_d(pl, begin, end, bd, (const double **)ptr);
+        break;
+    default:
+        if (f) parts_f(pl, begin, end, bf, (const float **)ptr);
+        else parts_d(pl, begin, end, bd, (const double **)ptr);
+        break;
+    }
     if (mem != stackbuf) free(mem);
 }
+
+static void fused_range(int64_t begin, int64_t end, void *pl) { run_share(pl, RUN_RANGE, begin, end); }
+static void fused_rows(int64_t begin, int64_t end, void *pl) { run_share(pl, RUN_ROWS, begin, end); }
+static void fused_parts(int64_t begin, int64_t end, void *pl) { run_share(pl, RUN_PARTS, begin, end); }
 
 /* ---- validation and planning ---------------------------------------------------------- */
 
@@ -303,6 +361,7 @@ static void fused_range(int64_t begin, int64_t end, void *vctx) {
  * input becomes one axis of step esz (read in place) and a broadcast scalar
  * one axis of step 0. */
 static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out, tfe_dtype dt) {
+    /* out: only its rank and shape (a reduction's domain is a shape, not a tensor) */
     char b1[200], b2[200];
     if (t->dtype != dt) {
         tfe_error_set("fused: input %d is %s, the program is %s", k, dtype_name(t->dtype), dtype_name(dt));
@@ -348,6 +407,7 @@ static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out,
 /* ---- compile: validate once, then run many times ---------------------------------- */
 struct tfe_fkernel {
     tfe_dtype dtype;
+    int red, red_axes, rank;          /* a final reduction (tfe_fprog) */
     int ninputs, nregs, ninstr, result;
     int last_out;                     /* the last write of result, unless a hoisted constant */
     int cost;                         /* per element, gathers of strided inputs excluded */
@@ -377,7 +437,13 @@ static int compile_into(tfe_fkernel *k, const tfe_fprog *p) {
                       p->ninstr, p->ninputs);
         return -1;
     }
-    *k = (tfe_fkernel){.dtype = p->dtype, .ninputs = p->ninputs, .nregs = p->nregs,
+    if (p->red < TFE_FRED_NONE || p->red > TFE_FRED_MEAN ||
+        (p->red && (p->rank < 0 || p->rank > TFE_MAX_RANK || p->red_axes < 0 || p->red_axes > p->rank))) {
+        tfe_error_set("fused: bad reduction (%d over %d of %d axes)", p->red, p->red_axes, p->rank);
+        return -1;
+    }
+    *k = (tfe_fkernel){.dtype = p->dtype, .red = p->red, .red_axes = p->red_axes, .rank = p->rank,
+                       .ninputs = p->ninputs, .nregs = p->nregs,
                        .ninstr = p->ninstr, .result = p->result, .cost = 1 /* the store */};
     k->loads = (int *)(k->code + p->ninstr);
     uint8_t *written = (uint8_t *)(k->loads + p->ninputs), *multi = written + p->nregs;
@@ -448,6 +514,70 @@ tfe_fkernel *tfe_fused_compile(const tfe_fprog *p) {
 
 void tfe_fused_free(tfe_fkernel *k) { free(k); }
 
+/* The domain of a reduction: the broadcast of its inputs over k->rank axes
+ * (what the elementwise ops before the reduction made), as a shape-only
+ * tensor for plan_input; its rows are the leading axes. */
+static int reduce_domain(const tfe_fkernel *k, tfe_tensor *const *inputs, const tfe_tensor *out, tfe_tensor *dom,
+                         int64_t *rows, int64_t *red) {
+    dom->rank = k->rank;
+    for (int d = 0; d < k->rank; d++) dom->shape[d] = 1;
+    for (int i = 0; i < k->ninputs; i++) {
+        const tfe_tensor *t = inputs[i];
+        for (int j = 0; j < t->rank; j++) {
+            int d = k->rank - t->rank + j;
+            if (d < 0 || (t->shape[j] != 1 && dom->shape[d] != 1 && dom->shape[d] != t->shape[j])) {
+                tfe_error_set("fused: the inputs do not broadcast together");
+                return -1;
+            }
+            if (t->shape[j] != 1) dom->shape[d] = t->shape[j];
+        }
+    }
+    *rows = *red = 1;
+    for (int d = 0; d < k->rank; d++) *(d < k->rank - k->red_axes ? rows : red) *= dom->shape[d];
+    if (tensor_numel(out) != *rows) {
+        tfe_error_set("fused: the reduction's output has %lld elements, not %lld", (long long)tensor_numel(out),
+                      (long long)*rows);
+        return -1;
+    }
+    return 0;
+}
+
+/* Rows of the domain summed as k_reduce sums them: pairwise per row, and a
+ * long row that would leave threads idle in parts (the same parts), then
+ * divided by the count for a mean. */
+static int exec_reduce(const tfe_fkernel *k, fplan *pl, int64_t rows, int64_t red) {
+    pl->red = red;
+    int nt = tfe_num_threads();
+    if (rows < nt && red >= 2 * KN_GRAIN) {
+        char buf[64 * 8];
+        int64_t nchunks = red / KN_GRAIN < 64 ? red / KN_GRAIN : 64;
+        pl->chunk = (red + nchunks - 1) / nchunks;
+        nchunks = (red + pl->chunk - 1) / pl->chunk;
+        pl->partial = buf;
+        char *out = pl->out;
+        for (int64_t r = 0; r < rows; r++) {
+            pl->row = r;
+            tfe_parallel_for(nchunks, 1, fused_parts, pl);
+            if (k->dtype == TFE_FLOAT32) ((float *)out)[r] = kn_sum_f32((const float *)buf, nchunks);
+            else ((double *)out)[r] = kn_sum_f64((const double *)buf, nchunks);
+        }
+    } else {
+        int64_t grain = KN_GRAIN / (red ? red : 1);
+        tfe_parallel_for(rows, grain < 1 ? 1 : grain, fused_rows, pl);
+    }
+    if (pl->err) {
+        tfe_error_set("fused: out of memory");
+        return -1;
+    }
+    if (k->red == TFE_FRED_MEAN) {
+        if (k->dtype == TFE_FLOAT32)
+            for (int64_t r = 0; r < rows; r++) ((float *)pl->out)[r] /= (float)red;
+        else
+            for (int64_t r = 0; r < rows; r++) ((double *)pl->out)[r] /= (double)red;
+    }
+    return kn_poll();
+}
+
 int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *out) {
     if (out->dtype != k->dtype || !out->storage || !tensor_is_contiguous(out)) {
         tfe_error_set("fused: the output must be a contiguous %s tensor", dtype_name(k->dtype));
@@ -459,12 +589,19 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
         return -1;
     }
     int r = -1, cost = k->cost;
+    tfe_tensor dom = {0};
+    int64_t rows = 0, red = 0;
+    if (k->red && reduce_domain(k, inputs, out, &dom, &rows, &red)) goto done;
     for (int i = 0; i < k->ninputs; i++) {
-        if (plan_input(&in[i], i, inputs[i], out, k->dtype)) goto done;
+        if (plan_input(&in[i], i, inputs[i], k->red ? &dom : out, k->dtype)) goto done;
         if (in[i].kind == IN_STRIDED) cost += 2 * k->loads[i];
     }
     fplan pl = {.dt = k->dtype, .nregs = k->nregs, .ninstr = k->ninstr, .result = k->result,
                 .code = k->code, .in = in, .last_out = k->last_out, .out = tensor_data(out)};
+    if (k->red) {
+        r = rows ? exec_reduce(k, &pl, rows, red) : 0;
+        goto done;
+    }
     int64_t n = tensor_numel(out);
     r = 0;
     if (n == 0) goto done;

@@ -65,8 +65,17 @@ typedef struct tfe_finstr {
  * register `result` after the last instruction is the output element.
  * Every register an instruction reads must have been written by an earlier
  * instruction (checked: an error otherwise). */
+/* A final reduction of the program's values (tfe_fprog.red). */
+enum { TFE_FRED_NONE, TFE_FRED_SUM, TFE_FRED_MEAN };
+
 typedef struct tfe_fprog {
     tfe_dtype dtype;       /* TFE_FLOAT32 or TFE_FLOAT64 */
+    /* red: TFE_FRED_NONE, or the values over the program's domain (its
+     * inputs broadcast over `rank` axes) summed (or averaged) over the last
+     * red_axes axes: out has one element per row of the leading axes, summed
+     * exactly as k_reduce sums a contiguous tensor (pairwise, the same parts),
+     * so results are bitwise those of the unfused ops. */
+    int red, red_axes, rank;
     int ninputs, nregs, ninstr;
     const tfe_finstr *code;
     int result;

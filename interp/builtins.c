@@ -306,8 +306,48 @@ BUILTIN(bi_time)
     return 0;
 }
 
+/* getenv(name, default=nil): an environment variable's value as a string,
+ * or default when it is not set. Not an effect: the environment does not
+ * change while tfe runs, so staged code may read it at trace time. */
+BUILTIN(bi_getenv)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "getenv", "name, default=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR) return interp_raise(I, "getenv: name must be a string, got %s", value_kind_name(a[0]));
+    const char *v = getenv(((Str *)a[0].u.o)->s);
+    if (v) *out = v_str(v, strlen(v));
+    else {
+        *out = p[1] ? a[1] : v_nil();
+        value_incref(*out);
+    }
+    return 0;
+}
+
+/* assert(cond, message=nil): nothing when cond is true (a bool or a
+ * one-element tensor, as `if` reads it), else an error at the call:
+ * "assertion failed: MESSAGE". Examples check their figures with it. An
+ * effect: staged code checks at every call. */
+BUILTIN(bi_assert)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "assert", "cond, message=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    bool t;
+    if (value_truth(I, a[0], I->cur_loc, &t)) return -1;
+    *out = v_nil();
+    if (t) return 0;
+    if (!p[1] || a[1].kind == V_NIL) return interp_raise(I, "assertion failed");
+    if (a[1].kind != V_STR) return interp_raise(I, "assert: message must be a string, got %s", value_kind_name(a[1]));
+    return interp_raise(I, "assertion failed: %s", ((Str *)a[1].u.o)->s);
+}
+
 void builtins_register(Interp *I)
 {
+    interp_define_builtin(I, "assert", bi_assert, NULL);
+    interp_define_builtin(I, "getenv", bi_getenv, NULL);
     interp_define_builtin(I, "print", bi_print, NULL);
     interp_define_builtin(I, "format", bi_format, NULL);
     interp_define_builtin(I, "str", bi_str, NULL);

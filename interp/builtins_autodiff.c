@@ -237,6 +237,12 @@ BUILTIN(bi_variable)
             return interp_raise(I, "variable: trainable must be a bool, got %s", value_kind_name(a[2]));
         trainable = a[2].u.i != 0;
     }
+    /* --stage-all: eager code makes a new variable at every call, a graph
+     * only at its first trace; so a function that makes variables is not
+     * staged implicitly (it runs eagerly, named once on stderr) */
+    if (tfe_tracer && trace_recording() && tfe_tracer->implicit &&
+        trace_fail(I, I->cur_loc, "it creates variables, and eager code creates new ones at every call"))
+        return -1;
     if (tfe_tracer && trace_recording() && tfe_tracer->retrace &&
         trace_fail(I, I->cur_loc, "variable() in a staged function creates a new variable on a later trace; "
                                   "variables may be created only during its first trace (create it outside, "
@@ -583,11 +589,14 @@ BUILTIN(bi_tape)
     return 0;
 }
 
-/* --- params(obj) ---------------------------------------------------------------------- */
+/* --- walking objects for their state: params(obj), save, restore ----------------------- */
 
 typedef struct Walk {
-    Record *out;
-    const void **seen;   /* containers and variables already visited */
+    int flags;           /* WALK_TENSORS, WALK_UNTRAINABLE (internal.h) */
+    StateVisit visit;
+    void *ctx;
+    int rc;              /* the first nonzero visit result stops the walk */
+    const void **seen;   /* containers, variables and tensors already visited */
     int nseen, capseen;
 } Walk;
 
@@ -603,15 +612,17 @@ static bool walk_seen(Walk *w, const void *p)
     return false;
 }
 
-static void walk_params(Walk *w, Value v, char *path, size_t len, size_t cap)
+static void walk_state(Walk *w, Value v, char *path, size_t len, size_t cap)
 {
-    if (!v_is_obj(v) || v.kind == V_STR || walk_seen(w, v.u.o)) return;
-    if (is_variable(v)) {
-        Variable *var = (Variable *)v.u.o;
-        if (!var->trainable) return;
-        const char *key = len ? path : (var->name ? var->name : "value");
-        value_incref(v);
-        record_set_take(w->out, key, strlen(key), v);
+    if (w->rc) return;
+    bool tensor = v.kind == V_TENSOR && (w->flags & WALK_TENSORS);
+    if (!tensor && (!v_is_obj(v) || v.kind == V_STR)) return;
+    if (walk_seen(w, tensor ? (const void *)v.u.t : (const void *)v.u.o)) return;
+    if (tensor || is_variable(v)) {
+        Variable *var = tensor ? NULL : (Variable *)v.u.o;
+        if (var && !var->trainable && !(w->flags & WALK_UNTRAINABLE)) return;
+        const char *key = len ? path : (var && var->name ? var->name : "value");
+        w->rc = w->visit(w->ctx, key, v);
         return;
     }
     int n = 0;
@@ -620,7 +631,7 @@ static void walk_params(Walk *w, Value v, char *path, size_t len, size_t cap)
     if (v.kind == V_TUPLE || v.kind == V_LIST) { s = (Seq *)v.u.o; n = s->n; }
     else if (v.kind == V_RECORD || v.kind == V_MODULE) { r = (Record *)v.u.o; n = r->n; }
     else return;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !w->rc; i++) {
         char idx[32];
         const char *k = idx;
         size_t klen;
@@ -631,9 +642,37 @@ static void walk_params(Walk *w, Value v, char *path, size_t len, size_t cap)
         if (len) path[len] = '.';
         memcpy(path + len + (len ? 1 : 0), k, klen);
         path[nl] = 0;
-        walk_params(w, s ? s->items[i] : r->vals[i], path, nl, cap);
+        walk_state(w, s ? s->items[i] : r->vals[i], path, nl, cap);
         path[len] = 0;
     }
+}
+
+int state_walk(Value obj, int flags, StateVisit visit, void *ctx)
+{
+    Walk w = {.flags = flags, .visit = visit, .ctx = ctx};
+    char path[4096] = "";
+    walk_state(&w, obj, path, 0, sizeof path);
+    free(w.seen);
+    return w.rc;
+}
+
+bool value_is_variable(Value v) { return is_variable(v); }
+
+tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
+
+void variable_replace_take(Value var, tfe_tensor *t)
+{
+    Variable *v = (Variable *)var.u.o;
+    t->weak = false;
+    tensor_decref(v->value);
+    v->value = t;
+}
+
+static int params_visit(void *ctx, const char *path, Value leaf)
+{
+    value_incref(leaf);
+    record_set_take(ctx, path, strlen(path), leaf);
+    return 0;
 }
 
 /* params(obj): a record path -> variable of every trainable variable
@@ -643,11 +682,9 @@ BUILTIN(bi_params)
     Value a[1];
     bool p[1];
     if (args_parse(I, "params", "obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    Walk w = {.out = record_new()};
-    char path[4096] = "";
-    walk_params(&w, a[0], path, 0, sizeof path);
-    free(w.seen);
-    *out = v_obj(V_RECORD, w.out);
+    Record *r = record_new();
+    state_walk(a[0], 0, params_visit, r);
+    *out = v_obj(V_RECORD, r);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* builtins_io.c — NumPy .npy files (save_npy/load_npy) and numeric CSV
- * (load_csv). Writes are atomic (temp file + fsync + rename); readers check
- * every header field against the file's size before reading data. */
+ * (load_csv, plain or gzip-compressed). Writes are atomic (temp file + fsync +
+ * rename); readers check every header field against the file's size before
+ * reading data. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
 
@@ -215,22 +217,54 @@ out:
     return rc;
 }
 
-/* load_csv(path, skip_header=false, delimiter=","): a float32 matrix of numbers. */
+/* Why reading f stopped early, or NULL (Z_BUF_ERROR: a gzip stream cut short). */
+static const char *gz_failure(gzFile f)
+{
+    int e;
+    const char *msg = gzerror(f, &e);
+    if (e == Z_OK) return NULL;
+    return e == Z_ERRNO ? strerror(errno) : e == Z_BUF_ERROR ? "the gzip data is truncated" : msg;
+}
+
+/* One line of f into *buf (grown as needed), without its newline; -1 at
+ * the end of the file. gzgets reads gzip files and plain files alike. */
+static ssize_t gz_getline(gzFile f, char **buf, size_t *cap)
+{
+    if (!*buf) { *cap = 256; *buf = malloc(*cap); }
+    size_t len = 0;
+    for (;;) {
+        if (!gzgets(f, *buf + len, (int)(*cap - len))) return len ? (ssize_t)len : -1;
+        len += strlen(*buf + len);
+        if (len && (*buf)[len - 1] == '\n') return (ssize_t)len;
+        if (len + 1 < *cap) return (ssize_t)len; /* the last line, with no newline */
+        *cap *= 2;
+        *buf = realloc(*buf, *cap);
+    }
+}
+
+/* load_csv(path, skip_header=false, delimiter=","): a float32 matrix of
+ * numbers. A path ending in .gz (or any gzip file) is decompressed as it is
+ * read; skip_header=true drops the first line whatever it holds (sklearn's
+ * iris.csv starts with "150,4,setosa,versicolor,virginica"). */
 BUILTIN(bi_load_csv)
 {
     Value s[3];
     bool p[3];
     if (args_parse(I, "load_csv", "path, skip_header=, delimiter=", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
     if (s[0].kind != V_STR) return interp_raise(I, "load_csv(): path must be a string");
-    bool skip = p[1] && s[1].kind == V_SCALAR && s[1].u.i;
+    if (p[1] && !(s[1].kind == V_SCALAR && s[1].dtype == TFE_BOOL))
+        return interp_raise(I, "load_csv(): skip_header must be true or false, got %s", value_kind_name(s[1]));
+    bool skip = p[1] && s[1].u.i;
     char delim = ',';
     if (p[2]) {
         if (s[2].kind != V_STR || ((Str *)s[2].u.o)->len != 1) return interp_raise(I, "load_csv(): delimiter must be one character");
         delim = ((Str *)s[2].u.o)->s[0];
     }
     const char *path = ((Str *)s[0].u.o)->s;
-    FILE *f = fopen(path, "r");
-    if (!f) return interp_raise(I, "load_csv(): cannot open '%s': %s", path, strerror(errno));
+    errno = 0;
+    gzFile f = gzopen(path, "rb");
+    if (!f) return interp_raise(I, "load_csv(): cannot open '%s': %s", path, errno ? strerror(errno) : "out of memory");
+    gzbuffer(f, 1 << 16);
     float *vals = NULL;
     size_t nv = 0, cap = 0;
     int64_t rows = 0, cols = -1;
@@ -238,8 +272,10 @@ BUILTIN(bi_load_csv)
     size_t lcap = 0;
     ssize_t len;
     int lineno = 0, rc = 0;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
+    while ((len = gz_getline(f, &line, &lcap)) >= 0) {
         lineno++;
+        const char *why = len && line[len - 1] != '\n' ? gz_failure(f) : NULL; /* a last line cut short */
+        if (why) { rc = interp_raise(I, "load_csv(): cannot read '%s': %s", path, why); goto out; }
         if (skip && lineno == 1) continue;
         char *q = line;
         while (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n') q++;
@@ -249,7 +285,11 @@ BUILTIN(bi_load_csv)
             char *end;
             errno = 0;
             float v = strtof(q, &end);
-            if (end == q) { rc = interp_raise(I, "load_csv(): '%s' line %d: field %lld is not a number", path, lineno, (long long)c + 1); goto out; }
+            if (end == q) {
+                rc = interp_raise(I, "load_csv(): '%s' line %d: field %lld is not a number%s", path, lineno, (long long)c + 1,
+                                  lineno == 1 ? " (a header line? pass skip_header=true)" : "");
+                goto out;
+            }
             if (nv == cap) { cap = cap ? cap * 2 : 1024; vals = realloc(vals, cap * sizeof(float)); }
             vals[nv++] = v;
             c++;
@@ -264,6 +304,8 @@ BUILTIN(bi_load_csv)
         cols = c;
         rows++;
     }
+    const char *why = gz_failure(f);
+    if (why) { rc = interp_raise(I, "load_csv(): cannot read '%s': %s", path, why); goto out; }
     {
         int64_t shape[2] = {rows, cols < 0 ? 0 : cols};
         tfe_tensor *t = tensor_new(TFE_FLOAT32, 2, shape);
@@ -274,7 +316,7 @@ BUILTIN(bi_load_csv)
 out:
     free(line);
     free(vals);
-    fclose(f);
+    gzclose(f);
     return rc;
 }
 

@@ -1129,6 +1129,13 @@ static int exec_for(Interp *I, Node *n, Env *env)
     } else if (eval(I, n->b, env, &it)) return -1;
     int rc = XS_OK;
     int64_t count;
+    /* progress(x): walk x, telling the bar (builtins_progress.c) as we go */
+    Value bar = v_nil();
+    if (__builtin_expect(it.kind == V_OBJECT, 0) && progress_iterable(it).kind != V_NIL) {
+        bar = it;
+        it = progress_iterable(bar);
+        value_incref(it);
+    }
     switch ((ValueKind)it.kind) {
     case V_RANGE: {
         Range *r = (Range *)it.u.o;
@@ -1148,7 +1155,13 @@ static int exec_for(Interp *I, Node *n, Env *env)
         rc = raise_at(I, n->b->loc, "cannot iterate over a value of type %s", value_kind_name(it));
         goto out;
     }
-    for (int64_t i = 0;; i++) {
+    int64_t i = 0;
+    if (bar.kind != V_NIL &&
+        progress_begin(I, bar, it.kind == V_TUPLE || it.kind == V_LIST ? ((Seq *)it.u.o)->n : count, n->b->loc)) {
+        rc = XS_ERR;
+        goto out;
+    }
+    for (;; i++) {
         Value x;
         if (it.kind == V_TUPLE || it.kind == V_LIST) {
             Seq *s = (Seq *)it.u.o;
@@ -1177,10 +1190,13 @@ static int exec_for(Interp *I, Node *n, Env *env)
         int r = exec_block(I, n->c, env);
         if (r == XS_BREAK) break;
         if (r == XS_ERR || r == XS_RETURN) { rc = r; break; }
-        if (tfe_interrupted && poll_interrupt(I, n->loc)) { rc = XS_ERR; break; }
+        if (bar.kind != V_NIL) progress_step(bar, i + 1, false);
+        if (tfe_interrupted && poll_interrupt(I, n->loc)) { i++; rc = XS_ERR; break; }
     }
+    if (bar.kind != V_NIL) progress_step(bar, i, true);
 out:
     value_decref(it);
+    value_decref(bar);
     return rc;
 }
 

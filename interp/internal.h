@@ -159,4 +159,38 @@ int import_module(Interp *I, Node *n, Value *out);
 void builtins_register(Interp *I);
 Value builtin_new(const char *name, BuiltinFn fn, void *data);
 
+/* builtins_progress.c: `for x in progress(it)` walks it (exec_for asks
+ * progress_iterable for the inner value: borrowed, nil when v is no progress
+ * value) and reports to the bar; begin fails (-1, raised) inside a trace. */
+void builtins_progress_register(Interp *I);
+Value progress_iterable(Value v);
+int progress_begin(Interp *I, Value bar, int64_t total, Loc loc);
+void progress_step(Value bar, int64_t done, bool finished);
+
+/* builtins_plot.c: plot() (SVG line charts) and sparkline() */
+void builtins_plot_register(Interp *I);
+
+/* builtins_io.c: write the parts to path atomically (temp file in the same
+ * folder + fsync + rename): a crash leaves the old file intact. 0, or -1 with
+ * a message in err. */
+int write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, int nparts,
+                      char *err, size_t errcap);
+
+/* builtins_autodiff.c: variables, and walking an object for its state (params,
+ * save, restore). state_walk visits every variable (trainable only unless
+ * WALK_UNTRAINABLE) and, with WALK_TENSORS, every tensor reachable from obj
+ * through records, modules, lists and tuples, each once at its first dotted
+ * path ("layers.0.w"); a bare variable is named by its name or "value", a bare
+ * tensor "value". Numbers, strings and functions are not state. A nonzero
+ * result of visit stops the walk and is returned. */
+enum { WALK_TENSORS = 1, WALK_UNTRAINABLE = 2 };
+typedef int (*StateVisit)(void *ctx, const char *path, Value leaf);
+int state_walk(Value obj, int flags, StateVisit visit, void *ctx);
+bool value_is_variable(Value v);
+tfe_tensor *variable_peek(Value var);               /* its value, borrowed; no tape sees it */
+void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */
+
+/* builtins_ckpt.c: save, restore, load (safetensors checkpoints) */
+void builtins_ckpt_register(Interp *I);
+
 #endif

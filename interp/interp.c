@@ -33,10 +33,17 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_io_register(I);
     builtins_device_register(I);
     builtins_autodiff_register(I);
+    builtins_ckpt_register(I);
     builtins_tensor_register(I);
     stage_builtins_register(I);
+    builtins_progress_register(I);
+    builtins_plot_register(I);
     mark_effect(I, "print", 1);
+    mark_effect(I, "assert", 1);
     mark_effect(I, "save_npy", 1);
+    mark_effect(I, "save", 1);
+    mark_effect(I, "restore", 1); /* assigns variables, like v.assign(): again at every call */
+    mark_effect(I, "plot", 1);
     mark_effect(I, "seed", 1);
     mark_effect(I, "load_npy", 2);
     mark_effect(I, "load_csv", 2);

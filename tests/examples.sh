@@ -6,7 +6,7 @@
 status=0
 export TFE_QUICK=1 TFE_PROGRESS=0
 for f in "$TFE_SRCDIR"/examples/*.tfe; do
-    if ! out=$(cd "$TFE_SRCDIR/examples" && timeout 120 "$TFE" "$(basename "$f")" 2>&1 >/dev/null); then
+    if ! out=$(cd "$TFE_SRCDIR/examples" && timeout "${TFE_EXAMPLE_TIMEOUT:-120}" "$TFE" "$(basename "$f")" 2>&1 >/dev/null); then
         echo "FAIL: $f exited with an error:"; echo "$out"; status=1
     elif [ -n "$out" ]; then
         echo "FAIL: $f wrote to stderr:"; echo "$out"; status=1

@@ -136,6 +136,24 @@ def value_of(s, entry, expected, step):
     s.expect(PROMPT, "prompt after %r" % entry)
 
 
+
+def interrupt(s, statement):
+    """Start a statement that runs until stopped, press Ctrl-C, and wait for
+    the 'interrupted' error and a fresh prompt. On a loaded machine the
+    statement may not have started when the first Ctrl-C arrives (it would
+    only discard the finished entry): press it again, as a person would."""
+    s.line(statement)
+    s.drain(0.5)
+    for attempt in range(10):
+        s.send("\x03")
+        try:
+            s.expect("interrupted", "an 'interrupted' error", timeout=2.0)
+            break
+        except Failure:
+            if attempt == 9:
+                raise
+    s.expect(PROMPT, "prompt after Ctrl-C")
+
 def session_one(exe, home):
     s = Session(exe, home, "start")
     try:
@@ -171,21 +189,21 @@ def session_one(exe, home):
         value_of(s, "keep + 1", "42", "error keeps bindings")
 
         s.step = "Ctrl-C stops a running statement"
-        s.line("while true { }")
-        s.drain(0.5)
-        # On a loaded machine the loop may not have started yet when the
-        # first Ctrl-C arrives (it would only discard the finished entry):
-        # press it again, as a person would.
-        for attempt in range(10):
-            s.send("\x03")
-            try:
-                s.expect("interrupted", "an 'interrupted' error", timeout=2.0)
-                break
-            except Failure:
-                if attempt == 9:
-                    raise
-        s.expect(PROMPT, "prompt after Ctrl-C")
+        interrupt(s, "while true { }")
         value_of(s, "keep", "41", "bindings survive Ctrl-C")
+
+        s.step = "Ctrl-C stops a staged call (a graph while loop)"
+        s.line("@staged fn spin(x) { while x > 0.0 { x = x + 1.0 }; return x }")
+        s.expect(PROMPT, "prompt after the definition")
+        interrupt(s, "spin(1.0)")
+        value_of(s, "keep", "41", "bindings survive Ctrl-C in a staged call")
+        value_of(s, "spin(-1.0)", "-1.0", "the staged function still works")
+
+        s.step = "Ctrl-C stops a statement busy in kernels"
+        s.line("let big = ones((2000000,))")
+        s.expect(PROMPT, "prompt after let")
+        interrupt(s, "for i in range(1000000) { big = exp(big * 0.0) }")
+        value_of(s, "sum(big)", "2000000.0", "a tensor binding survives Ctrl-C")
 
         s.step = "Ctrl-C discards a multi-line entry"
         s.line("let zz = (1 +")

@@ -283,6 +283,8 @@ def main(argv):
     problems, failed, ran, checked = [], 0, 0, 0
     for path in files:
         rel = os.path.relpath(path, srcdir)
+        if rel.startswith('..'):
+            rel = path
         blocks, gaps = parse(rel, open(path, encoding='utf-8').read(), problems)
         for prog in pair(blocks, gaps, problems):
             result = run(prog, tfe, env, wrapper, datadir)
@@ -299,7 +301,7 @@ def main(argv):
                 checked += 1
             if fails:
                 failed += 1
-                print('FAIL: %s (the ```tfe block at line %d of %s)' % (prog.where(), prog.line, rel))
+                print('FAIL: %s: the ```tfe block starting here' % prog.where())
                 for f in fails:
                     print('  ' + f.rstrip('\n').replace('\n', '\n  '))
     if show:

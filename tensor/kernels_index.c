@@ -67,7 +67,7 @@ static int64_t *load_indices(const char *opname, const tfe_tensor *idx, int axis
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) {
-        int64_t j = tensor_get_i64(idx, i);
+        int64_t j = tensor_load_i64(idx, i);
         int64_t w = j < 0 ? j + size : j;
         if (w < 0 || w >= size) {
             /* a 0-d index is x[i]: the message of basic indexing, whichever
@@ -384,7 +384,7 @@ int k_one_hot(const tfe_opcall *c) {
     if (n * depth == 0) return 0;
     memset(dst, 0, (size_t)(n * depth) * es);
     for (int64_t i = 0; i < n; i++) {
-        int64_t j = tensor_get_i64(idx, i);
+        int64_t j = tensor_load_i64(idx, i);
         if (j < 0 || j >= depth) continue;
         char *p = dst + (size_t)(i * depth + j) * es;
         switch (dt) {

@@ -224,6 +224,10 @@ int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat) {
     return kn_load_i64(tensor_data(t) + flat_offset(t, flat), t->dtype);
 }
 
+int64_t tensor_load_i64(const tfe_tensor *t, int64_t flat) {
+    return kn_load_i64(tensor_data(t) + flat_offset(t, flat), t->dtype);
+}
+
 char *shape_str(int rank, const int64_t *shape, char *buf) {
     char *p = buf;
     *p++ = '(';

@@ -66,6 +66,10 @@ void tfe_alloc_trim(void);          /* return cached blocks to the system */
 typedef struct tfe_alloc_stats { size_t live_bytes, cached_bytes, peak_bytes, n_malloc, n_hits; } tfe_alloc_stats;
 tfe_alloc_stats tfe_alloc_get_stats(void);
 void tfe_alloc_reset_peak(void);   /* the peak starts again from what is live now */
+/* Cap on live tensor bytes (0: no cap); past it tfe_alloc fails with an
+ * error. Defaults to $TFE_MAX_ALLOC_BYTES (read on first use). */
+void tfe_alloc_set_limit(size_t nbytes);
+size_t tfe_alloc_get_limit(void);
 
 /* Construction. New tensors are contiguous (row-major) on the CPU. */
 tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape);      /* uninitialised */
@@ -96,6 +100,10 @@ static inline char *tensor_data(const tfe_tensor *t) { return (char *)t->storage
 /* Element access by flat row-major index (slow path: tests, printing). */
 double tensor_get_f64(const tfe_tensor *t, int64_t flat);
 int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat);
+/* The same without telling a trace: for kernels, which read their own inputs
+ * while computing an op (a traced gather's indices are data of the graph,
+ * not a value the trace depends on, as they are for int(x) or printing). */
+int64_t tensor_load_i64(const tfe_tensor *t, int64_t flat);
 
 /* "(2, 3)", "()" and "(5,)"; buf of at least 200 bytes; returns buf. */
 char *shape_str(int rank, const int64_t *shape, char *buf);

@@ -52,6 +52,7 @@ void trace_end(Tracer *T)
     }
     free(T->outs);
     free(T->static_in);
+    free(T->walked);
     free(T->sym_fns);
     free(T->fail_msg);
     tfe_tracer = NULL;
@@ -289,10 +290,15 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
  * signature by value. A value from a variable, a random draw or a host call
  * changes between calls with the same signature: staging fails. */
 
-static const char *value_source_problem(Tracer *T, int id, bool *seen)
+/* Where a value read at trace time comes from: a problem (a variable, a host
+ * call, a random draw) or NULL, marking the inputs it depends on static.
+ * T->walked remembers the nodes already checked for the whole trace, so n
+ * reads cost O(nodes) in all, not O(n * nodes) (a clean node stays clean: its
+ * ancestors never change; after a problem the trace fails anyway). */
+static const char *value_source_problem(Tracer *T, int id)
 {
-    if (seen[id]) return NULL;
-    seen[id] = true;
+    if (T->walked[id]) return NULL;
+    T->walked[id] = true;
     GNode *n = gnode(T->g, id);
     switch (n->kind) {
     case G_INPUT: T->static_in[n->input_index] = true; return NULL;
@@ -307,7 +313,7 @@ static const char *value_source_problem(Tracer *T, int id, bool *seen)
         break;
     }
     for (int i = 0; i < n->nin; i++) {
-        const char *p = value_source_problem(T, n->in[i].node, seen);
+        const char *p = value_source_problem(T, n->in[i].node);
         if (p) return p;
     }
     return NULL;
@@ -325,9 +331,13 @@ static bool trace_value_read(const tfe_tensor *t)
                                   "conditional or loop, where it is not known until the graph runs");
         return true;
     }
-    bool *seen = calloc((size_t)T->g->n, sizeof *seen);
-    const char *p = value_source_problem(T, note->ref.node, seen);
-    free(seen);
+    if (T->capwalked < T->g->n) {
+        int cap = T->g->n * 2;
+        T->walked = realloc(T->walked, sizeof *T->walked * (size_t)cap);
+        memset(T->walked + T->capwalked, 0, sizeof *T->walked * (size_t)(cap - T->capwalked));
+        T->capwalked = cap;
+    }
+    const char *p = value_source_problem(T, note->ref.node);
     if (p) {
         if (!I->has_error)
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "

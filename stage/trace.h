@@ -53,6 +53,9 @@ typedef struct Tracer {
     bool *static_in;      /* inputs whose value the trace depends on */
     int cap_static;
     bool shape_read;      /* a shape was read as a value: no relaxation */
+    bool *walked;         /* by node: its ancestors were checked by a value read
+                             (stage/trace.c; node ids are never reused) */
+    int capwalked;
     int suspended;        /* >0: a host call is running; nothing is recorded */
     bool retrace;         /* not the function's first trace: no new variables */
     Node **sym_fns;       /* functions entered in symbolic mode (recursion) */

@@ -62,7 +62,7 @@ static void put_dims(SigBuf *s, int rank, const int64_t *shape)
         s->capd = (s->nd + rank) * 2 + 16;
         s->dims = realloc(s->dims, sizeof *s->dims * (size_t)s->capd);
     }
-    mem_copy(s->dims + s->nd, shape, sizeof *shape * (size_t)rank);
+    if (rank > 0) mem_copy(s->dims + s->nd, shape, sizeof *shape * (size_t)rank); /* dims may be NULL */
     s->nd += rank;
 }
 

@@ -29,7 +29,36 @@ static inline int size_class(size_t n, size_t *rounded) {
     return 4 + (e - 8) * 4 + (int)(q - 5);
 }
 
+/* Optional cap on live tensor bytes (0: none). The fuzzers set it so that a
+ * program asking for a huge tensor gets an error instead of taking the
+ * machine's memory; TFE_MAX_ALLOC_BYTES sets it for the tfe command. */
+static size_t alloc_limit;
+static int alloc_limit_read;
+
+void tfe_alloc_set_limit(size_t nbytes) {
+    alloc_limit = nbytes;
+    alloc_limit_read = 1;
+}
+
+size_t tfe_alloc_get_limit(void) {
+    if (!alloc_limit_read) {
+        const char *e = getenv("TFE_MAX_ALLOC_BYTES");
+        alloc_limit = e ? (size_t)strtoull(e, NULL, 10) : 0;
+        alloc_limit_read = 1;
+    }
+    return alloc_limit;
+}
+
 void *tfe_alloc(size_t nbytes) {
+    size_t limit = tfe_alloc_get_limit();
+    if (limit && (nbytes > limit || st.live_bytes > limit - nbytes)) {
+        tfe_error_set("out of memory allocating %zu bytes (TFE_MAX_ALLOC_BYTES is %zu)", nbytes, limit);
+        return NULL;
+    }
+    if (nbytes > ((size_t)1 << 62)) { /* size_class would overflow; no system has this */
+        tfe_error_set("out of memory allocating %zu bytes", nbytes);
+        return NULL;
+    }
     size_t rounded;
     int c = size_class(nbytes, &rounded);
     block *b = c < NCLASSES ? free_lists[c] : NULL;

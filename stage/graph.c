@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/graph.h"
+#include "stage/sig.h"
+#include "interp/internal.h"
 #include "stage/opt.h"
 #include "stage/plan.h"
 #include "tensor/fused.h"
@@ -368,4 +370,68 @@ Graph *graph_clone(const Graph *g)
     mem_copy(c->inputs, g->inputs, sizeof *c->inputs * (size_t)g->ninputs);
     c->nvals = g->nvals;
     return c;
+}
+
+/* Attributes equal, but for the seed and counter of a draw from the stream
+ * (each trace draws afresh). */
+static bool attrs_same(const tfe_attrs *a, const tfe_attrs *b)
+{
+    if (!a || !b) return a == b;
+    tfe_attrs x = *a, y = *b;
+    if (x.from_stream && y.from_stream) x.seed = y.seed = 0, x.counter = y.counter = 0;
+    return x.naxes == y.naxes && !mem_cmp(x.axes, y.axes, sizeof x.axes) && x.keepdims == y.keepdims &&
+           x.dtype == y.dtype && x.nints == y.nints && !mem_cmp(x.ints, y.ints, sizeof x.ints) &&
+           !mem_cmp(x.f, y.f, sizeof x.f) && x.seed == y.seed && x.counter == y.counter &&
+           x.from_stream == y.from_stream;
+}
+
+bool graph_same_but_dims(const Graph *a, const Graph *b)
+{
+    if (a->n != b->n || a->nregions != b->nregions || a->ninputs != b->ninputs) return false;
+    for (int i = 0; i < a->n; i++) {
+        const GNode *x = &a->nodes[i], *y = &b->nodes[i];
+        if (x->kind != y->kind || x->nin != y->nin || x->nout != y->nout || x->region != y->region ||
+            x->effect_dep != y->effect_dep || mem_cmp(x->in, y->in, sizeof *x->in * (size_t)x->nin))
+            return false;
+        for (int k = 0; k < x->nout; k++)
+            if (x->meta[k].dtype != y->meta[k].dtype || x->meta[k].rank != y->meta[k].rank) return false;
+        switch (x->kind) {
+        case G_OP:
+            if (x->op != y->op || !attrs_same(x->at, y->at)) return false;
+            break;
+        case G_CONST: {
+            const tfe_tensor *u = x->value, *v = y->value;
+            if (u->dtype != v->dtype || u->rank != v->rank ||
+                mem_cmp(u->shape, v->shape, sizeof *u->shape * (size_t)u->rank) || !sig_tensor_equal(u, v, -1))
+                return false;
+            break;
+        }
+        case G_VAR_READ:
+            if (x->obj.u.o != y->obj.u.o) return false;
+            break;
+        case G_HOST: {
+            if (x->obj.u.o != y->obj.u.o || x->nhargs != y->nhargs || x->nhkw != y->nhkw) return false;
+            for (int k = 0; k < x->nhargs; k++) {
+                int err = 0;
+                if (x->hargs[k].nleaves != y->hargs[k].nleaves) return false;
+                if (!x->hargs[k].nleaves && (!value_equal(x->hargs[k].v, y->hargs[k].v, &err) || err)) return false;
+            }
+            break;
+        }
+        case G_COND: case G_WHILE:
+            if (x->regions[0] != y->regions[0] || x->regions[1] != y->regions[1]) return false;
+            break;
+        default:
+            break;
+        }
+    }
+    for (int r = 0; r < a->nregions; r++) {
+        const GRegion *x = &a->regions[r], *y = &b->regions[r];
+        if (x->n != y->n || x->nouts != y->nouts || x->nparams != y->nparams || x->parent != y->parent ||
+            mem_cmp(x->nodes, y->nodes, sizeof *x->nodes * (size_t)x->n) ||
+            mem_cmp(x->outs, y->outs, sizeof *x->outs * (size_t)x->nouts) ||
+            mem_cmp(x->params, y->params, sizeof *x->params * (size_t)x->nparams))
+            return false;
+    }
+    return true;
 }

@@ -135,6 +135,13 @@ Graph *graph_clone(const Graph *g);
  * finished graph: node ids change. */
 void graph_compact(Graph *g);
 
+/* Are a and b the same graph but for the sizes of dims (node by node: kinds,
+ * ops, attributes, inputs, constants' values, effects, regions)? Two traces
+ * of one function for different sizes are, unless the body made something
+ * of a size (a constant of x's shape, a reshape to x's size, a gradient's
+ * seed): then a trace with that dim unknown would be wrong (stage/staged.c). */
+bool graph_same_but_dims(const Graph *a, const Graph *b);
+
 /* Text IR (stage/graph_print.c): one line per node, regions indented.
  * Returns a malloc'd string. dot: Graphviz. */
 char *graph_to_text(const Graph *g);

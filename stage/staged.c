@@ -117,7 +117,7 @@ no:
 
 /* Relaxation: a signature that differs from an earlier trace's only in
  * some dims gets a trace with those dims unknown (LANGUAGE.md §7). */
-static bool *relax_against(StageCache *sc, const SigBuf *sb)
+static bool *relax_against(StageCache *sc, const SigBuf *sb, Trace **base)
 {
     for (int i = 0; i < sc->n; i++) {
         Trace *t = sc->traces[i];
@@ -129,7 +129,10 @@ static bool *relax_against(StageCache *sc, const SigBuf *sb)
             r[d] = (t->relaxed && t->relaxed[d]) || t->sig.dims[d] != sb->dims[d];
             any |= r[d];
         }
-        if (any) return r;
+        if (any) {
+            *base = t;
+            return r;
+        }
         free(r);
     }
     return NULL;
@@ -272,7 +275,8 @@ static void retrace_warning(Interp *I, Closure *c, StageCache *sc, const char *p
     fflush(stderr);
 }
 
-static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, Loc call_loc, Value *out)
+static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, Trace *base, Loc call_loc,
+                     Value *out)
 {
     FnInfo *info = c->fn->info;
     StageCache *sc = cache_of(c);
@@ -367,13 +371,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
     T->region = 0;
     for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
     t->g_ninputs = g->ninputs;
-    /* a relaxed trace: its inputs' unknown dims print as '?' */
-    for (int i = 0, d = 0; relaxed && i < g->ninputs; i++) {
-        tfe_meta *m = &gnode(g, g->inputs[i])->meta[0];
-        for (int k = 0; k < m->rank && d < t->sig.nd; k++, d++)
-            if (relaxed[d]) m->shape[k] = -1;
-    }
-    if (relaxed) relax_metas(g);
     for (int i = 0; i < g->ninputs; i++) {
         if (!T->static_in || !T->static_in[i]) continue;
         if (!t->static_val) t->static_val = calloc((size_t)g->ninputs, sizeof *t->static_val);
@@ -398,6 +395,26 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, L
         opt_make_const(g, id, t->static_val[i]);
         opt_replace_uses(g, (GRef){g->inputs[i], 0}, (GRef){id, 0});
     }
+    /* Relaxation is sound only when the size was never made into something:
+     * this trace (for the new sizes) must be the trace it relaxes (for the
+     * old ones) but for dims. sum(ones_like(x)) folds x's size into a
+     * constant, a gradient's seed has x's shape: then this trace keeps its
+     * sizes, and neither trace relaxes again. */
+    if (relaxed) {
+        const Graph *bg = base->g->raw ? base->g->raw : base->g;
+        if (!graph_same_but_dims(g, bg)) {
+            free(relaxed);
+            relaxed = t->relaxed = NULL;
+            t->shape_specialised = base->shape_specialised = true;
+        }
+    }
+    /* a relaxed trace: its inputs' unknown dims print as '?' */
+    for (int i = 0, d = 0; relaxed && i < g->ninputs; i++) {
+        tfe_meta *m = &gnode(g, g->inputs[i])->meta[0];
+        for (int k = 0; k < m->rank && d < t->sig.nd; k++, d++)
+            if (relaxed[d]) m->shape[k] = -1;
+    }
+    if (relaxed) relax_metas(g);
     stage_optimize(g);
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
@@ -464,8 +481,9 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);
-        bool *relaxed = relax_against(sc, &own);
-        rc = trace_new(I, c, e, &own, relaxed, call_loc, out);
+        Trace *base = NULL;
+        bool *relaxed = relax_against(sc, &own, &base);
+        rc = trace_new(I, c, e, &own, relaxed, base, call_loc, out);
         sig_free(&own);
     }
     leaves_free(&lv);

@@ -21,6 +21,7 @@
 #include "stage/trace.h"
 #include "tensor/grad.h"
 #include "tensor/fused.h"
+#include "tensor/device.h"
 #include "stage/opt.h"
 
 /* --- state of one backward ------------------------------------------------------------- */
@@ -1110,7 +1111,9 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
 {
     GRun x;
     grun_init(&x, I, G, inputs);
-    grun_use_plan(&x);
+    /* the plan calls CPU kernels into a host arena: only while no tensor has
+     * gone to another device (then every op goes through device dispatch) */
+    if (!tfe_devices_used) grun_use_plan(&x);
     int saved_tapes = tfe_tapes_active;
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);

@@ -3,6 +3,7 @@
  * shape/axis helpers shared by infer rules. */
 #include <string.h>
 
+#include "tensor/device.h"
 #include "tensor/grad.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
@@ -34,8 +35,8 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
     return tfe_execute_eager(op, nin, in, at, out);
 }
 
-/* Eager execution on the CPU. The only path from the interpreter, the
- * tracer, the graph executor and the tape to a kernel. */
+/* Eager execution. The only path from the interpreter, the tracer, the
+ * graph executor and the tape to a kernel. */
 int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
     static tfe_attrs default_attrs = {.naxes = -1, .dtype = TFE_FLOAT32};
     const tfe_opinfo *info = &tfe_ops[op];
@@ -45,6 +46,19 @@ int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs
                       info->nin == 1 ? "" : "s", nin);
         return -1;
     }
+    /* Devices (issue 8, tensor/device.c): once a tensor went to a GPU or the
+     * default device changed, the device layer decides where the op runs. */
+    if (tfe_devices_used) {
+        int rc = tfe_device_execute(op, nin, in, at, out);
+        if (rc != 1) return rc;
+    }
+    return tfe_execute_kernel(op, nin, in, at, out, true);
+}
+
+/* The CPU kernel of an op whose inputs are all on cpu:0. */
+int tfe_execute_kernel(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out,
+                       bool record) {
+    const tfe_opinfo *info = &tfe_ops[op];
     int nout = info->nout >= 0 ? info->nout : at->nints;
     for (int i = 0; i < nin; i++)
         if (in[i]->dtype >= TFE_FLOAT16) return unsupported_dtype(info->name, in[i]->dtype);
@@ -62,7 +76,6 @@ int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs
     } else {
         for (int i = 0; i < nout; i++) out[i] = NULL;
     }
-    /* HOOK (issue 8, devices): choose the kernel of the inputs' device here. */
     if (info->cpu_kernel(&c)) {
         for (int i = 0; i < nout; i++) {
             tensor_decref(out[i]);
@@ -72,7 +85,7 @@ int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs
     }
     /* HOOK (issue 4, autodiff): record (op, in, at, out) on the active tapes
      * here, after the kernel succeeded (F_VIEW/F_SELFOUT kernels included). */
-    if (tfe_tapes_active) tfe_tape_record(&c);
+    if (record && tfe_tapes_active) tfe_tape_record(&c);
     return 0;
 }
 

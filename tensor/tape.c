@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tensor/device.h"
 #include "tensor/grad.h"
 
 int tfe_tapes_active;
@@ -284,7 +285,13 @@ static tfe_tensor *filled_like(const tfe_tensor *like, double v) {
     at.nints = like->rank;
     for (int i = 0; i < like->rank; i++) at.ints[i] = like->shape[i];
     at.f[0] = v;
-    return tfe_call1(OP_FULL, 0, NULL, &at);
+    /* on like's device (tensor/device.c places a creation op on the default
+     * device), so gradients stay where their tensors are */
+    int saved = tfe_device_default(), dev = like->storage ? like->storage->device : saved;
+    if (dev != saved) tfe_device_set_default(dev);
+    tfe_tensor *r = tfe_call1(OP_FULL, 0, NULL, &at);
+    if (dev != saved) tfe_device_set_default(saved);
+    return r;
 }
 
 /* grads[key] += g (takes g). */
@@ -385,8 +392,23 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
                 if (!dx[i]) continue;
                 /* inputs that no source reaches need no gradient */
-                if (fail || !pmap_has(&reach, e->t[i])) tensor_decref(dx[i]);
-                else if (accumulate(&gmap, e->t[i], dx[i])) fail = true;
+                if (fail || !pmap_has(&reach, e->t[i])) {
+                    tensor_decref(dx[i]);
+                    continue;
+                }
+                /* a gradient lives where its tensor does (a rule may make
+                 * constants on the default device: docs/gpu.md); not while
+                 * an outer tape records: the copy is no op it could see */
+                const tfe_storage *xs = e->t[i]->storage, *gs = dx[i]->storage;
+                if (xs && gs && xs->device != gs->device && !tfe_tapes_active) {
+                    tfe_tensor *moved = tensor_to_device(dx[i], xs->device);
+                    tensor_decref(dx[i]);
+                    if (!(dx[i] = moved)) {
+                        fail = true;
+                        continue;
+                    }
+                }
+                if (accumulate(&gmap, e->t[i], dx[i])) fail = true;
             }
             for (int j = 0; j < e->nout; j++)
                 if (made[j]) tensor_decref(dy[j]);

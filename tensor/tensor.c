@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "tensor/device.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
 
@@ -66,7 +67,8 @@ static tfe_storage *storage_new(size_t nbytes) {
 static void storage_decref(tfe_storage *s) {
     if (!s) return; /* a symbolic tensor (stage/trace.c) has none */
     if (--s->refcount > 0) return;
-    tfe_free(s->data, s->nbytes);
+    if (s->device) tfe_device_free(s->device, s->data, s->nbytes); /* tensor/device.c */
+    else tfe_free(s->data, s->nbytes);
     s->data = free_storages;
     free_storages = s;
 }

@@ -1,0 +1,102 @@
+/* gpu.h — the CUDA backend's internals, shared by the C side (backend.c,
+ * alloc.c, matmul.c) and the kernels (kernels.cu, compiled by nvcc). Kernel
+ * launchers take plain structs and return the launch's cudaError_t. */
+#ifndef TFE_GPU_H
+#define TFE_GPU_H
+
+#include <stdint.h>
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPU_MAX_RANK 8 /* = TFE_MAX_RANK */
+
+/* elementwise ops (gpu/backend.c maps the op table's ids to these) */
+enum gpu_ew_op {
+    G_NEG, G_ABS, G_SIGN, G_EXP, G_LOG, G_LOG1P, G_SQRT, G_RSQRT, G_SIN, G_COS, G_TANH,
+    G_SIGMOID, G_RELU, G_GELU, G_SOFTPLUS, G_FLOOR, G_CEIL, G_ROUND, G_ISNAN, G_ISFINITE,
+    G_COPY,
+    G_ADD, G_SUB, G_MUL, G_DIV, G_FLOORDIV, G_MOD, G_POW, G_MAXIMUM, G_MINIMUM,
+    G_EQ, G_NE, G_LT, G_LE, G_GT, G_GE,
+    G_WHERE, /* a = cond (bool bytes), b, c */
+    G_NOPS
+};
+
+/* out (contiguous, float32 or bool bytes) = op(a, b, c) over out's shape.
+ * Operand k is a device pointer with element strides st[k] in out's index
+ * space (0 on broadcast axes), or, when p[k] is NULL, the value v[k]. */
+typedef struct gpu_ew {
+    int op, rank;
+    int64_t n;
+    int64_t shape[GPU_MAX_RANK];
+    const void *p[3];
+    float v[3];
+    int64_t st[3][GPU_MAX_RANK];
+    int flat; /* every pointer operand is contiguous in out's layout */
+    void *out;
+} gpu_ew;
+cudaError_t gpu_launch_ew(const gpu_ew *e, cudaStream_t s);
+
+/* dst (contiguous) = src with byte strides st; esz 1, 2, 4 or 8 */
+typedef struct gpu_copy {
+    int rank, esz;
+    int64_t n;
+    int64_t shape[GPU_MAX_RANK], st[GPU_MAX_RANK];
+    const char *src;
+    char *dst;
+} gpu_copy;
+cudaError_t gpu_launch_copy(const gpu_copy *c, cudaStream_t s);
+
+/* out[o] = reduce over the reduced axes (element strides rst) of in at the
+ * kept index o (kept axes kshape/kst, out is contiguous); float32 */
+enum gpu_red_op { GR_SUM, GR_MEAN, GR_MAX, GR_MIN };
+typedef struct gpu_red {
+    int op, nk, nr;
+    int64_t nout, nred;
+    int64_t kshape[GPU_MAX_RANK], kst[GPU_MAX_RANK];
+    int64_t rshape[GPU_MAX_RANK], rst[GPU_MAX_RANK];
+    const float *in;
+    float *out;
+} gpu_red;
+cudaError_t gpu_launch_reduce(const gpu_red *r, cudaStream_t s);
+
+/* softmax / log_softmax of a contiguous (outer, n, inner) float32 block
+ * along the middle axis */
+typedef struct gpu_softmax {
+    int64_t outer, n, inner;
+    int log;
+    const float *in;
+    float *out;
+} gpu_softmax;
+cudaError_t gpu_launch_softmax(const gpu_softmax *m, cudaStream_t s);
+
+#ifndef __CUDACC__
+/* ---- C side only ---------------------------------------------------------- */
+#include "tensor/device.h"
+
+typedef struct gpu_state {
+    int ordinal;         /* CUDA device number */
+    cudaStream_t stream; /* the device's one stream: every op and copy */
+    void *cublas;        /* cublasHandle_t, created on first matmul */
+} gpu_state;
+
+/* the state of tfe device dev (1..), made current; NULL + error set when CUDA
+ * fails to set it up */
+gpu_state *gpu_use(int dev);
+/* 0, or -1 with "what: CALL on gpu:N failed: reason" as the error */
+int gpu_check(cudaError_t e, const char *what, const char *call, int dev);
+
+void *gpu_alloc(int dev, size_t nbytes);
+void gpu_free(int dev, void *p, size_t nbytes);
+void gpu_alloc_trim(int dev); /* every cached block back to CUDA */
+
+int gpu_matmul(const tfe_opcall *c, int dev);
+bool gpu_matmul_supports(const tfe_opcall *c);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,255 @@
+// kernels.cu — the CUDA kernels of the GPU backend: one generic strided
+// elementwise kernel (unary, binary, where; broadcasting by zero strides), a
+// strided copy, reductions over any axes, softmax/log_softmax. float32; the
+// math matches tensor/kernels_elem.c (no fast-math: same rounding as libm
+// within a few ulp). Launchers return the launch's error (gpu/backend.c
+// turns it into a tfe error).
+#include "gpu/gpu.h"
+
+#define THREADS 256
+
+static unsigned blocks_for(int64_t n) {
+    int64_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < 1 ? 1 : b > 65536 ? 65536 : b); // grid-stride past this
+}
+
+// ---- elementwise ------------------------------------------------------------
+__device__ static inline float sigmoid_(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+__device__ static inline float floordiv_(float a, float b) { // tensor/kernels_elem.c FLT_DIVMOD
+    if (b == 0) return a / b;
+    float mod = fmodf(a, b), div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div != 0) {
+        float fd = floorf(div);
+        if (div - fd > 0.5f) fd += 1;
+        return fd;
+    }
+    return copysignf(0, a / b);
+}
+__device__ static inline float pymod_(float a, float b) {
+    float mod = fmodf(a, b);
+    if (b == 0) return mod;
+    if (mod != 0) {
+        if ((b < 0) != (mod < 0)) mod += b;
+    } else mod = copysignf(0, b);
+    return mod;
+}
+
+// the value of op at one element; x, y, z are the operands
+__device__ static inline float ew_apply(int op, float x, float y, float z) {
+    switch (op) {
+    case G_NEG: return -x;
+    case G_ABS: return fabsf(x);
+    case G_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
+    case G_EXP: return expf(x);
+    case G_LOG: return logf(x);
+    case G_LOG1P: return log1pf(x);
+    case G_SQRT: return sqrtf(x);
+    case G_RSQRT: return 1.0f / sqrtf(x);
+    case G_SIN: return sinf(x);
+    case G_COS: return cosf(x);
+    case G_TANH: return tanhf(x);
+    case G_SIGMOID: return sigmoid_(x);
+    case G_RELU: return x > 0 || x != x ? x : 0.0f;
+    case G_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    case G_SOFTPLUS: return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
+    case G_FLOOR: return floorf(x);
+    case G_CEIL: return ceilf(x);
+    case G_ROUND: return rintf(x); // half to even, as nearbyintf
+    case G_ISNAN: return x != x;
+    case G_ISFINITE: return isfinite(x);
+    case G_COPY: return x;
+    case G_ADD: return x + y;
+    case G_SUB: return x - y;
+    case G_MUL: return x * y;
+    case G_DIV: return x / y;
+    case G_FLOORDIV: return floordiv_(x, y);
+    case G_MOD: return pymod_(x, y);
+    case G_POW: return powf(x, y);
+    case G_MAXIMUM: return x > y || x != x ? x : y;
+    case G_MINIMUM: return x < y || x != x ? x : y;
+    case G_EQ: return x == y;
+    case G_NE: return x != y;
+    case G_LT: return x < y;
+    case G_LE: return x <= y;
+    case G_GT: return x > y;
+    case G_GE: return x >= y;
+    default: return 0.0f;
+    }
+}
+
+__device__ static inline bool ew_bool_out(int op) {
+    return op == G_ISNAN || op == G_ISFINITE || (op >= G_EQ && op <= G_GE);
+}
+
+__global__ void ew_kernel(gpu_ew e) {
+    const float *a = (const float *)e.p[0], *b = (const float *)e.p[1], *c = (const float *)e.p[2];
+    const unsigned char *cond = (const unsigned char *)e.p[0];
+    bool where = e.op == G_WHERE, bout = ew_bool_out(e.op);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < e.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t o0 = i, o1 = i, o2 = i;
+        if (!e.flat) {
+            o0 = o1 = o2 = 0;
+            int64_t r = i;
+            for (int d = e.rank - 1; d >= 0; d--) {
+                int64_t k = r % e.shape[d];
+                r /= e.shape[d];
+                o0 += k * e.st[0][d];
+                o1 += k * e.st[1][d];
+                o2 += k * e.st[2][d];
+            }
+        }
+        float y = b ? b[o1] : e.v[1];
+        float r;
+        if (where) {
+            bool t = cond ? cond[o0] != 0 : e.v[0] != 0;
+            r = t ? y : (c ? c[o2] : e.v[2]);
+        } else {
+            r = ew_apply(e.op, a ? a[o0] : e.v[0], y, 0.0f);
+        }
+        if (bout) ((unsigned char *)e.out)[i] = r != 0;
+        else ((float *)e.out)[i] = r;
+    }
+}
+
+extern "C" cudaError_t gpu_launch_ew(const gpu_ew *e, cudaStream_t s) {
+    if (e->n == 0) return cudaSuccess;
+    ew_kernel<<<blocks_for(e->n), THREADS, 0, s>>>(*e);
+    return cudaGetLastError();
+}
+
+// ---- strided copy -------------------------------------------------------------
+template <typename T> __global__ void copy_kernel(gpu_copy c) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off = 0, r = i;
+        for (int d = c.rank - 1; d >= 0; d--) {
+            off += (r % c.shape[d]) * c.st[d];
+            r /= c.shape[d];
+        }
+        ((T *)c.dst)[i] = *(const T *)(c.src + off);
+    }
+}
+
+extern "C" cudaError_t gpu_launch_copy(const gpu_copy *c, cudaStream_t s) {
+    if (c->n == 0) return cudaSuccess;
+    unsigned nb = blocks_for(c->n);
+    switch (c->esz) {
+    case 1: copy_kernel<unsigned char><<<nb, THREADS, 0, s>>>(*c); break;
+    case 2: copy_kernel<unsigned short><<<nb, THREADS, 0, s>>>(*c); break;
+    case 4: copy_kernel<unsigned int><<<nb, THREADS, 0, s>>>(*c); break;
+    case 8: copy_kernel<unsigned long long><<<nb, THREADS, 0, s>>>(*c); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+// ---- reductions ---------------------------------------------------------------
+__device__ static inline float red_init(int op) {
+    return op == GR_MAX ? -INFINITY : op == GR_MIN ? INFINITY : 0.0f;
+}
+__device__ static inline float red_comb(int op, float a, float b) { // NaN wins, as on the CPU
+    switch (op) {
+    case GR_MAX: return b > a || b != b ? b : a;
+    case GR_MIN: return b < a || b != b ? b : a;
+    default: return a + b;
+    }
+}
+__device__ static inline int64_t red_offset(int n, const int64_t *shape, const int64_t *st, int64_t i) {
+    int64_t off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        off += (i % shape[d]) * st[d];
+        i /= shape[d];
+    }
+    return off;
+}
+
+// one block per output element: threads split the reduced elements, then a
+// tree in shared memory
+__global__ void reduce_block_kernel(gpu_red r) {
+    __shared__ float sh[THREADS];
+    for (int64_t o = blockIdx.x; o < r.nout; o += gridDim.x) {
+        const float *base = r.in + red_offset(r.nk, r.kshape, r.kst, o);
+        float acc = red_init(r.op);
+        for (int64_t j = threadIdx.x; j < r.nred; j += blockDim.x)
+            acc = red_comb(r.op, acc, base[red_offset(r.nr, r.rshape, r.rst, j)]);
+        sh[threadIdx.x] = acc;
+        __syncthreads();
+        for (int w = THREADS / 2; w > 0; w /= 2) {
+            if ((int)threadIdx.x < w) sh[threadIdx.x] = red_comb(r.op, sh[threadIdx.x], sh[threadIdx.x + w]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) r.out[o] = r.op == GR_MEAN ? sh[0] / (float)r.nred : sh[0];
+        __syncthreads();
+    }
+}
+
+// one thread per output element: short reductions (bias gradients, sums over
+// a small axis), where a block each would idle
+__global__ void reduce_thread_kernel(gpu_red r) {
+    for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < r.nout; o += (int64_t)gridDim.x * blockDim.x) {
+        const float *base = r.in + red_offset(r.nk, r.kshape, r.kst, o);
+        float acc = red_init(r.op);
+        for (int64_t j = 0; j < r.nred; j++) acc = red_comb(r.op, acc, base[red_offset(r.nr, r.rshape, r.rst, j)]);
+        r.out[o] = r.op == GR_MEAN ? acc / (float)r.nred : acc;
+    }
+}
+
+extern "C" cudaError_t gpu_launch_reduce(const gpu_red *r, cudaStream_t s) {
+    if (r->nout == 0) return cudaSuccess;
+    if (r->nred <= 64 && r->nout >= 1024)
+        reduce_thread_kernel<<<blocks_for(r->nout), THREADS, 0, s>>>(*r);
+    else
+        reduce_block_kernel<<<(unsigned)(r->nout < 65536 ? r->nout : 65536), THREADS, 0, s>>>(*r);
+    return cudaGetLastError();
+}
+
+// ---- softmax --------------------------------------------------------------------
+__device__ static float block_reduce(float v, bool is_max, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) {
+            float a = sh[threadIdx.x], b = sh[threadIdx.x + w];
+            sh[threadIdx.x] = is_max ? (b > a || b != b ? b : a) : a + b;
+        }
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// one block per row (outer index, inner index); the row's stride is inner
+__global__ void softmax_kernel(gpu_softmax m) {
+    __shared__ float sh[THREADS];
+    for (int64_t row = blockIdx.x; row < m.outer * m.inner; row += gridDim.x) {
+        int64_t base = (row / m.inner) * m.n * m.inner + row % m.inner;
+        const float *x = m.in + base;
+        float *y = m.out + base;
+        float mx = -INFINITY;
+        for (int64_t j = threadIdx.x; j < m.n; j += blockDim.x) {
+            float v = x[j * m.inner];
+            mx = v > mx || v != v ? v : mx;
+        }
+        mx = block_reduce(mx, true, sh);
+        float sum = 0;
+        for (int64_t j = threadIdx.x; j < m.n; j += blockDim.x) sum += expf(x[j * m.inner] - mx);
+        sum = block_reduce(sum, false, sh);
+        float ls = logf(sum), inv = 1.0f / sum;
+        for (int64_t j = threadIdx.x; j < m.n; j += blockDim.x) {
+            float v = x[j * m.inner];
+            y[j * m.inner] = m.log ? v - mx - ls : expf(v - mx) * inv;
+        }
+    }
+}
+
+extern "C" cudaError_t gpu_launch_softmax(const gpu_softmax *m, cudaStream_t s) {
+    int64_t rows = m->outer * m->inner;
+    if (rows == 0 || m->n == 0) return cudaSuccess;
+    softmax_kernel<<<(unsigned)(rows < 65536 ? rows : 65536), THREADS, 0, s>>>(*m);
+    return cudaGetLastError();
+}

@@ -1,0 +1,219 @@
+/* device.c — the device layer: discovery, names, default placement, copies
+ * between devices, and running an op where its inputs live (a GPU kernel when
+ * the backend has one, else the CPU kernel on copies). docs/gpu.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "tensor/device.h"
+#include "tensor/grad.h"
+#include "tensor/kernels.h"
+
+#ifdef HAVE_CUDA
+const tfe_backend *tfe_gpu_probe(void); /* gpu/backend.c: NULL without a device */
+#endif
+
+bool tfe_devices_used;
+static const tfe_backend *gpu;
+static bool probed;
+static int default_dev;
+
+/* $TFE_FAKE_GPU=1: one pretend GPU in host memory with no kernels of its
+ * own, so the device layer (placement, copies, the CPU fallback, the tape)
+ * can be tested on any machine (docs/gpu.md). */
+static void *fake_alloc(int dev, size_t n) { return tfe_alloc(n); }
+static void fake_free(int dev, void *p, size_t n) { tfe_free(p, n); }
+static int fake_copy(int dd, void *dst, int sd, const void *src, size_t n) {
+    memcpy(dst, src, n);
+    return 0;
+}
+static int fake_contiguous(tfe_tensor *dst, const tfe_tensor *src) { return kn_copy_into(dst, src); }
+static bool fake_supports(const tfe_opcall *c, int dev) { return false; }
+static const tfe_backend fake_gpu = {.ndev = 1, .alloc = fake_alloc, .free = fake_free, .copy = fake_copy,
+                                     .contiguous = fake_contiguous, .supports = fake_supports};
+
+int tfe_device_count(void) {
+    if (!probed) {
+        probed = true;
+        const char *fake = getenv("TFE_FAKE_GPU");
+        if (fake && *fake == '1') gpu = &fake_gpu;
+#ifdef HAVE_CUDA
+        else gpu = tfe_gpu_probe();
+#endif
+    }
+    return 1 + (gpu ? gpu->ndev : 0);
+}
+
+const char *tfe_device_name(int dev, char *buf, size_t n) {
+    if (dev == 0) snprintf(buf, n, "cpu:0");
+    else snprintf(buf, n, "gpu:%d", dev - 1);
+    return buf;
+}
+
+int tfe_device_parse(const char *name) {
+    if (!strcmp(name, "cpu") || !strcmp(name, "cpu:0")) return 0; /* no CUDA probe for these */
+    int ndev = tfe_device_count();
+    if (!strcmp(name, "gpu")) return ndev > 1 ? 1 : -1;
+    if (strncmp(name, "gpu:", 4) || !name[4]) return -1;
+    char *end;
+    long k = strtol(name + 4, &end, 10);
+    if (*end || k < 0 || k >= ndev - 1 || (name[4] == '0' && name[5])) return -1;
+    return (int)k + 1;
+}
+
+char *tfe_device_list(char *buf, size_t n) {
+    buf[0] = 0;
+    int ndev = tfe_device_count();
+    for (int d = 0; d < ndev; d++) {
+        char nm[32];
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%s", d ? ", " : "", tfe_device_name(d, nm, sizeof nm));
+    }
+    return buf;
+}
+
+int tfe_device_default(void) { return default_dev; }
+
+void tfe_device_set_default(int dev) {
+    default_dev = dev;
+    if (dev) tfe_devices_used = true;
+}
+
+tfe_tensor *tensor_new_on(tfe_dtype dt, int rank, const int64_t *shape, int dev) {
+    if (dev == 0) return tensor_new(dt, rank, shape);
+    if (tfe_device_count() <= dev) {
+        tfe_error_set("no device %d", dev);
+        return NULL;
+    }
+    int64_t n = shape_numel(rank, shape);
+    if (n < 0 || (uint64_t)n > ((uint64_t)1 << 62) / kn_esz(dt)) {
+        char b[200];
+        tfe_error_set("shape %s is too large", shape_str(rank, shape, b));
+        return NULL;
+    }
+    /* a header without storage, then storage from the device: storage_decref
+     * (tensor/tensor.c) gives the data back through tfe_device_free */
+    tfe_tensor *t = tensor_symbolic(dt, false, rank, shape);
+    tfe_storage *s = t ? malloc(sizeof *s) : NULL;
+    if (!s) {
+        if (t) tensor_decref(t);
+        tfe_error_set("out of memory");
+        return NULL;
+    }
+    s->nbytes = (size_t)n * kn_esz(dt);
+    s->data = gpu->alloc(dev, s->nbytes);
+    if (!s->data) {
+        free(s);
+        tensor_decref(t);
+        return NULL;
+    }
+    s->refcount = 1;
+    s->device = dev;
+    t->storage = s;
+    tfe_devices_used = true;
+    return t;
+}
+
+void tfe_device_free(int dev, void *p, size_t nbytes) {
+    if (gpu) gpu->free(dev, p, nbytes);
+}
+
+tfe_tensor *tensor_to_device(tfe_tensor *t, int dev) {
+    int src = t->storage ? t->storage->device : dev; /* symbolic (tracing): stays */
+    if (src == dev) {
+        tensor_incref(t);
+        return t;
+    }
+    tfe_tensor *c; /* t's elements, contiguous, still on src */
+    if (tensor_is_contiguous(t)) {
+        c = t;
+        tensor_incref(c);
+    } else if (src == 0) {
+        c = tensor_contiguous(t);
+    } else {
+        c = tensor_new_on(t->dtype, t->rank, t->shape, src);
+        if (c && gpu->contiguous(c, t)) {
+            tensor_decref(c);
+            c = NULL;
+        }
+    }
+    if (!c) return NULL;
+    tfe_tensor *o = tensor_new_on(t->dtype, t->rank, t->shape, dev);
+    size_t nbytes = (size_t)tensor_numel(t) * kn_esz(t->dtype);
+    if (o && nbytes && gpu->copy(dev, tensor_data(o), src, tensor_data(c), nbytes)) {
+        tensor_decref(o);
+        o = NULL;
+    }
+    tensor_decref(c);
+    if (o) o->weak = t->weak;
+    return o;
+}
+
+/* Where an op runs (docs/gpu.md): on the device of its first input that is
+ * on a GPU; when every input is on cpu:0 (or there are none), on the default
+ * device. Inputs elsewhere are copied there first. */
+int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
+    const tfe_opinfo *info = &tfe_ops[op];
+    int target = 0;
+    for (int i = 0; i < nin; i++) {
+        if (!in[i]->storage) return 1; /* symbolic: the tracer's business */
+        if (!target && in[i]->storage->device) target = in[i]->storage->device;
+    }
+    if (!target) target = default_dev;
+    if (!target) return 1;
+    int nout = info->nout >= 0 ? info->nout : at->nints;
+    const tfe_opcall c = {.op = op, .nin = nin, .nout = nout, .in = in, .at = at, .out = out};
+    bool on_gpu = gpu && gpu->supports(&c, target);
+    bool view = info->flags & (F_VIEW | F_SELFOUT);
+
+    tfe_tensor *small[16], **tmp = nin <= 16 ? small : malloc(sizeof *tmp * (size_t)nin);
+    if (!tmp) {
+        tfe_error_set("out of memory");
+        return -1;
+    }
+    int rc = 0, ncopied = 0;
+    for (int i = 0; i < nin; i++, ncopied++) {
+        /* a GPU kernel runs on target; a view kernel (no GPU kernel) runs on
+         * the host over the device's memory (the backend's memory is
+         * host-readable), so the view shares the device storage; any other
+         * CPU fallback gets cpu:0 copies */
+        int want = on_gpu || view ? target : 0;
+        if (on_gpu && in[i]->rank == 0 && in[i]->storage->device == 0 && (info->flags & F_ELEMWISE)) want = 0;
+        if (!(tmp[i] = tensor_to_device(in[i], want))) {
+            rc = -1;
+            break;
+        }
+    }
+    for (int i = 0; i < nout; i++) out[i] = NULL;
+    if (!rc && on_gpu) {
+        const tfe_opcall cc = {.op = op, .nin = nin, .nout = nout, .in = tmp, .at = at, .out = out};
+        tfe_meta meta;
+        if (info->infer(&cc, &meta) || !(out[0] = tensor_new_on(meta.dtype, meta.rank, meta.shape, target))) {
+            rc = -1;
+        } else {
+            out[0]->weak = meta.weak;
+            rc = gpu->run(&cc, target);
+        }
+    } else if (!rc) {
+        rc = tfe_execute_kernel(op, nin, tmp, at, out, false);
+        for (int i = 0; !rc && i < nout; i++) {
+            if (!out[i] || !out[i]->storage || out[i]->storage->device == target) continue;
+            tfe_tensor *moved = tensor_to_device(out[i], target);
+            tensor_decref(out[i]);
+            out[i] = moved;
+            if (!moved) rc = -1;
+        }
+    }
+    if (rc) {
+        for (int i = 0; i < nout; i++) {
+            tensor_decref(out[i]);
+            out[i] = NULL;
+        }
+    } else if (tfe_tapes_active) {
+        tfe_tape_record(&c); /* with the caller's inputs: gradients reach them */
+    }
+    for (int i = 0; i < ncopied; i++) tensor_decref(tmp[i]);
+    if (tmp != small) free(tmp);
+    return rc;
+}

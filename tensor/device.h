@@ -1,0 +1,54 @@
+/* device.h — devices behind the one dispatch entry (issue 8, DESIGN.md
+ * "Tensors"): cpu:0 is device 0, GPUs are 1..n (gpu:0 is device 1). A backend
+ * is a vtable; gpu/ registers one when CUDA is built in and a device answers.
+ * Without it every function here is a cheap no-op and tensors stay on cpu:0. */
+#ifndef TFE_DEVICE_H
+#define TFE_DEVICE_H
+
+#include "tensor/ops.h"
+
+typedef struct tfe_backend {
+    int ndev;                                       /* devices 1..ndev */
+    void *(*alloc)(int dev, size_t nbytes);         /* NULL + error set */
+    void (*free)(int dev, void *p, size_t nbytes);  /* back to the device's cache */
+    /* contiguous bytes between any two devices (0 = host memory) */
+    int (*copy)(int dst_dev, void *dst, int src_dev, const void *src, size_t nbytes);
+    /* dst (fresh, contiguous, same device, dtype and shape) = src (any strides) */
+    int (*contiguous)(tfe_tensor *dst, const tfe_tensor *src);
+    /* true when run() has a kernel for this call on device dev; inputs may
+     * still be on other devices (0-d inputs on cpu:0 stay there: see run) */
+    bool (*supports)(const tfe_opcall *c, int dev);
+    /* the kernel: outputs are allocated on dev; inputs are on dev except 0-d
+     * cpu:0 inputs of elementwise ops, which kernels read as values */
+    int (*run)(const tfe_opcall *c, int dev);
+} tfe_backend;
+
+/* True once a tensor was placed on a GPU or the default device changed, so
+ * the CPU-only path of tfe_execute_eager costs one test of a global. */
+extern bool tfe_devices_used;
+
+int tfe_device_count(void);                    /* 1 + GPUs; probes CUDA on first call */
+const char *tfe_device_name(int dev, char *buf, size_t n);  /* "cpu:0", "gpu:1" */
+int tfe_device_parse(const char *name);        /* "cpu", "cpu:0", "gpu", "gpu:N"; -1 if none */
+char *tfe_device_list(char *buf, size_t n);    /* "cpu:0, gpu:0" */
+
+/* Default placement of new tensors and of ops whose inputs are all on cpu:0
+ * (`with device(..)`, $TFE_DEVICE). */
+int tfe_device_default(void);
+void tfe_device_set_default(int dev);
+
+tfe_tensor *tensor_new_on(tfe_dtype dt, int rank, const int64_t *shape, int dev);
+/* t itself (incref'd) when already on dev; else a contiguous copy there. */
+tfe_tensor *tensor_to_device(tfe_tensor *t, int dev);
+void tfe_device_free(int dev, void *p, size_t nbytes);   /* from storage_decref */
+
+/* Called by tfe_execute_eager when tfe_devices_used: runs the op where its
+ * inputs live (rule in docs/gpu.md). Returns 0 or -1 like tfe_execute, or 1
+ * when every input is on cpu:0 and so is the default: the CPU path runs. */
+int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+/* The CPU path of tfe_execute_eager (tensor/dispatch.c); record: put the call
+ * on the active tapes (the device layer records with the caller's inputs). */
+int tfe_execute_kernel(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out,
+                       bool record);
+
+#endif

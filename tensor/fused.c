@@ -284,6 +284,7 @@ GATHER(gather8, uint64_t)
     /* The pairwise sum of elements [b, b+n) of the domain: kn_sum's recursion, \
      * its leaves (at most 128 elements) computed by the program. */            \
     static T psum_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr) {      \
+        if (n == 0) return 0; /* an empty row (the gather must not see a 0 dim) */            \
         if (n <= 128) {                                                                       \
             T leaf[128];                                                                      \
             exec_##SUF(pl, b, n, buf, ptr, leaf);                                             \

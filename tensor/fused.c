@@ -206,7 +206,9 @@ GATHER(gather8, uint64_t)
     /* One chunk: elements [b, b+n) of out. ptr[r] is where register r's value  \
      * for this chunk lives: its buffer, a contiguous input read in place, or   \
      * out itself (the last write of the result register goes straight there). */ \
-    static void exec_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr, T *outp) { \
+    /* always inlined: as a call, the chunk loop ran up to 2x slower (ew_chain) */            \
+    static inline __attribute__((always_inline)) void                                         \
+    exec_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr, T *outp) {       \
         for (int k = 0; k < pl->ninstr; k++) {                                                \
             const finst *ins = &pl->code[k];                                                  \
             if (ins->op == FOP_CONST && ins->single) continue; /* hoisted */                 \

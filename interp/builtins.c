@@ -228,9 +228,9 @@ BUILTIN(bi_len)
     case V_TUPLE: case V_LIST: n = ((Seq *)v.u.o)->n; break;
     case V_RECORD: case V_MODULE: n = ((Record *)v.u.o)->n; break;
     case V_RANGE: {
-        Range *r = (Range *)v.u.o;
-        n = r->step > 0 ? (r->stop - r->start + r->step - 1) / r->step : (r->start - r->stop - r->step - 1) / -r->step;
-        if (n < 0) n = 0;
+        uint64_t c = range_count((Range *)v.u.o);
+        if (c > INT64_MAX) return interp_raise(I, "len() of a range with %llu values: more than an int can hold", (unsigned long long)c);
+        n = (int64_t)c;
         break;
     }
     case V_TENSOR:

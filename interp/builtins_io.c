@@ -138,8 +138,11 @@ BUILTIN(bi_load_npy)
     fseek(f, 0, SEEK_END);
     long fsize = ftell(f);
     fseek(f, 0, SEEK_SET);
-    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        interp_raise(I, "load_npy(): '%s' is not a .npy file", path);
+    size_t got = fread(pre, 1, 10, f);
+    if (got < 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        /* a file that starts like a .npy file but stops early is truncated, not foreign */
+        bool cut = got < 10 && memcmp(pre, "\x93NUMPY", got < 6 ? got : 6) == 0 && got > 0;
+        interp_raise(I, cut ? "load_npy(): '%s' is truncated" : "load_npy(): '%s' is not a .npy file", path);
         goto out;
     }
     size_t hlen, hstart;
@@ -149,12 +152,22 @@ BUILTIN(bi_load_npy)
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         hstart = 12;
     } else { interp_raise(I, "load_npy(): '%s' has unknown .npy version %d", path, pre[6]); goto out; }
-    if (hlen > 1 << 20 || (long)(hstart + hlen) > fsize) { interp_raise(I, "load_npy(): '%s' has a bad header length", path); goto out; }
+    if (hlen > 1 << 20) { interp_raise(I, "load_npy(): '%s' has an implausible header length of %zu bytes", path, hlen); goto out; }
+    if ((long)(hstart + hlen) > fsize) {
+        interp_raise(I, "load_npy(): '%s' is truncated: its header says %zu bytes, but %ld follow", path, hlen,
+                     fsize > (long)hstart ? fsize - (long)hstart : 0L);
+        goto out;
+    }
     header = malloc(hlen + 1);
+    if (!header) { interp_raise(I, "load_npy(): out of memory"); goto out; }
     if (fread(header, 1, hlen, f) != hlen) { interp_raise(I, "load_npy(): '%s' is truncated", path); goto out; }
     header[hlen] = 0;
     const char *d = dict_find(header, "descr"), *fo = dict_find(header, "fortran_order"), *sh = dict_find(header, "shape");
-    if (!d || !fo || !sh || *d != '\'' || *sh != '(') { interp_raise(I, "load_npy(): '%s' has a malformed header", path); goto out; }
+    if (!d || !fo || !sh) { /* name the first key that is missing */
+        interp_raise(I, "load_npy(): '%s' has a malformed header: no '%s' key", path, !d ? "descr" : !fo ? "fortran_order" : "shape");
+        goto out;
+    }
+    if (*d != '\'' || *sh != '(') { interp_raise(I, "load_npy(): '%s' has a malformed header", path); goto out; }
     char descr[16] = {0};
     for (int i = 0; i < 15 && d[i + 1] && d[i + 1] != '\''; i++) descr[i] = d[i + 1];
     tfe_dtype dt;
@@ -164,17 +177,29 @@ BUILTIN(bi_load_npy)
     else if (!strcmp(descr, "<i8")) dt = TFE_INT64;
     else if (!strcmp(descr, "|b1")) dt = TFE_BOOL;
     else { interp_raise(I, "load_npy(): '%s' has unsupported dtype '%s'", path, descr); goto out; }
+    /* fortran_order must be a Python bool: reading anything else as False
+     * would silently load the data with its axes reversed */
     bool fortran = strncmp(fo, "True", 4) == 0;
+    if (!fortran && strncmp(fo, "False", 5) != 0) {
+        interp_raise(I, "load_npy(): '%s' has a malformed header: fortran_order is not True or False", path);
+        goto out;
+    }
     int64_t shape[TFE_MAX_RANK];
     int rank = 0;
     const char *q = sh + 1;
     for (;;) {
         while (*q == ' ' || *q == ',') q++;
         if (*q == ')') break;
-        if (!isdigit((unsigned char)*q) || rank == TFE_MAX_RANK) { interp_raise(I, "load_npy(): '%s' has a bad shape", path); goto out; }
         char *end;
-        long long v = strtoll(q, &end, 10);
-        if (v < 0 || errno == ERANGE) { interp_raise(I, "load_npy(): '%s' has a bad shape", path); goto out; }
+        errno = 0; /* a stale ERANGE from elsewhere must not reject a good dimension */
+        long long v = isdigit((unsigned char)*q) && rank < TFE_MAX_RANK ? strtoll(q, &end, 10) : -1;
+        if (v < 0 || errno == ERANGE) {
+            /* name the shape as written (up to its ')'), bounded by the header's end */
+            int sl = 0;
+            while (sl < 80 && sh[sl] && sh[sl] != ')') sl++;
+            interp_raise(I, "load_npy(): '%s' has a bad shape %.*s%s", path, sl, sh, sh[sl] == ')' ? ")" : "");
+            goto out;
+        }
         shape[rank++] = v;
         q = end;
     }

@@ -1138,10 +1138,10 @@ static int exec_for(Interp *I, Node *n, Env *env)
     }
     switch ((ValueKind)it.kind) {
     case V_RANGE: {
-        Range *r = (Range *)it.u.o;
-        count = r->step > 0 ? (r->stop - r->start + r->step - 1) / r->step
-                            : (r->start - r->stop - r->step - 1) / -r->step;
-        if (count < 0) count = 0;
+        /* a count past INT64_MAX is clamped: no loop runs that long, and
+         * break/return/Ctrl-C still end it (range_count explains why unsigned) */
+        uint64_t c = range_count((Range *)it.u.o);
+        count = c > INT64_MAX ? INT64_MAX : (int64_t)c;
         break;
     }
     case V_TUPLE: case V_LIST: count = -1; break;
@@ -1171,8 +1171,7 @@ static int exec_for(Interp *I, Node *n, Env *env)
         } else {
             if (i >= count) break;
             if (it.kind == V_RANGE) {
-                Range *r = (Range *)it.u.o;
-                x = v_int(r->start + i * r->step);
+                x = v_int(range_at((Range *)it.u.o, i));
             } else if (it.kind == V_RECORD || it.kind == V_MODULE) {
                 Str *k = ((Record *)it.u.o)->keys[i];
                 x = v_str(k->s, k->len);

@@ -49,6 +49,20 @@ typedef struct Seq { Obj h; int n, cap; Value *items; TrackLink link; uint32_t t
 /* Records keep insertion order; printing and iteration follow it. */
 typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name; TrackLink link; uint32_t trace_id; } Record;
 typedef struct Range { Obj h; int64_t start, stop, step; } Range;
+/* How many values a range yields. Computed unsigned: stop - start overflows
+ * int64 for ranges like range(-9*10**18, 9*10**18), which then looked empty.
+ * The true count always fits in uint64 (step != 0). */
+static inline uint64_t range_count(const Range *r)
+{
+    if (r->step > 0)
+        return r->stop <= r->start ? 0 : ((uint64_t)r->stop - (uint64_t)r->start - 1) / (uint64_t)r->step + 1;
+    return r->stop >= r->start ? 0 : ((uint64_t)r->start - (uint64_t)r->stop - 1) / (0 - (uint64_t)r->step) + 1;
+}
+/* Its i-th value (i < range_count(r)), without signed overflow in i * step. */
+static inline int64_t range_at(const Range *r, int64_t i)
+{
+    return (int64_t)((uint64_t)r->start + (uint64_t)i * (uint64_t)r->step);
+}
 
 struct Interp;
 typedef struct Builtin {

@@ -398,9 +398,10 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
                 }
                 /* a gradient lives where its tensor does (a rule may make
                  * constants on the default device: docs/gpu.md); not while
-                 * an outer tape records: the copy is no op it could see */
+                 * an outer tape or a trace records: the copy is no op they
+                 * could see (a trace would take the copy for a constant) */
                 const tfe_storage *xs = e->t[i]->storage, *gs = dx[i]->storage;
-                if (xs && gs && xs->device != gs->device && !tfe_tapes_active) {
+                if (xs && gs && xs->device != gs->device && !tfe_tapes_active && !tfe_trace_hook) {
                     tfe_tensor *moved = tensor_to_device(dx[i], xs->device);
                     tensor_decref(dx[i]);
                     if (!(dx[i] = moved)) {

@@ -94,12 +94,11 @@ static int node_error(GRun *x, const GNode *n, const char *msg)
     return -1;
 }
 
-static bool meta_equal(const tfe_meta *a, const tfe_meta *b)
+/* A fused node's kernel: its program checked once, at the first run. */
+static tfe_fkernel *fused_kernel(GNode *n)
 {
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
+    if (!n->fkernel) n->fkernel = tfe_fused_compile(n->prog);
+    return n->fkernel;
 }
 
 static int run_op(GRun *x, GNode *n)
@@ -135,7 +134,7 @@ static int run_op(GRun *x, GNode *n)
         tfe_meta m;
         tfe_tensor *dummy[32];
         const tfe_opcall ci = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = at, .out = dummy};
-        if (tfe_ops[n->op].infer(&ci, &m) == 0 && meta_equal(&m, &n->meta[0]))
+        if (tfe_ops[n->op].infer(&ci, &m) == 0 && meta_same_shape(&m, &n->meta[0]))
             planned = exec_plan_tensor(x->plan, n->vbase, &n->meta[0]);
         tfe_error_clear();
     }
@@ -220,10 +219,10 @@ static int run_fused(GRun *x, GNode *n)
     int lead = pg->red ? drank - pg->red_axes : drank;
     om.rank = pg->red && !n->at->keepdims ? lead : drank;
     for (int d = 0; d < om.rank; d++) om.shape[d] = d < lead ? dom[d] : 1;
-    tfe_tensor *out = x->plan && meta_equal(&om, m) ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
+    tfe_tensor *out = x->plan && meta_same_shape(&om, m) ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
     if (!out) out = tensor_new(m->dtype, om.rank, om.shape);
-    if (out && !n->fkernel) n->fkernel = tfe_fused_compile(n->prog); /* checked once */
-    rc = out && n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
+    tfe_fkernel *k = out ? fused_kernel(n) : NULL;
+    rc = k ? tfe_fused_exec(k, in, out) : -1;
     if (in != inb) free(in);
     if (rc) {
         if (out) tensor_decref(out);
@@ -407,8 +406,8 @@ int grun_plan(GRun *x)
             const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
             rc = c->kernel(&call);
         } else if (out) {
-            if (!n->fkernel) n->fkernel = tfe_fused_compile(n->prog);
-            rc = n->fkernel ? tfe_fused_exec(n->fkernel, in, out) : -1;
+            tfe_fkernel *k = fused_kernel(n);
+            rc = k ? tfe_fused_exec(k, in, out) : -1;
         }
         if (in != inb) free(in);
         if (rc) {

@@ -112,6 +112,16 @@ static inline void mem_copy(void *d, const void *s, size_t n) { if (n) memcpy(d,
 static inline void mem_move(void *d, const void *s, size_t n) { if (n) memmove(d, s, n); }
 static inline int mem_cmp(const void *a, const void *b, size_t n) { return n ? memcmp(a, b, n) : 0; }
 
+/* Same dtype, rank and dims (weakness aside): can a tensor of meta a stand
+ * where one of meta b was planned (stage/plan.c, stage/exec.c)? */
+static inline bool meta_same_shape(const tfe_meta *a, const tfe_meta *b)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
 Graph *graph_new(const char *name);
 void graph_decref(Graph *g);
 /* Append a node of kind k with nin inputs and nout outputs to region r;

@@ -59,13 +59,6 @@ static bool fused_in_place_ok(const GNode *n)
     return p && !p->red && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
 }
 
-static bool same_meta(const tfe_meta *a, const tfe_meta *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
-}
 
 /* The instruction list of the top region; stat[slot]: the value's shape is
  * the traced one at every call. */
@@ -160,7 +153,7 @@ ExecPlan *exec_plan_build(const Graph *g)
             for (int k = 0; k < n->nin && inplace < 0; k++) {
                 int is = g->nodes[n->in[k].node].vbase + n->in[k].out;
                 if (p->offset[is] >= 0 && last[is] == i &&
-                    same_meta(&g->nodes[n->in[k].node].meta[n->in[k].out], &n->meta[0]))
+                    meta_same_shape(&g->nodes[n->in[k].node].meta[n->in[k].out], &n->meta[0]))
                     inplace = is;
             }
         }

@@ -223,7 +223,7 @@ double tensor_get_f64(const tfe_tensor *t, int64_t flat) {
 
 int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat) {
     VALUE_READ_GUARD(t);
-    return kn_load_i64(tensor_data(t) + flat_offset(t, flat), t->dtype);
+    return tensor_load_i64(t, flat);
 }
 
 int64_t tensor_load_i64(const tfe_tensor *t, int64_t flat) {

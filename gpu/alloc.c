@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "gpu/gpu.h"
+#include "tensor/xalloc.h"
 
 enum { NCLASSES = 4 * 48, MAXDEV = 16 };
 
@@ -76,7 +77,7 @@ void *gpu_alloc(int dev, size_t nbytes) {
 void gpu_free(int dev, void *p, size_t nbytes) {
     size_t sz;
     int cls = size_class(nbytes, &sz);
-    block *b = malloc(sizeof *b);
+    block *b = try_malloc(sizeof *b);
     if (!b || dev >= MAXDEV) { /* no room to remember it: give it back */
         free(b);
         cudaFree(p);

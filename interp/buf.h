@@ -1,5 +1,5 @@
 /* buf.h — a growable, NUL-terminated output buffer for building strings
- * (printing, format). Allocation failure aborts: running out of memory while
+ * (printing, format). Allocation failure exits (xalloc.h): running out of memory while
  * printing is not a recoverable language error. */
 #ifndef TFE_BUF_H
 #define TFE_BUF_H
@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tensor/xalloc.h"
 
 typedef struct Buf { char *s; size_t len, cap; } Buf;
 
@@ -15,9 +16,7 @@ static inline void buf_grow(Buf *b, size_t more)
     if (b->len + more + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 64;
     while (cap < b->len + more + 1) cap *= 2;
-    char *s = realloc(b->s, cap);
-    if (!s) { fputs("tfe: out of memory\n", stderr); abort(); }
-    b->s = s;
+    b->s = xrealloc(b->s, cap);
     b->cap = cap;
 }
 

@@ -8,10 +8,11 @@
 #include <time.h>
 #include "interp/internal.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 Value builtin_new(const char *name, BuiltinFn fn, void *data)
 {
-    Builtin *b = calloc(1, sizeof(Builtin));
+    Builtin *b = xcalloc(1, sizeof(Builtin));
     b->h.refcount = 1;
     b->h.kind = V_BUILTIN;
     b->name = name;
@@ -31,10 +32,10 @@ static void define_value(Interp *I, const char *name, Value v)
     }
     if (I->nbuiltins == I->cap_builtins) {
         I->cap_builtins = I->cap_builtins ? I->cap_builtins * 2 : 128;
-        I->builtin_names = realloc(I->builtin_names, sizeof(char *) * (size_t)I->cap_builtins);
-        I->builtin_vals = realloc(I->builtin_vals, sizeof(Value) * (size_t)I->cap_builtins);
+        I->builtin_names = xrealloc(I->builtin_names, sizeof(char *) * (size_t)I->cap_builtins);
+        I->builtin_vals = xrealloc(I->builtin_vals, sizeof(Value) * (size_t)I->cap_builtins);
     }
-    I->builtin_names[I->nbuiltins] = strdup(name);
+    I->builtin_names[I->nbuiltins] = xstrdup(name);
     I->builtin_vals[I->nbuiltins] = v;
     I->nbuiltins++;
 }
@@ -257,7 +258,7 @@ BUILTIN(bi_range)
         else if (a.kind == V_TENSOR && a.u.t->rank == 0 && dtype_is_int(a.u.t->dtype)) v[i] = tensor_get_i64(a.u.t, 0);
         else return interp_raise(I, "range() arguments must be ints, got %s", value_kind_name(a));
     }
-    Range *r = malloc(sizeof(Range));
+    Range *r = xmalloc(sizeof(Range));
     r->h.refcount = 1;
     r->h.kind = V_RANGE;
     if (argc == 1) { r->start = 0; r->stop = v[0]; r->step = 1; }

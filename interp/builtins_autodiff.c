@@ -8,6 +8,7 @@
 #include "interp/internal.h"
 #include "tensor/grad.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 /* --- variables ---------------------------------------------------------------------- */
 
@@ -59,7 +60,7 @@ static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t)
     }
     if (T->nreads == T->capreads) {
         T->capreads = T->capreads ? T->capreads * 2 : 8;
-        T->reads = realloc(T->reads, sizeof *T->reads * (size_t)T->capreads);
+        T->reads = xrealloc(T->reads, sizeof *T->reads * (size_t)T->capreads);
     }
     v->o.h.refcount++;
     tensor_incref(t);
@@ -104,7 +105,7 @@ static char *variable_repr(Obj *o)
     shape_str(v->value->rank, v->value->shape, sh);
     const char *name = v->name ? v->name : "";
     size_t n = strlen(name) + strlen(sh) + 32;
-    char *s = malloc(n);
+    char *s = xmalloc(n);
     snprintf(s, n, "<variable %s%s%s %s>", name, *name ? " " : "", dtype_name(v->value->dtype), sh);
     return s;
 }
@@ -152,23 +153,24 @@ BUILTIN(bi_var_assign)
         tensor_decref(x);
         return rc;
     }
-    tfe_tensor *nv;
-    if (mode == 0) {
-        bool same = x->rank == v->value->rank &&
-                    !memcmp(x->shape, v->value->shape, sizeof(int64_t) * (size_t)x->rank);
-        nv = same ? tensor_copy(x) : NULL;
-    } else {
-        nv = unrecorded(mode == 1 ? OP_ADD : OP_SUB, v->value, x, NULL);
+    /* assign needs the variable's shape; assign_add/sub take what
+     * broadcasts to it (trailing dims equal or 1) */
+    const tfe_tensor *w = v->value;
+    bool fits = mode == 0 ? x->rank == w->rank : x->rank <= w->rank;
+    for (int i = 1; fits && i <= x->rank; i++) {
+        int64_t xd = x->shape[x->rank - i], wd = w->shape[w->rank - i];
+        fits = xd == wd || (mode != 0 && xd == 1);
     }
-    /* a failed broadcast or a result of another shape: the same message */
-    if (!nv || nv->rank != v->value->rank ||
-        memcmp(nv->shape, v->value->shape, sizeof(int64_t) * (size_t)nv->rank) || nv->dtype != v->value->dtype) {
-        tfe_error_clear();
-        int rc = interp_raise(I, "%s: %s has shape %s, got %s", fn, who,
-                              shape_str(v->value->rank, v->value->shape, s1), shape_str(x->rank, x->shape, s2));
-        if (nv) tensor_decref(nv);
+    if (!fits) {
+        int rc = interp_raise(I, "%s: %s has shape %s, got %s", fn, who, shape_str(w->rank, w->shape, s1),
+                              shape_str(x->rank, x->shape, s2));
         tensor_decref(x);
         return rc;
+    }
+    tfe_tensor *nv = mode == 0 ? tensor_copy(x) : unrecorded(mode == 1 ? OP_ADD : OP_SUB, v->value, x, NULL);
+    if (!nv) { /* out of memory, interrupted */
+        tensor_decref(x);
+        return interp_raise_tensor_error(I);
     }
     tensor_decref(x);
     nv->weak = false;
@@ -255,12 +257,12 @@ BUILTIN(bi_variable)
     tensor_decref(t);
     if (!c) return interp_raise_tensor_error(I);
     c->weak = false;
-    Variable *v = calloc(1, sizeof *v);
+    Variable *v = xcalloc(1, sizeof *v);
     v->o.h.refcount = 1;
     v->o.h.kind = V_OBJECT;
     v->o.cls = &variable_class;
     v->value = c;
-    v->name = a[1].kind == V_STR ? strdup(((Str *)a[1].u.o)->s) : NULL;
+    v->name = a[1].kind == V_STR ? xstrdup(((Str *)a[1].u.o)->s) : NULL;
     v->trainable = trainable;
     *out = v_obj(V_OBJECT, v);
     return 0;
@@ -271,8 +273,7 @@ BUILTIN(bi_variable)
 static Tape *tape_alloc(bool persistent, bool autowatch)
 {
     tfe_tape *tt = tfe_tape_new(persistent);
-    if (!tt) return NULL;
-    Tape *T = calloc(1, sizeof *T);
+    Tape *T = xcalloc(1, sizeof *T);
     T->o.h.refcount = 1;
     T->o.h.kind = V_OBJECT;
     T->o.cls = &tape_class;
@@ -289,7 +290,7 @@ static void tape_start(Tape *T)
     if (!T->autowatch) return;
     if (nwatching == capwatching) {
         capwatching = capwatching ? capwatching * 2 : 8;
-        watching = realloc(watching, sizeof *watching * (size_t)capwatching);
+        watching = xrealloc(watching, sizeof *watching * (size_t)capwatching);
     }
     watching[nwatching++] = T;
 }
@@ -323,7 +324,7 @@ static void tape_free(Obj *o)
 
 static char *tape_repr(Obj *o)
 {
-    return strdup(((Tape *)o)->persistent ? "<tape persistent>" : "<tape>");
+    return xstrdup(((Tape *)o)->persistent ? "<tape persistent>" : "<tape>");
 }
 
 static int tape_enter(Interp *I, Obj *o, Value *as)
@@ -399,7 +400,7 @@ static void flat_push(Flat *f, tfe_tensor *t)
 {
     if (f->n == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 8;
-        f->ts = realloc(f->ts, sizeof *f->ts * (size_t)f->cap);
+        f->ts = xrealloc(f->ts, sizeof *f->ts * (size_t)f->cap);
     }
     f->ts[f->n++] = t;
 }
@@ -428,7 +429,7 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
     }
     if (f->nleaves == f->capleaves) {
         f->capleaves = f->capleaves ? f->capleaves * 2 : 8;
-        f->leaves = realloc(f->leaves, sizeof *f->leaves * (size_t)f->capleaves);
+        f->leaves = xrealloc(f->leaves, sizeof *f->leaves * (size_t)f->capleaves);
     }
     struct Leaf *L = &f->leaves[f->nleaves];
     L->start = f->n;
@@ -526,7 +527,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     bool called = false; /* the tape's one call is used only if it was made */
     tfe_tensor **g = NULL;
     if (flatten_sources(I, fn, T, xs, &f, 0)) goto done;
-    g = calloc((size_t)(f.n ? f.n : 1), sizeof *g);
+    g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
     called = true;
     if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g)) {
         rc = interp_raise_tensor_error(I);
@@ -606,7 +607,7 @@ static bool walk_seen(Walk *w, const void *p)
         if (w->seen[i] == p) return true;
     if (w->nseen == w->capseen) {
         w->capseen = w->capseen ? w->capseen * 2 : 16;
-        w->seen = realloc(w->seen, sizeof *w->seen * (size_t)w->capseen);
+        w->seen = xrealloc(w->seen, sizeof *w->seen * (size_t)w->capseen);
     }
     w->seen[w->nseen++] = p;
     return false;
@@ -733,7 +734,7 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
         Seq *s = seq_as(v);
         Record *r = s ? NULL : (Record *)v.u.o;
         int n = s ? s->n : r->n;
-        Value *items = malloc(sizeof(Value) * (size_t)(n ? n : 1));
+        Value *items = xmalloc(sizeof(Value) * (size_t)(n ? n : 1));
         bool changed = false;
         for (int i = 0; i < n; i++) {
             Value x = s ? s->items[i] : r->vals[i];
@@ -787,7 +788,7 @@ BUILTIN(bi_grad_call)
                                 fn, idx[i], argc, argc == 1 ? "" : "s");
     Tape *T = tape_alloc(false, false);
     if (!T) return interp_raise_tensor_error(I);
-    Value *args = malloc(sizeof(Value) * (size_t)(argc ? argc : 1));
+    Value *args = xmalloc(sizeof(Value) * (size_t)(argc ? argc : 1));
     for (int i = 0; i < argc; i++) { args[i] = argv[i]; value_incref(args[i]); }
     int rc = -1;
     Value y = v_nil(), srcs = v_nil(), grads = v_nil();

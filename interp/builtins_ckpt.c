@@ -16,6 +16,7 @@
 #include "interp/buf.h"
 #include "interp/internal.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian, and builtins_ckpt.c copies tensor bytes as they are"
@@ -75,9 +76,9 @@ static int collect_visit(void *ctx, const char *path, Value leaf)
     LeafList *L = ctx;
     if (L->n == L->cap) {
         L->cap = L->cap ? L->cap * 2 : 16;
-        L->l = realloc(L->l, sizeof *L->l * (size_t)L->cap);
+        L->l = xrealloc(L->l, sizeof *L->l * (size_t)L->cap);
     }
-    L->l[L->n++] = (Leaf){strdup(path), leaf, NULL};
+    L->l[L->n++] = (Leaf){xstrdup(path), leaf, NULL};
     return 0;
 }
 
@@ -87,7 +88,7 @@ static int collect_leaves(Interp *I, const char *fn, Value obj, LeafList *L)
 {
     *L = (LeafList){I, fn, NULL, 0, 0};
     state_walk(obj, WALK_TENSORS | WALK_UNTRAINABLE, collect_visit, L);
-    char **names = malloc(sizeof *names * (size_t)(L->n ? L->n : 1));
+    char **names = xmalloc(sizeof *names * (size_t)(L->n ? L->n : 1));
     for (int i = 0; i < L->n; i++) names[i] = L->l[i].name;
     const char *dup = find_duplicate(names, L->n);
     int rc = 0;
@@ -161,8 +162,8 @@ BUILTIN(bi_save)
         unsigned char len8[8];
         for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.len >> (8 * k));
         int np = 2 + L.n;
-        const void **parts = malloc(sizeof *parts * (size_t)np);
-        size_t *sizes = malloc(sizeof *sizes * (size_t)np);
+        const void **parts = xmalloc(sizeof *parts * (size_t)np);
+        size_t *sizes = xmalloc(sizeof *sizes * (size_t)np);
         parts[0] = len8;
         sizes[0] = 8;
         parts[1] = h.s;
@@ -429,7 +430,7 @@ static int parse_member(StFile *sf, Json *j, bool *meta, char *msg, size_t msgca
     }
     if (sf->n == sf->cap) {
         sf->cap = sf->cap ? sf->cap * 2 : 16;
-        sf->e = realloc(sf->e, sizeof *sf->e * (size_t)sf->cap);
+        sf->e = xrealloc(sf->e, sizeof *sf->e * (size_t)sf->cap);
     }
     StEntry *e = &sf->e[sf->n++];
     *e = (StEntry){.name = name};   /* owned by sf from here */
@@ -477,13 +478,13 @@ static int parse_header(StFile *sf, const char *hdr, size_t hlen, char *msg, siz
 
     /* names once each; no two tensors' bytes overlap */
     int n = sf->n;
-    char **names = malloc(sizeof *names * (size_t)(n ? n : 1));
+    char **names = xmalloc(sizeof *names * (size_t)(n ? n : 1));
     for (int i = 0; i < n; i++) names[i] = sf->e[i].name;
     const char *dup = find_duplicate(names, n);
     if (dup) snprintf(msg, msgcap, "the name '%s' appears twice", dup);
     free(names);
     if (dup) return -1;
-    StEntry **by = malloc(sizeof *by * (size_t)(n ? n : 1));
+    StEntry **by = xmalloc(sizeof *by * (size_t)(n ? n : 1));
     int nb = 0;
     for (int i = 0; i < n; i++)
         if (sf->e[i].end > sf->e[i].begin) by[nb++] = &sf->e[i];
@@ -527,9 +528,14 @@ static int st_open(Interp *I, const char *fn, const char *path, StFile *sf)
                             "%llu bytes that follow it", fn, path, (unsigned long long)hlen,
                             (unsigned long long)(fsize - 8));
     }
-    char *hdr = malloc(hlen ? hlen : 1);
+    char *hdr = try_malloc(hlen);
+    if (!hdr) {
+        st_close(sf);
+        return interp_raise(I, "%s(): out of memory reading the %llu-byte header of '%s'", fn,
+                            (unsigned long long)hlen, path);
+    }
     errno = 0;
-    if (!hdr || fread(hdr, 1, hlen, sf->f) != hlen) {
+    if (fread(hdr, 1, hlen, sf->f) != hlen) {
         free(hdr);
         st_close(sf);
         return interp_raise(I, "%s(): cannot read '%s': %s", fn, path, errno ? strerror(errno) : "short read");
@@ -578,7 +584,7 @@ static Value listify(Value v)
     Record *r = (Record *)v.u.o;
     for (int i = 0; i < r->n; i++) r->vals[i] = listify(r->vals[i]);
     int n = r->n;
-    int *pos = malloc(sizeof *pos * (size_t)n);
+    int *pos = xmalloc(sizeof *pos * (size_t)n);
     for (int i = 0; i < n; i++) pos[i] = -1;
     bool ok = true;
     for (int i = 0; i < n && ok; i++) {
@@ -756,11 +762,11 @@ BUILTIN(bi_restore)
         return -1;
     }
     int rc = 0;
-    StEntry **by = malloc(sizeof *by * (size_t)(sf.n ? sf.n : 1));
+    StEntry **by = xmalloc(sizeof *by * (size_t)(sf.n ? sf.n : 1));
     for (int i = 0; i < sf.n; i++) by[i] = &sf.e[i];
     qsort(by, (size_t)sf.n, sizeof *by, cmp_entry_name);
-    bool *used = calloc((size_t)(sf.n ? sf.n : 1), 1);
-    int *match = malloc(sizeof *match * (size_t)(L.n ? L.n : 1)); /* leaf -> entry index, -1 none */
+    bool *used = xcalloc((size_t)(sf.n ? sf.n : 1), 1);
+    int *match = xmalloc(sizeof *match * (size_t)(L.n ? L.n : 1)); /* leaf -> entry index, -1 none */
     Group missing = {0}, extra = {0}, wrong = {0};
     for (int i = 0; i < L.n; i++) {
         StEntry key = {.name = L.l[i].name}, *kp = &key;

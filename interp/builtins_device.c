@@ -8,6 +8,7 @@
 #include <string.h>
 #include "interp/internal.h"
 #include "tensor/device.h"
+#include "tensor/xalloc.h"
 
 typedef struct Device { Object o; int index; } Device;
 
@@ -15,7 +16,7 @@ static char *device_repr(Obj *o)
 {
     char nm[32], *s;
     if (asprintf(&s, "<device %s>", tfe_device_name(((Device *)o)->index, nm, sizeof nm)) < 0)
-        return strdup("<device>");
+        return xstrdup("<device>");
     return s;
 }
 
@@ -85,8 +86,7 @@ BUILTIN(bi_device)
     if (args_parse(I, "device", "name", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     int d = find_device(I, a[0], "device");
     if (d < 0) return -1;
-    Device *dev = calloc(1, sizeof(Device));
-    if (!dev) return interp_raise(I, "device(): out of memory");
+    Device *dev = xcalloc(1, sizeof(Device));
     dev->o.h.refcount = 1;
     dev->o.h.kind = V_OBJECT;
     dev->o.cls = &device_class;

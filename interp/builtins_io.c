@@ -12,6 +12,7 @@
 #include <zlib.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
+#include "tensor/xalloc.h"
 
 static const char *npy_descr(tfe_dtype dt)
 {
@@ -158,7 +159,7 @@ BUILTIN(bi_load_npy)
                      fsize > (long)hstart ? fsize - (long)hstart : 0L);
         goto out;
     }
-    header = malloc(hlen + 1);
+    header = try_malloc(hlen + 1);
     if (!header) { interp_raise(I, "load_npy(): out of memory"); goto out; }
     if (fread(header, 1, hlen, f) != hlen) { interp_raise(I, "load_npy(): '%s' is truncated", path); goto out; }
     header[hlen] = 0;
@@ -255,7 +256,7 @@ static const char *gz_failure(gzFile f)
  * the end of the file. gzgets reads gzip files and plain files alike. */
 static ssize_t gz_getline(gzFile f, char **buf, size_t *cap)
 {
-    if (!*buf) { *cap = 256; *buf = malloc(*cap); }
+    if (!*buf) { *cap = 256; *buf = xmalloc(*cap); }
     size_t len = 0;
     for (;;) {
         if (!gzgets(f, *buf + len, (int)(*cap - len))) return len ? (ssize_t)len : -1;
@@ -263,7 +264,7 @@ static ssize_t gz_getline(gzFile f, char **buf, size_t *cap)
         if (len && (*buf)[len - 1] == '\n') return (ssize_t)len;
         if (len + 1 < *cap) return (ssize_t)len; /* the last line, with no newline */
         *cap *= 2;
-        *buf = realloc(*buf, *cap);
+        *buf = xrealloc(*buf, *cap);
     }
 }
 
@@ -315,7 +316,7 @@ BUILTIN(bi_load_csv)
                                   lineno == 1 ? " (a header line? pass skip_header=true)" : "");
                 goto out;
             }
-            if (nv == cap) { cap = cap ? cap * 2 : 1024; vals = realloc(vals, cap * sizeof(float)); }
+            if (nv == cap) { cap = cap ? cap * 2 : 1024; vals = xrealloc(vals, cap * sizeof(float)); }
             vals[nv++] = v;
             c++;
             q = end;

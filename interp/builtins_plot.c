@@ -10,6 +10,7 @@
 #include "interp/internal.h"
 #include "interp/buf.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 /* The numbers of v (a tensor of rank <= max_rank, flattened, or a list/tuple
  * of numbers) as a malloc'd array; -1 after raising. */
@@ -23,7 +24,7 @@ static int get_numbers(Interp *I, const char *fn, const char *arg, Value v, int 
                 return interp_raise(I, "%s(): %s must hold numbers, but item %d is %s %s", fn, arg, i,
                                     s->items[i].kind == V_STR ? "a" : "a value of type", value_kind_name(s->items[i]));
         Value tv;
-        if (s->n == 0) { *out = malloc(1); *n = 0; return 0; }
+        if (s->n == 0) { *out = xmalloc(1); *n = 0; return 0; }
         if (tensor_literal(I, s->n, s->items, &tv)) return -1;
         t = value_to_tensor(tv);
         value_decref(tv);
@@ -39,7 +40,7 @@ static int get_numbers(Interp *I, const char *fn, const char *arg, Value v, int 
         return r;
     }
     int64_t k = tensor_numel(t);
-    double *d = malloc(sizeof(double) * (size_t)(k ? k : 1));
+    double *d = xmalloc(sizeof(double) * (size_t)(k ? k : 1));
     for (int64_t i = 0; i < k; i++) d[i] = tensor_get_f64(t, i);
     tensor_decref(t);
     *out = d;
@@ -207,7 +208,7 @@ static int get_series(Interp *I, Value ys, Series **out, int *ns)
     bool many = s && s->n > 0 && (s->items[0].kind == V_LIST || s->items[0].kind == V_TUPLE ||
                                   (s->items[0].kind == V_TENSOR && s->items[0].u.t->rank >= 1));
     if (many) {
-        Series *sr = calloc((size_t)s->n, sizeof *sr);
+        Series *sr = xcalloc((size_t)s->n, sizeof *sr);
         for (int i = 0; i < s->n; i++) {
             char what[32];
             snprintf(what, sizeof what, "ys[%d]", i);
@@ -228,9 +229,9 @@ static int get_series(Interp *I, Value ys, Series **out, int *ns)
         double *d;
         int64_t n;
         if (get_numbers(I, "plot", "ys", ys, 2, &d, &n)) return -1;
-        Series *sr = calloc((size_t)(rows ? rows : 1), sizeof *sr);
+        Series *sr = xcalloc((size_t)(rows ? rows : 1), sizeof *sr);
         for (int64_t r = 0; r < rows; r++) {
-            sr[r].y = malloc(sizeof(double) * (size_t)(cols ? cols : 1));
+            sr[r].y = xmalloc(sizeof(double) * (size_t)(cols ? cols : 1));
             memcpy(sr[r].y, d + r * cols, sizeof(double) * (size_t)cols);
             sr[r].n = cols;
         }
@@ -239,7 +240,7 @@ static int get_series(Interp *I, Value ys, Series **out, int *ns)
         *ns = (int)rows;
         return 0;
     }
-    Series *sr = calloc(1, sizeof *sr);
+    Series *sr = xcalloc(1, sizeof *sr);
     if (get_numbers(I, "plot", "ys", ys, 1, &sr->y, &sr->n)) { free(sr); return -1; }
     *out = sr;
     *ns = 1;

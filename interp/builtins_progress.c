@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "interp/internal.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 typedef struct Progress {
     Object o;
@@ -49,7 +50,7 @@ static char *progress_repr(Obj *o)
     char *s;
     if (asprintf(&s, "<progress%s%s over %s>", p->label ? " " : "", p->label ? p->label : "",
                  value_kind_name(p->inner)) < 0)
-        return strdup("<progress>");
+        return xstrdup("<progress>");
     return s;
 }
 
@@ -171,13 +172,13 @@ BUILTIN(bi_progress)
         trace_fail(I, I->cur_loc, "progress() cannot be used inside a staged function (its loop would "
                                   "run once, at trace time); iterate with progress() outside it"))
         return -1;
-    Progress *p = calloc(1, sizeof *p);
+    Progress *p = xcalloc(1, sizeof *p);
     p->o.h.refcount = 1;
     p->o.h.kind = V_OBJECT;
     p->o.cls = &progress_class;
     value_incref(it);
     p->inner = it;
-    if (pr[1] && a[1].kind == V_STR) p->label = strdup(((Str *)a[1].u.o)->s);
+    if (pr[1] && a[1].kind == V_STR) p->label = xstrdup(((Str *)a[1].u.o)->s);
     const char *env = getenv("TFE_PROGRESS");
     p->silent = env && strcmp(env, "0") == 0;
     p->tty = isatty(2);

@@ -10,6 +10,7 @@
 #include "interp/interp.h"
 #include "tensor/ops.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 /* Axis convention: the bindings normalise every axis (negative counts from
  * the end) and check its range before calling an op, so the attrs handed to
@@ -308,7 +309,7 @@ static tfe_tensor **get_tensor_seq(Interp *I, const char *fn, Value v, int *n_ou
         interp_raise(I, "%s: needs at least one tensor", fn);
         return NULL;
     }
-    tfe_tensor **ts = calloc((size_t)n, sizeof *ts);
+    tfe_tensor **ts = try_calloc((size_t)n, sizeof *ts);
     if (!ts) {
         interp_raise(I, "%s: out of memory", fn);
         return NULL;
@@ -1184,7 +1185,7 @@ static void put_scalar(char *dst, tfe_dtype dt, Value v)
 static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested)
 {
     if (n == 0) return tensor_zeros(TFE_FLOAT32, 1, (int64_t[]){0});
-    tfe_tensor **ts = calloc((size_t)n, sizeof *ts);
+    tfe_tensor **ts = try_calloc((size_t)n, sizeof *ts);
     tfe_tensor *res = NULL;
     if (!ts) {
         interp_raise(I, "%s: out of memory", who);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
+#include "tensor/xalloc.h"
 
 /* Print `file:line:col: error: msg`, the source line and a caret under the
  * span (clipped to that line). Every diagnostic goes through here. */
@@ -52,12 +53,12 @@ int raise_msg_at(Interp *I, Loc loc, const char *msg)
 {
     if (I->has_error) return -1; /* keep the first (innermost) error */
     I->has_error = true;
-    I->err_msg = strdup(msg);
+    I->err_msg = xstrdup(msg);
     I->err_loc = loc;
     if (loc.src) source_incref(loc.src);
     I->err_nframes = I->nframes;
     if (I->nframes) {
-        I->err_frames = malloc(sizeof(Frame) * (size_t)I->nframes);
+        I->err_frames = xmalloc(sizeof(Frame) * (size_t)I->nframes);
         memcpy(I->err_frames, I->frames, sizeof(Frame) * (size_t)I->nframes);
         for (int i = 0; i < I->nframes; i++)
             if (I->err_frames[i].call_loc.src) source_incref(I->err_frames[i].call_loc.src);

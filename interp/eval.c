@@ -11,6 +11,7 @@
 #include "tensor/ops.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 
 static int eval(Interp *I, Node *n, Env *env, Value *out);
@@ -233,7 +234,7 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
         Str *x = (Str *)a.u.o, *y = (Str *)b.u.o;
         Str *s = str_new(NULL, 0);
         free(s);
-        s = malloc(sizeof(Str) + x->len + y->len + 1);
+        s = xmalloc(sizeof(Str) + x->len + y->len + 1);
         s->h.refcount = 1;
         s->h.kind = V_STR;
         s->len = x->len + y->len;
@@ -302,7 +303,7 @@ static int push_frame(Interp *I, const char *name, Loc loc)
         return raise_at(I, loc, "maximum recursion depth (%d) exceeded", TFE_MAX_CALL_DEPTH);
     if (I->nframes == I->cap_frames) {
         I->cap_frames = I->cap_frames ? I->cap_frames * 2 : 64;
-        I->frames = realloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
+        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
     }
     I->frames[I->nframes].fname = name;
     I->frames[I->nframes].call_loc = loc;
@@ -386,7 +387,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
                             info->nparams == 1 ? "" : "s", argc, argc == 1 ? "was" : "were");
     Env *e = env_new(I, info->nslots, c->env);
     bool setbuf[64];
-    bool *set = info->nparams <= 64 ? setbuf : calloc((size_t)info->nparams, 1);
+    bool *set = info->nparams <= 64 ? setbuf : xcalloc((size_t)info->nparams, 1);
     memset(set, 0, (size_t)(info->nparams < 64 ? info->nparams : 64));
     int rc = 0;
     for (int i = 0; i < argc; i++) {
@@ -432,7 +433,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         int rc;
         if (b->self.kind != V_NIL) {
             Value buf[16];
-            Value *args = argc + 1 <= 16 ? buf : malloc(sizeof(Value) * (size_t)(argc + 1));
+            Value *args = argc + 1 <= 16 ? buf : xmalloc(sizeof(Value) * (size_t)(argc + 1));
             args[0] = b->self;
             memcpy(args + 1, argv, sizeof(Value) * (size_t)argc);
             rc = b->fn(I, argc + 1, args, nkw, kwnames, kwvals, out, b->data);
@@ -503,10 +504,10 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
     if (eval(I, n->a, env, &f)) return -1;
     int argc = n->list.n, nkw = n->list2.n;
     Value buf[8];
-    Value *argv = argc + nkw <= 8 ? buf : malloc(sizeof(Value) * (size_t)(argc + nkw));
+    Value *argv = argc + nkw <= 8 ? buf : xmalloc(sizeof(Value) * (size_t)(argc + nkw));
     Value *kwvals = argv + argc;
     Str *kwbuf[8];
-    Str **kwnames = nkw <= 8 ? kwbuf : malloc(sizeof(Str *) * (size_t)nkw);
+    Str **kwnames = nkw <= 8 ? kwbuf : xmalloc(sizeof(Str *) * (size_t)nkw);
     int done = 0, kdone = 0, rc = 0;
     for (; done < argc; done++)
         if (eval(I, n->list.items[done], env, &argv[done])) { rc = -1; goto out; }
@@ -617,7 +618,7 @@ static int index_seq(Interp *I, Value base, IndexItem *items, int n, Loc loc, Va
         if (seq_slice_bounds(I, &items[0], len, loc, &a, &b, &s)) return -1;
         if (base.kind == V_STR) {
             Str *src = (Str *)base.u.o;
-            char *buf = malloc((size_t)len + 1);
+            char *buf = xmalloc((size_t)len + 1);
             size_t k = 0;
             for (int64_t i = a; s > 0 ? i < b : i > b; i += s) buf[k++] = src->s[i];
             *out = v_str(buf, k);
@@ -779,7 +780,7 @@ static __attribute__((noinline)) int eval_index(Interp *I, Node *n, Env *env, Va
     if (eval(I, n->a, env, &base)) return -1;
     IndexItem buf[8];
     int k = n->list.n;
-    IndexItem *items = k <= 8 ? buf : calloc((size_t)k, sizeof(IndexItem));
+    IndexItem *items = k <= 8 ? buf : xcalloc((size_t)k, sizeof(IndexItem));
     memset(items, 0, sizeof(IndexItem) * (size_t)k);
     int rc = eval_index_items(I, n, env, items);
     if (!rc) rc = index_value(I, base, items, k, n->loc, out);
@@ -793,7 +794,7 @@ static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Va
 {
     int k = n->list.n;
     Value buf[16] = {{0}};
-    Value *vals = k <= 16 ? buf : malloc(sizeof(Value) * (size_t)k);
+    Value *vals = k <= 16 ? buf : xmalloc(sizeof(Value) * (size_t)k);
     int rc = eval_items(I, &n->list, env, vals);
     if (!rc) {
         Loc saved = I->cur_loc;
@@ -1033,7 +1034,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         Value base;
         if (eval(I, t->a, env, &base)) { value_decref(v); return -1; }
         int k = t->list.n;
-        IndexItem *items = calloc((size_t)(k ? k : 1), sizeof(IndexItem));
+        IndexItem *items = xcalloc((size_t)(k ? k : 1), sizeof(IndexItem));
         int rc = eval_index_items(I, t, env, items);
         if (rc) { value_decref(v); goto done; }
         if ((base.kind == V_LIST || base.kind == V_RECORD) && tfe_tracer &&
@@ -1436,7 +1437,7 @@ static void globals_grow(Interp *I)
     Env *g = I->globals;
     int need = I->global_scope->fn->nslots;
     if (need <= g->nslots) return;
-    Value *slots = malloc(sizeof(Value) * (size_t)need);
+    Value *slots = xmalloc(sizeof(Value) * (size_t)need);
     memcpy(slots, g->slots, sizeof(Value) * (size_t)g->nslots);
     for (int i = g->nslots; i < need; i++) slots[i] = v_undefined();
     if (g->slots != g->inline_slots) free(g->slots);
@@ -1481,7 +1482,7 @@ char *closure_repr(Obj *o)
     Closure *c = (Closure *)o;
     const char *file = c->fn->loc.src ? c->fn->loc.src->name : "?";
     char *s = NULL;
-    if (asprintf(&s, "<fn %s at %s:%d>", c->name, file, c->fn->loc.line) < 0) return strdup("<fn>");
+    if (asprintf(&s, "<fn %s at %s:%d>", c->name, file, c->fn->loc.line) < 0) return xstrdup("<fn>");
     return s;
 }
 
@@ -1496,7 +1497,7 @@ static char *exe_dir(void)
     char *slash = strrchr(buf, '/');
     if (!slash) return NULL;
     *slash = 0;
-    return strdup(buf);
+    return xstrdup(buf);
 }
 
 static bool file_exists(const char *p)
@@ -1519,13 +1520,13 @@ static char *find_module(Interp *I, const char *name, char *searched, size_t cap
         if (asprintf(&d, "%s/stdlib", ed) >= 0) dirs[nd++] = d;
         free(ed);
     }
-    dirs[nd++] = strdup(TFE_STDLIB_DIR);
-    dirs[nd++] = strdup(I->script_dir ? I->script_dir : ".");
+    dirs[nd++] = xstrdup(TFE_STDLIB_DIR);
+    dirs[nd++] = xstrdup(I->script_dir ? I->script_dir : ".");
     const char *tp = getenv("TFE_PATH");
     if (tp && *tp) {
-        char *copy = strdup(tp), *save = NULL;
+        char *copy = xstrdup(tp), *save = NULL;
         for (char *tok = strtok_r(copy, ":", &save); tok && nd < 63; tok = strtok_r(NULL, ":", &save))
-            dirs[nd++] = strdup(tok);
+            dirs[nd++] = xstrdup(tok);
         free(copy);
     }
     char *found = NULL;
@@ -1548,7 +1549,7 @@ int import_module(Interp *I, Node *n, Value *out)
     char *path = NULL;
     if (n->is_path) {
         const char *base = n->loc.src && n->loc.src->dir ? n->loc.src->dir : ".";
-        if (n->str[0] == '/') path = strdup(n->str);
+        if (n->str[0] == '/') path = xstrdup(n->str);
         else if (asprintf(&path, "%s/%s", base, n->str) < 0) path = NULL;
     } else {
         char searched[2048];
@@ -1582,7 +1583,7 @@ int import_module(Interp *I, Node *n, Value *out)
     if (!root) {
         rc = raise_msg_at(I, pe.loc, pe.msg);
     } else {
-        Program *p = calloc(1, sizeof(Program));
+        Program *p = xcalloc(1, sizeof(Program));
         p->refcount = 1;
         p->src = src;
         source_incref(src);
@@ -1597,7 +1598,7 @@ int import_module(Interp *I, Node *n, Value *out)
             mod = record_new();
             mod->h.kind = V_MODULE;
             const char *slash = strrchr(n->str, '/');
-            mod->module_name = strdup(slash ? slash + 1 : n->str);
+            mod->module_name = xstrdup(slash ? slash + 1 : n->str);
             char *dot = strrchr(mod->module_name, '.');
             if (dot && strcmp(dot, ".tfe") == 0) *dot = 0;
             Scope *g = I->global_scope;

@@ -10,6 +10,7 @@
 #include "interp/value.h"
 
 #include "interp/buf.h"
+#include "tensor/xalloc.h"
 
 static void buf_rep(Buf *b, const char *s, size_t n, size_t times)
 {
@@ -34,7 +35,7 @@ static int fail(Fmt *F, const char *fmt, ...)
     char *msg = NULL;
     if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
     va_end(ap);
-    F->err = msg ? msg : strdup("format: out of memory");
+    F->err = msg ? msg : xstrdup("format: out of memory");
     return -1;
 }
 
@@ -343,7 +344,7 @@ static char *dup_printf(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0) { fputs("tfe: out of memory\n", stderr); abort(); }
+    if (vasprintf(&s, fmt, ap) < 0) xalloc_die();
     va_end(ap);
     return s;
 }
@@ -385,7 +386,7 @@ static char *float_body(const Spec *sp, double a, tfe_dtype dt)
             char *e = strchr(tmp, 'e');
             if (e) return dup_printf("%.*s.%s", (int)(e - tmp), tmp, e);
         }
-        return strdup(tmp);
+        return xstrdup(tmp);
     }
     /* No type with a precision: like 'g', but scientific from exp >= p-1,
      * and fixed-point keeps at least one fractional digit. */

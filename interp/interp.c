@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
+#include "tensor/xalloc.h"
 
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
@@ -21,7 +22,7 @@ static void mark_effect(Interp *I, const char *name, int kind)
 
 Interp *interp_new(const InterpOptions *opt)
 {
-    Interp *I = calloc(1, sizeof(Interp));
+    Interp *I = xcalloc(1, sizeof(Interp));
     I->opt = *opt;
     I->tracked.next = I->tracked.prev = &I->tracked;
     tfe_current_interp = I;
@@ -88,7 +89,7 @@ static int run_text(Interp *I, Source *src, bool echo)
         diag_print(stderr, pe.loc, pe.msg);
         return 1;
     }
-    Program *p = calloc(1, sizeof(Program));
+    Program *p = xcalloc(1, sizeof(Program));
     p->refcount = 1;
     p->src = src;
     source_incref(src);
@@ -121,7 +122,7 @@ int interp_run_file(Interp *I, const char *path)
         return 1;
     }
     free(I->script_dir);
-    I->script_dir = src->dir ? strdup(src->dir) : NULL;
+    I->script_dir = src->dir ? xstrdup(src->dir) : NULL;
     int rc = run_text(I, src, false);
     source_decref(src);
     return rc;

@@ -10,6 +10,7 @@
 #include "interp/interp.h"
 #include "stage/opt.h"
 #include "interp/repl.h"
+#include "tensor/xalloc.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"
@@ -38,11 +39,11 @@ static const char usage[] =
 static char *read_all(FILE *f, size_t *len)
 {
     size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
+    char *buf = xmalloc(cap);
     size_t r;
     while ((r = fread(buf + n, 1, cap - n, f)) > 0) {
         n += r;
-        if (n == cap) buf = realloc(buf, cap *= 2);
+        if (n == cap) buf = xrealloc(buf, cap *= 2);
     }
     *len = n;
     return buf;

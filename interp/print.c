@@ -8,6 +8,7 @@
 #include "interp/value.h"
 
 #include "interp/buf.h"
+#include "tensor/xalloc.h"
 
 static void buf_take(Buf *b, char *s)
 {
@@ -196,8 +197,7 @@ static void put_value(Buf *b, Value v, bool quoted, Ctx *cx)
 static char *to_string(Value v, bool quoted)
 {
     Buf b = {0};
-    Ctx *cx = malloc(sizeof *cx);
-    if (!cx) { fputs("tfe: out of memory\n", stderr); abort(); }
+    Ctx *cx = xmalloc(sizeof *cx);
     cx->depth = 0;
     put_value(&b, v, quoted, cx);
     free(cx);

@@ -19,6 +19,7 @@
 
 #include "interp/repl.h"
 #include "parser/ast.h"
+#include "tensor/xalloc.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"
@@ -164,13 +165,10 @@ static void cand_add(const char *s, void *ctx)
         if (strcmp(c->v[i], s) == 0) return;
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 32;
-        char **v = realloc(c->v, (size_t)cap * sizeof *v);
-        if (!v) return;
-        c->v = v;
+        c->v = xrealloc(c->v, (size_t)cap * sizeof *c->v);
         c->cap = cap;
     }
-    char *d = strdup(s);
-    if (d) c->v[c->n++] = d;
+    c->v[c->n++] = xstrdup(s);
 }
 
 static void cands_clear(void)
@@ -195,7 +193,7 @@ static char *complete_gen(const char *text, int state)
     }
     while (cand_next < cands.n) {
         const char *c = cands.v[cand_next++];
-        if (strncmp(c, text, strlen(text)) == 0) return strdup(c);
+        if (strncmp(c, text, strlen(text)) == 0) return xstrdup(c);
     }
     return NULL;
 }
@@ -232,9 +230,7 @@ static void text_add(Text *t, const char *s, size_t n)
     if (t->len + n + 1 > t->cap) {
         size_t cap = t->cap ? t->cap : 256;
         while (cap < t->len + n + 1) cap *= 2;
-        char *p = realloc(t->s, cap);
-        if (!p) { fputs("tfe: out of memory\n", stderr); abort(); }
-        t->s = p;
+        t->s = xrealloc(t->s, cap);
         t->cap = cap;
     }
     memcpy(t->s + t->len, s, n);

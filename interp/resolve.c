@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
+#include "tensor/xalloc.h"
 
 typedef struct Resolver {
     Interp *I;
@@ -19,7 +20,7 @@ typedef struct Resolver {
 
 static Scope *scope_push(Resolver *R, bool is_function, ScopeFn *fn)
 {
-    Scope *s = calloc(1, sizeof(Scope));
+    Scope *s = xcalloc(1, sizeof(Scope));
     s->parent = R->scope;
     s->is_function = is_function;
     s->fn = fn ? fn : R->scope->fn;
@@ -45,8 +46,8 @@ static int scope_declare(Scope *s, const char *name)
 {
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 8;
-        s->names = realloc(s->names, sizeof(char *) * (size_t)s->cap);
-        s->slots = realloc(s->slots, sizeof(int) * (size_t)s->cap);
+        s->names = xrealloc(s->names, sizeof(char *) * (size_t)s->cap);
+        s->slots = xrealloc(s->slots, sizeof(int) * (size_t)s->cap);
     }
     int slot = s->fn->nslots++;
     s->names[s->n] = (char *)name;
@@ -62,7 +63,7 @@ int global_slot(Interp *I, const char *name, bool create)
     for (int i = g->n - 1; i >= 0; i--)
         if (strcmp(g->names[i], name) == 0) return g->slots[i];
     if (!create) return -1;
-    return scope_declare(g, strdup(name));
+    return scope_declare(g, xstrdup(name));
 }
 
 static int declare(Resolver *R, const char *name)
@@ -141,7 +142,7 @@ static int resolve_fn(Resolver *R, Node *fn)
 {
     /* one allocation, so that ast_free can release it with free(node->info) */
     size_t np = (size_t)fn->list.n;
-    FnInfo *info = calloc(1, sizeof(FnInfo) + np * (sizeof(char *) + sizeof(Node *)));
+    FnInfo *info = xcalloc(1, sizeof(FnInfo) + np * (sizeof(char *) + sizeof(Node *)));
     free(fn->info); /* a REPL entry that failed to resolve may be resolved again */
     fn->info = info;
     info->nparams = fn->list.n;
@@ -156,7 +157,7 @@ static int resolve_fn(Resolver *R, Node *fn)
     /* --stage-all: every function that is not @host is staged; one that
      * turns out not to be stageable runs eagerly (stage/staged.c) */
     if (R->I->opt.stage_all && !info->is_host && !info->is_staged) info->is_staged = info->stage_implicit = true;
-    ScopeFn *sf = calloc(1, sizeof(ScopeFn));
+    ScopeFn *sf = xcalloc(1, sizeof(ScopeFn));
     Resolver inner = *R;
     inner.fn_level = R->fn_level + 1;
     inner.loop_depth = 0;
@@ -310,9 +311,9 @@ int builtin_index(Interp *I, const char *name)
 
 Scope *global_scope_new(void)
 {
-    Scope *s = calloc(1, sizeof(Scope));
+    Scope *s = xcalloc(1, sizeof(Scope));
     s->is_function = true;
-    s->fn = calloc(1, sizeof(ScopeFn));
+    s->fn = xcalloc(1, sizeof(ScopeFn));
     return s;
 }
 

@@ -7,6 +7,7 @@
 #include "stage/trace.h"
 #include "tensor/ops.h"
 #include "tensor/grad.h"
+#include "tensor/xalloc.h"
 
 Interp *tfe_current_interp;
 
@@ -81,7 +82,7 @@ void tracked_clear_all(Interp *I)
 {
     int n = 0;
     for (TrackLink *l = I->tracked.next; l != &I->tracked; l = l->next) n++;
-    Obj **objs = malloc(sizeof(Obj *) * (size_t)(n ? n : 1));
+    Obj **objs = xmalloc(sizeof(Obj *) * (size_t)(n ? n : 1));
     int k = 0;
     for (TrackLink *l = I->tracked.next; l != &I->tracked; l = l->next) {
         objs[k++] = l->obj;
@@ -168,7 +169,7 @@ static uint64_t hash_bytes(const char *s, size_t n)
 
 Str *str_new(const char *s, size_t len)
 {
-    Str *r = malloc(sizeof(Str) + len + 1);
+    Str *r = xmalloc(sizeof(Str) + len + 1);
     r->h.refcount = 1;
     r->h.kind = V_STR;
     r->len = len;
@@ -183,12 +184,12 @@ Value v_cstr(const char *s) { return v_str(s, strlen(s)); }
 
 Seq *seq_new(int cap)
 {
-    Seq *s = malloc(sizeof(Seq));
+    Seq *s = xmalloc(sizeof(Seq));
     s->h.refcount = 1;
     s->h.kind = V_LIST;
     s->n = 0;
     s->cap = cap > 0 ? cap : 0;
-    s->items = s->cap ? malloc(sizeof(Value) * (size_t)s->cap) : NULL;
+    s->items = s->cap ? xmalloc(sizeof(Value) * (size_t)s->cap) : NULL;
     s->trace_id = tfe_trace_id;
     track(&s->link, &s->h);
     return s;
@@ -198,7 +199,7 @@ void seq_push_take(Seq *s, Value v)
 {
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 4;
-        s->items = realloc(s->items, sizeof(Value) * (size_t)s->cap);
+        s->items = xrealloc(s->items, sizeof(Value) * (size_t)s->cap);
     }
     s->items[s->n++] = v;
 }
@@ -219,7 +220,7 @@ Seq *seq_as(Value v) { return (v.kind == V_TUPLE || v.kind == V_LIST) ? (Seq *)v
 
 Record *record_new(void)
 {
-    Record *r = calloc(1, sizeof(Record));
+    Record *r = xcalloc(1, sizeof(Record));
     r->h.refcount = 1;
     r->h.kind = V_RECORD;
     r->trace_id = tfe_trace_id;
@@ -245,8 +246,8 @@ void record_set_take(Record *r, const char *key, size_t len, Value v)
     }
     if (r->n == r->cap) {
         r->cap = r->cap ? r->cap * 2 : 4;
-        r->keys = realloc(r->keys, sizeof(Str *) * (size_t)r->cap);
-        r->vals = realloc(r->vals, sizeof(Value) * (size_t)r->cap);
+        r->keys = xrealloc(r->keys, sizeof(Str *) * (size_t)r->cap);
+        r->vals = xrealloc(r->vals, sizeof(Value) * (size_t)r->cap);
     }
     r->keys[r->n] = str_new(key, len);
     r->vals[r->n] = v;
@@ -264,11 +265,11 @@ Env *env_new(Interp *I, int nslots, Env *parent)
     (void)I;
     Env *e = env_freelist;
     if (e) { env_freelist = e->parent; env_nfree--; }
-    else e = malloc(sizeof(Env));
+    else e = xmalloc(sizeof(Env));
     e->h.refcount = 1;
     e->h.kind = OBJ_ENV;
     e->nslots = nslots;
-    e->slots = nslots <= 8 ? e->inline_slots : malloc(sizeof(Value) * (size_t)nslots);
+    e->slots = nslots <= 8 ? e->inline_slots : xmalloc(sizeof(Value) * (size_t)nslots);
     for (int i = 0; i < nslots; i++) e->slots[i] = v_nil();
     e->parent = parent;
     e->trace_id = tfe_trace_id;
@@ -295,7 +296,7 @@ void env_decref(Env *e)
 Closure *closure_new(Interp *I, Node *fn, Env *env, Program *prog)
 {
     (void)I;
-    Closure *c = malloc(sizeof(Closure));
+    Closure *c = xmalloc(sizeof(Closure));
     c->h.refcount = 1;
     c->h.kind = V_FN;
     c->fn = fn;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lexer/lexer.h"
+#include "tensor/xalloc.h"
 
 enum { RAW_NL = -2 }; /* a newline, before the newline rule judges it */
 
@@ -91,7 +92,7 @@ static int number(Lexer *lx, const char *s, const char *e, bool isfloat, YYSTYPE
         LEXFAIL(*loc, "malformed number '%.*s'", (int)(e - s), s);
     }
     *loc = take(lx, s, e);
-    char *digits = malloc((size_t)(e - s) + 1);
+    char *digits = xmalloc((size_t)(e - s) + 1);
     size_t n = 0;
     for (const char *p = s; p < e; p++)
         if (*p != '_')
@@ -164,7 +165,7 @@ static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *lo
 {
     *loc = take(lx, s, e);
     const char *p = s + 1, *end = e - 1;
-    char *out = malloc((size_t)(end - p) + 1); /* decoding never lengthens */
+    char *out = xmalloc((size_t)(end - p) + 1); /* decoding never lengthens */
     size_t n = 0;
     while (p < end) {
         if (*p != '\\') {
@@ -239,7 +240,7 @@ static int name(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *loc)
 {
     *loc = take(lx, s, e);
     Node *n = node_new(N_NAME, *loc);
-    n->str = strndup(s, (size_t)(e - s));
+    n->str = xstrndup(s, (size_t)(e - s));
     val->node = n;
     return NAME;
 }
@@ -459,9 +460,7 @@ int lex_next(Lexer *lx, YYSTYPE *val, Loc *loc)
 
 Lexer *lex_new(Source *src)
 {
-    Lexer *lx = calloc(1, sizeof *lx);
-    if (!lx)
-        abort();
+    Lexer *lx = xcalloc(1, sizeof *lx);
     lx->src = src;
     lx->cur = src->text;
     lx->lim = src->text + src->len;

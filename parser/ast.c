@@ -8,23 +8,14 @@
 #include <string.h>
 #include "lexer/lexer.h"
 #include "parser/ast.h"
-
-static void *xalloc(size_t n)
-{
-    void *p = calloc(1, n);
-    if (!p) {
-        fputs("tfe: out of memory\n", stderr);
-        abort();
-    }
-    return p;
-}
+#include "tensor/xalloc.h"
 
 Source *source_new(const char *name, const char *text, size_t len)
 {
-    Source *s = xalloc(sizeof *s);
+    Source *s = xcalloc(1, sizeof *s);
     s->refcount = 1;
-    s->name = strdup(name ? name : "<input>");
-    s->text = xalloc(len + 1);
+    s->name = xstrdup(name ? name : "<input>");
+    s->text = xcalloc(1, len + 1);
     memcpy(s->text, text, len);
     s->len = len;
     return s;
@@ -36,20 +27,13 @@ Source *source_from_file(const char *path)
     if (!f)
         return NULL;
     size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
+    char *buf = xmalloc(cap);
     size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+    while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
         len += got;
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = nb;
-        }
+        if (len == cap) buf = xrealloc(buf, cap *= 2);
     }
-    int failed = ferror(f) || !buf;
+    int failed = ferror(f);
     int saved = failed ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (failed) {
@@ -59,8 +43,8 @@ Source *source_from_file(const char *path)
     }
     Source *s = source_new(path, buf, len);
     free(buf);
-    char *copy = strdup(path);
-    s->dir = strdup(dirname(copy));
+    char *copy = xstrdup(path);
+    s->dir = xstrdup(dirname(copy));
     free(copy);
     return s;
 }
@@ -83,7 +67,7 @@ void source_decref(Source *s)
 
 Node *node_new(NodeKind kind, Loc loc)
 {
-    Node *n = xalloc(sizeof *n);
+    Node *n = xcalloc(1, sizeof *n);
     n->kind = kind;
     if (loc.len < 1)
         loc.len = 1;
@@ -96,12 +80,7 @@ void nodelist_push(NodeList *l, Node *n)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 4;
-        Node **items = realloc(l->items, sizeof *items * (size_t)cap);
-        if (!items) {
-            fputs("tfe: out of memory\n", stderr);
-            abort();
-        }
-        l->items = items;
+        l->items = xrealloc(l->items, sizeof *l->items * (size_t)cap);
         l->cap = cap;
     }
     l->items[l->n++] = n;

@@ -16,6 +16,7 @@ int yylex(YYSTYPE *val, Loc *loc, Lexer *lx);
 #include <stdlib.h>
 #include <string.h>
 #include "lexer/lexer.h"
+#include "tensor/xalloc.h"
 
 /* A span from the first to the last non-empty symbol; an empty rule is an
  * empty span just after the previous symbol. */
@@ -120,7 +121,7 @@ simple_stmt
     | "continue"                    { $$ = mk(N_CONTINUE, @$); }
     | "return"                      { $$ = mk(N_RETURN, @$); }
     | "return" expr                 { $$ = mk(N_RETURN, @$); $$->a = $2; }
-    | "import" NAME                 { $$ = mk(N_IMPORT, @$); $$->str = strdup($2->str); $$->str2 = $2->str; $2->str = NULL; ast_free($2); }
+    | "import" NAME                 { $$ = mk(N_IMPORT, @$); $$->str = xstrdup($2->str); $$->str2 = $2->str; $2->str = NULL; ast_free($2); }
     | "import" NAME "as" NAME       { $$ = mk(N_IMPORT, @$); $$->str = $2->str; $$->str2 = $4->str;
                                       $2->str = $4->str = NULL; ast_free($2); ast_free($4); }
     | "import" STRING "as" NAME     { $$ = mk(N_IMPORT, @$); $$->str = $2->str; $$->str2 = $4->str; $$->is_path = true;

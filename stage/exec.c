@@ -9,6 +9,7 @@
 #include "stage/sig.h"
 #include "tensor/fused.h"
 #include "stage/plan.h"
+#include "tensor/xalloc.h"
 
 void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
 {
@@ -21,14 +22,14 @@ void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
             free(g->scratch);
             g->scratch_cap = g->nvals + 1;
-            g->scratch = calloc((size_t)g->scratch_cap, sizeof *g->scratch);
+            g->scratch = xcalloc((size_t)g->scratch_cap, sizeof *g->scratch);
         } else {
             memset(g->scratch, 0, sizeof *g->scratch * (size_t)g->nvals);
         }
         x->v = g->scratch;
         g->busy = true;
     } else {
-        x->v = calloc((size_t)(g->nvals ? g->nvals : 1), sizeof *x->v);
+        x->v = xcalloc((size_t)(g->nvals ? g->nvals : 1), sizeof *x->v);
     }
     for (int i = 0; i < g->n; i++) {
         GNode *n = &g->nodes[i];
@@ -79,7 +80,7 @@ static int push_node_frames(GRun *x, const GNode *n)
     int need = x->frame_base + (n->frames ? n->frames->n : 0);
     if (need > I->cap_frames) {
         I->cap_frames = need * 2;
-        I->frames = realloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
+        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
     }
     I->nframes = x->frame_base;
     for (int i = 0; n->frames && i < n->frames->n; i++) I->frames[I->nframes++] = n->frames->f[i];
@@ -103,7 +104,7 @@ static tfe_fkernel *fused_kernel(GNode *n)
 
 static int run_op(GRun *x, GNode *n)
 {
-    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     for (int i = 0; i < n->nin; i++) in[i] = grun_value(x, n->in[i]);
     const tfe_attrs *at = n->at;
     tfe_attrs rat;
@@ -121,7 +122,7 @@ static int run_op(GRun *x, GNode *n)
             if (tfe_ops[n->op].infer(&c, &m)) rc = -1;
             else tfe_random_next(&rat, (uint64_t)shape_numel(m.rank, m.shape));
         }
-        if (!x->draws) x->draws = calloc((size_t)x->g->n + 1, sizeof *x->draws);
+        if (!x->draws) x->draws = xcalloc((size_t)x->g->n + 1, sizeof *x->draws);
         x->draws[id] = rat;
         at = &rat;
     }
@@ -158,8 +159,8 @@ static int run_host(GRun *x, GNode *n)
 {
     Interp *I = x->I;
     int nargs = n->nhargs, argc = nargs - n->nhkw, k = 0;
-    Value *args = calloc((size_t)(nargs ? nargs : 1), sizeof *args);
-    tfe_tensor **leaves = malloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
+    Value *args = xcalloc((size_t)(nargs ? nargs : 1), sizeof *args);
+    tfe_tensor **leaves = xmalloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
     for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
     for (int a = 0; a < nargs; a++) {
         if (n->hargs[a].nleaves) args[a] = sig_rebuild(n->hargs[a].v, leaves, &k, true, 0);
@@ -194,7 +195,7 @@ static int run_host(GRun *x, GNode *n)
  * (or keeping as 1) its reduced trailing axes; one loop over the data. */
 static int run_fused(GRun *x, GNode *n)
 {
-    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     const tfe_meta *m = &n->meta[0];
     const tfe_fprog *pg = n->prog;
     int drank = pg->red ? pg->rank : m->rank;
@@ -288,7 +289,7 @@ static int run_while(GRun *x, GNode *n)
     GRegion *rc = &g->regions[n->regions[0]], *rb = &g->regions[n->regions[1]];
     int nc = rc->nparams;
     bool keep = n->nout > nc;
-    tfe_tensor ***hist = keep ? calloc((size_t)nc + 1, sizeof *hist) : NULL;
+    tfe_tensor ***hist = keep ? xcalloc((size_t)nc + 1, sizeof *hist) : NULL;
     int niter = 0, cap = 0, rcode = -1;
     for (int k = 0; k < nc; k++) {
         tfe_tensor *v = grun_value(x, n->in[k]);
@@ -303,7 +304,7 @@ static int run_while(GRun *x, GNode *n)
         if (keep) {
             if (niter == cap) {
                 cap = cap ? cap * 2 : 8;
-                for (int k = 0; k < nc; k++) hist[k] = realloc(hist[k], sizeof **hist * (size_t)cap);
+                for (int k = 0; k < nc; k++) hist[k] = xrealloc(hist[k], sizeof **hist * (size_t)cap);
             }
             for (int k = 0; k < nc; k++) {
                 hist[k][niter] = x->v[g->nodes[rc->params[k]].vbase];
@@ -315,7 +316,7 @@ static int run_while(GRun *x, GNode *n)
         /* all new values first, then the params: a body output may be a
          * param itself (a swap), whose slot must not be overwritten before
          * it is read */
-        tfe_tensor *nb[16], **next = nc <= 16 ? nb : malloc(sizeof *next * (size_t)nc);
+        tfe_tensor *nb[16], **next = nc <= 16 ? nb : xmalloc(sizeof *next * (size_t)nc);
         for (int k = 0; k < nc; k++) {
             next[k] = grun_value(x, rb->outs[k]);
             tensor_incref(next[k]);
@@ -398,7 +399,7 @@ int grun_plan(GRun *x)
             if (grun_node(x, c->node)) return -1;
             continue;
         }
-        tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : malloc(sizeof *in * (size_t)c->nin);
+        tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
         for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
         tfe_tensor *out = plan_output(x, c, n);
         int rc = -1;

@@ -23,6 +23,7 @@
 #include "tensor/fused.h"
 #include "tensor/device.h"
 #include "stage/opt.h"
+#include "tensor/xalloc.h"
 
 /* --- state of one backward ------------------------------------------------------------- */
 
@@ -132,8 +133,8 @@ static void caps_add(Caps *c, const Graph *G, GRef r)
     for (int i = 0; i < c->n; i++)
         if (c->slot[i] == s) return;
     if (!differentiable(&G->nodes[r.node].meta[r.out])) return;
-    c->slot = realloc(c->slot, sizeof *c->slot * (size_t)(c->n + 1));
-    c->ref = realloc(c->ref, sizeof *c->ref * (size_t)(c->n + 1));
+    c->slot = xrealloc(c->slot, sizeof *c->slot * (size_t)(c->n + 1));
+    c->ref = xrealloc(c->ref, sizeof *c->ref * (size_t)(c->n + 1));
     c->slot[c->n] = s;
     c->ref[c->n++] = r;
 }
@@ -198,7 +199,7 @@ static int in_region(BP *b, int region, region_fn fn, void *ctx)
 static int new_cf_node(BP *b, GKind k, Loc loc, int nin, tfe_tensor *const *in, int nout)
 {
     Tracer *T = b->T;
-    GRef *refs = malloc(sizeof *refs * (size_t)(nin ? nin : 1));
+    GRef *refs = xmalloc(sizeof *refs * (size_t)(nin ? nin : 1));
     for (int i = 0; i < nin; i++) refs[i] = trace_ref(T, in[i]);
     int id = graph_add(T->g, T->region, k, nin, nout);
     GNode *n = gnode(T->g, id);
@@ -215,7 +216,7 @@ static void set_outs(Graph *g, int region, int n, tfe_tensor *const *vals, Trace
 {
     int saved = T->region;
     T->region = region;
-    GRef *outs = calloc((size_t)(n ? n : 1), sizeof *outs);
+    GRef *outs = xcalloc((size_t)(n ? n : 1), sizeof *outs);
     for (int k = 0; k < n; k++) outs[k] = trace_ref(T, vals[k]);
     g->regions[region].outs = outs;
     g->regions[region].nouts = n;
@@ -241,7 +242,7 @@ static int replay_cond(BP *b, int id)
     const GNode *n = &G->nodes[id];
     int nout = n->nout;
     int r[2];
-    tfe_tensor **vals = calloc((size_t)(nout ? nout : 1), sizeof *vals);
+    tfe_tensor **vals = xcalloc((size_t)(nout ? nout : 1), sizeof *vals);
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
         CondCtx c = {id, br, vals};
@@ -254,7 +255,7 @@ static int replay_cond(BP *b, int id)
     nn->regions[0] = r[0];
     nn->regions[1] = r[1];
     mem_copy(nn->meta, G->nodes[id].meta, sizeof *nn->meta * (size_t)nout);
-    tfe_tensor **outs = calloc((size_t)(nout ? nout : 1), sizeof *outs);
+    tfe_tensor **outs = xcalloc((size_t)(nout ? nout : 1), sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto fail;
@@ -297,7 +298,7 @@ static void make_params(BP *b, int rcond, int nc, const tfe_meta *meta, const in
 {
     Graph *g = b->T->g;
     GRegion *reg = &g->regions[rcond];
-    reg->params = calloc((size_t)(nc ? nc : 1), sizeof *reg->params);
+    reg->params = xcalloc((size_t)(nc ? nc : 1), sizeof *reg->params);
     reg->nparams = nc;
     for (int k = 0; k < nc; k++) {
         int p = graph_add(g, rcond, G_PARAM, 0, 1);
@@ -319,9 +320,9 @@ static int replay_loop(BP *b, int id)
     int nc = grc->nparams; /* a while replayed for a backward has 2 nc + 1 outputs */
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
-    tfe_tensor **sym = calloc((size_t)nc + 1, sizeof *sym);
-    tfe_tensor **vals = calloc((size_t)nc + 1, sizeof *vals);
-    tfe_tensor **init = calloc((size_t)nc + 1, sizeof *init);
+    tfe_tensor **sym = xcalloc((size_t)nc + 1, sizeof *sym);
+    tfe_tensor **vals = xcalloc((size_t)nc + 1, sizeof *vals);
+    tfe_tensor **init = xcalloc((size_t)nc + 1, sizeof *init);
     int rc = -1;
     make_params(b, rcond, nc, n->meta, grc->params, sym);
     LoopCtx c = {id, vals};
@@ -344,7 +345,7 @@ static int replay_loop(BP *b, int id)
         nn->meta[nc + k] = h;
     }
     nn->meta[2 * nc] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
-    tfe_tensor **outs = calloc((size_t)(2 * nc + 1), sizeof *outs);
+    tfe_tensor **outs = xcalloc((size_t)(2 * nc + 1), sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto out;
@@ -374,11 +375,11 @@ static int replay_fused(BP *b, int id)
     Graph *G = b->G;
     const GNode *n = &G->nodes[id];
     const tfe_fprog *p = n->prog;
-    FusedVals *f = calloc(1, sizeof *f);
+    FusedVals *f = xcalloc(1, sizeof *f);
     f->n = p->ninstr;
-    f->vals = calloc((size_t)p->ninstr + 1, sizeof *f->vals);
-    f->src = calloc((size_t)p->ninstr + 1, sizeof *f->src);
-    int *writer = malloc(sizeof *writer * (size_t)(p->nregs + 1));
+    f->vals = xcalloc((size_t)p->ninstr + 1, sizeof *f->vals);
+    f->src = xcalloc((size_t)p->ninstr + 1, sizeof *f->src);
+    int *writer = xmalloc(sizeof *writer * (size_t)(p->nregs + 1));
     int rc = 0;
     for (int i = 0; i < p->ninstr && !rc; i++) {
         const tfe_finstr *in = &p->code[i];
@@ -411,7 +412,7 @@ static int replay_fused(BP *b, int id)
         fused_free(f);
         return bp_error(b, n, tfe_error_msg());
     }
-    if (!b->fused) b->fused = calloc((size_t)G->n + 1, sizeof *b->fused);
+    if (!b->fused) b->fused = xcalloc((size_t)G->n + 1, sizeof *b->fused);
     fused_free(b->fused[id]);
     b->fused[id] = f;
     tfe_tensor *v = f->red ? f->red : f->vals[f->result];
@@ -437,7 +438,7 @@ static int replay_node(BP *b, int id)
                 return bp_error(b, n, "gradients through a random draw inside a staged conditional or loop are not supported");
             return 0;
         }
-        tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
+        tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
         for (int i = 0; i < n->nin; i++) in[i] = b->m[slot_of(G, n->in[i])];
         tfe_tensor *out[32];
         Loc saved = b->I->cur_loc;
@@ -487,8 +488,8 @@ static int sweep_op(BP *b, const GNode *n)
             if (!(dy[k] = zeros_like(y[k]))) return bp_error(b, n, tfe_error_msg());
             made[k] = true;
         }
-    tfe_tensor **in = n->nin <= 16 ? inb : malloc(sizeof *in * (size_t)n->nin);
-    tfe_tensor **dx = n->nin <= 16 ? dxb : malloc(sizeof *dx * (size_t)n->nin);
+    tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor **dx = n->nin <= 16 ? dxb : xmalloc(sizeof *dx * (size_t)n->nin);
     for (int i = 0; i < n->nin; i++) {
         in[i] = b->m[slot_of(G, n->in[i])];
         dx[i] = differentiable(&G->nodes[n->in[i].node].meta[n->in[i].out]) ? NULL : TFE_GRAD_SKIP;
@@ -521,7 +522,7 @@ static int sweep_fused(BP *b, int id)
     FusedVals *f = b->fused ? b->fused[id] : NULL;
     if (!b->g[n->vbase] || !f) return 0;
     const tfe_fprog *p = n->prog;
-    tfe_tensor **gv = calloc((size_t)p->ninstr + 1, sizeof *gv);
+    tfe_tensor **gv = xcalloc((size_t)p->ninstr + 1, sizeof *gv);
     int rc = 0;
     if (f->red) { /* through the final reduction first */
         tfe_tensor *dx[1] = {NULL};
@@ -626,7 +627,7 @@ static int grad_branch(BP *b, void *p)
  * computes its own; add them back after. */
 static tfe_tensor **stash(BP *b, const Caps *caps)
 {
-    tfe_tensor **s = calloc((size_t)caps->n + 1, sizeof *s);
+    tfe_tensor **s = xcalloc((size_t)caps->n + 1, sizeof *s);
     for (int i = 0; i < caps->n; i++) {
         s[i] = b->g[caps->slot[i]];
         b->g[caps->slot[i]] = NULL;
@@ -654,8 +655,8 @@ static int sweep_cond(BP *b, int id)
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
     if (!any) return 0;
     Caps caps = captures(G, id);
-    tfe_tensor **dy = calloc((size_t)n->nout + 1, sizeof *dy);
-    tfe_tensor **res = calloc((size_t)caps.n + 1, sizeof *res);
+    tfe_tensor **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
+    tfe_tensor **res = xcalloc((size_t)caps.n + 1, sizeof *res);
     int rc = -1, r[2];
     for (int k = 0; k < n->nout; k++) {
         dy[k] = b->g[n->vbase + k];
@@ -683,7 +684,7 @@ static int sweep_cond(BP *b, int id)
     nn->regions[0] = r[0];
     nn->regions[1] = r[1];
     for (int i = 0; i < caps.n; i++) nn->meta[i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
-    tfe_tensor **outs = calloc((size_t)caps.n + 1, sizeof *outs);
+    tfe_tensor **outs = xcalloc((size_t)caps.n + 1, sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto out;
@@ -788,11 +789,11 @@ static int sweep_loop(BP *b, int id)
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry = 1 + nc + caps.n;
-    tfe_tensor **init = calloc((size_t)ncarry, sizeof *init);
-    tfe_tensor **res = calloc((size_t)ncarry, sizeof *res);
-    tfe_tensor **hist = calloc((size_t)nc + 1, sizeof *hist);
-    tfe_tensor **sym = calloc((size_t)ncarry, sizeof *sym);
-    tfe_meta *meta = calloc((size_t)ncarry, sizeof *meta);
+    tfe_tensor **init = xcalloc((size_t)ncarry, sizeof *init);
+    tfe_tensor **res = xcalloc((size_t)ncarry, sizeof *res);
+    tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
+    tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
+    tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -833,7 +834,7 @@ static int sweep_loop(BP *b, int id)
     nn->regions[0] = rcond;
     nn->regions[1] = rbody;
     mem_copy(nn->meta, meta, sizeof *meta * (size_t)ncarry);
-    tfe_tensor **outs = calloc((size_t)ncarry, sizeof *outs);
+    tfe_tensor **outs = xcalloc((size_t)ncarry, sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto out;
@@ -886,8 +887,8 @@ typedef struct Plan { int *src, nsrc; int *saved, nsaved; } Plan;
 static Plan plan_of(const Graph *G)
 {
     Plan p = {0};
-    p.src = malloc(sizeof *p.src * (size_t)(G->ninputs + G->n + 1));
-    p.saved = malloc(sizeof *p.saved * (size_t)(G->n + 1));
+    p.src = xmalloc(sizeof *p.src * (size_t)(G->ninputs + G->n + 1));
+    p.saved = xmalloc(sizeof *p.saved * (size_t)(G->n + 1));
     for (int i = 0; i < G->ninputs; i++) p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
     const GRegion *top = &G->regions[0];
     for (int i = 0; i < G->n; i++) /* variable reads anywhere: sources */
@@ -912,7 +913,7 @@ static bool effect_kind(const GNode *n)
 
 static int *effect_map(const Graph *B, const Graph *R)
 {
-    int *map = malloc(sizeof *map * (size_t)(B->n + 1));
+    int *map = xmalloc(sizeof *map * (size_t)(B->n + 1));
     int j = 0;
     for (int i = 0; i < B->n; i++) {
         map[i] = -1;
@@ -993,13 +994,13 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     Graph *G = c->G;
     (void)out;
     int nb = nin + c->plan.nsaved + nout;
-    tfe_tensor **bin = malloc(sizeof *bin * (size_t)(nb ? nb : 1));
+    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb ? nb : 1));
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
     for (int k = 0; k < nout; k++) bin[nin + c->plan.nsaved + k] = dy[k];
     int rc = -1;
     if (G->bwd && !tfe_tracer) {
-        tfe_tensor **bo = calloc((size_t)nin + 1, sizeof *bo);
+        tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
         rc = stage_graph_call(I, G->bwd, bin, bo);
         for (int i = 0, k = 0; i < nin; i++) {
             if (!G->bwd_has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
@@ -1021,10 +1022,10 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         char name[300];
         snprintf(name, sizeof name, "%s.backward", G->name);
         free(T->g->name);
-        T->g->name = strdup(name);
+        T->g->name = xstrdup(name);
     }
-    BP b = {I, T, G, calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), calloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            calloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL};
+    BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL};
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);
@@ -1049,7 +1050,7 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
     rc = 0;
     /* a source no gradient reaches gets none (the tape then adds nothing) */
-    tfe_tensor **res = calloc((size_t)nin + 1, sizeof *res);
+    tfe_tensor **res = xcalloc((size_t)nin + 1, sizeof *res);
     int nres = 0;
     for (int i = 0; i < nin; i++) {
         tfe_tensor *gv = b.g[c->plan.src[i]];
@@ -1065,8 +1066,8 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         bool reusable = c->draws == NULL;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
-            tfe_tensor **outs = calloc((size_t)nres + 1, sizeof *outs);
-            G->bwd_has = calloc((size_t)nin + 1, sizeof *G->bwd_has);
+            tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);
+            G->bwd_has = xcalloc((size_t)nin + 1, sizeof *G->bwd_has);
             for (int i = 0, k = 0; i < nin; i++)
                 if (res[i]) {
                     G->bwd_has[i] = true;
@@ -1129,7 +1130,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
     if (!rc && saved_tapes) {
-        GCallGrad *c = calloc(1, sizeof *c);
+        GCallGrad *c = xcalloc(1, sizeof *c);
         c->base.refcount = 0;
         c->base.backward = gcall_backward;
         c->base.release = gcall_release;
@@ -1144,17 +1145,17 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->run = G;
         G->refcount++;
         c->plan = plan_of(B);
-        c->saved = calloc((size_t)c->plan.nsaved + 1, sizeof *c->saved);
+        c->saved = xcalloc((size_t)c->plan.nsaved + 1, sizeof *c->saved);
         for (int i = 0; i < c->plan.nsaved; i++)
             if ((c->saved[i] = run_value(B, G, map, &x, c->plan.saved[i]))) tensor_incref(c->saved[i]);
         if (x.draws) {
-            c->draws = calloc((size_t)B->n + 1, sizeof *c->draws);
+            c->draws = xcalloc((size_t)B->n + 1, sizeof *c->draws);
             for (int i = 0; i < B->n; i++) {
                 int r = map ? map[i] : i;
                 if (r >= 0) c->draws[i] = x.draws[r];
             }
         }
-        tfe_tensor **src = malloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
+        tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
         for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(B, G, map, &c->plan, &x, i);
         free(map);
         tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);

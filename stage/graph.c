@@ -7,12 +7,13 @@
 #include "stage/opt.h"
 #include "stage/plan.h"
 #include "tensor/fused.h"
+#include "tensor/xalloc.h"
 
 Graph *graph_new(const char *name)
 {
-    Graph *g = calloc(1, sizeof *g);
+    Graph *g = xcalloc(1, sizeof *g);
     g->refcount = 1;
-    g->name = strdup(name ? name : "<fn>");
+    g->name = xstrdup(name ? name : "<fn>");
     graph_add_region(g, -1); /* the top region */
     return g;
 }
@@ -28,7 +29,7 @@ int graph_add_region(Graph *g, int parent)
 {
     if (g->nregions == g->capregions) {
         g->capregions = g->capregions ? g->capregions * 2 : 4;
-        g->regions = realloc(g->regions, sizeof *g->regions * (size_t)g->capregions);
+        g->regions = xrealloc(g->regions, sizeof *g->regions * (size_t)g->capregions);
     }
     g->regions[g->nregions] = (GRegion){0};
     g->regions[g->nregions].parent = parent;
@@ -39,16 +40,16 @@ int graph_add(Graph *g, int r, GKind k, int nin, int nout)
 {
     if (g->n == g->cap) {
         g->cap = g->cap ? g->cap * 2 : 32;
-        g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
+        g->nodes = xrealloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
     }
     int id = g->n++;
     GNode *n = &g->nodes[id];
     *n = (GNode){0};
     n->kind = k;
     n->nin = nin;
-    n->in = nin ? calloc((size_t)nin, sizeof *n->in) : NULL;
+    n->in = nin ? xcalloc((size_t)nin, sizeof *n->in) : NULL;
     n->nout = nout;
-    n->meta = nout ? calloc((size_t)nout, sizeof *n->meta) : NULL;
+    n->meta = nout ? xcalloc((size_t)nout, sizeof *n->meta) : NULL;
     n->region = r;
     n->effect_dep = -1;
     n->at_from = -1;
@@ -59,7 +60,7 @@ int graph_add(Graph *g, int r, GKind k, int nin, int nout)
     GRegion *reg = &g->regions[r];
     if (reg->n == reg->cap) {
         reg->cap = reg->cap ? reg->cap * 2 : 16;
-        reg->nodes = realloc(reg->nodes, sizeof *reg->nodes * (size_t)reg->cap);
+        reg->nodes = xrealloc(reg->nodes, sizeof *reg->nodes * (size_t)reg->cap);
     }
     reg->nodes[reg->n++] = id;
     return id;
@@ -147,9 +148,9 @@ static GRef map_ref(Extract *x, GRef r)
     int id = graph_add(x->m, 0, G_INPUT, 0, 1);
     x->m->nodes[id].meta[0] = x->g->nodes[r.node].meta[r.out];
     x->m->nodes[id].input_index = x->m->ninputs;
-    x->m->inputs = realloc(x->m->inputs, sizeof(int) * (size_t)(x->m->ninputs + 1));
+    x->m->inputs = xrealloc(x->m->inputs, sizeof(int) * (size_t)(x->m->ninputs + 1));
     x->m->inputs[x->m->ninputs++] = id;
-    x->caps = realloc(x->caps, sizeof *x->caps * (size_t)(x->ncaps + 1));
+    x->caps = xrealloc(x->caps, sizeof *x->caps * (size_t)(x->ncaps + 1));
     x->caps[x->ncaps++] = r;
     return (GRef){id, 0};
 }
@@ -160,7 +161,7 @@ static void copy_owned(GNode *n, const GNode *o)
 {
     n->at = NULL;
     if (o->at) {
-        n->at = malloc(sizeof *n->at);
+        n->at = xmalloc(sizeof *n->at);
         *n->at = *o->at;
     }
     n->value = o->value;
@@ -170,7 +171,7 @@ static void copy_owned(GNode *n, const GNode *o)
     n->hargs = NULL;
     n->nhargs = o->nhargs;
     if (o->nhargs) {
-        n->hargs = malloc(sizeof *n->hargs * (size_t)o->nhargs);
+        n->hargs = xmalloc(sizeof *n->hargs * (size_t)o->nhargs);
         for (int a = 0; a < o->nhargs; a++) {
             n->hargs[a] = o->hargs[a];
             value_incref(n->hargs[a].v);
@@ -179,7 +180,7 @@ static void copy_owned(GNode *n, const GNode *o)
     n->hkwnames = NULL;
     n->nhkw = o->nhkw;
     if (o->nhkw) {
-        n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)o->nhkw);
+        n->hkwnames = xmalloc(sizeof *n->hkwnames * (size_t)o->nhkw);
         for (int a = 0; a < o->nhkw; a++) {
             n->hkwnames[a] = o->hkwnames[a];
             n->hkwnames[a]->h.refcount++;
@@ -192,7 +193,7 @@ static int copy_region(Extract *x, int r, int parent);
 static void copy_node(Extract *x, int old, int region)
 {
     const GNode *o = &x->g->nodes[old];
-    GRef *in = malloc(sizeof *in * (size_t)(o->nin ? o->nin : 1));
+    GRef *in = xmalloc(sizeof *in * (size_t)(o->nin ? o->nin : 1));
     for (int i = 0; i < o->nin; i++) in[i] = map_ref(x, o->in[i]); /* inputs first: they may add nodes */
     int id = graph_add(x->m, region, o->kind, o->nin, o->nout);
     x->map[old] = id;
@@ -207,9 +208,9 @@ static void copy_node(Extract *x, int old, int region)
     copy_owned(n, o);
     n->host_nil = o->host_nil;
     if (o->prog) {
-        n->prog = malloc(sizeof *n->prog);
+        n->prog = xmalloc(sizeof *n->prog);
         *n->prog = *o->prog;
-        tfe_finstr *code = malloc(sizeof *code * (size_t)(o->prog->ninstr ? o->prog->ninstr : 1));
+        tfe_finstr *code = xmalloc(sizeof *code * (size_t)(o->prog->ninstr ? o->prog->ninstr : 1));
         mem_copy(code, o->prog->code, sizeof *code * (size_t)o->prog->ninstr);
         n->prog->code = code;
     }
@@ -230,11 +231,11 @@ static int copy_region(Extract *x, int r, int parent)
     o = &x->g->regions[r];
     GRegion *n = &x->m->regions[nr];
     n->nouts = o->nouts;
-    n->outs = malloc(sizeof *n->outs * (size_t)(o->nouts ? o->nouts : 1));
+    n->outs = xmalloc(sizeof *n->outs * (size_t)(o->nouts ? o->nouts : 1));
     for (int k = 0; k < o->nouts; k++) x->m->regions[nr].outs[k] = map_ref(x, o->outs[k]);
     n = &x->m->regions[nr];
     n->nparams = o->nparams;
-    n->params = malloc(sizeof *n->params * (size_t)(o->nparams ? o->nparams : 1));
+    n->params = xmalloc(sizeof *n->params * (size_t)(o->nparams ? o->nparams : 1));
     for (int k = 0; k < o->nparams; k++) n->params[k] = x->map[o->params[k]];
     return nr;
 }
@@ -242,13 +243,13 @@ static int copy_region(Extract *x, int r, int parent)
 Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps)
 {
     Extract x = {.g = g, .m = graph_new(g->name), .root = id};
-    x.map = malloc(sizeof *x.map * (size_t)g->n);
+    x.map = xmalloc(sizeof *x.map * (size_t)g->n);
     for (int i = 0; i < g->n; i++) x.map[i] = -1;
     copy_node(&x, id, 0);
     const GNode *n = &g->nodes[id];
     GRegion *top = &x.m->regions[0];
     top->nouts = n->nout;
-    top->outs = malloc(sizeof *top->outs * (size_t)(n->nout ? n->nout : 1));
+    top->outs = xmalloc(sizeof *top->outs * (size_t)(n->nout ? n->nout : 1));
     for (int k = 0; k < n->nout; k++) top->outs[k] = (GRef){x.map[id], k};
     free(x.map);
     *caps = x.caps;
@@ -274,10 +275,10 @@ static void mark_region(const Graph *g, int r, bool *live_node, bool *live_regio
 
 void graph_compact(Graph *g)
 {
-    bool *live = calloc((size_t)g->n + 1, 1), *live_r = calloc((size_t)g->nregions + 1, 1);
+    bool *live = xcalloc((size_t)g->n + 1, 1), *live_r = xcalloc((size_t)g->nregions + 1, 1);
     mark_region(g, 0, live, live_r);
     for (int i = 0; i < g->ninputs; i++) live[g->inputs[i]] = true;
-    int *nmap = malloc(sizeof *nmap * (size_t)(g->n + 1)), *rmap = malloc(sizeof *rmap * (size_t)(g->nregions + 1));
+    int *nmap = xmalloc(sizeof *nmap * (size_t)(g->n + 1)), *rmap = xmalloc(sizeof *rmap * (size_t)(g->nregions + 1));
     int nn = 0, nr = 0, nv = 0;
     for (int i = 0; i < g->n; i++) nmap[i] = live[i] ? nn++ : -1;
     for (int r = 0; r < g->nregions; r++) rmap[r] = live_r[r] ? nr++ : -1;
@@ -332,41 +333,41 @@ void graph_compact(Graph *g)
 
 Graph *graph_clone(const Graph *g)
 {
-    Graph *c = calloc(1, sizeof *c);
+    Graph *c = xcalloc(1, sizeof *c);
     c->refcount = 1;
-    c->name = strdup(g->name);
+    c->name = xstrdup(g->name);
     c->n = c->cap = g->n;
-    c->nodes = calloc((size_t)g->n + 1, sizeof *c->nodes);
+    c->nodes = xcalloc((size_t)g->n + 1, sizeof *c->nodes);
     for (int i = 0; i < g->n; i++) {
         const GNode *o = &g->nodes[i];
         GNode *n = &c->nodes[i];
         *n = *o;
-        n->in = o->nin ? malloc(sizeof *n->in * (size_t)o->nin) : NULL;
+        n->in = o->nin ? xmalloc(sizeof *n->in * (size_t)o->nin) : NULL;
         mem_copy(n->in, o->in, sizeof *n->in * (size_t)o->nin);
-        n->meta = o->nout ? malloc(sizeof *n->meta * (size_t)o->nout) : NULL;
+        n->meta = o->nout ? xmalloc(sizeof *n->meta * (size_t)o->nout) : NULL;
         mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
-        n->label = o->label ? strdup(o->label) : NULL;
+        n->label = o->label ? xstrdup(o->label) : NULL;
         copy_owned(n, o);
         n->prog = NULL; /* a traced graph has no fused nodes */
         n->fkernel = NULL;
         /* frames: shared with g, which the clone's owner keeps alive (g->raw) */
     }
     c->nregions = c->capregions = g->nregions;
-    c->regions = calloc((size_t)g->nregions + 1, sizeof *c->regions);
+    c->regions = xcalloc((size_t)g->nregions + 1, sizeof *c->regions);
     for (int r = 0; r < g->nregions; r++) {
         const GRegion *o = &g->regions[r];
         GRegion *n = &c->regions[r];
         *n = *o;
         n->cap = o->n;
-        n->nodes = malloc(sizeof *n->nodes * (size_t)(o->n + 1));
+        n->nodes = xmalloc(sizeof *n->nodes * (size_t)(o->n + 1));
         mem_copy(n->nodes, o->nodes, sizeof *n->nodes * (size_t)o->n);
-        n->outs = malloc(sizeof *n->outs * (size_t)(o->nouts + 1));
+        n->outs = xmalloc(sizeof *n->outs * (size_t)(o->nouts + 1));
         mem_copy(n->outs, o->outs, sizeof *n->outs * (size_t)o->nouts);
-        n->params = malloc(sizeof *n->params * (size_t)(o->nparams + 1));
+        n->params = xmalloc(sizeof *n->params * (size_t)(o->nparams + 1));
         mem_copy(n->params, o->params, sizeof *n->params * (size_t)o->nparams);
     }
     c->ninputs = g->ninputs;
-    c->inputs = malloc(sizeof *c->inputs * (size_t)(g->ninputs + 1));
+    c->inputs = xmalloc(sizeof *c->inputs * (size_t)(g->ninputs + 1));
     mem_copy(c->inputs, g->inputs, sizeof *c->inputs * (size_t)g->ninputs);
     c->nvals = g->nvals;
     return c;

@@ -5,6 +5,7 @@
 #include "stage/opt.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 typedef struct GraphObj { Object o; Graph *g; } GraphObj;
 
@@ -24,7 +25,7 @@ static char *graphobj_repr(Obj *o)
     if (g->opt && g->opt->npasses) {
         char *line = opt_report_line(g->opt);
         size_t m = strlen(s) + strlen(line) + 16;
-        char *t = malloc(m);
+        char *t = xmalloc(m);
         snprintf(t, m, "%s\n# passes: %s", s, line);
         free(line);
         free(s);
@@ -48,7 +49,7 @@ BUILTIN(bi_graph_dump)
         return interp_raise(I, "dump(): this graph was not optimized (--no-optimize)");
     const OptReport *r = g->opt;
     size_t m = strlen(r->text[p]) + strlen(r->text[p + 1]) + 200;
-    char *t = malloc(m);
+    char *t = xmalloc(m);
     snprintf(t, m, "--- before %s (%d nodes)\n%s--- after %s (%d nodes)\n%s", name, r->before[p], r->text[p], name,
              r->after[p], r->text[p + 1]);
     *out = v_cstr(t);
@@ -64,7 +65,7 @@ BUILTIN(bi_graph_report)
     (void)kwvals;
     if (argc != 1 || nkw) return interp_raise(I, "report() takes no arguments");
     const Graph *g = ((GraphObj *)argv[0].u.o)->g;
-    char *line = g->opt ? opt_report_line(g->opt) : strdup("not optimized");
+    char *line = g->opt ? opt_report_line(g->opt) : xstrdup("not optimized");
     *out = v_cstr(line);
     free(line);
     return 0;
@@ -125,7 +126,7 @@ BUILTIN(bi_graph)
         t = stage_last_trace(c);
     }
     if (!t) return interp_raise(I, "graph(): '%s' could not be staged for these arguments", c->name);
-    GraphObj *go = calloc(1, sizeof *go);
+    GraphObj *go = xcalloc(1, sizeof *go);
     go->o.h.refcount = 1;
     go->o.h.kind = V_OBJECT;
     go->o.cls = &graph_class;

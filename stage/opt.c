@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/opt.h"
+#include "tensor/xalloc.h"
 
 const char *tfe_dump_pass;
 bool tfe_no_optimize;
@@ -123,5 +124,5 @@ char *opt_report_line(const OptReport *r)
                               r->arena_bytes, r->planned_bytes);
     if (r->in_place && n < sizeof buf)
         snprintf(buf + n, sizeof buf - n, " (%d in place)", r->in_place);
-    return strdup(buf);
+    return xstrdup(buf);
 }

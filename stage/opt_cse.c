@@ -6,6 +6,7 @@
 #include <string.h>
 #include "stage/opt.h"
 #include "stage/sig.h"
+#include "tensor/xalloc.h"
 
 static bool same_attrs(const tfe_attrs *a, const tfe_attrs *b)
 {
@@ -40,7 +41,7 @@ int opt_cse(Graph *g)
     int merged = 0;
     /* candidates bucketed by a hash of kind, op and inputs */
     enum { NB = 1024 };
-    int *head = malloc(sizeof *head * NB), *next = malloc(sizeof *next * (size_t)(g->n + 1));
+    int *head = xmalloc(sizeof *head * NB), *next = xmalloc(sizeof *next * (size_t)(g->n + 1));
     for (int i = 0; i < NB; i++) head[i] = -1;
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];

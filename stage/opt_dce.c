@@ -3,6 +3,7 @@
  * keep their order because no node moves. */
 #include <stdlib.h>
 #include "stage/opt.h"
+#include "tensor/xalloc.h"
 
 static void mark_ref(const Graph *g, GRef r, bool *live, bool *changed)
 {
@@ -15,7 +16,7 @@ static void mark_ref(const Graph *g, GRef r, bool *live, bool *changed)
 
 int opt_dce(Graph *g)
 {
-    bool *live = calloc((size_t)g->n + 1, 1), *live_r = calloc((size_t)g->nregions + 1, 1);
+    bool *live = xcalloc((size_t)g->n + 1, 1), *live_r = xcalloc((size_t)g->nregions + 1, 1);
     live_r[0] = true;
     for (int k = 0; k < g->regions[0].nouts; k++) live[g->regions[0].outs[k].node] = true;
     for (int i = 0; i < g->ninputs; i++) live[g->inputs[i]] = true;

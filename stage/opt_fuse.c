@@ -18,6 +18,7 @@
 #include <string.h>
 #include "stage/opt.h"
 #include "tensor/fused.h"
+#include "tensor/xalloc.h"
 
 tfe_op opt_op_of_fop(int fop)
 {
@@ -72,7 +73,7 @@ static void group_add(Group *gr, int id)
 {
     if (gr->n == gr->cap) {
         gr->cap = gr->cap ? gr->cap * 2 : 8;
-        gr->members = realloc(gr->members, sizeof *gr->members * (size_t)gr->cap);
+        gr->members = xrealloc(gr->members, sizeof *gr->members * (size_t)gr->cap);
     }
     gr->members[gr->n++] = id;
 }
@@ -87,7 +88,7 @@ static bool in_group(const Group *gr, int id)
 /* Uses of each value: node inputs (in any region) and region results. */
 static int *count_uses(const Graph *g)
 {
-    int *uses = calloc((size_t)g->nvals + 1, sizeof *uses);
+    int *uses = xcalloc((size_t)g->nvals + 1, sizeof *uses);
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) uses[g->nodes[g->nodes[i].in[k].node].vbase + g->nodes[i].in[k].out]++;
     for (int r = 0; r < g->nregions; r++)
@@ -126,8 +127,8 @@ static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(co
  * a chunk of TFE_FUSED_CHUNK elements: they should stay in cache). */
 static int allocate_registers(tfe_finstr *code, int ncode, int nvirt, int *result)
 {
-    int *last = malloc(sizeof *last * (size_t)(nvirt + 1)), *phys = malloc(sizeof *phys * (size_t)(nvirt + 1));
-    int *free_list = malloc(sizeof *free_list * (size_t)(nvirt + 1));
+    int *last = xmalloc(sizeof *last * (size_t)(nvirt + 1)), *phys = xmalloc(sizeof *phys * (size_t)(nvirt + 1));
+    int *free_list = xmalloc(sizeof *free_list * (size_t)(nvirt + 1));
     for (int v = 0; v < nvirt; v++) last[v] = -1, phys[v] = -1;
     for (int i = 0; i < ncode; i++) {
         int na = tfe_fop_nargs(code[i].op);
@@ -189,13 +190,13 @@ static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
 {
     qsort(gr->members, (size_t)gr->n, sizeof *gr->members, cmp_int);
     const tfe_meta *rm = &g->nodes[root].meta[0];
-    tfe_finstr *code = calloc((size_t)(gr->n * 3 + 4), sizeof *code);
-    GRef *ins = calloc((size_t)(gr->n * 2 + 1), sizeof *ins);
-    int *in_reg = calloc((size_t)(gr->n * 2 + 1), sizeof *in_reg);
-    double *imms = calloc((size_t)(gr->n * 2 + 1), sizeof *imms);
-    int *imm_reg = calloc((size_t)(gr->n * 2 + 1), sizeof *imm_reg);
+    tfe_finstr *code = xcalloc((size_t)(gr->n * 3 + 4), sizeof *code);
+    GRef *ins = xcalloc((size_t)(gr->n * 2 + 1), sizeof *ins);
+    int *in_reg = xcalloc((size_t)(gr->n * 2 + 1), sizeof *in_reg);
+    double *imms = xcalloc((size_t)(gr->n * 2 + 1), sizeof *imms);
+    int *imm_reg = xcalloc((size_t)(gr->n * 2 + 1), sizeof *imm_reg);
     int nins = 0, nimms = 0, ncode = 0, nvirt = 0;
-    int *reg_of = calloc((size_t)gr->n + 1, sizeof *reg_of); /* gr->n >= 1 */
+    int *reg_of = xcalloc((size_t)gr->n + 1, sizeof *reg_of); /* gr->n >= 1 */
     for (int i = 0; i < gr->n; i++) {
         const GNode *n = &g->nodes[gr->members[i]];
         int args[2] = {0, 0};
@@ -240,7 +241,7 @@ static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
     }
     int result = reg_of[gr->n - 1];
     int nregs = allocate_registers(code, ncode, nvirt, &result);
-    tfe_fprog *p = calloc(1, sizeof *p);
+    tfe_fprog *p = xcalloc(1, sizeof *p);
     p->dtype = rm->dtype;
     p->red = red;
     p->red_axes = red_axes;
@@ -270,7 +271,7 @@ static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
 int opt_fuse(Graph *g, OptReport *rep)
 {
     int *uses = count_uses(g);
-    bool *taken = calloc((size_t)g->n + 1, 1);
+    bool *taken = xcalloc((size_t)g->n + 1, 1);
     int groups = 0;
     for (int id = g->n - 1; id >= 0; id--) {
         int red_axes;

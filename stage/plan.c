@@ -25,6 +25,7 @@
 #include <string.h>
 #include "stage/plan.h"
 #include "tensor/fused.h"
+#include "tensor/xalloc.h"
 
 typedef struct Block { int64_t off, size; } Block;
 
@@ -65,8 +66,8 @@ static bool fused_in_place_ok(const GNode *n)
 static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
 {
     const GRegion *top = &g->regions[0];
-    bool *stat = calloc((size_t)g->nvals + 1, sizeof *stat);
-    p->code = calloc((size_t)top->n + 1, sizeof *p->code);
+    bool *stat = xcalloc((size_t)g->nvals + 1, sizeof *stat);
+    p->code = xcalloc((size_t)top->n + 1, sizeof *p->code);
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
         PInstr *c = &p->code[p->ncode++];
@@ -89,7 +90,7 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
             c->kind = n->kind == G_FUSED ? PI_FUSED : PI_KERNEL;
             c->kernel = n->kind == G_OP ? tfe_ops[n->op].cpu_kernel : NULL;
             c->nin = n->nin;
-            c->in = malloc(sizeof *c->in * (size_t)(n->nin ? n->nin : 1));
+            c->in = xmalloc(sizeof *c->in * (size_t)(n->nin ? n->nin : 1));
             for (int k = 0; k < n->nin; k++) c->in[k] = g->nodes[n->in[k].node].vbase + n->in[k].out;
             if (c->kind == PI_FUSED) p->nfused++;
             else p->nkernel++;
@@ -113,10 +114,10 @@ ExecPlan *exec_plan_build(const Graph *g)
     int nv = g->nvals;
     /* where each value is last read in the top region, and whether anything
      * else reads it */
-    int *last = malloc(sizeof *last * (size_t)(nv + 1));
-    bool *ok = malloc(sizeof *ok * (size_t)(nv + 1));
+    int *last = xmalloc(sizeof *last * (size_t)(nv + 1));
+    bool *ok = xmalloc(sizeof *ok * (size_t)(nv + 1));
     for (int s = 0; s < nv; s++) last[s] = -1, ok[s] = false;
-    bool *known = calloc((size_t)nv + 1, sizeof *known);
+    bool *known = xcalloc((size_t)nv + 1, sizeof *known);
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
         if (plannable_op(n)) ok[n->vbase] = known[n->vbase] = meta_known(&n->meta[0]);
@@ -136,13 +137,13 @@ ExecPlan *exec_plan_build(const Graph *g)
         const GNode *n = &g->nodes[top->nodes[i]];
         for (int k = 0; k < n->nin; k++) last[g->nodes[n->in[k].node].vbase + n->in[k].out] = i;
     }
-    ExecPlan *p = calloc(1, sizeof *p);
+    ExecPlan *p = xcalloc(1, sizeof *p);
     compile_code(p, g, known);
     free(known);
     p->nslots = nv;
-    p->offset = malloc(sizeof *p->offset * (size_t)(nv + 1));
+    p->offset = xmalloc(sizeof *p->offset * (size_t)(nv + 1));
     for (int s = 0; s < nv; s++) p->offset[s] = -1;
-    Block *freeb = malloc(sizeof *freeb * (size_t)(nv + 1));
+    Block *freeb = xmalloc(sizeof *freeb * (size_t)(nv + 1));
     int nfree = 0;
     int64_t end = 0;
     for (int i = 0; i < top->n; i++) {

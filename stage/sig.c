@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/sig.h"
+#include "tensor/xalloc.h"
 
 void sig_free(SigBuf *s)
 {
@@ -14,11 +15,11 @@ void sig_copy(SigBuf *dst, const SigBuf *src)
 {
     *dst = (SigBuf){0};
     dst->cap = src->n ? src->n : 1;
-    dst->b = malloc(dst->cap);
+    dst->b = xmalloc(dst->cap);
     mem_copy(dst->b, src->b, src->n);
     dst->n = src->n;
     dst->capd = src->nd ? src->nd : 1;
-    dst->dims = malloc(sizeof *dst->dims * (size_t)dst->capd);
+    dst->dims = xmalloc(sizeof *dst->dims * (size_t)dst->capd);
     mem_copy(dst->dims, src->dims, sizeof *dst->dims * (size_t)src->nd);
     dst->nd = src->nd;
 }
@@ -34,7 +35,7 @@ void leaves_push(Leaves *l, tfe_tensor *t)
 {
     if (l->n == l->cap) {
         int ncap = l->cap ? l->cap * 2 : 8;
-        tfe_tensor **nt = malloc(sizeof *nt * (size_t)ncap);
+        tfe_tensor **nt = xmalloc(sizeof *nt * (size_t)ncap);
         mem_copy(nt, l->t, sizeof *nt * (size_t)l->n);
         if (l->heap || !l->cap) free(l->t);
         l->t = nt;
@@ -48,7 +49,7 @@ static void put(SigBuf *s, const void *p, size_t n)
 {
     if (s->n + n > s->cap) {
         s->cap = (s->n + n) * 2 + 64;
-        s->b = realloc(s->b, s->cap);
+        s->b = xrealloc(s->b, s->cap);
     }
     mem_copy(s->b + s->n, p, n);
     s->n += n;
@@ -60,7 +61,7 @@ static void put_dims(SigBuf *s, int rank, const int64_t *shape)
 {
     if (s->nd + rank > s->capd) {
         s->capd = (s->nd + rank) * 2 + 16;
-        s->dims = realloc(s->dims, sizeof *s->dims * (size_t)s->capd);
+        s->dims = xrealloc(s->dims, sizeof *s->dims * (size_t)s->capd);
     }
     if (rank > 0) mem_copy(s->dims + s->nd, shape, sizeof *shape * (size_t)rank); /* dims may be NULL */
     s->nd += rank;
@@ -232,7 +233,7 @@ void sig_hold(Value v, Value **held, int *nheld)
         return;
     }
     default:
-        *held = realloc(*held, sizeof **held * (size_t)(*nheld + 1));
+        *held = xrealloc(*held, sizeof **held * (size_t)(*nheld + 1));
         value_incref(v);
         (*held)[(*nheld)++] = v;
     }

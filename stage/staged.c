@@ -10,6 +10,7 @@
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 bool tfe_run_eagerly;
 
@@ -50,7 +51,7 @@ void stage_cache_free(Closure *c)
 
 static StageCache *cache_of(Closure *c)
 {
-    if (!c->stage) c->stage = calloc(1, sizeof(StageCache));
+    if (!c->stage) c->stage = xcalloc(1, sizeof(StageCache));
     return c->stage;
 }
 
@@ -124,7 +125,7 @@ static bool *relax_against(StageCache *sc, const SigBuf *sb, Trace **base)
         if (t->shape_specialised || t->sig.n != sb->n || mem_cmp(t->sig.b, sb->b, sb->n) || t->sig.nd != sb->nd)
             continue;
         bool any = false;
-        bool *r = calloc((size_t)sb->nd + 1, 1);
+        bool *r = xcalloc((size_t)sb->nd + 1, 1);
         for (int d = 0; d < sb->nd; d++) {
             r[d] = (t->relaxed && t->relaxed[d]) || t->sig.dims[d] != sb->dims[d];
             any |= r[d];
@@ -144,7 +145,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 {
     Graph *g = t->g;
     int nouts = g->regions[0].nouts;
-    tfe_tensor *outbuf[16], **outs = nouts <= 16 ? outbuf : calloc((size_t)nouts, sizeof *outs);
+    tfe_tensor *outbuf[16], **outs = nouts <= 16 ? outbuf : xcalloc((size_t)nouts, sizeof *outs);
     if (stage_graph_call(I, t->g, lv->t, outs)) {
         if (outs != outbuf) free(outs);
         return -1;
@@ -174,7 +175,7 @@ void stage_optimize(Graph *g)
 {
     if (tfe_no_optimize) return;
     g->raw = graph_clone(g); /* gradients are derived from the graph as traced */
-    OptReport *r = calloc(1, sizeof *r);
+    OptReport *r = xcalloc(1, sizeof *r);
     bool keep = true; /* graph(f).dump(pass) shows them; cheap next to tracing */
     if (graph_optimize(g, r, keep)) {
         /* a pass failed: the graph stays as traced (passes only rewrite what they understand) */
@@ -231,7 +232,7 @@ static void label_inputs(Graph *g, const char *name, int first, int n, const cha
         if (n == 1) snprintf(buf, sizeof buf, "%s%s", name ? name : "?", suffix);
         else snprintf(buf, sizeof buf, "%s[%d]%s", name ? name : "?", k, suffix);
         free(in->label);
-        in->label = strdup(buf);
+        in->label = xstrdup(buf);
     }
 }
 
@@ -240,7 +241,7 @@ static void note_site(StageCache *sc, Loc loc, const char *desc)
     for (int i = 0; i < sc->nsites; i++)
         if (sc->sites[i].src == loc.src && sc->sites[i].line == loc.line) return;
     if (sc->nsites < 8) {
-        sc->sites = realloc(sc->sites, sizeof *sc->sites * (size_t)(sc->nsites + 1));
+        sc->sites = xrealloc(sc->sites, sizeof *sc->sites * (size_t)(sc->nsites + 1));
         sc->sites[sc->nsites++] = loc;
     }
     (void)desc;
@@ -322,13 +323,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         return 0;
     }
     Graph *g = T->g;
-    Trace *t = calloc(1, sizeof *t);
+    Trace *t = xcalloc(1, sizeof *t);
     t->g = g;
     t->sig = *sb;
     *sb = (SigBuf){0};
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
-    t->desc = strdup(desc);
+    t->desc = xstrdup(desc);
     for (int i = 0; i < info->nparams; i++) sig_hold(e->slots[i], &t->held, &t->nheld);
     /* outputs: the result's leaves, then each assigned outside binding's */
     Leaves rl = {0};
@@ -338,7 +339,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->nret = rl.n;
     t->ret_tmpl = ret;
     t->nouts = T->nouts;
-    t->outs = calloc((size_t)(T->nouts ? T->nouts : 1), sizeof *t->outs);
+    t->outs = xcalloc((size_t)(T->nouts ? T->nouts : 1), sizeof *t->outs);
     /* outside signatures as a call will compute them: after the arguments'
      * leaves (so a tensor that is also an argument is seen as the same one) */
     SigBuf argsig = {0};
@@ -367,13 +368,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     leaves_free(&argleaves);
     GRegion *top = &g->regions[0];
     top->nouts = rl.n;
-    top->outs = calloc((size_t)(rl.n ? rl.n : 1), sizeof *top->outs);
+    top->outs = xcalloc((size_t)(rl.n ? rl.n : 1), sizeof *top->outs);
     T->region = 0;
     for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
     t->g_ninputs = g->ninputs;
     for (int i = 0; i < g->ninputs; i++) {
         if (!T->static_in || !T->static_in[i]) continue;
-        if (!t->static_val) t->static_val = calloc((size_t)g->ninputs, sizeof *t->static_val);
+        if (!t->static_val) t->static_val = xcalloc((size_t)g->ninputs, sizeof *t->static_val);
         GNode *in = gnode(g, g->inputs[i]);
         tfe_tensor *cv = in->vbase < T->capconcrete ? T->concrete[in->vbase] : NULL;
         if (cv) {
@@ -438,7 +439,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     leaves_free(&rl);
     if (sc->n == sc->cap) {
         sc->cap = sc->cap ? sc->cap * 2 : 4;
-        sc->traces = realloc(sc->traces, sizeof *sc->traces * (size_t)sc->cap);
+        sc->traces = xrealloc(sc->traces, sizeof *sc->traces * (size_t)sc->cap);
     }
     /* the newest first: a relaxed trace is found before the ones it covers */
     mem_move(sc->traces + 1, sc->traces, sizeof *sc->traces * (size_t)sc->n);

@@ -8,6 +8,7 @@
 #include "stage/exec.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
+#include "tensor/xalloc.h"
 
 Tracer *tfe_tracer;
 uint32_t tfe_trace_id;
@@ -20,7 +21,7 @@ static bool trace_value_read(const tfe_tensor *t);
 
 Tracer *trace_begin(Interp *I, const char *name, bool implicit)
 {
-    Tracer *T = calloc(1, sizeof *T);
+    Tracer *T = xcalloc(1, sizeof *T);
     T->I = I;
     T->g = graph_new(name);
     T->id = next_trace_id++;
@@ -73,7 +74,7 @@ int trace_fail(Interp *I, Loc loc, const char *fmt, ...)
     if (T->implicit) {
         if (!T->failed) {
             T->failed = true;
-            T->fail_msg = strdup(buf);
+            T->fail_msg = xstrdup(buf);
             T->fail_loc = loc;
             tfe_trace_hook = NULL;
         }
@@ -95,9 +96,9 @@ static GFrames *frames_now(Tracer *T)
     if (n < 0) n = 0;
     GFrames *f = T->last_frames;
     if (f && f->n == n && (n == 0 || !mem_cmp(f->f, I->frames + T->frame_base, sizeof(Frame) * (size_t)n))) return f;
-    f = calloc(1, sizeof *f);
+    f = xcalloc(1, sizeof *f);
     f->n = n;
-    f->f = n ? malloc(sizeof(Frame) * (size_t)n) : NULL;
+    f->f = n ? xmalloc(sizeof(Frame) * (size_t)n) : NULL;
     if (n) mem_copy(f->f, I->frames + T->frame_base, sizeof(Frame) * (size_t)n);
     for (int i = 0; i < n; i++)
         if (f->f[i].call_loc.src) source_incref(f->f[i].call_loc.src);
@@ -134,21 +135,21 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
 
 void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
 {
-    TNote *n = malloc(sizeof *n);
+    TNote *n = xmalloc(sizeof *n);
     n->t = t;
     n->ref = ref;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
         T->capnotes = T->capnotes ? T->capnotes * 2 : 64;
-        T->notes = realloc(T->notes, sizeof *T->notes * (size_t)T->capnotes);
+        T->notes = xrealloc(T->notes, sizeof *T->notes * (size_t)T->capnotes);
     }
     T->notes[T->nnotes++] = n;
     if (t->storage) {
         int slot = gnode(T->g, ref.node)->vbase + ref.out;
         if (slot >= T->capconcrete) {
             int ncap = (slot + 1) * 2;
-            T->concrete = realloc(T->concrete, sizeof *T->concrete * (size_t)ncap);
+            T->concrete = xrealloc(T->concrete, sizeof *T->concrete * (size_t)ncap);
             memset(T->concrete + T->capconcrete, 0, sizeof *T->concrete * (size_t)(ncap - T->capconcrete));
             T->capconcrete = ncap;
         }
@@ -184,11 +185,11 @@ int trace_input(Tracer *T, tfe_tensor *t)
     n->loc = (Loc){0};
     meta_of(&n->meta[0], t);
     n->input_index = g->ninputs;
-    g->inputs = realloc(g->inputs, sizeof *g->inputs * (size_t)(g->ninputs + 1));
+    g->inputs = xrealloc(g->inputs, sizeof *g->inputs * (size_t)(g->ninputs + 1));
     g->inputs[g->ninputs++] = id;
     if (g->ninputs > T->cap_static) {
         int ncap = g->ninputs * 2;
-        T->static_in = realloc(T->static_in, sizeof *T->static_in * (size_t)ncap);
+        T->static_in = xrealloc(T->static_in, sizeof *T->static_in * (size_t)ncap);
         memset(T->static_in + T->cap_static, 0, sizeof *T->static_in * (size_t)(ncap - T->cap_static));
         T->cap_static = ncap;
     }
@@ -252,12 +253,12 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             out[k] = tensor_symbolic(m.dtype, m.weak, m.rank, m.shape);
         }
     }
-    GRef refs[64], *rp = nin <= 64 ? refs : malloc(sizeof *rp * (size_t)nin);
+    GRef refs[64], *rp = nin <= 64 ? refs : xmalloc(sizeof *rp * (size_t)nin);
     for (int i = 0; i < nin; i++) rp[i] = trace_ref(T, in[i]); /* constants first */
     int id = new_node(T, G_OP, nin, nout);
     GNode *n = gnode(T->g, id);
     n->op = op;
-    n->at = malloc(sizeof *n->at);
+    n->at = xmalloc(sizeof *n->at);
     *n->at = *at;
     mem_copy(n->in, rp, sizeof *rp * (size_t)nin);
     if (rp != refs) free(rp);
@@ -333,7 +334,7 @@ static bool trace_value_read(const tfe_tensor *t)
     }
     if (T->capwalked < T->g->n) {
         int cap = T->g->n * 2;
-        T->walked = realloc(T->walked, sizeof *T->walked * (size_t)cap);
+        T->walked = xrealloc(T->walked, sizeof *T->walked * (size_t)cap);
         memset(T->walked + T->capwalked, 0, sizeof *T->walked * (size_t)(cap - T->capwalked));
         T->capwalked = cap;
     }
@@ -359,7 +360,7 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
 {
     if (T->nouts == T->capouts) {
         T->capouts = T->capouts ? T->capouts * 2 : 8;
-        T->outs = realloc(T->outs, sizeof *T->outs * (size_t)T->capouts);
+        T->outs = xrealloc(T->outs, sizeof *T->outs * (size_t)T->capouts);
     }
     Outside *o = &T->outs[T->nouts++];
     *o = (Outside){0};
@@ -474,7 +475,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                                          "traced inside a staged conditional or loop", fname);
     /* leaves of every argument become the node's inputs */
     int nargs = argc + nkw;
-    HostArg *ha = calloc((size_t)(nargs ? nargs : 1), sizeof *ha);
+    HostArg *ha = xcalloc((size_t)(nargs ? nargs : 1), sizeof *ha);
     Leaves lv = {0};
     SigBuf sb = {0};
     for (int i = 0; i < nargs; i++) {
@@ -507,7 +508,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         return rc;
     }
     bool has_out = result.kind != V_NIL;
-    GRef *rp = malloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
+    GRef *rp = xmalloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
     for (int i = 0; i < lv.n; i++) rp[i] = trace_ref(T, lv.t[i]); /* constants first */
     I->cur_loc = call_loc;
     int id = new_node(T, G_HOST, lv.n, has_out ? 1 : 0);
@@ -520,7 +521,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     n->nhargs = nargs;
     n->nhkw = nkw;
     if (nkw) {
-        n->hkwnames = malloc(sizeof *n->hkwnames * (size_t)nkw);
+        n->hkwnames = xmalloc(sizeof *n->hkwnames * (size_t)nkw);
         for (int k = 0; k < nkw; k++) {
             kwnames[k]->h.refcount++;
             n->hkwnames[k] = kwnames[k];
@@ -554,7 +555,7 @@ int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc)
                                           "depth of the recursion would depend on data", name);
     if (T->nsym_fns == T->capsym_fns) {
         T->capsym_fns = T->capsym_fns ? T->capsym_fns * 2 : 16;
-        T->sym_fns = realloc(T->sym_fns, sizeof *T->sym_fns * (size_t)T->capsym_fns);
+        T->sym_fns = xrealloc(T->sym_fns, sizeof *T->sym_fns * (size_t)T->capsym_fns);
     }
     T->sym_fns[T->nsym_fns++] = fn;
     return 0;

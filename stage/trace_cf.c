@@ -10,6 +10,7 @@
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
+#include "tensor/xalloc.h"
 
 /* --- what a block binds and assigns (from the AST) ------------------------------------- */
 
@@ -79,7 +80,7 @@ static Node *find_assign(Node *n, int slot)
 
 static Value *snapshot(Env *e)
 {
-    Value *s = malloc(sizeof *s * (size_t)(e->nslots ? e->nslots : 1));
+    Value *s = xmalloc(sizeof *s * (size_t)(e->nslots ? e->nslots : 1));
     for (int i = 0; i < e->nslots; i++) {
         s[i] = e->slots[i];
         value_incref(s[i]);
@@ -158,7 +159,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
-        tfe_tensor **in = calloc((size_t)ncaps + 1, sizeof *in);
+        tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
         T->suspended++;
         int rc = stage_graph_call(T->I, m, in, outs);
@@ -296,7 +297,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     int npairs = 0, nret = 0;
     Leaves rl[2] = {{0}, {0}};
     SigBuf rs[2] = {{0}, {0}};
-    bool *local = calloc((size_t)ns + 1, 1), *assigned = calloc((size_t)ns + 1, 1);
+    bool *local = xcalloc((size_t)ns + 1, 1), *assigned = xcalloc((size_t)ns + 1, 1);
     int rc = 0;
     Mark mark = mark_of(T);
 
@@ -348,7 +349,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     /* the bindings the branches changed (none matter when both return) */
     scan_block(n->b, local, assigned, ns);
     scan_block(n->c, local, assigned, ns);
-    pairs = calloc((size_t)ns + 1, sizeof *pairs);
+    pairs = xcalloc((size_t)ns + 1, sizeof *pairs);
     for (int s = 0; s < ns && x[0] != XS_RETURN; s++) {
         if (local[s]) continue;
         Value a0 = after[0][s], a1 = after[1][s], b0 = before[s];
@@ -392,7 +393,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         T->region = r[b];
         GRegion *reg = &g->regions[r[b]];
         reg->nouts = nout;
-        reg->outs = calloc((size_t)(nout ? nout : 1), sizeof *reg->outs);
+        reg->outs = xcalloc((size_t)(nout ? nout : 1), sizeof *reg->outs);
         for (int k = 0; k < nout; k++) {
             tfe_tensor *t = k < npairs ? pairs[k].t[b] : rl[b].t[k - npairs];
             GRef ref = trace_ref(T, t);
@@ -423,8 +424,8 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             m->rank = t->rank;
             for (int d = 0; d < t->rank; d++) m->shape[d] = t0->shape[d] == t1->shape[d] ? t0->shape[d] : -1;
         }
-        tfe_tensor **outs = calloc((size_t)(nout ? nout : 1), sizeof *outs);
-        int *pslots = calloc((size_t)npairs + 1, sizeof *pslots);
+        tfe_tensor **outs = xcalloc((size_t)(nout ? nout : 1), sizeof *outs);
+        int *pslots = xcalloc((size_t)npairs + 1, sizeof *pslots);
         for (int k = 0; k < npairs; k++) pslots[k] = pairs[k].slot;
         rc = bind_outputs(T, id, env, pslots, npairs, outs);
         free(pslots);
@@ -504,9 +505,9 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     Value *before = snapshot(env);
     int saved_region = T->region, saved_effect = T->last_effect;
     bool saved_sym = T->symbolic;
-    bool *local = calloc((size_t)ns + 1, 1), *assigned = calloc((size_t)ns + 1, 1);
-    int *carried = calloc((size_t)ns + 1, sizeof *carried), nc = 0;
-    tfe_tensor **init = calloc((size_t)ns + 1, sizeof *init);
+    bool *local = xcalloc((size_t)ns + 1, 1), *assigned = xcalloc((size_t)ns + 1, 1);
+    int *carried = xcalloc((size_t)ns + 1, sizeof *carried), nc = 0;
+    tfe_tensor **init = xcalloc((size_t)ns + 1, sizeof *init);
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
     Mark mark = mark_of(T);
@@ -532,7 +533,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     int rcond = graph_add_region(g, T->region);
     int rbody = graph_add_region(g, rcond);
     GRegion *reg = &g->regions[rcond];
-    reg->params = calloc((size_t)(nc ? nc : 1), sizeof *reg->params);
+    reg->params = xcalloc((size_t)(nc ? nc : 1), sizeof *reg->params);
     reg->nparams = nc;
     T->symbolic = true;
     for (int k = 0; k < nc; k++) {
@@ -571,7 +572,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         GRef cref = trace_ref(T, ct);
         tensor_decref(ct);
         reg = &g->regions[rcond];
-        reg->outs = malloc(sizeof *reg->outs);
+        reg->outs = xmalloc(sizeof *reg->outs);
         reg->outs[0] = cref;
         reg->nouts = 1;
     }
@@ -591,7 +592,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         env->slots[h->counter] = v_tensor_take(next);
         value_decref(old);
     }
-    g->regions[rbody].outs = calloc((size_t)(nc ? nc : 1), sizeof(GRef));
+    g->regions[rbody].outs = xcalloc((size_t)(nc ? nc : 1), sizeof(GRef));
     g->regions[rbody].nouts = nc;
     for (int k = 0; k < nc; k++) {
         Value v = env->slots[carried[k]];
@@ -642,7 +643,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = loop_loc;
-        GRef *refs = calloc((size_t)nc + 1, sizeof *refs);
+        GRef *refs = xcalloc((size_t)nc + 1, sizeof *refs);
         for (int k = 0; k < nc; k++) refs[k] = trace_ref(T, init[k]); /* constants first */
         int id = graph_add(g, T->region, G_WHILE, nc, nc);
         GNode *wn = gnode(g, id);
@@ -653,7 +654,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         mem_copy(wn->in, refs, sizeof *refs * (size_t)nc);
         free(refs);
         for (int k = 0; k < nc; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
-        tfe_tensor **outs = calloc((size_t)(nc ? nc : 1), sizeof *outs);
+        tfe_tensor **outs = xcalloc((size_t)(nc ? nc : 1), sizeof *outs);
         rc = bind_outputs(T, id, env, carried, nc, outs);
         if (rc) {
             free(outs);

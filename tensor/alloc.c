@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "tensor/tensor.h"
+#include "tensor/xalloc.h"
 
 #define NCLASSES 192
 /* Cached blocks beyond this are returned to the system on free. */
@@ -49,6 +50,20 @@ size_t tfe_alloc_get_limit(void) {
     return alloc_limit;
 }
 
+/* The system has no memory for a tensor's data. A large tensor is an error
+ * the program survives (the REPL keeps its bindings); a small one (a scalar,
+ * a short vector) is treated like the interpreter's own bookkeeping: when
+ * 4 KiB cannot be found, nothing can be reported reliably, so tfe exits
+ * (xalloc.h). This keeps the error paths where they matter: the ops whose
+ * outputs are big. */
+#define SMALL_TENSOR_BYTES 4096
+
+static void *no_memory(size_t nbytes) {
+    if (nbytes <= SMALL_TENSOR_BYTES) xalloc_die();
+    tfe_error_set("out of memory allocating %zu bytes", nbytes);
+    return NULL;
+}
+
 void *tfe_alloc(size_t nbytes) {
     size_t limit = tfe_alloc_get_limit();
     if (limit && (nbytes > limit || st.live_bytes > limit - nbytes)) {
@@ -59,6 +74,7 @@ void *tfe_alloc(size_t nbytes) {
         tfe_error_set("out of memory allocating %zu bytes", nbytes);
         return NULL;
     }
+    if (alloc_fault() || (nbytes > SMALL_TENSOR_BYTES && alloc_fault_large())) return no_memory(nbytes);
     size_t rounded;
     int c = size_class(nbytes, &rounded);
     block *b = c < NCLASSES ? free_lists[c] : NULL;
@@ -71,10 +87,7 @@ void *tfe_alloc(size_t nbytes) {
         if (!b) {
             tfe_alloc_trim();
             b = aligned_alloc(64, rounded);
-            if (!b) {
-                tfe_error_set("out of memory allocating %zu bytes", nbytes);
-                return NULL;
-            }
+            if (!b) return no_memory(nbytes);
         }
         st.n_malloc++;
     }

@@ -9,6 +9,7 @@
 #include "tensor/device.h"
 #include "tensor/grad.h"
 #include "tensor/kernels.h"
+#include "tensor/xalloc.h"
 
 #ifdef HAVE_CUDA
 const tfe_backend *tfe_gpu_probe(void); /* gpu/backend.c: NULL without a device */
@@ -95,7 +96,7 @@ tfe_tensor *tensor_new_on(tfe_dtype dt, int rank, const int64_t *shape, int dev)
     /* a header without storage, then storage from the device: storage_decref
      * (tensor/tensor.c) gives the data back through tfe_device_free */
     tfe_tensor *t = tensor_symbolic(dt, false, rank, shape);
-    tfe_storage *s = t ? malloc(sizeof *s) : NULL;
+    tfe_storage *s = t ? try_malloc(sizeof *s) : NULL;
     if (!s) {
         if (t) tensor_decref(t);
         tfe_error_set("out of memory");
@@ -167,7 +168,7 @@ int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
     bool on_gpu = gpu && gpu->supports(&c, target);
     bool view = info->flags & (F_VIEW | F_SELFOUT);
 
-    tfe_tensor *small[16], **tmp = nin <= 16 ? small : malloc(sizeof *tmp * (size_t)nin);
+    tfe_tensor *small[16], **tmp = nin <= 16 ? small : xmalloc(sizeof *tmp * (size_t)nin);
     if (!tmp) {
         tfe_error_set("out of memory");
         return -1;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "tensor/kernels.h"
+#include "tensor/xalloc.h"
 
 #define CHUNK TFE_FUSED_CHUNK
 /* Registers (and their pointers) live on the stack up to this size: 32
@@ -503,11 +504,7 @@ static int compile_into(tfe_fkernel *k, const tfe_fprog *p) {
 }
 
 tfe_fkernel *tfe_fused_compile(const tfe_fprog *p) {
-    tfe_fkernel *k = malloc(kernel_size(p));
-    if (!k) {
-        tfe_error_set("fused: out of memory");
-        return NULL;
-    }
+    tfe_fkernel *k = xmalloc(kernel_size(p));
     if (compile_into(k, p)) {
         free(k);
         return NULL;
@@ -587,10 +584,7 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
         return -1;
     }
     fin stack_in[16], *in = stack_in;
-    if (k->ninputs > 16 && !(in = malloc((size_t)k->ninputs * sizeof(fin)))) {
-        tfe_error_set("fused: out of memory");
-        return -1;
-    }
+    if (k->ninputs > 16) in = xmalloc((size_t)k->ninputs * sizeof(fin));
     int r = -1, cost = k->cost;
     tfe_tensor dom = {0};
     int64_t rows = 0, red = 0;
@@ -634,11 +628,7 @@ int tfe_fused_run(const tfe_fprog *p, tfe_tensor *const *inputs, tfe_tensor *out
     /* small programs compile on the stack: no malloc per call */
     _Alignas(16) char stackbuf[STACK_PLAN_BYTES];
     size_t size = kernel_size(p);
-    tfe_fkernel *k = size <= sizeof stackbuf ? (tfe_fkernel *)stackbuf : malloc(size);
-    if (!k) {
-        tfe_error_set("fused: out of memory");
-        return -1;
-    }
+    tfe_fkernel *k = size <= sizeof stackbuf ? (tfe_fkernel *)stackbuf : xmalloc(size);
     int r = compile_into(k, p);
     if (!r) r = tfe_fused_exec(k, inputs, out);
     if ((char *)k != stackbuf) free(k);

@@ -6,6 +6,7 @@
 
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
+#include "tensor/xalloc.h"
 
 /* Below this many bytes of copying, a loop runs on the calling thread. */
 #define INDEX_GRAIN_BYTES (1 << 16)
@@ -61,7 +62,7 @@ static int index_common(const char *opname, const tfe_opcall *c, int *axis, int 
 static int64_t *load_indices(const char *opname, const tfe_tensor *idx, int axis, int64_t size,
                              int64_t *n_out) {
     int64_t n = tensor_numel(idx);
-    int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    int64_t *v = try_malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) {
         tfe_error_set("%s: out of memory", opname);
         return NULL;

@@ -30,13 +30,8 @@
 INT_GEMM(gemm_i32, int32_t)
 INT_GEMM(gemm_i64, int64_t)
 
-int kn_gemm(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-            int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate) {
-    if (m == 0 || n == 0) return 0;
-    /* BLAS requires leading dimensions >= 1 even when unused */
-    if (lda < 1) lda = 1;
-    if (ldb < 1) ldb = 1;
-    if (ldc < 1) ldc = 1;
+static int gemm_call(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                     int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate) {
     switch (dt) {
     case TFE_FLOAT32:
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
@@ -54,6 +49,37 @@ int kn_gemm(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, con
         tfe_error_set("matmul: dtype %s is not supported", dtype_name(dt));
         return -1;
     }
+}
+
+/* One GEMM call cannot be interrupted, and 8192^3 takes seconds here. So a
+ * GEMM of more than GEMM_SLICE multiply-adds runs as slices of C's rows, each
+ * about GEMM_SLICE (tens of milliseconds), with a Ctrl-C poll between them.
+ * A slice keeps at least 64 rows, where OpenBLAS still runs at full speed
+ * (the cost is packing B once per slice instead of once). */
+#define GEMM_SLICE ((int64_t)1 << 30)
+
+int kn_gemm(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+            int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate) {
+    if (m == 0 || n == 0) return 0;
+    /* BLAS requires leading dimensions >= 1 even when unused */
+    if (lda < 1) lda = 1;
+    if (ldb < 1) ldb = 1;
+    if (ldc < 1) ldc = 1;
+    int64_t nk = n * (k ? k : 1), rows = m;
+    if (nk > GEMM_SLICE / m) {
+        rows = GEMM_SLICE / nk;
+        if (rows < 64) rows = 64;
+    }
+    size_t esz = dtype_size(dt);
+    for (int64_t i = 0; i < m; i += rows) {
+        int64_t r = m - i < rows ? m - i : rows;
+        /* row i of op(A): row i of A, or column i when A is transposed */
+        const char *ai = (const char *)a + (size_t)(ta ? i : i * lda) * esz;
+        if (gemm_call(dt, ta, tb, r, n, k, ai, lda, b, ldb, (char *)c + (size_t)(i * ldc) * esz, ldc, accumulate))
+            return -1;
+        if (i + r < m && kn_poll()) return -1;
+    }
+    return 0;
 }
 
 /* How a 2-D (rows, cols) matrix with byte strides (sr, sc) is handed to GEMM:

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tensor/kernels.h"
+#include "tensor/xalloc.h"
 
 #define THRESHOLD 1000 /* summarise above this many elements (NumPy) */
 #define EDGE 3
@@ -85,9 +86,7 @@ static void put(sbuf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (b->len + n + 1 > cap) cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) abort(); /* internal: cannot report without memory */
-        b->s = ns;
+        b->s = xrealloc(b->s, cap);
         b->cap = cap;
     }
     memcpy(b->s + b->len, s, n);
@@ -157,14 +156,14 @@ static void emit(pctx *c, int axis, const char *p) {
 }
 
 char *tensor_to_string(const tfe_tensor *t) {
-    if (t->node && tfe_value_read_hook && tfe_value_read_hook(t)) return strdup("<traced tensor>");
+    if (t->node && tfe_value_read_hook && tfe_value_read_hook(t)) return xstrdup("<traced tensor>");
     pctx c = {.t = t, .summarise = tensor_numel(t) > THRESHOLD};
     if (t->rank == 0) {
         char buf[64];
         format_elem(t, tensor_data(t), buf, sizeof buf);
-        return strdup(buf);
+        return xstrdup(buf);
     }
-    if (tensor_numel(t) == 0) return strdup("[]");
+    if (tensor_numel(t) == 0) return xstrdup("[]");
     measure(&c, 0, tensor_data(t));
     emit(&c, 0, tensor_data(t));
     return c.out.s;

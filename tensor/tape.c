@@ -6,6 +6,7 @@
 
 #include "tensor/device.h"
 #include "tensor/grad.h"
+#include "tensor/xalloc.h"
 
 int tfe_tapes_active;
 
@@ -41,16 +42,10 @@ static bool pmap_has(const pmap *m, const void *key) {
     return m->cap && m->keys[pmap_slot(m, key)] == key;
 }
 
-static int pmap_grow(pmap *m, bool with_vals) {
+static void pmap_grow(pmap *m, bool with_vals) {
     size_t ncap = m->cap ? m->cap * 2 : 64;
-    const tfe_tensor **nk = calloc(ncap, sizeof *nk);
-    tfe_tensor **nv = with_vals ? calloc(ncap, sizeof *nv) : NULL;
-    if (!nk || (with_vals && !nv)) {
-        free(nk);
-        free(nv);
-        tfe_error_set("gradient: out of memory");
-        return -1;
-    }
+    const tfe_tensor **nk = xcalloc(ncap, sizeof *nk);
+    tfe_tensor **nv = with_vals ? xcalloc(ncap, sizeof *nv) : NULL;
     pmap old = *m;
     m->cap = ncap;
     m->keys = nk;
@@ -63,18 +58,17 @@ static int pmap_grow(pmap *m, bool with_vals) {
     }
     free(old.keys);
     free(old.vals);
-    return 0;
 }
 
-/* Insert key (no-op if present); returns its slot, or -1 on failure. */
-static long pmap_put(pmap *m, const void *key, bool with_vals) {
-    if ((m->n + 1) * 4 > m->cap * 3 && pmap_grow(m, with_vals)) return -1;
+/* Insert key (no-op if present); returns its slot. */
+static size_t pmap_put(pmap *m, const void *key, bool with_vals) {
+    if ((m->n + 1) * 4 > m->cap * 3) pmap_grow(m, with_vals);
     size_t i = pmap_slot(m, key);
     if (!m->keys[i]) {
         m->keys[i] = key;
         m->n++;
     }
-    return (long)i;
+    return i;
 }
 
 static tfe_tensor *pmap_get(const pmap *m, const void *key) {
@@ -122,11 +116,7 @@ static tfe_tape **active;
 static int nactive, capactive;
 
 tfe_tape *tfe_tape_new(bool persistent) {
-    tfe_tape *t = calloc(1, sizeof *t);
-    if (!t) {
-        tfe_error_set("tape: out of memory");
-        return NULL;
-    }
+    tfe_tape *t = xcalloc(1, sizeof *t);
     t->persistent = persistent;
     return t;
 }
@@ -161,9 +151,7 @@ void tfe_tape_free(tfe_tape *t) {
 void tfe_tape_push(tfe_tape *t) {
     if (nactive == capactive) {
         int ncap = capactive ? capactive * 2 : 8;
-        tfe_tape **na = realloc(active, sizeof *na * (size_t)ncap);
-        if (!na) abort(); /* a few pointers: failing here means the process is gone anyway */
-        active = na;
+        active = xrealloc(active, sizeof *active * (size_t)ncap);
         capactive = ncap;
     }
     active[nactive++] = t;
@@ -193,33 +181,24 @@ void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
     if (t->spent || pmap_has(&t->tracked, x)) return;
     if (t->nwatched == t->capwatched) {
         int ncap = t->capwatched ? t->capwatched * 2 : 8;
-        tfe_tensor **nw = realloc(t->watched, sizeof *nw * (size_t)ncap);
-        if (!nw) return;
-        t->watched = nw;
+        t->watched = xrealloc(t->watched, sizeof *t->watched * (size_t)ncap);
         t->capwatched = ncap;
     }
-    if (pmap_put(&t->tracked, x, false) < 0) return;
+    pmap_put(&t->tracked, x, false);
     tensor_incref(x);
     t->watched[t->nwatched++] = x;
 }
 
 bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->tracked, x); }
 
-/* Record c on t (one of its inputs is tracked). Failure to allocate drops the
- * record silently: the op already ran, and the gradient then misses it
- * exactly as if the input had not been watched. */
+/* Record c on t (one of its inputs is tracked). The tape's bookkeeping never
+ * fails (xalloc.h): a dropped record would make a silently wrong gradient. */
 static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom) {
     int n = c->nin + c->nout;
-    entry *e = malloc(sizeof *e + sizeof(tfe_tensor *) * (size_t)n);
-    if (!e) return;
+    entry *e = xmalloc(sizeof *e + sizeof(tfe_tensor *) * (size_t)n);
     if (t->nentries == t->capentries) {
         int ncap = t->capentries ? t->capentries * 2 : 64;
-        entry **ne = realloc(t->entries, sizeof *ne * (size_t)ncap);
-        if (!ne) {
-            free(e);
-            return;
-        }
-        t->entries = ne;
+        t->entries = xrealloc(t->entries, sizeof *t->entries * (size_t)ncap);
         t->capentries = ncap;
     }
     e->op = c->op;
@@ -296,11 +275,7 @@ static tfe_tensor *filled_like(const tfe_tensor *like, double v) {
 
 /* grads[key] += g (takes g). */
 static int accumulate(pmap *grads, const tfe_tensor *key, tfe_tensor *g) {
-    long i = pmap_put(grads, key, true);
-    if (i < 0) {
-        tensor_decref(g);
-        return -1;
-    }
+    size_t i = pmap_put(grads, key, true);
     tfe_tensor *old = grads->vals[i];
     if (!old) {
         grads->vals[i] = g;
@@ -334,20 +309,17 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
      * source. A source the tape does not track cannot be reached (its
      * gradient is zeros), as in TensorFlow where an unwatched tensor gets none. */
     for (int i = 0; i < n; i++) {
-        if (pmap_put(&srcset, sources[i], false) < 0) goto out;
-        if (pmap_has(&t->tracked, sources[i]) && pmap_put(&reach, sources[i], false) < 0) goto out;
+        pmap_put(&srcset, sources[i], false);
+        if (pmap_has(&t->tracked, sources[i])) pmap_put(&reach, sources[i], false);
     }
-    if (t->nentries && !(needed = calloc((size_t)t->nentries, sizeof *needed))) {
-        tfe_error_set("gradient: out of memory");
-        goto out;
-    }
+    needed = xcalloc((size_t)t->nentries, sizeof *needed);
     if (reach.n && pmap_has(&t->tracked, target)) {
         for (int k = 0; k < t->nentries; k++) {
             entry *e = t->entries[k];
             for (int i = 0; i < e->nin && !needed[k]; i++) needed[k] = pmap_has(&reach, e->t[i]);
             if (!needed[k]) continue;
             for (int j = 0; j < e->nout; j++)
-                if (pmap_put(&reach, e->t[e->nin + j], false) < 0) goto out;
+                pmap_put(&reach, e->t[e->nin + j], false);
         }
         /* Backward pass from the target (ones of its shape: the target is summed). */
         if (pmap_has(&reach, target)) {
@@ -370,11 +342,7 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
         }
         tfe_grad_fn rule = e->custom ? NULL : tfe_grads[e->op];
         if (any && (rule || e->custom)) {
-            tfe_tensor **dx = e->nin <= 64 ? dxbuf : malloc(sizeof *dx * (size_t)e->nin);
-            if (!dx) {
-                tfe_error_set("gradient: out of memory");
-                goto out;
-            }
+            tfe_tensor **dx = e->nin <= 64 ? dxbuf : xmalloc(sizeof *dx * (size_t)e->nin);
             /* inputs that no source reaches need no gradient: the rule skips them */
             for (int i = 0; i < e->nin; i++) dx[i] = pmap_has(&reach, e->t[i]) ? NULL : TFE_GRAD_SKIP;
             /* outputs nobody used get zeros (made only now that they are needed) */

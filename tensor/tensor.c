@@ -7,6 +7,7 @@
 #include "tensor/device.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
+#include "tensor/xalloc.h"
 
 volatile int tfe_interrupted;
 
@@ -40,18 +41,13 @@ static tfe_tensor *tensor_struct(void) {
         free_tensors = t->node;
         return t;
     }
-    t = malloc(sizeof *t);
-    if (!t) tfe_error_set("out of memory");
-    return t;
+    return xmalloc(sizeof *t);
 }
 
 static tfe_storage *storage_new(size_t nbytes) {
     tfe_storage *s = free_storages;
     if (s) free_storages = s->data;
-    else if (!(s = malloc(sizeof *s))) {
-        tfe_error_set("out of memory");
-        return NULL;
-    }
+    else s = xmalloc(sizeof *s);
     s->data = tfe_alloc(nbytes);
     if (!s->data) {
         s->data = free_storages;

@@ -205,6 +205,15 @@ def session_one(exe, home):
         interrupt(s, "for i in range(1000000) { big = exp(big * 0.0) }")
         value_of(s, "sum(big)", "2000000.0", "a tensor binding survives Ctrl-C")
 
+        # one matmul of 68.7G multiply-adds: about a minute in the int32
+        # kernel here, so only the GEMM's row slices (tensor/kernels_linalg.c)
+        # let Ctrl-C return within the helper's retries
+        s.step = "Ctrl-C stops a single long matmul"
+        s.line('let sq = ones((4096, 4096), dtype="int32")')
+        s.expect(PROMPT, "prompt after let")
+        interrupt(s, "matmul(sq, sq)")
+        value_of(s, "sq.shape", "(4096, 4096)", "the operand survives Ctrl-C in a matmul")
+
         s.step = "Ctrl-C discards a multi-line entry"
         s.line("let zz = (1 +")
         s.expect(MORE, "continuation")

@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench/gpu.sh — the GPU check for a machine with an NVIDIA GPU (issue 8;
 # docs/gpu.md): configure with CUDA into a build dir, build, run the GPU tests,
-# then print fp32 matmul TFLOP/s for tfe, cuBLAS called directly
-# (bench/gpu_matmul.c) and PyTorch (when importable), and the eager MLP
+# then print matmul TFLOP/s (fp32, tf32, bf16; bf16 also at 8192^3) for tfe,
+# cuBLAS called directly (bench/gpu_matmul.c) and PyTorch (when importable),
+# and the eager MLP
 # training step (bench/mlp_step.tfe) on gpu:0 and on cpu:0. About 3-5 minutes
 # on an H200. Results also go to $OUT/gpu_results.txt when OUT is set.
 # Usage: sh bench/gpu.sh [BUILD_DIR]     (CUDA=/usr/local/cuda by default)
@@ -45,39 +46,54 @@ pass=$(grep -c '^PASS' "$BUILD/golden_gpu.log") failn=$(grep -c '^FAIL' "$BUILD/
 failed=$(grep '^FAIL' "$BUILD/golden_gpu.log" | sed 's|.*/||; s|\.tfe$||' | tr '\n' ' ')
 say "golden on gpu:0: $pass pass, $failn differ:$(echo "$failed" | cut -c1-600)"
 
-# -- matmul TFLOP/s (fp32) ------------------------------------------------------
-say "-- matmul ${N}x${N}x${N} fp32, TFLOP/s"
-cat >"$BUILD/mm.tfe" <<TFE
-let a = to(randn(($N, $N)), "gpu:0")
-let b = to(randn(($N, $N)), "gpu:0")
+# -- matmul TFLOP/s: fp32, tf32, bf16 at N^3, and bf16 at 8192^3 (the figure:
+#    tfe at least 90% of cuBLAS's own bf16 throughput) ----------------------------
+gcc -O2 -I"$CUDA/include" "$SRC/bench/gpu_matmul.c" -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" \
+    -lcublas -lcudart -o "$BUILD/gpu_matmul" 2>>"$RES" || say "bench/gpu_matmul.c did not build"
+torch_ok=no
+python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && torch_ok=yes
+# mm MODE SIZE: one line each from tfe, cuBLAS and PyTorch
+mm() {
+    mode=$1 n=$2
+    say "-- matmul ${n}x${n}x${n} $mode, TFLOP/s"
+    dt=float32 tf=0
+    [ "$mode" = bf16 ] && dt=bfloat16
+    [ "$mode" = tf32 ] && tf=1
+    cat >"$BUILD/mm.tfe" <<TFE
+let a = cast(to(randn(($n, $n)), "gpu:0"), "$dt")
+let b = cast(to(randn(($n, $n)), "gpu:0"), "$dt")
 let c = a @ b
+c = a @ b
 let reps = 20
 let t0 = time()
 let i = 0
 while i < reps { c = a @ b; i += 1 }
 let dt = (time() - t0) / reps
-print(format("TFE_FP32 {} {:.2f}", $N, 2.0 * $N * $N * $N / dt / 1e12))
+print(format("TFE_$(echo "$mode" | tr a-z A-Z) {} {:.2f} {}", $n, 2.0 * $n * $n * $n / dt / 1e12, c.dtype))
 TFE
-run 120 ./tfe "$BUILD/mm.tfe" 2>&1 | tee -a "$RES"
-if gcc -O2 -I"$CUDA/include" "$SRC/bench/gpu_matmul.c" -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" \
-        -lcublas -lcudart -o "$BUILD/gpu_matmul" 2>>"$RES"; then
-    run 120 "$BUILD/gpu_matmul" "$N" 20 2>&1 | tee -a "$RES"
-fi
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    run 120 python3 - "$N" <<'PY' 2>&1 | tee -a "$RES"
+    TFE_GPU_TF32=$tf run 120 ./tfe "$BUILD/mm.tfe" 2>&1 | tee -a "$RES"
+    [ -x "$BUILD/gpu_matmul" ] && run 120 "$BUILD/gpu_matmul" "$n" 20 "$mode" 2>&1 | tee -a "$RES"
+    if [ $torch_ok = yes ]; then
+        run 120 python3 - "$n" "$mode" <<'PY' 2>&1 | tee -a "$RES"
 import sys, time, torch
-n = int(sys.argv[1])
-torch.backends.cuda.matmul.allow_tf32 = False
-a = torch.randn(n, n, device="cuda"); b = torch.randn(n, n, device="cuda")
+n, mode = int(sys.argv[1]), sys.argv[2]
+torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+dt = torch.bfloat16 if mode == "bf16" else torch.float32
+a = torch.randn(n, n, device="cuda", dtype=dt); b = torch.randn(n, n, device="cuda", dtype=dt)
 for _ in range(3): a @ b
 torch.cuda.synchronize(); t0 = time.time()
 for _ in range(20): c = a @ b
 torch.cuda.synchronize(); dt = (time.time() - t0) / 20
-print(f"TORCH_FP32 {n} {2 * n**3 / dt / 1e12:.2f}")
+print(f"TORCH_{mode.upper()} {n} {2 * n**3 / dt / 1e12:.2f}")
 PY
-else
-    say "TORCH_FP32: torch with CUDA not importable"
-fi
+    else
+        say "TORCH_$mode: torch with CUDA not importable"
+    fi
+}
+mm fp32 "$N"
+mm tf32 "$N"
+mm bf16 "$N"
+mm bf16 8192
 
 # -- MLP training step (bench/mlp_step.tfe: 784-256-256-10, batch 64, eager) ------
 say "-- MLP step, eager, seconds per step (median of 5)"

@@ -65,6 +65,24 @@ static int launch_copy(gpu_state *g, tfe_tensor *dst, const tfe_tensor *src, con
     return gpu_check(gpu_launch_copy(&c, g->stream), what, "kernel launch", dev);
 }
 
+/* the gpu_float code of a float dtype the cast kernel converts, or -1 */
+static int float_code(tfe_dtype dt) {
+    return dt == TFE_FLOAT32 ? GF_F32 : dt == TFE_FLOAT16 ? GF_F16 : dt == TFE_BFLOAT16 ? GF_BF16 : -1;
+}
+
+static int launch_cast(gpu_state *g, const tfe_opcall *c, int dev) {
+    const tfe_tensor *src = c->in[0];
+    tfe_tensor *dst = c->out[0];
+    gpu_cast k = {.c = {.rank = src->rank, .esz = (int)kn_esz(dst->dtype), .n = tensor_numel(src),
+                        .src = tensor_data(src), .dst = tensor_data(dst)},
+                  .from = float_code(src->dtype), .to = float_code(dst->dtype)};
+    for (int d = 0; d < src->rank; d++) {
+        k.c.shape[d] = src->shape[d];
+        k.c.st[d] = src->strides[d];
+    }
+    return gpu_check(gpu_launch_cast(&k, g->stream), "cast", "kernel launch", dev);
+}
+
 static int contiguous(tfe_tensor *dst, const tfe_tensor *src) {
     int dev = src->storage->device;
     gpu_state *g = gpu_use(dev);
@@ -136,6 +154,8 @@ static bool supports(const tfe_opcall *c, int dev) {
     case OP_COPY:
     case OP_STOP_GRADIENT: /* any dtype: a byte copy; the input must be here */
         return on(x, dev) && kn_esz(x->dtype) <= 8;
+    case OP_CAST: /* between float32, float16 and bfloat16 */
+        return on(x, dev) && float_code(x->dtype) >= 0 && float_code(c->at->dtype) >= 0;
     case OP_SUM:
     case OP_MEAN:
     case OP_MAX:
@@ -251,6 +271,7 @@ static int run(const tfe_opcall *c, int dev) {
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: rc = run_softmax(g, c, dev); break;
     case OP_MATMUL: rc = gpu_matmul(c, dev); break;
+    case OP_CAST: rc = launch_cast(g, c, dev); break;
     default: rc = run_ew(g, c, dev); break;
     }
     if (rc) return rc;

@@ -49,6 +49,16 @@ typedef struct gpu_copy {
 } gpu_copy;
 cudaError_t gpu_launch_copy(const gpu_copy *c, cudaStream_t s);
 
+/* the same walk, converting between float formats: c.esz is the size of the
+ * destination's elements; from/to are gpu_float codes. Rounding is to
+ * nearest even, as the CPU's casts (tensor/dtype.c). */
+enum gpu_float { GF_F32, GF_F16, GF_BF16 };
+typedef struct gpu_cast {
+    gpu_copy c;
+    int from, to;
+} gpu_cast;
+cudaError_t gpu_launch_cast(const gpu_cast *k, cudaStream_t s);
+
 /* out[o] = reduce over the reduced axes (element strides rst) of in at the
  * kept index o (kept axes kshape/kst, out is contiguous); float32 */
 enum gpu_red_op { GR_SUM, GR_MEAN, GR_MAX, GR_MIN };

@@ -1,9 +1,13 @@
 // kernels.cu — the CUDA kernels of the GPU backend: one generic strided
 // elementwise kernel (unary, binary, where; broadcasting by zero strides), a
-// strided copy, reductions over any axes, softmax/log_softmax. float32; the
+// strided copy, float32/float16/bfloat16 casts, reductions over any axes,
+// softmax/log_softmax. float32; the
 // math matches tensor/kernels_elem.c (no fast-math: same rounding as libm
 // within a few ulp). Launchers return the launch's error (gpu/backend.c
 // turns it into a tfe error).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "gpu/gpu.h"
 
 #define THREADS 256
@@ -144,6 +148,37 @@ extern "C" cudaError_t gpu_launch_copy(const gpu_copy *c, cudaStream_t s) {
     case 8: copy_kernel<unsigned long long><<<nb, THREADS, 0, s>>>(*c); break;
     default: return cudaErrorInvalidValue;
     }
+    return cudaGetLastError();
+}
+
+// ---- casts between float formats --------------------------------------------
+__device__ static inline float load_float(const char *p, int fmt) {
+    if (fmt == GF_F16) return __half2float(*(const __half *)p);
+    if (fmt == GF_BF16) return __bfloat162float(*(const __nv_bfloat16 *)p);
+    return *(const float *)p;
+}
+
+__device__ static inline void store_float(char *p, int fmt, float v) {
+    if (fmt == GF_F16) *(__half *)p = __float2half_rn(v);
+    else if (fmt == GF_BF16) *(__nv_bfloat16 *)p = __float2bfloat16_rn(v);
+    else *(float *)p = v;
+}
+
+__global__ void cast_kernel(gpu_cast k) {
+    const gpu_copy &c = k.c;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < c.n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off = 0, r = i;
+        for (int d = c.rank - 1; d >= 0; d--) {
+            off += (r % c.shape[d]) * c.st[d];
+            r /= c.shape[d];
+        }
+        store_float(c.dst + i * c.esz, k.to, load_float(c.src + off, k.from));
+    }
+}
+
+extern "C" cudaError_t gpu_launch_cast(const gpu_cast *k, cudaStream_t s) {
+    if (k->c.n == 0) return cudaSuccess;
+    cast_kernel<<<blocks_for(k->c.n), THREADS, 0, s>>>(*k);
     return cudaGetLastError();
 }
 

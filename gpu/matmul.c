@@ -4,6 +4,10 @@
  * as a transpose flag, not copied. Batches with one stride each go to
  * cublasSgemmStridedBatched; other batch layouts loop over cublasSgemm.
  * FP32 math by default; TFE_GPU_TF32=1 allows TF32 tensor cores.
+ * float16 and bfloat16 (both operands the same) go to cublasGemmEx /
+ * cublasGemmStridedBatchedEx with float32 accumulation (CUBLAS_COMPUTE_32F):
+ * tensor cores, and the same arithmetic as the CPU's reference
+ * (tensor/kernels_linalg.c, matmul_half).
  * cuBLAS is loaded with dlopen on the first matmul: linking it would cost
  * every run of tfe ~0.2 s of start-up, GPU or not. */
 #include <dlfcn.h>
@@ -24,6 +28,8 @@ static struct {
     typeof(&cublasGetStatusString) status_string;
     typeof(&cublasSgemm_v2) sgemm;
     typeof(&cublasSgemmStridedBatched) sgemm_strided_batched;
+    typeof(&cublasGemmEx) gemm_ex;
+    typeof(&cublasGemmStridedBatchedEx) gemm_strided_batched_ex;
 } cb;
 
 static int load_cublas(int dev) {
@@ -39,8 +45,10 @@ static int load_cublas(int dev) {
             cb.status_string = (typeof(cb.status_string))dlsym(h, "cublasGetStatusString");
             cb.sgemm = (typeof(cb.sgemm))dlsym(h, "cublasSgemm_v2");
             cb.sgemm_strided_batched = (typeof(cb.sgemm_strided_batched))dlsym(h, "cublasSgemmStridedBatched");
+            cb.gemm_ex = (typeof(cb.gemm_ex))dlsym(h, "cublasGemmEx");
+            cb.gemm_strided_batched_ex = (typeof(cb.gemm_strided_batched_ex))dlsym(h, "cublasGemmStridedBatchedEx");
             cb.ok = cb.create && cb.destroy && cb.set_stream && cb.set_math_mode && cb.status_string && cb.sgemm &&
-                    cb.sgemm_strided_batched;
+                    cb.sgemm_strided_batched && cb.gemm_ex && cb.gemm_strided_batched_ex;
         }
     }
     if (!cb.ok) tfe_error_set("matmul: cannot load cuBLAS for gpu:%d (%s)", dev - 1, TFE_CUBLAS_LIB);
@@ -70,7 +78,8 @@ static cublasHandle_t handle(gpu_state *g, int dev) {
 
 bool gpu_matmul_supports(const tfe_opcall *c) {
     const tfe_tensor *a = c->in[0], *b = c->in[1];
-    if (a->dtype != TFE_FLOAT32 || b->dtype != TFE_FLOAT32 || !a->rank || !b->rank) return false;
+    bool half = a->dtype == TFE_FLOAT16 || a->dtype == TFE_BFLOAT16;
+    if ((a->dtype != TFE_FLOAT32 && !half) || b->dtype != a->dtype || !a->rank || !b->rank) return false;
     for (int i = 0; i < 2; i++)
         for (int d = 0; d < c->in[i]->rank; d++)
             if (c->in[i]->shape[d] > INT_MAX) return false;
@@ -98,18 +107,20 @@ static char layout(int64_t R, int64_t C, int64_t rs, int64_t cs, int64_t *ld) {
     return 0;
 }
 
-/* one operand: pointer, matrix strides and batch strides in out's batch axes */
+/* one operand: pointer, matrix strides and batch strides in out's batch
+ * axes, all in elements */
 typedef struct opnd {
-    const float *p;
+    const char *p;
     int64_t rs, cs, bst[TFE_MAX_RANK];
 } opnd;
 
 static void describe(const tfe_tensor *t, bool matrix_rows, int nb, const int64_t *bshape, opnd *o) {
     int r = t->rank, mr = r >= 2 ? 2 : 1;
-    o->p = (const float *)tensor_data(t);
-    int64_t last = t->strides[r - 1] / 4;
+    int64_t esz = (int64_t)kn_esz(t->dtype);
+    o->p = tensor_data(t);
+    int64_t last = t->strides[r - 1] / esz;
     if (r >= 2) {
-        o->rs = t->strides[r - 2] / 4;
+        o->rs = t->strides[r - 2] / esz;
         o->cs = last;
     } else if (matrix_rows) { /* a 1-D left operand is a row: 1 x K */
         o->rs = 0;
@@ -121,7 +132,7 @@ static void describe(const tfe_tensor *t, bool matrix_rows, int nb, const int64_
     int tb = r - mr; /* t's batch axes, aligned to the right of out's */
     for (int d = 0; d < nb; d++) {
         int td = d - (nb - tb);
-        o->bst[d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td] / 4;
+        o->bst[d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td] / esz;
     }
     (void)bshape;
 }
@@ -152,7 +163,7 @@ static int64_t batch_offset(int nb, const int64_t *bshape, const int64_t *bst, i
 static tfe_tensor *packed(gpu_state *g, const tfe_tensor *t, int dev) {
     tfe_tensor *c = tensor_new_on(t->dtype, t->rank, t->shape, dev);
     if (!c) return NULL;
-    gpu_copy cp = {.rank = t->rank, .esz = 4, .n = tensor_numel(t), .src = tensor_data(t), .dst = tensor_data(c)};
+    gpu_copy cp = {.rank = t->rank, .esz = (int)kn_esz(t->dtype), .n = tensor_numel(t), .src = tensor_data(t), .dst = tensor_data(c)};
     for (int d = 0; d < t->rank; d++) {
         cp.shape[d] = t->shape[d];
         cp.st[d] = t->strides[d];
@@ -173,10 +184,11 @@ int gpu_matmul(const tfe_opcall *c, int dev) {
     int64_t N = b->rank >= 2 ? b->shape[b->rank - 1] : 1;
     int nb = o->rank - (a->rank >= 2) - (b->rank >= 2);
     int64_t nbatch = shape_numel(nb, o->shape);
-    float *C = (float *)tensor_data(o);
+    char *C = tensor_data(o);
+    int64_t esz = (int64_t)kn_esz(o->dtype);
     if (M * N * nbatch == 0) return 0;
-    if (K == 0) /* empty sums: zeros */
-        return gpu_check(cudaMemsetAsync(C, 0, (size_t)(M * N * nbatch) * 4, g->stream), "matmul",
+    if (K == 0) /* empty sums: zeros (all-zero bits in every float format) */
+        return gpu_check(cudaMemsetAsync(C, 0, (size_t)(M * N * nbatch * esz), g->stream), "matmul",
                          "cudaMemsetAsync", dev);
 
     tfe_tensor *ac = a, *bc = b;
@@ -203,18 +215,34 @@ int gpu_matmul(const tfe_opcall *c, int dev) {
     /* C^T (N x M, ld N) = op(B-side) (N x K) * op(A-side) (K x M) */
     cublasOperation_t opx = tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, opy = ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
     int64_t sa, sb;
+    bool half = o->dtype != TFE_FLOAT32;
+    cudaDataType_t t = o->dtype == TFE_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
     if (rc) {
     } else if (one_stride(nb, o->shape, A.bst, &sa) && one_stride(nb, o->shape, B.bst, &sb)) {
-        rc = cublas_check(cb.sgemm_strided_batched(h, opx, opy, (int)N, (int)M, (int)K, &one, B.p, (int)ldb, sb,
-                                                    A.p, (int)lda, sa, &zero, C, (int)N, M * N, (int)nbatch),
-                          "cublasSgemmStridedBatched", dev);
+        if (half)
+            rc = cublas_check(cb.gemm_strided_batched_ex(h, opx, opy, (int)N, (int)M, (int)K, &one, B.p, t, (int)ldb,
+                                                         sb, A.p, t, (int)lda, sa, &zero, C, t, (int)N, M * N,
+                                                         (int)nbatch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              "cublasGemmStridedBatchedEx", dev);
+        else
+            rc = cublas_check(cb.sgemm_strided_batched(h, opx, opy, (int)N, (int)M, (int)K, &one,
+                                                        (const float *)B.p, (int)ldb, sb, (const float *)A.p,
+                                                        (int)lda, sa, &zero, (float *)C, (int)N, M * N, (int)nbatch),
+                              "cublasSgemmStridedBatched", dev);
     } else {
-        for (int64_t i = 0; i < nbatch && !rc; i++)
-            rc = cublas_check(cb.sgemm(h, opx, opy, (int)N, (int)M, (int)K, &one,
-                                          B.p + batch_offset(nb, o->shape, B.bst, i), (int)ldb,
-                                          A.p + batch_offset(nb, o->shape, A.bst, i), (int)lda, &zero,
-                                          C + i * M * N, (int)N),
-                              "cublasSgemm", dev);
+        for (int64_t i = 0; i < nbatch && !rc; i++) {
+            const char *pb = B.p + batch_offset(nb, o->shape, B.bst, i) * esz;
+            const char *pa = A.p + batch_offset(nb, o->shape, A.bst, i) * esz;
+            char *pc = C + i * M * N * esz;
+            if (half)
+                rc = cublas_check(cb.gemm_ex(h, opx, opy, (int)N, (int)M, (int)K, &one, pb, t, (int)ldb, pa, t,
+                                             (int)lda, &zero, pc, t, (int)N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                  "cublasGemmEx", dev);
+            else
+                rc = cublas_check(cb.sgemm(h, opx, opy, (int)N, (int)M, (int)K, &one, (const float *)pb, (int)ldb,
+                                           (const float *)pa, (int)lda, &zero, (float *)pc, (int)N),
+                                  "cublasSgemm", dev);
+        }
     }
     /* packed copies go back to the cache; the stream orders any reuse after
      * the GEMM, and the op waits for the stream before returning */

@@ -60,14 +60,15 @@ int tfe_execute_kernel(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
                        bool record) {
     const tfe_opinfo *info = &tfe_ops[op];
     int nout = info->nout >= 0 ? info->nout : at->nints;
-    for (int i = 0; i < nin; i++)
+    bool half_ok = info->flags & F_HALF;
+    for (int i = 0; i < nin && !half_ok; i++)
         if (in[i]->dtype >= TFE_FLOAT16) return unsupported_dtype(info->name, in[i]->dtype);
 
     const tfe_opcall c = {.op = op, .nin = nin, .nout = nout, .in = in, .at = at, .out = out};
     tfe_meta meta;
     if (info->infer(&c, &meta)) return -1;
     if (!(info->flags & (F_VIEW | F_SELFOUT))) {
-        if (meta.dtype >= TFE_FLOAT16) return unsupported_dtype(info->name, meta.dtype);
+        if (meta.dtype >= TFE_FLOAT16 && !half_ok) return unsupported_dtype(info->name, meta.dtype);
         tfe_tensor *o = tensor_new(meta.dtype, meta.rank, meta.shape);
         if (!o) return -1;
         o->weak = meta.weak;

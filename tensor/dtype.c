@@ -22,9 +22,22 @@ int dtype_from_name(const char *name) {
 /* 0 bool, 1 int, 2 float */
 static int kind(tfe_dtype dt) { return dt == TFE_BOOL ? 0 : dtype_is_int(dt) ? 1 : 2; }
 
+/* Position in the promotion order: the half types sit below float32
+ * (NumPy: float16 + float32 is float32), side by side. */
+static int order(tfe_dtype dt) {
+    static const int o[TFE_NDTYPES] = {[TFE_BOOL] = 0, [TFE_INT32] = 1, [TFE_INT64] = 2, [TFE_FLOAT16] = 3,
+                                       [TFE_BFLOAT16] = 3, [TFE_FLOAT32] = 4, [TFE_FLOAT64] = 5};
+    return o[dt];
+}
+
+static tfe_dtype higher(tfe_dtype a, tfe_dtype b) {
+    if (a != b && order(a) == order(b)) return TFE_FLOAT32; /* float16 with bfloat16 (as PyTorch) */
+    return order(a) > order(b) ? a : b;
+}
+
 tfe_dtype dtype_promote(tfe_dtype a, bool weak_a, tfe_dtype b, bool weak_b, bool *weak_out) {
     if (weak_out) *weak_out = weak_a && weak_b;
-    if (weak_a == weak_b) return a > b ? a : b;
+    if (weak_a == weak_b) return higher(a, b);
     /* exactly one weak: it adopts the strong one's dtype unless its kind is higher */
     tfe_dtype w = weak_a ? a : b, s = weak_a ? b : a;
     if (kind(w) <= kind(s)) return s;

@@ -104,9 +104,12 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int6
     return false;
 }
 
+static int matmul_half(const tfe_opcall *c);
+
 int k_matmul(const tfe_opcall *c) {
     tfe_tensor *o = c->out[0];
     tfe_dtype dt = o->dtype;
+    if (dt >= TFE_FLOAT16) return matmul_half(c);
     int64_t esz = (int64_t)dtype_size(dt);
     /* only a dtype change copies here; strided views go to BLAS as they are */
     tfe_tensor *a = c->in[0], *b = c->in[1];
@@ -178,5 +181,29 @@ int k_matmul(const tfe_opcall *c) {
 done:
     tensor_decref(a);
     tensor_decref(b);
+    return rc;
+}
+
+/* float16/bfloat16 on the CPU: the reference the GPU's tensor-core GEMMs are
+ * checked against, not a fast path. Inputs are widened to float32 (exact),
+ * multiplied with float32 accumulation as cuBLAS does, and the result is
+ * rounded once to the output dtype (nearest even). */
+static int matmul_half(const tfe_opcall *c) {
+    tfe_tensor *o = c->out[0];
+    tfe_tensor *in[2] = {kn_contig_as(c->in[0], TFE_FLOAT32), NULL};
+    in[1] = in[0] ? kn_contig_as(c->in[1], TFE_FLOAT32) : NULL;
+    tfe_tensor *o32 = in[1] ? tensor_new(TFE_FLOAT32, o->rank, o->shape) : NULL;
+    int rc = -1;
+    if (o32) {
+        tfe_tensor *out[1] = {o32};
+        tfe_opcall c32 = *c;
+        c32.in = in;
+        c32.out = out;
+        rc = k_matmul(&c32);
+        if (!rc) rc = kn_copy_into(o, o32);
+    }
+    tensor_decref(in[0]);
+    tensor_decref(in[1]);
+    tensor_decref(o32);
     return rc;
 }

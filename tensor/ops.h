@@ -19,6 +19,7 @@ enum {
     F_CREATE      = 1 << 9,  /* no tensor inputs */
     F_SELFOUT     = 1 << 10, /* kernel allocates out[] itself (shape depends on data) */
     F_GPU         = 1 << 11, /* has a GPU kernel (issue 8) */
+    F_HALF        = 1 << 12, /* the CPU kernel takes float16/bfloat16 (conversions, views, matmul) */
 };
 
 typedef enum tfe_op {

@@ -9,7 +9,7 @@
 # copy (stale values on every later call).
 status=0
 for t in stage_index_data stage_grad_basic stdlib_optim_sgd stdlib_optim_adam stdlib_nn_train \
-         stdlib_nn_rnn stage_grad_second stage_grad_step stage_grad_if; do
+         stdlib_nn_rnn stage_grad_second stage_grad_step stage_grad_if half_precision; do
     f="$TFE_SRCDIR/tests/golden/$t.tfe"
     [ -f "$f" ] || continue
     if out=$(TFE_FAKE_GPU=1 TFE_DEVICE=gpu:0 sh "$TFE_SRCDIR/tests/run-golden" "$f" 2>&1); then
@@ -18,4 +18,15 @@ for t in stage_index_data stage_grad_basic stdlib_optim_sgd stdlib_optim_adam st
         echo "FAIL: $t on a pretend gpu:0"; echo "$out" | head -30; status=1
     fi
 done
+# the equivalence test's program (every F_GPU op, its cases and gradients,
+# half precision included) against the pretend device: proves the generated
+# program runs and covers every op before a real GPU runs it
+py=${TFE_PYTHON3:-python3}
+if command -v "$py" >/dev/null 2>&1; then
+    if out=$(TFE_FAKE_GPU=1 "$py" "$TFE_SRCDIR/tests/gpu_equiv.py" 2>&1); then
+        echo "ok: $(echo "$out" | tail -1)"
+    else
+        echo "FAIL: gpu_equiv on a pretend gpu:0"; echo "$out" | grep -v '^OK' | head -30; status=1
+    fi
+fi
 exit $status

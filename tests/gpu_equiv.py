@@ -22,6 +22,10 @@ import tempfile
 
 TOL_EW = (1e-5, 1e-6)     # transcendental functions: CUDA's libm is within a few ulp
 TOL_ACC = (1e-4, 1e-4)    # sums in another order: reductions, softmax, matmul, gradients
+TOL_EXACT = (0.0, 0.0)    # casts: both sides round to nearest even
+# half-precision GEMMs: float32 sums in another order may round to the
+# neighbouring half value (bfloat16 keeps 8 significant bits, float16 11)
+TOL_HALF = {"bfloat16": (8e-3, 1e-3), "float16": (1e-3, 1e-4)}
 
 
 def table(srcdir):
@@ -77,6 +81,15 @@ def cases_for(name, flags):
                                   ((5, 3), "", "T"), ((4, 1000), "", "")):
             out.append((f"{name} {shape}{' .T' if view else ''}{axis}", f"{name}($a{axis})", [(shape, "any", view)],
                         TOL_ACC, diff))
+    elif name == "cast":
+        for to in ("bfloat16", "float16"):
+            out.append((f"cast (3, 4) {to}", f'cast($a, "{to}")', [((3, 4), "any", "")], TOL_EXACT, False))
+            out.append((f"cast (4, 3) .T {to}", f'cast($a, "{to}")', [((4, 3), "any", "T")], TOL_EXACT, False))
+            # there and back on the device; differentiable in float32
+            out.append((f"cast (2, 3, 5) {to} float32", f'cast(cast($a * 1000.0, "{to}"), "float32")',
+                        [((2, 3, 5), "any", "")], TOL_EXACT, diff))
+        out.append(("cast float16 bfloat16", 'cast(cast($a, "float16"), "bfloat16")', [((3, 4), "any", "")],
+                    TOL_EXACT, False))
     elif name == "matmul":
         for sa, sb, va, vb in (((3, 4), (4, 5), "", ""), ((4,), (4, 5), "", ""), ((3, 4), (4,), "", ""),
                                ((4,), (4,), "", ""), ((2, 3, 4), (4, 5), "", ""), ((2, 3, 4), (2, 4, 5), "", ""),
@@ -84,6 +97,14 @@ def cases_for(name, flags):
                                ((3, 0), (0, 2), "", ""), ((128, 256), (256, 64), "", "")):
             out.append((f"matmul {sa}{' .T' if va else ''} {sb}{' .T' if vb else ''}", "matmul($a, $b)",
                         [(sa, "any", va), (sb, "any", vb)], TOL_ACC, diff))
+        # tensor-core GEMMs (cublasGemmEx) against the CPU's float32-accumulated
+        # reference; the float32 result makes the gradients comparable too
+        for dt, tol in TOL_HALF.items():
+            for sa, sb, va, vb in (((3, 4), (4, 5), "", ""), ((2, 3, 4), (2, 4, 5), "", ""),
+                                   ((4, 3), (4, 5), "T", ""), ((128, 256), (256, 64), "", "")):
+                out.append((f"matmul {dt} {sa}{' .T' if va else ''} {sb}{' .T' if vb else ''}",
+                            f'cast(matmul(cast($a, "{dt}"), cast($b, "{dt}")), "float32")',
+                            [(sa, "any", va), (sb, "any", vb)], tol, diff))
     return out
 
 

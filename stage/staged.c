@@ -276,6 +276,12 @@ static void retrace_warning(Interp *I, Closure *c, StageCache *sc, const char *p
     fflush(stderr);
 }
 
+static void values_free(Value *v, int n)
+{
+    for (int i = 0; i < n; i++) value_decref(v[i]);
+    free(v);
+}
+
 static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, Trace *base, Loc call_loc,
                      Value *out)
 {
@@ -288,6 +294,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     T->retrace = sc->ntraced > 0;
     e->trace_id = T->id; /* the body's own bindings are inside the trace */
     trace_enter_fn(I, c->fn, c->name, call_loc);
+    /* the arguments as called: the body may assign to a parameter (s = ...
+     * for a nil default), and the signature is the call's, not the end's */
+    Value *args = xmalloc(sizeof *args * (size_t)(info->nparams + 1));
+    for (int i = 0; i < info->nparams; i++) {
+        args[i] = e->slots[i];
+        value_incref(args[i]);
+    }
     /* the arguments, with their number/tensor leaves as the graph's inputs */
     for (int i = 0; i < info->nparams; i++) {
         int first, n;
@@ -306,6 +319,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         graph_decref(T->g);
         trace_end(T);
         free(relaxed);
+        values_free(args, info->nparams);
         return -1;
     }
     if (T->failed) {
@@ -319,6 +333,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         graph_decref(T->g);
         trace_end(T);
         free(relaxed);
+        values_free(args, info->nparams);
         *out = ret;
         return 0;
     }
@@ -330,7 +345,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
     t->desc = xstrdup(desc);
-    for (int i = 0; i < info->nparams; i++) sig_hold(e->slots[i], &t->held, &t->nheld);
+    for (int i = 0; i < info->nparams; i++) sig_hold(args[i], &t->held, &t->nheld);
     /* outputs: the result's leaves, then each assigned outside binding's */
     Leaves rl = {0};
     SigBuf rs = {0};
@@ -344,8 +359,9 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
      * leaves (so a tensor that is also an argument is seen as the same one) */
     SigBuf argsig = {0};
     Leaves argleaves = {0};
-    for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &argsig, &argleaves, SIG_INPUT);
+    for (int i = 0; i < info->nparams; i++) sig_flatten(args[i], &argsig, &argleaves, SIG_INPUT);
     sig_free(&argsig);
+    values_free(args, info->nparams);
     for (int i = 0; i < T->nouts; i++) {
         Outside *o = &T->outs[i];
         OutsideSig *os = &t->outs[i];

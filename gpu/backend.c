@@ -1,7 +1,8 @@
 /* backend.c — the CUDA backend's vtable (tensor/device.h): discovery, one
  * stream per device, copies, and the ops with a GPU kernel: elementwise
  * float32 (unary, binary with broadcasting, comparisons, where), copy,
- * sum/mean/max/min over any axes, softmax/log_softmax, matmul (matmul.c).
+ * sum/mean/max/min over any axes, softmax/log_softmax, matmul (matmul.c),
+ * conv2d and pooling with their backward ops (conv.c, cuDNN).
  * Every op waits for its stream before it returns, so a CUDA error is
  * reported at the op that caused it and host reads of results are safe; a
  * later step (staged plans on the stream) will drop that wait. */
@@ -169,6 +170,13 @@ static bool supports(const tfe_opcall *c, int dev) {
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: return x->dtype == TFE_FLOAT32 && x->rank >= 1;
     case OP_MATMUL: return gpu_matmul_supports(c);
+    case OP_CONV2D:
+    case OP_CONV2D_BACKPROP_INPUT:
+    case OP_CONV2D_BACKPROP_FILTER:
+    case OP_MAX_POOL2D:
+    case OP_AVG_POOL2D:
+    case OP_MAX_POOL2D_GRAD:
+    case OP_AVG_POOL2D_GRAD: return gpu_conv_supports(c);
     default: break;
     }
     int g = ew_code(c->op);
@@ -271,6 +279,13 @@ static int run(const tfe_opcall *c, int dev) {
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: rc = run_softmax(g, c, dev); break;
     case OP_MATMUL: rc = gpu_matmul(c, dev); break;
+    case OP_CONV2D:
+    case OP_CONV2D_BACKPROP_INPUT:
+    case OP_CONV2D_BACKPROP_FILTER:
+    case OP_MAX_POOL2D:
+    case OP_AVG_POOL2D:
+    case OP_MAX_POOL2D_GRAD:
+    case OP_AVG_POOL2D_GRAD: rc = gpu_conv(c, dev); break;
     case OP_CAST: rc = launch_cast(g, c, dev); break;
     default: rc = run_ew(g, c, dev); break;
     }

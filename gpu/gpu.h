@@ -1,6 +1,7 @@
 /* gpu.h — the CUDA backend's internals, shared by the C side (backend.c,
- * alloc.c, matmul.c) and the kernels (kernels.cu, compiled by nvcc). Kernel
- * launchers take plain structs and return the launch's cudaError_t. */
+ * alloc.c, matmul.c, conv.c) and the kernels (kernels.cu, compiled by
+ * nvcc). Kernel launchers take plain structs and return the launch's
+ * cudaError_t. */
 #ifndef TFE_GPU_H
 #define TFE_GPU_H
 
@@ -90,6 +91,7 @@ typedef struct gpu_state {
     int ordinal;         /* CUDA device number */
     cudaStream_t stream; /* the device's one stream: every op and copy */
     void *cublas;        /* cublasHandle_t, created on first matmul */
+    void *cudnn;         /* cudnnHandle_t, created on first conv or pooling */
 } gpu_state;
 
 /* the state of tfe device dev (1..), made current; NULL + error set when CUDA
@@ -104,6 +106,10 @@ void gpu_alloc_trim(int dev); /* every cached block back to CUDA */
 
 int gpu_matmul(const tfe_opcall *c, int dev);
 bool gpu_matmul_supports(const tfe_opcall *c);
+/* conv2d, pooling and their backward ops through cuDNN (conv.c); false
+ * without cuDNN or when the padding is not symmetric */
+int gpu_conv(const tfe_opcall *c, int dev);
+bool gpu_conv_supports(const tfe_opcall *c);
 #endif
 
 #ifdef __cplusplus

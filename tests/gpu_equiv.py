@@ -4,7 +4,8 @@ tensor/ops.def marks F_GPU runs on the CPU and on gpu:0 with the same inputs,
 and the results must agree within NumPy-style tolerances
 (|cpu - gpu| <= atol + rtol * |gpu|, NaNs in the same places); for the
 differentiable ones, so must the gradients. The cases are generated from the
-op table: an F_GPU op with no case generator here fails the test.
+op table: an F_GPU op with no case generator here fails the test (backward ops
+that are not builtins are covered by their forward op's gradient cases).
 
 Usage: gpu_equiv.py [--device NAME] [--keep FILE]
   --device NAME  the device to compare against cpu:0 (default gpu:0; the test
@@ -28,11 +29,15 @@ TOL_EXACT = (0.0, 0.0)    # casts: both sides round to nearest even
 TOL_HALF = {"bfloat16": (8e-3, 1e-3), "float16": (1e-3, 1e-4)}
 
 
-def table(srcdir):
-    """(name, flags) of every op of ops.def."""
+def table(srcdir, path="tensor/ops.def"):
+    """(name, flags) of every op of ops.def and the .def files it includes."""
     ops = []
-    with open(os.path.join(srcdir, "tensor", "ops.def"), encoding="utf-8") as fh:
+    with open(os.path.join(srcdir, path), encoding="utf-8") as fh:
         for line in fh:
+            inc = re.match(r'\s*#include\s+"(tensor/\w+\.def)"', line)
+            if inc:
+                ops += table(srcdir, inc.group(1))
+                continue
             m = re.match(r'\s*OP\(\s*\w+\s*,\s*"([^"]+)"\s*,\s*-?\d+\s*,\s*-?\d+\s*,\s*([^,]+),', line)
             if m:
                 ops.append((m.group(1), set(f.strip() for f in m.group(2).split("|"))))
@@ -43,6 +48,10 @@ UNARY_POS = {"log", "log1p", "sqrt", "rsqrt"}
 COMPARE = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
 BINARY = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum"} | COMPARE
 REDUCE = {"sum", "mean", "max", "min"}
+# backward ops that are not builtins: the gradients of these differentiable
+# ops run them, so a gradient case of the forward op covers them
+COVERED_BY_GRAD = {"conv2d_backprop_input": "conv2d", "conv2d_backprop_filter": "conv2d",
+                   "max_pool2d_grad": "max_pool2d", "avg_pool2d_grad": "avg_pool2d"}
 
 
 def cases_for(name, flags):
@@ -105,6 +114,34 @@ def cases_for(name, flags):
                 out.append((f"matmul {dt} {sa}{' .T' if va else ''} {sb}{' .T' if vb else ''}",
                             f'cast(matmul(cast($a, "{dt}"), cast($b, "{dt}")), "float32")',
                             [(sa, "any", va), (sb, "any", vb)], tol, diff))
+    elif name == "conv2d":
+        # x NHWC, w HWIO; cuDNN takes symmetric padding only: "same" with an
+        # even total pad runs on the GPU, the last case falls back to the CPU
+        for sx, sw, vx, vw, args in (((2, 6, 6, 3), (3, 3, 3, 4), "", "", ""),
+                                     ((2, 5, 5, 3), (3, 3, 3, 4), "", "", ', padding="same"'),
+                                     ((2, 8, 8, 3), (3, 3, 3, 5), "", "", ", stride=2"),
+                                     ((2, 7, 7, 3), (3, 3, 3, 5), "", "", ', stride=2, padding="same"'),
+                                     ((2, 7, 7, 2), (3, 3, 2, 3), "", "", ', dilation=2, padding="same"'),
+                                     ((1, 8, 9, 4), (2, 3, 4, 3), "", "", ", stride=(1, 2), dilation=(2, 1)"),
+                                     ((2, 4, 4, 8), (1, 1, 8, 4), "", "", ""),
+                                     ((3, 6, 6, 2), (4, 3, 3, 3), "T", "T", ', padding="same"'),
+                                     ((4, 16, 16, 8), (3, 3, 8, 16), "", "", ', padding="same"'),
+                                     ((1, 6, 6, 2), (2, 2, 2, 3), "", "", ', padding="same"')):
+            opts = args.replace('"', "").lstrip(", ")
+            label = f"conv2d {sx}{' .T' if vx else ''} {sw}{' .T' if vw else ''} {opts}".rstrip()
+            out.append((label, f"conv2d($a, $b{args})", [(sx, "any", vx), (sw, "any", vw)], TOL_ACC, diff))
+    elif name in ("max_pool2d", "avg_pool2d"):
+        # the CPU's max_pool2d_grad sends dy to a window's first maximum, cuDNN
+        # may not: these inputs have no ties. The last case (asymmetric "same")
+        # falls back to the CPU.
+        for shape, view, args in (((2, 6, 6, 3), "", "2"), ((2, 5, 5, 3), "", '3, stride=1, padding="same"'),
+                                  ((1, 7, 7, 2), "", '3, stride=2, padding="same"'), ((2, 7, 5, 3), "", "(3, 2)"),
+                                  ((3, 6, 6, 2), "T", '3, stride=1, padding="same"'),
+                                  ((4, 16, 16, 8), "", "2"),
+                                  ((1, 5, 5, 2), "", '2, stride=1, padding="same"')):
+            opts = args.replace('"', "")
+            label = f"{name} {shape}{' .T' if view else ''} {opts}"
+            out.append((label, f"{name}($a, {args})", [(shape, "any", view)], TOL_ACC, diff))
     return out
 
 
@@ -140,13 +177,15 @@ def program(ops, dev):
         "    if e > 0 { print(\"FAIL\", label, \"off by\", e, \"past the tolerance\") } else { print(\"OK\", label) }",
         "}",
     ]
-    missing, k = [], 0
+    missing, k, grad_cased = [], 0, set()
     for name, flags in ops:
         if "F_GPU" not in flags:
             continue
         cs = cases_for(name, flags)
         if not cs:
             missing.append(name)
+        if any(c[4] and c[2] for c in cs):
+            grad_cased.add(name)
         for label, expr, ins, (rtol, atol), diff in cs:
             k += 1
             vars_cpu, vars_gpu = [], []
@@ -173,6 +212,7 @@ def program(ops, dev):
                 for j in range(len(ins)):
                     lines.append(f"check({('grad ' + label + ' d' + 'abc'[j])!r}, gc{k}[{j}], gg{k}[{j}], {TOL_ACC[0]}, {TOL_ACC[1]})"
                                  .replace("'", '"'))
+    missing = [n for n in missing if COVERED_BY_GRAD.get(n) not in grad_cased]
     return "\n".join(lines) + "\n", missing
 
 

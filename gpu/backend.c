@@ -295,7 +295,7 @@ static int run(const tfe_opcall *c, int dev) {
 
 static tfe_backend backend = {
     .alloc = gpu_alloc, .free = gpu_free, .copy = copy_bytes, .contiguous = contiguous,
-    .supports = supports, .run = run,
+    .supports = supports, .run = run, .fused = gpu_fused_run,
 };
 
 /* Called once (tensor/device.c). No driver, no device, or any CUDA error:

@@ -110,6 +110,28 @@ bool gpu_matmul_supports(const tfe_opcall *c);
  * without cuDNN or when the padding is not symmetric */
 int gpu_conv(const tfe_opcall *c, int dev);
 bool gpu_conv_supports(const tfe_opcall *c);
+
+/* Fused elementwise groups (tensor/fused.h) as one kernel each, compiled
+ * with NVRTC (fuse.c): float32 programs without a final reduction, at most
+ * GPU_FUSED_MAX_IN inputs. */
+#define GPU_FUSED_MAX_IN 16
+#include "tensor/fused.h"
+/* The kernel's CUDA C (malloc'd), extern "C" __global__ void name(...);
+ * NULL + error when the program is invalid or not supported. */
+char *gpu_fused_source(const tfe_fprog *p, const char *name);
+/* NVRTC: *ptx (malloc'd) for compute_80; *log (malloc'd, may be NULL or
+ * empty; log may be NULL) the compiler's messages. 0, or -1 + error (the
+ * log included) when NVRTC cannot be loaded or the compile fails. */
+int gpu_fused_compile(const tfe_fprog *p, char **ptx, char **log);
+/* out = p(in) on device dev (the backend's `fused`, tensor/device.h): out
+ * contiguous float32 on dev, inputs on dev or 0-d cpu:0 values (passed by
+ * value). Kernels are cached by program and device. 0; 1 when the program
+ * is not supported (nothing done: run it on the CPU); -1 + error. */
+int gpu_fused_run(const tfe_fprog *p, tfe_tensor *const *in, tfe_tensor *out, int dev);
+/* TFE_GPU_FUSED_PTX_CHECK (tests/gpu_fused_ptx.sh): compiles p to PTX once
+ * per distinct program, with a line on stderr ("fused-ptx: ok NAME ..." or
+ * "skipped"), and its source first when show_source. 0, or -1 + error. */
+int gpu_fused_check(const tfe_fprog *p, bool show_source);
 #endif
 
 #ifdef __cplusplus

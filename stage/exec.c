@@ -7,6 +7,7 @@
 #include <string.h>
 #include "stage/exec.h"
 #include "stage/sig.h"
+#include "tensor/device.h"
 #include "tensor/fused.h"
 #include "stage/plan.h"
 #include "tensor/xalloc.h"
@@ -189,6 +190,33 @@ static int run_host(GRun *x, GNode *n)
     return rc;
 }
 
+/* $TFE_GPU_FUSED_PTX_CHECK (tests/gpu_fused_ptx.sh): 1 compiles every fused
+ * program run here to PTX with NVRTC (no GPU needed), "source" also shows its
+ * CUDA C; 0 when unset. Read once. */
+static int ptx_check_mode(void)
+{
+    static int mode = -1;
+    if (mode < 0) {
+        const char *e = getenv("TFE_GPU_FUSED_PTX_CHECK");
+        mode = !e || !*e || !strcmp(e, "0") ? 0 : !strcmp(e, "source") ? 2 : 1;
+    }
+    return mode;
+}
+
+/* The GPU a fused group runs on: the device of its inputs when all but 0-d
+ * cpu:0 values are on one GPU; 0 (the CPU) otherwise. */
+static int fused_device(tfe_tensor *const *in, int nin)
+{
+    int dev = 0;
+    for (int i = 0; i < nin; i++) {
+        int d = in[i]->storage ? in[i]->storage->device : 0;
+        if (d == 0 && in[i]->rank == 0) continue;
+        if (d == 0 || (dev && d != dev)) return 0;
+        dev = d;
+    }
+    return dev;
+}
+
 /* A fused group: one output, shaped by broadcasting its inputs (the result
  * of elementwise ops is exactly that; the traced shape may be stale in a
  * relaxed graph or after a host call) and, with a final reduction, dropping
@@ -220,10 +248,35 @@ static int run_fused(GRun *x, GNode *n)
     int lead = pg->red ? drank - pg->red_axes : drank;
     om.rank = pg->red && !n->at->keepdims ? lead : drank;
     for (int d = 0; d < om.rank; d++) om.shape[d] = d < lead ? dom[d] : 1;
-    tfe_tensor *out = x->plan && meta_same_shape(&om, m) ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
-    if (!out) out = tensor_new(m->dtype, om.rank, om.shape);
-    tfe_fkernel *k = out ? fused_kernel(n) : NULL;
-    rc = k ? tfe_fused_exec(k, in, out) : -1;
+    if (ptx_check_mode() && tfe_device_fused_check(pg, ptx_check_mode() == 2)) {
+        if (in != inb) free(in);
+        return node_error(x, n, tfe_error_msg());
+    }
+    /* On a GPU (docs/gpu.md, "Fused kernels"): when every input but 0-d
+     * cpu:0 values lives on one GPU and the backend has a kernel for the
+     * program, the group is one kernel there and its output is made there.
+     * 0-d cpu:0 inputs (bare numbers) are passed to the kernel by value, as
+     * the unfused elementwise GPU ops take them: no copy per call. Else (no
+     * GPU tensor, the pretend device, float64, a final reduction, inputs on
+     * several devices) the CPU VM runs as it always has (rc 1). */
+    tfe_tensor *out = NULL;
+    int dev = tfe_devices_used ? fused_device(in, n->nin) : 0;
+    const tfe_backend *be = dev ? tfe_device_backend() : NULL;
+    rc = 1;
+    if (be && be->fused) {
+        out = tensor_new_on(m->dtype, om.rank, om.shape, dev);
+        rc = out ? be->fused(pg, in, out, dev) : -1;
+        if (rc == 1) {
+            tensor_decref(out);
+            out = NULL;
+        }
+    }
+    if (rc == 1) {
+        out = x->plan && meta_same_shape(&om, m) ? exec_plan_tensor(x->plan, n->vbase, m) : NULL;
+        if (!out) out = tensor_new(m->dtype, om.rank, om.shape);
+        tfe_fkernel *k = out ? fused_kernel(n) : NULL;
+        rc = k ? tfe_fused_exec(k, in, out) : -1;
+    }
     if (in != inb) free(in);
     if (rc) {
         if (out) tensor_decref(out);

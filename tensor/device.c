@@ -13,6 +13,7 @@
 
 #ifdef HAVE_CUDA
 const tfe_backend *tfe_gpu_probe(void); /* gpu/backend.c: NULL without a device */
+int gpu_fused_check(const struct tfe_fprog *p, bool show_source); /* gpu/fuse.c */
 #endif
 
 bool tfe_devices_used;
@@ -72,6 +73,18 @@ char *tfe_device_list(char *buf, size_t n) {
         snprintf(buf + len, n - len, "%s%s", d ? ", " : "", tfe_device_name(d, nm, sizeof nm));
     }
     return buf;
+}
+
+const tfe_backend *tfe_device_backend(void) { return gpu; }
+
+int tfe_device_fused_check(const struct tfe_fprog *p, bool show_source) {
+#ifdef HAVE_CUDA
+    return gpu_fused_check(p, show_source);
+#else
+    (void)p, (void)show_source;
+    tfe_error_set("TFE_GPU_FUSED_PTX_CHECK: this build has no CUDA backend");
+    return -1;
+#endif
 }
 
 int tfe_device_default(void) { return default_dev; }

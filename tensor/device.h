@@ -7,6 +7,8 @@
 
 #include "tensor/ops.h"
 
+struct tfe_fprog; /* tensor/fused.h */
+
 typedef struct tfe_backend {
     int ndev;                                       /* devices 1..ndev */
     void *(*alloc)(int dev, size_t nbytes);         /* NULL + error set */
@@ -21,7 +23,20 @@ typedef struct tfe_backend {
     /* the kernel: outputs are allocated on dev; inputs are on dev except 0-d
      * cpu:0 inputs of elementwise ops, which kernels read as values */
     int (*run)(const tfe_opcall *c, int dev);
+    /* optional (NULL: fused groups run on the CPU): a fused elementwise
+     * program (tensor/fused.h) as one kernel; out is fresh and contiguous on
+     * dev, inputs are on dev or 0-d cpu:0 values. 0; 1 when the backend has
+     * no kernel for this program (nothing done); -1 + error. */
+    int (*fused)(const struct tfe_fprog *p, tfe_tensor *const *in, tfe_tensor *out, int dev);
 } tfe_backend;
+
+/* The GPU backend, or NULL (none, or not probed yet: no tensor can be on a
+ * GPU before the probe). */
+const tfe_backend *tfe_device_backend(void);
+/* $TFE_GPU_FUSED_PTX_CHECK (tests/gpu_fused_ptx.sh): compile p to PTX with
+ * NVRTC, no device needed (gpu/fuse.c, gpu_fused_check). 0, or -1 + error;
+ * an error in a build without CUDA. */
+int tfe_device_fused_check(const struct tfe_fprog *p, bool show_source);
 
 /* True once a tensor was placed on a GPU or the default device changed, so
  * the CPU-only path of tfe_execute_eager costs one test of a global. */

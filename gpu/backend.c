@@ -148,9 +148,16 @@ static float host_value(const tfe_tensor *t) {
 
 static bool on(const tfe_tensor *t, int dev) { return t->storage && t->storage->device == dev; }
 
+/* conv2d, pooling and their backward ops: cuDNN (conv.c) */
+static bool conv_op(tfe_op op) {
+    return op == OP_CONV2D || op == OP_CONV2D_BACKPROP_INPUT || op == OP_CONV2D_BACKPROP_FILTER ||
+           op == OP_MAX_POOL2D || op == OP_AVG_POOL2D || op == OP_MAX_POOL2D_GRAD || op == OP_AVG_POOL2D_GRAD;
+}
+
 static bool supports(const tfe_opcall *c, int dev) {
     const tfe_tensor *x = c->in[0];
     if (!(tfe_ops[c->op].flags & F_GPU)) return false; /* ops.def says which */
+    if (conv_op(c->op)) return gpu_conv_supports(c);
     switch (c->op) {
     case OP_COPY:
     case OP_STOP_GRADIENT: /* any dtype: a byte copy; the input must be here */
@@ -170,13 +177,6 @@ static bool supports(const tfe_opcall *c, int dev) {
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: return x->dtype == TFE_FLOAT32 && x->rank >= 1;
     case OP_MATMUL: return gpu_matmul_supports(c);
-    case OP_CONV2D:
-    case OP_CONV2D_BACKPROP_INPUT:
-    case OP_CONV2D_BACKPROP_FILTER:
-    case OP_MAX_POOL2D:
-    case OP_AVG_POOL2D:
-    case OP_MAX_POOL2D_GRAD:
-    case OP_AVG_POOL2D_GRAD: return gpu_conv_supports(c);
     default: break;
     }
     int g = ew_code(c->op);
@@ -279,15 +279,8 @@ static int run(const tfe_opcall *c, int dev) {
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: rc = run_softmax(g, c, dev); break;
     case OP_MATMUL: rc = gpu_matmul(c, dev); break;
-    case OP_CONV2D:
-    case OP_CONV2D_BACKPROP_INPUT:
-    case OP_CONV2D_BACKPROP_FILTER:
-    case OP_MAX_POOL2D:
-    case OP_AVG_POOL2D:
-    case OP_MAX_POOL2D_GRAD:
-    case OP_AVG_POOL2D_GRAD: rc = gpu_conv(c, dev); break;
     case OP_CAST: rc = launch_cast(g, c, dev); break;
-    default: rc = run_ew(g, c, dev); break;
+    default: rc = conv_op(c->op) ? gpu_conv(c, dev) : run_ew(g, c, dev); break;
     }
     if (rc) return rc;
     return sync_op(g, kn_opname(c), dev);

@@ -70,6 +70,25 @@ def lib_from_argv():
     raise SystemExit(f"usage: {sys.argv[0]} [--lib {'|'.join(LIBS)}]")
 
 
+def torch_device_step(torch, step, tensors):
+    """PyTorch on a GPU for bench/gpu.sh: BENCH_TORCH_DEVICE=cuda moves the
+    given tensors (in place, keeping requires_grad) and makes sync wait for
+    the device; BENCH_TORCH_COMPILE=1 wraps the step in torch.compile.
+    Returns (step, sync). On the CPU without those variables: unchanged."""
+    dev = os.environ.get("BENCH_TORCH_DEVICE", "cpu")
+    if dev != "cpu":
+        for t in tensors:
+            t.data = t.data.to(dev)
+    if os.environ.get("BENCH_TORCH_COMPILE") == "1":
+        step = torch.compile(step)
+
+    def sync(v):
+        if dev != "cpu":
+            torch.cuda.synchronize()
+        return v
+    return step, sync
+
+
 def report(seconds_per_iter):
     print(f"SECONDS_PER_ITER {seconds_per_iter!r}", flush=True)
 

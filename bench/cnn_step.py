@@ -6,7 +6,7 @@ cnn_step.tfe). --lib torch|tensorflow|jax, eager only, each in its natural
 layout: PyTorch NCHW (update under torch.no_grad), TensorFlow NHWC/HWIO with
 GradientTape (no tf.function), JAX NHWC/HWIO with jax.value_and_grad of a
 plain function (no jax.jit)."""
-from benchlib import lib_from_argv, load, measure_steps
+from benchlib import lib_from_argv, load, measure_steps, torch_device_step
 
 BATCH, LR = 64, 0.1
 
@@ -40,6 +40,7 @@ if lib == "torch":
     labels = torch.from_numpy(LABELS)
     conv = lambda w: np.ascontiguousarray(w.transpose(3, 2, 0, 1))            # noqa: E731  HWIO -> OIHW
     params = [torch.from_numpy(conv(p) if p.ndim == 4 else p.copy()).requires_grad_() for p in INIT]
+    data = [x, labels]
 
     def step():
         c1, cb1, c2, cb2, w1, b1, w2, b2, w3, b3 = params
@@ -56,7 +57,7 @@ if lib == "torch":
                 p.grad = None
         return loss
 
-    sync = lambda v: v  # noqa: E731
+    step, sync = torch_device_step(torch, step, data + params)  # bench/gpu.sh: on a GPU, torch.compile
 elif lib == "tensorflow":
     tf = m
     x, y = tf.constant(X), tf.constant(Y)

@@ -12,7 +12,7 @@ PyTorch's eager one).
 [--compiled] --lib torch|tensorflow|jax"""
 import sys
 
-from benchlib import lib_from_argv, load, measure_steps
+from benchlib import lib_from_argv, load, measure_steps, torch_device_step
 
 # --compiled comes first; benchlib parses the rest (--lib)
 compiled = sys.argv[1:2] == ["--compiled"]
@@ -41,6 +41,7 @@ if lib == "torch":
     import torch.nn.functional as F
     x, labels = torch.from_numpy(X), torch.from_numpy(LABELS)
     params = [torch.from_numpy(p.copy()).requires_grad_() for p in INIT]
+    data = [x, labels]
 
     def step():
         w1, b1, w2, b2, w3, b3 = params
@@ -54,7 +55,7 @@ if lib == "torch":
                 p.grad = None
         return loss
 
-    sync = lambda v: v  # noqa: E731
+    step, sync = torch_device_step(torch, step, data + params)  # bench/gpu.sh: on a GPU, torch.compile
 elif lib == "tensorflow":
     tf = m
     x, y = tf.constant(X), tf.constant(Y)

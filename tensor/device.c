@@ -182,10 +182,6 @@ int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
     bool view = info->flags & (F_VIEW | F_SELFOUT);
 
     tfe_tensor *small[16], **tmp = nin <= 16 ? small : xmalloc(sizeof *tmp * (size_t)nin);
-    if (!tmp) {
-        tfe_error_set("out of memory");
-        return -1;
-    }
     int rc = 0, ncopied = 0;
     for (int i = 0; i < nin; i++, ncopied++) {
         /* a GPU kernel runs on target; a view kernel (no GPU kernel) runs on

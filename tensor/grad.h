@@ -29,7 +29,8 @@ typedef int (*tfe_grad_fn)(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor
 extern const tfe_grad_fn tfe_grads[TFE_NOPS];
 
 /* Sum g over the axes that broadcasting added or stretched, so that the
- * result has shape (rank, shape) — the adjoint of broadcast_to. */
+ * result has shape (rank, shape) — the adjoint of broadcast_to. A float16 or
+ * bfloat16 g is summed in float32, and the result stays float32. */
 tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape);
 
 /* --- the tape (tensor/tape.c) ---------------------------------------------------

@@ -227,7 +227,20 @@ tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape) {
         tensor_incref(g);
         return g;
     }
-    tfe_tensor *r = tfe_call1(OP_SUM, 1, &g, &at);
+    /* a float16/bfloat16 gradient is summed in float32 (no half kernels but
+     * cast and matmul; and the half matmul's rule too accumulates in float32):
+     * the result stays float32, set_dx casts it back to the input's dtype */
+    tfe_tensor *gs = g;
+    if (g->dtype >= TFE_FLOAT16) {
+        tfe_attrs ct;
+        tfe_attrs_init(&ct);
+        ct.dtype = TFE_FLOAT32;
+        if (!(gs = tfe_call1(OP_CAST, 1, &g, &ct))) return NULL;
+    } else {
+        tensor_incref(gs);
+    }
+    tfe_tensor *r = tfe_call1(OP_SUM, 1, &gs, &at);
+    tensor_decref(gs);
     if (!r || r->rank == rank) return r; /* only leading axes were summed */
     tfe_attrs rt;
     tfe_attrs_init(&rt);

@@ -316,7 +316,15 @@ BUILTIN(bi_load_csv)
                                   lineno == 1 ? " (a header line? pass skip_header=true)" : "");
                 goto out;
             }
-            if (nv == cap) { cap = cap ? cap * 2 : 1024; vals = xrealloc(vals, cap * sizeof(float)); }
+            if (nv == cap) { /* the file's size: an error the program survives */
+                float *more = try_realloc(vals, (cap ? cap * 2 : 1024) * sizeof(float));
+                if (!more) {
+                    rc = interp_raise(I, "load_csv(): out of memory reading '%s' (line %d)", path, lineno);
+                    goto out;
+                }
+                vals = more;
+                cap = cap ? cap * 2 : 1024;
+            }
             vals[nv++] = v;
             c++;
             q = end;

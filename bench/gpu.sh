@@ -3,9 +3,9 @@
 # docs/gpu.md): configure with CUDA into a build dir, build, run the GPU tests,
 # then print matmul TFLOP/s (fp32, tf32, bf16; bf16 also at 8192^3) for tfe,
 # cuBLAS called directly (bench/gpu_matmul.c) and PyTorch (when importable),
-# and the eager MLP
-# training step (bench/mlp_step.tfe) on gpu:0 and on cpu:0. About 3-5 minutes
-# on an H200. Results also go to $OUT/gpu_results.txt when OUT is set.
+# and the MLP and CNN training steps, eager and staged, on gpu:0 against
+# PyTorch eager and torch.compile on the same GPU. About 5-8 minutes on an
+# H200. Results also go to $OUT/gpu_results.txt when OUT is set.
 # Usage: sh bench/gpu.sh [BUILD_DIR]     (CUDA=/usr/local/cuda by default)
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -95,14 +95,37 @@ mm tf32 "$N"
 mm bf16 "$N"
 mm bf16 8192
 
-# -- MLP training step (bench/mlp_step.tfe: 784-256-256-10, batch 64, eager) ------
-say "-- MLP step, eager, seconds per step (median of 5)"
-for dev in gpu:0 cpu:0; do
-    TFE_DEVICE=$dev run 180 ./tfe "$SRC/bench/mlp_step.tfe" >"$BUILD/mlp_$dev.log" 2>&1
-    med=$(awk '/SECONDS_PER_ITER/ {print $2}' "$BUILD/mlp_$dev.log" | sort -g | sed -n 3p)
-    t="${med:-failed: $(tail -3 "$BUILD/mlp_$dev.log")} $(grep LOSS "$BUILD/mlp_$dev.log")"
-    say "MLP_STEP_EAGER $dev $t"
-done
+# -- training steps (the figures: tfe staged <= PyTorch eager, tfe eager <=
+#    1.5x PyTorch eager, on the same GPU). Seconds per step, median of 5. ----
+# MLP 784-256-256-10 batch 64 (bench/mlp_step*.tfe, bench/mlp_step.py) and a
+# LeNet-5-style CNN on 28x28x1 batch 64 (bench/cnn_step.tfe, run staged with
+# --stage-all; bench/cnn_step.py). PyTorch: BENCH_TORCH_DEVICE=cuda, and
+# BENCH_TORCH_COMPILE=1 for torch.compile (bench/benchlib.py).
+median() { awk '/SECONDS_PER_ITER/ {print $2}' "$1" | sort -g | sed -n 3p; }
+# step LABEL LOG CMD...: run CMD (time-limited), say LABEL and its median
+step() {
+    label=$1 log=$BUILD/$2; shift 2
+    run 300 "$@" >"$log" 2>&1
+    m=$(median "$log")
+    say "$label ${m:-failed: $(tail -2 "$log" | tr '\n' ' ')} $(grep LOSS "$log")"
+}
+say "-- training steps, seconds per step (median of 5)"
+step "MLP_TFE_EAGER gpu:0" mlp_eager.log env TFE_DEVICE=gpu:0 ./tfe "$SRC/bench/mlp_step.tfe"
+step "MLP_TFE_STAGED gpu:0" mlp_staged.log env TFE_DEVICE=gpu:0 ./tfe "$SRC/bench/mlp_step_staged.tfe"
+step "CNN_TFE_EAGER gpu:0" cnn_eager.log env TFE_DEVICE=gpu:0 ./tfe "$SRC/bench/cnn_step.tfe"
+step "CNN_TFE_STAGED gpu:0" cnn_staged.log env TFE_DEVICE=gpu:0 ./tfe --stage-all "$SRC/bench/cnn_step.tfe"
+step "MLP_TFE_EAGER cpu:0" mlp_cpu.log env TFE_DEVICE=cpu:0 ./tfe "$SRC/bench/mlp_step.tfe"
+if [ $torch_ok = yes ]; then
+    for m in mlp cnn; do
+        M=$(echo $m | tr a-z A-Z)
+        step "${M}_TORCH_EAGER cuda" ${m}_torch.log env BENCH_TORCH_DEVICE=cuda \
+            python3 "$SRC/bench/${m}_step.py" --lib torch
+        step "${M}_TORCH_COMPILE cuda" ${m}_torch_compile.log env BENCH_TORCH_DEVICE=cuda BENCH_TORCH_COMPILE=1 \
+            python3 "$SRC/bench/${m}_step.py" --lib torch
+    done
+else
+    say "PyTorch with CUDA not importable: no peer figures for the training steps"
+fi
 
 [ -n "${OUT:-}" ] && mkdir -p "$OUT" && cp "$RES" "$OUT/gpu_results.txt" && cp "$BUILD/make.log" "$OUT/make.log"
 rm -f "$RES"

@@ -79,13 +79,20 @@ static void tape_clear_reads(Tape *T)
 }
 
 /* The value of a variable as an op input: a new reference, watched by every
- * active tape when the variable is trainable (automatic watching). */
+ * active tape when the variable is trainable (automatic watching). While a
+ * trace records, the read is a graph node first, and the tapes watch the
+ * tensor that stands for it: in a loop body traced symbolically every read
+ * is a tensor of its own (stage/trace.c, trace_var_read), and a tape that
+ * watched the variable's stored value would see no path to the loss (a zero
+ * gradient). */
 static tfe_tensor *var_read(Variable *v)
 {
-    if (v->trainable && nwatching)
-        for (int i = 0; i < nwatching; i++) tape_note_read(watching[i], v, v->value);
-    tensor_incref(v->value);
-    return v->value;
+    tfe_tensor *t = v->value;
+    tensor_incref(t);
+    if (tfe_trace_id) t = trace_var_read(v_obj(V_OBJECT, v), t);
+    if (t && v->trainable && nwatching)
+        for (int i = 0; i < nwatching; i++) tape_note_read(watching[i], v, t);
+    return t;
 }
 
 static tfe_tensor *variable_to_tensor(Obj *o) { return var_read((Variable *)o); }
@@ -195,7 +202,6 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
     Variable *v = (Variable *)o;
     if (!strcmp(name, "value")) {
         tfe_tensor *t = var_read(v);
-        if (tfe_trace_id) t = trace_var_read(v_obj(V_OBJECT, o), t);
         *out = value_from_tensor_take(t);
         return 0;
     }

@@ -125,9 +125,9 @@ tfe_tensor *value_to_tensor(Value v)
     if (v.kind == V_OBJECT) {
         const ObjectClass *cls = ((Object *)v.u.o)->cls;
         if (!cls->to_tensor) return NULL;
-        tfe_tensor *t = cls->to_tensor(v.u.o);
-        /* a variable read in staged code is a node that reads it at every call */
-        return tfe_trace_id ? trace_var_read(v, t) : t;
+        /* a variable read in staged code is a node that reads it at every
+         * call: its to_tensor makes the node (builtins_autodiff.c, var_read) */
+        return cls->to_tensor(v.u.o);
     }
     if (v.kind != V_SCALAR) return NULL;
     tfe_tensor *t;

@@ -8,6 +8,7 @@
 #include "stage/exec.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
+#include "tensor/grad.h"
 #include "tensor/xalloc.h"
 
 Tracer *tfe_tracer;
@@ -252,6 +253,10 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             }
             out[k] = tensor_symbolic(m.dtype, m.weak, m.rank, m.shape);
         }
+        /* a tape inside a loop body or branch traced without values: it
+         * records the symbolic op (the eager path records concrete ones), so
+         * its gradient becomes nodes of the same region */
+        if (tfe_tapes_active) tfe_tape_record(&c);
     }
     GRef refs[64], *rp = nin <= 64 ? refs : xmalloc(sizeof *rp * (size_t)nin);
     for (int i = 0; i < nin; i++) rp[i] = trace_ref(T, in[i]); /* constants first */

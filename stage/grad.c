@@ -312,8 +312,53 @@ static void make_params(BP *b, int rcond, int nc, const tfe_meta *meta, const in
     }
 }
 
+/* The variables region r (and the regions in it) reads into reads[]
+ * (at most cap; returns how many), and whether it calls a method bound to
+ * one of them (assign, assign_add, assign_sub: host-call effects). */
+static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int cap)
+{
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &G->nodes[reg->nodes[i]];
+        if (x->kind == G_VAR_READ && n < cap) reads[n++] = x->obj.u.o;
+        if (x->kind == G_COND || x->kind == G_WHILE)
+            for (int k = 0; k < 2; k++) n = region_var_reads(G, x->regions[k], reads, n, cap);
+    }
+    return n;
+}
+
+static bool region_assigns(const Graph *G, int r, const Obj **reads, int n)
+{
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &G->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->obj.u.o)->self;
+            for (int k = 0; k < n && self.kind == V_OBJECT; k++)
+                if (self.u.o == reads[k]) return true;
+        }
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_assigns(G, x->regions[0], reads, n) || region_assigns(G, x->regions[1], reads, n)))
+            return true;
+    }
+    return false;
+}
+
 static int replay_loop(BP *b, int id)
 {
+    /* A variable read in the loop is a source of the backward with one
+     * value, like a captured one; a loop that also assigns it reads another
+     * value at every iteration, which that cannot express: refuse rather
+     * than give a wrong gradient. */
+    {
+        const Obj *reads[64];
+        const GNode *w = &b->G->nodes[id];
+        int nr = region_var_reads(b->G, w->regions[1], reads, 0, 64);
+        nr = region_var_reads(b->G, w->regions[0], reads, nr, 64);
+        if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)))
+            return bp_error(b, w, "gradients through a staged loop that assigns a variable it reads are not "
+                                  "supported");
+    }
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];
     const GRegion *grc = &G->regions[n->regions[0]];

@@ -29,6 +29,8 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     if (!next_trace_id) next_trace_id = 1;
     T->implicit = implicit;
     T->last_effect = -1;
+    T->last_cf = -1;
+    T->tapes_at_begin = tfe_tapes_active;
     T->frame_base = I->nframes;
     tfe_tracer = T;
     tfe_trace_id = T->id;
@@ -451,7 +453,11 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
      * runs and gives the variable a new tensor). Symbolically the assigns
      * only become nodes, so every read is a read of its own: it reads the
      * variable when it runs (a loop re-reads it at every iteration). */
-    if (n && !T->symbolic && graph_region_visible(T->g, gnode(T->g, n->ref.node)->region, T->region)) return value;
+    /* ... unless a cond or while was traced since: its branch or body may
+     * assign the variable symbolically, which leaves `value` as it was */
+    if (n && !T->symbolic && n->ref.node > T->last_cf &&
+        graph_region_visible(T->g, gnode(T->g, n->ref.node)->region, T->region))
+        return value;
     int id = new_node(T, G_VAR_READ, 0, 1);
     GNode *g = gnode(T->g, id);
     value_incref(var);

@@ -42,6 +42,9 @@ typedef struct Tracer {
     char *fail_msg;
     Loc fail_loc;
     int last_effect;      /* last effect node of the current region */
+    int last_cf;          /* the newest cond or while node (-1: none): a read
+                             of a variable before it may be stale after it */
+    int tapes_at_begin;   /* tfe_tapes_active when the trace began */
     int frame_base;       /* I->nframes when the body started */
     GFrames *last_frames;
     TNote **notes;

@@ -182,6 +182,13 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             outs[k] = a;
         }
     } else {
+        /* A tape made inside this branch or loop body (traced without
+         * values) has no entry for a nested cond or loop: its gradient
+         * through it would be zero. Refuse rather than be silently wrong. */
+        if (tfe_tapes_active > T->tapes_at_begin)
+            return trace_fail(T->I, gnode(T->g, id)->loc,
+                              "a tape inside a staged conditional or loop cannot differentiate through "
+                              "another conditional or loop inside it");
         for (int k = 0; k < nout; k++) {
             tfe_meta *m = &gnode(T->g, id)->meta[k];
             outs[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
@@ -198,6 +205,7 @@ static int bind_outputs(Tracer *T, int id, Env *env, const int *slots, int nbind
 {
     gnode(T->g, id)->effect_dep = T->last_effect;
     T->last_effect = id;
+    T->last_cf = id;
     if (trace_node_outputs(T, id, outs)) return -1;
     for (int k = 0; k < nbind; k++) {
         Value old = env->slots[slots[k]];

@@ -440,21 +440,39 @@ def diff(a, b, na, nb):
         a.splitlines(True), b.splitlines(True), na, nb, n=1))
 
 
-def check_program(seed, args, workdir):
-    prog = gen_program(seed)
-    path = os.path.join(workdir, "opt_property_%d.tfe" % seed)
-    with open(path, "w") as f:
-        f.write(prog)
-    res = {}
-    problems = []
-    for mode, flags in MODES:
-        cmd = args.wrapper + [args.tfe] + args.tfe_flags + flags
+def run_modes(args, path, modes, extra_flags=()):
+    """Run the program at path once per (mode, flags) of modes: its stdout by
+    mode, and a problem for every run with stderr output or a nonzero exit."""
+    res, problems = {}, []
+    for mode, flags in modes:
+        cmd = args.wrapper + [args.tfe] + list(extra_flags) + flags
         rc, out, err = run_tfe(cmd, path)
         res[mode] = out
         if rc != 0 or err:
             problems.append("%s: exit status %d, stderr:\n%s" % (
                 " ".join(shlex.quote(c) for c in cmd + [path]), rc,
                 err.rstrip()))
+    return res, problems
+
+
+def add_common_args(ap, n, seed):
+    """The options both property tests take."""
+    ap.add_argument("-n", type=int, default=n)
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("-j", type=int, default=2)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("-v", action="store_true")
+    ap.add_argument("--show", action="store_true")
+    ap.add_argument("--grad-rtol", type=float, default=1e-5)
+    ap.add_argument("--grad-atol", type=float, default=1e-4)
+
+
+def check_program(seed, args, workdir):
+    prog = gen_program(seed)
+    path = os.path.join(workdir, "opt_property_%d.tfe" % seed)
+    with open(path, "w") as f:
+        f.write(prog)
+    res, problems = run_modes(args, path, MODES, args.tfe_flags)
     nz = {m: normalize(o, args.allow_signed_zero) for m, o in res.items()}
     if nz["no-optimize"] != nz["eager"]:
         problems.append("--no-optimize differs from --eager:\n" + diff(
@@ -468,15 +486,8 @@ def check_program(seed, args, workdir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-n", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=20260601)
-    ap.add_argument("-j", type=int, default=2)
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("-v", action="store_true")
-    ap.add_argument("--show", action="store_true")
+    add_common_args(ap, 40, 20260601)
     ap.add_argument("--allow-signed-zero", action="store_true")
-    ap.add_argument("--grad-rtol", type=float, default=1e-5)
-    ap.add_argument("--grad-atol", type=float, default=1e-4)
     ap.add_argument("--exact", action="store_true",
                     help="compare gradients bitwise too (--grad-rtol 0 --grad-atol 0)")
     ap.add_argument("--tfe-flag", action="append", default=[],
@@ -484,6 +495,15 @@ def main():
     args = ap.parse_args()
     if args.exact:
         args.grad_rtol = args.grad_atol = 0.0
+    return drive("opt_property", args, gen_program, check_program)
+
+
+def drive(name, args, gen_program, check_program):
+    """The common driver of the property tests (this one and
+    stage_property.py): --show prints the programs; otherwise each seed's
+    program is checked (check_program(seed, args, workdir) returns (seed,
+    path, program, problems)), failures are printed, and the exit status is
+    1 when any failed."""
     seeds = [args.seed + i for i in range(args.n)]
     if args.show:
         for s in seeds:
@@ -491,10 +511,10 @@ def main():
         return 0
     args.tfe = os.environ.get("TFE")
     if not args.tfe:
-        print("opt_property: $TFE is not set (run through make check)")
+        print("%s: $TFE is not set (run through make check)" % name)
         return 2
     args.wrapper = shlex.split(os.environ.get("TFE_TEST_WRAPPER", ""))
-    workdir = tempfile.mkdtemp(prefix="tfe_opt_property.")
+    workdir = tempfile.mkdtemp(prefix="tfe_%s." % name)
     t0 = time.time()
     with ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
         results = list(ex.map(lambda s: check_program(s, args, workdir), seeds))
@@ -508,14 +528,13 @@ def main():
         for p in problems:
             print(p)
         print()
-    print("opt_property: %d programs, %d failed (seeds %d..%d, %.1f s)" % (
-        len(results), len(failed), seeds[0], seeds[-1], time.time() - t0))
+    print("%s: %d programs, %d failed (seeds %d..%d, %.1f s)" % (
+        name, len(results), len(failed), seeds[0], seeds[-1], time.time() - t0))
     if keep:
-        print("opt_property: programs kept in %s" % workdir)
+        print("%s: programs kept in %s" % (name, workdir))
     else:
         shutil.rmtree(workdir, ignore_errors=True)
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

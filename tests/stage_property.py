@@ -65,15 +65,10 @@ import argparse
 import os
 import random
 import re
-import shlex
-import shutil
 import sys
-import tempfile
-import time
-from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opt_property import NUM, close, diff, literal_array, run_tfe  # noqa: E402
+from opt_property import NUM, add_common_args, close, diff, drive, literal_array, run_modes  # noqa: E402
 
 SHAPES = [(3,), (2, 3)]
 # --avoid-known: do not generate the patterns of known, reported bugs (for
@@ -458,16 +453,7 @@ def check_program(seed, args, workdir):
     path = os.path.join(workdir, "stage_property_%d.tfe" % seed)
     with open(path, "w") as f:
         f.write(prog)
-    res = {}
-    problems = []
-    for mode, flags in MODES:
-        cmd = args.wrapper + [args.tfe] + flags
-        rc, out, err = run_tfe(cmd, path)
-        res[mode] = out
-        if rc != 0 or err:
-            problems.append("%s: exit status %d, stderr:\n%s" % (
-                " ".join(shlex.quote(c) for c in cmd + [path]), rc,
-                err.rstrip()))
+    res, problems = run_modes(args, path, MODES)
     for mode in ("optimized", "no-optimize", "stage-all"):
         why = compare(res["eager"], res[mode], args.grad_rtol, args.grad_atol)
         if why:
@@ -478,50 +464,12 @@ def check_program(seed, args, workdir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-n", type=int, default=25)
-    ap.add_argument("--seed", type=int, default=20260701)
-    ap.add_argument("-j", type=int, default=2)
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("-v", action="store_true")
-    ap.add_argument("--show", action="store_true")
-    ap.add_argument("--grad-rtol", type=float, default=1e-5)
-    ap.add_argument("--grad-atol", type=float, default=1e-4)
+    add_common_args(ap, 25, 20260701)
     ap.add_argument("--avoid-known", action="store_true")
     args = ap.parse_args()
     global AVOID_KNOWN
     AVOID_KNOWN = args.avoid_known
-    seeds = [args.seed + i for i in range(args.n)]
-    if args.show:
-        for s in seeds:
-            sys.stdout.write(gen_program(s) + "\n")
-        return 0
-    args.tfe = os.environ.get("TFE")
-    if not args.tfe:
-        print("stage_property: $TFE is not set (run through make check)")
-        return 2
-    args.wrapper = shlex.split(os.environ.get("TFE_TEST_WRAPPER", ""))
-    workdir = tempfile.mkdtemp(prefix="tfe_stage_property.")
-    t0 = time.time()
-    with ThreadPoolExecutor(max_workers=max(1, args.j)) as ex:
-        results = list(ex.map(lambda s: check_program(s, args, workdir), seeds))
-    failed = [r for r in results if r[3]]
-    keep = args.keep
-    for i, (seed, path, prog, problems) in enumerate(failed):
-        keep = True
-        print("FAIL: program seed %d (%s)" % (seed, path))
-        if args.v or i < 3:
-            print(prog)
-        for p in problems:
-            print(p)
-        print()
-    print("stage_property: %d programs, %d failed (seeds %d..%d, %.1f s)" % (
-        len(results), len(failed), seeds[0], seeds[-1], time.time() - t0))
-    if keep:
-        print("stage_property: programs kept in %s" % workdir)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if failed else 0
-
+    return drive("stage_property", args, gen_program, check_program)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -112,6 +112,16 @@ def fmt_num(x):
     return s
 
 
+def binary_src(op, a, b):
+    """a op b as tfe source: maximum/minimum as calls, and a divisor kept
+    away from zero (abs(b) + 0.5)."""
+    if op == "/":
+        b = "(abs(%s) + 0.5)" % b
+    if op in ("maximum", "minimum"):
+        return "%s(%s, %s)" % (op, a, b)
+    return "(%s %s %s)" % (a, op, b)
+
+
 def literal_array(rng, shape, lo=-2.0, hi=2.0):
     """A tensor literal of shape with values that have few digits (never
     exactly 0, so there is no signed zero in the inputs)."""
@@ -225,11 +235,7 @@ class Gen:
             a, b = self.expr(shape, d), self.expr(s2, d)
             if r.random() < 0.5:
                 a, b = b, a
-            if op == "/":
-                b = "(abs(%s) + 0.5)" % b
-            if op in ("maximum", "minimum"):
-                return "%s(%s, %s)" % (op, a, b)
-            return "(%s %s %s)" % (a, op, b)
+            return binary_src(op, a, b)
         if kind == "lit":
             op = r.choice(BINARY)
             lit = r.choice(LITERALS)

@@ -68,7 +68,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opt_property import NUM, add_common_args, close, diff, drive, literal_array, run_modes  # noqa: E402
+from opt_property import NUM, add_common_args, binary_src, close, diff, drive, literal_array, run_modes  # noqa: E402
 
 SHAPES = [(3,), (2, 3)]
 # --avoid-known: do not generate the patterns of known, reported bugs (for
@@ -148,12 +148,7 @@ class Fn:
             return "%s(%s)" % (op, a)
         if kind == "binary":
             op = r.choice(BINARY)
-            a, b = self.expr(shape, d), self.expr(shape, d)
-            if op == "/":
-                b = "(abs(%s) + 0.5)" % b
-            if op in ("maximum", "minimum"):
-                return "%s(%s, %s)" % (op, a, b)
-            return "(%s %s %s)" % (a, op, b)
+            return binary_src(op, self.expr(shape, d), self.expr(shape, d))
         if kind == "lit":
             op = r.choice(["+", "-", "*"])
             lit = r.choice(["0.5", "1.5", "-0.75", "2.0", "0.25"])

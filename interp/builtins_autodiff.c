@@ -131,13 +131,21 @@ static tfe_tensor *unrecorded(tfe_op op, tfe_tensor *a, tfe_tensor *b, const tfe
 
 static const char *const assign_names[] = {"assign", "assign_add", "assign_sub"};
 
-/* v.assign(x), v.assign_add(x), v.assign_sub(x): data is 0, 1, 2. The new
- * value must have the variable's dtype and shape (a weak literal takes the
- * variable's dtype; assign_add/sub broadcast x as `w -= x` would). */
+/* The compound assignments on a variable (`v += x`, `v -= x`, `v *= x`,
+ * `v /= x`) update it in place: modes 1 to 4, named by their operator in
+ * errors (COMPOUND is or'ed into the data). */
+#define COMPOUND 8
+static const char *const compound_names[] = {"=", "+=", "-=", "*=", "/="};
+static const tfe_op compound_ops[] = {OP_ADD, OP_ADD, OP_SUB, OP_MUL, OP_DIV};
+
+/* v.assign(x), v.assign_add(x), v.assign_sub(x): data is 0, 1, 2 (3 and 4,
+ * *= and /=, only as compound assignments). The new value must have the
+ * variable's dtype and shape (a weak literal takes the variable's dtype
+ * unless that would truncate a float; the others broadcast x to it). */
 BUILTIN(bi_var_assign)
 {
-    int mode = (int)(intptr_t)data;
-    const char *fn = assign_names[mode];
+    int mode = (int)(intptr_t)data & (COMPOUND - 1);
+    const char *fn = (int)(intptr_t)data & COMPOUND ? compound_names[mode] : assign_names[mode];
     if (nkw || argc != 2) return interp_raise(I, "%s() takes 1 argument", fn);
     Variable *v = (Variable *)argv[0].u.o;
     char who[300], s1[200], s2[200];
@@ -145,7 +153,14 @@ BUILTIN(bi_var_assign)
     else snprintf(who, sizeof who, "the variable");
     tfe_tensor *x = value_to_tensor(argv[1]);
     if (!x) return interp_raise(I, "%s: %s needs a tensor, got %s", fn, who, value_kind_name(argv[1]));
-    if (x->dtype != v->value->dtype && x->weak) {
+    if (mode == 4 && !dtype_is_float(v->value->dtype)) {
+        tensor_decref(x);
+        return interp_raise(I, "/=: %s has dtype %s, and dividing it in place would truncate "
+                               "(make it a float variable)", who, dtype_name(v->value->dtype));
+    }
+    /* a float literal into an int variable would truncate silently (0.5 -> 0) */
+    bool truncates = dtype_is_float(x->dtype) && !dtype_is_float(v->value->dtype);
+    if (x->dtype != v->value->dtype && x->weak && !truncates) {
         tfe_attrs at;
         tfe_attrs_init(&at);
         at.dtype = v->value->dtype;
@@ -174,7 +189,7 @@ BUILTIN(bi_var_assign)
         tensor_decref(x);
         return rc;
     }
-    tfe_tensor *nv = mode == 0 ? tensor_copy(x) : unrecorded(mode == 1 ? OP_ADD : OP_SUB, v->value, x, NULL);
+    tfe_tensor *nv = mode == 0 ? tensor_copy(x) : unrecorded(compound_ops[mode], v->value, x, NULL);
     if (!nv) { /* out of memory, interrupted */
         tensor_decref(x);
         return interp_raise_tensor_error(I);
@@ -664,6 +679,22 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx)
 }
 
 bool value_is_variable(Value v) { return is_variable(v); }
+
+/* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as
+ * PyTorch updates a parameter, so the name stays bound to the variable and
+ * later tapes keep watching it. It is a call of a bound builtin that is an
+ * effect, so staged code records it like v.assign_sub(x). */
+int variable_update(Interp *I, Value var, int aop, Value x)
+{
+    int mode = aop == AOP_ADD ? 1 : aop == AOP_SUB ? 2 : aop == AOP_MUL ? 3 : 4;
+    Value m = bound(compound_names[mode], bi_var_assign, (void *)(intptr_t)(mode | COMPOUND), var.u.o, false);
+    ((Builtin *)m.u.o)->effect = 1;
+    Value out = v_nil();
+    int rc = call_value(I, m, 1, &x, 0, NULL, NULL, &out);
+    value_decref(out);
+    value_decref(m);
+    return rc;
+}
 
 tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
 

@@ -1328,6 +1328,13 @@ static int exec(Interp *I, Node *n, Env *env)
             Value cur, r;
             if (eval(I, n->a, env, &cur)) { value_decref(v); return XS_ERR; }
             I->cur_loc = n->opl;
+            if (n->op <= AOP_DIV && value_is_variable(cur)) {
+                /* in place: the binding stays the variable (see variable_update) */
+                int rc = variable_update(I, cur, n->op, v);
+                value_decref(cur);
+                value_decref(v);
+                return rc ? XS_ERR : XS_OK;
+            }
             int rc = binop_values(I, n->op, cur, v, n->opl, &r);
             value_decref(cur);
             value_decref(v);

@@ -1,5 +1,6 @@
 /* builtins.c — the core built-ins that are not tensor ops: print, format, len,
- * range, str, int, float, list, time, argv, dtype names, and argument binding
+ * range, str, int, float, list, time, argv, dtype names, the argument checks
+ * of library functions (check_same_shape, check_labels), and argument binding
  * (args_parse) shared by every builtin. */
 #include <math.h>
 #include <stdarg.h>

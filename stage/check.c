@@ -1,0 +1,808 @@
+/* check.c — the differential check (TFE_CHECK_STAGED=1, --check-staged).
+ *
+ * Every cached call of a staged function runs twice: first its body eagerly
+ * (as --eager would), then its graph. Effects happen once, in the eager run:
+ * its host calls (@host functions and the effect builtins: print, assign,
+ * seed, time, ...) run for real and are recorded with their arguments, their
+ * result and what they changed (outside bindings, the variables the graph
+ * reads, the random stream). The graph then runs from the state before the
+ * call, and each host node, instead of calling out, checks that it calls the
+ * same function with bitwise the same arguments, gets the recorded result and
+ * applies the recorded changes. Then the results, the outside bindings and
+ * the random stream must be bitwise the same as the eager run's. The first
+ * difference is a located error; for a value, the graph as traced is run
+ * again node by node and compared with the eager run's ops (matched in order
+ * by op and source position) to name the first op whose value differs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stage/check.h"
+#include "stage/exec.h"
+#include "stage/trace.h"
+#include "tensor/grad.h"
+#include "tensor/xalloc.h"
+
+int tfe_check_staged = -1;
+bool tfe_check_recording;
+struct Check *tfe_check_replay;
+
+bool stage_check_on(void)
+{
+    if (tfe_check_staged < 0) {
+        const char *s = getenv("TFE_CHECK_STAGED");
+        tfe_check_staged = s && *s && strcmp(s, "0") != 0;
+    }
+    return tfe_check_staged > 0;
+}
+
+/* The eager run keeps every op's first output to find the first node that
+ * differs; a body that runs more ops than this is compared on its first ones. */
+enum { MAX_OPS = 200000 };
+
+typedef struct SlotSet { int idx; Value v; } SlotSet;       /* a binding's new value (owned) */
+typedef struct VarSet { int var; tfe_tensor *t; } VarSet;   /* a variable's new value (owned) */
+
+/* One host call of the eager run. */
+typedef struct HostRec {
+    Value f;
+    Value *args;         /* positional, then keyword values (owned) */
+    int nargs, nkw;
+    char **kwnames;
+    Value result;        /* owned */
+    bool failed;         /* it raised the eager run's error */
+    uint64_t key0, ctr0, key1, ctr1; /* the random stream before and after */
+    SlotSet *slots;      /* the bindings it changed */
+    int nslots;
+    VarSet *vars;        /* the tracked variables it changed */
+    int nvars;
+    Loc loc;             /* the call */
+} HostRec;
+
+typedef struct OpRec { tfe_op op; Loc loc; tfe_tensor *t; } OpRec;
+
+typedef struct Check {
+    Interp *I;
+    Closure *c;
+    Trace *t;
+    /* the bindings a call can change: every slot of these Envs, flattened */
+    Env **envs;
+    int nenv, capenv;
+    int *base;           /* per env: its first index in the flat slot arrays */
+    int nslot;
+    Value *pre, *last, *eager_end; /* owned snapshots */
+    /* the variables the graph reads */
+    Value *vars;         /* borrowed from the graph's nodes */
+    int nvars;
+    tfe_tensor **var_pre, **var_last; /* owned */
+    uint64_t key_pre, ctr_pre, key_eager, ctr_eager;
+    HostRec *recs;
+    int nrec, caprec, cursor;
+    OpRec *ops;
+    int nops, capops;
+    bool abort;          /* the replay found a difference (the error is raised) */
+    bool hit_error;      /* the replay reached the host call that failed eagerly */
+} Check;
+
+static Check *recording; /* the check whose eager run is running */
+
+/* --- values: bitwise comparison with a description of the first difference -------------------- */
+
+static bool same_bits(Value a, Value b)
+{
+    return a.kind == b.kind && a.dtype == b.dtype && a.weak == b.weak && a.u.i == b.u.i;
+}
+
+static void fmt_elem(const tfe_tensor *t, int64_t i, char *buf, size_t cap)
+{
+    /* as print shows a number: the shortest text that reads back to the same bits */
+    Value v = t->dtype == TFE_BOOL ? v_bool(tensor_load_i64(t, i) != 0)
+            : dtype_is_float(t->dtype) ? v_float(tensor_get_f64(t, i), t->dtype)
+                                       : v_int(tensor_load_i64(t, i));
+    if (!dtype_is_float(t->dtype) && t->dtype != TFE_BOOL) v.dtype = (uint8_t)t->dtype;
+    char *r = value_repr(v);
+    snprintf(buf, cap, "%s", r);
+    free(r);
+}
+
+static bool elem_same(const tfe_tensor *a, const tfe_tensor *b, int64_t i)
+{
+    if (!dtype_is_float(a->dtype)) return tensor_load_i64(a, i) == tensor_load_i64(b, i);
+    double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
+    if (isnan(x) && isnan(y)) return true;
+    return memcmp(&x, &y, sizeof x) == 0;
+}
+
+/* "element [1, 2]" of a tensor of t's shape at flat index i */
+static void fmt_index(const tfe_tensor *t, int64_t i, char *buf, size_t cap)
+{
+    int64_t idx[TFE_MAX_RANK];
+    for (int d = t->rank - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? i % t->shape[d] : 0;
+        i = t->shape[d] ? i / t->shape[d] : 0;
+    }
+    size_t n = (size_t)snprintf(buf, cap, " element [");
+    for (int d = 0; d < t->rank && n < cap; d++) n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static void fmt_type(const tfe_tensor *t, char *buf, size_t cap)
+{
+    char sh[200];
+    snprintf(buf, cap, "%s %s", dtype_name(t->dtype), shape_str(t->rank, t->shape, sh));
+}
+
+/* Tensors (numbers count as 0-d tensors): "" if bitwise the same, else the
+ * difference ("element [3]: staged 1.5, eager 1.25") into what. */
+static bool tensor_diff(const tfe_tensor *s, const tfe_tensor *e, const char *path, char *what, size_t cap)
+{
+    char a[256], b[256];
+    if (s->dtype != e->dtype || s->rank != e->rank || memcmp(s->shape, e->shape, sizeof(int64_t) * (size_t)s->rank)) {
+        fmt_type(s, a, sizeof a);
+        fmt_type(e, b, sizeof b);
+        snprintf(what, cap, "%s: staged %s, eager %s", path, a, b);
+        return true;
+    }
+    int64_t n = tensor_numel(s);
+    for (int64_t i = 0; i < n; i++) {
+        if (elem_same(s, e, i)) continue;
+        char ix[200] = "";
+        if (s->rank) fmt_index(s, i, ix, sizeof ix);
+        fmt_elem(s, i, a, sizeof a);
+        fmt_elem(e, i, b, sizeof b);
+        snprintf(what, cap, "%s%s: staged %s, eager %s", path, ix, a, b);
+        return true;
+    }
+    return false;
+}
+
+static bool is_numeric(Value v) { return v.kind == V_SCALAR || v.kind == V_TENSOR; }
+
+static bool vdiff(Value s, Value e, const char *path, char *what, size_t cap, int depth);
+
+static bool seq_diff(Seq *s, Seq *e, const char *path, char *what, size_t cap, int depth)
+{
+    if (s->n != e->n) {
+        snprintf(what, cap, "%s: staged %d items, eager %d", path, s->n, e->n);
+        return true;
+    }
+    for (int i = 0; i < s->n; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s[%d]", path, i);
+        if (vdiff(s->items[i], e->items[i], p, what, cap, depth + 1)) return true;
+    }
+    return false;
+}
+
+static bool record_diff(Record *s, Record *e, const char *path, char *what, size_t cap, int depth)
+{
+    if (s->n != e->n) {
+        snprintf(what, cap, "%s: staged %d fields, eager %d", path, s->n, e->n);
+        return true;
+    }
+    for (int i = 0; i < s->n; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s.%s", path, e->keys[i]->s);
+        if (strcmp(s->keys[i]->s, e->keys[i]->s)) {
+            snprintf(what, cap, "%s: staged field '%s', eager '%s'", p, s->keys[i]->s, e->keys[i]->s);
+            return true;
+        }
+        if (vdiff(s->vals[i], e->vals[i], p, what, cap, depth + 1)) return true;
+    }
+    return false;
+}
+
+static bool same_builtin(Value a, Value b)
+{
+    Builtin *x = (Builtin *)a.u.o, *y = (Builtin *)b.u.o;
+    return x == y || (x->fn == y->fn && x->data == y->data && same_bits(x->self, y->self));
+}
+
+/* The first difference between a staged value and an eager one (path names
+ * where in it: "result[1].w"), into what; false when they are bitwise equal. */
+static bool vdiff(Value s, Value e, const char *path, char *what, size_t cap, int depth)
+{
+    if (same_bits(s, e)) return false;
+    if (is_numeric(s) && is_numeric(e)) {
+        tfe_tensor *a = value_to_tensor(s), *b = value_to_tensor(e);
+        bool d = tensor_diff(a, b, path, what, cap);
+        tensor_decref(a);
+        tensor_decref(b);
+        return d;
+    }
+    if (s.kind != e.kind) {
+        snprintf(what, cap, "%s: staged a %s, eager a %s", path, value_kind_name(s), value_kind_name(e));
+        return true;
+    }
+    if (depth > 64) return false; /* a cycle: what is left compared equal so far */
+    switch (s.kind) {
+    case V_NIL: return false;
+    case V_STR: {
+        Str *a = (Str *)s.u.o, *b = (Str *)e.u.o;
+        if (a->len == b->len && !memcmp(a->s, b->s, a->len)) return false;
+        snprintf(what, cap, "%s: staged \"%.60s\", eager \"%.60s\"", path, a->s, b->s);
+        return true;
+    }
+    case V_TUPLE: case V_LIST: return seq_diff((Seq *)s.u.o, (Seq *)e.u.o, path, what, cap, depth);
+    case V_RECORD: return record_diff((Record *)s.u.o, (Record *)e.u.o, path, what, cap, depth);
+    case V_RANGE: {
+        Range *a = (Range *)s.u.o, *b = (Range *)e.u.o;
+        if (a->start == b->start && a->stop == b->stop && a->step == b->step) return false;
+        break;
+    }
+    case V_BUILTIN:
+        if (same_builtin(s, e)) return false;
+        break;
+    case V_FN: {
+        Closure *a = (Closure *)s.u.o, *b = (Closure *)e.u.o;
+        if (a->fn == b->fn && a->env == b->env) return false;
+        break;
+    }
+    default: break; /* modules, objects: the same one */
+    }
+    snprintf(what, cap, "%s: staged and eager hold different %ss", path, value_kind_name(s));
+    return true;
+}
+
+/* --- state: the bindings, the tracked variables, the random stream ---------------------------- */
+
+static void env_add(Check *ck, Env *e)
+{
+    for (int i = 0; i < ck->nenv; i++)
+        if (ck->envs[i] == e) return;
+    if (ck->nenv == ck->capenv) {
+        ck->capenv = ck->capenv ? ck->capenv * 2 : 8;
+        ck->envs = xrealloc(ck->envs, sizeof *ck->envs * (size_t)ck->capenv);
+    }
+    ck->envs[ck->nenv++] = e;
+}
+
+static Value *slot_at(Check *ck, int idx)
+{
+    int k = ck->nenv - 1;
+    while (k > 0 && ck->base[k] > idx) k--;
+    return &ck->envs[k]->slots[idx - ck->base[k]];
+}
+
+static Value *slots_take(Check *ck)
+{
+    Value *v = xmalloc(sizeof *v * (size_t)(ck->nslot + 1));
+    for (int k = 0, i = 0; k < ck->nenv; k++)
+        for (int j = 0; j < ck->envs[k]->nslots; j++, i++) {
+            v[i] = ck->envs[k]->slots[j];
+            value_incref(v[i]);
+        }
+    return v;
+}
+
+static void slots_free(Value *v, int n)
+{
+    if (!v) return;
+    for (int i = 0; i < n; i++) value_decref(v[i]);
+    free(v);
+}
+
+static void slot_set(Value *slot, Value v)
+{
+    if (same_bits(*slot, v)) return;
+    value_incref(v);
+    Value old = *slot;
+    *slot = v;
+    value_decref(old);
+}
+
+static void slots_restore(Check *ck, const Value *v)
+{
+    for (int k = 0, i = 0; k < ck->nenv; k++)
+        for (int j = 0; j < ck->envs[k]->nslots; j++, i++) slot_set(&ck->envs[k]->slots[j], v[i]);
+}
+
+/* The name of a binding for a report: a global's name, or a description. */
+static void binding_name(Check *ck, int idx, char *buf, size_t cap)
+{
+    int k = ck->nenv - 1;
+    while (k > 0 && ck->base[k] > idx) k--;
+    int slot = idx - ck->base[k];
+    Scope *g = ck->I->global_scope;
+    if (ck->envs[k] == ck->I->globals && g)
+        for (int i = 0; i < g->n; i++)
+            if (g->slots[i] == slot) {
+                snprintf(buf, cap, "'%s'", g->names[i]);
+                return;
+            }
+    snprintf(buf, cap, "a binding of an enclosing function (slot %d)", slot);
+}
+
+static void vars_collect(Check *ck)
+{
+    Graph *g = ck->t->g;
+    ck->vars = xmalloc(sizeof *ck->vars * (size_t)(g->n + 1));
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].kind != G_VAR_READ || !value_is_variable(g->nodes[i].obj)) continue;
+        bool dup = false;
+        for (int k = 0; k < ck->nvars && !dup; k++) dup = ck->vars[k].u.o == g->nodes[i].obj.u.o;
+        if (!dup) ck->vars[ck->nvars++] = g->nodes[i].obj;
+    }
+    ck->var_pre = xcalloc((size_t)ck->nvars + 1, sizeof *ck->var_pre);
+    ck->var_last = xcalloc((size_t)ck->nvars + 1, sizeof *ck->var_last);
+    for (int k = 0; k < ck->nvars; k++) {
+        ck->var_pre[k] = ck->var_last[k] = variable_peek(ck->vars[k]);
+        tensor_incref(ck->var_pre[k]);
+        tensor_incref(ck->var_last[k]);
+    }
+}
+
+static void var_set(Value var, tfe_tensor *t)
+{
+    if (variable_peek(var) == t) return;
+    tensor_incref(t);
+    variable_replace_take(var, t);
+}
+
+/* Variables, bindings and the random stream as they were before the call. */
+static void state_restore_pre(Check *ck)
+{
+    slots_restore(ck, ck->pre);
+    for (int k = 0; k < ck->nvars; k++) var_set(ck->vars[k], ck->var_pre[k]);
+    tfe_random_restore(ck->key_pre, ck->ctr_pre);
+}
+
+/* --- the eager run ------------------------------------------------------------------------------ */
+
+static int exec_hook(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out)
+{
+    int rc = tfe_execute_eager(op, nin, in, at, out);
+    Check *ck = recording;
+    if (rc || !ck || !tfe_check_recording || ck->nops >= MAX_OPS || tfe_ops[op].nout < 1) return rc;
+    if (ck->nops == ck->capops) {
+        ck->capops = ck->capops ? ck->capops * 2 : 64;
+        ck->ops = xrealloc(ck->ops, sizeof *ck->ops * (size_t)ck->capops);
+    }
+    tensor_incref(out[0]);
+    ck->ops[ck->nops++] = (OpRec){op, ck->I->cur_loc, out[0]};
+    return rc;
+}
+
+static const char *callee_name(Value f)
+{
+    return f.kind == V_FN ? ((Closure *)f.u.o)->name : f.kind == V_BUILTIN ? ((Builtin *)f.u.o)->name : "?";
+}
+
+/* What the host call changed: bindings and tracked variables unlike the last
+ * state seen (which becomes the current one). */
+static void note_changes(Check *ck, HostRec *r)
+{
+    for (int i = 0; i < ck->nslot; i++) {
+        Value cur = *slot_at(ck, i);
+        if (same_bits(cur, ck->last[i])) continue;
+        r->slots = xrealloc(r->slots, sizeof *r->slots * (size_t)(r->nslots + 1));
+        value_incref(cur);
+        r->slots[r->nslots++] = (SlotSet){i, cur};
+        slot_set(&ck->last[i], cur);
+    }
+    for (int k = 0; k < ck->nvars; k++) {
+        tfe_tensor *cur = variable_peek(ck->vars[k]);
+        if (cur == ck->var_last[k]) continue;
+        r->vars = xrealloc(r->vars, sizeof *r->vars * (size_t)(r->nvars + 1));
+        tensor_incref(cur);
+        r->vars[r->nvars++] = (VarSet){k, cur};
+        tensor_incref(cur);
+        tensor_decref(ck->var_last[k]);
+        ck->var_last[k] = cur;
+    }
+}
+
+int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
+                     Str *const *kwnames, const Value *kwvals, Value *out)
+{
+    Check *ck = recording;
+    if (ck->nrec == ck->caprec) {
+        ck->caprec = ck->caprec ? ck->caprec * 2 : 8;
+        ck->recs = xrealloc(ck->recs, sizeof *ck->recs * (size_t)ck->caprec);
+    }
+    HostRec r = {0};
+    r.f = f;
+    value_incref(f);
+    r.nargs = argc + nkw;
+    r.nkw = nkw;
+    r.args = xmalloc(sizeof *r.args * (size_t)(r.nargs + 1));
+    for (int i = 0; i < r.nargs; i++) {
+        r.args[i] = i < argc ? argv[i] : kwvals[i - argc];
+        value_incref(r.args[i]);
+    }
+    r.kwnames = xmalloc(sizeof *r.kwnames * (size_t)(nkw + 1));
+    for (int k = 0; k < nkw; k++) r.kwnames[k] = xstrdup(kwnames[k]->s);
+    r.loc = I->cur_loc;
+    tfe_random_state(&r.key0, &r.ctr0);
+    /* its body is not part of the comparison: a host call is one node */
+    tfe_check_recording = false;
+    int rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
+    tfe_check_recording = true;
+    tfe_random_state(&r.key1, &r.ctr1);
+    r.failed = rc != 0;
+    r.result = rc ? v_nil() : *out;
+    value_incref(r.result);
+    note_changes(ck, &r);
+    ck->recs[ck->nrec++] = r;
+    return rc;
+}
+
+static void recs_free(Check *ck)
+{
+    for (int i = 0; i < ck->nrec; i++) {
+        HostRec *r = &ck->recs[i];
+        value_decref(r->f);
+        for (int k = 0; k < r->nargs; k++) value_decref(r->args[k]);
+        free(r->args);
+        for (int k = 0; k < r->nkw; k++) free(r->kwnames[k]);
+        free(r->kwnames);
+        value_decref(r->result);
+        for (int k = 0; k < r->nslots; k++) value_decref(r->slots[k].v);
+        free(r->slots);
+        for (int k = 0; k < r->nvars; k++) tensor_decref(r->vars[k].t);
+        free(r->vars);
+    }
+    free(ck->recs);
+    for (int i = 0; i < ck->nops; i++) tensor_decref(ck->ops[i].t);
+    free(ck->ops);
+}
+
+/* --- the staged run's host calls ------------------------------------------------------------------ */
+
+static int replay_abort(Check *ck, Interp *I, const char *fmt, const char *a, const char *b)
+{
+    char msg[1200], what[1000];
+    snprintf(what, sizeof what, fmt, a, b);
+    snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s", ck->c->name, what);
+    ck->abort = true;
+    return raise_msg_at(I, I->cur_loc, msg);
+}
+
+static bool same_callee(Value a, Value b)
+{
+    if (a.kind != b.kind) return false;
+    if (a.kind == V_BUILTIN) return same_builtin(a, b);
+    if (a.kind == V_FN) return ((Closure *)a.u.o)->fn == ((Closure *)b.u.o)->fn;
+    return same_bits(a, b);
+}
+
+static int replay_args(Check *ck, Interp *I, HostRec *r, const char *name, int argc, const Value *argv, int nkw,
+                       Str *const *kwnames, const Value *kwvals)
+{
+    char n1[32], n2[32];
+    if (argc + nkw != r->nargs || nkw != r->nkw) {
+        snprintf(n1, sizeof n1, "%d", argc + nkw);
+        snprintf(n2, sizeof n2, "%d", r->nargs);
+        char fmt[200];
+        snprintf(fmt, sizeof fmt, "host call %s() gets %%s arguments staged, %%s eagerly", name);
+        return replay_abort(ck, I, fmt, n1, n2);
+    }
+    for (int k = 0; k < nkw; k++)
+        if (strcmp(kwnames[k]->s, r->kwnames[k]))
+            return replay_abort(ck, I, "host call keyword arguments differ: staged '%s', eager '%s'", kwnames[k]->s,
+                                r->kwnames[k]);
+    for (int i = 0; i < r->nargs; i++) {
+        char path[300], what[900];
+        if (i < argc) snprintf(path, sizeof path, "host call %s() argument %d", name, i + 1);
+        else snprintf(path, sizeof path, "host call %s() argument %s", name, kwnames[i - argc]->s);
+        if (vdiff(i < argc ? argv[i] : kwvals[i - argc], r->args[i], path, what, sizeof what, 0))
+            return replay_abort(ck, I, "%s%s", what, "");
+    }
+    return 0;
+}
+
+/* What the eager host call changed, made again in the staged run. A draw
+ * inside it advances the stream by as much; seed() sets it. */
+static void replay_changes(Check *ck, HostRec *r)
+{
+    if (r->key1 != r->key0) tfe_random_restore(r->key1, r->ctr1);
+    else if (r->ctr1 != r->ctr0) {
+        uint64_t key, ctr;
+        tfe_random_state(&key, &ctr);
+        tfe_random_restore(key, ctr + (r->ctr1 - r->ctr0));
+    }
+    for (int k = 0; k < r->nslots; k++) slot_set(slot_at(ck, r->slots[k].idx), r->slots[k].v);
+    for (int k = 0; k < r->nvars; k++) var_set(ck->vars[r->vars[k].var], r->vars[k].t);
+}
+
+int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
+                      Str *const *kwnames, const Value *kwvals, Value *out)
+{
+    Check *ck = tfe_check_replay;
+    const char *name = callee_name(f);
+    *out = v_nil();
+    if (ck->cursor >= ck->nrec)
+        return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
+    HostRec *r = &ck->recs[ck->cursor++];
+    if (!same_callee(f, r->f))
+        return replay_abort(ck, I, "the graph calls %s() here where the eager run called %s()", name, callee_name(r->f));
+    if (replay_args(ck, I, r, name, argc, argv, nkw, kwnames, kwvals)) return -1;
+    replay_changes(ck, r);
+    if (r->failed) { /* the eager run stopped in this call; so does this one, with that error */
+        ck->hit_error = true;
+        return raise_msg_at(I, I->cur_loc, "check-staged: the eager run's error");
+    }
+    *out = r->result;
+    value_incref(*out);
+    return 0;
+}
+
+/* --- reporting -------------------------------------------------------------------------------------- */
+
+/* Raise msg at loc with the frames of an eager run there: the current ones
+ * (the staged function's) and the calls the trace inlined on the way. */
+static int raise_with_frames(Interp *I, Loc loc, const GFrames *fr, const char *msg)
+{
+    int saved = I->nframes, extra = fr ? fr->n : 0;
+    if (I->nframes + extra > I->cap_frames) {
+        I->cap_frames = (I->nframes + extra) * 2;
+        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
+    }
+    for (int i = 0; i < extra; i++) I->frames[I->nframes++] = fr->f[i];
+    raise_msg_at(I, loc, msg);
+    I->nframes = saved;
+    return -1;
+}
+
+static bool same_loc(Loc a, Loc b) { return a.src == b.src && a.off == b.off && a.len == b.len; }
+
+/* Run the graph as traced again, node by node, from the state before the
+ * call (host nodes replayed again), and compare each top-level op with the
+ * eager op of the same kind and source position, in order: the first one
+ * whose value differs, with the difference into what; NULL if none does. */
+static const GNode *first_bad_node(Check *ck, Leaves *lv, Graph **gp, char *what, size_t cap)
+{
+    Interp *I = ck->I;
+    Graph *B = ck->t->g->raw ? ck->t->g->raw : ck->t->g;
+    *gp = B;
+    state_restore_pre(ck);
+    ck->cursor = 0;
+    GRun x;
+    grun_init(&x, I, B, lv->t);
+    int saved_tapes = tfe_tapes_active;
+    tfe_tapes_active = 0;
+    tfe_check_replay = ck;
+    int rc = grun_region(&x, 0);
+    tfe_check_replay = NULL;
+    tfe_tapes_active = saved_tapes;
+    if (rc) error_clear(I);
+    const GNode *bad = NULL;
+    GRegion *top = &B->regions[0];
+    for (int i = 0, j = 0; i < top->n && !bad; i++) {
+        const GNode *n = &B->nodes[top->nodes[i]];
+        tfe_tensor *sv = n->kind == G_OP && n->nout >= 1 ? x.v[n->vbase] : NULL;
+        if (!sv) continue;
+        int k = j;
+        while (k < ck->nops && !(ck->ops[k].op == n->op && same_loc(ck->ops[k].loc, n->loc))) k++;
+        if (k == ck->nops) continue; /* no eager op of this kind here (made at trace time) */
+        j = k + 1;
+        if (tensor_diff(sv, ck->ops[k].t, "", what, cap)) bad = n;
+    }
+    grun_release(&x);
+    return bad;
+}
+
+/* A difference in a value: where it is (what), located at the first node
+ * that differs, else at the call. */
+static int report_value(Check *ck, Leaves *lv, Loc call_loc, const char *what)
+{
+    Interp *I = ck->I;
+    char msg[2400], nwhat[900] = "";
+    Graph *B = NULL;
+    const GNode *bad = first_bad_node(ck, lv, &B, nwhat, sizeof nwhat);
+    if (bad) {
+        snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s; first op that differs: "
+                 "%%%d = %s, line %d,%s", ck->c->name, what, (int)(bad - B->nodes), tfe_ops[bad->op].name,
+                 bad->loc.line, nwhat);
+        return raise_with_frames(I, bad->loc, bad->frames, msg);
+    }
+    snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s", ck->c->name, what);
+    I->nframes--; /* at the call site: the staged function's frame is not yet entered */
+    raise_msg_at(I, call_loc, msg);
+    I->nframes++;
+    return -1;
+}
+
+/* Both runs returned: the first difference in results, bindings, the random
+ * stream and host calls, into what; false if there is none. */
+static bool outcome_diff(Check *ck, Value sres, Value eres, char *what, size_t cap)
+{
+    if (vdiff(sres, eres, "result", what, cap, 0)) return true;
+    for (int i = 0; i < ck->nslot; i++) {
+        char name[300], path[400];
+        binding_name(ck, i, name, sizeof name);
+        snprintf(path, sizeof path, "binding %s", name);
+        if (vdiff(*slot_at(ck, i), ck->eager_end[i], path, what, cap, 0)) return true;
+    }
+    uint64_t key, ctr;
+    tfe_random_state(&key, &ctr);
+    if (key != ck->key_eager || ctr != ck->ctr_eager) {
+        snprintf(what, cap, "the random stream: staged drew %lld values, eager %lld%s",
+                 (long long)(ctr - ck->ctr_pre), (long long)(ck->ctr_eager - ck->ctr_pre),
+                 key != ck->key_eager ? " (and the seed differs)" : "");
+        return true;
+    }
+    if (ck->cursor < ck->nrec) {
+        snprintf(what, cap, "the eager run calls %s() at line %d, the graph does not",
+                 callee_name(ck->recs[ck->cursor].f), ck->recs[ck->cursor].loc.line);
+        return true;
+    }
+    return false;
+}
+
+/* --- the call ------------------------------------------------------------------------------------------ */
+
+typedef struct SavedError { bool has; char *msg; Loc loc; Frame *frames; int nframes; } SavedError;
+
+static void error_take(Interp *I, SavedError *s)
+{
+    *s = (SavedError){I->has_error, I->err_msg, I->err_loc, I->err_frames, I->err_nframes};
+    I->has_error = false;
+    I->err_msg = NULL;
+    I->err_loc.src = NULL;
+    I->err_frames = NULL;
+    I->err_nframes = 0;
+}
+
+static void error_put(Interp *I, SavedError *s)
+{
+    error_clear(I);
+    I->has_error = s->has;
+    I->err_msg = s->msg;
+    I->err_loc = s->loc;
+    I->err_frames = s->frames;
+    I->err_nframes = s->nframes;
+    *s = (SavedError){0};
+}
+
+static void error_drop(Interp *I, SavedError *s)
+{
+    if (!s->has) return;
+    SavedError mine;
+    error_take(I, &mine);
+    error_put(I, s);
+    error_clear(I);
+    error_put(I, &mine);
+}
+
+/* Replace the pending error's message (its place and frames stay). */
+static void error_retext(Interp *I, const char *fmt, const char *a, const char *b)
+{
+    char msg[2400];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    free(I->err_msg);
+    I->err_msg = xstrdup(msg);
+}
+
+static int run_eager(Check *ck, Env *e, Value *out)
+{
+    Interp *I = ck->I;
+    Closure *c = ck->c;
+    FnInfo *info = c->fn->info;
+    Env *e2 = env_new(I, info->nslots, c->env);
+    for (int i = 0; i < info->nparams; i++) {
+        e2->slots[i] = e->slots[i];
+        value_incref(e2->slots[i]);
+    }
+    bool saved_eager = tfe_run_eagerly;
+    int saved_tapes = tfe_tapes_active;
+    int (*saved_hook)(tfe_op, int, tfe_tensor *const *, const tfe_attrs *, tfe_tensor **) = tfe_trace_hook;
+    recording = ck;
+    tfe_check_recording = true;
+    tfe_run_eagerly = true;   /* staged calls inside are inlined by a trace: eager here */
+    tfe_tapes_active = 0;     /* the staged run is what an outer tape records */
+    tfe_trace_hook = exec_hook;
+    int rc = interp_run_body(I, c, e2, out);
+    tfe_trace_hook = saved_hook;
+    tfe_tapes_active = saved_tapes;
+    tfe_run_eagerly = saved_eager;
+    tfe_check_recording = false;
+    recording = NULL;
+    env_decref(e2);
+    return rc;
+}
+
+static void check_setup(Check *ck)
+{
+    for (Env *p = ck->c->env; p; p = p->parent) env_add(ck, p);
+    for (int i = 0; i < ck->t->nouts; i++) env_add(ck, ck->t->outs[i].env);
+    ck->base = xmalloc(sizeof *ck->base * (size_t)(ck->nenv + 1));
+    for (int k = 0; k < ck->nenv; k++) {
+        ck->base[k] = ck->nslot;
+        ck->nslot += ck->envs[k]->nslots;
+    }
+    ck->pre = slots_take(ck);
+    ck->last = slots_take(ck);
+    vars_collect(ck);
+    tfe_random_state(&ck->key_pre, &ck->ctr_pre);
+}
+
+static void check_free(Check *ck)
+{
+    recs_free(ck);
+    slots_free(ck->pre, ck->nslot);
+    slots_free(ck->last, ck->nslot);
+    slots_free(ck->eager_end, ck->nslot);
+    for (int k = 0; k < ck->nvars; k++) {
+        tensor_decref(ck->var_pre[k]);
+        tensor_decref(ck->var_last[k]);
+    }
+    free(ck->var_pre);
+    free(ck->var_last);
+    free(ck->vars);
+    free(ck->envs);
+    free(ck->base);
+}
+
+/* Both runs over: keep the staged result, or raise the difference. */
+static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, SavedError *eerr, int src, Value *sres)
+{
+    Interp *I = ck->I;
+    const char *name = ck->c->name;
+    char what[1000];
+    if (ck->abort) return -1; /* a host call differed: that error is raised */
+    if (src && ck->hit_error) { /* the same host call failed: the eager error is the error */
+        error_put(I, eerr);
+        return -1;
+    }
+    if (src && erc) {
+        if (!strcmp(I->err_msg, eerr->msg) && same_loc(I->err_loc, eerr->loc)) return -1;
+        snprintf(what, sizeof what, "check-staged: %s(...) differs from eager: staged stops here with \"%%s\", "
+                 "eager with \"%%s\"", name);
+        error_retext(I, what, I->err_msg, eerr->msg);
+        return -1;
+    }
+    if (src) {
+        snprintf(what, sizeof what, "check-staged: %s(...) differs from eager: staged stops here with \"%%s\"%%s, "
+                 "eager does not", name);
+        error_retext(I, what, I->err_msg, "");
+        return -1;
+    }
+    if (erc) {
+        value_decref(*sres);
+        *sres = v_nil();
+        error_clear(I);
+        error_put(I, eerr);
+        snprintf(what, sizeof what, "check-staged: %s(...) differs from eager: eager stops here with \"%%s\"%%s, "
+                 "staged does not", name);
+        error_retext(I, what, I->err_msg, "");
+        return -1;
+    }
+    if (!outcome_diff(ck, *sres, eres, what, sizeof what)) return 0;
+    value_decref(*sres);
+    *sres = v_nil();
+    return report_value(ck, lv, call_loc, what);
+}
+
+int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc call_loc,
+                     CheckRunFn run_graph, Value *out)
+{
+    if (recording || tfe_check_replay) return run_graph(I, t, lv, out);
+    Check ck = {.I = I, .c = c, .t = t};
+    check_setup(&ck);
+    Value eres = v_nil();
+    SavedError eerr = {0};
+    int erc = run_eager(&ck, e, &eres);
+    if (erc) error_take(I, &eerr);
+    ck.eager_end = slots_take(&ck);
+    tfe_random_state(&ck.key_eager, &ck.ctr_eager);
+    /* the graph runs from the state before the call; its host nodes replay */
+    state_restore_pre(&ck);
+    tfe_check_replay = &ck;
+    Value sres = v_nil();
+    int src = run_graph(I, t, lv, &sres);
+    tfe_check_replay = NULL;
+    int rc = conclude(&ck, lv, call_loc, erc, eres, &eerr, src, &sres);
+    if (rc) {
+        value_decref(sres);
+        /* the state the eager run left: the program stops here as it would eagerly */
+        slots_restore(&ck, ck.eager_end);
+        tfe_random_restore(ck.key_eager, ck.ctr_eager);
+    } else {
+        *out = sres;
+    }
+    error_drop(I, &eerr);
+    value_decref(eres);
+    check_free(&ck);
+    return rc;
+}

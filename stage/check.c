@@ -80,6 +80,15 @@ typedef struct Check {
     int nrec, caprec, cursor;
     OpRec *ops;
     int nops, capops;
+    /* under an outer tape: each run on a tape of its own that watches the
+     * graph's float inputs and the variables it reads (the sources) */
+    bool grads;
+    tfe_tensor **src;    /* borrowed (lv's and var_pre's) */
+    const char **src_name; /* NULL: a variable, named by its repr */
+    Value *src_var;
+    int nsrc;
+    tfe_tape *tape_e, *tape_s;
+    tfe_tensor *target_e, *target_s; /* the sum of every float leaf of the result (owned) */
     bool abort;          /* the replay found a difference (the error is raised) */
     bool hit_error;      /* the replay reached the host call that failed eagerly */
 } Check;
@@ -121,7 +130,7 @@ static void fmt_index(const tfe_tensor *t, int64_t i, char *buf, size_t cap)
         idx[d] = t->shape[d] ? i % t->shape[d] : 0;
         i = t->shape[d] ? i / t->shape[d] : 0;
     }
-    size_t n = (size_t)snprintf(buf, cap, " element [");
+    size_t n = (size_t)snprintf(buf, cap, ", element [");
     for (int d = 0; d < t->rank && n < cap; d++) n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)idx[d]);
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
@@ -144,6 +153,10 @@ static bool tensor_diff(const tfe_tensor *s, const tfe_tensor *e, const char *pa
         return true;
     }
     int64_t n = tensor_numel(s);
+    /* the common case, equal bytes, without a call per element */
+    if (s == e || (s->storage && e->storage && !s->storage->device && !e->storage->device && tensor_is_contiguous(s) &&
+                   tensor_is_contiguous(e) && !memcmp(tensor_data(s), tensor_data(e), (size_t)n * dtype_size(s->dtype))))
+        return false;
     for (int64_t i = 0; i < n; i++) {
         if (elem_same(s, e, i)) continue;
         char ix[200] = "";
@@ -466,6 +479,22 @@ static bool same_callee(Value a, Value b)
     return same_bits(a, b);
 }
 
+static int callee_differs(Check *ck, Interp *I, Value sf, Value ef)
+{
+    const char *name = callee_name(sf);
+    if (strcmp(name, callee_name(ef)) || sf.kind != V_BUILTIN || ef.kind != V_BUILTIN)
+        return replay_abort(ck, I, "the graph calls %s() here where the eager run called %s()", name, callee_name(ef));
+    Value a = ((Builtin *)sf.u.o)->self, b = ((Builtin *)ef.u.o)->self;
+    if (value_is_variable(a) && value_is_variable(b))
+        return replay_abort(ck, I, "host call %s() acts on another variable staged than eagerly%s (a staged function "
+                            "makes its variables at its first trace only, eager code at every call)", name, "");
+    char *ra = value_repr(a), *rb = value_repr(b), what[600];
+    snprintf(what, sizeof what, "host call %s() acts on another object: staged on %.200s, eager on %.200s", name, ra, rb);
+    free(ra);
+    free(rb);
+    return replay_abort(ck, I, "%s%s", what, "");
+}
+
 static int replay_args(Check *ck, Interp *I, HostRec *r, const char *name, int argc, const Value *argv, int nkw,
                        Str *const *kwnames, const Value *kwvals)
 {
@@ -514,8 +543,7 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (ck->cursor >= ck->nrec)
         return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
     HostRec *r = &ck->recs[ck->cursor++];
-    if (!same_callee(f, r->f))
-        return replay_abort(ck, I, "the graph calls %s() here where the eager run called %s()", name, callee_name(r->f));
+    if (!same_callee(f, r->f)) return callee_differs(ck, I, f, r->f);
     if (replay_args(ck, I, r, name, argc, argv, nkw, kwnames, kwvals)) return -1;
     replay_changes(ck, r);
     if (r->failed) { /* the eager run stopped in this call; so does this one, with that error */
@@ -592,7 +620,7 @@ static int report_value(Check *ck, Leaves *lv, Loc call_loc, const char *what)
     const GNode *bad = first_bad_node(ck, lv, &B, nwhat, sizeof nwhat);
     if (bad) {
         snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s; first op that differs: "
-                 "%%%d = %s, line %d,%s", ck->c->name, what, (int)(bad - B->nodes), tfe_ops[bad->op].name,
+                 "%%%d = %s, line %d%s", ck->c->name, what, (int)(bad - B->nodes), tfe_ops[bad->op].name,
                  bad->loc.line, nwhat);
         return raise_with_frames(I, bad->loc, bad->frames, msg);
     }
@@ -628,6 +656,124 @@ static bool outcome_diff(Check *ck, Value sres, Value eres, char *what, size_t c
         return true;
     }
     return false;
+}
+
+/* --- gradients ------------------------------------------------------------------------------------------ */
+
+static void sources_collect(Check *ck, Leaves *lv)
+{
+    Graph *g = ck->t->g;
+    int cap = lv->n + ck->nvars + 1;
+    ck->src = xmalloc(sizeof *ck->src * (size_t)cap);
+    ck->src_name = xmalloc(sizeof *ck->src_name * (size_t)cap);
+    ck->src_var = xmalloc(sizeof *ck->src_var * (size_t)cap);
+    for (int i = 0; i < lv->n; i++) {
+        /* a number's leaf is a tensor made for the graph (only lv holds it):
+         * the eager run never sees it, so it has no eager gradient */
+        if (!dtype_is_float(lv->t[i]->dtype) || lv->t[i]->refcount < 2) continue;
+        const char *label = i < g->ninputs ? gnode(g, g->inputs[i])->label : NULL;
+        ck->src_name[ck->nsrc] = label ? label : "an input";
+        ck->src_var[ck->nsrc] = v_nil();
+        ck->src[ck->nsrc++] = lv->t[i];
+    }
+    for (int k = 0; k < ck->nvars; k++) {
+        if (!dtype_is_float(ck->var_pre[k]->dtype)) continue;
+        ck->src_name[ck->nsrc] = NULL;
+        ck->src_var[ck->nsrc] = ck->vars[k];
+        ck->src[ck->nsrc++] = ck->var_pre[k];
+    }
+}
+
+static tfe_tape *tape_begin(Check *ck)
+{
+    tfe_tape *t = tfe_tape_new(false);
+    tfe_tape_push(t);
+    for (int i = 0; i < ck->nsrc; i++) tfe_tape_watch(t, ck->src[i]);
+    return t;
+}
+
+/* On the active tapes: the sum of every float leaf of v (a gradient of 1
+ * for each element of the result), or NULL when it has none. */
+static tfe_tensor *total_of(Value v)
+{
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    sig_flatten(v, &sb, &lv, SIG_OUTPUT);
+    sig_free(&sb);
+    tfe_tensor *total = NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    for (int i = 0; i < lv.n; i++) {
+        if (!dtype_is_float(lv.t[i]->dtype)) continue;
+        tfe_tensor *s, *sum2;
+        if (tfe_execute(OP_SUM, 1, &lv.t[i], &at, &s)) break;
+        if (!total) {
+            total = s;
+            continue;
+        }
+        tfe_tensor *in[2] = {total, s};
+        int rc = tfe_execute(OP_ADD, 2, in, NULL, &sum2);
+        tensor_decref(total);
+        tensor_decref(s);
+        total = rc ? NULL : sum2;
+        if (!total) break;
+    }
+    tfe_error_clear();
+    leaves_free(&lv);
+    return total;
+}
+
+static void tape_end(tfe_tape **t, Value res, tfe_tensor **target)
+{
+    *target = total_of(res);
+    tfe_tape_pop(*t);
+}
+
+/* The gradients of both runs' totals with respect to the sources: the first
+ * difference into what (a missing gradient counts as zeros). */
+static bool grad_diff(Check *ck, char *what, size_t cap)
+{
+    if (!ck->target_e || !ck->target_s || !ck->nsrc) return false;
+    tfe_tensor **ge = xcalloc((size_t)ck->nsrc, sizeof *ge), **gs = xcalloc((size_t)ck->nsrc, sizeof *gs);
+    bool d = false;
+    if (tfe_tape_gradient(ck->tape_e, ck->target_e, ck->nsrc, ck->src, ge) ||
+        tfe_tape_gradient(ck->tape_s, ck->target_s, ck->nsrc, ck->src, gs)) {
+        snprintf(what, cap, "the gradient: %s", tfe_error_msg());
+        tfe_error_clear();
+        d = true;
+    }
+    for (int i = 0; i < ck->nsrc && !d; i++) {
+        char path[400];
+        if (ck->src_name[i]) snprintf(path, sizeof path, "the gradient with respect to %s", ck->src_name[i]);
+        else {
+            char *r = value_repr(ck->src_var[i]);
+            snprintf(path, sizeof path, "the gradient with respect to %s", r);
+            free(r);
+        }
+        tfe_tensor *a = gs[i] ? gs[i] : tensor_zeros(ck->src[i]->dtype, ck->src[i]->rank, ck->src[i]->shape);
+        tfe_tensor *b = ge[i] ? ge[i] : tensor_zeros(ck->src[i]->dtype, ck->src[i]->rank, ck->src[i]->shape);
+        if (gs[i] || ge[i]) d = tensor_diff(a, b, path, what, cap);
+        if (!gs[i]) tensor_decref(a);
+        if (!ge[i]) tensor_decref(b);
+    }
+    for (int i = 0; i < ck->nsrc; i++) {
+        if (ge[i]) tensor_decref(ge[i]);
+        if (gs[i]) tensor_decref(gs[i]);
+    }
+    free(ge);
+    free(gs);
+    return d;
+}
+
+static void grads_free(Check *ck)
+{
+    if (ck->tape_e) tfe_tape_free(ck->tape_e);
+    if (ck->tape_s) tfe_tape_free(ck->tape_s);
+    if (ck->target_e) tensor_decref(ck->target_e);
+    if (ck->target_s) tensor_decref(ck->target_s);
+    free(ck->src);
+    free(ck->src_name);
+    free(ck->src_var);
 }
 
 /* --- the call ------------------------------------------------------------------------------------------ */
@@ -690,10 +836,14 @@ static int run_eager(Check *ck, Env *e, Value *out)
     recording = ck;
     tfe_check_recording = true;
     tfe_run_eagerly = true;   /* staged calls inside are inlined by a trace: eager here */
-    tfe_tapes_active = 0;     /* the staged run is what an outer tape records */
+    /* the staged run is what an outer tape records; under one, this run has
+     * a tape of its own (which an outer one sees too, to no effect) */
+    if (ck->grads) ck->tape_e = tape_begin(ck);
+    else tfe_tapes_active = 0;
     tfe_trace_hook = exec_hook;
     int rc = interp_run_body(I, c, e2, out);
     tfe_trace_hook = saved_hook;
+    if (ck->grads) tape_end(&ck->tape_e, rc ? v_nil() : *out, &ck->target_e);
     tfe_tapes_active = saved_tapes;
     tfe_run_eagerly = saved_eager;
     tfe_check_recording = false;
@@ -768,18 +918,29 @@ static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, Sa
         error_retext(I, what, I->err_msg, "");
         return -1;
     }
-    if (!outcome_diff(ck, *sres, eres, what, sizeof what)) return 0;
-    value_decref(*sres);
-    *sres = v_nil();
-    return report_value(ck, lv, call_loc, what);
+    if (outcome_diff(ck, *sres, eres, what, sizeof what)) {
+        value_decref(*sres);
+        *sres = v_nil();
+        return report_value(ck, lv, call_loc, what);
+    }
+    if (ck->grads && grad_diff(ck, what, sizeof what)) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s", name, what);
+        I->nframes--;
+        raise_msg_at(I, call_loc, msg);
+        I->nframes++;
+        return -1;
+    }
+    return 0;
 }
 
 int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc call_loc,
                      CheckRunFn run_graph, Value *out)
 {
     if (recording || tfe_check_replay) return run_graph(I, t, lv, out);
-    Check ck = {.I = I, .c = c, .t = t};
+    Check ck = {.I = I, .c = c, .t = t, .grads = tfe_tapes_active > 0};
     check_setup(&ck);
+    if (ck.grads) sources_collect(&ck, lv);
     Value eres = v_nil();
     SavedError eerr = {0};
     int erc = run_eager(&ck, e, &eres);
@@ -790,7 +951,9 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     state_restore_pre(&ck);
     tfe_check_replay = &ck;
     Value sres = v_nil();
+    if (ck.grads) ck.tape_s = tape_begin(&ck);
     int src = run_graph(I, t, lv, &sres);
+    if (ck.grads) tape_end(&ck.tape_s, src ? v_nil() : sres, &ck.target_s);
     tfe_check_replay = NULL;
     int rc = conclude(&ck, lv, call_loc, erc, eres, &eerr, src, &sres);
     if (rc) {
@@ -803,6 +966,7 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     }
     error_drop(I, &eerr);
     value_decref(eres);
+    grads_free(&ck);
     check_free(&ck);
     return rc;
 }

@@ -574,10 +574,71 @@ static int raise_with_frames(Interp *I, Loc loc, const GFrames *fr, const char *
 
 static bool same_loc(Loc a, Loc b) { return a.src == b.src && a.off == b.off && a.len == b.len; }
 
+/* The key an op is matched by: the op, the expression, the result's type. */
+static uint64_t op_key(tfe_op op, Loc loc, const tfe_tensor *t)
+{
+    uint64_t h = 1469598103934665603u;
+    uint64_t parts[5] = {(uint64_t)op, (uint64_t)(uintptr_t)loc.src, (uint64_t)loc.off, (uint64_t)loc.len,
+                         (uint64_t)t->dtype << 8 | (uint64_t)t->rank};
+    for (int i = 0; i < 5 + t->rank; i++) {
+        h ^= i < 5 ? parts[i] : (uint64_t)t->shape[i - 5];
+        h *= 1099511628211u;
+    }
+    return h ? h : 1;
+}
+
+/* Per key: how many eager ops and top-level graph nodes have it, and the
+ * next eager op of it not yet matched (open addressing; 0: empty). */
+typedef struct KeyCount { uint64_t key; int ne, ng, next; } KeyCount;
+
+static KeyCount *key_slot(KeyCount *m, int cap, uint64_t key)
+{
+    int i = (int)(key % (uint64_t)cap);
+    while (m[i].key && m[i].key != key) i = (i + 1) % cap;
+    if (!m[i].key) m[i] = (KeyCount){key, 0, 0, -1};
+    return &m[i];
+}
+
+/* Pair top-level graph ops with eager ops: the k-th op of a key with the
+ * k-th eager op of that key, for keys the graph and the eager run have as
+ * many of. Others are left out: an expression that made ops inside a staged
+ * loop (a gradient's, say) made more eagerly than at the top, and their
+ * order tells nothing. pair[i] for top->nodes[i]: an eager op, or -1. */
+static void pair_ops(Check *ck, Graph *B, GRun *x, int *pair)
+{
+    GRegion *top = &B->regions[0];
+    int cap = 2 * (ck->nops + top->n) + 1;
+    KeyCount *m = xcalloc((size_t)cap, sizeof *m);
+    uint64_t *gk = xcalloc((size_t)top->n + 1, sizeof *gk);
+    int *next = xmalloc(sizeof *next * (size_t)(ck->nops + 1));
+    for (int k = ck->nops - 1; k >= 0; k--) { /* a list per key, in order */
+        KeyCount *c = key_slot(m, cap, op_key(ck->ops[k].op, ck->ops[k].loc, ck->ops[k].t));
+        c->ne++;
+        next[k] = c->next;
+        c->next = k;
+    }
+    for (int i = 0; i < top->n; i++) {
+        const GNode *n = &B->nodes[top->nodes[i]];
+        tfe_tensor *sv = n->kind == G_OP && n->nout >= 1 ? x->v[n->vbase] : NULL;
+        if (sv) key_slot(m, cap, gk[i] = op_key(n->op, n->loc, sv))->ng++;
+    }
+    for (int i = 0; i < top->n; i++) {
+        pair[i] = -1;
+        if (!gk[i]) continue;
+        KeyCount *c = key_slot(m, cap, gk[i]);
+        if (c->ne != c->ng || c->next < 0) continue;
+        pair[i] = c->next;
+        c->next = next[c->next];
+    }
+    free(next);
+    free(gk);
+    free(m);
+}
+
 /* Run the graph as traced again, node by node, from the state before the
- * call (host nodes replayed again), and compare each top-level op with the
- * eager op of the same kind and source position, in order: the first one
- * whose value differs, with the difference into what; NULL if none does. */
+ * call (host nodes replayed again), and compare each top-level op with its
+ * eager op (pair_ops): the first one whose value differs, with the
+ * difference into what; NULL if none does. */
 static const GNode *first_bad_node(Check *ck, Leaves *lv, Graph **gp, char *what, size_t cap)
 {
     Interp *I = ck->I;
@@ -596,16 +657,13 @@ static const GNode *first_bad_node(Check *ck, Leaves *lv, Graph **gp, char *what
     if (rc) error_clear(I);
     const GNode *bad = NULL;
     GRegion *top = &B->regions[0];
-    for (int i = 0, j = 0; i < top->n && !bad; i++) {
+    int *pair = xmalloc(sizeof *pair * (size_t)(top->n + 1));
+    pair_ops(ck, B, &x, pair);
+    for (int i = 0; i < top->n && !bad; i++) {
         const GNode *n = &B->nodes[top->nodes[i]];
-        tfe_tensor *sv = n->kind == G_OP && n->nout >= 1 ? x.v[n->vbase] : NULL;
-        if (!sv) continue;
-        int k = j;
-        while (k < ck->nops && !(ck->ops[k].op == n->op && same_loc(ck->ops[k].loc, n->loc))) k++;
-        if (k == ck->nops) continue; /* no eager op of this kind here (made at trace time) */
-        j = k + 1;
-        if (tensor_diff(sv, ck->ops[k].t, "", what, cap)) bad = n;
+        if (pair[i] >= 0 && tensor_diff(x.v[n->vbase], ck->ops[pair[i]].t, "", what, cap)) bad = n;
     }
+    free(pair);
     grun_release(&x);
     return bad;
 }

@@ -379,8 +379,15 @@ static const char *callee_name(Value f)
     return f.kind == V_FN ? ((Closure *)f.u.o)->name : f.kind == V_BUILTIN ? ((Builtin *)f.u.o)->name : "?";
 }
 
-/* What the host call changed: bindings and tracked variables unlike the last
- * state seen (which becomes the current one). */
+/* Before a host call: what the body itself changed since the last one is
+ * not the call's doing (the graph must write it back on its own). */
+static void sync_last(Check *ck)
+{
+    for (int i = 0; i < ck->nslot; i++) slot_set(&ck->last[i], *slot_at(ck, i));
+}
+
+/* After it: bindings and tracked variables unlike the state before it
+ * (which becomes the current one) are what it changed. */
 static void note_changes(Check *ck, HostRec *r)
 {
     for (int i = 0; i < ck->nslot; i++) {
@@ -424,6 +431,7 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     r.kwnames = xmalloc(sizeof *r.kwnames * (size_t)(nkw + 1));
     for (int k = 0; k < nkw; k++) r.kwnames[k] = xstrdup(kwnames[k]->s);
     r.loc = I->cur_loc;
+    sync_last(ck);
     tfe_random_state(&r.key0, &r.ctr0);
     /* its body is not part of the comparison: a host call is one node */
     tfe_check_recording = false;

@@ -645,7 +645,9 @@ static void pair_ops(Check *ck, Graph *B, GRun *x, int *pair)
  * call (host nodes replayed again), and compare each top-level op with its
  * eager op (pair_ops): the first one whose value differs, with the
  * difference into what; NULL if none does. */
-static const GNode *first_bad_node(Check *ck, Leaves *lv, Graph **gp, char *what, size_t cap)
+static int eager_outputs(Check *ck, Value eres, Leaves *el);
+
+static const GNode *first_bad_node(Check *ck, Leaves *lv, Value eres, Graph **gp, char *what, size_t cap)
 {
     Interp *I = ck->I;
     Graph *B = ck->t->g->raw ? ck->t->g->raw : ck->t->g;
@@ -669,23 +671,53 @@ static const GNode *first_bad_node(Check *ck, Leaves *lv, Graph **gp, char *what
         const GNode *n = &B->nodes[top->nodes[i]];
         if (pair[i] >= 0 && tensor_diff(x.v[n->vbase], ck->ops[pair[i]].t, "", what, cap)) bad = n;
     }
+    /* no op differs: the node that made the first output that does (a cond
+     * or while as a whole, a host call, a variable read) */
+    Leaves el = {0};
+    if (!bad && eager_outputs(ck, eres, &el) == top->nouts)
+        for (int k = 0; k < top->nouts && !bad; k++) {
+            tfe_tensor *sv = grun_value(&x, top->outs[k]);
+            if (sv && tensor_diff(sv, el.t[k], "", what, cap)) bad = &B->nodes[top->outs[k].node];
+        }
+    leaves_free(&el);
     free(pair);
     grun_release(&x);
     return bad;
 }
 
+/* The eager run's values of the graph's outputs: the result's leaves, then
+ * those of each outside binding the graph writes. Returns how many. */
+static int eager_outputs(Check *ck, Value eres, Leaves *el)
+{
+    SigBuf sb = {0};
+    sig_flatten(eres, &sb, el, SIG_OUTPUT);
+    for (int i = 0; i < ck->t->nouts; i++) {
+        OutsideSig *o = &ck->t->outs[i];
+        if (!o->written) continue;
+        int k = 0;
+        while (k < ck->nenv && ck->envs[k] != o->env) k++;
+        if (k == ck->nenv) return -1;
+        sig_reset(&sb);
+        sig_flatten(ck->eager_end[ck->base[k] + o->slot], &sb, el, SIG_OUTPUT);
+    }
+    sig_free(&sb);
+    return el->n;
+}
+
 /* A difference in a value: where it is (what), located at the first node
  * that differs, else at the call. */
-static int report_value(Check *ck, Leaves *lv, Loc call_loc, const char *what)
+static int report_value(Check *ck, Leaves *lv, Value eres, Loc call_loc, const char *what)
 {
     Interp *I = ck->I;
     char msg[2400], nwhat[900] = "";
     Graph *B = NULL;
-    const GNode *bad = first_bad_node(ck, lv, &B, nwhat, sizeof nwhat);
+    const GNode *bad = first_bad_node(ck, lv, eres, &B, nwhat, sizeof nwhat);
     if (bad) {
-        snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s; first op that differs: "
-                 "%%%d = %s, line %d%s", ck->c->name, what, (int)(bad - B->nodes), tfe_ops[bad->op].name,
-                 bad->loc.line, nwhat);
+        const char *kind = bad->kind == G_OP ? tfe_ops[bad->op].name : bad->kind == G_COND ? "cond"
+                         : bad->kind == G_WHILE ? "while" : bad->kind == G_HOST ? "host" : "var_read";
+        snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s; first %s that differs: "
+                 "%%%d = %s, line %d%s", ck->c->name, what, bad->kind == G_OP ? "op" : "node",
+                 (int)(bad - B->nodes), kind, bad->loc.line, nwhat);
         return raise_with_frames(I, bad->loc, bad->frames, msg);
     }
     snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s", ck->c->name, what);
@@ -985,7 +1017,7 @@ static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, Sa
     if (outcome_diff(ck, *sres, eres, what, sizeof what)) {
         value_decref(*sres);
         *sres = v_nil();
-        return report_value(ck, lv, call_loc, what);
+        return report_value(ck, lv, eres, call_loc, what);
     }
     if (ck->grads && grad_diff(ck, what, sizeof what)) {
         char msg[1200];

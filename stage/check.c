@@ -20,6 +20,7 @@
 #include "stage/check.h"
 #include "stage/exec.h"
 #include "stage/trace.h"
+#include "tensor/device.h"
 #include "tensor/grad.h"
 #include "tensor/xalloc.h"
 
@@ -143,7 +144,23 @@ static void fmt_type(const tfe_tensor *t, char *buf, size_t cap)
 
 /* Tensors (numbers count as 0-d tensors): "" if bitwise the same, else the
  * difference ("element [3]: staged 1.5, eager 1.25") into what. */
+static bool tensor_diff_host(const tfe_tensor *s, const tfe_tensor *e, const char *path, char *what, size_t cap);
+
+/* A tensor on a GPU is compared through a copy on the host. */
 static bool tensor_diff(const tfe_tensor *s, const tfe_tensor *e, const char *path, char *what, size_t cap)
+{
+    bool sd = s->storage && s->storage->device, ed = e->storage && e->storage->device;
+    if (!sd && !ed) return tensor_diff_host(s, e, path, what, cap);
+    tfe_tensor *a = sd ? tensor_to_device((tfe_tensor *)s, 0) : (tfe_tensor *)s;
+    tfe_tensor *b = ed ? tensor_to_device((tfe_tensor *)e, 0) : (tfe_tensor *)e;
+    bool d = a && b ? tensor_diff_host(a, b, path, what, cap) : false;
+    tfe_error_clear();
+    if (sd && a) tensor_decref(a);
+    if (ed && b) tensor_decref(b);
+    return d;
+}
+
+static bool tensor_diff_host(const tfe_tensor *s, const tfe_tensor *e, const char *path, char *what, size_t cap)
 {
     char a[256], b[256];
     if (s->dtype != e->dtype || s->rank != e->rank || memcmp(s->shape, e->shape, sizeof(int64_t) * (size_t)s->rank)) {
@@ -154,8 +171,8 @@ static bool tensor_diff(const tfe_tensor *s, const tfe_tensor *e, const char *pa
     }
     int64_t n = tensor_numel(s);
     /* the common case, equal bytes, without a call per element */
-    if (s == e || (s->storage && e->storage && !s->storage->device && !e->storage->device && tensor_is_contiguous(s) &&
-                   tensor_is_contiguous(e) && !memcmp(tensor_data(s), tensor_data(e), (size_t)n * dtype_size(s->dtype))))
+    if (s == e || (s->storage && e->storage && tensor_is_contiguous(s) && tensor_is_contiguous(e) &&
+                   !memcmp(tensor_data(s), tensor_data(e), (size_t)n * dtype_size(s->dtype))))
         return false;
     for (int64_t i = 0; i < n; i++) {
         if (elem_same(s, e, i)) continue;

@@ -55,6 +55,8 @@ typedef struct HostRec {
     uint64_t key0, ctr0, key1, ctr1; /* the random stream before and after */
     SlotSet *slots;      /* the bindings it changed */
     int nslots;
+    SlotSet *seen;       /* a @host function: the bindings unlike before the call, as it saw them */
+    int nseen;
     VarSet *vars;        /* the tracked variables it changed */
     int nvars;
     Loc loc;             /* the call */
@@ -403,6 +405,18 @@ static void sync_last(Check *ck)
     for (int i = 0; i < ck->nslot; i++) slot_set(&ck->last[i], *slot_at(ck, i));
 }
 
+/* A host function may read any binding: those the call changed so far, as
+ * it sees them (the graph must show it the same). */
+static void note_seen(Check *ck, HostRec *r)
+{
+    for (int i = 0; i < ck->nslot; i++) {
+        if (same_bits(ck->last[i], ck->pre[i])) continue;
+        r->seen = xrealloc(r->seen, sizeof *r->seen * (size_t)(r->nseen + 1));
+        value_incref(ck->last[i]);
+        r->seen[r->nseen++] = (SlotSet){i, ck->last[i]};
+    }
+}
+
 /* After it: bindings and tracked variables unlike the state before it
  * (which becomes the current one) are what it changed. */
 static void note_changes(Check *ck, HostRec *r)
@@ -449,6 +463,7 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     for (int k = 0; k < nkw; k++) r.kwnames[k] = xstrdup(kwnames[k]->s);
     r.loc = I->cur_loc;
     sync_last(ck);
+    if (f.kind == V_FN) note_seen(ck, &r);
     tfe_random_state(&r.key0, &r.ctr0);
     /* its body is not part of the comparison: a host call is one node */
     tfe_check_recording = false;
@@ -475,6 +490,8 @@ static void recs_free(Check *ck)
         value_decref(r->result);
         for (int k = 0; k < r->nslots; k++) value_decref(r->slots[k].v);
         free(r->slots);
+        for (int k = 0; k < r->nseen; k++) value_decref(r->seen[k].v);
+        free(r->seen);
         for (int k = 0; k < r->nvars; k++) tensor_decref(r->vars[k].t);
         free(r->vars);
     }
@@ -543,6 +560,21 @@ static int replay_args(Check *ck, Interp *I, HostRec *r, const char *name, int a
     return 0;
 }
 
+/* A @host function sees the bindings as the eager run showed them: one the
+ * body assigned before the call must already hold its new value. */
+static int replay_seen(Check *ck, Interp *I, HostRec *r, const char *name)
+{
+    for (int i = 0, k = 0; i < ck->nslot; i++) {
+        Value want = ck->pre[i];
+        if (k < r->nseen && r->seen[k].idx == i) want = r->seen[k++].v;
+        char bname[300], path[400], what[900];
+        binding_name(ck, i, bname, sizeof bname);
+        snprintf(path, sizeof path, "host call %s() sees binding %s", name, bname);
+        if (vdiff(*slot_at(ck, i), want, path, what, sizeof what, 0)) return replay_abort(ck, I, "%s%s", what, "");
+    }
+    return 0;
+}
+
 /* What the eager host call changed, made again in the staged run. A draw
  * inside it advances the stream by as much; seed() sets it. */
 static void replay_changes(Check *ck, HostRec *r)
@@ -568,6 +600,7 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     HostRec *r = &ck->recs[ck->cursor++];
     if (!same_callee(f, r->f)) return callee_differs(ck, I, f, r->f);
     if (replay_args(ck, I, r, name, argc, argv, nkw, kwnames, kwvals)) return -1;
+    if (f.kind == V_FN && replay_seen(ck, I, r, name)) return -1;
     replay_changes(ck, r);
     if (r->failed) { /* the eager run stopped in this call; so does this one, with that error */
         ck->hit_error = true;

@@ -38,8 +38,10 @@ bool stage_check_on(void)
 }
 
 /* The eager run keeps every op's first output to find the first node that
- * differs; a body that runs more ops than this is compared on its first ones. */
+ * differs; a body that runs more ops, or makes more bytes, than this is
+ * compared on its first ones. */
 enum { MAX_OPS = 200000 };
+#define MAX_OP_BYTES ((int64_t)256 << 20)
 
 typedef struct SlotSet { int idx; Value v; } SlotSet;       /* a binding's new value (owned) */
 typedef struct VarSet { int var; tfe_tensor *t; } VarSet;   /* a variable's new value (owned) */
@@ -83,6 +85,7 @@ typedef struct Check {
     int nrec, caprec, cursor;
     OpRec *ops;
     int nops, capops;
+    int64_t op_bytes;
     /* under an outer tape: each run on a tape of its own that watches the
      * graph's float inputs and the variables it reads (the sources) */
     bool grads;
@@ -383,7 +386,10 @@ static int exec_hook(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs 
 {
     int rc = tfe_execute_eager(op, nin, in, at, out);
     Check *ck = recording;
-    if (rc || !ck || !tfe_check_recording || ck->nops >= MAX_OPS || tfe_ops[op].nout < 1) return rc;
+    if (rc || !ck || !tfe_check_recording || ck->nops >= MAX_OPS || ck->op_bytes > MAX_OP_BYTES ||
+        tfe_ops[op].nout < 1)
+        return rc;
+    ck->op_bytes += tensor_numel(out[0]) * (int64_t)dtype_size(out[0]->dtype);
     if (ck->nops == ck->capops) {
         ck->capops = ck->capops ? ck->capops * 2 : 64;
         ck->ops = xrealloc(ck->ops, sizeof *ck->ops * (size_t)ck->capops);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "stage/check.h"
 #include "stage/exec.h"
 #include "stage/opt.h"
 #include "stage/plan.h"
@@ -494,7 +495,9 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     if (hit) {
         sc->hits++;
         sc->last = hit;
-        rc = run_trace(I, hit, &lv, out);
+        /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
+        rc = stage_check_on() ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
+                              : run_trace(I, hit, &lv, out);
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);

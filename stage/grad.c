@@ -1028,11 +1028,70 @@ static void gcall_release(tfe_custom_grad *self)
     free(c);
 }
 
+/* --- cached backward graphs ------------------------------------------------------------ */
+
+/* A backward graph is traced from one call's values, so the sizes it was
+ * traced with are in it (a mean's divisor, a broadcast's target shape): it
+ * serves only calls whose backward inputs have the same dtypes and shapes.
+ * A relaxed graph runs with many sizes; a few backwards are kept for it. */
+enum { BWD_KEEP = 8 };
+
+static void meta_of(tfe_meta *m, const tfe_tensor *t)
+{
+    memset(m, 0, sizeof *m);
+    m->dtype = t->dtype;
+    m->weak = t->weak;
+    m->rank = t->rank;
+    for (int d = 0; d < t->rank; d++) m->shape[d] = t->shape[d];
+}
+
+static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb)
+{
+    for (GBwd *w = G->bwd; w; w = w->next) {
+        if (w->nkey != nb) continue;
+        bool same = true;
+        for (int i = 0; i < nb && same; i++) {
+            tfe_meta m;
+            meta_of(&m, bin[i]);
+            same = m.weak == w->key[i].weak && meta_same_shape(&m, &w->key[i]);
+        }
+        if (same) return w;
+    }
+    return NULL;
+}
+
+/* Keep bg (takes a reference; takes has) as G's backward for these inputs,
+ * newest first; the oldest beyond BWD_KEEP is dropped. */
+static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb)
+{
+    GBwd *w = xcalloc(1, sizeof *w);
+    w->g = bg;
+    bg->refcount++;
+    w->has = has;
+    w->nkey = nb;
+    w->key = xcalloc((size_t)nb + 1, sizeof *w->key);
+    for (int i = 0; i < nb; i++) meta_of(&w->key[i], bin[i]);
+    w->next = G->bwd;
+    G->bwd = w;
+    GBwd *last = G->bwd;
+    for (int n = 1; n < BWD_KEEP && last->next; n++) last = last->next;
+    GBwd *old = last->next;
+    last->next = NULL;
+    while (old) {
+        GBwd *next = old->next;
+        graph_decref(old->g);
+        free(old->has);
+        free(old->key);
+        free(old);
+        old = next;
+    }
+}
+
 /* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
  * the cached backward graph, or builds it (recording into a new trace, or
  * into the trace in progress). */
-static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
-                          tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                        tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
 {
     GCallGrad *c = (GCallGrad *)self;
     Interp *I = c->I;
@@ -1044,11 +1103,12 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
     for (int k = 0; k < nout; k++) bin[nin + c->plan.nsaved + k] = dy[k];
     int rc = -1;
-    if (G->bwd && !tfe_tracer) {
+    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb);
+    if (w) {
         tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
-        rc = stage_graph_call(I, G->bwd, bin, bo);
+        rc = stage_graph_call(I, w->g, bin, bo);
         for (int i = 0, k = 0; i < nin; i++) {
-            if (!G->bwd_has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
+            if (!w->has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
             tfe_tensor *gv = bo[k++];
             if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
                 if (gv) tensor_decref(gv);
@@ -1112,16 +1172,15 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
             tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);
-            G->bwd_has = xcalloc((size_t)nin + 1, sizeof *G->bwd_has);
+            bool *has = xcalloc((size_t)nin + 1, sizeof *has);
             for (int i = 0, k = 0; i < nin; i++)
                 if (res[i]) {
-                    G->bwd_has[i] = true;
+                    has[i] = true;
                     outs[k++] = res[i];
                 }
             set_outs(T->g, 0, nres, outs, T);
             free(outs);
-            G->bwd = T->g;
-            T->g->refcount++;
+            bwd_add(G, T->g, has, bin, nb);
         }
     }
     for (int i = 0; i < nin; i++) {
@@ -1137,19 +1196,31 @@ done:
     if (own) {
         Graph *bg = T->g;
         trace_end(T);
-        if (G->bwd == bg) {
+        if (G->bwd && G->bwd->g == bg) {
             graph_compact(bg);
             stage_optimize(bg);
         }
         graph_decref(bg);
     }
     free(bin);
-    if (rc && !tfe_error_msg()[0]) tfe_error_set("gradient of a staged call failed");
+    return rc;
+}
+
+/* The tape reports a failed backward where the gradient was asked for, as
+ * an eager tape does: a graph run moves the current location to its nodes. */
+static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                          tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    Interp *I = ((GCallGrad *)self)->I;
+    Loc at = I->cur_loc;
+    int rc = backward_run(self, nin, in, nout, out, dy, dx);
+    I->cur_loc = at;
     if (rc && I->has_error) {
         /* the tape reports tensor errors: hand the message over */
         tfe_error_set("%s", I->err_msg);
         error_clear(I);
     }
+    if (rc && !tfe_error_msg()[0]) tfe_error_set("gradient of a staged call failed");
     return rc;
 }
 

@@ -55,6 +55,17 @@ typedef struct HostArg { Value v; int nleaves; } HostArg;
  * an eager run would. Shared by nodes; never freed before the graph. */
 typedef struct GFrames { int n; Frame *f; struct GFrames *next_all; } GFrames;
 
+/* One backward graph of a graph (stage/grad.c), for the dtypes and shapes
+ * of the backward's inputs it was traced with: a relaxed graph runs with
+ * other sizes, and a backward traced for one size is not one for another. */
+typedef struct GBwd {
+    struct Graph *g;
+    bool *has;           /* per source: does it get a gradient (g's outputs are those) */
+    tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for */
+    int nkey;
+    struct GBwd *next;
+} GBwd;
+
 typedef struct GNode {
     GKind kind;
     tfe_op op;           /* G_OP */
@@ -95,8 +106,7 @@ typedef struct Graph {
     int ninputs;
     int nvals;           /* values in all: the executor's array size */
     GFrames *frames_all;
-    struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
-    bool *bwd_has;       /* per source of a backward: does it get a gradient (bwd's outputs are those) */
+    GBwd *bwd;           /* its backward graphs, once built, newest first (stage/grad.c) */
     struct Graph *raw;   /* the graph as traced, before the optimizer: what backwards are
                             derived from, so their sums run in the order an eager tape's do */
     struct OptReport *opt; /* what the optimizer did (stage/opt.h), or NULL */

@@ -36,6 +36,7 @@ typedef struct BP {
     tfe_tensor **count;  /* by G node: a replayed while's number of iterations (owned) */
     const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
     struct FusedVals **fused; /* by G node: a fused node's values, one per instruction */
+    bool in_trace;       /* recorded into a trace in progress (a tape made inside it) */
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -692,6 +693,27 @@ static int unstash(BP *b, const Caps *caps, tfe_tensor **s)
     return rc;
 }
 
+static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int cap);
+static bool region_assigns(const Graph *G, int r, const Obj **reads, int n);
+
+/* Recorded into a trace, a backward's variable sources are nodes of that
+ * trace that read the variable when the call runs (stage/trace_cf.c,
+ * reread_vars): a read inside cond id of a variable it also assigns is
+ * neither the value before nor the one after it, and no node has it. */
+static int check_read_assign(BP *b, int id)
+{
+    const GNode *n = &b->G->nodes[id];
+    const Obj *reads[64];
+    int nr = region_var_reads(b->G, n->regions[0], reads, 0, 64);
+    nr = region_var_reads(b->G, n->regions[1], reads, nr, 64);
+    if (!nr || (nr < 64 && !region_assigns(b->G, n->regions[0], reads, nr) &&
+                !region_assigns(b->G, n->regions[1], reads, nr)))
+        return 0;
+    return trace_fail(b->I, n->loc, "gradients through a staged conditional that assigns a variable it reads, with "
+                                    "a tape made inside the staged function, are not supported (read the variable "
+                                    "into a name before the conditional, or assign it after)");
+}
+
 static int sweep_cond(BP *b, int id)
 {
     Graph *G = b->G, *g = b->T->g;
@@ -699,6 +721,7 @@ static int sweep_cond(BP *b, int id)
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
     if (!any) return 0;
+    if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
     tfe_tensor **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
     tfe_tensor **res = xcalloc((size_t)caps.n + 1, sizeof *res);
@@ -1130,7 +1153,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         T->g->name = xstrdup(name);
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL};
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own};
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);

@@ -473,6 +473,21 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     return value;
 }
 
+/* value (var's tensor now) stands from here on for a new read of var: the
+ * value a cond or while run as one tape entry read (stage/trace_cf.c). */
+void trace_var_reread(Value var, tfe_tensor *value)
+{
+    Tracer *T = tfe_tracer;
+    if (!trace_recording() || T->symbolic || !value) return;
+    int id = new_node(T, G_VAR_READ, 0, 1);
+    GNode *g = gnode(T->g, id);
+    value_incref(var);
+    g->obj = var;
+    meta_of(&g->meta[0], value);
+    effect_chain(T, id);
+    trace_note(T, value, (GRef){id, 0});
+}
+
 /* A builtin whose call is an effect, and whether it returns nil. */
 static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o)->effect == 1; }
 

@@ -147,6 +147,45 @@ static int run_now(Tracer *T, int id, tfe_tensor **outs)
     return rc;
 }
 
+/* Does a region of m (or one inside it) call a method bound to var
+ * (assign, assign_add, assign_sub: host-call effects)? */
+static bool assigns_var(const Graph *m, const Obj *var)
+{
+    for (int i = 0; i < m->n; i++) {
+        const GNode *x = &m->nodes[i];
+        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->obj.u.o)->self;
+            if (self.kind == V_OBJECT && self.u.o == var) return true;
+        }
+    }
+    return false;
+}
+
+/* After m (a cond or while) ran as one tape entry: the entry's sources are
+ * the variables' tensors it read, and a tape made inside this trace records
+ * its backward here, reading them. Each is the variable's tensor now (when
+ * m does not assign it; else stage/grad.c, sweep_cond), and it must stand for a read of the variable at this
+ * point of every call: not a constant (the value at trace time), nor an
+ * earlier read (node id or a traced cond or loop before it may assign it). */
+static void reread_vars(Tracer *T, const Graph *m, int id)
+{
+    if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */
+    for (int i = 0; i < m->n; i++) {
+        const GNode *x = &m->nodes[i];
+        if (x->kind != G_VAR_READ || assigns_var(m, x->obj.u.o)) continue;
+        T->suspended++; /* no node for this read: a new one is made below */
+        tfe_tensor *t = value_to_tensor(x->obj);
+        T->suspended--;
+        if (!t) {
+            tfe_error_clear();
+            continue;
+        }
+        TNote *nt = t->node;
+        if (!nt || nt->ref.node < id) trace_var_reread(x->obj, t);
+        tensor_decref(t);
+    }
+}
+
 /* The outputs of node id as traced tensors: run now when the trace has
  * values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
@@ -166,6 +205,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         T->suspended--;
         free(in);
         free(caps);
+        if (!rc) reread_vars(T, m, id);
         graph_decref(m);
         if (rc) return -1;
         for (int k = 0; k < nout; k++)

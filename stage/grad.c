@@ -94,6 +94,20 @@ static int acc(BP *b, int slot, tfe_tensor *d)
     return 0;
 }
 
+/* g[slot] = d + g[slot] (takes d): a gradient so far, before the rest. */
+static int acc_first(BP *b, int slot, tfe_tensor *d)
+{
+    if (!b->g[slot]) {
+        b->g[slot] = d;
+        return 0;
+    }
+    tfe_tensor *s = tfe_binary(OP_ADD, d, b->g[slot]);
+    tensor_decref(d);
+    if (!s) return -1;
+    put(b->g, slot, s);
+    return 0;
+}
+
 static void bp_free(BP *b)
 {
     for (int i = 0; i <= b->G->nvals; i++) {
@@ -628,6 +642,8 @@ typedef struct GradCtx {
     tfe_tensor *const *hist; /* loops: stacked carried values */
     tfe_tensor *index;       /* loops: the iteration (a traced int64) */
     tfe_tensor *const *dcap; /* loops: the capture gradients so far */
+    tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
+    const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -654,9 +670,17 @@ static int grad_branch(BP *b, void *p)
     const GRegion *reg = &G->regions[r];
     if (replay_region(b, r)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
+        if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         tensor_incref(c->dy[k]);
         if (acc(b, slot_of(G, reg->outs[k]), c->dy[k])) return -1;
     }
+    /* the captures' gradients so far first: the branch adds to them in the
+     * order an eager tape would */
+    for (int i = 0; i < c->caps->n; i++)
+        if (c->sofar[i]) {
+            tensor_incref(c->sofar[i]);
+            put(b->g, c->caps->slot[i], c->sofar[i]);
+        }
     if (sweep_region(b, r)) return -1;
     for (int i = 0; i < c->caps->n; i++) {
         tfe_tensor *gv = b->g[c->caps->slot[i]];
@@ -693,6 +717,17 @@ static int unstash(BP *b, const Caps *caps, tfe_tensor **s)
     return rc;
 }
 
+/* After a node whose outputs are the captures' whole gradients (stashed
+ * ones included): the stash goes. */
+static void drop_stash(BP *b, const Caps *caps, tfe_tensor **s)
+{
+    for (int i = 0; i < caps->n; i++) {
+        put(b->g, caps->slot[i], NULL);
+        if (s[i]) tensor_decref(s[i]);
+    }
+    free(s);
+}
+
 static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int cap);
 static bool region_assigns(const Graph *G, int r, const Obj **reads, int n);
 
@@ -724,17 +759,22 @@ static int sweep_cond(BP *b, int id)
     if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
     tfe_tensor **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
+    bool *zero_dy = xcalloc((size_t)n->nout + 1, sizeof *zero_dy);
     tfe_tensor **res = xcalloc((size_t)caps.n + 1, sizeof *res);
     int rc = -1, r[2];
     for (int k = 0; k < n->nout; k++) {
         dy[k] = b->g[n->vbase + k];
         if (dy[k]) tensor_incref(dy[k]);
         else if (!(dy[k] = zeros_like(b->m[n->vbase + k]))) goto out;
+        else zero_dy[k] = true;
     }
+    /* each branch's outputs are the captures' whole gradients: what they
+     * had before, plus the branch's contributions (stash: cleared meanwhile) */
     tfe_tensor **saved = stash(b, &caps);
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
-        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res, .nres = caps.n};
+        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res, .nres = caps.n,
+                     .sofar = saved, .zero_dy = zero_dy};
         if (in_region(b, r[br], grad_branch, &c)) {
             unstash(b, &caps, saved);
             goto out;
@@ -745,7 +785,7 @@ static int sweep_cond(BP *b, int id)
             res[i] = NULL;
         }
     }
-    if (unstash(b, &caps, saved)) goto out;
+    drop_stash(b, &caps, saved);
     tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
     int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, caps.n);
     GNode *nn = gnode(g, nid);
@@ -758,13 +798,13 @@ static int sweep_cond(BP *b, int id)
         goto out;
     }
     rc = 0;
-    for (int i = 0; i < caps.n; i++)
-        if (acc(b, caps.slot[i], outs[i])) rc = -1;
+    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[i]); /* the whole gradients */
     free(outs);
 out:
     for (int k = 0; k < n->nout; k++)
         if (dy[k]) tensor_decref(dy[k]);
     free(dy);
+    free(zero_dy);
     free(res);
     caps_free(&caps);
     return rc;
@@ -808,6 +848,12 @@ static int loop_grad_body(BP *b, void *p)
         tensor_incref(c->dy[k]);
         if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) return -1;
     }
+    /* the captures' gradients so far first: this iteration adds to them in
+     * the order an eager tape would */
+    for (int i = 0; i < c->caps->n; i++) {
+        tensor_incref(c->dcap[i]);
+        put(b->g, c->caps->slot[i], c->dcap[i]);
+    }
     if (sweep_region(b, n->regions[1])) return -1;
     /* new carried gradients: those of the params */
     for (int k = 0; k < nc; k++) {
@@ -818,13 +864,9 @@ static int loop_grad_body(BP *b, void *p)
         c->res[1 + k] = gv;
     }
     for (int i = 0; i < c->caps->n; i++) {
-        tfe_tensor *gv = b->g[c->caps->slot[i]];
-        if (gv) gv = tfe_binary(OP_ADD, c->dcap[i], gv);
-        else {
-            gv = c->dcap[i];
-            tensor_incref(gv);
-        }
+        tfe_tensor *gv = b->g[c->caps->slot[i]]; /* dcap and this iteration's contributions */
         if (!gv) return -1;
+        tensor_incref(gv);
         c->res[1 + nc + i] = gv;
         put(b->g, c->caps->slot[i], NULL);
     }
@@ -879,8 +921,10 @@ static int sweep_loop(BP *b, int id)
         meta[1 + k].weak = false;
         meta[1 + k].dtype = d->dtype;
     }
-    for (int i = 0; i < caps.n; i++) {
-        if (!(init[1 + nc + i] = zeros_like(b->m[caps.slot[i]]))) goto out;
+    for (int i = 0; i < caps.n; i++) { /* a capture's gradient so far, or zeros */
+        tfe_tensor *sofar = b->g[caps.slot[i]];
+        if (sofar) tensor_incref(sofar);
+        if (!(init[1 + nc + i] = sofar ? sofar : zeros_like(b->m[caps.slot[i]]))) goto out;
         meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
         meta[1 + nc + i].weak = false;
     }
@@ -896,7 +940,7 @@ static int sweep_loop(BP *b, int id)
     res[0] = NULL;
     if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); goto out; }
     set_outs(g, rbody, ncarry, res, b->T);
-    if (unstash(b, &caps, saved)) goto out;
+    drop_stash(b, &caps, saved);
     int nid = new_cf_node(b, G_WHILE, n->loc, ncarry, init, ncarry);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = rcond;
@@ -911,8 +955,7 @@ static int sweep_loop(BP *b, int id)
     tensor_decref(outs[0]);
     for (int k = 0; k < nc; k++)
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
-    for (int i = 0; i < caps.n; i++)
-        if (acc(b, caps.slot[i], outs[1 + nc + i])) rc = -1;
+    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[1 + nc + i]); /* the whole gradients */
     free(outs);
 out:
     for (int i = 0; i < ncarry; i++) {
@@ -1068,11 +1111,12 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
     for (int d = 0; d < t->rank; d++) m->shape[d] = t->shape[d];
 }
 
-static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb)
+static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, tfe_tensor *const *acc, int nsrc)
 {
     for (GBwd *w = G->bwd; w; w = w->next) {
-        if (w->nkey != nb) continue;
+        if (w->nkey != nb || w->nsrc != nsrc) continue;
         bool same = true;
+        for (int i = 0; i < nsrc && same; i++) same = w->acc[i] == (acc[i] != NULL);
         for (int i = 0; i < nb && same; i++) {
             tfe_meta m;
             meta_of(&m, bin[i]);
@@ -1085,9 +1129,12 @@ static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb)
 
 /* Keep bg (takes a reference; takes has) as G's backward for these inputs,
  * newest first; the oldest beyond BWD_KEEP is dropped. */
-static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb)
+static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, tfe_tensor *const *acc, int nsrc)
 {
     GBwd *w = xcalloc(1, sizeof *w);
+    w->nsrc = nsrc;
+    w->acc = xcalloc((size_t)nsrc + 1, sizeof *w->acc);
+    for (int i = 0; i < nsrc; i++) w->acc[i] = acc[i] != NULL;
     w->g = bg;
     bg->refcount++;
     w->has = has;
@@ -1105,6 +1152,7 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
         graph_decref(old->g);
         free(old->has);
         free(old->key);
+        free(old->acc);
         free(old);
         old = next;
     }
@@ -1120,13 +1168,27 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     Interp *I = c->I;
     Graph *G = c->G;
     (void)out;
-    int nb = nin + c->plan.nsaved + nout;
+    /* the sources' gradients so far (the tape's, borrowed): the sweep adds
+     * to them in eager order; inputs of the backward after the others */
+    tfe_tensor **sofar = xcalloc((size_t)nin + 1, sizeof *sofar);
+    int nacc = 0;
+    for (int i = 0; i < nin; i++) {
+        if (dx[i] == TFE_GRAD_SKIP) continue;
+        if (dx[i] && dtype_is_float(in[i]->dtype)) {
+            sofar[i] = dx[i];
+            nacc++;
+        }
+        dx[i] = NULL;
+    }
+    int nb = nin + c->plan.nsaved + nout + nacc;
     tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb ? nb : 1));
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
     for (int k = 0; k < nout; k++) bin[nin + c->plan.nsaved + k] = dy[k];
+    for (int i = 0, k = nin + c->plan.nsaved + nout; i < nin; i++)
+        if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
-    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb);
+    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, sofar, nin);
     if (w) {
         tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
         rc = stage_graph_call(I, w->g, bin, bo);
@@ -1141,6 +1203,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         }
         free(bo);
         free(bin);
+        free(sofar);
         return rc;
     }
     /* build it: replay and sweep, recording */
@@ -1154,6 +1217,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own};
+    tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);
@@ -1170,10 +1234,21 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         }
         if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
-        else {
+        else if (i < nin + c->plan.nsaved + nout) {
             int k = i - nin - c->plan.nsaved;
             if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
+        } else {
+            accin[i - (nin + c->plan.nsaved + nout)] = t; /* placed below */
         }
+    }
+    /* a source's gradient so far comes first: the sweep adds to it. (An
+     * output that is a source itself got its seed above, before it: then
+     * the order is not eager's; a tape entry cannot say better.) */
+    for (int i = 0, k = 0; i < nin; i++) {
+        if (!sofar[i]) continue;
+        tfe_tensor *t = accin[k];
+        accin[k++] = NULL;
+        if (acc_first(&b, c->plan.src[i], t)) goto done;
     }
     if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
     rc = 0;
@@ -1203,7 +1278,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
                 }
             set_outs(T->g, 0, nres, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb);
+            bwd_add(G, T->g, has, bin, nb, sofar, nin);
         }
     }
     for (int i = 0; i < nin; i++) {
@@ -1215,6 +1290,9 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     }
     free(res);
 done:
+    for (int k = 0; k < nacc; k++)
+        if (accin[k]) tensor_decref(accin[k]);
+    free(accin);
     bp_free(&b);
     if (own) {
         Graph *bg = T->g;
@@ -1226,6 +1304,7 @@ done:
         graph_decref(bg);
     }
     free(bin);
+    free(sofar);
     return rc;
 }
 

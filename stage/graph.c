@@ -109,6 +109,7 @@ void graph_decref(Graph *g)
         graph_decref(b->g);
         free(b->has);
         free(b->key);
+        free(b->acc);
         free(b);
     }
     graph_decref(g->raw);

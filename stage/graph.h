@@ -63,6 +63,8 @@ typedef struct GBwd {
     bool *has;           /* per source: does it get a gradient (g's outputs are those) */
     tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for */
     int nkey;
+    bool *acc;           /* per source: was its gradient so far an input (after the others) */
+    int nsrc;
     struct GBwd *next;
 } GBwd;
 

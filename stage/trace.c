@@ -444,8 +444,8 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
 
 /* --- variables and host calls ------------------------------------------------------------------- */
 
-/* Symbolically: the tensor of the last read of var in this region, when
- * nothing that could assign it (a host call, a cond, a loop) came after it:
+/* The tensor of the last read of var in this region, when nothing that
+ * could assign it (a host call, a cond, a loop) came after it:
  * eager code reads the same tensor then, and a tape sums the gradients of
  * both uses in one running sum (bit for bit). NULL otherwise. */
 static tfe_tensor *last_read(Tracer *T, Value var)
@@ -479,7 +479,7 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     if (n && !T->symbolic && n->ref.node > T->last_cf &&
         graph_region_visible(T->g, gnode(T->g, n->ref.node)->region, T->region))
         return value;
-    tfe_tensor *again = T->symbolic ? last_read(T, var) : NULL;
+    tfe_tensor *again = last_read(T, var);
     if (again) {
         tensor_decref(value);
         tensor_incref(again);

@@ -1111,12 +1111,12 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
     for (int d = 0; d < t->rank; d++) m->shape[d] = t->shape[d];
 }
 
-static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, tfe_tensor *const *acc, int nsrc)
+static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
 {
     for (GBwd *w = G->bwd; w; w = w->next) {
-        if (w->nkey != nb || w->nsrc != nsrc) continue;
+        if (w->nkey != nb || w->nsrc != npres) continue;
         bool same = true;
-        for (int i = 0; i < nsrc && same; i++) same = w->acc[i] == (acc[i] != NULL);
+        for (int i = 0; i < npres && same; i++) same = w->acc[i] == pres[i];
         for (int i = 0; i < nb && same; i++) {
             tfe_meta m;
             meta_of(&m, bin[i]);
@@ -1129,12 +1129,12 @@ static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, tfe_tensor *cons
 
 /* Keep bg (takes a reference; takes has) as G's backward for these inputs,
  * newest first; the oldest beyond BWD_KEEP is dropped. */
-static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, tfe_tensor *const *acc, int nsrc)
+static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
 {
     GBwd *w = xcalloc(1, sizeof *w);
-    w->nsrc = nsrc;
-    w->acc = xcalloc((size_t)nsrc + 1, sizeof *w->acc);
-    for (int i = 0; i < nsrc; i++) w->acc[i] = acc[i] != NULL;
+    w->nsrc = npres;
+    w->acc = xcalloc((size_t)npres + 1, sizeof *w->acc);
+    mem_copy(w->acc, pres, sizeof *pres * (size_t)npres);
     w->g = bg;
     bg->refcount++;
     w->has = has;
@@ -1180,15 +1180,23 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         }
         dx[i] = NULL;
     }
-    int nb = nin + c->plan.nsaved + nout + nacc;
+    /* the outputs a gradient reached (the others seed nothing) */
+    int *outk = xmalloc(sizeof *outk * (size_t)(nout + 1)), ndy = 0;
+    for (int k = 0; k < nout; k++)
+        if (dy[k]) outk[ndy++] = k;
+    /* which of these a backward graph takes as inputs: it is for them */
+    bool *pres = xcalloc((size_t)(nin + nout) + 1, sizeof *pres);
+    for (int i = 0; i < nin; i++) pres[i] = sofar[i] != NULL;
+    for (int k = 0; k < nout; k++) pres[nin + k] = dy[k] != NULL;
+    int nb = nin + c->plan.nsaved + ndy + nacc;
     tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb ? nb : 1));
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
-    for (int k = 0; k < nout; k++) bin[nin + c->plan.nsaved + k] = dy[k];
-    for (int i = 0, k = nin + c->plan.nsaved + nout; i < nin; i++)
+    for (int j = 0; j < ndy; j++) bin[nin + c->plan.nsaved + j] = dy[outk[j]];
+    for (int i = 0, k = nin + c->plan.nsaved + ndy; i < nin; i++)
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
-    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, sofar, nin);
+    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout);
     if (w) {
         tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
         rc = stage_graph_call(I, w->g, bin, bo);
@@ -1204,6 +1212,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         free(bo);
         free(bin);
         free(sofar);
+        free(outk);
+        free(pres);
         return rc;
     }
     /* build it: replay and sweep, recording */
@@ -1234,11 +1244,11 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         }
         if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
-        else if (i < nin + c->plan.nsaved + nout) {
-            int k = i - nin - c->plan.nsaved;
+        else if (i < nin + c->plan.nsaved + ndy) {
+            int k = outk[i - nin - c->plan.nsaved];
             if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
         } else {
-            accin[i - (nin + c->plan.nsaved + nout)] = t; /* placed below */
+            accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
         }
     }
     /* a source's gradient so far comes first: the sweep adds to it. (An
@@ -1278,7 +1288,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
                 }
             set_outs(T->g, 0, nres, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb, sofar, nin);
+            bwd_add(G, T->g, has, bin, nb, pres, nin + nout);
         }
     }
     for (int i = 0; i < nin; i++) {
@@ -1305,6 +1315,8 @@ done:
     }
     free(bin);
     free(sofar);
+    free(outk);
+    free(pres);
     return rc;
 }
 

@@ -51,7 +51,9 @@ extern int tfe_tapes_active;         /* number of active tapes (0: no recording 
 void tfe_tape_record(const tfe_opcall *c);
 /* A tape entry whose backward is not an op's rule: a staged call records
  * one such entry for its whole graph (stage/grad.c). backward gets the
- * entry's inputs, outputs and output gradients and sets dx[i]. On entry
+ * entry's inputs, outputs and output gradients (dy[j] NULL: no gradient
+ * reached output j; an eager tape would not visit what made it) and sets
+ * dx[i]. On entry
  * dx[i] is TFE_GRAD_SKIP (no gradient wanted), or, at an input's first
  * place among in[], its gradient so far (borrowed; NULL: none yet): the
  * backward adds its contributions to that one by one, in the order an eager

@@ -358,7 +358,7 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
             }
             /* outputs nobody used get zeros (made only now that they are needed) */
             for (int j = 0; j < e->nout && !fail; j++) {
-                if (dy[j]) continue;
+                if (dy[j] || e->custom) continue; /* a custom entry takes NULL: none */
                 if (!(dy[j] = filled_like(e->t[e->nin + j], 0.0))) fail = true;
                 else made[j] = true;
             }

@@ -372,7 +372,8 @@ static int replay_loop(BP *b, int id)
         nr = region_var_reads(b->G, w->regions[0], reads, nr, 64);
         if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)))
             return bp_error(b, w, "gradients through a staged loop that assigns a variable it reads are not "
-                                  "supported");
+                                  "supported (keep the value in a loop variable and assign the variable after "
+                                  "the loop, or take the gradient eagerly: run_eagerly(true))");
     }
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];

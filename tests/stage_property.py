@@ -44,7 +44,7 @@ Rules:
     are compared with a tolerance, |a - b| <= 1e-5 * max(|a|, |b|, largest
     |number| of that print) + 1e-4 (--grad-rtol, --grad-atol). Staged
     gradients add their contributions in eager order, but a few programs
-    still differ in the last bit (docs/staging.md section 14: 13 of seeds
+    still differ in the last bit (docs/staging.md section 14: 5 of seeds
     5000..5999 with --grad-rtol 0 --grad-atol 0; the default seeds agree
     bit for bit);
   * but a gradient print that is all zeros in one mode and not in another

@@ -1364,6 +1364,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         GCallGrad *c = xcalloc(1, sizeof *c);
         c->base.refcount = 0;
         c->base.backward = gcall_backward;
+        c->base.totals = true; /* backward_run adds to the gradients so far */
         c->base.release = gcall_release;
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums

@@ -163,10 +163,11 @@ static bool assigns_var(const Graph *m, const Obj *var)
 
 /* After m (a cond or while) ran as one tape entry: the entry's sources are
  * the variables' tensors it read, and a tape made inside this trace records
- * its backward here, reading them. Each is the variable's tensor now (when
- * m does not assign it; else stage/grad.c, sweep_cond), and it must stand for a read of the variable at this
- * point of every call: not a constant (the value at trace time), nor an
- * earlier read (node id or a traced cond or loop before it may assign it). */
+ * its backward here, reading them. Each is the variable's tensor now (when m
+ * does not assign it; else stage/grad.c, check_read_assign), and it must
+ * stand for a read of the variable at this point of every call: not a
+ * constant (the value at trace time), nor an earlier read (node id, or a
+ * traced cond or loop before it, may assign the variable). */
 static void reread_vars(Tracer *T, const Graph *m, int id)
 {
     if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */

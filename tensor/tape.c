@@ -345,6 +345,12 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
             tfe_tensor **dx = e->nin <= 64 ? dxbuf : xmalloc(sizeof *dx * (size_t)e->nin);
             /* inputs that no source reaches need no gradient: the rule skips them */
             for (int i = 0; i < e->nin; i++) dx[i] = pmap_has(&reach, e->t[i]) ? NULL : TFE_GRAD_SKIP;
+            /* outputs nobody used get zeros (made only now that they are needed) */
+            for (int j = 0; j < e->nout && !fail; j++) {
+                if (dy[j] || (e->custom && e->custom->totals)) continue; /* it takes NULL: none */
+                if (!(dy[j] = filled_like(e->t[e->nin + j], 0.0))) fail = true;
+                else made[j] = true;
+            }
             /* a custom entry adds its contributions to an input's gradient so
              * far itself, one by one in the order the ops it stands for would
              * (bit for bit an eager tape's sums); it returns the total. Only
@@ -352,15 +358,9 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
              * as usual. */
             bool totb[64], *total = e->nin <= 64 ? totb : xmalloc(sizeof *total * (size_t)e->nin);
             for (int i = 0; i < e->nin; i++) {
-                total[i] = e->custom && dx[i] == NULL;
+                total[i] = e->custom && e->custom->totals && dx[i] == NULL;
                 for (int j = 0; j < i && total[i]; j++) total[i] = e->t[j] != e->t[i];
-                if (total[i]) dx[i] = pmap_get(&gmap, e->t[i]);
-            }
-            /* outputs nobody used get zeros (made only now that they are needed) */
-            for (int j = 0; j < e->nout && !fail; j++) {
-                if (dy[j] || e->custom) continue; /* a custom entry takes NULL: none */
-                if (!(dy[j] = filled_like(e->t[e->nin + j], 0.0))) fail = true;
-                else made[j] = true;
+                if (total[i] && !fail) dx[i] = pmap_get(&gmap, e->t[i]); /* borrowed */
             }
             const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
                                   .at = &e->at, .out = e->t + e->nin};

@@ -890,7 +890,9 @@ static int sweep_loop(BP *b, int id)
     /* a loop a backward replayed keeps its iterations' values (outputs nc
      * and on); a gradient reaching those (a second-order gradient through
      * a staged loop) would have to flow back through every iteration's
-     * stacking, which is not built */
+     * stacking: the reverse loop's gather, whose gradient is a scatter into
+     * zeros of the history's shape, which a backward graph would bake in
+     * for one iteration count */
     for (int k = nc; k < n->nout; k++)
         if (b->g[n->vbase + k])
             return bp_error(b, n, "second-order gradients through a loop on a traced tensor are not supported "
@@ -954,9 +956,11 @@ static int sweep_loop(BP *b, int id)
     }
     rc = 0;
     tensor_decref(outs[0]);
+    /* the captures' whole gradients first, then the initial values' (a value
+     * can be both: the loop starts from x and reads x) */
+    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[1 + nc + i]);
     for (int k = 0; k < nc; k++)
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
-    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[1 + nc + i]); /* the whole gradients */
     free(outs);
 out:
     for (int i = 0; i < ncarry; i++) {

@@ -677,10 +677,10 @@ static int grad_branch(BP *b, void *p)
     }
     /* the captures' gradients so far first: the branch adds to them in the
      * order an eager tape would */
-    for (int i = 0; i < c->caps->n; i++)
+    for (int i = 0; i < c->caps->n; i++) /* (before a seed: a branch may pass a capture through) */
         if (c->sofar[i]) {
             tensor_incref(c->sofar[i]);
-            put(b->g, c->caps->slot[i], c->sofar[i]);
+            if (acc_first(b, c->caps->slot[i], c->sofar[i])) return -1;
         }
     if (sweep_region(b, r)) return -1;
     for (int i = 0; i < c->caps->n; i++) {
@@ -851,9 +851,9 @@ static int loop_grad_body(BP *b, void *p)
     }
     /* the captures' gradients so far first: this iteration adds to them in
      * the order an eager tape would */
-    for (int i = 0; i < c->caps->n; i++) {
+    for (int i = 0; i < c->caps->n; i++) { /* (before a seed: the body may pass a capture through) */
         tensor_incref(c->dcap[i]);
-        put(b->g, c->caps->slot[i], c->dcap[i]);
+        if (acc_first(b, c->caps->slot[i], c->dcap[i])) return -1;
     }
     if (sweep_region(b, n->regions[1])) return -1;
     /* new carried gradients: those of the params */

@@ -335,7 +335,8 @@ static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int
     const GRegion *reg = &G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &G->nodes[reg->nodes[i]];
-        if (x->kind == G_VAR_READ && n < cap) reads[n++] = x->obj.u.o;
+        /* (a read a traced cond hands on has its value: stage/trace_cf.c, export_reads) */
+        if (x->kind == G_VAR_READ && !x->outer_out && n < cap) reads[n++] = x->obj.u.o;
         if (x->kind == G_COND || x->kind == G_WHILE)
             for (int k = 0; k < 2; k++) n = region_var_reads(G, x->regions[k], reads, n, cap);
     }
@@ -1265,6 +1266,17 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         accin[k++] = NULL;
         if (acc_first(&b, c->plan.src[i], t)) goto done;
     }
+    /* recorded into a trace: a read the cond this graph stands for hands on
+     * is that output of it there (the tensor trace_cf.c noted for it) */
+    for (int i = 0; i < G->n && !own; i++) {
+        const GNode *x = &G->nodes[i];
+        if (x->kind != G_VAR_READ || !x->outer_out) continue;
+        int slot = T->g->nodes[x->outer_node].vbase + x->outer_out - 1;
+        tfe_tensor *a = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        if (!a || !a->node) continue;
+        tensor_incref(a);
+        put(b.m, x->vbase, a);
+    }
     if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
     rc = 0;
     /* a source no gradient reaches gets none (the tape then adds nothing) */
@@ -1394,6 +1406,16 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
         for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(B, G, map, &c->plan, &x, i);
         free(map);
+        /* an output that is a source too (a variable's read a cond hands on:
+         * stage/trace_cf.c, export_reads) is its own tensor as well */
+        for (int k = 0; k < top->nouts; k++)
+            for (int i = G->ninputs; i < c->plan.nsrc && outs[k]; i++)
+                if (outs[k] == src[i]) {
+                    tfe_tensor *a = tensor_alias(outs[k]);
+                    tensor_decref(outs[k]);
+                    outs[k] = a;
+                    break;
+                }
         tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);
         for (int i = 0; i < c->plan.nsrc; i++)
             if (src[i]) tensor_decref(src[i]);

@@ -90,6 +90,10 @@ typedef struct GNode {
     int at_from;         /* G_OP random: a replay of node at_from's draw (a gradient
                             rule's, e.g. dropout's mask): its seed and counter are
                             those node's at this run; -1 otherwise */
+    int outer_out;       /* G_VAR_READ in a cond run as one tape entry while tracing (stage/
+                            trace_cf.c): 1 + the output of that cond in the trace's graph that
+                            hands on this read's value (node outer_node), or 0 */
+    int outer_node;
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */

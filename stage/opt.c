@@ -101,19 +101,41 @@ static bool shape_safe(tfe_op op)
     }
 }
 
+/* Is g a relaxed trace (an input with an unknown dim)? */
+static bool graph_relaxed(const Graph *g)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (has_unknown_dim(&g->nodes[g->inputs[i]].meta[0])) return true;
+    return false;
+}
+
+/* In a relaxed trace, can the dims recorded for value r, read by node user,
+ * differ from its dims at run time where they are known? Only the top
+ * region's ops have their dims carried from the inputs (relax_metas in
+ * stage/staged.c): a region's ops, and what conds, loops and host calls
+ * return, keep the dims of the trace. Constants and variables keep theirs. */
+static bool dims_uncertain(const Graph *g, const GNode *user, GRef r)
+{
+    const GNode *p = &g->nodes[r.node];
+    if (p->kind == G_CONST || p->kind == G_VAR_READ) return false;
+    if (user->region != 0 || p->region != 0) return true;
+    return !(p->kind == G_INPUT || p->kind == G_OP || p->kind == G_FUSED);
+}
+
 /* Can the broadcast of an elementwise op's inputs fail at run time? Only
  * where, in some axis, two different values have dims that are not known
  * to agree: an unknown dim against another unknown one or a known one other
  * than 1 (known dims were checked when the op was traced). */
-static bool broadcast_may_fail(const Graph *g, const GNode *n)
+static bool broadcast_may_fail(const Graph *g, const GNode *n, bool relaxed)
 {
     for (int a = 0; a < n->nin; a++)
         for (int b = a + 1; b < n->nin; b++) {
             if (n->in[a].node == n->in[b].node && n->in[a].out == n->in[b].out) continue;
             const tfe_meta *x = &g->nodes[n->in[a].node].meta[n->in[a].out];
             const tfe_meta *y = &g->nodes[n->in[b].node].meta[n->in[b].out];
+            bool ux = relaxed && dims_uncertain(g, n, n->in[a]), uy = relaxed && dims_uncertain(g, n, n->in[b]);
             for (int i = 1; i <= x->rank && i <= y->rank; i++) {
-                int64_t p = x->shape[x->rank - i], q = y->shape[y->rank - i];
+                int64_t p = ux ? -1 : x->shape[x->rank - i], q = uy ? -1 : y->shape[y->rank - i];
                 if ((p < 0 || q < 0) && p != 1 && q != 1) return true;
             }
         }
@@ -126,10 +148,12 @@ bool opt_may_fail(const Graph *g, int id)
     if (n->kind != G_OP && n->kind != G_FUSED) return false;
     /* a relaxed trace's unknown dims are checked as the ops run (a
      * broadcast, a matmul, a reshape of the new size may not work) */
-    bool unknown = false;
-    for (int k = 0; k < n->nin && !unknown; k++) unknown = has_unknown_dim(&g->nodes[n->in[k].node].meta[n->in[k].out]);
-    if (n->kind == G_FUSED) return unknown && broadcast_may_fail(g, n);
-    if (unknown && !shape_safe(n->op) && (!(tfe_ops[n->op].flags & F_ELEMWISE) || broadcast_may_fail(g, n)))
+    bool unknown = false, relaxed = n->nin > 0 && graph_relaxed(g);
+    for (int k = 0; k < n->nin && !unknown; k++)
+        unknown = has_unknown_dim(&g->nodes[n->in[k].node].meta[n->in[k].out]) ||
+                  (relaxed && dims_uncertain(g, n, n->in[k]));
+    if (n->kind == G_FUSED) return unknown && broadcast_may_fail(g, n, relaxed);
+    if (unknown && !shape_safe(n->op) && (!(tfe_ops[n->op].flags & F_ELEMWISE) || broadcast_may_fail(g, n, relaxed)))
         return true;
     if (!(tfe_ops[n->op].flags & F_MAYFAIL)) return false;
     /* failures on values: integer division by zero, integer negative powers

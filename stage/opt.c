@@ -101,8 +101,7 @@ static bool shape_safe(tfe_op op)
     }
 }
 
-/* Is g a relaxed trace (an input with an unknown dim)? */
-static bool graph_relaxed(const Graph *g)
+bool opt_graph_relaxed(const Graph *g)
 {
     for (int i = 0; i < g->ninputs; i++)
         if (has_unknown_dim(&g->nodes[g->inputs[i]].meta[0])) return true;
@@ -142,13 +141,13 @@ static bool broadcast_may_fail(const Graph *g, const GNode *n, bool relaxed)
     return false;
 }
 
-bool opt_may_fail(const Graph *g, int id)
+bool opt_may_fail(const Graph *g, int id, bool relaxed)
 {
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP && n->kind != G_FUSED) return false;
     /* a relaxed trace's unknown dims are checked as the ops run (a
      * broadcast, a matmul, a reshape of the new size may not work) */
-    bool unknown = false, relaxed = n->nin > 0 && graph_relaxed(g);
+    bool unknown = false;
     for (int k = 0; k < n->nin && !unknown; k++)
         unknown = has_unknown_dim(&g->nodes[n->in[k].node].meta[n->in[k].out]) ||
                   (relaxed && dims_uncertain(g, n, n->in[k]));

@@ -108,31 +108,57 @@ bool opt_graph_relaxed(const Graph *g)
     return false;
 }
 
-/* In a relaxed trace, can the dims recorded for value r, read by node user,
- * differ from its dims at run time where they are known? Only the top
- * region's ops have their dims carried from the inputs (relax_metas in
- * stage/staged.c): a region's ops, and what conds, loops and host calls
- * return, keep the dims of the trace. Constants and variables keep theirs. */
-static bool dims_uncertain(const Graph *g, const GNode *user, GRef r)
+/* In a relaxed trace, which values' recorded dims can differ from their dims
+ * at run time where they are known? relax_metas (stage/staged.c) carries
+ * the inputs' unknown dims through the top region's ops, but a region's ops,
+ * what conds, loops and host calls return, and an op whose infer rule could
+ * not work with an unknown dim (tile: its output keeps the trace's dims) keep
+ * the dims of the trace; so does whatever is computed from such a value.
+ * Constants and variables keep theirs. One pass in node order (a node reads
+ * values of lower ids, but for a region's ops, which are uncertain anyway). */
+bool *opt_uncertain_dims(const Graph *g)
 {
-    const GNode *p = &g->nodes[r.node];
-    if (p->kind == G_CONST || p->kind == G_VAR_READ) return false;
-    if (user->region != 0 || p->region != 0) return true;
-    return !(p->kind == G_INPUT || p->kind == G_OP || p->kind == G_FUSED);
+    if (!opt_graph_relaxed(g)) return NULL;
+    bool *u = xcalloc((size_t)g->nvals + 1, sizeof *u);
+    for (int id = 0; id < g->n; id++) {
+        const GNode *n = &g->nodes[id];
+        bool unc;
+        if (n->kind == G_CONST || n->kind == G_VAR_READ || n->kind == G_INPUT) unc = false;
+        else if (n->region != 0 || (n->kind != G_OP && n->kind != G_FUSED)) unc = true;
+        else {
+            bool from_unc = false, from_unknown = false;
+            for (int k = 0; k < n->nin; k++) {
+                const GNode *p = &g->nodes[n->in[k].node];
+                from_unc |= u[p->vbase + n->in[k].out];
+                from_unknown |= has_unknown_dim(&p->meta[n->in[k].out]);
+            }
+            bool known_out = true;
+            for (int k = 0; k < n->nout; k++) known_out &= !has_unknown_dim(&n->meta[k]);
+            unc = from_unc || (from_unknown && known_out && n->kind == G_OP &&
+                               !(tfe_ops[n->op].flags & F_REDUCTION));
+        }
+        for (int k = 0; k < n->nout; k++) u[n->vbase + k] = unc;
+    }
+    return u;
+}
+
+static bool uncertain(const Graph *g, const bool *unc, GRef r)
+{
+    return unc && unc[g->nodes[r.node].vbase + r.out];
 }
 
 /* Can the broadcast of an elementwise op's inputs fail at run time? Only
  * where, in some axis, two different values have dims that are not known
  * to agree: an unknown dim against another unknown one or a known one other
  * than 1 (known dims were checked when the op was traced). */
-static bool broadcast_may_fail(const Graph *g, const GNode *n, bool relaxed)
+static bool broadcast_may_fail(const Graph *g, const GNode *n, const bool *unc)
 {
     for (int a = 0; a < n->nin; a++)
         for (int b = a + 1; b < n->nin; b++) {
             if (n->in[a].node == n->in[b].node && n->in[a].out == n->in[b].out) continue;
             const tfe_meta *x = &g->nodes[n->in[a].node].meta[n->in[a].out];
             const tfe_meta *y = &g->nodes[n->in[b].node].meta[n->in[b].out];
-            bool ux = relaxed && dims_uncertain(g, n, n->in[a]), uy = relaxed && dims_uncertain(g, n, n->in[b]);
+            bool ux = uncertain(g, unc, n->in[a]), uy = uncertain(g, unc, n->in[b]);
             for (int i = 1; i <= x->rank && i <= y->rank; i++) {
                 int64_t p = ux ? -1 : x->shape[x->rank - i], q = uy ? -1 : y->shape[y->rank - i];
                 if ((p < 0 || q < 0) && p != 1 && q != 1) return true;
@@ -141,7 +167,7 @@ static bool broadcast_may_fail(const Graph *g, const GNode *n, bool relaxed)
     return false;
 }
 
-bool opt_may_fail(const Graph *g, int id, bool relaxed)
+bool opt_may_fail(const Graph *g, int id, const bool *unc)
 {
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP && n->kind != G_FUSED) return false;
@@ -150,9 +176,9 @@ bool opt_may_fail(const Graph *g, int id, bool relaxed)
     bool unknown = false;
     for (int k = 0; k < n->nin && !unknown; k++)
         unknown = has_unknown_dim(&g->nodes[n->in[k].node].meta[n->in[k].out]) ||
-                  (relaxed && dims_uncertain(g, n, n->in[k]));
-    if (n->kind == G_FUSED) return unknown && broadcast_may_fail(g, n, relaxed);
-    if (unknown && !shape_safe(n->op) && (!(tfe_ops[n->op].flags & F_ELEMWISE) || broadcast_may_fail(g, n, relaxed)))
+                  uncertain(g, unc, n->in[k]);
+    if (n->kind == G_FUSED) return unknown && broadcast_may_fail(g, n, unc);
+    if (unknown && !shape_safe(n->op) && (!(tfe_ops[n->op].flags & F_ELEMWISE) || broadcast_may_fail(g, n, unc)))
         return true;
     if (!(tfe_ops[n->op].flags & F_MAYFAIL)) return false;
     /* failures on values: integer division by zero, integer negative powers

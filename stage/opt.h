@@ -62,11 +62,14 @@ bool opt_has_effect(const Graph *g, int id);
  * that depends on the values or sizes it gets at run time (ops marked
  * F_MAYFAIL unless their constant operands rule it out, and, in a relaxed
  * trace, ops whose shape checks read an unknown dim)? Such a node is never
- * dropped: an eager run would stop there. relaxed: opt_graph_relaxed(g),
- * asked once per pass (a backward graph can have thousands of inputs). */
-bool opt_may_fail(const Graph *g, int id, bool relaxed);
+ * dropped: an eager run would stop there. unc: opt_uncertain_dims(g), made
+ * once per pass. */
+bool opt_may_fail(const Graph *g, int id, const bool *unc);
 /* Is g a relaxed trace (an input with an unknown dim)? */
 bool opt_graph_relaxed(const Graph *g);
+/* In a relaxed trace: per value, may its dims differ at run time from the
+ * known ones the graph records (a malloc'd array)? NULL: g is not relaxed. */
+bool *opt_uncertain_dims(const Graph *g);
 /* The value of a constant node's output, or NULL. */
 static inline tfe_tensor *opt_const(const Graph *g, GRef r) {
     const GNode *n = &g->nodes[r.node];

@@ -15,7 +15,7 @@ typedef struct Dce {
     bool *live, *live_r;
     signed char *must;   /* per node: must it run though unused? -1: not yet known */
     int *work, nwork;
-    bool relaxed;        /* opt_graph_relaxed */
+    bool *unc;           /* opt_uncertain_dims */
 } Dce;
 
 static bool must_run(Dce *d, int id);
@@ -38,7 +38,7 @@ static bool must_run(Dce *d, int id)
         d->must[id] = 0; /* no cycles through regions, but be safe */
         bool r0 = region_must_run(d, n->regions[0]), r1 = region_must_run(d, n->regions[1]);
         m = r0 || r1; /* what opt_has_effect asks, memoised */
-    } else m = opt_has_effect(d->g, id) || opt_may_fail(d->g, id, d->relaxed);
+    } else m = opt_has_effect(d->g, id) || opt_may_fail(d->g, id, d->unc);
     d->must[id] = m;
     return m;
 }
@@ -65,7 +65,7 @@ static void mark_region(Dce *d, int r)
 
 int opt_dce(Graph *g)
 {
-    Dce d = {.g = g, .relaxed = opt_graph_relaxed(g)};
+    Dce d = {.g = g, .unc = opt_uncertain_dims(g)};
     d.live = xcalloc((size_t)g->n + 1, 1);
     d.live_r = xcalloc((size_t)g->nregions + 1, 1);
     d.must = xmalloc((size_t)g->n + 1);
@@ -93,5 +93,6 @@ int opt_dce(Graph *g)
     free(d.live_r);
     free(d.must);
     free(d.work);
+    free(d.unc);
     return removed;
 }

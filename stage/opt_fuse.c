@@ -36,7 +36,7 @@ tfe_op opt_op_of_fop(int fop)
 }
 
 /* Can node id be a member of a group of this dtype and result shape? */
-static bool fusable(const Graph *g, int id, bool relaxed)
+static bool fusable(const Graph *g, int id, const bool *unc)
 {
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP || n->nout != 1 || n->nin < 1 || n->nin > 2) return false;
@@ -45,7 +45,7 @@ static bool fusable(const Graph *g, int id, bool relaxed)
     if (tfe_fop_of_op(n->op) < 0) return false;
     /* an op that may fail (a relaxed trace's unknown dims that may not
      * broadcast) runs on its own, where eager would stop, with eager's error */
-    if (opt_may_fail(g, id, relaxed)) return false;
+    if (opt_may_fail(g, id, unc)) return false;
     const tfe_meta *m = &n->meta[0];
     if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) return false;
     /* every input of the op's dtype (or a weak one-element constant, which
@@ -78,7 +78,7 @@ typedef struct Fuser {
     int *stack;          /* members whose producers are still to look at */
     int *reg_of;         /* per node id: a member's register in fuse() */
     int *in_gid, *in_slot; /* per value: the group it is an input of, and its slot */
-    bool relaxed;        /* opt_graph_relaxed */
+    bool *unc;           /* opt_uncertain_dims */
     int gid;             /* the current group (stamps start at 0: gid 0 is none) */
 } Fuser;
 
@@ -131,7 +131,7 @@ static void grow(Fuser *f, Group *gr, const tfe_meta *root)
         const GNode *n = &g->nodes[f->stack[--sp]];
         for (int k = n->nin - 1; k >= 0 && gr->n < FUSE_MAX_OPS; k--) {
             int p = n->in[k].node;
-            if (f->taken[p] || f->stamp[p] == f->gid || !fusable(g, p, f->relaxed)) continue;
+            if (f->taken[p] || f->stamp[p] == f->gid || !fusable(g, p, f->unc)) continue;
             const GNode *pn = &g->nodes[p];
             if (pn->region != n->region || pn->meta[0].dtype != root->dtype || !same_shape(&pn->meta[0], root)) continue;
             if (f->inside[p] != f->uses[pn->vbase]) continue;
@@ -191,13 +191,13 @@ static int allocate_registers(tfe_finstr *code, int ncode, int nvirt, int *resul
 
 /* Is node id a sum or mean over the trailing axes of a value a group could
  * compute? *red_axes: how many axes it reduces. */
-static bool reducible(const Graph *g, int id, const int *uses, const bool *taken, bool relaxed, int *red_axes)
+static bool reducible(const Graph *g, int id, const int *uses, const bool *taken, const bool *unc, int *red_axes)
 {
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP || (n->op != OP_SUM && n->op != OP_MEAN) || n->nin != 1 || !n->at) return false;
     int p = n->in[0].node;
     const GNode *pn = &g->nodes[p];
-    if (taken[p] || !fusable(g, p, relaxed) || pn->region != n->region || uses[pn->vbase] != 1) return false;
+    if (taken[p] || !fusable(g, p, unc) || pn->region != n->region || uses[pn->vbase] != 1) return false;
     const tfe_meta *pm = &pn->meta[0];
     if (n->meta[0].dtype != pm->dtype) return false;
     unsigned mask = 0;
@@ -343,7 +343,7 @@ static bool try_group(Graph *g, Fuser *f, int start, int root, int red, int red_
 
 int opt_fuse(Graph *g, OptReport *rep)
 {
-    Fuser f = {.g = g, .uses = count_uses(g), .gid = 0, .relaxed = opt_graph_relaxed(g)};
+    Fuser f = {.g = g, .uses = count_uses(g), .gid = 0, .unc = opt_uncertain_dims(g)};
     size_t n1 = (size_t)g->n + 1, v1 = (size_t)g->nvals + 1;
     f.taken = xcalloc(n1, 1);
     f.stamp = xcalloc(n1, sizeof *f.stamp);
@@ -355,12 +355,12 @@ int opt_fuse(Graph *g, OptReport *rep)
     int groups = 0;
     for (int id = g->n - 1; id >= 0; id--) {
         int red_axes;
-        if (!f.taken[id] && reducible(g, id, f.uses, f.taken, f.relaxed, &red_axes)) {
+        if (!f.taken[id] && reducible(g, id, f.uses, f.taken, f.unc, &red_axes)) {
             int red = g->nodes[id].op == OP_SUM ? TFE_FRED_SUM : TFE_FRED_MEAN;
             groups += try_group(g, &f, g->nodes[id].in[0].node, id, red, red_axes, 1, rep);
             continue;
         }
-        if (f.taken[id] || !fusable(g, id, f.relaxed)) continue;
+        if (f.taken[id] || !fusable(g, id, f.unc)) continue;
         groups += try_group(g, &f, id, id, TFE_FRED_NONE, 0, 2, rep);
     }
     rep->fused_groups += groups;
@@ -372,5 +372,6 @@ int opt_fuse(Graph *g, OptReport *rep)
     free(f.reg_of);
     free(f.in_gid);
     free(f.in_slot);
+    free(f.unc);
     return groups;
 }

@@ -198,6 +198,36 @@ Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uin
     }
 }
 
+static bool is_leaf(Value v) { return v.kind == V_TENSOR || (v.kind == V_SCALAR && v.dtype != TFE_BOOL); }
+
+static void replace_slot(Value *slot, tfe_tensor *const *leaves, int *k)
+{
+    if (is_leaf(*slot)) {
+        tfe_tensor *t = leaves[(*k)++];
+        tensor_incref(t);
+        value_decref(*slot);
+        *slot = v_tensor_take(t);
+    } else {
+        sig_replace_leaves(*slot, leaves, k);
+    }
+}
+
+void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++) replace_slot(&q->items[i], leaves, k);
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) replace_slot(&r->vals[i], leaves, k);
+    }
+}
+
+bool sig_same_leaf(const tfe_tensor *a, const tfe_tensor *b)
+{
+    return a == b || (tensor_numel(a) == 1 && sig_tensor_equal(a, b, 1));
+}
+
 bool sig_has_function(Value v)
 {
     switch ((ValueKind)v.kind) {

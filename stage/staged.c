@@ -371,9 +371,12 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
         sig_hold(o->orig, &t->held, &t->nheld);
         os->ninputs = o->ninputs;
-        os->written = o->written;
+        /* one stored before a @host call and not assigned since is where
+         * it belongs (the host function may have changed it since) */
+        os->written = o->written && o->dirty;
+        os->assigned = o->written;
         os->tmpl = v_nil();
-        if (o->written) {
+        if (os->written) {
             os->tmpl = o->traced;
             value_incref(os->tmpl);
             SigBuf ws = {0};
@@ -437,7 +440,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
      * (numbers unboxed), so the next call's signature matches */
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
-        if (!o->written) continue;
+        if (!o->assigned) continue;
         SigBuf ws = {0};
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);

@@ -13,7 +13,8 @@ typedef struct OutsideSig {
     int slot;
     SigBuf sig;          /* of its value when the trace read it */
     int ninputs;
-    bool written;
+    bool written;        /* the graph writes it back after the call */
+    bool assigned;       /* the body assigned it (written, or stored before a @host call) */
     Value tmpl;          /* written: the value's structure (owned) */
 } OutsideSig;
 

@@ -382,6 +382,8 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
     return o;
 }
 
+static int outside_read_node(Tracer *T, Outside *o);
+
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out)
 {
     Tracer *T = tfe_tracer;
@@ -394,6 +396,7 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
     Outside *o = find_outside(T, e, slot);
     if (!o) o = add_outside(T, e, slot, name);
     (void)I;
+    if (o->synced < T->nhost && outside_read_node(T, o)) return -1;
     value_incref(o->traced);
     *out = o->traced;
     return 0;
@@ -419,6 +422,8 @@ int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
             Outside *o = find_outside(T, e, slot);
             if (!o) o = add_outside(T, e, slot, name);
             o->written = true;
+            o->dirty = true;
+            o->synced = T->nhost;
             value_decref(o->traced);
             value_incref(v);
             o->traced = v;
@@ -473,6 +478,201 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     return value;
 }
 
+/* --- host calls and the state around them ----------------------------------------------------
+ * A @host function runs in the interpreter when the graph runs, and may read
+ * and change what the body sees: outside bindings, and the lists and records
+ * passed to it. The eager order is kept with nodes around its host node
+ * (HostSync, stage/graph.h): before it, a write node for each outside
+ * binding the body assigned since the last @host call (so the function sees
+ * the body's value, and a change it makes is not overwritten by a later
+ * write-back); after it, the leaves of the lists and records it got are
+ * extra outputs of the host node, and the body's next read of an outside
+ * binding is a read node after it. What cannot be a graph value (a length,
+ * keys, a string) is checked at run time against the trace. */
+
+static bool has_mutable(Value v)
+{
+    if (v.kind == V_LIST || v.kind == V_RECORD) return true;
+    if (v.kind == V_TUPLE) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (has_mutable(q->items[i])) return true;
+    }
+    return false;
+}
+
+/* Does v hold a tuple, list or record made outside this trace? */
+static bool made_outside(Tracer *T, Value v)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        if (q->trace_id != T->id) return true;
+        for (int i = 0; i < q->n; i++)
+            if (made_outside(T, q->items[i])) return true;
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        if (r->trace_id != T->id) return true;
+        for (int i = 0; i < r->n; i++)
+            if (made_outside(T, r->vals[i])) return true;
+    }
+    return false;
+}
+
+static char *bytes_copy(const SigBuf *s)
+{
+    char *d = xmalloc(s->n ? s->n : 1);
+    mem_copy(d, s->b, s->n);
+    return d;
+}
+
+static HostSync *binding_sync(Outside *o, bool write)
+{
+    HostSync *s = xcalloc(1, sizeof *s);
+    s->env = o->env;
+    o->env->h.refcount++;
+    s->slot = o->slot;
+    s->name = o->name;
+    s->write = write;
+    s->tmpl = v_nil();
+    return s;
+}
+
+/* Store the body's value of each outside binding it assigned since the last
+ * @host call, before the next one runs. */
+static void flush_outsides(Tracer *T)
+{
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        if (!o->dirty) continue;
+        SigBuf sb = {0};
+        Leaves lv = {0};
+        sig_flatten(o->traced, &sb, &lv, SIG_OUTPUT);
+        sig_free(&sb);
+        GRef *rp = xmalloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
+        for (int k = 0; k < lv.n; k++) rp[k] = trace_ref(T, lv.t[k]); /* constants first */
+        int id = new_node(T, G_HOST, lv.n, 0);
+        GNode *n = gnode(T->g, id);
+        mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
+        free(rp);
+        n->host_nil = true;
+        n->sync = binding_sync(o, true);
+        int k = 0;
+        n->sync->tmpl = sig_rebuild(o->traced, lv.t, &k, false, 0);
+        effect_chain(T, id);
+        leaves_free(&lv);
+        o->dirty = false;
+    }
+}
+
+/* The body reads an outside binding after a @host call that may have changed
+ * it: a read node, in the top region (inside a traced branch it goes before
+ * the conditional, which is after the host call: a branch makes none). */
+static int outside_read_node(Tracer *T, Outside *o)
+{
+    Value v = o->env->slots[o->slot];
+    if (sig_has_function(v)) { /* a function's identity is all there is to it */
+        value_incref(v);
+        value_decref(o->traced);
+        o->traced = v;
+        o->synced = T->nhost;
+        return 0;
+    }
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    sig_flatten(v, &sb, &lv, SIG_OUTPUT);
+    int id = new_node_in(T, 0, G_HOST, 0, lv.n);
+    GNode *n = gnode(T->g, id);
+    n->host_nil = true;
+    n->sync = binding_sync(o, false);
+    n->sync->sig = bytes_copy(&sb);
+    n->sync->nsig = sb.n;
+    if (T->region == 0) effect_chain(T, id);
+    tfe_tensor **al = xmalloc(sizeof *al * (size_t)(lv.n ? lv.n : 1));
+    for (int k = 0; k < lv.n; k++) {
+        al[k] = tensor_alias(lv.t[k]);
+        meta_of(&gnode(T->g, id)->meta[k], al[k]);
+        trace_note(T, al[k], (GRef){id, k});
+    }
+    int k = 0;
+    Value view = sig_rebuild(v, al, &k, false, 0);
+    for (int i = 0; i < lv.n; i++) tensor_decref(al[i]);
+    free(al);
+    leaves_free(&lv);
+    sig_free(&sb);
+    value_decref(o->traced);
+    o->traced = view;
+    o->synced = T->nhost;
+    return 0;
+}
+
+/* After a @host call at trace time: what it did to the lists and records
+ * it got. One the body made: its structure now is what every call must
+ * leave (checked at run time), its leaves (in *after) become outputs. One
+ * made outside gets a copy at run time, so it must not change. */
+static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int nargs, const Value *argv,
+                           const Value *kwvals, const HostArg *ha, const SigBuf *pre, const Leaves *in,
+                           HostSync **sync, Leaves *after)
+{
+    HostSync *s = NULL;
+    int first = 0, rc = 0;
+    for (int i = 0; i < nargs && !rc; first += ha[i].nleaves, i++) {
+        Value a = i < argc ? argv[i] : kwvals[i - argc];
+        if (!has_mutable(a)) continue;
+        if (!s) s = xcalloc(1, sizeof *s), s->tmpl = v_nil();
+        s->after = xrealloc(s->after, sizeof *s->after * (size_t)(s->nafter + 1));
+        HostAfter *h = &s->after[s->nafter++];
+        *h = (HostAfter){.arg = i, .outside = made_outside(T, a)};
+        SigBuf sb = {0};
+        Leaves lv = {0};
+        sig_flatten(a, &sb, &lv, SIG_OUTPUT);
+        h->sig = bytes_copy(&sb);
+        h->nsig = sb.n;
+        if (h->outside) {
+            bool same = sb.n == pre[i].n && !mem_cmp(sb.b, pre[i].b, sb.n) && lv.n == ha[i].nleaves;
+            for (int k = 0; same && k < lv.n; k++) same = sig_same_leaf(lv.t[k], in->t[first + k]);
+            if (!same)
+                rc = trace_fail(T->I, loc, "%s(), a @host function, changed a list or record made outside the "
+                                           "staged function; staged code passes it a copy (make it inside the "
+                                           "staged function, or have the @host function return the new values)",
+                                fname);
+        } else {
+            h->nleaves = lv.n;
+            for (int k = 0; k < lv.n; k++) {
+                tensor_incref(lv.t[k]);
+                leaves_push(after, lv.t[k]);
+            }
+        }
+        leaves_free(&lv);
+        sig_free(&sb);
+    }
+    *sync = s;
+    return rc;
+}
+
+/* The leaves of the lists and records the body made and passed to host node
+ * id, after the call: outputs from out0 on, which now stand in them. */
+static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Value *argv, const Value *kwvals,
+                               const Leaves *after)
+{
+    HostSync *s = gnode(T->g, id)->sync;
+    int out = out0, k = 0;
+    for (int i = 0; i < s->nafter; i++) {
+        HostAfter *h = &s->after[i];
+        if (h->outside) continue;
+        tfe_tensor **al = xmalloc(sizeof *al * (size_t)(h->nleaves ? h->nleaves : 1));
+        for (int j = 0; j < h->nleaves; j++, k++, out++) {
+            al[j] = tensor_alias(after->t[k]);
+            meta_of(&gnode(T->g, id)->meta[out], al[j]);
+            trace_note(T, al[j], (GRef){id, out});
+        }
+        int kk = 0;
+        Value a = h->arg < argc ? argv[h->arg] : kwvals[h->arg - argc];
+        sig_replace_leaves(a, al, &kk);
+        for (int j = 0; j < h->nleaves; j++) tensor_decref(al[j]);
+        free(al);
+    }
+}
+
 /* A builtin whose call is an effect, and whether it returns nil. */
 static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o)->effect == 1; }
 
@@ -484,20 +684,30 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (T->symbolic && !known_nil(f))
         return trace_fail(I, I->cur_loc, "%s() is called back at run time, and its result cannot be "
                                          "traced inside a staged conditional or loop", fname);
-    /* leaves of every argument become the node's inputs */
+    /* a @host function may read and change what the body sees (builtin
+     * effects do not): the body's assignments go first */
+    bool user = f.kind == V_FN && !T->symbolic;
+    if (user) flush_outsides(T);
+    /* leaves of every argument become the node's inputs; each argument is
+     * kept as it is now (a template: the call, or the body, may change a
+     * list or record later) */
     int nargs = argc + nkw;
     HostArg *ha = xcalloc((size_t)(nargs ? nargs : 1), sizeof *ha);
     Leaves lv = {0};
-    SigBuf sb = {0};
+    SigBuf *pre = xcalloc((size_t)(nargs ? nargs : 1), sizeof *pre);
     for (int i = 0; i < nargs; i++) {
         Value a = i < argc ? argv[i] : kwvals[i - argc];
         int before = lv.n;
-        sig_flatten(a, &sb, &lv, SIG_OUTPUT);
-        value_incref(a);
-        ha[i].v = a;
+        sig_flatten(a, &pre[i], &lv, SIG_OUTPUT);
         ha[i].nleaves = lv.n - before;
+        if (has_mutable(a)) {
+            int k = before;
+            ha[i].v = sig_rebuild(a, lv.t, &k, false, 0);
+        } else {
+            value_incref(a);
+            ha[i].v = a;
+        }
     }
-    sig_free(&sb);
     Value result = v_nil();
     int rc = 0;
     Loc call_loc = I->cur_loc; /* the call site (the callee moves cur_loc) */
@@ -506,6 +716,14 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
         T->suspended--;
     }
+    HostSync *sync = NULL;
+    Leaves after = {0};
+    if (!rc && user) {
+        T->nhost++;
+        rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, &sync, &after);
+    }
+    for (int i = 0; i < nargs; i++) sig_free(&pre[i]);
+    free(pre);
     if (!rc && !(result.kind == V_NIL || result.kind == V_TENSOR || (result.kind == V_SCALAR))) {
         value_decref(result);
         result = v_nil();
@@ -515,6 +733,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         for (int i = 0; i < nargs; i++) value_decref(ha[i].v);
         free(ha);
         leaves_free(&lv);
+        leaves_free(&after);
+        host_sync_free(sync);
         *out = result;
         return rc;
     }
@@ -522,7 +742,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     GRef *rp = xmalloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
     for (int i = 0; i < lv.n; i++) rp[i] = trace_ref(T, lv.t[i]); /* constants first */
     I->cur_loc = call_loc;
-    int id = new_node(T, G_HOST, lv.n, has_out ? 1 : 0);
+    int id = new_node(T, G_HOST, lv.n, (has_out ? 1 : 0) + after.n);
     GNode *n = gnode(T->g, id);
     mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
     free(rp);
@@ -539,6 +759,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         }
     }
     n->host_nil = !has_out;
+    n->sync = sync;
     effect_chain(T, id);
     leaves_free(&lv);
     if (has_out) {
@@ -550,6 +771,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         trace_note(T, a, (GRef){id, 0});
         result = v_tensor_take(a);
     }
+    if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after);
+    leaves_free(&after);
     *out = result;
     return 0;
 }

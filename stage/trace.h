@@ -28,6 +28,8 @@ typedef struct Outside {
     Value orig;          /* its value when first read (owned): the signature */
     int first_input, ninputs;
     bool written;
+    bool dirty;          /* assigned since the last @host call (which stored it first) */
+    int synced;          /* traced is its value after this many @host calls */
     const char *name;
 } Outside;
 
@@ -60,6 +62,8 @@ typedef struct Tracer {
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
     int suspended;        /* >0: a host call is running; nothing is recorded */
+    int nhost;            /* @host calls recorded so far (outside bindings read before
+                             one may have changed in it) */
     bool retrace;         /* not the function's first trace: no new variables */
     Node **sym_fns;       /* functions entered in symbolic mode (recursion) */
     int nsym_fns, capsym_fns;

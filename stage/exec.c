@@ -7,6 +7,7 @@
 #include <string.h>
 #include "stage/exec.h"
 #include "stage/sig.h"
+#include "stage/staged.h"
 #include "tensor/device.h"
 #include "tensor/fused.h"
 #include "stage/plan.h"
@@ -204,6 +205,7 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
     int out = n->host_nil ? 0 : 1, rc = 0;
     for (int i = 0; i < s->nafter && !rc; i++) {
         HostAfter *h = &s->after[i];
+        if (h->outside && (h->env || (h->param >= 0 && stage_call_args))) continue; /* the object itself: done */
         int first = 0;
         for (int a = 0; a < h->arg; a++) first += n->hargs[a].nleaves;
         SigBuf sb = {0};
@@ -235,6 +237,22 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
     return rc;
 }
 
+/* A list or record argument of a @host call that is an object of the caller
+ * (the staged call's argument, or an outside binding's value): that object. */
+static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
+{
+    for (int i = 0; n->sync && i < n->sync->nafter; i++) {
+        const HostAfter *h = &n->sync->after[i];
+        if (h->arg != a) continue;
+        if (h->env) *v = h->env->slots[h->slot];
+        else if (h->param >= 0 && stage_call_args) *v = stage_call_args[h->param];
+        else return false;
+        (void)x;
+        return v->kind == n->hargs[a].v.kind;
+    }
+    return false;
+}
+
 static int run_host(GRun *x, GNode *n)
 {
     if (n->sync && n->sync->env) return run_binding(x, n);
@@ -244,8 +262,13 @@ static int run_host(GRun *x, GNode *n)
     tfe_tensor **leaves = xmalloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
     for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
     for (int a = 0; a < nargs; a++) {
-        /* a list or record is made anew at every call (the call may change it) */
-        if (n->hargs[a].nleaves || is_container(n->hargs[a].v))
+        Value own;
+        if (host_arg_source(x, n, a, &own)) {
+            k += n->hargs[a].nleaves;
+            value_incref(own);
+            args[a] = own;
+        } else if (n->hargs[a].nleaves || is_container(n->hargs[a].v))
+            /* a list or record is made anew at every call (the call may change it) */
             args[a] = sig_rebuild(n->hargs[a].v, leaves, &k, true, 0);
         else {
             args[a] = n->hargs[a].v;

@@ -175,6 +175,7 @@ HostSync *host_sync_copy(const HostSync *s)
     for (int i = 0; i < s->nafter; i++) {
         d->after[i] = s->after[i];
         d->after[i].sig = bytes_dup(s->after[i].sig, s->after[i].nsig);
+        if (d->after[i].env) d->after[i].env->h.refcount++;
     }
     return d;
 }
@@ -185,7 +186,10 @@ void host_sync_free(HostSync *s)
     if (s->env) env_decref(s->env);
     value_decref(s->tmpl);
     free(s->sig);
-    for (int i = 0; i < s->nafter; i++) free(s->after[i].sig);
+    for (int i = 0; i < s->nafter; i++) {
+        free(s->after[i].sig);
+        if (s->after[i].env) env_decref(s->after[i].env);
+    }
     free(s->after);
     free(s);
 }
@@ -199,6 +203,7 @@ bool host_sync_same(const HostSync *a, const HostSync *b)
     for (int i = 0; i < a->nafter; i++) {
         const HostAfter *x = &a->after[i], *y = &b->after[i];
         if (x->arg != y->arg || x->outside != y->outside || x->nleaves != y->nleaves || x->nsig != y->nsig ||
+            x->param != y->param || x->env != y->env || x->slot != y->slot ||
             mem_cmp(x->sig, y->sig, x->nsig))
             return false;
     }

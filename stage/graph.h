@@ -61,7 +61,19 @@ typedef struct HostArg { Value v; int nleaves; } HostArg;
  *   one's leaves are outputs (after the result), its structure must be sig
  *   as traced; one made outside the staged function (outside) gets a copy
  *   and must come back unchanged. */
-typedef struct HostAfter { int arg; bool outside; char *sig; size_t nsig; int nleaves; } HostAfter;
+typedef struct HostAfter {
+    int arg;
+    bool outside;
+    char *sig;
+    size_t nsig;
+    int nleaves;
+    /* one made outside that is the staged function's argument `param`, or
+     * the value of the binding (env, slot): the call gets that very object
+     * (param -1, env NULL: a checked copy) */
+    int param;
+    Env *env;            /* owned ref, or NULL */
+    int slot;
+} HostAfter;
 typedef struct HostSync {
     Env *env;            /* owned ref, or NULL */
     int slot;

@@ -198,6 +198,28 @@ Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uin
     }
 }
 
+Value sig_copy_containers(Value v)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        Seq *n = seq_new(q->n);
+        n->trace_id = q->trace_id;
+        for (int i = 0; i < q->n; i++) seq_push_take(n, sig_copy_containers(q->items[i]));
+        n->h.kind = q->h.kind;
+        return v_obj((ValueKind)v.kind, n);
+    }
+    if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        Record *n = record_new();
+        n->trace_id = r->trace_id;
+        for (int i = 0; i < r->n; i++)
+            record_set_take(n, r->keys[i]->s, r->keys[i]->len, sig_copy_containers(r->vals[i]));
+        return v_obj(V_RECORD, n);
+    }
+    value_incref(v);
+    return v;
+}
+
 static bool is_leaf(Value v) { return v.kind == V_TENSOR || (v.kind == V_SCALAR && v.dtype != TFE_BOOL); }
 
 static void replace_slot(Value *slot, tfe_tensor *const *leaves, int *k)

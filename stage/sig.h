@@ -40,6 +40,10 @@ void sig_flatten(Value v, SigBuf *s, Leaves *lv, int mode);
  * Lists and records are new; they carry stamp as their trace id. */
 Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp);
 
+/* A copy of v's tuples, lists and records (new objects with the same
+ * elements; everything else is shared): v as it is now. */
+Value sig_copy_containers(Value v);
+
 /* Put leaves[*k], leaves[*k + 1], ... in place of v's number/tensor leaves,
  * in sig_flatten's order, inside v's own lists, tuples and records (which
  * keep their identity; numbers become boxed tensors). */

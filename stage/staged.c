@@ -13,6 +13,7 @@
 #include "tensor/xalloc.h"
 
 bool tfe_run_eagerly;
+const Value *stage_call_args;
 
 /* --- traces and caches ---------------------------------------------------------------- */
 
@@ -101,6 +102,7 @@ static bool trace_matches(Trace *t, const SigBuf *sb, Leaves *lv, SigBuf *scratc
     int nargs = lv->n;
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
+        if (o->late) continue;
         sig_reset(scratch);
         sig_flatten(o->env->slots[o->slot], scratch, lv, SIG_INPUT);
         if (scratch->n != o->sig.n || mem_cmp(scratch->b, o->sig.b, o->sig.n) ||
@@ -310,6 +312,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         e->slots[i] = tv;
         value_decref(old);
     }
+    T->args = args;
+    T->nargs = info->nparams;
     Value ret = v_nil();
     int rc = interp_run_body(I, c, e, &ret);
     if (!rc && !T->failed && sig_has_function(ret))
@@ -368,8 +372,11 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         os->env = o->env;
         o->env->h.refcount++;
         os->slot = o->slot;
-        sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
-        sig_hold(o->orig, &t->held, &t->nheld);
+        os->late = o->late;
+        if (!o->late) {
+            sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
+            sig_hold(o->orig, &t->held, &t->nheld);
+        }
         os->ninputs = o->ninputs;
         /* one stored before a @host call and not assigned since is where
          * it belongs (the host function may have changed it since) */
@@ -497,7 +504,10 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     if (hit) {
         sc->hits++;
         sc->last = hit;
+        const Value *saved_args = stage_call_args;
+        stage_call_args = e->slots;
         rc = run_trace(I, hit, &lv, out);
+        stage_call_args = saved_args;
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);

@@ -14,6 +14,7 @@ typedef struct OutsideSig {
     SigBuf sig;          /* of its value when the trace read it */
     int ninputs;
     bool written;        /* the graph writes it back after the call */
+    bool late;           /* not part of the signature (Outside.late) */
     bool assigned;       /* the body assigned it (written, or stored before a @host call) */
     Value tmpl;          /* written: the value's structure (owned) */
 } OutsideSig;
@@ -57,6 +58,10 @@ int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor 
 
 /* interp/eval.c: a closure's body in its Env (arguments in place, frame pushed). */
 int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);
+
+/* The arguments of the staged call whose graph is running (a @host call gets
+ * a list or record argument of it as that very object), or NULL. */
+extern const Value *stage_call_args;
 
 void stage_builtins_register(Interp *I);
 void stage_optimize(Graph *g); /* the optimizer over a finished graph (stage/opt.h) */

@@ -363,6 +363,19 @@ static Outside *find_outside(Tracer *T, Env *e, int slot)
     return NULL;
 }
 
+static bool has_mutable(Value v);
+
+/* v as it is now: a list or record in it is copied (the signature is of the
+ * value when the body first read it, not of what a @host call made of it). */
+static Value snapshot(Value v)
+{
+    if (!has_mutable(v)) {
+        value_incref(v);
+        return v;
+    }
+    return sig_copy_containers(v);
+}
+
 static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
 {
     if (T->nouts == T->capouts) {
@@ -376,8 +389,13 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
     o->slot = slot;
     o->name = name;
     Value v = e->slots[slot];
-    value_incref(v);
-    o->orig = v;
+    if (T->nhost) { /* read after a @host call: a read node gives its value */
+        o->late = true;
+        o->orig = o->traced = v_nil();
+        o->first_input = T->g->ninputs;
+        return o;
+    }
+    o->orig = snapshot(v);
     o->traced = trace_value_leaves(T, v, &o->first_input, &o->ninputs);
     return o;
 }
@@ -609,9 +627,31 @@ static int outside_read_node(Tracer *T, Outside *o)
  * it got. One the body made: its structure now is what every call must
  * leave (checked at run time), its leaves (in *after) become outputs. One
  * made outside gets a copy at run time, so it must not change. */
+/* Where each list/record argument made outside the trace comes from, before
+ * the call: -1, p (the staged function's argument p) or -2 - i (the value of
+ * outside binding i, as the body sees it) — then the call gets that object
+ * at run time too. */
+static int *host_arg_sources(Tracer *T, int argc, int nargs, const Value *argv, const Value *kwvals)
+{
+    int *src = xmalloc(sizeof *src * (size_t)(nargs ? nargs : 1));
+    for (int i = 0; i < nargs; i++) {
+        Value a = i < argc ? argv[i] : kwvals[i - argc];
+        src[i] = -1;
+        if (!(a.kind == V_LIST || a.kind == V_RECORD) || !made_outside(T, a)) continue;
+        for (int p = 0; p < T->nargs && src[i] == -1; p++)
+            if (T->args[p].kind == a.kind && T->args[p].u.o == a.u.o) src[i] = p;
+        for (int k = 0; k < T->nouts && src[i] == -1; k++) {
+            Outside *o = &T->outs[k];
+            Value v = o->env->slots[o->slot];
+            if (v.kind == a.kind && v.u.o == a.u.o && o->traced.u.o == a.u.o) src[i] = -2 - k;
+        }
+    }
+    return src;
+}
+
 static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int nargs, const Value *argv,
                            const Value *kwvals, const HostArg *ha, const SigBuf *pre, const Leaves *in,
-                           HostSync **sync, Leaves *after)
+                           const int *src, HostSync **sync, Leaves *after)
 {
     HostSync *s = NULL;
     int first = 0, rc = 0;
@@ -621,13 +661,22 @@ static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int 
         if (!s) s = xcalloc(1, sizeof *s), s->tmpl = v_nil();
         s->after = xrealloc(s->after, sizeof *s->after * (size_t)(s->nafter + 1));
         HostAfter *h = &s->after[s->nafter++];
-        *h = (HostAfter){.arg = i, .outside = made_outside(T, a)};
+        *h = (HostAfter){.arg = i, .outside = made_outside(T, a), .param = -1};
+        if (src[i] >= 0) h->param = src[i];
+        if (src[i] <= -2) {
+            Outside *o = &T->outs[-2 - src[i]];
+            h->env = o->env;
+            o->env->h.refcount++;
+            h->slot = o->slot;
+        }
         SigBuf sb = {0};
         Leaves lv = {0};
         sig_flatten(a, &sb, &lv, SIG_OUTPUT);
         h->sig = bytes_copy(&sb);
         h->nsig = sb.n;
-        if (h->outside) {
+        if (h->outside && (h->param >= 0 || h->env)) {
+            /* the very object, at every call: what the call does to it is done */
+        } else if (h->outside) {
             bool same = sb.n == pre[i].n && !mem_cmp(sb.b, pre[i].b, sb.n) && lv.n == ha[i].nleaves;
             for (int k = 0; same && k < lv.n; k++) same = sig_same_leaf(lv.t[k], in->t[first + k]);
             if (!same)
@@ -708,6 +757,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
             ha[i].v = a;
         }
     }
+    int *src = user ? host_arg_sources(T, argc, nargs, argv, kwvals) : NULL;
     Value result = v_nil();
     int rc = 0;
     Loc call_loc = I->cur_loc; /* the call site (the callee moves cur_loc) */
@@ -720,8 +770,9 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     Leaves after = {0};
     if (!rc && user) {
         T->nhost++;
-        rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, &sync, &after);
+        rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, src, &sync, &after);
     }
+    free(src);
     for (int i = 0; i < nargs; i++) sig_free(&pre[i]);
     free(pre);
     if (!rc && !(result.kind == V_NIL || result.kind == V_TENSOR || (result.kind == V_SCALAR))) {

@@ -28,6 +28,8 @@ typedef struct Outside {
     Value orig;          /* its value when first read (owned): the signature */
     int first_input, ninputs;
     bool written;
+    bool late;           /* first met after a @host call: no input, not in the signature
+                            (its value at the call's start is not what the body sees) */
     bool dirty;          /* assigned since the last @host call (which stored it first) */
     int synced;          /* traced is its value after this many @host calls */
     const char *name;
@@ -62,6 +64,8 @@ typedef struct Tracer {
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
     int suspended;        /* >0: a host call is running; nothing is recorded */
+    const Value *args;    /* the staged function's arguments as called (borrowed) */
+    int nargs;
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */
     bool retrace;         /* not the function's first trace: no new variables */

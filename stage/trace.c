@@ -278,10 +278,14 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
     if (info->flags & F_RANDOM) {
         effect_chain(T, id);
         /* the same draw again (a gradient rule replaying dropout's mask):
-         * at run time it takes the first node's seed and counter */
+         * at run time it takes the first node's seed and counter. Only a
+         * node this one can see: a draw inside a traced branch or loop body
+         * before it has the counter symbolic tracing reserved and gave back
+         * (trace_cf.c), which a later draw of the stream gets again. */
         for (int k = 0; k < id && at->from_stream; k++) {
             GNode *o = gnode(T->g, k);
             if (o->kind == G_OP && (tfe_ops[o->op].flags & F_RANDOM) && o->at->from_stream &&
+                graph_region_visible(T->g, o->region, T->region) &&
                 o->at_from < 0 && o->at->seed == at->seed && o->at->counter == at->counter) {
                 gnode(T->g, id)->at_from = k;
                 break;

@@ -36,6 +36,9 @@ typedef struct BP {
     tfe_tensor **count;  /* by G node: a replayed while's number of iterations (owned) */
     const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
     struct FusedVals **fused; /* by G node: a fused node's values, one per instruction */
+    bool own;            /* the backward is recorded by a tracer of its own (not into
+                            an enclosing trace) */
+    bool drew;           /* it replayed a draw in a branch: it serves this call only */
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -466,6 +469,43 @@ static int replay_fused(BP *b, int id)
     return 0;
 }
 
+/* Is region r inside a while (its condition or body, at any depth)? */
+static bool region_in_loop(const Graph *G, int r)
+{
+    for (; r > 0; r = G->regions[r].parent)
+        for (int i = 0; i < G->n; i++)
+            if (G->nodes[i].kind == G_WHILE && (G->nodes[i].regions[0] == r || G->nodes[i].regions[1] == r))
+                return true;
+    return false;
+}
+
+/* A random draw inside a traced if's branch, replayed: the same op with the
+ * seed and counter it drew in this call's forward run gives the same numbers
+ * (the stream is counter-based). Only for a backward of this call alone (a
+ * backward that replays draws is never cached, and one recorded into an
+ * enclosing trace would draw anew), and not in a loop, whose draws differ at
+ * every iteration. 0: done; -1: it cannot be replayed. */
+static int replay_branch_draw(BP *b, int id)
+{
+    Graph *G = b->G;
+    GNode *n = &G->nodes[id];
+    if (!b->own || region_in_loop(G, n->region)) return -1;
+    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++) in[i] = b->m[slot_of(G, n->in[i])];
+    tfe_tensor *out[32];
+    /* a fixed seed and counter: this very draw, wherever it is recorded; a
+     * draw that did not run (a branch not taken) has no value to agree with,
+     * and the backward of its branch does not run either */
+    tfe_attrs at = b->draws && b->draws[id].from_stream ? b->draws[id] : *n->at;
+    at.from_stream = false;
+    b->drew = true;
+    int rc = tfe_execute(n->op, n->nin, in, &at, out);
+    if (in != inb) free(in);
+    if (rc) return -1;
+    for (int k = 0; k < n->nout; k++) put(b->m, n->vbase + k, out[k]);
+    return 0;
+}
+
 static int replay_node(BP *b, int id)
 {
     Graph *G = b->G;
@@ -479,7 +519,9 @@ static int replay_node(BP *b, int id)
         return 0;
     case G_OP: {
         if (tfe_ops[n->op].flags & F_RANDOM) {
-            if (!b->m[n->vbase])
+            /* one in a branch is drawn again wherever the branch is replayed
+             * (a value from another replay of it is not visible there) */
+            if ((n->region > 0 || !b->m[n->vbase]) && replay_branch_draw(b, id))
                 return bp_error(b, n, "gradients through a random draw inside a staged conditional or loop are not supported");
             return 0;
         }
@@ -1070,7 +1112,8 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         T->g->name = xstrdup(name);
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL};
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, false, false};
+    b.own = own;
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);
@@ -1108,7 +1151,7 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     if (!rc && own && !T->failed) {
         /* a graph that draws random numbers: this backward replays this
          * call's draws, so it cannot serve another call */
-        bool reusable = c->draws == NULL;
+        bool reusable = c->draws == NULL && !b.drew;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
             tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);

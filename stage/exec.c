@@ -181,14 +181,26 @@ static int run_binding(GRun *x, GNode *n)
     Leaves lv = {0};
     sig_flatten(s->env->slots[s->slot], &sb, &lv, SIG_OUTPUT);
     int rc = 0;
-    if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || lv.n != n->nout) {
+    if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
         char msg[400];
         snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
                                   "length than when the staged function was traced, which its graph cannot read "
                                   "(keep its structure, or return the changing part from the @host function)", s->name);
         rc = node_error(x, n, msg);
     } else {
-        for (int i = 0; i < lv.n; i++) vset(x, n->vbase + i, lv.t[i]);
+        for (int i = 0; i < lv.n; i++) {
+            /* a leaf the call left as it was is the graph's value (n->in) */
+            tfe_tensor *before = i < n->nin ? grun_value(x, n->in[i]) : NULL;
+            bool same = before && sig_same_leaf(lv.t[i], before);
+            if (same) {
+                tensor_incref(before);
+                tensor_decref(lv.t[i]);
+                lv.t[i] = before;
+            }
+            vset(x, n->vbase + i, lv.t[i]);
+            tfe_tensor *flag = tensor_from_f64(same ? 1.0 : 0.0, n->meta[lv.n + i].dtype);
+            vset(x, n->vbase + lv.n + i, flag);
+        }
         lv.n = 0;
     }
     leaves_free(&lv);

@@ -947,6 +947,53 @@ out:
     return rc;
 }
 
+/* An outside binding read after a @host call: a leaf the call left as it
+ * was passes its gradient to the graph's value of it (times the run's flag,
+ * 1 for such a leaf and 0 for a changed one). */
+static int host_load_grad(BP *b, const GNode *n)
+{
+    Graph *G = b->G;
+    int nl = n->nout / 2;
+    for (int k = 0; k < nl && k < n->nin; k++) {
+        tfe_tensor *dy = b->g[n->vbase + k], *flag = b->m[n->vbase + nl + k];
+        if (!dy || !flag || !differentiable(&n->meta[k])) continue;
+        tfe_tensor *dx = tfe_binary(OP_MUL, dy, flag);
+        if (!dx || acc(b, slot_of(G, n->in[k]), dx)) return bp_error(b, n, tfe_error_msg());
+    }
+    return 0;
+}
+
+/* A host call: its result's gradient is the function's own (stage/host_grad.c).
+ * What it put in a list or record, and an outside binding read after it,
+ * have none here: a gradient that reaches them is an error, not a zero. */
+static int sweep_host(BP *b, const GNode *n)
+{
+    Graph *G = b->G;
+    if (n->sync && n->sync->env) return host_load_grad(b, n);
+    int r = host_node_differentiable(n) ? 1 : 0;
+    for (int k = r; k < n->nout; k++)
+        if (b->g[n->vbase + k] && differentiable(&n->meta[k]))
+            return bp_error(b, n, "gradients through what a @host function put in a list or record are not supported");
+    if (!r || !b->g[n->vbase]) return 0;
+    tfe_tensor *inb[16] = {NULL}, *dxb[16] = {NULL};
+    tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor **dx = n->nin <= 16 ? dxb : xmalloc(sizeof *dx * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++) {
+        in[i] = b->m[slot_of(G, n->in[i])];
+        const GNode *src = &G->nodes[n->in[i].node];
+        dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
+    }
+    int rc = host_node_vjp(b->I, n, in, b->g[n->vbase], dx);
+    for (int i = 0; i < n->nin; i++) {
+        if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
+        if (!dx[i]) continue;
+        if (rc || acc(b, slot_of(G, n->in[i]), dx[i])) rc = -1;
+    }
+    if (in != inb) free(in);
+    if (dx != dxb) free(dx);
+    return rc ? bp_error(b, n, tfe_error_msg()) : 0;
+}
+
 static int sweep_region(BP *b, int r)
 {
     const GRegion *reg = &b->G->regions[r];
@@ -958,6 +1005,7 @@ static int sweep_region(BP *b, int r)
         else if (n->kind == G_FUSED) rc = sweep_fused(b, id);
         else if (n->kind == G_COND) rc = sweep_cond(b, id);
         else if (n->kind == G_WHILE) rc = sweep_loop(b, id);
+        else if (n->kind == G_HOST) rc = sweep_host(b, n);
         if (rc) return -1;
     }
     return 0;

@@ -599,11 +599,22 @@ static int outside_read_node(Tracer *T, Outside *o)
         o->synced = T->nhost;
         return 0;
     }
-    SigBuf sb = {0};
-    Leaves lv = {0};
+    SigBuf sb = {0}, bb = {0};
+    Leaves lv = {0}, bl = {0};
     sig_flatten(v, &sb, &lv, SIG_OUTPUT);
-    int id = new_node_in(T, 0, G_HOST, 0, lv.n);
+    /* the value the graph holds for it: a leaf the call left as it was is
+     * that value (and its gradient goes there) */
+    if (!o->late) sig_flatten(o->traced, &bb, &bl, SIG_OUTPUT);
+    bool pass = !o->late && bb.n == sb.n && !mem_cmp(bb.b, sb.b, sb.n) && bl.n == lv.n;
+    int nin = pass ? bl.n : 0, saved_region = T->region;
+    GRef *rp = xmalloc(sizeof *rp * (size_t)(nin ? nin : 1));
+    T->region = 0;
+    for (int k = 0; k < nin; k++) rp[k] = trace_ref(T, bl.t[k]); /* constants first */
+    T->region = saved_region;
+    int id = new_node_in(T, 0, G_HOST, nin, 2 * lv.n);
     GNode *n = gnode(T->g, id);
+    mem_copy(n->in, rp, sizeof *rp * (size_t)nin);
+    free(rp);
     n->host_nil = true;
     n->sync = binding_sync(o, false);
     n->sync->sig = bytes_copy(&sb);
@@ -613,14 +624,22 @@ static int outside_read_node(Tracer *T, Outside *o)
     for (int k = 0; k < lv.n; k++) {
         al[k] = tensor_alias(lv.t[k]);
         meta_of(&gnode(T->g, id)->meta[k], al[k]);
+        /* leaf k unchanged by the call (1) or not (0): its gradient's factor */
+        tfe_meta *fm = &gnode(T->g, id)->meta[lv.n + k];
+        fm->dtype = dtype_is_float(al[k]->dtype) ? al[k]->dtype : TFE_FLOAT32;
+        fm->weak = false;
+        fm->rank = 0;
         trace_note(T, al[k], (GRef){id, k});
+        if (tfe_tapes_active) host_record_identity(lv.t[k], al[k]); /* the tracing call is eager */
     }
     int k = 0;
     Value view = sig_rebuild(v, al, &k, false, 0);
     for (int i = 0; i < lv.n; i++) tensor_decref(al[i]);
     free(al);
     leaves_free(&lv);
+    leaves_free(&bl);
     sig_free(&sb);
+    sig_free(&bb);
     value_decref(o->traced);
     o->traced = view;
     o->synced = T->nhost;
@@ -765,9 +784,16 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     Value result = v_nil();
     int rc = 0;
     Loc call_loc = I->cur_loc; /* the call site (the callee moves cur_loc) */
+    /* a tape made inside this trace would record the function's ops with the
+     * values of this call, into the graph: it gets one entry for the call
+     * instead, whose backward is a host call too (stage/host_grad.c) */
+    bool inner_tape = host_is_differentiable(f) && tfe_tapes_active > T->tapes_at_begin;
+    int saved_tapes = tfe_tapes_active;
     if (!T->symbolic) {
         T->suspended++;
+        if (inner_tape) tfe_tapes_active = 0;
         rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
+        tfe_tapes_active = saved_tapes;
         T->suspended--;
     }
     HostSync *sync = NULL;
@@ -816,16 +842,22 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     n->host_nil = !has_out;
     n->sync = sync;
     effect_chain(T, id);
-    leaves_free(&lv);
     if (has_out) {
         tfe_tensor *r = value_to_tensor(result);
         value_decref(result);
         tfe_tensor *a = tensor_alias(r);
+        /* under a tape: the result's gradient reaches the inputs (a tape
+         * outside the trace recorded the function's ops on r) */
+        if (inner_tape)
+            host_record_tape_entry(I, call_loc, f, ha, nargs, nkw, kwnames, lv.n, lv.t, a);
+        else if (tfe_tapes_active && host_is_differentiable(f))
+            host_record_identity(r, a);
         tensor_decref(r);
         meta_of(&gnode(T->g, id)->meta[0], a);
         trace_note(T, a, (GRef){id, 0});
         result = v_tensor_take(a);
     }
+    leaves_free(&lv);
     if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after);
     leaves_free(&after);
     *out = result;

@@ -116,6 +116,21 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
  * computed now when the trace has values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
+
+/* Gradients through host calls (stage/host_grad.c). */
+bool host_node_differentiable(const GNode *n);   /* a @host call's result (or a vjp's) */
+bool host_is_differentiable(Value f);            /* a @host function, or a vjp */
+/* The gradient of host node n's result, weighted by dy, with respect to each
+ * of its inputs in[] (dx[i] NULL or TFE_GRAD_SKIP on entry; new refs): the
+ * function called again under a tape of its own, as a host node of the
+ * trace being recorded, if any. */
+int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *dy, tfe_tensor **dx);
+/* A tape entry for a host call made while tracing (its ops not taped): the
+ * backward is the function's gradient, as host_node_vjp. */
+void host_record_tape_entry(Interp *I, Loc loc, Value f, const HostArg *hargs, int nhargs, int nhkw,
+                            Str *const *kwnames, int nleaves, tfe_tensor *const *leaves, tfe_tensor *out);
+/* A tape entry that passes to's gradient on to from. */
+void host_record_identity(tfe_tensor *from, tfe_tensor *to);
 void trace_leave_fn(Node *fn);
 
 /* A shape read as a value: the trace is for these dims only (no relaxation). */

@@ -49,6 +49,14 @@ Value sig_copy_containers(Value v);
  * keep their identity; numbers become boxed tensors). */
 void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k);
 
+/* sig_rebuild keeping aliasing: a list, tuple or record that tmpl holds
+ * more than once (`(xs, xs)`) is rebuilt once, and every place holds that one
+ * object, as in tmpl. One memo can serve several rebuilds (a call's result
+ * and the bindings it writes back); sig_memo_free releases it. */
+typedef struct SigMemo { const void **from; Value *to; int n, cap; } SigMemo;
+Value sig_rebuild_shared(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp, SigMemo *m);
+void sig_memo_free(SigMemo *m);
+
 /* Keep every object v's signature names by identity alive (its address must
  * not be reused by another object while a trace compares against it). */
 void sig_hold(Value v, Value **held, int *nheld);

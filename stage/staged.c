@@ -154,16 +154,18 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     }
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
+    SigMemo memo = {0}; /* one list in two places stays one list */
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         if (!o->written) continue;
-        Value v = sig_rebuild(o->tmpl, outs, &k, true, 0);
+        Value v = sig_rebuild_shared(o->tmpl, outs, &k, true, 0, &memo);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
     }
     k = 0;
-    *out = sig_rebuild(t->ret_tmpl, outs, &k, true, 0);
+    *out = sig_rebuild_shared(t->ret_tmpl, outs, &k, true, 0, &memo);
+    sig_memo_free(&memo);
     for (int i = 0; i < nouts; i++) tensor_decref(outs[i]);
     if (outs != outbuf) free(outs);
     return 0;
@@ -445,6 +447,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     stage_optimize(g);
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
+    SigMemo memo = {0}; /* one list in two places stays one list */
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         if (!o->assigned) continue;
@@ -452,7 +455,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
         int kk = 0;
-        Value v = sig_rebuild(o->env->slots[o->slot], wl.t, &kk, true, 0);
+        Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
@@ -461,7 +464,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     /* this call's result: what the traced (eager) run computed */
     int k = 0;
-    *out = sig_rebuild(ret, rl.t, &k, true, 0);
+    *out = sig_rebuild_shared(ret, rl.t, &k, true, 0, &memo);
+    sig_memo_free(&memo);
     leaves_free(&rl);
     if (sc->n == sc->cap) {
         sc->cap = sc->cap ? sc->cap * 2 : 4;

@@ -102,7 +102,6 @@ static bool trace_matches(Trace *t, const SigBuf *sb, Leaves *lv, SigBuf *scratc
     int nargs = lv->n;
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
-        if (o->late) continue;
         sig_reset(scratch);
         sig_flatten(o->env->slots[o->slot], scratch, lv, SIG_INPUT);
         if (scratch->n != o->sig.n || mem_cmp(scratch->b, o->sig.b, o->sig.n) ||
@@ -374,11 +373,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         os->env = o->env;
         o->env->h.refcount++;
         os->slot = o->slot;
-        os->late = o->late;
-        if (!o->late) {
-            sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
-            sig_hold(o->orig, &t->held, &t->nheld);
-        }
+        sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
+        sig_hold(o->orig, &t->held, &t->nheld);
         os->ninputs = o->ninputs;
         /* one stored before a @host call and not assigned since is where
          * it belongs (the host function may have changed it since) */

@@ -14,7 +14,6 @@ typedef struct OutsideSig {
     SigBuf sig;          /* of its value when the trace read it */
     int ninputs;
     bool written;        /* the graph writes it back after the call */
-    bool late;           /* not part of the signature (Outside.late) */
     bool assigned;       /* the body assigned it (written, or stored before a @host call) */
     Value tmpl;          /* written: the value's structure (owned) */
 } OutsideSig;

@@ -393,12 +393,6 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
     o->slot = slot;
     o->name = name;
     Value v = e->slots[slot];
-    if (T->nhost) { /* read after a @host call: a read node gives its value */
-        o->late = true;
-        o->orig = o->traced = v_nil();
-        o->first_input = T->g->ninputs;
-        return o;
-    }
     o->orig = snapshot(v);
     o->traced = trace_value_leaves(T, v, &o->first_input, &o->ninputs);
     return o;
@@ -604,8 +598,8 @@ static int outside_read_node(Tracer *T, Outside *o)
     sig_flatten(v, &sb, &lv, SIG_OUTPUT);
     /* the value the graph holds for it: a leaf the call left as it was is
      * that value (and its gradient goes there) */
-    if (!o->late) sig_flatten(o->traced, &bb, &bl, SIG_OUTPUT);
-    bool pass = !o->late && bb.n == sb.n && !mem_cmp(bb.b, sb.b, sb.n) && bl.n == lv.n;
+    sig_flatten(o->traced, &bb, &bl, SIG_OUTPUT);
+    bool pass = bb.n == sb.n && !mem_cmp(bb.b, sb.b, sb.n) && bl.n == lv.n;
     int nin = pass ? bl.n : 0, saved_region = T->region;
     GRef *rp = xmalloc(sizeof *rp * (size_t)(nin ? nin : 1));
     T->region = 0;

@@ -28,8 +28,6 @@ typedef struct Outside {
     Value orig;          /* its value when first read (owned): the signature */
     int first_input, ninputs;
     bool written;
-    bool late;           /* first met after a @host call: no input, not in the signature
-                            (its value at the call's start is not what the body sees) */
     bool dirty;          /* assigned since the last @host call (which stored it first) */
     int synced;          /* traced is its value after this many @host calls */
     const char *name;

@@ -225,17 +225,58 @@ static Value rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, 
         if (tmpl.kind == V_TUPLE) n->h.kind = V_TUPLE;
         out = v_obj((ValueKind)tmpl.kind, n);
     }
-    if (m) {
-        if (m->n == m->cap) {
-            m->cap = m->cap ? m->cap * 2 : 8;
-            m->from = xrealloc(m->from, sizeof *m->from * (size_t)m->cap);
-            m->to = xrealloc(m->to, sizeof *m->to * (size_t)m->cap);
-        }
-        m->from[m->n] = tmpl.u.o;
-        value_incref(out);
-        m->to[m->n++] = out;
+    if (m) sig_memo_add(m, tmpl.u.o, out);
+    return out;
+}
+
+const Value *sig_memo_find(const SigMemo *m, const void *from)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->from[i] == from) return &m->to[i];
+    return NULL;
+}
+
+Value sig_copy_shared(Value v, SigMemo *m)
+{
+    if (!(v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD)) {
+        value_incref(v);
+        return v;
+    }
+    const Value *seen = sig_memo_find(m, v.u.o);
+    if (seen) {
+        value_incref(*seen);
+        return *seen;
+    }
+    Value out;
+    if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        Record *n = record_new();
+        n->trace_id = r->trace_id;
+        out = v_obj(V_RECORD, n);
+        sig_memo_add(m, v.u.o, out);
+        for (int i = 0; i < r->n; i++) record_set_take(n, r->keys[i]->s, r->keys[i]->len, sig_copy_shared(r->vals[i], m));
+    } else {
+        Seq *q = (Seq *)v.u.o;
+        Seq *n = seq_new(q->n);
+        n->trace_id = q->trace_id;
+        n->h.kind = q->h.kind;
+        out = v_obj((ValueKind)v.kind, n);
+        sig_memo_add(m, v.u.o, out);
+        for (int i = 0; i < q->n; i++) seq_push_take(n, sig_copy_shared(q->items[i], m));
     }
     return out;
+}
+
+void sig_memo_add(SigMemo *m, const void *from, Value to)
+{
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 8;
+        m->from = xrealloc(m->from, sizeof *m->from * (size_t)m->cap);
+        m->to = xrealloc(m->to, sizeof *m->to * (size_t)m->cap);
+    }
+    m->from[m->n] = from;
+    value_incref(to);
+    m->to[m->n++] = to;
 }
 
 Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp)

@@ -56,6 +56,11 @@ void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k);
 typedef struct SigMemo { const void **from; Value *to; int n, cap; } SigMemo;
 Value sig_rebuild_shared(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp, SigMemo *m);
 void sig_memo_free(SigMemo *m);
+/* Rebuild the object from as `to` (a new reference is taken). */
+void sig_memo_add(SigMemo *m, const void *from, Value to);
+const Value *sig_memo_find(const SigMemo *m, const void *from);   /* or NULL */
+/* sig_copy_containers keeping aliasing: m maps each object copied to its copy. */
+Value sig_copy_shared(Value v, SigMemo *m);
 
 /* Keep every object v's signature names by identity alive (its address must
  * not be reused by another object while a trace compares against it). */

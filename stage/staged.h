@@ -29,6 +29,10 @@ typedef struct Trace {
     int g_ninputs;
     tfe_tensor **static_val; /* per input: the value it must have (its value was used at trace time), or NULL */
     Value ret_tmpl;      /* the result's structure; its leaves are outputs 0 .. nret-1 */
+    Value *arg_objs;     /* for each list, tuple or record of the arguments (pre-order), its
+                            copy in the templates, or nil (owned): stands for the call's own */
+    int narg_objs;
+    int nparams;
     int nret;
     char *desc;          /* "x: float32 (3,)" for the retrace warning */
     Value *held;         /* objects the signature names by identity (owned) */

@@ -111,12 +111,16 @@ static int run_op(GRun *x, GNode *n)
     const tfe_attrs *at = n->at;
     tfe_attrs rat;
     int rc = 0;
-    if ((tfe_ops[n->op].flags & F_RANDOM) && n->at->from_stream) {
+    if ((tfe_ops[n->op].flags & F_RANDOM) && (n->at->from_stream || n->at_from >= 0)) {
         rat = *n->at;
         int id = (int)(n - x->g->nodes);
         if (n->at_from >= 0 && x->draws && x->draws[n->at_from].from_stream) {
             rat.seed = x->draws[n->at_from].seed; /* the replay of an earlier draw */
             rat.counter = x->draws[n->at_from].counter;
+            rat.from_stream = true;
+        } else if (!n->at->from_stream) {
+            /* a replay (stage/grad.c) whose draw did not run in this run
+             * (the tracing call runs it alone): the draw it was made for */
         } else { /* a fresh draw at every run: the counter block of this call */
             tfe_meta m;
             tfe_tensor *dummy[32];

@@ -489,19 +489,36 @@ static int replay_branch_draw(BP *b, int id)
 {
     Graph *G = b->G;
     GNode *n = &G->nodes[id];
-    if (!b->own || region_in_loop(G, n->region)) return -1;
+    if (region_in_loop(G, n->region)) return -1;
+    /* recorded into an enclosing trace (a tape inside a staged function):
+     * the replay takes, at every run, the seed and counter that the
+     * forward draw it replays (the node of that trace with this node's
+     * traced attrs, the first: a later draw may have been given the same
+     * counter, trace.c) drew in the same run */
+    int target = -1;
+    Graph *TG = b->T ? b->T->g : NULL;
+    for (int k = 0; !b->own && TG && k < TG->n && target < 0; k++) {
+        const GNode *o = &TG->nodes[k];
+        if (o->kind == G_OP && o->op == n->op && o->at->from_stream && o->at_from < 0 &&
+            o->at->seed == n->at->seed && o->at->counter == n->at->counter)
+            target = k;
+    }
+    if (!b->own && target < 0) return -1;
     tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     for (int i = 0; i < n->nin; i++) in[i] = b->m[slot_of(G, n->in[i])];
     tfe_tensor *out[32];
-    /* a fixed seed and counter: this very draw, wherever it is recorded; a
-     * draw that did not run (a branch not taken) has no value to agree with,
-     * and the backward of its branch does not run either */
+    /* a fixed seed and counter: this very draw, wherever it is recorded (in
+     * an enclosing trace, at_from below makes later runs take the run's);
+     * a draw that did not run (a branch not taken) has no value to agree
+     * with, and the backward of its branch does not run */
     tfe_attrs at = b->draws && b->draws[id].from_stream ? b->draws[id] : *n->at;
     at.from_stream = false;
     b->drew = true;
     int rc = tfe_execute(n->op, n->nin, in, &at, out);
     if (in != inb) free(in);
     if (rc) return -1;
+    if (target >= 0 && out[0]->node && ((const TNote *)out[0]->node)->ref.node != target)
+        TG->nodes[((const TNote *)out[0]->node)->ref.node].at_from = target;
     for (int k = 0; k < n->nout; k++) put(b->m, n->vbase + k, out[k]);
     return 0;
 }

@@ -291,15 +291,15 @@ static bool region_draws(const Graph *g, int r)
     return false;
 }
 
-/* A region that draws random numbers, about to become a node at the top
- * while a tape made inside this trace records: the tape's backward would be
- * recorded into this graph, where a replay of the draw would draw anew. The
- * conditional or loop then runs at trace time instead (like one that cannot
- * be a node), and the tape sees its ops one by one, as eagerly. A tape
- * outside the staged call replays a branch's draw exactly (stage/grad.c). */
+/* A loop body that draws random numbers, about to become a node at the top
+ * while a tape records: its backward would have to replay a draw of every
+ * iteration, and a run keeps only the last. The loop then runs at trace
+ * time instead (like one that cannot be a node), and the tape sees its ops
+ * one by one, as eagerly. (A branch's draw is replayed exactly,
+ * stage/grad.c.) */
 static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
 {
-    return !T->symbolic && tfe_tapes_active > T->tapes_at_begin && region_draws(g, r);
+    return !T->symbolic && tfe_tapes_active && region_draws(g, r);
 }
 
 /* A symbolic-context check that fails the whole attempt. */
@@ -434,9 +434,6 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->region = saved_region;
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
-    if (tape_meets_draw(T, g, r[0]) || tape_meets_draw(T, g, r[1]))
-        FAIL(n->a->loc, "a tape inside the staged function cannot differentiate a random draw inside a staged "
-                        "conditional");
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;
@@ -675,7 +672,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     T->last_effect = saved_effect;
     restore(env, before);
     if (tape_meets_draw(T, g, rcond) || tape_meets_draw(T, g, rbody))
-        FAIL(loop_loc, "a tape inside the staged function cannot differentiate a random draw inside a staged loop");
+        FAIL(loop_loc, "a tape cannot differentiate a random draw inside a staged loop");
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = loop_loc;

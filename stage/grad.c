@@ -980,18 +980,18 @@ static int host_load_grad(BP *b, const GNode *n)
     return 0;
 }
 
-/* A host call: its result's gradient is the function's own (stage/host_grad.c).
- * What it put in a list or record, and an outside binding read after it,
- * have none here: a gradient that reaches them is an error, not a zero. */
+/* A host call: the gradient of its outputs (its result, then what is in the
+ * lists and records it got, after it) is the function's own
+ * (stage/host_grad.c). */
 static int sweep_host(BP *b, const GNode *n)
 {
     Graph *G = b->G;
     if (n->sync && n->sync->env) return host_load_grad(b, n);
-    int r = host_node_differentiable(n) ? 1 : 0;
-    for (int k = r; k < n->nout; k++)
-        if (b->g[n->vbase + k] && differentiable(&n->meta[k]))
-            return bp_error(b, n, "gradients through what a @host function put in a list or record are not supported");
-    if (!r || !b->g[n->vbase]) return 0;
+    bool any = false;
+    for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] && differentiable(&n->meta[k]);
+    if (!any) return 0;
+    if (!host_node_differentiable(n))
+        return bp_error(b, n, "gradients through this host call are not supported");
     tfe_tensor *inb[16] = {NULL}, *dxb[16] = {NULL};
     tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     tfe_tensor **dx = n->nin <= 16 ? dxb : xmalloc(sizeof *dx * (size_t)n->nin);
@@ -1000,7 +1000,14 @@ static int sweep_host(BP *b, const GNode *n)
         const GNode *src = &G->nodes[n->in[i].node];
         dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
     }
-    int rc = host_node_vjp(b->I, n, in, b->g[n->vbase], dx);
+    tfe_tensor **out = xcalloc((size_t)n->nout + 1, sizeof *out), **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
+    for (int k = 0; k < n->nout; k++) {
+        out[k] = b->m[n->vbase + k];
+        dy[k] = differentiable(&n->meta[k]) ? b->g[n->vbase + k] : NULL;
+    }
+    int rc = host_node_vjp(b->I, n, in, out, dy, dx);
+    free(out);
+    free(dy);
     for (int i = 0; i < n->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;

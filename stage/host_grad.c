@@ -23,6 +23,9 @@ typedef struct HostFn {
     int nhargs, nhkw;
     Str **kwnames;
     char *vjp_name;      /* "f.vjp" */
+    bool has_result;     /* output 0 is the call's result */
+    int *after, nafter;  /* then the leaves of these arguments after the call */
+    int nouts;
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -34,6 +37,7 @@ static void hostfn_free(Obj *o)
     for (int a = 0; a < h->nhkw; a++) value_decref(v_obj(V_STR, h->kwnames[a]));
     free(h->kwnames);
     free(h->vjp_name);
+    free(h->after);
     free(h);
 }
 
@@ -53,7 +57,7 @@ static const char *callable_name(Value f)
     return "host";
 }
 
-static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, Str *const *kwnames)
+static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, Str *const *kwnames, const GNode *n)
 {
     HostFn *h = xcalloc(1, sizeof *h);
     h->o.h.refcount = 1;
@@ -77,7 +81,75 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     size_t len = strlen(nm) + 5;
     h->vjp_name = xmalloc(len);
     snprintf(h->vjp_name, len, "%s.vjp", nm);
+    h->has_result = !n->host_nil;
+    h->nouts = n->nout;
+    h->after = xmalloc(sizeof *h->after * (size_t)(n->sync ? n->sync->nafter + 1 : 1));
+    for (int i = 0; n->sync && i < n->sync->nafter; i++)
+        if (!n->sync->after[i].outside) h->after[h->nafter++] = n->sync->after[i].arg;
     return h;
+}
+
+/* A copy of h for a call of the vjp itself: one result. */
+static HostFn *hostfn_of_vjp(Value f, const HostArg *hargs, int nhargs)
+{
+    GNode n = {0};
+    n.nout = 1;
+    return hostfn_new(f, hargs, nhargs, 0, NULL, &n);
+}
+
+static tfe_tensor *zeros_like(const tfe_tensor *t)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = t->dtype;
+    at.nints = t->rank;
+    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
+    at.f[0] = 0.0;
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* sum of out[j] * dy[j] over the outputs: what the tape differentiates. */
+static int weighted(Interp *I, HostFn *h, Value r, const Value *args, tfe_tensor *const *dy, tfe_tensor **target)
+{
+    Leaves outs = {0};
+    SigBuf sb = {0};
+    if (h->has_result) {
+        tfe_tensor *y = value_to_tensor(r);
+        if (!y) return raise_at(I, I->cur_loc, "%s(), called from staged code, must return a tensor, a number or nil",
+                                callable_name(h->f));
+        leaves_push(&outs, y);
+    }
+    for (int i = 0; i < h->nafter; i++) sig_flatten(args[h->after[i]], &sb, &outs, SIG_OUTPUT);
+    sig_free(&sb);
+    int rc = 0;
+    if (outs.n != h->nouts)
+        rc = raise_at(I, I->cur_loc, "%s() changed a list or record passed to it in another way than when its "
+                                     "gradient was traced", callable_name(h->f));
+    tfe_tensor *acc = NULL;
+    for (int j = 0; !rc && j < outs.n; j++) {
+        if (!dy[j]) continue;
+        tfe_tensor *t = tfe_binary(OP_MUL, outs.t[j], dy[j]);
+        if (t) {
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.naxes = -1;
+            tfe_tensor *s = tfe_call1(OP_SUM, 1, &t, &at);
+            tensor_decref(t);
+            t = s;
+        }
+        if (t && acc) {
+            tfe_tensor *u = tfe_binary(OP_ADD, acc, t);
+            tensor_decref(t);
+            tensor_decref(acc);
+            t = u;
+        }
+        acc = t;
+        if (!acc) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
+    }
+    leaves_free(&outs);
+    if (rc && acc) tensor_decref(acc);
+    *target = rc ? NULL : acc;
+    return rc;
 }
 
 static int nleaves_of(const HostFn *h)
@@ -90,7 +162,7 @@ static int nleaves_of(const HostFn *h)
 /* The gradient of h's result, weighted by dy, with respect to leaf k, computed
  * now: h's function called again under a tape of its own. New ref in *dx
  * (zeros when the result does not depend on it), or -1 with an error raised. */
-static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *dy, tfe_tensor **dx)
+static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor **dx)
 {
     int nl = nleaves_of(h), rc = 0, kk = 0;
     tfe_tensor **own = xmalloc(sizeof *own * (size_t)(nl ? nl : 1));
@@ -120,19 +192,11 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     rc = call_value(I, h->f, argc, args, h->nhkw, h->kwnames, args + argc, &r);
     if (tfe_tracer) tfe_tracer->suspended--;
     tfe_tensor *target = NULL;
-    if (!rc) {
-        tfe_tensor *y = value_to_tensor(r);
-        if (!y) rc = raise_at(I, I->cur_loc, "%s(), called from staged code, must return a tensor, a number or nil",
-                              callable_name(h->f));
-        else {
-            target = tfe_binary(OP_MUL, y, dy);
-            tensor_decref(y);
-            if (!target) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
-        }
-    }
+    if (!rc) rc = weighted(I, h, r, args, dy, &target);
     tfe_tape_pop(tape);
     *dx = NULL;
-    if (!rc) {
+    if (!rc && !target) *dx = zeros_like(leaves[k]); /* no output has a gradient */
+    else if (!rc) {
         tfe_tensor *g = NULL;
         if (tfe_tape_gradient(tape, target, 1, &own[k], &g)) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
         else *dx = g;
@@ -154,13 +218,13 @@ static int bi_vjp(Interp *I, int argc, const Value *argv, int nkw, Str *const *k
 {
     (void)nkw, (void)kwnames, (void)kwvals;
     HostFn *h = (HostFn *)argv[0].u.o;
-    int nl = nleaves_of(h), k = (int)(intptr_t)data;
-    if (argc != nl + 2) return raise_at(I, I->cur_loc, "%s: wrong number of arguments", h->vjp_name);
-    tfe_tensor **lv = xmalloc(sizeof *lv * (size_t)(nl + 1));
-    for (int i = 0; i <= nl; i++) lv[i] = value_to_tensor(argv[1 + i]);
+    int nl = nleaves_of(h), k = (int)(intptr_t)data, na = nl + h->nouts;
+    if (argc != na + 1) return raise_at(I, I->cur_loc, "%s: wrong number of arguments", h->vjp_name);
+    tfe_tensor **lv = xmalloc(sizeof *lv * (size_t)(na + 1));
+    for (int i = 0; i < na; i++) lv[i] = value_to_tensor(argv[1 + i]);
     tfe_tensor *dx = NULL;
-    int rc = vjp_now(I, h, k, lv, lv[nl], &dx);
-    for (int i = 0; i <= nl; i++)
+    int rc = vjp_now(I, h, k, lv, lv + nl, &dx);
+    for (int i = 0; i < na; i++)
         if (lv[i]) tensor_decref(lv[i]);
     free(lv);
     if (!rc) *out = v_tensor_take(dx);
@@ -169,23 +233,23 @@ static int bi_vjp(Interp *I, int argc, const Value *argv, int nkw, Str *const *k
 
 /* The gradient with respect to leaf k as a value of the trace being
  * recorded: a host call of f.vjp (so it runs at every call of the graph). */
-static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *dy, tfe_tensor **dx)
+static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor **dx)
 {
-    int nl = nleaves_of(h);
+    int nl = nleaves_of(h), na = nl + h->nouts;
     Value f = builtin_new(h->vjp_name, bi_vjp, (void *)(intptr_t)k);
     Builtin *b = (Builtin *)f.u.o;
     h->o.h.refcount++;
     b->self = v_obj(V_OBJECT, h);
     b->effect = 2;
-    Value *argv = xmalloc(sizeof *argv * (size_t)(nl + 1));
-    for (int i = 0; i <= nl; i++) {
-        tfe_tensor *t = i < nl ? leaves[i] : dy;
+    Value *argv = xmalloc(sizeof *argv * (size_t)(na + 1));
+    for (int i = 0; i < na; i++) {
+        tfe_tensor *t = i < nl ? leaves[i] : dy[i - nl];
         tensor_incref(t);
         argv[i] = v_tensor_take(t);
     }
     Value r = v_nil();
-    int rc = trace_host_call(I, f, nl + 1, argv, 0, NULL, NULL, &r);
-    for (int i = 0; i <= nl; i++) value_decref(argv[i]);
+    int rc = trace_host_call(I, f, na, argv, 0, NULL, NULL, &r);
+    for (int i = 0; i < na; i++) value_decref(argv[i]);
     free(argv);
     value_decref(f);
     *dx = NULL;
@@ -194,16 +258,35 @@ static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tf
     return rc;
 }
 
-/* dx[i] for each float leaf i (NULL entries stay NULL for the others). */
-static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *dy, tfe_tensor **dx)
+/* dx[i] for each float leaf i (NULL entries stay NULL for the others); dy[j]
+ * NULL: output j (out[j]) has no gradient. */
+static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *const *out, tfe_tensor *const *dy,
+                   tfe_tensor **dx)
 {
-    int nl = nleaves_of(h);
+    int nl = nleaves_of(h), rc = 0;
     bool traced = trace_recording();
-    for (int i = 0; i < nl; i++) {
-        if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(leaves[i]->dtype)) continue;
-        if (traced ? vjp_traced(I, h, i, leaves, dy, &dx[i]) : vjp_now(I, h, i, leaves, dy, &dx[i])) return -1;
+    /* a host call of the vjp takes a tensor for every output's gradient */
+    tfe_tensor **full = xcalloc((size_t)h->nouts + 1, sizeof *full);
+    for (int j = 0; j < h->nouts; j++) {
+        full[j] = dy[j] ? (tensor_incref(dy[j]), dy[j]) : traced ? zeros_like(out[j]) : NULL;
+        if (traced && !full[j]) rc = -1;
     }
-    return 0;
+    for (int i = 0; i < nl && !rc; i++) {
+        if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(leaves[i]->dtype)) continue;
+        rc = traced ? vjp_traced(I, h, i, leaves, full, &dx[i]) : vjp_now(I, h, i, leaves, full, &dx[i]);
+    }
+    for (int j = 0; j < h->nouts; j++)
+        if (full[j]) tensor_decref(full[j]);
+    free(full);
+    return rc;
+}
+
+/* What host node n calls: for a call of a vjp, the vjp's own (one result). */
+static HostFn *node_hostfn(const GNode *n)
+{
+    if (n->obj.kind == V_BUILTIN && ((Builtin *)n->obj.u.o)->fn == bi_vjp)
+        return hostfn_of_vjp(n->obj, n->hargs, n->nhargs);
+    return hostfn_new(n->obj, n->hargs, n->nhargs, n->nhkw, n->hkwnames, n);
 }
 
 bool host_is_differentiable(Value f)
@@ -213,16 +296,17 @@ bool host_is_differentiable(Value f)
 
 bool host_node_differentiable(const GNode *n)
 {
-    if (n->kind != G_HOST || n->host_nil || (n->sync && n->sync->env)) return false;
+    if (n->kind != G_HOST || n->nout == 0 || (n->sync && n->sync->env)) return false;
     return host_is_differentiable(n->obj);
 }
 
-int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *dy, tfe_tensor **dx)
+int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
+                  tfe_tensor **dx)
 {
-    HostFn *h = hostfn_new(n->obj, n->hargs, n->nhargs, n->nhkw, n->hkwnames);
+    HostFn *h = node_hostfn(n);
     Loc saved = I->cur_loc;
     I->cur_loc = n->loc;
-    int rc = vjp_all(I, h, in, dy, dx);
+    int rc = vjp_all(I, h, in, out, dy, dx);
     I->cur_loc = saved;
     value_decref(v_obj(V_OBJECT, h));
     return rc;
@@ -240,11 +324,11 @@ typedef struct HostGrad {
 static int hostgrad_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
                              tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
 {
-    (void)nin, (void)nout, (void)out;
+    (void)nin, (void)nout;
     HostGrad *g = (HostGrad *)self;
     Loc saved = g->I->cur_loc;
     g->I->cur_loc = g->loc;
-    int rc = vjp_all(g->I, g->h, in, dy[0], dx);
+    int rc = vjp_all(g->I, g->h, in, out, dy, dx);
     g->I->cur_loc = saved;
     if (rc && g->I->has_error) { /* the tape reports the error */
         tfe_error_set("%s", g->I->err_msg);
@@ -260,16 +344,16 @@ static void hostgrad_release(tfe_custom_grad *self)
     free(g);
 }
 
-void host_record_tape_entry(Interp *I, Loc loc, Value f, const HostArg *hargs, int nhargs, int nhkw,
-                            Str *const *kwnames, int nleaves, tfe_tensor *const *leaves, tfe_tensor *out)
+void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
+                            tfe_tensor *const *outs)
 {
     HostGrad *g = xcalloc(1, sizeof *g);
     g->base.backward = hostgrad_backward;
     g->base.release = hostgrad_release;
     g->I = I;
     g->loc = loc;
-    g->h = hostfn_new(f, hargs, nhargs, nhkw, kwnames);
-    tfe_tape_record_custom(&g->base, nleaves, leaves, 1, &out);
+    g->h = node_hostfn(n);
+    tfe_tape_record_custom(&g->base, nleaves, leaves, nout, outs);
     if (g->base.refcount == 0) hostgrad_release(&g->base); /* no tape tracks its inputs */
 }
 

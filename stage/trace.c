@@ -718,14 +718,14 @@ static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int 
 /* The leaves of the lists and records the body made and passed to host node
  * id, after the call: outputs from out0 on, which now stand in them. */
 static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Value *argv, const Value *kwvals,
-                               const Leaves *after)
+                               const Leaves *after, tfe_tensor **outs)
 {
     HostSync *s = gnode(T->g, id)->sync;
     int out = out0, k = 0;
     for (int i = 0; i < s->nafter; i++) {
         HostAfter *h = &s->after[i];
         if (h->outside) continue;
-        tfe_tensor **al = xmalloc(sizeof *al * (size_t)(h->nleaves ? h->nleaves : 1));
+        tfe_tensor **al = outs + out;
         for (int j = 0; j < h->nleaves; j++, k++, out++) {
             al[j] = tensor_alias(after->t[k]);
             meta_of(&gnode(T->g, id)->meta[out], al[j]);
@@ -734,8 +734,6 @@ static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Valu
         int kk = 0;
         Value a = h->arg < argc ? argv[h->arg] : kwvals[h->arg - argc];
         sig_replace_leaves(a, al, &kk);
-        for (int j = 0; j < h->nleaves; j++) tensor_decref(al[j]);
-        free(al);
     }
 }
 
@@ -836,23 +834,37 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     n->host_nil = !has_out;
     n->sync = sync;
     effect_chain(T, id);
+    /* the node's outputs as traced tensors: the result, then the leaves of
+     * the lists and records it got (outs); what the call made (actual) */
+    int nouts = gnode(T->g, id)->nout;
+    tfe_tensor **outs = xcalloc((size_t)nouts + 1, sizeof *outs), **actual = xcalloc((size_t)nouts + 1, sizeof *actual);
     if (has_out) {
-        tfe_tensor *r = value_to_tensor(result);
+        actual[0] = value_to_tensor(result);
         value_decref(result);
-        tfe_tensor *a = tensor_alias(r);
-        /* under a tape: the result's gradient reaches the inputs (a tape
-         * outside the trace recorded the function's ops on r) */
-        if (inner_tape)
-            host_record_tape_entry(I, call_loc, f, ha, nargs, nkw, kwnames, lv.n, lv.t, a);
-        else if (tfe_tapes_active && host_is_differentiable(f))
-            host_record_identity(r, a);
-        tensor_decref(r);
-        meta_of(&gnode(T->g, id)->meta[0], a);
-        trace_note(T, a, (GRef){id, 0});
-        result = v_tensor_take(a);
+        outs[0] = tensor_alias(actual[0]);
+        meta_of(&gnode(T->g, id)->meta[0], outs[0]);
+        trace_note(T, outs[0], (GRef){id, 0});
+        tensor_incref(outs[0]);
+        result = v_tensor_take(outs[0]);
     }
+    for (int k = 0; k < after.n; k++) {
+        actual[(has_out ? 1 : 0) + k] = after.t[k];
+        tensor_incref(after.t[k]);
+    }
+    if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after, outs);
+    /* under a tape: the outputs' gradients reach the inputs (a tape outside
+     * the trace recorded the function's ops on what it made) */
+    if (nouts && inner_tape)
+        host_record_tape_entry(I, gnode(T->g, id), call_loc, lv.n, lv.t, nouts, outs);
+    else if (nouts && tfe_tapes_active && host_is_differentiable(f))
+        for (int k = 0; k < nouts; k++) host_record_identity(actual[k], outs[k]);
+    for (int k = 0; k < nouts; k++) {
+        if (outs[k]) tensor_decref(outs[k]);
+        if (actual[k]) tensor_decref(actual[k]);
+    }
+    free(outs);
+    free(actual);
     leaves_free(&lv);
-    if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after);
     leaves_free(&after);
     *out = result;
     return 0;

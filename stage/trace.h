@@ -116,17 +116,18 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 
 /* Gradients through host calls (stage/host_grad.c). */
-bool host_node_differentiable(const GNode *n);   /* a @host call's result (or a vjp's) */
+bool host_node_differentiable(const GNode *n);   /* a @host call with outputs (or a vjp) */
 bool host_is_differentiable(Value f);            /* a @host function, or a vjp */
-/* The gradient of host node n's result, weighted by dy, with respect to each
- * of its inputs in[] (dx[i] NULL or TFE_GRAD_SKIP on entry; new refs): the
- * function called again under a tape of its own, as a host node of the
- * trace being recorded, if any. */
-int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *dy, tfe_tensor **dx);
+/* The gradient of host node n's outputs (out[], their gradients dy[], NULL
+ * for none), with respect to each of its inputs in[] (dx[i] NULL or
+ * TFE_GRAD_SKIP on entry; new refs): the function called again under a
+ * tape of its own, as a host node of the trace being recorded, if any. */
+int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
+                  tfe_tensor **dx);
 /* A tape entry for a host call made while tracing (its ops not taped): the
  * backward is the function's gradient, as host_node_vjp. */
-void host_record_tape_entry(Interp *I, Loc loc, Value f, const HostArg *hargs, int nhargs, int nhkw,
-                            Str *const *kwnames, int nleaves, tfe_tensor *const *leaves, tfe_tensor *out);
+void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
+                            tfe_tensor *const *outs);
 /* A tape entry that passes to's gradient on to from. */
 void host_record_identity(tfe_tensor *from, tfe_tensor *to);
 void trace_leave_fn(Node *fn);

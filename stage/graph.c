@@ -177,6 +177,12 @@ HostSync *host_sync_copy(const HostSync *s)
         d->after[i].sig = bytes_dup(s->after[i].sig, s->after[i].nsig);
         if (d->after[i].env) d->after[i].env->h.refcount++;
     }
+    d->ctx = s->nctx ? xmalloc(sizeof *d->ctx * (size_t)s->nctx) : NULL;
+    for (int i = 0; i < s->nctx; i++) {
+        d->ctx[i] = s->ctx[i];
+        d->ctx[i].env->h.refcount++;
+        value_incref(d->ctx[i].tmpl);
+    }
     return d;
 }
 
@@ -191,6 +197,11 @@ void host_sync_free(HostSync *s)
         if (s->after[i].env) env_decref(s->after[i].env);
     }
     free(s->after);
+    for (int i = 0; i < s->nctx; i++) {
+        env_decref(s->ctx[i].env);
+        value_decref(s->ctx[i].tmpl);
+    }
+    free(s->ctx);
     free(s);
 }
 
@@ -198,8 +209,11 @@ bool host_sync_same(const HostSync *a, const HostSync *b)
 {
     if (!a || !b) return a == b;
     if (a->env != b->env || a->slot != b->slot || a->write != b->write || a->nsig != b->nsig ||
-        mem_cmp(a->sig, b->sig, a->nsig) || a->nafter != b->nafter)
+        mem_cmp(a->sig, b->sig, a->nsig) || a->nafter != b->nafter || a->nctx != b->nctx)
         return false;
+    for (int i = 0; i < a->nctx; i++)
+        if (a->ctx[i].env != b->ctx[i].env || a->ctx[i].slot != b->ctx[i].slot || a->ctx[i].nleaves != b->ctx[i].nleaves)
+            return false;
     for (int i = 0; i < a->nafter; i++) {
         const HostAfter *x = &a->after[i], *y = &b->after[i];
         if (x->arg != y->arg || x->outside != y->outside || x->nleaves != y->nleaves || x->nsig != y->nsig ||

@@ -84,6 +84,11 @@ typedef struct HostSync {
     size_t nsig;
     HostAfter *after;    /* env NULL: the checked arguments (owned) */
     int nafter;
+    /* env NULL: outside bindings the body assigned before the call, which the
+     * function may read: their leaves are the node's last inputs (after the
+     * arguments'), so its gradient reaches them (stage/host_grad.c) */
+    struct HostCtx { Env *env; int slot; Value tmpl; int nleaves; } *ctx;
+    int nctx;
 } HostSync;
 
 /* The call frames between the staged function and the node's expression

@@ -26,6 +26,8 @@ typedef struct HostFn {
     bool has_result;     /* output 0 is the call's result */
     int *after, nafter;  /* then the leaves of these arguments after the call */
     int nouts;
+    struct HostCtx *ctx; /* outside bindings it may read (HostSync.ctx; owned) */
+    int nctx;
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -38,6 +40,11 @@ static void hostfn_free(Obj *o)
     free(h->kwnames);
     free(h->vjp_name);
     free(h->after);
+    for (int i = 0; i < h->nctx; i++) {
+        env_decref(h->ctx[i].env);
+        value_decref(h->ctx[i].tmpl);
+    }
+    free(h->ctx);
     free(h);
 }
 
@@ -86,6 +93,13 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     h->after = xmalloc(sizeof *h->after * (size_t)(n->sync ? n->sync->nafter + 1 : 1));
     for (int i = 0; n->sync && i < n->sync->nafter; i++)
         if (!n->sync->after[i].outside) h->after[h->nafter++] = n->sync->after[i].arg;
+    h->nctx = n->sync ? n->sync->nctx : 0;
+    h->ctx = h->nctx ? xmalloc(sizeof *h->ctx * (size_t)h->nctx) : NULL;
+    for (int i = 0; i < h->nctx; i++) {
+        h->ctx[i] = n->sync->ctx[i];
+        h->ctx[i].env->h.refcount++;
+        value_incref(h->ctx[i].tmpl);
+    }
     return h;
 }
 
@@ -156,6 +170,7 @@ static int nleaves_of(const HostFn *h)
 {
     int n = 0;
     for (int a = 0; a < h->nhargs; a++) n += h->hargs[a].nleaves;
+    for (int i = 0; i < h->nctx; i++) n += h->ctx[i].nleaves;
     return n;
 }
 
@@ -183,6 +198,13 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
             value_incref(args[a]);
         }
     }
+    /* the outside bindings it may read hold this call's values (restored after) */
+    Value *saved = xcalloc((size_t)(h->nctx ? h->nctx : 1), sizeof *saved);
+    for (int i = 0; i < h->nctx; i++) {
+        Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
+        saved[i] = *slot;
+        *slot = sig_rebuild(h->ctx[i].tmpl, own, &kk, false, 0);
+    }
     tfe_tape *tape = tfe_tape_new(false);
     tfe_tape_push(tape);
     tfe_tape_watch(tape, own[k]);
@@ -191,6 +213,12 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     if (tfe_tracer) tfe_tracer->suspended++; /* the function itself, not a node for it */
     rc = call_value(I, h->f, argc, args, h->nhkw, h->kwnames, args + argc, &r);
     if (tfe_tracer) tfe_tracer->suspended--;
+    for (int i = 0; i < h->nctx; i++) {
+        Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
+        value_decref(*slot);
+        *slot = saved[i];
+    }
+    free(saved);
     tfe_tensor *target = NULL;
     if (!rc) rc = weighted(I, h, r, args, dy, &target);
     tfe_tape_pop(tape);

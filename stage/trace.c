@@ -640,6 +640,40 @@ static int outside_read_node(Tracer *T, Outside *o)
     return 0;
 }
 
+/* Outside bindings the body assigned (and the graph holds now) with float
+ * leaves: a @host function may read them, and its gradient then reaches
+ * them. Their leaves go after the arguments' in lv. */
+static struct HostCtx *host_context(Tracer *T, Leaves *lv, int *n)
+{
+    struct HostCtx *ctx = NULL;
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        if (!o->written || o->synced != T->nhost) continue;
+        SigBuf sb = {0};
+        Leaves l = {0};
+        sig_flatten(o->traced, &sb, &l, SIG_OUTPUT);
+        sig_free(&sb);
+        bool fl = false;
+        for (int k = 0; k < l.n; k++) fl |= dtype_is_float(l.t[k]->dtype);
+        if (fl) {
+            ctx = xrealloc(ctx, sizeof *ctx * (size_t)(*n + 1));
+            struct HostCtx *c = &ctx[(*n)++];
+            c->env = o->env;
+            o->env->h.refcount++;
+            c->slot = o->slot;
+            int k = 0;
+            c->tmpl = sig_rebuild(o->traced, l.t, &k, false, 0);
+            c->nleaves = l.n;
+            for (int j = 0; j < l.n; j++) {
+                tensor_incref(l.t[j]);
+                leaves_push(lv, l.t[j]);
+            }
+        }
+        leaves_free(&l);
+    }
+    return ctx;
+}
+
 /* After a @host call at trace time: what it did to the lists and records
  * it got. One the body made: its structure now is what every call must
  * leave (checked at run time), its leaves (in *after) become outputs. One
@@ -773,6 +807,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         }
     }
     int *src = user ? host_arg_sources(T, argc, nargs, argv, kwvals) : NULL;
+    int nctx = 0;
+    struct HostCtx *ctx = user ? host_context(T, &lv, &nctx) : NULL;
     Value result = v_nil();
     int rc = 0;
     Loc call_loc = I->cur_loc; /* the call site (the callee moves cur_loc) */
@@ -795,6 +831,11 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, src, &sync, &after);
     }
     free(src);
+    if (nctx) {
+        if (!sync) sync = xcalloc(1, sizeof *sync), sync->tmpl = v_nil();
+        sync->ctx = ctx;
+        sync->nctx = nctx;
+    }
     for (int i = 0; i < nargs; i++) sig_free(&pre[i]);
     free(pre);
     if (!rc && !(result.kind == V_NIL || result.kind == V_TENSOR || (result.kind == V_SCALAR))) {

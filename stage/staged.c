@@ -352,6 +352,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     T->args = args;
     T->nargs = info->nparams;
+    T->call_env = e;
     Value ret = v_nil();
     int rc = interp_run_body(I, c, e, &ret);
     if (!rc && !T->failed && sig_has_function(ret))

@@ -55,6 +55,8 @@ void trace_end(Tracer *T)
         value_decref(T->outs[i].orig);
     }
     free(T->outs);
+    for (int i = 0; i < T->nstart; i++) value_decref(T->start[i].v);
+    free(T->start);
     free(T->static_in);
     free(T->walked);
     free(T->sym_fns);
@@ -393,6 +395,11 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
     o->slot = slot;
     o->name = name;
     Value v = e->slots[slot];
+    /* first met after a @host call: the call's value is what it was when the
+     * call started (the signature and the inputs); a read node then gives
+     * the body its value now */
+    for (int i = 0; T->nhost && i < T->nstart; i++)
+        if (T->start[i].env == e && T->start[i].slot == slot) v = T->start[i].v;
     o->orig = snapshot(v);
     o->traced = trace_value_leaves(T, v, &o->first_input, &o->ninputs);
     return o;
@@ -551,6 +558,18 @@ static HostSync *binding_sync(Outside *o, bool write)
     s->write = write;
     s->tmpl = v_nil();
     return s;
+}
+
+/* Before the first @host call: the value of every binding outside the body
+ * (its enclosing Envs), which the call may change before the body first
+ * reads one of them. */
+static void remember_start(Tracer *T)
+{
+    for (Env *e = T->call_env ? T->call_env->parent : NULL; e; e = e->parent)
+        for (int s = 0; s < e->nslots; s++) {
+            T->start = xrealloc(T->start, sizeof *T->start * (size_t)(T->nstart + 1));
+            T->start[T->nstart++] = (struct StartSlot){e, s, snapshot(e->slots[s])};
+        }
 }
 
 /* Store the body's value of each outside binding it assigned since the last
@@ -786,6 +805,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
      * effects do not): the body's assignments go first */
     bool user = f.kind == V_FN && !T->symbolic;
     if (user) flush_outsides(T);
+    if (user && !T->nhost) remember_start(T);
     /* leaves of every argument become the node's inputs; each argument is
      * kept as it is now (a template: the call, or the body, may change a
      * list or record later) */

@@ -63,6 +63,10 @@ typedef struct Tracer {
     int capwalked;
     int suspended;        /* >0: a host call is running; nothing is recorded */
     const Value *args;    /* the staged function's arguments as called (borrowed) */
+    Env *call_env;        /* the body's Env (borrowed): its parents hold the outside bindings */
+    struct StartSlot { Env *env; int slot; Value v; } *start; /* before the first @host call:
+                             every outside binding's value (containers copied; owned) */
+    int nstart;
     int nargs;
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */

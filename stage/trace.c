@@ -57,6 +57,9 @@ void trace_end(Tracer *T)
     free(T->outs);
     for (int i = 0; i < T->nstart; i++) value_decref(T->start[i].v);
     free(T->start);
+    for (int i = 0; i < T->npre; i++) value_decref(T->pre[i].v);
+    free(T->pre);
+    free(T->hreads);
     free(T->static_in);
     free(T->walked);
     free(T->sym_fns);
@@ -382,7 +385,20 @@ static Value snapshot(Value v)
     return sig_copy_containers(v);
 }
 
+static Outside *add_outside_value(Tracer *T, Env *e, int slot, const char *name, Value v);
+
 static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
+{
+    Value v = e->slots[slot];
+    /* first met after a @host call: the call's value is what it was when the
+     * call started (the signature and the inputs); a read node then gives
+     * the body its value now */
+    for (int i = 0; T->nhost && i < T->nstart; i++)
+        if (T->start[i].env == e && T->start[i].slot == slot) v = T->start[i].v;
+    return add_outside_value(T, e, slot, name, v);
+}
+
+static Outside *add_outside_value(Tracer *T, Env *e, int slot, const char *name, Value v)
 {
     if (T->nouts == T->capouts) {
         T->capouts = T->capouts ? T->capouts * 2 : 8;
@@ -394,23 +410,20 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
     e->h.refcount++;
     o->slot = slot;
     o->name = name;
-    Value v = e->slots[slot];
-    /* first met after a @host call: the call's value is what it was when the
-     * call started (the signature and the inputs); a read node then gives
-     * the body its value now */
-    for (int i = 0; T->nhost && i < T->nstart; i++)
-        if (T->start[i].env == e && T->start[i].slot == slot) v = T->start[i].v;
     o->orig = snapshot(v);
     o->traced = trace_value_leaves(T, v, &o->first_input, &o->ninputs);
     return o;
 }
 
-static int outside_read_node(Tracer *T, Outside *o);
+static int outside_read_node_of(Tracer *T, Outside *o, Value v);
+static int outside_read_node(Tracer *T, Outside *o) { return outside_read_node_of(T, o, o->env->slots[o->slot]); }
+static void note_host_read(Tracer *T, Env *e, int slot, const char *name);
 
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out)
 {
     Tracer *T = tfe_tracer;
     Value v = e->slots[slot];
+    if (T && T->host_reading && T->suspended == T->host_reading) note_host_read(T, e, slot, name);
     if (!trace_recording() || (v.kind == V_NIL && v.dtype == 1)) {
         value_incref(v);
         *out = v;
@@ -602,9 +615,8 @@ static void flush_outsides(Tracer *T)
 /* The body reads an outside binding after a @host call that may have changed
  * it: a read node, in the top region (inside a traced branch it goes before
  * the conditional, which is after the host call: a branch makes none). */
-static int outside_read_node(Tracer *T, Outside *o)
+static int outside_read_node_of(Tracer *T, Outside *o, Value v)
 {
-    Value v = o->env->slots[o->slot];
     if (sig_has_function(v)) { /* a function's identity is all there is to it */
         value_incref(v);
         value_decref(o->traced);
@@ -662,12 +674,31 @@ static int outside_read_node(Tracer *T, Outside *o)
 /* Outside bindings the body assigned (and the graph holds now) with float
  * leaves: a @host function may read them, and its gradient then reaches
  * them. Their leaves go after the arguments' in lv. */
+static bool in_ctx(const struct HostCtx *ctx, int n, const Outside *o)
+{
+    for (int i = 0; i < n; i++)
+        if (ctx[i].env == o->env && ctx[i].slot == o->slot) return true;
+    return false;
+}
+
+static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n);
+
 static struct HostCtx *host_context(Tracer *T, Leaves *lv, int *n)
 {
     struct HostCtx *ctx = NULL;
     for (int i = 0; i < T->nouts; i++) {
         Outside *o = &T->outs[i];
         if (!o->written || o->synced != T->nhost) continue;
+        add_ctx(o, lv, &ctx, n);
+    }
+    return ctx;
+}
+
+/* o's graph value as one more input of a host call that may read it. */
+static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n)
+{
+    struct HostCtx *ctx = *pctx;
+    {
         SigBuf sb = {0};
         Leaves l = {0};
         sig_flatten(o->traced, &sb, &l, SIG_OUTPUT);
@@ -690,7 +721,63 @@ static struct HostCtx *host_context(Tracer *T, Leaves *lv, int *n)
         }
         leaves_free(&l);
     }
-    return ctx;
+    *pctx = ctx;
+}
+
+/* Does v hold a tensor (not just numbers: a tape watches tensors)? */
+static bool has_tensor(Value v)
+{
+    if (v.kind == V_TENSOR) return true;
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (has_tensor(q->items[i])) return true;
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (has_tensor(r->vals[i])) return true;
+    }
+    return false;
+}
+
+/* While a @host function runs at trace time: the outside bindings it reads. */
+static void note_host_read(Tracer *T, Env *e, int slot, const char *name)
+{
+    for (int i = 0; i < T->nhreads; i++)
+        if (T->hreads[i].env == e && T->hreads[i].slot == slot) return;
+    T->hreads = xrealloc(T->hreads, sizeof *T->hreads * (size_t)(T->nhreads + 1));
+    T->hreads[T->nhreads++] = (struct HostRead){e, slot, name};
+}
+
+/* Before a @host call: every outside binding's value (what the call sees). */
+static void snapshot_envs(Tracer *T)
+{
+    for (int i = 0; i < T->npre; i++) value_decref(T->pre[i].v);
+    T->npre = 0;
+    for (Env *e = T->call_env ? T->call_env->parent : NULL; e; e = e->parent)
+        for (int s = 0; s < e->nslots; s++) {
+            T->pre = xrealloc(T->pre, sizeof *T->pre * (size_t)(T->npre + 1));
+            T->pre[T->npre++] = (struct StartSlot){e, s, snapshot(e->slots[s])};
+        }
+}
+
+/* After a @host call at trace time: the outside bindings holding tensors it
+ * read become inputs of its node too (their values before it: a read node
+ * when a call before may have changed them), so its gradient reaches them. */
+static void host_read_context(Tracer *T, Leaves *lv, struct HostCtx **ctx, int *n)
+{
+    for (int i = 0; i < T->nhreads; i++) {
+        struct HostRead *h = &T->hreads[i];
+        Value before = h->env->slots[h->slot];
+        for (int k = 0; k < T->npre; k++)
+            if (T->pre[k].env == h->env && T->pre[k].slot == h->slot) before = T->pre[k].v;
+        if (!has_tensor(before)) continue;
+        Outside *o = find_outside(T, h->env, h->slot);
+        if (!o) o = add_outside_value(T, h->env, h->slot, h->name, before);
+        if (o->synced < T->nhost && outside_read_node_of(T, o, before)) continue;
+        if (!in_ctx(*ctx, *n, o)) add_ctx(o, lv, ctx, n);
+    }
+    T->nhreads = 0;
 }
 
 /* After a @host call at trace time: what it did to the lists and records
@@ -837,13 +924,20 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
      * instead, whose backward is a host call too (stage/host_grad.c) */
     bool inner_tape = host_is_differentiable(f) && tfe_tapes_active > T->tapes_at_begin;
     int saved_tapes = tfe_tapes_active;
+    if (user) {
+        snapshot_envs(T);
+        T->nhreads = 0;
+    }
     if (!T->symbolic) {
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
+        if (user) T->host_reading = T->suspended;
         rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
+        if (user) T->host_reading = 0;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
     }
+    if (!rc && user) host_read_context(T, &lv, &ctx, &nctx);
     HostSync *sync = NULL;
     Leaves after = {0};
     if (!rc && user) {

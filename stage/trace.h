@@ -67,6 +67,11 @@ typedef struct Tracer {
     struct StartSlot { Env *env; int slot; Value v; } *start; /* before the first @host call:
                              every outside binding's value (containers copied; owned) */
     int nstart;
+    struct StartSlot *pre; /* the same, before the @host call being traced (owned) */
+    int npre;
+    int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
+    struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
+    int nhreads;
     int nargs;
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */

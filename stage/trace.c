@@ -724,20 +724,20 @@ static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n)
     *pctx = ctx;
 }
 
-/* Does v hold a tensor (not just numbers: a tape watches tensors)? */
-static bool has_tensor(Value v)
+/* How many tensors v holds (numbers aside: a tape watches tensors), up to
+ * more than limit. */
+static int count_tensors(Value v, int limit)
 {
-    if (v.kind == V_TENSOR) return true;
+    int n = 0;
+    if (v.kind == V_TENSOR) return 1;
     if (v.kind == V_TUPLE || v.kind == V_LIST) {
         Seq *q = (Seq *)v.u.o;
-        for (int i = 0; i < q->n; i++)
-            if (has_tensor(q->items[i])) return true;
+        for (int i = 0; i < q->n && n <= limit; i++) n += count_tensors(q->items[i], limit);
     } else if (v.kind == V_RECORD) {
         Record *r = (Record *)v.u.o;
-        for (int i = 0; i < r->n; i++)
-            if (has_tensor(r->vals[i])) return true;
+        for (int i = 0; i < r->n && n <= limit; i++) n += count_tensors(r->vals[i], limit);
     }
-    return false;
+    return n;
 }
 
 /* While a @host function runs at trace time: the outside bindings it reads. */
@@ -771,7 +771,10 @@ static void host_read_context(Tracer *T, Leaves *lv, struct HostCtx **ctx, int *
         Value before = h->env->slots[h->slot];
         for (int k = 0; k < T->npre; k++)
             if (T->pre[k].env == h->env && T->pre[k].slot == h->slot) before = T->pre[k].v;
-        if (!has_tensor(before)) continue;
+        /* a big container (a data set in a global) would make every call
+         * flatten it: such a binding gets no gradient (docs/staging.md) */
+        int nt = count_tensors(before, 64);
+        if (nt == 0 || nt > 64) continue;
         Outside *o = find_outside(T, h->env, h->slot);
         if (!o) o = add_outside_value(T, h->env, h->slot, h->name, before);
         if (o->synced < T->nhost && outside_read_node_of(T, o, before)) continue;

@@ -210,9 +210,14 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     tfe_tape_watch(tape, own[k]);
     int argc = h->nhargs - h->nhkw;
     Value r = v_nil();
+    /* the global random stream stays where the forward left it: an eager
+     * backward draws nothing */
+    uint64_t rkey, rcounter;
+    tfe_random_state(&rkey, &rcounter);
     if (tfe_tracer) tfe_tracer->suspended++; /* the function itself, not a node for it */
     rc = call_value(I, h->f, argc, args, h->nhkw, h->kwnames, args + argc, &r);
     if (tfe_tracer) tfe_tracer->suspended--;
+    tfe_random_restore(rkey, rcounter);
     for (int i = 0; i < h->nctx; i++) {
         Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
         value_decref(*slot);

@@ -971,6 +971,13 @@ static int host_load_grad(BP *b, const GNode *n)
 {
     Graph *G = b->G;
     int nl = n->nout / 2;
+    /* one a @host call changed: its gradient would go through the
+     * function's ops, which the graph does not have; checked when it runs
+     * (a zero gradient, of a value the result does not use, is fine) */
+    for (int k = 0; k < nl && n->sync->changed; k++)
+        if (b->g[n->vbase + k] && differentiable(&n->meta[k]) &&
+            host_check_no_gradient(b->I, n->loc, n->sync->name, b->g[n->vbase + k]))
+            return -1;
     for (int k = 0; k < nl && k < n->nin; k++) {
         tfe_tensor *dy = b->g[n->vbase + k], *flag = b->m[n->vbase + nl + k];
         if (!dy || !flag || !differentiable(&n->meta[k])) continue;

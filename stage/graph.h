@@ -79,6 +79,8 @@ typedef struct HostSync {
     int slot;
     const char *name;    /* the binding's name (the program's, lives as long as it) */
     bool write;
+    bool changed;        /* read: a @host call had changed it when traced (its gradient
+                            would go through the function's ops: not supported) */
     Value tmpl;          /* write: the value's structure (owned) */
     char *sig;           /* read: the structure as traced (owned) */
     size_t nsig;

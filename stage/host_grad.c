@@ -415,3 +415,38 @@ void host_record_identity(tfe_tensor *from, tfe_tensor *to)
     tfe_tape_record_custom(&g->base, 1, &from, 1, &to);
     if (g->base.refcount == 0) identity_release(&g->base);
 }
+
+/* --- a gradient that must be zero ------------------------------------------------------------- */
+
+/* no_gradient(g, name): an error when g is not all zeros. data: the binding's name. */
+static int bi_no_gradient(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                          Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals;
+    *out = v_nil();
+    tfe_tensor *g = argc == 1 ? value_to_tensor(argv[0]) : NULL;
+    bool zero = true;
+    for (int64_t i = 0; g && g->storage && i < tensor_numel(g) && zero; i++) zero = tensor_get_f64(g, i) == 0.0;
+    if (g) tensor_decref(g);
+    if (zero) return 0;
+    return raise_at(I, I->cur_loc, "gradients through '%s', which a @host call changed, are not supported (pass it "
+                                   "to the function and return the new value)", (const char *)data);
+}
+
+int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g)
+{
+    Value f = builtin_new("no_gradient", bi_no_gradient, (void *)name);
+    ((Builtin *)f.u.o)->effect = 1;
+    tensor_incref(g);
+    Value arg = v_tensor_take(g);
+    Loc saved = I->cur_loc;
+    I->cur_loc = loc;
+    Value r = v_nil();
+    int rc = trace_recording() ? trace_host_call(I, f, 1, &arg, 0, NULL, NULL, &r)
+                               : bi_no_gradient(I, 1, &arg, 0, NULL, NULL, &r, (void *)name);
+    I->cur_loc = saved;
+    value_decref(r);
+    value_decref(arg);
+    value_decref(f);
+    return rc;
+}

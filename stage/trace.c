@@ -416,6 +416,7 @@ static Outside *add_outside_value(Tracer *T, Env *e, int slot, const char *name,
 }
 
 static int outside_read_node_of(Tracer *T, Outside *o, Value v);
+static int count_tensors(Value v, int limit);
 static int outside_read_node(Tracer *T, Outside *o) { return outside_read_node_of(T, o, o->env->slots[o->slot]); }
 static void note_host_read(Tracer *T, Env *e, int slot, const char *name);
 
@@ -644,6 +645,12 @@ static int outside_read_node_of(Tracer *T, Outside *o, Value v)
     n->sync = binding_sync(o, false);
     n->sync->sig = bytes_copy(&sb);
     n->sync->nsig = sb.n;
+    n->sync->changed = !pass;
+    T->suspended++; /* comparing values is not a use of them (no signature by value) */
+    for (int k = 0; pass && k < lv.n; k++) n->sync->changed |= !sig_same_leaf(lv.t[k], bl.t[k]);
+    T->suspended--;
+    /* numbers the body never assigned: nothing a tape watches led to them */
+    if (!o->written && count_tensors(o->orig, 0) == 0) n->sync->changed = false;
     if (T->region == 0) effect_chain(T, id);
     tfe_tensor **al = xmalloc(sizeof *al * (size_t)(lv.n ? lv.n : 1));
     for (int k = 0; k < lv.n; k++) {
@@ -838,7 +845,9 @@ static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int 
             /* the very object, at every call: what the call does to it is done */
         } else if (h->outside) {
             bool same = sb.n == pre[i].n && !mem_cmp(sb.b, pre[i].b, sb.n) && lv.n == ha[i].nleaves;
+            T->suspended++; /* comparing values is not a use of them (no signature by value) */
             for (int k = 0; same && k < lv.n; k++) same = sig_same_leaf(lv.t[k], in->t[first + k]);
+            T->suspended--;
             if (!same)
                 rc = trace_fail(T->I, loc, "%s(), a @host function, changed a list or record made outside the "
                                            "staged function; staged code passes it a copy (make it inside the "

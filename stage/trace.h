@@ -137,6 +137,9 @@ int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *
  * backward is the function's gradient, as host_node_vjp. */
 void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
                             tfe_tensor *const *outs);
+/* An error (at loc, naming the binding) when g, the gradient of a binding a
+ * @host call changed, is not all zeros: checked at every run when recorded. */
+int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g);
 /* A tape entry that passes to's gradient on to from. */
 void host_record_identity(tfe_tensor *from, tfe_tensor *to);
 void trace_leave_fn(Node *fn);

@@ -8,6 +8,7 @@
 #include "stage/check.h"
 #include "stage/exec.h"
 #include "stage/sig.h"
+#include "stage/staged.h"
 #include "tensor/device.h"
 #include "tensor/fused.h"
 #include "stage/plan.h"
@@ -111,12 +112,16 @@ static int run_op(GRun *x, GNode *n)
     const tfe_attrs *at = n->at;
     tfe_attrs rat;
     int rc = 0;
-    if ((tfe_ops[n->op].flags & F_RANDOM) && n->at->from_stream) {
+    if ((tfe_ops[n->op].flags & F_RANDOM) && (n->at->from_stream || n->at_from >= 0)) {
         rat = *n->at;
         int id = (int)(n - x->g->nodes);
         if (n->at_from >= 0 && x->draws && x->draws[n->at_from].from_stream) {
             rat.seed = x->draws[n->at_from].seed; /* the replay of an earlier draw */
             rat.counter = x->draws[n->at_from].counter;
+            rat.from_stream = true;
+        } else if (!n->at->from_stream) {
+            /* a replay (stage/grad.c) whose draw did not run in this run
+             * (the tracing call runs it alone): the draw it was made for */
         } else { /* a fresh draw at every run: the counter block of this call */
             tfe_meta m;
             tfe_tensor *dummy[32];
@@ -157,21 +162,136 @@ static int run_op(GRun *x, GNode *n)
     return 0;
 }
 
+static bool is_container(Value v) { return v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD; }
+
+/* A binding outside the staged function, kept in step with @host calls
+ * (HostSync): the body's value stored before the call, or the value after
+ * it read back (its structure must be the traced one: the graph was made
+ * for it). */
+static int run_binding(GRun *x, GNode *n)
+{
+    HostSync *s = n->sync;
+    if (s->write) {
+        tfe_tensor *lb[16] = {NULL}, **leaves = n->nin <= 16 ? lb : xmalloc(sizeof *leaves * (size_t)n->nin);
+        for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
+        int k = 0;
+        Value v = sig_rebuild(s->tmpl, leaves, &k, true, 0);
+        if (leaves != lb) free(leaves);
+        Value old = s->env->slots[s->slot];
+        s->env->slots[s->slot] = v;
+        value_decref(old);
+        return 0;
+    }
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    sig_flatten(s->env->slots[s->slot], &sb, &lv, SIG_OUTPUT);
+    int rc = 0;
+    if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
+                                  "length than when the staged function was traced, which its graph cannot read "
+                                  "(keep its structure, or return the changing part from the @host function)", s->name);
+        rc = node_error(x, n, msg);
+    } else {
+        for (int i = 0; i < lv.n; i++) {
+            /* a leaf the call left as it was is the graph's value (n->in) */
+            tfe_tensor *before = i < n->nin ? grun_value(x, n->in[i]) : NULL;
+            bool same = before && sig_same_leaf(lv.t[i], before);
+            if (same) {
+                tensor_incref(before);
+                tensor_decref(lv.t[i]);
+                lv.t[i] = before;
+            }
+            vset(x, n->vbase + i, lv.t[i]);
+            tfe_tensor *flag = tensor_from_f64(same ? 1.0 : 0.0, n->meta[lv.n + i].dtype);
+            vset(x, n->vbase + lv.n + i, flag);
+        }
+        lv.n = 0;
+    }
+    leaves_free(&lv);
+    sig_free(&sb);
+    return rc;
+}
+
+/* A @host call's list/record arguments after it (HostSync.after): the
+ * leaves of each one the body made become the node's outputs; one made
+ * outside must come back as it went (the call got a copy). */
+static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *in)
+{
+    HostSync *s = n->sync;
+    int out = n->host_nil ? 0 : 1, rc = 0;
+    for (int i = 0; i < s->nafter && !rc; i++) {
+        HostAfter *h = &s->after[i];
+        if (h->outside && (h->env || (h->param >= 0 && stage_call_args))) continue; /* the object itself: done */
+        int first = 0;
+        for (int a = 0; a < h->arg; a++) first += n->hargs[a].nleaves;
+        SigBuf sb = {0};
+        Leaves lv = {0};
+        sig_flatten(args[h->arg], &sb, &lv, SIG_OUTPUT);
+        bool ok = sb.n == h->nsig && !mem_cmp(sb.b, h->sig, sb.n) && lv.n == (h->outside ? n->hargs[h->arg].nleaves : h->nleaves);
+        for (int k = 0; ok && h->outside && k < lv.n; k++) ok = sig_same_leaf(lv.t[k], in[first + k]);
+        if (!ok) {
+            const char *fname = n->obj.kind == V_FN ? ((Closure *)n->obj.u.o)->name : "a host function";
+            char msg[500];
+            if (h->outside)
+                snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record made outside the staged "
+                                          "function; staged code passes it a copy (make it inside the staged "
+                                          "function, or have the @host function return the new values)", fname);
+            else
+                snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record passed to it in another "
+                                          "way than in the call that traced the staged function (its length, keys "
+                                          "or non-tensor values differ; have the @host function return the new "
+                                          "values instead)", fname);
+            rc = node_error(x, n, msg);
+        } else if (!h->outside) {
+            for (int k = 0; k < lv.n; k++) vset(x, n->vbase + out + k, lv.t[k]);
+            out += lv.n;
+            lv.n = 0;
+        }
+        leaves_free(&lv);
+        sig_free(&sb);
+    }
+    return rc;
+}
+
+/* A list or record argument of a @host call that is an object of the caller
+ * (the staged call's argument, or an outside binding's value): that object. */
+static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
+{
+    for (int i = 0; n->sync && i < n->sync->nafter; i++) {
+        const HostAfter *h = &n->sync->after[i];
+        if (h->arg != a) continue;
+        if (h->env) *v = h->env->slots[h->slot];
+        else if (h->param >= 0 && stage_call_args) *v = stage_call_args[h->param];
+        else return false;
+        (void)x;
+        return v->kind == n->hargs[a].v.kind;
+    }
+    return false;
+}
+
 static int run_host(GRun *x, GNode *n)
 {
+    if (n->sync && n->sync->env) return run_binding(x, n);
     Interp *I = x->I;
     int nargs = n->nhargs, argc = nargs - n->nhkw, k = 0;
     Value *args = xcalloc((size_t)(nargs ? nargs : 1), sizeof *args);
     tfe_tensor **leaves = xmalloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
     for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
     for (int a = 0; a < nargs; a++) {
-        if (n->hargs[a].nleaves) args[a] = sig_rebuild(n->hargs[a].v, leaves, &k, true, 0);
+        Value own;
+        if (host_arg_source(x, n, a, &own)) {
+            k += n->hargs[a].nleaves;
+            value_incref(own);
+            args[a] = own;
+        } else if (n->hargs[a].nleaves || is_container(n->hargs[a].v))
+            /* a list or record is made anew at every call (the call may change it) */
+            args[a] = sig_rebuild(n->hargs[a].v, leaves, &k, true, 0);
         else {
             args[a] = n->hargs[a].v;
             value_incref(args[a]);
         }
     }
-    free(leaves);
     int saved = push_node_frames(x, n);
     Loc saved_loc = I->cur_loc;
     I->cur_loc = n->loc;
@@ -180,8 +300,6 @@ static int run_host(GRun *x, GNode *n)
     int rc = tfe_check_replay ? check_host_replay(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r)
                               : call_value(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r);
     I->cur_loc = saved_loc;
-    for (int a = 0; a < nargs; a++) value_decref(args[a]);
-    free(args);
     if (!rc && !n->host_nil) {
         tfe_tensor *t = value_to_tensor(r);
         if (!t) rc = raise_at(I, n->loc, "a host function called from staged code returned %s, not a tensor",
@@ -189,6 +307,10 @@ static int run_host(GRun *x, GNode *n)
         else vset(x, n->vbase, t);
     }
     I->nframes = saved;
+    if (!rc && n->sync) rc = host_after(x, n, args, leaves);
+    free(leaves);
+    for (int a = 0; a < nargs; a++) value_decref(args[a]);
+    free(args);
     value_decref(r);
     return rc;
 }

@@ -37,6 +37,9 @@ typedef struct BP {
     const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
     struct FusedVals **fused; /* by G node: a fused node's values, one per instruction */
     bool in_trace;       /* recorded into a trace in progress (a tape made inside it) */
+    bool own;            /* the backward is recorded by a tracer of its own (not into
+                            an enclosing trace) */
+    bool drew;           /* it replayed a draw in a branch: it serves this call only */
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -483,6 +486,60 @@ static int replay_fused(BP *b, int id)
     return 0;
 }
 
+/* Is region r inside a while (its condition or body, at any depth)? */
+static bool region_in_loop(const Graph *G, int r)
+{
+    for (; r > 0; r = G->regions[r].parent)
+        for (int i = 0; i < G->n; i++)
+            if (G->nodes[i].kind == G_WHILE && (G->nodes[i].regions[0] == r || G->nodes[i].regions[1] == r))
+                return true;
+    return false;
+}
+
+/* A random draw inside a traced if's branch, replayed: the same op with the
+ * seed and counter it drew in this call's forward run gives the same numbers
+ * (the stream is counter-based). Only for a backward of this call alone (a
+ * backward that replays draws is never cached, and one recorded into an
+ * enclosing trace would draw anew), and not in a loop, whose draws differ at
+ * every iteration. 0: done; -1: it cannot be replayed. */
+static int replay_branch_draw(BP *b, int id)
+{
+    Graph *G = b->G;
+    GNode *n = &G->nodes[id];
+    if (region_in_loop(G, n->region)) return -1;
+    /* recorded into an enclosing trace (a tape inside a staged function):
+     * the replay takes, at every run, the seed and counter that the
+     * forward draw it replays (the node of that trace with this node's
+     * traced attrs, the first: a later draw may have been given the same
+     * counter, trace.c) drew in the same run */
+    int target = -1;
+    Graph *TG = b->T ? b->T->g : NULL;
+    for (int k = 0; !b->own && TG && k < TG->n && target < 0; k++) {
+        const GNode *o = &TG->nodes[k];
+        if (o->kind == G_OP && o->op == n->op && o->at->from_stream && o->at_from < 0 &&
+            o->at->seed == n->at->seed && o->at->counter == n->at->counter)
+            target = k;
+    }
+    if (!b->own && target < 0) return -1;
+    tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++) in[i] = b->m[slot_of(G, n->in[i])];
+    tfe_tensor *out[32];
+    /* a fixed seed and counter: this very draw, wherever it is recorded (in
+     * an enclosing trace, at_from below makes later runs take the run's);
+     * a draw that did not run (a branch not taken) has no value to agree
+     * with, and the backward of its branch does not run */
+    tfe_attrs at = b->draws && b->draws[id].from_stream ? b->draws[id] : *n->at;
+    at.from_stream = false;
+    b->drew = true;
+    int rc = tfe_execute(n->op, n->nin, in, &at, out);
+    if (in != inb) free(in);
+    if (rc) return -1;
+    if (target >= 0 && out[0]->node && ((const TNote *)out[0]->node)->ref.node != target)
+        TG->nodes[((const TNote *)out[0]->node)->ref.node].at_from = target;
+    for (int k = 0; k < n->nout; k++) put(b->m, n->vbase + k, out[k]);
+    return 0;
+}
+
 static int replay_node(BP *b, int id)
 {
     Graph *G = b->G;
@@ -496,7 +553,9 @@ static int replay_node(BP *b, int id)
         return 0;
     case G_OP: {
         if (tfe_ops[n->op].flags & F_RANDOM) {
-            if (!b->m[n->vbase])
+            /* one in a branch is drawn again wherever the branch is replayed
+             * (a value from another replay of it is not visible there) */
+            if ((n->region > 0 || !b->m[n->vbase]) && replay_branch_draw(b, id))
                 return bp_error(b, n, "gradients through a random draw inside a staged conditional or loop are not supported");
             return 0;
         }
@@ -977,6 +1036,67 @@ out:
     return rc;
 }
 
+/* An outside binding read after a @host call: a leaf the call left as it
+ * was passes its gradient to the graph's value of it (times the run's flag,
+ * 1 for such a leaf and 0 for a changed one). */
+static int host_load_grad(BP *b, const GNode *n)
+{
+    Graph *G = b->G;
+    int nl = n->nout / 2;
+    /* one a @host call changed: its gradient would go through the
+     * function's ops, which the graph does not have; checked when it runs
+     * (a zero gradient, of a value the result does not use, is fine) */
+    for (int k = 0; k < nl && n->sync->changed; k++)
+        if (b->g[n->vbase + k] && differentiable(&n->meta[k]) &&
+            host_check_no_gradient(b->I, n->loc, n->sync->name, b->g[n->vbase + k]))
+            return -1;
+    for (int k = 0; k < nl && k < n->nin; k++) {
+        tfe_tensor *dy = b->g[n->vbase + k], *flag = b->m[n->vbase + nl + k];
+        if (!dy || !flag || !differentiable(&n->meta[k])) continue;
+        tfe_tensor *dx = tfe_binary(OP_MUL, dy, flag);
+        if (!dx || acc(b, slot_of(G, n->in[k]), dx)) return bp_error(b, n, tfe_error_msg());
+    }
+    return 0;
+}
+
+/* A host call: the gradient of its outputs (its result, then what is in the
+ * lists and records it got, after it) is the function's own
+ * (stage/host_grad.c). */
+static int sweep_host(BP *b, const GNode *n)
+{
+    Graph *G = b->G;
+    if (n->sync && n->sync->env) return host_load_grad(b, n);
+    bool any = false;
+    for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] && differentiable(&n->meta[k]);
+    if (!any) return 0;
+    if (!host_node_differentiable(n))
+        return bp_error(b, n, "gradients through this host call are not supported");
+    tfe_tensor *inb[16] = {NULL}, *dxb[16] = {NULL};
+    tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
+    tfe_tensor **dx = n->nin <= 16 ? dxb : xmalloc(sizeof *dx * (size_t)n->nin);
+    for (int i = 0; i < n->nin; i++) {
+        in[i] = b->m[slot_of(G, n->in[i])];
+        const GNode *src = &G->nodes[n->in[i].node];
+        dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
+    }
+    tfe_tensor **out = xcalloc((size_t)n->nout + 1, sizeof *out), **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
+    for (int k = 0; k < n->nout; k++) {
+        out[k] = b->m[n->vbase + k];
+        dy[k] = differentiable(&n->meta[k]) ? b->g[n->vbase + k] : NULL;
+    }
+    int rc = host_node_vjp(b->I, n, in, out, dy, dx);
+    free(out);
+    free(dy);
+    for (int i = 0; i < n->nin; i++) {
+        if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
+        if (!dx[i]) continue;
+        if (rc || acc(b, slot_of(G, n->in[i]), dx[i])) rc = -1;
+    }
+    if (in != inb) free(in);
+    if (dx != dxb) free(dx);
+    return rc ? bp_error(b, n, tfe_error_msg()) : 0;
+}
+
 static int sweep_region(BP *b, int r)
 {
     const GRegion *reg = &b->G->regions[r];
@@ -988,6 +1108,7 @@ static int sweep_region(BP *b, int r)
         else if (n->kind == G_FUSED) rc = sweep_fused(b, id);
         else if (n->kind == G_COND) rc = sweep_cond(b, id);
         else if (n->kind == G_WHILE) rc = sweep_loop(b, id);
+        else if (n->kind == G_HOST) rc = sweep_host(b, n);
         if (rc) return -1;
     }
     return 0;
@@ -1232,7 +1353,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         T->g->name = xstrdup(name);
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own};
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
@@ -1293,7 +1414,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     if (!rc && own && !T->failed) {
         /* a graph that draws random numbers: this backward replays this
          * call's draws, so it cannot serve another call */
-        bool reusable = c->draws == NULL;
+        bool reusable = c->draws == NULL && !b.drew;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
             tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);

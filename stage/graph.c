@@ -79,6 +79,7 @@ static void node_free(GNode *n)
     free(n->hargs);
     for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
     free(n->hkwnames);
+    host_sync_free(n->sync);
     if (n->prog) {
         free((void *)n->prog->code);
         free(n->prog);
@@ -161,6 +162,74 @@ static GRef map_ref(Extract *x, GRef r)
     return (GRef){id, 0};
 }
 
+static char *bytes_dup(const char *b, size_t n)
+{
+    char *d = xmalloc(n ? n : 1);
+    mem_copy(d, b, n);
+    return d;
+}
+
+HostSync *host_sync_copy(const HostSync *s)
+{
+    if (!s) return NULL;
+    HostSync *d = xmalloc(sizeof *d);
+    *d = *s;
+    if (d->env) d->env->h.refcount++;
+    value_incref(d->tmpl);
+    d->sig = s->sig ? bytes_dup(s->sig, s->nsig) : NULL;
+    d->after = s->nafter ? xmalloc(sizeof *d->after * (size_t)s->nafter) : NULL;
+    for (int i = 0; i < s->nafter; i++) {
+        d->after[i] = s->after[i];
+        d->after[i].sig = bytes_dup(s->after[i].sig, s->after[i].nsig);
+        if (d->after[i].env) d->after[i].env->h.refcount++;
+    }
+    d->ctx = s->nctx ? xmalloc(sizeof *d->ctx * (size_t)s->nctx) : NULL;
+    for (int i = 0; i < s->nctx; i++) {
+        d->ctx[i] = s->ctx[i];
+        d->ctx[i].env->h.refcount++;
+        value_incref(d->ctx[i].tmpl);
+    }
+    return d;
+}
+
+void host_sync_free(HostSync *s)
+{
+    if (!s) return;
+    if (s->env) env_decref(s->env);
+    value_decref(s->tmpl);
+    free(s->sig);
+    for (int i = 0; i < s->nafter; i++) {
+        free(s->after[i].sig);
+        if (s->after[i].env) env_decref(s->after[i].env);
+    }
+    free(s->after);
+    for (int i = 0; i < s->nctx; i++) {
+        env_decref(s->ctx[i].env);
+        value_decref(s->ctx[i].tmpl);
+    }
+    free(s->ctx);
+    free(s);
+}
+
+bool host_sync_same(const HostSync *a, const HostSync *b)
+{
+    if (!a || !b) return a == b;
+    if (a->env != b->env || a->slot != b->slot || a->write != b->write || a->nsig != b->nsig ||
+        mem_cmp(a->sig, b->sig, a->nsig) || a->nafter != b->nafter || a->nctx != b->nctx)
+        return false;
+    for (int i = 0; i < a->nctx; i++)
+        if (a->ctx[i].env != b->ctx[i].env || a->ctx[i].slot != b->ctx[i].slot || a->ctx[i].nleaves != b->ctx[i].nleaves)
+            return false;
+    for (int i = 0; i < a->nafter; i++) {
+        const HostAfter *x = &a->after[i], *y = &b->after[i];
+        if (x->arg != y->arg || x->outside != y->outside || x->nleaves != y->nleaves || x->nsig != y->nsig ||
+            x->param != y->param || x->env != y->env || x->slot != y->slot ||
+            mem_cmp(x->sig, y->sig, x->nsig))
+            return false;
+    }
+    return true;
+}
+
 /* n gets its own references to what o owns: attrs, constant, callable, host
  * arguments and keyword names (in, meta, label and prog are the caller's). */
 static void copy_owned(GNode *n, const GNode *o)
@@ -183,6 +252,7 @@ static void copy_owned(GNode *n, const GNode *o)
             value_incref(n->hargs[a].v);
         }
     }
+    n->sync = host_sync_copy(o->sync);
     n->hkwnames = NULL;
     n->nhkw = o->nhkw;
     if (o->nhkw) {
@@ -423,6 +493,7 @@ bool graph_same_but_dims(const Graph *a, const Graph *b)
                 if (x->hargs[k].nleaves != y->hargs[k].nleaves) return false;
                 if (!x->hargs[k].nleaves && (!value_equal(x->hargs[k].v, y->hargs[k].v, &err) || err)) return false;
             }
+            if (!host_sync_same(x->sync, y->sync)) return false;
             break;
         }
         case G_COND: case G_WHILE:

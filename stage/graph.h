@@ -50,6 +50,49 @@ typedef struct GRegion {
  * inputs; nleaves 0: the Value itself. */
 typedef struct HostArg { Value v; int nleaves; } HostArg;
 
+/* A G_HOST node that keeps the interpreter's state and the graph in step
+ * (stage/trace.c, "host calls and the state around them"):
+ * - env set: a binding outside the staged function. write: store the
+ *   node's inputs there, rebuilt from tmpl (the body's value of it, before
+ *   a @host call that may read it); else read it (after a @host call that
+ *   may have changed it): its leaves are the outputs, and its structure
+ *   must be sig, as traced.
+ * - env NULL: a @host call's list/record arguments, after the call: each
+ *   one's leaves are outputs (after the result), its structure must be sig
+ *   as traced; one made outside the staged function (outside) gets a copy
+ *   and must come back unchanged. */
+typedef struct HostAfter {
+    int arg;
+    bool outside;
+    char *sig;
+    size_t nsig;
+    int nleaves;
+    /* one made outside that is the staged function's argument `param`, or
+     * the value of the binding (env, slot): the call gets that very object
+     * (param -1, env NULL: a checked copy) */
+    int param;
+    Env *env;            /* owned ref, or NULL */
+    int slot;
+} HostAfter;
+typedef struct HostSync {
+    Env *env;            /* owned ref, or NULL */
+    int slot;
+    const char *name;    /* the binding's name (the program's, lives as long as it) */
+    bool write;
+    bool changed;        /* read: a @host call had changed it when traced (its gradient
+                            would go through the function's ops: not supported) */
+    Value tmpl;          /* write: the value's structure (owned) */
+    char *sig;           /* read: the structure as traced (owned) */
+    size_t nsig;
+    HostAfter *after;    /* env NULL: the checked arguments (owned) */
+    int nafter;
+    /* env NULL: outside bindings the body assigned before the call, which the
+     * function may read: their leaves are the node's last inputs (after the
+     * arguments'), so its gradient reaches them (stage/host_grad.c) */
+    struct HostCtx { Env *env; int slot; Value tmpl; int nleaves; } *ctx;
+    int nctx;
+} HostSync;
+
 /* The call frames between the staged function and the node's expression
  * (calls inlined into the graph), so run-time errors print the traceback
  * an eager run would. Shared by nodes; never freed before the graph. */
@@ -85,7 +128,8 @@ typedef struct GNode {
     HostArg *hargs;      /* G_HOST: positional args then keyword args */
     int nhargs, nhkw;
     Str **hkwnames;      /* owned refs */
-    bool host_nil;       /* G_HOST: the call returned nil (no output) */
+    bool host_nil;       /* G_HOST: the call returned nil (no result output) */
+    HostSync *sync;      /* G_HOST: see HostSync (owned), or NULL */
     int input_index;     /* G_INPUT: position in Graph.inputs */
     int at_from;         /* G_OP random: a replay of node at_from's draw (a gradient
                             rule's, e.g. dropout's mask): its seed and counter are
@@ -155,6 +199,10 @@ Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps);
 
 /* A deep copy (sharing g's frames: keep g alive as long as the copy). */
 Graph *graph_clone(const Graph *g);
+
+HostSync *host_sync_copy(const HostSync *s);
+void host_sync_free(HostSync *s);
+bool host_sync_same(const HostSync *a, const HostSync *b);
 
 /* Drop the nodes and regions no live region reaches (what failed attempts at
  * conds and loops left) and number the rest densely, in order. Only on a

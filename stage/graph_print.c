@@ -110,7 +110,19 @@ static const tfe_meta *ref_meta(const Graph *g, GRef r)
 
 static void put_node_types(Buf *b, const GNode *n)
 {
-    if (n->kind == G_HOST && n->host_nil) {
+    if (n->kind == G_HOST && n->sync && !n->sync->env && n->nout > !n->host_nil) {
+        /* a @host call's result, then its list/record arguments' leaves after it */
+        int r = n->host_nil ? 0 : 1;
+        if (r) put_meta(b, &n->meta[0]);
+        else buf_puts(b, "nil");
+        buf_puts(b, "; arguments after it: ");
+        for (int k = r; k < n->nout; k++) {
+            if (k > r) buf_puts(b, ", ");
+            put_meta(b, &n->meta[k]);
+        }
+        return;
+    }
+    if (n->kind == G_HOST && n->host_nil && (!n->sync || n->sync->write)) {
         buf_puts(b, "nil");
         return;
     }
@@ -215,6 +227,15 @@ static const char *callable_name(Value f)
 /* host f(args): leaves of structured arguments are the node's inputs. */
 static void put_host_call(Buf *b, const Graph *g, const GNode *n)
 {
+    if (n->sync && n->sync->env) { /* an outside binding kept in step with @host calls */
+        bprintf(b, "%s %s", n->sync->write ? "store" : "load", n->sync->name);
+        if (n->sync->write) {
+            buf_puts(b, "(");
+            put_refs(b, g, n->in, n->nin);
+            buf_puts(b, ")");
+        }
+        return;
+    }
     buf_puts(b, callable_name(n->obj));
     buf_puts(b, "(");
     int k = 0, argc = n->nhargs - n->nhkw;

@@ -165,7 +165,28 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
     }
 }
 
-Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp)
+static int count_leaves(Value v)
+{
+    switch ((ValueKind)v.kind) {
+    case V_SCALAR: return v.dtype == TFE_BOOL ? 0 : 1;
+    case V_TENSOR: return 1;
+    case V_TUPLE: case V_LIST: {
+        Seq *q = (Seq *)v.u.o;
+        int n = 0;
+        for (int i = 0; i < q->n; i++) n += count_leaves(q->items[i]);
+        return n;
+    }
+    case V_RECORD: {
+        Record *r = (Record *)v.u.o;
+        int n = 0;
+        for (int i = 0; i < r->n; i++) n += count_leaves(r->vals[i]);
+        return n;
+    }
+    default: return 0;
+    }
+}
+
+static Value rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp, SigMemo *m)
 {
     switch ((ValueKind)tmpl.kind) {
     case V_SCALAR:
@@ -176,26 +197,156 @@ Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uin
         tensor_incref(t);
         return unbox ? value_from_tensor_take(t) : v_tensor_take(t);
     }
-    case V_TUPLE: case V_LIST: {
-        Seq *q = (Seq *)tmpl.u.o;
-        Seq *n = seq_new(q->n);
-        n->trace_id = stamp;
-        for (int i = 0; i < q->n; i++) seq_push_take(n, sig_rebuild(q->items[i], leaves, k, unbox, stamp));
-        if (tmpl.kind == V_TUPLE) n->h.kind = V_TUPLE;
-        return v_obj((ValueKind)tmpl.kind, n);
-    }
-    case V_RECORD: {
-        Record *r = (Record *)tmpl.u.o;
-        Record *n = record_new();
-        n->trace_id = stamp;
-        for (int i = 0; i < r->n; i++)
-            record_set_take(n, r->keys[i]->s, r->keys[i]->len, sig_rebuild(r->vals[i], leaves, k, unbox, stamp));
-        return v_obj(V_RECORD, n);
-    }
+    case V_TUPLE: case V_LIST: case V_RECORD:
+        for (int i = 0; m && i < m->n; i++)
+            if (m->from[i] == (const void *)tmpl.u.o) { /* the same object again: its leaves again too */
+                *k += count_leaves(tmpl);
+                value_incref(m->to[i]);
+                return m->to[i];
+            }
+        break;
     default:
         value_incref(tmpl);
         return tmpl;
     }
+    Value out;
+    if (tmpl.kind == V_RECORD) {
+        Record *r = (Record *)tmpl.u.o;
+        Record *n = record_new();
+        n->trace_id = stamp;
+        for (int i = 0; i < r->n; i++)
+            record_set_take(n, r->keys[i]->s, r->keys[i]->len, rebuild(r->vals[i], leaves, k, unbox, stamp, m));
+        out = v_obj(V_RECORD, n);
+    } else {
+        Seq *q = (Seq *)tmpl.u.o;
+        Seq *n = seq_new(q->n);
+        n->trace_id = stamp;
+        for (int i = 0; i < q->n; i++) seq_push_take(n, rebuild(q->items[i], leaves, k, unbox, stamp, m));
+        if (tmpl.kind == V_TUPLE) n->h.kind = V_TUPLE;
+        out = v_obj((ValueKind)tmpl.kind, n);
+    }
+    if (m) sig_memo_add(m, tmpl.u.o, out);
+    return out;
+}
+
+const Value *sig_memo_find(const SigMemo *m, const void *from)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->from[i] == from) return &m->to[i];
+    return NULL;
+}
+
+Value sig_copy_shared(Value v, SigMemo *m)
+{
+    if (!(v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD)) {
+        value_incref(v);
+        return v;
+    }
+    const Value *seen = sig_memo_find(m, v.u.o);
+    if (seen) {
+        value_incref(*seen);
+        return *seen;
+    }
+    Value out;
+    if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        Record *n = record_new();
+        n->trace_id = r->trace_id;
+        out = v_obj(V_RECORD, n);
+        sig_memo_add(m, v.u.o, out);
+        for (int i = 0; i < r->n; i++) record_set_take(n, r->keys[i]->s, r->keys[i]->len, sig_copy_shared(r->vals[i], m));
+    } else {
+        Seq *q = (Seq *)v.u.o;
+        Seq *n = seq_new(q->n);
+        n->trace_id = q->trace_id;
+        n->h.kind = q->h.kind;
+        out = v_obj((ValueKind)v.kind, n);
+        sig_memo_add(m, v.u.o, out);
+        for (int i = 0; i < q->n; i++) seq_push_take(n, sig_copy_shared(q->items[i], m));
+    }
+    return out;
+}
+
+void sig_memo_add(SigMemo *m, const void *from, Value to)
+{
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 8;
+        m->from = xrealloc(m->from, sizeof *m->from * (size_t)m->cap);
+        m->to = xrealloc(m->to, sizeof *m->to * (size_t)m->cap);
+    }
+    m->from[m->n] = from;
+    value_incref(to);
+    m->to[m->n++] = to;
+}
+
+Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp)
+{
+    return rebuild(tmpl, leaves, k, unbox, stamp, NULL);
+}
+
+Value sig_rebuild_shared(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp, SigMemo *m)
+{
+    return rebuild(tmpl, leaves, k, unbox, stamp, m);
+}
+
+void sig_memo_free(SigMemo *m)
+{
+    for (int i = 0; i < m->n; i++) value_decref(m->to[i]);
+    free(m->from);
+    free(m->to);
+    *m = (SigMemo){0};
+}
+
+Value sig_copy_containers(Value v)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        Seq *n = seq_new(q->n);
+        n->trace_id = q->trace_id;
+        for (int i = 0; i < q->n; i++) seq_push_take(n, sig_copy_containers(q->items[i]));
+        n->h.kind = q->h.kind;
+        return v_obj((ValueKind)v.kind, n);
+    }
+    if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        Record *n = record_new();
+        n->trace_id = r->trace_id;
+        for (int i = 0; i < r->n; i++)
+            record_set_take(n, r->keys[i]->s, r->keys[i]->len, sig_copy_containers(r->vals[i]));
+        return v_obj(V_RECORD, n);
+    }
+    value_incref(v);
+    return v;
+}
+
+static bool is_leaf(Value v) { return v.kind == V_TENSOR || (v.kind == V_SCALAR && v.dtype != TFE_BOOL); }
+
+static void replace_slot(Value *slot, tfe_tensor *const *leaves, int *k)
+{
+    if (is_leaf(*slot)) {
+        tfe_tensor *t = leaves[(*k)++];
+        tensor_incref(t);
+        value_decref(*slot);
+        *slot = v_tensor_take(t);
+    } else {
+        sig_replace_leaves(*slot, leaves, k);
+    }
+}
+
+void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++) replace_slot(&q->items[i], leaves, k);
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) replace_slot(&r->vals[i], leaves, k);
+    }
+}
+
+bool sig_same_leaf(const tfe_tensor *a, const tfe_tensor *b)
+{
+    return a == b || (tensor_numel(a) == 1 && sig_tensor_equal(a, b, 1));
 }
 
 bool sig_has_function(Value v)

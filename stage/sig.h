@@ -40,6 +40,28 @@ void sig_flatten(Value v, SigBuf *s, Leaves *lv, int mode);
  * Lists and records are new; they carry stamp as their trace id. */
 Value sig_rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp);
 
+/* A copy of v's tuples, lists and records (new objects with the same
+ * elements; everything else is shared): v as it is now. */
+Value sig_copy_containers(Value v);
+
+/* Put leaves[*k], leaves[*k + 1], ... in place of v's number/tensor leaves,
+ * in sig_flatten's order, inside v's own lists, tuples and records (which
+ * keep their identity; numbers become boxed tensors). */
+void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k);
+
+/* sig_rebuild keeping aliasing: a list, tuple or record that tmpl holds
+ * more than once (`(xs, xs)`) is rebuilt once, and every place holds that one
+ * object, as in tmpl. One memo can serve several rebuilds (a call's result
+ * and the bindings it writes back); sig_memo_free releases it. */
+typedef struct SigMemo { const void **from; Value *to; int n, cap; } SigMemo;
+Value sig_rebuild_shared(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp, SigMemo *m);
+void sig_memo_free(SigMemo *m);
+/* Rebuild the object from as `to` (a new reference is taken). */
+void sig_memo_add(SigMemo *m, const void *from, Value to);
+const Value *sig_memo_find(const SigMemo *m, const void *from);   /* or NULL */
+/* sig_copy_containers keeping aliasing: m maps each object copied to its copy. */
+Value sig_copy_shared(Value v, SigMemo *m);
+
 /* Keep every object v's signature names by identity alive (its address must
  * not be reused by another object while a trace compares against it). */
 void sig_hold(Value v, Value **held, int *nheld);
@@ -47,6 +69,10 @@ void sig_hold(Value v, Value **held, int *nheld);
 /* Same dtype, shape and bits (NaNs equal to themselves; -0.0 not 0.0), with
  * at most max_elems elements (-1: any number); false for symbolic tensors. */
 bool sig_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems);
+
+/* The same leaf of a value passed out and back: the same tensor, or a
+ * number of the same value (a number is unboxed on the way out). */
+bool sig_same_leaf(const tfe_tensor *a, const tfe_tensor *b);
 
 /* Does v contain a function (results and outside writes must not)? */
 bool sig_has_function(Value v);

@@ -14,6 +14,7 @@
 #include "tensor/xalloc.h"
 
 bool tfe_run_eagerly;
+const Value *stage_call_args;
 
 /* --- traces and caches ---------------------------------------------------------------- */
 
@@ -33,6 +34,8 @@ static void trace_free(Trace *t)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
     value_decref(t->ret_tmpl);
+    for (int i = 0; i < t->narg_objs; i++) value_decref(t->arg_objs[i]);
+    free(t->arg_objs);
     for (int i = 0; i < t->nheld; i++) value_decref(t->held[i]);
     free(t->held);
     free(t->desc);
@@ -142,6 +145,40 @@ static bool *relax_against(StageCache *sc, const SigBuf *sb, Trace **base)
 
 /* --- running a cached trace ---------------------------------------------------------------- */
 
+static bool is_container(Value v) { return v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD; }
+
+/* The lists, tuples and records of v and everything in it, in pre-order. */
+static void containers_of(Value v, Value **out, int *n)
+{
+    if (!is_container(v)) return;
+    *out = xrealloc(*out, sizeof **out * (size_t)(*n + 1));
+    (*out)[(*n)++] = v;
+    if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) containers_of(r->vals[i], out, n);
+    } else {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++) containers_of(q->items[i], out, n);
+    }
+}
+
+/* A list, tuple or record of an argument (or in one) that the result or a
+ * binding written back holds is that very object of this call's arguments
+ * (now), as eagerly: the body cannot have changed it. traced[j] is the
+ * template's object for the arguments' j-th container (pre-order; nil when
+ * the templates do not hold it); a call with the same signature has its
+ * containers in the same order. */
+static void seed_arg_objs(SigMemo *m, const Value *traced, int n, const Value *now, int nargs)
+{
+    if (!now) return;
+    Value *cs = NULL;
+    int nc = 0;
+    for (int i = 0; i < nargs; i++) containers_of(now[i], &cs, &nc);
+    for (int j = 0; j < n && j < nc; j++)
+        if (traced[j].kind == cs[j].kind && is_container(traced[j])) sig_memo_add(m, traced[j].u.o, cs[j]);
+    free(cs);
+}
+
 static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 {
     Graph *g = t->g;
@@ -153,16 +190,19 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     }
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
+    SigMemo memo = {0}; /* one list in two places stays one list */
+    seed_arg_objs(&memo, t->arg_objs, t->narg_objs, stage_call_args, t->nparams);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         if (!o->written) continue;
-        Value v = sig_rebuild(o->tmpl, outs, &k, true, 0);
+        Value v = sig_rebuild_shared(o->tmpl, outs, &k, true, 0, &memo);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
     }
     k = 0;
-    *out = sig_rebuild(t->ret_tmpl, outs, &k, true, 0);
+    *out = sig_rebuild_shared(t->ret_tmpl, outs, &k, true, 0, &memo);
+    sig_memo_free(&memo);
     for (int i = 0; i < nouts; i++) tensor_decref(outs[i]);
     if (outs != outbuf) free(outs);
     return 0;
@@ -342,6 +382,9 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         e->slots[i] = tv;
         value_decref(old);
     }
+    T->args = args;
+    T->nargs = info->nparams;
+    T->call_env = e;
     Value ret = v_nil();
     int rc = interp_run_body(I, c, e, &ret);
     if (!rc && !T->failed && sig_has_function(ret))
@@ -384,7 +427,10 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     sig_flatten(ret, &rs, &rl, SIG_OUTPUT);
     sig_free(&rs);
     t->nret = rl.n;
-    t->ret_tmpl = ret;
+    /* templates are copies of the containers as they are now (the caller
+     * may change an argument it gets back, the body a list it stored) */
+    SigMemo snap = {0};
+    t->ret_tmpl = sig_copy_shared(ret, &snap);
     t->nouts = T->nouts;
     t->outs = xcalloc((size_t)(T->nouts ? T->nouts : 1), sizeof *t->outs);
     /* outside signatures as a call will compute them: after the arguments'
@@ -393,7 +439,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     Leaves argleaves = {0};
     for (int i = 0; i < info->nparams; i++) sig_flatten(args[i], &argsig, &argleaves, SIG_INPUT);
     sig_free(&argsig);
-    values_free(args, info->nparams);
     for (int i = 0; i < T->nouts; i++) {
         Outside *o = &T->outs[i];
         OutsideSig *os = &t->outs[i];
@@ -403,17 +448,36 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         sig_flatten(o->orig, &os->sig, &argleaves, SIG_INPUT);
         sig_hold(o->orig, &t->held, &t->nheld);
         os->ninputs = o->ninputs;
-        os->written = o->written;
+        /* one stored before a @host call and not assigned since is where
+         * it belongs (the host function may have changed it since) */
+        os->written = o->written && o->dirty;
+        os->assigned = o->written;
         os->tmpl = v_nil();
-        if (o->written) {
-            os->tmpl = o->traced;
-            value_incref(os->tmpl);
+        if (os->written) {
+            os->tmpl = sig_copy_shared(o->traced, &snap);
             SigBuf ws = {0};
             sig_flatten(o->traced, &ws, &rl, SIG_OUTPUT);
             sig_free(&ws);
         }
     }
     leaves_free(&argleaves);
+    /* the arguments' copies in the templates: what stands for the call's
+     * own argument objects there */
+    {
+        Value *cs = NULL;
+        int nc = 0;
+        for (int i = 0; i < info->nparams; i++) containers_of(args[i], &cs, &nc);
+        t->arg_objs = xcalloc((size_t)(nc ? nc : 1), sizeof *t->arg_objs);
+        t->narg_objs = nc;
+        t->nparams = info->nparams;
+        for (int j = 0; j < nc; j++) {
+            const Value *cp = sig_memo_find(&snap, cs[j].u.o);
+            t->arg_objs[j] = cp ? *cp : v_nil();
+            value_incref(t->arg_objs[j]);
+        }
+        free(cs);
+    }
+    sig_memo_free(&snap);
     GRegion *top = &g->regions[0];
     top->nouts = rl.n;
     top->outs = xcalloc((size_t)(rl.n ? rl.n : 1), sizeof *top->outs);
@@ -458,14 +522,22 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     optimize_trace(g, t->static_val);
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
+    SigMemo memo = {0}; /* one list in two places stays one list */
+    {
+        Value *cs = NULL;
+        int nc = 0;
+        for (int i = 0; i < info->nparams; i++) containers_of(args[i], &cs, &nc);
+        for (int j = 0; j < nc; j++) sig_memo_add(&memo, cs[j].u.o, cs[j]);
+        free(cs);
+    }
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
-        if (!o->written) continue;
+        if (!o->assigned) continue;
         SigBuf ws = {0};
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
         int kk = 0;
-        Value v = sig_rebuild(o->env->slots[o->slot], wl.t, &kk, true, 0);
+        Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
@@ -474,7 +546,10 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     /* this call's result: what the traced (eager) run computed */
     int k = 0;
-    *out = sig_rebuild(ret, rl.t, &k, true, 0);
+    *out = sig_rebuild_shared(ret, rl.t, &k, true, 0, &memo);
+    sig_memo_free(&memo);
+    values_free(args, info->nparams);
+    value_decref(ret);
     leaves_free(&rl);
     if (sc->n == sc->cap) {
         sc->cap = sc->cap ? sc->cap * 2 : 4;
@@ -517,9 +592,12 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     if (hit) {
         sc->hits++;
         sc->last = hit;
+        const Value *saved_args = stage_call_args;
+        stage_call_args = e->slots;
         /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
         rc = stage_check_on() ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
                               : run_trace(I, hit, &lv, out);
+        stage_call_args = saved_args;
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);

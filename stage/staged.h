@@ -13,7 +13,8 @@ typedef struct OutsideSig {
     int slot;
     SigBuf sig;          /* of its value when the trace read it */
     int ninputs;
-    bool written;
+    bool written;        /* the graph writes it back after the call */
+    bool assigned;       /* the body assigned it (written, or stored before a @host call) */
     Value tmpl;          /* written: the value's structure (owned) */
 } OutsideSig;
 
@@ -28,6 +29,10 @@ typedef struct Trace {
     int g_ninputs;
     tfe_tensor **static_val; /* per input: the value it must have (its value was used at trace time), or NULL */
     Value ret_tmpl;      /* the result's structure; its leaves are outputs 0 .. nret-1 */
+    Value *arg_objs;     /* for each list, tuple or record of the arguments (pre-order), its
+                            copy in the templates, or nil (owned): stands for the call's own */
+    int narg_objs;
+    int nparams;
     int nret;
     char *desc;          /* "x: float32 (3,)" for the retrace warning */
     Value *held;         /* objects the signature names by identity (owned) */
@@ -56,6 +61,10 @@ int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor 
 
 /* interp/eval.c: a closure's body in its Env (arguments in place, frame pushed). */
 int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);
+
+/* The arguments of the staged call whose graph is running (a @host call gets
+ * a list or record argument of it as that very object), or NULL. */
+extern const Value *stage_call_args;
 
 void stage_builtins_register(Interp *I);
 void stage_optimize(Graph *g); /* the optimizer over a finished graph (stage/opt.h) */

@@ -55,6 +55,11 @@ void trace_end(Tracer *T)
         value_decref(T->outs[i].orig);
     }
     free(T->outs);
+    for (int i = 0; i < T->nstart; i++) value_decref(T->start[i].v);
+    free(T->start);
+    for (int i = 0; i < T->npre; i++) value_decref(T->pre[i].v);
+    free(T->pre);
+    free(T->hreads);
     free(T->static_in);
     free(T->walked);
     free(T->sym_fns);
@@ -278,10 +283,14 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
     if (info->flags & F_RANDOM) {
         effect_chain(T, id);
         /* the same draw again (a gradient rule replaying dropout's mask):
-         * at run time it takes the first node's seed and counter */
+         * at run time it takes the first node's seed and counter. Only a
+         * node this one can see: a draw inside a traced branch or loop body
+         * before it has the counter symbolic tracing reserved and gave back
+         * (trace_cf.c), which a later draw of the stream gets again. */
         for (int k = 0; k < id && at->from_stream; k++) {
             GNode *o = gnode(T->g, k);
             if (o->kind == G_OP && (tfe_ops[o->op].flags & F_RANDOM) && o->at->from_stream &&
+                graph_region_visible(T->g, o->region, T->region) &&
                 o->at_from < 0 && o->at->seed == at->seed && o->at->counter == at->counter) {
                 gnode(T->g, id)->at_from = k;
                 break;
@@ -363,7 +372,33 @@ static Outside *find_outside(Tracer *T, Env *e, int slot)
     return NULL;
 }
 
+static bool has_mutable(Value v);
+
+/* v as it is now: a list or record in it is copied (the signature is of the
+ * value when the body first read it, not of what a @host call made of it). */
+static Value snapshot(Value v)
+{
+    if (!has_mutable(v)) {
+        value_incref(v);
+        return v;
+    }
+    return sig_copy_containers(v);
+}
+
+static Outside *add_outside_value(Tracer *T, Env *e, int slot, const char *name, Value v);
+
 static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
+{
+    Value v = e->slots[slot];
+    /* first met after a @host call: the call's value is what it was when the
+     * call started (the signature and the inputs); a read node then gives
+     * the body its value now */
+    for (int i = 0; T->nhost && i < T->nstart; i++)
+        if (T->start[i].env == e && T->start[i].slot == slot) v = T->start[i].v;
+    return add_outside_value(T, e, slot, name, v);
+}
+
+static Outside *add_outside_value(Tracer *T, Env *e, int slot, const char *name, Value v)
 {
     if (T->nouts == T->capouts) {
         T->capouts = T->capouts ? T->capouts * 2 : 8;
@@ -375,17 +410,21 @@ static Outside *add_outside(Tracer *T, Env *e, int slot, const char *name)
     e->h.refcount++;
     o->slot = slot;
     o->name = name;
-    Value v = e->slots[slot];
-    value_incref(v);
-    o->orig = v;
+    o->orig = snapshot(v);
     o->traced = trace_value_leaves(T, v, &o->first_input, &o->ninputs);
     return o;
 }
+
+static int outside_read_node_of(Tracer *T, Outside *o, Value v);
+static int count_tensors(Value v, int limit);
+static int outside_read_node(Tracer *T, Outside *o) { return outside_read_node_of(T, o, o->env->slots[o->slot]); }
+static void note_host_read(Tracer *T, Env *e, int slot, const char *name);
 
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out)
 {
     Tracer *T = tfe_tracer;
     Value v = e->slots[slot];
+    if (T && T->host_reading && T->suspended == T->host_reading) note_host_read(T, e, slot, name);
     if (!trace_recording() || (v.kind == V_NIL && v.dtype == 1)) {
         value_incref(v);
         *out = v;
@@ -394,6 +433,7 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
     Outside *o = find_outside(T, e, slot);
     if (!o) o = add_outside(T, e, slot, name);
     (void)I;
+    if (o->synced < T->nhost && outside_read_node(T, o)) return -1;
     value_incref(o->traced);
     *out = o->traced;
     return 0;
@@ -419,6 +459,8 @@ int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
             Outside *o = find_outside(T, e, slot);
             if (!o) o = add_outside(T, e, slot, name);
             o->written = true;
+            o->dirty = true;
+            o->synced = T->nhost;
             value_decref(o->traced);
             value_incref(v);
             o->traced = v;
@@ -515,6 +557,380 @@ void trace_var_reread(Value var, tfe_tensor *value)
     trace_note(T, value, (GRef){id, 0});
 }
 
+/* --- host calls and the state around them ----------------------------------------------------
+ * A @host function runs in the interpreter when the graph runs, and may read
+ * and change what the body sees: outside bindings, and the lists and records
+ * passed to it. The eager order is kept with nodes around its host node
+ * (HostSync, stage/graph.h): before it, a write node for each outside
+ * binding the body assigned since the last @host call (so the function sees
+ * the body's value, and a change it makes is not overwritten by a later
+ * write-back); after it, the leaves of the lists and records it got are
+ * extra outputs of the host node, and the body's next read of an outside
+ * binding is a read node after it. What cannot be a graph value (a length,
+ * keys, a string) is checked at run time against the trace. */
+
+static bool has_mutable(Value v)
+{
+    if (v.kind == V_LIST || v.kind == V_RECORD) return true;
+    if (v.kind == V_TUPLE) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (has_mutable(q->items[i])) return true;
+    }
+    return false;
+}
+
+/* Does v hold a tuple, list or record made outside this trace? */
+static bool made_outside(Tracer *T, Value v)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        if (q->trace_id != T->id) return true;
+        for (int i = 0; i < q->n; i++)
+            if (made_outside(T, q->items[i])) return true;
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        if (r->trace_id != T->id) return true;
+        for (int i = 0; i < r->n; i++)
+            if (made_outside(T, r->vals[i])) return true;
+    }
+    return false;
+}
+
+static char *bytes_copy(const SigBuf *s)
+{
+    char *d = xmalloc(s->n ? s->n : 1);
+    mem_copy(d, s->b, s->n);
+    return d;
+}
+
+static HostSync *binding_sync(Outside *o, bool write)
+{
+    HostSync *s = xcalloc(1, sizeof *s);
+    s->env = o->env;
+    o->env->h.refcount++;
+    s->slot = o->slot;
+    s->name = o->name;
+    s->write = write;
+    s->tmpl = v_nil();
+    return s;
+}
+
+/* Before the first @host call: the value of every binding outside the body
+ * (its enclosing Envs), which the call may change before the body first
+ * reads one of them. */
+static void remember_start(Tracer *T)
+{
+    for (Env *e = T->call_env ? T->call_env->parent : NULL; e; e = e->parent)
+        for (int s = 0; s < e->nslots; s++) {
+            T->start = xrealloc(T->start, sizeof *T->start * (size_t)(T->nstart + 1));
+            T->start[T->nstart++] = (struct StartSlot){e, s, snapshot(e->slots[s])};
+        }
+}
+
+/* Store the body's value of each outside binding it assigned since the last
+ * @host call, before the next one runs. */
+static void flush_outsides(Tracer *T)
+{
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        if (!o->dirty) continue;
+        SigBuf sb = {0};
+        Leaves lv = {0};
+        sig_flatten(o->traced, &sb, &lv, SIG_OUTPUT);
+        sig_free(&sb);
+        GRef *rp = xmalloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
+        for (int k = 0; k < lv.n; k++) rp[k] = trace_ref(T, lv.t[k]); /* constants first */
+        int id = new_node(T, G_HOST, lv.n, 0);
+        GNode *n = gnode(T->g, id);
+        mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
+        free(rp);
+        n->host_nil = true;
+        n->sync = binding_sync(o, true);
+        int k = 0;
+        n->sync->tmpl = sig_rebuild(o->traced, lv.t, &k, false, 0);
+        effect_chain(T, id);
+        leaves_free(&lv);
+        o->dirty = false;
+    }
+}
+
+/* The body reads an outside binding after a @host call that may have changed
+ * it: a read node, in the top region (inside a traced branch it goes before
+ * the conditional, which is after the host call: a branch makes none). */
+static int outside_read_node_of(Tracer *T, Outside *o, Value v)
+{
+    if (sig_has_function(v)) { /* a function's identity is all there is to it */
+        value_incref(v);
+        value_decref(o->traced);
+        o->traced = v;
+        o->synced = T->nhost;
+        return 0;
+    }
+    SigBuf sb = {0}, bb = {0};
+    Leaves lv = {0}, bl = {0};
+    sig_flatten(v, &sb, &lv, SIG_OUTPUT);
+    /* the value the graph holds for it: a leaf the call left as it was is
+     * that value (and its gradient goes there) */
+    sig_flatten(o->traced, &bb, &bl, SIG_OUTPUT);
+    bool pass = bb.n == sb.n && !mem_cmp(bb.b, sb.b, sb.n) && bl.n == lv.n;
+    int nin = pass ? bl.n : 0, saved_region = T->region;
+    GRef *rp = xmalloc(sizeof *rp * (size_t)(nin ? nin : 1));
+    T->region = 0;
+    for (int k = 0; k < nin; k++) rp[k] = trace_ref(T, bl.t[k]); /* constants first */
+    T->region = saved_region;
+    int id = new_node_in(T, 0, G_HOST, nin, 2 * lv.n);
+    GNode *n = gnode(T->g, id);
+    mem_copy(n->in, rp, sizeof *rp * (size_t)nin);
+    free(rp);
+    n->host_nil = true;
+    n->sync = binding_sync(o, false);
+    n->sync->sig = bytes_copy(&sb);
+    n->sync->nsig = sb.n;
+    n->sync->changed = !pass;
+    T->suspended++; /* comparing values is not a use of them (no signature by value) */
+    for (int k = 0; pass && k < lv.n; k++) n->sync->changed |= !sig_same_leaf(lv.t[k], bl.t[k]);
+    T->suspended--;
+    /* numbers the body never assigned: nothing a tape watches led to them */
+    if (!o->written && count_tensors(o->orig, 0) == 0) n->sync->changed = false;
+    if (T->region == 0) effect_chain(T, id);
+    tfe_tensor **al = xmalloc(sizeof *al * (size_t)(lv.n ? lv.n : 1));
+    for (int k = 0; k < lv.n; k++) {
+        al[k] = tensor_alias(lv.t[k]);
+        meta_of(&gnode(T->g, id)->meta[k], al[k]);
+        /* leaf k unchanged by the call (1) or not (0): its gradient's factor */
+        tfe_meta *fm = &gnode(T->g, id)->meta[lv.n + k];
+        fm->dtype = dtype_is_float(al[k]->dtype) ? al[k]->dtype : TFE_FLOAT32;
+        fm->weak = false;
+        fm->rank = 0;
+        trace_note(T, al[k], (GRef){id, k});
+        if (tfe_tapes_active) host_record_identity(lv.t[k], al[k]); /* the tracing call is eager */
+    }
+    int k = 0;
+    Value view = sig_rebuild(v, al, &k, false, 0);
+    for (int i = 0; i < lv.n; i++) tensor_decref(al[i]);
+    free(al);
+    leaves_free(&lv);
+    leaves_free(&bl);
+    sig_free(&sb);
+    sig_free(&bb);
+    value_decref(o->traced);
+    o->traced = view;
+    o->synced = T->nhost;
+    return 0;
+}
+
+/* Outside bindings the body assigned (and the graph holds now) with float
+ * leaves: a @host function may read them, and its gradient then reaches
+ * them. Their leaves go after the arguments' in lv. */
+static bool in_ctx(const struct HostCtx *ctx, int n, const Outside *o)
+{
+    for (int i = 0; i < n; i++)
+        if (ctx[i].env == o->env && ctx[i].slot == o->slot) return true;
+    return false;
+}
+
+static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n);
+
+static struct HostCtx *host_context(Tracer *T, Leaves *lv, int *n)
+{
+    struct HostCtx *ctx = NULL;
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        if (!o->written || o->synced != T->nhost) continue;
+        add_ctx(o, lv, &ctx, n);
+    }
+    return ctx;
+}
+
+/* o's graph value as one more input of a host call that may read it. */
+static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n)
+{
+    struct HostCtx *ctx = *pctx;
+    {
+        SigBuf sb = {0};
+        Leaves l = {0};
+        sig_flatten(o->traced, &sb, &l, SIG_OUTPUT);
+        sig_free(&sb);
+        bool fl = false;
+        for (int k = 0; k < l.n; k++) fl |= dtype_is_float(l.t[k]->dtype);
+        if (fl) {
+            ctx = xrealloc(ctx, sizeof *ctx * (size_t)(*n + 1));
+            struct HostCtx *c = &ctx[(*n)++];
+            c->env = o->env;
+            o->env->h.refcount++;
+            c->slot = o->slot;
+            int k = 0;
+            c->tmpl = sig_rebuild(o->traced, l.t, &k, false, 0);
+            c->nleaves = l.n;
+            for (int j = 0; j < l.n; j++) {
+                tensor_incref(l.t[j]);
+                leaves_push(lv, l.t[j]);
+            }
+        }
+        leaves_free(&l);
+    }
+    *pctx = ctx;
+}
+
+/* How many tensors v holds (numbers aside: a tape watches tensors), up to
+ * more than limit. */
+static int count_tensors(Value v, int limit)
+{
+    int n = 0;
+    if (v.kind == V_TENSOR) return 1;
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n && n <= limit; i++) n += count_tensors(q->items[i], limit);
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n && n <= limit; i++) n += count_tensors(r->vals[i], limit);
+    }
+    return n;
+}
+
+/* While a @host function runs at trace time: the outside bindings it reads. */
+static void note_host_read(Tracer *T, Env *e, int slot, const char *name)
+{
+    for (int i = 0; i < T->nhreads; i++)
+        if (T->hreads[i].env == e && T->hreads[i].slot == slot) return;
+    T->hreads = xrealloc(T->hreads, sizeof *T->hreads * (size_t)(T->nhreads + 1));
+    T->hreads[T->nhreads++] = (struct HostRead){e, slot, name};
+}
+
+/* Before a @host call: every outside binding's value (what the call sees). */
+static void snapshot_envs(Tracer *T)
+{
+    for (int i = 0; i < T->npre; i++) value_decref(T->pre[i].v);
+    T->npre = 0;
+    for (Env *e = T->call_env ? T->call_env->parent : NULL; e; e = e->parent)
+        for (int s = 0; s < e->nslots; s++) {
+            T->pre = xrealloc(T->pre, sizeof *T->pre * (size_t)(T->npre + 1));
+            T->pre[T->npre++] = (struct StartSlot){e, s, snapshot(e->slots[s])};
+        }
+}
+
+/* After a @host call at trace time: the outside bindings holding tensors it
+ * read become inputs of its node too (their values before it: a read node
+ * when a call before may have changed them), so its gradient reaches them. */
+static void host_read_context(Tracer *T, Leaves *lv, struct HostCtx **ctx, int *n)
+{
+    for (int i = 0; i < T->nhreads; i++) {
+        struct HostRead *h = &T->hreads[i];
+        Value before = h->env->slots[h->slot];
+        for (int k = 0; k < T->npre; k++)
+            if (T->pre[k].env == h->env && T->pre[k].slot == h->slot) before = T->pre[k].v;
+        /* a big container (a data set in a global) would make every call
+         * flatten it: such a binding gets no gradient (docs/staging.md) */
+        int nt = count_tensors(before, 64);
+        if (nt == 0 || nt > 64) continue;
+        Outside *o = find_outside(T, h->env, h->slot);
+        if (!o) o = add_outside_value(T, h->env, h->slot, h->name, before);
+        if (o->synced < T->nhost && outside_read_node_of(T, o, before)) continue;
+        if (!in_ctx(*ctx, *n, o)) add_ctx(o, lv, ctx, n);
+    }
+    T->nhreads = 0;
+}
+
+/* After a @host call at trace time: what it did to the lists and records
+ * it got. One the body made: its structure now is what every call must
+ * leave (checked at run time), its leaves (in *after) become outputs. One
+ * made outside gets a copy at run time, so it must not change. */
+/* Where each list/record argument made outside the trace comes from, before
+ * the call: -1, p (the staged function's argument p) or -2 - i (the value of
+ * outside binding i, as the body sees it) — then the call gets that object
+ * at run time too. */
+static int *host_arg_sources(Tracer *T, int argc, int nargs, const Value *argv, const Value *kwvals)
+{
+    int *src = xmalloc(sizeof *src * (size_t)(nargs ? nargs : 1));
+    for (int i = 0; i < nargs; i++) {
+        Value a = i < argc ? argv[i] : kwvals[i - argc];
+        src[i] = -1;
+        if (!(a.kind == V_LIST || a.kind == V_RECORD) || !made_outside(T, a)) continue;
+        for (int p = 0; p < T->nargs && src[i] == -1; p++)
+            if (T->args[p].kind == a.kind && T->args[p].u.o == a.u.o) src[i] = p;
+        for (int k = 0; k < T->nouts && src[i] == -1; k++) {
+            Outside *o = &T->outs[k];
+            Value v = o->env->slots[o->slot];
+            if (v.kind == a.kind && v.u.o == a.u.o && o->traced.u.o == a.u.o) src[i] = -2 - k;
+        }
+    }
+    return src;
+}
+
+static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int nargs, const Value *argv,
+                           const Value *kwvals, const HostArg *ha, const SigBuf *pre, const Leaves *in,
+                           const int *src, HostSync **sync, Leaves *after)
+{
+    HostSync *s = NULL;
+    int first = 0, rc = 0;
+    for (int i = 0; i < nargs && !rc; first += ha[i].nleaves, i++) {
+        Value a = i < argc ? argv[i] : kwvals[i - argc];
+        if (!has_mutable(a)) continue;
+        if (!s) s = xcalloc(1, sizeof *s), s->tmpl = v_nil();
+        s->after = xrealloc(s->after, sizeof *s->after * (size_t)(s->nafter + 1));
+        HostAfter *h = &s->after[s->nafter++];
+        *h = (HostAfter){.arg = i, .outside = made_outside(T, a), .param = -1};
+        if (src[i] >= 0) h->param = src[i];
+        if (src[i] <= -2) {
+            Outside *o = &T->outs[-2 - src[i]];
+            h->env = o->env;
+            o->env->h.refcount++;
+            h->slot = o->slot;
+        }
+        SigBuf sb = {0};
+        Leaves lv = {0};
+        sig_flatten(a, &sb, &lv, SIG_OUTPUT);
+        h->sig = bytes_copy(&sb);
+        h->nsig = sb.n;
+        if (h->outside && (h->param >= 0 || h->env)) {
+            /* the very object, at every call: what the call does to it is done */
+        } else if (h->outside) {
+            bool same = sb.n == pre[i].n && !mem_cmp(sb.b, pre[i].b, sb.n) && lv.n == ha[i].nleaves;
+            T->suspended++; /* comparing values is not a use of them (no signature by value) */
+            for (int k = 0; same && k < lv.n; k++) same = sig_same_leaf(lv.t[k], in->t[first + k]);
+            T->suspended--;
+            if (!same)
+                rc = trace_fail(T->I, loc, "%s(), a @host function, changed a list or record made outside the "
+                                           "staged function; staged code passes it a copy (make it inside the "
+                                           "staged function, or have the @host function return the new values)",
+                                fname);
+        } else {
+            h->nleaves = lv.n;
+            for (int k = 0; k < lv.n; k++) {
+                tensor_incref(lv.t[k]);
+                leaves_push(after, lv.t[k]);
+            }
+        }
+        leaves_free(&lv);
+        sig_free(&sb);
+    }
+    *sync = s;
+    return rc;
+}
+
+/* The leaves of the lists and records the body made and passed to host node
+ * id, after the call: outputs from out0 on, which now stand in them. */
+static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Value *argv, const Value *kwvals,
+                               const Leaves *after, tfe_tensor **outs)
+{
+    HostSync *s = gnode(T->g, id)->sync;
+    int out = out0, k = 0;
+    for (int i = 0; i < s->nafter; i++) {
+        HostAfter *h = &s->after[i];
+        if (h->outside) continue;
+        tfe_tensor **al = outs + out;
+        for (int j = 0; j < h->nleaves; j++, k++, out++) {
+            al[j] = tensor_alias(after->t[k]);
+            meta_of(&gnode(T->g, id)->meta[out], al[j]);
+            trace_note(T, al[j], (GRef){id, out});
+        }
+        int kk = 0;
+        Value a = h->arg < argc ? argv[h->arg] : kwvals[h->arg - argc];
+        sig_replace_leaves(a, al, &kk);
+    }
+}
+
 /* A builtin whose call is an effect, and whether it returns nil. */
 static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o)->effect == 1; }
 
@@ -526,28 +942,70 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (T->symbolic && !known_nil(f))
         return trace_fail(I, I->cur_loc, "%s() is called back at run time, and its result cannot be "
                                          "traced inside a staged conditional or loop", fname);
-    /* leaves of every argument become the node's inputs */
+    /* a @host function may read and change what the body sees (builtin
+     * effects do not): the body's assignments go first */
+    bool user = f.kind == V_FN && !T->symbolic;
+    if (user) flush_outsides(T);
+    if (user && !T->nhost) remember_start(T);
+    /* leaves of every argument become the node's inputs; each argument is
+     * kept as it is now (a template: the call, or the body, may change a
+     * list or record later) */
     int nargs = argc + nkw;
     HostArg *ha = xcalloc((size_t)(nargs ? nargs : 1), sizeof *ha);
     Leaves lv = {0};
-    SigBuf sb = {0};
+    SigBuf *pre = xcalloc((size_t)(nargs ? nargs : 1), sizeof *pre);
     for (int i = 0; i < nargs; i++) {
         Value a = i < argc ? argv[i] : kwvals[i - argc];
         int before = lv.n;
-        sig_flatten(a, &sb, &lv, SIG_OUTPUT);
-        value_incref(a);
-        ha[i].v = a;
+        sig_flatten(a, &pre[i], &lv, SIG_OUTPUT);
         ha[i].nleaves = lv.n - before;
+        if (has_mutable(a)) {
+            int k = before;
+            ha[i].v = sig_rebuild(a, lv.t, &k, false, 0);
+        } else {
+            value_incref(a);
+            ha[i].v = a;
+        }
     }
-    sig_free(&sb);
+    int *src = user ? host_arg_sources(T, argc, nargs, argv, kwvals) : NULL;
+    int nctx = 0;
+    struct HostCtx *ctx = user ? host_context(T, &lv, &nctx) : NULL;
     Value result = v_nil();
     int rc = 0;
     Loc call_loc = I->cur_loc; /* the call site (the callee moves cur_loc) */
+    /* a tape made inside this trace would record the function's ops with the
+     * values of this call, into the graph: it gets one entry for the call
+     * instead, whose backward is a host call too (stage/host_grad.c) */
+    bool inner_tape = host_is_differentiable(f) && tfe_tapes_active > T->tapes_at_begin;
+    int saved_tapes = tfe_tapes_active;
+    if (user) {
+        snapshot_envs(T);
+        T->nhreads = 0;
+    }
     if (!T->symbolic) {
         T->suspended++;
+        if (inner_tape) tfe_tapes_active = 0;
+        if (user) T->host_reading = T->suspended;
         rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
+        if (user) T->host_reading = 0;
+        tfe_tapes_active = saved_tapes;
         T->suspended--;
     }
+    if (!rc && user) host_read_context(T, &lv, &ctx, &nctx);
+    HostSync *sync = NULL;
+    Leaves after = {0};
+    if (!rc && user) {
+        T->nhost++;
+        rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, src, &sync, &after);
+    }
+    free(src);
+    if (nctx) {
+        if (!sync) sync = xcalloc(1, sizeof *sync), sync->tmpl = v_nil();
+        sync->ctx = ctx;
+        sync->nctx = nctx;
+    }
+    for (int i = 0; i < nargs; i++) sig_free(&pre[i]);
+    free(pre);
     if (!rc && !(result.kind == V_NIL || result.kind == V_TENSOR || (result.kind == V_SCALAR))) {
         value_decref(result);
         result = v_nil();
@@ -557,6 +1015,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         for (int i = 0; i < nargs; i++) value_decref(ha[i].v);
         free(ha);
         leaves_free(&lv);
+        leaves_free(&after);
+        host_sync_free(sync);
         *out = result;
         return rc;
     }
@@ -564,7 +1024,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     GRef *rp = xmalloc(sizeof *rp * (size_t)(lv.n ? lv.n : 1));
     for (int i = 0; i < lv.n; i++) rp[i] = trace_ref(T, lv.t[i]); /* constants first */
     I->cur_loc = call_loc;
-    int id = new_node(T, G_HOST, lv.n, has_out ? 1 : 0);
+    int id = new_node(T, G_HOST, lv.n, (has_out ? 1 : 0) + after.n);
     GNode *n = gnode(T->g, id);
     mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
     free(rp);
@@ -581,17 +1041,40 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         }
     }
     n->host_nil = !has_out;
+    n->sync = sync;
     effect_chain(T, id);
-    leaves_free(&lv);
+    /* the node's outputs as traced tensors: the result, then the leaves of
+     * the lists and records it got (outs); what the call made (actual) */
+    int nouts = gnode(T->g, id)->nout;
+    tfe_tensor **outs = xcalloc((size_t)nouts + 1, sizeof *outs), **actual = xcalloc((size_t)nouts + 1, sizeof *actual);
     if (has_out) {
-        tfe_tensor *r = value_to_tensor(result);
+        actual[0] = value_to_tensor(result);
         value_decref(result);
-        tfe_tensor *a = tensor_alias(r);
-        tensor_decref(r);
-        meta_of(&gnode(T->g, id)->meta[0], a);
-        trace_note(T, a, (GRef){id, 0});
-        result = v_tensor_take(a);
+        outs[0] = tensor_alias(actual[0]);
+        meta_of(&gnode(T->g, id)->meta[0], outs[0]);
+        trace_note(T, outs[0], (GRef){id, 0});
+        tensor_incref(outs[0]);
+        result = v_tensor_take(outs[0]);
     }
+    for (int k = 0; k < after.n; k++) {
+        actual[(has_out ? 1 : 0) + k] = after.t[k];
+        tensor_incref(after.t[k]);
+    }
+    if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after, outs);
+    /* under a tape: the outputs' gradients reach the inputs (a tape outside
+     * the trace recorded the function's ops on what it made) */
+    if (nouts && inner_tape)
+        host_record_tape_entry(I, gnode(T->g, id), call_loc, lv.n, lv.t, nouts, outs);
+    else if (nouts && tfe_tapes_active && host_is_differentiable(f))
+        for (int k = 0; k < nouts; k++) host_record_identity(actual[k], outs[k]);
+    for (int k = 0; k < nouts; k++) {
+        if (outs[k]) tensor_decref(outs[k]);
+        if (actual[k]) tensor_decref(actual[k]);
+    }
+    free(outs);
+    free(actual);
+    leaves_free(&lv);
+    leaves_free(&after);
     *out = result;
     return 0;
 }

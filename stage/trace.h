@@ -28,6 +28,8 @@ typedef struct Outside {
     Value orig;          /* its value when first read (owned): the signature */
     int first_input, ninputs;
     bool written;
+    bool dirty;          /* assigned since the last @host call (which stored it first) */
+    int synced;          /* traced is its value after this many @host calls */
     const char *name;
 } Outside;
 
@@ -60,6 +62,19 @@ typedef struct Tracer {
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
     int suspended;        /* >0: a host call is running; nothing is recorded */
+    const Value *args;    /* the staged function's arguments as called (borrowed) */
+    Env *call_env;        /* the body's Env (borrowed): its parents hold the outside bindings */
+    struct StartSlot { Env *env; int slot; Value v; } *start; /* before the first @host call:
+                             every outside binding's value (containers copied; owned) */
+    int nstart;
+    struct StartSlot *pre; /* the same, before the @host call being traced (owned) */
+    int npre;
+    int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
+    struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
+    int nhreads;
+    int nargs;
+    int nhost;            /* @host calls recorded so far (outside bindings read before
+                             one may have changed in it) */
     bool retrace;         /* not the function's first trace: no new variables */
     Node **sym_fns;       /* functions entered in symbolic mode (recursion) */
     int nsym_fns, capsym_fns;
@@ -109,6 +124,25 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
  * computed now when the trace has values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
+
+/* Gradients through host calls (stage/host_grad.c). */
+bool host_node_differentiable(const GNode *n);   /* a @host call with outputs (or a vjp) */
+bool host_is_differentiable(Value f);            /* a @host function, or a vjp */
+/* The gradient of host node n's outputs (out[], their gradients dy[], NULL
+ * for none), with respect to each of its inputs in[] (dx[i] NULL or
+ * TFE_GRAD_SKIP on entry; new refs): the function called again under a
+ * tape of its own, as a host node of the trace being recorded, if any. */
+int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
+                  tfe_tensor **dx);
+/* A tape entry for a host call made while tracing (its ops not taped): the
+ * backward is the function's gradient, as host_node_vjp. */
+void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
+                            tfe_tensor *const *outs);
+/* An error (at loc, naming the binding) when g, the gradient of a binding a
+ * @host call changed, is not all zeros: checked at every run when recorded. */
+int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g);
+/* A tape entry that passes to's gradient on to from. */
+void host_record_identity(tfe_tensor *from, tfe_tensor *to);
 void trace_leave_fn(Node *fn);
 
 /* A shape read as a value: the trace is for these dims only (no relaxation). */

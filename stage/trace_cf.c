@@ -443,6 +443,29 @@ static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, i
     return rc;
 }
 
+static bool region_draws(const Graph *g, int r)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_OP && (tfe_ops[x->op].flags & F_RANDOM)) return true;
+        if ((x->kind == G_COND || x->kind == G_WHILE) && (region_draws(g, x->regions[0]) || region_draws(g, x->regions[1])))
+            return true;
+    }
+    return false;
+}
+
+/* A loop body that draws random numbers, about to become a node at the top
+ * while a tape records: its backward would have to replay a draw of every
+ * iteration, and a run keeps only the last. The loop then runs at trace
+ * time instead (like one that cannot be a node), and the tape sees its ops
+ * one by one, as eagerly. (A branch's draw is replayed exactly,
+ * stage/grad.c.) */
+static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
+{
+    return !T->symbolic && tfe_tapes_active && region_draws(g, r);
+}
+
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
@@ -812,6 +835,8 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
     restore(env, before);
+    if (tape_meets_draw(T, g, rcond) || tape_meets_draw(T, g, rbody))
+        FAIL(loop_loc, "a tape cannot differentiate a random draw inside a staged loop");
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = loop_loc;

@@ -1,0 +1,452 @@
+/* host_grad.c — gradients through @host calls (TensorFlow's py_function is
+ * differentiable the same way): the backward of a host call is the gradient
+ * of the host function, taken eagerly. It calls the function again on the
+ * same inputs under a fresh tape and takes the vector-Jacobian product of
+ * its result with the result's gradient. Inside a trace (a backward graph,
+ * or a tape inside a staged function) that computation is itself a host
+ * call, to `f.vjp`, recorded as a host node: it runs at every call. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stage/sig.h"
+#include "stage/trace.h"
+#include "tensor/grad.h"
+#include "tensor/xalloc.h"
+
+/* What a host call calls: the callable and its arguments' templates, whose
+ * number/tensor leaves are the call's inputs (as a G_HOST node's). An
+ * object, so that `f.vjp` builtins (which hold it as self) own it. */
+typedef struct HostFn {
+    Object o;
+    Value f;
+    HostArg *hargs;
+    int nhargs, nhkw;
+    Str **kwnames;
+    char *vjp_name;      /* "f.vjp" */
+    bool has_result;     /* output 0 is the call's result */
+    int *after, nafter;  /* then the leaves of these arguments after the call */
+    int nouts;
+    struct HostCtx *ctx; /* outside bindings it may read (HostSync.ctx; owned) */
+    int nctx;
+} HostFn;
+
+static void hostfn_free(Obj *o)
+{
+    HostFn *h = (HostFn *)o;
+    value_decref(h->f);
+    for (int a = 0; a < h->nhargs; a++) value_decref(h->hargs[a].v);
+    free(h->hargs);
+    for (int a = 0; a < h->nhkw; a++) value_decref(v_obj(V_STR, h->kwnames[a]));
+    free(h->kwnames);
+    free(h->vjp_name);
+    free(h->after);
+    for (int i = 0; i < h->nctx; i++) {
+        env_decref(h->ctx[i].env);
+        value_decref(h->ctx[i].tmpl);
+    }
+    free(h->ctx);
+    free(h);
+}
+
+static char *hostfn_repr(Obj *o)
+{
+    char buf[300];
+    snprintf(buf, sizeof buf, "<%s>", ((HostFn *)o)->vjp_name);
+    return xstrdup(buf);
+}
+
+static const ObjectClass hostfn_class = {.name = "host_vjp", .free = hostfn_free, .repr = hostfn_repr};
+
+static const char *callable_name(Value f)
+{
+    if (f.kind == V_FN) return ((Closure *)f.u.o)->name;
+    if (f.kind == V_BUILTIN) return ((Builtin *)f.u.o)->name;
+    return "host";
+}
+
+static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, Str *const *kwnames, const GNode *n)
+{
+    HostFn *h = xcalloc(1, sizeof *h);
+    h->o.h.refcount = 1;
+    h->o.h.kind = V_OBJECT;
+    h->o.cls = &hostfn_class;
+    value_incref(f);
+    h->f = f;
+    h->nhargs = nhargs;
+    h->hargs = xmalloc(sizeof *h->hargs * (size_t)(nhargs ? nhargs : 1));
+    for (int a = 0; a < nhargs; a++) {
+        h->hargs[a] = hargs[a];
+        value_incref(h->hargs[a].v);
+    }
+    h->nhkw = nhkw;
+    h->kwnames = xmalloc(sizeof *h->kwnames * (size_t)(nhkw ? nhkw : 1));
+    for (int a = 0; a < nhkw; a++) {
+        kwnames[a]->h.refcount++;
+        h->kwnames[a] = kwnames[a];
+    }
+    const char *nm = callable_name(f);
+    size_t len = strlen(nm) + 5;
+    h->vjp_name = xmalloc(len);
+    snprintf(h->vjp_name, len, "%s.vjp", nm);
+    h->has_result = !n->host_nil;
+    h->nouts = n->nout;
+    h->after = xmalloc(sizeof *h->after * (size_t)(n->sync ? n->sync->nafter + 1 : 1));
+    for (int i = 0; n->sync && i < n->sync->nafter; i++)
+        if (!n->sync->after[i].outside) h->after[h->nafter++] = n->sync->after[i].arg;
+    h->nctx = n->sync ? n->sync->nctx : 0;
+    h->ctx = h->nctx ? xmalloc(sizeof *h->ctx * (size_t)h->nctx) : NULL;
+    for (int i = 0; i < h->nctx; i++) {
+        h->ctx[i] = n->sync->ctx[i];
+        h->ctx[i].env->h.refcount++;
+        value_incref(h->ctx[i].tmpl);
+    }
+    return h;
+}
+
+/* A copy of h for a call of the vjp itself: one result. */
+static HostFn *hostfn_of_vjp(Value f, const HostArg *hargs, int nhargs)
+{
+    GNode n = {0};
+    n.nout = 1;
+    return hostfn_new(f, hargs, nhargs, 0, NULL, &n);
+}
+
+static tfe_tensor *zeros_like(const tfe_tensor *t)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = t->dtype;
+    at.nints = t->rank;
+    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
+    at.f[0] = 0.0;
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* sum of out[j] * dy[j] over the outputs: what the tape differentiates. */
+static int weighted(Interp *I, HostFn *h, Value r, const Value *args, tfe_tensor *const *dy, tfe_tensor **target)
+{
+    Leaves outs = {0};
+    SigBuf sb = {0};
+    if (h->has_result) {
+        tfe_tensor *y = value_to_tensor(r);
+        if (!y) return raise_at(I, I->cur_loc, "%s(), called from staged code, must return a tensor, a number or nil",
+                                callable_name(h->f));
+        leaves_push(&outs, y);
+    }
+    for (int i = 0; i < h->nafter; i++) sig_flatten(args[h->after[i]], &sb, &outs, SIG_OUTPUT);
+    sig_free(&sb);
+    int rc = 0;
+    if (outs.n != h->nouts)
+        rc = raise_at(I, I->cur_loc, "%s() changed a list or record passed to it in another way than when its "
+                                     "gradient was traced", callable_name(h->f));
+    tfe_tensor *acc = NULL;
+    for (int j = 0; !rc && j < outs.n; j++) {
+        if (!dy[j]) continue;
+        tfe_tensor *t = tfe_binary(OP_MUL, outs.t[j], dy[j]);
+        if (t) {
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.naxes = -1;
+            tfe_tensor *s = tfe_call1(OP_SUM, 1, &t, &at);
+            tensor_decref(t);
+            t = s;
+        }
+        if (t && acc) {
+            tfe_tensor *u = tfe_binary(OP_ADD, acc, t);
+            tensor_decref(t);
+            tensor_decref(acc);
+            t = u;
+        }
+        acc = t;
+        if (!acc) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
+    }
+    leaves_free(&outs);
+    if (rc && acc) tensor_decref(acc);
+    *target = rc ? NULL : acc;
+    return rc;
+}
+
+static int nleaves_of(const HostFn *h)
+{
+    int n = 0;
+    for (int a = 0; a < h->nhargs; a++) n += h->hargs[a].nleaves;
+    for (int i = 0; i < h->nctx; i++) n += h->ctx[i].nleaves;
+    return n;
+}
+
+/* The gradient of h's result, weighted by dy, with respect to leaf k, computed
+ * now: h's function called again under a tape of its own. New ref in *dx
+ * (zeros when the result does not depend on it), or -1 with an error raised. */
+static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    int nl = nleaves_of(h), rc = 0, kk = 0;
+    tfe_tensor **own = xmalloc(sizeof *own * (size_t)(nl ? nl : 1));
+    /* the leaves themselves, so that a tape outside sees how the gradient
+     * depends on them (higher order); one passed twice gets a second
+     * identity (each leaf's gradient is its own) */
+    for (int i = 0; i < nl; i++) {
+        bool dup = false;
+        for (int j = 0; j < i && !dup; j++) dup = leaves[j] == leaves[i];
+        own[i] = dup ? tensor_alias(leaves[i]) : (tensor_incref(leaves[i]), leaves[i]);
+    }
+    Value *args = xcalloc((size_t)(h->nhargs ? h->nhargs : 1), sizeof *args);
+    for (int a = 0; a < h->nhargs; a++) {
+        if (h->hargs[a].nleaves || h->hargs[a].v.kind == V_LIST || h->hargs[a].v.kind == V_RECORD)
+            args[a] = sig_rebuild(h->hargs[a].v, own, &kk, false, 0);
+        else {
+            args[a] = h->hargs[a].v;
+            value_incref(args[a]);
+        }
+    }
+    /* the outside bindings it may read hold this call's values (restored after) */
+    Value *saved = xcalloc((size_t)(h->nctx ? h->nctx : 1), sizeof *saved);
+    for (int i = 0; i < h->nctx; i++) {
+        Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
+        saved[i] = *slot;
+        *slot = sig_rebuild(h->ctx[i].tmpl, own, &kk, false, 0);
+    }
+    tfe_tape *tape = tfe_tape_new(false);
+    tfe_tape_push(tape);
+    tfe_tape_watch(tape, own[k]);
+    int argc = h->nhargs - h->nhkw;
+    Value r = v_nil();
+    /* the global random stream stays where the forward left it: an eager
+     * backward draws nothing */
+    uint64_t rkey, rcounter;
+    tfe_random_state(&rkey, &rcounter);
+    if (tfe_tracer) tfe_tracer->suspended++; /* the function itself, not a node for it */
+    rc = call_value(I, h->f, argc, args, h->nhkw, h->kwnames, args + argc, &r);
+    if (tfe_tracer) tfe_tracer->suspended--;
+    tfe_random_restore(rkey, rcounter);
+    for (int i = 0; i < h->nctx; i++) {
+        Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
+        value_decref(*slot);
+        *slot = saved[i];
+    }
+    free(saved);
+    tfe_tensor *target = NULL;
+    if (!rc) rc = weighted(I, h, r, args, dy, &target);
+    tfe_tape_pop(tape);
+    *dx = NULL;
+    if (!rc && !target) *dx = zeros_like(leaves[k]); /* no output has a gradient */
+    else if (!rc) {
+        tfe_tensor *g = NULL;
+        if (tfe_tape_gradient(tape, target, 1, &own[k], &g)) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
+        else *dx = g;
+    }
+    tfe_tape_free(tape);
+    if (target) tensor_decref(target);
+    value_decref(r);
+    for (int a = 0; a < h->nhargs; a++) value_decref(args[a]);
+    free(args);
+    for (int i = 0; i < nl; i++) tensor_decref(own[i]);
+    free(own);
+    return rc;
+}
+
+/* f.vjp(self, leaf0, ..., leafN-1, dy): the gradient with respect to the leaf
+ * whose index is the builtin's data. */
+static int bi_vjp(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                  Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals;
+    HostFn *h = (HostFn *)argv[0].u.o;
+    int nl = nleaves_of(h), k = (int)(intptr_t)data, na = nl + h->nouts;
+    if (argc != na + 1) return raise_at(I, I->cur_loc, "%s: wrong number of arguments", h->vjp_name);
+    tfe_tensor **lv = xmalloc(sizeof *lv * (size_t)(na + 1));
+    for (int i = 0; i < na; i++) lv[i] = value_to_tensor(argv[1 + i]);
+    tfe_tensor *dx = NULL;
+    int rc = vjp_now(I, h, k, lv, lv + nl, &dx);
+    for (int i = 0; i < na; i++)
+        if (lv[i]) tensor_decref(lv[i]);
+    free(lv);
+    if (!rc) *out = v_tensor_take(dx);
+    return rc;
+}
+
+/* The gradient with respect to leaf k as a value of the trace being
+ * recorded: a host call of f.vjp (so it runs at every call of the graph). */
+static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    int nl = nleaves_of(h), na = nl + h->nouts;
+    Value f = builtin_new(h->vjp_name, bi_vjp, (void *)(intptr_t)k);
+    Builtin *b = (Builtin *)f.u.o;
+    h->o.h.refcount++;
+    b->self = v_obj(V_OBJECT, h);
+    b->effect = 2;
+    Value *argv = xmalloc(sizeof *argv * (size_t)(na + 1));
+    for (int i = 0; i < na; i++) {
+        tfe_tensor *t = i < nl ? leaves[i] : dy[i - nl];
+        tensor_incref(t);
+        argv[i] = v_tensor_take(t);
+    }
+    Value r = v_nil();
+    int rc = trace_host_call(I, f, na, argv, 0, NULL, NULL, &r);
+    for (int i = 0; i < na; i++) value_decref(argv[i]);
+    free(argv);
+    value_decref(f);
+    *dx = NULL;
+    if (!rc) *dx = value_to_tensor(r);
+    value_decref(r);
+    return rc;
+}
+
+/* dx[i] for each float leaf i (NULL entries stay NULL for the others); dy[j]
+ * NULL: output j (out[j]) has no gradient. */
+static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *const *out, tfe_tensor *const *dy,
+                   tfe_tensor **dx)
+{
+    int nl = nleaves_of(h), rc = 0;
+    bool traced = trace_recording();
+    /* a host call of the vjp takes a tensor for every output's gradient */
+    tfe_tensor **full = xcalloc((size_t)h->nouts + 1, sizeof *full);
+    for (int j = 0; j < h->nouts; j++) {
+        full[j] = dy[j] ? (tensor_incref(dy[j]), dy[j]) : traced ? zeros_like(out[j]) : NULL;
+        if (traced && !full[j]) rc = -1;
+    }
+    for (int i = 0; i < nl && !rc; i++) {
+        if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(leaves[i]->dtype)) continue;
+        rc = traced ? vjp_traced(I, h, i, leaves, full, &dx[i]) : vjp_now(I, h, i, leaves, full, &dx[i]);
+    }
+    for (int j = 0; j < h->nouts; j++)
+        if (full[j]) tensor_decref(full[j]);
+    free(full);
+    return rc;
+}
+
+/* What host node n calls: for a call of a vjp, the vjp's own (one result). */
+static HostFn *node_hostfn(const GNode *n)
+{
+    if (n->obj.kind == V_BUILTIN && ((Builtin *)n->obj.u.o)->fn == bi_vjp)
+        return hostfn_of_vjp(n->obj, n->hargs, n->nhargs);
+    return hostfn_new(n->obj, n->hargs, n->nhargs, n->nhkw, n->hkwnames, n);
+}
+
+bool host_is_differentiable(Value f)
+{
+    return f.kind == V_FN || (f.kind == V_BUILTIN && ((Builtin *)f.u.o)->fn == bi_vjp);
+}
+
+bool host_node_differentiable(const GNode *n)
+{
+    if (n->kind != G_HOST || n->nout == 0 || (n->sync && n->sync->env)) return false;
+    return host_is_differentiable(n->obj);
+}
+
+int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
+                  tfe_tensor **dx)
+{
+    HostFn *h = node_hostfn(n);
+    Loc saved = I->cur_loc;
+    I->cur_loc = n->loc;
+    int rc = vjp_all(I, h, in, out, dy, dx);
+    I->cur_loc = saved;
+    value_decref(v_obj(V_OBJECT, h));
+    return rc;
+}
+
+/* --- a tape entry for a host call made while tracing --------------------------------------- */
+
+typedef struct HostGrad {
+    tfe_custom_grad base;
+    Interp *I;
+    HostFn *h;
+    Loc loc;
+} HostGrad;
+
+static int hostgrad_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                             tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    (void)nin, (void)nout;
+    HostGrad *g = (HostGrad *)self;
+    Loc saved = g->I->cur_loc;
+    g->I->cur_loc = g->loc;
+    int rc = vjp_all(g->I, g->h, in, out, dy, dx);
+    g->I->cur_loc = saved;
+    if (rc && g->I->has_error) { /* the tape reports the error */
+        tfe_error_set("%s", g->I->err_msg);
+        error_clear(g->I);
+    }
+    return rc;
+}
+
+static void hostgrad_release(tfe_custom_grad *self)
+{
+    HostGrad *g = (HostGrad *)self;
+    value_decref(v_obj(V_OBJECT, g->h));
+    free(g);
+}
+
+void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
+                            tfe_tensor *const *outs)
+{
+    HostGrad *g = xcalloc(1, sizeof *g);
+    g->base.backward = hostgrad_backward;
+    g->base.release = hostgrad_release;
+    g->I = I;
+    g->loc = loc;
+    g->h = node_hostfn(n);
+    tfe_tape_record_custom(&g->base, nleaves, leaves, nout, outs);
+    if (g->base.refcount == 0) hostgrad_release(&g->base); /* no tape tracks its inputs */
+}
+
+/* --- the result of a host call made while tracing, under a tape outside the trace ---------- */
+
+typedef struct Identity { tfe_custom_grad base; } Identity;
+
+static int identity_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                             tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    (void)self, (void)nin, (void)in, (void)nout, (void)out;
+    if (dx[0] != TFE_GRAD_SKIP) {
+        tensor_incref(dy[0]);
+        dx[0] = dy[0];
+    }
+    return 0;
+}
+
+static void identity_release(tfe_custom_grad *self) { free(self); }
+
+void host_record_identity(tfe_tensor *from, tfe_tensor *to)
+{
+    Identity *g = xcalloc(1, sizeof *g);
+    g->base.backward = identity_backward;
+    g->base.release = identity_release;
+    tfe_tape_record_custom(&g->base, 1, &from, 1, &to);
+    if (g->base.refcount == 0) identity_release(&g->base);
+}
+
+/* --- a gradient that must be zero ------------------------------------------------------------- */
+
+/* no_gradient(g, name): an error when g is not all zeros. data: the binding's name. */
+static int bi_no_gradient(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                          Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals;
+    *out = v_nil();
+    tfe_tensor *g = argc == 1 ? value_to_tensor(argv[0]) : NULL;
+    bool zero = true;
+    for (int64_t i = 0; g && g->storage && i < tensor_numel(g) && zero; i++) zero = tensor_get_f64(g, i) == 0.0;
+    if (g) tensor_decref(g);
+    if (zero) return 0;
+    return raise_at(I, I->cur_loc, "gradients through '%s', which a @host call changed, are not supported (pass it "
+                                   "to the function and return the new value)", (const char *)data);
+}
+
+int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g)
+{
+    Value f = builtin_new("no_gradient", bi_no_gradient, (void *)name);
+    ((Builtin *)f.u.o)->effect = 1;
+    tensor_incref(g);
+    Value arg = v_tensor_take(g);
+    Loc saved = I->cur_loc;
+    I->cur_loc = loc;
+    Value r = v_nil();
+    int rc = trace_recording() ? trace_host_call(I, f, 1, &arg, 0, NULL, NULL, &r)
+                               : bi_no_gradient(I, 1, &arg, 0, NULL, NULL, &r, (void *)name);
+    I->cur_loc = saved;
+    value_decref(r);
+    value_decref(arg);
+    value_decref(f);
+    return rc;
+}

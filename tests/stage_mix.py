@@ -204,6 +204,23 @@ def scene_relax(P, k, last):
         if OPTS["avoid_known"]:
             sizes = [sizes[0]] * len(sizes)
         batches = ", ".join(data(r, n, feat) for n in sizes)
+        if r.random() < 0.5:
+            # a model record of variables passed in, two parameters
+            m = "%s_m" % s
+            P.emit("let %s = {w: %s, b: variable(0.25)}" % (m, w),
+                   "@staged",
+                   "fn %s_loss(x, m) { return %s(x, m.w) + m.b * m.b }" % (s, f),
+                   "for %s_ep in range(2) {" % s,
+                   "    for xb in (%s,) {" % batches,
+                   "        with tape() as t { let l = %s_loss(xb, %s) }" % (s, m),
+                   "        let gs = t.gradient(l, (%s.w, %s.b))" % (m, m),
+                   "        %s.w.assign_sub(0.1 * gs[0])" % m,
+                   "        %s.b.assign_sub(0.1 * gs[1])" % m,
+                   '        print("gvalue %s:", l)' % s,
+                   "    }",
+                   "}",
+                   'print("gvalue %s:", %s.w.value, %s.b.value)' % (s, m, m))
+            return
         P.emit("for %s_ep in range(2) {" % s,
                "    for xb in (%s,) {" % batches,
                "        with tape() as t { let l = %s(xb, %s) }" % (f, w),
@@ -356,7 +373,8 @@ def scene_rand(P, k, last):
     if tape_in:
         P.emit("    with tape() as t {", "        t.watch(x)")
         ind = "        "
-    for _ in range(r.randint(1, 2)):
+    # two regions that draw: the second draws after the first (known)
+    for _ in range(1 if OPTS["avoid_known"] else r.randint(1, 2)):
         kind = r.choice(["if", "for", "while"])
         if kind == "if":
             P.emit(ind + "if sum(%s) > %s {" % (r.choice(["x", "a"]),
@@ -389,9 +407,10 @@ def scene_rand(P, k, last):
         if outer:
             P.emit("let %s_x = %s" % (s, x),
                    "with tape() as t {", "    t.watch(%s_x)" % s,
-                   "    let y = %s_f(%s_x, %d)" % (s, s, n), "}",
+                   "    let y = %s_f(%s_x, %d)" % (s, s, n),
+                   "    let l = sum(y * y)", "}",
                    'print("value %s:", y)' % s,
-                   'print("grad %s:", t.gradient(sum(y * y), %s_x))' % (s, s))
+                   'print("grad %s:", t.gradient(l, %s_x))' % (s, s))
         elif tape_in:
             P.emit("let %s_r = %s_f(%s, %d)" % (s, s, x, n),
                    'print("value %s:", %s_r[0])' % (s, s),
@@ -660,9 +679,10 @@ def scene_misc(P, k, last):
             P.emit("%s_g = %s" % (s, lit(r, (3,))))
         if outer:
             P.emit("let %s_x = %s" % (s, x), "with tape() as t {",
-                   "    t.watch(%s_x)" % s, "    let y = %s(%s_x)" % (fn, s), "}",
+                   "    t.watch(%s_x)" % s, "    let y = %s(%s_x)" % (fn, s),
+                   "    let l = sum(y * y)", "}",
                    'print("value %s:", y)' % s,
-                   'print("grad %s:", t.gradient(sum(y * y), %s_x))' % (s, s))
+                   'print("grad %s:", t.gradient(l, %s_x))' % (s, s))
         else:
             P.emit('print("value %s:", %s(%s))' % (s, fn, x))
 

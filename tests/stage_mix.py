@@ -643,8 +643,11 @@ def scene_misc(P, k, last):
     staged function staged twice (a staged caller and a direct call)."""
     r = P.rng
     s = "s%d" % k
-    parts = r.sample(["early", "print", "glob", "dropout", "shrink", "where"],
-                     r.randint(1, 3))
+    parts = r.sample(["early", "print", "glob", "dropout", "shrink", "where",
+                      "closure", "hess"], r.randint(1, 3))
+    if "shrink" in parts and "hess" in parts:
+        # second order through a loop: a documented error when staged
+        parts.remove("shrink")
     P.emit("# %s: misc %s" % (s, " ".join(sorted(parts))))
     P.emit("let %s_g = %s" % (s, lit(r, (3,))))
     body = ["let a = %s" % bounded(r, ["x"], 2, keep="x")]
@@ -685,6 +688,18 @@ def scene_misc(P, k, last):
                    'print("grad %s:", t.gradient(l, %s_x))' % (s, s))
         else:
             P.emit('print("value %s:", %s(%s))' % (s, fn, x))
+        if "hess" in parts:
+            P.emit('print("grad %s:", grad(grad(fn (z) => sum(%s(z * %s))))(%s))'
+                   % (s, fn, lit(r, (3,)), fmt_num(round(r.uniform(-1, 1), 2) or 0.5)))
+    if "closure" in parts:
+        # a staged closure over a local that changes between its calls
+        P.emit("fn %s_run() {" % s, "    let c = %s" % lit(r, (3,)),
+               "    let g = staged(fn (x) => %s)" % bounded(r, ["x", "c"], 2, keep="x"))
+        for ci in range(3):
+            if ci:
+                P.emit("    c = %s" % r.choice([lit(r, (3,)), "c * 0.5", "tanh(c) + 0.25"]))
+            P.emit('    print("value %s:", g(%s))' % (s, lit(r, (3,))))
+        P.emit("}", "%s_run()" % s)
 
 
 SCENE_FNS = {"relax": scene_relax, "var": scene_var, "rand": scene_rand,

@@ -122,12 +122,34 @@ def ew(rng, names, depth):
     return "(%s * tanh(%s(%s)))" % (ew(rng, names, d), red, ew(rng, names, d))
 
 
+def outside_reductions(e):
+    """e without the arguments of its sum/mean/max calls (what is left
+    keeps the shape of the names in it)."""
+    out, i = [], 0
+    while i < len(e):
+        m = re.match(r"(sum|mean|max)\(", e[i:])
+        if m and (i == 0 or not (e[i - 1].isalnum() or e[i - 1] == "_")):
+            depth, j = 0, i + len(m.group(1))
+            while True:
+                depth += {"(": 1, ")": -1}.get(e[j], 0)
+                j += 1
+                if depth == 0:
+                    break
+            out.append("R")
+            i = j
+        else:
+            out.append(e[i])
+            i += 1
+    return "".join(out)
+
+
 def bounded(rng, names, depth, keep=None):
     """A bounded elementwise expression; with keep, one that reads that
     name, so it has its shape (a branch that changed a binding's rank
     would make the if run at trace time, another path)."""
     e = ew(rng, names, depth)
-    if keep and not re.search(r"\b%s\b" % re.escape(keep), e):
+    if keep and not re.search(r"\b%s\b" % re.escape(keep),
+                              outside_reductions(e)):
         e = "(%s + %s)" % (e, keep)
     return rng.choice(["tanh(%s)", "sin(%s)", "(0.5 * tanh(%s))",
                        "sigmoid(%s)"]) % e
@@ -364,7 +386,8 @@ def scene_rand(P, k, last):
         return r.choice(["rand(%s)" % sh, "randn(%s)" % sh,
                          "(rand(()) * 0.5)", "cast(randint(0, 5, shape=%s), float32)" % sh])
     tape_in = r.random() < 0.15 and not OPTS["avoid_known"]
-    outer = not tape_in and r.random() < 0.3
+    # a tape outside, around draws in a region, is refused (known)
+    outer = not tape_in and r.random() < 0.3 and not OPTS["avoid_known"]
     P.emit("# %s: rand%s" % (s, " tape-inside" if tape_in else
                              " outer-tape" if outer else ""))
     P.emit("@staged", "fn %s_f(x, n) {" % s)

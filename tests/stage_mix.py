@@ -326,7 +326,9 @@ def scene_var(P, k, last):
         # the body changes the variable before the region (seed 5272)
         pre.append("    %s.assign_sub(0.25 * %s)" % (v, bounded(r, ["x"], 1)))
     if how == "grad":
-        P.emit("fn %s_h(x, n) {" % s, "    let a = x * %s" % v)
+        # the variable read only inside the region, or before it too
+        P.emit("fn %s_h(x, n) {" % s, "    let a = x" +
+               (" * %s" % v if r.random() < 0.4 else ""))
         P.lines += region(r, s, names, v, True)
         P.emit("    return sum(a * %s)" % v, "}",
                "@staged", "fn %s_f(x, n) {" % s)

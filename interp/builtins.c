@@ -1,13 +1,16 @@
 /* builtins.c — the core built-ins that are not tensor ops: print, format, len,
- * range, str, int, float, list, time, argv, dtype names, and argument binding
+ * range, str, int, float, list, time, argv, dtype names, the argument checks
+ * of library functions (check_same_shape, check_labels), and argument binding
  * (args_parse) shared by every builtin. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "interp/internal.h"
 #include "stage/trace.h"
+#include "tensor/device.h"
 #include "tensor/xalloc.h"
 
 Value builtin_new(const char *name, BuiltinFn fn, void *data)
@@ -345,8 +348,147 @@ BUILTIN(bi_assert)
     return interp_raise(I, "assertion failed: %s", ((Str *)a[1].u.o)->s);
 }
 
+/* --- argument checks for library functions (stdlib/losses.tfe, metrics.tfe) ---
+ * They raise at the call of the function that called them (the user's call
+ * of losses.mse, not a line of the library), and they are effects: staged
+ * code runs them at every call, with that call's shapes and values, inlined
+ * frames included (stage/exec.c: run_host), so every mode says the same. */
+
+static int raise_at_caller(Interp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int raise_at_caller(Interp *I, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!I->nframes) return raise_msg_at(I, I->cur_loc, buf);
+    /* the library function's own frame is where the error is, so it is
+     * left out of the traceback */
+    I->nframes--;
+    int rc = raise_msg_at(I, I->frames[I->nframes].call_loc, buf);
+    I->nframes++;
+    return rc;
+}
+
+/* A tensor argument of a check (new ref), or NULL after raising. */
+static tfe_tensor *check_tensor(Interp *I, const char *where, const char *name, Value v)
+{
+    tfe_tensor *t = value_to_tensor(v);
+    if (!t) interp_raise(I, "%s: %s must be a tensor, got %s", where, name, value_kind_name(v));
+    return t;
+}
+
+static bool shapes_equal(const tfe_tensor *a, const tfe_tensor *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* check_same_shape(where, a, b, a_name, b_name): nil, or an error naming
+ * both shapes (a loss of pred (n, 1) and target (n,) would broadcast to
+ * (n, n) and return a number). */
+BUILTIN(bi_check_same_shape)
+{
+    (void)data;
+    Value a[5];
+    bool p[5];
+    if (args_parse(I, "check_same_shape", "where, a, b, a_name, b_name", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[3].kind != V_STR || a[4].kind != V_STR)
+        return interp_raise(I, "check_same_shape: where, a_name and b_name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *an = ((Str *)a[3].u.o)->s, *bn = ((Str *)a[4].u.o)->s;
+    *out = v_nil();
+    tfe_tensor *x = check_tensor(I, where, an, a[1]);
+    if (!x) return -1;
+    tfe_tensor *y = check_tensor(I, where, bn, a[2]);
+    if (!y) { tensor_decref(x); return -1; }
+    int rc = 0;
+    if (!shapes_equal(x, y)) {
+        char s1[200], s2[200];
+        rc = raise_at_caller(I, "%s: %s has shape %s and %s has shape %s; they must have the same shape "
+                                "(broadcasting them would give a wrong result silently: reshape one of them)",
+                             where, an, shape_str(x->rank, x->shape, s1), bn, shape_str(y->rank, y->shape, s2));
+    }
+    tensor_decref(x);
+    tensor_decref(y);
+    return rc;
+}
+
+/* check_labels(where, labels, classes, name="labels"): labels must be
+ * integer class ids in [0, n). classes is n, or a tensor of scores
+ * (..., n) whose leading shape the labels must have. The values are read
+ * at every call (one_hot gives a zero row for a bad label, so a loss would
+ * stay finite and wrong). */
+BUILTIN(bi_check_labels)
+{
+    (void)data;
+    Value a[4];
+    bool p[4];
+    if (args_parse(I, "check_labels", "where, labels, classes, name=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || (p[3] && a[3].kind != V_STR))
+        return interp_raise(I, "check_labels: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = p[3] ? ((Str *)a[3].u.o)->s : "labels";
+    *out = v_nil();
+    tfe_tensor *lab = check_tensor(I, where, name, a[1]);
+    if (!lab) return -1;
+    tfe_tensor *cls = check_tensor(I, where, "classes", a[2]);
+    if (!cls) { tensor_decref(lab); return -1; }
+    char s1[200], s2[200];
+    int rc = 0;
+    int64_t n = 0;
+    if (!dtype_is_int(lab->dtype)) {
+        rc = raise_at_caller(I, "%s: %s must be integer class ids, got %s (cast them: int(...) or cast(%s, int64))",
+                             where, name, dtype_name(lab->dtype), name);
+    } else if (cls->rank == 0) {
+        tfe_tensor *c = tensor_to_device(cls, 0);
+        n = dtype_is_int(c->dtype) ? tensor_load_i64(c, 0) : -1;
+        tensor_decref(c);
+    } else {
+        n = cls->shape[cls->rank - 1];
+        bool fits = lab->rank == cls->rank - 1;
+        for (int i = 0; fits && i < lab->rank; i++) fits = lab->shape[i] == cls->shape[i];
+        if (!fits)
+            rc = raise_at_caller(I, "%s: %s have shape %s but the scores have shape %s; %s must have the scores' "
+                                    "shape without its last axis (one class id per row)",
+                                 where, name, shape_str(lab->rank, lab->shape, s1), shape_str(cls->rank, cls->shape, s2),
+                                 name);
+    }
+    if (!rc && n < 0) rc = interp_raise(I, "check_labels: classes must be an int or a tensor of scores");
+    if (!rc) {
+        tfe_tensor *h = tensor_to_device(lab, 0);
+        int64_t m = tensor_numel(h);
+        for (int64_t i = 0; i < m; i++) {
+            int64_t v = tensor_load_i64(h, i);
+            if (v >= 0 && v < n) continue;
+            /* where the first bad label is, as the user would index it */
+            char at[300] = "";
+            if (h->rank) {
+                int64_t idx[TFE_MAX_RANK], r = i;
+                for (int d = h->rank - 1; d >= 0; d--) { idx[d] = r % h->shape[d]; r /= h->shape[d]; }
+                size_t k = (size_t)snprintf(at, sizeof at, " at %s[", name);
+                for (int d = 0; d < h->rank && k < sizeof at; d++)
+                    k += (size_t)snprintf(at + k, sizeof at - k, d ? ", %lld" : "%lld", (long long)idx[d]);
+                if (k < sizeof at - 1) strcat(at, "]");
+            }
+            rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
+                                 where, (long long)v, at, (long long)n, (long long)n);
+            break;
+        }
+        tensor_decref(h);
+    }
+    tensor_decref(lab);
+    tensor_decref(cls);
+    return rc;
+}
+
 void builtins_register(Interp *I)
 {
+    interp_define_builtin(I, "check_same_shape", bi_check_same_shape, NULL);
+    interp_define_builtin(I, "check_labels", bi_check_labels, NULL);
     interp_define_builtin(I, "assert", bi_assert, NULL);
     interp_define_builtin(I, "getenv", bi_getenv, NULL);
     interp_define_builtin(I, "print", bi_print, NULL);

@@ -131,13 +131,21 @@ static tfe_tensor *unrecorded(tfe_op op, tfe_tensor *a, tfe_tensor *b, const tfe
 
 static const char *const assign_names[] = {"assign", "assign_add", "assign_sub"};
 
-/* v.assign(x), v.assign_add(x), v.assign_sub(x): data is 0, 1, 2. The new
- * value must have the variable's dtype and shape (a weak literal takes the
- * variable's dtype; assign_add/sub broadcast x as `w -= x` would). */
+/* The compound assignments on a variable (`v += x`, `v -= x`, `v *= x`,
+ * `v /= x`) update it in place: modes 1 to 4, named by their operator in
+ * errors (COMPOUND is or'ed into the data). */
+#define COMPOUND 8
+static const char *const compound_names[] = {"=", "+=", "-=", "*=", "/="};
+static const tfe_op compound_ops[] = {OP_ADD, OP_ADD, OP_SUB, OP_MUL, OP_DIV};
+
+/* v.assign(x), v.assign_add(x), v.assign_sub(x): data is 0, 1, 2 (3 and 4,
+ * *= and /=, only as compound assignments). The new value must have the
+ * variable's dtype and shape (a weak literal takes the variable's dtype
+ * unless that would truncate a float; the others broadcast x to it). */
 BUILTIN(bi_var_assign)
 {
-    int mode = (int)(intptr_t)data;
-    const char *fn = assign_names[mode];
+    int mode = (int)(intptr_t)data & (COMPOUND - 1);
+    const char *fn = (int)(intptr_t)data & COMPOUND ? compound_names[mode] : assign_names[mode];
     if (nkw || argc != 2) return interp_raise(I, "%s() takes 1 argument", fn);
     Variable *v = (Variable *)argv[0].u.o;
     char who[300], s1[200], s2[200];
@@ -145,7 +153,14 @@ BUILTIN(bi_var_assign)
     else snprintf(who, sizeof who, "the variable");
     tfe_tensor *x = value_to_tensor(argv[1]);
     if (!x) return interp_raise(I, "%s: %s needs a tensor, got %s", fn, who, value_kind_name(argv[1]));
-    if (x->dtype != v->value->dtype && x->weak) {
+    if (mode == 4 && !dtype_is_float(v->value->dtype)) {
+        tensor_decref(x);
+        return interp_raise(I, "/=: %s has dtype %s, and dividing it in place would truncate "
+                               "(make it a float variable)", who, dtype_name(v->value->dtype));
+    }
+    /* a float literal into an int variable would truncate silently (0.5 -> 0) */
+    bool truncates = dtype_is_float(x->dtype) && !dtype_is_float(v->value->dtype);
+    if (x->dtype != v->value->dtype && x->weak && !truncates) {
         tfe_attrs at;
         tfe_attrs_init(&at);
         at.dtype = v->value->dtype;
@@ -174,7 +189,7 @@ BUILTIN(bi_var_assign)
         tensor_decref(x);
         return rc;
     }
-    tfe_tensor *nv = mode == 0 ? tensor_copy(x) : unrecorded(mode == 1 ? OP_ADD : OP_SUB, v->value, x, NULL);
+    tfe_tensor *nv = mode == 0 ? tensor_copy(x) : unrecorded(compound_ops[mode], v->value, x, NULL);
     if (!nv) { /* out of memory, interrupted */
         tensor_decref(x);
         return interp_raise_tensor_error(I);
@@ -355,7 +370,14 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
 {
     if (depth > 100) return interp_raise(I, "watch: the structure is nested too deeply");
     switch ((ValueKind)v.kind) {
-    case V_TENSOR: tfe_tape_watch(T->tape, v.u.t); return 0;
+    case V_TENSOR:
+        /* an int tensor's gradient would be zeros: say so where it is watched */
+        if (!dtype_is_float(v.u.t->dtype))
+            return interp_raise(I, "watch: cannot watch a tensor of dtype %s; gradients are taken with respect to "
+                                   "floats (watch a float: 3.0 rather than 3, or float(x))",
+                                dtype_name(v.u.t->dtype));
+        tfe_tape_watch(T->tape, v.u.t);
+        return 0;
     case V_TUPLE: case V_LIST: {
         Seq *s = (Seq *)v.u.o;
         for (int i = 0; i < s->n; i++)
@@ -373,6 +395,10 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
                                "(let x = 2.0; t.watch(x))");
     default:
         if (is_variable(v)) {
+            tfe_dtype dt = ((Variable *)v.u.o)->value->dtype;
+            if (!dtype_is_float(dt))
+                return interp_raise(I, "watch: cannot watch a variable of dtype %s; gradients are taken with respect "
+                                       "to floats (make it a float variable)", dtype_name(dt));
             tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value);
             return 0;
         }
@@ -418,19 +444,59 @@ static void flat_free(Flat *f)
     free(f->leaves);
 }
 
-static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f, int depth)
+/* A source's path inside the structure of sources, as the indexing that
+ * reaches it ("[1]", "[\"w\"]"), for errors that name the source. */
+typedef struct SrcPath { char s[400]; size_t len; } SrcPath;
+
+static size_t path_push(SrcPath *p, bool key, const char *k, int i)
+{
+    size_t was = p->len;
+    int n = key ? snprintf(p->s + was, sizeof p->s - was, "[\"%s\"]", k)
+                : snprintf(p->s + was, sizeof p->s - was, "[%d]", i);
+    if (n > 0) p->len = was + (size_t)n < sizeof p->s ? was + (size_t)n : sizeof p->s - 1;
+    return was;
+}
+
+/* "the source" or "source [1]" (the path is relative to the sources) */
+static const char *source_name(const SrcPath *p, const char *whole, char *buf, size_t cap)
+{
+    if (!p->len) return whole;
+    snprintf(buf, cap, "source %s", p->s);
+    return buf;
+}
+
+/* Gradients are taken with respect to floats: an int or bool source would
+ * silently get zeros (as in JAX, an error that says to pass a float). */
+static int check_float_source(Interp *I, const char *fn, const SrcPath *p, const char *whole, tfe_dtype dt)
+{
+    if (dtype_is_float(dt)) return 0;
+    char buf[480];
+    return interp_raise(I, "%s: %s is %s; gradients are taken with respect to floats "
+                           "(pass a float: 3.0 rather than 3, or float(x))",
+                        fn, source_name(p, whole, buf, sizeof buf), dtype_name(dt));
+}
+
+static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f, int depth, SrcPath *path)
 {
     if (depth > 100) return interp_raise(I, "%s: the sources are nested too deeply", fn);
     if (v.kind == V_TUPLE || v.kind == V_LIST) {
         Seq *s = (Seq *)v.u.o;
-        for (int i = 0; i < s->n; i++)
-            if (flatten_sources(I, fn, T, s->items[i], f, depth + 1)) return -1;
+        for (int i = 0; i < s->n; i++) {
+            size_t was = path_push(path, false, NULL, i);
+            if (flatten_sources(I, fn, T, s->items[i], f, depth + 1, path)) return -1;
+            path->len = was;
+            path->s[was] = 0;
+        }
         return 0;
     }
     if (v.kind == V_RECORD) {
         Record *r = (Record *)v.u.o;
-        for (int i = 0; i < r->n; i++)
-            if (flatten_sources(I, fn, T, r->vals[i], f, depth + 1)) return -1;
+        for (int i = 0; i < r->n; i++) {
+            size_t was = path_push(path, true, r->keys[i]->s, 0);
+            if (flatten_sources(I, fn, T, r->vals[i], f, depth + 1, path)) return -1;
+            path->len = was;
+            path->s[was] = 0;
+        }
         return 0;
     }
     if (f->nleaves == f->capleaves) {
@@ -440,14 +506,38 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
     struct Leaf *L = &f->leaves[f->nleaves];
     L->start = f->n;
     L->v = v;
+    char buf[480];
     if (v.kind == V_TENSOR || v.kind == V_SCALAR) {
-        flat_push(f, value_to_tensor(v));
+        tfe_tensor *t = value_to_tensor(v);
+        flat_push(f, t);
+        if (check_float_source(I, fn, path, "the source", t->dtype)) return -1;
+        /* A tensor the tape never watched would get zeros whatever the
+         * target: that is a mistake, not a zero gradient (a spent tape
+         * watches nothing: tfe_tape_gradient says so). */
+        if (!T->spent && !tfe_tape_is_watched(T->tape, t))
+            return interp_raise(I, "%s: %s is a tensor this tape never watched, so its gradient would be "
+                                   "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
+                                   "variable in place, v -= x, rather than v = v - x)",
+                                fn, source_name(path, "the source", buf, sizeof buf));
     } else if (is_variable(v)) {
+        Variable *var = (Variable *)v.u.o;
+        if (check_float_source(I, fn, path, "the source", var->value->dtype)) return -1;
+        int before = f->n;
         for (int i = 0; i < T->nreads; i++)
-            if (T->reads[i].var == (Variable *)v.u.o) {
+            if (T->reads[i].var == var) {
                 tensor_incref(T->reads[i].t);
                 flat_push(f, T->reads[i].t);
             }
+        /* a trainable variable never read gets zeros; a non-trainable one
+         * is a source only when watched */
+        if (f->n == before && !var->trainable && !T->spent) {
+            char who[300];
+            if (var->name) snprintf(who, sizeof who, " '%s'", var->name);
+            else who[0] = 0;
+            return interp_raise(I, "%s: %s is a non-trainable variable%s this tape never watched, so its "
+                                   "gradient would be zeros; watch it inside the with block (t.watch(v))",
+                                fn, source_name(path, "the source", buf, sizeof buf), who);
+        }
     } else {
         return interp_raise(I, "%s: sources must be tensors or variables (or tuples, lists, records of them), got %s",
                             fn, value_kind_name(v));
@@ -532,7 +622,9 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     int rc = -1;
     bool called = false; /* the tape's one call is used only if it was made */
     tfe_tensor **g = NULL;
-    if (flatten_sources(I, fn, T, xs, &f, 0)) goto done;
+    SrcPath path = {.len = 0};
+    path.s[0] = 0;
+    if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
     called = true;
     if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g)) {
@@ -665,6 +757,22 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx)
 
 bool value_is_variable(Value v) { return is_variable(v); }
 
+/* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as
+ * PyTorch updates a parameter, so the name stays bound to the variable and
+ * later tapes keep watching it. It is a call of a bound builtin that is an
+ * effect, so staged code records it like v.assign_sub(x). */
+int variable_update(Interp *I, Value var, int aop, Value x)
+{
+    int mode = aop == AOP_ADD ? 1 : aop == AOP_SUB ? 2 : aop == AOP_MUL ? 3 : 4;
+    Value m = bound(compound_names[mode], bi_var_assign, (void *)(intptr_t)(mode | COMPOUND), var.u.o, false);
+    ((Builtin *)m.u.o)->effect = 1;
+    Value out = v_nil();
+    int rc = call_value(I, m, 1, &x, 0, NULL, NULL, &out);
+    value_decref(out);
+    value_decref(m);
+    return rc;
+}
+
 tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
 
 void variable_replace_take(Value var, tfe_tensor *t)
@@ -723,9 +831,16 @@ static int parse_argnums(Interp *I, const char *fn, Value a, int *idx, int *n, b
 /* The argument as the function will see it, with everything differentiable
  * watched on T: tensors as they are, scalars boxed (a fresh tensor that then
  * has an identity), containers rebuilt only when something inside was boxed. */
-static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, int depth)
+static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, int depth, SrcPath *path)
 {
     if (depth > 100) return interp_raise(I, "%s: the argument is nested too deeply", fn);
+    if (v.kind == V_SCALAR || v.kind == V_TENSOR || is_variable(v)) {
+        tfe_dtype dt = v.kind == V_SCALAR ? (tfe_dtype)v.dtype : v.kind == V_TENSOR ? v.u.t->dtype
+                                                                : ((Variable *)v.u.o)->value->dtype;
+        if (!dtype_is_float(dt))
+            return interp_raise(I, "%s: argument %s is %s; gradients are taken with respect to floats "
+                                   "(pass a float: 3.0 rather than 3, or float(x))", fn, path->s, dtype_name(dt));
+    }
     if (v.kind == V_SCALAR) {
         tfe_tensor *t = value_to_tensor(v);
         tfe_tape_watch(T->tape, t);
@@ -744,11 +859,14 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
         bool changed = false;
         for (int i = 0; i < n; i++) {
             Value x = s ? s->items[i] : r->vals[i];
-            if (watch_arg(I, fn, T, x, &items[i], depth + 1)) {
+            size_t was = path_push(path, !s, s ? NULL : r->keys[i]->s, i);
+            if (watch_arg(I, fn, T, x, &items[i], depth + 1, path)) {
                 for (int j = 0; j < i; j++) value_decref(items[j]);
                 free(items);
                 return -1;
             }
+            path->len = was;
+            path->s[was] = 0;
             changed |= items[i].kind != x.kind || (v_is_obj(x) && items[i].u.o != x.u.o);
         }
         if (!changed) {
@@ -805,7 +923,9 @@ BUILTIN(bi_grad_call)
         for (int j = 0; j < k; j++) again |= idx[j] == i;
         if (again) continue;
         Value w;
-        if (watch_arg(I, fn, T, args[i], &w, 0)) { tape_stop(T); goto done; }
+        SrcPath path;
+        path.len = (size_t)snprintf(path.s, sizeof path.s, "%d", i);
+        if (watch_arg(I, fn, T, args[i], &w, 0, &path)) { tape_stop(T); goto done; }
         value_decref(args[i]);
         args[i] = w;
     }

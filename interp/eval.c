@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
+#include "stage/check.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/xalloc.h"
@@ -423,12 +424,16 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (__builtin_expect(tfe_tracer != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced) &&
             trace_recording())
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
+        if (__builtin_expect(tfe_check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
+            return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         return call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
     }
     if (f.kind == V_BUILTIN) {
         Builtin *b = (Builtin *)f.u.o;
         if (__builtin_expect(tfe_tracer != NULL, 0) && b->effect && trace_recording())
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
+        if (__builtin_expect(tfe_check_recording, 0) && b->effect)
+            return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         Loc saved = I->cur_loc;
         int rc;
         if (b->self.kind != V_NIL) {
@@ -495,7 +500,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
 
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
-    if (n->a->kind == N_NAME && n->list2.n == 0 && !tfe_tracer) {
+    if (n->a->kind == N_NAME && n->list2.n == 0 && !tfe_tracer && !tfe_check_recording) {
         Value fv = n->a->op == 2 ? I->builtin_vals[n->a->slot] : env_up(env, n->a->depth)->slots[n->a->slot];
         if (fv.kind == V_FN && ((FnInfo *)((Closure *)fv.u.o)->fn->info)->nparams == n->list.n)
             return call_direct(I, n, env, (Closure *)fv.u.o, out);
@@ -1328,6 +1333,13 @@ static int exec(Interp *I, Node *n, Env *env)
             Value cur, r;
             if (eval(I, n->a, env, &cur)) { value_decref(v); return XS_ERR; }
             I->cur_loc = n->opl;
+            if (n->op <= AOP_DIV && value_is_variable(cur)) {
+                /* in place: the binding stays the variable (see variable_update) */
+                int rc = variable_update(I, cur, n->op, v);
+                value_decref(cur);
+                value_decref(v);
+                return rc ? XS_ERR : XS_OK;
+            }
             int rc = binop_values(I, n->op, cur, v, n->opl, &r);
             value_decref(cur);
             value_decref(v);

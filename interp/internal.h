@@ -187,6 +187,7 @@ enum { WALK_TENSORS = 1, WALK_UNTRAINABLE = 2 };
 typedef int (*StateVisit)(void *ctx, const char *path, Value leaf);
 int state_walk(Value obj, int flags, StateVisit visit, void *ctx);
 bool value_is_variable(Value v);
+int variable_update(Interp *I, Value var, int aop, Value x); /* var op= x in place; x borrowed */
 tfe_tensor *variable_peek(Value var);               /* its value, borrowed; no tape sees it */
 void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */
 

@@ -41,6 +41,8 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_plot_register(I);
     mark_effect(I, "print", 1);
     mark_effect(I, "assert", 1);
+    mark_effect(I, "check_same_shape", 1); /* checks the shapes of every staged call */
+    mark_effect(I, "check_labels", 1);     /* and the values */
     mark_effect(I, "save_npy", 1);
     mark_effect(I, "save", 1);
     mark_effect(I, "restore", 1); /* assigns variables, like v.assign(): again at every call */

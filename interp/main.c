@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "interp/interp.h"
+#include "stage/check.h"
 #include "stage/opt.h"
 #include "interp/repl.h"
 #include "tensor/xalloc.h"
@@ -28,13 +29,16 @@ static const char usage[] =
     "  --eager       run @staged functions eagerly (run_eagerly(true))\n"
     "  --stage-all   stage every function that can be staged\n"
     "  --no-optimize run staged graphs as traced (no optimizer passes)\n"
+    "  --check-staged\n"
+    "                run every cached call of a staged function eagerly too and\n"
+    "                stop at the first value that differs (TFE_CHECK_STAGED=1)\n"
     "  --dump-graph=PASS\n"
     "                print every traced graph before and after PASS (dce, fold,\n"
     "                algebra, cse, fuse) on stderr\n"
     "  --help        show this help and exit\n"
     "  --version     show the version and exit\n"
     "\n"
-    "environment: TFE_PATH (module folders, ':'-separated), TFE_DEVICE\n";
+    "environment: TFE_PATH (module folders, ':'-separated), TFE_DEVICE, TFE_CHECK_STAGED\n";
 
 static char *read_all(FILE *f, size_t *len)
 {
@@ -61,6 +65,7 @@ int main(int argc, char **argv)
         if (strcmp(a, "--eager") == 0) { opt.eager = true; continue; }
         if (strcmp(a, "--stage-all") == 0) { opt.stage_all = true; continue; }
         if (strcmp(a, "--no-optimize") == 0) { tfe_no_optimize = true; continue; }
+        if (strcmp(a, "--check-staged") == 0) { tfe_check_staged = 1; continue; }
         if (strncmp(a, "--dump-graph=", 13) == 0) {
             if (opt_pass_index(a + 13) < 0) {
                 fprintf(stderr, "tfe: --dump-graph: no pass '%s' (passes: dce, fold, algebra, cse, fuse)\n", a + 13);

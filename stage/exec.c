@@ -5,6 +5,7 @@
  * list, stage/plan.h, with kernels called directly into the arena). */
 #include <stdlib.h>
 #include <string.h>
+#include "stage/check.h"
 #include "stage/exec.h"
 #include "stage/sig.h"
 #include "tensor/device.h"
@@ -175,7 +176,9 @@ static int run_host(GRun *x, GNode *n)
     Loc saved_loc = I->cur_loc;
     I->cur_loc = n->loc;
     Value r = v_nil();
-    int rc = call_value(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r);
+    /* under TFE_CHECK_STAGED the eager run made the call: replay it (stage/check.c) */
+    int rc = tfe_check_replay ? check_host_replay(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r)
+                              : call_value(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r);
     I->cur_loc = saved_loc;
     for (int a = 0; a < nargs; a++) value_decref(args[a]);
     free(args);

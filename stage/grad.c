@@ -36,6 +36,7 @@ typedef struct BP {
     tfe_tensor **count;  /* by G node: a replayed while's number of iterations (owned) */
     const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
     struct FusedVals **fused; /* by G node: a fused node's values, one per instruction */
+    bool in_trace;       /* recorded into a trace in progress (a tape made inside it) */
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -87,6 +88,20 @@ static int acc(BP *b, int slot, tfe_tensor *d)
         return 0;
     }
     tfe_tensor *s = tfe_binary(OP_ADD, b->g[slot], d);
+    tensor_decref(d);
+    if (!s) return -1;
+    put(b->g, slot, s);
+    return 0;
+}
+
+/* g[slot] = d + g[slot] (takes d): a gradient so far, before the rest. */
+static int acc_first(BP *b, int slot, tfe_tensor *d)
+{
+    if (!b->g[slot]) {
+        b->g[slot] = d;
+        return 0;
+    }
+    tfe_tensor *s = tfe_binary(OP_ADD, d, b->g[slot]);
     tensor_decref(d);
     if (!s) return -1;
     put(b->g, slot, s);
@@ -320,7 +335,8 @@ static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int
     const GRegion *reg = &G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &G->nodes[reg->nodes[i]];
-        if (x->kind == G_VAR_READ && n < cap) reads[n++] = x->obj.u.o;
+        /* (a read a traced cond hands on has its value: stage/trace_cf.c, export_reads) */
+        if (x->kind == G_VAR_READ && !x->outer_out && n < cap) reads[n++] = x->obj.u.o;
         if (x->kind == G_COND || x->kind == G_WHILE)
             for (int k = 0; k < 2; k++) n = region_var_reads(G, x->regions[k], reads, n, cap);
     }
@@ -357,7 +373,8 @@ static int replay_loop(BP *b, int id)
         nr = region_var_reads(b->G, w->regions[0], reads, nr, 64);
         if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)))
             return bp_error(b, w, "gradients through a staged loop that assigns a variable it reads are not "
-                                  "supported");
+                                  "supported (keep the value in a loop variable and assign the variable after "
+                                  "the loop, or take the gradient eagerly: run_eagerly(true))");
     }
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];
@@ -627,6 +644,8 @@ typedef struct GradCtx {
     tfe_tensor *const *hist; /* loops: stacked carried values */
     tfe_tensor *index;       /* loops: the iteration (a traced int64) */
     tfe_tensor *const *dcap; /* loops: the capture gradients so far */
+    tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
+    const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -653,9 +672,17 @@ static int grad_branch(BP *b, void *p)
     const GRegion *reg = &G->regions[r];
     if (replay_region(b, r)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
+        if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         tensor_incref(c->dy[k]);
         if (acc(b, slot_of(G, reg->outs[k]), c->dy[k])) return -1;
     }
+    /* the captures' gradients so far first: the branch adds to them in the
+     * order an eager tape would */
+    for (int i = 0; i < c->caps->n; i++) /* (before a seed: a branch may pass a capture through) */
+        if (c->sofar[i]) {
+            tensor_incref(c->sofar[i]);
+            if (acc_first(b, c->caps->slot[i], c->sofar[i])) return -1;
+        }
     if (sweep_region(b, r)) return -1;
     for (int i = 0; i < c->caps->n; i++) {
         tfe_tensor *gv = b->g[c->caps->slot[i]];
@@ -692,6 +719,38 @@ static int unstash(BP *b, const Caps *caps, tfe_tensor **s)
     return rc;
 }
 
+/* After a node whose outputs are the captures' whole gradients (stashed
+ * ones included): the stash goes. */
+static void drop_stash(BP *b, const Caps *caps, tfe_tensor **s)
+{
+    for (int i = 0; i < caps->n; i++) {
+        put(b->g, caps->slot[i], NULL);
+        if (s[i]) tensor_decref(s[i]);
+    }
+    free(s);
+}
+
+static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int cap);
+static bool region_assigns(const Graph *G, int r, const Obj **reads, int n);
+
+/* Recorded into a trace, a backward's variable sources are nodes of that
+ * trace that read the variable when the call runs (stage/trace_cf.c,
+ * reread_vars): a read inside cond id of a variable it also assigns is
+ * neither the value before nor the one after it, and no node has it. */
+static int check_read_assign(BP *b, int id)
+{
+    const GNode *n = &b->G->nodes[id];
+    const Obj *reads[64];
+    int nr = region_var_reads(b->G, n->regions[0], reads, 0, 64);
+    nr = region_var_reads(b->G, n->regions[1], reads, nr, 64);
+    if (!nr || (nr < 64 && !region_assigns(b->G, n->regions[0], reads, nr) &&
+                !region_assigns(b->G, n->regions[1], reads, nr)))
+        return 0;
+    return trace_fail(b->I, n->loc, "gradients through a staged conditional that assigns a variable it reads, with "
+                                    "a tape made inside the staged function, are not supported (read the variable "
+                                    "into a name before the conditional, or assign it after)");
+}
+
 static int sweep_cond(BP *b, int id)
 {
     Graph *G = b->G, *g = b->T->g;
@@ -699,19 +758,25 @@ static int sweep_cond(BP *b, int id)
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
     if (!any) return 0;
+    if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
     tfe_tensor **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
+    bool *zero_dy = xcalloc((size_t)n->nout + 1, sizeof *zero_dy);
     tfe_tensor **res = xcalloc((size_t)caps.n + 1, sizeof *res);
     int rc = -1, r[2];
     for (int k = 0; k < n->nout; k++) {
         dy[k] = b->g[n->vbase + k];
         if (dy[k]) tensor_incref(dy[k]);
         else if (!(dy[k] = zeros_like(b->m[n->vbase + k]))) goto out;
+        else zero_dy[k] = true;
     }
+    /* each branch's outputs are the captures' whole gradients: what they
+     * had before, plus the branch's contributions (stash: cleared meanwhile) */
     tfe_tensor **saved = stash(b, &caps);
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
-        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res, .nres = caps.n};
+        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res, .nres = caps.n,
+                     .sofar = saved, .zero_dy = zero_dy};
         if (in_region(b, r[br], grad_branch, &c)) {
             unstash(b, &caps, saved);
             goto out;
@@ -722,7 +787,7 @@ static int sweep_cond(BP *b, int id)
             res[i] = NULL;
         }
     }
-    if (unstash(b, &caps, saved)) goto out;
+    drop_stash(b, &caps, saved);
     tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
     int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, caps.n);
     GNode *nn = gnode(g, nid);
@@ -735,13 +800,13 @@ static int sweep_cond(BP *b, int id)
         goto out;
     }
     rc = 0;
-    for (int i = 0; i < caps.n; i++)
-        if (acc(b, caps.slot[i], outs[i])) rc = -1;
+    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[i]); /* the whole gradients */
     free(outs);
 out:
     for (int k = 0; k < n->nout; k++)
         if (dy[k]) tensor_decref(dy[k]);
     free(dy);
+    free(zero_dy);
     free(res);
     caps_free(&caps);
     return rc;
@@ -785,6 +850,12 @@ static int loop_grad_body(BP *b, void *p)
         tensor_incref(c->dy[k]);
         if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) return -1;
     }
+    /* the captures' gradients so far first: this iteration adds to them in
+     * the order an eager tape would */
+    for (int i = 0; i < c->caps->n; i++) { /* (before a seed: the body may pass a capture through) */
+        tensor_incref(c->dcap[i]);
+        if (acc_first(b, c->caps->slot[i], c->dcap[i])) return -1;
+    }
     if (sweep_region(b, n->regions[1])) return -1;
     /* new carried gradients: those of the params */
     for (int k = 0; k < nc; k++) {
@@ -795,13 +866,9 @@ static int loop_grad_body(BP *b, void *p)
         c->res[1 + k] = gv;
     }
     for (int i = 0; i < c->caps->n; i++) {
-        tfe_tensor *gv = b->g[c->caps->slot[i]];
-        if (gv) gv = tfe_binary(OP_ADD, c->dcap[i], gv);
-        else {
-            gv = c->dcap[i];
-            tensor_incref(gv);
-        }
+        tfe_tensor *gv = b->g[c->caps->slot[i]]; /* dcap and this iteration's contributions */
         if (!gv) return -1;
+        tensor_incref(gv);
         c->res[1 + nc + i] = gv;
         put(b->g, c->caps->slot[i], NULL);
     }
@@ -824,7 +891,9 @@ static int sweep_loop(BP *b, int id)
     /* a loop a backward replayed keeps its iterations' values (outputs nc
      * and on); a gradient reaching those (a second-order gradient through
      * a staged loop) would have to flow back through every iteration's
-     * stacking, which is not built */
+     * stacking: the reverse loop's gather, whose gradient is a scatter into
+     * zeros of the history's shape, which a backward graph would bake in
+     * for one iteration count */
     for (int k = nc; k < n->nout; k++)
         if (b->g[n->vbase + k])
             return bp_error(b, n, "second-order gradients through a loop on a traced tensor are not supported "
@@ -856,8 +925,10 @@ static int sweep_loop(BP *b, int id)
         meta[1 + k].weak = false;
         meta[1 + k].dtype = d->dtype;
     }
-    for (int i = 0; i < caps.n; i++) {
-        if (!(init[1 + nc + i] = zeros_like(b->m[caps.slot[i]]))) goto out;
+    for (int i = 0; i < caps.n; i++) { /* a capture's gradient so far, or zeros */
+        tfe_tensor *sofar = b->g[caps.slot[i]];
+        if (sofar) tensor_incref(sofar);
+        if (!(init[1 + nc + i] = sofar ? sofar : zeros_like(b->m[caps.slot[i]]))) goto out;
         meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
         meta[1 + nc + i].weak = false;
     }
@@ -873,7 +944,7 @@ static int sweep_loop(BP *b, int id)
     res[0] = NULL;
     if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); goto out; }
     set_outs(g, rbody, ncarry, res, b->T);
-    if (unstash(b, &caps, saved)) goto out;
+    drop_stash(b, &caps, saved);
     int nid = new_cf_node(b, G_WHILE, n->loc, ncarry, init, ncarry);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = rcond;
@@ -886,10 +957,11 @@ static int sweep_loop(BP *b, int id)
     }
     rc = 0;
     tensor_decref(outs[0]);
+    /* the captures' whole gradients first, then the initial values' (a value
+     * can be both: the loop starts from x and reads x) */
+    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[1 + nc + i]);
     for (int k = 0; k < nc; k++)
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
-    for (int i = 0; i < caps.n; i++)
-        if (acc(b, caps.slot[i], outs[1 + nc + i])) rc = -1;
     free(outs);
 out:
     for (int i = 0; i < ncarry; i++) {
@@ -1028,27 +1100,114 @@ static void gcall_release(tfe_custom_grad *self)
     free(c);
 }
 
+/* --- cached backward graphs ------------------------------------------------------------ */
+
+/* A backward graph is traced from one call's values, so the sizes it was
+ * traced with are in it (a mean's divisor, a broadcast's target shape): it
+ * serves only calls whose backward inputs have the same dtypes and shapes.
+ * A relaxed graph runs with many sizes; a few backwards are kept for it. */
+enum { BWD_KEEP = 8 };
+
+static void meta_of(tfe_meta *m, const tfe_tensor *t)
+{
+    memset(m, 0, sizeof *m);
+    m->dtype = t->dtype;
+    m->weak = t->weak;
+    m->rank = t->rank;
+    for (int d = 0; d < t->rank; d++) m->shape[d] = t->shape[d];
+}
+
+static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
+{
+    for (GBwd *w = G->bwd; w; w = w->next) {
+        if (w->nkey != nb || w->nsrc != npres) continue;
+        bool same = true;
+        for (int i = 0; i < npres && same; i++) same = w->acc[i] == pres[i];
+        for (int i = 0; i < nb && same; i++) {
+            tfe_meta m;
+            meta_of(&m, bin[i]);
+            same = m.weak == w->key[i].weak && meta_same_shape(&m, &w->key[i]);
+        }
+        if (same) return w;
+    }
+    return NULL;
+}
+
+/* Keep bg (takes a reference; takes has) as G's backward for these inputs,
+ * newest first; the oldest beyond BWD_KEEP is dropped. */
+static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
+{
+    GBwd *w = xcalloc(1, sizeof *w);
+    w->nsrc = npres;
+    w->acc = xcalloc((size_t)npres + 1, sizeof *w->acc);
+    mem_copy(w->acc, pres, sizeof *pres * (size_t)npres);
+    w->g = bg;
+    bg->refcount++;
+    w->has = has;
+    w->nkey = nb;
+    w->key = xcalloc((size_t)nb + 1, sizeof *w->key);
+    for (int i = 0; i < nb; i++) meta_of(&w->key[i], bin[i]);
+    w->next = G->bwd;
+    G->bwd = w;
+    GBwd *last = G->bwd;
+    for (int n = 1; n < BWD_KEEP && last->next; n++) last = last->next;
+    GBwd *old = last->next;
+    last->next = NULL;
+    while (old) {
+        GBwd *next = old->next;
+        graph_decref(old->g);
+        free(old->has);
+        free(old->key);
+        free(old->acc);
+        free(old);
+        old = next;
+    }
+}
+
 /* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
  * the cached backward graph, or builds it (recording into a new trace, or
  * into the trace in progress). */
-static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
-                          tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                        tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
 {
     GCallGrad *c = (GCallGrad *)self;
     Interp *I = c->I;
     Graph *G = c->G;
     (void)out;
-    int nb = nin + c->plan.nsaved + nout;
+    /* the sources' gradients so far (the tape's, borrowed): the sweep adds
+     * to them in eager order; inputs of the backward after the others */
+    tfe_tensor **sofar = xcalloc((size_t)nin + 1, sizeof *sofar);
+    int nacc = 0;
+    for (int i = 0; i < nin; i++) {
+        if (dx[i] == TFE_GRAD_SKIP) continue;
+        if (dx[i] && dtype_is_float(in[i]->dtype)) {
+            sofar[i] = dx[i];
+            nacc++;
+        }
+        dx[i] = NULL;
+    }
+    /* the outputs a gradient reached (the others seed nothing) */
+    int *outk = xmalloc(sizeof *outk * (size_t)(nout + 1)), ndy = 0;
+    for (int k = 0; k < nout; k++)
+        if (dy[k]) outk[ndy++] = k;
+    /* which of these a backward graph takes as inputs: it is for them */
+    bool *pres = xcalloc((size_t)(nin + nout) + 1, sizeof *pres);
+    for (int i = 0; i < nin; i++) pres[i] = sofar[i] != NULL;
+    for (int k = 0; k < nout; k++) pres[nin + k] = dy[k] != NULL;
+    int nb = nin + c->plan.nsaved + ndy + nacc;
     tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb ? nb : 1));
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
-    for (int k = 0; k < nout; k++) bin[nin + c->plan.nsaved + k] = dy[k];
+    for (int j = 0; j < ndy; j++) bin[nin + c->plan.nsaved + j] = dy[outk[j]];
+    for (int i = 0, k = nin + c->plan.nsaved + ndy; i < nin; i++)
+        if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
-    if (G->bwd && !tfe_tracer) {
+    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout);
+    if (w) {
         tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
-        rc = stage_graph_call(I, G->bwd, bin, bo);
+        rc = stage_graph_call(I, w->g, bin, bo);
         for (int i = 0, k = 0; i < nin; i++) {
-            if (!G->bwd_has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
+            if (!w->has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
             tfe_tensor *gv = bo[k++];
             if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
                 if (gv) tensor_decref(gv);
@@ -1058,6 +1217,9 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         }
         free(bo);
         free(bin);
+        free(sofar);
+        free(outk);
+        free(pres);
         return rc;
     }
     /* build it: replay and sweep, recording */
@@ -1070,7 +1232,8 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         T->g->name = xstrdup(name);
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL};
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own};
+    tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
             tensor_incref(G->nodes[i].value);
@@ -1087,10 +1250,32 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         }
         if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
-        else {
-            int k = i - nin - c->plan.nsaved;
+        else if (i < nin + c->plan.nsaved + ndy) {
+            int k = outk[i - nin - c->plan.nsaved];
             if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
+        } else {
+            accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
         }
+    }
+    /* a source's gradient so far comes first: the sweep adds to it. (An
+     * output that is a source itself got its seed above, before it: then
+     * the order is not eager's; a tape entry cannot say better.) */
+    for (int i = 0, k = 0; i < nin; i++) {
+        if (!sofar[i]) continue;
+        tfe_tensor *t = accin[k];
+        accin[k++] = NULL;
+        if (acc_first(&b, c->plan.src[i], t)) goto done;
+    }
+    /* recorded into a trace: a read the cond this graph stands for hands on
+     * is that output of it there (the tensor trace_cf.c noted for it) */
+    for (int i = 0; i < G->n && !own; i++) {
+        const GNode *x = &G->nodes[i];
+        if (x->kind != G_VAR_READ || !x->outer_out) continue;
+        int slot = T->g->nodes[x->outer_node].vbase + x->outer_out - 1;
+        tfe_tensor *a = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        if (!a || !a->node) continue;
+        tensor_incref(a);
+        put(b.m, x->vbase, a);
     }
     if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
     rc = 0;
@@ -1112,16 +1297,15 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
             tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);
-            G->bwd_has = xcalloc((size_t)nin + 1, sizeof *G->bwd_has);
+            bool *has = xcalloc((size_t)nin + 1, sizeof *has);
             for (int i = 0, k = 0; i < nin; i++)
                 if (res[i]) {
-                    G->bwd_has[i] = true;
+                    has[i] = true;
                     outs[k++] = res[i];
                 }
             set_outs(T->g, 0, nres, outs, T);
             free(outs);
-            G->bwd = T->g;
-            T->g->refcount++;
+            bwd_add(G, T->g, has, bin, nb, pres, nin + nout);
         }
     }
     for (int i = 0; i < nin; i++) {
@@ -1133,23 +1317,41 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     }
     free(res);
 done:
+    for (int k = 0; k < nacc; k++)
+        if (accin[k]) tensor_decref(accin[k]);
+    free(accin);
     bp_free(&b);
     if (own) {
         Graph *bg = T->g;
         trace_end(T);
-        if (G->bwd == bg) {
+        if (G->bwd && G->bwd->g == bg) {
             graph_compact(bg);
             stage_optimize(bg);
         }
         graph_decref(bg);
     }
     free(bin);
-    if (rc && !tfe_error_msg()[0]) tfe_error_set("gradient of a staged call failed");
+    free(sofar);
+    free(outk);
+    free(pres);
+    return rc;
+}
+
+/* The tape reports a failed backward where the gradient was asked for, as
+ * an eager tape does: a graph run moves the current location to its nodes. */
+static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+                          tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
+{
+    Interp *I = ((GCallGrad *)self)->I;
+    Loc at = I->cur_loc;
+    int rc = backward_run(self, nin, in, nout, out, dy, dx);
+    I->cur_loc = at;
     if (rc && I->has_error) {
         /* the tape reports tensor errors: hand the message over */
         tfe_error_set("%s", I->err_msg);
         error_clear(I);
     }
+    if (rc && !tfe_error_msg()[0]) tfe_error_set("gradient of a staged call failed");
     return rc;
 }
 
@@ -1178,6 +1380,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         GCallGrad *c = xcalloc(1, sizeof *c);
         c->base.refcount = 0;
         c->base.backward = gcall_backward;
+        c->base.totals = true; /* backward_run adds to the gradients so far */
         c->base.release = gcall_release;
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums
@@ -1203,6 +1406,16 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
         for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(B, G, map, &c->plan, &x, i);
         free(map);
+        /* an output that is a source too (a variable's read a cond hands on:
+         * stage/trace_cf.c, export_reads) is its own tensor as well */
+        for (int k = 0; k < top->nouts; k++)
+            for (int i = G->ninputs; i < c->plan.nsrc && outs[k]; i++)
+                if (outs[k] == src[i]) {
+                    tfe_tensor *a = tensor_alias(outs[k]);
+                    tensor_decref(outs[k]);
+                    outs[k] = a;
+                    break;
+                }
         tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);
         for (int i = 0; i < c->plan.nsrc; i++)
             if (src[i]) tensor_decref(src[i]);

@@ -104,8 +104,14 @@ void graph_decref(Graph *g)
         free(f->f);
         free(f);
     }
-    graph_decref(g->bwd);
-    free(g->bwd_has);
+    for (GBwd *b = g->bwd, *next; b; b = next) {
+        next = b->next;
+        graph_decref(b->g);
+        free(b->has);
+        free(b->key);
+        free(b->acc);
+        free(b);
+    }
     graph_decref(g->raw);
     exec_plan_free(g->plan);
     if (g->opt) {

@@ -55,6 +55,19 @@ typedef struct HostArg { Value v; int nleaves; } HostArg;
  * an eager run would. Shared by nodes; never freed before the graph. */
 typedef struct GFrames { int n; Frame *f; struct GFrames *next_all; } GFrames;
 
+/* One backward graph of a graph (stage/grad.c), for the dtypes and shapes
+ * of the backward's inputs it was traced with: a relaxed graph runs with
+ * other sizes, and a backward traced for one size is not one for another. */
+typedef struct GBwd {
+    struct Graph *g;
+    bool *has;           /* per source: does it get a gradient (g's outputs are those) */
+    tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for */
+    int nkey;
+    bool *acc;           /* per source: was its gradient so far an input (after the others) */
+    int nsrc;
+    struct GBwd *next;
+} GBwd;
+
 typedef struct GNode {
     GKind kind;
     tfe_op op;           /* G_OP */
@@ -77,6 +90,10 @@ typedef struct GNode {
     int at_from;         /* G_OP random: a replay of node at_from's draw (a gradient
                             rule's, e.g. dropout's mask): its seed and counter are
                             those node's at this run; -1 otherwise */
+    int outer_out;       /* G_VAR_READ in a cond run as one tape entry while tracing (stage/
+                            trace_cf.c): 1 + the output of that cond in the trace's graph that
+                            hands on this read's value (node outer_node), or 0 */
+    int outer_node;
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
@@ -95,8 +112,7 @@ typedef struct Graph {
     int ninputs;
     int nvals;           /* values in all: the executor's array size */
     GFrames *frames_all;
-    struct Graph *bwd;   /* its backward graph, once built (stage/grad.c) */
-    bool *bwd_has;       /* per source of a backward: does it get a gradient (bwd's outputs are those) */
+    GBwd *bwd;           /* its backward graphs, once built, newest first (stage/grad.c) */
     struct Graph *raw;   /* the graph as traced, before the optimizer: what backwards are
                             derived from, so their sums run in the order an eager tape's do */
     struct OptReport *opt; /* what the optimizer did (stage/opt.h), or NULL */

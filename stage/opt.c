@@ -32,6 +32,168 @@ void opt_replace_uses(Graph *g, GRef old, GRef now)
     }
 }
 
+GRef *opt_redirect_new(const Graph *g)
+{
+    GRef *map = xmalloc(sizeof *map * ((size_t)g->nvals + 1));
+    for (int v = 0; v <= g->nvals; v++) map[v] = (GRef){-1, 0};
+    return map;
+}
+
+GRef opt_redirect_get(const Graph *g, const GRef *map, GRef r)
+{
+    for (int hops = 0; hops <= g->n; hops++) {
+        GRef to = map[g->nodes[r.node].vbase + r.out];
+        if (to.node < 0) break;
+        r = to;
+    }
+    return r;
+}
+
+void opt_redirect_node(Graph *g, const GRef *map, int id)
+{
+    GNode *n = &g->nodes[id];
+    for (int k = 0; k < n->nin; k++) n->in[k] = opt_redirect_get(g, map, n->in[k]);
+}
+
+void opt_redirect_apply(Graph *g, GRef *map)
+{
+    for (int i = 0; i < g->n; i++) opt_redirect_node(g, map, i);
+    for (int r = 0; r < g->nregions; r++) {
+        GRegion *reg = &g->regions[r];
+        for (int k = 0; k < reg->nouts; k++) reg->outs[k] = opt_redirect_get(g, map, reg->outs[k]);
+    }
+    free(map);
+}
+
+/* Is every element of constant c, read as a double, such that ok(v)? */
+static bool const_all(const tfe_tensor *c, bool (*ok)(double))
+{
+    if (!c || !c->storage) return false;
+    int64_t n = tensor_numel(c);
+    if (n > 4096) return false;
+    for (int64_t i = 0; i < n; i++)
+        if (!ok(dtype_is_float(c->dtype) ? tensor_get_f64(c, i) : (double)tensor_get_i64(c, i))) return false;
+    return true;
+}
+static bool nonzero(double v) { return v != 0; }
+static bool nonnegative(double v) { return v >= 0; }
+
+static bool has_unknown_dim(const tfe_meta *m)
+{
+    for (int d = 0; d < m->rank; d++)
+        if (m->shape[d] < 0) return true;
+    return false;
+}
+
+/* Ops that cannot fail on any shapes their inputs' ranks and dtypes allow
+ * (they were checked at trace time): unary elementwise ops, axis
+ * permutations, and reductions that are defined on empty axes. */
+static bool shape_safe(tfe_op op)
+{
+    const unsigned f = tfe_ops[op].flags;
+    if ((f & F_ELEMWISE) && tfe_ops[op].nin == 1) return true;
+    switch (op) {
+    case OP_TRANSPOSE: case OP_EXPAND_DIMS: case OP_SUM: case OP_MEAN: case OP_PROD: case OP_ANY: case OP_ALL:
+    case OP_LOGSUMEXP: case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool opt_graph_relaxed(const Graph *g)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (has_unknown_dim(&g->nodes[g->inputs[i]].meta[0])) return true;
+    return false;
+}
+
+/* In a relaxed trace, which values' recorded dims can differ from their dims
+ * at run time where they are known? relax_metas (stage/staged.c) carries
+ * the inputs' unknown dims through the top region's ops, but a region's ops,
+ * what conds, loops and host calls return, and an op whose infer rule could
+ * not work with an unknown dim (tile: its output keeps the trace's dims) keep
+ * the dims of the trace; so does whatever is computed from such a value.
+ * Constants and variables keep theirs. One pass in node order (a node reads
+ * values of lower ids, but for a region's ops, which are uncertain anyway). */
+bool *opt_uncertain_dims(const Graph *g)
+{
+    if (!opt_graph_relaxed(g)) return NULL;
+    bool *u = xcalloc((size_t)g->nvals + 1, sizeof *u);
+    for (int id = 0; id < g->n; id++) {
+        const GNode *n = &g->nodes[id];
+        bool unc;
+        if (n->kind == G_CONST || n->kind == G_VAR_READ || n->kind == G_INPUT) unc = false;
+        else if (n->region != 0 || (n->kind != G_OP && n->kind != G_FUSED)) unc = true;
+        else {
+            bool from_unc = false, from_unknown = false;
+            for (int k = 0; k < n->nin; k++) {
+                const GNode *p = &g->nodes[n->in[k].node];
+                from_unc |= u[p->vbase + n->in[k].out];
+                from_unknown |= has_unknown_dim(&p->meta[n->in[k].out]);
+            }
+            bool known_out = true;
+            for (int k = 0; k < n->nout; k++) known_out &= !has_unknown_dim(&n->meta[k]);
+            unc = from_unc || (from_unknown && known_out && n->kind == G_OP &&
+                               !(tfe_ops[n->op].flags & F_REDUCTION));
+        }
+        for (int k = 0; k < n->nout; k++) u[n->vbase + k] = unc;
+    }
+    return u;
+}
+
+static bool uncertain(const Graph *g, const bool *unc, GRef r)
+{
+    return unc && unc[g->nodes[r.node].vbase + r.out];
+}
+
+/* Can the broadcast of an elementwise op's inputs fail at run time? Only
+ * where, in some axis, two different values have dims that are not known
+ * to agree: an unknown dim against another unknown one or a known one other
+ * than 1 (known dims were checked when the op was traced). */
+static bool broadcast_may_fail(const Graph *g, const GNode *n, const bool *unc)
+{
+    for (int a = 0; a < n->nin; a++)
+        for (int b = a + 1; b < n->nin; b++) {
+            if (n->in[a].node == n->in[b].node && n->in[a].out == n->in[b].out) continue;
+            const tfe_meta *x = &g->nodes[n->in[a].node].meta[n->in[a].out];
+            const tfe_meta *y = &g->nodes[n->in[b].node].meta[n->in[b].out];
+            bool ux = uncertain(g, unc, n->in[a]), uy = uncertain(g, unc, n->in[b]);
+            for (int i = 1; i <= x->rank && i <= y->rank; i++) {
+                int64_t p = ux ? -1 : x->shape[x->rank - i], q = uy ? -1 : y->shape[y->rank - i];
+                if ((p < 0 || q < 0) && p != 1 && q != 1) return true;
+            }
+        }
+    return false;
+}
+
+bool opt_may_fail(const Graph *g, int id, const bool *unc)
+{
+    const GNode *n = &g->nodes[id];
+    if (n->kind != G_OP && n->kind != G_FUSED) return false;
+    /* a relaxed trace's unknown dims are checked as the ops run (a
+     * broadcast, a matmul, a reshape of the new size may not work) */
+    bool unknown = false;
+    for (int k = 0; k < n->nin && !unknown; k++)
+        unknown = has_unknown_dim(&g->nodes[n->in[k].node].meta[n->in[k].out]) ||
+                  uncertain(g, unc, n->in[k]);
+    if (n->kind == G_FUSED) return unknown && broadcast_may_fail(g, n, unc);
+    if (unknown && !shape_safe(n->op) && (!(tfe_ops[n->op].flags & F_ELEMWISE) || broadcast_may_fail(g, n, unc)))
+        return true;
+    if (!(tfe_ops[n->op].flags & F_MAYFAIL)) return false;
+    /* failures on values: integer division by zero, integer negative powers
+     * (a float result never fails), indices out of range */
+    bool is_int = !dtype_is_float(n->meta[0].dtype);
+    switch (n->op) {
+    case OP_FLOORDIV: case OP_MOD:
+        return is_int && !(n->nin == 2 && const_all(opt_const(g, n->in[1]), nonzero));
+    case OP_POW:
+        return is_int && !(n->nin == 2 && const_all(opt_const(g, n->in[1]), nonnegative));
+    default:
+        return true;
+    }
+}
+
 static bool region_has_effect(const Graph *g, int r)
 {
     const GRegion *reg = &g->regions[r];

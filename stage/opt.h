@@ -45,11 +45,31 @@ extern bool tfe_no_optimize;
 
 /* --- for the passes ----------------------------------------------------------------- */
 
-/* Uses of old (node inputs, region results) now read new. */
+/* Uses of old (node inputs, region results) now read new: a pass over the
+ * graph, so a pass replacing many values collects them in a redirect map
+ * instead (opt_redirect_new: one entry per value, node -1 where it stays;
+ * opt_redirect_get follows it; opt_redirect_node updates one node's inputs;
+ * opt_redirect_apply updates every use, then frees the map). */
 void opt_replace_uses(Graph *g, GRef old, GRef now);
+GRef *opt_redirect_new(const Graph *g);
+GRef opt_redirect_get(const Graph *g, const GRef *map, GRef r);
+void opt_redirect_node(Graph *g, const GRef *map, int id);
+void opt_redirect_apply(Graph *g, GRef *map);
 /* Does running node id do something besides computing its outputs (a host
  * call, a random draw, a variable read, or a cond/while with one inside)? */
 bool opt_has_effect(const Graph *g, int id);
+/* Can running node id (an op or a fused group) stop the run with an error
+ * that depends on the values or sizes it gets at run time (ops marked
+ * F_MAYFAIL unless their constant operands rule it out, and, in a relaxed
+ * trace, ops whose shape checks read an unknown dim)? Such a node is never
+ * dropped: an eager run would stop there. unc: opt_uncertain_dims(g), made
+ * once per pass. */
+bool opt_may_fail(const Graph *g, int id, const bool *unc);
+/* Is g a relaxed trace (an input with an unknown dim)? */
+bool opt_graph_relaxed(const Graph *g);
+/* In a relaxed trace: per value, may its dims differ at run time from the
+ * known ones the graph records (a malloc'd array)? NULL: g is not relaxed. */
+bool *opt_uncertain_dims(const Graph *g);
 /* The value of a constant node's output, or NULL. */
 static inline tfe_tensor *opt_const(const Graph *g, GRef r) {
     const GNode *n = &g->nodes[r.node];

@@ -77,9 +77,11 @@ static GRef simpler(const Graph *g, int id)
 int opt_algebra(Graph *g)
 {
     int rewrites = 0;
+    GRef *map = opt_redirect_new(g); /* replaced values: one pass over the uses at the end */
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];
         if (n->kind != G_OP) continue;
+        opt_redirect_node(g, map, id);
         /* reshape(reshape(x)): the outer reshape reads x */
         if (n->op == OP_RESHAPE) {
             const GNode *in = &g->nodes[n->in[0].node];
@@ -90,9 +92,10 @@ int opt_algebra(Graph *g)
         }
         GRef r = simpler(g, id);
         if (r.node >= 0) {
-            opt_replace_uses(g, (GRef){id, 0}, r);
+            map[n->vbase] = r;
             rewrites++;
         }
     }
+    opt_redirect_apply(g, map);
     return rewrites;
 }

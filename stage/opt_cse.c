@@ -36,21 +36,45 @@ static bool same_node(const Graph *g, const GNode *a, const GNode *b)
     return same_attrs(a->at, b->at);
 }
 
+/* A hash of a constant's dtype, shape and (for the small ones same_const
+ * compares) values, so thousands of distinct scalars do not share a bucket. */
+static uint64_t const_hash(const tfe_tensor *c)
+{
+    uint64_t h = (uint64_t)c->dtype * 13 + (uint64_t)c->rank + (c->weak ? 7 : 0);
+    for (int d = 0; d < c->rank; d++) h = h * 31 + (uint64_t)c->shape[d];
+    int64_t n = tensor_numel(c);
+    if (!c->storage || n > 64) return h;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t bits;
+        if (dtype_is_float(c->dtype)) {
+            double x = tensor_get_f64(c, i);
+            mem_copy(&bits, &x, sizeof bits);
+        } else bits = (uint64_t)tensor_get_i64(c, i);
+        h = (h ^ bits) * 0x100000001B3u;
+    }
+    return h;
+}
+
 int opt_cse(Graph *g)
 {
     int merged = 0;
-    /* candidates bucketed by a hash of kind, op and inputs */
-    enum { NB = 1024 };
+    /* candidates bucketed by a hash of kind, op and inputs (or a constant's
+     * value), about one node per bucket */
+    uint64_t NB = 1024;
+    while (NB < (uint64_t)g->n * 2) NB *= 2;
     int *head = xmalloc(sizeof *head * NB), *next = xmalloc(sizeof *next * (size_t)(g->n + 1));
-    for (int i = 0; i < NB; i++) head[i] = -1;
+    for (uint64_t i = 0; i < NB; i++) head[i] = -1;
+    GRef *map = opt_redirect_new(g); /* merged values: one pass over the uses at the end */
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];
         next[id] = -1;
+        opt_redirect_node(g, map, id); /* inputs merged earlier: compare what they now read */
         if (n->kind != G_OP && n->kind != G_CONST) continue;
         if (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)) continue;
         uint64_t h = (uint64_t)n->kind * 31 + (uint64_t)(n->kind == G_OP ? n->op : 0);
         for (int k = 0; k < n->nin; k++) h = h * 1000003u + (uint64_t)n->in[k].node * 33 + (uint64_t)n->in[k].out;
-        if (n->kind == G_CONST) h = h * 7 + (uint64_t)n->value->dtype * 13 + (uint64_t)n->value->rank;
+        if (n->kind == G_CONST) h = h * 7 + const_hash(n->value);
+        h ^= h >> 29;
         int b = (int)(h % NB);
         int found = -1;
         for (int c = head[b]; c >= 0 && found < 0; c = next[c]) {
@@ -60,13 +84,14 @@ int opt_cse(Graph *g)
             if (same_node(g, m, n)) found = c;
         }
         if (found >= 0) {
-            for (int k = 0; k < n->nout; k++) opt_replace_uses(g, (GRef){id, k}, (GRef){found, k});
+            for (int k = 0; k < n->nout; k++) map[n->vbase + k] = (GRef){found, k};
             merged++;
             continue;
         }
         next[id] = head[b];
         head[b] = id;
     }
+    opt_redirect_apply(g, map);
     free(head);
     free(next);
     return merged;

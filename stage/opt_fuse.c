@@ -36,13 +36,16 @@ tfe_op opt_op_of_fop(int fop)
 }
 
 /* Can node id be a member of a group of this dtype and result shape? */
-static bool fusable(const Graph *g, int id)
+static bool fusable(const Graph *g, int id, const bool *unc)
 {
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP || n->nout != 1 || n->nin < 1 || n->nin > 2) return false;
     const tfe_opinfo *info = &tfe_ops[n->op];
     if (!(info->flags & F_ELEMWISE) || (info->flags & (F_RANDOM | F_COMPARISON | F_NODIFF))) return false;
     if (tfe_fop_of_op(n->op) < 0) return false;
+    /* an op that may fail (a relaxed trace's unknown dims that may not
+     * broadcast) runs on its own, where eager would stop, with eager's error */
+    if (opt_may_fail(g, id, unc)) return false;
     const tfe_meta *m = &n->meta[0];
     if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) return false;
     /* every input of the op's dtype (or a weak one-element constant, which
@@ -64,25 +67,40 @@ static bool same_shape(const tfe_meta *a, const tfe_meta *b)
     return true;
 }
 
+/* The pass's working state, made once per graph so each group costs time in
+ * its own size only (a chain of thousands of ops is one long group). */
+typedef struct Fuser {
+    const Graph *g;
+    const int *uses;     /* uses of each value (count_uses) */
+    bool *taken;         /* node ids already in a group */
+    int *stamp;          /* per node id: the group it is a member of (gid) */
+    int *inside;         /* per node id: its uses from members of the current group */
+    int *stack;          /* members whose producers are still to look at */
+    int *reg_of;         /* per node id: a member's register in fuse() */
+    int *in_gid, *in_slot; /* per value: the group it is an input of, and its slot */
+    bool *unc;           /* opt_uncertain_dims */
+    int gid;             /* the current group (stamps start at 0: gid 0 is none) */
+} Fuser;
+
 typedef struct Group {
     int *members;        /* node ids, ascending at the end */
     int n, cap;
 } Group;
 
-static void group_add(Group *gr, int id)
+/* At most this many ops in a group: its virtual registers (about three per
+ * op) must fit the VM's 16-bit register numbers. */
+enum { FUSE_MAX_OPS = 4000 };
+
+static void group_add(Fuser *f, Group *gr, int id)
 {
     if (gr->n == gr->cap) {
         gr->cap = gr->cap ? gr->cap * 2 : 8;
         gr->members = xrealloc(gr->members, sizeof *gr->members * (size_t)gr->cap);
     }
     gr->members[gr->n++] = id;
-}
-
-static bool in_group(const Group *gr, int id)
-{
-    for (int i = 0; i < gr->n; i++)
-        if (gr->members[i] == id) return true;
-    return false;
+    f->stamp[id] = f->gid;
+    const GNode *n = &f->g->nodes[id];
+    for (int k = 0; k < n->nin; k++) f->inside[n->in[k].node]++;
 }
 
 /* Uses of each value: node inputs (in any region) and region results. */
@@ -97,25 +115,38 @@ static int *count_uses(const Graph *g)
     return uses;
 }
 
-/* Grow the group from member id: a producer joins when it is fusable, in the
- * same region, of the same dtype and result shape, and read only by members. */
-static void grow(const Graph *g, Group *gr, int id, const int *uses, bool *taken, const tfe_meta *root)
+/* Grow the group from its first member: a producer joins when it is fusable,
+ * in the same region, of the same dtype and result shape, and read only by
+ * members (its uses from members, counted as they join, are all its uses).
+ * Depth first with a stack of our own (a chain may be thousands deep); at
+ * most FUSE_MAX_OPS members (the producers left out become groups of their
+ * own later). A producer read twice by the group may be met before its
+ * second reader joins: it is looked at again from that reader. */
+static void grow(Fuser *f, Group *gr, const tfe_meta *root)
 {
-    const GNode *n = &g->nodes[id];
-    for (int k = 0; k < n->nin; k++) {
-        int p = n->in[k].node;
-        if (taken[p] || in_group(gr, p) || !fusable(g, p)) continue;
-        const GNode *pn = &g->nodes[p];
-        if (pn->region != n->region || pn->meta[0].dtype != root->dtype || !same_shape(&pn->meta[0], root)) continue;
-        /* every use of p must come from the group (counted over its members) */
-        int inside = 0;
-        for (int i = 0; i < gr->n; i++) {
-            const GNode *m = &g->nodes[gr->members[i]];
-            for (int j = 0; j < m->nin; j++) inside += m->in[j].node == p;
+    const Graph *g = f->g;
+    int sp = 0;
+    f->stack[sp++] = gr->members[0];
+    while (sp > 0 && gr->n < FUSE_MAX_OPS) {
+        const GNode *n = &g->nodes[f->stack[--sp]];
+        for (int k = n->nin - 1; k >= 0 && gr->n < FUSE_MAX_OPS; k--) {
+            int p = n->in[k].node;
+            if (f->taken[p] || f->stamp[p] == f->gid || !fusable(g, p, f->unc)) continue;
+            const GNode *pn = &g->nodes[p];
+            if (pn->region != n->region || pn->meta[0].dtype != root->dtype || !same_shape(&pn->meta[0], root)) continue;
+            if (f->inside[p] != f->uses[pn->vbase]) continue;
+            group_add(f, gr, p);
+            f->stack[sp++] = p;
         }
-        if (inside != uses[pn->vbase]) continue;
-        group_add(gr, p);
-        grow(g, gr, p, uses, taken, root);
+    }
+}
+
+/* Forget the current group's use counts (only its members' inputs were counted). */
+static void group_clear(Fuser *f, const Group *gr)
+{
+    for (int i = 0; i < gr->n; i++) {
+        const GNode *n = &f->g->nodes[gr->members[i]];
+        for (int k = 0; k < n->nin; k++) f->inside[n->in[k].node] = 0;
     }
 }
 
@@ -160,13 +191,13 @@ static int allocate_registers(tfe_finstr *code, int ncode, int nvirt, int *resul
 
 /* Is node id a sum or mean over the trailing axes of a value a group could
  * compute? *red_axes: how many axes it reduces. */
-static bool reducible(const Graph *g, int id, const int *uses, const bool *taken, int *red_axes)
+static bool reducible(const Graph *g, int id, const int *uses, const bool *taken, const bool *unc, int *red_axes)
 {
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP || (n->op != OP_SUM && n->op != OP_MEAN) || n->nin != 1 || !n->at) return false;
     int p = n->in[0].node;
     const GNode *pn = &g->nodes[p];
-    if (taken[p] || !fusable(g, p) || pn->region != n->region || uses[pn->vbase] != 1) return false;
+    if (taken[p] || !fusable(g, p, unc) || pn->region != n->region || uses[pn->vbase] != 1) return false;
     const tfe_meta *pm = &pn->meta[0];
     if (n->meta[0].dtype != pm->dtype) return false;
     unsigned mask = 0;
@@ -184,62 +215,84 @@ static bool reducible(const Graph *g, int id, const int *uses, const bool *taken
     return true;
 }
 
+/* The immediates of a group: one register per distinct value (bitwise),
+ * found by an open-addressing hash table of the values' bits. */
+typedef struct Imms { uint64_t *bits; int *reg; int cap; } Imms;
+
+static int *imm_slot(Imms *t, double v, bool *fresh)
+{
+    uint64_t b;
+    mem_copy(&b, &v, sizeof b);
+    uint64_t h = b * 0x9E3779B97F4A7C15u;
+    for (int i = (int)(h >> 40) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        if (t->reg[i] < 0) {
+            t->bits[i] = b;
+            *fresh = true;
+            return &t->reg[i];
+        }
+        if (t->bits[i] == b) {
+            *fresh = false;
+            return &t->reg[i];
+        }
+    }
+}
+
 /* Turn root into a G_FUSED node computing the group (and, when red is not
- * TFE_FRED_NONE, root's reduction of it over its last red_axes axes). */
-static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
+ * TFE_FRED_NONE, root's reduction of it over its last red_axes axes). Members
+ * and inputs are found through the Fuser's per-node arrays (reg_of: a member's
+ * register once emitted; in_slot: a value's input slot in this group, valid
+ * where in_gid is this group's), so a group costs time in its size only. */
+static void fuse(Graph *g, Fuser *f, Group *gr, int root, int red, int red_axes)
 {
     qsort(gr->members, (size_t)gr->n, sizeof *gr->members, cmp_int);
     const tfe_meta *rm = &g->nodes[root].meta[0];
     tfe_finstr *code = xcalloc((size_t)(gr->n * 3 + 4), sizeof *code);
     GRef *ins = xcalloc((size_t)(gr->n * 2 + 1), sizeof *ins);
     int *in_reg = xcalloc((size_t)(gr->n * 2 + 1), sizeof *in_reg);
-    double *imms = xcalloc((size_t)(gr->n * 2 + 1), sizeof *imms);
-    int *imm_reg = xcalloc((size_t)(gr->n * 2 + 1), sizeof *imm_reg);
-    int nins = 0, nimms = 0, ncode = 0, nvirt = 0;
-    int *reg_of = xcalloc((size_t)gr->n + 1, sizeof *reg_of); /* gr->n >= 1 */
+    Imms imms = {0};
+    for (imms.cap = 16; imms.cap < gr->n * 4; imms.cap *= 2) {}
+    imms.bits = xcalloc((size_t)imms.cap, sizeof *imms.bits);
+    imms.reg = xmalloc(sizeof *imms.reg * (size_t)imms.cap);
+    for (int i = 0; i < imms.cap; i++) imms.reg[i] = -1;
+    int nins = 0, ncode = 0, nvirt = 0;
+    for (int i = 0; i < gr->n; i++) f->reg_of[gr->members[i]] = -1;
     for (int i = 0; i < gr->n; i++) {
         const GNode *n = &g->nodes[gr->members[i]];
         int args[2] = {0, 0};
         for (int k = 0; k < n->nin; k++) {
             GRef r = n->in[k];
-            int member = -1;
-            for (int j = 0; j < i; j++)
-                if (gr->members[j] == r.node) member = j;
-            if (member >= 0) {
-                args[k] = reg_of[member];
+            if (f->stamp[r.node] == f->gid && f->reg_of[r.node] >= 0) { /* an earlier member */
+                args[k] = f->reg_of[r.node];
                 continue;
             }
             const tfe_tensor *c = opt_const(g, r);
             if (c && tensor_numel(c) == 1 && c->storage) { /* an immediate, one register per value */
                 double v = dtype_is_float(c->dtype) ? tensor_get_f64(c, 0) : (double)tensor_get_i64(c, 0);
-                int slot = -1;
-                for (int j = 0; j < nimms; j++)
-                    if (!memcmp(&imms[j], &v, sizeof v)) slot = j;
-                if (slot < 0) {
-                    slot = nimms++;
-                    imms[slot] = v;
-                    imm_reg[slot] = nvirt;
+                bool fresh;
+                int *reg = imm_slot(&imms, v, &fresh);
+                if (fresh) {
+                    *reg = nvirt;
                     code[ncode++] = (tfe_finstr){.op = FOP_CONST, .dst = (int16_t)nvirt++, .imm = v};
                 }
-                args[k] = imm_reg[slot];
+                args[k] = *reg;
                 continue;
             }
-            int slot = -1;
-            for (int j = 0; j < nins; j++)
-                if (ins[j].node == r.node && ins[j].out == r.out) slot = j;
-            if (slot < 0) { /* an input, loaded once where it is first needed */
-                slot = nins++;
-                ins[slot] = r;
-                in_reg[slot] = nvirt;
-                code[ncode++] = (tfe_finstr){.op = FOP_LOAD, .dst = (int16_t)nvirt++, .input = (int16_t)slot};
+            int val = g->nodes[r.node].vbase + r.out;
+            if (f->in_gid[val] != f->gid) { /* an input, loaded once where it is first needed */
+                f->in_gid[val] = f->gid;
+                f->in_slot[val] = nins;
+                ins[nins] = r;
+                in_reg[nins] = nvirt;
+                code[ncode++] = (tfe_finstr){.op = FOP_LOAD, .dst = (int16_t)nvirt++, .input = (int16_t)nins};
+                nins++;
             }
-            args[k] = in_reg[slot];
+            args[k] = in_reg[f->in_slot[val]];
         }
         code[ncode++] = (tfe_finstr){.op = (uint8_t)tfe_fop_of_op(n->op), .a = (int16_t)args[0],
                                      .b = (int16_t)(n->nin > 1 ? args[1] : 0), .dst = (int16_t)nvirt};
-        reg_of[i] = nvirt++;
+        f->reg_of[gr->members[i]] = nvirt++;
     }
-    int result = reg_of[gr->n - 1];
+    int result = f->reg_of[gr->members[gr->n - 1]];
     int nregs = allocate_registers(code, ncode, nvirt, &result);
     tfe_fprog *p = xcalloc(1, sizeof *p);
     p->dtype = rm->dtype;
@@ -251,10 +304,9 @@ static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
     p->ninstr = ncode;
     p->code = code;
     p->result = result;
-    free(reg_of);
     free(in_reg);
-    free(imms);
-    free(imm_reg);
+    free(imms.bits);
+    free(imms.reg);
     /* the root becomes the fused node (it keeps its id, meta, location) */
     GNode *r = &g->nodes[root];
     free(r->in);
@@ -268,44 +320,58 @@ static void fuse(Graph *g, Group *gr, int root, int red, int red_axes)
     r->prog = p;
 }
 
+/* Make a group from its first member (start) and fuse it into root when it
+ * has at least min_ops ops; returns whether it did. */
+static bool try_group(Graph *g, Fuser *f, int start, int root, int red, int red_axes, int min_ops, OptReport *rep)
+{
+    Group gr = {0};
+    f->gid++;
+    group_add(f, &gr, start);
+    tfe_meta rmeta = g->nodes[start].meta[0];
+    grow(f, &gr, &rmeta);
+    bool ok = gr.n >= min_ops;
+    group_clear(f, &gr);
+    if (ok) {
+        for (int i = 0; i < gr.n; i++) f->taken[gr.members[i]] = true;
+        f->taken[root] = true;
+        fuse(g, f, &gr, root, red, red_axes); /* sorts members: the largest id (start) is last */
+        rep->fused_ops += gr.n + (root != start);
+    }
+    free(gr.members);
+    return ok;
+}
+
 int opt_fuse(Graph *g, OptReport *rep)
 {
-    int *uses = count_uses(g);
-    bool *taken = xcalloc((size_t)g->n + 1, 1);
+    Fuser f = {.g = g, .uses = count_uses(g), .gid = 0, .unc = opt_uncertain_dims(g)};
+    size_t n1 = (size_t)g->n + 1, v1 = (size_t)g->nvals + 1;
+    f.taken = xcalloc(n1, 1);
+    f.stamp = xcalloc(n1, sizeof *f.stamp);
+    f.inside = xcalloc(n1, sizeof *f.inside);
+    f.stack = xmalloc(sizeof *f.stack * n1);
+    f.reg_of = xmalloc(sizeof *f.reg_of * n1);
+    f.in_gid = xcalloc(v1, sizeof *f.in_gid);
+    f.in_slot = xmalloc(sizeof *f.in_slot * v1);
     int groups = 0;
     for (int id = g->n - 1; id >= 0; id--) {
         int red_axes;
-        if (!taken[id] && reducible(g, id, uses, taken, &red_axes)) {
-            int p = g->nodes[id].in[0].node;
-            Group gr = {0};
-            group_add(&gr, p);
-            tfe_meta root = g->nodes[p].meta[0];
-            grow(g, &gr, p, uses, taken, &root);
-            if (gr.n <= 4000) {
-                for (int i = 0; i < gr.n; i++) taken[gr.members[i]] = true;
-                taken[id] = true;
-                fuse(g, &gr, id, g->nodes[id].op == OP_SUM ? TFE_FRED_SUM : TFE_FRED_MEAN, red_axes);
-                groups++;
-                rep->fused_ops += gr.n + 1;
-            }
-            free(gr.members);
+        if (!f.taken[id] && reducible(g, id, f.uses, f.taken, f.unc, &red_axes)) {
+            int red = g->nodes[id].op == OP_SUM ? TFE_FRED_SUM : TFE_FRED_MEAN;
+            groups += try_group(g, &f, g->nodes[id].in[0].node, id, red, red_axes, 1, rep);
             continue;
         }
-        if (taken[id] || !fusable(g, id)) continue;
-        Group gr = {0};
-        group_add(&gr, id);
-        tfe_meta root = g->nodes[id].meta[0];
-        grow(g, &gr, id, uses, taken, &root);
-        if (gr.n >= 2 && gr.n <= 4000) {
-            for (int i = 0; i < gr.n; i++) taken[gr.members[i]] = true;
-            fuse(g, &gr, id, TFE_FRED_NONE, 0); /* sorts members: the root (the largest id) is last */
-            groups++;
-            rep->fused_ops += gr.n;
-        }
-        free(gr.members);
+        if (f.taken[id] || !fusable(g, id, f.unc)) continue;
+        groups += try_group(g, &f, id, id, TFE_FRED_NONE, 0, 2, rep);
     }
     rep->fused_groups += groups;
-    free(uses);
-    free(taken);
+    free((void *)f.uses);
+    free(f.taken);
+    free(f.stamp);
+    free(f.inside);
+    free(f.stack);
+    free(f.reg_of);
+    free(f.in_gid);
+    free(f.in_slot);
+    free(f.unc);
     return groups;
 }

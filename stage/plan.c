@@ -172,6 +172,7 @@ ExecPlan *exec_plan_build(const Graph *g)
                 p->offset[s] = freeb[best].off;
                 freeb[best].off += size;
                 freeb[best].size -= size;
+                if (freeb[best].size == 0) freeb[best] = freeb[--nfree]; /* used up: the list stays short */
             } else {
                 p->offset[s] = end;
                 end += size;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "stage/check.h"
 #include "stage/exec.h"
 #include "stage/opt.h"
 #include "stage/plan.h"
@@ -169,12 +170,43 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 
 /* --- tracing a new signature ---------------------------------------------------------------- */
 
+static void optimize_trace(Graph *g, tfe_tensor *const *static_val);
+
+/* An input whose value the trace depends on (static_val[i], or NULL) is that
+ * value in the optimized graph: a constant, which the optimizer can fold into
+ * what uses it. Only there: the graph as traced (Graph.raw, which backwards
+ * derive from) keeps reading the input, so its gradient still flows (an eager
+ * tape differentiates through it whether or not its value was read). */
+static void bake_static_inputs(Graph *g, tfe_tensor *const *static_val)
+{
+    if (!static_val) return;
+    int *cid = xmalloc(sizeof *cid * ((size_t)g->ninputs + 1)), nc = 0;
+    for (int i = 0; i < g->ninputs; i++) {
+        cid[i] = -1;
+        if (!static_val[i]) continue;
+        tensor_incref(static_val[i]);
+        cid[i] = graph_add(g, 0, G_CONST, 0, 1);
+        opt_make_const(g, cid[i], static_val[i]);
+        nc++;
+    }
+    if (nc) {
+        GRef *map = opt_redirect_new(g); /* after the constants: it has their values too */
+        for (int i = 0; i < g->ninputs; i++)
+            if (cid[i] >= 0) map[g->nodes[g->inputs[i]].vbase] = (GRef){cid[i], 0};
+        opt_redirect_apply(g, map);
+    }
+    free(cid);
+}
+
 /* Run the optimizer over a finished graph (not under --no-optimize), keep its
  * report on the graph, and print the dump --dump-graph asked for. */
-void stage_optimize(Graph *g)
+void stage_optimize(Graph *g) { optimize_trace(g, NULL); }
+
+static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
 {
     if (tfe_no_optimize) return;
     g->raw = graph_clone(g); /* gradients are derived from the graph as traced */
+    bake_static_inputs(g, static_val);
     OptReport *r = xcalloc(1, sizeof *r);
     bool keep = true; /* graph(f).dump(pass) shows them; cheap next to tracing */
     if (graph_optimize(g, r, keep)) {
@@ -403,15 +435,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
     trace_end(T);
     graph_compact(g); /* what failed attempts at conds and loops left behind */
-    /* an input whose value the trace depends on is that value in this graph:
-     * a constant, which the optimizer can fold into what uses it */
-    for (int i = 0; t->static_val && i < g->ninputs && !tfe_no_optimize; i++) {
-        if (!t->static_val[i]) continue;
-        tensor_incref(t->static_val[i]);
-        int id = graph_add(g, 0, G_CONST, 0, 1);
-        opt_make_const(g, id, t->static_val[i]);
-        opt_replace_uses(g, (GRef){g->inputs[i], 0}, (GRef){id, 0});
-    }
     /* Relaxation is sound only when the size was never made into something:
      * this trace (for the new sizes) must be the trace it relaxes (for the
      * old ones) but for dims. sum(ones_like(x)) folds x's size into a
@@ -432,7 +455,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
             if (relaxed[d]) m->shape[k] = -1;
     }
     if (relaxed) relax_metas(g);
-    stage_optimize(g);
+    optimize_trace(g, t->static_val);
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
     for (int i = 0; i < t->nouts; i++) {
@@ -494,7 +517,9 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     if (hit) {
         sc->hits++;
         sc->last = hit;
-        rc = run_trace(I, hit, &lv, out);
+        /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
+        rc = stage_check_on() ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
+                              : run_trace(I, hit, &lv, out);
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);

@@ -444,6 +444,27 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
 
 /* --- variables and host calls ------------------------------------------------------------------- */
 
+/* The tensor of the last read of var in this region, when nothing that
+ * could assign it (a host call, a cond, a loop) came after it:
+ * eager code reads the same tensor then, and a tape sums the gradients of
+ * both uses in one running sum (bit for bit). NULL otherwise. */
+static tfe_tensor *last_read(Tracer *T, Value var)
+{
+    const GRegion *reg = &T->g->regions[T->region];
+    for (int i = reg->n - 1; i >= 0; i--) {
+        int id = reg->nodes[i];
+        const GNode *x = gnode(T->g, id);
+        if (x->kind == G_HOST || x->kind == G_COND || x->kind == G_WHILE) return NULL;
+        if (x->kind != G_VAR_READ || x->obj.u.o != var.u.o) continue;
+        for (int k = T->nnotes - 1; k >= 0; k--) {
+            TNote *nt = T->notes[k];
+            if (nt->ref.node == id && nt->ref.out == 0) return nt->t->node == nt ? nt->t : NULL;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
 tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
 {
     Tracer *T = tfe_tracer;
@@ -458,6 +479,12 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     if (n && !T->symbolic && n->ref.node > T->last_cf &&
         graph_region_visible(T->g, gnode(T->g, n->ref.node)->region, T->region))
         return value;
+    tfe_tensor *again = last_read(T, var);
+    if (again) {
+        tensor_decref(value);
+        tensor_incref(again);
+        return again;
+    }
     int id = new_node(T, G_VAR_READ, 0, 1);
     GNode *g = gnode(T->g, id);
     value_incref(var);
@@ -471,6 +498,21 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     }
     trace_note(T, value, (GRef){id, 0});
     return value;
+}
+
+/* value (var's tensor now) stands from here on for a new read of var: the
+ * value a cond or while run as one tape entry read (stage/trace_cf.c). */
+void trace_var_reread(Value var, tfe_tensor *value)
+{
+    Tracer *T = tfe_tracer;
+    if (!trace_recording() || T->symbolic || !value) return;
+    int id = new_node(T, G_VAR_READ, 0, 1);
+    GNode *g = gnode(T->g, id);
+    value_incref(var);
+    g->obj = var;
+    meta_of(&g->meta[0], value);
+    effect_chain(T, id);
+    trace_note(T, value, (GRef){id, 0});
 }
 
 /* A builtin whose call is an effect, and whether it returns nil. */

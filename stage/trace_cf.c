@@ -147,6 +147,150 @@ static int run_now(Tracer *T, int id, tfe_tensor **outs)
     return rc;
 }
 
+/* Does a region of m (or one inside it) call a method bound to var
+ * (assign, assign_add, assign_sub: host-call effects)? */
+static bool assigns_var(const Graph *m, const Obj *var)
+{
+    for (int i = 0; i < m->n; i++) {
+        const GNode *x = &m->nodes[i];
+        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->obj.u.o)->self;
+            if (self.kind == V_OBJECT && self.u.o == var) return true;
+        }
+    }
+    return false;
+}
+
+/* After m (a cond or while) ran as one tape entry: the entry's sources are
+ * the variables' tensors it read, and a tape made inside this trace records
+ * its backward here, reading them. Each is the variable's tensor now (when m
+ * does not assign it; else stage/grad.c, check_read_assign), and it must
+ * stand for a read of the variable at this point of every call: not a
+ * constant (the value at trace time), nor an earlier read (node id, or a
+ * traced cond or loop before it, may assign the variable). */
+static void reread_vars(Tracer *T, const Graph *m, int id)
+{
+    if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */
+    for (int i = 0; i < m->n; i++) {
+        const GNode *x = &m->nodes[i];
+        if (x->kind != G_VAR_READ || assigns_var(m, x->obj.u.o)) continue;
+        T->suspended++; /* no node for this read: a new one is made below */
+        tfe_tensor *t = value_to_tensor(x->obj);
+        T->suspended--;
+        if (!t) {
+            tfe_error_clear();
+            continue;
+        }
+        TNote *nt = t->node;
+        if (!nt || nt->ref.node < id) trace_var_reread(x->obj, t);
+        tensor_decref(t);
+    }
+}
+
+/* The last effect node of region r (for a node appended to it), or -1. */
+static int last_effect_in(Graph *g, int r)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = reg->n - 1; i >= 0; i--) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_VAR_READ || x->kind == G_HOST || x->kind == G_COND || x->kind == G_WHILE ||
+            (x->kind == G_OP && (tfe_ops[x->op].flags & F_RANDOM)))
+            return reg->nodes[i];
+    }
+    return -1;
+}
+
+/* Does region r of g (or one inside it) assign var? */
+static bool region_assigns_var(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->obj.u.o)->self;
+            if (self.kind == V_OBJECT && self.u.o == var) return true;
+        }
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var)))
+            return true;
+    }
+    return false;
+}
+
+/* A cond under a tape made inside this trace, which reads a variable it
+ * also assigns: that read's value is neither the variable's before the cond
+ * nor after it, yet a backward recorded here replays the branch with it.
+ * So the cond hands it on as one more output (the other branch hands on a
+ * read of the variable at its end, a value no backward uses), and the read
+ * notes which (outer_out). Only reads at the top of a branch; one inside a
+ * nested cond or loop is refused (stage/grad.c, check_read_assign).
+ * Returns how many outputs were added. */
+static int export_reads(Tracer *T, int id)
+{
+    Graph *g = T->g;
+    if (g->nodes[id].kind != G_COND || tfe_tapes_active <= T->tapes_at_begin) return 0;
+    int added = 0;
+    int n0[2] = {g->regions[g->nodes[id].regions[0]].n, g->regions[g->nodes[id].regions[1]].n};
+    for (int br = 0; br < 2; br++) {
+        int r = g->nodes[id].regions[br], other = g->nodes[id].regions[1 - br];
+        for (int i = 0; i < n0[br]; i++) { /* not the stand-ins added here */
+            int rid = g->regions[r].nodes[i];
+            if (g->nodes[rid].kind != G_VAR_READ) continue;
+            const Obj *var = g->nodes[rid].obj.u.o;
+            if (!region_assigns_var(g, g->nodes[id].regions[0], var) &&
+                !region_assigns_var(g, g->nodes[id].regions[1], var))
+                continue;
+            /* the other branch's stand-in: a read at its end */
+            int dep = last_effect_in(g, other);
+            int sid = graph_add(g, other, G_VAR_READ, 0, 1);
+            GNode *sn = &g->nodes[sid];
+            sn->obj = g->nodes[rid].obj;
+            value_incref(sn->obj);
+            sn->meta[0] = g->nodes[rid].meta[0];
+            sn->loc = g->nodes[rid].loc;
+            sn->frames = g->nodes[rid].frames;
+            sn->effect_dep = dep;
+            /* one more output of the cond, with new value slots */
+            GNode *c = &g->nodes[id];
+            int k = c->nout++;
+            c->meta = xrealloc(c->meta, sizeof *c->meta * (size_t)c->nout);
+            c->meta[k] = g->nodes[rid].meta[0];
+            c->vbase = g->nvals;
+            g->nvals += c->nout;
+            for (int b = 0; b < 2; b++) {
+                GRegion *reg = &g->regions[c->regions[b]];
+                reg->outs = xrealloc(reg->outs, sizeof *reg->outs * (size_t)(reg->nouts + 1));
+                reg->outs[reg->nouts++] = (GRef){b == br ? rid : sid, 0};
+            }
+            g->nodes[rid].outer_out = g->nodes[sid].outer_out = 1 + k;
+            g->nodes[rid].outer_node = g->nodes[sid].outer_node = id;
+            added++;
+        }
+    }
+    return added;
+}
+
+/* m (extracted from the trace's cond id) notes, for each read export_reads
+ * handed on, the output of id that has its value. */
+static void mark_exported(const Graph *g, int id, Graph *m)
+{
+    const GNode *c = &g->nodes[id];
+    int mc = -1;
+    for (int i = 0; i < m->regions[0].n && mc < 0; i++)
+        if (m->nodes[m->regions[0].nodes[i]].kind == G_COND) mc = m->regions[0].nodes[i];
+    if (mc < 0) return;
+    for (int b = 0; b < 2; b++) {
+        const GRegion *reg = &g->regions[c->regions[b]], *mreg = &m->regions[m->nodes[mc].regions[b]];
+        for (int k = 0; k < reg->nouts && k < mreg->nouts; k++) {
+            const GNode *x = &g->nodes[reg->outs[k].node];
+            if (x->kind == G_VAR_READ && x->outer_out == 1 + k && x->outer_node == id) {
+                m->nodes[mreg->outs[k].node].outer_out = 1 + k;
+                m->nodes[mreg->outs[k].node].outer_node = id;
+            }
+        }
+    }
+}
+
 /* The outputs of node id as traced tensors: run now when the trace has
  * values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
@@ -156,17 +300,37 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     if (!T->symbolic && tfe_tapes_active) {
         /* under a tape: the node runs as a graph of its own, one tape entry
          * whose backward is traced like any staged call's (stage/grad.c) */
+        int nextra = export_reads(T, id);
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+        if (nextra) mark_exported(T->g, id, m);
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
+        tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
         T->suspended++;
-        int rc = stage_graph_call(T->I, m, in, outs);
+        int rc = stage_graph_call(T->I, m, in, all);
         T->suspended--;
         free(in);
         free(caps);
+        if (!rc) reread_vars(T, m, id);
         graph_decref(m);
+        if (nextra) {
+            /* the handed-on reads: only a backward recorded here uses them
+             * (stage/grad.c finds them by their slots); a header of their
+             * own, as the tensor may stand for something else here */
+            for (int k = 0; k < nout; k++) outs[k] = all[k];
+            for (int k = nout; k < nout + nextra; k++) {
+                if (!all[k]) continue;
+                if (!rc) {
+                    tfe_tensor *a = tensor_alias(all[k]);
+                    trace_note(T, a, (GRef){id, k});
+                    tensor_decref(a); /* the note keeps it */
+                }
+                tensor_decref(all[k]);
+            }
+            free(all);
+        }
         if (rc) return -1;
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */

@@ -52,9 +52,17 @@ void tfe_tape_record(const tfe_opcall *c);
 /* A tape entry whose backward is not an op's rule: a staged call records
  * one such entry for its whole graph (stage/grad.c). backward gets the
  * entry's inputs, outputs and output gradients and sets dx[i] (NULL or
- * TFE_GRAD_SKIP on entry, as for rules). The tape holds one reference. */
+ * TFE_GRAD_SKIP on entry, as for rules). With `totals` set, dy[j] is NULL
+ * for an output no gradient reached (an eager tape would not visit what
+ * made it; without, zeros), and at an input's first place among in[] dx[i]
+ * is instead its gradient so far
+ * on entry (borrowed; NULL: none yet): the backward adds its contributions
+ * to that one by one, in the order an eager tape would (so the sums are bit
+ * for bit eager's), and sets dx[i] to the total (a new reference; NULL:
+ * nothing, the tape keeps what it had). The tape holds one reference. */
 typedef struct tfe_custom_grad {
     int refcount;
+    bool totals;
     int (*backward)(struct tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
                     tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx);
     void (*release)(struct tfe_custom_grad *self);  /* refcount reached 0 */

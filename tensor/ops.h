@@ -20,6 +20,9 @@ enum {
     F_SELFOUT     = 1 << 10, /* kernel allocates out[] itself (shape depends on data) */
     F_GPU         = 1 << 11, /* has a GPU kernel (issue 8) */
     F_HALF        = 1 << 12, /* the CPU kernel takes float16/bfloat16 (conversions, views, matmul) */
+    F_MAYFAIL     = 1 << 13, /* can fail on its inputs' values (not only their shapes or
+                                dtypes): an integer division by zero, an index out of
+                                range; the optimizer never drops one (stage/opt.c) */
 };
 
 typedef enum tfe_op {

@@ -347,9 +347,20 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
             for (int i = 0; i < e->nin; i++) dx[i] = pmap_has(&reach, e->t[i]) ? NULL : TFE_GRAD_SKIP;
             /* outputs nobody used get zeros (made only now that they are needed) */
             for (int j = 0; j < e->nout && !fail; j++) {
-                if (dy[j]) continue;
+                if (dy[j] || (e->custom && e->custom->totals)) continue; /* it takes NULL: none */
                 if (!(dy[j] = filled_like(e->t[e->nin + j], 0.0))) fail = true;
                 else made[j] = true;
+            }
+            /* a custom entry adds its contributions to an input's gradient so
+             * far itself, one by one in the order the ops it stands for would
+             * (bit for bit an eager tape's sums); it returns the total. Only
+             * at an input's first place: a tensor passed twice gets the rest
+             * as usual. */
+            bool totb[64], *total = e->nin <= 64 ? totb : xmalloc(sizeof *total * (size_t)e->nin);
+            for (int i = 0; i < e->nin; i++) {
+                total[i] = e->custom && e->custom->totals && dx[i] == NULL;
+                for (int j = 0; j < i && total[i]; j++) total[i] = e->t[j] != e->t[i];
+                if (total[i] && !fail) dx[i] = pmap_get(&gmap, e->t[i]); /* borrowed */
             }
             const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
                                   .at = &e->at, .out = e->t + e->nin};
@@ -377,11 +388,16 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
                         continue;
                     }
                 }
-                if (accumulate(&gmap, e->t[i], dx[i])) fail = true;
+                if (total[i]) { /* the whole gradient so far: it replaces the old one */
+                    size_t s = pmap_put(&gmap, e->t[i], true);
+                    if (gmap.vals[s]) tensor_decref(gmap.vals[s]);
+                    gmap.vals[s] = dx[i];
+                } else if (accumulate(&gmap, e->t[i], dx[i])) fail = true;
             }
             for (int j = 0; j < e->nout; j++)
                 if (made[j]) tensor_decref(dy[j]);
             if (dx != dxbuf) free(dx);
+            if (total != totb) free(total);
             if (fail) goto out;
         }
         /* Every consumer of these outputs came later and is done: their

@@ -17,7 +17,14 @@ binary (+ - * / maximum minimum, with literals and with broadcasting between
 shapes like (3, 4), (4,), (3, 1) and 0-d), reductions (sum/mean/max with
 axis=0/1/none, keepdims), matmul, transpose, reshape, constants computed
 from literals, repeated subexpressions (work for cse) and x * 1.0, x - 0.0,
-transpose(transpose(x)) and the like (work for algebra). Argument values are
+transpose(transpose(x)) and the like (work for algebra). Some functions
+start with a long chain (a static range unrolled into up to 3,000
+elementwise steps, sometimes broken by a mean every few steps: fusion and
+every pass must stay fast, and exact), and some hold an unused op that fails
+on some argument values (an integer // or % by a sum that may round to 0,
+an integer ** with a negative exponent, an index out of range): dce must not
+drop it, so a program may stop with an error, which must then be the same
+error after the same output in every mode. Argument values are
 literal arrays in the program text. Each function is called 3 times (the
 first call of a staged function runs the traced body eagerly; later calls
 run the cached graph) with the same and with other values of the same
@@ -43,7 +50,9 @@ same value, so equal text means equal bits):
     --exact, gradients are compared with a tolerance, |a - b| <= 1e-5 *
     max(|a|, |b|, largest |number| of that print) + 1e-4 (--grad-rtol,
     --grad-atol), for looking at other changes.
-  * any stderr output or a nonzero exit status in any mode is a failure.
+  * any stderr output or a nonzero exit status in any mode is a failure,
+    except one located error that every mode stops with, after the same
+    output (counted and reported as "stopped with the same error").
 A failing program is written to a file (named in the message) and printed
 with a diff of the outputs.
 
@@ -295,8 +304,46 @@ class Gen:
         raise AssertionError(kind)
 
 
-def gen_function(rng, fname):
-    """Returns (source, arg shapes, returns a tensor)."""
+def chain_src(xr, name):
+    """A long chain over argument name: a static range the trace unrolls
+    into hundreds of elementwise steps (fuse, dce and cse must stay fast and
+    exact on them), sometimes broken every few steps by an op fusion stops
+    at (a mean that reads the value twice)."""
+    n = xr.choice([20, 200, 1000, 1000, 3000])
+    step = xr.choice(["%s = %s * 0.999 + 0.001",
+                      "%s = tanh(%s) * 1.5 - 0.01",
+                      "%s = %s - 0.002 * sin(%s)"]).replace("%s", name)
+    lines = ["    for i in range(%d) {" % n, "        " + step]
+    if xr.random() < 0.4:
+        k = xr.choice([7, 50])
+        lines.append("        if i %% %d == 0 { %s = %s - 0.5 * mean(%s) }" % (k, name, name, name))
+    lines.append("    }")
+    return lines
+
+
+def failing_src(xr, names, shapes, k):
+    """An unused op that fails on some values (and so must not be dropped:
+    an eager run stops there with an error): an integer // or % by a number
+    from the arguments that is sometimes 0, an integer ** with a sometimes
+    negative exponent, or an index sometimes out of range. Which of the
+    calls fails, if any, depends on the argument values."""
+    x, y = names[0], names[-1]
+    s = "sum(%s)" % y
+    which = xr.choice(["floordiv", "mod", "pow", "index"])
+    if which in ("floordiv", "mod"):
+        op = "//" if which == "floordiv" else "%"
+        e = "cast(%s * 0.0 + 7.0, int32) %s cast(abs(%s) * 4.0, int32)" % (x, op, s)
+    elif which == "pow":
+        e = "cast(%s * 0.0 + 2.0, int32) ** cast(%s + 2.0, int32)" % (x, s)
+    else:
+        e = "reshape(%s, (%d,))[cast(abs(%s), int32)]" % (x, size(shapes[0]), s)
+    return "    let dead%d = %s" % (k, e)
+
+
+def gen_function(rng, fname, xr=None):
+    """Returns (source, arg shapes, returns a tensor). xr: a second random
+    stream for the additions (long chains, unused ops that can fail), so
+    that without them a seed makes the program it always made."""
     nargs = rng.choice([2, 2, 3])
     shapes = [rng.choice(ARG_SHAPES) for _ in range(nargs)]
     if all(s == () for s in shapes):
@@ -304,11 +351,16 @@ def gen_function(rng, fname):
     names = ["x", "y", "z"][:nargs]
     g = Gen(rng, zip(names, shapes))
     lines = ["@staged", "fn %s(%s) {" % (fname, ", ".join(names))]
+    if xr and xr.random() < 0.15:
+        lines += chain_src(xr, xr.choice(names))
+    fails = xr is not None and xr.random() < 0.15
     for i in range(rng.randint(1, 3)):
         shape = rng.choice(SHAPES)
         e = g.expr(shape, rng.randint(2, 4))
         lines.append("    let t%d = %s" % (i, e))
         g.env.append(("t%d" % i, shape))
+        if fails and i == 0:
+            lines.append(failing_src(xr, names, shapes, i))
     nret = rng.choice([1, 1, 2])
     outs = []
     for _ in range(nret):
@@ -323,11 +375,12 @@ def gen_function(rng, fname):
 
 def gen_program(seed):
     rng = random.Random(seed)
+    xr = random.Random(seed * 1000003 + 17)
     out = ["# opt_property program, seed %d" % seed]
     calls = []
     for fi in range(rng.randint(2, 4)):
         fname = "f%d" % fi
-        src, shapes, single = gen_function(rng, fname)
+        src, shapes, single = gen_function(rng, fname, xr)
         out.append(src)
         sets = []
         for vi in range(2):
@@ -365,6 +418,8 @@ def gen_program(seed):
 
 
 # ---- running and comparing --------------------------------------------------------
+
+STOPPED = []  # seeds whose program stopped with the same error in every mode
 
 MODES = [("optimized", []), ("no-optimize", ["--no-optimize"]),
          ("eager", ["--eager"])]
@@ -446,14 +501,17 @@ def diff(a, b, na, nb):
         a.splitlines(True), b.splitlines(True), na, nb, n=1))
 
 
-def run_modes(args, path, modes, extra_flags=()):
+def run_modes(args, path, modes, extra_flags=(), status=None):
     """Run the program at path once per (mode, flags) of modes: its stdout by
-    mode, and a problem for every run with stderr output or a nonzero exit."""
+    mode, and a problem for every run with stderr output or a nonzero exit.
+    status: a dict that gets (exit status, stderr) by mode."""
     res, problems = {}, []
     for mode, flags in modes:
         cmd = args.wrapper + [args.tfe] + list(extra_flags) + flags
         rc, out, err = run_tfe(cmd, path)
         res[mode] = out
+        if status is not None:
+            status[mode] = (rc, err)
         if rc != 0 or err:
             problems.append("%s: exit status %d, stderr:\n%s" % (
                 " ".join(shlex.quote(c) for c in cmd + [path]), rc,
@@ -478,7 +536,16 @@ def check_program(seed, args, workdir):
     path = os.path.join(workdir, "opt_property_%d.tfe" % seed)
     with open(path, "w") as f:
         f.write(prog)
-    res, problems = run_modes(args, path, MODES, args.tfe_flags)
+    status = {}
+    res, problems = run_modes(args, path, MODES, args.tfe_flags, status)
+    # an unused op that fails on the values (failing_src) stops every mode
+    # with the same located error, after the same output: that is a pass
+    errs = set(status.values())
+    stopped = len(errs) == 1 and next(iter(errs))[0] == 1 and \
+        re.search(r"^\S+:\d+:\d+: error: ", next(iter(errs))[1], re.M)
+    if stopped:
+        problems = []
+        STOPPED.append(seed)
     nz = {m: normalize(o, args.allow_signed_zero) for m, o in res.items()}
     if nz["no-optimize"] != nz["eager"]:
         problems.append("--no-optimize differs from --eager:\n" + diff(
@@ -542,6 +609,8 @@ def drive(name, args, gen_program, check_program):
         "%d..%d" % (seeds[0], seeds[-1]) if seeds == list(
             range(seeds[0], seeds[-1] + 1)) else "listed",
         time.time() - t0))
+    if STOPPED:
+        print("%s: %d programs stopped with the same error in every mode" % (name, len(STOPPED)))
     if keep:
         print("%s: programs kept in %s" % (name, workdir))
     else:

@@ -1,0 +1,31 @@
+/* check.h — the differential check (TFE_CHECK_STAGED=1 or --check-staged):
+ * every cached call of a staged function also runs its body eagerly, and the
+ * first value that differs is a located error (docs/staging.md, section 12). */
+#ifndef TFE_STAGE_CHECK_H
+#define TFE_STAGE_CHECK_H
+
+#include "stage/staged.h"
+
+/* -1 until read: then 1 (the flag, or TFE_CHECK_STAGED set and not "0") or 0. */
+extern int tfe_check_staged;
+bool stage_check_on(void);
+
+/* While a check's eager run runs the body: its host calls and effects are
+ * made for real and recorded (call_value in interp/eval.c sends them here). */
+extern bool tfe_check_recording;
+int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
+                     Str *const *kwnames, const Value *kwvals, Value *out);
+
+/* While a check's staged run runs the graph: host nodes (stage/exec.c) do
+ * not call out; they get the eager run's result and effects. */
+extern struct Check *tfe_check_replay;
+int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
+                      Str *const *kwnames, const Value *kwvals, Value *out);
+
+/* A cached call under check (stage/staged.c): the eager run, then the graph
+ * (run_graph: the ordinary cached run), then the comparison. */
+typedef int (*CheckRunFn)(Interp *I, Trace *t, Leaves *lv, Value *out);
+int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc call_loc,
+                     CheckRunFn run_graph, Value *out);
+
+#endif

@@ -201,8 +201,8 @@ def scene_relax(P, k, last):
         P.emit("let %s = %s" % (w, lit(r, wshape)))
     wv = w + ".value" if use_var else w
     body = bounded(r, ["x", "w"], r.randint(1, 3))
-    if not re.search(r"\bx\b", body):
-        body = "(%s * x)" % body
+    if not re.search(r"\bx\b", outside_reductions(body)):
+        body = "(%s * x)" % body        # x's shape (a matmul follows)
     red = reduce_src(r, "h")
     mm = feat and r.random() < 0.3
     P.emit("@staged", "fn %s_f(x, w) {" % s,

@@ -572,12 +572,15 @@ def main():
 
 
 def drive(name, args, gen_program, check_program):
-    """The common driver of the property tests (this one and
-    stage_property.py): --show prints the programs; otherwise each seed's
+    """The common driver of the property tests (this one,
+    stage_property.py and stage_mix.py): args.seeds (a list, when a test
+    has that option) or args.n seeds from args.seed; --show prints the
+    programs; otherwise each seed's
     program is checked (check_program(seed, args, workdir) returns (seed,
     path, program, problems)), failures are printed, and the exit status is
     1 when any failed."""
-    seeds = [args.seed + i for i in range(args.n)]
+    seeds = getattr(args, "seeds", None) or \
+        [args.seed + i for i in range(args.n)]
     if args.show:
         for s in seeds:
             sys.stdout.write(gen_program(s) + "\n")
@@ -601,8 +604,11 @@ def drive(name, args, gen_program, check_program):
         for p in problems:
             print(p)
         print()
-    print("%s: %d programs, %d failed (seeds %d..%d, %.1f s)" % (
-        name, len(results), len(failed), seeds[0], seeds[-1], time.time() - t0))
+    print("%s: %d programs, %d failed (seeds %s, %.1f s)" % (
+        name, len(results), len(failed),
+        "%d..%d" % (seeds[0], seeds[-1]) if seeds == list(
+            range(seeds[0], seeds[-1] + 1)) else "listed",
+        time.time() - t0))
     if STOPPED:
         print("%s: %d programs stopped with the same error in every mode" % (name, len(STOPPED)))
     if keep:

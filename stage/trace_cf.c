@@ -879,3 +879,68 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
     tensor_decref(h.step);
     return rc;
 }
+
+/* --- gradients with respect to a name a traced cond rebinds ---------------------------- */
+
+static bool inside_cond(const Graph *g, int node, int id)
+{
+    for (int r = g->nodes[node].region; r >= 0; r = g->regions[r].parent)
+        if (r == g->nodes[id].regions[0] || r == g->nodes[id].regions[1]) return true;
+    return false;
+}
+
+/* Whether eager code's tape would track value r of cond id's branch: it
+ * records an op when one of its inputs is tracked. What cannot be told
+ * here (variable reads, host calls, nested control flow) counts as
+ * tracked, which is what the cond's tape entry says of every output. */
+static bool branch_tracked(Tracer *T, const tfe_tape *tape, int id, GRef r, signed char *memo)
+{
+    const Graph *g = T->g;
+    if (!inside_cond(g, r.node, id)) {
+        int slot = g->nodes[r.node].vbase + r.out;
+        tfe_tensor *t = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        return t && tfe_tape_is_watched(tape, t);
+    }
+    if (memo[r.node] >= 0) return memo[r.node];
+    const GNode *n = &g->nodes[r.node];
+    bool tr = true;
+    if (n->kind == G_CONST) tr = false;
+    else if (n->kind == G_OP && (tfe_ops[n->op].flags & F_NODIFF)) tr = false;
+    else if (n->kind == G_OP) {
+        tr = false;
+        for (int k = 0; k < n->nin && !tr; k++) tr = branch_tracked(T, tape, id, n->in[k], memo);
+    }
+    memo[r.node] = tr;
+    return tr;
+}
+
+int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, CondSource *cs)
+{
+    const TNote *note = t->node;
+    if (!T || !note || note->ref.node >= T->g->n) return 0;
+    const Graph *g = T->g;
+    int id = note->ref.node, k = note->ref.out;
+    const GNode *n = &g->nodes[id];
+    if (n->kind != G_COND) return 0;
+    int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
+    cs->pred = ps < T->capconcrete ? T->concrete[ps] : NULL;
+    if (!cs->pred || !cs->pred->storage) return 0;
+    cs->taken = tensor_get_f64(cs->pred, 0) != 0.0 ? 0 : 1;
+    signed char *memo = xmalloc((size_t)g->n + 1);
+    for (int br = 0; br < 2; br++) {
+        const GRegion *reg = &g->regions[n->regions[br]];
+        cs->kind[br] = CS_COMPUTED;
+        cs->pass[br] = NULL;
+        if (k >= reg->nouts) continue; /* a read the cond hands on (export_reads) */
+        GRef y = reg->outs[k];
+        memset(memo, -1, (size_t)g->n + 1);
+        if (!branch_tracked(T, tape, id, y, memo)) cs->kind[br] = CS_UNTRACKED;
+        else if (!inside_cond(g, y.node, id)) {
+            int slot = g->nodes[y.node].vbase + y.out;
+            cs->kind[br] = CS_PASS;
+            cs->pass[br] = T->concrete[slot];
+        }
+    }
+    free(memo);
+    return 1;
+}

@@ -37,6 +37,10 @@ typedef struct BP {
     const tfe_attrs *draws; /* by G node: what each random op drew in the forward run, or NULL */
     struct FusedVals **fused; /* by G node: a fused node's values, one per instruction */
     bool in_trace;       /* recorded into a trace in progress (a tape made inside it) */
+    /* by G slot, at the backward's top level only: a traced bool, true when
+     * the slot's gradient is none in eager terms (a loop that ran zero
+     * times); the gradient is then -0.0s, which adding leaves exact (owned) */
+    tfe_tensor **none;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -79,10 +83,28 @@ static tfe_tensor *zeros_like(const tfe_tensor *t)
     return tfe_call1(OP_FULL, 0, NULL, &at);
 }
 
+static tfe_tensor *filled(const tfe_tensor *t, double v)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = t->dtype;
+    at.nints = t->rank;
+    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
+    at.f[0] = v;
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* The slot's gradient is real from now on (something was added to it). */
+static void unflag(BP *b, int slot)
+{
+    if (b->none) put(b->none, slot, NULL);
+}
+
 /* g[slot] += d (takes d). */
 static int acc(BP *b, int slot, tfe_tensor *d)
 {
     if (!d) return -1;
+    unflag(b, slot);
     if (!b->g[slot]) {
         b->g[slot] = d;
         return 0;
@@ -97,6 +119,7 @@ static int acc(BP *b, int slot, tfe_tensor *d)
 /* g[slot] = d + g[slot] (takes d): a gradient so far, before the rest. */
 static int acc_first(BP *b, int slot, tfe_tensor *d)
 {
+    unflag(b, slot);
     if (!b->g[slot]) {
         b->g[slot] = d;
         return 0;
@@ -114,6 +137,9 @@ static void bp_free(BP *b)
         if (b->m[i]) tensor_decref(b->m[i]);
         if (b->g[i]) tensor_decref(b->g[i]);
     }
+    for (int i = 0; i <= b->G->nvals && b->none; i++)
+        if (b->none[i]) tensor_decref(b->none[i]);
+    free(b->none);
     for (int i = 0; i <= b->G->n; i++) {
         if (b->count[i]) tensor_decref(b->count[i]);
         if (b->fused) fused_free(b->fused[i]);
@@ -529,6 +555,33 @@ static int replay_region(BP *b, int r)
 
 /* --- the reverse sweep -------------------------------------------------------------------- */
 
+/* An op whose outputs' gradients are all none (in eager terms, when the
+ * flag is true) gives none too: its flag (borrowed), or NULL. Only at the
+ * backward's top level, and only for one output's. */
+static tfe_tensor *op_none(BP *b, const GNode *n)
+{
+    if (!b->none || b->T->symbolic) return NULL;
+    tfe_tensor *f = NULL;
+    for (int k = 0; k < n->nout; k++) {
+        if (!b->g[n->vbase + k]) continue;
+        if (f || !b->none[n->vbase + k]) return NULL;
+        f = b->none[n->vbase + k];
+    }
+    return f;
+}
+
+/* d where the flag is false, -0.0s where it is true (takes d): what adds
+ * nothing, as eager code's missing contribution. */
+static tfe_tensor *mask_none(tfe_tensor *none, tfe_tensor *d)
+{
+    tfe_tensor *z = filled(d, -0.0);
+    tfe_tensor *in[3] = {none, z, d};
+    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (z) tensor_decref(z);
+    tensor_decref(d);
+    return r;
+}
+
 static int sweep_op(BP *b, const GNode *n)
 {
     Graph *G = b->G;
@@ -545,6 +598,7 @@ static int sweep_op(BP *b, const GNode *n)
         any |= dy[k] != NULL;
     }
     if (!any) return 0;
+    tfe_tensor *none = op_none(b, n);
     for (int k = 0; k < n->nout; k++)
         if (!dy[k]) {
             if (!(dy[k] = zeros_like(y[k]))) return bp_error(b, n, tfe_error_msg());
@@ -567,7 +621,11 @@ static int sweep_op(BP *b, const GNode *n)
     for (int i = 0; i < n->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;
-        if (rc || acc(b, slot_of(G, n->in[i]), dx[i])) rc = -1;
+        int s = slot_of(G, n->in[i]);
+        bool fresh = !b->g[s];
+        if (!rc && none && !(dx[i] = mask_none(none, dx[i]))) rc = -1;
+        if (rc || acc(b, s, dx[i])) rc = -1;
+        else if (fresh && none) put(b->none, s, (tensor_incref(none), none));
     }
     for (int k = 0; k < n->nout; k++)
         if (made[k]) tensor_decref(dy[k]);
@@ -800,7 +858,10 @@ static int sweep_cond(BP *b, int id)
         goto out;
     }
     rc = 0;
-    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[i]); /* the whole gradients */
+    for (int i = 0; i < caps.n; i++) { /* the whole gradients */
+        put(b->g, caps.slot[i], outs[i]);
+        unflag(b, caps.slot[i]);
+    }
     free(outs);
 out:
     for (int k = 0; k < n->nout; k++)
@@ -908,6 +969,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
+    bool *nosofar = xcalloc((size_t)caps.n + 1, sizeof *nosofar);
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -925,10 +987,17 @@ static int sweep_loop(BP *b, int id)
         meta[1 + k].weak = false;
         meta[1 + k].dtype = d->dtype;
     }
-    for (int i = 0; i < caps.n; i++) { /* a capture's gradient so far, or zeros */
+    /* a capture's gradient so far, or none: at the top level -0.0s, which
+     * the first contribution added to leaves as it is (as eager code sets
+     * it), flagged as none when the loop runs zero times; elsewhere zeros */
+    bool top = b->none && !b->T->symbolic;
+    for (int i = 0; i < caps.n; i++) {
         tfe_tensor *sofar = b->g[caps.slot[i]];
         if (sofar) tensor_incref(sofar);
-        if (!(init[1 + nc + i] = sofar ? sofar : zeros_like(b->m[caps.slot[i]]))) goto out;
+        nosofar[i] = !sofar && top;
+        if (!(init[1 + nc + i] = sofar ? sofar : nosofar[i] ? filled(b->m[caps.slot[i]], -0.0)
+                                                            : zeros_like(b->m[caps.slot[i]])))
+            goto out;
         meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
         meta[1 + nc + i].weak = false;
     }
@@ -959,7 +1028,16 @@ static int sweep_loop(BP *b, int id)
     tensor_decref(outs[0]);
     /* the captures' whole gradients first, then the initial values' (a value
      * can be both: the loop starts from x and reads x) */
-    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[1 + nc + i]);
+    tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+    tfe_tensor *ran0 = zero ? tfe_binary(OP_EQ, count, zero) : NULL;
+    if (zero) tensor_decref(zero);
+    if (!ran0) rc = -1;
+    for (int i = 0; i < caps.n; i++) {
+        put(b->g, caps.slot[i], outs[1 + nc + i]);
+        unflag(b, caps.slot[i]);
+        if (nosofar[i] && ran0) put(b->none, caps.slot[i], (tensor_incref(ran0), ran0));
+    }
+    if (ran0) tensor_decref(ran0);
     for (int k = 0; k < nc; k++)
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
     free(outs);
@@ -973,6 +1051,7 @@ out:
     free(hist);
     free(sym);
     free(meta);
+    free(nosofar);
     caps_free(&caps);
     return rc;
 }
@@ -1204,17 +1283,27 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     int rc = -1;
     GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout);
     if (w) {
-        tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
+        /* outputs: the gradients, then the none flags */
+        int nbo = 0, nflags = 0;
+        for (int i = 0; i < nin; i++) {
+            nbo += w->has[i];
+            nflags += w->has[nin + i];
+        }
+        tfe_tensor **bo = xcalloc((size_t)(nbo + nflags) + 1, sizeof *bo);
         rc = stage_graph_call(I, w->g, bin, bo);
-        for (int i = 0, k = 0; i < nin; i++) {
+        for (int i = 0, k = 0, kf = nbo; i < nin; i++) {
             if (!w->has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
             tfe_tensor *gv = bo[k++];
-            if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+            /* none in eager terms (a loop ran zero times): none, not -0.0s */
+            bool isnone = !rc && w->has[nin + i] && tensor_get_f64(bo[kf++], 0) != 0.0;
+            if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
                 if (gv) tensor_decref(gv);
                 continue;
             }
             dx[i] = gv;
         }
+        for (int k = nbo; k < nbo + nflags; k++)
+            if (bo[k]) tensor_decref(bo[k]);
         free(bo);
         free(bin);
         free(sofar);
@@ -1232,7 +1321,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         T->g->name = xstrdup(name);
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own};
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own,
+            own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
@@ -1281,12 +1371,14 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     rc = 0;
     /* a source no gradient reaches gets none (the tape then adds nothing) */
     tfe_tensor **res = xcalloc((size_t)nin + 1, sizeof *res);
-    int nres = 0;
+    tfe_tensor **none = xcalloc((size_t)nin + 1, sizeof *none); /* flags (borrowed from b) */
+    int nres = 0, nnone = 0;
     for (int i = 0; i < nin; i++) {
         tfe_tensor *gv = b.g[c->plan.src[i]];
         if (gv) {
             tensor_incref(gv);
             nres++;
+            if (b.none && (none[i] = b.none[c->plan.src[i]])) nnone++;
         }
         res[i] = gv;
     }
@@ -1296,26 +1388,36 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         bool reusable = c->draws == NULL;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
-            tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);
-            bool *has = xcalloc((size_t)nin + 1, sizeof *has);
-            for (int i = 0, k = 0; i < nin; i++)
+            /* outputs: the gradients, then the none flags (has[nin + i]) */
+            tfe_tensor **outs = xcalloc((size_t)(nres + nnone) + 1, sizeof *outs);
+            bool *has = xcalloc((size_t)(2 * nin) + 1, sizeof *has);
+            int k = 0;
+            for (int i = 0; i < nin; i++)
                 if (res[i]) {
                     has[i] = true;
                     outs[k++] = res[i];
                 }
-            set_outs(T->g, 0, nres, outs, T);
+            for (int i = 0; i < nin; i++)
+                if (res[i] && none[i]) {
+                    has[nin + i] = true;
+                    outs[k++] = none[i];
+                }
+            set_outs(T->g, 0, nres + nnone, outs, T);
             free(outs);
             bwd_add(G, T->g, has, bin, nb, pres, nin + nout);
         }
     }
     for (int i = 0; i < nin; i++) {
-        if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+        /* none in eager terms (a loop ran zero times): none, not -0.0s */
+        bool isnone = none[i] && tensor_get_f64(none[i], 0) != 0.0;
+        if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
             if (res[i]) tensor_decref(res[i]);
             continue;
         }
         dx[i] = res[i];
     }
     free(res);
+    free(none);
 done:
     for (int k = 0; k < nacc; k++)
         if (accin[k]) tensor_decref(accin[k]);

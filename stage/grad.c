@@ -41,6 +41,11 @@ typedef struct BP {
      * the slot's gradient is none in eager terms (a loop that ran zero
      * times); the gradient is then -0.0s, which adding leaves exact (owned) */
     tfe_tensor **none;
+    /* while a loop's first iteration is swept in reverse (alias_first, a
+     * traced bool, is true then): by G slot, the slot of the captured
+     * value a loop variable started as, or -1 (NULL: none such) */
+    int *alias;
+    tfe_tensor *alias_first;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -100,10 +105,16 @@ static void unflag(BP *b, int slot)
     if (b->none) put(b->none, slot, NULL);
 }
 
+static int acc_alias(BP *b, int slot, const tfe_tensor *d);
+
 /* g[slot] += d (takes d). */
 static int acc(BP *b, int slot, tfe_tensor *d)
 {
     if (!d) return -1;
+    if (b->alias && b->alias[slot] >= 0 && acc_alias(b, b->alias[slot], d)) {
+        tensor_decref(d);
+        return -1;
+    }
     unflag(b, slot);
     if (!b->g[slot]) {
         b->g[slot] = d;
@@ -113,6 +124,30 @@ static int acc(BP *b, int slot, tfe_tensor *d)
     tensor_decref(d);
     if (!s) return -1;
     put(b->g, slot, s);
+    return 0;
+}
+
+/* In a loop's first iteration, a loop variable that started as a captured
+ * value is that value (eager code reads the one tensor): what reaches it
+ * is added to the captured value's gradient then, in the order it comes
+ * (g[cap] = first ? g[cap] + d : g[cap]); the loop variable's own
+ * gradient of that iteration goes unused (sweep_loop). */
+static int acc_alias(BP *b, int cap, const tfe_tensor *d)
+{
+    tfe_tensor *cur = b->g[cap];
+    tfe_tensor *sum = cur ? tfe_binary(OP_ADD, cur, (tfe_tensor *)d) : filled(d, -0.0);
+    if (sum && !cur) { /* -0.0 + d: d */
+        tfe_tensor *t = tfe_binary(OP_ADD, sum, (tfe_tensor *)d);
+        tensor_decref(sum);
+        sum = t;
+    }
+    tfe_tensor *keep = cur ? (tensor_incref(cur), cur) : filled(d, -0.0);
+    tfe_tensor *in[3] = {b->alias_first, sum, keep};
+    tfe_tensor *r = sum && keep ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (sum) tensor_decref(sum);
+    if (keep) tensor_decref(keep);
+    if (!r) return -1;
+    put(b->g, cap, r);
     return 0;
 }
 
@@ -137,6 +172,7 @@ static void bp_free(BP *b)
         if (b->m[i]) tensor_decref(b->m[i]);
         if (b->g[i]) tensor_decref(b->g[i]);
     }
+    free(b->alias);
     for (int i = 0; i <= b->G->nvals && b->none; i++)
         if (b->none[i]) tensor_decref(b->none[i]);
     free(b->none);
@@ -704,6 +740,7 @@ typedef struct GradCtx {
     tfe_tensor *const *dcap; /* loops: the capture gradients so far */
     tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
     const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
+    const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -907,17 +944,37 @@ static int loop_grad_body(BP *b, void *p)
         put(b->m, G->nodes[grc->params[k]].vbase, x);
     }
     if (replay_region(b, n->regions[1])) return -1;
+    /* the first iteration: loop variables that started as a capture are it */
+    bool aliased = false;
+    for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0;
+    if (aliased) {
+        tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+        b->alias_first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
+        if (zero) tensor_decref(zero);
+        if (!b->alias_first) return -1;
+        if (!b->alias) b->alias = xmalloc(sizeof *b->alias * ((size_t)G->nvals + 1));
+        for (int s = 0; s <= G->nvals; s++) b->alias[s] = -1;
+        for (int k = 0; k < nc; k++)
+            if (c->palias[k] >= 0) b->alias[G->nodes[grc->params[k]].vbase] = c->caps->slot[c->palias[k]];
+    }
     for (int k = 0; k < nc; k++) {
         tensor_incref(c->dy[k]);
-        if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) return -1;
+        if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) goto fail;
     }
     /* the captures' gradients so far first: this iteration adds to them in
      * the order an eager tape would */
     for (int i = 0; i < c->caps->n; i++) { /* (before a seed: the body may pass a capture through) */
         tensor_incref(c->dcap[i]);
-        if (acc_first(b, c->caps->slot[i], c->dcap[i])) return -1;
+        if (acc_first(b, c->caps->slot[i], c->dcap[i])) goto fail;
     }
-    if (sweep_region(b, n->regions[1])) return -1;
+    int src = sweep_region(b, n->regions[1]);
+    if (aliased) {
+        free(b->alias);
+        b->alias = NULL;
+        tensor_decref(b->alias_first);
+        b->alias_first = NULL;
+    }
+    if (src) return -1;
     /* new carried gradients: those of the params */
     for (int k = 0; k < nc; k++) {
         int s = G->nodes[grc->params[k]].vbase;
@@ -939,6 +996,14 @@ static int loop_grad_body(BP *b, void *p)
     c->res[0] = tfe_binary(OP_SUB, c->index, one);
     tensor_decref(one);
     return c->res[0] ? 0 : -1;
+fail:
+    if (aliased) {
+        free(b->alias);
+        b->alias = NULL;
+        tensor_decref(b->alias_first);
+        b->alias_first = NULL;
+    }
+    return -1;
 }
 
 static int sweep_loop(BP *b, int id)
@@ -970,6 +1035,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *nosofar = xcalloc((size_t)caps.n + 1, sizeof *nosofar);
+    int *palias = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -1001,12 +1067,27 @@ static int sweep_loop(BP *b, int id)
         meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
         meta[1 + nc + i].weak = false;
     }
+    /* a loop variable that starts as a value the body captures (a = x,
+     * then x in the body) is that value in the first iteration; only for a
+     * body without a cond or loop of its own (whose backward sets the
+     * captures' gradients whole, not through acc) */
+    palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
+    bool flat = true;
+    const GRegion *grb = &G->regions[n->regions[1]];
+    for (int i = 0; i < grb->n; i++)
+        flat &= G->nodes[grb->nodes[i]].kind != G_COND && G->nodes[grb->nodes[i]].kind != G_WHILE &&
+                G->nodes[grb->nodes[i]].kind != G_FUSED;
+    for (int k = 0; k < nc; k++) {
+        palias[k] = -1;
+        for (int i = 0; i < caps.n && flat && !b->alias; i++)
+            if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
+    }
     tfe_tensor **saved = stash(b, &caps);
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     make_params(b, rcond, ncarry, meta, NULL, sym);
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc};
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); goto out; }
     set_outs(g, rcond, 1, res, b->T);
     tensor_decref(res[0]);
@@ -1037,9 +1118,24 @@ static int sweep_loop(BP *b, int id)
         unflag(b, caps.slot[i]);
         if (nosofar[i] && ran0) put(b->none, caps.slot[i], (tensor_incref(ran0), ran0));
     }
-    if (ran0) tensor_decref(ran0);
-    for (int k = 0; k < nc; k++)
+    for (int k = 0; k < nc; k++) {
+        if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
+            int s = caps.slot[palias[k]];
+            tfe_tensor *sum = ran0 ? tfe_binary(OP_ADD, b->g[s], outs[1 + k]) : NULL;
+            tfe_tensor *in[3] = {ran0, sum, b->g[s]};
+            tfe_tensor *r = sum ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+            if (sum) tensor_decref(sum);
+            tensor_decref(outs[1 + k]);
+            if (!r) rc = -1;
+            else {
+                put(b->g, s, r);
+                unflag(b, s);
+            }
+            continue;
+        }
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
+    }
+    if (ran0) tensor_decref(ran0);
     free(outs);
 out:
     for (int i = 0; i < ncarry; i++) {
@@ -1052,6 +1148,7 @@ out:
     free(sym);
     free(meta);
     free(nosofar);
+    free(palias);
     caps_free(&caps);
     return rc;
 }
@@ -1322,7 +1419,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own,
-            own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL};
+            own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL, NULL, NULL};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {

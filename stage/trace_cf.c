@@ -942,5 +942,8 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, Cond
         }
     }
     free(memo);
+    /* watched itself after the cond: tracked whichever branch ran */
+    for (int br = 0; br < 2; br++)
+        if (cs->kind[br] == CS_UNTRACKED && tfe_tape_watches(tape, t)) cs->kind[br] = CS_COMPUTED;
     return 1;
 }

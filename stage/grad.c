@@ -1392,7 +1392,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
             if (!w->has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
             tfe_tensor *gv = bo[k++];
             /* none in eager terms (a loop ran zero times): none, not -0.0s */
-            bool isnone = !rc && w->has[nin + i] && tensor_get_f64(bo[kf++], 0) != 0.0;
+            bool isnone = !rc && w->has[nin + i] && tensor_load_f64(bo[kf++], 0) != 0.0;
             if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
                 if (gv) tensor_decref(gv);
                 continue;
@@ -1506,7 +1506,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     }
     for (int i = 0; i < nin; i++) {
         /* none in eager terms (a loop ran zero times): none, not -0.0s */
-        bool isnone = none[i] && tensor_get_f64(none[i], 0) != 0.0;
+        bool isnone = none[i] && tensor_load_f64(none[i], 0) != 0.0;
         if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
             if (res[i]) tensor_decref(res[i]);
             continue;

@@ -925,7 +925,7 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, Cond
     int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
     cs->pred = ps < T->capconcrete ? T->concrete[ps] : NULL;
     if (!cs->pred || !cs->pred->storage) return 0;
-    cs->taken = tensor_get_f64(cs->pred, 0) != 0.0 ? 0 : 1;
+    cs->taken = tensor_load_f64(cs->pred, 0) != 0.0 ? 0 : 1;
     signed char *memo = xmalloc((size_t)g->n + 1);
     for (int br = 0; br < 2; br++) {
         const GRegion *reg = &g->regions[n->regions[br]];

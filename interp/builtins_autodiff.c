@@ -426,8 +426,10 @@ typedef struct Flat {
     int n, cap;
     struct Leaf { int start, count; Value v; } *leaves;
     int nleaves, capleaves;
-    struct Pick { int i; CondSource cs; } *picks; /* sources a traced cond rebinds */
+    struct Pick { int i; CondSource cs; int pass[2]; } *picks; /* sources a traced cond rebinds */
     int npicks;
+    tfe_tensor **extra;  /* the tensors they may stand for (owned until pushed) */
+    int nextra;
 } Flat;
 
 static void flat_push(Flat *f, tfe_tensor *t)
@@ -445,6 +447,8 @@ static void flat_free(Flat *f)
     free(f->ts);
     free(f->leaves);
     free(f->picks);
+    for (int i = 0; i < f->nextra; i++) tensor_decref(f->extra[i]);
+    free(f->extra);
 }
 
 /* A source's path inside the structure of sources, as the indexing that
@@ -482,59 +486,73 @@ static int check_float_source(Interp *I, const char *fn, const SrcPath *p, const
 /* Inside a trace, a source that a traced cond rebinds is one tensor of the
  * graph whichever branch ran; in eager code it is the tensor the branch
  * taken made, or the very tensor it handed on unchanged (whose gradient
- * counts its uses before the cond too), or one the tape does not track (an
- * error). The first two are picked at run time (pick_cond_sources); the
- * last cannot be raised by a graph on a later call: refused here, unless
- * it is this call's branch (then it is eager's error). */
-static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *f, const SrcPath *path)
+ * counts its uses before the cond too; that tensor may come from another
+ * cond), or one the tape does not track (an error). The first two are
+ * picked at run time (pick_cond_sources); the last cannot be raised by a
+ * graph on a later call: refused here, unless it is what the name holds on
+ * this call (then it is eager's error). at: where t's gradient will be
+ * (a leaf's index, or -1 - k for the k-th handed-on tensor); live: t is
+ * what the name holds on this call. */
+static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *f, const SrcPath *path, int at,
+                       bool live, int depth)
 {
     CondSource cs;
-    if (!tfe_tracer || !trace_recording() || T->spent || !trace_cond_source(tfe_tracer, T->tape, t, &cs)) return 0;
+    if (depth > 16 || !tfe_tracer || T->spent || !trace_cond_source(tfe_tracer, T->tape, t, &cs)) return 0;
     char buf[480];
     const char *name = source_name(path, "the source", buf, sizeof buf);
-    if (cs.kind[cs.taken] == CS_UNTRACKED)
+    if (live && cs.kind[cs.taken] == CS_UNTRACKED)
         return interp_raise(I, "%s: %s is a tensor this tape never watched, so its gradient would be "
                                "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
                                "variable in place, v -= x, rather than v = v - x)", fn, name);
     /* (under --stage-all the function runs eagerly from here on, and this
      * call still needs its pick) */
-    if (cs.kind[1 - cs.taken] == CS_UNTRACKED &&
+    if ((cs.kind[0] == CS_UNTRACKED || cs.kind[1] == CS_UNTRACKED) && trace_recording() &&
         trace_fail(I, I->cur_loc, "%s: %s is a name that a staged conditional rebinds, and on the branch "
-                                         "not taken now to a tensor this tape does not track (so a gradient with "
-                                         "respect to it would be an error there, which a staged call cannot "
-                                         "raise); watch the value after the conditional, or take the gradient "
-                                         "with respect to the tensor you watched", fn, name))
+                                  "not taken now to a tensor this tape does not track (so a gradient with "
+                                  "respect to it would be an error there, which a staged call cannot "
+                                  "raise); watch the value after the conditional, or take the gradient "
+                                  "with respect to the tensor you watched", fn, name))
         return -1;
     if (cs.kind[0] != CS_PASS && cs.kind[1] != CS_PASS) return 0;
-    f->picks = xrealloc(f->picks, sizeof *f->picks * (size_t)(f->npicks + 1));
-    f->picks[f->npicks++] = (struct Pick){f->n - 1, cs};
+    int p = f->npicks++;
+    f->picks = xrealloc(f->picks, sizeof *f->picks * (size_t)f->npicks);
+    f->picks[p] = (struct Pick){at, cs, {0, 0}};
+    for (int br = 0; br < 2; br++) {
+        if (cs.kind[br] != CS_PASS) continue;
+        f->extra = xrealloc(f->extra, sizeof *f->extra * (size_t)(f->nextra + 1));
+        tensor_incref(cs.pass[br]);
+        f->extra[f->nextra] = cs.pass[br];
+        f->picks[p].pass[br] = f->nextra++;
+        if (cond_source(I, fn, T, cs.pass[br], f, path, -1 - f->picks[p].pass[br], live && br == cs.taken,
+                        depth + 1))
+            return -1;
+    }
     return 0;
 }
 
-/* The handed-on tensors of the picked sources, as more sources (after the
- * leaves' ones: unflatten never sees them). */
+/* The handed-on tensors, as more sources (after the leaves' ones:
+ * unflatten never sees them). */
 static void push_pass_sources(Flat *f)
 {
-    for (int p = 0; p < f->npicks; p++)
-        for (int br = 0; br < 2; br++)
-            if (f->picks[p].cs.kind[br] == CS_PASS) {
-                tensor_incref(f->picks[p].cs.pass[br]);
-                flat_push(f, f->picks[p].cs.pass[br]);
-            }
+    for (int k = 0; k < f->nextra; k++) flat_push(f, f->extra[k]);
+    free(f->extra);
+    f->extra = NULL;
+    f->nextra = 0;
 }
 
 /* A picked source's gradient: the handed-on tensor's on a branch that
  * hands one on, its own on the other, chosen by the cond's predicate
  * (recorded into the trace, so later calls choose by theirs). g has the
- * gradients of the nbase leaf tensors, then of the handed-on ones. */
+ * gradients of the nbase leaf tensors, then of the handed-on ones. A pick
+ * made later (for a handed-on tensor) is done first. */
 static int pick_cond_sources(Flat *f, int nbase, tfe_tensor **g)
 {
-    for (int p = 0, e = nbase; p < f->npicks; p++) {
+    for (int p = f->npicks - 1; p >= 0; p--) {
         const CondSource *cs = &f->picks[p].cs;
-        int i = f->picks[p].i;
+        int i = f->picks[p].i < 0 ? nbase - 1 - f->picks[p].i : f->picks[p].i;
         tfe_tensor *br[2] = {g[i], g[i]};
         for (int b = 0; b < 2; b++)
-            if (cs->kind[b] == CS_PASS) br[b] = g[e++];
+            if (cs->kind[b] == CS_PASS) br[b] = g[nbase + f->picks[p].pass[b]];
         if (!br[0] || !br[1]) continue;
         tfe_tensor *pred = cs->pred;
         tensor_incref(pred);
@@ -602,7 +620,7 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                                    "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
                                    "variable in place, v -= x, rather than v = v - x)",
                                 fn, source_name(path, "the source", buf, sizeof buf));
-        if (cond_source(I, fn, T, t, f, path)) return -1;
+        if (cond_source(I, fn, T, t, f, path, f->n - 1, true, 0)) return -1;
     } else if (is_variable(v)) {
         Variable *var = (Variable *)v.u.o;
         if (check_float_source(I, fn, path, "the source", var->value->dtype)) return -1;

@@ -497,9 +497,16 @@ static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *
                        bool live, int depth)
 {
     CondSource cs;
-    if (depth > 16 || !tfe_tracer || T->spent || !trace_cond_source(tfe_tracer, T->tape, t, &cs)) return 0;
+    int found = depth > 16 || !tfe_tracer || T->spent ? 0 : trace_cond_source(tfe_tracer, T->tape, t, &cs);
+    if (!found) return 0;
     char buf[480];
     const char *name = source_name(path, "the source", buf, sizeof buf);
+    if (found == 2)
+        return trace_fail(I, I->cur_loc, "%s: %s is a name that a staged loop rebinds, and whether the loop ran "
+                                         "(it is the value the loop started from when it ran zero times) "
+                                         "depends on a variable, host call or random draw in its condition; "
+                                         "take the gradient with respect to the tensor you watched, or bind "
+                                         "the loop's result to a new name (let b = a * 1.0)", fn, name) ? -1 : 0;
     if (live && cs.kind[cs.taken] == CS_UNTRACKED)
         return interp_raise(I, "%s: %s is a tensor this tape never watched, so its gradient would be "
                                "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
@@ -507,10 +514,10 @@ static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *
     /* (under --stage-all the function runs eagerly from here on, and this
      * call still needs its pick) */
     if ((cs.kind[0] == CS_UNTRACKED || cs.kind[1] == CS_UNTRACKED) && trace_recording() &&
-        trace_fail(I, I->cur_loc, "%s: %s is a name that a staged conditional rebinds, and on the branch "
-                                  "not taken now to a tensor this tape does not track (so a gradient with "
+        trace_fail(I, I->cur_loc, "%s: %s is a name that a staged conditional or loop rebinds, and on a "
+                                  "path not taken now to a tensor this tape does not track (so a gradient with "
                                   "respect to it would be an error there, which a staged call cannot "
-                                  "raise); watch the value after the conditional, or take the gradient "
+                                  "raise); watch the value after it, or take the gradient "
                                   "with respect to the tensor you watched", fn, name))
         return -1;
     if (cs.kind[0] != CS_PASS && cs.kind[1] != CS_PASS) return 0;

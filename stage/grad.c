@@ -1624,3 +1624,56 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     grun_release(&x);
     return rc;
 }
+
+/* Whether loop id of the trace in progress runs at least once: its
+ * condition replayed on the values the loop started from, recorded into the
+ * trace (a traced one-element tensor, new ref). NULL when the condition
+ * reads what a replay cannot give again (a variable, a host call, a random
+ * draw, another loop or cond). */
+tfe_tensor *stage_loop_runs(Tracer *T, int id)
+{
+    GRef *caps;
+    int ncaps;
+    Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+    BP b = {T->I, T, m, xcalloc((size_t)m->nvals + 1, sizeof(tfe_tensor *)),
+            xcalloc((size_t)m->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)m->n + 1, sizeof(tfe_tensor *)),
+            NULL, NULL, true, NULL, NULL, NULL};
+    tfe_tensor *res = NULL;
+    int w = -1;
+    for (int i = 0; i < m->regions[0].n; i++)
+        if (m->nodes[m->regions[0].nodes[i]].kind == G_WHILE) w = m->regions[0].nodes[i];
+    bool ok = w >= 0;
+    for (int i = 0; i < m->ninputs && ok; i++) {
+        int slot = T->g->nodes[caps[i].node].vbase + caps[i].out;
+        tfe_tensor *t = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        if (!(ok = t != NULL)) break;
+        tensor_incref(t);
+        b.m[m->nodes[m->inputs[i]].vbase] = t;
+    }
+    for (int i = 0; i < m->n && ok; i++) {
+        const GNode *x = &m->nodes[i];
+        if (x->kind == G_CONST) {
+            tensor_incref(x->value);
+            put(b.m, x->vbase, x->value);
+        }
+    }
+    if (ok) {
+        const GNode *wn = &m->nodes[w];
+        const GRegion *rc = &m->regions[wn->regions[0]];
+        for (int i = 0; i < rc->n && ok; i++) {
+            const GNode *x = &m->nodes[rc->nodes[i]];
+            ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & F_RANDOM) : x->kind == G_CONST || x->kind == G_PARAM;
+        }
+        for (int k = 0; k < rc->nparams && ok; k++) {
+            tfe_tensor *t = b.m[slot_of(m, wn->in[k])];
+            if (!(ok = t != NULL)) break;
+            tensor_incref(t);
+            put(b.m, m->nodes[rc->params[k]].vbase, t);
+        }
+        if (ok && !replay_region(&b, wn->regions[0]) && (res = b.m[slot_of(m, rc->outs[0])])) tensor_incref(res);
+    }
+    bp_free(&b);
+    graph_decref(m);
+    free(caps);
+    return res;
+}

@@ -111,8 +111,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs);
 /* A gradient taken inside a trace with respect to t, an output of a traced
  * cond that ran under a tape: in eager code the name holds the tensor the
  * taken branch made, or the very tensor it handed on unchanged (pass), or
- * one this tape does not track (untracked). 1 and *cs filled, or 0 when t
- * is no such output. */
+ * one this tape does not track (untracked); for a traced loop's output,
+ * branch 0 is "it ran", branch 1 "it ran zero times" (the value it started
+ * from). 1 and *cs filled, 0 when t is no such output (or nothing needs
+ * picking), 2 when whether the loop ran cannot be traced. */
 enum { CS_COMPUTED, CS_PASS, CS_UNTRACKED };
 typedef struct tfe_tape tfe_tape;
 typedef struct CondSource {
@@ -122,6 +124,9 @@ typedef struct CondSource {
     tfe_tensor *pass[2]; /* CS_PASS: the tensor handed on (traced, borrowed) */
 } CondSource;
 int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, CondSource *cs);
+/* Whether traced loop id runs at least once, as a traced tensor (new ref),
+ * or NULL (stage/grad.c). */
+tfe_tensor *stage_loop_runs(Tracer *T, int id);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 void trace_leave_fn(Node *fn);
 

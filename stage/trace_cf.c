@@ -914,6 +914,38 @@ static bool branch_tracked(Tracer *T, const tfe_tape *tape, int id, GRef r, sign
     return tr;
 }
 
+/* A traced loop's output k: what the body made when it ran (branch 0), the
+ * value it started from when it ran zero times (branch 1). 2 when whether
+ * it ran cannot be told again (stage_loop_runs). */
+static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, int id, int k, CondSource *cs)
+{
+    const Graph *g = T->g;
+    const GNode *n = &g->nodes[id];
+    const GRegion *body = &g->regions[n->regions[1]];
+    if (k >= n->nin || k >= body->nouts) return 0;
+    int slot = g->nodes[n->in[k].node].vbase + n->in[k].out;
+    tfe_tensor *c = slot < T->capconcrete ? T->concrete[slot] : NULL;
+    bool watched = tfe_tape_watches(tape, t);
+    signed char *memo = xmalloc((size_t)g->n + 1);
+    memset(memo, -1, (size_t)g->n + 1);
+    cs->kind[0] = watched || branch_tracked(T, tape, id, body->outs[k], memo) ? CS_COMPUTED : CS_UNTRACKED;
+    free(memo);
+    cs->pass[0] = cs->pass[1] = NULL;
+    if (c && tfe_tape_is_watched(tape, c)) {
+        cs->kind[1] = CS_PASS;
+        cs->pass[1] = c;
+    } else {
+        cs->kind[1] = watched ? CS_COMPUTED : CS_UNTRACKED;
+    }
+    if (cs->kind[0] == CS_COMPUTED && cs->kind[1] == CS_COMPUTED) return 0;
+    tfe_tensor *runs = stage_loop_runs(T, id);
+    if (!runs) return 2;
+    cs->pred = runs;
+    tensor_decref(runs); /* the trace's note keeps it */
+    cs->taken = tensor_load_f64(runs, 0) != 0.0 ? 0 : 1;
+    return 1;
+}
+
 int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, CondSource *cs)
 {
     const TNote *note = t->node;
@@ -921,6 +953,7 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, Cond
     const Graph *g = T->g;
     int id = note->ref.node, k = note->ref.out;
     const GNode *n = &g->nodes[id];
+    if (n->kind == G_WHILE) return loop_source(T, tape, t, id, k, cs);
     if (n->kind != G_COND) return 0;
     int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
     cs->pred = ps < T->capconcrete ? T->concrete[ps] : NULL;

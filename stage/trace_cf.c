@@ -882,6 +882,17 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
 
 /* --- gradients with respect to a name a traced cond rebinds ---------------------------- */
 
+/* Read by nothing on the tape but the cond or loop that hands it on, and
+ * handed on by no cond or loop itself: its gradient is the output's then. */
+static bool only_handed_on(Tracer *T, const tfe_tape *tape, const tfe_tensor *c)
+{
+    if (tfe_tape_uses(tape, c) > 1) return false;
+    const TNote *note = c->node;
+    if (!note || note->ref.node >= T->g->n) return true;
+    GKind k = T->g->nodes[note->ref.node].kind;
+    return k != G_COND && k != G_WHILE;
+}
+
 static bool inside_cond(const Graph *g, int node, int id)
 {
     for (int r = g->nodes[node].region; r >= 0; r = g->regions[r].parent)
@@ -937,6 +948,8 @@ static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, int
     } else {
         cs->kind[1] = watched ? CS_COMPUTED : CS_UNTRACKED;
     }
+    /* (then no backward of the loop is needed, which may not be supported) */
+    if (cs->kind[1] == CS_PASS && only_handed_on(T, tape, c)) cs->kind[1] = CS_COMPUTED;
     if (cs->kind[0] == CS_COMPUTED && cs->kind[1] == CS_COMPUTED) return 0;
     tfe_tensor *runs = stage_loop_runs(T, id);
     if (!runs) return 2;
@@ -972,6 +985,7 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, Cond
             int slot = g->nodes[y.node].vbase + y.out;
             cs->kind[br] = CS_PASS;
             cs->pass[br] = T->concrete[slot];
+            if (only_handed_on(T, tape, cs->pass[br])) cs->kind[br] = CS_COMPUTED;
         }
     }
     free(memo);

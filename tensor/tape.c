@@ -181,6 +181,20 @@ void tfe_tape_pop(tfe_tape *t) {
 
 bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->watchset, x); }
 
+int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x) {
+    int n = 0;
+    for (int k = 0; k < t->nentries; k++) {
+        const entry *e = t->entries[k];
+        if (!e) continue;
+        for (int i = 0; i < e->nin; i++)
+            if (e->t[i] == x) {
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
 void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
     /* an op's output watched too is kept in the list: a staged cond's output
      * stands for whichever tensor its branch made, which eager code would

@@ -883,14 +883,15 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
 /* --- gradients with respect to a name a traced cond rebinds ---------------------------- */
 
 /* Read by nothing on the tape but the cond or loop that hands it on, and
- * handed on by no cond or loop itself: its gradient is the output's then. */
+ * not handed on by a cond or loop this tape recorded: its gradient is the
+ * output's then. */
 static bool only_handed_on(Tracer *T, const tfe_tape *tape, const tfe_tensor *c)
 {
     if (tfe_tape_uses(tape, c) > 1) return false;
     const TNote *note = c->node;
     if (!note || note->ref.node >= T->g->n) return true;
     GKind k = T->g->nodes[note->ref.node].kind;
-    return k != G_COND && k != G_WHILE;
+    return (k != G_COND && k != G_WHILE) || !tfe_tape_made(tape, c);
 }
 
 static bool inside_cond(const Graph *g, int node, int id)

@@ -181,6 +181,15 @@ void tfe_tape_pop(tfe_tape *t) {
 
 bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->watchset, x); }
 
+bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x) {
+    for (int k = 0; k < t->nentries; k++) {
+        const entry *e = t->entries[k];
+        for (int j = 0; e && j < e->nout; j++)
+            if (e->t[e->nin + j] == x) return true;
+    }
+    return false;
+}
+
 int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x) {
     int n = 0;
     for (int k = 0; k < t->nentries; k++) {

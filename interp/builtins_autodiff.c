@@ -430,6 +430,7 @@ typedef struct Flat {
     int npicks;
     tfe_tensor **extra;  /* the tensors they may stand for (owned until pushed) */
     int nextra;
+    const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
 } Flat;
 
 static void flat_push(Flat *f, tfe_tensor *t)
@@ -497,7 +498,8 @@ static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *
                        bool live, int depth)
 {
     CondSource cs;
-    int found = depth > 16 || !tfe_tracer || T->spent ? 0 : trace_cond_source(tfe_tracer, T->tape, t, &cs);
+    int found = depth > 16 || !tfe_tracer || T->spent || !f->target
+                    ? 0 : trace_cond_source(tfe_tracer, T->tape, f->target, t, &cs);
     if (!found) return 0;
     char buf[480];
     const char *name = source_name(path, "the source", buf, sizeof buf);
@@ -733,6 +735,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     tfe_tensor **g = NULL;
     SrcPath path = {.len = 0};
     path.s[0] = 0;
+    f.target = target;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     int nbase = f.n;
     push_pass_sources(&f);

@@ -123,7 +123,7 @@ typedef struct CondSource {
     int kind[2];         /* by branch: CS_* */
     tfe_tensor *pass[2]; /* CS_PASS: the tensor handed on (traced, borrowed) */
 } CondSource;
-int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, CondSource *cs);
+int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, CondSource *cs);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). */
 tfe_tensor *stage_loop_runs(Tracer *T, int id);

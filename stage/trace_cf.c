@@ -885,9 +885,9 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
 /* Read by nothing on the tape but the cond or loop that hands it on, and
  * not handed on by a cond or loop this tape recorded: its gradient is the
  * output's then. */
-static bool only_handed_on(Tracer *T, const tfe_tape *tape, const tfe_tensor *c)
+static bool only_handed_on(Tracer *T, const tfe_tape *tape, const tfe_tensor *c, const tfe_tensor *target)
 {
-    if (tfe_tape_uses(tape, c) > 1) return false;
+    if (tfe_tape_uses(tape, c, target) > 1) return false;
     const TNote *note = c->node;
     if (!note || note->ref.node >= T->g->n) return true;
     GKind k = T->g->nodes[note->ref.node].kind;
@@ -929,7 +929,8 @@ static bool branch_tracked(Tracer *T, const tfe_tape *tape, int id, GRef r, sign
 /* A traced loop's output k: what the body made when it ran (branch 0), the
  * value it started from when it ran zero times (branch 1). 2 when whether
  * it ran cannot be told again (stage_loop_runs). */
-static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, int id, int k, CondSource *cs)
+static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, int id, int k,
+                       CondSource *cs)
 {
     const Graph *g = T->g;
     const GNode *n = &g->nodes[id];
@@ -950,7 +951,7 @@ static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, int
         cs->kind[1] = watched ? CS_COMPUTED : CS_UNTRACKED;
     }
     /* (then no backward of the loop is needed, which may not be supported) */
-    if (cs->kind[1] == CS_PASS && only_handed_on(T, tape, c)) cs->kind[1] = CS_COMPUTED;
+    if (cs->kind[1] == CS_PASS && only_handed_on(T, tape, c, target)) cs->kind[1] = CS_COMPUTED;
     if (cs->kind[0] == CS_COMPUTED && cs->kind[1] == CS_COMPUTED) return 0;
     tfe_tensor *runs = stage_loop_runs(T, id);
     if (!runs) return 2;
@@ -960,14 +961,14 @@ static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, int
     return 1;
 }
 
-int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, CondSource *cs)
+int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, CondSource *cs)
 {
     const TNote *note = t->node;
     if (!T || !note || note->ref.node >= T->g->n) return 0;
     const Graph *g = T->g;
     int id = note->ref.node, k = note->ref.out;
     const GNode *n = &g->nodes[id];
-    if (n->kind == G_WHILE) return loop_source(T, tape, t, id, k, cs);
+    if (n->kind == G_WHILE) return loop_source(T, tape, target, t, id, k, cs);
     if (n->kind != G_COND) return 0;
     int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
     cs->pred = ps < T->capconcrete ? T->concrete[ps] : NULL;
@@ -986,7 +987,7 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *t, Cond
             int slot = g->nodes[y.node].vbase + y.out;
             cs->kind[br] = CS_PASS;
             cs->pass[br] = T->concrete[slot];
-            if (only_handed_on(T, tape, cs->pass[br])) cs->kind[br] = CS_COMPUTED;
+            if (only_handed_on(T, tape, cs->pass[br], target)) cs->kind[br] = CS_COMPUTED;
         }
     }
     free(memo);

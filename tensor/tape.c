@@ -190,17 +190,25 @@ bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x) {
     return false;
 }
 
-int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x) {
+int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target) {
+    /* from the target back: the entries whose outputs it depends on */
+    pmap reach = {0};
+    pmap_put(&reach, target, false);
     int n = 0;
-    for (int k = 0; k < t->nentries; k++) {
+    for (int k = t->nentries - 1; k >= 0; k--) {
         const entry *e = t->entries[k];
         if (!e) continue;
-        for (int i = 0; i < e->nin; i++)
-            if (e->t[i] == x) {
-                n++;
-                break;
-            }
+        bool needed = false;
+        for (int j = 0; j < e->nout && !needed; j++) needed = pmap_has(&reach, e->t[e->nin + j]);
+        if (!needed) continue;
+        bool reads = false;
+        for (int i = 0; i < e->nin; i++) {
+            reads |= e->t[i] == x;
+            pmap_put(&reach, e->t[i], false);
+        }
+        n += reads;
     }
+    pmap_free(&reach);
     return n;
 }
 

@@ -61,7 +61,7 @@ typedef struct GFrames { int n; Frame *f; struct GFrames *next_all; } GFrames;
 typedef struct GBwd {
     struct Graph *g;
     bool *has;           /* per source: does it get a gradient (g's outputs are those);
-                            has[nsrc + i]: and a flag after them, true when it is none
+                            has[n + i], n sources: and a flag after them, true when none
                             (a loop ran zero times: stage/grad.c) */
     tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for */
     int nkey;

@@ -426,6 +426,11 @@ typedef struct Flat {
     int n, cap;
     struct Leaf { int start, count; Value v; } *leaves;
     int nleaves, capleaves;
+    struct Pick { int i; CondSource cs; int pass[2]; } *picks; /* sources a traced cond rebinds */
+    int npicks;
+    tfe_tensor **extra;  /* the tensors they may stand for (owned until pushed) */
+    int nextra;
+    const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
 } Flat;
 
 static void flat_push(Flat *f, tfe_tensor *t)
@@ -442,6 +447,9 @@ static void flat_free(Flat *f)
     for (int i = 0; i < f->n; i++) tensor_decref(f->ts[i]);
     free(f->ts);
     free(f->leaves);
+    free(f->picks);
+    for (int i = 0; i < f->nextra; i++) tensor_decref(f->extra[i]);
+    free(f->extra);
 }
 
 /* A source's path inside the structure of sources, as the indexing that
@@ -474,6 +482,108 @@ static int check_float_source(Interp *I, const char *fn, const SrcPath *p, const
     return interp_raise(I, "%s: %s is %s; gradients are taken with respect to floats "
                            "(pass a float: 3.0 rather than 3, or float(x))",
                         fn, source_name(p, whole, buf, sizeof buf), dtype_name(dt));
+}
+
+/* Inside a trace, a source that a traced cond rebinds is one tensor of the
+ * graph whichever branch ran; in eager code it is the tensor the branch
+ * taken made, or the very tensor it handed on unchanged (whose gradient
+ * counts its uses before the cond too; that tensor may come from another
+ * cond), or one the tape does not track (an error). The first two are
+ * picked at run time (pick_cond_sources); the last cannot be raised by a
+ * graph on a later call: refused here, unless it is what the name holds on
+ * this call (then it is eager's error). at: where t's gradient will be
+ * (a leaf's index, or -1 - k for the k-th handed-on tensor); live: t is
+ * what the name holds on this call. */
+static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *f, const SrcPath *path, int at,
+                       bool live, int depth)
+{
+    CondSource cs;
+    int found = depth > 16 || !tfe_tracer || T->spent || !f->target
+                    ? 0 : trace_cond_source(tfe_tracer, T->tape, f->target, t, &cs);
+    if (!found) return 0;
+    char buf[480];
+    const char *name = source_name(path, "the source", buf, sizeof buf);
+    if (found == 2)
+        return trace_fail(I, I->cur_loc, "%s: %s is a name that a staged loop rebinds, and whether the loop ran "
+                                         "(it is the value the loop started from when it ran zero times) "
+                                         "depends on a variable, host call or random draw in its condition; "
+                                         "take the gradient with respect to the tensor you watched, or bind "
+                                         "the loop's result to a new name (let b = a * 1.0)", fn, name) ? -1 : 0;
+    if (live && cs.kind[cs.taken] == CS_UNTRACKED)
+        return interp_raise(I, "%s: %s is a tensor this tape never watched, so its gradient would be "
+                               "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
+                               "variable in place, v -= x, rather than v = v - x)", fn, name);
+    /* (under --stage-all the function runs eagerly from here on, and this
+     * call still needs its pick) */
+    if ((cs.kind[0] == CS_UNTRACKED || cs.kind[1] == CS_UNTRACKED) && trace_recording() &&
+        trace_fail(I, I->cur_loc, "%s: %s is a name that a staged conditional or loop rebinds, and on a "
+                                  "path not taken now to a tensor this tape does not track (so a gradient with "
+                                  "respect to it would be an error there, which a staged call cannot "
+                                  "raise); watch the value after it, or take the gradient "
+                                  "with respect to the tensor you watched", fn, name))
+        return -1;
+    if (cs.kind[0] != CS_PASS && cs.kind[1] != CS_PASS) return 0;
+    int p = f->npicks++;
+    f->picks = xrealloc(f->picks, sizeof *f->picks * (size_t)f->npicks);
+    f->picks[p] = (struct Pick){at, cs, {0, 0}};
+    for (int br = 0; br < 2; br++) {
+        if (cs.kind[br] != CS_PASS) continue;
+        f->extra = xrealloc(f->extra, sizeof *f->extra * (size_t)(f->nextra + 1));
+        tensor_incref(cs.pass[br]);
+        f->extra[f->nextra] = cs.pass[br];
+        f->picks[p].pass[br] = f->nextra++;
+        if (cond_source(I, fn, T, cs.pass[br], f, path, -1 - f->picks[p].pass[br], live && br == cs.taken,
+                        depth + 1))
+            return -1;
+    }
+    return 0;
+}
+
+/* The handed-on tensors, as more sources (after the leaves' ones:
+ * unflatten never sees them). */
+static void push_pass_sources(Flat *f)
+{
+    for (int k = 0; k < f->nextra; k++) flat_push(f, f->extra[k]);
+    free(f->extra);
+    f->extra = NULL;
+    f->nextra = 0;
+}
+
+/* A picked source's gradient: the handed-on tensor's on a branch that
+ * hands one on, its own on the other, chosen by the cond's predicate
+ * (recorded into the trace, so later calls choose by theirs). g has the
+ * gradients of the nbase leaf tensors, then of the handed-on ones. A pick
+ * made later (for a handed-on tensor) is done first. */
+static int pick_cond_sources(Flat *f, int nbase, tfe_tensor **g)
+{
+    for (int p = f->npicks - 1; p >= 0; p--) {
+        const CondSource *cs = &f->picks[p].cs;
+        int i = f->picks[p].i < 0 ? nbase - 1 - f->picks[p].i : f->picks[p].i;
+        tfe_tensor *br[2] = {g[i], g[i]};
+        for (int b = 0; b < 2; b++)
+            if (cs->kind[b] == CS_PASS) br[b] = g[nbase + f->picks[p].pass[b]];
+        if (!br[0] || !br[1]) continue;
+        tfe_tensor *pred = cs->pred;
+        tensor_incref(pred);
+        if (pred->dtype != TFE_BOOL || pred->rank != 0) { /* a one-element tensor taken as a bool */
+            tfe_tensor *zero = tensor_from_f64(0.0, pred->dtype), *ne = zero ? tfe_binary(OP_NE, pred, zero) : NULL;
+            if (zero) tensor_decref(zero);
+            tensor_decref(pred);
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.nints = 0;
+            pred = ne ? tfe_call1(OP_RESHAPE, 1, &ne, &at) : NULL;
+            if (ne) tensor_decref(ne);
+            if (!pred) return -1;
+        }
+        tfe_tensor *in[3] = {pred, br[0], br[1]};
+        tfe_tensor *r = tfe_call1(OP_WHERE, 3, in, NULL);
+        tensor_decref(pred);
+        if (!r) return -1;
+        tensor_decref(g[i]);
+        g[i] = r;
+    }
+    return 0;
 }
 
 static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f, int depth, SrcPath *path)
@@ -519,6 +629,7 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                                    "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
                                    "variable in place, v -= x, rather than v = v - x)",
                                 fn, source_name(path, "the source", buf, sizeof buf));
+        if (cond_source(I, fn, T, t, f, path, f->n - 1, true, 0)) return -1;
     } else if (is_variable(v)) {
         Variable *var = (Variable *)v.u.o;
         if (check_float_source(I, fn, path, "the source", var->value->dtype)) return -1;
@@ -624,10 +735,13 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     tfe_tensor **g = NULL;
     SrcPath path = {.len = 0};
     path.s[0] = 0;
+    f.target = target;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
+    int nbase = f.n;
+    push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
     called = true;
-    if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g)) {
+    if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g) || pick_cond_sources(&f, nbase, g)) {
         rc = interp_raise_tensor_error(I);
         goto done;
     }

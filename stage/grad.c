@@ -40,6 +40,15 @@ typedef struct BP {
     bool own;            /* the backward is recorded by a tracer of its own (not into
                             an enclosing trace) */
     bool drew;           /* it replayed a draw in a branch: it serves this call only */
+    /* by G slot, at the backward's top level only: a traced bool, true when
+     * the slot's gradient is none in eager terms (a loop that ran zero
+     * times); the gradient is then -0.0s, which adding leaves exact (owned) */
+    tfe_tensor **none;
+    /* while a loop's first iteration is swept in reverse (alias_first, a
+     * traced bool, is true then): by G slot, the slot of the captured
+     * value a loop variable started as, or -1 (NULL: none such) */
+    int *alias;
+    tfe_tensor *alias_first;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -82,10 +91,34 @@ static tfe_tensor *zeros_like(const tfe_tensor *t)
     return tfe_call1(OP_FULL, 0, NULL, &at);
 }
 
+static tfe_tensor *filled(const tfe_tensor *t, double v)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.dtype = t->dtype;
+    at.nints = t->rank;
+    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
+    at.f[0] = v;
+    return tfe_call1(OP_FULL, 0, NULL, &at);
+}
+
+/* The slot's gradient is real from now on (something was added to it). */
+static void unflag(BP *b, int slot)
+{
+    if (b->none) put(b->none, slot, NULL);
+}
+
+static int acc_alias(BP *b, int slot, const tfe_tensor *d);
+
 /* g[slot] += d (takes d). */
 static int acc(BP *b, int slot, tfe_tensor *d)
 {
     if (!d) return -1;
+    if (b->alias && b->alias[slot] >= 0 && acc_alias(b, b->alias[slot], d)) {
+        tensor_decref(d);
+        return -1;
+    }
+    unflag(b, slot);
     if (!b->g[slot]) {
         b->g[slot] = d;
         return 0;
@@ -97,9 +130,34 @@ static int acc(BP *b, int slot, tfe_tensor *d)
     return 0;
 }
 
+/* In a loop's first iteration, a loop variable that started as a captured
+ * value is that value (eager code reads the one tensor): what reaches it
+ * is added to the captured value's gradient then, in the order it comes
+ * (g[cap] = first ? g[cap] + d : g[cap]); the loop variable's own
+ * gradient of that iteration goes unused (sweep_loop). */
+static int acc_alias(BP *b, int cap, const tfe_tensor *d)
+{
+    tfe_tensor *cur = b->g[cap];
+    tfe_tensor *sum = cur ? tfe_binary(OP_ADD, cur, (tfe_tensor *)d) : filled(d, -0.0);
+    if (sum && !cur) { /* -0.0 + d: d */
+        tfe_tensor *t = tfe_binary(OP_ADD, sum, (tfe_tensor *)d);
+        tensor_decref(sum);
+        sum = t;
+    }
+    tfe_tensor *keep = cur ? (tensor_incref(cur), cur) : filled(d, -0.0);
+    tfe_tensor *in[3] = {b->alias_first, sum, keep};
+    tfe_tensor *r = sum && keep ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (sum) tensor_decref(sum);
+    if (keep) tensor_decref(keep);
+    if (!r) return -1;
+    put(b->g, cap, r);
+    return 0;
+}
+
 /* g[slot] = d + g[slot] (takes d): a gradient so far, before the rest. */
 static int acc_first(BP *b, int slot, tfe_tensor *d)
 {
+    unflag(b, slot);
     if (!b->g[slot]) {
         b->g[slot] = d;
         return 0;
@@ -117,6 +175,10 @@ static void bp_free(BP *b)
         if (b->m[i]) tensor_decref(b->m[i]);
         if (b->g[i]) tensor_decref(b->g[i]);
     }
+    free(b->alias);
+    for (int i = 0; i <= b->G->nvals && b->none; i++)
+        if (b->none[i]) tensor_decref(b->none[i]);
+    free(b->none);
     for (int i = 0; i <= b->G->n; i++) {
         if (b->count[i]) tensor_decref(b->count[i]);
         if (b->fused) fused_free(b->fused[i]);
@@ -588,6 +650,33 @@ static int replay_region(BP *b, int r)
 
 /* --- the reverse sweep -------------------------------------------------------------------- */
 
+/* An op whose outputs' gradients are all none (in eager terms, when the
+ * flag is true) gives none too: its flag (borrowed), or NULL. Only at the
+ * backward's top level, and only for one output's. */
+static tfe_tensor *op_none(BP *b, const GNode *n)
+{
+    if (!b->none || b->T->symbolic) return NULL;
+    tfe_tensor *f = NULL;
+    for (int k = 0; k < n->nout; k++) {
+        if (!b->g[n->vbase + k]) continue;
+        if (f || !b->none[n->vbase + k]) return NULL;
+        f = b->none[n->vbase + k];
+    }
+    return f;
+}
+
+/* d where the flag is false, -0.0s where it is true (takes d): what adds
+ * nothing, as eager code's missing contribution. */
+static tfe_tensor *mask_none(tfe_tensor *none, tfe_tensor *d)
+{
+    tfe_tensor *z = filled(d, -0.0);
+    tfe_tensor *in[3] = {none, z, d};
+    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (z) tensor_decref(z);
+    tensor_decref(d);
+    return r;
+}
+
 static int sweep_op(BP *b, const GNode *n)
 {
     Graph *G = b->G;
@@ -604,6 +693,7 @@ static int sweep_op(BP *b, const GNode *n)
         any |= dy[k] != NULL;
     }
     if (!any) return 0;
+    tfe_tensor *none = op_none(b, n);
     for (int k = 0; k < n->nout; k++)
         if (!dy[k]) {
             if (!(dy[k] = zeros_like(y[k]))) return bp_error(b, n, tfe_error_msg());
@@ -626,7 +716,11 @@ static int sweep_op(BP *b, const GNode *n)
     for (int i = 0; i < n->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;
-        if (rc || acc(b, slot_of(G, n->in[i]), dx[i])) rc = -1;
+        int s = slot_of(G, n->in[i]);
+        bool fresh = !b->g[s];
+        if (!rc && none && !(dx[i] = mask_none(none, dx[i]))) rc = -1;
+        if (rc || acc(b, s, dx[i])) rc = -1;
+        else if (fresh && none) put(b->none, s, (tensor_incref(none), none));
     }
     for (int k = 0; k < n->nout; k++)
         if (made[k]) tensor_decref(dy[k]);
@@ -705,6 +799,7 @@ typedef struct GradCtx {
     tfe_tensor *const *dcap; /* loops: the capture gradients so far */
     tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
     const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
+    const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -859,7 +954,10 @@ static int sweep_cond(BP *b, int id)
         goto out;
     }
     rc = 0;
-    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[i]); /* the whole gradients */
+    for (int i = 0; i < caps.n; i++) { /* the whole gradients */
+        put(b->g, caps.slot[i], outs[i]);
+        unflag(b, caps.slot[i]);
+    }
     free(outs);
 out:
     for (int k = 0; k < n->nout; k++)
@@ -905,17 +1003,37 @@ static int loop_grad_body(BP *b, void *p)
         put(b->m, G->nodes[grc->params[k]].vbase, x);
     }
     if (replay_region(b, n->regions[1])) return -1;
+    /* the first iteration: loop variables that started as a capture are it */
+    bool aliased = false;
+    for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0;
+    if (aliased) {
+        tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+        b->alias_first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
+        if (zero) tensor_decref(zero);
+        if (!b->alias_first) return -1;
+        if (!b->alias) b->alias = xmalloc(sizeof *b->alias * ((size_t)G->nvals + 1));
+        for (int s = 0; s <= G->nvals; s++) b->alias[s] = -1;
+        for (int k = 0; k < nc; k++)
+            if (c->palias[k] >= 0) b->alias[G->nodes[grc->params[k]].vbase] = c->caps->slot[c->palias[k]];
+    }
     for (int k = 0; k < nc; k++) {
         tensor_incref(c->dy[k]);
-        if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) return -1;
+        if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) goto fail;
     }
     /* the captures' gradients so far first: this iteration adds to them in
      * the order an eager tape would */
     for (int i = 0; i < c->caps->n; i++) { /* (before a seed: the body may pass a capture through) */
         tensor_incref(c->dcap[i]);
-        if (acc_first(b, c->caps->slot[i], c->dcap[i])) return -1;
+        if (acc_first(b, c->caps->slot[i], c->dcap[i])) goto fail;
     }
-    if (sweep_region(b, n->regions[1])) return -1;
+    int src = sweep_region(b, n->regions[1]);
+    if (aliased) {
+        free(b->alias);
+        b->alias = NULL;
+        tensor_decref(b->alias_first);
+        b->alias_first = NULL;
+    }
+    if (src) return -1;
     /* new carried gradients: those of the params */
     for (int k = 0; k < nc; k++) {
         int s = G->nodes[grc->params[k]].vbase;
@@ -937,6 +1055,14 @@ static int loop_grad_body(BP *b, void *p)
     c->res[0] = tfe_binary(OP_SUB, c->index, one);
     tensor_decref(one);
     return c->res[0] ? 0 : -1;
+fail:
+    if (aliased) {
+        free(b->alias);
+        b->alias = NULL;
+        tensor_decref(b->alias_first);
+        b->alias_first = NULL;
+    }
+    return -1;
 }
 
 static int sweep_loop(BP *b, int id)
@@ -967,6 +1093,8 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
+    bool *nosofar = xcalloc((size_t)caps.n + 1, sizeof *nosofar);
+    int *palias = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -984,19 +1112,41 @@ static int sweep_loop(BP *b, int id)
         meta[1 + k].weak = false;
         meta[1 + k].dtype = d->dtype;
     }
-    for (int i = 0; i < caps.n; i++) { /* a capture's gradient so far, or zeros */
+    /* a capture's gradient so far, or none: at the top level -0.0s, which
+     * the first contribution added to leaves as it is (as eager code sets
+     * it), flagged as none when the loop runs zero times; elsewhere zeros */
+    bool top = b->none && !b->T->symbolic;
+    for (int i = 0; i < caps.n; i++) {
         tfe_tensor *sofar = b->g[caps.slot[i]];
         if (sofar) tensor_incref(sofar);
-        if (!(init[1 + nc + i] = sofar ? sofar : zeros_like(b->m[caps.slot[i]]))) goto out;
+        nosofar[i] = !sofar && top;
+        if (!(init[1 + nc + i] = sofar ? sofar : nosofar[i] ? filled(b->m[caps.slot[i]], -0.0)
+                                                            : zeros_like(b->m[caps.slot[i]])))
+            goto out;
         meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
         meta[1 + nc + i].weak = false;
+    }
+    /* a loop variable that starts as a value the body captures (a = x,
+     * then x in the body) is that value in the first iteration; only for a
+     * body without a cond or loop of its own (whose backward sets the
+     * captures' gradients whole, not through acc) */
+    palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
+    bool flat = true;
+    const GRegion *grb = &G->regions[n->regions[1]];
+    for (int i = 0; i < grb->n; i++)
+        flat &= G->nodes[grb->nodes[i]].kind != G_COND && G->nodes[grb->nodes[i]].kind != G_WHILE &&
+                G->nodes[grb->nodes[i]].kind != G_FUSED;
+    for (int k = 0; k < nc; k++) {
+        palias[k] = -1;
+        for (int i = 0; i < caps.n && flat && !b->alias; i++)
+            if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
     }
     tfe_tensor **saved = stash(b, &caps);
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     make_params(b, rcond, ncarry, meta, NULL, sym);
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc};
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); goto out; }
     set_outs(g, rcond, 1, res, b->T);
     tensor_decref(res[0]);
@@ -1018,9 +1168,33 @@ static int sweep_loop(BP *b, int id)
     tensor_decref(outs[0]);
     /* the captures' whole gradients first, then the initial values' (a value
      * can be both: the loop starts from x and reads x) */
-    for (int i = 0; i < caps.n; i++) put(b->g, caps.slot[i], outs[1 + nc + i]);
-    for (int k = 0; k < nc; k++)
+    tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+    tfe_tensor *ran0 = zero ? tfe_binary(OP_EQ, count, zero) : NULL;
+    if (zero) tensor_decref(zero);
+    if (!ran0) rc = -1;
+    for (int i = 0; i < caps.n; i++) {
+        put(b->g, caps.slot[i], outs[1 + nc + i]);
+        unflag(b, caps.slot[i]);
+        if (nosofar[i] && ran0) put(b->none, caps.slot[i], (tensor_incref(ran0), ran0));
+    }
+    for (int k = 0; k < nc; k++) {
+        if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
+            int s = caps.slot[palias[k]];
+            tfe_tensor *sum = ran0 ? tfe_binary(OP_ADD, b->g[s], outs[1 + k]) : NULL;
+            tfe_tensor *in[3] = {ran0, sum, b->g[s]};
+            tfe_tensor *r = sum ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+            if (sum) tensor_decref(sum);
+            tensor_decref(outs[1 + k]);
+            if (!r) rc = -1;
+            else {
+                put(b->g, s, r);
+                unflag(b, s);
+            }
+            continue;
+        }
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
+    }
+    if (ran0) tensor_decref(ran0);
     free(outs);
 out:
     for (int i = 0; i < ncarry; i++) {
@@ -1032,6 +1206,8 @@ out:
     free(hist);
     free(sym);
     free(meta);
+    free(nosofar);
+    free(palias);
     caps_free(&caps);
     return rc;
 }
@@ -1325,17 +1501,27 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     int rc = -1;
     GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout);
     if (w) {
-        tfe_tensor **bo = xcalloc((size_t)nin + 1, sizeof *bo);
+        /* outputs: the gradients, then the none flags */
+        int nbo = 0, nflags = 0;
+        for (int i = 0; i < nin; i++) {
+            nbo += w->has[i];
+            nflags += w->has[nin + i];
+        }
+        tfe_tensor **bo = xcalloc((size_t)(nbo + nflags) + 1, sizeof *bo);
         rc = stage_graph_call(I, w->g, bin, bo);
-        for (int i = 0, k = 0; i < nin; i++) {
+        for (int i = 0, k = 0, kf = nbo; i < nin; i++) {
             if (!w->has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
             tfe_tensor *gv = bo[k++];
-            if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+            /* none in eager terms (a loop ran zero times): none, not -0.0s */
+            bool isnone = !rc && w->has[nin + i] && tensor_load_f64(bo[kf++], 0) != 0.0;
+            if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
                 if (gv) tensor_decref(gv);
                 continue;
             }
             dx[i] = gv;
         }
+        for (int k = nbo; k < nbo + nflags; k++)
+            if (bo[k]) tensor_decref(bo[k]);
         free(bo);
         free(bin);
         free(sofar);
@@ -1353,7 +1539,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         T->g->name = xstrdup(name);
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
-            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false};
+            xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
+            own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL, NULL, NULL};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
@@ -1402,12 +1589,14 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     rc = 0;
     /* a source no gradient reaches gets none (the tape then adds nothing) */
     tfe_tensor **res = xcalloc((size_t)nin + 1, sizeof *res);
-    int nres = 0;
+    tfe_tensor **none = xcalloc((size_t)nin + 1, sizeof *none); /* flags (borrowed from b) */
+    int nres = 0, nnone = 0;
     for (int i = 0; i < nin; i++) {
         tfe_tensor *gv = b.g[c->plan.src[i]];
         if (gv) {
             tensor_incref(gv);
             nres++;
+            if (b.none && (none[i] = b.none[c->plan.src[i]])) nnone++;
         }
         res[i] = gv;
     }
@@ -1417,26 +1606,36 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         bool reusable = c->draws == NULL && !b.drew;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
-            tfe_tensor **outs = xcalloc((size_t)nres + 1, sizeof *outs);
-            bool *has = xcalloc((size_t)nin + 1, sizeof *has);
-            for (int i = 0, k = 0; i < nin; i++)
+            /* outputs: the gradients, then the none flags (has[nin + i]) */
+            tfe_tensor **outs = xcalloc((size_t)(nres + nnone) + 1, sizeof *outs);
+            bool *has = xcalloc((size_t)(2 * nin) + 1, sizeof *has);
+            int k = 0;
+            for (int i = 0; i < nin; i++)
                 if (res[i]) {
                     has[i] = true;
                     outs[k++] = res[i];
                 }
-            set_outs(T->g, 0, nres, outs, T);
+            for (int i = 0; i < nin; i++)
+                if (res[i] && none[i]) {
+                    has[nin + i] = true;
+                    outs[k++] = none[i];
+                }
+            set_outs(T->g, 0, nres + nnone, outs, T);
             free(outs);
             bwd_add(G, T->g, has, bin, nb, pres, nin + nout);
         }
     }
     for (int i = 0; i < nin; i++) {
-        if (rc || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
+        /* none in eager terms (a loop ran zero times): none, not -0.0s */
+        bool isnone = none[i] && tensor_load_f64(none[i], 0) != 0.0;
+        if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
             if (res[i]) tensor_decref(res[i]);
             continue;
         }
         dx[i] = res[i];
     }
     free(res);
+    free(none);
 done:
     for (int k = 0; k < nacc; k++)
         if (accin[k]) tensor_decref(accin[k]);
@@ -1545,4 +1744,57 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     }
     grun_release(&x);
     return rc;
+}
+
+/* Whether loop id of the trace in progress runs at least once: its
+ * condition replayed on the values the loop started from, recorded into the
+ * trace (a traced one-element tensor, new ref). NULL when the condition
+ * reads what a replay cannot give again (a variable, a host call, a random
+ * draw, another loop or cond). */
+tfe_tensor *stage_loop_runs(Tracer *T, int id)
+{
+    GRef *caps;
+    int ncaps;
+    Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+    BP b = {T->I, T, m, xcalloc((size_t)m->nvals + 1, sizeof(tfe_tensor *)),
+            xcalloc((size_t)m->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)m->n + 1, sizeof(tfe_tensor *)),
+            .in_trace = true};
+    tfe_tensor *res = NULL;
+    int w = -1;
+    for (int i = 0; i < m->regions[0].n; i++)
+        if (m->nodes[m->regions[0].nodes[i]].kind == G_WHILE) w = m->regions[0].nodes[i];
+    bool ok = w >= 0;
+    for (int i = 0; i < m->ninputs && ok; i++) {
+        int slot = T->g->nodes[caps[i].node].vbase + caps[i].out;
+        tfe_tensor *t = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        if (!(ok = t != NULL)) break;
+        tensor_incref(t);
+        b.m[m->nodes[m->inputs[i]].vbase] = t;
+    }
+    for (int i = 0; i < m->n && ok; i++) {
+        const GNode *x = &m->nodes[i];
+        if (x->kind == G_CONST) {
+            tensor_incref(x->value);
+            put(b.m, x->vbase, x->value);
+        }
+    }
+    if (ok) {
+        const GNode *wn = &m->nodes[w];
+        const GRegion *rc = &m->regions[wn->regions[0]];
+        for (int i = 0; i < rc->n && ok; i++) {
+            const GNode *x = &m->nodes[rc->nodes[i]];
+            ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & F_RANDOM) : x->kind == G_CONST || x->kind == G_PARAM;
+        }
+        for (int k = 0; k < rc->nparams && ok; k++) {
+            tfe_tensor *t = b.m[slot_of(m, wn->in[k])];
+            if (!(ok = t != NULL)) break;
+            tensor_incref(t);
+            put(b.m, m->nodes[rc->params[k]].vbase, t);
+        }
+        if (ok && !replay_region(&b, wn->regions[0]) && (res = b.m[slot_of(m, rc->outs[0])])) tensor_incref(res);
+    }
+    bp_free(&b);
+    graph_decref(m);
+    free(caps);
+    return res;
 }

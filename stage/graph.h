@@ -103,7 +103,9 @@ typedef struct GFrames { int n; Frame *f; struct GFrames *next_all; } GFrames;
  * other sizes, and a backward traced for one size is not one for another. */
 typedef struct GBwd {
     struct Graph *g;
-    bool *has;           /* per source: does it get a gradient (g's outputs are those) */
+    bool *has;           /* per source: does it get a gradient (g's outputs are those);
+                            has[n + i], n sources: and a flag after them, true when none
+                            (a loop ran zero times: stage/grad.c) */
     tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for */
     int nkey;
     bool *acc;           /* per source: was its gradient so far an input (after the others) */

@@ -123,6 +123,25 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
 /* The outputs of node id (a cond or while just built) as traced tensors:
  * computed now when the trace has values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs);
+/* A gradient taken inside a trace with respect to t, an output of a traced
+ * cond that ran under a tape: in eager code the name holds the tensor the
+ * taken branch made, or the very tensor it handed on unchanged (pass), or
+ * one this tape does not track (untracked); for a traced loop's output,
+ * branch 0 is "it ran", branch 1 "it ran zero times" (the value it started
+ * from). 1 and *cs filled, 0 when t is no such output (or nothing needs
+ * picking), 2 when whether the loop ran cannot be traced. */
+enum { CS_COMPUTED, CS_PASS, CS_UNTRACKED };
+typedef struct tfe_tape tfe_tape;
+typedef struct CondSource {
+    tfe_tensor *pred;    /* the cond's predicate (traced, borrowed) */
+    int taken;           /* the branch this call took: 0 then, 1 else */
+    int kind[2];         /* by branch: CS_* */
+    tfe_tensor *pass[2]; /* CS_PASS: the tensor handed on (traced, borrowed) */
+} CondSource;
+int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, CondSource *cs);
+/* Whether traced loop id runs at least once, as a traced tensor (new ref),
+ * or NULL (stage/grad.c). */
+tfe_tensor *stage_loop_runs(Tracer *T, int id);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 
 /* Gradients through host calls (stage/host_grad.c). */

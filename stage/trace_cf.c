@@ -904,3 +904,120 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
     tensor_decref(h.step);
     return rc;
 }
+
+/* --- gradients with respect to a name a traced cond rebinds ---------------------------- */
+
+/* Read by nothing on the tape but the cond or loop that hands it on, and
+ * not handed on by a cond or loop this tape recorded: its gradient is the
+ * output's then. */
+static bool only_handed_on(Tracer *T, const tfe_tape *tape, const tfe_tensor *c, const tfe_tensor *target)
+{
+    if (tfe_tape_uses(tape, c, target) > 1) return false;
+    const TNote *note = c->node;
+    if (!note || note->ref.node >= T->g->n) return true;
+    GKind k = T->g->nodes[note->ref.node].kind;
+    return (k != G_COND && k != G_WHILE) || !tfe_tape_made(tape, c);
+}
+
+static bool inside_cond(const Graph *g, int node, int id)
+{
+    for (int r = g->nodes[node].region; r >= 0; r = g->regions[r].parent)
+        if (r == g->nodes[id].regions[0] || r == g->nodes[id].regions[1]) return true;
+    return false;
+}
+
+/* Whether eager code's tape would track value r of cond id's branch: it
+ * records an op when one of its inputs is tracked. What cannot be told
+ * here (variable reads, host calls, nested control flow) counts as
+ * tracked, which is what the cond's tape entry says of every output. */
+static bool branch_tracked(Tracer *T, const tfe_tape *tape, int id, GRef r, signed char *memo)
+{
+    const Graph *g = T->g;
+    if (!inside_cond(g, r.node, id)) {
+        int slot = g->nodes[r.node].vbase + r.out;
+        tfe_tensor *t = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        return t && tfe_tape_is_watched(tape, t);
+    }
+    if (memo[r.node] >= 0) return memo[r.node];
+    const GNode *n = &g->nodes[r.node];
+    bool tr = true;
+    if (n->kind == G_CONST) tr = false;
+    else if (n->kind == G_OP && (tfe_ops[n->op].flags & F_NODIFF)) tr = false;
+    else if (n->kind == G_OP) {
+        tr = false;
+        for (int k = 0; k < n->nin && !tr; k++) tr = branch_tracked(T, tape, id, n->in[k], memo);
+    }
+    memo[r.node] = tr;
+    return tr;
+}
+
+/* A traced loop's output k: what the body made when it ran (branch 0), the
+ * value it started from when it ran zero times (branch 1). 2 when whether
+ * it ran cannot be told again (stage_loop_runs). */
+static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, int id, int k,
+                       CondSource *cs)
+{
+    const Graph *g = T->g;
+    const GNode *n = &g->nodes[id];
+    const GRegion *body = &g->regions[n->regions[1]];
+    if (k >= n->nin || k >= body->nouts) return 0;
+    int slot = g->nodes[n->in[k].node].vbase + n->in[k].out;
+    tfe_tensor *c = slot < T->capconcrete ? T->concrete[slot] : NULL;
+    bool watched = tfe_tape_watches(tape, t);
+    signed char *memo = xmalloc((size_t)g->n + 1);
+    memset(memo, -1, (size_t)g->n + 1);
+    cs->kind[0] = watched || branch_tracked(T, tape, id, body->outs[k], memo) ? CS_COMPUTED : CS_UNTRACKED;
+    free(memo);
+    cs->pass[0] = cs->pass[1] = NULL;
+    if (c && tfe_tape_is_watched(tape, c)) {
+        cs->kind[1] = CS_PASS;
+        cs->pass[1] = c;
+    } else {
+        cs->kind[1] = watched ? CS_COMPUTED : CS_UNTRACKED;
+    }
+    /* (then no backward of the loop is needed, which may not be supported) */
+    if (cs->kind[1] == CS_PASS && only_handed_on(T, tape, c, target)) cs->kind[1] = CS_COMPUTED;
+    if (cs->kind[0] == CS_COMPUTED && cs->kind[1] == CS_COMPUTED) return 0;
+    tfe_tensor *runs = stage_loop_runs(T, id);
+    if (!runs) return 2;
+    cs->pred = runs;
+    tensor_decref(runs); /* the trace's note keeps it */
+    cs->taken = tensor_load_f64(runs, 0) != 0.0 ? 0 : 1;
+    return 1;
+}
+
+int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, CondSource *cs)
+{
+    const TNote *note = t->node;
+    if (!T || !note || note->ref.node >= T->g->n) return 0;
+    const Graph *g = T->g;
+    int id = note->ref.node, k = note->ref.out;
+    const GNode *n = &g->nodes[id];
+    if (n->kind == G_WHILE) return loop_source(T, tape, target, t, id, k, cs);
+    if (n->kind != G_COND) return 0;
+    int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
+    cs->pred = ps < T->capconcrete ? T->concrete[ps] : NULL;
+    if (!cs->pred || !cs->pred->storage) return 0;
+    cs->taken = tensor_load_f64(cs->pred, 0) != 0.0 ? 0 : 1;
+    signed char *memo = xmalloc((size_t)g->n + 1);
+    for (int br = 0; br < 2; br++) {
+        const GRegion *reg = &g->regions[n->regions[br]];
+        cs->kind[br] = CS_COMPUTED;
+        cs->pass[br] = NULL;
+        if (k >= reg->nouts) continue; /* a read the cond hands on (export_reads) */
+        GRef y = reg->outs[k];
+        memset(memo, -1, (size_t)g->n + 1);
+        if (!branch_tracked(T, tape, id, y, memo)) cs->kind[br] = CS_UNTRACKED;
+        else if (!inside_cond(g, y.node, id)) {
+            int slot = g->nodes[y.node].vbase + y.out;
+            cs->kind[br] = CS_PASS;
+            cs->pass[br] = T->concrete[slot];
+            if (only_handed_on(T, tape, cs->pass[br], target)) cs->kind[br] = CS_COMPUTED;
+        }
+    }
+    free(memo);
+    /* watched itself after the cond: tracked whichever branch ran */
+    for (int br = 0; br < 2; br++)
+        if (cs->kind[br] == CS_UNTRACKED && tfe_tape_watches(tape, t)) cs->kind[br] = CS_COMPUTED;
+    return 1;
+}

@@ -47,6 +47,10 @@ void tfe_tape_push(tfe_tape *t);     /* make active (entering `with tape()`) */
 void tfe_tape_pop(tfe_tape *t);      /* leaving the with block */
 void tfe_tape_watch(tfe_tape *t, tfe_tensor *x);
 bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x);
+bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x); /* watched by t.watch, not as an op output */
+/* how many recorded ops read x whose outputs the target depends on */
+int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target);
+bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x);     /* x is a recorded op's output */
 extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
 void tfe_tape_record(const tfe_opcall *c);
 /* A tape entry whose backward is not an op's rule: a staged call records

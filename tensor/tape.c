@@ -105,6 +105,7 @@ struct tfe_tape {
     bool spent;         /* non-persistent and its one gradient call was made */
     int active;         /* times it is on the active stack (0 or 1 in practice) */
     pmap tracked;       /* watched tensors and outputs of recorded ops */
+    pmap watchset;      /* the tensors t.watch was called on */
     tfe_tensor **watched; /* owned references that keep watched keys alive */
     int nwatched, capwatched;
     entry **entries;
@@ -135,6 +136,7 @@ static void tape_clear(tfe_tape *t) {
     t->entries = NULL;
     t->nentries = t->capentries = 0;
     pmap_free(&t->tracked);
+    pmap_free(&t->watchset);
     for (int i = 0; i < t->nwatched; i++) tensor_decref(t->watched[i]);
     free(t->watched);
     t->watched = NULL;
@@ -177,19 +179,57 @@ void tfe_tape_pop(tfe_tape *t) {
     }
 }
 
+bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->watchset, x); }
+
+bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x) {
+    for (int k = 0; k < t->nentries; k++) {
+        const entry *e = t->entries[k];
+        for (int j = 0; e && j < e->nout; j++)
+            if (e->t[e->nin + j] == x) return true;
+    }
+    return false;
+}
+
+int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target) {
+    /* from the target back: the entries whose outputs it depends on */
+    pmap reach = {0};
+    pmap_put(&reach, target, false);
+    int n = 0;
+    for (int k = t->nentries - 1; k >= 0; k--) {
+        const entry *e = t->entries[k];
+        if (!e) continue;
+        bool needed = false;
+        for (int j = 0; j < e->nout && !needed; j++) needed = pmap_has(&reach, e->t[e->nin + j]);
+        if (!needed) continue;
+        bool reads = false;
+        for (int i = 0; i < e->nin; i++) {
+            reads |= e->t[i] == x;
+            pmap_put(&reach, e->t[i], false);
+        }
+        n += reads;
+    }
+    pmap_free(&reach);
+    return n;
+}
+
 void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
-    if (t->spent || pmap_has(&t->tracked, x)) return;
+    /* an op's output watched too is kept in the list: a staged cond's output
+     * stands for whichever tensor its branch made, which eager code would
+     * have had to watch (tfe_tape_watches) */
+    if (t->spent || tfe_tape_watches(t, x)) return;
     if (t->nwatched == t->capwatched) {
         int ncap = t->capwatched ? t->capwatched * 2 : 8;
         t->watched = xrealloc(t->watched, sizeof *t->watched * (size_t)ncap);
         t->capwatched = ncap;
     }
     pmap_put(&t->tracked, x, false);
+    pmap_put(&t->watchset, x, false);
     tensor_incref(x);
     t->watched[t->nwatched++] = x;
 }
 
 bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->tracked, x); }
+
 
 /* Record c on t (one of its inputs is tracked). The tape's bookkeeping never
  * fails (xalloc.h): a dropped record would make a silently wrong gradient. */

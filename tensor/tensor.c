@@ -222,6 +222,10 @@ int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat) {
     return tensor_load_i64(t, flat);
 }
 
+double tensor_load_f64(const tfe_tensor *t, int64_t flat) {
+    return kn_load_f64(tensor_data(t) + flat_offset(t, flat), t->dtype);
+}
+
 int64_t tensor_load_i64(const tfe_tensor *t, int64_t flat) {
     return kn_load_i64(tensor_data(t) + flat_offset(t, flat), t->dtype);
 }

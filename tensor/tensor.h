@@ -104,6 +104,7 @@ int64_t tensor_get_i64(const tfe_tensor *t, int64_t flat);
  * while computing an op (a traced gather's indices are data of the graph,
  * not a value the trace depends on, as they are for int(x) or printing). */
 int64_t tensor_load_i64(const tfe_tensor *t, int64_t flat);
+double tensor_load_f64(const tfe_tensor *t, int64_t flat); /* (no trace is told of the read) */
 
 /* "(2, 3)", "()" and "(5,)"; buf of at least 200 bytes; returns buf. */
 char *shape_str(int rank, const int64_t *shape, char *buf);

@@ -238,6 +238,10 @@ class Fn:
             # staged trace refuses that, stage/trace_cf.c)
             self.tape_around_loop = True
             self.control(ind + 1, depth - 1, in_loop)
+            # the control may rebind w to a tensor the tape never saw: the
+            # gradient with respect to it would be an error (watch it again)
+            if not any(w == n for n, _ in self.vars):
+                self.emit(ind + 1, "%s.watch(%s)" % (t, w))
         e = self.expr(ws, r.randint(1, 3))
         self.emit(ind + 1, "let %s = sum(%s(%s * %s) + %s)" % (
             l, r.choice(["tanh", "sin", "sigmoid", ""]), w, e, e))

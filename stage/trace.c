@@ -597,6 +597,43 @@ static bool made_outside(Tracer *T, Value v)
     return false;
 }
 
+/* Does v hold a list or record made by this trace's body? */
+static bool holds_inside(Tracer *T, Value v)
+{
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        if (v.kind == V_LIST && q->trace_id == T->id) return true;
+        for (int i = 0; i < q->n; i++)
+            if (holds_inside(T, q->items[i])) return true;
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        if (r->trace_id == T->id) return true;
+        for (int i = 0; i < r->n; i++)
+            if (holds_inside(T, r->vals[i])) return true;
+    }
+    return false;
+}
+
+/* A @host function that can reach a list or record the body made through an
+ * outside binding could change it behind the graph's back: the graph stores
+ * a copy in the binding (the body's own object is not a run-time value), so
+ * what the function does to it would not reach the body's later reads. Only
+ * arguments are kept in step (their leaves are read back after the call). */
+static int check_reachable(Tracer *T, const char *fname, Loc loc)
+{
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        if (holds_inside(T, o->env->slots[o->slot]))
+            return trace_fail(T->I, loc,
+                              "%s(), a @host function, is called while the outside binding '%s' holds a list or "
+                              "record made in the staged function, which a graph cannot keep in step with what "
+                              "the function does to it (pass it to the function as an argument, or assign the "
+                              "binding after the call)",
+                              fname, o->name);
+    }
+    return 0;
+}
+
 static char *bytes_copy(const SigBuf *s)
 {
     char *d = xmalloc(s->n ? s->n : 1);
@@ -945,6 +982,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     /* a @host function may read and change what the body sees (builtin
      * effects do not): the body's assignments go first */
     bool user = f.kind == V_FN && !T->symbolic;
+    if (user && check_reachable(T, fname, I->cur_loc)) return -1;
     if (user) flush_outsides(T);
     if (user && !T->nhost) remember_start(T);
     /* leaves of every argument become the node's inputs; each argument is

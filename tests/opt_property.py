@@ -445,12 +445,15 @@ def normalize(text, allow_signed_zero):
 NUM = re.compile(r"-?(?:nan|inf|\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|\d+)")
 
 
-def sections(text):
-    """Splits output into the sections the prints start ("value f0:",
-    "grad f0:", "tape f0:"), each (kind, text)."""
+SECTION = re.compile(r"(value|grad|tape) f\d+:")
+
+
+def sections(text, pattern=SECTION):
+    """Splits output into the sections the prints start (by default "value
+    f0:", "grad f0:", "tape f0:"), each [kind, text]."""
     out = []
     for line in text.splitlines(True):
-        m = re.match(r"(value|grad|tape) f\d+:", line)
+        m = pattern.match(line)
         if m or not out:
             out.append([m.group(1) if m else "", line])
         else:

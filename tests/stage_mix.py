@@ -74,7 +74,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opt_property import NUM, add_common_args, close, diff, drive, fmt_num, literal_array  # noqa: E402
+from opt_property import NUM, add_common_args, close, diff, drive, fmt_num, literal_array, sections  # noqa: E402
 
 # The tolerance for gradients (and values fed by them), relative to the
 # largest number of the print; 0.0 compares them bit for bit.
@@ -780,17 +780,6 @@ def run(cmd, path, timeout):
         return "timeout", "", "timed out after %g s" % timeout
 
 
-def sections(text):
-    out = []
-    for line in text.splitlines(True):
-        m = SECTION.match(line)
-        if m or not out:
-            out.append([m.group(1) if m else "", line])
-        else:
-            out[-1][1] += line
-    return out
-
-
 def zero_pattern(text):
     return [float(v) == 0.0 for v in NUM.findall(SECTION.sub("", text))]
 
@@ -799,7 +788,7 @@ def compare(a, b, rtol, atol):
     """None when stdouts a and b agree by the rules, else a reason."""
     if a == b:
         return None
-    sa, sb = sections(a), sections(b)
+    sa, sb = sections(a, SECTION), sections(b, SECTION)
     for (ka, ta), (kb, tb) in zip(sa, sb):
         if ta == tb:
             continue

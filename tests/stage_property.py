@@ -69,7 +69,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from opt_property import NUM, add_common_args, binary_src, close, diff, drive, literal_array, run_modes  # noqa: E402
+from opt_property import NUM, add_common_args, binary_src, close, diff, drive, literal_array, run_modes, sections  # noqa: E402
 
 SHAPES = [(3,), (2, 3)]
 # --avoid-known: do not generate the patterns of known, reported bugs (for
@@ -394,17 +394,6 @@ MODES = [("optimized", []), ("no-optimize", ["--no-optimize"]),
 SECTION = re.compile(r"(g?value|grad|g?vars|tape) f\d+:")
 
 
-def sections(text):
-    out = []
-    for line in text.splitlines(True):
-        m = SECTION.match(line)
-        if m or not out:
-            out.append([m.group(1) if m else "", line])
-        else:
-            out[-1][1] += line
-    return out
-
-
 def tensors(text):
     """The top-level [...] tensors of a print, each as its text."""
     out, depth, start = [], 0, 0
@@ -430,7 +419,7 @@ def compare(a, b, rtol, atol):
     """None when outputs a and b agree by the rules, else a reason."""
     if a == b:
         return None
-    sa, sb = sections(a), sections(b)
+    sa, sb = sections(a, SECTION), sections(b, SECTION)
     if len(sa) != len(sb):
         return "different number of prints"
     for (ka, ta), (kb, tb) in zip(sa, sb):

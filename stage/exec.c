@@ -188,6 +188,7 @@ static int run_binding(GRun *x, GNode *n)
     int rc = 0;
     if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
         char msg[400];
+        tfe_stage_limit = true;
         snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
                                   "length than when the staged function was traced, which its graph cannot read "
                                   "(keep its structure, or return the changing part from the @host function)", s->name);
@@ -242,6 +243,7 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
                                           "way than in the call that traced the staged function (its length, keys "
                                           "or non-tensor values differ; have the @host function return the new "
                                           "values instead)", fname);
+            tfe_stage_limit = true;
             rc = node_error(x, n, msg);
         } else if (!h->outside) {
             for (int k = 0; k < lv.n; k++) vset(x, n->vbase + out + k, lv.t[k]);

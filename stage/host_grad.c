@@ -93,7 +93,7 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     h->nouts = n->nout;
     h->after = xmalloc(sizeof *h->after * (size_t)(n->sync ? n->sync->nafter + 1 : 1));
     for (int i = 0; n->sync && i < n->sync->nafter; i++)
-        if (!n->sync->after[i].outside) h->after[h->nafter++] = n->sync->after[i].arg;
+        if (host_after_reads(&n->sync->after[i])) h->after[h->nafter++] = n->sync->after[i].arg;
     h->nctx = n->sync ? n->sync->nctx : 0;
     h->ctx = h->nctx ? xmalloc(sizeof *h->ctx * (size_t)h->nctx) : NULL;
     for (int i = 0; i < h->nctx; i++) {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include "stage/check.h"
 #include "stage/exec.h"
+#include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/device.h"
 #include "tensor/grad.h"
@@ -27,6 +28,7 @@
 int tfe_check_staged = -1;
 bool tfe_check_recording;
 struct Check *tfe_check_replay;
+bool tfe_stage_limit;
 
 bool stage_check_on(void)
 {
@@ -49,7 +51,11 @@ typedef struct VarSet { int var; tfe_tensor *t; } VarSet;   /* a variable's new 
 /* One host call of the eager run. */
 typedef struct HostRec {
     Value f;
-    Value *args;         /* positional, then keyword values (owned) */
+    Value *args;         /* positional, then keyword values as they were at the call:
+                            lists and records copied (owned) */
+    Value *orig;         /* the argument objects themselves (owned refs) */
+    Value *after;        /* per argument: a copy of a list or record the call changed,
+                            as it left it; nil when it did not change it (owned) */
     int nargs, nkw;
     char **kwnames;
     Value result;        /* owned */
@@ -59,6 +65,9 @@ typedef struct HostRec {
     int nslots;
     SlotSet *seen;       /* a @host function: the bindings unlike before the call, as it saw them */
     int nseen;
+    SlotSet *held;       /* a @host function: copies of the lists and records the
+                            watched bindings hold after it (it may change them in place) */
+    int nheld;
     VarSet *vars;        /* the tracked variables it changed */
     int nvars;
     Loc loc;             /* the call */
@@ -75,6 +84,11 @@ typedef struct Check {
     int nenv, capenv;
     int *base;           /* per env: its first index in the flat slot arrays */
     int nslot;
+    /* the bindings the graph reads back after a @host call (`host load`, or
+     * passed to it as the very object): a @host function may change the list
+     * or record they hold in place, which the replay must make again */
+    int *watch;
+    int nwatch;
     Value *pre, *last, *eager_end; /* owned snapshots */
     /* the variables the graph reads */
     Value *vars;         /* borrowed from the graph's nodes */
@@ -96,6 +110,7 @@ typedef struct Check {
     tfe_tape *tape_e, *tape_s;
     tfe_tensor *target_e, *target_s; /* the sum of every float leaf of the result (owned) */
     bool abort;          /* the replay found a difference (the error is raised) */
+    bool limit;          /* the staged run stopped at a documented limit of staging */
     bool hit_error;      /* the replay reached the host call that failed eagerly */
 } Check;
 
@@ -277,6 +292,74 @@ static bool vdiff(Value s, Value e, const char *path, char *what, size_t cap, in
     return true;
 }
 
+/* --- lists and records a @host function changes in place ----------------------------------------- */
+
+static bool value_same(Value a, Value b)
+{
+    char what[1000];
+    return !vdiff(a, b, "", what, sizeof what, 0);
+}
+
+static bool is_container(Value v) { return v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD; }
+
+static bool has_mutable(Value v)
+{
+    if (v.kind == V_LIST || v.kind == V_RECORD) return true;
+    if (v.kind != V_TUPLE) return false;
+    Seq *q = (Seq *)v.u.o;
+    for (int i = 0; i < q->n; i++)
+        if (has_mutable(q->items[i])) return true;
+    return false;
+}
+
+static void contents_assign(Value dst, Value src, int depth);
+
+/* One item of a container made what src is: left alone when it already is
+ * (its tensors stay the staged run's), changed in place when it is a
+ * container of the same kind, else replaced by a copy. */
+static void item_assign(Value *slot, Value src, int depth)
+{
+    if (value_same(*slot, src)) return;
+    if (slot->kind == src.kind && is_container(src) && depth < 64 &&
+        (src.kind != V_TUPLE || ((Seq *)slot->u.o)->n == ((Seq *)src.u.o)->n)) {
+        contents_assign(*slot, src, depth + 1);
+        return;
+    }
+    Value old = *slot;
+    *slot = sig_copy_containers(src);
+    value_decref(old);
+}
+
+/* Make the list, record or tuple dst hold what src holds, keeping dst (and
+ * the containers in it) the same objects: the staged run's copy of an
+ * argument, or an outside binding's list, as the eager call left it. */
+static void contents_assign(Value dst, Value src, int depth)
+{
+    if (dst.kind != src.kind || !is_container(src)) return;
+    if (dst.kind == V_LIST || dst.kind == V_TUPLE) {
+        Seq *d = (Seq *)dst.u.o, *e = (Seq *)src.u.o;
+        if (dst.kind == V_TUPLE && d->n != e->n) return;
+        for (int i = 0; i < d->n && i < e->n; i++) item_assign(&d->items[i], e->items[i], depth);
+        for (int i = d->n; i < e->n; i++) seq_push_take(d, sig_copy_containers(e->items[i]));
+        while (d->n > e->n) value_decref(d->items[--d->n]);
+        return;
+    }
+    Record *d = (Record *)dst.u.o, *e = (Record *)src.u.o;
+    bool same_keys = d->n == e->n;
+    for (int i = 0; i < d->n && same_keys; i++)
+        same_keys = d->keys[i]->len == e->keys[i]->len && !memcmp(d->keys[i]->s, e->keys[i]->s, d->keys[i]->len);
+    if (same_keys) {
+        for (int i = 0; i < d->n; i++) item_assign(&d->vals[i], e->vals[i], depth);
+        return;
+    }
+    for (int i = 0; i < d->n; i++) { /* other keys: the fields anew, in src's order */
+        value_decref(v_obj(V_STR, d->keys[i]));
+        value_decref(d->vals[i]);
+    }
+    d->n = 0;
+    for (int i = 0; i < e->n; i++) record_set_take(d, e->keys[i]->s, e->keys[i]->len, sig_copy_containers(e->vals[i]));
+}
+
 /* --- state: the bindings, the tracked variables, the random stream ---------------------------- */
 
 static void env_add(Check *ck, Env *e)
@@ -447,10 +530,44 @@ static void note_changes(Check *ck, HostRec *r)
     }
 }
 
+/* A call that computes a gradient inside a graph (f.vjp, the check that a
+ * gradient is zero): not an effect of the body, so never recorded or
+ * replayed; it runs for real in whichever run makes it (the eager run's
+ * tapes make none). */
+static int call_gradient(Interp *I, Value f, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                         const Value *kwvals, Value *out)
+{
+    bool saved = tfe_check_recording;
+    tfe_check_recording = false;
+    int rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
+    tfe_check_recording = saved;
+    return rc;
+}
+
+/* After a @host call: what it did to the lists and records it got (their
+ * state after it, when it changed them) and to those of the watched
+ * bindings, which the graph reads back. */
+static void note_containers(Check *ck, HostRec *r)
+{
+    r->after = xmalloc(sizeof *r->after * (size_t)(r->nargs + 1));
+    for (int i = 0; i < r->nargs; i++) {
+        Value now = r->orig[i];
+        r->after[i] = has_mutable(now) && !value_same(now, r->args[i]) ? sig_copy_containers(now) : v_nil();
+    }
+    if (r->f.kind != V_FN) return;
+    for (int w = 0; w < ck->nwatch; w++) {
+        Value v = *slot_at(ck, ck->watch[w]);
+        if (!has_mutable(v)) continue;
+        r->held = xrealloc(r->held, sizeof *r->held * (size_t)(r->nheld + 1));
+        r->held[r->nheld++] = (SlotSet){ck->watch[w], sig_copy_containers(v)};
+    }
+}
+
 int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
                      Str *const *kwnames, const Value *kwvals, Value *out)
 {
     Check *ck = recording;
+    if (host_is_gradient_call(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
     if (ck->nrec == ck->caprec) {
         ck->caprec = ck->caprec ? ck->caprec * 2 : 8;
         ck->recs = xrealloc(ck->recs, sizeof *ck->recs * (size_t)ck->caprec);
@@ -461,9 +578,12 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     r.nargs = argc + nkw;
     r.nkw = nkw;
     r.args = xmalloc(sizeof *r.args * (size_t)(r.nargs + 1));
+    r.orig = xmalloc(sizeof *r.orig * (size_t)(r.nargs + 1));
     for (int i = 0; i < r.nargs; i++) {
-        r.args[i] = i < argc ? argv[i] : kwvals[i - argc];
-        value_incref(r.args[i]);
+        r.orig[i] = i < argc ? argv[i] : kwvals[i - argc];
+        value_incref(r.orig[i]);
+        /* as it is now: the call may change a list or record it gets */
+        r.args[i] = sig_copy_containers(r.orig[i]);
     }
     r.kwnames = xmalloc(sizeof *r.kwnames * (size_t)(nkw + 1));
     for (int k = 0; k < nkw; k++) r.kwnames[k] = xstrdup(kwnames[k]->s);
@@ -480,6 +600,7 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     r.result = rc ? v_nil() : *out;
     value_incref(r.result);
     note_changes(ck, &r);
+    note_containers(ck, &r);
     ck->recs[ck->nrec++] = r;
     return rc;
 }
@@ -489,8 +610,16 @@ static void recs_free(Check *ck)
     for (int i = 0; i < ck->nrec; i++) {
         HostRec *r = &ck->recs[i];
         value_decref(r->f);
-        for (int k = 0; k < r->nargs; k++) value_decref(r->args[k]);
+        for (int k = 0; k < r->nargs; k++) {
+            value_decref(r->args[k]);
+            value_decref(r->orig[k]);
+            if (r->after) value_decref(r->after[k]);
+        }
         free(r->args);
+        free(r->orig);
+        free(r->after);
+        for (int k = 0; k < r->nheld; k++) value_decref(r->held[k].v);
+        free(r->held);
         for (int k = 0; k < r->nkw; k++) free(r->kwnames[k]);
         free(r->kwnames);
         value_decref(r->result);
@@ -560,8 +689,11 @@ static int replay_args(Check *ck, Interp *I, HostRec *r, const char *name, int a
         char path[300], what[900];
         if (i < argc) snprintf(path, sizeof path, "host call %s() argument %d", name, i + 1);
         else snprintf(path, sizeof path, "host call %s() argument %s", name, kwnames[i - argc]->s);
-        if (vdiff(i < argc ? argv[i] : kwvals[i - argc], r->args[i], path, what, sizeof what, 0))
-            return replay_abort(ck, I, "%s%s", what, "");
+        Value a = i < argc ? argv[i] : kwvals[i - argc];
+        /* the very object the eager call got (a list made outside): the
+         * same argument, whatever the eager run did to it since */
+        if (same_bits(a, r->orig[i])) continue;
+        if (vdiff(a, r->args[i], path, what, sizeof what, 0)) return replay_abort(ck, I, "%s%s", what, "");
     }
     return 0;
 }
@@ -582,8 +714,12 @@ static int replay_seen(Check *ck, Interp *I, HostRec *r, const char *name)
 }
 
 /* What the eager host call changed, made again in the staged run. A draw
- * inside it advances the stream by as much; seed() sets it. */
-static void replay_changes(Check *ck, HostRec *r)
+ * inside it advances the stream by as much; seed() sets it. A list or
+ * record it changed in place, an argument (the staged run's copy, or the
+ * object itself) or one a watched binding holds, is made to hold what the
+ * eager call left in it, so the host node's outputs and `host load` read
+ * that back. */
+static void replay_changes(Check *ck, HostRec *r, const Value *args)
 {
     if (r->key1 != r->key0) tfe_random_restore(r->key1, r->ctr1);
     else if (r->ctr1 != r->ctr0) {
@@ -593,6 +729,9 @@ static void replay_changes(Check *ck, HostRec *r)
     }
     for (int k = 0; k < r->nslots; k++) slot_set(slot_at(ck, r->slots[k].idx), r->slots[k].v);
     for (int k = 0; k < r->nvars; k++) var_set(ck->vars[r->vars[k].var], r->vars[k].t);
+    for (int i = 0; i < r->nargs; i++)
+        if (r->after[i].kind != V_NIL) contents_assign(args[i], r->after[i], 0);
+    for (int k = 0; k < r->nheld; k++) contents_assign(*slot_at(ck, r->held[k].idx), r->held[k].v, 0);
 }
 
 int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
@@ -601,13 +740,17 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     Check *ck = tfe_check_replay;
     const char *name = callee_name(f);
     *out = v_nil();
+    if (host_is_gradient_call(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
     if (ck->cursor >= ck->nrec)
         return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
     HostRec *r = &ck->recs[ck->cursor++];
     if (!same_callee(f, r->f)) return callee_differs(ck, I, f, r->f);
     if (replay_args(ck, I, r, name, argc, argv, nkw, kwnames, kwvals)) return -1;
     if (f.kind == V_FN && replay_seen(ck, I, r, name)) return -1;
-    replay_changes(ck, r);
+    Value *args = xmalloc(sizeof *args * (size_t)(r->nargs + 1));
+    for (int i = 0; i < r->nargs; i++) args[i] = i < argc ? argv[i] : kwvals[i - argc];
+    replay_changes(ck, r, args);
+    free(args);
     if (r->failed) { /* the eager run stopped in this call; so does this one, with that error */
         ck->hit_error = true;
         return raise_msg_at(I, I->cur_loc, "check-staged: the eager run's error");
@@ -881,6 +1024,33 @@ static void tape_end(tfe_tape **t, Value res, tfe_tensor **target)
     tfe_tape_pop(*t);
 }
 
+/* The bindings, the variables the graph reads and the random stream, as
+ * they are now, to put back after something the program did not ask for. */
+typedef struct StateKeep { Value *slots; tfe_tensor **vars; uint64_t key, ctr; } StateKeep;
+
+static void state_keep(Check *ck, StateKeep *k)
+{
+    k->slots = slots_take(ck);
+    k->vars = xmalloc(sizeof *k->vars * (size_t)(ck->nvars + 1));
+    for (int i = 0; i < ck->nvars; i++) {
+        k->vars[i] = variable_peek(ck->vars[i]);
+        tensor_incref(k->vars[i]);
+    }
+    tfe_random_state(&k->key, &k->ctr);
+}
+
+static void state_put_back(Check *ck, StateKeep *k)
+{
+    slots_restore(ck, k->slots);
+    slots_free(k->slots, ck->nslot);
+    for (int i = 0; i < ck->nvars; i++) {
+        var_set(ck->vars[i], k->vars[i]);
+        tensor_decref(k->vars[i]);
+    }
+    free(k->vars);
+    tfe_random_restore(k->key, k->ctr);
+}
+
 /* The gradients of both runs' totals with respect to the sources: the first
  * difference into what (a missing gradient counts as zeros). */
 static bool grad_diff(Check *ck, char *what, size_t cap)
@@ -888,8 +1058,28 @@ static bool grad_diff(Check *ck, char *what, size_t cap)
     if (!ck->target_e || !ck->target_s || !ck->nsrc) return false;
     tfe_tensor **ge = xcalloc((size_t)ck->nsrc, sizeof *ge), **gs = xcalloc((size_t)ck->nsrc, sizeof *gs);
     bool d = false;
-    if (tfe_tape_gradient(ck->tape_e, ck->target_e, ck->nsrc, ck->src, ge) ||
-        tfe_tape_gradient(ck->tape_s, ck->target_s, ck->nsrc, ck->src, gs)) {
+    int rc = tfe_tape_gradient(ck->tape_e, ck->target_e, ck->nsrc, ck->src, ge);
+    tfe_stage_limit = false;
+    if (!rc) {
+        /* the staged backward calls @host functions again (their f.vjp);
+         * this gradient is the check's own, not the program's: what they
+         * change is put back */
+        StateKeep keep;
+        state_keep(ck, &keep);
+        rc = tfe_tape_gradient(ck->tape_s, ck->target_s, ck->nsrc, ck->src, gs);
+        state_put_back(ck, &keep);
+    }
+    if (rc && tfe_stage_limit) {
+        /* the staged gradient stops at a documented limit: the program's own
+         * gradient, if it takes one, stops there with that error */
+        tfe_error_clear();
+        if (ck->I->has_error) error_clear(ck->I);
+        for (int i = 0; i < ck->nsrc; i++) {
+            if (ge[i]) tensor_decref(ge[i]);
+            if (gs[i]) tensor_decref(gs[i]);
+            ge[i] = gs[i] = NULL;
+        }
+    } else if (rc) {
         snprintf(what, cap, "the gradient: %s", tfe_error_msg());
         tfe_error_clear();
         d = true;
@@ -1004,15 +1194,46 @@ static int run_eager(Check *ck, Env *e, Value *out)
     return rc;
 }
 
+/* The bindings graph g reads back after @host calls: a `host load` node's,
+ * and one whose value a host node passes as that very object. Called twice:
+ * first to add their Envs (add), then to list their flat indices. */
+static void watch_graph(Check *ck, const Graph *g, bool add)
+{
+    for (int i = 0; g && i < g->n; i++) {
+        const HostSync *s = g->nodes[i].kind == G_HOST ? g->nodes[i].sync : NULL;
+        for (int j = -1; s && j < s->nafter; j++) {
+            Env *e = j < 0 ? (s->write ? NULL : s->env) : s->after[j].env;
+            int slot = j < 0 ? s->slot : s->after[j].slot;
+            if (!e) continue;
+            if (add) {
+                env_add(ck, e);
+                continue;
+            }
+            int k = 0;
+            while (k < ck->nenv && ck->envs[k] != e) k++;
+            int idx = ck->base[k] + slot;
+            bool dup = false;
+            for (int w = 0; w < ck->nwatch && !dup; w++) dup = ck->watch[w] == idx;
+            if (dup) continue;
+            ck->watch = xrealloc(ck->watch, sizeof *ck->watch * (size_t)(ck->nwatch + 1));
+            ck->watch[ck->nwatch++] = idx;
+        }
+    }
+}
+
 static void check_setup(Check *ck)
 {
     for (Env *p = ck->c->env; p; p = p->parent) env_add(ck, p);
     for (int i = 0; i < ck->t->nouts; i++) env_add(ck, ck->t->outs[i].env);
+    watch_graph(ck, ck->t->g, true);
+    watch_graph(ck, ck->t->g->raw, true);
     ck->base = xmalloc(sizeof *ck->base * (size_t)(ck->nenv + 1));
     for (int k = 0; k < ck->nenv; k++) {
         ck->base[k] = ck->nslot;
         ck->nslot += ck->envs[k]->nslots;
     }
+    watch_graph(ck, ck->t->g, false);
+    watch_graph(ck, ck->t->g->raw, false);
     ck->pre = slots_take(ck);
     ck->last = slots_take(ck);
     vars_collect(ck);
@@ -1034,6 +1255,7 @@ static void check_free(Check *ck)
     free(ck->vars);
     free(ck->envs);
     free(ck->base);
+    free(ck->watch);
 }
 
 /* Both runs over: keep the staged result, or raise the difference. */
@@ -1054,6 +1276,7 @@ static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, Sa
         error_retext(I, what, I->err_msg, eerr->msg);
         return -1;
     }
+    if (src && ck->limit) return -1; /* a located error that says how to write it so it stages */
     if (src) {
         snprintf(what, sizeof what, "check-staged: %s(...) differs from eager: staged stops here with \"%%s\"%%s, "
                  "eager does not", name);
@@ -1104,7 +1327,9 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     tfe_check_replay = &ck;
     Value sres = v_nil();
     if (ck.grads) ck.tape_s = tape_begin(&ck);
+    tfe_stage_limit = false;
     int src = run_graph(I, t, lv, &sres);
+    ck.limit = src && tfe_stage_limit;
     if (ck.grads) tape_end(&ck.tape_s, src ? v_nil() : sres, &ck.target_s);
     tfe_check_replay = NULL;
     int rc = conclude(&ck, lv, call_loc, erc, eres, &eerr, src, &sres);

@@ -22,6 +22,12 @@ extern struct Check *tfe_check_replay;
 int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
                       Str *const *kwnames, const Value *kwvals, Value *out);
 
+/* Set when a graph run stops at a documented limit of staging
+ * (docs/staging.md, section 14: a @host call changed the structure of what
+ * the graph reads back, a gradient through a binding it changed): under
+ * the check that located error is the outcome, not a difference. */
+extern bool tfe_stage_limit;
+
 /* A cached call under check (stage/staged.c): the eager run, then the graph
  * (run_graph: the ordinary cached run), then the comparison. */
 typedef int (*CheckRunFn)(Interp *I, Trace *t, Leaves *lv, Value *out);

@@ -188,6 +188,7 @@ static int run_binding(GRun *x, GNode *n)
     int rc = 0;
     if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
         char msg[400];
+        tfe_stage_limit = true;
         snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
                                   "length than when the staged function was traced, which its graph cannot read "
                                   "(keep its structure, or return the changing part from the @host function)", s->name);
@@ -222,18 +223,19 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
     int out = n->host_nil ? 0 : 1, rc = 0;
     for (int i = 0; i < s->nafter && !rc; i++) {
         HostAfter *h = &s->after[i];
-        if (h->outside && (h->env || (h->param >= 0 && stage_call_args))) continue; /* the object itself: done */
+        if (h->outside && h->env) continue; /* the binding's object itself: `host load` reads it */
+        bool reads = host_after_reads(h);
         int first = 0;
         for (int a = 0; a < h->arg; a++) first += n->hargs[a].nleaves;
         SigBuf sb = {0};
         Leaves lv = {0};
         sig_flatten(args[h->arg], &sb, &lv, SIG_OUTPUT);
-        bool ok = sb.n == h->nsig && !mem_cmp(sb.b, h->sig, sb.n) && lv.n == (h->outside ? n->hargs[h->arg].nleaves : h->nleaves);
-        for (int k = 0; ok && h->outside && k < lv.n; k++) ok = sig_same_leaf(lv.t[k], in[first + k]);
+        bool ok = sb.n == h->nsig && !mem_cmp(sb.b, h->sig, sb.n) && lv.n == (reads ? h->nleaves : n->hargs[h->arg].nleaves);
+        for (int k = 0; ok && !reads && k < lv.n; k++) ok = sig_same_leaf(lv.t[k], in[first + k]);
         if (!ok) {
             const char *fname = n->obj.kind == V_FN ? ((Closure *)n->obj.u.o)->name : "a host function";
             char msg[500];
-            if (h->outside)
+            if (!reads)
                 snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record made outside the staged "
                                           "function; staged code passes it a copy (make it inside the staged "
                                           "function, or have the @host function return the new values)", fname);
@@ -242,8 +244,9 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
                                           "way than in the call that traced the staged function (its length, keys "
                                           "or non-tensor values differ; have the @host function return the new "
                                           "values instead)", fname);
+            tfe_stage_limit = true;
             rc = node_error(x, n, msg);
-        } else if (!h->outside) {
+        } else if (reads) {
             for (int k = 0; k < lv.n; k++) vset(x, n->vbase + out + k, lv.t[k]);
             out += lv.n;
             lv.n = 0;

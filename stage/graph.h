@@ -74,6 +74,12 @@ typedef struct HostAfter {
     Env *env;            /* owned ref, or NULL */
     int slot;
 } HostAfter;
+/* Are h's leaves after the call outputs of the host node? For a list or
+ * record the body made (a copy at every call), and for the staged call's
+ * own argument (the call gets that object, and the body may read what the
+ * function put in it); a binding's value is read back by `host load`. */
+static inline bool host_after_reads(const HostAfter *h) { return !h->outside || h->param >= 0; }
+
 typedef struct HostSync {
     Env *env;            /* owned ref, or NULL */
     int slot;

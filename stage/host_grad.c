@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "stage/check.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
@@ -92,7 +93,7 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     h->nouts = n->nout;
     h->after = xmalloc(sizeof *h->after * (size_t)(n->sync ? n->sync->nafter + 1 : 1));
     for (int i = 0; n->sync && i < n->sync->nafter; i++)
-        if (!n->sync->after[i].outside) h->after[h->nafter++] = n->sync->after[i].arg;
+        if (host_after_reads(&n->sync->after[i])) h->after[h->nafter++] = n->sync->after[i].arg;
     h->nctx = n->sync ? n->sync->nctx : 0;
     h->ctx = h->nctx ? xmalloc(sizeof *h->ctx * (size_t)h->nctx) : NULL;
     for (int i = 0; i < h->nctx; i++) {
@@ -327,6 +328,16 @@ bool host_is_differentiable(Value f)
     return f.kind == V_FN || (f.kind == V_BUILTIN && ((Builtin *)f.u.o)->fn == bi_vjp);
 }
 
+static int bi_no_gradient(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                          Value *out, void *data);
+
+bool host_is_gradient_call(Value f)
+{
+    if (f.kind != V_BUILTIN) return false;
+    Builtin *b = (Builtin *)f.u.o;
+    return b->fn == bi_vjp || b->fn == bi_no_gradient;
+}
+
 bool host_node_differentiable(const GNode *n)
 {
     if (n->kind != G_HOST || n->nout == 0 || (n->sync && n->sync->env)) return false;
@@ -429,6 +440,7 @@ static int bi_no_gradient(Interp *I, int argc, const Value *argv, int nkw, Str *
     for (int64_t i = 0; g && g->storage && i < tensor_numel(g) && zero; i++) zero = tensor_get_f64(g, i) == 0.0;
     if (g) tensor_decref(g);
     if (zero) return 0;
+    tfe_stage_limit = true;
     return raise_at(I, I->cur_loc, "gradients through '%s', which a @host call changed, are not supported (pass it "
                                    "to the function and return the new value)", (const char *)data);
 }

@@ -920,9 +920,10 @@ static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int 
         sig_flatten(a, &sb, &lv, SIG_OUTPUT);
         h->sig = bytes_copy(&sb);
         h->nsig = sb.n;
-        if (h->outside && (h->param >= 0 || h->env)) {
-            /* the very object, at every call: what the call does to it is done */
-        } else if (h->outside) {
+        if (h->outside && h->env) {
+            /* the very object, at every call: what the call does to it is
+             * done, and the body reads it back with `host load` */
+        } else if (h->outside && h->param < 0) {
             bool same = sb.n == pre[i].n && !mem_cmp(sb.b, pre[i].b, sb.n) && lv.n == ha[i].nleaves;
             T->suspended++; /* comparing values is not a use of them (no signature by value) */
             for (int k = 0; same && k < lv.n; k++) same = sig_same_leaf(lv.t[k], in->t[first + k]);
@@ -955,7 +956,7 @@ static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Valu
     int out = out0, k = 0;
     for (int i = 0; i < s->nafter; i++) {
         HostAfter *h = &s->after[i];
-        if (h->outside) continue;
+        if (!host_after_reads(h)) continue;
         tfe_tensor **al = outs + out;
         for (int j = 0; j < h->nleaves; j++, k++, out++) {
             al[j] = tensor_alias(after->t[k]);

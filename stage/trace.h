@@ -147,6 +147,9 @@ int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 /* Gradients through host calls (stage/host_grad.c). */
 bool host_node_differentiable(const GNode *n);   /* a @host call with outputs (or a vjp) */
 bool host_is_differentiable(Value f);            /* a @host function, or a vjp */
+/* A call that computes a gradient in a graph: a vjp, or the check that a
+ * gradient is zero (not an effect of the program: stage/check.c runs it). */
+bool host_is_gradient_call(Value f);
 /* The gradient of host node n's outputs (out[], their gradients dy[], NULL
  * for none), with respect to each of its inputs in[] (dx[i] NULL or
  * TFE_GRAD_SKIP on entry; new refs): the function called again under a

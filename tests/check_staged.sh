@@ -14,8 +14,7 @@ ran=0
 
 # Goldens and examples that report a difference today, one per line as
 # "NAME reason" (empty: none). Fix the difference, then delete the line.
-EXCLUDE="stage_grad_capture_passthrough a traced loop's backward starts x's gradient from zeros: 0.0 where eager has -0.0 (staging.md section 14)
-stage_grad_loop_init_capture the last bits of a gradient through a traced loop differ from eager's (staging.md section 14)"
+EXCLUDE=""
 
 excluded() {
     printf '%s\n' "$EXCLUDE" | grep -q "^$1 "

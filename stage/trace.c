@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "interp/internal.h"
 #include "stage/exec.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
@@ -486,17 +487,51 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
 
 /* --- variables and host calls ------------------------------------------------------------------- */
 
+/* May host node x assign var? Any host call may (a @host function, a
+ * restore), except a method bound to another variable (its assign,
+ * assign_add, assign_sub change only that one). */
+static bool host_may_assign(const GNode *x, const Obj *var)
+{
+    if (x->obj.kind != V_BUILTIN) return true;
+    const Value self = ((const Builtin *)x->obj.u.o)->self;
+    return !value_is_variable(self) || self.u.o == var;
+}
+
+/* May region r of g (or one inside it) assign var? */
+static bool region_may_assign(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST && host_may_assign(x, var)) return true;
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_may_assign(g, x->regions[0], var) || region_may_assign(g, x->regions[1], var)))
+            return true;
+    }
+    return false;
+}
+
+/* May node x of g (in a region) assign var? */
+static bool node_may_assign(const Graph *g, const GNode *x, const Obj *var)
+{
+    if (x->kind == G_HOST) return host_may_assign(x, var);
+    if (x->kind == G_COND || x->kind == G_WHILE)
+        return region_may_assign(g, x->regions[0], var) || region_may_assign(g, x->regions[1], var);
+    return false;
+}
+
 /* The tensor of the last read of var in this region, when nothing that
- * could assign it (a host call, a cond, a loop) came after it:
+ * could assign it (a host call, a cond or loop holding one) came after it:
  * eager code reads the same tensor then, and a tape sums the gradients of
- * both uses in one running sum (bit for bit). NULL otherwise. */
+ * all its uses in one running sum (bit for bit; two tensors would sum two
+ * partial sums). NULL otherwise. */
 static tfe_tensor *last_read(Tracer *T, Value var)
 {
     const GRegion *reg = &T->g->regions[T->region];
     for (int i = reg->n - 1; i >= 0; i--) {
         int id = reg->nodes[i];
         const GNode *x = gnode(T->g, id);
-        if (x->kind == G_HOST || x->kind == G_COND || x->kind == G_WHILE) return NULL;
+        if (node_may_assign(T->g, x, var.u.o)) return NULL;
         if (x->kind != G_VAR_READ || x->obj.u.o != var.u.o) continue;
         for (int k = T->nnotes - 1; k >= 0; k--) {
             TNote *nt = T->notes[k];
@@ -505,6 +540,63 @@ static tfe_tensor *last_read(Tracer *T, Value var)
         return NULL;
     }
     return NULL;
+}
+
+/* The read of var in region r before node id (which is in r) that later
+ * code could use instead of a new read: nothing that could assign var comes
+ * between (see last_read). -1 if none. */
+static int read_before(const Graph *g, int r, int id, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    int i = reg->n - 1;
+    while (i >= 0 && reg->nodes[i] != id) i--;
+    for (i--; i >= 0; i--) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (node_may_assign(g, x, var)) return -1;
+        if (x->kind == G_VAR_READ && x->obj.u.o == var && !x->outer_out) return reg->nodes[i];
+    }
+    return -1;
+}
+
+/* In region r (and those inside it), uses of (from, 0) become uses of to. */
+static void use_instead(Graph *g, int r, int from, GRef to)
+{
+    GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        GNode *x = &g->nodes[reg->nodes[i]];
+        for (int k = 0; k < x->nin; k++)
+            if (x->in[k].node == from && x->in[k].out == 0) x->in[k] = to;
+        if (x->kind == G_COND || x->kind == G_WHILE)
+            for (int k = 0; k < 2; k++) use_instead(g, x->regions[k], from, to);
+    }
+    for (int k = 0; k < reg->nouts; k++)
+        if (reg->outs[k].node == from && reg->outs[k].out == 0) reg->outs[k] = to;
+}
+
+static void share_in(Graph *g, int r, int id, int top)
+{
+    for (int i = 0; i < g->regions[r].n; i++) {
+        int rid = g->regions[r].nodes[i];
+        const GNode *x = &g->nodes[rid];
+        if (x->kind == G_COND || x->kind == G_WHILE)
+            for (int k = 0; k < 2; k++) share_in(g, x->regions[k], id, top);
+        if (x->kind != G_VAR_READ || x->outer_out || node_may_assign(g, &g->nodes[id], x->obj.u.o)) continue;
+        int before = read_before(g, g->nodes[id].region, id, x->obj.u.o);
+        if (before >= 0) use_instead(g, top, rid, (GRef){before, 0});
+    }
+}
+
+/* Cond or while id was just traced: its reads of a variable it cannot
+ * assign, which the region read before it (with nothing that could assign
+ * it between), use that read instead, as eager code uses the same tensor:
+ * a tape then sums the gradients of all the uses in one running sum, in
+ * eager order (two reads, two partial sums). The reads stay, unused
+ * (effect nodes). */
+void trace_share_reads(int id)
+{
+    Tracer *T = tfe_tracer;
+    Graph *g = T->g;
+    for (int k = 0; k < 2; k++) share_in(g, gnode(g, id)->regions[k], id, gnode(g, id)->regions[k]);
 }
 
 tfe_tensor *trace_var_read(Value var, tfe_tensor *value)

@@ -116,6 +116,7 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs);
 tfe_tensor *trace_var_read(Value var, tfe_tensor *value);      /* takes value; new ref */
 void trace_var_reread(Value var, tfe_tensor *value);           /* value: var's tensor now */
+void trace_share_reads(int id); /* cond or while id, just traced: reads of a variable read before it */
 /* A call of an effect builtin or a @host function: records a G_HOST node
  * and (outside branches) runs it. Returns 0/-1 like call_value. */
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,

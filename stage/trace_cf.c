@@ -370,6 +370,7 @@ static int bind_outputs(Tracer *T, int id, Env *env, const int *slots, int nbind
     gnode(T->g, id)->effect_dep = T->last_effect;
     T->last_effect = id;
     T->last_cf = id;
+    trace_share_reads(id);
     if (trace_node_outputs(T, id, outs)) return -1;
     for (int k = 0; k < nbind; k++) {
         Value old = env->slots[slots[k]];

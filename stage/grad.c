@@ -80,16 +80,7 @@ static void put(tfe_tensor **a, int slot, tfe_tensor *t)
     a[slot] = t;
 }
 
-static tfe_tensor *zeros_like(const tfe_tensor *t)
-{
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.dtype = t->dtype;
-    at.nints = t->rank;
-    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
-    at.f[0] = 0.0;
-    return tfe_call1(OP_FULL, 0, NULL, &at);
-}
+static tfe_tensor *zeros_like(const tfe_tensor *t) { return tfe_filled_like(t, 0.0); }
 
 static tfe_tensor *filled(const tfe_tensor *t, double v)
 {

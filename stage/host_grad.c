@@ -112,16 +112,7 @@ static HostFn *hostfn_of_vjp(Value f, const HostArg *hargs, int nhargs)
     return hostfn_new(f, hargs, nhargs, 0, NULL, &n);
 }
 
-static tfe_tensor *zeros_like(const tfe_tensor *t)
-{
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.dtype = t->dtype;
-    at.nints = t->rank;
-    for (int i = 0; i < t->rank; i++) at.ints[i] = t->shape[i] < 0 ? 0 : t->shape[i];
-    at.f[0] = 0.0;
-    return tfe_call1(OP_FULL, 0, NULL, &at);
-}
+static tfe_tensor *zeros_like(const tfe_tensor *t) { return tfe_filled_like(t, 0.0); }
 
 /* sum of out[j] * dy[j] over the outputs: what the tape differentiates. */
 static int weighted(Interp *I, HostFn *h, Value r, const Value *args, tfe_tensor *const *dy, tfe_tensor **target)

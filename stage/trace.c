@@ -599,6 +599,18 @@ void trace_share_reads(int id)
     for (int k = 0; k < 2; k++) share_in(g, gnode(g, id)->regions[k], id, gnode(g, id)->regions[k]);
 }
 
+/* A var_read node of var, of value's dtype and shape, on the effect chain. */
+static int var_read_node(Tracer *T, Value var, const tfe_tensor *value)
+{
+    int id = new_node(T, G_VAR_READ, 0, 1);
+    GNode *g = gnode(T->g, id);
+    value_incref(var);
+    g->obj = var;
+    meta_of(&g->meta[0], value);
+    effect_chain(T, id);
+    return id;
+}
+
 tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
 {
     Tracer *T = tfe_tracer;
@@ -619,12 +631,7 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
         tensor_incref(again);
         return again;
     }
-    int id = new_node(T, G_VAR_READ, 0, 1);
-    GNode *g = gnode(T->g, id);
-    value_incref(var);
-    g->obj = var;
-    meta_of(&g->meta[0], value);
-    effect_chain(T, id);
+    int id = var_read_node(T, var, value);
     if (n) { /* read before: a second header for this read */
         tfe_tensor *a = tensor_alias(value);
         tensor_decref(value);
@@ -640,13 +647,7 @@ void trace_var_reread(Value var, tfe_tensor *value)
 {
     Tracer *T = tfe_tracer;
     if (!trace_recording() || T->symbolic || !value) return;
-    int id = new_node(T, G_VAR_READ, 0, 1);
-    GNode *g = gnode(T->g, id);
-    value_incref(var);
-    g->obj = var;
-    meta_of(&g->meta[0], value);
-    effect_chain(T, id);
-    trace_note(T, value, (GRef){id, 0});
+    trace_note(T, value, (GRef){var_read_node(T, var, value), 0});
 }
 
 /* --- host calls and the state around them ----------------------------------------------------

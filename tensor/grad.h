@@ -32,6 +32,9 @@ extern const tfe_grad_fn tfe_grads[TFE_NOPS];
  * result has shape (rank, shape) — the adjoint of broadcast_to. A float16 or
  * bfloat16 g is summed in float32, and the result stays float32. */
 tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape);
+/* A tensor of like's dtype and shape (an unknown dim of a traced one as 0)
+ * filled with v, on like's device: the zeros and ones gradients start from. */
+tfe_tensor *tfe_filled_like(const tfe_tensor *like, double v);
 
 /* --- the tape (tensor/tape.c) ---------------------------------------------------
  * Tapes form a stack of active tapes. While any is active, tfe_execute calls

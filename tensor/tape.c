@@ -297,12 +297,12 @@ static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) {
 
 /* full(shape of like, v) of like's dtype, made by an op so that an outer tape
  * or (later) a trace sees it as a constant like any other. */
-static tfe_tensor *filled_like(const tfe_tensor *like, double v) {
+tfe_tensor *tfe_filled_like(const tfe_tensor *like, double v) {
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = like->dtype;
     at.nints = like->rank;
-    for (int i = 0; i < like->rank; i++) at.ints[i] = like->shape[i];
+    for (int i = 0; i < like->rank; i++) at.ints[i] = like->shape[i] < 0 ? 0 : like->shape[i]; /* a traced unknown dim */
     at.f[0] = v;
     /* on like's device (tensor/device.c places a creation op on the default
      * device), so gradients stay where their tensors are */
@@ -363,7 +363,7 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
         }
         /* Backward pass from the target (ones of its shape: the target is summed). */
         if (pmap_has(&reach, target)) {
-            tfe_tensor *seed = filled_like(target, 1.0);
+            tfe_tensor *seed = tfe_filled_like(target, 1.0);
             if (!seed || accumulate(&gmap, target, seed)) goto out;
         }
     }
@@ -388,7 +388,7 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
             /* outputs nobody used get zeros (made only now that they are needed) */
             for (int j = 0; j < e->nout && !fail; j++) {
                 if (dy[j] || (e->custom && e->custom->totals)) continue; /* it takes NULL: none */
-                if (!(dy[j] = filled_like(e->t[e->nin + j], 0.0))) fail = true;
+                if (!(dy[j] = tfe_filled_like(e->t[e->nin + j], 0.0))) fail = true;
                 else made[j] = true;
             }
             /* a custom entry adds its contributions to an input's gradient so
@@ -460,7 +460,7 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
     for (int i = 0; i < n; i++) {
         tfe_tensor *g = pmap_get(&gmap, sources[i]);
         if (g) tensor_incref(g);
-        else if (!(g = filled_like(sources[i], 0.0))) goto out;
+        else if (!(g = tfe_filled_like(sources[i], 0.0))) goto out;
         grads[i] = g;
     }
     rc = 0;

@@ -1241,10 +1241,18 @@ static int sweep_host(BP *b, const GNode *n)
     tfe_tensor *inb[16] = {NULL}, *dxb[16] = {NULL};
     tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     tfe_tensor **dx = n->nin <= 16 ? dxb : xmalloc(sizeof *dx * (size_t)n->nin);
+    /* an input's gradient so far goes in (first place only, not one a loop
+     * adds to a captured value): the function's uses of it add to it in
+     * eager order, and what comes back is the total */
+    bool totb[16], *total = n->nin <= 16 ? totb : xmalloc(sizeof *total * (size_t)n->nin);
     for (int i = 0; i < n->nin; i++) {
-        in[i] = b->m[slot_of(G, n->in[i])];
+        int slot = slot_of(G, n->in[i]);
+        in[i] = b->m[slot];
         const GNode *src = &G->nodes[n->in[i].node];
         dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
+        total[i] = dx[i] == NULL && !(b->alias && b->alias[slot] >= 0);
+        for (int j = 0; j < i && total[i]; j++) total[i] = slot_of(G, n->in[j]) != slot;
+        if (total[i]) dx[i] = b->g[slot]; /* borrowed; NULL: none yet */
     }
     tfe_tensor **out = xcalloc((size_t)n->nout + 1, sizeof *out), **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
     for (int k = 0; k < n->nout; k++) {
@@ -1257,8 +1265,16 @@ static int sweep_host(BP *b, const GNode *n)
     for (int i = 0; i < n->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;
-        if (rc || acc(b, slot_of(G, n->in[i]), dx[i])) rc = -1;
+        if (rc) {
+            tensor_decref(dx[i]);
+        } else if (total[i]) {
+            unflag(b, slot_of(G, n->in[i]));
+            put(b->g, slot_of(G, n->in[i]), dx[i]);
+        } else if (acc(b, slot_of(G, n->in[i]), dx[i])) {
+            rc = -1;
+        }
     }
+    if (total != totb) free(total);
     if (in != inb) free(in);
     if (dx != dxb) free(dx);
     return rc ? bp_error(b, n, tfe_error_msg()) : 0;

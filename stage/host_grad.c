@@ -167,9 +167,13 @@ static int nleaves_of(const HostFn *h)
 }
 
 /* The gradient of h's result, weighted by dy, with respect to leaf k, computed
- * now: h's function called again under a tape of its own. New ref in *dx
- * (zeros when the result does not depend on it), or -1 with an error raised. */
-static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor **dx)
+ * now: h's function called again under a tape of its own. init: leaf k's
+ * gradient so far (NULL: none), which the function's uses of it add to one
+ * by one, as an eager tape's would (bit for bit its sum). New ref in *dx
+ * (init, or zeros, when the result does not depend on it), or -1 with an
+ * error raised. */
+static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor *init,
+                   tfe_tensor **dx)
 {
     int nl = nleaves_of(h), rc = 0, kk = 0;
     tfe_tensor **own = xmalloc(sizeof *own * (size_t)(nl ? nl : 1));
@@ -220,10 +224,11 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     if (!rc) rc = weighted(I, h, r, args, dy, &target);
     tfe_tape_pop(tape);
     *dx = NULL;
-    if (!rc && !target) *dx = zeros_like(leaves[k]); /* no output has a gradient */
+    if (!rc && !target) /* no output has a gradient */
+        *dx = init ? (tensor_incref(init), init) : zeros_like(leaves[k]);
     else if (!rc) {
         tfe_tensor *g = NULL;
-        if (tfe_tape_gradient(tape, target, 1, &own[k], &g)) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
+        if (tfe_tape_gradient_from(tape, target, 1, &own[k], &init, &g)) rc = raise_at(I, I->cur_loc, "%s", tfe_error_msg());
         else *dx = g;
     }
     tfe_tape_free(tape);
@@ -236,19 +241,23 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     return rc;
 }
 
-/* f.vjp(self, leaf0, ..., leafN-1, dy): the gradient with respect to the leaf
- * whose index is the builtin's data. */
+/* f.vjp(self, leaf0, ..., leafN-1, dy[, sofar]): the gradient with respect
+ * to leaf k, where the builtin's data is k * 2 + 1 when the leaf's gradient
+ * so far is passed last (the result is then the total), k * 2 otherwise. */
 static int bi_vjp(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
                   Value *out, void *data)
 {
     (void)nkw, (void)kwnames, (void)kwvals;
     HostFn *h = (HostFn *)argv[0].u.o;
-    int nl = nleaves_of(h), k = (int)(intptr_t)data, na = nl + h->nouts;
-    if (argc != na + 1) return raise_at(I, I->cur_loc, "%s: wrong number of arguments", h->vjp_name);
+    int nl = nleaves_of(h), k = (int)((intptr_t)data >> 1), na = nl + h->nouts;
+    bool sofar = (intptr_t)data & 1;
+    if (argc != na + 1 + sofar) return raise_at(I, I->cur_loc, "%s: wrong number of arguments", h->vjp_name);
     tfe_tensor **lv = xmalloc(sizeof *lv * (size_t)(na + 1));
     for (int i = 0; i < na; i++) lv[i] = value_to_tensor(argv[1 + i]);
     tfe_tensor *dx = NULL;
-    int rc = vjp_now(I, h, k, lv, lv + nl, &dx);
+    tfe_tensor *init = sofar ? value_to_tensor(argv[1 + na]) : NULL;
+    int rc = vjp_now(I, h, k, lv, lv + nl, init, &dx);
+    if (init) tensor_decref(init);
     for (int i = 0; i < na; i++)
         if (lv[i]) tensor_decref(lv[i]);
     free(lv);
@@ -258,17 +267,18 @@ static int bi_vjp(Interp *I, int argc, const Value *argv, int nkw, Str *const *k
 
 /* The gradient with respect to leaf k as a value of the trace being
  * recorded: a host call of f.vjp (so it runs at every call of the graph). */
-static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor **dx)
+static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy,
+                      tfe_tensor *init, tfe_tensor **dx)
 {
-    int nl = nleaves_of(h), na = nl + h->nouts;
-    Value f = builtin_new(h->vjp_name, bi_vjp, (void *)(intptr_t)k);
+    int nl = nleaves_of(h), na = nl + h->nouts + (init != NULL);
+    Value f = builtin_new(h->vjp_name, bi_vjp, (void *)(intptr_t)(k * 2 + (init != NULL)));
     Builtin *b = (Builtin *)f.u.o;
     h->o.h.refcount++;
     b->self = v_obj(V_OBJECT, h);
     b->effect = 2;
     Value *argv = xmalloc(sizeof *argv * (size_t)(na + 1));
     for (int i = 0; i < na; i++) {
-        tfe_tensor *t = i < nl ? leaves[i] : dy[i - nl];
+        tfe_tensor *t = i < nl ? leaves[i] : i < nl + h->nouts ? dy[i - nl] : init;
         tensor_incref(t);
         argv[i] = v_tensor_take(t);
     }
@@ -284,7 +294,9 @@ static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tf
 }
 
 /* dx[i] for each float leaf i (NULL entries stay NULL for the others); dy[j]
- * NULL: output j (out[j]) has no gradient. */
+ * NULL: output j (out[j]) has no gradient. A dx[i] set on entry (other than
+ * TFE_GRAD_SKIP) is leaf i's gradient so far (borrowed): dx[i] is then the
+ * total, the function's contributions added to it in eager order. */
 static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *const *out, tfe_tensor *const *dy,
                    tfe_tensor **dx)
 {
@@ -296,10 +308,19 @@ static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *
         full[j] = dy[j] ? (tensor_incref(dy[j]), dy[j]) : traced ? zeros_like(out[j]) : NULL;
         if (traced && !full[j]) rc = -1;
     }
+    /* the gradients so far, out of dx (a failure leaves NULL there, not them) */
+    tfe_tensor **init = xcalloc((size_t)nl + 1, sizeof *init);
+    for (int i = 0; i < nl; i++)
+        if (dx[i] != TFE_GRAD_SKIP) {
+            init[i] = dx[i];
+            dx[i] = NULL;
+        }
     for (int i = 0; i < nl && !rc; i++) {
         if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(leaves[i]->dtype)) continue;
-        rc = traced ? vjp_traced(I, h, i, leaves, full, &dx[i]) : vjp_now(I, h, i, leaves, full, &dx[i]);
+        rc = traced ? vjp_traced(I, h, i, leaves, full, init[i], &dx[i])
+                    : vjp_now(I, h, i, leaves, full, init[i], &dx[i]);
     }
+    free(init);
     for (int j = 0; j < h->nouts; j++)
         if (full[j]) tensor_decref(full[j]);
     free(full);
@@ -385,6 +406,7 @@ void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe
     HostGrad *g = xcalloc(1, sizeof *g);
     g->base.backward = hostgrad_backward;
     g->base.release = hostgrad_release;
+    g->base.totals = true; /* vjp_all adds to the gradients so far */
     g->I = I;
     g->loc = loc;
     g->h = node_hostfn(n);

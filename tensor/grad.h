@@ -82,5 +82,10 @@ void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, 
  * target does not depend on gets zeros of its shape and dtype. A tape that is
  * not persistent answers one call; a second is an error. 0 or -1 + error. */
 int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads);
+/* The same, each source's gradient starting from init[i] (borrowed; NULL:
+ * from nothing) rather than from nothing: what reaches it is added to that
+ * one by one, as an eager tape adds to a gradient so far. */
+int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
+                           tfe_tensor *const *init, tfe_tensor **grads);
 
 #endif

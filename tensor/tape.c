@@ -330,6 +330,11 @@ static int accumulate(pmap *grads, const tfe_tensor *key, tfe_tensor *g) {
 }
 
 int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads) {
+    return tfe_tape_gradient_from(t, target, n, sources, NULL, grads);
+}
+
+int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
+                           tfe_tensor *const *init, tfe_tensor **grads) {
     for (int i = 0; i < n; i++) grads[i] = NULL;
     if (t->spent) {
         tfe_error_set("gradient: a non-persistent tape can be used for only one gradient call "
@@ -366,6 +371,12 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
             tfe_tensor *seed = tfe_filled_like(target, 1.0);
             if (!seed || accumulate(&gmap, target, seed)) goto out;
         }
+    }
+    /* gradients so far: what the backward finds adds to them, in its order */
+    for (int i = 0; init && i < n; i++) {
+        if (!init[i] || pmap_get(&gmap, sources[i])) continue;
+        tensor_incref(init[i]);
+        if (accumulate(&gmap, sources[i], init[i])) goto out;
     }
     for (int k = t->nentries - 1; k >= 0 && gmap.n; k--) {
         entry *e = t->entries[k];

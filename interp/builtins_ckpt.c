@@ -1,4 +1,4 @@
-/* builtins_ckpt.c — checkpoints in the safetensors format (LANGUAGE.md §9):
+/* builtins_ckpt.c — checkpoints in the safetensors format (docs/builtins.md, "Checkpoints"):
  * save(path, obj), restore(path, obj), load(path, flat=false). Writes are
  * atomic; the reader checks every header field against the file before it
  * reads any data, and restore checks everything before it changes anything.

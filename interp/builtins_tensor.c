@@ -1,5 +1,5 @@
 /* builtins_tensor.c — the language bindings of the tensor ops: argument
- * parsing for every tensor builtin (LANGUAGE.md §5), [...] literals, indexing
+ * parsing for every tensor builtin (docs/builtins.md), [...] literals, indexing
  * and tensor fields. Every op runs through tfe_execute and its wrappers. */
 #include <stdarg.h>
 #include <stdint.h>

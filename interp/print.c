@@ -1,4 +1,4 @@
-/* print.c — how values print (LANGUAGE.md §11): value_str for print(),
+/* print.c — how values print (docs/language.md "Values"): value_str for print(),
  * value_repr inside containers (strings quoted), value_kind_name for errors.
  * Containers print as source that would rebuild them; cycles print as `...`. */
 #include <stdio.h>

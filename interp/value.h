@@ -131,7 +131,7 @@ tfe_tensor *value_to_tensor(Value v);
 /* A 0-d tensor result becomes an unboxed scalar again (takes the ref). */
 Value value_from_tensor_take(tfe_tensor *t);
 
-/* Printing per LANGUAGE.md §11 (interp/print.c). str: how print() shows the
+/* Printing per docs/language.md "Values" (interp/print.c). str: how print() shows the
  * value (strings bare); repr: how it shows inside containers (strings quoted).
  * Both return malloc'd strings. */
 char *value_str(Value v);

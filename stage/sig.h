@@ -1,4 +1,4 @@
-/* sig.h — signatures (LANGUAGE.md §7): a value flattened into the bytes that
+/* sig.h — signatures (docs/staging.md): a value flattened into the bytes that
  * identify its structure and non-tensor parts, the dims of its tensors, and
  * its tensor leaves; and the way back from a template and leaves to a value. */
 #ifndef TFE_STAGE_SIG_H

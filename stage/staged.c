@@ -121,7 +121,7 @@ no:
 }
 
 /* Relaxation: a signature that differs from an earlier trace's only in
- * some dims gets a trace with those dims unknown (LANGUAGE.md §7). */
+ * some dims gets a trace with those dims unknown (docs/staging.md). */
 static bool *relax_against(StageCache *sc, const SigBuf *sb, Trace **base)
 {
     for (int i = 0; i < sc->n; i++) {

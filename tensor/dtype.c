@@ -1,4 +1,4 @@
-/* dtype.c — dtype sizes, names and the promotion rule (LANGUAGE.md §2),
+/* dtype.c — dtype sizes, names and the promotion rule (docs/language.md "Values"),
  * plus float16/bfloat16 bit conversions used when reading/writing them. */
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* print.c — tensor_to_string (LANGUAGE.md §11, NumPy's layout without line
+/* print.c — tensor_to_string (docs/language.md "Values", NumPy's layout without line
  * wrapping) and format_float_shortest (Python repr rules on the shortest
  * digits that read back to the same value in the tensor's dtype). */
 #include <stdio.h>

@@ -22,7 +22,7 @@ int dtype_from_name(const char *name);         /* -1 if unknown */
 static inline bool dtype_is_float(tfe_dtype dt) { return dt >= TFE_FLOAT32; }
 static inline bool dtype_is_int(tfe_dtype dt) { return dt == TFE_INT32 || dt == TFE_INT64; }
 
-/* Promotion (LANGUAGE.md §2): bool < int32 < int64 < float32 < float64.
+/* Promotion (docs/language.md "Values"): bool < int32 < int64 < float32 < float64.
  * A weak operand (a bare literal, or a result of weak operands only) takes
  * the other's dtype within its kind; a weak float against an int/bool gives
  * float32. *weak_out is true only when both are weak. */
@@ -109,7 +109,7 @@ double tensor_load_f64(const tfe_tensor *t, int64_t flat); /* (no trace is told 
 /* "(2, 3)", "()" and "(5,)"; buf of at least 200 bytes; returns buf. */
 char *shape_str(int rank, const int64_t *shape, char *buf);
 
-/* Printing (LANGUAGE.md §11). Returns a malloc'd string. */
+/* Printing (docs/language.md "Values"). Returns a malloc'd string. */
 char *tensor_to_string(const tfe_tensor *t);
 /* Shortest decimal that reads back to v in dtype dt (float32/float64),
  * always with '.' or an exponent: "1.0", "0.1", "1e-05", "inf", "nan". */

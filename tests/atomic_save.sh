@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/atomic_save.sh — killing tfe with SIGKILL in the middle of save()
-# leaves the previous checkpoint intact (LANGUAGE.md §9: temp file + fsync +
+# leaves the previous checkpoint intact (docs/builtins.md: temp file + fsync +
 # rename). A tfe process rewrites one file over and over with a 24 MB model
 # whose every element is the generation number; it is killed at varied
 # moments, and after each kill the file must load and be one whole

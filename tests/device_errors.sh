@@ -1,7 +1,7 @@
 #!/bin/sh
 # device_errors.sh — devices and their errors, the same on every machine:
 # CUDA_VISIBLE_DEVICES= hides any GPU, so only cpu:0 exists and asking for
-# another device must say exactly which exist (LANGUAGE.md §8, docs/gpu.md).
+# another device must say exactly which exist (docs/gpu.md).
 # Without hiding, devices() must start with cpu:0 and CUDA's start-up must
 # leave stderr empty (a CUDA build on a machine without a GPU).
 : "${TFE:?TFE is not set (run through make check)}"

@@ -46,7 +46,7 @@ rng = np.random.default_rng(20240601)
 
 
 def promote(*dts):
-    """tfe's promotion (LANGUAGE.md §2) for non-weak operands: the larger in
+    """tfe's promotion (docs/language.md "Values") for non-weak operands: the larger in
     bool < int32 < int64 < float32 < float64."""
     return max((np.dtype(d) for d in dts), key=ORDER.index).type
 
@@ -417,7 +417,7 @@ def binary_cases():
                 tol = tol_for(out_dt, "transc")
             case(name, f"{name}($a, $b)", ins, lambda a, b, o=out_dt, ref=ref: ref(a, b, o), tol=tol,
                  label=f"{name}({DTNAME[np.dtype(da)]}, {DTNAME[np.dtype(db)]})")
-    # weak literals take the other operand's dtype (LANGUAGE.md §2)
+    # weak literals take the other operand's dtype (docs/language.md "Values")
     x32 = arr((2, 3), F32)
     case("mul", "$x * 2", {"x": x32}, lambda x: x * F32(2))
     case("add", "$i + 1", {"i": arr((4,), I32)}, lambda i: i + I32(1))

@@ -278,10 +278,7 @@ BUILTIN(bi_variable)
     tensor_decref(t);
     if (!c) return interp_raise_tensor_error(I);
     c->weak = false;
-    Variable *v = xcalloc(1, sizeof *v);
-    v->o.h.refcount = 1;
-    v->o.h.kind = V_OBJECT;
-    v->o.cls = &variable_class;
+    Variable *v = object_new(sizeof *v, &variable_class);
     v->value = c;
     v->name = a[1].kind == V_STR ? xstrdup(((Str *)a[1].u.o)->s) : NULL;
     v->trainable = trainable;
@@ -294,10 +291,7 @@ BUILTIN(bi_variable)
 static Tape *tape_alloc(bool persistent, bool autowatch)
 {
     tfe_tape *tt = tfe_tape_new(persistent);
-    Tape *T = xcalloc(1, sizeof *T);
-    T->o.h.refcount = 1;
-    T->o.h.kind = V_OBJECT;
-    T->o.cls = &tape_class;
+    Tape *T = object_new(sizeof *T, &tape_class);
     T->tape = tt;
     T->persistent = persistent;
     T->autowatch = autowatch;

@@ -86,10 +86,7 @@ BUILTIN(bi_device)
     if (args_parse(I, "device", "name", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     int d = find_device(I, a[0], "device");
     if (d < 0) return -1;
-    Device *dev = xcalloc(1, sizeof(Device));
-    dev->o.h.refcount = 1;
-    dev->o.h.kind = V_OBJECT;
-    dev->o.cls = &device_class;
+    Device *dev = object_new(sizeof *dev, &device_class);
     dev->index = d;
     *out = v_obj(V_OBJECT, dev);
     return 0;

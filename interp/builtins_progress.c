@@ -172,10 +172,7 @@ BUILTIN(bi_progress)
         trace_fail(I, I->cur_loc, "progress() cannot be used inside a staged function (its loop would "
                                   "run once, at trace time); iterate with progress() outside it"))
         return -1;
-    Progress *p = xcalloc(1, sizeof *p);
-    p->o.h.refcount = 1;
-    p->o.h.kind = V_OBJECT;
-    p->o.cls = &progress_class;
+    Progress *p = object_new(sizeof *p, &progress_class);
     value_incref(it);
     p->inner = it;
     if (pr[1] && a[1].kind == V_STR) p->label = xstrdup(((Str *)a[1].u.o)->s);

@@ -440,3 +440,12 @@ bool value_equal(Value a, Value b, int *err)
     default: return a.u.o == b.u.o;
     }
 }
+
+void *object_new(size_t size, const ObjectClass *cls)
+{
+    Object *o = xcalloc(1, size);
+    o->h.refcount = 1;
+    o->h.kind = V_OBJECT;
+    o->cls = cls;
+    return o;
+}

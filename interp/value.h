@@ -100,6 +100,9 @@ typedef struct ObjectClass {
     tfe_tensor *(*to_tensor)(Obj *o);
 } ObjectClass;
 typedef struct Object { Obj h; const ObjectClass *cls; } Object;
+/* A new object of class cls, size bytes (a struct whose first member is an
+ * Object), zeroed, with one reference (the caller's). */
+void *object_new(size_t size, const ObjectClass *cls);
 
 static inline Value v_nil(void) { Value v = {0}; v.kind = V_NIL; return v; }
 static inline Value v_bool(bool b) { Value v = {0}; v.kind = V_SCALAR; v.dtype = TFE_BOOL; v.u.i = b; return v; }

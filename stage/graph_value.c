@@ -126,10 +126,7 @@ BUILTIN(bi_graph)
         t = stage_last_trace(c);
     }
     if (!t) return interp_raise(I, "graph(): '%s' could not be staged for these arguments", c->name);
-    GraphObj *go = xcalloc(1, sizeof *go);
-    go->o.h.refcount = 1;
-    go->o.h.kind = V_OBJECT;
-    go->o.cls = &graph_class;
+    GraphObj *go = object_new(sizeof *go, &graph_class);
     go->g = t->g;
     t->g->refcount++;
     *out = v_obj(V_OBJECT, go);

@@ -67,10 +67,7 @@ static const char *callable_name(Value f)
 
 static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, Str *const *kwnames, const GNode *n)
 {
-    HostFn *h = xcalloc(1, sizeof *h);
-    h->o.h.refcount = 1;
-    h->o.h.kind = V_OBJECT;
-    h->o.cls = &hostfn_class;
+    HostFn *h = object_new(sizeof *h, &hostfn_class);
     value_incref(f);
     h->f = f;
     h->nhargs = nhargs;

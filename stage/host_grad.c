@@ -29,6 +29,9 @@ typedef struct HostFn {
     int nouts;
     struct HostCtx *ctx; /* outside bindings it may read (HostSync.ctx; owned) */
     int nctx;
+    /* by leaf, the first leaf that is the same tensor (set by vjp_all, so a
+     * traced vjp run later groups the places as the trace did); NULL: none */
+    int *grp;
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -46,6 +49,7 @@ static void hostfn_free(Obj *o)
         value_decref(h->ctx[i].tmpl);
     }
     free(h->ctx);
+    free(h->grp);
     free(h);
 }
 
@@ -164,23 +168,28 @@ static int nleaves_of(const HostFn *h)
 }
 
 /* The gradient of h's result, weighted by dy, with respect to leaf k, computed
- * now: h's function called again under a tape of its own. init: leaf k's
- * gradient so far (NULL: none), which the function's uses of it add to one
- * by one, as an eager tape's would (bit for bit its sum). New ref in *dx
- * (init, or zeros, when the result does not depend on it), or -1 with an
- * error raised. */
+ * now: h's function called again under a tape of its own. The leaves of k's
+ * group (h->grp: one tensor passed in several places) are one tensor there,
+ * so the gradient covers every place, its uses added in the function's
+ * order, as an eager tape adds them. init: leaf k's gradient so far (NULL:
+ * none), which the function's uses of it add to one by one, as an eager
+ * tape's would (bit for bit its sum). New ref in *dx (init, or zeros, when
+ * the result does not depend on it), or -1 with an error raised. */
 static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy, tfe_tensor *init,
                    tfe_tensor **dx)
 {
     int nl = nleaves_of(h), rc = 0, kk = 0;
     tfe_tensor **own = xmalloc(sizeof *own * (size_t)(nl ? nl : 1));
     /* the leaves themselves, so that a tape outside sees how the gradient
-     * depends on them (higher order); one passed twice gets a second
-     * identity (each leaf's gradient is its own) */
+     * depends on them (higher order); a leaf of k's group is the one tensor
+     * of the group; one that is the same tensor as an earlier leaf of
+     * another group gets a second identity (its gradient is its own) */
     for (int i = 0; i < nl; i++) {
+        int g = h->grp ? h->grp[i] : i;
         bool dup = false;
-        for (int j = 0; j < i && !dup; j++) dup = leaves[j] == leaves[i];
-        own[i] = dup ? tensor_alias(leaves[i]) : (tensor_incref(leaves[i]), leaves[i]);
+        for (int j = 0; j < i && !dup && g == i; j++) dup = leaves[j] == leaves[i];
+        if (g != i) own[i] = own[g], tensor_incref(own[g]);
+        else own[i] = dup ? tensor_alias(leaves[i]) : (tensor_incref(leaves[i]), leaves[i]);
     }
     Value *args = xcalloc((size_t)(h->nhargs ? h->nhargs : 1), sizeof *args);
     for (int a = 0; a < h->nhargs; a++) {
@@ -293,7 +302,9 @@ static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tf
 /* dx[i] for each float leaf i (NULL entries stay NULL for the others); dy[j]
  * NULL: output j (out[j]) has no gradient. A dx[i] set on entry (other than
  * TFE_GRAD_SKIP) is leaf i's gradient so far (borrowed): dx[i] is then the
- * total, the function's contributions added to it in eager order. */
+ * total, the function's contributions added to it in eager order. A leaf
+ * that is the same tensor as an earlier one gets NULL: the earlier one's
+ * gradient has its part. */
 static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *const *out, tfe_tensor *const *dy,
                    tfe_tensor **dx)
 {
@@ -312,8 +323,22 @@ static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *
             init[i] = dx[i];
             dx[i] = NULL;
         }
+    /* one tensor in several places is one source, as to an eager tape: its
+     * first place that wants a gradient gets the whole of it (starting from
+     * the gradient so far, which only a tensor's first place has), the others
+     * nothing, so each use adds to one sum in the function's order */
+    free(h->grp);
+    h->grp = xmalloc(sizeof *h->grp * (size_t)(nl ? nl : 1));
+    for (int i = 0; i < nl; i++) {
+        h->grp[i] = i;
+        for (int j = 0; j < i && h->grp[i] == i; j++)
+            if (leaves[j] == leaves[i]) h->grp[i] = j;
+    }
     for (int i = 0; i < nl && !rc; i++) {
         if (dx[i] == TFE_GRAD_SKIP || !dtype_is_float(leaves[i]->dtype)) continue;
+        bool taken = false; /* an earlier place of its tensor has it */
+        for (int j = h->grp[i]; j < i && !taken; j++) taken = h->grp[j] == h->grp[i] && dx[j] != TFE_GRAD_SKIP;
+        if (taken) continue;
         rc = traced ? vjp_traced(I, h, i, leaves, full, init[i], &dx[i])
                     : vjp_now(I, h, i, leaves, full, init[i], &dx[i]);
     }

@@ -238,6 +238,24 @@ static Caps captures(const Graph *G, int id)
     return c;
 }
 
+/* While a loop's first iteration is swept (b->alias), a node inside its
+ * body that captures a loop variable which started as a captured value
+ * captures that value too: what reaches the variable inside the node is
+ * added to the value's gradient there (acc_alias), so the node hands the
+ * value's whole gradient on, as it does its own captures'. */
+static void caps_add_aliases(const BP *b, Caps *c)
+{
+    const Graph *G = b->G;
+    for (int i = 0, n = c->n; b->alias && i < n; i++) {
+        int s = b->alias[c->slot[i]];
+        for (int id = 0; s >= 0 && id < G->n; id++)
+            if (s >= G->nodes[id].vbase && s < G->nodes[id].vbase + G->nodes[id].nout) {
+                caps_add(c, G, (GRef){id, s - G->nodes[id].vbase});
+                break;
+            }
+    }
+}
+
 static void caps_free(Caps *c)
 {
     free(c->slot);
@@ -905,6 +923,7 @@ static int sweep_cond(BP *b, int id)
     if (!any) return 0;
     if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
+    caps_add_aliases(b, &caps);
     tfe_tensor **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
     bool *zero_dy = xcalloc((size_t)n->nout + 1, sizeof *zero_dy);
     tfe_tensor **res = xcalloc((size_t)caps.n + 1, sizeof *res);
@@ -1076,6 +1095,7 @@ static int sweep_loop(BP *b, int id)
                                   "(take them eagerly: run_eagerly(true))");
     if (!any) return 0;
     Caps caps = captures(G, id);
+    caps_add_aliases(b, &caps);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry = 1 + nc + caps.n;
@@ -1118,15 +1138,14 @@ static int sweep_loop(BP *b, int id)
         meta[1 + nc + i].weak = false;
     }
     /* a loop variable that starts as a value the body captures (a = x,
-     * then x in the body) is that value in the first iteration; only for a
-     * body without a cond or loop of its own (whose backward sets the
-     * captures' gradients whole, not through acc) */
+     * then x in the body) is that value in the first iteration (a cond or
+     * loop in the body captures the value too: caps_add_aliases); not for
+     * a body with a fused node, nor inside another loop's first iteration
+     * (one such loop at a time) */
     palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
     bool flat = true;
     const GRegion *grb = &G->regions[n->regions[1]];
-    for (int i = 0; i < grb->n; i++)
-        flat &= G->nodes[grb->nodes[i]].kind != G_COND && G->nodes[grb->nodes[i]].kind != G_WHILE &&
-                G->nodes[grb->nodes[i]].kind != G_FUSED;
+    for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc; k++) {
         palias[k] = -1;
         for (int i = 0; i < caps.n && flat && !b->alias; i++)

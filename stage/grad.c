@@ -44,11 +44,13 @@ typedef struct BP {
      * the slot's gradient is none in eager terms (a loop that ran zero
      * times); the gradient is then -0.0s, which adding leaves exact (owned) */
     tfe_tensor **none;
-    /* while a loop's first iteration is swept in reverse (alias_first, a
-     * traced bool, is true then): by G slot, the slot of the captured
-     * value a loop variable started as, or -1 (NULL: none such) */
+    /* while a loop's reverse iterations are swept: by G slot of a loop
+     * variable that started as a captured value, that value's slot, or -1
+     * (NULL: none such yet), and a traced bool, true in the loop's first
+     * iteration (alias_first[slot], owned). A loop nested in such a loop's
+     * body may have its own: a chain (b = a, a = x). */
     int *alias;
-    tfe_tensor *alias_first;
+    tfe_tensor **alias_first;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -99,13 +101,13 @@ static void unflag(BP *b, int slot)
     if (b->none) put(b->none, slot, NULL);
 }
 
-static int acc_alias(BP *b, int slot, const tfe_tensor *d);
+static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *cond);
 
 /* g[slot] += d (takes d). */
 static int acc(BP *b, int slot, tfe_tensor *d)
 {
     if (!d) return -1;
-    if (b->alias && b->alias[slot] >= 0 && acc_alias(b, b->alias[slot], d)) {
+    if (b->alias && b->alias[slot] >= 0 && add_if(b, b->alias[slot], d, b->alias_first[slot])) {
         tensor_decref(d);
         return -1;
     }
@@ -123,26 +125,38 @@ static int acc(BP *b, int slot, tfe_tensor *d)
 
 /* In a loop's first iteration, a loop variable that started as a captured
  * value is that value (eager code reads the one tensor): what reaches it
- * is added to the captured value's gradient then, in the order it comes
- * (g[cap] = first ? g[cap] + d : g[cap]); the loop variable's own
- * gradient of that iteration goes unused (sweep_loop). */
-static int acc_alias(BP *b, int cap, const tfe_tensor *d)
+ * is added to the captured value's gradient then, in the order it comes;
+ * the loop variable's own gradient of that iteration goes unused
+ * (sweep_loop). add_if: g[slot] = cond ? g[slot] + d : g[slot] (cond a
+ * traced bool, borrowed), and on along the chain when slot is such a loop
+ * variable itself, in its loop's first iteration. */
+static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *cond)
 {
-    tfe_tensor *cur = b->g[cap];
-    tfe_tensor *sum = cur ? tfe_binary(OP_ADD, cur, (tfe_tensor *)d) : filled(d, -0.0);
-    if (sum && !cur) { /* -0.0 + d: d */
-        tfe_tensor *t = tfe_binary(OP_ADD, sum, (tfe_tensor *)d);
-        tensor_decref(sum);
-        sum = t;
+    tensor_incref(cond);
+    for (;;) {
+        tfe_tensor *cur = b->g[slot];
+        tfe_tensor *sum = cur ? tfe_binary(OP_ADD, cur, (tfe_tensor *)d) : filled(d, -0.0);
+        if (sum && !cur) { /* -0.0 + d: d */
+            tfe_tensor *t = tfe_binary(OP_ADD, sum, (tfe_tensor *)d);
+            tensor_decref(sum);
+            sum = t;
+        }
+        tfe_tensor *keep = cur ? (tensor_incref(cur), cur) : filled(d, -0.0);
+        tfe_tensor *in[3] = {cond, sum, keep};
+        tfe_tensor *r = sum && keep ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+        if (sum) tensor_decref(sum);
+        if (keep) tensor_decref(keep);
+        if (!r || !(b->alias && b->alias[slot] >= 0)) {
+            tensor_decref(cond);
+            if (r) put(b->g, slot, r);
+            return r ? 0 : -1;
+        }
+        put(b->g, slot, r);
+        tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[slot]);
+        tensor_decref(cond);
+        if (!(cond = both)) return -1;
+        slot = b->alias[slot];
     }
-    tfe_tensor *keep = cur ? (tensor_incref(cur), cur) : filled(d, -0.0);
-    tfe_tensor *in[3] = {b->alias_first, sum, keep};
-    tfe_tensor *r = sum && keep ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-    if (sum) tensor_decref(sum);
-    if (keep) tensor_decref(keep);
-    if (!r) return -1;
-    put(b->g, cap, r);
-    return 0;
 }
 
 /* g[slot] = d + g[slot] (takes d): a gradient so far, before the rest. */
@@ -167,6 +181,9 @@ static void bp_free(BP *b)
         if (b->g[i]) tensor_decref(b->g[i]);
     }
     free(b->alias);
+    for (int i = 0; i <= b->G->nvals && b->alias_first; i++)
+        if (b->alias_first[i]) tensor_decref(b->alias_first[i]);
+    free(b->alias_first);
     for (int i = 0; i <= b->G->nvals && b->none; i++)
         if (b->none[i]) tensor_decref(b->none[i]);
     free(b->none);
@@ -241,12 +258,12 @@ static Caps captures(const Graph *G, int id)
 /* While a loop's first iteration is swept (b->alias), a node inside its
  * body that captures a loop variable which started as a captured value
  * captures that value too: what reaches the variable inside the node is
- * added to the value's gradient there (acc_alias), so the node hands the
+ * added to the value's gradient there (add_if), so the node hands the
  * value's whole gradient on, as it does its own captures'. */
 static void caps_add_aliases(const BP *b, Caps *c)
 {
     const Graph *G = b->G;
-    for (int i = 0, n = c->n; b->alias && i < n; i++) {
+    for (int i = 0; b->alias && i < c->n; i++) { /* (and those it adds: a chain) */
         int s = b->alias[c->slot[i]];
         for (int id = 0; s >= 0 && id < G->n; id++)
             if (s >= G->nodes[id].vbase && s < G->nodes[id].vbase + G->nodes[id].nout) {
@@ -993,6 +1010,18 @@ static int loop_grad_cond(BP *b, void *p)
     return 0;
 }
 
+/* After a reverse iteration: the loop's variables are their own again. */
+static void unalias(BP *b, const GradCtx *c)
+{
+    const GRegion *grc = &b->G->regions[b->G->nodes[c->id].regions[0]];
+    for (int k = 0; k < grc->nparams && b->alias; k++) {
+        if (c->palias[k] < 0) continue;
+        int s = b->G->nodes[grc->params[k]].vbase;
+        b->alias[s] = -1;
+        put(b->alias_first, s, NULL);
+    }
+}
+
 /* One reverse iteration: the body replayed from the stacked values of
  * iteration i, swept with the carried gradients. */
 static int loop_grad_body(BP *b, void *p)
@@ -1018,13 +1047,22 @@ static int loop_grad_body(BP *b, void *p)
     for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0;
     if (aliased) {
         tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
-        b->alias_first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
+        tfe_tensor *first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
         if (zero) tensor_decref(zero);
-        if (!b->alias_first) return -1;
-        if (!b->alias) b->alias = xmalloc(sizeof *b->alias * ((size_t)G->nvals + 1));
-        for (int s = 0; s <= G->nvals; s++) b->alias[s] = -1;
-        for (int k = 0; k < nc; k++)
-            if (c->palias[k] >= 0) b->alias[G->nodes[grc->params[k]].vbase] = c->caps->slot[c->palias[k]];
+        if (!first) return -1;
+        if (!b->alias) {
+            b->alias = xmalloc(sizeof *b->alias * ((size_t)G->nvals + 1));
+            b->alias_first = xcalloc((size_t)G->nvals + 1, sizeof *b->alias_first);
+            for (int s = 0; s <= G->nvals; s++) b->alias[s] = -1;
+        }
+        for (int k = 0; k < nc; k++) {
+            if (c->palias[k] < 0) continue;
+            int s = G->nodes[grc->params[k]].vbase;
+            b->alias[s] = c->caps->slot[c->palias[k]];
+            tensor_incref(first);
+            put(b->alias_first, s, first);
+        }
+        tensor_decref(first);
     }
     for (int k = 0; k < nc; k++) {
         tensor_incref(c->dy[k]);
@@ -1037,12 +1075,7 @@ static int loop_grad_body(BP *b, void *p)
         if (acc_first(b, c->caps->slot[i], c->dcap[i])) goto fail;
     }
     int src = sweep_region(b, n->regions[1]);
-    if (aliased) {
-        free(b->alias);
-        b->alias = NULL;
-        tensor_decref(b->alias_first);
-        b->alias_first = NULL;
-    }
+    unalias(b, c);
     if (src) return -1;
     /* new carried gradients: those of the params */
     for (int k = 0; k < nc; k++) {
@@ -1066,12 +1099,7 @@ static int loop_grad_body(BP *b, void *p)
     tensor_decref(one);
     return c->res[0] ? 0 : -1;
 fail:
-    if (aliased) {
-        free(b->alias);
-        b->alias = NULL;
-        tensor_decref(b->alias_first);
-        b->alias_first = NULL;
-    }
+    unalias(b, c);
     return -1;
 }
 
@@ -1148,7 +1176,7 @@ static int sweep_loop(BP *b, int id)
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc; k++) {
         palias[k] = -1;
-        for (int i = 0; i < caps.n && flat && !b->alias; i++)
+        for (int i = 0; i < caps.n && flat; i++)
             if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
     }
     tfe_tensor **saved = stash(b, &caps);
@@ -1190,16 +1218,9 @@ static int sweep_loop(BP *b, int id)
     for (int k = 0; k < nc; k++) {
         if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
             int s = caps.slot[palias[k]];
-            tfe_tensor *sum = ran0 ? tfe_binary(OP_ADD, b->g[s], outs[1 + k]) : NULL;
-            tfe_tensor *in[3] = {ran0, sum, b->g[s]};
-            tfe_tensor *r = sum ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-            if (sum) tensor_decref(sum);
+            if (!ran0 || add_if(b, s, outs[1 + k], ran0)) rc = -1;
+            else unflag(b, s);
             tensor_decref(outs[1 + k]);
-            if (!r) rc = -1;
-            else {
-                put(b->g, s, r);
-                unflag(b, s);
-            }
             continue;
         }
         if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;

@@ -1362,6 +1362,17 @@ static Plan plan_of(const Graph *G)
     return p;
 }
 
+/* The differentiable host call whose result slot s of G is, or NULL. */
+static const GNode *saved_host(const Graph *G, int s)
+{
+    for (int i = 0; i < G->n; i++) {
+        const GNode *n = &G->nodes[i];
+        if (s >= n->vbase && s < n->vbase + n->nout)
+            return n->kind == G_HOST && host_node_differentiable(n) && differentiable(&n->meta[s - n->vbase]) ? n : NULL;
+    }
+    return NULL;
+}
+
 /* A graph run executed R (optimized) while its backward derives from B (R as
  * traced, R->raw). The optimizer never removes, merges or reorders inputs and
  * effect nodes (variable reads, host calls, random draws), so those of B and
@@ -1428,6 +1439,11 @@ typedef struct GCallGrad {
     Plan plan;
     tfe_tensor **saved;  /* plan.nsaved values of this call (owned) */
     tfe_attrs *draws;    /* by node: the random draws of this call (owned), or NULL */
+    /* the saved results of differentiable host calls, which are outputs of
+     * the entry after the graph's own (indices into saved): a backward
+     * reads them, and a tape outside it (a higher order) reaches the host
+     * call's inputs through them */
+    int *hout, nhout;
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -1436,6 +1452,7 @@ static void gcall_release(tfe_custom_grad *self)
     for (int i = 0; i < c->plan.nsaved; i++)
         if (c->saved[i]) tensor_decref(c->saved[i]);
     free(c->saved);
+    free(c->hout);
     free(c->draws);
     free(c->plan.src);
     free(c->plan.saved);
@@ -1606,8 +1623,9 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + c->plan.nsaved + ndy) {
-            int k = outk[i - nin - c->plan.nsaved];
-            if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
+            int k = outk[i - nin - c->plan.nsaved], nto = G->regions[0].nouts;
+            if (acc(&b, k < nto ? slot_of(G, G->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t))
+                goto done;
         } else {
             accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
         }
@@ -1783,7 +1801,26 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
                     outs[k] = a;
                     break;
                 }
-        tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts, outs);
+        /* then the saved host results (each its own tensor too) */
+        c->hout = xmalloc(sizeof *c->hout * (size_t)(c->plan.nsaved + 1));
+        tfe_tensor **all = xmalloc(sizeof *all * (size_t)(top->nouts + c->plan.nsaved + 1));
+        mem_copy(all, outs, sizeof *outs * (size_t)top->nouts);
+        for (int i = 0; i < c->plan.nsaved; i++) {
+            tfe_tensor *t = c->saved[i];
+            const GNode *hn = saved_host(B, c->plan.saved[i]);
+            if (!t || !hn || !dtype_is_float(t->dtype)) continue;
+            bool dup = false;
+            for (int j = 0; j < c->plan.nsrc && !dup; j++) dup = t == src[j];
+            for (int j = 0; j < top->nouts + c->nhout && !dup; j++) dup = t == all[j];
+            if (dup) {
+                c->saved[i] = tensor_alias(t);
+                tensor_decref(t);
+            }
+            all[top->nouts + c->nhout] = c->saved[i];
+            c->hout[c->nhout++] = i;
+        }
+        tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts + c->nhout, all);
+        free(all);
         for (int i = 0; i < c->plan.nsrc; i++)
             if (src[i]) tensor_decref(src[i]);
         free(src);

@@ -1167,9 +1167,9 @@ static int sweep_loop(BP *b, int id)
     }
     /* a loop variable that starts as a value the body captures (a = x,
      * then x in the body) is that value in the first iteration (a cond or
-     * loop in the body captures the value too: caps_add_aliases); not for
-     * a body with a fused node, nor inside another loop's first iteration
-     * (one such loop at a time) */
+     * loop in the body captures the value too: caps_add_aliases, and a
+     * loop there may start from such a variable in turn: a chain); not for
+     * a body with a fused node */
     palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
     bool flat = true;
     const GRegion *grb = &G->regions[n->regions[1]];

@@ -181,9 +181,9 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     int nl = nleaves_of(h), rc = 0, kk = 0;
     tfe_tensor **own = xmalloc(sizeof *own * (size_t)(nl ? nl : 1));
     /* the leaves themselves, so that a tape outside sees how the gradient
-     * depends on them (higher order); a leaf of k's group is the one tensor
-     * of the group; one that is the same tensor as an earlier leaf of
-     * another group gets a second identity (its gradient is its own) */
+     * depends on them (higher order); the leaves of a group are its one
+     * tensor; one that is the same tensor as an earlier leaf of another
+     * group gets a second identity (its gradient is its own) */
     for (int i = 0; i < nl; i++) {
         int g = h->grp ? h->grp[i] : i;
         bool dup = false;

@@ -137,6 +137,7 @@ static int acc_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
         tensor_decref(d);
         return -1;
     }
+    if (!dtype_is_float(d->dtype)) f = NULL; /* (an int's junk: no gradient, no flag) */
     put(b->none, slot, b->g[slot] ? flag_and(b->none[slot], f) : ref(f));
     if (!b->g[slot]) {
         b->g[slot] = d;
@@ -185,6 +186,7 @@ static int acc_alias(BP *b, int cap, const tfe_tensor *d, tfe_tensor *f)
  * before the rest. */
 static int acc_first_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 {
+    if (!dtype_is_float(d->dtype)) f = NULL;
     put(b->none, slot, b->g[slot] ? flag_and(b->none[slot], f) : ref(f));
     if (!b->g[slot]) {
         b->g[slot] = d;
@@ -196,8 +198,6 @@ static int acc_first_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
     put(b->g, slot, s);
     return 0;
 }
-
-static int acc_first(BP *b, int slot, tfe_tensor *d) { return acc_first_f(b, slot, d, NULL); }
 
 static void bp_free(BP *b)
 {
@@ -1282,6 +1282,8 @@ static int sweep_loop(BP *b, int id)
                 if (both) tensor_decref(both);
                 put(b->g, s, r);
             }
+        } else if (!differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) {
+            tensor_decref(outs[1 + k]); /* (an int counter's: no gradient) */
         } else if (acc_f(b, slot_of(G, n->in[k]), outs[1 + k], f)) {
             rc = -1;
         }
@@ -1670,7 +1672,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + c->plan.nsaved + ndy) {
             int k = outk[i - nin - c->plan.nsaved];
-            if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
+            if (acc_f(&b, slot_of(G, G->regions[0].outs[k]), t, self->dy_none ? self->dy_none[k] : NULL))
+                goto done;
         } else {
             accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
         }
@@ -1682,7 +1685,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (!sofar[i]) continue;
         tfe_tensor *t = accin[k];
         accin[k++] = NULL;
-        if (acc_first(&b, c->plan.src[i], t)) goto done;
+        if (acc_first_f(&b, c->plan.src[i], t, self->dx_none_in ? self->dx_none_in[i] : NULL)) goto done;
     }
     /* recorded into a trace: a read the cond this graph stands for hands on
      * is that output of it there (the tensor trace_cf.c noted for it) */
@@ -1706,7 +1709,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (gv) {
             tensor_incref(gv);
             nres++;
-            if ((none[i] = b.none[c->plan.src[i]])) nnone++;
+            if (dtype_is_float(in[i]->dtype) && (none[i] = b.none[c->plan.src[i]])) nnone++;
         }
         res[i] = gv;
     }
@@ -1738,9 +1741,12 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     for (int i = 0; i < nin; i++) {
         /* none in eager terms (a loop ran zero times): none, not -0.0s;
          * recorded into a trace, where that is known only when it runs:
-         * zeros there, what the tape gives a source nothing reached */
+         * -0.0s and the flag, which the tape keeps (or, where it takes
+         * none, zeros: what it gives a source nothing reached) */
         bool isnone = own && none[i] && tensor_load_f64(none[i], 0) != 0.0;
-        if (!own && none[i] && res[i] && !rc) {
+        if (!own && none[i] && res[i] && !rc && self->dx_none && dx[i] != TFE_GRAD_SKIP) {
+            self->dx_none[i] = ref(none[i]);
+        } else if (!own && none[i] && res[i] && !rc) {
             tfe_tensor *z = none_zeros(none[i], res[i]);
             tensor_decref(res[i]);
             if (!(res[i] = z)) rc = -1;

@@ -850,6 +850,7 @@ typedef struct GradCtx {
     tfe_tensor *const *dyf;  /* per output of the region (borrowed) */
     tfe_tensor *const *sofarf; /* conds: sofar's; loops: dcap's (borrowed) */
     tfe_tensor **resf;       /* per res, its flag (new refs; NULL: real) */
+    bool preal;              /* loops: set false when a param's gradient may be none */
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -1117,7 +1118,7 @@ static int loop_grad_body(BP *b, void *p)
     }
     for (int k = 0; k < nc; k++) {
         tensor_incref(c->dy[k]);
-        if (acc_f(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf[k])) goto fail;
+        if (acc_f(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL)) goto fail;
     }
     /* the captures' gradients so far first: this iteration adds to them in
      * the order an eager tape would */
@@ -1141,8 +1142,10 @@ static int loop_grad_body(BP *b, void *p)
             return -1;
     for (int i = 0; i < ncap; i++) /* dcap and this iteration's contributions */
         if (region_result(b, c->caps->slot[i], &c->res[1 + nc + i], &c->res[1 + 2 * nc + ncap + i])) return -1;
-    for (int k = 1 + nc + ncap; k < c->nres; k++)
+    for (int k = 1 + nc + ncap; k < c->nres; k++) {
+        if (c->res[k] && k < 1 + 2 * nc + ncap && differentiable(&n->meta[k - (1 + nc + ncap)])) c->preal = false;
         if (!c->res[k] && !(c->res[k] = flag_const(false))) return -1;
+    }
     clear_region_grads(b, n->regions[1]);
     for (int k = 0; k < nc; k++) put(b->g, G->nodes[grc->params[k]].vbase, NULL);
     tfe_tensor *one = tensor_from_i64(1, TFE_INT64);
@@ -1187,7 +1190,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
-    bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal);
+    bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
     int *palias = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
@@ -1205,6 +1208,7 @@ static int sweep_loop(BP *b, int id)
         int slot = k < nc ? n->vbase + k : caps.slot[k - nc];
         tfe_tensor *d = ref(b->g[slot]);
         if (k >= nc) capreal[k - nc] = d && !b->none[slot];
+        else initreal[k] = (d && !b->none[slot]) || !differentiable(&n->meta[k]); /* (an int's: no gradient) */
         init[nf + k] = d ? (b->none[slot] ? ref(b->none[slot]) : flag_const(false)) : flag_const(true);
         if (!d && !(d = filled(b->m[slot], -0.0))) goto out;
         init[1 + k] = d;
@@ -1232,14 +1236,33 @@ static int sweep_loop(BP *b, int id)
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     make_params(b, rcond, ncarry, meta, NULL, sym);
+    /* the flags the body reads: a capture's only where it may be none so
+     * far; the outputs' gradients' only where one may be none, which a
+     * backward of its own first assumes is nowhere: if then every param's
+     * gradient is real in the body, no carried gradient is ever none and
+     * the body needs no masks (a loop's usual case); if not, it traces the
+     * body again, with the flags (the first try is left unused) */
+    tfe_tensor **capf = xcalloc((size_t)caps.n + 1, sizeof *capf);
+    for (int i = 0; i < caps.n; i++) capf[i] = capreal[i] ? NULL : sym[nf + nc + i];
+    bool pflags = !b->own;
+    for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .dyf = sym + nf,
-                 .sofarf = sym + nf + nc};
-    if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); goto out; }
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .dyf = pflags ? sym + nf : NULL,
+                 .sofarf = capf};
+    if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
     set_outs(g, rcond, 1, res, b->T);
     tensor_decref(res[0]);
     res[0] = NULL;
-    if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); goto out; }
+    for (;;) {
+        c.preal = true;
+        if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
+        if (pflags || c.preal) break;
+        for (int k = 0; k < ncarry; k++) put(res, k, NULL);
+        pflags = true;
+        c.dyf = sym + nf;
+        rbody = graph_add_region(g, rcond);
+    }
+    free(capf);
     set_outs(g, rbody, ncarry, res, b->T);
     drop_stash(b, &caps, saved);
     int nid = new_cf_node(b, G_WHILE, n->loc, ncarry, init, ncarry);
@@ -1302,6 +1325,7 @@ out:
     free(sym);
     free(meta);
     free(capreal);
+    free(initreal);
     free(palias);
     caps_free(&caps);
     return rc;

@@ -40,9 +40,12 @@ typedef struct BP {
     bool own;            /* the backward is recorded by a tracer of its own (not into
                             an enclosing trace) */
     bool drew;           /* it replayed a draw in a branch: it serves this call only */
-    /* by G slot, at the backward's top level only: a traced bool, true when
-     * the slot's gradient is none in eager terms (a loop that ran zero
-     * times); the gradient is then -0.0s, which adding leaves exact (owned) */
+    /* by G slot: a traced bool (in a branch or loop body, a value of it),
+     * true where the slot's gradient is none in eager terms (nothing has
+     * reached the value on this path: a loop that ran zero times, a branch
+     * that does not use a captured value, a loop variable no later use
+     * reaches); the gradient is then -0.0s, which adding leaves exact, and
+     * what a rule makes from it is masked back to -0.0s (NULL: real; owned) */
     tfe_tensor **none;
     /* while a loop's reverse iterations are swept: by G slot of a loop
      * variable that started as a captured value, that value's slot, or -1
@@ -95,23 +98,49 @@ static tfe_tensor *filled(const tfe_tensor *t, double v)
     return tfe_call1(OP_FULL, 0, NULL, &at);
 }
 
-/* The slot's gradient is real from now on (something was added to it). */
+/* The slot's gradient is real from now on (something real was added to it). */
 static void unflag(BP *b, int slot)
 {
     if (b->none) put(b->none, slot, NULL);
 }
 
-static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *cond);
+static tfe_tensor *flag_const(bool v) { return tensor_from_i64(v, TFE_BOOL); }
+static tfe_tensor *ref(tfe_tensor *t) { if (t) tensor_incref(t); return t; }
 
-/* g[slot] += d (takes d). */
-static int acc(BP *b, int slot, tfe_tensor *d)
+/* The flag of a sum of gradients flagged fa and fb (borrowed; NULL: real):
+ * none only where both are (new ref, or NULL: real). */
+static tfe_tensor *flag_and(tfe_tensor *fa, tfe_tensor *fb)
+{
+    if (!fa || !fb) return NULL;
+    if (fa == fb) return ref(fa);
+    return tfe_binary(OP_LOGICAL_AND, fa, fb);
+}
+
+/* c ? fa : fb for flags (borrowed; NULL: real), new ref or NULL. */
+static tfe_tensor *flag_where(tfe_tensor *c, tfe_tensor *fa, tfe_tensor *fb)
+{
+    if (!fa && !fb) return NULL;
+    if (fa == fb) return ref(fa);
+    tfe_tensor *a = fa ? ref(fa) : flag_const(false), *bb = fb ? ref(fb) : flag_const(false);
+    tfe_tensor *in[3] = {c, a, bb};
+    tfe_tensor *r = a && bb ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (a) tensor_decref(a);
+    if (bb) tensor_decref(bb);
+    return r;
+}
+
+static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tensor *cond);
+
+/* g[slot] += d (takes d), d's flag f (borrowed; NULL: real). */
+static int acc_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 {
     if (!d) return -1;
-    if (b->alias && b->alias[slot] >= 0 && add_if(b, b->alias[slot], d, b->alias_first[slot])) {
+    if (b->alias && b->alias[slot] >= 0 && add_if(b, b->alias[slot], d, f, b->alias_first[slot])) {
         tensor_decref(d);
         return -1;
     }
-    unflag(b, slot);
+    if (!dtype_is_float(d->dtype)) f = NULL; /* (an int's junk: no gradient, no flag) */
+    put(b->none, slot, b->g[slot] ? flag_and(b->none[slot], f) : ref(f));
     if (!b->g[slot]) {
         b->g[slot] = d;
         return 0;
@@ -123,14 +152,17 @@ static int acc(BP *b, int slot, tfe_tensor *d)
     return 0;
 }
 
+static int acc(BP *b, int slot, tfe_tensor *d) { return acc_f(b, slot, d, NULL); }
+
 /* In a loop's first iteration, a loop variable that started as a captured
  * value is that value (eager code reads the one tensor): what reaches it
  * is added to the captured value's gradient then, in the order it comes;
  * the loop variable's own gradient of that iteration goes unused
  * (sweep_loop). add_if: g[slot] = cond ? g[slot] + d : g[slot] (cond a
- * traced bool, borrowed), and on along the chain when slot is such a loop
- * variable itself, in its loop's first iteration. */
-static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *cond)
+ * traced bool, borrowed; d's flag f, borrowed, NULL: real), and on along
+ * the chain when slot is such a loop variable itself, in its loop's first
+ * iteration. */
+static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tensor *cond)
 {
     tensor_incref(cond);
     for (;;) {
@@ -146,12 +178,23 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *cond)
         tfe_tensor *r = sum && keep ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
         if (sum) tensor_decref(sum);
         if (keep) tensor_decref(keep);
-        if (!r || !(b->alias && b->alias[slot] >= 0)) {
+        if (!r) {
             tensor_decref(cond);
-            if (r) put(b->g, slot, r);
-            return r ? 0 : -1;
+            return -1;
+        }
+        /* none: cond ? (none so far and f) : none so far (no gradient: none) */
+        if (b->none) {
+            tfe_tensor *was = cur ? ref(b->none[slot]) : flag_const(true);
+            tfe_tensor *now = flag_and(was, f);
+            put(b->none, slot, flag_where(cond, now, was));
+            if (now) tensor_decref(now);
+            if (was) tensor_decref(was);
         }
         put(b->g, slot, r);
+        if (!(b->alias && b->alias[slot] >= 0)) {
+            tensor_decref(cond);
+            return 0;
+        }
         tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[slot]);
         tensor_decref(cond);
         if (!(cond = both)) return -1;
@@ -159,10 +202,12 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *cond)
     }
 }
 
-/* g[slot] = d + g[slot] (takes d): a gradient so far, before the rest. */
-static int acc_first(BP *b, int slot, tfe_tensor *d)
+/* g[slot] = d + g[slot] (takes d; its flag f borrowed): a gradient so far,
+ * before the rest. */
+static int acc_first_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 {
-    unflag(b, slot);
+    if (!dtype_is_float(d->dtype)) f = NULL;
+    put(b->none, slot, b->g[slot] ? flag_and(b->none[slot], f) : ref(f));
     if (!b->g[slot]) {
         b->g[slot] = d;
         return 0;
@@ -676,17 +721,17 @@ static int replay_region(BP *b, int r)
 
 /* --- the reverse sweep -------------------------------------------------------------------- */
 
-/* An op whose outputs' gradients are all none (in eager terms, when the
- * flag is true) gives none too: its flag (borrowed), or NULL. Only at the
- * backward's top level, and only for one output's. */
+/* An op whose outputs' gradients are all none (in eager terms, where the
+ * flag is true) gives none too: the flag where all are (new ref), or NULL. */
 static tfe_tensor *op_none(BP *b, const GNode *n)
 {
-    if (!b->none || b->T->symbolic) return NULL;
     tfe_tensor *f = NULL;
     for (int k = 0; k < n->nout; k++) {
         if (!b->g[n->vbase + k]) continue;
-        if (f || !b->none[n->vbase + k]) return NULL;
-        f = b->none[n->vbase + k];
+        tfe_tensor *fk = b->none[n->vbase + k];
+        tfe_tensor *both = f ? flag_and(f, fk) : ref(fk);
+        if (f) tensor_decref(f);
+        if (!(f = both)) return NULL;
     }
     return f;
 }
@@ -700,6 +745,18 @@ static tfe_tensor *mask_none(tfe_tensor *none, tfe_tensor *d)
     tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
     if (z) tensor_decref(z);
     tensor_decref(d);
+    return r;
+}
+
+/* An output's gradient for a rule, where another output's is real: zeros
+ * where it is none, as an eager tape makes for an output nobody used
+ * (new ref). */
+static tfe_tensor *none_zeros(tfe_tensor *none, tfe_tensor *d)
+{
+    tfe_tensor *z = zeros_like(d);
+    tfe_tensor *in[3] = {none, z, d};
+    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (z) tensor_decref(z);
     return r;
 }
 
@@ -721,8 +778,11 @@ static int sweep_op(BP *b, const GNode *n)
     if (!any) return 0;
     tfe_tensor *none = op_none(b, n);
     for (int k = 0; k < n->nout; k++)
-        if (!dy[k]) {
-            if (!(dy[k] = zeros_like(y[k]))) return bp_error(b, n, tfe_error_msg());
+        if (!dy[k] || (!none && b->none[n->vbase + k])) {
+            if (!(dy[k] = dy[k] ? none_zeros(b->none[n->vbase + k], dy[k]) : zeros_like(y[k]))) {
+                if (none) tensor_decref(none);
+                return bp_error(b, n, tfe_error_msg());
+            }
             made[k] = true;
         }
     tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
@@ -743,11 +803,10 @@ static int sweep_op(BP *b, const GNode *n)
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;
         int s = slot_of(G, n->in[i]);
-        bool fresh = !b->g[s];
         if (!rc && none && !(dx[i] = mask_none(none, dx[i]))) rc = -1;
-        if (rc || acc(b, s, dx[i])) rc = -1;
-        else if (fresh && none) put(b->none, s, (tensor_incref(none), none));
+        if (rc || acc_f(b, s, dx[i], none)) rc = -1;
     }
+    if (none) tensor_decref(none);
     for (int k = 0; k < n->nout; k++)
         if (made[k]) tensor_decref(dy[k]);
     if (in != inb) free(in);
@@ -778,8 +837,10 @@ static int sweep_fused(BP *b, int id)
         if (!gv[i]) continue;
         const tfe_finstr *in = &p->code[i];
         if (in->op == FOP_LOAD) {
-            rc = acc(b, slot_of(G, n->in[in->input]), gv[i]);
+            tfe_tensor *none = b->none[n->vbase], *d = gv[i];
             gv[i] = NULL;
+            if (none && !(d = mask_none(none, d))) rc = -1;
+            else rc = acc_f(b, slot_of(G, n->in[in->input]), d, none);
             continue;
         }
         if (in->op == FOP_CONST) continue;
@@ -826,6 +887,11 @@ typedef struct GradCtx {
     tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
     const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
     const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
+    /* none flags (traced bools; NULL: real): */
+    tfe_tensor *const *dyf;  /* per output of the region (borrowed) */
+    tfe_tensor *const *sofarf; /* conds: sofar's; loops: dcap's (borrowed) */
+    tfe_tensor **resf;       /* per res, its flag (new refs; NULL: real) */
+    bool preal;              /* loops: set false when a param's gradient may be none */
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -835,12 +901,34 @@ static void clear_region_grads(BP *b, int r)
     for (int i = 0; i < reg->n; i++) {
         const GNode *n = &b->G->nodes[reg->nodes[i]];
         if (n->kind == G_VAR_READ) continue; /* a source: its gradient is a capture's */
-        for (int k = 0; k < n->nout; k++) put(b->g, n->vbase + k, NULL);
+        for (int k = 0; k < n->nout; k++) {
+            put(b->g, n->vbase + k, NULL);
+            put(b->none, n->vbase + k, NULL);
+        }
         if (n->kind == G_COND || n->kind == G_WHILE) {
             clear_region_grads(b, n->regions[0]);
             clear_region_grads(b, n->regions[1]);
         }
     }
+}
+
+/* A capture's (or param's) gradient as a region's output: its gradient
+ * and flag, or, where nothing reached it, -0.0s flagged none (as eager
+ * code, which adds nothing there). Clears the slot. */
+static int region_result(BP *b, int slot, tfe_tensor **res, tfe_tensor **resf)
+{
+    tfe_tensor *gv = b->g[slot];
+    if (gv) {
+        *res = ref(gv);
+        *resf = ref(b->none[slot]);
+    } else {
+        *res = filled(b->m[slot], -0.0);
+        *resf = flag_const(true);
+        if (!*res || !*resf) return -1;
+    }
+    put(b->g, slot, NULL);
+    put(b->none, slot, NULL);
+    return 0;
 }
 
 static int grad_branch(BP *b, void *p)
@@ -854,35 +942,32 @@ static int grad_branch(BP *b, void *p)
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         tensor_incref(c->dy[k]);
-        if (acc(b, slot_of(G, reg->outs[k]), c->dy[k])) return -1;
+        if (acc_f(b, slot_of(G, reg->outs[k]), c->dy[k], c->dyf[k])) return -1;
     }
     /* the captures' gradients so far first: the branch adds to them in the
      * order an eager tape would */
     for (int i = 0; i < c->caps->n; i++) /* (before a seed: a branch may pass a capture through) */
         if (c->sofar[i]) {
             tensor_incref(c->sofar[i]);
-            if (acc_first(b, c->caps->slot[i], c->sofar[i])) return -1;
+            if (acc_first_f(b, c->caps->slot[i], c->sofar[i], c->sofarf[i])) return -1;
         }
     if (sweep_region(b, r)) return -1;
-    for (int i = 0; i < c->caps->n; i++) {
-        tfe_tensor *gv = b->g[c->caps->slot[i]];
-        if (gv) tensor_incref(gv);
-        else if (!(gv = zeros_like(b->m[c->caps->slot[i]]))) return -1;
-        c->res[i] = gv;
-        put(b->g, c->caps->slot[i], NULL);
-    }
+    for (int i = 0; i < c->caps->n; i++)
+        if (region_result(b, c->caps->slot[i], &c->res[i], &c->resf[i])) return -1;
     clear_region_grads(b, r);
     return 0;
 }
 
-/* Take (and clear) the outer gradients of the captures while a branch
- * computes its own; add them back after. */
+/* Take (and clear) the outer gradients of the captures (and their flags,
+ * after them) while a branch computes its own; add them back after. */
 static tfe_tensor **stash(BP *b, const Caps *caps)
 {
-    tfe_tensor **s = xcalloc((size_t)caps->n + 1, sizeof *s);
+    tfe_tensor **s = xcalloc((size_t)(2 * caps->n) + 1, sizeof *s);
     for (int i = 0; i < caps->n; i++) {
         s[i] = b->g[caps->slot[i]];
         b->g[caps->slot[i]] = NULL;
+        s[caps->n + i] = b->none[caps->slot[i]];
+        b->none[caps->slot[i]] = NULL;
     }
     return s;
 }
@@ -891,9 +976,10 @@ static int unstash(BP *b, const Caps *caps, tfe_tensor **s)
 {
     int rc = 0;
     for (int i = 0; i < caps->n; i++) {
-        if (b->g[caps->slot[i]]) tensor_decref(b->g[caps->slot[i]]);
-        b->g[caps->slot[i]] = NULL;
-        if (s[i] && acc(b, caps->slot[i], s[i])) rc = -1;
+        put(b->g, caps->slot[i], NULL);
+        put(b->none, caps->slot[i], NULL);
+        if (s[i] && acc_f(b, caps->slot[i], s[i], s[caps->n + i])) rc = -1;
+        if (s[caps->n + i]) tensor_decref(s[caps->n + i]);
     }
     free(s);
     return rc;
@@ -905,7 +991,9 @@ static void drop_stash(BP *b, const Caps *caps, tfe_tensor **s)
 {
     for (int i = 0; i < caps->n; i++) {
         put(b->g, caps->slot[i], NULL);
+        put(b->none, caps->slot[i], NULL);
         if (s[i]) tensor_decref(s[i]);
+        if (s[caps->n + i]) tensor_decref(s[caps->n + i]);
     }
     free(s);
 }
@@ -942,56 +1030,83 @@ static int sweep_cond(BP *b, int id)
     Caps caps = captures(G, id);
     caps_add_aliases(b, &caps);
     tfe_tensor **dy = xcalloc((size_t)n->nout + 1, sizeof *dy);
+    tfe_tensor **dyf = xcalloc((size_t)n->nout + 1, sizeof *dyf);
     bool *zero_dy = xcalloc((size_t)n->nout + 1, sizeof *zero_dy);
-    tfe_tensor **res = xcalloc((size_t)caps.n + 1, sizeof *res);
-    int rc = -1, r[2];
+    /* per branch: the captures' gradients, then their flags */
+    tfe_tensor **res[2], **resf[2];
+    for (int br = 0; br < 2; br++) {
+        res[br] = xcalloc((size_t)(2 * caps.n) + 1, sizeof *res[br]);
+        resf[br] = res[br] + caps.n;
+    }
+    bool *flagged = xcalloc((size_t)caps.n + 1, sizeof *flagged);
+    int rc = -1, r[2], nflag = 0;
     for (int k = 0; k < n->nout; k++) {
         dy[k] = b->g[n->vbase + k];
+        dyf[k] = b->none[n->vbase + k];
         if (dy[k]) tensor_incref(dy[k]);
         else if (!(dy[k] = zeros_like(b->m[n->vbase + k]))) goto out;
         else zero_dy[k] = true;
     }
     /* each branch's outputs are the captures' whole gradients: what they
-     * had before, plus the branch's contributions (stash: cleared meanwhile) */
+     * had before, plus the branch's contributions (stash: cleared
+     * meanwhile); and, for those none on a path (nothing reached them
+     * there), where they are none */
     tfe_tensor **saved = stash(b, &caps);
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
-        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res, .nres = caps.n,
-                     .sofar = saved, .zero_dy = zero_dy};
+        GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res[br], .nres = caps.n,
+                     .sofar = saved, .zero_dy = zero_dy, .dyf = dyf, .sofarf = saved + caps.n,
+                     .resf = resf[br]};
         if (in_region(b, r[br], grad_branch, &c)) {
             unstash(b, &caps, saved);
             goto out;
         }
-        set_outs(g, r[br], caps.n, res, b->T);
-        for (int i = 0; i < caps.n; i++) {
-            tensor_decref(res[i]);
-            res[i] = NULL;
-        }
+    }
+    for (int i = 0; i < caps.n; i++)
+        if ((flagged[i] = resf[0][i] || resf[1][i])) nflag++;
+    for (int br = 0; br < 2; br++) {
+        for (int i = 0, k = caps.n; i < caps.n; i++)
+            if (flagged[i]) {
+                tfe_tensor *f = resf[br][i] ? resf[br][i] : flag_const(false);
+                resf[br][i] = NULL;
+                if (!(res[br][k++] = f)) {
+                    unstash(b, &caps, saved);
+                    goto out;
+                }
+            }
+        set_outs(g, r[br], caps.n + nflag, res[br], b->T);
     }
     drop_stash(b, &caps, saved);
     tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
-    int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, caps.n);
+    int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, caps.n + nflag);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = r[0];
     nn->regions[1] = r[1];
     for (int i = 0; i < caps.n; i++) nn->meta[i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
-    tfe_tensor **outs = xcalloc((size_t)caps.n + 1, sizeof *outs);
+    for (int k = caps.n; k < caps.n + nflag; k++) nn->meta[k] = (tfe_meta){.dtype = TFE_BOOL, .rank = 0};
+    tfe_tensor **outs = xcalloc((size_t)(caps.n + nflag) + 1, sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto out;
     }
     rc = 0;
-    for (int i = 0; i < caps.n; i++) { /* the whole gradients */
+    for (int i = 0, k = caps.n; i < caps.n; i++) { /* the whole gradients */
         put(b->g, caps.slot[i], outs[i]);
-        unflag(b, caps.slot[i]);
+        put(b->none, caps.slot[i], flagged[i] ? outs[k++] : NULL);
     }
     free(outs);
 out:
     for (int k = 0; k < n->nout; k++)
         if (dy[k]) tensor_decref(dy[k]);
+    for (int br = 0; br < 2; br++) {
+        for (int i = 0; i < 2 * caps.n; i++)
+            if (res[br][i]) tensor_decref(res[br][i]);
+        free(res[br]);
+    }
     free(dy);
+    free(dyf);
     free(zero_dy);
-    free(res);
+    free(flagged);
     caps_free(&caps);
     return rc;
 }
@@ -1066,31 +1181,28 @@ static int loop_grad_body(BP *b, void *p)
     }
     for (int k = 0; k < nc; k++) {
         tensor_incref(c->dy[k]);
-        if (acc(b, slot_of(G, grb->outs[k]), c->dy[k])) goto fail;
+        if (acc_f(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL)) goto fail;
     }
     /* the captures' gradients so far first: this iteration adds to them in
      * the order an eager tape would */
     for (int i = 0; i < c->caps->n; i++) { /* (before a seed: the body may pass a capture through) */
         tensor_incref(c->dcap[i]);
-        if (acc_first(b, c->caps->slot[i], c->dcap[i])) goto fail;
+        if (acc_first_f(b, c->caps->slot[i], c->dcap[i], c->sofarf[i])) goto fail;
     }
     int src = sweep_region(b, n->regions[1]);
     unalias(b, c);
     if (src) return -1;
-    /* new carried gradients: those of the params */
-    for (int k = 0; k < nc; k++) {
-        int s = G->nodes[grc->params[k]].vbase;
-        tfe_tensor *gv = b->g[s];
-        if (gv) tensor_incref(gv);
-        else if (!(gv = zeros_like(b->m[s]))) return -1;
-        c->res[1 + k] = gv;
-    }
-    for (int i = 0; i < c->caps->n; i++) {
-        tfe_tensor *gv = b->g[c->caps->slot[i]]; /* dcap and this iteration's contributions */
-        if (!gv) return -1;
-        tensor_incref(gv);
-        c->res[1 + nc + i] = gv;
-        put(b->g, c->caps->slot[i], NULL);
+    /* new carried gradients: those of the params (none where nothing
+     * reached them), then the captures', then their flags */
+    int ncap = c->caps->n;
+    for (int k = 0; k < nc; k++)
+        if (region_result(b, G->nodes[grc->params[k]].vbase, &c->res[1 + k], &c->res[1 + nc + ncap + k]))
+            return -1;
+    for (int i = 0; i < ncap; i++) /* dcap and this iteration's contributions */
+        if (region_result(b, c->caps->slot[i], &c->res[1 + nc + i], &c->res[1 + 2 * nc + ncap + i])) return -1;
+    for (int k = 1 + nc + ncap; k < c->nres; k++) {
+        if (c->res[k] && k < 1 + 2 * nc + ncap && differentiable(&n->meta[k - (1 + nc + ncap)])) c->preal = false;
+        if (!c->res[k] && !(c->res[k] = flag_const(false))) return -1;
     }
     clear_region_grads(b, n->regions[1]);
     for (int k = 0; k < nc; k++) put(b->g, G->nodes[grc->params[k]].vbase, NULL);
@@ -1126,13 +1238,13 @@ static int sweep_loop(BP *b, int id)
     caps_add_aliases(b, &caps);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
-    int ncarry = 1 + nc + caps.n;
+    int ncarry = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
     tfe_tensor **init = xcalloc((size_t)ncarry, sizeof *init);
     tfe_tensor **res = xcalloc((size_t)ncarry, sizeof *res);
     tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
-    bool *nosofar = xcalloc((size_t)caps.n + 1, sizeof *nosofar);
+    bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
     int *palias = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
@@ -1142,28 +1254,22 @@ static int sweep_loop(BP *b, int id)
     tensor_decref(one);
     if (!init[0]) goto out;
     meta[0] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
-    for (int k = 0; k < nc; k++) {
-        tfe_tensor *d = b->g[n->vbase + k];
-        if (d) tensor_incref(d);
-        else if (!(d = zeros_like(b->m[n->vbase + k]))) goto out;
+    for (int k = nf; k < ncarry; k++) meta[k] = (tfe_meta){.dtype = TFE_BOOL, .rank = 0};
+    /* the outputs' gradients and the captures' gradients so far; where
+     * none (nothing reached them yet), -0.0s, which the first contribution
+     * added to leaves as it is (as eager code sets it), flagged as none */
+    for (int k = 0; k < nc + caps.n; k++) {
+        int slot = k < nc ? n->vbase + k : caps.slot[k - nc];
+        tfe_tensor *d = ref(b->g[slot]);
+        if (k >= nc) capreal[k - nc] = d && !b->none[slot];
+        else initreal[k] = (d && !b->none[slot]) || !differentiable(&n->meta[k]); /* (an int's: no gradient) */
+        init[nf + k] = d ? (b->none[slot] ? ref(b->none[slot]) : flag_const(false)) : flag_const(true);
+        if (!d && !(d = filled(b->m[slot], -0.0))) goto out;
         init[1 + k] = d;
-        meta[1 + k] = n->meta[k];
+        if (!init[nf + k]) goto out;
+        meta[1 + k] = k < nc ? n->meta[k] : G->nodes[caps.ref[k - nc].node].meta[caps.ref[k - nc].out];
         meta[1 + k].weak = false;
         meta[1 + k].dtype = d->dtype;
-    }
-    /* a capture's gradient so far, or none: at the top level -0.0s, which
-     * the first contribution added to leaves as it is (as eager code sets
-     * it), flagged as none when the loop runs zero times; elsewhere zeros */
-    bool top = b->none && !b->T->symbolic;
-    for (int i = 0; i < caps.n; i++) {
-        tfe_tensor *sofar = b->g[caps.slot[i]];
-        if (sofar) tensor_incref(sofar);
-        nosofar[i] = !sofar && top;
-        if (!(init[1 + nc + i] = sofar ? sofar : nosofar[i] ? filled(b->m[caps.slot[i]], -0.0)
-                                                            : zeros_like(b->m[caps.slot[i]])))
-            goto out;
-        meta[1 + nc + i] = G->nodes[caps.ref[i].node].meta[caps.ref[i].out];
-        meta[1 + nc + i].weak = false;
     }
     /* a loop variable that starts as a value the body captures (a = x,
      * then x in the body) is that value in the first iteration (a cond or
@@ -1183,13 +1289,33 @@ static int sweep_loop(BP *b, int id)
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     make_params(b, rcond, ncarry, meta, NULL, sym);
+    /* the flags the body reads: a capture's only where it may be none so
+     * far; the outputs' gradients' only where one may be none, which a
+     * backward of its own first assumes is nowhere: if then every param's
+     * gradient is real in the body, no carried gradient is ever none and
+     * the body needs no masks (a loop's usual case); if not, it traces the
+     * body again, with the flags (the first try is left unused) */
+    tfe_tensor **capf = xcalloc((size_t)caps.n + 1, sizeof *capf);
+    for (int i = 0; i < caps.n; i++) capf[i] = capreal[i] ? NULL : sym[nf + nc + i];
+    bool pflags = !b->own;
+    for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias};
-    if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); goto out; }
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .dyf = pflags ? sym + nf : NULL,
+                 .sofarf = capf};
+    if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
     set_outs(g, rcond, 1, res, b->T);
     tensor_decref(res[0]);
     res[0] = NULL;
-    if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); goto out; }
+    for (;;) {
+        c.preal = true;
+        if (in_region(b, rbody, loop_grad_body, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
+        if (pflags || c.preal) break;
+        for (int k = 0; k < ncarry; k++) put(res, k, NULL);
+        pflags = true;
+        c.dyf = sym + nf;
+        rbody = graph_add_region(g, rcond);
+    }
+    free(capf);
     set_outs(g, rbody, ncarry, res, b->T);
     drop_stash(b, &caps, saved);
     int nid = new_cf_node(b, G_WHILE, n->loc, ncarry, init, ncarry);
@@ -1210,20 +1336,24 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor *ran0 = zero ? tfe_binary(OP_EQ, count, zero) : NULL;
     if (zero) tensor_decref(zero);
     if (!ran0) rc = -1;
-    for (int i = 0; i < caps.n; i++) {
+    for (int i = 0; i < caps.n; i++) { /* (one with a real gradient so far stays real) */
+        bool real = capreal[i];
         put(b->g, caps.slot[i], outs[1 + nc + i]);
-        unflag(b, caps.slot[i]);
-        if (nosofar[i] && ran0) put(b->none, caps.slot[i], (tensor_incref(ran0), ran0));
+        put(b->none, caps.slot[i], real ? NULL : outs[nf + nc + i]);
+        if (real) tensor_decref(outs[nf + nc + i]);
     }
     for (int k = 0; k < nc; k++) {
+        tfe_tensor *f = outs[nf + k];
         if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
             int s = caps.slot[palias[k]];
-            if (!ran0 || add_if(b, s, outs[1 + k], ran0)) rc = -1;
-            else unflag(b, s);
+            if (!ran0 || add_if(b, s, outs[1 + k], f, ran0)) rc = -1;
             tensor_decref(outs[1 + k]);
-            continue;
+        } else if (!differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) {
+            tensor_decref(outs[1 + k]); /* (an int counter's: no gradient) */
+        } else if (acc_f(b, slot_of(G, n->in[k]), outs[1 + k], f)) {
+            rc = -1;
         }
-        if (acc(b, slot_of(G, n->in[k]), outs[1 + k])) rc = -1;
+        tensor_decref(f);
     }
     if (ran0) tensor_decref(ran0);
     free(outs);
@@ -1237,7 +1367,8 @@ out:
     free(hist);
     free(sym);
     free(meta);
-    free(nosofar);
+    free(capreal);
+    free(initreal);
     free(palias);
     caps_free(&caps);
     return rc;
@@ -1261,7 +1392,8 @@ static int host_load_grad(BP *b, const GNode *n)
         tfe_tensor *dy = b->g[n->vbase + k], *flag = b->m[n->vbase + nl + k];
         if (!dy || !flag || !differentiable(&n->meta[k])) continue;
         tfe_tensor *dx = tfe_binary(OP_MUL, dy, flag);
-        if (!dx || acc(b, slot_of(G, n->in[k]), dx)) return bp_error(b, n, tfe_error_msg());
+        /* (-0.0 times the flag is -0.0: a none stays exact) */
+        if (!dx || acc_f(b, slot_of(G, n->in[k]), dx, b->none[n->vbase + k])) return bp_error(b, n, tfe_error_msg());
     }
     return 0;
 }
@@ -1604,7 +1736,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     }
     BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
-            own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL, NULL, NULL};
+            xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), NULL, NULL};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < G->n; i++)
         if (G->nodes[i].kind == G_CONST) {
@@ -1624,7 +1756,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + c->plan.nsaved + ndy) {
             int k = outk[i - nin - c->plan.nsaved], nto = G->regions[0].nouts;
-            if (acc(&b, k < nto ? slot_of(G, G->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t))
+            if (acc_f(&b, k < nto ? slot_of(G, G->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t,
+                      self->dy_none ? self->dy_none[k] : NULL))
                 goto done;
         } else {
             accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
@@ -1637,7 +1770,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (!sofar[i]) continue;
         tfe_tensor *t = accin[k];
         accin[k++] = NULL;
-        if (acc_first(&b, c->plan.src[i], t)) goto done;
+        if (acc_first_f(&b, c->plan.src[i], t, self->dx_none_in ? self->dx_none_in[i] : NULL)) goto done;
     }
     /* recorded into a trace: a read the cond this graph stands for hands on
      * is that output of it there (the tensor trace_cf.c noted for it) */
@@ -1661,7 +1794,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (gv) {
             tensor_incref(gv);
             nres++;
-            if (b.none && (none[i] = b.none[c->plan.src[i]])) nnone++;
+            if (dtype_is_float(in[i]->dtype) && (none[i] = b.none[c->plan.src[i]])) nnone++;
         }
         res[i] = gv;
     }
@@ -1691,8 +1824,18 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         }
     }
     for (int i = 0; i < nin; i++) {
-        /* none in eager terms (a loop ran zero times): none, not -0.0s */
-        bool isnone = none[i] && tensor_load_f64(none[i], 0) != 0.0;
+        /* none in eager terms (a loop ran zero times): none, not -0.0s;
+         * recorded into a trace, where that is known only when it runs:
+         * -0.0s and the flag, which the tape keeps (or, where it takes
+         * none, zeros: what it gives a source nothing reached) */
+        bool isnone = own && none[i] && tensor_load_f64(none[i], 0) != 0.0;
+        if (!own && none[i] && res[i] && !rc && self->dx_none && dx[i] != TFE_GRAD_SKIP) {
+            self->dx_none[i] = ref(none[i]);
+        } else if (!own && none[i] && res[i] && !rc) {
+            tfe_tensor *z = none_zeros(none[i], res[i]);
+            tensor_decref(res[i]);
+            if (!(res[i] = z)) rc = -1;
+        }
         if (rc || isnone || dx[i] == TFE_GRAD_SKIP || !dtype_is_float(in[i]->dtype)) {
             if (res[i]) tensor_decref(res[i]);
             continue;

@@ -73,6 +73,17 @@ typedef struct tfe_custom_grad {
     int (*backward)(struct tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
                     tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx);
     void (*release)(struct tfe_custom_grad *self);  /* refcount reached 0 */
+    /* None flags, set by the tape around a call of backward (NULL arrays
+     * when the tape has none): traced bools, only inside a trace, true
+     * where a gradient is none in eager terms (nothing reached it on the
+     * path a traced if or loop takes when the graph runs; the gradient is
+     * -0.0s there). dy_none[j] is dy[j]'s, dx_none_in[i] that of a total's
+     * gradient so far (borrowed; NULL: real); the backward may set
+     * dx_none[i] (a new reference; NULL on entry) to say where its dx[i]
+     * is none. */
+    tfe_tensor *const *dy_none;
+    tfe_tensor *const *dx_none_in;
+    tfe_tensor **dx_none;
 } tfe_custom_grad;
 /* Record a custom entry on every active tape that tracks one of in[]. */
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,

@@ -329,6 +329,70 @@ static int accumulate(pmap *grads, const tfe_tensor *key, tfe_tensor *g) {
     return 0;
 }
 
+/* --- none flags --------------------------------------------------------------------
+ * Inside a trace, the backward of a staged call (or of a traced if or loop)
+ * cannot tell at trace time whether a gradient it hands back is none in
+ * eager terms: that depends on the path the graph takes when it runs. It
+ * hands back -0.0s there (adding them changes nothing) and a traced bool
+ * flag, true where the gradient is none. The tape keeps the flags beside the
+ * gradients (by tensor), so that what eager code would skip adds nothing and
+ * a source nothing reached gets zeros. Eager tapes never see a flag. */
+
+/* flags[key] = f (takes f; NULL: real). */
+static void flag_set(pmap *flags, const tfe_tensor *key, tfe_tensor *f) {
+    if (!f && !pmap_has(flags, key)) return;
+    size_t i = pmap_put(flags, key, true);
+    if (flags->vals[i]) tensor_decref(flags->vals[i]);
+    flags->vals[i] = f;
+}
+
+/* None where both are (borrowed; new ref, or NULL: real). */
+static tfe_tensor *flag_and(tfe_tensor *a, tfe_tensor *b) {
+    if (!a || !b) return NULL;
+    if (a == b) {
+        tensor_incref(a);
+        return a;
+    }
+    return tfe_binary(OP_LOGICAL_AND, a, b);
+}
+
+/* where(flag, v, d): v (-0.0: none; 0.0: zeros) where the flag is true
+ * (d borrowed; new ref). */
+static tfe_tensor *flag_fill(tfe_tensor *flag, tfe_tensor *d, double v) {
+    tfe_tensor *z = tfe_filled_like(d, v);
+    tfe_tensor *in[3] = {flag, z, d};
+    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (z) tensor_decref(z);
+    return r;
+}
+
+/* grads[key] += g (takes g), g's flag f (borrowed): the sum is none only
+ * where both are. */
+static int accumulate_f(pmap *grads, pmap *flags, const tfe_tensor *key, tfe_tensor *g, tfe_tensor *f) {
+    tfe_tensor *old = pmap_get(grads, key);
+    if (old || f) {
+        tfe_tensor *nf = old ? flag_and(pmap_get(flags, key), f) : (tensor_incref(f), f);
+        flag_set(flags, key, nf);
+    }
+    return accumulate(grads, key, g);
+}
+
+/* Where all of an entry's output gradients are none (a new ref; NULL:
+ * somewhere one is real). */
+static tfe_tensor *entry_none(const pmap *flags, tfe_tensor *const *outs, int nout, tfe_tensor *const *dy) {
+    tfe_tensor *f = NULL;
+    bool any = false;
+    for (int j = 0; j < nout; j++) {
+        if (!dy[j]) continue;
+        tfe_tensor *fj = pmap_get(flags, outs[j]);
+        tfe_tensor *nf = any ? flag_and(f, fj) : fj ? (tensor_incref(fj), fj) : NULL;
+        if (f) tensor_decref(f);
+        any = true;
+        if (!(f = nf)) return NULL;
+    }
+    return f;
+}
+
 int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads) {
     return tfe_tape_gradient_from(t, target, n, sources, NULL, grads);
 }
@@ -347,7 +411,7 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
     }
     t->computing = true;
     int rc = -1;
-    pmap reach = {0}, srcset = {0}, gmap = {0};
+    pmap reach = {0}, srcset = {0}, gmap = {0}, flags = {0};
     bool *needed = NULL;
 
     /* Forward pass: an entry matters only if one of its inputs depends on a
@@ -394,6 +458,25 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
         tfe_grad_fn rule = e->custom ? NULL : tfe_grads[e->op];
         if (any && (rule || e->custom)) {
             tfe_tensor **dx = e->nin <= 64 ? dxbuf : xmalloc(sizeof *dx * (size_t)e->nin);
+            /* none flags (only inside a trace): where all the output
+             * gradients are none, what the rule makes is none too (-0.0s);
+             * elsewhere a rule sees zeros for an output's none, as eager */
+            tfe_tensor *enone = flags.n ? entry_none(&flags, e->t + e->nin, e->nout, dy) : NULL;
+            tfe_tensor **dyf = NULL, **dxf = NULL, **dxfin = NULL;
+            if (e->custom) /* (a staged call's backward in a trace may hand out flags) */
+                dxf = xcalloc((size_t)e->nin + 1, sizeof *dxf);
+            if (flags.n && e->custom) {
+                dyf = xcalloc((size_t)e->nout + 1, sizeof *dyf);
+                dxfin = xcalloc((size_t)e->nin + 1, sizeof *dxfin);
+                for (int j = 0; j < e->nout; j++)
+                    if (dy[j]) dyf[j] = pmap_get(&flags, e->t[e->nin + j]);
+            }
+            for (int j = 0; j < e->nout && flags.n && !enone && !e->custom && !fail; j++) {
+                tfe_tensor *fj = dy[j] ? pmap_get(&flags, e->t[e->nin + j]) : NULL;
+                if (!fj) continue;
+                if (!(dy[j] = flag_fill(fj, dy[j], 0.0))) fail = true;
+                else made[j] = true;
+            }
             /* inputs that no source reaches need no gradient: the rule skips them */
             for (int i = 0; i < e->nin; i++) dx[i] = pmap_has(&reach, e->t[i]) ? NULL : TFE_GRAD_SKIP;
             /* outputs nobody used get zeros (made only now that they are needed) */
@@ -412,18 +495,41 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                 total[i] = e->custom && e->custom->totals && dx[i] == NULL;
                 for (int j = 0; j < i && total[i]; j++) total[i] = e->t[j] != e->t[i];
                 if (total[i] && !fail) dx[i] = pmap_get(&gmap, e->t[i]); /* borrowed */
+                if (total[i] && dxfin) dxfin[i] = pmap_get(&flags, e->t[i]);
+            }
+            if (e->custom) {
+                e->custom->dy_none = dyf;
+                e->custom->dx_none_in = dxfin;
+                e->custom->dx_none = dxf;
             }
             const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
                                   .at = &e->at, .out = e->t + e->nin};
             if (!fail && (e->custom ? e->custom->backward(e->custom, e->nin, e->t, e->nout, e->t + e->nin, dy, dx)
                                     : rule(&c, e->t + e->nin, dy, dx)))
                 fail = true;
+            if (e->custom) {
+                e->custom->dy_none = NULL;
+                e->custom->dx_none_in = NULL;
+                e->custom->dx_none = NULL;
+            }
             for (int i = 0; i < e->nin; i++) {
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
-                if (!dx[i]) continue;
-                /* inputs that no source reaches need no gradient */
-                if (fail || !pmap_has(&reach, e->t[i])) {
+                /* dx[i]'s flag: the backward's, or, from a rule (or a custom
+                 * entry that does not say), where all outputs' are none */
+                tfe_tensor *fi = dxf ? dxf[i] : NULL;
+                if (dxf) dxf[i] = NULL;
+                if (!fi && enone && !(e->custom && total[i]) && dx[i] && !fail) {
+                    tfe_tensor *m = flag_fill(enone, dx[i], -0.0);
                     tensor_decref(dx[i]);
+                    if (!(dx[i] = m)) fail = true;
+                    else fi = (tensor_incref(enone), enone);
+                }
+                if (!dx[i] || fail || !pmap_has(&reach, e->t[i])) {
+                    if (fi) tensor_decref(fi);
+                    if (dx[i] && (fail || !pmap_has(&reach, e->t[i]))) {
+                        tensor_decref(dx[i]);
+                        dx[i] = NULL;
+                    }
                     continue;
                 }
                 /* a gradient lives where its tensor does (a rule may make
@@ -435,6 +541,7 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                     tfe_tensor *moved = tensor_to_device(dx[i], xs->device);
                     tensor_decref(dx[i]);
                     if (!(dx[i] = moved)) {
+                        if (fi) tensor_decref(fi);
                         fail = true;
                         continue;
                     }
@@ -443,10 +550,19 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                     size_t s = pmap_put(&gmap, e->t[i], true);
                     if (gmap.vals[s]) tensor_decref(gmap.vals[s]);
                     gmap.vals[s] = dx[i];
-                } else if (accumulate(&gmap, e->t[i], dx[i])) fail = true;
+                    flag_set(&flags, e->t[i], fi);
+                    fi = NULL;
+                } else if (accumulate_f(&gmap, &flags, e->t[i], dx[i], fi)) fail = true;
+                if (fi) tensor_decref(fi);
             }
             for (int j = 0; j < e->nout; j++)
                 if (made[j]) tensor_decref(dy[j]);
+            for (int i = 0; dxf && i < e->nin; i++)
+                if (dxf[i]) tensor_decref(dxf[i]);
+            free(dyf);
+            free(dxf);
+            free(dxfin);
+            if (enone) tensor_decref(enone);
             if (dx != dxbuf) free(dx);
             if (total != totb) free(total);
             if (fail) goto out;
@@ -461,6 +577,7 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                 tensor_decref(gmap.vals[s]);
                 gmap.vals[s] = NULL;
             }
+            flag_set(&flags, y, NULL);
         }
         /* A tape that answers one call frees its activations as it goes. */
         if (!t->persistent) {
@@ -469,9 +586,11 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
         }
     }
     for (int i = 0; i < n; i++) {
-        tfe_tensor *g = pmap_get(&gmap, sources[i]);
-        if (g) tensor_incref(g);
-        else if (!(g = tfe_filled_like(sources[i], 0.0))) goto out;
+        tfe_tensor *g = pmap_get(&gmap, sources[i]), *f = pmap_get(&flags, sources[i]);
+        if (g && f) g = flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
+        else if (g) tensor_incref(g);
+        else g = tfe_filled_like(sources[i], 0.0);
+        if (!g) goto out;
         grads[i] = g;
     }
     rc = 0;
@@ -485,6 +604,7 @@ out:
     pmap_free(&reach);
     pmap_free(&srcset);
     pmap_free(&gmap);
+    pmap_free(&flags);
     t->computing = false;
     if (!t->persistent) {
         t->spent = true;

@@ -71,6 +71,7 @@ flag for every run, e.g. --stage-all), --exact, --grad-rtol R,
 """
 import argparse
 import difflib
+import math
 import os
 import random
 import re
@@ -478,6 +479,8 @@ def close(a, b, rtol, atol):
                 return False
         elif abs(x - y) > rtol * max(abs(x), abs(y), scale) + atol:
             return False
+        elif rtol == 0 and atol == 0 and math.copysign(1.0, x) != math.copysign(1.0, y):
+            return False  # bit for bit: a zero's sign too (-0.0 is not 0.0)
     return True
 
 

@@ -51,7 +51,7 @@ Each program runs in four modes (default optimized, --no-optimize, --eager,
     gradient fed, e.g. weights after SGD steps) within GRAD_TOL: |a - b| <=
     GRAD_TOL * max(|a|, |b|, largest |number| of that print) + 10 *
     GRAD_TOL. Set GRAD_TOL = 0.0 (or pass --exact) to require them bit for
-    bit too; a gradient all zeros in one mode only always fails;
+    bit too (a zero's sign included); a gradient all zeros in one mode only always fails;
   * an error in every mode of a program with no scene that can fail is a
     failure too (a generator or language bug);
   * a run past --timeout seconds (default 30) is a failure (a pass that is

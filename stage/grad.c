@@ -1421,12 +1421,14 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
     for (int d = 0; d < t->rank; d++) m->shape[d] = t->shape[d];
 }
 
-static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
+static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres, const int *one,
+                      int nin)
 {
     for (GBwd *w = G->bwd; w; w = w->next) {
-        if (w->nkey != nb || w->nsrc != npres) continue;
+        if (w->nkey != nb || w->nsrc != npres || !w->same != !one) continue;
         bool same = true;
         for (int i = 0; i < npres && same; i++) same = w->acc[i] == pres[i];
+        for (int i = 0; i < nin && one && same; i++) same = w->same[i] == one[i];
         for (int i = 0; i < nb && same; i++) {
             tfe_meta m;
             meta_of(&m, bin[i]);
@@ -1437,12 +1439,14 @@ static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres
     return NULL;
 }
 
-/* Keep bg (takes a reference; takes has) as G's backward for these inputs,
- * newest first; the oldest beyond BWD_KEEP is dropped. */
-static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
+/* Keep bg (takes a reference; takes has, one) as G's backward for these
+ * inputs, newest first; the oldest beyond BWD_KEEP is dropped. */
+static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres,
+                    int *one)
 {
     GBwd *w = xcalloc(1, sizeof *w);
     w->nsrc = npres;
+    w->same = one;
     w->acc = xcalloc((size_t)npres + 1, sizeof *w->acc);
     mem_copy(w->acc, pres, sizeof *pres * (size_t)npres);
     w->g = bg;
@@ -1463,9 +1467,73 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
         free(old->has);
         free(old->key);
         free(old->acc);
+        free(old->same);
         free(old);
         old = next;
     }
+}
+
+/* --- sources that are one tensor ---------------------------------------------------------
+ * Two sources of a call can be one tensor: a variable read before a traced
+ * if or loop that could assign it (so the graph reads it again after) when
+ * nothing assigned it on this call; a tensor passed twice. Eager code has
+ * one tensor there, and its tape adds the gradients of all the uses to one
+ * sum in tape order; two sources would be two partial sums, added at the
+ * end (a last bit apart). So the backward takes such a call's graph with
+ * the later source's uses made the first's (the tape hands a tensor's
+ * gradient so far to its first place only), and keeps it for calls that
+ * have the same sources the same. */
+
+/* The node whose first output is slot s (an input or a variable read). */
+static int node_of_slot(const Graph *G, int s)
+{
+    for (int k = 0; k < G->n; k++)
+        if (G->nodes[k].nout && G->nodes[k].vbase == s) return k;
+    return -1;
+}
+
+/* By source: the first source that is the same tensor when its value can
+ * stand for this one's (its node's region encloses this one's), or -1.
+ * NULL when there is none (nor in a graph with fused nodes, which are not
+ * copied). */
+static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in)
+{
+    int *one = NULL;
+    for (int i = 1; i < nin; i++) {
+        if (!in[i] || !dtype_is_float(in[i]->dtype)) continue;
+        int j = 0;
+        while (j < i && in[j] != in[i]) j++;
+        if (j == i) continue;
+        int nj = node_of_slot(G, p->src[j]), ni = node_of_slot(G, p->src[i]);
+        if (nj < 0 || ni < 0 || !graph_region_visible(G, G->nodes[nj].region, G->nodes[ni].region)) continue;
+        if (!one) {
+            for (int k = 0; k < G->n; k++)
+                if (G->nodes[k].kind == G_FUSED) return NULL;
+            one = xmalloc(sizeof *one * (size_t)nin);
+            for (int k = 0; k < nin; k++) one[k] = -1;
+        }
+        one[i] = j;
+    }
+    return one;
+}
+
+/* A copy of G where the uses of each source with one[i] >= 0 are that
+ * source's. */
+static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one)
+{
+    Graph *c = graph_clone(G);
+    for (int i = 0; i < nin; i++) {
+        if (one[i] < 0) continue;
+        GRef from = {node_of_slot(G, p->src[i]), 0}, to = {node_of_slot(G, p->src[one[i]]), 0};
+        for (int k = 0; k < c->n; k++)
+            for (int a = 0; a < c->nodes[k].nin; a++)
+                if (c->nodes[k].in[a].node == from.node && c->nodes[k].in[a].out == 0) c->nodes[k].in[a] = to;
+        for (int r = 0; r < c->nregions; r++)
+            for (int a = 0; a < c->regions[r].nouts; a++)
+                if (c->regions[r].outs[a].node == from.node && c->regions[r].outs[a].out == 0)
+                    c->regions[r].outs[a] = to;
+    }
+    return c;
 }
 
 /* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
@@ -1506,8 +1574,12 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     for (int i = 0, k = nin + c->plan.nsaved + ndy; i < nin; i++)
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
-    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout);
+    /* sources that are one tensor share a gradient (not while recording
+     * into a trace: its sources are the trace's tensors) */
+    int *one = tfe_tracer ? NULL : same_sources(G, &c->plan, nin, in);
+    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout, one, nin);
     if (w) {
+        free(one);
         /* outputs: the gradients, then the none flags */
         int nbo = 0, nflags = 0;
         for (int i = 0; i < nin; i++) {
@@ -1545,14 +1617,15 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         free(T->g->name);
         T->g->name = xstrdup(name);
     }
-    BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
+    Graph *BG = one ? one_sources(G, &c->plan, nin, one) : G; /* what is swept */
+    BP b = {I, T, BG, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL, NULL, NULL};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
-    for (int i = 0; i < G->n; i++)
-        if (G->nodes[i].kind == G_CONST) {
-            tensor_incref(G->nodes[i].value);
-            b.m[G->nodes[i].vbase] = G->nodes[i].value;
+    for (int i = 0; i < BG->n; i++)
+        if (BG->nodes[i].kind == G_CONST) {
+            tensor_incref(BG->nodes[i].value);
+            b.m[BG->nodes[i].vbase] = BG->nodes[i].value;
         }
     for (int i = 0; i < nb; i++) {
         tfe_tensor *t = bin[i];
@@ -1567,7 +1640,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + c->plan.nsaved + ndy) {
             int k = outk[i - nin - c->plan.nsaved];
-            if (acc(&b, slot_of(G, G->regions[0].outs[k]), t)) goto done;
+            if (acc(&b, slot_of(BG, BG->regions[0].outs[k]), t)) goto done;
         } else {
             accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
         }
@@ -1629,7 +1702,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
                 }
             set_outs(T->g, 0, nres + nnone, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb, pres, nin + nout);
+            bwd_add(G, T->g, has, bin, nb, pres, nin + nout, one);
+            one = NULL;
         }
     }
     for (int i = 0; i < nin; i++) {
@@ -1648,6 +1722,8 @@ done:
         if (accin[k]) tensor_decref(accin[k]);
     free(accin);
     bp_free(&b);
+    free(one);
+    if (BG != G) graph_decref(BG);
     if (own) {
         Graph *bg = T->g;
         trace_end(T);

@@ -116,6 +116,8 @@ typedef struct GBwd {
     int nkey;
     bool *acc;           /* per source: was its gradient so far an input (after the others) */
     int nsrc;
+    int *same;           /* per source: the earlier one that was the same tensor, whose
+                            gradient it shares (stage/grad.c, same_sources), or -1; NULL: none */
     struct GBwd *next;
 } GBwd;
 

@@ -1475,14 +1475,16 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
 
 /* --- sources that are one tensor ---------------------------------------------------------
  * Two sources of a call can be one tensor: a variable read before a traced
- * if or loop that could assign it (so the graph reads it again after) when
- * nothing assigned it on this call; a tensor passed twice. Eager code has
- * one tensor there, and its tape adds the gradients of all the uses to one
- * sum in tape order; two sources would be two partial sums, added at the
- * end (a last bit apart). So the backward takes such a call's graph with
- * the later source's uses made the first's (the tape hands a tensor's
- * gradient so far to its first place only), and keeps it for calls that
- * have the same sources the same. */
+ * if or loop that could assign it (so the graph reads it again after, and
+ * inside it) when nothing assigned it on this call. Eager code has one
+ * tensor there, and its tape adds the gradients of all the uses to one sum
+ * in tape order; two sources would be two partial sums, added at the end
+ * (a last bit apart). So the backward takes such a call's graph with all
+ * the uses made one source's, its home (sources are values before the
+ * replay starts, so the home may even be a read the graph makes later),
+ * and keeps it for the calls whose sources are one tensor the same way.
+ * The tape hands a tensor's gradient so far to its first place only, and
+ * takes the total there. */
 
 /* The node whose first output is slot s (an input or a variable read). */
 static int node_of_slot(const Graph *G, int s)
@@ -1492,10 +1494,25 @@ static int node_of_slot(const Graph *G, int s)
     return -1;
 }
 
-/* By source: the first source that is the same tensor when its value can
- * stand for this one's (its node's region encloses this one's), or -1.
- * NULL when there is none (nor in a graph with fused nodes, which are not
- * copied). */
+/* The home of the sources that are the tensor of source f (the first of
+ * them; one[i] == f for the others): the first whose value every other
+ * one's uses can see (its region encloses theirs), or -1. */
+static int group_home(const Graph *G, const Plan *p, int nin, const int *one, int f)
+{
+    for (int h = f; h < nin; h++) {
+        if (h != f && one[h] != f) continue;
+        int rh = G->nodes[node_of_slot(G, p->src[h])].region;
+        bool all = true;
+        for (int i = f; i < nin && all; i++)
+            if (i == f || one[i] == f) all = graph_region_visible(G, rh, G->nodes[node_of_slot(G, p->src[i])].region);
+        if (all) return h;
+    }
+    return -1;
+}
+
+/* By source: the first source that is the same float tensor, or -1; only
+ * for tensors whose sources have a home. NULL when there is none (nor in a
+ * graph with fused nodes, which are not copied). */
 static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in)
 {
     int *one = NULL;
@@ -1504,34 +1521,62 @@ static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *con
         int j = 0;
         while (j < i && in[j] != in[i]) j++;
         if (j == i) continue;
-        int nj = node_of_slot(G, p->src[j]), ni = node_of_slot(G, p->src[i]);
-        if (nj < 0 || ni < 0 || !graph_region_visible(G, G->nodes[nj].region, G->nodes[ni].region)) continue;
         if (!one) {
             for (int k = 0; k < G->n; k++)
                 if (G->nodes[k].kind == G_FUSED) return NULL;
+            for (int k = 0; k < nin; k++)
+                if (node_of_slot(G, p->src[k]) < 0) return NULL;
             one = xmalloc(sizeof *one * (size_t)nin);
             for (int k = 0; k < nin; k++) one[k] = -1;
         }
         one[i] = j;
     }
+    bool any = false;
+    for (int f = 0; one && f < nin; f++) {
+        if (one[f] >= 0) continue;
+        bool group = false;
+        for (int i = f + 1; i < nin && !group; i++) group = one[i] == f;
+        if (!group) continue;
+        if (group_home(G, p, nin, one, f) >= 0) {
+            any = true;
+            continue;
+        }
+        for (int i = f + 1; i < nin; i++) /* no home: each keeps its own gradient */
+            if (one[i] == f) one[i] = -1;
+    }
+    if (!any) {
+        free(one);
+        return NULL;
+    }
     return one;
 }
 
-/* A copy of G where the uses of each source with one[i] >= 0 are that
- * source's. */
-static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one)
+/* A copy of G where the uses of the sources that are one tensor are their
+ * home's; gslot[i] (nin of them) gets the slot whose gradient is source i's
+ * (the home's, for the first; -1 for the others). */
+static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one, int *gslot)
 {
     Graph *c = graph_clone(G);
-    for (int i = 0; i < nin; i++) {
-        if (one[i] < 0) continue;
-        GRef from = {node_of_slot(G, p->src[i]), 0}, to = {node_of_slot(G, p->src[one[i]]), 0};
-        for (int k = 0; k < c->n; k++)
-            for (int a = 0; a < c->nodes[k].nin; a++)
-                if (c->nodes[k].in[a].node == from.node && c->nodes[k].in[a].out == 0) c->nodes[k].in[a] = to;
-        for (int r = 0; r < c->nregions; r++)
-            for (int a = 0; a < c->regions[r].nouts; a++)
-                if (c->regions[r].outs[a].node == from.node && c->regions[r].outs[a].out == 0)
-                    c->regions[r].outs[a] = to;
+    for (int i = 0; i < nin; i++) gslot[i] = one[i] >= 0 ? -1 : p->src[i];
+    for (int f = 0; f < nin; f++) {
+        if (one[f] >= 0) continue;
+        int h = -1;
+        for (int i = f + 1; i < nin && h < 0; i++)
+            if (one[i] == f) h = group_home(G, p, nin, one, f);
+        if (h < 0) continue;
+        gslot[f] = p->src[h];
+        int to = node_of_slot(G, p->src[h]);
+        for (int i = f; i < nin; i++) {
+            if ((i != f && one[i] != f) || i == h) continue;
+            int from = node_of_slot(G, p->src[i]);
+            for (int k = 0; k < c->n; k++)
+                for (int a = 0; a < c->nodes[k].nin; a++)
+                    if (c->nodes[k].in[a].node == from && c->nodes[k].in[a].out == 0) c->nodes[k].in[a] = (GRef){to, 0};
+            for (int r = 0; r < c->nregions; r++)
+                for (int a = 0; a < c->regions[r].nouts; a++)
+                    if (c->regions[r].outs[a].node == from && c->regions[r].outs[a].out == 0)
+                        c->regions[r].outs[a] = (GRef){to, 0};
+        }
     }
     return c;
 }
@@ -1617,7 +1662,10 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         free(T->g->name);
         T->g->name = xstrdup(name);
     }
-    Graph *BG = one ? one_sources(G, &c->plan, nin, one) : G; /* what is swept */
+    /* by source: the slot that has its gradient (-1: none) */
+    int *gslot = xmalloc(sizeof *gslot * (size_t)(nin + 1));
+    for (int i = 0; i < nin; i++) gslot[i] = c->plan.src[i];
+    Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
     BP b = {I, T, BG, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             own ? xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)) : NULL, NULL, NULL};
@@ -1630,8 +1678,19 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     for (int i = 0; i < nb; i++) {
         tfe_tensor *t = bin[i];
         if (own) {
-            if (t->node) t = tensor_alias(t); /* the same tensor twice: two inputs */
-            else tensor_incref(t);
+            if (t->node) { /* the same tensor twice: two inputs */
+                tfe_tensor *a = tensor_alias(t);
+                /* to a tape recording this backward (higher order), the
+                 * second is a copy of the first: the ops on it reach it */
+                if (a && tfe_tapes_active) {
+                    static const tfe_attrs none = {.naxes = -1};
+                    const tfe_opcall cp = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &a};
+                    tfe_tape_record(&cp);
+                }
+                t = a;
+            } else {
+                tensor_incref(t);
+            }
             trace_input(T, t);
         } else {
             tensor_incref(t);
@@ -1652,7 +1711,11 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (!sofar[i]) continue;
         tfe_tensor *t = accin[k];
         accin[k++] = NULL;
-        if (acc_first(&b, c->plan.src[i], t)) goto done;
+        if (gslot[i] < 0) { /* not a tensor's first place: the tape gives it none */
+            tensor_decref(t);
+            continue;
+        }
+        if (acc_first(&b, gslot[i], t)) goto done;
     }
     /* recorded into a trace: a read the cond this graph stands for hands on
      * is that output of it there (the tensor trace_cf.c noted for it) */
@@ -1672,11 +1735,11 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     tfe_tensor **none = xcalloc((size_t)nin + 1, sizeof *none); /* flags (borrowed from b) */
     int nres = 0, nnone = 0;
     for (int i = 0; i < nin; i++) {
-        tfe_tensor *gv = b.g[c->plan.src[i]];
+        tfe_tensor *gv = gslot[i] >= 0 ? b.g[gslot[i]] : NULL;
         if (gv) {
             tensor_incref(gv);
             nres++;
-            if (b.none && (none[i] = b.none[c->plan.src[i]])) nnone++;
+            if (b.none && (none[i] = b.none[gslot[i]])) nnone++;
         }
         res[i] = gv;
     }
@@ -1723,6 +1786,7 @@ done:
     free(accin);
     bp_free(&b);
     free(one);
+    free(gslot);
     if (BG != G) graph_decref(BG);
     if (own) {
         Graph *bg = T->g;

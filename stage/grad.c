@@ -1303,17 +1303,24 @@ static int sweep_region(BP *b, int r)
  * variable reads of its top region are the entry's inputs (the sources of
  * gradients); host calls and random draws of the top region are saved
  * (replaying them would not give the same values). */
-typedef struct Plan { int *src, nsrc; int *saved, nsaved; } Plan;
+typedef struct Plan { int *src, *node, nsrc; int *saved, nsaved; } Plan; /* node: each source's */
 
 static Plan plan_of(const Graph *G)
 {
     Plan p = {0};
     p.src = xmalloc(sizeof *p.src * (size_t)(G->ninputs + G->n + 1));
+    p.node = xmalloc(sizeof *p.node * (size_t)(G->ninputs + G->n + 1));
     p.saved = xmalloc(sizeof *p.saved * (size_t)(G->n + 1));
-    for (int i = 0; i < G->ninputs; i++) p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
+    for (int i = 0; i < G->ninputs; i++) {
+        p.node[p.nsrc] = G->inputs[i];
+        p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
+    }
     const GRegion *top = &G->regions[0];
     for (int i = 0; i < G->n; i++) /* variable reads anywhere: sources */
-        if (G->nodes[i].kind == G_VAR_READ) p.src[p.nsrc++] = G->nodes[i].vbase;
+        if (G->nodes[i].kind == G_VAR_READ) {
+            p.node[p.nsrc] = i;
+            p.src[p.nsrc++] = G->nodes[i].vbase;
+        }
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &G->nodes[top->nodes[i]];
         if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)))
@@ -1398,6 +1405,7 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->saved);
     free(c->draws);
     free(c->plan.src);
+    free(c->plan.node);
     free(c->plan.saved);
     graph_decref(c->G);
     graph_decref(c->run);
@@ -1486,14 +1494,6 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
  * The tape hands a tensor's gradient so far to its first place only, and
  * takes the total there. */
 
-/* The node whose first output is slot s (an input or a variable read). */
-static int node_of_slot(const Graph *G, int s)
-{
-    for (int k = 0; k < G->n; k++)
-        if (G->nodes[k].nout && G->nodes[k].vbase == s) return k;
-    return -1;
-}
-
 /* The home of the sources that are the tensor of source f (the first of
  * them; one[i] == f for the others): the first whose value every other
  * one's uses can see (its region encloses theirs), or -1. */
@@ -1501,10 +1501,10 @@ static int group_home(const Graph *G, const Plan *p, int nin, const int *one, in
 {
     for (int h = f; h < nin; h++) {
         if (h != f && one[h] != f) continue;
-        int rh = G->nodes[node_of_slot(G, p->src[h])].region;
+        int rh = G->nodes[p->node[h]].region;
         bool all = true;
         for (int i = f; i < nin && all; i++)
-            if (i == f || one[i] == f) all = graph_region_visible(G, rh, G->nodes[node_of_slot(G, p->src[i])].region);
+            if (i == f || one[i] == f) all = graph_region_visible(G, rh, G->nodes[p->node[i]].region);
         if (all) return h;
     }
     return -1;
@@ -1524,8 +1524,6 @@ static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *con
         if (!one) {
             for (int k = 0; k < G->n; k++)
                 if (G->nodes[k].kind == G_FUSED) return NULL;
-            for (int k = 0; k < nin; k++)
-                if (node_of_slot(G, p->src[k]) < 0) return NULL;
             one = xmalloc(sizeof *one * (size_t)nin);
             for (int k = 0; k < nin; k++) one[k] = -1;
         }
@@ -1565,10 +1563,10 @@ static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one
             if (one[i] == f) h = group_home(G, p, nin, one, f);
         if (h < 0) continue;
         gslot[f] = p->src[h];
-        int to = node_of_slot(G, p->src[h]);
+        int to = p->node[h];
         for (int i = f; i < nin; i++) {
             if ((i != f && one[i] != f) || i == h) continue;
-            int from = node_of_slot(G, p->src[i]);
+            int from = p->node[i];
             for (int k = 0; k < c->n; k++)
                 for (int a = 0; a < c->nodes[k].nin; a++)
                     if (c->nodes[k].in[a].node == from && c->nodes[k].in[a].out == 0) c->nodes[k].in[a] = (GRef){to, 0};

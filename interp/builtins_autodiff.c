@@ -87,11 +87,19 @@ static void tape_clear_reads(Tape *T)
  * gradient). */
 static tfe_tensor *var_read(Variable *v)
 {
-    tfe_tensor *t = v->value;
+    tfe_tensor *t = v->value, *stored = t;
     tensor_incref(t);
     if (tfe_trace_id) t = trace_var_read(v_obj(V_OBJECT, v), t);
     if (t && v->trainable && nwatching)
-        for (int i = 0; i < nwatching; i++) tape_note_read(watching[i], v, t);
+        for (int i = 0; i < nwatching; i++) {
+            /* a tensor of the trace's that a tape has as a copy of the
+             * stored one (a read the trace makes again after a traced if
+             * or loop) is, to that tape, a read of the stored one, as in
+             * eager code: its gradient already reaches it */
+            tfe_tape *tp = watching[i]->tape;
+            bool copy = t != stored && tfe_tape_is_watched(tp, t) && !tfe_tape_watches(tp, t);
+            tape_note_read(watching[i], v, copy ? stored : t);
+        }
     return t;
 }
 

@@ -1475,17 +1475,24 @@ static int sweep_region(BP *b, int r)
  * variable reads of its top region are the entry's inputs (the sources of
  * gradients); host calls and random draws of the top region are saved
  * (replaying them would not give the same values). */
-typedef struct Plan { int *src, nsrc; int *saved, nsaved; } Plan;
+typedef struct Plan { int *src, *node, nsrc; int *saved, nsaved; } Plan; /* node: each source's */
 
 static Plan plan_of(const Graph *G)
 {
     Plan p = {0};
     p.src = xmalloc(sizeof *p.src * (size_t)(G->ninputs + G->n + 1));
+    p.node = xmalloc(sizeof *p.node * (size_t)(G->ninputs + G->n + 1));
     p.saved = xmalloc(sizeof *p.saved * (size_t)(G->n + 1));
-    for (int i = 0; i < G->ninputs; i++) p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
+    for (int i = 0; i < G->ninputs; i++) {
+        p.node[p.nsrc] = G->inputs[i];
+        p.src[p.nsrc++] = G->nodes[G->inputs[i]].vbase;
+    }
     const GRegion *top = &G->regions[0];
     for (int i = 0; i < G->n; i++) /* variable reads anywhere: sources */
-        if (G->nodes[i].kind == G_VAR_READ) p.src[p.nsrc++] = G->nodes[i].vbase;
+        if (G->nodes[i].kind == G_VAR_READ) {
+            p.node[p.nsrc] = i;
+            p.src[p.nsrc++] = G->nodes[i].vbase;
+        }
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &G->nodes[top->nodes[i]];
         if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)))
@@ -1587,6 +1594,7 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->hout);
     free(c->draws);
     free(c->plan.src);
+    free(c->plan.node);
     free(c->plan.saved);
     graph_decref(c->G);
     graph_decref(c->run);
@@ -1610,12 +1618,14 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
     for (int d = 0; d < t->rank; d++) m->shape[d] = t->shape[d];
 }
 
-static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
+static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres, const int *one,
+                      int nin)
 {
     for (GBwd *w = G->bwd; w; w = w->next) {
-        if (w->nkey != nb || w->nsrc != npres) continue;
+        if (w->nkey != nb || w->nsrc != npres || !w->same != !one) continue;
         bool same = true;
         for (int i = 0; i < npres && same; i++) same = w->acc[i] == pres[i];
+        for (int i = 0; i < nin && one && same; i++) same = w->same[i] == one[i];
         for (int i = 0; i < nb && same; i++) {
             tfe_meta m;
             meta_of(&m, bin[i]);
@@ -1626,12 +1636,14 @@ static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres
     return NULL;
 }
 
-/* Keep bg (takes a reference; takes has) as G's backward for these inputs,
- * newest first; the oldest beyond BWD_KEEP is dropped. */
-static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres)
+/* Keep bg (takes a reference; takes has, one) as G's backward for these
+ * inputs, newest first; the oldest beyond BWD_KEEP is dropped. */
+static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres,
+                    int *one)
 {
     GBwd *w = xcalloc(1, sizeof *w);
     w->nsrc = npres;
+    w->same = one;
     w->acc = xcalloc((size_t)npres + 1, sizeof *w->acc);
     mem_copy(w->acc, pres, sizeof *pres * (size_t)npres);
     w->g = bg;
@@ -1652,9 +1664,108 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
         free(old->has);
         free(old->key);
         free(old->acc);
+        free(old->same);
         free(old);
         old = next;
     }
+}
+
+/* --- sources that are one tensor ---------------------------------------------------------
+ * Two sources of a call can be one tensor: a variable read before a traced
+ * if or loop that could assign it (so the graph reads it again after, and
+ * inside it) when nothing assigned it on this call. Eager code has one
+ * tensor there, and its tape adds the gradients of all the uses to one sum
+ * in tape order; two sources would be two partial sums, added at the end
+ * (a last bit apart). So the backward takes such a call's graph with all
+ * the uses made one source's, its home (sources are values before the
+ * replay starts, so the home may even be a read the graph makes later),
+ * and keeps it for the calls whose sources are one tensor the same way.
+ * The tape hands a tensor's gradient so far to its first place only, and
+ * takes the total there. */
+
+/* The home of the sources that are the tensor of source f (the first of
+ * them; one[i] == f for the others): the first whose value every other
+ * one's uses can see (its region encloses theirs), or -1. */
+static int group_home(const Graph *G, const Plan *p, int nin, const int *one, int f)
+{
+    for (int h = f; h < nin; h++) {
+        if (h != f && one[h] != f) continue;
+        int rh = G->nodes[p->node[h]].region;
+        bool all = true;
+        for (int i = f; i < nin && all; i++)
+            if (i == f || one[i] == f) all = graph_region_visible(G, rh, G->nodes[p->node[i]].region);
+        if (all) return h;
+    }
+    return -1;
+}
+
+/* By source: the first source that is the same float tensor, or -1; only
+ * for tensors whose sources have a home. NULL when there is none (nor in a
+ * graph with fused nodes, which are not copied). */
+static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in)
+{
+    int *one = NULL;
+    for (int i = 1; i < nin; i++) {
+        if (!in[i] || !dtype_is_float(in[i]->dtype)) continue;
+        int j = 0;
+        while (j < i && in[j] != in[i]) j++;
+        if (j == i) continue;
+        if (!one) {
+            for (int k = 0; k < G->n; k++)
+                if (G->nodes[k].kind == G_FUSED) return NULL;
+            one = xmalloc(sizeof *one * (size_t)nin);
+            for (int k = 0; k < nin; k++) one[k] = -1;
+        }
+        one[i] = j;
+    }
+    bool any = false;
+    for (int f = 0; one && f < nin; f++) {
+        if (one[f] >= 0) continue;
+        bool group = false;
+        for (int i = f + 1; i < nin && !group; i++) group = one[i] == f;
+        if (!group) continue;
+        if (group_home(G, p, nin, one, f) >= 0) {
+            any = true;
+            continue;
+        }
+        for (int i = f + 1; i < nin; i++) /* no home: each keeps its own gradient */
+            if (one[i] == f) one[i] = -1;
+    }
+    if (!any) {
+        free(one);
+        return NULL;
+    }
+    return one;
+}
+
+/* A copy of G where the uses of the sources that are one tensor are their
+ * home's; gslot[i] (nin of them) gets the slot whose gradient is source i's
+ * (the home's, for the first; -1 for the others). */
+static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one, int *gslot)
+{
+    Graph *c = graph_clone(G);
+    for (int i = 0; i < nin; i++) gslot[i] = one[i] >= 0 ? -1 : p->src[i];
+    for (int f = 0; f < nin; f++) {
+        if (one[f] >= 0) continue;
+        int h = -1;
+        for (int i = f + 1; i < nin && h < 0; i++)
+            if (one[i] == f) h = group_home(G, p, nin, one, f);
+        if (h < 0) continue;
+        gslot[f] = p->src[h];
+        int to = p->node[h];
+        for (int i = f; i < nin; i++) {
+            if ((i != f && one[i] != f) || i == h) continue;
+            int from = p->node[i];
+            for (int k = 0; k < c->n; k++)
+                for (int a = 0; a < c->nodes[k].nin; a++)
+                    if (c->nodes[k].in[a].node == from && c->nodes[k].in[a].out == 0) c->nodes[k].in[a] = (GRef){to, 0};
+            for (int r = 0; r < c->nregions; r++)
+                for (int a = 0; a < c->regions[r].nouts; a++)
+                    if (c->regions[r].outs[a].node == from && c->regions[r].outs[a].out == 0)
+                        c->regions[r].outs[a] = (GRef){to, 0};
+        }
+    }
+    return c;
 }
 
 /* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
@@ -1695,8 +1806,12 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     for (int i = 0, k = nin + c->plan.nsaved + ndy; i < nin; i++)
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
-    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout);
+    /* sources that are one tensor share a gradient (not while recording
+     * into a trace: its sources are the trace's tensors) */
+    int *one = tfe_tracer ? NULL : same_sources(G, &c->plan, nin, in);
+    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout, one, nin);
     if (w) {
+        free(one);
         /* outputs: the gradients, then the none flags */
         int nbo = 0, nflags = 0;
         for (int i = 0; i < nin; i++) {
@@ -1734,20 +1849,35 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         free(T->g->name);
         T->g->name = xstrdup(name);
     }
-    BP b = {I, T, G, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
+    /* by source: the slot that has its gradient (-1: none) */
+    int *gslot = xmalloc(sizeof *gslot * (size_t)(nin + 1));
+    for (int i = 0; i < nin; i++) gslot[i] = c->plan.src[i];
+    Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
+    BP b = {I, T, BG, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), NULL, NULL};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
-    for (int i = 0; i < G->n; i++)
-        if (G->nodes[i].kind == G_CONST) {
-            tensor_incref(G->nodes[i].value);
-            b.m[G->nodes[i].vbase] = G->nodes[i].value;
+    for (int i = 0; i < BG->n; i++)
+        if (BG->nodes[i].kind == G_CONST) {
+            tensor_incref(BG->nodes[i].value);
+            b.m[BG->nodes[i].vbase] = BG->nodes[i].value;
         }
     for (int i = 0; i < nb; i++) {
         tfe_tensor *t = bin[i];
         if (own) {
-            if (t->node) t = tensor_alias(t); /* the same tensor twice: two inputs */
-            else tensor_incref(t);
+            if (t->node) { /* the same tensor twice: two inputs */
+                tfe_tensor *a = tensor_alias(t);
+                /* to a tape recording this backward (higher order), the
+                 * second is a copy of the first: the ops on it reach it */
+                if (a && tfe_tapes_active) {
+                    static const tfe_attrs none = {.naxes = -1};
+                    const tfe_opcall cp = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &a};
+                    tfe_tape_record(&cp);
+                }
+                t = a;
+            } else {
+                tensor_incref(t);
+            }
             trace_input(T, t);
         } else {
             tensor_incref(t);
@@ -1755,8 +1885,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + c->plan.nsaved + ndy) {
-            int k = outk[i - nin - c->plan.nsaved], nto = G->regions[0].nouts;
-            if (acc_f(&b, k < nto ? slot_of(G, G->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t,
+            int k = outk[i - nin - c->plan.nsaved], nto = BG->regions[0].nouts;
+            if (acc_f(&b, k < nto ? slot_of(BG, BG->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t,
                       self->dy_none ? self->dy_none[k] : NULL))
                 goto done;
         } else {
@@ -1770,7 +1900,11 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (!sofar[i]) continue;
         tfe_tensor *t = accin[k];
         accin[k++] = NULL;
-        if (acc_first_f(&b, c->plan.src[i], t, self->dx_none_in ? self->dx_none_in[i] : NULL)) goto done;
+        if (gslot[i] < 0) { /* not a tensor's first place: the tape gives it none */
+            tensor_decref(t);
+            continue;
+        }
+        if (acc_first_f(&b, gslot[i], t, self->dx_none_in ? self->dx_none_in[i] : NULL)) goto done;
     }
     /* recorded into a trace: a read the cond this graph stands for hands on
      * is that output of it there (the tensor trace_cf.c noted for it) */
@@ -1790,11 +1924,11 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     tfe_tensor **none = xcalloc((size_t)nin + 1, sizeof *none); /* flags (borrowed from b) */
     int nres = 0, nnone = 0;
     for (int i = 0; i < nin; i++) {
-        tfe_tensor *gv = b.g[c->plan.src[i]];
+        tfe_tensor *gv = gslot[i] >= 0 ? b.g[gslot[i]] : NULL;
         if (gv) {
             tensor_incref(gv);
             nres++;
-            if (dtype_is_float(in[i]->dtype) && (none[i] = b.none[c->plan.src[i]])) nnone++;
+            if (dtype_is_float(in[i]->dtype) && (none[i] = b.none[gslot[i]])) nnone++;
         }
         res[i] = gv;
     }
@@ -1820,7 +1954,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
                 }
             set_outs(T->g, 0, nres + nnone, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb, pres, nin + nout);
+            bwd_add(G, T->g, has, bin, nb, pres, nin + nout, one);
+            one = NULL;
         }
     }
     for (int i = 0; i < nin; i++) {
@@ -1849,6 +1984,9 @@ done:
         if (accin[k]) tensor_decref(accin[k]);
     free(accin);
     bp_free(&b);
+    free(one);
+    free(gslot);
+    if (BG != G) graph_decref(BG);
     if (own) {
         Graph *bg = T->g;
         trace_end(T);

@@ -111,6 +111,7 @@ void graph_decref(Graph *g)
         free(b->has);
         free(b->key);
         free(b->acc);
+        free(b->same);
         free(b);
     }
     graph_decref(g->raw);

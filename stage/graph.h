@@ -116,6 +116,9 @@ typedef struct GBwd {
     int nkey;
     bool *acc;           /* per source: was its gradient so far an input (after the others) */
     int nsrc;
+    int *same;           /* per source: the first one that was the same tensor (its
+                            gradient is that one's: stage/grad.c, same_sources), or -1;
+                            NULL: none */
     struct GBwd *next;
 } GBwd;
 

@@ -634,6 +634,19 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
     int id = var_read_node(T, var, value);
     if (n) { /* read before: a second header for this read */
         tfe_tensor *a = tensor_alias(value);
+        /* ... which eager code reads as the one tensor: to a tape outside
+         * the call the header is a copy of it, so the gradients of all its
+         * uses add to one sum in tape order (bit for bit eager's; two
+         * sources would be two partial sums added at the end). The
+         * variable's reads on such a tape are the tensor's (builtins_
+         * autodiff.c, var_read). Not to a tape made inside the call: what
+         * it records is traced into the graph, and serves the calls that
+         * assign the variable too. */
+        if (a && T->tapes_at_begin) {
+            static const tfe_attrs none = {.naxes = -1};
+            const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &value, .at = &none, .out = &a};
+            tfe_tape_record_outer(&c, T->tapes_at_begin);
+        }
         tensor_decref(value);
         value = a;
     }

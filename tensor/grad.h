@@ -56,6 +56,8 @@ int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *targ
 bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x);     /* x is a recorded op's output */
 extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
 void tfe_tape_record(const tfe_opcall *c);
+/* The same, on the n outermost active tapes only (those a trace began under). */
+void tfe_tape_record_outer(const tfe_opcall *c, int n);
 /* A tape entry whose backward is not an op's rule: a staged call records
  * one such entry for its whole graph (stage/grad.c). backward gets the
  * entry's inputs, outputs and output gradients and sets dx[i] (NULL or

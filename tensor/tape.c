@@ -255,12 +255,18 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom)
 }
 
 static void record_active(const tfe_opcall *c, tfe_custom_grad *custom);
+static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n);
 
 void tfe_tape_record(const tfe_opcall *c) {
     /* Ops without a gradient are not recorded: their outputs are constants to
      * every tape (this is what makes stop_gradient stop). */
     if (tfe_ops[c->op].flags & F_NODIFF) return;
     record_active(c, NULL);
+}
+
+void tfe_tape_record_outer(const tfe_opcall *c, int n) {
+    if (tfe_ops[c->op].flags & F_NODIFF) return;
+    record_first(c, NULL, n < nactive ? n : nactive);
 }
 
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
@@ -271,13 +277,16 @@ void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, 
     record_active(&c, g);
 }
 
-static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) {
+static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) { record_first(c, custom, nactive); }
+
+/* Record c on the first n active tapes (the outermost) that track an input. */
+static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n) {
     /* An output that is one of the inputs (an identity) needs no entry: the
      * gradient reaches the tensor either way, and an entry would count it twice. */
     for (int j = 0; j < c->nout; j++)
         for (int i = 0; i < c->nin; i++)
             if (c->out[j] == c->in[i]) return;
-    for (int k = 0; k < nactive; k++) {
+    for (int k = 0; k < n; k++) {
         tfe_tape *t = active[k];
         if (t->computing || t->spent || !t->tracked.n) continue;
         /* a tape on the stack twice records once (its innermost occurrence) */

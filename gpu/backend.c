@@ -92,47 +92,18 @@ static int contiguous(tfe_tensor *dst, const tfe_tensor *src) {
 }
 
 /* ---- which ops ------------------------------------------------------------------ */
-static int ew_code(tfe_op op) {
-    switch (op) {
-    case OP_NEG: return G_NEG;
-    case OP_ABS: return G_ABS;
-    case OP_SIGN: return G_SIGN;
-    case OP_EXP: return G_EXP;
-    case OP_LOG: return G_LOG;
-    case OP_LOG1P: return G_LOG1P;
-    case OP_SQRT: return G_SQRT;
-    case OP_RSQRT: return G_RSQRT;
-    case OP_SIN: return G_SIN;
-    case OP_COS: return G_COS;
-    case OP_TANH: return G_TANH;
-    case OP_SIGMOID: return G_SIGMOID;
-    case OP_RELU: return G_RELU;
-    case OP_GELU: return G_GELU;
-    case OP_SOFTPLUS: return G_SOFTPLUS;
-    case OP_FLOOR: return G_FLOOR;
-    case OP_CEIL: return G_CEIL;
-    case OP_ROUND: return G_ROUND;
-    case OP_ISNAN: return G_ISNAN;
-    case OP_ISFINITE: return G_ISFINITE;
-    case OP_ADD: return G_ADD;
-    case OP_SUB: return G_SUB;
-    case OP_MUL: return G_MUL;
-    case OP_DIV: return G_DIV;
-    case OP_FLOORDIV: return G_FLOORDIV;
-    case OP_MOD: return G_MOD;
-    case OP_POW: return G_POW;
-    case OP_MAXIMUM: return G_MAXIMUM;
-    case OP_MINIMUM: return G_MINIMUM;
-    case OP_EQ: return G_EQ;
-    case OP_NE: return G_NE;
-    case OP_LT: return G_LT;
-    case OP_LE: return G_LE;
-    case OP_GT: return G_GT;
-    case OP_GE: return G_GE;
-    case OP_WHERE: return G_WHERE;
-    default: return -1;
-    }
-}
+/* The elementwise ops gpu/kernels.cu computes: tensor/elem.def's rows,
+ * float32 in and float32 (EW_FLOAT) or bool (EW_BOOL) out; where is the
+ * kernel's own. 0: none. */
+enum { EW_NONE, EW_FLOAT, EW_BOOL };
+static const int8_t ew_kind[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = EW_FLOAT,
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = EW_FLOAT,
+#define ELEM_TEST(ID, EXPR) [OP_##ID] = EW_BOOL,
+#define ELEM_COMPARE(ID, EXPR) [OP_##ID] = EW_BOOL,
+#include "tensor/elem.def"
+    [OP_WHERE] = EW_FLOAT,
+};
 
 /* a 0-d host tensor's value, read without telling a trace (tensor.h) */
 static float host_value(const tfe_tensor *t) {
@@ -179,18 +150,17 @@ static bool supports(const tfe_opcall *c, int dev) {
     case OP_MATMUL: return gpu_matmul_supports(c);
     default: break;
     }
-    int g = ew_code(c->op);
-    if (g < 0) return false;
+    int kind = ew_kind[c->op];
+    if (kind == EW_NONE) return false;
     tfe_meta m;
     if (tfe_ops[c->op].infer(c, &m)) {
         tfe_error_clear();
         return false; /* the CPU path reports it */
     }
-    bool bout = g == G_ISNAN || g == G_ISFINITE || (g >= G_EQ && g <= G_GE);
-    if (m.dtype != (bout ? TFE_BOOL : TFE_FLOAT32)) return false;
+    if (m.dtype != (kind == EW_BOOL ? TFE_BOOL : TFE_FLOAT32)) return false;
     for (int i = 0; i < c->nin; i++) {
         const tfe_tensor *t = c->in[i];
-        tfe_dtype want = g == G_WHERE && i == 0 ? TFE_BOOL : TFE_FLOAT32;
+        tfe_dtype want = c->op == OP_WHERE && i == 0 ? TFE_BOOL : TFE_FLOAT32;
         bool host_scalar = t->rank == 0 && on(t, 0);
         if (host_scalar ? !(t->weak || t->dtype != TFE_FLOAT64) : t->dtype != want) return false;
     }
@@ -200,7 +170,7 @@ static bool supports(const tfe_opcall *c, int dev) {
 /* ---- running them ------------------------------------------------------------------ */
 static int run_ew(gpu_state *g, const tfe_opcall *c, int dev) {
     tfe_tensor *o = c->out[0];
-    gpu_ew e = {.op = ew_code(c->op), .rank = o->rank, .n = tensor_numel(o), .out = tensor_data(o), .flat = 1};
+    gpu_ew e = {.op = c->op, .bout = ew_kind[c->op] == EW_BOOL, .rank = o->rank, .n = tensor_numel(o), .out = tensor_data(o), .flat = 1};
     for (int d = 0; d < o->rank; d++) e.shape[d] = o->shape[d];
     for (int k = 0; k < c->nin; k++) {
         const tfe_tensor *t = c->in[k];

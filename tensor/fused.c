@@ -116,56 +116,55 @@ GATHER(gather4, uint32_t)
 GATHER(gather8, uint64_t)
 
 /* ---- the per-dtype executors -------------------------------------------------------
- * The ops: one loop per op and dtype over a chunk, made from elem.def's
- * formulas (T the element type, F(exp) its libm function): op_ID_f and
- * op_ID_d. dst may be an operand (in place), so no restrict. */
-typedef void (*un_fn)(int64_t n, void *d, const void *a);
-typedef void (*bin_fn)(int64_t n, void *d, const void *a, const void *b);
-#define FUSED_UN(NAME, EXPR)                                                        \
-    static void NAME(int64_t n, void *vd, const void *va) {                        \
-        T *d = vd;                                                                  \
-        const T *A = va;                                                            \
+ * The ops: elem.def's formulas as loops over a chunk, one switch per dtype
+ * (T the element type, F(exp) its libm function). dst may be an operand (in
+ * place), so no restrict. A switch inlined into the chunk loop, not calls
+ * through a table: ew_chain runs 200 short instructions per call. The cases
+ * are elem.def's rows; compile_into lets no other opcode through. */
+#define FUSED_UNARY(ID, COST, EXPR)                                                 \
+    case OP_##ID:                                                                   \
         for (int64_t i = 0; i < n; i++) {                                           \
             T x = A[i];                                                             \
             d[i] = (EXPR);                                                          \
         }                                                                           \
-    }
-#define FUSED_BIN(NAME, EXPR)                                                       \
-    static void NAME(int64_t n, void *vd, const void *va, const void *vb) {        \
-        T *d = vd;                                                                  \
-        const T *A = va, *B = vb;                                                   \
+        break;
+#define FUSED_BINARY(ID, COST, EXPR)                                                \
+    case OP_##ID:                                                                   \
         for (int64_t i = 0; i < n; i++) {                                           \
             T x = A[i], y = B[i];                                                   \
             d[i] = (EXPR);                                                          \
         }                                                                           \
-    }
-#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
-#define ELEM_UNARY(ID, COST, EXPR) FUSED_UN(op_##ID##_f, EXPR)
-#define ELEM_BINARY(ID, COST, EXPR) FUSED_BIN(op_##ID##_f, EXPR)
+        break;
 #define T float
 #define F(fn) fn##f
+#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
+#include "tensor/elem.def" /* the helpers: tfe_sigmoidf, ... */
+static inline __attribute__((always_inline)) void apply_f(int op, int64_t n, T *d, const T *A, const T *B) {
+    switch (op) {
+#define ELEM_UNARY FUSED_UNARY
+#define ELEM_BINARY FUSED_BINARY
 #include "tensor/elem.def"
+    default: break;
+    }
+}
 #undef T
 #undef F
-#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
-#define ELEM_UNARY(ID, COST, EXPR) FUSED_UN(op_##ID##_d, EXPR)
-#define ELEM_BINARY(ID, COST, EXPR) FUSED_BIN(op_##ID##_d, EXPR)
 #define T double
 #define F(fn) fn
+#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
+#include "tensor/elem.def" /* the helpers: tfe_sigmoid, ... */
+static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *d, const T *A, const T *B) {
+    switch (op) {
+#define ELEM_UNARY FUSED_UNARY
+#define ELEM_BINARY FUSED_BINARY
 #include "tensor/elem.def"
+    default: break;
+    }
+}
 #undef T
 #undef F
-/* [op][0] float32, [op][1] float64 */
-static const un_fn un_ops[TFE_NOPS][2] = {
-#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = {op_##ID##_f, op_##ID##_d},
-#include "tensor/elem.def"
-};
-static const bin_fn bin_ops[TFE_NOPS][2] = {
-#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = {op_##ID##_f, op_##ID##_d},
-#include "tensor/elem.def"
-};
 
-#define DEFINE_EXEC(SUF, T, COL, GATHER_FN)                                                   \
+#define DEFINE_EXEC(SUF, T, GATHER_FN)                                                   \
     static void fill_##SUF(T *d, int64_t n, T v) {                                            \
         for (int64_t i = 0; i < n; i++) d[i] = v;                                             \
     }                                                                                         \
@@ -192,8 +191,7 @@ static const bin_fn bin_ops[TFE_NOPS][2] = {
                 }                                                                             \
                 else GATHER_FN(in, b, n, d);                                                  \
             } else if (ins->op == FOP_CONST) fill_##SUF(d, n, (T)ins->imm);                   \
-            else if (un_ops[ins->op][COL]) un_ops[ins->op][COL](n, d, A);                     \
-            else bin_ops[ins->op][COL](n, d, A, B); /* validated: one or the other */         \
+            else apply_##SUF(ins->op, n, d, A, B);                                            \
             ptr[ins->dst] = d;                                                                \
         }                                                                                     \
         if (ptr[pl->result] != outp) memcpy(outp, ptr[pl->result], (size_t)n * sizeof(T));   \
@@ -244,10 +242,10 @@ static const bin_fn bin_ops[TFE_NOPS][2] = {
     }
 
 #define KSUM kn_sum_f32
-DEFINE_EXEC(f, float, 0, gather4)
+DEFINE_EXEC(f, float, gather4)
 #undef KSUM
 #define KSUM kn_sum_f64
-DEFINE_EXEC(d, double, 1, gather8)
+DEFINE_EXEC(d, double, gather8)
 #undef KSUM
 
 /* A thread's share of the work: elements (range), rows (rows) or parts of

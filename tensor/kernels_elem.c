@@ -1,7 +1,8 @@
 /* kernels_elem.c — broadcast strided iteration, dtype-converting copies, and
  * the elementwise kernels: unary math, binary arithmetic/comparisons, cast,
  * where and clip. Loops are typed per dtype by macros; each has a contiguous
- * branch (restrict, vectorised at -O3), scalar-operand branches and a strided one. */
+ * branch (restrict, vectorised at -O3), scalar-operand branches and a strided one.
+ * The float formulas and the comparisons are tensor/elem.def's rows. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
@@ -305,8 +306,9 @@ static const kn_loop_fn unary_int[TFE_NOPS][2] = {
 
 /* Is op the identity on dtype dt (the kernel copies)? */
 static bool unary_identity(tfe_op op, tfe_dtype dt) {
-    if (dt == TFE_BOOL) return op == OP_ABS || op == OP_RELU;
-    return dtype_is_int(dt) && (op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND);
+    bool rounding = op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND;
+    if (dt == TFE_BOOL) return op == OP_ABS || op == OP_RELU || rounding;
+    return dtype_is_int(dt) && rounding;
 }
 
 /* The loop of a unary op for compute dtype dt; NULL: none (an error, unless

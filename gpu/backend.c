@@ -92,47 +92,29 @@ static int contiguous(tfe_tensor *dst, const tfe_tensor *src) {
 }
 
 /* ---- which ops ------------------------------------------------------------------ */
-static int ew_code(tfe_op op) {
-    switch (op) {
-    case OP_NEG: return G_NEG;
-    case OP_ABS: return G_ABS;
-    case OP_SIGN: return G_SIGN;
-    case OP_EXP: return G_EXP;
-    case OP_LOG: return G_LOG;
-    case OP_LOG1P: return G_LOG1P;
-    case OP_SQRT: return G_SQRT;
-    case OP_RSQRT: return G_RSQRT;
-    case OP_SIN: return G_SIN;
-    case OP_COS: return G_COS;
-    case OP_TANH: return G_TANH;
-    case OP_SIGMOID: return G_SIGMOID;
-    case OP_RELU: return G_RELU;
-    case OP_GELU: return G_GELU;
-    case OP_SOFTPLUS: return G_SOFTPLUS;
-    case OP_FLOOR: return G_FLOOR;
-    case OP_CEIL: return G_CEIL;
-    case OP_ROUND: return G_ROUND;
-    case OP_ISNAN: return G_ISNAN;
-    case OP_ISFINITE: return G_ISFINITE;
-    case OP_ADD: return G_ADD;
-    case OP_SUB: return G_SUB;
-    case OP_MUL: return G_MUL;
-    case OP_DIV: return G_DIV;
-    case OP_FLOORDIV: return G_FLOORDIV;
-    case OP_MOD: return G_MOD;
-    case OP_POW: return G_POW;
-    case OP_MAXIMUM: return G_MAXIMUM;
-    case OP_MINIMUM: return G_MINIMUM;
-    case OP_EQ: return G_EQ;
-    case OP_NE: return G_NE;
-    case OP_LT: return G_LT;
-    case OP_LE: return G_LE;
-    case OP_GT: return G_GT;
-    case OP_GE: return G_GE;
-    case OP_WHERE: return G_WHERE;
-    default: return -1;
-    }
-}
+/* How each F_GPU op runs (a table, not a switch over the op enum with a
+ * default): the elementwise ops are tensor/elem.def's rows (gpu/kernels.cu
+ * computes them from it), float32 in and float32 (K_EW) or bool (K_EW_BOOL)
+ * out; where is the kernel's own. K_NONE: no GPU kernel. */
+enum gpu_kind { K_NONE, K_EW, K_EW_BOOL, K_COPY, K_CAST, K_REDUCE, K_SOFTMAX, K_MATMUL, K_CONV };
+static const int8_t ew_kind[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = K_EW,
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = K_EW,
+#define ELEM_TEST(ID, EXPR) [OP_##ID] = K_EW_BOOL,
+#define ELEM_COMPARE(ID, EXPR) [OP_##ID] = K_EW_BOOL,
+#include "tensor/elem.def"
+    [OP_WHERE] = K_EW,
+};
+/* the others (copy is elementwise too, but a byte copy of any dtype here) */
+static const int8_t other_kind[TFE_NOPS] = {
+    [OP_COPY] = K_COPY, [OP_STOP_GRADIENT] = K_COPY, [OP_CAST] = K_CAST,
+    [OP_SUM] = K_REDUCE, [OP_MEAN] = K_REDUCE, [OP_MAX] = K_REDUCE, [OP_MIN] = K_REDUCE,
+    [OP_SOFTMAX] = K_SOFTMAX, [OP_LOG_SOFTMAX] = K_SOFTMAX, [OP_MATMUL] = K_MATMUL,
+    [OP_CONV2D] = K_CONV, [OP_CONV2D_BACKPROP_INPUT] = K_CONV, [OP_CONV2D_BACKPROP_FILTER] = K_CONV,
+    [OP_MAX_POOL2D] = K_CONV, [OP_AVG_POOL2D] = K_CONV, [OP_MAX_POOL2D_GRAD] = K_CONV,
+    [OP_AVG_POOL2D_GRAD] = K_CONV,
+};
+static enum gpu_kind kind_of(tfe_op op) { return other_kind[op] ? other_kind[op] : ew_kind[op]; }
 
 /* a 0-d host tensor's value, read without telling a trace (tensor.h) */
 static float host_value(const tfe_tensor *t) {
@@ -142,55 +124,45 @@ static float host_value(const tfe_tensor *t) {
     case TFE_INT32: return (float)*(const int32_t *)p;
     case TFE_INT64: return (float)*(const int64_t *)p;
     case TFE_FLOAT32: return *(const float *)p;
+    case TFE_FLOAT64: case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
     default: return (float)*(const double *)p;
     }
 }
 
 static bool on(const tfe_tensor *t, int dev) { return t->storage && t->storage->device == dev; }
 
-/* conv2d, pooling and their backward ops: cuDNN (conv.c) */
-static bool conv_op(tfe_op op) {
-    return op == OP_CONV2D || op == OP_CONV2D_BACKPROP_INPUT || op == OP_CONV2D_BACKPROP_FILTER ||
-           op == OP_MAX_POOL2D || op == OP_AVG_POOL2D || op == OP_MAX_POOL2D_GRAD || op == OP_AVG_POOL2D_GRAD;
-}
-
 static bool supports(const tfe_opcall *c, int dev) {
     const tfe_tensor *x = c->in[0];
     if (!(tfe_ops[c->op].flags & F_GPU)) return false; /* ops.def says which */
-    if (conv_op(c->op)) return gpu_conv_supports(c);
-    switch (c->op) {
-    case OP_COPY:
-    case OP_STOP_GRADIENT: /* any dtype: a byte copy; the input must be here */
+    enum gpu_kind kind = kind_of(c->op);
+    switch (kind) {
+    case K_NONE: return false;
+    case K_CONV: return gpu_conv_supports(c);
+    case K_COPY: /* any dtype: a byte copy; the input must be here */
         return on(x, dev) && kn_esz(x->dtype) <= 8;
-    case OP_CAST: /* between float32, float16 and bfloat16 */
+    case K_CAST: /* between float32, float16 and bfloat16 */
         return on(x, dev) && float_code(x->dtype) >= 0 && float_code(c->at->dtype) >= 0;
-    case OP_SUM:
-    case OP_MEAN:
-    case OP_MAX:
-    case OP_MIN: {
+    case K_REDUCE: {
         unsigned mask;
         if (x->dtype != TFE_FLOAT32 || kn_axes_mask("", c->at, x->rank, &mask)) return false;
         for (int d = 0; d < x->rank; d++)
             if ((mask & (1u << d)) && x->shape[d] == 0) return false; /* empty: the CPU's rule */
         return true;
     }
-    case OP_SOFTMAX:
-    case OP_LOG_SOFTMAX: return x->dtype == TFE_FLOAT32 && x->rank >= 1;
-    case OP_MATMUL: return gpu_matmul_supports(c);
-    default: break;
+    case K_SOFTMAX: return x->dtype == TFE_FLOAT32 && x->rank >= 1;
+    case K_MATMUL: return gpu_matmul_supports(c);
+    case K_EW:
+    case K_EW_BOOL: break;
     }
-    int g = ew_code(c->op);
-    if (g < 0) return false;
     tfe_meta m;
     if (tfe_ops[c->op].infer(c, &m)) {
         tfe_error_clear();
         return false; /* the CPU path reports it */
     }
-    bool bout = g == G_ISNAN || g == G_ISFINITE || (g >= G_EQ && g <= G_GE);
-    if (m.dtype != (bout ? TFE_BOOL : TFE_FLOAT32)) return false;
+    if (m.dtype != (kind == K_EW_BOOL ? TFE_BOOL : TFE_FLOAT32)) return false;
     for (int i = 0; i < c->nin; i++) {
         const tfe_tensor *t = c->in[i];
-        tfe_dtype want = g == G_WHERE && i == 0 ? TFE_BOOL : TFE_FLOAT32;
+        tfe_dtype want = c->op == OP_WHERE && i == 0 ? TFE_BOOL : TFE_FLOAT32;
         bool host_scalar = t->rank == 0 && on(t, 0);
         if (host_scalar ? !(t->weak || t->dtype != TFE_FLOAT64) : t->dtype != want) return false;
     }
@@ -200,7 +172,7 @@ static bool supports(const tfe_opcall *c, int dev) {
 /* ---- running them ------------------------------------------------------------------ */
 static int run_ew(gpu_state *g, const tfe_opcall *c, int dev) {
     tfe_tensor *o = c->out[0];
-    gpu_ew e = {.op = ew_code(c->op), .rank = o->rank, .n = tensor_numel(o), .out = tensor_data(o), .flat = 1};
+    gpu_ew e = {.op = c->op, .bout = ew_kind[c->op] == K_EW_BOOL, .rank = o->rank, .n = tensor_numel(o), .out = tensor_data(o), .flat = 1};
     for (int d = 0; d < o->rank; d++) e.shape[d] = o->shape[d];
     for (int k = 0; k < c->nin; k++) {
         const tfe_tensor *t = c->in[k];
@@ -269,18 +241,19 @@ static int run(const tfe_opcall *c, int dev) {
     gpu_state *g = gpu_use(dev);
     if (!g) return -1;
     int rc;
-    switch (c->op) {
-    case OP_COPY:
-    case OP_STOP_GRADIENT: rc = launch_copy(g, c->out[0], c->in[0], kn_opname(c), dev); break;
-    case OP_SUM:
-    case OP_MEAN:
-    case OP_MAX:
-    case OP_MIN: rc = run_reduce(g, c, dev); break;
-    case OP_SOFTMAX:
-    case OP_LOG_SOFTMAX: rc = run_softmax(g, c, dev); break;
-    case OP_MATMUL: rc = gpu_matmul(c, dev); break;
-    case OP_CAST: rc = launch_cast(g, c, dev); break;
-    default: rc = conv_op(c->op) ? gpu_conv(c, dev) : run_ew(g, c, dev); break;
+    switch (kind_of(c->op)) {
+    case K_COPY: rc = launch_copy(g, c->out[0], c->in[0], kn_opname(c), dev); break;
+    case K_REDUCE: rc = run_reduce(g, c, dev); break;
+    case K_SOFTMAX: rc = run_softmax(g, c, dev); break;
+    case K_MATMUL: rc = gpu_matmul(c, dev); break;
+    case K_CAST: rc = launch_cast(g, c, dev); break;
+    case K_CONV: rc = gpu_conv(c, dev); break;
+    case K_EW:
+    case K_EW_BOOL: rc = run_ew(g, c, dev); break;
+    case K_NONE:
+    default: /* supports() said no */
+        tfe_error_set("%s: no GPU kernel", kn_opname(c));
+        return -1;
     }
     if (rc) return rc;
     return sync_op(g, kn_opname(c), dev);

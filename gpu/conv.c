@@ -57,13 +57,11 @@ static void geometry(const tfe_opcall *c, cgeom *g) {
     const tfe_attrs *at = c->at;
     const int64_t *x = c->in[0]->shape, *w = NULL;
     *g = (cgeom){.dh = 1, .dw = 1};
-    switch (c->op) {
-    case OP_CONV2D: w = c->in[1]->shape; break;
-    case OP_CONV2D_BACKPROP_INPUT: x = at->ints + 8, w = c->in[1]->shape; break;
-    case OP_CONV2D_BACKPROP_FILTER: w = at->ints + 8; break;
-    case OP_AVG_POOL2D_GRAD: x = at->ints + 8; break;
-    default: break; /* pooling, max_pool2d_grad: x is in[0] */
-    }
+    if (c->op == OP_CONV2D) w = c->in[1]->shape;
+    else if (c->op == OP_CONV2D_BACKPROP_INPUT) x = at->ints + 8, w = c->in[1]->shape;
+    else if (c->op == OP_CONV2D_BACKPROP_FILTER) w = at->ints + 8;
+    else if (c->op == OP_AVG_POOL2D_GRAD) x = at->ints + 8;
+    /* else pooling, max_pool2d_grad: x is in[0] */
     g->conv = w != NULL;
     for (int d = 0; d < 4; d++) {
         g->x[d] = x[d];
@@ -446,16 +444,15 @@ static int run_conv(job *j) {
     const tfe_opcall *c = j->c;
     void *out = tensor_data(c->out[0]);
     if (conv_descs(j)) return -1;
-    switch (c->op) {
-    case OP_CONV2D: { /* x, w -> y */
+    if (c->op == OP_CONV2D) { /* x, w -> y */
         const void *x = input(j, c->in[0]), *w = x ? filter_krsc(j, c->in[1]) : NULL;
         return w ? convolve(j, FWD, x, w, out) : -1;
     }
-    case OP_CONV2D_BACKPROP_INPUT: { /* dy, w -> dx */
+    if (c->op == OP_CONV2D_BACKPROP_INPUT) { /* dy, w -> dx */
         const void *dy = input(j, c->in[0]), *w = dy ? filter_krsc(j, c->in[1]) : NULL;
         return w ? convolve(j, BWD_DATA, w, dy, out) : -1;
     }
-    default: { /* x, dy -> dw, computed in KRSC and transposed to HWIO */
+    { /* OP_CONV2D_BACKPROP_FILTER: x, dy -> dw, computed in KRSC and transposed to HWIO */
         const int64_t *hwio = j->q.w;
         int64_t krsc[4] = {hwio[3], hwio[0], hwio[1], hwio[2]};
         const void *x = input(j, c->in[0]), *dy = x ? input(j, c->in[1]) : NULL;
@@ -465,7 +462,6 @@ static int run_conv(job *j) {
         int64_t st[4] = {hwio[1] * hwio[2] * e, hwio[2] * e, e, hwio[0] * hwio[1] * hwio[2] * e};
         return permute(j, out, tensor_data(dw), hwio, st);
     }
-    }
 }
 
 static int run_pool(job *j) {
@@ -473,13 +469,11 @@ static int run_pool(job *j) {
     void *out = tensor_data(c->out[0]);
     const float one = 1.0f, zero = 0.0f;
     if (pool_descs(j)) return -1;
-    switch (c->op) {
-    case OP_MAX_POOL2D:
-    case OP_AVG_POOL2D: {
+    if (c->op == OP_MAX_POOL2D || c->op == OP_AVG_POOL2D) {
         const void *x = input(j, c->in[0]);
         return x ? check(j, dn.pool_fwd(j->h, j->pd, &one, j->xd, x, &zero, j->yd, out), "cudnnPoolingForward") : -1;
     }
-    case OP_MAX_POOL2D_GRAD: { /* x, dy -> dx; cuDNN finds the maxima from x and y = max_pool2d(x) */
+    if (c->op == OP_MAX_POOL2D_GRAD) { /* x, dy -> dx; cuDNN finds the maxima from x and y = max_pool2d(x) */
         const void *x = input(j, c->in[0]), *dy = x ? input(j, c->in[1]) : NULL;
         tfe_tensor *y = dy ? scratch(j, j->q.y) : NULL;
         if (!y || check(j, dn.pool_fwd(j->h, j->pd, &one, j->xd, x, &zero, j->yd, tensor_data(y)),
@@ -488,14 +482,13 @@ static int run_pool(job *j) {
         return check(j, dn.pool_bwd(j->h, j->pd, &one, j->yd, tensor_data(y), j->yd, dy, j->xd, x, &zero, j->xd, out),
                      "cudnnPoolingBackward");
     }
-    default: { /* dy -> dx: averaging reads neither x nor y, but cuDNN takes
-                * both; dy stands in for y and a scratch block for x */
+    { /* OP_AVG_POOL2D_GRAD: dy -> dx. Averaging reads neither x nor y, but
+       * cuDNN takes both; dy stands in for y and a scratch block for x */
         const void *dy = input(j, c->in[0]);
         tfe_tensor *x = dy ? scratch(j, j->q.x) : NULL;
         if (!x) return -1;
         return check(j, dn.pool_bwd(j->h, j->pd, &one, j->yd, dy, j->yd, dy, j->xd, tensor_data(x), &zero, j->xd, out),
                      "cudnnPoolingBackward");
-    }
     }
 }
 

@@ -6,8 +6,8 @@
  * not). Kernels are cached by program: one NVRTC compile per distinct
  * program, one module load per program and device.
  *
- * Numerics: each instruction is the formula of tensor/fused.c's float32 VM
- * (and so of kernels_elem.c), with CUDA's libdevice for expf, logf, tanhf,
+ * Numerics: each instruction is its op's formula in tensor/elem.def, the
+ * text the CPU loops and the fused VM are compiled from, with CUDA's libdevice for expf, logf, tanhf,
  * ...; no fast-math, and --fmad=false so that a mul feeding an add is not
  * contracted into one FMA (the CPU rounds twice). Results match the CPU
  * within libm ulps: bitwise for + - * / sqrt and the NaN rules.
@@ -82,35 +82,29 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
     }
 }
 
-/* The helpers: verbatim from tensor/fused.c's float32 executor (sigmoid_f,
- * floordiv_f, pymod_f, FMAX, FMIN), in CUDA's float functions. */
-static const char helpers[] =
-    "#define TFE_FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))\n"
-    "#define TFE_FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))\n"
-    "static __device__ __forceinline__ float tfe_sigmoid(float x) {\n"
-    "    if (x >= 0) return 1.0f / (1.0f + expf(-x));\n"
-    "    float e = expf(x);\n"
-    "    return e / (1.0f + e);\n"
-    "}\n"
-    "static __device__ __forceinline__ float tfe_floordiv(float a, float b) {\n"
-    "    if (b == 0) return a / b;\n"
-    "    float mod = fmodf(a, b), div = (a - mod) / b;\n"
-    "    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;\n"
-    "    if (div != 0) {\n"
-    "        float fd = floorf(div);\n"
-    "        if (div - fd > 0.5f) fd += 1;\n"
-    "        return fd;\n"
-    "    }\n"
-    "    return copysignf(0.0f, a / b);\n"
-    "}\n"
-    "static __device__ __forceinline__ float tfe_mod(float a, float b) {\n"
-    "    float mod = fmodf(a, b);\n"
-    "    if (b == 0) return mod;\n"
-    "    if (mod != 0) {\n"
-    "        if ((b < 0) != (mod < 0)) mod += b;\n"
-    "    } else mod = copysignf(0.0f, b);\n"
-    "    return mod;\n"
-    "}\n";
+/* The formulas: tensor/elem.def's text, stringified by the preprocessor, so
+ * the kernel computes the characters the CPU loops are compiled from. The
+ * prelude defines T and F (float32: F(exp) is expf) and the helpers; each op
+ * is a function tfe_ID(x) or tfe_ID(x, y), emitted when the program uses it. */
+static const char prelude[] =
+    "#define T float\n"
+    "#define F(fn) fn##f\n"
+#define ELEM_HELPER(NAME, PARAMS, ...) \
+    "static __device__ __forceinline__ T F(" #NAME ")" #PARAMS " " #__VA_ARGS__ "\n"
+#include "tensor/elem.def"
+    ;
+static const char *const op_source[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) \
+    [OP_##ID] = "static __device__ __forceinline__ T tfe_" #ID "(T x) { return " #EXPR "; }\n",
+#define ELEM_BINARY(ID, COST, EXPR) \
+    [OP_##ID] = "static __device__ __forceinline__ T tfe_" #ID "(T x, T y) { return " #EXPR "; }\n",
+#include "tensor/elem.def"
+};
+static const char *const op_id[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = #ID,
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = #ID,
+#include "tensor/elem.def"
+};
 
 /* A float constant as its bits: exact, and inf and NaN need no spelling. */
 static void put_float(sbuf *b, float f) {
@@ -121,47 +115,10 @@ static void put_float(sbuf *b, float f) {
 
 /* The expression instruction c computes, over registers rA and rB. */
 static void put_expr(sbuf *b, const tfe_finstr *c) {
-    char x[16], y[16];
-    snprintf(x, sizeof x, "r%d", c->a);
-    snprintf(y, sizeof y, "r%d", c->b);
-    switch ((tfe_fop)c->op) {
-    case FOP_LOAD: sb_printf(b, "a.in[%d] ? a.in[%d][o%d] : a.v[%d]", c->input, c->input, c->input, c->input); break;
-    case FOP_CONST: put_float(b, (float)c->imm); break;
-    case FOP_NEG: sb_printf(b, "-%s", x); break;
-    case FOP_ABS: sb_printf(b, "fabsf(%s)", x); break;
-    case FOP_SIGN: sb_printf(b, "%s > 0 ? 1.0f : %s < 0 ? -1.0f : %s", x, x, x); break;
-    case FOP_EXP: sb_printf(b, "expf(%s)", x); break;
-    case FOP_LOG: sb_printf(b, "logf(%s)", x); break;
-    case FOP_LOG1P: sb_printf(b, "log1pf(%s)", x); break;
-    case FOP_SQRT: sb_printf(b, "sqrtf(%s)", x); break;
-    case FOP_RSQRT: sb_printf(b, "1.0f / sqrtf(%s)", x); break; /* not rsqrtf: the CPU divides */
-    case FOP_SIN: sb_printf(b, "sinf(%s)", x); break;
-    case FOP_COS: sb_printf(b, "cosf(%s)", x); break;
-    case FOP_TANH: sb_printf(b, "tanhf(%s)", x); break;
-    case FOP_SIGMOID: sb_printf(b, "tfe_sigmoid(%s)", x); break;
-    case FOP_RELU: sb_printf(b, "%s > 0 || %s != %s ? %s : 0.0f", x, x, x, x); break;
-    case FOP_GELU:
-        /* (float)M_SQRT1_2, as the CPU rounds it */
-        sb_printf(b, "0.5f * %s * (1.0f + erff(%s * ", x, x);
-        put_float(b, (float)M_SQRT1_2);
-        sb_printf(b, "))");
-        break;
-    case FOP_SOFTPLUS: sb_printf(b, "fmaxf(%s, 0.0f) + log1pf(expf(-fabsf(%s)))", x, x); break;
-    case FOP_FLOOR: sb_printf(b, "floorf(%s)", x); break;
-    case FOP_CEIL: sb_printf(b, "ceilf(%s)", x); break;
-    case FOP_ROUND: sb_printf(b, "rintf(%s)", x); break; /* half to even, as nearbyintf */
-    case FOP_MOV: sb_printf(b, "%s", x); break;
-    case FOP_ADD: sb_printf(b, "%s + %s", x, y); break;
-    case FOP_SUB: sb_printf(b, "%s - %s", x, y); break;
-    case FOP_MUL: sb_printf(b, "%s * %s", x, y); break;
-    case FOP_DIV: sb_printf(b, "%s / %s", x, y); break;
-    case FOP_POW: sb_printf(b, "powf(%s, %s)", x, y); break;
-    case FOP_MAXIMUM: sb_printf(b, "TFE_FMAX(%s, %s)", x, y); break;
-    case FOP_MINIMUM: sb_printf(b, "TFE_FMIN(%s, %s)", x, y); break;
-    case FOP_FLOORDIV: sb_printf(b, "tfe_floordiv(%s, %s)", x, y); break;
-    case FOP_MOD: sb_printf(b, "tfe_mod(%s, %s)", x, y); break;
-    case FOP_COUNT: break; /* rejected by validation */
-    }
+    if (c->op == FOP_LOAD) sb_printf(b, "a.in[%d] ? a.in[%d][o%d] : a.v[%d]", c->input, c->input, c->input, c->input);
+    else if (c->op == FOP_CONST) put_float(b, (float)c->imm);
+    else if (tfe_fop_nargs(c->op) == 1) sb_printf(b, "tfe_%s(r%d)", op_id[c->op], c->a);
+    else sb_printf(b, "tfe_%s(r%d, r%d)", op_id[c->op], c->a, c->b); /* validated: binary */
 }
 
 char *gpu_fused_source(const tfe_fprog *p, const char *name) {
@@ -192,7 +149,16 @@ char *gpu_fused_source(const tfe_fprog *p, const char *name) {
               "    float *out;\n"
               "} tfe_fargs;\n",
               GPU_MAX_RANK, GPU_FUSED_MAX_IN, GPU_FUSED_MAX_IN, GPU_FUSED_MAX_IN, GPU_MAX_RANK);
-    sb_printf(&b, "%s", helpers);
+    sb_printf(&b, "%s", prelude);
+    bool *emitted = xcalloc(TFE_NOPS, sizeof *emitted);
+    for (int i = 0; i < p->ninstr; i++) {
+        int op = p->code[i].op;
+        if (op < TFE_NOPS && !emitted[op]) {
+            emitted[op] = true;
+            sb_printf(&b, "%s", op_source[op]);
+        }
+    }
+    free(emitted);
     sb_printf(&b,
               "extern \"C\" __global__ void %s(const tfe_fargs a) {\n"
               "    const long long step = (long long)gridDim.x * blockDim.x;\n"
@@ -452,20 +418,19 @@ static int check_one(const tfe_fprog *p, bool show_source, const char *what) {
 
 /* A program with every op once: r0, r1 the inputs, r2 a constant, r3 each
  * op's value, r4 their sum. Graphs never fuse some ops (floordiv, floor,
- * ceil, round and stop_gradient have no gradient; mov comes from none), so
- * the check compiles this too. */
+ * ceil and round have no gradient), so the check compiles this too. */
 static int check_every_op(bool show_source) {
-    tfe_finstr code[3 + 2 * FOP_COUNT];
+    tfe_finstr code[4 + 2 * TFE_NOPS];
     int n = 0;
     code[n++] = (tfe_finstr){.op = FOP_LOAD, .dst = 0, .input = 0};
     code[n++] = (tfe_finstr){.op = FOP_LOAD, .dst = 1, .input = 1};
     code[n++] = (tfe_finstr){.op = FOP_CONST, .dst = 2, .imm = 0.1}; /* rounded to float */
-    code[n++] = (tfe_finstr){.op = FOP_ADD, .dst = 4, .a = 0, .b = 2};
-    for (int f = 0; f < FOP_COUNT; f++) {
+    code[n++] = (tfe_finstr){.op = OP_ADD, .dst = 4, .a = 0, .b = 2};
+    for (int f = 0; f < TFE_NOPS; f++) {
         int na = tfe_fop_nargs(f);
         if (na < 1) continue;
-        code[n++] = (tfe_finstr){.op = (uint8_t)f, .dst = 3, .a = 0, .b = 1};
-        code[n++] = (tfe_finstr){.op = FOP_ADD, .dst = 4, .a = 4, .b = 3};
+        code[n++] = (tfe_finstr){.op = (uint16_t)f, .dst = 3, .a = 0, .b = 1};
+        code[n++] = (tfe_finstr){.op = OP_ADD, .dst = 4, .a = 4, .b = 3};
     }
     tfe_fprog p = {.dtype = TFE_FLOAT32, .red = TFE_FRED_NONE, .ninputs = 2, .nregs = 5, .ninstr = n,
                    .code = code, .result = 4};

@@ -14,22 +14,25 @@ extern "C" {
 
 #define GPU_MAX_RANK 8 /* = TFE_MAX_RANK */
 
-/* elementwise ops (gpu/backend.c maps the op table's ids to these) */
-enum gpu_ew_op {
-    G_NEG, G_ABS, G_SIGN, G_EXP, G_LOG, G_LOG1P, G_SQRT, G_RSQRT, G_SIN, G_COS, G_TANH,
-    G_SIGMOID, G_RELU, G_GELU, G_SOFTPLUS, G_FLOOR, G_CEIL, G_ROUND, G_ISNAN, G_ISFINITE,
-    G_COPY,
-    G_ADD, G_SUB, G_MUL, G_DIV, G_FLOORDIV, G_MOD, G_POW, G_MAXIMUM, G_MINIMUM,
-    G_EQ, G_NE, G_LT, G_LE, G_GT, G_GE,
-    G_WHERE, /* a = cond (bool bytes), b, c */
-    G_NOPS
-};
+#ifdef __CUDACC__
+/* nvcc sees no tfe header: the op enum (tensor/ops.h's), from the same table */
+typedef enum tfe_op {
+#define OP(id, name, nin, nout, flags, infer, kernel, grad) OP_##id,
+#include "tensor/ops.def"
+#undef OP
+    TFE_NOPS
+} tfe_op;
+#else
+#include "tensor/ops.h"
+#endif
 
-/* out (contiguous, float32 or bool bytes) = op(a, b, c) over out's shape.
+/* out (contiguous, float32 or bool bytes) = op(a, b, c) over out's shape:
+ * op a tfe_op with a tensor/elem.def formula, or OP_WHERE (a = cond as bool
+ * bytes, b, c); bout: out is bool bytes (ELEM_TEST, ELEM_COMPARE).
  * Operand k is a device pointer with element strides st[k] in out's index
  * space (0 on broadcast axes), or, when p[k] is NULL, the value v[k]. */
 typedef struct gpu_ew {
-    int op, rank;
+    int op, bout, rank;
     int64_t n;
     int64_t shape[GPU_MAX_RANK];
     const void *p[3];

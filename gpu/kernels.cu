@@ -1,8 +1,8 @@
 // kernels.cu — the CUDA kernels of the GPU backend: one generic strided
 // elementwise kernel (unary, binary, where; broadcasting by zero strides), a
 // strided copy, float32/float16/bfloat16 casts, reductions over any axes,
-// softmax/log_softmax. float32; the
-// math matches tensor/kernels_elem.c (no fast-math: same rounding as libm
+// softmax/log_softmax. float32; the elementwise formulas are
+// tensor/elem.def's, as on the CPU (no fast-math: same rounding as libm
 // within a few ulp). Launchers return the launch's error (gpu/backend.c
 // turns it into a tfe error).
 #include <cuda_bf16.h>
@@ -18,82 +18,32 @@ static unsigned blocks_for(int64_t n) {
 }
 
 // ---- elementwise ------------------------------------------------------------
-__device__ static inline float sigmoid_(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-__device__ static inline float floordiv_(float a, float b) { // tensor/kernels_elem.c FLT_DIVMOD
-    if (b == 0) return a / b;
-    float mod = fmodf(a, b), div = (a - mod) / b;
-    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
-    if (div != 0) {
-        float fd = floorf(div);
-        if (div - fd > 0.5f) fd += 1;
-        return fd;
-    }
-    return copysignf(0, a / b);
-}
-__device__ static inline float pymod_(float a, float b) {
-    float mod = fmodf(a, b);
-    if (b == 0) return mod;
-    if (mod != 0) {
-        if ((b < 0) != (mod < 0)) mod += b;
-    } else mod = copysignf(0, b);
-    return mod;
-}
+// the formulas of tensor/elem.def in float32 (T float; F(exp) is expf)
+#define T float
+#define F(fn) fn##f
+#define ELEM_HELPER(NAME, PARAMS, ...) __device__ static inline T F(NAME) PARAMS __VA_ARGS__
+#include "tensor/elem.def"
 
-// the value of op at one element; x, y, z are the operands
-__device__ static inline float ew_apply(int op, float x, float y, float z) {
+// the value of op at one element; x, y are the operands. op is an int (the
+// launch's), not a tfe_op: the cases are elem.def's rows, and backend.c
+// launches no other op
+__device__ static inline float ew_apply(int op, float x, float y) {
     switch (op) {
-    case G_NEG: return -x;
-    case G_ABS: return fabsf(x);
-    case G_SIGN: return x > 0 ? 1.0f : x < 0 ? -1.0f : x;
-    case G_EXP: return expf(x);
-    case G_LOG: return logf(x);
-    case G_LOG1P: return log1pf(x);
-    case G_SQRT: return sqrtf(x);
-    case G_RSQRT: return 1.0f / sqrtf(x);
-    case G_SIN: return sinf(x);
-    case G_COS: return cosf(x);
-    case G_TANH: return tanhf(x);
-    case G_SIGMOID: return sigmoid_(x);
-    case G_RELU: return x > 0 || x != x ? x : 0.0f;
-    case G_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
-    case G_SOFTPLUS: return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
-    case G_FLOOR: return floorf(x);
-    case G_CEIL: return ceilf(x);
-    case G_ROUND: return rintf(x); // half to even, as nearbyintf
-    case G_ISNAN: return x != x;
-    case G_ISFINITE: return isfinite(x);
-    case G_COPY: return x;
-    case G_ADD: return x + y;
-    case G_SUB: return x - y;
-    case G_MUL: return x * y;
-    case G_DIV: return x / y;
-    case G_FLOORDIV: return floordiv_(x, y);
-    case G_MOD: return pymod_(x, y);
-    case G_POW: return powf(x, y);
-    case G_MAXIMUM: return x > y || x != x ? x : y;
-    case G_MINIMUM: return x < y || x != x ? x : y;
-    case G_EQ: return x == y;
-    case G_NE: return x != y;
-    case G_LT: return x < y;
-    case G_LE: return x <= y;
-    case G_GT: return x > y;
-    case G_GE: return x >= y;
+#define ELEM_UNARY(ID, COST, EXPR) case OP_##ID: return (EXPR);
+#define ELEM_BINARY(ID, COST, EXPR) case OP_##ID: return (EXPR);
+#define ELEM_TEST(ID, EXPR) case OP_##ID: return (EXPR);
+#define ELEM_COMPARE(ID, EXPR) case OP_##ID: return (EXPR);
+#include "tensor/elem.def"
     default: return 0.0f;
     }
 }
-
-__device__ static inline bool ew_bool_out(int op) {
-    return op == G_ISNAN || op == G_ISFINITE || (op >= G_EQ && op <= G_GE);
-}
+#undef T
+#undef F
 
 __global__ void ew_kernel(gpu_ew e) {
     const float *a = (const float *)e.p[0], *b = (const float *)e.p[1], *c = (const float *)e.p[2];
     const unsigned char *cond = (const unsigned char *)e.p[0];
-    bool where = e.op == G_WHERE, bout = ew_bool_out(e.op);
+    bool where = e.op == OP_WHERE, bout = e.bout;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < e.n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t o0 = i, o1 = i, o2 = i;
         if (!e.flat) {
@@ -113,7 +63,7 @@ __global__ void ew_kernel(gpu_ew e) {
             bool t = cond ? cond[o0] != 0 : e.v[0] != 0;
             r = t ? y : (c ? c[o2] : e.v[2]);
         } else {
-            r = ew_apply(e.op, a ? a[o0] : e.v[0], y, 0.0f);
+            r = ew_apply(e.op, a ? a[o0] : e.v[0], y);
         }
         if (bout) ((unsigned char *)e.out)[i] = r != 0;
         else ((float *)e.out)[i] = r;

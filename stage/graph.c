@@ -500,6 +500,7 @@ bool graph_same_but_dims(const Graph *a, const Graph *b)
         case G_COND: case G_WHILE:
             if (x->regions[0] != y->regions[0] || x->regions[1] != y->regions[1]) return false;
             break;
+        case G_INPUT: case G_PARAM: case G_FUSED:
         default:
             break;
         }

@@ -452,6 +452,7 @@ static const char *dot_shape(GKind k)
     case G_INPUT: case G_CONST: case G_PARAM: return "ellipse";
     case G_COND: case G_WHILE: return "diamond";
     case G_HOST: return "note";
+    case G_OP: case G_VAR_READ: case G_FUSED:
     default: return "box";
     }
 }

@@ -92,13 +92,8 @@ static bool shape_safe(tfe_op op)
 {
     const unsigned f = tfe_ops[op].flags;
     if ((f & F_ELEMWISE) && tfe_ops[op].nin == 1) return true;
-    switch (op) {
-    case OP_TRANSPOSE: case OP_EXPAND_DIMS: case OP_SUM: case OP_MEAN: case OP_PROD: case OP_ANY: case OP_ALL:
-    case OP_LOGSUMEXP: case OP_SOFTMAX: case OP_LOG_SOFTMAX:
-        return true;
-    default:
-        return false;
-    }
+    return op == OP_TRANSPOSE || op == OP_EXPAND_DIMS || op == OP_SUM || op == OP_MEAN || op == OP_PROD ||
+           op == OP_ANY || op == OP_ALL || op == OP_LOGSUMEXP || op == OP_SOFTMAX || op == OP_LOG_SOFTMAX;
 }
 
 bool opt_graph_relaxed(const Graph *g)
@@ -184,14 +179,11 @@ bool opt_may_fail(const Graph *g, int id, const bool *unc)
     /* failures on values: integer division by zero, integer negative powers
      * (a float result never fails), indices out of range */
     bool is_int = !dtype_is_float(n->meta[0].dtype);
-    switch (n->op) {
-    case OP_FLOORDIV: case OP_MOD:
+    if (n->op == OP_FLOORDIV || n->op == OP_MOD)
         return is_int && !(n->nin == 2 && const_all(opt_const(g, n->in[1]), nonzero));
-    case OP_POW:
+    if (n->op == OP_POW)
         return is_int && !(n->nin == 2 && const_all(opt_const(g, n->in[1]), nonnegative));
-    default:
-        return true;
-    }
+    return true; /* every other F_MAYFAIL op (indices out of range) */
 }
 
 static bool region_has_effect(const Graph *g, int r)
@@ -209,6 +201,7 @@ bool opt_has_effect(const Graph *g, int id)
     case G_HOST: case G_VAR_READ: return true;
     case G_OP: return (tfe_ops[n->op].flags & F_RANDOM) != 0;
     case G_COND: case G_WHILE: return region_has_effect(g, n->regions[0]) || region_has_effect(g, n->regions[1]);
+    case G_INPUT: case G_CONST: case G_PARAM: case G_FUSED:
     default: return false;
     }
 }

@@ -40,27 +40,24 @@ static GRef simpler(const Graph *g, int id)
     const tfe_meta *mb = b.node >= 0 ? &g->nodes[b.node].meta[b.out] : NULL;
     bool keeps_a = ma && opt_same_meta(out, ma), keeps_b = mb && opt_same_meta(out, mb);
     bool is_int = !dtype_is_float(out->dtype);
-    switch (n->op) {
-    case OP_MUL:
+    /* the ops with a rule (an if chain: a switch over the op enum lists every op) */
+    tfe_op op = n->op;
+    if (op == OP_MUL) {
         if (keeps_a && all_equal(opt_const(g, b), 1.0)) return a;
         if (keeps_b && all_equal(opt_const(g, a), 1.0)) return b;
-        break;
-    case OP_DIV:
+    } else if (op == OP_DIV) {
         if (keeps_a && all_equal(opt_const(g, b), 1.0)) return a;
-        break;
-    case OP_ADD:
+    } else if (op == OP_ADD) {
         if (keeps_a && all_equal(opt_const(g, b), is_int ? 0.0 : -0.0)) return a;
         if (keeps_b && all_equal(opt_const(g, a), is_int ? 0.0 : -0.0)) return b;
-        break;
-    case OP_SUB:
+    } else if (op == OP_SUB) {
         if (keeps_a && all_equal(opt_const(g, b), 0.0)) return a;
-        break;
-    case OP_CAST: case OP_RESHAPE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_BROADCAST_TO:
+    } else if (op == OP_CAST || op == OP_RESHAPE || op == OP_EXPAND_DIMS || op == OP_SQUEEZE ||
+               op == OP_BROADCAST_TO) {
         if (keeps_a) return a;
-        break;
-    case OP_TRANSPOSE: {
+    } else if (op == OP_TRANSPOSE) {
         const GNode *in = &g->nodes[a.node];
-        if (!keeps_a || in->kind != G_OP || in->op != OP_TRANSPOSE) break;
+        if (!keeps_a || in->kind != G_OP || in->op != OP_TRANSPOSE) return none;
         int rank = out->rank;
         int64_t p1[TFE_MAX_RANK], p2[TFE_MAX_RANK];
         perm_of(in, rank, p1);
@@ -68,8 +65,6 @@ static GRef simpler(const Graph *g, int id)
         for (int i = 0; i < rank; i++)
             if (p1[p2[i]] != i) return none;
         return in->in[0];
-    }
-    default: break;
     }
     return none;
 }

@@ -20,19 +20,11 @@
 #include "tensor/fused.h"
 #include "tensor/xalloc.h"
 
+/* The op an opcode computes: the opcode itself (tensor/fused.h), or -1 for
+ * FOP_LOAD and FOP_CONST */
 tfe_op opt_op_of_fop(int fop)
 {
-    static int table[FOP_COUNT];
-    static bool made;
-    if (!made) {
-        for (int f = 0; f < FOP_COUNT; f++) table[f] = -1;
-        for (int op = 0; op < TFE_NOPS; op++) {
-            int f = tfe_fop_of_op((tfe_op)op);
-            if (f >= 0 && f < FOP_COUNT && table[f] < 0) table[f] = op;
-        }
-        made = true;
-    }
-    return fop >= 0 && fop < FOP_COUNT ? (tfe_op)table[fop] : (tfe_op)-1;
+    return tfe_fop_nargs(fop) > 0 ? (tfe_op)fop : (tfe_op)-1;
 }
 
 /* Can node id be a member of a group of this dtype and result shape? */
@@ -288,7 +280,7 @@ static void fuse(Graph *g, Fuser *f, Group *gr, int root, int red, int red_axes)
             }
             args[k] = in_reg[f->in_slot[val]];
         }
-        code[ncode++] = (tfe_finstr){.op = (uint8_t)tfe_fop_of_op(n->op), .a = (int16_t)args[0],
+        code[ncode++] = (tfe_finstr){.op = (uint16_t)tfe_fop_of_op(n->op), .a = (int16_t)args[0],
                                      .b = (int16_t)(n->nin > 1 ? args[1] : 0), .dst = (int16_t)nvirt};
         f->reg_of[gr->members[i]] = nvirt++;
     }

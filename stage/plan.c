@@ -95,6 +95,7 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
             if (c->kind == PI_FUSED) p->nfused++;
             else p->nkernel++;
             break;
+        case G_HOST: case G_COND: case G_WHILE: case G_PARAM:
         default:
             break;
         }

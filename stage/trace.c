@@ -326,6 +326,7 @@ static const char *value_source_problem(Tracer *T, int id)
     case G_OP:
         if (tfe_ops[n->op].flags & F_RANDOM) return "a random draw";
         break;
+    case G_COND: case G_WHILE: case G_PARAM: case G_FUSED:
     default: /* cond, while: depend on everything they can see */
         for (int i = 0; i < T->g->ninputs; i++) T->static_in[i] = true;
         break;

@@ -1,8 +1,8 @@
 /* fused.c — the register VM behind tfe_fused_run (fused.h): a fused
  * elementwise program evaluated TFE_FUSED_CHUNK elements at a time, each
  * instruction a tight loop over the chunk, large tensors split over threads.
- * The per-op formulas are copied from kernels_elem.c so that fused and unfused
- * results are bitwise equal; keep the two in step. */
+ * The per-op formulas are tensor/elem.def's, the text kernels_elem.c's loops
+ * are made from, so fused and unfused results are bitwise equal. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3") /* as kernels_elem.c: the chunk loops must vectorise */
 #endif
@@ -22,66 +22,28 @@
 #define STACK_PLAN_BYTES 8192
 
 /* ---- op table ------------------------------------------------------------------- */
+/* Per op with an elem.def float formula: operands (0: none, not fusable)
+ * and rough per-element work in units of one add (sets the thread grain). */
 static const struct {
-    const char *name;
-    int8_t nargs;
-    int8_t cost; /* rough per-element work, in units of one add (sets the thread grain) */
-} fops[FOP_COUNT] = {
-    [FOP_LOAD] = {"load", 0, 0},       [FOP_CONST] = {"const", 0, 0},
-    [FOP_NEG] = {"neg", 1, 1},         [FOP_ABS] = {"abs", 1, 1},
-    [FOP_SIGN] = {"sign", 1, 1},       [FOP_EXP] = {"exp", 1, 10},
-    [FOP_LOG] = {"log", 1, 10},        [FOP_LOG1P] = {"log1p", 1, 10},
-    [FOP_SQRT] = {"sqrt", 1, 2},       [FOP_RSQRT] = {"rsqrt", 1, 3},
-    [FOP_SIN] = {"sin", 1, 10},        [FOP_COS] = {"cos", 1, 10},
-    [FOP_TANH] = {"tanh", 1, 10},      [FOP_SIGMOID] = {"sigmoid", 1, 12},
-    [FOP_RELU] = {"relu", 1, 1},       [FOP_GELU] = {"gelu", 1, 12},
-    [FOP_SOFTPLUS] = {"softplus", 1, 20}, [FOP_FLOOR] = {"floor", 1, 1},
-    [FOP_CEIL] = {"ceil", 1, 1},       [FOP_ROUND] = {"round", 1, 1},
-    [FOP_MOV] = {"mov", 1, 1},         [FOP_ADD] = {"add", 2, 1},
-    [FOP_SUB] = {"sub", 2, 1},         [FOP_MUL] = {"mul", 2, 1},
-    [FOP_DIV] = {"div", 2, 2},         [FOP_POW] = {"pow", 2, 20},
-    [FOP_MAXIMUM] = {"maximum", 2, 1}, [FOP_MINIMUM] = {"minimum", 2, 1},
-    [FOP_FLOORDIV] = {"floordiv", 2, 10}, [FOP_MOD] = {"mod", 2, 10},
+    int8_t nargs, cost;
+} fops[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = {1, COST},
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = {2, COST},
+#include "tensor/elem.def"
 };
 
-int tfe_fop_nargs(int fop) { return fop >= 0 && fop < FOP_COUNT ? fops[fop].nargs : -1; }
-const char *tfe_fop_name(int fop) { return fop >= 0 && fop < FOP_COUNT ? fops[fop].name : "?"; }
-
-int tfe_fop_of_op(tfe_op op) {
-    switch (op) {
-    case OP_NEG: return FOP_NEG;
-    case OP_ABS: return FOP_ABS;
-    case OP_SIGN: return FOP_SIGN;
-    case OP_EXP: return FOP_EXP;
-    case OP_LOG: return FOP_LOG;
-    case OP_LOG1P: return FOP_LOG1P;
-    case OP_SQRT: return FOP_SQRT;
-    case OP_RSQRT: return FOP_RSQRT;
-    case OP_SIN: return FOP_SIN;
-    case OP_COS: return FOP_COS;
-    case OP_TANH: return FOP_TANH;
-    case OP_SIGMOID: return FOP_SIGMOID;
-    case OP_RELU: return FOP_RELU;
-    case OP_GELU: return FOP_GELU;
-    case OP_SOFTPLUS: return FOP_SOFTPLUS;
-    case OP_FLOOR: return FOP_FLOOR;
-    case OP_CEIL: return FOP_CEIL;
-    case OP_ROUND: return FOP_ROUND;
-    /* value-wise identities (a staged forward graph has no tape) */
-    case OP_COPY: return FOP_MOV;
-    case OP_STOP_GRADIENT: return FOP_MOV;
-    case OP_ADD: return FOP_ADD;
-    case OP_SUB: return FOP_SUB;
-    case OP_MUL: return FOP_MUL;
-    case OP_DIV: return FOP_DIV;
-    case OP_POW: return FOP_POW;
-    case OP_MAXIMUM: return FOP_MAXIMUM;
-    case OP_MINIMUM: return FOP_MINIMUM;
-    case OP_FLOORDIV: return FOP_FLOORDIV;
-    case OP_MOD: return FOP_MOD;
-    default: return -1;
-    }
+int tfe_fop_nargs(int fop) {
+    if (fop == FOP_LOAD || fop == FOP_CONST) return 0;
+    return fop >= 0 && fop < TFE_NOPS && fops[fop].nargs ? fops[fop].nargs : -1;
 }
+
+const char *tfe_fop_name(int fop) {
+    if (fop == FOP_LOAD) return "load";
+    if (fop == FOP_CONST) return "const";
+    return tfe_fop_nargs(fop) > 0 ? tfe_ops[fop].name : "?";
+}
+
+int tfe_fop_of_op(tfe_op op) { return tfe_fop_nargs((int)op) > 0 ? (int)op : -1; }
 
 /* ---- the plan: a validated copy of the program plus how to read each input ---- */
 enum { IN_SCALAR, IN_CONTIG, IN_STRIDED };
@@ -94,7 +56,7 @@ typedef struct fin {
 } fin;
 
 typedef struct finst {
-    uint8_t op;
+    uint16_t op;
     uint8_t single;                   /* the only write of dst: if uniform (a constant or a
                                          broadcast scalar) it runs once per thread range */
     int16_t dst, a, b, input;         /* a, b are 0 when unused: always safe to index */
@@ -154,53 +116,55 @@ GATHER(gather4, uint32_t)
 GATHER(gather8, uint64_t)
 
 /* ---- the per-dtype executors -------------------------------------------------------
- * Formulas: verbatim from kernels_elem.c (UN_FLT / BIN_F / sigmoidf_ /
- * FLT_DIVMOD / FMAX / FMIN), written once over T with MF(name) naming the
- * libm function of T (expf for float, exp for double). Literals are cast to T
- * so that float code stays single precision: (float)0.5 * x is 0.5f * x. */
-#define FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
-#define FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
-#define MF_f(name) name##f
-#define MF_d(name) name
+ * The ops: elem.def's formulas as loops over a chunk, one switch per dtype
+ * (T the element type, F(exp) its libm function). dst may be an operand (in
+ * place), so no restrict. A switch inlined into the chunk loop, not calls
+ * through a table: ew_chain runs 200 short instructions per call. The cases
+ * are elem.def's rows; compile_into lets no other opcode through. */
+#define FUSED_UNARY(ID, COST, EXPR)                                                 \
+    case OP_##ID:                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                           \
+            T x = A[i];                                                             \
+            d[i] = (EXPR);                                                          \
+        }                                                                           \
+        break;
+#define FUSED_BINARY(ID, COST, EXPR)                                                \
+    case OP_##ID:                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                           \
+            T x = A[i], y = B[i];                                                   \
+            d[i] = (EXPR);                                                          \
+        }                                                                           \
+        break;
+#define T float
+#define F(fn) fn##f
+#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
+#include "tensor/elem.def" /* the helpers: tfe_sigmoidf, ... */
+static inline __attribute__((always_inline)) void apply_f(int op, int64_t n, T *d, const T *A, const T *B) {
+    switch (op) {
+#define ELEM_UNARY FUSED_UNARY
+#define ELEM_BINARY FUSED_BINARY
+#include "tensor/elem.def"
+    default: break;
+    }
+}
+#undef T
+#undef F
+#define T double
+#define F(fn) fn
+#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
+#include "tensor/elem.def" /* the helpers: tfe_sigmoid, ... */
+static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *d, const T *A, const T *B) {
+    switch (op) {
+#define ELEM_UNARY FUSED_UNARY
+#define ELEM_BINARY FUSED_BINARY
+#include "tensor/elem.def"
+    default: break;
+    }
+}
+#undef T
+#undef F
 
-#define U1(T, EXPR)                                        \
-    for (int64_t i = 0; i < n; i++) {                      \
-        T x = A[i];                                        \
-        d[i] = (EXPR);                                     \
-    }                                                      \
-    break
-#define B2(T, EXPR)                                        \
-    for (int64_t i = 0; i < n; i++) {                      \
-        T x = A[i], y = B[i];                              \
-        d[i] = (EXPR);                                     \
-    }                                                      \
-    break
-
-#define DEFINE_EXEC(SUF, T, MF, GATHER_FN)                                                    \
-    static inline T sigmoid_##SUF(T x) {                                                      \
-        if (x >= 0) return (T)1 / ((T)1 + MF(exp)(-x));                                       \
-        T e = MF(exp)(x);                                                                     \
-        return e / ((T)1 + e);                                                                \
-    }                                                                                         \
-    static inline T floordiv_##SUF(T a, T b) {                                                \
-        if (b == 0) return a / b;                                                             \
-        T mod = MF(fmod)(a, b), div = (a - mod) / b;                                          \
-        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;                                     \
-        if (div != 0) {                                                                       \
-            T fd = MF(floor)(div);                                                            \
-            if (div - fd > (T)0.5) fd += 1;                                                   \
-            return fd;                                                                        \
-        }                                                                                     \
-        return MF(copysign)(0, a / b);                                                        \
-    }                                                                                         \
-    static inline T pymod_##SUF(T a, T b) {                                                   \
-        T mod = MF(fmod)(a, b);                                                               \
-        if (b == 0) return mod;                                                               \
-        if (mod != 0) {                                                                       \
-            if ((b < 0) != (mod < 0)) mod += b;                                               \
-        } else mod = MF(copysign)(0, b);                                                      \
-        return mod;                                                                           \
-    }                                                                                         \
+#define DEFINE_EXEC(SUF, T, GATHER_FN)                                                   \
     static void fill_##SUF(T *d, int64_t n, T v) {                                            \
         for (int64_t i = 0; i < n; i++) d[i] = v;                                             \
     }                                                                                         \
@@ -215,8 +179,7 @@ GATHER(gather8, uint64_t)
             if (ins->op == FOP_CONST && ins->single) continue; /* hoisted */                 \
             T *d = k == pl->last_out ? outp : buf + (size_t)ins->dst * CHUNK;                 \
             const T *A = ptr[ins->a], *B = ptr[ins->b];                                       \
-            switch ((tfe_fop)ins->op) {                                                       \
-            case FOP_LOAD: {                                                                  \
+            if (ins->op == FOP_LOAD) {                                                        \
                 const fin *in = &pl->in[ins->input];                                          \
                 if (in->kind == IN_CONTIG) { /* no copy: read it where it is */               \
                     ptr[ins->dst] = (const T *)in->base + b;                                  \
@@ -227,39 +190,8 @@ GATHER(gather8, uint64_t)
                     fill_##SUF(d, n, *(const T *)in->base);                                   \
                 }                                                                             \
                 else GATHER_FN(in, b, n, d);                                                  \
-                break;                                                                        \
-            }                                                                                 \
-            case FOP_CONST: fill_##SUF(d, n, (T)ins->imm); break;                             \
-            case FOP_NEG: U1(T, -x);                                                          \
-            case FOP_ABS: U1(T, MF(fabs)(x));                                                 \
-            case FOP_SIGN: U1(T, x > 0 ? (T)1 : x < 0 ? (T)-1 : x);                           \
-            case FOP_EXP: U1(T, MF(exp)(x));                                                  \
-            case FOP_LOG: U1(T, MF(log)(x));                                                  \
-            case FOP_LOG1P: U1(T, MF(log1p)(x));                                              \
-            case FOP_SQRT: U1(T, MF(sqrt)(x));                                                \
-            case FOP_RSQRT: U1(T, (T)1 / MF(sqrt)(x));                                        \
-            case FOP_SIN: U1(T, MF(sin)(x));                                                  \
-            case FOP_COS: U1(T, MF(cos)(x));                                                  \
-            case FOP_TANH: U1(T, MF(tanh)(x));                                                \
-            case FOP_SIGMOID: U1(T, sigmoid_##SUF(x));                                        \
-            case FOP_RELU: U1(T, x > 0 || x != x ? x : (T)0);                                 \
-            case FOP_GELU: U1(T, (T)0.5 * x * ((T)1 + MF(erf)(x * (T)M_SQRT1_2)));            \
-            case FOP_SOFTPLUS: U1(T, MF(fmax)(x, (T)0) + MF(log1p)(MF(exp)(-MF(fabs)(x))));   \
-            case FOP_FLOOR: U1(T, MF(floor)(x));                                              \
-            case FOP_CEIL: U1(T, MF(ceil)(x));                                                \
-            case FOP_ROUND: U1(T, MF(nearbyint)(x));                                          \
-            case FOP_MOV: U1(T, x);                                                           \
-            case FOP_ADD: B2(T, x + y);                                                       \
-            case FOP_SUB: B2(T, x - y);                                                       \
-            case FOP_MUL: B2(T, x * y);                                                       \
-            case FOP_DIV: B2(T, x / y);                                                       \
-            case FOP_POW: B2(T, MF(pow)(x, y));                                               \
-            case FOP_MAXIMUM: B2(T, FMAX(x, y));                                              \
-            case FOP_MINIMUM: B2(T, FMIN(x, y));                                              \
-            case FOP_FLOORDIV: B2(T, floordiv_##SUF(x, y));                                   \
-            case FOP_MOD: B2(T, pymod_##SUF(x, y));                                           \
-            case FOP_COUNT: break; /* rejected by validation */                               \
-            }                                                                                 \
+            } else if (ins->op == FOP_CONST) fill_##SUF(d, n, (T)ins->imm);                   \
+            else apply_##SUF(ins->op, n, d, A, B);                                            \
             ptr[ins->dst] = d;                                                                \
         }                                                                                     \
         if (ptr[pl->result] != outp) memcpy(outp, ptr[pl->result], (size_t)n * sizeof(T));   \
@@ -310,10 +242,10 @@ GATHER(gather8, uint64_t)
     }
 
 #define KSUM kn_sum_f32
-DEFINE_EXEC(f, float, MF_f, gather4)
+DEFINE_EXEC(f, float, gather4)
 #undef KSUM
 #define KSUM kn_sum_f64
-DEFINE_EXEC(d, double, MF_d, gather8)
+DEFINE_EXEC(d, double, gather8)
 #undef KSUM
 
 /* A thread's share of the work: elements (range), rows (rows) or parts of
@@ -457,7 +389,7 @@ static int compile_into(tfe_fkernel *k, const tfe_fprog *p) {
         const tfe_finstr *s = &p->code[i];
         finst *c = &k->code[i];
         unsigned op = s->op;
-        int na = op < FOP_COUNT ? fops[op].nargs : -1;
+        int na = tfe_fop_nargs((int)op);
         int a = na >= 1 ? s->a : 0, b = na == 2 ? s->b : 0;
         bool bad = na < 0 || s->dst < 0 || s->dst >= p->nregs || a < 0 || a >= p->nregs || b < 0 ||
                    b >= p->nregs || (na >= 1 && !written[a]) || (na == 2 && !written[b]) ||
@@ -466,23 +398,23 @@ static int compile_into(tfe_fkernel *k, const tfe_fprog *p) {
             if (na < 0) tfe_error_set("fused: instruction %d: unknown op %u", i, op);
             else if (s->dst < 0 || s->dst >= p->nregs)
                 tfe_error_set("fused: instruction %d (%s): register r%d out of range (%d registers)", i,
-                              fops[op].name, s->dst, p->nregs);
+                              tfe_fop_name((int)op), s->dst, p->nregs);
             else if (op == FOP_LOAD)
                 tfe_error_set("fused: instruction %d (load): input %d out of range (%d inputs)", i,
                               s->input, p->ninputs);
             else
                 tfe_error_set("fused: instruction %d (%s): register r%d is read before it is written",
-                              i, fops[op].name, a < 0 || a >= p->nregs || !written[a] ? a : b);
+                              i, tfe_fop_name((int)op), a < 0 || a >= p->nregs || !written[a] ? a : b);
             return -1;
         }
-        c->op = (uint8_t)op;
+        c->op = (uint16_t)op;
         c->dst = s->dst;
         c->a = (int16_t)a;
         c->b = (int16_t)b;
         c->input = op == FOP_LOAD ? s->input : 0;
         c->imm = s->imm;
         if (op == FOP_LOAD) k->loads[s->input]++;
-        else k->cost += fops[op].cost;
+        else if (op != FOP_CONST) k->cost += fops[op].cost;
         multi[s->dst] = written[s->dst];
         written[s->dst] = 1;
     }

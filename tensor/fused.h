@@ -8,9 +8,9 @@
  * loop over the chunk.
  *
  * Numerics: every op is computed in the program's dtype with exactly the
- * formula of the unfused kernel in kernels_elem.c (float32: single precision
- * with expf, tanhf, ...; sigmoid, gelu, softplus, sign, relu, maximum/minimum
- * NaN rules, floordiv/mod all copied verbatim). So a fused program gives
+ * formula of the unfused kernel: both are made from the op's one line in
+ * tensor/elem.def (float32: single precision with expf, tanhf, ...). So a
+ * fused program gives
  * results bitwise equal to running the same ops one by one, provided the
  * caller emits the same op sequence the unfused graph would run, in the same
  * dtype. Results may differ only where the program is not that sequence:
@@ -20,7 +20,7 @@
  *    caller's typing decision, not this VM's;
  *  - rewrites the optimizer may do (e.g. x/c -> x*(1/c), a-b -> a+(-b),
  *    re-association) change rounding; the VM itself never rewrites;
- *  - clip(x, lo, hi) is exactly FOP_MAXIMUM(x, lo) then FOP_MINIMUM(., hi),
+ *  - clip(x, lo, hi) is exactly OP_MAXIMUM(x, lo) then OP_MINIMUM(., hi),
  *    the same two steps k_clip does, so it is bitwise equal too.
  * where, comparisons, casts and integer/bool dtypes are not supported.
  */
@@ -36,26 +36,22 @@
  * (float32) / 2 KiB (float64): a few dozen registers stay in L1. */
 #define TFE_FUSED_CHUNK 256
 
-typedef enum tfe_fop {
-    /* 0 operands */
-    FOP_LOAD,      /* dst <- inputs[input] at element i (broadcast per NumPy rules) */
-    FOP_CONST,     /* dst <- (dtype)imm */
-    /* unary: dst <- f(a) */
-    FOP_NEG, FOP_ABS, FOP_SIGN, FOP_EXP, FOP_LOG, FOP_LOG1P, FOP_SQRT, FOP_RSQRT,
-    FOP_SIN, FOP_COS, FOP_TANH, FOP_SIGMOID, FOP_RELU, FOP_GELU, FOP_SOFTPLUS,
-    FOP_FLOOR, FOP_CEIL, FOP_ROUND,
-    FOP_MOV,       /* dst <- a (a copy; lets a register allocator move values) */
-    /* binary: dst <- f(a, b) */
-    FOP_ADD, FOP_SUB, FOP_MUL, FOP_DIV, FOP_POW, FOP_MAXIMUM, FOP_MINIMUM,
-    FOP_FLOORDIV, FOP_MOD,
-    FOP_COUNT
-} tfe_fop;
+/* The instruction set: an op of ops.def with a float formula in
+ * tensor/elem.def (ELEM_UNARY: dst <- f(a); ELEM_BINARY: dst <- f(a, b)),
+ * named by its tfe_op itself (OP_EXP), or one of two opcodes past the op
+ * enum. Those two are not ops: they read no register but an input or an
+ * immediate, and no op of the table means "this input" or "this literal". */
+enum {
+    FOP_LOAD = TFE_NOPS, /* dst <- inputs[input] at element i (broadcast per NumPy rules) */
+    FOP_CONST,           /* dst <- (dtype)imm */
+    FOP_END              /* opcodes are < FOP_END */
+};
 
 /* One instruction. dst/a/b are register indices in [0, nregs); a and b are
  * read only by unary (a) and binary (a, b) ops, ignore them otherwise.
  * dst may equal a or b (in place). input: FOP_LOAD only; imm: FOP_CONST only. */
 typedef struct tfe_finstr {
-    uint8_t op;            /* a tfe_fop */
+    uint16_t op;           /* a tfe_op with an elem.def formula, FOP_LOAD or FOP_CONST */
     int16_t dst, a, b;
     int16_t input;
     double imm;
@@ -104,16 +100,18 @@ tfe_fkernel *tfe_fused_compile(const tfe_fprog *p);
 int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *out);
 void tfe_fused_free(tfe_fkernel *k);
 
-/* Number of register operands of an op: 0 (LOAD, CONST), 1 or 2; -1 if fop
- * is not a tfe_fop. */
+/* Number of register operands of an opcode: 0 (FOP_LOAD, FOP_CONST), 1 or
+ * 2; -1 if it is neither of those nor an op with an elem.def formula. */
 int tfe_fop_nargs(int fop);
 
-/* The tfe_fop computing ops.def op `op` (OP_EXP -> FOP_EXP), or -1 when the op
- * cannot be fused (not elementwise, comparison, where, cast, ...). clip is
- * -1 too: emit FOP_MAXIMUM then FOP_MINIMUM. Float dtypes only. */
+/* The opcode computing ops.def op `op`: op itself when elem.def has its float
+ * formula (ELEM_UNARY, ELEM_BINARY), else -1 (not elementwise, comparison,
+ * where, cast, ...). clip is -1 too: emit OP_MAXIMUM then OP_MINIMUM. Float
+ * dtypes only. */
 int tfe_fop_of_op(tfe_op op);
 
-/* "exp" etc. for dumps and errors; "?" when out of range. */
+/* The op's name ("exp"), "load" or "const", for dumps and errors; "?" when
+ * not an opcode. */
 const char *tfe_fop_name(int fop);
 
 #endif

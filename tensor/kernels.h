@@ -91,6 +91,7 @@ static inline double kn_load_f64(const char *p, tfe_dtype dt) {
     case TFE_FLOAT64: return *(const double *)p;
     case TFE_FLOAT16: return kn_half_to_f64(*(const uint16_t *)p);
     case TFE_BFLOAT16: return kn_bf16_to_f64(*(const uint16_t *)p);
+    case TFE_NDTYPES:
     default: return 0;
     }
 }
@@ -99,6 +100,7 @@ static inline int64_t kn_load_i64(const char *p, tfe_dtype dt) {
     case TFE_BOOL: return *(const uint8_t *)p ? 1 : 0;
     case TFE_INT32: return *(const int32_t *)p;
     case TFE_INT64: return *(const int64_t *)p;
+    case TFE_FLOAT32: case TFE_FLOAT64: case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
     default: return kn_f64_to_i64(kn_load_f64(p, dt));
     }
 }
@@ -111,6 +113,7 @@ static inline void kn_store_f64(char *p, tfe_dtype dt, double v) {
     case TFE_FLOAT64: *(double *)p = v; break;
     case TFE_FLOAT16: *(uint16_t *)p = kn_f64_to_half(v); break;
     case TFE_BFLOAT16: *(uint16_t *)p = kn_f64_to_bf16(v); break;
+    case TFE_NDTYPES:
     default: break;
     }
 }
@@ -119,6 +122,7 @@ static inline void kn_store_i64(char *p, tfe_dtype dt, int64_t v) {
     case TFE_BOOL: *(uint8_t *)p = v != 0; break;
     case TFE_INT32: *(int32_t *)p = (int32_t)v; break;
     case TFE_INT64: *(int64_t *)p = v; break;
+    case TFE_FLOAT32: case TFE_FLOAT64: case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
     default: kn_store_f64(p, dt, (double)v); break;
     }
 }

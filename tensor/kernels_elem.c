@@ -1,7 +1,8 @@
 /* kernels_elem.c — broadcast strided iteration, dtype-converting copies, and
  * the elementwise kernels: unary math, binary arithmetic/comparisons, cast,
  * where and clip. Loops are typed per dtype by macros; each has a contiguous
- * branch (restrict, vectorised at -O3), scalar-operand branches and a strided one. */
+ * branch (restrict, vectorised at -O3), scalar-operand branches and a strided one.
+ * The float formulas and the comparisons are tensor/elem.def's rows. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3")
 #endif
@@ -264,77 +265,58 @@ static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t
         }                                                                        \
     }
 #define UN_INT(name, EXPR) UN_LOOP(name##_i, int32_t, int32_t, EXPR) UN_LOOP(name##_l, int64_t, int64_t, EXPR)
-#define UN_FLT(name, EF, ED) UN_LOOP(name##_f, float, float, EF) UN_LOOP(name##_d, double, double, ED)
 
-static inline float sigmoidf_(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-static inline double sigmoid_(double x) {
-    if (x >= 0) return 1.0 / (1.0 + exp(-x));
-    double e = exp(x);
-    return e / (1.0 + e);
-}
-
+/* integer and bool versions (their formulas differ: wrapping, no NaN) */
 UN_INT(neg, (typeof(x))(0u - (uint64_t)x))
-UN_FLT(neg, -x, -x)
 UN_INT(abs, x < 0 ? (typeof(x))(0u - (uint64_t)x) : x)
-UN_FLT(abs, fabsf(x), fabs(x))
 UN_INT(sign, (x > 0) - (x < 0))
-UN_FLT(sign, x > 0 ? 1.0f : x < 0 ? -1.0f : x, x > 0 ? 1.0 : x < 0 ? -1.0 : x)
 UN_INT(relu, x > 0 ? x : 0)
-UN_FLT(relu, x > 0 || x != x ? x : 0.0f, x > 0 || x != x ? x : 0.0)
-UN_FLT(exp, expf(x), exp(x))
-UN_FLT(log, logf(x), log(x))
-UN_FLT(log1p, log1pf(x), log1p(x))
-UN_FLT(sqrt, sqrtf(x), sqrt(x))
-UN_FLT(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))
-UN_FLT(sin, sinf(x), sin(x))
-UN_FLT(cos, cosf(x), cos(x))
-UN_FLT(tanh, tanhf(x), tanh(x))
-UN_FLT(sigmoid, sigmoidf_(x), sigmoid_(x))
-UN_FLT(gelu, 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)), 0.5 * x * (1.0 + erf(x * M_SQRT1_2)))
-UN_FLT(softplus, fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))), fmax(x, 0.0) + log1p(exp(-fabs(x))))
-UN_FLT(floor, floorf(x), floor(x))
-UN_FLT(ceil, ceilf(x), ceil(x))
-UN_FLT(round, nearbyintf(x), nearbyint(x)) /* default rounding mode: half to even */
-UN_LOOP(isnan_f, float, tbool, x != x)
-UN_LOOP(isnan_d, double, tbool, x != x)
-UN_LOOP(isfinite_f, float, tbool, isfinite(x))
-UN_LOOP(isfinite_d, double, tbool, isfinite(x))
 UN_LOOP(not_b, tbool, tbool, !x)
 
-#define FD(name) ((dt) == TFE_FLOAT32 ? name##_f : name##_d)
-#define ILFD(name) ((dt) == TFE_INT32 ? name##_i : (dt) == TFE_INT64 ? name##_l : FD(name))
+/* The float formulas of tensor/elem.def as float32 (_f) and float64 (_d)
+ * loops: elem_ID_f, elem_ID_d; the binary ones below. */
+#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
+#define ELEM_UNARY(ID, COST, EXPR) UN_LOOP(elem_##ID##_f, T, T, EXPR)
+#define ELEM_TEST(ID, EXPR) UN_LOOP(elem_##ID##_f, T, tbool, EXPR)
+#define T float
+#define F(fn) fn##f
+#include "tensor/elem.def"
+#undef T
+#undef F
+#define ELEM_HELPER(NAME, PARAMS, ...) static inline T F(NAME) PARAMS __VA_ARGS__
+#define ELEM_UNARY(ID, COST, EXPR) UN_LOOP(elem_##ID##_d, T, T, EXPR)
+#define ELEM_TEST(ID, EXPR) UN_LOOP(elem_##ID##_d, T, tbool, EXPR)
+#define T double
+#define F(fn) fn
+#include "tensor/elem.def"
+#undef T
+#undef F
 
-/* The loop of a unary op for compute dtype dt; NULL: identity (copy). */
+/* the loops of each unary op: [op][0] float32, [op][1] float64 */
+static const kn_loop_fn unary_float[TFE_NOPS][2] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = {elem_##ID##_f, elem_##ID##_d},
+#define ELEM_TEST(ID, EXPR) [OP_##ID] = {elem_##ID##_f, elem_##ID##_d},
+#include "tensor/elem.def"
+};
+/* [op][0] int32, [op][1] int64 */
+static const kn_loop_fn unary_int[TFE_NOPS][2] = {
+    [OP_NEG] = {neg_i, neg_l}, [OP_ABS] = {abs_i, abs_l}, [OP_SIGN] = {sign_i, sign_l},
+    [OP_RELU] = {relu_i, relu_l},
+};
+
+/* Is op the identity on dtype dt (the kernel copies)? */
+static bool unary_identity(tfe_op op, tfe_dtype dt) {
+    bool rounding = op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND;
+    if (dt == TFE_BOOL) return op == OP_ABS || op == OP_RELU || rounding;
+    return dtype_is_int(dt) && rounding;
+}
+
+/* The loop of a unary op for compute dtype dt; NULL: none (an error, unless
+ * unary_identity). */
 static kn_loop_fn unary_loop(tfe_op op, tfe_dtype dt) {
-    bool fl = dtype_is_float(dt);
-    switch (op) {
-    case OP_NEG: return ILFD(neg);
-    case OP_ABS: return dt == TFE_BOOL ? NULL : ILFD(abs);
-    case OP_SIGN: return ILFD(sign);
-    case OP_RELU: return dt == TFE_BOOL ? NULL : ILFD(relu);
-    case OP_EXP: return FD(exp);
-    case OP_LOG: return FD(log);
-    case OP_LOG1P: return FD(log1p);
-    case OP_SQRT: return FD(sqrt);
-    case OP_RSQRT: return FD(rsqrt);
-    case OP_SIN: return FD(sin);
-    case OP_COS: return FD(cos);
-    case OP_TANH: return FD(tanh);
-    case OP_SIGMOID: return FD(sigmoid);
-    case OP_GELU: return FD(gelu);
-    case OP_SOFTPLUS: return FD(softplus);
-    case OP_FLOOR: return fl ? FD(floor) : NULL;
-    case OP_CEIL: return fl ? FD(ceil) : NULL;
-    case OP_ROUND: return fl ? FD(round) : NULL;
-    case OP_ISNAN: return FD(isnan);
-    case OP_ISFINITE: return FD(isfinite);
-    case OP_LOGICAL_NOT: return not_b;
-    default: return NULL;
-    }
+    if (dt == TFE_FLOAT32 || dt == TFE_FLOAT64) return unary_float[op][dt == TFE_FLOAT64];
+    if (dt == TFE_INT32 || dt == TFE_INT64) return unary_int[op][dt == TFE_INT64];
+    return dt == TFE_BOOL && op == OP_LOGICAL_NOT ? not_b : NULL;
 }
 
 int k_unary(const tfe_opcall *c) {
@@ -351,8 +333,12 @@ int k_unary(const tfe_opcall *c) {
     /* compute dtype: the output's, except predicates (their input's, or bool) */
     tfe_dtype dt = o->dtype;
     if (op == OP_ISNAN || op == OP_ISFINITE) dt = x->dtype;
+    if (unary_identity(op, dt)) return kn_copy_into(o, x);
     kn_loop_fn fn = unary_loop(op, dt);
-    if (!fn) return kn_copy_into(o, x);
+    if (!fn) {
+        tfe_error_set("%s: no kernel for %s", kn_opname(c), dtype_name(dt));
+        return -1;
+    }
     int64_t n = tensor_numel(o);
     if (x->dtype == dt && tensor_is_contiguous(x)) {
         char *p[2] = {tensor_data(o), tensor_data(x)};
@@ -405,14 +391,6 @@ int k_unary(const tfe_opcall *c) {
         if (err && ctx) __atomic_store_n((int *)ctx, err, __ATOMIC_RELAXED);              \
     }
 #define BIN_I(name, EXPR) BIN_LOOP(name##_i, int32_t, int32_t, EXPR) BIN_LOOP(name##_l, int64_t, int64_t, EXPR)
-#define BIN_F(name, EF, ED) BIN_LOOP(name##_f, float, float, EF) BIN_LOOP(name##_d, double, double, ED)
-#define BIN_ALL(name, E) BIN_I(name, E) BIN_F(name, E, E)
-#define CMP(name, E)                                  \
-    BIN_LOOP(name##_b, tbool, tbool, E)               \
-    BIN_LOOP(name##_i, int32_t, tbool, E)             \
-    BIN_LOOP(name##_l, int64_t, tbool, E)             \
-    BIN_LOOP(name##_f, float, tbool, E)               \
-    BIN_LOOP(name##_d, double, tbool, E)
 
 /* Python/NumPy floor division and modulo */
 #define IFLOORDIV(x, y) ({                                                        \
@@ -433,29 +411,7 @@ int k_unary(const tfe_opcall *c) {
     else while (e_) { if (e_ & 1) r_ *= b_; b_ *= b_; e_ >>= 1; }                  \
     (typeof(x))r_; })
 
-#define FLT_DIVMOD(SUF, T, FMOD, FLOOR, COPYSIGN)                                 \
-    static inline T floordiv##SUF(T a, T b) {                                     \
-        if (b == 0) return a / b;                                                 \
-        T mod = FMOD(a, b), div = (a - mod) / b;                                  \
-        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;                         \
-        if (div != 0) {                                                           \
-            T fd = FLOOR(div);                                                    \
-            if (div - fd > (T)0.5) fd += 1;                                       \
-            return fd;                                                            \
-        }                                                                         \
-        return COPYSIGN(0, a / b);                                                \
-    }                                                                             \
-    static inline T pymod##SUF(T a, T b) {                                          \
-        T mod = FMOD(a, b);                                                       \
-        if (b == 0) return mod;                                                   \
-        if (mod != 0) {                                                           \
-            if ((b < 0) != (mod < 0)) mod += b;                                   \
-        } else mod = COPYSIGN(0, b);                                              \
-        return mod;                                                               \
-    }
-FLT_DIVMOD(f, float, fmodf, floorf, copysignf)
-FLT_DIVMOD(d, double, fmod, floor, copysign)
-
+/* maximum/minimum of integers, and clip (maximum then minimum, as elem.def) */
 #define FMAX(x, y) ((x) > (y) || (x) != (x) ? (x) : (y))
 #define FMIN(x, y) ((x) < (y) || (x) != (x) ? (x) : (y))
 
@@ -463,56 +419,71 @@ FLT_DIVMOD(d, double, fmod, floor, copysign)
  * since signed overflow is undefined behaviour in C */
 #define IWRAP(x, y, OP) ((typeof((x) + 0))((uint64_t)(x) OP (uint64_t)(y)))
 BIN_I(add, IWRAP(x, y, +))
-BIN_F(add, x + y, x + y)
 BIN_LOOP(add_b, tbool, tbool, x | y)
 BIN_I(sub, IWRAP(x, y, -))
-BIN_F(sub, x - y, x - y)
 BIN_I(mul, IWRAP(x, y, *))
-BIN_F(mul, x * y, x * y)
 BIN_LOOP(mul_b, tbool, tbool, x & y)
-BIN_F(div, x / y, x / y)
 BIN_I(floordiv, IFLOORDIV(x, y))
-BIN_F(floordiv, floordivf(x, y), floordivd(x, y))
 BIN_I(mod, IMOD(x, y))
-BIN_F(mod, pymodf(x, y), pymodd(x, y))
 BIN_I(pow, IPOW(x, y))
-BIN_F(pow, powf(x, y), pow(x, y))
-BIN_ALL(maximum, FMAX(x, y))
+BIN_I(maximum, FMAX(x, y))
 BIN_LOOP(maximum_b, tbool, tbool, x | y)
-BIN_ALL(minimum, FMIN(x, y))
+BIN_I(minimum, FMIN(x, y))
 BIN_LOOP(minimum_b, tbool, tbool, x & y)
-CMP(eq, x == y)
-CMP(ne, x != y)
-CMP(lt, x < y)
-CMP(le, x <= y)
-CMP(gt, x > y)
-CMP(ge, x >= y)
 BIN_LOOP(and_b, tbool, tbool, x & y)
 BIN_LOOP(or_b, tbool, tbool, x | y)
 
-#define BILFD(name) ((dt) == TFE_BOOL ? name##_b : ILFD(name))
+/* tensor/elem.def's binary float formulas (elem_ID_f, elem_ID_d; the
+ * helpers were defined with the unary ones), and its comparisons for every
+ * dtype (elem_ID_b, _i, _l, _f, _d) */
+#define ELEM_BINARY(ID, COST, EXPR) BIN_LOOP(elem_##ID##_f, T, T, EXPR)
+#define T float
+#define F(fn) fn##f
+#include "tensor/elem.def"
+#undef T
+#undef F
+#define ELEM_BINARY(ID, COST, EXPR) BIN_LOOP(elem_##ID##_d, T, T, EXPR)
+#define T double
+#define F(fn) fn
+#include "tensor/elem.def"
+#undef T
+#undef F
+#define ELEM_COMPARE(ID, EXPR)                        \
+    BIN_LOOP(elem_##ID##_b, tbool, tbool, EXPR)       \
+    BIN_LOOP(elem_##ID##_i, int32_t, tbool, EXPR)     \
+    BIN_LOOP(elem_##ID##_l, int64_t, tbool, EXPR)     \
+    BIN_LOOP(elem_##ID##_f, float, tbool, EXPR)       \
+    BIN_LOOP(elem_##ID##_d, double, tbool, EXPR)
+#include "tensor/elem.def"
 
+/* the loops of each binary op by compute dtype: [op][0..4] bool, int32,
+ * int64, float32, float64 (tfe_dtype's order) */
+static const kn_loop_fn binary_loops[TFE_NOPS][5] = {
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = {[TFE_FLOAT32] = elem_##ID##_f, [TFE_FLOAT64] = elem_##ID##_d},
+#define ELEM_COMPARE(ID, EXPR) [OP_##ID] = {elem_##ID##_b, elem_##ID##_i, elem_##ID##_l, elem_##ID##_f, elem_##ID##_d},
+#include "tensor/elem.def"
+};
+_Static_assert(TFE_BOOL == 0 && TFE_INT32 == 1 && TFE_INT64 == 2 && TFE_FLOAT32 == 3 && TFE_FLOAT64 == 4,
+               "binary_loops is indexed by dtype");
+/* the integer and bool versions: [op][0..2] bool, int32, int64 */
+static const kn_loop_fn binary_ints[TFE_NOPS][3] = {
+    [OP_ADD] = {add_b, add_i, add_l},
+    [OP_SUB] = {NULL, sub_i, sub_l},
+    [OP_MUL] = {mul_b, mul_i, mul_l},
+    [OP_FLOORDIV] = {NULL, floordiv_i, floordiv_l},
+    [OP_MOD] = {NULL, mod_i, mod_l},
+    [OP_POW] = {NULL, pow_i, pow_l},
+    [OP_MAXIMUM] = {maximum_b, maximum_i, maximum_l},
+    [OP_MINIMUM] = {minimum_b, minimum_i, minimum_l},
+    [OP_LOGICAL_AND] = {and_b},
+    [OP_LOGICAL_OR] = {or_b},
+};
+
+/* The loop of a binary op for compute dtype dt, or NULL (an error). */
 static kn_loop_fn binary_loop(tfe_op op, tfe_dtype dt) {
-    switch (op) {
-    case OP_ADD: return BILFD(add);
-    case OP_SUB: return ILFD(sub);
-    case OP_MUL: return BILFD(mul);
-    case OP_DIV: return FD(div);
-    case OP_FLOORDIV: return ILFD(floordiv);
-    case OP_MOD: return ILFD(mod);
-    case OP_POW: return ILFD(pow);
-    case OP_MAXIMUM: return BILFD(maximum);
-    case OP_MINIMUM: return BILFD(minimum);
-    case OP_EQ: return BILFD(eq);
-    case OP_NE: return BILFD(ne);
-    case OP_LT: return BILFD(lt);
-    case OP_LE: return BILFD(le);
-    case OP_GT: return BILFD(gt);
-    case OP_GE: return BILFD(ge);
-    case OP_LOGICAL_AND: return and_b;
-    case OP_LOGICAL_OR: return or_b;
-    default: return NULL;
-    }
+    if (dt > TFE_FLOAT64) return NULL;
+    if (binary_loops[op][dt]) return binary_loops[op][dt];
+    return dt <= TFE_INT64 ? binary_ints[op][dt] : NULL;
 }
 
 /* An operand of an elementwise kernel, converted to the compute dtype:
@@ -591,6 +562,10 @@ int k_binary(const tfe_opcall *c) {
     else if (o->dtype == TFE_BOOL && op != OP_ADD && op != OP_MUL && op != OP_MAXIMUM && op != OP_MINIMUM)
         dt = dtype_promote(a->dtype, a->weak, b->dtype, b->weak, NULL); /* comparisons */
     kn_loop_fn fn = binary_loop(op, dt);
+    if (!fn) {
+        tfe_error_set("%s: no kernel for %s", kn_opname(c), dtype_name(dt));
+        return -1;
+    }
     size_t esz = kn_esz(dt);
 
     /* hot path: same dtype, same shape, contiguous, small */
@@ -688,5 +663,23 @@ int k_where(const tfe_opcall *c) {
 
 int k_clip(const tfe_opcall *c) {
     tfe_dtype dt = c->out[0]->dtype;
-    return ternary(c, BILFD(clip), dt);
+    return ternary(c, dt == TFE_BOOL ? clip_b : dt == TFE_INT32 ? clip_i : dt == TFE_INT64 ? clip_l
+                      : dt == TFE_FLOAT32 ? clip_f : clip_d, dt);
 }
+
+/* Tripwire: each elem.def row is an elementwise op of ops.def with its arity
+ * and F_GPU (its formula is the GPU's kernel too, gpu/kernels.cu). */
+enum {
+#define OP(id, name, nin, nout, flags, infer, kernel, grad) OPFLAGS_##id = (flags), OPNIN_##id = (nin),
+#include "tensor/ops.def"
+#undef OP
+};
+#define ELEM_ROW(ID, NIN)                                                                          \
+    _Static_assert((OPFLAGS_##ID & F_ELEMWISE) && (OPFLAGS_##ID & F_GPU) && OPNIN_##ID == (NIN), \
+                   "tensor/elem.def: " #ID " is not an elementwise F_GPU op of " #NIN " input(s) in ops.def");
+#define ELEM_UNARY(ID, COST, EXPR) ELEM_ROW(ID, 1)
+#define ELEM_BINARY(ID, COST, EXPR) ELEM_ROW(ID, 2)
+#define ELEM_TEST(ID, EXPR) ELEM_ROW(ID, 1)
+#define ELEM_COMPARE(ID, EXPR) ELEM_ROW(ID, 2)
+#include "tensor/elem.def"
+#undef ELEM_ROW

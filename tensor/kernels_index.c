@@ -219,6 +219,7 @@ static void scatter_range(int64_t o0, int64_t o1, void *vctx) {
             case TFE_INT64: ADD_ROW(int64_t); break;
             case TFE_FLOAT32: ADD_ROW(float); break;
             case TFE_FLOAT64: ADD_ROW(double); break;
+            case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
             default: break;
             }
         }
@@ -394,6 +395,7 @@ int k_one_hot(const tfe_opcall *c) {
         case TFE_INT64: *(int64_t *)p = 1; break;
         case TFE_FLOAT32: *(float *)p = 1.0f; break;
         case TFE_FLOAT64: *(double *)p = 1.0; break;
+        case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
         default: break;
         }
     }

@@ -45,6 +45,7 @@ static int gemm_call(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64
         return 0;
     case TFE_INT32: gemm_i32(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate); return 0;
     case TFE_INT64: gemm_i64(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate); return 0;
+    case TFE_BOOL: case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
     default:
         tfe_error_set("matmul: dtype %s is not supported", dtype_name(dt));
         return -1;

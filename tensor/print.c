@@ -76,6 +76,7 @@ static void format_elem(const tfe_tensor *t, const char *p, char *buf, size_t n)
     case TFE_BOOL: snprintf(buf, n, "%s", *(const uint8_t *)p ? "true" : "false"); break;
     case TFE_INT32:
     case TFE_INT64: snprintf(buf, n, "%lld", (long long)kn_load_i64(p, t->dtype)); break;
+    case TFE_FLOAT32: case TFE_FLOAT64: case TFE_FLOAT16: case TFE_BFLOAT16: case TFE_NDTYPES:
     default: format_float_shortest(kn_load_f64(p, t->dtype), t->dtype, buf, n); break;
     }
 }

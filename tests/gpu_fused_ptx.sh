@@ -3,7 +3,8 @@
 # docs/gpu.md "Fused kernels"), checked without a GPU: NVRTC compiles CUDA C
 # to PTX with no device. TFE_GPU_FUSED_PTX_CHECK=1 makes tfe compile every
 # fused program it runs (once per distinct program) and fail on a compile
-# error; its first check also compiles a program with every op (FOP_*).
+# error; its first check also compiles a program with every fusable op
+# (each ELEM_UNARY and ELEM_BINARY row of tensor/elem.def).
 # Programs run on the pretend gpu:0 (TFE_FAKE_GPU=1, TFE_DEVICE=gpu:0): then
 # staged graphs run through the node walker (stage/exec.c run_fused, the
 # path a GPU takes) rather than the CPU plan. When the toolkit's ptxas is
@@ -44,18 +45,26 @@ fail() { echo "FAIL: $*"; status=1; }
 # the CUDA C of the small group: the kernel, its loads, the ops, the constant
 # 1.0 as its float bits, the store
 for want in 'extern "C" __global__ void tfe_fused_' '(const tfe_fargs a)' 'a.in[0] ? a.in[0][o0] : a.v[0]' \
-            'tfe_sigmoid(r' '/* mul */' '__int_as_float(0x3f800000); /* const 1 */' '/* add */' 'a.out[i] = r'; do
+            'tfe_SIGMOID(r' '/* mul */' '__int_as_float(0x3f800000); /* const 1 */' '/* add */' 'a.out[i] = r'; do
     grep -qF "$want" "$tmp/err" || fail "the small group's source has no '$want'"
 done
-# the every-op program: each op's formula (tensor/fused.c's float32 VM)
-for want in '-r0;' 'fabsf(r0)' 'r0 > 0 ? 1.0f : r0 < 0 ? -1.0f : r0' 'expf(r0)' 'logf(r0)' 'log1pf(r0)' \
-            'sqrtf(r0)' '1.0f / sqrtf(r0)' 'sinf(r0)' 'cosf(r0)' 'tanhf(r0)' 'tfe_sigmoid(r0)' \
-            'r0 > 0 || r0 != r0 ? r0 : 0.0f' '0.5f * r0 * (1.0f + erff(r0 * __int_as_float(0x3f3504f3)))' \
-            'fmaxf(r0, 0.0f) + log1pf(expf(-fabsf(r0)))' 'floorf(r0)' 'ceilf(r0)' 'rintf(r0)' '/* mov */' \
-            'r0 + r1' 'r0 - r1' 'r0 * r1' 'r0 / r1' 'powf(r0, r1)' 'TFE_FMAX(r0, r1)' 'TFE_FMIN(r0, r1)' \
-            'tfe_floordiv(r0, r1)' 'tfe_mod(r0, r1)' '__int_as_float(0x3dcccccd); /* const 0.100000001 */'; do
+# the every-op program: each fusable row of tensor/elem.def is called, and
+# its function is the row's formula as written there (stringified, so the
+# same characters the CPU loops are compiled from)
+for want in '#define F(fn) fn##f' 'T F(tfe_sigmoid)(T x) { if (x >= 0) return (T)1 / ((T)1 + F(exp)(-x));' \
+            '__int_as_float(0x3dcccccd); /* const 0.100000001 */'; do
     grep -qF -- "$want" "$tmp/err" || fail "the every-op source has no '$want'"
 done
+rows=$(sed -n 's/^ELEM_\(UNARY\|BINARY\)(\([A-Z0-9_]*\), *[0-9]*, *\(.*\))\( *\/\*.*\)\{0,1\}$/\1 \2 \3/p' "$TFE_SRCDIR/tensor/elem.def")
+[ "$(echo "$rows" | wc -l)" -ge 20 ] || fail "tensor/elem.def: found only $(echo "$rows" | wc -l) fusable rows"
+echo "$rows" | while read -r kind id expr; do
+    expr=$(echo "$expr" | sed 's/ *$//')
+    args='r0'; params='(T x)'
+    [ "$kind" = BINARY ] && args='r0, r1' && params='(T x, T y)'
+    grep -qF -- "tfe_$id($args)" "$tmp/err" || echo "FAIL: the every-op program does not call tfe_$id"
+    grep -qF -- "T tfe_$id$params { return $expr; }" "$tmp/err" || echo "FAIL: tfe_$id is not elem.def's '$expr'"
+done >"$tmp/rows"
+[ -s "$tmp/rows" ] && { cat "$tmp/rows"; status=1; }
 grep -q 'fused-ptx: ok .*(every op, ' "$tmp/err" || fail "the every-op program did not compile"
 
 # golden programs with fusion, and one group with every op graphs fuse; a

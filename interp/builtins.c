@@ -48,6 +48,16 @@ void interp_define_builtin(Interp *I, const char *name, BuiltinFn fn, void *data
     define_value(I, name, builtin_new(name, fn, data));
 }
 
+void interp_define_builtin_flags(Interp *I, const char *name, BuiltinFn fn, void *data, int flags,
+                                 const char *why)
+{
+    Value v = builtin_new(name, fn, data);
+    Builtin *b = (Builtin *)v.u.o;
+    b->effect = (uint8_t)(flags & (BF_EFFECT | BF_EFFECT_VALUE));
+    b->unstageable = (flags & BF_NOT_STAGEABLE) ? why : NULL;
+    define_value(I, name, v);
+}
+
 /* --- argument binding --------------------------------------------------------------- */
 
 int args_parse(Interp *I, const char *fname, const char *spec,
@@ -487,11 +497,11 @@ BUILTIN(bi_check_labels)
 
 void builtins_register(Interp *I)
 {
-    interp_define_builtin(I, "check_same_shape", bi_check_same_shape, NULL);
-    interp_define_builtin(I, "check_labels", bi_check_labels, NULL);
-    interp_define_builtin(I, "assert", bi_assert, NULL);
+    interp_define_builtin_flags(I, "check_same_shape", bi_check_same_shape, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "check_labels", bi_check_labels, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "assert", bi_assert, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "getenv", bi_getenv, NULL);
-    interp_define_builtin(I, "print", bi_print, NULL);
+    interp_define_builtin_flags(I, "print", bi_print, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "format", bi_format, NULL);
     interp_define_builtin(I, "str", bi_str, NULL);
     interp_define_builtin(I, "int", bi_int, NULL);
@@ -499,7 +509,7 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "len", bi_len, NULL);
     interp_define_builtin(I, "range", bi_range, NULL);
     interp_define_builtin(I, "list", bi_list, NULL);
-    interp_define_builtin(I, "time", bi_time, NULL);
+    interp_define_builtin_flags(I, "time", bi_time, NULL, BF_EFFECT_VALUE, NULL);
     interp_define_builtin(I, "memory", bi_memory, NULL);
     static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));

@@ -202,10 +202,12 @@ BUILTIN(bi_var_assign)
     return 0;
 }
 
-static Value bound(const char *name, BuiltinFn fn, void *data, Obj *self, bool box_names)
+/* A method bound to self; flags as at registration (BF_*, interp/interp.h). */
+static Value bound(const char *name, BuiltinFn fn, void *data, Obj *self, bool box_names, int flags)
 {
     Value b = builtin_new(name, fn, data);
     Builtin *bb = (Builtin *)b.u.o;
+    bb->effect = (uint8_t)(flags & (BF_EFFECT | BF_EFFECT_VALUE));
     self->refcount++;
     bb->self = v_obj(V_OBJECT, self);
     bb->box_names = box_names;
@@ -230,8 +232,8 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
     }
     for (int m = 0; m < 3; m++)
         if (!strcmp(name, assign_names[m])) {
-            *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false);
-            ((Builtin *)out->u.o)->effect = 1; /* staged code updates it at every call */
+            /* an effect: staged code updates it at every call */
+            *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false, BF_EFFECT);
             return 0;
         }
     /* shape, dtype, ndim, size, device, T: those of the value */
@@ -262,7 +264,9 @@ BUILTIN(bi_variable)
     }
     /* --stage-all: eager code makes a new variable at every call, a graph
      * only at its first trace; so a function that makes variables is not
-     * staged implicitly (it runs eagerly, named once on stderr) */
+     * staged implicitly (it runs eagerly, named once on stderr). Not a
+     * registration flag (BF_NOT_STAGEABLE): @staged code may make variables
+     * on its first trace, so the answer depends on the kind of trace. */
     if (tfe_tracer && trace_recording() && tfe_tracer->implicit &&
         trace_fail(I, I->cur_loc, "it creates variables, and eager code creates new ones at every call"))
         return -1;
@@ -767,8 +771,8 @@ BUILTIN(bi_tape_gradient)
 static int tape_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     (void)I;
-    if (!strcmp(name, "watch")) { *out = bound("watch", bi_tape_watch, NULL, o, true); return 0; }
-    if (!strcmp(name, "gradient")) { *out = bound("gradient", bi_tape_gradient, NULL, o, false); return 0; }
+    if (!strcmp(name, "watch")) { *out = bound("watch", bi_tape_watch, NULL, o, true, 0); return 0; }
+    if (!strcmp(name, "gradient")) { *out = bound("gradient", bi_tape_gradient, NULL, o, false, 0); return 0; }
     if (!strcmp(name, "persistent")) { *out = v_bool(((Tape *)o)->persistent); return 0; }
     return 1;
 }
@@ -872,8 +876,8 @@ bool value_is_variable(Value v) { return is_variable(v); }
 int variable_update(Interp *I, Value var, int aop, Value x)
 {
     int mode = aop == AOP_ADD ? 1 : aop == AOP_SUB ? 2 : aop == AOP_MUL ? 3 : 4;
-    Value m = bound(compound_names[mode], bi_var_assign, (void *)(intptr_t)(mode | COMPOUND), var.u.o, false);
-    ((Builtin *)m.u.o)->effect = 1;
+    Value m = bound(compound_names[mode], bi_var_assign, (void *)(intptr_t)(mode | COMPOUND), var.u.o, false,
+                    BF_EFFECT);
     Value out = v_nil();
     int rc = call_value(I, m, 1, &x, 0, NULL, NULL, &out);
     value_decref(out);

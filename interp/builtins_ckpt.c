@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include "interp/buf.h"
 #include "interp/internal.h"
-#include "stage/trace.h"
 #include "tensor/xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -664,12 +663,6 @@ BUILTIN(bi_load)
             return interp_raise(I, "load(): flat must be a bool, got %s", value_kind_name(a[1]));
         flat = a[1].u.i != 0;
     }
-    /* a record is not a value staged code can take from the host: under
-     * --stage-all the function runs eagerly, under @staged it is an error */
-    if (tfe_tracer && trace_recording() &&
-        trace_fail(I, I->cur_loc, "load() returns a record, which a staged function cannot take from the host; "
-                                  "call load() outside it and pass the tensors in"))
-        return -1;
     const char *path = ((Str *)a[0].u.o)->s;
     StFile sf;
     if (st_open(I, "load", path, &sf)) return -1;
@@ -829,7 +822,12 @@ BUILTIN(bi_restore)
 
 void builtins_ckpt_register(Interp *I)
 {
-    interp_define_builtin(I, "save", bi_save, NULL);
-    interp_define_builtin(I, "restore", bi_restore, NULL);
-    interp_define_builtin(I, "load", bi_load, NULL);
+    interp_define_builtin_flags(I, "save", bi_save, NULL, BF_EFFECT, NULL);
+    /* restore assigns variables, like v.assign(): again at every call */
+    interp_define_builtin_flags(I, "restore", bi_restore, NULL, BF_EFFECT, NULL);
+    /* a record is not a value staged code can take from the host: under
+     * --stage-all the function runs eagerly, under @staged it is an error */
+    interp_define_builtin_flags(I, "load", bi_load, NULL, BF_NOT_STAGEABLE,
+                                "load() returns a record, which a staged function cannot take from the host; "
+                                "call load() outside it and pass the tensors in");
 }

@@ -356,7 +356,7 @@ out:
 
 void builtins_io_register(Interp *I)
 {
-    interp_define_builtin(I, "save_npy", bi_save_npy, NULL);
-    interp_define_builtin(I, "load_npy", bi_load_npy, NULL);
-    interp_define_builtin(I, "load_csv", bi_load_csv, NULL);
+    interp_define_builtin_flags(I, "save_npy", bi_save_npy, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "load_npy", bi_load_npy, NULL, BF_EFFECT_VALUE, NULL);
+    interp_define_builtin_flags(I, "load_csv", bi_load_csv, NULL, BF_EFFECT_VALUE, NULL);
 }

@@ -78,6 +78,8 @@ BUILTIN(bi_sparkline)
             return interp_raise(I, "sparkline(): width must be a positive int");
         width = a[1].u.i;
     }
+    /* not a registration flag (BF_NOT_STAGEABLE): sparkline of host numbers
+     * is fine in a staged function; only traced arguments are refused */
     if (trace_recording() && any_traced(a[0]) &&
         trace_fail(I, I->cur_loc, "sparkline() returns a string, which a staged function cannot compute from "
                                   "traced values; call it outside the staged function"))
@@ -396,6 +398,6 @@ out:
 
 void builtins_plot_register(Interp *I)
 {
-    interp_define_builtin(I, "plot", bi_plot, NULL);
+    interp_define_builtin_flags(I, "plot", bi_plot, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "sparkline", bi_sparkline, NULL);
 }

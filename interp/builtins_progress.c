@@ -121,6 +121,8 @@ Value progress_iterable(Value v)
 int progress_begin(Interp *I, Value bar, int64_t total, Loc loc)
 {
     Progress *p = (Progress *)bar.u.o;
+    /* a bar made outside and iterated inside a staged function: no builtin
+     * call to flag (progress() itself is BF_NOT_STAGEABLE), the for loop asks */
     if (trace_recording() &&
         trace_fail(I, loc, "a progress bar cannot be drawn inside a staged function (the loop would "
                            "run once, at trace time); iterate with progress() outside it"))
@@ -168,10 +170,6 @@ BUILTIN(bi_progress)
     }
     if (pr[1] && a[1].kind != V_NIL && a[1].kind != V_STR)
         return interp_raise(I, "progress(): label must be a string, got %s", value_kind_name(a[1]));
-    if (trace_recording() &&
-        trace_fail(I, I->cur_loc, "progress() cannot be used inside a staged function (its loop would "
-                                  "run once, at trace time); iterate with progress() outside it"))
-        return -1;
     Progress *p = object_new(sizeof *p, &progress_class);
     value_incref(it);
     p->inner = it;
@@ -186,5 +184,7 @@ BUILTIN(bi_progress)
 
 void builtins_progress_register(Interp *I)
 {
-    interp_define_builtin(I, "progress", bi_progress, NULL);
+    interp_define_builtin_flags(I, "progress", bi_progress, NULL, BF_NOT_STAGEABLE,
+                                "progress() cannot be used inside a staged function (its loop would "
+                                "run once, at trace time); iterate with progress() outside it");
 }

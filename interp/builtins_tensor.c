@@ -16,9 +16,6 @@
  * the end) and check its range before calling an op, so the attrs handed to
  * tfe_execute always hold 0 <= axis < rank (rank + 1 for expand_dims/stack). */
 
-#define BUILTIN(name)                                                                  \
-    static int name(Interp *I, int argc, const Value *argv, int nkw,                   \
-                    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
 #define PARSE(fname, spec, n)                                                          \
     Value a[n];                                                                        \
     bool p[n];                                                                         \
@@ -1742,48 +1739,50 @@ void builtins_tensor_register(Interp *I)
         else if (fl & F_BINARY) interp_define_builtin(I, tfe_ops[op].name, bi_binary, d);
         else if (fl & F_REDUCTION) interp_define_builtin(I, tfe_ops[op].name, bi_reduce, d);
     }
-    static const struct { const char *name; BuiltinFn fn; intptr_t data; } table[] = {
-        {"tensor", bi_tensor, 0},
-        {"zeros", bi_zeros_ones, 0},
-        {"ones", bi_zeros_ones, 1},
-        {"zeros_like", bi_like, 0},
-        {"ones_like", bi_like, 1},
-        {"full", bi_full, 0},
-        {"arange", bi_arange, 0},
-        {"linspace", bi_linspace, 0},
-        {"eye", bi_eye, 0},
-        {"randn", bi_random, OP_RANDN},
-        {"rand", bi_random, OP_RAND},
-        {"randint", bi_randint, 0},
-        {"seed", bi_seed, 0},
-        {"shape", bi_meta, 0},
-        {"rank", bi_meta, 1},
-        {"size", bi_meta, 2},
-        {"dtype", bi_meta, 3},
-        {"cast", bi_cast, 0},
-        {"reshape", bi_reshape, 0},
-        {"flatten", bi_flatten, 0},
-        {"transpose", bi_transpose, 0},
-        {"expand_dims", bi_expand_dims, 0},
-        {"squeeze", bi_squeeze, 0},
-        {"broadcast_to", bi_broadcast_to, 0},
-        {"concat", bi_concat_stack, OP_CONCAT},
-        {"stack", bi_concat_stack, OP_STACK},
-        {"split", bi_split, 0},
-        {"tile", bi_tile, 0},
-        {"where", bi_where, 0},
-        {"clip", bi_clip, 0},
-        {"matmul", bi_binary, OP_MATMUL},
-        {"softmax", bi_softmax, OP_SOFTMAX},
-        {"log_softmax", bi_softmax, OP_LOG_SOFTMAX},
-        {"one_hot", bi_one_hot, 0},
-        {"gather", bi_gather, 0},
-        {"conv2d", bi_conv2d, 0},
-        {"max_pool2d", bi_pool, OP_MAX_POOL2D},
-        {"avg_pool2d", bi_pool, OP_AVG_POOL2D},
-        {"dropout", bi_dropout, 0},
-        {"stop_gradient", bi_stop_gradient, 0},
+    /* flags: how staged code treats the calls (BF_*, interp/interp.h) */
+    static const struct { const char *name; BuiltinFn fn; intptr_t data; int flags; } table[] = {
+        {"tensor", bi_tensor, 0, 0},
+        {"zeros", bi_zeros_ones, 0, 0},
+        {"ones", bi_zeros_ones, 1, 0},
+        {"zeros_like", bi_like, 0, 0},
+        {"ones_like", bi_like, 1, 0},
+        {"full", bi_full, 0, 0},
+        {"arange", bi_arange, 0, 0},
+        {"linspace", bi_linspace, 0, 0},
+        {"eye", bi_eye, 0, 0},
+        {"randn", bi_random, OP_RANDN, 0},
+        {"rand", bi_random, OP_RAND, 0},
+        {"randint", bi_randint, 0, 0},
+        {"seed", bi_seed, 0, BF_EFFECT}, /* resets the random stream: again at every call */
+        {"shape", bi_meta, 0, 0},
+        {"rank", bi_meta, 1, 0},
+        {"size", bi_meta, 2, 0},
+        {"dtype", bi_meta, 3, 0},
+        {"cast", bi_cast, 0, 0},
+        {"reshape", bi_reshape, 0, 0},
+        {"flatten", bi_flatten, 0, 0},
+        {"transpose", bi_transpose, 0, 0},
+        {"expand_dims", bi_expand_dims, 0, 0},
+        {"squeeze", bi_squeeze, 0, 0},
+        {"broadcast_to", bi_broadcast_to, 0, 0},
+        {"concat", bi_concat_stack, OP_CONCAT, 0},
+        {"stack", bi_concat_stack, OP_STACK, 0},
+        {"split", bi_split, 0, 0},
+        {"tile", bi_tile, 0, 0},
+        {"where", bi_where, 0, 0},
+        {"clip", bi_clip, 0, 0},
+        {"matmul", bi_binary, OP_MATMUL, 0},
+        {"softmax", bi_softmax, OP_SOFTMAX, 0},
+        {"log_softmax", bi_softmax, OP_LOG_SOFTMAX, 0},
+        {"one_hot", bi_one_hot, 0, 0},
+        {"gather", bi_gather, 0, 0},
+        {"conv2d", bi_conv2d, 0, 0},
+        {"max_pool2d", bi_pool, OP_MAX_POOL2D, 0},
+        {"avg_pool2d", bi_pool, OP_AVG_POOL2D, 0},
+        {"dropout", bi_dropout, 0, 0},
+        {"stop_gradient", bi_stop_gradient, 0, 0},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        interp_define_builtin(I, table[i].name, table[i].fn, (void *)table[i].data);
+        interp_define_builtin_flags(I, table[i].name, table[i].fn, (void *)table[i].data, table[i].flags,
+                                    NULL);
 }

@@ -1,5 +1,4 @@
-/* device.h — devices behind the one dispatch entry (issue 8, DESIGN.md
- * "Tensors"): cpu:0 is device 0, GPUs are 1..n (gpu:0 is device 1). A backend
+/* device.h — devices behind the one dispatch entry (docs/gpu.md): cpu:0 is device 0, GPUs are 1..n (gpu:0 is device 1). A backend
  * is a vtable; gpu/ registers one when CUDA is built in and a device answers.
  * Without it every function here is a cheap no-op and tensors stay on cpu:0. */
 #ifndef TFE_DEVICE_H

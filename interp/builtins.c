@@ -11,7 +11,7 @@
 #include "interp/internal.h"
 #include "stage/trace.h"
 #include "tensor/device.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 Value builtin_new(const char *name, BuiltinFn fn, void *data)
 {

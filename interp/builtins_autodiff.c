@@ -8,7 +8,7 @@
 #include "interp/internal.h"
 #include "tensor/grad.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* --- variables ---------------------------------------------------------------------- */
 

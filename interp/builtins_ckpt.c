@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include "interp/buf.h"
 #include "interp/internal.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian, and builtins_ckpt.c copies tensor bytes as they are"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "interp/internal.h"
 #include "tensor/device.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Device { Object o; int index; } Device;
 

@@ -12,7 +12,7 @@
 #include <zlib.h>
 #include "interp/internal.h"
 #include "tensor/ops.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 static const char *npy_descr(tfe_dtype dt)
 {

@@ -10,7 +10,7 @@
 #include "interp/internal.h"
 #include "interp/buf.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* The numbers of v (a tensor of rank <= max_rank, flattened, or a list/tuple
  * of numbers) as a malloc'd array; -1 after raising. */

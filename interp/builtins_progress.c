@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "interp/internal.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Progress {
     Object o;

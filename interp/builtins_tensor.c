@@ -10,7 +10,7 @@
 #include "interp/interp.h"
 #include "tensor/ops.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* Axis convention: the bindings normalise every axis (negative counts from
  * the end) and check its range before calling an op, so the attrs handed to

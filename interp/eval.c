@@ -12,7 +12,7 @@
 #include "stage/check.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 
 static int eval(Interp *I, Node *n, Env *env, Value *out);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);

@@ -18,7 +18,7 @@
 #include <string.h>
 #include "stage/opt.h"
 #include "tensor/fused.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 tfe_op opt_op_of_fop(int fop)
 {

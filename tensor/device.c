@@ -9,7 +9,7 @@
 #include "tensor/device.h"
 #include "tensor/grad.h"
 #include "tensor/kernels.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #ifdef HAVE_CUDA
 const tfe_backend *tfe_gpu_probe(void); /* gpu/backend.c: NULL without a device */

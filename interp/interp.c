@@ -4,9 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "config.h"
 #include "interp/internal.h"
 #include "util/xalloc.h"
 
+#ifdef HAVE_CUDA
+void tfe_gpu_register(void); /* gpu/backend.c: the CUDA backend plugs into tensor/device.c */
+#endif
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
@@ -22,6 +26,9 @@ Interp *interp_new(const InterpOptions *opt)
     I->globals = env_new(I, 0, NULL);
     I->modules = record_new();
     I->retval = v_nil();
+#ifdef HAVE_CUDA
+    tfe_gpu_register();
+#endif
     builtins_register(I);
     builtins_io_register(I);
     builtins_device_register(I);

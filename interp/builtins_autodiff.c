@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/grad.h"
 #include "stage/trace.h"
@@ -254,14 +255,10 @@ BUILTIN(bi_variable)
     Value a[3];
     bool p[3];
     if (args_parse(I, "variable", "init, name=, trainable=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[1].kind != V_NIL && a[1].kind != V_STR)
-        return interp_raise(I, "variable: name must be a string, got %s", value_kind_name(a[1]));
+    const char *name;
+    if (arg_opt_string(I, "variable", "name", a[1], &name)) return -1;
     bool trainable = true;
-    if (p[2]) {
-        if (a[2].kind != V_SCALAR || a[2].dtype != TFE_BOOL)
-            return interp_raise(I, "variable: trainable must be a bool, got %s", value_kind_name(a[2]));
-        trainable = a[2].u.i != 0;
-    }
+    if (p[2] && arg_bool(I, "variable", "trainable", a[2], &trainable)) return -1;
     /* --stage-all: eager code makes a new variable at every call, a graph
      * only at its first trace; so a function that makes variables is not
      * staged implicitly (it runs eagerly, named once on stderr). Not a
@@ -276,7 +273,7 @@ BUILTIN(bi_variable)
                                   "or make it once)"))
         return -1;
     tfe_tensor *t = value_to_tensor(a[0]);
-    if (!t) return interp_raise(I, "variable: init must be a tensor, got %s", value_kind_name(a[0]));
+    if (!t) return arg_error(I, "variable", "init", "a tensor", a[0]);
     /* a copy: the variable's value is its own, whatever happens to init */
     tfe_tensor *c = tensor_copy(t);
     tensor_decref(t);
@@ -284,7 +281,7 @@ BUILTIN(bi_variable)
     c->weak = false;
     Variable *v = object_new(sizeof *v, &variable_class);
     v->value = c;
-    v->name = a[1].kind == V_STR ? xstrdup(((Str *)a[1].u.o)->s) : NULL;
+    v->name = name ? xstrdup(name) : NULL;
     v->trainable = trainable;
     *out = v_obj(V_OBJECT, v);
     return 0;
@@ -719,7 +716,7 @@ static tfe_tensor *target_tensor(Interp *I, const char *fn, Value y)
         tensor_incref(((Variable *)y.u.o)->value);
         return ((Variable *)y.u.o)->value;
     }
-    interp_raise(I, "%s: the target must be a tensor, got %s", fn, value_kind_name(y));
+    arg_error(I, fn, "the target", "a tensor", y);
     return NULL;
 }
 
@@ -789,11 +786,7 @@ BUILTIN(bi_tape)
     bool p[1];
     if (args_parse(I, "tape", "persistent=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     bool persistent = false;
-    if (p[0]) {
-        if (a[0].kind != V_SCALAR || a[0].dtype != TFE_BOOL)
-            return interp_raise(I, "tape: persistent must be a bool, got %s", value_kind_name(a[0]));
-        persistent = a[0].u.i != 0;
-    }
+    if (p[0] && arg_bool(I, "tape", "persistent", a[0], &persistent)) return -1;
     Tape *T = tape_alloc(persistent, true);
     if (!T) return interp_raise_tensor_error(I);
     *out = v_obj(V_OBJECT, T);
@@ -927,12 +920,12 @@ static int parse_argnums(Interp *I, const char *fn, Value a, int *idx, int *n, b
     Seq *s = seq_as(a);
     *multi = s != NULL;
     int cnt = s ? s->n : 1;
-    if (a.kind == V_LIST) return interp_raise(I, "%s: argnums must be an int or a tuple of ints, got list", fn);
+    if (a.kind == V_LIST) return arg_error(I, fn, "argnums", "an int or a tuple of ints", a);
     if (cnt > 64) return interp_raise(I, "%s: at most 64 argnums", fn);
     for (int i = 0; i < cnt; i++) {
         Value x = s ? s->items[i] : a;
         if (x.kind != V_SCALAR || !dtype_is_int((tfe_dtype)x.dtype))
-            return interp_raise(I, "%s: argnums must be an int or a tuple of ints, got %s", fn, value_kind_name(x));
+            return arg_error(I, fn, "argnums", "an int or a tuple of ints", x);
         if (x.u.i < 0) return interp_raise(I, "%s: argnums must be non-negative, got %lld", fn, (long long)x.u.i);
         idx[i] = (int)x.u.i;
     }
@@ -1087,7 +1080,7 @@ BUILTIN(bi_grad)
     bool p[2];
     if (args_parse(I, fn, "f, argnums=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     if (a[0].kind != V_FN && a[0].kind != V_BUILTIN)
-        return interp_raise(I, "%s: f must be a function, got %s", fn, value_kind_name(a[0]));
+        return arg_error(I, fn, "f", "a function", a[0]);
     Value argnums = p[1] ? a[1] : v_int(0);
     int idx[64], n;
     bool multi;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "interp/builtins_args.h"
 #include "interp/buf.h"
 #include "interp/internal.h"
 #include "util/xalloc.h"
@@ -115,8 +116,8 @@ BUILTIN(bi_save)
     Value a[2];
     bool p[2];
     if (args_parse(I, "save", "path, obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "save(): path must be a string, got %s", value_kind_name(a[0]));
-    const char *path = ((Str *)a[0].u.o)->s;
+    const char *path;
+    if (arg_string(I, "save()", "path", a[0], &path)) return -1;
     LeafList L;
     if (collect_leaves(I, "save", a[1], &L)) return -1;
     if (!L.n) {
@@ -656,14 +657,10 @@ BUILTIN(bi_load)
     Value a[2];
     bool p[2];
     if (args_parse(I, "load", "path, flat=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "load(): path must be a string, got %s", value_kind_name(a[0]));
+    const char *path;
+    if (arg_string(I, "load()", "path", a[0], &path)) return -1;
     bool flat = false;
-    if (p[1]) {
-        if (a[1].kind != V_SCALAR || a[1].dtype != TFE_BOOL)
-            return interp_raise(I, "load(): flat must be a bool, got %s", value_kind_name(a[1]));
-        flat = a[1].u.i != 0;
-    }
-    const char *path = ((Str *)a[0].u.o)->s;
+    if (p[1] && arg_bool(I, "load()", "flat", a[1], &flat)) return -1;
     StFile sf;
     if (st_open(I, "load", path, &sf)) return -1;
     Record *root = record_new();
@@ -745,8 +742,8 @@ BUILTIN(bi_restore)
     Value a[2];
     bool p[2];
     if (args_parse(I, "restore", "path, obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "restore(): path must be a string, got %s", value_kind_name(a[0]));
-    const char *path = ((Str *)a[0].u.o)->s;
+    const char *path;
+    if (arg_string(I, "restore()", "path", a[0], &path)) return -1;
     LeafList L;
     if (collect_leaves(I, "restore", a[1], &L)) return -1;
     StFile sf;

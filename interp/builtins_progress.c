@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
@@ -168,12 +169,12 @@ BUILTIN(bi_progress)
     default:
         return interp_raise(I, "progress(): cannot iterate over a value of type %s", value_kind_name(it));
     }
-    if (pr[1] && a[1].kind != V_NIL && a[1].kind != V_STR)
-        return interp_raise(I, "progress(): label must be a string, got %s", value_kind_name(a[1]));
+    const char *label = NULL;
+    if (pr[1] && arg_opt_string(I, "progress()", "label", a[1], &label)) return -1;
     Progress *p = object_new(sizeof *p, &progress_class);
     value_incref(it);
     p->inner = it;
-    if (pr[1] && a[1].kind == V_STR) p->label = xstrdup(((Str *)a[1].u.o)->s);
+    if (label) p->label = xstrdup(label);
     const char *env = getenv("TFE_PROGRESS");
     p->silent = env && strcmp(env, "0") == 0;
     p->tty = isatty(2);

@@ -1,6 +1,5 @@
 #!/bin/sh
-# bench/gpu.sh — the GPU check for a machine with an NVIDIA GPU (issue 8;
-# docs/gpu.md): configure with CUDA into a build dir, build, run the GPU tests,
+# bench/gpu.sh — the GPU check for a machine with an NVIDIA GPU (docs/gpu.md): configure with CUDA into a build dir, build, run the GPU tests,
 # then print matmul TFLOP/s (fp32, tf32, bf16; bf16 also at 8192^3) for tfe,
 # cuBLAS called directly (bench/gpu_matmul.c) and PyTorch (when importable),
 # and the MLP and CNN training steps, eager and staged, on gpu:0 against

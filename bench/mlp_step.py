@@ -5,7 +5,7 @@ PyTorch autograd (update under torch.no_grad), TensorFlow GradientTape (no
 tf.function), JAX jax.value_and_grad of a plain function (no jax.jit; JAX
 runs it op by op).
 
-With --compiled first (peer of mlp_step_staged.tfe, issue 6) the TensorFlow
+With --compiled first (peer of mlp_step_staged.tfe) the TensorFlow
 step is a tf.function and the JAX step (value_and_grad and the update) is
 one jax.jit; PyTorch stays eager (the issue compares tfe's staged step with
 PyTorch's eager one).

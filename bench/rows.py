@@ -54,7 +54,7 @@ def scalar_peers(name):
 
 F32 = 4
 ROWS = [
-    # --- issue 2: the interpreter -----------------------------------------
+    # --- the interpreter -------------------------------------------------
     Row("fib", 2, "fib(27), recursive",
         ["{tfe}", "{bench}/fib.tfe"], scalar_peers("fib")),
     Row("loop", 2, "10^7-step scalar while loop",
@@ -63,7 +63,7 @@ ROWS = [
         ["{tfe}", "-e", "1"],
         {"CPython": ["{cpython}", "-c", "1"], "Lua": ["{lua}", "-e", ""]},
         kind="startup"),
-    # --- issue 3: eager tensors -------------------------------------------
+    # --- eager tensors ---------------------------------------------------
     Row("add8", 3, "eager a + b, 8 x float32, in a loop",
         ["{tfe}", "{bench}/add8.tfe"], tensor_peers("add8.py")),
     Row("matmul", 3, "a @ b, 1024x1024 float32",
@@ -78,18 +78,18 @@ ROWS = [
     Row("sum_axis1", 3, "sum(x, axis=1), 4096x4096 float32",
         ["{tfe}", "{bench}/sum_axis1.tfe"], tensor_peers("sum_axis.py", "--axis", "1"),
         work=F32 * 4096 * 4096, unit="GB/s"),
-    # --- issue 4: autodiff -----------------------------------------------
+    # --- autodiff -------------------------------------------------------
     Row("mlp_step", 4, "SGD step, MLP 784-256-256-10, batch 64, eager autodiff",
         ["{tfe}", "{bench}/mlp_step.tfe"], autodiff_peers("mlp_step.py")),
     Row("cnn_step", 4, "SGD step, LeNet-5-style CNN 28x28x1, batch 64, eager autodiff",
         ["{tfe}", "{bench}/cnn_step.tfe"], autodiff_peers("cnn_step.py")),
-    # --- issue 5: staging -------------------------------------------------
+    # --- staging ---------------------------------------------------------
     Row("staged_call", 5, "cached call of a staged fn, x + 1.0 on 4 x float32, in a loop "
         "(tf.function, jax.jit, torch.compile inductor)",
         ["{tfe}", "{bench}/staged_call.tfe"], staged_peers("staged_call.py")),
     Row("staged_call_eager", 5, "the same fn called eagerly (no staging), for reference",
         ["{tfe}", "{bench}/staged_call_eager.tfe"], tensor_peers("staged_call.py", "--eager")),
-    # --- issue 6: graph optimizer ----------------------------------------
+    # --- graph optimizer ------------------------------------------------
     Row("ew_chain", 6, "cached call of a staged fn: 100 x (x * 0.999 + 0.001), unrolled, "
         "64 x float32 (TorchScript torch.jit.trace, tf.function, jax.jit)",
         ["{tfe}", "{bench}/ew_chain.tfe"], staged_peers("ew_chain.py")),

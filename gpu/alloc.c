@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "gpu/gpu.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 enum { NCLASSES = 4 * 48, MAXDEV = 16 };
 

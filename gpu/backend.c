@@ -264,7 +264,7 @@ static tfe_backend backend = {
     .supports = supports, .run = run, .fused = gpu_fused_run,
 };
 
-/* Called once (tensor/device.c). No driver, no device, or any CUDA error:
+/* Called once (tensor/device.c, through tfe_gpu_register). No driver, no device, or any CUDA error:
  * NULL, and tfe runs on the CPU without a word. */
 const tfe_backend *tfe_gpu_probe(void) {
     int n = 0;
@@ -283,3 +283,8 @@ const tfe_backend *tfe_gpu_probe(void) {
     backend.ndev = k;
     return &backend;
 }
+
+/* Plugs this backend into the device layer (from interp_new, before any
+ * device query): tensor/ names no gpu/ function. */
+void tfe_gpu_register(void);
+void tfe_gpu_register(void) { tfe_device_register(tfe_gpu_probe, gpu_fused_check); }

@@ -29,7 +29,7 @@
 #include "gpu/gpu.h"
 #include "tensor/fused.h"
 #include "tensor/kernels.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 enum { MAXDEV = 16, BLOCK = 256, MAX_BLOCKS = 65536 };
 

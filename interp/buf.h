@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Buf { char *s; size_t len, cap; } Buf;
 

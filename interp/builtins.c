@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "stage/trace.h"
 #include "tensor/device.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 Value builtin_new(const char *name, BuiltinFn fn, void *data)
 {
@@ -46,6 +47,16 @@ static void define_value(Interp *I, const char *name, Value v)
 void interp_define_builtin(Interp *I, const char *name, BuiltinFn fn, void *data)
 {
     define_value(I, name, builtin_new(name, fn, data));
+}
+
+void interp_define_builtin_flags(Interp *I, const char *name, BuiltinFn fn, void *data, int flags,
+                                 const char *why)
+{
+    Value v = builtin_new(name, fn, data);
+    Builtin *b = (Builtin *)v.u.o;
+    b->effect = (uint8_t)(flags & (BF_EFFECT | BF_EFFECT_VALUE));
+    b->unstageable = (flags & BF_NOT_STAGEABLE) ? why : NULL;
+    define_value(I, name, v);
 }
 
 /* --- argument binding --------------------------------------------------------------- */
@@ -113,7 +124,8 @@ BUILTIN(bi_print)
         Value v = kwvals[k];
         bool is_sep = strcmp(kwnames[k]->s, "sep") == 0, is_end = strcmp(kwnames[k]->s, "end") == 0;
         if (!is_sep && !is_end) return interp_raise(I, "print() got an unexpected keyword argument '%s'", kwnames[k]->s);
-        if (v.kind != V_STR) return interp_raise(I, "print(): %s must be a string", kwnames[k]->s);
+        const char *str;
+        if (arg_string(I, "print()", kwnames[k]->s, v, &str)) return -1;
         Str *s = (Str *)v.u.o;
         if (is_sep) { sep = s->s; seplen = s->len; } else { end = s->s; endlen = s->len; }
     }
@@ -289,14 +301,14 @@ BUILTIN(bi_memory)
     Value a[1];
     bool p[1];
     if (args_parse(I, "memory", "reset_peak=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (p[0] && (a[0].kind != V_SCALAR || a[0].dtype != TFE_BOOL))
-        return interp_raise(I, "memory: reset_peak must be a bool, got %s", value_kind_name(a[0]));
+    bool reset = false;
+    if (p[0] && arg_bool(I, "memory", "reset_peak", a[0], &reset)) return -1;
     tfe_alloc_stats st = tfe_alloc_get_stats();
     Record *r = record_new();
     record_set_take(r, "live", 4, v_int((int64_t)st.live_bytes));
     record_set_take(r, "peak", 4, v_int((int64_t)st.peak_bytes));
     record_set_take(r, "cached", 6, v_int((int64_t)st.cached_bytes));
-    if (p[0] && a[0].u.i) tfe_alloc_reset_peak();
+    if (reset) tfe_alloc_reset_peak();
     *out = v_obj(V_RECORD, r);
     return 0;
 }
@@ -319,8 +331,9 @@ BUILTIN(bi_getenv)
     Value a[2];
     bool p[2];
     if (args_parse(I, "getenv", "name, default=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "getenv: name must be a string, got %s", value_kind_name(a[0]));
-    const char *v = getenv(((Str *)a[0].u.o)->s);
+    const char *name;
+    if (arg_string(I, "getenv", "name", a[0], &name)) return -1;
+    const char *v = getenv(name);
     if (v) *out = v_str(v, strlen(v));
     else {
         *out = p[1] ? a[1] : v_nil();
@@ -344,8 +357,9 @@ BUILTIN(bi_assert)
     *out = v_nil();
     if (t) return 0;
     if (!p[1] || a[1].kind == V_NIL) return interp_raise(I, "assertion failed");
-    if (a[1].kind != V_STR) return interp_raise(I, "assert: message must be a string, got %s", value_kind_name(a[1]));
-    return interp_raise(I, "assertion failed: %s", ((Str *)a[1].u.o)->s);
+    const char *msg;
+    if (arg_string(I, "assert", "message", a[1], &msg)) return -1;
+    return interp_raise(I, "assertion failed: %s", msg);
 }
 
 /* --- argument checks for library functions (stdlib/losses.tfe, metrics.tfe) ---
@@ -375,7 +389,7 @@ static int raise_at_caller(Interp *I, const char *fmt, ...)
 static tfe_tensor *check_tensor(Interp *I, const char *where, const char *name, Value v)
 {
     tfe_tensor *t = value_to_tensor(v);
-    if (!t) interp_raise(I, "%s: %s must be a tensor, got %s", where, name, value_kind_name(v));
+    if (!t) arg_error(I, where, name, "a tensor", v);
     return t;
 }
 
@@ -487,11 +501,11 @@ BUILTIN(bi_check_labels)
 
 void builtins_register(Interp *I)
 {
-    interp_define_builtin(I, "check_same_shape", bi_check_same_shape, NULL);
-    interp_define_builtin(I, "check_labels", bi_check_labels, NULL);
-    interp_define_builtin(I, "assert", bi_assert, NULL);
+    interp_define_builtin_flags(I, "check_same_shape", bi_check_same_shape, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "check_labels", bi_check_labels, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "assert", bi_assert, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "getenv", bi_getenv, NULL);
-    interp_define_builtin(I, "print", bi_print, NULL);
+    interp_define_builtin_flags(I, "print", bi_print, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "format", bi_format, NULL);
     interp_define_builtin(I, "str", bi_str, NULL);
     interp_define_builtin(I, "int", bi_int, NULL);
@@ -499,7 +513,7 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "len", bi_len, NULL);
     interp_define_builtin(I, "range", bi_range, NULL);
     interp_define_builtin(I, "list", bi_list, NULL);
-    interp_define_builtin(I, "time", bi_time, NULL);
+    interp_define_builtin_flags(I, "time", bi_time, NULL, BF_EFFECT_VALUE, NULL);
     interp_define_builtin(I, "memory", bi_memory, NULL);
     static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));

@@ -5,10 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/grad.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* --- variables ---------------------------------------------------------------------- */
 
@@ -210,10 +211,12 @@ BUILTIN(bi_var_assign)
     return 0;
 }
 
-static Value bound(const char *name, BuiltinFn fn, void *data, Obj *self, bool box_names)
+/* A method bound to self; flags as at registration (BF_*, interp/interp.h). */
+static Value bound(const char *name, BuiltinFn fn, void *data, Obj *self, bool box_names, int flags)
 {
     Value b = builtin_new(name, fn, data);
     Builtin *bb = (Builtin *)b.u.o;
+    bb->effect = (uint8_t)(flags & (BF_EFFECT | BF_EFFECT_VALUE));
     self->refcount++;
     bb->self = v_obj(V_OBJECT, self);
     bb->box_names = box_names;
@@ -238,8 +241,8 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
     }
     for (int m = 0; m < 3; m++)
         if (!strcmp(name, assign_names[m])) {
-            *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false);
-            ((Builtin *)out->u.o)->effect = 1; /* staged code updates it at every call */
+            /* an effect: staged code updates it at every call */
+            *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false, BF_EFFECT);
             return 0;
         }
     /* shape, dtype, ndim, size, device, T: those of the value */
@@ -260,17 +263,15 @@ BUILTIN(bi_variable)
     Value a[3];
     bool p[3];
     if (args_parse(I, "variable", "init, name=, trainable=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[1].kind != V_NIL && a[1].kind != V_STR)
-        return interp_raise(I, "variable: name must be a string, got %s", value_kind_name(a[1]));
+    const char *name;
+    if (arg_opt_string(I, "variable", "name", a[1], &name)) return -1;
     bool trainable = true;
-    if (p[2]) {
-        if (a[2].kind != V_SCALAR || a[2].dtype != TFE_BOOL)
-            return interp_raise(I, "variable: trainable must be a bool, got %s", value_kind_name(a[2]));
-        trainable = a[2].u.i != 0;
-    }
+    if (p[2] && arg_bool(I, "variable", "trainable", a[2], &trainable)) return -1;
     /* --stage-all: eager code makes a new variable at every call, a graph
      * only at its first trace; so a function that makes variables is not
-     * staged implicitly (it runs eagerly, named once on stderr) */
+     * staged implicitly (it runs eagerly, named once on stderr). Not a
+     * registration flag (BF_NOT_STAGEABLE): @staged code may make variables
+     * on its first trace, so the answer depends on the kind of trace. */
     if (tfe_tracer && trace_recording() && tfe_tracer->implicit &&
         trace_fail(I, I->cur_loc, "it creates variables, and eager code creates new ones at every call"))
         return -1;
@@ -280,7 +281,7 @@ BUILTIN(bi_variable)
                                   "or make it once)"))
         return -1;
     tfe_tensor *t = value_to_tensor(a[0]);
-    if (!t) return interp_raise(I, "variable: init must be a tensor, got %s", value_kind_name(a[0]));
+    if (!t) return arg_error(I, "variable", "init", "a tensor", a[0]);
     /* a copy: the variable's value is its own, whatever happens to init */
     tfe_tensor *c = tensor_copy(t);
     tensor_decref(t);
@@ -288,7 +289,7 @@ BUILTIN(bi_variable)
     c->weak = false;
     Variable *v = object_new(sizeof *v, &variable_class);
     v->value = c;
-    v->name = a[1].kind == V_STR ? xstrdup(((Str *)a[1].u.o)->s) : NULL;
+    v->name = name ? xstrdup(name) : NULL;
     v->trainable = trainable;
     *out = v_obj(V_OBJECT, v);
     return 0;
@@ -723,7 +724,7 @@ static tfe_tensor *target_tensor(Interp *I, const char *fn, Value y)
         tensor_incref(((Variable *)y.u.o)->value);
         return ((Variable *)y.u.o)->value;
     }
-    interp_raise(I, "%s: the target must be a tensor, got %s", fn, value_kind_name(y));
+    arg_error(I, fn, "the target", "a tensor", y);
     return NULL;
 }
 
@@ -775,8 +776,8 @@ BUILTIN(bi_tape_gradient)
 static int tape_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     (void)I;
-    if (!strcmp(name, "watch")) { *out = bound("watch", bi_tape_watch, NULL, o, true); return 0; }
-    if (!strcmp(name, "gradient")) { *out = bound("gradient", bi_tape_gradient, NULL, o, false); return 0; }
+    if (!strcmp(name, "watch")) { *out = bound("watch", bi_tape_watch, NULL, o, true, 0); return 0; }
+    if (!strcmp(name, "gradient")) { *out = bound("gradient", bi_tape_gradient, NULL, o, false, 0); return 0; }
     if (!strcmp(name, "persistent")) { *out = v_bool(((Tape *)o)->persistent); return 0; }
     return 1;
 }
@@ -793,11 +794,7 @@ BUILTIN(bi_tape)
     bool p[1];
     if (args_parse(I, "tape", "persistent=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     bool persistent = false;
-    if (p[0]) {
-        if (a[0].kind != V_SCALAR || a[0].dtype != TFE_BOOL)
-            return interp_raise(I, "tape: persistent must be a bool, got %s", value_kind_name(a[0]));
-        persistent = a[0].u.i != 0;
-    }
+    if (p[0] && arg_bool(I, "tape", "persistent", a[0], &persistent)) return -1;
     Tape *T = tape_alloc(persistent, true);
     if (!T) return interp_raise_tensor_error(I);
     *out = v_obj(V_OBJECT, T);
@@ -880,8 +877,8 @@ bool value_is_variable(Value v) { return is_variable(v); }
 int variable_update(Interp *I, Value var, int aop, Value x)
 {
     int mode = aop == AOP_ADD ? 1 : aop == AOP_SUB ? 2 : aop == AOP_MUL ? 3 : 4;
-    Value m = bound(compound_names[mode], bi_var_assign, (void *)(intptr_t)(mode | COMPOUND), var.u.o, false);
-    ((Builtin *)m.u.o)->effect = 1;
+    Value m = bound(compound_names[mode], bi_var_assign, (void *)(intptr_t)(mode | COMPOUND), var.u.o, false,
+                    BF_EFFECT);
     Value out = v_nil();
     int rc = call_value(I, m, 1, &x, 0, NULL, NULL, &out);
     value_decref(out);
@@ -931,12 +928,12 @@ static int parse_argnums(Interp *I, const char *fn, Value a, int *idx, int *n, b
     Seq *s = seq_as(a);
     *multi = s != NULL;
     int cnt = s ? s->n : 1;
-    if (a.kind == V_LIST) return interp_raise(I, "%s: argnums must be an int or a tuple of ints, got list", fn);
+    if (a.kind == V_LIST) return arg_error(I, fn, "argnums", "an int or a tuple of ints", a);
     if (cnt > 64) return interp_raise(I, "%s: at most 64 argnums", fn);
     for (int i = 0; i < cnt; i++) {
         Value x = s ? s->items[i] : a;
         if (x.kind != V_SCALAR || !dtype_is_int((tfe_dtype)x.dtype))
-            return interp_raise(I, "%s: argnums must be an int or a tuple of ints, got %s", fn, value_kind_name(x));
+            return arg_error(I, fn, "argnums", "an int or a tuple of ints", x);
         if (x.u.i < 0) return interp_raise(I, "%s: argnums must be non-negative, got %lld", fn, (long long)x.u.i);
         idx[i] = (int)x.u.i;
     }
@@ -1091,7 +1088,7 @@ BUILTIN(bi_grad)
     bool p[2];
     if (args_parse(I, fn, "f, argnums=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     if (a[0].kind != V_FN && a[0].kind != V_BUILTIN)
-        return interp_raise(I, "%s: f must be a function, got %s", fn, value_kind_name(a[0]));
+        return arg_error(I, fn, "f", "a function", a[0]);
     Value argnums = p[1] ? a[1] : v_int(0);
     int idx[64], n;
     bool multi;

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "interp/builtins_args.h"
 #include "interp/buf.h"
 #include "interp/internal.h"
-#include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian, and builtins_ckpt.c copies tensor bytes as they are"
@@ -116,8 +116,8 @@ BUILTIN(bi_save)
     Value a[2];
     bool p[2];
     if (args_parse(I, "save", "path, obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "save(): path must be a string, got %s", value_kind_name(a[0]));
-    const char *path = ((Str *)a[0].u.o)->s;
+    const char *path;
+    if (arg_string(I, "save()", "path", a[0], &path)) return -1;
     LeafList L;
     if (collect_leaves(I, "save", a[1], &L)) return -1;
     if (!L.n) {
@@ -657,20 +657,10 @@ BUILTIN(bi_load)
     Value a[2];
     bool p[2];
     if (args_parse(I, "load", "path, flat=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "load(): path must be a string, got %s", value_kind_name(a[0]));
+    const char *path;
+    if (arg_string(I, "load()", "path", a[0], &path)) return -1;
     bool flat = false;
-    if (p[1]) {
-        if (a[1].kind != V_SCALAR || a[1].dtype != TFE_BOOL)
-            return interp_raise(I, "load(): flat must be a bool, got %s", value_kind_name(a[1]));
-        flat = a[1].u.i != 0;
-    }
-    /* a record is not a value staged code can take from the host: under
-     * --stage-all the function runs eagerly, under @staged it is an error */
-    if (tfe_tracer && trace_recording() &&
-        trace_fail(I, I->cur_loc, "load() returns a record, which a staged function cannot take from the host; "
-                                  "call load() outside it and pass the tensors in"))
-        return -1;
-    const char *path = ((Str *)a[0].u.o)->s;
+    if (p[1] && arg_bool(I, "load()", "flat", a[1], &flat)) return -1;
     StFile sf;
     if (st_open(I, "load", path, &sf)) return -1;
     Record *root = record_new();
@@ -752,8 +742,8 @@ BUILTIN(bi_restore)
     Value a[2];
     bool p[2];
     if (args_parse(I, "restore", "path, obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR) return interp_raise(I, "restore(): path must be a string, got %s", value_kind_name(a[0]));
-    const char *path = ((Str *)a[0].u.o)->s;
+    const char *path;
+    if (arg_string(I, "restore()", "path", a[0], &path)) return -1;
     LeafList L;
     if (collect_leaves(I, "restore", a[1], &L)) return -1;
     StFile sf;
@@ -829,7 +819,12 @@ BUILTIN(bi_restore)
 
 void builtins_ckpt_register(Interp *I)
 {
-    interp_define_builtin(I, "save", bi_save, NULL);
-    interp_define_builtin(I, "restore", bi_restore, NULL);
-    interp_define_builtin(I, "load", bi_load, NULL);
+    interp_define_builtin_flags(I, "save", bi_save, NULL, BF_EFFECT, NULL);
+    /* restore assigns variables, like v.assign(): again at every call */
+    interp_define_builtin_flags(I, "restore", bi_restore, NULL, BF_EFFECT, NULL);
+    /* a record is not a value staged code can take from the host: under
+     * --stage-all the function runs eagerly, under @staged it is an error */
+    interp_define_builtin_flags(I, "load", bi_load, NULL, BF_NOT_STAGEABLE,
+                                "load() returns a record, which a staged function cannot take from the host; "
+                                "call load() outside it and pass the tensors in");
 }

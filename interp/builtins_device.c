@@ -6,9 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/device.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Device { Object o; int index; } Device;
 
@@ -59,7 +60,9 @@ static const ObjectClass device_class = {
 
 static int find_device(Interp *I, Value v, const char *fname)
 {
-    if (v.kind != V_STR) return interp_raise(I, "%s(): the device name must be a string, got %s", fname, value_kind_name(v)), -1;
+    char fn[32];
+    snprintf(fn, sizeof fn, "%s()", fname);
+    if (v.kind != V_STR) return arg_error(I, fn, "the device name", "a string", v);
     const char *name = ((Str *)v.u.o)->s;
     int d = tfe_device_parse(name);
     if (d >= 0) return d;
@@ -102,7 +105,7 @@ BUILTIN(bi_to)
     int d = find_device(I, a[1], "to");
     if (d < 0) return -1;
     if (a[0].kind != V_TENSOR && a[0].kind != V_SCALAR)
-        return interp_raise(I, "to(): x must be a tensor, got %s", value_kind_name(a[0]));
+        return arg_error(I, "to()", "x", "a tensor", a[0]);
     if (d == 0 && a[0].kind == V_SCALAR) { /* a number is on cpu:0 already */
         *out = a[0];
         return 0;

@@ -10,9 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/ops.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 static const char *npy_descr(tfe_dtype dt)
 {
@@ -69,9 +70,10 @@ BUILTIN(bi_save_npy)
     Value s[2];
     bool p[2];
     if (args_parse(I, "save_npy", "path, x", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
-    if (s[0].kind != V_STR) return interp_raise(I, "save_npy(): path must be a string");
+    const char *pathname;
+    if (arg_string(I, "save_npy()", "path", s[0], &pathname)) return -1;
     tfe_tensor *t = value_to_tensor(s[1]);
-    if (!t) return interp_raise(I, "save_npy(): x must be a tensor, got %s", value_kind_name(s[1]));
+    if (!t) return arg_error(I, "save_npy()", "x", "a tensor", s[1]);
     const char *descr = npy_descr(t->dtype);
     if (!descr) { tensor_decref(t); return interp_raise(I, "save_npy(): dtype %s has no .npy form here", dtype_name(t->dtype)); }
     tfe_tensor *c = tensor_contiguous(t);
@@ -99,9 +101,8 @@ BUILTIN(bi_save_npy)
     pre[10 + hl + pad] = '\n';
     const void *parts[2] = {pre, tensor_data(c)};
     size_t sizes[2] = {(size_t)(10 + hlen), (size_t)tensor_numel(c) * dtype_size(c->dtype)};
-    Str *path = (Str *)s[0].u.o;
     char err[512];
-    int rc = write_file_atomic(path->s, parts, sizes, 2, err, sizeof err);
+    int rc = write_file_atomic(pathname, parts, sizes, 2, err, sizeof err);
     tensor_decref(c);
     if (rc) return interp_raise(I, "save_npy(): %s", err);
     *out = v_nil();
@@ -128,8 +129,8 @@ BUILTIN(bi_load_npy)
     Value s[1];
     bool p[1];
     if (args_parse(I, "load_npy", "path", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
-    if (s[0].kind != V_STR) return interp_raise(I, "load_npy(): path must be a string");
-    const char *path = ((Str *)s[0].u.o)->s;
+    const char *path;
+    if (arg_string(I, "load_npy()", "path", s[0], &path)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return interp_raise(I, "load_npy(): cannot open '%s': %s", path, strerror(errno));
     int rc = -1;
@@ -277,16 +278,15 @@ BUILTIN(bi_load_csv)
     Value s[3];
     bool p[3];
     if (args_parse(I, "load_csv", "path, skip_header=, delimiter=", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
-    if (s[0].kind != V_STR) return interp_raise(I, "load_csv(): path must be a string");
-    if (p[1] && !(s[1].kind == V_SCALAR && s[1].dtype == TFE_BOOL))
-        return interp_raise(I, "load_csv(): skip_header must be true or false, got %s", value_kind_name(s[1]));
-    bool skip = p[1] && s[1].u.i;
+    const char *path;
+    if (arg_string(I, "load_csv()", "path", s[0], &path)) return -1;
+    bool skip = false;
+    if (p[1] && arg_bool(I, "load_csv()", "skip_header", s[1], &skip)) return -1;
     char delim = ',';
     if (p[2]) {
         if (s[2].kind != V_STR || ((Str *)s[2].u.o)->len != 1) return interp_raise(I, "load_csv(): delimiter must be one character");
         delim = ((Str *)s[2].u.o)->s[0];
     }
-    const char *path = ((Str *)s[0].u.o)->s;
     errno = 0;
     gzFile f = gzopen(path, "rb");
     if (!f) return interp_raise(I, "load_csv(): cannot open '%s': %s", path, errno ? strerror(errno) : "out of memory");
@@ -356,7 +356,7 @@ out:
 
 void builtins_io_register(Interp *I)
 {
-    interp_define_builtin(I, "save_npy", bi_save_npy, NULL);
-    interp_define_builtin(I, "load_npy", bi_load_npy, NULL);
-    interp_define_builtin(I, "load_csv", bi_load_csv, NULL);
+    interp_define_builtin_flags(I, "save_npy", bi_save_npy, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "load_npy", bi_load_npy, NULL, BF_EFFECT_VALUE, NULL);
+    interp_define_builtin_flags(I, "load_csv", bi_load_csv, NULL, BF_EFFECT_VALUE, NULL);
 }

@@ -7,10 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "interp/buf.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* The numbers of v (a tensor of rank <= max_rank, flattened, or a list/tuple
  * of numbers) as a malloc'd array; -1 after raising. */
@@ -31,7 +32,9 @@ static int get_numbers(Interp *I, const char *fn, const char *arg, Value v, int 
     } else {
         t = value_to_tensor(v);
     }
-    if (!t) return interp_raise(I, "%s(): %s must be a tensor or a list of numbers, got %s", fn, arg, value_kind_name(v));
+    char f[32];
+    snprintf(f, sizeof f, "%s()", fn);
+    if (!t) return arg_error(I, f, arg, "a tensor or a list of numbers", v);
     if (t->rank > max_rank) {
         char sh[200];
         int r = interp_raise(I, "%s(): %s must have rank %s, got shape %s", fn, arg, max_rank == 1 ? "1" : "1 or 2",
@@ -78,6 +81,8 @@ BUILTIN(bi_sparkline)
             return interp_raise(I, "sparkline(): width must be a positive int");
         width = a[1].u.i;
     }
+    /* not a registration flag (BF_NOT_STAGEABLE): sparkline of host numbers
+     * is fine in a staged function; only traced arguments are refused */
     if (trace_recording() && any_traced(a[0]) &&
         trace_fail(I, I->cur_loc, "sparkline() returns a string, which a staged function cannot compute from "
                                   "traced values; call it outside the staged function"))
@@ -194,10 +199,8 @@ typedef struct Series { double *y; int64_t n; } Series;
 static int get_label(Interp *I, const char *arg, Value v, bool present, const char **out)
 {
     *out = NULL;
-    if (!present || v.kind == V_NIL) return 0;
-    if (v.kind != V_STR) return interp_raise(I, "plot(): %s must be a string, got %s", arg, value_kind_name(v));
-    *out = ((Str *)v.u.o)->s;
-    return 0;
+    if (!present) return 0;
+    return arg_opt_string(I, "plot()", arg, v, out);
 }
 
 /* The series of ys: a 2-D tensor's rows, the items of a list/tuple of
@@ -254,7 +257,8 @@ BUILTIN(bi_plot)
     bool p[7];
     if (args_parse(I, "plot", "xs, ys, path, title=, xlabel=, ylabel=, labels=", argc, argv, nkw, kwnames, kwvals, a, p))
         return -1;
-    if (a[2].kind != V_STR) return interp_raise(I, "plot(): path must be a string, got %s", value_kind_name(a[2]));
+    const char *path;
+    if (arg_string(I, "plot()", "path", a[2], &path)) return -1;
     const char *title, *xlabel, *ylabel;
     if (get_label(I, "title", a[3], p[3], &title) || get_label(I, "xlabel", a[4], p[4], &xlabel) ||
         get_label(I, "ylabel", a[5], p[5], &ylabel))
@@ -276,7 +280,9 @@ BUILTIN(bi_plot)
         }
         for (int i = 0; i < ns; i++)
             if (labels->items[i].kind != V_STR) {
-                interp_raise(I, "plot(): labels[%d] must be a string, got %s", i, value_kind_name(labels->items[i]));
+                char arg[32];
+                snprintf(arg, sizeof arg, "labels[%d]", i);
+                arg_error(I, "plot()", arg, "a string", labels->items[i]);
                 goto out;
             }
     }
@@ -379,7 +385,7 @@ BUILTIN(bi_plot)
         const void *parts[1] = {b.s};
         size_t sizes[1] = {b.len};
         char err[512];
-        if (write_file_atomic(((Str *)a[2].u.o)->s, parts, sizes, 1, err, sizeof err)) {
+        if (write_file_atomic(path, parts, sizes, 1, err, sizeof err)) {
             interp_raise(I, "plot(): %s", err);
             goto out;
         }
@@ -396,6 +402,6 @@ out:
 
 void builtins_plot_register(Interp *I)
 {
-    interp_define_builtin(I, "plot", bi_plot, NULL);
+    interp_define_builtin_flags(I, "plot", bi_plot, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "sparkline", bi_sparkline, NULL);
 }

@@ -13,9 +13,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Progress {
     Object o;
@@ -121,6 +122,8 @@ Value progress_iterable(Value v)
 int progress_begin(Interp *I, Value bar, int64_t total, Loc loc)
 {
     Progress *p = (Progress *)bar.u.o;
+    /* a bar made outside and iterated inside a staged function: no builtin
+     * call to flag (progress() itself is BF_NOT_STAGEABLE), the for loop asks */
     if (trace_recording() &&
         trace_fail(I, loc, "a progress bar cannot be drawn inside a staged function (the loop would "
                            "run once, at trace time); iterate with progress() outside it"))
@@ -166,16 +169,12 @@ BUILTIN(bi_progress)
     default:
         return interp_raise(I, "progress(): cannot iterate over a value of type %s", value_kind_name(it));
     }
-    if (pr[1] && a[1].kind != V_NIL && a[1].kind != V_STR)
-        return interp_raise(I, "progress(): label must be a string, got %s", value_kind_name(a[1]));
-    if (trace_recording() &&
-        trace_fail(I, I->cur_loc, "progress() cannot be used inside a staged function (its loop would "
-                                  "run once, at trace time); iterate with progress() outside it"))
-        return -1;
+    const char *label = NULL;
+    if (pr[1] && arg_opt_string(I, "progress()", "label", a[1], &label)) return -1;
     Progress *p = object_new(sizeof *p, &progress_class);
     value_incref(it);
     p->inner = it;
-    if (pr[1] && a[1].kind == V_STR) p->label = xstrdup(((Str *)a[1].u.o)->s);
+    if (label) p->label = xstrdup(label);
     const char *env = getenv("TFE_PROGRESS");
     p->silent = env && strcmp(env, "0") == 0;
     p->tty = isatty(2);
@@ -186,5 +185,7 @@ BUILTIN(bi_progress)
 
 void builtins_progress_register(Interp *I)
 {
-    interp_define_builtin(I, "progress", bi_progress, NULL);
+    interp_define_builtin_flags(I, "progress", bi_progress, NULL, BF_NOT_STAGEABLE,
+                                "progress() cannot be used inside a staged function (its loop would "
+                                "run once, at trace time); iterate with progress() outside it");
 }

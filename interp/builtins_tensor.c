@@ -7,18 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "interp/builtins_args.h"
 #include "interp/interp.h"
 #include "tensor/ops.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* Axis convention: the bindings normalise every axis (negative counts from
  * the end) and check its range before calling an op, so the attrs handed to
  * tfe_execute always hold 0 <= axis < rank (rank + 1 for expand_dims/stack). */
 
-#define BUILTIN(name)                                                                  \
-    static int name(Interp *I, int argc, const Value *argv, int nkw,                   \
-                    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
 #define PARSE(fname, spec, n)                                                          \
     Value a[n];                                                                        \
     bool p[n];                                                                         \
@@ -41,74 +39,6 @@ static const char *str_of(Value v) { return ((Str *)v.u.o)->s; }
  * (stage/trace.c). */
 static bool concrete(const tfe_tensor *t) { return t->storage != NULL; }
 
-/* An integer from an int scalar or a concrete 0-d int tensor (bools excluded). */
-static bool as_int(Value v, int64_t *out)
-{
-    if (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) {
-        *out = v.u.i;
-        return true;
-    }
-    if (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype) && concrete(v.u.t)) {
-        *out = tensor_get_i64(v.u.t, 0);
-        return true;
-    }
-    return false;
-}
-
-/* A number from any scalar (bools count as 0/1) or concrete 0-d tensor. */
-static bool as_num(Value v, double *out, tfe_dtype *dt)
-{
-    if (v.kind == V_SCALAR) {
-        *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f : (double)v.u.i;
-        if (dt) *dt = (tfe_dtype)v.dtype;
-        return true;
-    }
-    if (v.kind == V_TENSOR && v.u.t->rank == 0 && concrete(v.u.t)) {
-        *out = tensor_get_f64(v.u.t, 0);
-        if (dt) *dt = v.u.t->dtype;
-        return true;
-    }
-    return false;
-}
-
-static int get_int(Interp *I, const char *fn, const char *arg, Value v, int64_t *out)
-{
-    *out = 0;
-    if (as_int(v, out)) return 0;
-    return interp_raise(I, "%s: %s must be an int, got %s", fn, arg, value_kind_name(v));
-}
-
-static int get_num(Interp *I, const char *fn, const char *arg, Value v, double *out, tfe_dtype *dt)
-{
-    if (as_num(v, out, dt)) return 0;
-    return interp_raise(I, "%s: %s must be a number, got %s", fn, arg, value_kind_name(v));
-}
-
-/* A bool flag; nil (absent) gives def. */
-static int get_flag(Interp *I, const char *fn, const char *arg, Value v, bool def, bool *out)
-{
-    if (v.kind == V_NIL) {
-        *out = def;
-        return 0;
-    }
-    if (v.kind == V_SCALAR && v.dtype == TFE_BOOL) {
-        *out = v.u.i != 0;
-        return 0;
-    }
-    return interp_raise(I, "%s: %s must be true or false, got %s", fn, arg, value_kind_name(v));
-}
-
-/* A tensor argument: scalars are boxed. Returns a new reference or NULL (raised). */
-static tfe_tensor *get_tensor(Interp *I, const char *fn, const char *arg, Value v)
-{
-    tfe_tensor *t = value_to_tensor(v);
-    if (!t) {
-        if (v.kind == V_SCALAR || v.kind == V_TENSOR) interp_raise_tensor_error(I);
-        else interp_raise(I, "%s: %s must be a tensor or number, got %s", fn, arg, value_kind_name(v));
-    }
-    return t;
-}
-
 /* A dtype given by name ("float32"); nil gives def. */
 static int get_dtype(Interp *I, const char *fn, Value v, tfe_dtype def, tfe_dtype *out)
 {
@@ -118,8 +48,7 @@ static int get_dtype(Interp *I, const char *fn, Value v, tfe_dtype def, tfe_dtyp
         return 0;
     }
     if (v.kind != V_STR)
-        return interp_raise(I, "%s: dtype must be a string such as \"float32\", got %s", fn,
-                            value_kind_name(v));
+        return arg_error(I, fn, "dtype", "a string such as \"float32\"", v);
     int d = dtype_from_name(str_of(v));
     if (d < 0)
         return interp_raise(I, "%s: unknown dtype \"%s\" (expected bool, int32, int64, float32, "
@@ -147,7 +76,7 @@ static int get_shape(Interp *I, const char *fn, const char *what, Value v, bool 
     int n = 0;
     const Value *items = NULL;
     tfe_tensor *t = NULL;
-    if (as_int(v, &one)) {
+    if (arg_as_int(v, &one)) {
         n = 1;
         shape[0] = one;
     } else if (as_seq(v, &n, &items)) {
@@ -155,7 +84,7 @@ static int get_shape(Interp *I, const char *fn, const char *what, Value v, bool 
             return interp_raise(I, "%s: %s has %d dimensions; at most %d are supported", fn, what, n,
                                 TFE_MAX_RANK);
         for (int i = 0; i < n; i++)
-            if (!as_int(items[i], &shape[i]))
+            if (!arg_as_int(items[i], &shape[i]))
                 return interp_raise(I, "%s: %s must be a tuple of ints, got %s %s in it", fn, what,
                                     article(value_kind_name(items[i])), value_kind_name(items[i]));
     } else if (v.kind == V_TENSOR && (t = v.u.t)->rank == 1 && dtype_is_int(t->dtype) && concrete(t)) {
@@ -165,7 +94,7 @@ static int get_shape(Interp *I, const char *fn, const char *what, Value v, bool 
         n = (int)t->shape[0];
         for (int i = 0; i < n; i++) shape[i] = tensor_get_i64(t, i);
     } else {
-        return interp_raise(I, "%s: %s must be a tuple of ints, got %s", fn, what, value_kind_name(v));
+        return arg_error(I, fn, what, "a tuple of ints", v);
     }
     int nneg = 0;
     for (int i = 0; i < n; i++) {
@@ -199,7 +128,7 @@ static int get_axes(Interp *I, const char *fn, Value v, int rank, tfe_attrs *at)
     int64_t one;
     int n;
     const Value *items;
-    if (as_int(v, &one)) {
+    if (arg_as_int(v, &one)) {
         int ax = 0;
         if (norm_axis(I, fn, one, rank, &ax)) return -1;
         at->naxes = 1;
@@ -207,13 +136,12 @@ static int get_axes(Interp *I, const char *fn, Value v, int rank, tfe_attrs *at)
         return 0;
     }
     if (!as_seq(v, &n, &items))
-        return interp_raise(I, "%s: axis must be an int, a tuple of ints or nil, got %s", fn,
-                            value_kind_name(v));
+        return arg_error(I, fn, "axis", "an int, a tuple of ints or nil", v);
     if (n > rank)
         return interp_raise(I, "%s: %d axes given for a tensor of rank %d", fn, n, rank);
     for (int i = 0; i < n; i++) {
         int ax = 0;
-        if (!as_int(items[i], &one))
+        if (!arg_as_int(items[i], &one))
             return interp_raise(I, "%s: axis must be a tuple of ints, got %s %s in it", fn,
                                 article(value_kind_name(items[i])), value_kind_name(items[i]));
         if (norm_axis(I, fn, one, rank, &ax)) return -1;
@@ -230,13 +158,12 @@ static int get_pair(Interp *I, const char *fn, const char *arg, Value v, int64_t
 {
     int n;
     const Value *items;
-    if (as_int(v, &out[0])) {
+    if (arg_as_int(v, &out[0])) {
         out[1] = out[0];
-    } else if (as_seq(v, &n, &items) && n == 2 && as_int(items[0], &out[0]) &&
-               as_int(items[1], &out[1])) {
+    } else if (as_seq(v, &n, &items) && n == 2 && arg_as_int(items[0], &out[0]) &&
+               arg_as_int(items[1], &out[1])) {
     } else {
-        return interp_raise(I, "%s: %s must be an int or a pair (h, w) of ints, got %s", fn, arg,
-                            value_kind_name(v));
+        return arg_error(I, fn, arg, "an int or a pair (h, w) of ints", v);
     }
     if (out[0] < 1 || out[1] < 1)
         return interp_raise(I, "%s: %s must be positive, got (%lld, %lld)", fn, arg,
@@ -256,7 +183,7 @@ static int get_padding(Interp *I, const char *fn, Value v, int64_t *out)
         if (!strcmp(s, "same") || !strcmp(s, "SAME")) { *out = 1; return 0; }
         return interp_raise(I, "%s: padding must be \"valid\" or \"same\", got \"%s\"", fn, s);
     }
-    return interp_raise(I, "%s: padding must be \"valid\" or \"same\", got %s", fn, value_kind_name(v));
+    return arg_error(I, fn, "padding", "\"valid\" or \"same\"", v);
 }
 
 /* An op result into *out (0-d results become scalars); NULL raises the
@@ -340,7 +267,7 @@ BUILTIN(bi_tensor)
     int n;
     const Value *items;
     if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true);
-    else t = get_tensor(I, "tensor", "x", a[0]);
+    else t = arg_tensor(I, "tensor", "x", a[0]);
     if (!t) return -1;
     tfe_dtype dt = TFE_FLOAT32;
     if (get_dtype(I, "tensor", a[1], t->dtype, &dt)) {
@@ -400,7 +327,7 @@ BUILTIN(bi_like)
 {
     const char *fn = data ? "ones_like" : "zeros_like";
     PARSE(fn, "x, dtype=", 2);
-    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
     tfe_dtype dt = TFE_FLOAT32;
     int rc = get_dtype(I, fn, a[1], x->dtype, &dt);
@@ -418,7 +345,7 @@ BUILTIN(bi_full)
     double v = 0;
     tfe_dtype vdt = TFE_FLOAT32, dt = TFE_FLOAT32;
     if (get_shape(I, "full", "shape", a[0], false, &rank, shape) ||
-        get_num(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
+        arg_number(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
         return -1;
     return make_full(I, rank, shape, v, dt, out);
 }
@@ -438,7 +365,7 @@ BUILTIN(bi_arange)
     }
     for (int i = 0; i < 3; i++) {
         if (vals[i].kind == V_NIL) continue;
-        if (get_num(I, "arange", names[i], vals[i], &lim[i], &dts[i])) return -1;
+        if (arg_number(I, "arange", names[i], vals[i], &lim[i], &dts[i])) return -1;
         weak[i] = vals[i].kind == V_SCALAR ? vals[i].weak : vals[i].u.t->weak;
     }
     if (lim[2] == 0) return interp_raise(I, "arange: step must not be zero");
@@ -462,9 +389,9 @@ BUILTIN(bi_linspace)
     tfe_attrs at;
     tfe_attrs_init(&at);
     int64_t num = 50;
-    if (get_num(I, "linspace", "start", a[0], &at.f[0], NULL) ||
-        get_num(I, "linspace", "stop", a[1], &at.f[1], NULL) ||
-        (p[2] && get_int(I, "linspace", "num", a[2], &num)) ||
+    if (arg_number(I, "linspace", "start", a[0], &at.f[0], NULL) ||
+        arg_number(I, "linspace", "stop", a[1], &at.f[1], NULL) ||
+        (p[2] && arg_int(I, "linspace", "num", a[2], &num)) ||
         get_dtype(I, "linspace", a[3], TFE_FLOAT32, &at.dtype))
         return -1;
     if (num < 0) return interp_raise(I, "linspace: num must be non-negative, got %lld", (long long)num);
@@ -479,9 +406,9 @@ BUILTIN(bi_eye)
     PARSE("eye", "n, m=, dtype=", 3);
     tfe_attrs at;
     tfe_attrs_init(&at);
-    if (get_int(I, "eye", "n", a[0], &at.ints[0])) return -1;
+    if (arg_int(I, "eye", "n", a[0], &at.ints[0])) return -1;
     at.ints[1] = at.ints[0];
-    if ((a[1].kind != V_NIL && get_int(I, "eye", "m", a[1], &at.ints[1])) ||
+    if ((a[1].kind != V_NIL && arg_int(I, "eye", "m", a[1], &at.ints[1])) ||
         get_dtype(I, "eye", a[2], TFE_FLOAT32, &at.dtype))
         return -1;
     if (at.ints[0] < 0 || at.ints[1] < 0)
@@ -518,7 +445,7 @@ BUILTIN(bi_randint)
     tfe_attrs_init(&at);
     int64_t lo = 0, hi = 0;
     int rank = 0;
-    if (get_int(I, "randint", "low", a[0], &lo) || get_int(I, "randint", "high", a[1], &hi) ||
+    if (arg_int(I, "randint", "low", a[0], &lo) || arg_int(I, "randint", "high", a[1], &hi) ||
         (p[2] && get_shape(I, "randint", "shape", a[2], false, &rank, at.ints)) ||
         get_dtype(I, "randint", a[3], TFE_INT64, &at.dtype))
         return -1;
@@ -539,7 +466,7 @@ BUILTIN(bi_seed)
 {
     PARSE("seed", "n", 1);
     int64_t s = 0;
-    if (get_int(I, "seed", "n", a[0], &s)) return -1;
+    if (arg_int(I, "seed", "n", a[0], &s)) return -1;
     tfe_random_seed((uint64_t)s);
     *out = v_nil();
     return 0;
@@ -575,7 +502,7 @@ BUILTIN(bi_cast)
     tfe_attrs_init(&at);
     if (a[1].kind == V_NIL) return interp_raise(I, "cast: dtype must be a string such as \"float32\", got nil");
     if (get_dtype(I, "cast", a[1], TFE_FLOAT32, &at.dtype)) return -1;
-    tfe_tensor *x = get_tensor(I, "cast", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "cast", "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_CAST, x, &at, out);
     tensor_decref(x);
@@ -591,7 +518,7 @@ BUILTIN(bi_reshape)
     int rank;
     if (get_shape(I, "reshape", "shape", a[1], true, &rank, at.ints)) return -1;
     at.nints = rank;
-    tfe_tensor *x = get_tensor(I, "reshape", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "reshape", "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_RESHAPE, x, &at, out);
     tensor_decref(x);
@@ -606,7 +533,7 @@ BUILTIN(bi_flatten)
     tfe_attrs_init(&at);
     at.nints = 1;
     at.ints[0] = -1;
-    tfe_tensor *x = get_tensor(I, "flatten", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "flatten", "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_RESHAPE, x, &at, out);
     tensor_decref(x);
@@ -617,7 +544,7 @@ BUILTIN(bi_flatten)
 BUILTIN(bi_transpose)
 {
     PARSE("transpose", "x, perm=", 2);
-    tfe_tensor *x = get_tensor(I, "transpose", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "transpose", "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -627,7 +554,7 @@ BUILTIN(bi_transpose)
         const Value *items;
         bool seen[TFE_MAX_RANK] = {0};
         if (!as_seq(a[1], &n, &items)) {
-            interp_raise(I, "transpose: perm must be a tuple of ints, got %s", value_kind_name(a[1]));
+            arg_error(I, "transpose", "perm", "a tuple of ints", a[1]);
             goto done;
         }
         if (n != x->rank) {
@@ -637,7 +564,7 @@ BUILTIN(bi_transpose)
         for (int i = 0; i < n; i++) {
             int64_t v;
             int ax = 0;
-            if (get_int(I, "transpose", "perm entry", items[i], &v) ||
+            if (arg_int(I, "transpose", "perm entry", items[i], &v) ||
                 norm_axis(I, "transpose", v, x->rank, &ax))
                 goto done;
             if (seen[ax]) {
@@ -659,13 +586,13 @@ done:
 BUILTIN(bi_expand_dims)
 {
     PARSE("expand_dims", "x, axis", 2);
-    tfe_tensor *x = get_tensor(I, "expand_dims", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "expand_dims", "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
     int64_t v;
     int ax = 0, rc = -1;
-    if (!get_int(I, "expand_dims", "axis", a[1], &v) && !norm_axis(I, "expand_dims", v, x->rank + 1, &ax)) {
+    if (!arg_int(I, "expand_dims", "axis", a[1], &v) && !norm_axis(I, "expand_dims", v, x->rank + 1, &ax)) {
         at.naxes = 1;
         at.axes[0] = ax;
         rc = run1(I, OP_EXPAND_DIMS, x, &at, out);
@@ -678,7 +605,7 @@ BUILTIN(bi_expand_dims)
 BUILTIN(bi_squeeze)
 {
     PARSE("squeeze", "x, axis=", 2);
-    tfe_tensor *x = get_tensor(I, "squeeze", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "squeeze", "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -705,7 +632,7 @@ BUILTIN(bi_broadcast_to)
     int rank;
     if (get_shape(I, "broadcast_to", "shape", a[1], false, &rank, at.ints)) return -1;
     at.nints = rank;
-    tfe_tensor *x = get_tensor(I, "broadcast_to", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "broadcast_to", "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_BROADCAST_TO, x, &at, out);
     tensor_decref(x);
@@ -723,7 +650,7 @@ static int concat_stack_tensor(Interp *I, tfe_op op, const char *fn, tfe_tensor 
     if (t->rank == 0 || (op == OP_CONCAT && t->rank == 1))
         return interp_raise(I, "%s: expected a tuple or list of tensors, got a tensor of rank %d",
                             fn, t->rank);
-    if ((has_axis && get_int(I, fn, "axis", axv, &v)) ||
+    if ((has_axis && arg_int(I, fn, "axis", axv, &v)) ||
         norm_axis(I, fn, v, t->rank - 1 + (op == OP_STACK), &ax))
         return -1;
     tfe_attrs at;
@@ -763,7 +690,7 @@ BUILTIN(bi_concat_stack)
     int rank = ts[0]->rank + (op == OP_STACK);
     if (op == OP_CONCAT && rank == 0)
         interp_raise(I, "concat: cannot concatenate 0-d tensors; use stack");
-    else if ((!p[1] || !get_int(I, fn, "axis", a[1], &v)) && !norm_axis(I, fn, v, rank, &ax)) {
+    else if ((!p[1] || !arg_int(I, fn, "axis", a[1], &v)) && !norm_axis(I, fn, v, rank, &ax)) {
         tfe_attrs at;
         tfe_attrs_init(&at);
         at.naxes = 1;
@@ -780,7 +707,7 @@ BUILTIN(bi_concat_stack)
 BUILTIN(bi_split)
 {
     PARSE("split", "x, n_or_sizes, axis=", 3);
-    tfe_tensor *x = get_tensor(I, "split", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "split", "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -792,10 +719,10 @@ BUILTIN(bi_split)
         interp_raise(I, "split: cannot split a 0-d tensor");
         goto done;
     }
-    if ((p[2] && get_int(I, "split", "axis", a[2], &v)) || norm_axis(I, "split", v, x->rank, &ax))
+    if ((p[2] && arg_int(I, "split", "axis", a[2], &v)) || norm_axis(I, "split", v, x->rank, &ax))
         goto done;
     int64_t size = x->shape[ax];
-    if (as_int(a[1], &nparts)) {
+    if (arg_as_int(a[1], &nparts)) {
         if (nparts < 1 || nparts > 32) {
             interp_raise(I, "split: the number of parts must be between 1 and 32, got %lld",
                          (long long)nparts);
@@ -816,7 +743,7 @@ BUILTIN(bi_split)
         int64_t sum = 0;
         int hole = -1;
         for (int i = 0; i < n; i++) {
-            if (get_int(I, "split", "a section size", items[i], &at.ints[i])) goto done;
+            if (arg_int(I, "split", "a section size", items[i], &at.ints[i])) goto done;
             if (at.ints[i] == -1 && hole < 0) hole = i;
             else if (at.ints[i] < 0) {
                 interp_raise(I, "split: section sizes must be non-negative (one -1 allowed), got %lld",
@@ -832,8 +759,7 @@ BUILTIN(bi_split)
         }
         at.nints = n;
     } else {
-        interp_raise(I, "split: n_or_sizes must be an int or a tuple of ints, got %s",
-                     value_kind_name(a[1]));
+        arg_error(I, "split", "n_or_sizes", "an int or a tuple of ints", a[1]);
         goto done;
     }
     at.naxes = 1;
@@ -859,7 +785,7 @@ BUILTIN(bi_tile)
     int n;
     int64_t reps[TFE_MAX_RANK];
     if (get_shape(I, "tile", "reps", a[1], false, &n, reps)) return -1;
-    tfe_tensor *x = get_tensor(I, "tile", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "tile", "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -888,7 +814,7 @@ BUILTIN(bi_unary)
 {
     tfe_op op = OP_OF(data);
     PARSE(tfe_ops[op].name, "x", 1);
-    tfe_tensor *x = get_tensor(I, tfe_ops[op].name, "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, tfe_ops[op].name, "x", a[0]);
     if (!x) return -1;
     tfe_tensor *r = tfe_unary(op, x);
     tensor_decref(x);
@@ -901,9 +827,9 @@ BUILTIN(bi_binary)
     tfe_op op = OP_OF(data);
     const char *fn = tfe_ops[op].name;
     PARSE(fn, "a, b", 2);
-    tfe_tensor *x = get_tensor(I, fn, "a", a[0]);
+    tfe_tensor *x = arg_tensor(I, fn, "a", a[0]);
     if (!x) return -1;
-    tfe_tensor *y = get_tensor(I, fn, "b", a[1]);
+    tfe_tensor *y = arg_tensor(I, fn, "b", a[1]);
     if (!y) {
         tensor_decref(x);
         return -1;
@@ -918,7 +844,7 @@ BUILTIN(bi_binary)
 BUILTIN(bi_stop_gradient)
 {
     PARSE("stop_gradient", "x", 1);
-    tfe_tensor *x = get_tensor(I, "stop_gradient", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "stop_gradient", "x", a[0]);
     if (!x) return -1;
     tfe_tensor *r = tfe_unary(OP_STOP_GRADIENT, x);
     tensor_decref(x);
@@ -932,7 +858,7 @@ static int run3(Interp *I, const char *fn, tfe_op op, const char *const names[3]
     tfe_tensor *in[3] = {0};
     int rc = -1;
     for (int i = 0; i < 3; i++)
-        if (!(in[i] = get_tensor(I, fn, names[i], vals[i]))) goto done;
+        if (!(in[i] = arg_tensor(I, fn, names[i], vals[i]))) goto done;
     tfe_attrs at;
     tfe_attrs_init(&at);
     rc = finish(I, tfe_call1(op, 3, in, &at), out);
@@ -950,7 +876,7 @@ BUILTIN(bi_where)
     tfe_tensor *c = NULL;
     if ((a[0].kind == V_SCALAR && a[0].dtype != TFE_BOOL) ||
         (a[0].kind == V_TENSOR && a[0].u.t->dtype != TFE_BOOL)) {
-        tfe_tensor *x = get_tensor(I, "where", "cond", a[0]);
+        tfe_tensor *x = arg_tensor(I, "where", "cond", a[0]);
         if (!x) return -1;
         tfe_attrs at;
         tfe_attrs_init(&at);
@@ -974,9 +900,9 @@ BUILTIN(bi_clip)
         return interp_raise(I, "clip: lo and hi cannot both be nil");
     if (a[1].kind != V_NIL && a[2].kind != V_NIL) return run3(I, "clip", OP_CLIP, names, a, out);
     bool has_lo = a[1].kind != V_NIL;
-    tfe_tensor *x = get_tensor(I, "clip", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "clip", "x", a[0]);
     if (!x) return -1;
-    tfe_tensor *b = get_tensor(I, "clip", has_lo ? "lo" : "hi", a[has_lo ? 1 : 2]);
+    tfe_tensor *b = arg_tensor(I, "clip", has_lo ? "lo" : "hi", a[has_lo ? 1 : 2]);
     if (!b) {
         tensor_decref(x);
         return -1;
@@ -998,20 +924,20 @@ BUILTIN(bi_reduce)
     bool ddof = op == OP_VAR || op == OP_STD;
     bool arg = op == OP_ARGMAX || op == OP_ARGMIN;
     PARSE(fn, ddof ? "x, axis=, keepdims=, ddof=" : "x, axis=, keepdims=", 4);
-    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
     int rc = -1;
-    if (arg && a[1].kind != V_NIL && !as_int(a[1], &(int64_t){0})) {
-        interp_raise(I, "%s: axis must be an int or nil, got %s", fn, value_kind_name(a[1]));
+    if (arg && a[1].kind != V_NIL && !arg_as_int(a[1], &(int64_t){0})) {
+        arg_error(I, fn, "axis", "an int or nil", a[1]);
         goto done;
     }
-    if (get_axes(I, fn, a[1], x->rank, &at) || get_flag(I, fn, "keepdims", a[2], false, &at.keepdims))
+    if (get_axes(I, fn, a[1], x->rank, &at) || arg_opt_bool(I, fn, "keepdims", a[2], false, &at.keepdims))
         goto done;
     if (ddof) {
         at.nints = 1;
-        if (p[3] && get_int(I, fn, "ddof", a[3], &at.ints[0])) goto done;
+        if (p[3] && arg_int(I, fn, "ddof", a[3], &at.ints[0])) goto done;
     }
     rc = run1(I, op, x, &at, out);
 done:
@@ -1027,14 +953,14 @@ BUILTIN(bi_softmax)
     tfe_op op = OP_OF(data);
     const char *fn = tfe_ops[op].name;
     PARSE(fn, "x, axis=", 2);
-    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);
     int64_t v = -1;
     int ax = 0, rc = -1;
     if (x->rank == 0) interp_raise(I, "%s: expected a tensor of rank >= 1, got a 0-d tensor", fn);
-    else if ((!p[1] || !get_int(I, fn, "axis", a[1], &v)) && !norm_axis(I, fn, v, x->rank, &ax)) {
+    else if ((!p[1] || !arg_int(I, fn, "axis", a[1], &v)) && !norm_axis(I, fn, v, x->rank, &ax)) {
         at.naxes = 1;
         at.axes[0] = ax;
         rc = run1(I, op, x, &at, out);
@@ -1049,12 +975,12 @@ BUILTIN(bi_one_hot)
     PARSE("one_hot", "indices, depth, dtype=", 3);
     tfe_attrs at;
     tfe_attrs_init(&at);
-    if (get_int(I, "one_hot", "depth", a[1], &at.ints[0]) ||
+    if (arg_int(I, "one_hot", "depth", a[1], &at.ints[0]) ||
         get_dtype(I, "one_hot", a[2], TFE_FLOAT32, &at.dtype))
         return -1;
     if (at.ints[0] < 0) return interp_raise(I, "one_hot: depth must be non-negative");
     at.nints = 1;
-    tfe_tensor *x = get_tensor(I, "one_hot", "indices", a[0]);
+    tfe_tensor *x = arg_tensor(I, "one_hot", "indices", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_ONE_HOT, x, &at, out);
     tensor_decref(x);
@@ -1068,13 +994,13 @@ BUILTIN(bi_gather)
     tfe_tensor *in[2] = {0};
     int64_t v = 0;
     int ax = 0, rc = -1;
-    if (!(in[0] = get_tensor(I, "gather", "x", a[0])) || !(in[1] = get_tensor(I, "gather", "indices", a[1])))
+    if (!(in[0] = arg_tensor(I, "gather", "x", a[0])) || !(in[1] = arg_tensor(I, "gather", "indices", a[1])))
         goto done;
     if (in[0]->rank == 0) {
         interp_raise(I, "gather: cannot gather from a 0-d tensor");
         goto done;
     }
-    if ((p[2] && get_int(I, "gather", "axis", a[2], &v)) || norm_axis(I, "gather", v, in[0]->rank, &ax))
+    if ((p[2] && arg_int(I, "gather", "axis", a[2], &v)) || norm_axis(I, "gather", v, in[0]->rank, &ax))
         goto done;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -1100,7 +1026,7 @@ BUILTIN(bi_conv2d)
     at.nints = 5;
     tfe_tensor *in[2] = {0};
     int rc = -1;
-    if ((in[0] = get_tensor(I, "conv2d", "x", a[0])) && (in[1] = get_tensor(I, "conv2d", "w", a[1])))
+    if ((in[0] = arg_tensor(I, "conv2d", "x", a[0])) && (in[1] = arg_tensor(I, "conv2d", "w", a[1])))
         rc = finish(I, tfe_call1(OP_CONV2D, 2, in, &at), out);
     release(2, in);
     return rc;
@@ -1121,7 +1047,7 @@ BUILTIN(bi_pool)
         get_padding(I, fn, a[3], &at.ints[4]))
         return -1;
     at.nints = 5;
-    tfe_tensor *x = get_tensor(I, fn, "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, op, x, &at, out);
     tensor_decref(x);
@@ -1136,12 +1062,12 @@ BUILTIN(bi_dropout)
     tfe_attrs at;
     tfe_attrs_init(&at);
     int64_t s = 0;
-    if (get_num(I, "dropout", "rate", a[1], &at.f[0], NULL) ||
-        (a[2].kind != V_NIL && get_int(I, "dropout", "seed", a[2], &s)))
+    if (arg_number(I, "dropout", "rate", a[1], &at.f[0], NULL) ||
+        (a[2].kind != V_NIL && arg_int(I, "dropout", "seed", a[2], &s)))
         return -1;
     if (!(at.f[0] >= 0 && at.f[0] < 1))
         return interp_raise(I, "dropout: rate must be in [0, 1), got %g", at.f[0]);
-    tfe_tensor *x = get_tensor(I, "dropout", "x", a[0]);
+    tfe_tensor *x = arg_tensor(I, "dropout", "x", a[0]);
     if (!x) return -1;
     if (a[2].kind != V_NIL) {
         at.seed = (uint64_t)s;
@@ -1340,7 +1266,7 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
             ell = i;
         } else if (it->kind == IX_SLICE) {
             consumed++;
-        } else if (as_int(it->v, &k)) {
+        } else if (arg_as_int(it->v, &k)) {
             consumed++;
             first_adv = first_adv < i ? first_adv : i;
             last_adv = i;
@@ -1409,9 +1335,8 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
             const Value *parts[3] = {&it->start, &it->stop, &it->step};
             int64_t *dst[3] = {&st, &sp, &step};
             for (int j = 0; j < 3; j++)
-                if (parts[j]->kind != V_NIL && !as_int(*parts[j], dst[j])) {
-                    interp_raise(I, "index: slice bounds must be ints or omitted, got %s",
-                                 value_kind_name(*parts[j]));
+                if (parts[j]->kind != V_NIL && !arg_as_int(*parts[j], dst[j])) {
+                    arg_error(I, "index", "slice bounds", "ints or omitted", *parts[j]);
                     goto fail;
                 }
             if (step == 0) {
@@ -1422,7 +1347,7 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
                        &sl[3 * axis]);
             if (sl[3 * axis] != 0 || sl[3 * axis + 1] != size || sl[3 * axis + 2] != 1) pl->trivial = false;
             axis++;
-        } else if (as_int(it->v, &k)) {
+        } else if (arg_as_int(it->v, &k)) {
             if (k < -size || k >= size) {
                 interp_raise(I, "index %lld is out of range for axis %d with size %lld", (long long)k,
                              axis, (long long)size);
@@ -1742,48 +1667,50 @@ void builtins_tensor_register(Interp *I)
         else if (fl & F_BINARY) interp_define_builtin(I, tfe_ops[op].name, bi_binary, d);
         else if (fl & F_REDUCTION) interp_define_builtin(I, tfe_ops[op].name, bi_reduce, d);
     }
-    static const struct { const char *name; BuiltinFn fn; intptr_t data; } table[] = {
-        {"tensor", bi_tensor, 0},
-        {"zeros", bi_zeros_ones, 0},
-        {"ones", bi_zeros_ones, 1},
-        {"zeros_like", bi_like, 0},
-        {"ones_like", bi_like, 1},
-        {"full", bi_full, 0},
-        {"arange", bi_arange, 0},
-        {"linspace", bi_linspace, 0},
-        {"eye", bi_eye, 0},
-        {"randn", bi_random, OP_RANDN},
-        {"rand", bi_random, OP_RAND},
-        {"randint", bi_randint, 0},
-        {"seed", bi_seed, 0},
-        {"shape", bi_meta, 0},
-        {"rank", bi_meta, 1},
-        {"size", bi_meta, 2},
-        {"dtype", bi_meta, 3},
-        {"cast", bi_cast, 0},
-        {"reshape", bi_reshape, 0},
-        {"flatten", bi_flatten, 0},
-        {"transpose", bi_transpose, 0},
-        {"expand_dims", bi_expand_dims, 0},
-        {"squeeze", bi_squeeze, 0},
-        {"broadcast_to", bi_broadcast_to, 0},
-        {"concat", bi_concat_stack, OP_CONCAT},
-        {"stack", bi_concat_stack, OP_STACK},
-        {"split", bi_split, 0},
-        {"tile", bi_tile, 0},
-        {"where", bi_where, 0},
-        {"clip", bi_clip, 0},
-        {"matmul", bi_binary, OP_MATMUL},
-        {"softmax", bi_softmax, OP_SOFTMAX},
-        {"log_softmax", bi_softmax, OP_LOG_SOFTMAX},
-        {"one_hot", bi_one_hot, 0},
-        {"gather", bi_gather, 0},
-        {"conv2d", bi_conv2d, 0},
-        {"max_pool2d", bi_pool, OP_MAX_POOL2D},
-        {"avg_pool2d", bi_pool, OP_AVG_POOL2D},
-        {"dropout", bi_dropout, 0},
-        {"stop_gradient", bi_stop_gradient, 0},
+    /* flags: how staged code treats the calls (BF_*, interp/interp.h) */
+    static const struct { const char *name; BuiltinFn fn; intptr_t data; int flags; } table[] = {
+        {"tensor", bi_tensor, 0, 0},
+        {"zeros", bi_zeros_ones, 0, 0},
+        {"ones", bi_zeros_ones, 1, 0},
+        {"zeros_like", bi_like, 0, 0},
+        {"ones_like", bi_like, 1, 0},
+        {"full", bi_full, 0, 0},
+        {"arange", bi_arange, 0, 0},
+        {"linspace", bi_linspace, 0, 0},
+        {"eye", bi_eye, 0, 0},
+        {"randn", bi_random, OP_RANDN, 0},
+        {"rand", bi_random, OP_RAND, 0},
+        {"randint", bi_randint, 0, 0},
+        {"seed", bi_seed, 0, BF_EFFECT}, /* resets the random stream: again at every call */
+        {"shape", bi_meta, 0, 0},
+        {"rank", bi_meta, 1, 0},
+        {"size", bi_meta, 2, 0},
+        {"dtype", bi_meta, 3, 0},
+        {"cast", bi_cast, 0, 0},
+        {"reshape", bi_reshape, 0, 0},
+        {"flatten", bi_flatten, 0, 0},
+        {"transpose", bi_transpose, 0, 0},
+        {"expand_dims", bi_expand_dims, 0, 0},
+        {"squeeze", bi_squeeze, 0, 0},
+        {"broadcast_to", bi_broadcast_to, 0, 0},
+        {"concat", bi_concat_stack, OP_CONCAT, 0},
+        {"stack", bi_concat_stack, OP_STACK, 0},
+        {"split", bi_split, 0, 0},
+        {"tile", bi_tile, 0, 0},
+        {"where", bi_where, 0, 0},
+        {"clip", bi_clip, 0, 0},
+        {"matmul", bi_binary, OP_MATMUL, 0},
+        {"softmax", bi_softmax, OP_SOFTMAX, 0},
+        {"log_softmax", bi_softmax, OP_LOG_SOFTMAX, 0},
+        {"one_hot", bi_one_hot, 0, 0},
+        {"gather", bi_gather, 0, 0},
+        {"conv2d", bi_conv2d, 0, 0},
+        {"max_pool2d", bi_pool, OP_MAX_POOL2D, 0},
+        {"avg_pool2d", bi_pool, OP_AVG_POOL2D, 0},
+        {"dropout", bi_dropout, 0, 0},
+        {"stop_gradient", bi_stop_gradient, 0, 0},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        interp_define_builtin(I, table[i].name, table[i].fn, (void *)table[i].data);
+        interp_define_builtin_flags(I, table[i].name, table[i].fn, (void *)table[i].data, table[i].flags,
+                                    NULL);
 }

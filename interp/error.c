@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* Print `file:line:col: error: msg`, the source line and a caret under the
  * span (clipped to that line). Every diagnostic goes through here. */

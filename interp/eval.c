@@ -12,7 +12,7 @@
 #include "stage/check.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 
 static int eval(Interp *I, Node *n, Env *env, Value *out);
@@ -430,8 +430,17 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
     }
     if (f.kind == V_BUILTIN) {
         Builtin *b = (Builtin *)f.u.o;
-        if (__builtin_expect(tfe_tracer != NULL, 0) && b->effect && trace_recording())
-            return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
+        /* the one place the registration flags (BF_*) meet the tracer: a
+         * builtin staged code cannot call refuses (under --stage-all the
+         * function then goes on eagerly: trace_fail returns 0), an effect is
+         * recorded as a host call */
+        if (__builtin_expect(tfe_tracer != NULL, 0) && (b->effect || b->unstageable) && trace_recording()) {
+            if (b->unstageable) {
+                if (trace_fail(I, I->cur_loc, "%s", b->unstageable)) return -1;
+            } else {
+                return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
+            }
+        }
         if (__builtin_expect(tfe_check_recording, 0) && b->effect)
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         Loc saved = I->cur_loc;
@@ -838,8 +847,9 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
     return 0;
 }
 
-/* The hot node kinds are kept here, in a small function with a cheap
- * prologue; the rest are in eval_other. */
+/* The hot node kinds (names, ints, binary operators, calls) are kept here,
+ * in a small function with a cheap prologue; the rest are in eval_other,
+ * which only eval calls. */
 static int eval(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
@@ -876,10 +886,6 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
 static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
-    case N_INT:
-        *out = v_int(n->ival);
-        out->weak = true;
-        return 0;
     case N_FLOAT:
         *out = v_float(n->fval, TFE_FLOAT32);
         out->weak = true;
@@ -888,28 +894,6 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     case N_TRUE: *out = v_bool(true); return 0;
     case N_FALSE: *out = v_bool(false); return 0;
     case N_NIL: *out = v_nil(); return 0;
-    case N_NAME: {
-        if (n->depth && __builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
-        Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
-        if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
-        value_incref(v);
-        *out = v;
-        return 0;
-    }
-    case N_BINOP: {
-        Value a, b;
-        if (eval_fast(I, n->a, env, &a)) return -1;
-        if (eval_fast(I, n->b, env, &b)) { value_decref(a); return -1; }
-        int rc;
-        if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(n->op, a, b, out) == 0) rc = 0;
-        else {
-            I->cur_loc = n->opl;
-            rc = binop_values(I, n->op, a, b, n->opl, out);
-        }
-        value_decref(a);
-        value_decref(b);
-        return rc;
-    }
     case N_UNOP: {
         Value a;
         if (eval(I, n->a, env, &a)) return -1;
@@ -943,8 +927,6 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
         *out = v_bool(!t);
         return 0;
     }
-    case N_CALL:
-        return eval_call(I, n, env, out);
     case N_INDEX:
         return eval_index(I, n, env, out);
     case N_FIELD: {

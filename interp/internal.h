@@ -151,9 +151,6 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
 int value_truth(Interp *I, Value v, Loc loc, bool *out);
 int import_module(Interp *I, Node *n, Value *out);
 
-/* Define a builtin with the BuiltinFn signature (interp.h). */
-#define BUILTIN(name) static int name(Interp *I, int argc, const Value *argv, int nkw, \
-    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
 
 /* builtins.c */
 void builtins_register(Interp *I);

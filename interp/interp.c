@@ -4,21 +4,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "config.h"
 #include "interp/internal.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
+#ifdef HAVE_CUDA
+void tfe_gpu_register(void); /* gpu/backend.c: the CUDA backend plugs into tensor/device.c */
+#endif
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
 void stage_builtins_register(Interp *I);
-
-/* Builtins whose calls are effects: staged code records them as host calls
- * that run at every call (1: returns nil, 2: returns a value). */
-static void mark_effect(Interp *I, const char *name, int kind)
-{
-    int i = builtin_index(I, name);
-    if (i >= 0 && I->builtin_vals[i].kind == V_BUILTIN) ((Builtin *)I->builtin_vals[i].u.o)->effect = (uint8_t)kind;
-}
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -30,6 +26,9 @@ Interp *interp_new(const InterpOptions *opt)
     I->globals = env_new(I, 0, NULL);
     I->modules = record_new();
     I->retval = v_nil();
+#ifdef HAVE_CUDA
+    tfe_gpu_register();
+#endif
     builtins_register(I);
     builtins_io_register(I);
     builtins_device_register(I);
@@ -39,18 +38,6 @@ Interp *interp_new(const InterpOptions *opt)
     stage_builtins_register(I);
     builtins_progress_register(I);
     builtins_plot_register(I);
-    mark_effect(I, "print", 1);
-    mark_effect(I, "assert", 1);
-    mark_effect(I, "check_same_shape", 1); /* checks the shapes of every staged call */
-    mark_effect(I, "check_labels", 1);     /* and the values */
-    mark_effect(I, "save_npy", 1);
-    mark_effect(I, "save", 1);
-    mark_effect(I, "restore", 1); /* assigns variables, like v.assign(): again at every call */
-    mark_effect(I, "plot", 1);
-    mark_effect(I, "seed", 1);
-    mark_effect(I, "load_npy", 2);
-    mark_effect(I, "load_csv", 2);
-    mark_effect(I, "time", 2);
     return I;
 }
 

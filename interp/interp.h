@@ -37,8 +37,22 @@ void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, vo
 /* --- for built-in functions (interp/builtins*.c) --------------------------- */
 typedef int (*BuiltinFn)(Interp *I, int argc, const Value *argv, int nkw,
                          Str *const *kwnames, const Value *kwvals, Value *out, void *data);
+/* Define a builtin with the BuiltinFn signature. */
+#define BUILTIN(name)                                                                  \
+    static int name(Interp *I, int argc, const Value *argv, int nkw,                   \
+                    Str *const *kwnames, const Value *kwvals, Value *out, void *data)
 /* Bind a global name to a builtin (at start-up). */
 void interp_define_builtin(Interp *I, const char *name, BuiltinFn fn, void *data);
+/* How staged code treats a builtin's calls, given at registration and checked
+ * in one place, call_value (interp/eval.c), when a builtin is called while
+ * tracing (and while --check-staged records host calls). */
+enum {
+    BF_EFFECT = 1,        /* an effect that returns nil: a host call at every call */
+    BF_EFFECT_VALUE = 2,  /* an effect that returns a value (read from the host) */
+    BF_NOT_STAGEABLE = 4, /* a staged function cannot call it: why is the error */
+};
+void interp_define_builtin_flags(Interp *I, const char *name, BuiltinFn fn, void *data, int flags,
+                                 const char *why);
 /* Raise a located error (the location of the call being evaluated is
  * attached by the interpreter). Always returns -1 so builtins can
  * `return interp_raise(I, "...")`. */

@@ -11,7 +11,7 @@
 #include "stage/check.h"
 #include "stage/opt.h"
 #include "interp/repl.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"

@@ -8,7 +8,7 @@
 #include "interp/value.h"
 
 #include "interp/buf.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 static void buf_take(Buf *b, char *s)
 {

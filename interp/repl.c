@@ -19,7 +19,7 @@
 
 #include "interp/repl.h"
 #include "parser/ast.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Resolver {
     Interp *I;

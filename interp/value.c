@@ -7,7 +7,7 @@
 #include "stage/trace.h"
 #include "tensor/ops.h"
 #include "tensor/grad.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 Interp *tfe_current_interp;
 

@@ -79,8 +79,11 @@ typedef struct Builtin {
      * a boxed scalar behaves exactly like the unboxed one). */
     bool box_names;
     /* An effect (stage/trace.c records it as a host call that runs at every
-     * call of a staged function): 1 returns nil, 2 returns a value. */
+     * call of a staged function): 1 returns nil, 2 returns a value. Set at
+     * registration (BF_EFFECT, BF_EFFECT_VALUE in interp/interp.h). */
     uint8_t effect;
+    /* Why a staged function cannot call it (BF_NOT_STAGEABLE), or NULL. */
+    const char *unstageable;
 } Builtin;
 
 /* Objects with behaviour (variables, tapes, graphs, devices...). */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lexer/lexer.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 enum { RAW_NL = -2 }; /* a newline, before the newline rule judges it */
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "lexer/lexer.h"
 #include "parser/ast.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 Source *source_new(const char *name, const char *text, size_t len)
 {

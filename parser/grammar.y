@@ -16,7 +16,7 @@ int yylex(YYSTYPE *val, Loc *loc, Lexer *lx);
 #include <stdlib.h>
 #include <string.h>
 #include "lexer/lexer.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* A span from the first to the last non-empty symbol; an empty rule is an
  * empty span just after the previous symbol. */

@@ -23,7 +23,7 @@
 #include "stage/trace.h"
 #include "tensor/device.h"
 #include "tensor/grad.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 int tfe_check_staged = -1;
 bool tfe_check_recording;

@@ -12,7 +12,7 @@
 #include "tensor/device.h"
 #include "tensor/fused.h"
 #include "stage/plan.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
 {

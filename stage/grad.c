@@ -23,7 +23,7 @@
 #include "tensor/fused.h"
 #include "tensor/device.h"
 #include "stage/opt.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* --- state of one backward ------------------------------------------------------------- */
 

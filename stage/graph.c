@@ -7,7 +7,7 @@
 #include "stage/opt.h"
 #include "stage/plan.h"
 #include "tensor/fused.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 Graph *graph_new(const char *name)
 {

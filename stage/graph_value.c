@@ -5,7 +5,7 @@
 #include "stage/opt.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct GraphObj { Object o; Graph *g; } GraphObj;
 

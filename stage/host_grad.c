@@ -12,7 +12,7 @@
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* What a host call calls: the callable and its arguments' templates, whose
  * number/tensor leaves are the call's inputs (as a G_HOST node's). An

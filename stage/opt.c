@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/opt.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 const char *tfe_dump_pass;
 bool tfe_no_optimize;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include "stage/opt.h"
 #include "stage/sig.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 static bool same_attrs(const tfe_attrs *a, const tfe_attrs *b)
 {

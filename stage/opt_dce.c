@@ -8,7 +8,7 @@
  * in its size, not its square). */
 #include <stdlib.h>
 #include "stage/opt.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Dce {
     Graph *g;

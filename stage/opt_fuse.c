@@ -18,7 +18,7 @@
 #include <string.h>
 #include "stage/opt.h"
 #include "tensor/fused.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* The op an opcode computes: the opcode itself (tensor/fused.h), or -1 for
  * FOP_LOAD and FOP_CONST */

@@ -25,7 +25,7 @@
 #include <string.h>
 #include "stage/plan.h"
 #include "tensor/fused.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 typedef struct Block { int64_t off, size; } Block;
 

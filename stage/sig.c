@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/sig.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 void sig_free(SigBuf *s)
 {

@@ -11,7 +11,7 @@
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 bool tfe_run_eagerly;
 const Value *stage_call_args;

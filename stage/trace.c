@@ -10,7 +10,7 @@
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 Tracer *tfe_tracer;
 uint32_t tfe_trace_id;

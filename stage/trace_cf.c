@@ -10,7 +10,7 @@
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* --- what a block binds and assigns (from the AST) ------------------------------------- */
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "tensor/tensor.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #define NCLASSES 192
 /* Cached blocks beyond this are returned to the system on free. */

@@ -5,21 +5,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "tensor/device.h"
 #include "tensor/grad.h"
 #include "tensor/kernels.h"
-#include "tensor/xalloc.h"
-
-#ifdef HAVE_CUDA
-const tfe_backend *tfe_gpu_probe(void); /* gpu/backend.c: NULL without a device */
-int gpu_fused_check(const struct tfe_fprog *p, bool show_source); /* gpu/fuse.c */
-#endif
+#include "util/xalloc.h"
 
 bool tfe_devices_used;
 static const tfe_backend *gpu;
 static bool probed;
 static int default_dev;
+/* what the backend library registered (tfe_device_register); NULL: none */
+static tfe_backend_probe backend_probe;
+static tfe_backend_fused_check backend_fused_check;
+
+void tfe_device_register(tfe_backend_probe probe, tfe_backend_fused_check fused_check) {
+    backend_probe = probe;
+    backend_fused_check = fused_check;
+}
 
 /* $TFE_FAKE_GPU=1: one pretend GPU in host memory with no kernels of its
  * own, so the device layer (placement, copies, the CPU fallback, the tape)
@@ -40,9 +42,7 @@ int tfe_device_count(void) {
         probed = true;
         const char *fake = getenv("TFE_FAKE_GPU");
         if (fake && *fake == '1') gpu = &fake_gpu;
-#ifdef HAVE_CUDA
-        else gpu = tfe_gpu_probe();
-#endif
+        else if (backend_probe) gpu = backend_probe();
     }
     return 1 + (gpu ? gpu->ndev : 0);
 }
@@ -78,13 +78,9 @@ char *tfe_device_list(char *buf, size_t n) {
 const tfe_backend *tfe_device_backend(void) { return gpu; }
 
 int tfe_device_fused_check(const struct tfe_fprog *p, bool show_source) {
-#ifdef HAVE_CUDA
-    return gpu_fused_check(p, show_source);
-#else
-    (void)p, (void)show_source;
+    if (backend_fused_check) return backend_fused_check(p, show_source);
     tfe_error_set("TFE_GPU_FUSED_PTX_CHECK: this build has no CUDA backend");
     return -1;
-#endif
 }
 
 int tfe_device_default(void) { return default_dev; }

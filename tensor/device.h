@@ -1,7 +1,8 @@
-/* device.h — devices behind the one dispatch entry (issue 8, DESIGN.md
- * "Tensors"): cpu:0 is device 0, GPUs are 1..n (gpu:0 is device 1). A backend
- * is a vtable; gpu/ registers one when CUDA is built in and a device answers.
- * Without it every function here is a cheap no-op and tensors stay on cpu:0. */
+/* device.h — devices behind the one dispatch entry (docs/gpu.md): cpu:0 is
+ * device 0, GPUs are 1..n (gpu:0 is device 1). A backend is a vtable; a
+ * backend library (gpu/, when CUDA is built in) registers its probe at
+ * start-up and the probe hands the vtable over when a device answers.
+ * Without one every function here is a cheap no-op and tensors stay on cpu:0. */
 #ifndef TFE_DEVICE_H
 #define TFE_DEVICE_H
 
@@ -30,11 +31,20 @@ typedef struct tfe_backend {
     int (*fused)(const struct tfe_fprog *p, tfe_tensor *const *in, tfe_tensor *out, int dev);
 } tfe_backend;
 
+/* A backend library plugs in here, once, before the first device query
+ * (gpu/backend.c, tfe_gpu_register, called from interp_new): probe finds its
+ * devices on first use (NULL: none); fused_check compiles a fused program
+ * without a device (NULL: not supported). The tensor layer names no backend
+ * function, so a CPU build has none to link. */
+typedef const tfe_backend *(*tfe_backend_probe)(void);
+typedef int (*tfe_backend_fused_check)(const struct tfe_fprog *p, bool show_source);
+void tfe_device_register(tfe_backend_probe probe, tfe_backend_fused_check fused_check);
+
 /* The GPU backend, or NULL (none, or not probed yet: no tensor can be on a
  * GPU before the probe). */
 const tfe_backend *tfe_device_backend(void);
 /* $TFE_GPU_FUSED_PTX_CHECK (tests/gpu_fused_ptx.sh): compile p to PTX with
- * NVRTC, no device needed (gpu/fuse.c, gpu_fused_check). 0, or -1 + error;
+ * NVRTC, no device needed (the registered fused_check). 0, or -1 + error;
  * an error in a build without CUDA. */
 int tfe_device_fused_check(const struct tfe_fprog *p, bool show_source);
 

@@ -46,7 +46,7 @@ int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs
                       info->nin == 1 ? "" : "s", nin);
         return -1;
     }
-    /* Devices (issue 8, tensor/device.c): once a tensor went to a GPU or the
+    /* Devices (tensor/device.c): once a tensor went to a GPU or the
      * default device changed, the device layer decides where the op runs. */
     if (tfe_devices_used) {
         int rc = tfe_device_execute(op, nin, in, at, out);
@@ -84,8 +84,8 @@ int tfe_execute_kernel(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
         }
         return -1;
     }
-    /* HOOK (issue 4, autodiff): record (op, in, at, out) on the active tapes
-     * here, after the kernel succeeded (F_VIEW/F_SELFOUT kernels included). */
+    /* autodiff: record (op, in, at, out) on the active tapes here, after the
+     * kernel succeeded (F_VIEW/F_SELFOUT kernels included). */
     if (record && tfe_tapes_active) tfe_tape_record(&c);
     return 0;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "tensor/kernels.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #define CHUNK TFE_FUSED_CHUNK
 /* Registers (and their pointers) live on the stack up to this size: 32

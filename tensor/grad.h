@@ -13,7 +13,7 @@
  * summing), or NULL when input i gets none (an int/bool input, an index).
  * Rules are written ONLY with tfe_execute and its wrappers, never with kernels,
  * so that a gradient computed under an outer tape is itself recorded (higher
- * order) and, later, a gradient computed while tracing is staged (issue 5).
+ * order) and a gradient computed while tracing is staged.
  * On entry each dx[i] is NULL (wanted) or TFE_GRAD_SKIP (no source depends
  * on input i: the rule may leave it unset, saving e.g. the data gradient of
  * x @ w); the caller treats a remaining TFE_GRAD_SKIP as NULL.

@@ -5,14 +5,10 @@
 #include "tensor/grad.h"
 #include "tensor/kernels.h" /* kn_axis, kn_axes_mask: metadata helpers only */
 
-/* On entry dx[i] is NULL (compute input i's gradient) or TFE_GRAD_SKIP (the
- * caller does not need it: e.g. the tape for an input no source reaches, such
- * as the data x of x @ w, whose gradient would cost as much as the forward
- * matmul). Rules skip such inputs and store NULL. Proposed for grad.h; defined
- * here until it is there. */
-#ifndef TFE_GRAD_SKIP
-#define TFE_GRAD_SKIP ((tfe_tensor *)1)
-#endif
+/* On entry dx[i] is NULL (compute input i's gradient) or TFE_GRAD_SKIP
+ * (tensor/grad.h: the caller does not need it, e.g. the tape for an input no
+ * source reaches, such as the data x of x @ w, whose gradient would cost as
+ * much as the forward matmul). Rules skip such inputs and store NULL. */
 
 const tfe_grad_fn tfe_grads[TFE_NOPS] = {
 #define OP(id, name, nin, nout, flags, infer, kernel, grad) [OP_##id] = grad,

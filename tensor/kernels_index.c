@@ -6,7 +6,7 @@
 
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* Below this many bytes of copying, a loop runs on the calling thread. */
 #define INDEX_GRAIN_BYTES (1 << 16)

@@ -18,7 +18,7 @@ enum {
     F_NODIFF      = 1 << 8,  /* no gradient (int/bool results, argmax, comparisons) */
     F_CREATE      = 1 << 9,  /* no tensor inputs */
     F_SELFOUT     = 1 << 10, /* kernel allocates out[] itself (shape depends on data) */
-    F_GPU         = 1 << 11, /* has a GPU kernel (issue 8) */
+    F_GPU         = 1 << 11, /* has a GPU kernel (gpu/) */
     F_HALF        = 1 << 12, /* the CPU kernel takes float16/bfloat16 (conversions, views, matmul) */
     F_MAYFAIL     = 1 << 13, /* can fail on its inputs' values (not only their shapes or
                                 dtypes): an integer division by zero, an index out of
@@ -33,7 +33,7 @@ typedef enum tfe_op {
 } tfe_op;
 
 /* Attributes: the non-tensor arguments of an op. One struct for every op so
- * that a tracer and a tape can record any call by value (issues 4 and 5). */
+ * that a tracer and a tape can record any call by value. */
 typedef struct tfe_attrs {
     int naxes;                  /* reductions etc.: -1 = all axes */
     int64_t axes[TFE_MAX_RANK];

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tensor/kernels.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 #define THRESHOLD 1000 /* summarise above this many elements (NumPy) */
 #define EDGE 3

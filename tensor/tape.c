@@ -6,7 +6,7 @@
 
 #include "tensor/device.h"
 #include "tensor/grad.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 int tfe_tapes_active;
 

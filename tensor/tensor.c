@@ -7,7 +7,7 @@
 #include "tensor/device.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 volatile int tfe_interrupted;
 

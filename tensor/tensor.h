@@ -12,7 +12,7 @@
 
 typedef enum tfe_dtype {
     TFE_BOOL, TFE_INT32, TFE_INT64, TFE_FLOAT32, TFE_FLOAT64,
-    TFE_FLOAT16, TFE_BFLOAT16, /* GPU only (issue 8) */
+    TFE_FLOAT16, TFE_BFLOAT16, /* conversions, views and matmul on the CPU; math on a GPU */
     TFE_NDTYPES
 } tfe_dtype;
 
@@ -28,7 +28,7 @@ static inline bool dtype_is_int(tfe_dtype dt) { return dt == TFE_INT32 || dt == 
  * float32. *weak_out is true only when both are weak. */
 tfe_dtype dtype_promote(tfe_dtype a, bool weak_a, tfe_dtype b, bool weak_b, bool *weak_out);
 
-/* Devices: 0 is cpu:0; GPUs are 1.. (issue 8). */
+/* Devices: 0 is cpu:0; GPUs are 1.. (tensor/device.h). */
 typedef struct tfe_storage {
     int refcount;
     int device;
@@ -45,7 +45,7 @@ typedef struct tfe_tensor {
     int64_t strides[TFE_MAX_RANK];    /* in bytes; may be 0 (broadcast) or negative */
     int64_t offset;                   /* in bytes from storage->data */
     tfe_storage *storage;
-    void *node;                       /* reserved: symbolic node while tracing (issue 5) */
+    void *node;                       /* while tracing: the tracer's TNote (stage/trace.c); else NULL */
 } tfe_tensor;
 
 /* The error slot: a failing tensor function sets the message (which names the

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/alloc_faults.sh — every allocation may fail, and tfe stays clean.
-# For each program in tests/alloc_faults/, TFE_FAIL_ALLOC (tensor/xalloc.h)
+# For each program in tests/alloc_faults/, TFE_FAIL_ALLOC (util/xalloc.h)
 # makes one allocation fail, over many runs:
 #   - every large tensor allocation (TFE_FAIL_ALLOC=large:N, all of them):
 #     the program must stop with a located error naming "out of memory

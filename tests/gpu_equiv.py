@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gpu_equiv.py — the backend-equivalence test (issue 8): every op that
+"""gpu_equiv.py — the backend-equivalence test: every op that
 tensor/ops.def marks F_GPU runs on the CPU and on gpu:0 with the same inputs,
 and the results must agree within NumPy-style tolerances
 (|cpu - gpu| <= atol + rtol * |gpu|, NaNs in the same places); for the

@@ -745,7 +745,7 @@ def index_cases():
     case("scatter", "$y", {"x": arr(BIG, F32), "i": rng.permutation(300)[:150], "v": arr((150, 400), F32)},
          lambda x, i, v: _setitem(x, i, v), pre=["let $y = $x", "$y[$i] = $v"], label="big y[i] = v")
 
-    # scatter_add: the gradient of gather (duplicates add); needs autodiff (issue 4)
+    # scatter_add: the gradient of gather (duplicates add); needs autodiff
     for dt in (F32, F64):
         for axis, ishape in ((0, (4,)), (1, (2, 3)), (0, ())):
             x = arr((5, 4), dt)
@@ -882,7 +882,7 @@ def nn_cases():
              lambda x, mx=mx: pool_ref(x, (3, 3), (2, 2), True, mx), tol=tol_for(F32, "sum") if not mx else None)
 
 
-# ---- backward ops of conv2d and pooling (gradients through a tape; issue 4) ------
+# ---- backward ops of conv2d and pooling (gradients through a tape) ---------------
 
 def conv_grads_ref(x, w, dy, stride=(1, 1), dilation=(1, 1), same=False):
     """(dx, dw) of sum(conv_ref(x, w) * dy): the adjoint of the patch sum."""
@@ -1232,7 +1232,7 @@ def main():
     cmd = shlex.split(os.environ.get("TFE_TEST_WRAPPER", "")) + [tfe] + args.tfe_flag
     work = tempfile.mkdtemp(prefix="tfe-ops-")
     try:
-        # probe optional features (autodiff lands in issue 4)
+        # probe optional features (a build may lack autodiff)
         features = {}
         probe = os.path.join(work, "probe_tape.tfe")
         with open(probe, "w") as fh:

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tensor/xalloc.h"
+#include "util/xalloc.h"
 
 /* fail_at: the allocation number that fails (0: none); -1 until the
  * environment has been read. Reading it lazily keeps this file free of

@@ -1,0 +1,108 @@
+#!/bin/sh
+# check_layers.sh — the include layers of the C sources (docs/internals.md,
+# "Layers"): every `#include "dir/file.h"` of a .c/.h/.y/.re/.cu file may name
+# only its own folder or a folder its layer may use; a new include that goes
+# up fails. Known violations are allowed below, each to be removed.
+#   tests/check_layers.sh          check (make check runs it)
+#   tests/check_layers.sh --dot    print the folder include graph as Graphviz dot
+# The source tree is $TFE_SRCDIR (set by make check), else this script's parent.
+srcdir="${TFE_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+mode="${1:-check}"
+
+# Layers, bottom first. A folder's layer names the layers it may include
+# (its own included). The front end (lexer/ and parser/, which include each
+# other) uses only util/; the interpreter evaluates its AST. gpu/ is a
+# backend of tensor/'s device layer; stage/ is device-blind. Programs (the
+# tfe binary's main is interp/main.c; fuzz/, bench/, tests/unit/) are on top.
+layer_of() {
+    case "$1" in
+    util) echo util ;;
+    tensor) echo tensor ;;
+    gpu) echo gpu ;;
+    lexer | parser) echo front ;;
+    stage) echo stage ;;
+    interp) echo interp ;;
+    fuzz | bench | tests/unit) echo program ;;
+    *) echo unknown ;;
+    esac
+}
+may_use() {
+    case "$1" in
+    util) echo "util" ;;
+    tensor) echo "util tensor" ;;
+    gpu) echo "util tensor gpu" ;;
+    front) echo "util front" ;;
+    stage) echo "util tensor stage" ;;
+    interp) echo "util tensor gpu front stage interp" ;;
+    program) echo "util tensor gpu front stage interp program" ;;
+    esac
+}
+
+# Known violations (file, included header), to be removed: the staging
+# layer reads interpreter values and errors through interp/internal.h and
+# builds text with interp/buf.h.
+allow="
+stage/graph.h interp/internal.h
+stage/graph.c interp/internal.h
+stage/trace.c interp/internal.h
+stage/graph_print.c interp/buf.h
+"
+
+cd "$srcdir" || exit 1
+# "file included" for every quoted include naming a folder
+edges=$(find util tensor gpu lexer parser stage interp fuzz bench tests/unit \
+            -type f \( -name '*.c' -o -name '*.h' -o -name '*.y' -o -name '*.re' -o -name '*.cu' \) \
+            2>/dev/null | LC_ALL=C sort |
+        while read -r f; do
+            sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\/[^"]*\)".*/\1/p' "$f" |
+                while read -r inc; do echo "$f $inc"; done
+        done | LC_ALL=C sort -u)
+
+dot() {
+    echo "digraph layers {"
+    echo "  rankdir=BT; node [shape=box];"
+    echo "$edges" | while read -r f inc; do
+        [ -n "$f" ] || continue
+        a=$(dirname "$f"); b=$(dirname "$inc")
+        [ "$a" = "$b" ] && continue
+        if echo "$allow" | grep -qx "$f $inc"; then echo "  \"$a\" -> \"$b\" [style=dashed, label=\"to be removed\"];"
+        else echo "  \"$a\" -> \"$b\";"; fi
+    done | LC_ALL=C sort -u
+    echo "}"
+}
+if [ "$mode" = "--dot" ]; then dot; exit 0; fi
+
+bad=0
+known=0
+used=""
+tmp=$(echo "$edges" | while read -r f inc; do
+    [ -n "$f" ] || continue
+    from=$(layer_of "$(dirname "$f")"); to=$(layer_of "$(dirname "$inc")")
+    case " $(may_use "$from") " in *" $to "*) continue ;; esac
+    if echo "$allow" | grep -qx "$f $inc"; then echo "KNOWN $f $inc"
+    else echo "BAD $f includes $inc ($from may not use $to)"; fi
+done)
+bad=$(echo "$tmp" | grep -c '^BAD' || true)
+known=$(echo "$tmp" | grep -c '^KNOWN' || true)
+echo "$tmp" | grep '^BAD' | sed 's/^BAD /check_layers: /'
+nallow=$(echo "$allow" | grep -c .)
+# an allowlist entry no longer needed is only reported: delete it
+echo "$allow" | while read -r f inc; do
+    [ -n "$f" ] || continue
+    echo "$tmp" | grep -qx "KNOWN $f $inc" || echo "check_layers: note: '$f $inc' is allowed but gone; delete it from the list"
+done
+nedges=$(echo "$edges" | while read -r f inc; do
+    [ -n "$f" ] || continue
+    a=$(dirname "$f"); b=$(dirname "$inc"); [ "$a" != "$b" ] && echo "$a $b"
+done | LC_ALL=C sort -u | grep -c . || true)
+echo "check_layers: $nedges include edges between folders; $known known violations allowed ($nallow on the list, to be removed); $bad new"
+# the picture in docs/internals.md is this graph
+if [ -f docs/internals.md ]; then
+    want=$(dot)
+    have=$(sed -n '/^```dot$/,/^```$/p' docs/internals.md | sed '1d;$d')
+    if [ "$want" != "$have" ]; then
+        echo "check_layers: docs/internals.md's dot picture is not tests/check_layers.sh --dot: paste it in"
+        bad=$((bad + 1))
+    fi
+fi
+[ "$bad" -eq 0 ]

@@ -109,12 +109,7 @@ static tfe_tensor *ref(tfe_tensor *t) { if (t) tensor_incref(t); return t; }
 
 /* The flag of a sum of gradients flagged fa and fb (borrowed; NULL: real):
  * none only where both are (new ref, or NULL: real). */
-static tfe_tensor *flag_and(tfe_tensor *fa, tfe_tensor *fb)
-{
-    if (!fa || !fb) return NULL;
-    if (fa == fb) return ref(fa);
-    return tfe_binary(OP_LOGICAL_AND, fa, fb);
-}
+static tfe_tensor *flag_and(tfe_tensor *fa, tfe_tensor *fb) { return tfe_grad_flag_and(fa, fb); }
 
 /* c ? fa : fb for flags (borrowed; NULL: real), new ref or NULL. */
 static tfe_tensor *flag_where(tfe_tensor *c, tfe_tensor *fa, tfe_tensor *fb)
@@ -141,15 +136,7 @@ static int acc_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
     }
     if (!dtype_is_float(d->dtype)) f = NULL; /* (an int's junk: no gradient, no flag) */
     put(b->none, slot, b->g[slot] ? flag_and(b->none[slot], f) : ref(f));
-    if (!b->g[slot]) {
-        b->g[slot] = d;
-        return 0;
-    }
-    tfe_tensor *s = tfe_binary(OP_ADD, b->g[slot], d);
-    tensor_decref(d);
-    if (!s) return -1;
-    put(b->g, slot, s);
-    return 0;
+    return tfe_grad_add(&b->g[slot], d);
 }
 
 static int acc(BP *b, int slot, tfe_tensor *d) { return acc_f(b, slot, d, NULL); }
@@ -721,75 +708,29 @@ static int replay_region(BP *b, int r)
 
 /* --- the reverse sweep -------------------------------------------------------------------- */
 
-/* An op whose outputs' gradients are all none (in eager terms, where the
- * flag is true) gives none too: the flag where all are (new ref), or NULL. */
-static tfe_tensor *op_none(BP *b, const GNode *n)
-{
-    tfe_tensor *f = NULL;
-    for (int k = 0; k < n->nout; k++) {
-        if (!b->g[n->vbase + k]) continue;
-        tfe_tensor *fk = b->none[n->vbase + k];
-        tfe_tensor *both = f ? flag_and(f, fk) : ref(fk);
-        if (f) tensor_decref(f);
-        if (!(f = both)) return NULL;
-    }
-    return f;
-}
-
-/* d where the flag is false, -0.0s where it is true (takes d): what adds
- * nothing, as eager code's missing contribution. */
-static tfe_tensor *mask_none(tfe_tensor *none, tfe_tensor *d)
-{
-    tfe_tensor *z = filled(d, -0.0);
-    tfe_tensor *in[3] = {none, z, d};
-    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-    if (z) tensor_decref(z);
-    tensor_decref(d);
-    return r;
-}
-
-/* An output's gradient for a rule, where another output's is real: zeros
- * where it is none, as an eager tape makes for an output nobody used
- * (new ref). */
-static tfe_tensor *none_zeros(tfe_tensor *none, tfe_tensor *d)
-{
-    tfe_tensor *z = zeros_like(d);
-    tfe_tensor *in[3] = {none, z, d};
-    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-    if (z) tensor_decref(z);
-    return r;
-}
-
+/* An op's gradient: one step shared with the tape (tensor/grad_step.c), its
+ * contributions added in order. Where every output's gradient is none (in
+ * eager terms, where the flag is true), what the rule makes is none too. */
 static int sweep_op(BP *b, const GNode *n)
 {
     Graph *G = b->G;
-    if (tfe_ops[n->op].flags & F_NODIFF) return 0;
-    tfe_grad_fn rule = tfe_grads[n->op];
-    if (!rule) return 0;
     bool any = false;
-    tfe_tensor *dy[32], *y[32], *inb[16], *dxb[16];
-    bool made[32] = {false};
+    tfe_tensor *dy[32], *dyf[32], *y[32], *inb[16], *dxb[16], *none = NULL;
+    bool skb[16];
     for (int k = 0; k < n->nout; k++) {
         int s = n->vbase + k;
         y[k] = b->m[s];
         dy[k] = b->g[s];
+        dyf[k] = dy[k] ? b->none[s] : NULL;
         any |= dy[k] != NULL;
     }
     if (!any) return 0;
-    tfe_tensor *none = op_none(b, n);
-    for (int k = 0; k < n->nout; k++)
-        if (!dy[k] || (!none && b->none[n->vbase + k])) {
-            if (!(dy[k] = dy[k] ? none_zeros(b->none[n->vbase + k], dy[k]) : zeros_like(y[k]))) {
-                if (none) tensor_decref(none);
-                return bp_error(b, n, tfe_error_msg());
-            }
-            made[k] = true;
-        }
     tfe_tensor **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     tfe_tensor **dx = n->nin <= 16 ? dxb : xmalloc(sizeof *dx * (size_t)n->nin);
+    bool *skip = n->nin <= 16 ? skb : xmalloc(sizeof *skip * (size_t)n->nin);
     for (int i = 0; i < n->nin; i++) {
         in[i] = b->m[slot_of(G, n->in[i])];
-        dx[i] = differentiable(&G->nodes[n->in[i].node].meta[n->in[i].out]) ? NULL : TFE_GRAD_SKIP;
+        skip[i] = !differentiable(&G->nodes[n->in[i].node].meta[n->in[i].out]);
     }
     /* a random op's rule replays the forward run's draw (dropout's mask) */
     int id = (int)(n - G->nodes);
@@ -797,20 +738,14 @@ static int sweep_op(BP *b, const GNode *n)
     const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = at, .out = y};
     Loc saved = b->I->cur_loc;
     b->I->cur_loc = n->loc;
-    int rc = rule(&c, y, dy, dx);
+    int rc = tfe_grad_step(&c, dy, dyf, skip, dx, &none);
     b->I->cur_loc = saved;
-    for (int i = 0; i < n->nin; i++) {
-        if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
-        if (!dx[i]) continue;
-        int s = slot_of(G, n->in[i]);
-        if (!rc && none && !(dx[i] = mask_none(none, dx[i]))) rc = -1;
-        if (rc || acc_f(b, s, dx[i], none)) rc = -1;
-    }
+    for (int i = 0; i < n->nin && !rc; i++)
+        if (dx[i] && acc_f(b, slot_of(G, n->in[i]), dx[i], none)) rc = -1;
     if (none) tensor_decref(none);
-    for (int k = 0; k < n->nout; k++)
-        if (made[k]) tensor_decref(dy[k]);
     if (in != inb) free(in);
     if (dx != dxb) free(dx);
+    if (skip != skb) free(skip);
     return rc ? bp_error(b, n, tfe_error_msg()) : 0;
 }
 
@@ -825,10 +760,10 @@ static int sweep_fused(BP *b, int id)
     tfe_tensor **gv = xcalloc((size_t)p->ninstr + 1, sizeof *gv);
     int rc = 0;
     if (f->red) { /* through the final reduction first */
-        tfe_tensor *dx[1] = {NULL};
+        tfe_tensor *dx[1] = {NULL}, *nonef = NULL;
         const tfe_opcall c = {.op = n->op, .nin = 1, .nout = 1, .in = &f->vals[f->result], .at = n->at, .out = &f->red};
-        if (tfe_grads[n->op](&c, &f->red, &b->g[n->vbase], dx)) rc = -1;
-        else if (dx[0] != TFE_GRAD_SKIP) gv[f->result] = dx[0];
+        if (tfe_grad_step(&c, &b->g[n->vbase], NULL, NULL, dx, &nonef)) rc = -1;
+        else gv[f->result] = dx[0];
     } else {
         gv[f->result] = b->g[n->vbase];
         tensor_incref(gv[f->result]);
@@ -839,8 +774,12 @@ static int sweep_fused(BP *b, int id)
         if (in->op == FOP_LOAD) {
             tfe_tensor *none = b->none[n->vbase], *d = gv[i];
             gv[i] = NULL;
-            if (none && !(d = mask_none(none, d))) rc = -1;
-            else rc = acc_f(b, slot_of(G, n->in[in->input]), d, none);
+            if (none) { /* -0.0s where none: what adds nothing */
+                tfe_tensor *m = tfe_grad_flag_fill(none, d, -0.0);
+                tensor_decref(d);
+                d = m;
+            }
+            rc = d ? acc_f(b, slot_of(G, n->in[in->input]), d, none) : -1;
             continue;
         }
         if (in->op == FOP_CONST) continue;
@@ -850,22 +789,14 @@ static int sweep_fused(BP *b, int id)
         tfe_tensor *dx[2] = {NULL, NULL};
         static const tfe_attrs none = {.naxes = -1, .dtype = TFE_FLOAT32};
         const tfe_opcall c = {.op = op, .nin = na, .nout = 1, .in = args, .at = &none, .out = &f->vals[i]};
-        if (tfe_grads[op](&c, &f->vals[i], &gv[i], dx)) {
+        tfe_tensor *nonef = NULL; /* (no flags inside a fused node: NULL) */
+        if (tfe_grad_step(&c, &gv[i], NULL, NULL, dx, &nonef)) {
             rc = -1;
             break;
         }
-        for (int k = 0; k < na; k++) {
-            if (dx[k] == TFE_GRAD_SKIP || !dx[k]) continue;
-            int s2 = f->src[i][k];
-            if (!gv[s2]) gv[s2] = dx[k];
-            else {
-                tfe_tensor *sum = tfe_binary(OP_ADD, gv[s2], dx[k]);
-                tensor_decref(dx[k]);
-                tensor_decref(gv[s2]);
-                gv[s2] = sum;
-                if (!sum) rc = -1;
-            }
-        }
+        for (int k = 0; k < na; k++)
+            if (dx[k] && !rc && tfe_grad_add(&gv[f->src[i][k]], dx[k])) rc = -1;
+            else if (dx[k] && rc) tensor_decref(dx[k]);
     }
     for (int i = 0; i < p->ninstr; i++)
         if (gv[i]) tensor_decref(gv[i]);
@@ -1967,7 +1898,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (!own && none[i] && res[i] && !rc && self->dx_none && dx[i] != TFE_GRAD_SKIP) {
             self->dx_none[i] = ref(none[i]);
         } else if (!own && none[i] && res[i] && !rc) {
-            tfe_tensor *z = none_zeros(none[i], res[i]);
+            tfe_tensor *z = tfe_grad_flag_fill(none[i], res[i], 0.0);
             tensor_decref(res[i]);
             if (!(res[i] = z)) rc = -1;
         }

@@ -36,6 +36,36 @@ tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape);
  * filled with v, on like's device: the zeros and ones gradients start from. */
 tfe_tensor *tfe_filled_like(const tfe_tensor *like, double v);
 
+/* --- one step of a reverse sweep (tensor/grad_step.c) ------------------------------
+ * The tape's sweep and a staged backward's (stage/grad.c) both take an op's
+ * step with tfe_grad_step and add with tfe_grad_add, so they cannot drift.
+ * None flags: inside a trace a gradient may be none in eager terms only on
+ * some runs (which path a staged if or loop takes); it is then -0.0s (adding
+ * them changes nothing) with a traced bool flag, true where it is none. */
+
+/* One op's backward. c is the forward call as it ran (c->out its outputs);
+ * dy[j] output j's gradient (NULL: none) and dyflag[j] its flag (NULL array
+ * or entry: real); skip[i] (NULL: none skipped): no source depends on input
+ * i. An output with no gradient gets zeros (so does a flagged one beside a
+ * real one, where the flag is true), the op's rule runs, and where every
+ * output's gradient is none (*none: that flag, a new ref, or NULL) what it
+ * made is -0.0s. dx[i]: a new ref or NULL, on input i's device (when no tape
+ * or trace records). An op with no rule (or F_NODIFF) gives no dx.
+ * Returns 0, or -1 with the error set and every dx[i] NULL. */
+int tfe_grad_step(const tfe_opcall *c, tfe_tensor *const *dy, tfe_tensor *const *dyflag,
+                  const bool *skip, tfe_tensor **dx, tfe_tensor **none);
+/* A gradient lives where its tensor x does: *d moved to x's device (when no
+ * tape or trace records). Returns 0, or -1 with the error set (*d NULL). */
+int tfe_grad_place(tfe_tensor **d, const tfe_tensor *x);
+/* *g += d (takes d; *g NULL: *g = d). Returns 0, or -1 with the error set. */
+int tfe_grad_add(tfe_tensor **g, tfe_tensor *d);
+/* Flags: a AND b (borrowed; NULL is real: new ref or NULL); flag ? v : d
+ * (borrowed, new ref); where every output's gradient dy[j] (not NULL) is
+ * none (new ref; NULL: somewhere real). */
+tfe_tensor *tfe_grad_flag_and(tfe_tensor *a, tfe_tensor *b);
+tfe_tensor *tfe_grad_flag_fill(tfe_tensor *flag, tfe_tensor *d, double v);
+tfe_tensor *tfe_grad_none_all(int nout, tfe_tensor *const *dy, tfe_tensor *const *flag);
+
 /* --- the tape (tensor/tape.c) ---------------------------------------------------
  * Tapes form a stack of active tapes. While any is active, tfe_execute calls
  * tfe_tape_record after each op: every active tape that tracks one of the

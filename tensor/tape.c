@@ -325,17 +325,7 @@ tfe_tensor *tfe_filled_like(const tfe_tensor *like, double v) {
 /* grads[key] += g (takes g). */
 static int accumulate(pmap *grads, const tfe_tensor *key, tfe_tensor *g) {
     size_t i = pmap_put(grads, key, true);
-    tfe_tensor *old = grads->vals[i];
-    if (!old) {
-        grads->vals[i] = g;
-        return 0;
-    }
-    tfe_tensor *sum = tfe_binary(OP_ADD, old, g);
-    tensor_decref(g);
-    if (!sum) return -1;
-    tensor_decref(old);
-    grads->vals[i] = sum;
-    return 0;
+    return tfe_grad_add(&grads->vals[i], g);
 }
 
 /* --- none flags --------------------------------------------------------------------
@@ -355,51 +345,15 @@ static void flag_set(pmap *flags, const tfe_tensor *key, tfe_tensor *f) {
     flags->vals[i] = f;
 }
 
-/* None where both are (borrowed; new ref, or NULL: real). */
-static tfe_tensor *flag_and(tfe_tensor *a, tfe_tensor *b) {
-    if (!a || !b) return NULL;
-    if (a == b) {
-        tensor_incref(a);
-        return a;
-    }
-    return tfe_binary(OP_LOGICAL_AND, a, b);
-}
-
-/* where(flag, v, d): v (-0.0: none; 0.0: zeros) where the flag is true
- * (d borrowed; new ref). */
-static tfe_tensor *flag_fill(tfe_tensor *flag, tfe_tensor *d, double v) {
-    tfe_tensor *z = tfe_filled_like(d, v);
-    tfe_tensor *in[3] = {flag, z, d};
-    tfe_tensor *r = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-    if (z) tensor_decref(z);
-    return r;
-}
-
 /* grads[key] += g (takes g), g's flag f (borrowed): the sum is none only
  * where both are. */
 static int accumulate_f(pmap *grads, pmap *flags, const tfe_tensor *key, tfe_tensor *g, tfe_tensor *f) {
     tfe_tensor *old = pmap_get(grads, key);
     if (old || f) {
-        tfe_tensor *nf = old ? flag_and(pmap_get(flags, key), f) : (tensor_incref(f), f);
+        tfe_tensor *nf = old ? tfe_grad_flag_and(pmap_get(flags, key), f) : (tensor_incref(f), f);
         flag_set(flags, key, nf);
     }
     return accumulate(grads, key, g);
-}
-
-/* Where all of an entry's output gradients are none (a new ref; NULL:
- * somewhere one is real). */
-static tfe_tensor *entry_none(const pmap *flags, tfe_tensor *const *outs, int nout, tfe_tensor *const *dy) {
-    tfe_tensor *f = NULL;
-    bool any = false;
-    for (int j = 0; j < nout; j++) {
-        if (!dy[j]) continue;
-        tfe_tensor *fj = pmap_get(flags, outs[j]);
-        tfe_tensor *nf = any ? flag_and(f, fj) : fj ? (tensor_incref(fj), fj) : NULL;
-        if (f) tensor_decref(f);
-        any = true;
-        if (!(f = nf)) return NULL;
-    }
-    return f;
 }
 
 int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads) {
@@ -457,40 +411,57 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
         /* ops have nout <= 32 (split's sections are counted in at->ints[32]);
          * a staged call's entry may have more */
         int ndy = e->nout > 32 ? e->nout : 32;
-        tfe_tensor *dy[ndy], *dxbuf[64];
-        bool made[ndy], any = false, fail = false;
-        memset(made, 0, sizeof made);
+        tfe_tensor *dy[ndy];
+        bool any = false;
         for (int j = 0; j < e->nout; j++) {
             dy[j] = pmap_get(&gmap, e->t[e->nin + j]);
             any |= dy[j] != NULL;
         }
-        tfe_grad_fn rule = e->custom ? NULL : tfe_grads[e->op];
-        if (any && (rule || e->custom)) {
+        if (any && !e->custom) { /* an op: its rule, one step shared with stage/grad.c */
+            bool skipb[64], *skip = e->nin <= 64 ? skipb : xmalloc(sizeof *skip * (size_t)e->nin);
+            tfe_tensor *dyf[ndy], *dxbuf[64], *enone = NULL;
+            tfe_tensor **dx = e->nin <= 64 ? dxbuf : xmalloc(sizeof *dx * (size_t)e->nin);
+            for (int i = 0; i < e->nin; i++) skip[i] = !pmap_has(&reach, e->t[i]);
+            for (int j = 0; j < e->nout; j++) dyf[j] = dy[j] && flags.n ? pmap_get(&flags, e->t[e->nin + j]) : NULL;
+            const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
+                                  .at = &e->at, .out = e->t + e->nin};
+            bool fail = tfe_grad_step(&c, dy, flags.n ? dyf : NULL, skip, dx, &enone) != 0;
+            for (int i = 0; i < e->nin && !fail; i++) {
+                if (!dx[i]) continue;
+                /* inputs that no source reaches need no gradient */
+                if (!pmap_has(&reach, e->t[i])) tensor_decref(dx[i]);
+                else if (accumulate_f(&gmap, &flags, e->t[i], dx[i], enone)) fail = true;
+                dx[i] = NULL;
+            }
+            for (int i = 0; i < e->nin; i++)
+                if (dx[i]) tensor_decref(dx[i]);
+            if (enone) tensor_decref(enone);
+            if (dx != dxbuf) free(dx);
+            if (skip != skipb) free(skip);
+            if (fail) goto out;
+        } else if (any) { /* a custom entry (a staged call's graph) */
+            tfe_tensor *dxbuf[64];
+            bool made[ndy], fail = false;
+            memset(made, 0, sizeof made);
             tfe_tensor **dx = e->nin <= 64 ? dxbuf : xmalloc(sizeof *dx * (size_t)e->nin);
             /* none flags (only inside a trace): where all the output
-             * gradients are none, what the rule makes is none too (-0.0s);
-             * elsewhere a rule sees zeros for an output's none, as eager */
-            tfe_tensor *enone = flags.n ? entry_none(&flags, e->t + e->nin, e->nout, dy) : NULL;
-            tfe_tensor **dyf = NULL, **dxf = NULL, **dxfin = NULL;
-            if (e->custom) /* (a staged call's backward in a trace may hand out flags) */
-                dxf = xcalloc((size_t)e->nin + 1, sizeof *dxf);
-            if (flags.n && e->custom) {
+             * gradients are none, what the backward makes is none too
+             * (-0.0s), unless it says otherwise */
+            tfe_tensor *enone = NULL, **dyf = NULL, **dxfin = NULL;
+            /* (a staged call's backward in a trace may hand out flags) */
+            tfe_tensor **dxf = xcalloc((size_t)e->nin + 1, sizeof *dxf);
+            if (flags.n) {
                 dyf = xcalloc((size_t)e->nout + 1, sizeof *dyf);
                 dxfin = xcalloc((size_t)e->nin + 1, sizeof *dxfin);
                 for (int j = 0; j < e->nout; j++)
                     if (dy[j]) dyf[j] = pmap_get(&flags, e->t[e->nin + j]);
+                enone = tfe_grad_none_all(e->nout, dy, dyf);
             }
-            for (int j = 0; j < e->nout && flags.n && !enone && !e->custom && !fail; j++) {
-                tfe_tensor *fj = dy[j] ? pmap_get(&flags, e->t[e->nin + j]) : NULL;
-                if (!fj) continue;
-                if (!(dy[j] = flag_fill(fj, dy[j], 0.0))) fail = true;
-                else made[j] = true;
-            }
-            /* inputs that no source reaches need no gradient: the rule skips them */
+            /* inputs that no source reaches need no gradient: the backward skips them */
             for (int i = 0; i < e->nin; i++) dx[i] = pmap_has(&reach, e->t[i]) ? NULL : TFE_GRAD_SKIP;
             /* outputs nobody used get zeros (made only now that they are needed) */
             for (int j = 0; j < e->nout && !fail; j++) {
-                if (dy[j] || (e->custom && e->custom->totals)) continue; /* it takes NULL: none */
+                if (dy[j] || e->custom->totals) continue; /* it takes NULL: none */
                 if (!(dy[j] = tfe_filled_like(e->t[e->nin + j], 0.0))) fail = true;
                 else made[j] = true;
             }
@@ -501,34 +472,27 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
              * as usual. */
             bool totb[64], *total = e->nin <= 64 ? totb : xmalloc(sizeof *total * (size_t)e->nin);
             for (int i = 0; i < e->nin; i++) {
-                total[i] = e->custom && e->custom->totals && dx[i] == NULL;
+                total[i] = e->custom->totals && dx[i] == NULL;
                 for (int j = 0; j < i && total[i]; j++) total[i] = e->t[j] != e->t[i];
                 if (total[i] && !fail) dx[i] = pmap_get(&gmap, e->t[i]); /* borrowed */
                 if (total[i] && dxfin) dxfin[i] = pmap_get(&flags, e->t[i]);
             }
-            if (e->custom) {
-                e->custom->dy_none = dyf;
-                e->custom->dx_none_in = dxfin;
-                e->custom->dx_none = dxf;
-            }
-            const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
-                                  .at = &e->at, .out = e->t + e->nin};
-            if (!fail && (e->custom ? e->custom->backward(e->custom, e->nin, e->t, e->nout, e->t + e->nin, dy, dx)
-                                    : rule(&c, e->t + e->nin, dy, dx)))
+            e->custom->dy_none = dyf;
+            e->custom->dx_none_in = dxfin;
+            e->custom->dx_none = dxf;
+            if (!fail && e->custom->backward(e->custom, e->nin, e->t, e->nout, e->t + e->nin, dy, dx))
                 fail = true;
-            if (e->custom) {
-                e->custom->dy_none = NULL;
-                e->custom->dx_none_in = NULL;
-                e->custom->dx_none = NULL;
-            }
+            e->custom->dy_none = NULL;
+            e->custom->dx_none_in = NULL;
+            e->custom->dx_none = NULL;
             for (int i = 0; i < e->nin; i++) {
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
-                /* dx[i]'s flag: the backward's, or, from a rule (or a custom
-                 * entry that does not say), where all outputs' are none */
-                tfe_tensor *fi = dxf ? dxf[i] : NULL;
-                if (dxf) dxf[i] = NULL;
-                if (!fi && enone && !(e->custom && total[i]) && dx[i] && !fail) {
-                    tfe_tensor *m = flag_fill(enone, dx[i], -0.0);
+                /* dx[i]'s flag: the backward's, or, where it does not say,
+                 * where all outputs' are none */
+                tfe_tensor *fi = dxf[i];
+                dxf[i] = NULL;
+                if (!fi && enone && !total[i] && dx[i] && !fail) {
+                    tfe_tensor *m = tfe_grad_flag_fill(enone, dx[i], -0.0);
                     tensor_decref(dx[i]);
                     if (!(dx[i] = m)) fail = true;
                     else fi = (tensor_incref(enone), enone);
@@ -541,19 +505,10 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                     }
                     continue;
                 }
-                /* a gradient lives where its tensor does (a rule may make
-                 * constants on the default device: docs/gpu.md); not while
-                 * an outer tape or a trace records: the copy is no op they
-                 * could see (a trace would take the copy for a constant) */
-                const tfe_storage *xs = e->t[i]->storage, *gs = dx[i]->storage;
-                if (xs && gs && xs->device != gs->device && !tfe_tapes_active && !tfe_trace_hook) {
-                    tfe_tensor *moved = tensor_to_device(dx[i], xs->device);
-                    tensor_decref(dx[i]);
-                    if (!(dx[i] = moved)) {
-                        if (fi) tensor_decref(fi);
-                        fail = true;
-                        continue;
-                    }
+                if (tfe_grad_place(&dx[i], e->t[i])) {
+                    if (fi) tensor_decref(fi);
+                    fail = true;
+                    continue;
                 }
                 if (total[i]) { /* the whole gradient so far: it replaces the old one */
                     size_t s = pmap_put(&gmap, e->t[i], true);
@@ -566,7 +521,7 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
             }
             for (int j = 0; j < e->nout; j++)
                 if (made[j]) tensor_decref(dy[j]);
-            for (int i = 0; dxf && i < e->nin; i++)
+            for (int i = 0; i < e->nin; i++)
                 if (dxf[i]) tensor_decref(dxf[i]);
             free(dyf);
             free(dxf);
@@ -596,7 +551,7 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
     }
     for (int i = 0; i < n; i++) {
         tfe_tensor *g = pmap_get(&gmap, sources[i]), *f = pmap_get(&flags, sources[i]);
-        if (g && f) g = flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
+        if (g && f) g = tfe_grad_flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
         else if (g) tensor_incref(g);
         else g = tfe_filled_like(sources[i], 0.0);
         if (!g) goto out;

@@ -9,7 +9,7 @@ Metropolis accept/reject per chain; each call continues the chains.
 (tf.GradientTape inside), jax.jit (jax.grad inside; the PRNG key is carried
 through the step; each result waited for with block_until_ready). The first
 call traces/compiles, untimed. --lib torch runs the step eagerly
-(torch.autograd.grad inside), as the issue compares against PyTorch eager.
+(torch.autograd.grad inside), as the goal compares against PyTorch eager.
 With --eager first (peer of l2hmc_eager.tfe) nothing is staged.
 [--eager] --lib torch|tensorflow|jax"""
 import time

@@ -7,7 +7,7 @@ runs it op by op).
 
 With --compiled first (peer of mlp_step_staged.tfe) the TensorFlow
 step is a tf.function and the JAX step (value_and_grad and the update) is
-one jax.jit; PyTorch stays eager (the issue compares tfe's staged step with
+one jax.jit; PyTorch stays eager (the goal compares tfe's staged step with
 PyTorch's eager one).
 [--compiled] --lib torch|tensorflow|jax"""
 import sys

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
-#include "tensor/kernels.h"
+#include "tensor/base.h"
 
 enum { MAXDEV = 16 };
 static gpu_state states[MAXDEV];

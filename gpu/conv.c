@@ -15,8 +15,7 @@
 
 #include "config.h"
 #include "gpu/gpu.h"
-#include "tensor/kernels.h"
-#include "tensor/nn_grad.h"
+#include "tensor/base.h"
 
 #ifndef HAVE_CUDNN
 bool gpu_conv_supports(const tfe_opcall *c) {

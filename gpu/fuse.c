@@ -28,7 +28,7 @@
 #include "config.h"
 #include "gpu/gpu.h"
 #include "tensor/fused.h"
-#include "tensor/kernels.h"
+#include "tensor/base.h"
 #include "util/xalloc.h"
 
 enum { MAXDEV = 16, BLOCK = 256, MAX_BLOCKS = 65536 };

@@ -17,7 +17,7 @@
 
 #include "config.h"
 #include "gpu/gpu.h"
-#include "tensor/kernels.h"
+#include "tensor/base.h"
 
 static struct {
     bool tried, ok;

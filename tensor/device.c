@@ -1,12 +1,11 @@
-/* device.c — the device layer: discovery, names, default placement, copies
- * between devices, and running an op where its inputs live (a GPU kernel when
- * the backend has one, else the CPU kernel on copies). docs/gpu.md. */
+/* device.c — the device layer: discovery, names, default placement and
+ * copies between devices (docs/gpu.md). Running an op where its inputs live
+ * is dispatch's (tfe_device_execute in tensor/dispatch.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tensor/device.h"
-#include "tensor/grad.h"
 #include "tensor/kernels.h"
 #include "util/xalloc.h"
 
@@ -158,68 +157,4 @@ tfe_tensor *tensor_to_device(tfe_tensor *t, int dev) {
     tensor_decref(c);
     if (o) o->weak = t->weak;
     return o;
-}
-
-/* Where an op runs (docs/gpu.md): on the device of its first input that is
- * on a GPU; when every input is on cpu:0 (or there are none), on the default
- * device. Inputs elsewhere are copied there first. */
-int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
-    const tfe_opinfo *info = &tfe_ops[op];
-    int target = 0;
-    for (int i = 0; i < nin; i++) {
-        if (!in[i]->storage) return 1; /* symbolic: the tracer's business */
-        if (!target && in[i]->storage->device) target = in[i]->storage->device;
-    }
-    if (!target) target = default_dev;
-    if (!target) return 1;
-    int nout = info->nout >= 0 ? info->nout : at->nints;
-    const tfe_opcall c = {.op = op, .nin = nin, .nout = nout, .in = in, .at = at, .out = out};
-    bool on_gpu = gpu && gpu->supports(&c, target);
-    bool view = info->flags & (F_VIEW | F_SELFOUT);
-
-    tfe_tensor *small[16], **tmp = nin <= 16 ? small : xmalloc(sizeof *tmp * (size_t)nin);
-    int rc = 0, ncopied = 0;
-    for (int i = 0; i < nin; i++, ncopied++) {
-        /* a GPU kernel runs on target; a view kernel (no GPU kernel) runs on
-         * the host over the device's memory (the backend's memory is
-         * host-readable), so the view shares the device storage; any other
-         * CPU fallback gets cpu:0 copies */
-        int want = on_gpu || view ? target : 0;
-        if (on_gpu && in[i]->rank == 0 && in[i]->storage->device == 0 && (info->flags & F_ELEMWISE)) want = 0;
-        if (!(tmp[i] = tensor_to_device(in[i], want))) {
-            rc = -1;
-            break;
-        }
-    }
-    for (int i = 0; i < nout; i++) out[i] = NULL;
-    if (!rc && on_gpu) {
-        const tfe_opcall cc = {.op = op, .nin = nin, .nout = nout, .in = tmp, .at = at, .out = out};
-        tfe_meta meta;
-        if (info->infer(&cc, &meta) || !(out[0] = tensor_new_on(meta.dtype, meta.rank, meta.shape, target))) {
-            rc = -1;
-        } else {
-            out[0]->weak = meta.weak;
-            rc = gpu->run(&cc, target);
-        }
-    } else if (!rc) {
-        rc = tfe_execute_kernel(op, nin, tmp, at, out, false);
-        for (int i = 0; !rc && i < nout; i++) {
-            if (!out[i] || !out[i]->storage || out[i]->storage->device == target) continue;
-            tfe_tensor *moved = tensor_to_device(out[i], target);
-            tensor_decref(out[i]);
-            out[i] = moved;
-            if (!moved) rc = -1;
-        }
-    }
-    if (rc) {
-        for (int i = 0; i < nout; i++) {
-            tensor_decref(out[i]);
-            out[i] = NULL;
-        }
-    } else if (tfe_tapes_active) {
-        tfe_tape_record(&c); /* with the caller's inputs: gradients reach them */
-    }
-    for (int i = 0; i < ncopied; i++) tensor_decref(tmp[i]);
-    if (tmp != small) free(tmp);
-    return rc;
 }

@@ -1,12 +1,15 @@
 /* dispatch.c — the op table generated from ops.def, name lookup, the one
- * dispatch entry tfe_execute and its convenience wrappers, and the small
- * shape/axis helpers shared by infer rules. */
+ * dispatch entry tfe_execute and its convenience wrappers, and running an op
+ * where its inputs live (tfe_device_execute: a GPU kernel when the backend
+ * has one, else the CPU kernel on copies). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/device.h"
 #include "tensor/grad.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
+#include "util/xalloc.h"
 
 const tfe_opinfo tfe_ops[TFE_NOPS] = {
 #define OP(id, nm, ni, no, fl, inf, ker, grad) \
@@ -139,31 +142,67 @@ fail:;
     return -1;
 }
 
-int kn_axis(const char *op, int64_t axis, int rank, int *out) {
-    int64_t a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank) {
-        tfe_error_set("%s: axis %lld is out of range for rank %d", op, (long long)axis, rank);
-        return -1;
+/* Where an op runs (docs/gpu.md): on the device of its first input that is
+ * on a GPU; when every input is on cpu:0 (or there are none), on the default
+ * device. Inputs elsewhere are copied there first. */
+int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
+    const tfe_backend *gpu = tfe_device_backend();
+    const tfe_opinfo *info = &tfe_ops[op];
+    int target = 0;
+    for (int i = 0; i < nin; i++) {
+        if (!in[i]->storage) return 1; /* symbolic: the tracer's business */
+        if (!target && in[i]->storage->device) target = in[i]->storage->device;
     }
-    *out = (int)a;
-    return 0;
-}
+    if (!target) target = tfe_device_default();
+    if (!target) return 1;
+    int nout = info->nout >= 0 ? info->nout : at->nints;
+    const tfe_opcall c = {.op = op, .nin = nin, .nout = nout, .in = in, .at = at, .out = out};
+    bool on_gpu = gpu && gpu->supports(&c, target);
+    bool view = info->flags & (F_VIEW | F_SELFOUT);
 
-int kn_axes_mask(const char *op, const tfe_attrs *at, int rank, unsigned *mask) {
-    if (at->naxes < 0) {
-        *mask = rank ? (1u << rank) - 1 : 0;
-        return 0;
-    }
-    unsigned m = 0;
-    for (int i = 0; i < at->naxes; i++) {
-        int a;
-        if (kn_axis(op, at->axes[i], rank, &a)) return -1;
-        if (m & (1u << a)) {
-            tfe_error_set("%s: axis %d is repeated", op, a);
-            return -1;
+    tfe_tensor *small[16], **tmp = nin <= 16 ? small : xmalloc(sizeof *tmp * (size_t)nin);
+    int rc = 0, ncopied = 0;
+    for (int i = 0; i < nin; i++, ncopied++) {
+        /* a GPU kernel runs on target; a view kernel (no GPU kernel) runs on
+         * the host over the device's memory (the backend's memory is
+         * host-readable), so the view shares the device storage; any other
+         * CPU fallback gets cpu:0 copies */
+        int want = on_gpu || view ? target : 0;
+        if (on_gpu && in[i]->rank == 0 && in[i]->storage->device == 0 && (info->flags & F_ELEMWISE)) want = 0;
+        if (!(tmp[i] = tensor_to_device(in[i], want))) {
+            rc = -1;
+            break;
         }
-        m |= 1u << a;
     }
-    *mask = m;
-    return 0;
+    for (int i = 0; i < nout; i++) out[i] = NULL;
+    if (!rc && on_gpu) {
+        const tfe_opcall cc = {.op = op, .nin = nin, .nout = nout, .in = tmp, .at = at, .out = out};
+        tfe_meta meta;
+        if (info->infer(&cc, &meta) || !(out[0] = tensor_new_on(meta.dtype, meta.rank, meta.shape, target))) {
+            rc = -1;
+        } else {
+            out[0]->weak = meta.weak;
+            rc = gpu->run(&cc, target);
+        }
+    } else if (!rc) {
+        rc = tfe_execute_kernel(op, nin, tmp, at, out, false);
+        for (int i = 0; !rc && i < nout; i++) {
+            if (!out[i] || !out[i]->storage || out[i]->storage->device == target) continue;
+            tfe_tensor *moved = tensor_to_device(out[i], target);
+            tensor_decref(out[i]);
+            out[i] = moved;
+            if (!moved) rc = -1;
+        }
+    }
+    if (rc) {
+        for (int i = 0; i < nout; i++) {
+            tensor_decref(out[i]);
+            out[i] = NULL;
+        }
+    } else if (tfe_tapes_active) {
+        tfe_tape_record(&c); /* with the caller's inputs: gradients reach them */
+    }
+    for (int i = 0; i < ncopied; i++) tensor_decref(tmp[i]);
+    if (tmp != small) free(tmp);
+    return rc;
 }

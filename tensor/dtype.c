@@ -2,7 +2,9 @@
  * plus float16/bfloat16 bit conversions used when reading/writing them. */
 #include <string.h>
 
-#include "tensor/kernels.h"
+#include <math.h>
+
+#include "tensor/base.h"
 #include "tensor/tensor.h"
 
 static const size_t sizes[TFE_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};

@@ -3,7 +3,7 @@
  * kernels or tensor data), so they are differentiable and can be staged. */
 
 #include "tensor/grad.h"
-#include "tensor/kernels.h" /* kn_axis, kn_axes_mask: metadata helpers only */
+#include "tensor/base.h" /* kn_axis, kn_axes_mask */
 
 /* On entry dx[i] is NULL (compute input i's gradient) or TFE_GRAD_SKIP
  * (tensor/grad.h: the caller does not need it, e.g. the tape for an input no

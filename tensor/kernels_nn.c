@@ -23,22 +23,6 @@ typedef struct geom {
     int64_t oh, ow, pt, pl;
 } geom;
 
-/* TensorFlow's output size and leading pad for one spatial axis (nn_grad.h). */
-bool kn_conv_out_size(int64_t in, int64_t k, int64_t d, int64_t s, bool same, int64_t *out,
-                     int64_t *pad) {
-    int64_t keff = (k - 1) * d + 1;
-    if (same) {
-        *out = (in + s - 1) / s;
-        int64_t total = (*out - 1) * s + keff - in;
-        *pad = total > 0 ? total / 2 : 0;
-        return true;
-    }
-    *pad = 0;
-    if (in < keff) return false;
-    *out = (in - keff) / s + 1;
-    return true;
-}
-
 static int64_t attr_or(const tfe_attrs *at, int i, int64_t dflt) {
     return i < at->nints ? at->ints[i] : dflt;
 }

@@ -5,6 +5,7 @@
 #define TFE_NN_GRAD_H
 
 #include "tensor/ops.h"
+#include "tensor/base.h"
 
 /* d(loss)/d(input) of conv2d: dy (N, OH, OW, Cout), w (KH, KW, Cin, Cout),
  * x_shape = the forward input's shape (N, H, W, Cin). Result: x_shape, w's dtype. */
@@ -33,10 +34,5 @@ int kn_max_pool2d_grad_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, 
 int kn_avg_pool2d_grad_into(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at,
                             tfe_tensor *dx);
 
-/* TensorFlow's output size and leading pad of one spatial axis: input size
- * in, kernel k, dilation d, stride s, "same" or "valid"; false when a
- * "valid" window does not fit. */
-bool kn_conv_out_size(int64_t in, int64_t k, int64_t d, int64_t s, bool same, int64_t *out,
-                      int64_t *pad);
 
 #endif

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/kernels.h"
+#include <math.h>
+
+#include "tensor/base.h"
 #include "util/xalloc.h"
 
 #define THRESHOLD 1000 /* summarise above this many elements (NumPy) */

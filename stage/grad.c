@@ -1565,8 +1565,20 @@ static tfe_tensor *source_value(const Graph *B, const Graph *R, const int *map, 
         tensor_incref(t);
         return t;
     }
-    for (int k = 0; k < B->n; k++)
-        if (B->nodes[k].kind == G_VAR_READ && B->nodes[k].vbase == p->src[i]) return value_to_tensor(B->nodes[k].obj);
+    /* a read that did not run (in a branch not taken): eager code did not
+     * read the variable there, so no tape may note it as a read (a tape's
+     * gradient for a variable adds those of all the tensors it was read
+     * as, and this one's would be zeros: -0.0 + 0.0 is 0.0). Its current
+     * value stands in, seen by no tape; its gradient is none. (While a
+     * trace records, the read is a node of it.) */
+    for (int k = 0; k < B->n; k++) {
+        const GNode *n = &B->nodes[k];
+        if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (trace_recording()) return value_to_tensor(n->obj);
+        t = variable_peek(n->obj);
+        tensor_incref(t);
+        return t;
+    }
     return NULL;
 }
 

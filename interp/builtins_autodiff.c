@@ -39,6 +39,8 @@ typedef struct Tape {
     bool entered;       /* inside its with block */
     bool autowatch;     /* user tapes watch trainable variables that are read; grad()'s do not */
     bool spent;         /* not persistent and its gradient was taken: watches nothing more */
+    bool symbolic;      /* started inside a branch or loop body a trace records symbolically */
+    uint32_t trace;     /* the trace recording when it started (tfe_trace_id; 0: none) */
     VarRead *reads;
     int nreads, capreads;
 } Tape;
@@ -91,6 +93,7 @@ static tfe_tensor *var_read(Variable *v)
     tfe_tensor *t = v->value, *stored = t;
     tensor_incref(t);
     if (tfe_trace_id) t = trace_var_read(v_obj(V_OBJECT, v), t);
+    bool sym = tfe_tracer && tfe_tracer->symbolic;
     if (t && v->trainable && nwatching)
         for (int i = 0; i < nwatching; i++) {
             /* a tensor of the trace's that a tape has as a copy of the
@@ -99,6 +102,19 @@ static tfe_tensor *var_read(Variable *v)
              * eager code: its gradient already reaches it */
             tfe_tape *tp = watching[i]->tape;
             bool copy = t != stored && tfe_tape_is_watched(tp, t) && !tfe_tape_watches(tp, t);
+            /* A read in a branch or loop body traced symbolically is, to a
+             * tape started before it, no read: that tape sees the branch or
+             * body run as one entry (stage/trace_cf.c), and that run notes
+             * the reads it makes, of the stored tensors; the symbolic one
+             * would get no gradient, and its zeros would be added to the
+             * variable's (-0.0 + 0.0 is 0.0), as would a read in a branch
+             * not taken. A tape made inside this trace (not in the branch)
+             * takes the stored tensor: what it records serves later calls,
+             * which may take the branch. */
+            if (sym && !watching[i]->symbolic) {
+                if (watching[i]->trace != tfe_trace_id) continue;
+                copy = true;
+            }
             tape_note_read(watching[i], v, copy ? stored : t);
         }
     return t;
@@ -311,6 +327,8 @@ static void tape_start(Tape *T)
 {
     tfe_tape_push(T->tape);
     T->entered = true;
+    T->symbolic = tfe_tracer && tfe_tracer->symbolic;
+    T->trace = tfe_trace_id;
     if (!T->autowatch) return;
     if (nwatching == capwatching) {
         capwatching = capwatching ? capwatching * 2 : 8;

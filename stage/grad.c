@@ -1496,8 +1496,20 @@ static tfe_tensor *source_value(const Graph *B, const Graph *R, const int *map, 
         tensor_incref(t);
         return t;
     }
-    for (int k = 0; k < B->n; k++)
-        if (B->nodes[k].kind == G_VAR_READ && B->nodes[k].vbase == p->src[i]) return value_to_tensor(B->nodes[k].obj);
+    /* a read that did not run (in a branch not taken): eager code did not
+     * read the variable there, so no tape may note it as a read (a tape's
+     * gradient for a variable adds those of all the tensors it was read
+     * as, and this one's would be zeros: -0.0 + 0.0 is 0.0). Its current
+     * value stands in, seen by no tape; its gradient is none. (While a
+     * trace records, the read is a node of it.) */
+    for (int k = 0; k < B->n; k++) {
+        const GNode *n = &B->nodes[k];
+        if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (trace_recording()) return value_to_tensor(n->obj);
+        t = variable_peek(n->obj);
+        tensor_incref(t);
+        return t;
+    }
     return NULL;
 }
 
@@ -1614,9 +1626,37 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
  * The tape hands a tensor's gradient so far to its first place only, and
  * takes the total there. */
 
+/* The node whose region r is (-1: the top). */
+static int region_owner(const Graph *G, int r)
+{
+    for (int i = 0; r > 0 && i < G->n; i++)
+        if ((G->nodes[i].kind == G_COND || G->nodes[i].kind == G_WHILE) &&
+            (G->nodes[i].regions[0] == r || G->nodes[i].regions[1] == r))
+            return i;
+    return -1;
+}
+
+/* Are regions a and b inside the two branches of one cond (one runs, the
+ * other not), with no loop body between that cond and a? A home in a's
+ * branch serves uses in b's too: the uses in b are replayed and swept only
+ * when b's branch runs, and the home's slot, a read inside the cond, is
+ * one of the cond's captures, so its gradient leaves the cond from either
+ * branch. */
+static bool other_branch(const Graph *G, int a, int b)
+{
+    for (int ca = a; ca > 0; ca = G->regions[ca].parent) {
+        int o = region_owner(G, ca);
+        if (o < 0 || G->nodes[o].kind != G_COND) return false;
+        int other = G->nodes[o].regions[G->nodes[o].regions[0] == ca ? 1 : 0];
+        if (graph_region_visible(G, other, b)) return true;
+    }
+    return false;
+}
+
 /* The home of the sources that are the tensor of source f (the first of
  * them; one[i] == f for the others): the first whose value every other
- * one's uses can see (its region encloses theirs), or -1. */
+ * one's uses can see (its region encloses theirs, or theirs is in the
+ * other branch of a cond around it), or -1. */
 static int group_home(const Graph *G, const Plan *p, int nin, const int *one, int f)
 {
     for (int h = f; h < nin; h++) {
@@ -1624,7 +1664,10 @@ static int group_home(const Graph *G, const Plan *p, int nin, const int *one, in
         int rh = G->nodes[p->node[h]].region;
         bool all = true;
         for (int i = f; i < nin && all; i++)
-            if (i == f || one[i] == f) all = graph_region_visible(G, rh, G->nodes[p->node[i]].region);
+            if (i == f || one[i] == f) {
+                int ri = G->nodes[p->node[i]].region;
+                all = graph_region_visible(G, rh, ri) || other_branch(G, rh, ri);
+            }
         if (all) return h;
     }
     return -1;
@@ -1632,14 +1675,21 @@ static int group_home(const Graph *G, const Plan *p, int nin, const int *one, in
 
 /* By source: the first source that is the same float tensor, or -1; only
  * for tensors whose sources have a home. NULL when there is none (nor in a
- * graph with fused nodes, which are not copied). */
-static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in)
+ * graph with fused nodes, which are not copied). Recorded into a trace, the
+ * backward serves every later call, so only what is one tensor at every
+ * call counts: the reads of a variable in a graph with no host call (no
+ * assign between them; trace_cf.c runs a traced if or loop under a tape
+ * as such a graph). */
+static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in, bool traced)
 {
     int *one = NULL;
-    for (int i = 1; i < nin; i++) {
+    for (int k = 0; traced && k < G->n; k++)
+        if (G->nodes[k].kind == G_HOST) return NULL;
+    for (int i = traced ? G->ninputs + 1 : 1; i < nin; i++) {
         if (!in[i] || !dtype_is_float(in[i]->dtype)) continue;
-        int j = 0;
-        while (j < i && in[j] != in[i]) j++;
+        int j = traced ? G->ninputs : 0;
+        while (j < i && (in[j] != in[i] || (traced && G->nodes[p->node[j]].obj.u.o != G->nodes[p->node[i]].obj.u.o)))
+            j++;
         if (j == i) continue;
         if (!one) {
             for (int k = 0; k < G->n; k++)
@@ -1737,9 +1787,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     for (int i = 0, k = nin + c->plan.nsaved + ndy; i < nin; i++)
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
-    /* sources that are one tensor share a gradient (not while recording
-     * into a trace: its sources are the trace's tensors) */
-    int *one = tfe_tracer ? NULL : same_sources(G, &c->plan, nin, in);
+    /* sources that are one tensor share a gradient */
+    int *one = same_sources(G, &c->plan, nin, in, tfe_tracer != NULL);
     GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout, one, nin);
     if (w) {
         free(one);

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/check.h"
-#include "stage/exec.h"
+#include "graph/exec.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/device.h"
@@ -434,10 +434,10 @@ static void vars_collect(Check *ck)
     Graph *g = ck->t->g;
     ck->vars = xmalloc(sizeof *ck->vars * (size_t)(g->n + 1));
     for (int i = 0; i < g->n; i++) {
-        if (g->nodes[i].kind != G_VAR_READ || !value_is_variable(g->nodes[i].obj)) continue;
+        if (g->nodes[i].kind != G_VAR_READ || !value_is_variable(g->nodes[i].host->obj)) continue;
         bool dup = false;
-        for (int k = 0; k < ck->nvars && !dup; k++) dup = ck->vars[k].u.o == g->nodes[i].obj.u.o;
-        if (!dup) ck->vars[ck->nvars++] = g->nodes[i].obj;
+        for (int k = 0; k < ck->nvars && !dup; k++) dup = ck->vars[k].u.o == g->nodes[i].host->obj.u.o;
+        if (!dup) ck->vars[ck->nvars++] = g->nodes[i].host->obj;
     }
     ck->var_pre = xcalloc((size_t)ck->nvars + 1, sizeof *ck->var_pre);
     ck->var_last = xcalloc((size_t)ck->nvars + 1, sizeof *ck->var_last);
@@ -1200,7 +1200,7 @@ static int run_eager(Check *ck, Env *e, Value *out)
 static void watch_graph(Check *ck, const Graph *g, bool add)
 {
     for (int i = 0; g && i < g->n; i++) {
-        const HostSync *s = g->nodes[i].kind == G_HOST ? g->nodes[i].sync : NULL;
+        const HostSync *s = g->nodes[i].kind == G_HOST ? g->nodes[i].host->sync : NULL;
         for (int j = -1; s && j < s->nafter; j++) {
             Env *e = j < 0 ? (s->write ? NULL : s->env) : s->after[j].env;
             int slot = j < 0 ? s->slot : s->after[j].slot;

@@ -16,7 +16,7 @@ extern bool tfe_check_recording;
 int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
                      Str *const *kwnames, const Value *kwvals, Value *out);
 
-/* While a check's staged run runs the graph: host nodes (stage/exec.c) do
+/* While a check's staged run runs the graph: host nodes (graph/exec.c) do
  * not call out; they get the eager run's result and effects. */
 extern struct Check *tfe_check_replay;
 int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,

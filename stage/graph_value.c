@@ -2,7 +2,7 @@
  * those arguments, as a value that prints as text IR and has .dot(). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/check.h"
-#include "stage/exec.h"
-#include "stage/opt.h"
-#include "stage/plan.h"
+#include "graph/exec.h"
+#include "graph/opt.h"
+#include "graph/plan.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
@@ -244,7 +244,8 @@ void stage_optimize(Graph *g) { optimize_trace(g, NULL); }
 
 static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
 {
-    if (tfe_no_optimize) return;
+    const InterpOptions *o = &tfe_current_interp->opt; /* the options of the program tracing */
+    if (o->no_optimize) return;
     g->raw = graph_clone(g); /* gradients are derived from the graph as traced */
     bake_static_inputs(g, static_val);
     OptReport *r = xcalloc(1, sizeof *r);
@@ -260,11 +261,11 @@ static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
         r->planned_bytes = g->plan->sum_bytes;
         r->in_place = g->plan->ninplace;
     }
-    int p = tfe_dump_pass ? opt_pass_index(tfe_dump_pass) : -1;
+    int p = o->dump_pass ? opt_pass_index(o->dump_pass) : -1;
     if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {
         fflush(stdout);
-        fprintf(stderr, "--- %s: before %s (%d nodes)\n%s--- %s: after %s (%d nodes)\n%s", g->name, tfe_dump_pass,
-                r->before[p], r->text[p], g->name, tfe_dump_pass, r->after[p], r->text[p + 1]);
+        fprintf(stderr, "--- %s: before %s (%d nodes)\n%s--- %s: after %s (%d nodes)\n%s", g->name, o->dump_pass,
+                r->before[p], r->text[p], g->name, o->dump_pass, r->after[p], r->text[p + 1]);
         fflush(stderr);
     }
 }
@@ -700,6 +701,7 @@ BUILTIN(bi_mark)
 
 void stage_builtins_register(Interp *I)
 {
+    stage_graph_host_register(); /* the graph core calls back through it (graph/host.h) */
     interp_define_builtin(I, "trace_count", bi_trace_count, NULL);
     interp_define_builtin(I, "run_eagerly", bi_run_eagerly, NULL);
     interp_define_builtin(I, "staged", bi_mark, (void *)"staged");

@@ -108,6 +108,17 @@ struct Interp {
     Value retval;           /* the value of a `return` in flight */
     bool repl;
     uint64_t poll;          /* counts back-edges between interrupt polls */
+
+    /* the staging state (stage/), kept here as Lua keeps its in lua_State */
+    bool run_eagerly;       /* run_eagerly(true): staged functions run as plain ones */
+    const Value *stage_call_args; /* the arguments of the staged call whose graph is running
+                               (a @host call gets a list or record argument of it as that
+                               very object), or NULL */
+    int check_staged;       /* -1 until read: then 1 (--check-staged, or TFE_CHECK_STAGED
+                               set and not "0") or 0 (stage/check.h) */
+    bool check_recording;   /* a check's eager run is recording host calls (stage/check.h) */
+    struct Check *check_replay; /* a check's staged run replays them (stage/check.h) */
+    bool stage_limit;       /* a graph run stopped at a limit of staging (stage/check.h) */
 };
 
 /* value.c */

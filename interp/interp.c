@@ -20,6 +20,7 @@ Interp *interp_new(const InterpOptions *opt)
 {
     Interp *I = xcalloc(1, sizeof(Interp));
     I->opt = *opt;
+    I->check_staged = opt->check_staged ? 1 : -1;
     I->tracked.next = I->tracked.prev = &I->tracked;
     tfe_current_interp = I;
     I->global_scope = global_scope_new();

@@ -298,7 +298,7 @@ static int run_binding(GRun *x, GNode *n)
     int rc = 0;
     if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
         char msg[400];
-        tfe_stage_limit = true;
+        ((Interp *)x->host)->stage_limit = true;
         snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
                                   "length than when the staged function was traced, which its graph cannot read "
                                   "(keep its structure, or return the changing part from the @host function)", s->name);
@@ -354,7 +354,7 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
                                           "way than in the call that traced the staged function (its length, keys "
                                           "or non-tensor values differ; have the @host function return the new "
                                           "values instead)", fname);
-            tfe_stage_limit = true;
+            ((Interp *)x->host)->stage_limit = true;
             rc = node_error(x, n, msg);
         } else if (reads) {
             for (int k = 0; k < lv.n; k++) grun_set(x, n->vbase + out + k, lv.t[k]);
@@ -371,13 +371,13 @@ static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *i
  * (the staged call's argument, or an outside binding's value): that object. */
 static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
 {
+    const Value *call_args = ((Interp *)x->host)->stage_call_args;
     for (int i = 0; n->host->sync && i < n->host->sync->nafter; i++) {
         const HostAfter *h = &n->host->sync->after[i];
         if (h->arg != a) continue;
         if (h->env) *v = h->env->slots[h->slot];
-        else if (h->param >= 0 && stage_call_args) *v = stage_call_args[h->param];
+        else if (h->param >= 0 && call_args) *v = call_args[h->param];
         else return false;
-        (void)x;
         return v->kind == n->host->hargs[a].v.kind;
     }
     return false;
@@ -410,7 +410,7 @@ static int run_host(GRun *x, GNode *n)
     I->cur_loc = n->loc;
     Value r = v_nil();
     /* under TFE_CHECK_STAGED the eager run made the call: replay it (stage/check.c) */
-    int rc = tfe_check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
+    int rc = I->check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
                               : call_value(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r);
     I->cur_loc = saved_loc;
     if (!rc && !n->host_nil) {

@@ -477,7 +477,7 @@ static int bi_no_gradient(Interp *I, int argc, const Value *argv, int nkw, Str *
     for (int64_t i = 0; g && g->storage && i < tensor_numel(g) && zero; i++) zero = tensor_get_f64(g, i) == 0.0;
     if (g) tensor_decref(g);
     if (zero) return 0;
-    tfe_stage_limit = true;
+    I->stage_limit = true;
     return raise_at(I, I->cur_loc, "gradients through '%s', which a @host call changed, are not supported (pass it "
                                    "to the function and return the new value)", (const char *)data);
 }

@@ -55,7 +55,6 @@ typedef struct StageCache {
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
 void stage_cache_free(Closure *c);
 
-extern bool tfe_run_eagerly;
 Trace *stage_last_trace(Closure *c);
 /* The trace a call with these positional arguments would run, or NULL. */
 Trace *stage_find(Closure *c, int argc, const Value *argv);
@@ -63,10 +62,6 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
-
-/* The arguments of the staged call whose graph is running (a @host call gets
- * a list or record argument of it as that very object), or NULL. */
-extern const Value *stage_call_args;
 
 void stage_builtins_register(Interp *I);
 void stage_optimize(Graph *g); /* the optimizer over a finished graph (graph/opt.h) */

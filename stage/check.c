@@ -761,14 +761,9 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
  * (the staged function's) and the calls the trace inlined on the way. */
 static int raise_with_frames(Interp *I, Loc loc, const GFrames *fr, const char *msg)
 {
-    int saved = I->nframes, extra = fr ? fr->n : 0;
-    if (I->nframes + extra > I->cap_frames) {
-        I->cap_frames = (I->nframes + extra) * 2;
-        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
-    }
-    for (int i = 0; i < extra; i++) I->frames[I->nframes++] = fr->f[i];
+    int saved = frames_push_at(I, I->nframes, fr ? fr->f : NULL, fr ? fr->n : 0);
     raise_msg_at(I, loc, msg);
-    I->nframes = saved;
+    frames_pop_to(I, saved);
     return -1;
 }
 

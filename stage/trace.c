@@ -668,7 +668,7 @@ void trace_var_reread(Value var, tfe_tensor *value)
  * A @host function runs in the interpreter when the graph runs, and may read
  * and change what the body sees: outside bindings, and the lists and records
  * passed to it. The eager order is kept with nodes around its host node
- * (HostSync, graph/graph.h): before it, a write node for each outside
+ * (HostSync, stage/host_node.h): before it, a write node for each outside
  * binding the body assigned since the last @host call (so the function sees
  * the body's value, and a change it makes is not overwritten by a later
  * write-back); after it, the leaves of the lists and records it got are

@@ -52,7 +52,9 @@ typedef struct GRegion {
 
 /* The call frames between the staged function and the node's expression
  * (calls inlined into the graph), so run-time errors print the traceback
- * an eager run would. Shared by nodes; never freed before the graph. */
+ * an eager run would. Shared by nodes; never freed before the graph. The
+ * frames are the host's (struct Frame, interp/internal.h; opaque here): the
+ * host fills them in and releases what they hold (GHost.frames_release). */
 typedef struct GFrames { int n; struct Frame *f; struct GFrames *next_all; } GFrames;
 
 /* One backward graph of a graph (stage/grad.c), for the dtypes and shapes

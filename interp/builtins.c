@@ -366,7 +366,7 @@ BUILTIN(bi_assert)
  * They raise at the call of the function that called them (the user's call
  * of losses.mse, not a line of the library), and they are effects: staged
  * code runs them at every call, with that call's shapes and values, inlined
- * frames included (stage/exec.c: run_host), so every mode says the same. */
+ * frames included (graph/exec.c: run_host), so every mode says the same. */
 
 static int raise_at_caller(Interp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int raise_at_caller(Interp *I, const char *fmt, ...)

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "interp/builtins_args.h"
-#include "interp/buf.h"
+#include "util/buf.h"
 #include "interp/internal.h"
 #include "util/xalloc.h"
 

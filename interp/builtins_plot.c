@@ -9,7 +9,7 @@
 #include <string.h>
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
-#include "interp/buf.h"
+#include "util/buf.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
 

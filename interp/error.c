@@ -66,6 +66,21 @@ int raise_msg_at(Interp *I, Loc loc, const char *msg)
     return -1;
 }
 
+int frames_push_at(Interp *I, int base, const Frame *f, int n)
+{
+    int saved = I->nframes;
+    int need = base + n;
+    if (need > I->cap_frames) {
+        I->cap_frames = need * 2;
+        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
+    }
+    I->nframes = base;
+    for (int i = 0; i < n; i++) I->frames[I->nframes++] = f[i];
+    return saved;
+}
+
+void frames_pop_to(Interp *I, int depth) { I->nframes = depth; }
+
 int raise_at(Interp *I, Loc loc, const char *fmt, ...)
 {
     char buf[1024];

@@ -424,7 +424,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (__builtin_expect(tfe_tracer != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced) &&
             trace_recording())
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
-        if (__builtin_expect(tfe_check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
+        if (__builtin_expect(I->check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         return call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
     }
@@ -441,7 +441,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                 return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
             }
         }
-        if (__builtin_expect(tfe_check_recording, 0) && b->effect)
+        if (__builtin_expect(I->check_recording, 0) && b->effect)
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         Loc saved = I->cur_loc;
         int rc;
@@ -509,7 +509,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
 
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
-    if (n->a->kind == N_NAME && n->list2.n == 0 && !tfe_tracer && !tfe_check_recording) {
+    if (n->a->kind == N_NAME && n->list2.n == 0 && !tfe_tracer && !I->check_recording) {
         Value fv = n->a->op == 2 ? I->builtin_vals[n->a->slot] : env_up(env, n->a->depth)->slots[n->a->slot];
         if (fv.kind == V_FN && ((FnInfo *)((Closure *)fv.u.o)->fn->info)->nparams == n->list.n)
             return call_direct(I, n, env, (Closure *)fv.u.o, out);

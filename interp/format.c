@@ -9,7 +9,7 @@
 
 #include "interp/value.h"
 
-#include "interp/buf.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 static void buf_rep(Buf *b, const char *s, size_t n, size_t times)

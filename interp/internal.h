@@ -12,8 +12,6 @@
 /* What executing a statement did. */
 enum { XS_OK = 0, XS_ERR = -1, XS_BREAK = 1, XS_CONTINUE = 2, XS_RETURN = 3, XS_DONE = 4 };
 
-extern uint32_t tfe_trace_id;  /* stage/trace.c: the trace being recorded (0: none) */
-
 /* Objects whose contents can form reference cycles (environments, closures,
  * lists, records) are kept on one intrusive list, so interp_free can break
  * every cycle at exit (the documented rule: cyclic garbage lives until exit). */
@@ -110,6 +108,17 @@ struct Interp {
     Value retval;           /* the value of a `return` in flight */
     bool repl;
     uint64_t poll;          /* counts back-edges between interrupt polls */
+
+    /* the staging state (stage/), kept here as Lua keeps its in lua_State */
+    bool run_eagerly;       /* run_eagerly(true): staged functions run as plain ones */
+    const Value *stage_call_args; /* the arguments of the staged call whose graph is running
+                               (a @host call gets a list or record argument of it as that
+                               very object), or NULL */
+    int check_staged;       /* -1 until read: then 1 (--check-staged, or TFE_CHECK_STAGED
+                               set and not "0") or 0 (stage/check.h) */
+    bool check_recording;   /* a check's eager run is recording host calls (stage/check.h) */
+    struct Check *check_replay; /* a check's staged run replays them (stage/check.h) */
+    bool stage_limit;       /* a graph run stopped at a limit of staging (stage/check.h) */
 };
 
 /* value.c */
@@ -126,13 +135,14 @@ Value value_seq_tuple(int n, const Value *items);  /* increfs items */
 Seq *seq_as(Value v);
 void program_decref(Program *p);
 
-/* stage/staged.c: calls of staged functions, and their trace caches */
-int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
-void stage_cache_free(Closure *c);
-
 /* error.c */
 int raise_at(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int raise_msg_at(Interp *I, Loc loc, const char *msg);
+/* The call stack cut to depth base, then f[0 .. n-1] pushed (a staged graph
+ * node's inlined calls, so its error prints an eager run's traceback);
+ * returns the depth before, for frames_pop_to. */
+int frames_push_at(Interp *I, int base, const Frame *f, int n);
+void frames_pop_to(Interp *I, int depth);
 void error_report(Interp *I, FILE *f);
 void error_clear(Interp *I);
 void diag_print(FILE *f, Loc loc, const char *msg);
@@ -150,6 +160,13 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out);
 int value_truth(Interp *I, Value v, Loc loc, bool *out);
 int import_module(Interp *I, Node *n, Value *out);
+/* for the tracer (stage/trace.c, stage/trace_cf.c, stage/staged.c): a
+ * closure's body in its Env (arguments in place, frame pushed); a block or an
+ * elif N_IF; statements l[k..]; an expression */
+int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);
+int interp_exec_branch(Interp *I, Node *n, Env *env);
+int interp_exec_rest(Interp *I, NodeList *l, int k, Env *env);
+int interp_eval_expr(Interp *I, Node *n, Env *env, Value *out);
 
 
 /* builtins.c */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "config.h"
 #include "interp/internal.h"
+#include "stage/staged.h"
 #include "util/xalloc.h"
 
 #ifdef HAVE_CUDA
@@ -14,12 +15,12 @@ void tfe_gpu_register(void); /* gpu/backend.c: the CUDA backend plugs into tenso
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
-void stage_builtins_register(Interp *I);
 
 Interp *interp_new(const InterpOptions *opt)
 {
     Interp *I = xcalloc(1, sizeof(Interp));
     I->opt = *opt;
+    I->check_staged = opt->check_staged ? 1 : -1;
     I->tracked.next = I->tracked.prev = &I->tracked;
     tfe_current_interp = I;
     I->global_scope = global_scope_new();

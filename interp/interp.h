@@ -12,6 +12,10 @@ typedef struct Interp Interp;
 typedef struct InterpOptions {
     bool eager;          /* --eager: run staged functions as plain functions */
     bool stage_all;      /* --stage-all */
+    bool no_optimize;    /* --no-optimize: graphs run as traced */
+    bool check_staged;   /* --check-staged (stage/check.h) */
+    const char *dump_pass; /* --dump-graph=PASS: print the graph before and after that
+                            optimizer pass for every trace made (stage/staged.c); NULL: none */
     int argc;            /* script arguments (argv builtin) */
     char **argv;
 } InterpOptions;

@@ -8,8 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "interp/interp.h"
-#include "stage/check.h"
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "interp/repl.h"
 #include "util/xalloc.h"
 
@@ -64,14 +63,14 @@ int main(int argc, char **argv)
         if (strcmp(a, "--version") == 0) { printf("tfe %s\n", PACKAGE_VERSION); return 0; }
         if (strcmp(a, "--eager") == 0) { opt.eager = true; continue; }
         if (strcmp(a, "--stage-all") == 0) { opt.stage_all = true; continue; }
-        if (strcmp(a, "--no-optimize") == 0) { tfe_no_optimize = true; continue; }
-        if (strcmp(a, "--check-staged") == 0) { tfe_check_staged = 1; continue; }
+        if (strcmp(a, "--no-optimize") == 0) { opt.no_optimize = true; continue; }
+        if (strcmp(a, "--check-staged") == 0) { opt.check_staged = true; continue; }
         if (strncmp(a, "--dump-graph=", 13) == 0) {
             if (opt_pass_index(a + 13) < 0) {
                 fprintf(stderr, "tfe: --dump-graph: no pass '%s' (passes: dce, fold, algebra, cse, fuse)\n", a + 13);
                 return 2;
             }
-            tfe_dump_pass = a + 13;
+            opt.dump_pass = a + 13;
             continue;
         }
         if (strcmp(a, "-e") == 0) {

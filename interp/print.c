@@ -7,7 +7,7 @@
 
 #include "interp/value.h"
 
-#include "interp/buf.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 static void buf_take(Buf *b, char *s)

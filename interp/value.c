@@ -4,6 +4,7 @@
 #include <string.h>
 #include <stdio.h>
 #include "interp/internal.h"
+#include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/ops.h"
 #include "tensor/grad.h"

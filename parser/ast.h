@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include "util/loc.h"
 
 /* One piece of program text: a file, a -e string, one REPL entry. */
 typedef struct Source {
@@ -23,13 +24,7 @@ Source *source_from_file(const char *path); /* NULL (errno set) if unreadable */
 void source_incref(Source *s);
 void source_decref(Source *s);
 
-/* A location: 1-based line and column (columns count bytes), the byte
- * offset of the first byte, and the length in bytes of the span (>= 1). */
-typedef struct Loc {
-    Source *src; /* borrowed: the tree keeps its Source alive */
-    int line, col;
-    int off, len;
-} Loc;
+/* Loc, a location in a Source: util/loc.h. */
 
 typedef enum NodeKind {
     /* expressions */

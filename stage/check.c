@@ -18,25 +18,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/check.h"
-#include "stage/exec.h"
+#include "graph/exec.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/device.h"
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
-int tfe_check_staged = -1;
-bool tfe_check_recording;
-struct Check *tfe_check_replay;
-bool tfe_stage_limit;
-
-bool stage_check_on(void)
+bool stage_check_on(Interp *I)
 {
-    if (tfe_check_staged < 0) {
+    if (I->check_staged < 0) {
         const char *s = getenv("TFE_CHECK_STAGED");
-        tfe_check_staged = s && *s && strcmp(s, "0") != 0;
+        I->check_staged = s && *s && strcmp(s, "0") != 0;
     }
-    return tfe_check_staged > 0;
+    return I->check_staged > 0;
 }
 
 /* The eager run keeps every op's first output to find the first node that
@@ -434,10 +429,10 @@ static void vars_collect(Check *ck)
     Graph *g = ck->t->g;
     ck->vars = xmalloc(sizeof *ck->vars * (size_t)(g->n + 1));
     for (int i = 0; i < g->n; i++) {
-        if (g->nodes[i].kind != G_VAR_READ || !value_is_variable(g->nodes[i].obj)) continue;
+        if (g->nodes[i].kind != G_VAR_READ || !value_is_variable(g->nodes[i].host->obj)) continue;
         bool dup = false;
-        for (int k = 0; k < ck->nvars && !dup; k++) dup = ck->vars[k].u.o == g->nodes[i].obj.u.o;
-        if (!dup) ck->vars[ck->nvars++] = g->nodes[i].obj;
+        for (int k = 0; k < ck->nvars && !dup; k++) dup = ck->vars[k].u.o == g->nodes[i].host->obj.u.o;
+        if (!dup) ck->vars[ck->nvars++] = g->nodes[i].host->obj;
     }
     ck->var_pre = xcalloc((size_t)ck->nvars + 1, sizeof *ck->var_pre);
     ck->var_last = xcalloc((size_t)ck->nvars + 1, sizeof *ck->var_last);
@@ -469,7 +464,7 @@ static int exec_hook(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs 
 {
     int rc = tfe_execute_eager(op, nin, in, at, out);
     Check *ck = recording;
-    if (rc || !ck || !tfe_check_recording || ck->nops >= MAX_OPS || ck->op_bytes > MAX_OP_BYTES ||
+    if (rc || !ck || !ck->I->check_recording || ck->nops >= MAX_OPS || ck->op_bytes > MAX_OP_BYTES ||
         tfe_ops[op].nout < 1)
         return rc;
     ck->op_bytes += tensor_numel(out[0]) * (int64_t)dtype_size(out[0]->dtype);
@@ -537,10 +532,10 @@ static void note_changes(Check *ck, HostRec *r)
 static int call_gradient(Interp *I, Value f, int argc, const Value *argv, int nkw, Str *const *kwnames,
                          const Value *kwvals, Value *out)
 {
-    bool saved = tfe_check_recording;
-    tfe_check_recording = false;
+    bool saved = I->check_recording;
+    I->check_recording = false;
     int rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
-    tfe_check_recording = saved;
+    I->check_recording = saved;
     return rc;
 }
 
@@ -592,9 +587,9 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (f.kind == V_FN) note_seen(ck, &r);
     tfe_random_state(&r.key0, &r.ctr0);
     /* its body is not part of the comparison: a host call is one node */
-    tfe_check_recording = false;
+    I->check_recording = false;
     int rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
-    tfe_check_recording = true;
+    I->check_recording = true;
     tfe_random_state(&r.key1, &r.ctr1);
     r.failed = rc != 0;
     r.result = rc ? v_nil() : *out;
@@ -737,7 +732,7 @@ static void replay_changes(Check *ck, HostRec *r, const Value *args)
 int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
                       Str *const *kwnames, const Value *kwvals, Value *out)
 {
-    Check *ck = tfe_check_replay;
+    Check *ck = I->check_replay;
     const char *name = callee_name(f);
     *out = v_nil();
     if (host_is_gradient_call(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
@@ -766,14 +761,9 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
  * (the staged function's) and the calls the trace inlined on the way. */
 static int raise_with_frames(Interp *I, Loc loc, const GFrames *fr, const char *msg)
 {
-    int saved = I->nframes, extra = fr ? fr->n : 0;
-    if (I->nframes + extra > I->cap_frames) {
-        I->cap_frames = (I->nframes + extra) * 2;
-        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
-    }
-    for (int i = 0; i < extra; i++) I->frames[I->nframes++] = fr->f[i];
+    int saved = frames_push_at(I, I->nframes, fr ? fr->f : NULL, fr ? fr->n : 0);
     raise_msg_at(I, loc, msg);
-    I->nframes = saved;
+    frames_pop_to(I, saved);
     return -1;
 }
 
@@ -857,9 +847,9 @@ static const GNode *first_bad_node(Check *ck, Leaves *lv, Value eres, Graph **gp
     grun_init(&x, I, B, lv->t);
     int saved_tapes = tfe_tapes_active;
     tfe_tapes_active = 0;
-    tfe_check_replay = ck;
+    ck->I->check_replay = ck;
     int rc = grun_region(&x, 0);
-    tfe_check_replay = NULL;
+    ck->I->check_replay = NULL;
     tfe_tapes_active = saved_tapes;
     if (rc) error_clear(I);
     const GNode *bad = NULL;
@@ -1059,7 +1049,7 @@ static bool grad_diff(Check *ck, char *what, size_t cap)
     tfe_tensor **ge = xcalloc((size_t)ck->nsrc, sizeof *ge), **gs = xcalloc((size_t)ck->nsrc, sizeof *gs);
     bool d = false;
     int rc = tfe_tape_gradient(ck->tape_e, ck->target_e, ck->nsrc, ck->src, ge);
-    tfe_stage_limit = false;
+    ck->I->stage_limit = false;
     if (!rc) {
         /* the staged backward calls @host functions again (their f.vjp);
          * this gradient is the check's own, not the program's: what they
@@ -1069,7 +1059,7 @@ static bool grad_diff(Check *ck, char *what, size_t cap)
         rc = tfe_tape_gradient(ck->tape_s, ck->target_s, ck->nsrc, ck->src, gs);
         state_put_back(ck, &keep);
     }
-    if (rc && tfe_stage_limit) {
+    if (rc && ck->I->stage_limit) {
         /* the staged gradient stops at a documented limit: the program's own
          * gradient, if it takes one, stops there with that error */
         tfe_error_clear();
@@ -1172,12 +1162,12 @@ static int run_eager(Check *ck, Env *e, Value *out)
         e2->slots[i] = e->slots[i];
         value_incref(e2->slots[i]);
     }
-    bool saved_eager = tfe_run_eagerly;
+    bool saved_eager = ck->I->run_eagerly;
     int saved_tapes = tfe_tapes_active;
     int (*saved_hook)(tfe_op, int, tfe_tensor *const *, const tfe_attrs *, tfe_tensor **) = tfe_trace_hook;
     recording = ck;
-    tfe_check_recording = true;
-    tfe_run_eagerly = true;   /* staged calls inside are inlined by a trace: eager here */
+    ck->I->check_recording = true;
+    ck->I->run_eagerly = true;   /* staged calls inside are inlined by a trace: eager here */
     /* the staged run is what an outer tape records; under one, this run has
      * a tape of its own (which an outer one sees too, to no effect) */
     if (ck->grads) ck->tape_e = tape_begin(ck);
@@ -1187,8 +1177,8 @@ static int run_eager(Check *ck, Env *e, Value *out)
     tfe_trace_hook = saved_hook;
     if (ck->grads) tape_end(&ck->tape_e, rc ? v_nil() : *out, &ck->target_e);
     tfe_tapes_active = saved_tapes;
-    tfe_run_eagerly = saved_eager;
-    tfe_check_recording = false;
+    ck->I->run_eagerly = saved_eager;
+    ck->I->check_recording = false;
     recording = NULL;
     env_decref(e2);
     return rc;
@@ -1200,7 +1190,7 @@ static int run_eager(Check *ck, Env *e, Value *out)
 static void watch_graph(Check *ck, const Graph *g, bool add)
 {
     for (int i = 0; g && i < g->n; i++) {
-        const HostSync *s = g->nodes[i].kind == G_HOST ? g->nodes[i].sync : NULL;
+        const HostSync *s = g->nodes[i].kind == G_HOST ? g->nodes[i].host->sync : NULL;
         for (int j = -1; s && j < s->nafter; j++) {
             Env *e = j < 0 ? (s->write ? NULL : s->env) : s->after[j].env;
             int slot = j < 0 ? s->slot : s->after[j].slot;
@@ -1312,7 +1302,7 @@ static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, Sa
 int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc call_loc,
                      CheckRunFn run_graph, Value *out)
 {
-    if (recording || tfe_check_replay) return run_graph(I, t, lv, out);
+    if (recording || I->check_replay) return run_graph(I, t, lv, out);
     Check ck = {.I = I, .c = c, .t = t, .grads = tfe_tapes_active > 0};
     check_setup(&ck);
     if (ck.grads) sources_collect(&ck, lv);
@@ -1324,14 +1314,14 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     tfe_random_state(&ck.key_eager, &ck.ctr_eager);
     /* the graph runs from the state before the call; its host nodes replay */
     state_restore_pre(&ck);
-    tfe_check_replay = &ck;
+    I->check_replay = &ck;
     Value sres = v_nil();
     if (ck.grads) ck.tape_s = tape_begin(&ck);
-    tfe_stage_limit = false;
+    I->stage_limit = false;
     int src = run_graph(I, t, lv, &sres);
-    ck.limit = src && tfe_stage_limit;
+    ck.limit = src && I->stage_limit;
     if (ck.grads) tape_end(&ck.tape_s, src ? v_nil() : sres, &ck.target_s);
-    tfe_check_replay = NULL;
+    I->check_replay = NULL;
     int rc = conclude(&ck, lv, call_loc, erc, eres, &eerr, src, &sres);
     if (rc) {
         value_decref(sres);

@@ -6,27 +6,26 @@
 
 #include "stage/staged.h"
 
-/* -1 until read: then 1 (the flag, or TFE_CHECK_STAGED set and not "0") or 0. */
-extern int tfe_check_staged;
-bool stage_check_on(void);
+/* Is the check on (--check-staged, or TFE_CHECK_STAGED set and not "0";
+ * Interp.check_staged)? */
+bool stage_check_on(Interp *I);
 
-/* While a check's eager run runs the body: its host calls and effects are
- * made for real and recorded (call_value in interp/eval.c sends them here). */
-extern bool tfe_check_recording;
+/* While a check's eager run runs the body (Interp.check_recording): its host
+ * calls and effects are made for real and recorded (call_value in
+ * interp/eval.c sends them here). */
 int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
                      Str *const *kwnames, const Value *kwvals, Value *out);
 
-/* While a check's staged run runs the graph: host nodes (stage/exec.c) do
- * not call out; they get the eager run's result and effects. */
-extern struct Check *tfe_check_replay;
+/* While a check's staged run runs the graph (Interp.check_replay): host
+ * nodes (stage/graph_host.c) do not call out; they get the eager run's
+ * result and effects. */
 int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
                       Str *const *kwnames, const Value *kwvals, Value *out);
 
-/* Set when a graph run stops at a documented limit of staging
- * (docs/staging.md, section 14: a @host call changed the structure of what
- * the graph reads back, a gradient through a binding it changed): under
- * the check that located error is the outcome, not a difference. */
-extern bool tfe_stage_limit;
+/* Interp.stage_limit is set when a graph run stops at a documented limit of
+ * staging (docs/staging.md, section 14: a @host call changed the structure
+ * of what the graph reads back, a gradient through a binding it changed):
+ * under the check that located error is the outcome, not a difference. */
 
 /* A cached call under check (stage/staged.c): the eager run, then the graph
  * (run_graph: the ordinary cached run), then the comparison. */

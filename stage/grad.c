@@ -16,13 +16,13 @@
  * one body at a time from the stacked values. */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/exec.h"
+#include "graph/exec.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
 #include "tensor/fused.h"
 #include "tensor/device.h"
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "util/xalloc.h"
 
 /* --- state of one backward ------------------------------------------------------------- */
@@ -459,7 +459,7 @@ static int region_var_reads(const Graph *G, int r, const Obj **reads, int n, int
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &G->nodes[reg->nodes[i]];
         /* (a read a traced cond hands on has its value: stage/trace_cf.c, export_reads) */
-        if (x->kind == G_VAR_READ && !x->outer_out && n < cap) reads[n++] = x->obj.u.o;
+        if (x->kind == G_VAR_READ && !x->outer_out && n < cap) reads[n++] = x->host->obj.u.o;
         if (x->kind == G_COND || x->kind == G_WHILE)
             for (int k = 0; k < 2; k++) n = region_var_reads(G, x->regions[k], reads, n, cap);
     }
@@ -471,8 +471,8 @@ static bool region_assigns(const Graph *G, int r, const Obj **reads, int n)
     const GRegion *reg = &G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &G->nodes[reg->nodes[i]];
-        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
-            const Value self = ((const Builtin *)x->obj.u.o)->self;
+        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
             for (int k = 0; k < n && self.kind == V_OBJECT; k++)
                 if (self.u.o == reads[k]) return true;
         }
@@ -1315,9 +1315,9 @@ static int host_load_grad(BP *b, const GNode *n)
     /* one a @host call changed: its gradient would go through the
      * function's ops, which the graph does not have; checked when it runs
      * (a zero gradient, of a value the result does not use, is fine) */
-    for (int k = 0; k < nl && n->sync->changed; k++)
+    for (int k = 0; k < nl && n->host->sync->changed; k++)
         if (b->g[n->vbase + k] && differentiable(&n->meta[k]) &&
-            host_check_no_gradient(b->I, n->loc, n->sync->name, b->g[n->vbase + k]))
+            host_check_no_gradient(b->I, n->loc, n->host->sync->name, b->g[n->vbase + k]))
             return -1;
     for (int k = 0; k < nl && k < n->nin; k++) {
         tfe_tensor *dy = b->g[n->vbase + k], *flag = b->m[n->vbase + nl + k];
@@ -1335,7 +1335,7 @@ static int host_load_grad(BP *b, const GNode *n)
 static int sweep_host(BP *b, const GNode *n)
 {
     Graph *G = b->G;
-    if (n->sync && n->sync->env) return host_load_grad(b, n);
+    if (n->host->sync && n->host->sync->env) return host_load_grad(b, n);
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] && differentiable(&n->meta[k]);
     if (!any) return 0;
@@ -1505,8 +1505,8 @@ static tfe_tensor *source_value(const Graph *B, const Graph *R, const int *map, 
     for (int k = 0; k < B->n; k++) {
         const GNode *n = &B->nodes[k];
         if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
-        if (trace_recording()) return value_to_tensor(n->obj);
-        t = variable_peek(n->obj);
+        if (trace_recording()) return value_to_tensor(n->host->obj);
+        t = variable_peek(n->host->obj);
         tensor_incref(t);
         return t;
     }
@@ -1688,7 +1688,7 @@ static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *con
     for (int i = traced ? G->ninputs + 1 : 1; i < nin; i++) {
         if (!in[i] || !dtype_is_float(in[i]->dtype)) continue;
         int j = traced ? G->ninputs : 0;
-        while (j < i && (in[j] != in[i] || (traced && G->nodes[p->node[j]].obj.u.o != G->nodes[p->node[i]].obj.u.o)))
+        while (j < i && (in[j] != in[i] || (traced && G->nodes[p->node[j]].host->obj.u.o != G->nodes[p->node[i]].host->obj.u.o)))
             j++;
         if (j == i) continue;
         if (!one) {

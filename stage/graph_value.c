@@ -2,7 +2,7 @@
  * those arguments, as a value that prints as text IR and has .dot(). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
@@ -113,7 +113,7 @@ BUILTIN(bi_graph)
         return interp_raise(I, "graph() needs a staged function and its arguments, got %s",
                             argc ? value_kind_name(argv[0]) : "nothing");
     Closure *c = (Closure *)argv[0].u.o;
-    if (I->opt.eager || tfe_run_eagerly)
+    if (I->opt.eager || I->run_eagerly)
         return interp_raise(I, "graph(): staged functions run eagerly (--eager or run_eagerly(true)), so there is no graph");
     FnInfo *info = c->fn->info;
     if (!info->is_staged && !c->stage_forced)

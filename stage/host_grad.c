@@ -92,13 +92,13 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     snprintf(h->vjp_name, len, "%s.vjp", nm);
     h->has_result = !n->host_nil;
     h->nouts = n->nout;
-    h->after = xmalloc(sizeof *h->after * (size_t)(n->sync ? n->sync->nafter + 1 : 1));
-    for (int i = 0; n->sync && i < n->sync->nafter; i++)
-        if (host_after_reads(&n->sync->after[i])) h->after[h->nafter++] = n->sync->after[i].arg;
-    h->nctx = n->sync ? n->sync->nctx : 0;
+    h->after = xmalloc(sizeof *h->after * (size_t)(n->host->sync ? n->host->sync->nafter + 1 : 1));
+    for (int i = 0; n->host->sync && i < n->host->sync->nafter; i++)
+        if (host_after_reads(&n->host->sync->after[i])) h->after[h->nafter++] = n->host->sync->after[i].arg;
+    h->nctx = n->host->sync ? n->host->sync->nctx : 0;
     h->ctx = h->nctx ? xmalloc(sizeof *h->ctx * (size_t)h->nctx) : NULL;
     for (int i = 0; i < h->nctx; i++) {
-        h->ctx[i] = n->sync->ctx[i];
+        h->ctx[i] = n->host->sync->ctx[i];
         h->ctx[i].env->h.refcount++;
         value_incref(h->ctx[i].tmpl);
     }
@@ -109,6 +109,8 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
 static HostFn *hostfn_of_vjp(Value f, const HostArg *hargs, int nhargs)
 {
     GNode n = {0};
+    HostNode hn = {0};
+    n.host = &hn;
     n.nout = 1;
     return hostfn_new(f, hargs, nhargs, 0, NULL, &n);
 }
@@ -352,9 +354,9 @@ static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *
 /* What host node n calls: for a call of a vjp, the vjp's own (one result). */
 static HostFn *node_hostfn(const GNode *n)
 {
-    if (n->obj.kind == V_BUILTIN && ((Builtin *)n->obj.u.o)->fn == bi_vjp)
-        return hostfn_of_vjp(n->obj, n->hargs, n->nhargs);
-    return hostfn_new(n->obj, n->hargs, n->nhargs, n->nhkw, n->hkwnames, n);
+    if (n->host->obj.kind == V_BUILTIN && ((Builtin *)n->host->obj.u.o)->fn == bi_vjp)
+        return hostfn_of_vjp(n->host->obj, n->host->hargs, n->host->nhargs);
+    return hostfn_new(n->host->obj, n->host->hargs, n->host->nhargs, n->host->nhkw, n->host->hkwnames, n);
 }
 
 bool host_is_differentiable(Value f)
@@ -374,8 +376,8 @@ bool host_is_gradient_call(Value f)
 
 bool host_node_differentiable(const GNode *n)
 {
-    if (n->kind != G_HOST || n->nout == 0 || (n->sync && n->sync->env)) return false;
-    return host_is_differentiable(n->obj);
+    if (n->kind != G_HOST || n->nout == 0 || (n->host->sync && n->host->sync->env)) return false;
+    return host_is_differentiable(n->host->obj);
 }
 
 int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
@@ -475,7 +477,7 @@ static int bi_no_gradient(Interp *I, int argc, const Value *argv, int nkw, Str *
     for (int64_t i = 0; g && g->storage && i < tensor_numel(g) && zero; i++) zero = tensor_get_f64(g, i) == 0.0;
     if (g) tensor_decref(g);
     if (zero) return 0;
-    tfe_stage_limit = true;
+    I->stage_limit = true;
     return raise_at(I, I->cur_loc, "gradients through '%s', which a @host call changed, are not supported (pass it "
                                    "to the function and return the new value)", (const char *)data);
 }

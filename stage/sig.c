@@ -389,20 +389,3 @@ void sig_hold(Value v, Value **held, int *nheld)
         (*held)[(*nheld)++] = v;
     }
 }
-
-bool sig_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank || mem_cmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank))
-        return false;
-    int64_t n = tensor_numel(a);
-    if ((max_elems >= 0 && n > max_elems) || !a->storage || !b->storage) return false;
-    for (int64_t i = 0; i < n; i++) {
-        if (dtype_is_float(a->dtype)) {
-            double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
-            if (mem_cmp(&x, &y, sizeof x)) return false;
-        } else if (tensor_get_i64(a, i) != tensor_get_i64(b, i)) {
-            return false;
-        }
-    }
-    return true;
-}

@@ -4,7 +4,8 @@
 #ifndef TFE_STAGE_SIG_H
 #define TFE_STAGE_SIG_H
 
-#include "stage/graph.h"
+#include "graph/graph.h"
+#include "stage/host_node.h"
 
 typedef struct SigBuf {
     char *b;
@@ -68,7 +69,10 @@ void sig_hold(Value v, Value **held, int *nheld);
 
 /* Same dtype, shape and bits (NaNs equal to themselves; -0.0 not 0.0), with
  * at most max_elems elements (-1: any number); false for symbolic tensors. */
-bool sig_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems);
+static inline bool sig_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems)
+{
+    return graph_tensor_equal(a, b, max_elems);
+}
 
 /* The same leaf of a value passed out and back: the same tensor, or a
  * number of the same value (a number is unboxed on the way out). */

@@ -5,16 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/check.h"
-#include "stage/exec.h"
-#include "stage/opt.h"
-#include "stage/plan.h"
+#include "graph/exec.h"
+#include "graph/opt.h"
+#include "graph/plan.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
 
-bool tfe_run_eagerly;
-const Value *stage_call_args;
 
 /* --- traces and caches ---------------------------------------------------------------- */
 
@@ -191,7 +189,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
     SigMemo memo = {0}; /* one list in two places stays one list */
-    seed_arg_objs(&memo, t->arg_objs, t->narg_objs, stage_call_args, t->nparams);
+    seed_arg_objs(&memo, t->arg_objs, t->narg_objs, I->stage_call_args, t->nparams);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         if (!o->written) continue;
@@ -244,7 +242,8 @@ void stage_optimize(Graph *g) { optimize_trace(g, NULL); }
 
 static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
 {
-    if (tfe_no_optimize) return;
+    const InterpOptions *o = &tfe_current_interp->opt; /* the options of the program tracing */
+    if (o->no_optimize) return;
     g->raw = graph_clone(g); /* gradients are derived from the graph as traced */
     bake_static_inputs(g, static_val);
     OptReport *r = xcalloc(1, sizeof *r);
@@ -260,11 +259,11 @@ static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
         r->planned_bytes = g->plan->sum_bytes;
         r->in_place = g->plan->ninplace;
     }
-    int p = tfe_dump_pass ? opt_pass_index(tfe_dump_pass) : -1;
+    int p = o->dump_pass ? opt_pass_index(o->dump_pass) : -1;
     if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {
         fflush(stdout);
-        fprintf(stderr, "--- %s: before %s (%d nodes)\n%s--- %s: after %s (%d nodes)\n%s", g->name, tfe_dump_pass,
-                r->before[p], r->text[p], g->name, tfe_dump_pass, r->after[p], r->text[p + 1]);
+        fprintf(stderr, "--- %s: before %s (%d nodes)\n%s--- %s: after %s (%d nodes)\n%s", g->name, o->dump_pass,
+                r->before[p], r->text[p], g->name, o->dump_pass, r->after[p], r->text[p + 1]);
         fflush(stderr);
     }
 }
@@ -576,7 +575,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     FnInfo *info = c->fn->info;
     /* eagerly: --eager, run_eagerly(true), a function --stage-all gave up
      * on, and staged calls inside a trace (inlined into the caller's graph) */
-    if (I->opt.eager || tfe_run_eagerly || (info->stage_failed && !c->stage_by_call) || tfe_tracer)
+    if (I->opt.eager || I->run_eagerly || (info->stage_failed && !c->stage_by_call) || tfe_tracer)
         return interp_run_body(I, c, e, out);
     StageCache *sc = cache_of(c);
     /* Matching uses buffers kept from call to call: a call made while this
@@ -592,12 +591,12 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     if (hit) {
         sc->hits++;
         sc->last = hit;
-        const Value *saved_args = stage_call_args;
-        stage_call_args = e->slots;
+        const Value *saved_args = I->stage_call_args;
+        I->stage_call_args = e->slots;
         /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
-        rc = stage_check_on() ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
+        rc = stage_check_on(I) ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
                               : run_trace(I, hit, &lv, out);
-        stage_call_args = saved_args;
+        I->stage_call_args = saved_args;
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);
@@ -663,11 +662,11 @@ BUILTIN(bi_run_eagerly)
     (void)kwnames;
     (void)kwvals;
     if (argc > 1 || nkw) return interp_raise(I, "run_eagerly() takes 0 or 1 argument");
-    bool old = tfe_run_eagerly || I->opt.eager;
+    bool old = I->run_eagerly || I->opt.eager;
     if (argc == 1) {
         if (argv[0].kind != V_SCALAR || argv[0].dtype != TFE_BOOL)
             return interp_raise(I, "run_eagerly() needs a bool, got %s", value_kind_name(argv[0]));
-        tfe_run_eagerly = argv[0].u.i != 0;
+        I->run_eagerly = argv[0].u.i != 0;
     }
     *out = v_bool(old);
     return 0;
@@ -700,6 +699,7 @@ BUILTIN(bi_mark)
 
 void stage_builtins_register(Interp *I)
 {
+    stage_graph_host_register(); /* the graph core calls back through it (graph/host.h) */
     interp_define_builtin(I, "trace_count", bi_trace_count, NULL);
     interp_define_builtin(I, "run_eagerly", bi_run_eagerly, NULL);
     interp_define_builtin(I, "staged", bi_mark, (void *)"staged");

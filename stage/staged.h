@@ -3,7 +3,7 @@
 #ifndef TFE_STAGE_STAGED_H
 #define TFE_STAGE_STAGED_H
 
-#include "stage/graph.h"
+#include "graph/graph.h"
 #include "stage/sig.h"
 
 /* An outside binding a trace reads or assigns: its signature part, and for
@@ -50,7 +50,11 @@ typedef struct StageCache {
     int nsites;
 } StageCache;
 
-extern bool tfe_run_eagerly;
+/* Calls of staged functions (interp/eval.c calls a closure marked staged
+ * through it), and freeing a closure's trace cache. */
+int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
+void stage_cache_free(Closure *c);
+
 Trace *stage_last_trace(Closure *c);
 /* The trace a call with these positional arguments would run, or NULL. */
 Trace *stage_find(Closure *c, int argc, const Value *argv);
@@ -59,15 +63,8 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
 
-/* interp/eval.c: a closure's body in its Env (arguments in place, frame pushed). */
-int interp_run_body(Interp *I, Closure *c, Env *e, Value *out);
-
-/* The arguments of the staged call whose graph is running (a @host call gets
- * a list or record argument of it as that very object), or NULL. */
-extern const Value *stage_call_args;
-
 void stage_builtins_register(Interp *I);
-void stage_optimize(Graph *g); /* the optimizer over a finished graph (stage/opt.h) */
+void stage_optimize(Graph *g); /* the optimizer over a finished graph (graph/opt.h) */
 void stage_graph_builtins_register(Interp *I); /* graph(f, args...) (stage/graph_value.c) */
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
-#include "stage/exec.h"
+#include "graph/exec.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
@@ -493,8 +493,8 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
  * assign_add, assign_sub change only that one). */
 static bool host_may_assign(const GNode *x, const Obj *var)
 {
-    if (x->obj.kind != V_BUILTIN) return true;
-    const Value self = ((const Builtin *)x->obj.u.o)->self;
+    if (x->host->obj.kind != V_BUILTIN) return true;
+    const Value self = ((const Builtin *)x->host->obj.u.o)->self;
     return !value_is_variable(self) || self.u.o == var;
 }
 
@@ -533,7 +533,7 @@ static tfe_tensor *last_read(Tracer *T, Value var)
         int id = reg->nodes[i];
         const GNode *x = gnode(T->g, id);
         if (node_may_assign(T->g, x, var.u.o)) return NULL;
-        if (x->kind != G_VAR_READ || x->obj.u.o != var.u.o) continue;
+        if (x->kind != G_VAR_READ || x->host->obj.u.o != var.u.o) continue;
         for (int k = T->nnotes - 1; k >= 0; k--) {
             TNote *nt = T->notes[k];
             if (nt->ref.node == id && nt->ref.out == 0) return nt->t->node == nt ? nt->t : NULL;
@@ -554,7 +554,7 @@ static int read_before(const Graph *g, int r, int id, const Obj *var)
     for (i--; i >= 0; i--) {
         const GNode *x = &g->nodes[reg->nodes[i]];
         if (node_may_assign(g, x, var)) return -1;
-        if (x->kind == G_VAR_READ && x->obj.u.o == var && !x->outer_out) return reg->nodes[i];
+        if (x->kind == G_VAR_READ && x->host->obj.u.o == var && !x->outer_out) return reg->nodes[i];
     }
     return -1;
 }
@@ -581,8 +581,8 @@ static void share_in(Graph *g, int r, int id, int top)
         const GNode *x = &g->nodes[rid];
         if (x->kind == G_COND || x->kind == G_WHILE)
             for (int k = 0; k < 2; k++) share_in(g, x->regions[k], id, top);
-        if (x->kind != G_VAR_READ || x->outer_out || node_may_assign(g, &g->nodes[id], x->obj.u.o)) continue;
-        int before = read_before(g, g->nodes[id].region, id, x->obj.u.o);
+        if (x->kind != G_VAR_READ || x->outer_out || node_may_assign(g, &g->nodes[id], x->host->obj.u.o)) continue;
+        int before = read_before(g, g->nodes[id].region, id, x->host->obj.u.o);
         if (before >= 0) use_instead(g, top, rid, (GRef){before, 0});
     }
 }
@@ -606,7 +606,7 @@ static int var_read_node(Tracer *T, Value var, const tfe_tensor *value)
     int id = new_node(T, G_VAR_READ, 0, 1);
     GNode *g = gnode(T->g, id);
     value_incref(var);
-    g->obj = var;
+    g->host->obj = var;
     meta_of(&g->meta[0], value);
     effect_chain(T, id);
     return id;
@@ -668,7 +668,7 @@ void trace_var_reread(Value var, tfe_tensor *value)
  * A @host function runs in the interpreter when the graph runs, and may read
  * and change what the body sees: outside bindings, and the lists and records
  * passed to it. The eager order is kept with nodes around its host node
- * (HostSync, stage/graph.h): before it, a write node for each outside
+ * (HostSync, stage/host_node.h): before it, a write node for each outside
  * binding the body assigned since the last @host call (so the function sees
  * the body's value, and a change it makes is not overwritten by a later
  * write-back); after it, the leaves of the lists and records it got are
@@ -790,9 +790,9 @@ static void flush_outsides(Tracer *T)
         mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
         free(rp);
         n->host_nil = true;
-        n->sync = binding_sync(o, true);
+        n->host->sync = binding_sync(o, true);
         int k = 0;
-        n->sync->tmpl = sig_rebuild(o->traced, lv.t, &k, false, 0);
+        n->host->sync->tmpl = sig_rebuild(o->traced, lv.t, &k, false, 0);
         effect_chain(T, id);
         leaves_free(&lv);
         o->dirty = false;
@@ -828,15 +828,15 @@ static int outside_read_node_of(Tracer *T, Outside *o, Value v)
     mem_copy(n->in, rp, sizeof *rp * (size_t)nin);
     free(rp);
     n->host_nil = true;
-    n->sync = binding_sync(o, false);
-    n->sync->sig = bytes_copy(&sb);
-    n->sync->nsig = sb.n;
-    n->sync->changed = !pass;
+    n->host->sync = binding_sync(o, false);
+    n->host->sync->sig = bytes_copy(&sb);
+    n->host->sync->nsig = sb.n;
+    n->host->sync->changed = !pass;
     T->suspended++; /* comparing values is not a use of them (no signature by value) */
-    for (int k = 0; pass && k < lv.n; k++) n->sync->changed |= !sig_same_leaf(lv.t[k], bl.t[k]);
+    for (int k = 0; pass && k < lv.n; k++) n->host->sync->changed |= !sig_same_leaf(lv.t[k], bl.t[k]);
     T->suspended--;
     /* numbers the body never assigned: nothing a tape watches led to them */
-    if (!o->written && count_tensors(o->orig, 0) == 0) n->sync->changed = false;
+    if (!o->written && count_tensors(o->orig, 0) == 0) n->host->sync->changed = false;
     if (T->region == 0) effect_chain(T, id);
     tfe_tensor **al = xmalloc(sizeof *al * (size_t)(lv.n ? lv.n : 1));
     for (int k = 0; k < lv.n; k++) {
@@ -1059,7 +1059,7 @@ static int host_after_args(Tracer *T, const char *fname, Loc loc, int argc, int 
 static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Value *argv, const Value *kwvals,
                                const Leaves *after, tfe_tensor **outs)
 {
-    HostSync *s = gnode(T->g, id)->sync;
+    HostSync *s = gnode(T->g, id)->host->sync;
     int out = out0, k = 0;
     for (int i = 0; i < s->nafter; i++) {
         HostAfter *h = &s->after[i];
@@ -1175,19 +1175,19 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     mem_copy(n->in, rp, sizeof *rp * (size_t)lv.n);
     free(rp);
     value_incref(f);
-    n->obj = f;
-    n->hargs = ha;
-    n->nhargs = nargs;
-    n->nhkw = nkw;
+    n->host->obj = f;
+    n->host->hargs = ha;
+    n->host->nhargs = nargs;
+    n->host->nhkw = nkw;
     if (nkw) {
-        n->hkwnames = xmalloc(sizeof *n->hkwnames * (size_t)nkw);
+        n->host->hkwnames = xmalloc(sizeof *n->host->hkwnames * (size_t)nkw);
         for (int k = 0; k < nkw; k++) {
             kwnames[k]->h.refcount++;
-            n->hkwnames[k] = kwnames[k];
+            n->host->hkwnames[k] = kwnames[k];
         }
     }
     n->host_nil = !has_out;
-    n->sync = sync;
+    n->host->sync = sync;
     effect_chain(T, id);
     /* the node's outputs as traced tensors: the result, then the leaves of
      * the lists and records it got (outs); what the call made (actual) */

@@ -9,11 +9,12 @@
  * both branches (and the loop body) are traced symbolically — shapes and
  * dtypes from the infer rules, no kernels — into regions of a cond/while
  * node, which then runs on the values of that call. Later calls with the
- * same signature run the graph (stage/exec.c) and never touch the body. */
+ * same signature run the graph (graph/exec.c) and never touch the body. */
 #ifndef TFE_STAGE_TRACE_H
 #define TFE_STAGE_TRACE_H
 
-#include "stage/graph.h"
+#include "graph/graph.h"
+#include "stage/host_node.h"
 
 /* A traced tensor's t->node points to one of these (owned by the tracer,
  * which also holds a reference to t, and clears t->node when it ends). */
@@ -173,10 +174,5 @@ static inline void trace_shape_read(const tfe_tensor *t)
 {
     if (tfe_tracer && t && t->node) tfe_tracer->shape_read = true;
 }
-
-/* Interp hooks implemented in interp/eval.c for the tracer. */
-int interp_exec_branch(Interp *I, Node *n, Env *env);     /* a block or an elif N_IF */
-int interp_exec_rest(Interp *I, NodeList *l, int k, Env *env); /* statements l[k..] */
-int interp_eval_expr(Interp *I, Node *n, Env *env, Value *out);
 
 #endif

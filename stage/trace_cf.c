@@ -5,7 +5,7 @@
  * tracing call still computes what an eager call would. */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/exec.h"
+#include "graph/exec.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
@@ -153,8 +153,8 @@ static bool assigns_var(const Graph *m, const Obj *var)
 {
     for (int i = 0; i < m->n; i++) {
         const GNode *x = &m->nodes[i];
-        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
-            const Value self = ((const Builtin *)x->obj.u.o)->self;
+        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
             if (self.kind == V_OBJECT && self.u.o == var) return true;
         }
     }
@@ -173,16 +173,16 @@ static void reread_vars(Tracer *T, const Graph *m, int id)
     if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */
     for (int i = 0; i < m->n; i++) {
         const GNode *x = &m->nodes[i];
-        if (x->kind != G_VAR_READ || assigns_var(m, x->obj.u.o)) continue;
+        if (x->kind != G_VAR_READ || assigns_var(m, x->host->obj.u.o)) continue;
         T->suspended++; /* no node for this read: a new one is made below */
-        tfe_tensor *t = value_to_tensor(x->obj);
+        tfe_tensor *t = value_to_tensor(x->host->obj);
         T->suspended--;
         if (!t) {
             tfe_error_clear();
             continue;
         }
         TNote *nt = t->node;
-        if (!nt || nt->ref.node < id) trace_var_reread(x->obj, t);
+        if (!nt || nt->ref.node < id) trace_var_reread(x->host->obj, t);
         tensor_decref(t);
     }
 }
@@ -206,8 +206,8 @@ static bool region_assigns_var(const Graph *g, int r, const Obj *var)
     const GRegion *reg = &g->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &g->nodes[reg->nodes[i]];
-        if (x->kind == G_HOST && x->obj.kind == V_BUILTIN) {
-            const Value self = ((const Builtin *)x->obj.u.o)->self;
+        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
             if (self.kind == V_OBJECT && self.u.o == var) return true;
         }
         if ((x->kind == G_COND || x->kind == G_WHILE) &&
@@ -236,7 +236,7 @@ static int export_reads(Tracer *T, int id)
         for (int i = 0; i < n0[br]; i++) { /* not the stand-ins added here */
             int rid = g->regions[r].nodes[i];
             if (g->nodes[rid].kind != G_VAR_READ) continue;
-            const Obj *var = g->nodes[rid].obj.u.o;
+            const Obj *var = g->nodes[rid].host->obj.u.o;
             if (!region_assigns_var(g, g->nodes[id].regions[0], var) &&
                 !region_assigns_var(g, g->nodes[id].regions[1], var))
                 continue;
@@ -244,8 +244,8 @@ static int export_reads(Tracer *T, int id)
             int dep = last_effect_in(g, other);
             int sid = graph_add(g, other, G_VAR_READ, 0, 1);
             GNode *sn = &g->nodes[sid];
-            sn->obj = g->nodes[rid].obj;
-            value_incref(sn->obj);
+            sn->host->obj = g->nodes[rid].host->obj;
+            value_incref(sn->host->obj);
             sn->meta[0] = g->nodes[rid].meta[0];
             sn->loc = g->nodes[rid].loc;
             sn->frames = g->nodes[rid].frames;

@@ -1,6 +1,6 @@
 /* fused.h — run a fused elementwise program: one pass over the data.
  *
- * The staged-graph optimizer (stage/opt_fuse.c) turns a chain or tree of elementwise
+ * The staged-graph optimizer (graph/opt_fuse.c) turns a chain or tree of elementwise
  * ops into a small register program; tfe_fused_run evaluates it chunk by
  * chunk (TFE_FUSED_CHUNK elements at a time), so no intermediate tensor is
  * materialised and the interpretation overhead is paid per chunk, not per

@@ -22,7 +22,7 @@ enum {
     F_HALF        = 1 << 12, /* the CPU kernel takes float16/bfloat16 (conversions, views, matmul) */
     F_MAYFAIL     = 1 << 13, /* can fail on its inputs' values (not only their shapes or
                                 dtypes): an integer division by zero, an index out of
-                                range; the optimizer never drops one (stage/opt.c) */
+                                range; the optimizer never drops one (graph/opt.c) */
 };
 
 typedef enum tfe_op {

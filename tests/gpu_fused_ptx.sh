@@ -6,7 +6,7 @@
 # error; its first check also compiles a program with every fusable op
 # (each ELEM_UNARY and ELEM_BINARY row of tensor/elem.def).
 # Programs run on the pretend gpu:0 (TFE_FAKE_GPU=1, TFE_DEVICE=gpu:0): then
-# staged graphs run through the node walker (stage/exec.c run_fused, the
+# staged graphs run through the node walker (graph/exec.c run_fused, the
 # path a GPU takes) rather than the CPU plan. When the toolkit's ptxas is
 # there, every PTX is also assembled for sm_90 (the H200), as the driver's
 # JIT would. Launching the kernels needs a GPU: bench/gpu.sh.

@@ -42,7 +42,7 @@ same value, so equal text means equal bits):
   * its GRADIENTS ("grad f0:" and "tape f0:" sections) too, when --exact is
     given (make check gives it, through opt_property.sh). The backward of a
     cached graph is derived from the graph AS TRACED (Graph.raw in
-    stage/graph.h), so its sums run in the order an eager tape's do. It was
+    graph/graph.h), so its sums run in the order an eager tape's do. It was
     once derived from the optimized graph, and then cse (two equal
     subexpressions merged: their gradients added first) and fuse (an input
     used twice in a group) changed the association of the sums: last-bit

@@ -1,5 +1,5 @@
 /* plan.c — compiling a graph's top region into a flat instruction list
- * (stage/plan.h), and placing its intermediates in one arena by liveness.
+ * (graph/plan.h), and placing its intermediates in one arena by liveness.
  *
  * Static shapes: a value's type and shape are the traced ones at every call
  * when it is an input or constant (the signature fixes them; relaxed graphs
@@ -23,7 +23,7 @@
  * safe; the op kernels' loops are `restrict` and never run in place). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/plan.h"
+#include "graph/plan.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 

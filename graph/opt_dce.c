@@ -1,5 +1,5 @@
 /* opt_dce.c — dead code elimination: nodes whose values no result needs go,
- * unless running them does something (stage/opt.c: opt_has_effect) or can
+ * unless running them does something (graph/opt.c: opt_has_effect) or can
  * stop the run with an error (opt_may_fail: an eager run would stop there
  * too); effects and failures keep their order because no node moves.
  *
@@ -7,7 +7,7 @@
  * input is looked at once (a graph of thousands of ops in a chain costs time
  * in its size, not its square). */
 #include <stdlib.h>
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "util/xalloc.h"
 
 typedef struct Dce {

@@ -1,13 +1,13 @@
-/* plan.h — the plan of a graph (stage/plan.c): its top region compiled once
+/* plan.h — the plan of a graph (graph/plan.c): its top region compiled once
  * into a flat instruction list with kernels resolved and static shapes fixed,
  * and its intermediates placed in one arena by liveness, so a cached call
  * allocates its outputs and little else and interprets no node it need not. */
-#ifndef TFE_STAGE_PLAN_H
-#define TFE_STAGE_PLAN_H
+#ifndef TFE_GRAPH_PLAN_H
+#define TFE_GRAPH_PLAN_H
 
-#include "stage/graph.h"
+#include "graph/graph.h"
 
-/* How an instruction runs (stage/exec.c, grun_plan):
+/* How an instruction runs (graph/exec.c, grun_plan):
  *  PI_KERNEL: an op whose inputs have static shapes: its kernel is called
  *             directly on an output of the traced type and shape (the arena
  *             view, or a new tensor) — no infer, no dispatch;

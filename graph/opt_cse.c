@@ -4,8 +4,7 @@
  * Random draws are never merged (each draws anew). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/opt.h"
-#include "stage/sig.h"
+#include "graph/opt.h"
 #include "util/xalloc.h"
 
 static bool same_attrs(const tfe_attrs *a, const tfe_attrs *b)
@@ -21,7 +20,7 @@ static bool same_attrs(const tfe_attrs *a, const tfe_attrs *b)
 
 static bool same_const(const tfe_tensor *a, const tfe_tensor *b)
 {
-    return a->weak == b->weak && sig_tensor_equal(a, b, 64);
+    return a->weak == b->weak && graph_tensor_equal(a, b, 64);
 }
 
 static bool same_node(const Graph *g, const GNode *a, const GNode *b)

@@ -9,13 +9,18 @@
  * (lexical scoping, as in MLIR regions), so branches need no capture lists.
  *
  * Ownership: the Graph owns its nodes, their attrs, constants (tensor refs)
- * and the Values of host/variable nodes (one reference each). */
-#ifndef TFE_STAGE_GRAPH_H
-#define TFE_STAGE_GRAPH_H
+ * and the payloads of host/variable nodes (GNode.host, through graph/host.h).
+ *
+ * The graph core (graph/: this IR, its printing, the optimizer, the planner
+ * and the executor) knows tensors but not the interpreter: what a host node
+ * calls and a variable node reads is the host's (stage/host_node.h), reached
+ * through the functions it registers (graph/host.h). */
+#ifndef TFE_GRAPH_GRAPH_H
+#define TFE_GRAPH_GRAPH_H
 
 #include <string.h>
-#include "interp/internal.h"
 #include "tensor/ops.h"
+#include "util/loc.h"
 
 typedef enum GKind {
     G_INPUT,     /* an argument leaf or an outside binding read by the body */
@@ -28,7 +33,7 @@ typedef enum GKind {
     G_WHILE,     /* regions[0]: condition of the carried values,
                     regions[1]: the body; in[] are the initial carried values */
     G_PARAM,     /* a carried value inside a while region */
-    G_FUSED,     /* elementwise ops run as one loop (stage/opt_fuse.c): prog's
+    G_FUSED,     /* elementwise ops run as one loop (graph/opt_fuse.c): prog's
                     inputs are in[], ops[] the op each instruction stands for */
 } GKind;
 
@@ -45,64 +50,12 @@ typedef struct GRegion {
     int parent;          /* the enclosing region (-1 for the top) */
 } GRegion;
 
-/* One argument of a host call: its value at trace time as a template
- * (stage/sig.h) whose nleaves number/tensor leaves are the node's next
- * inputs; nleaves 0: the Value itself. */
-typedef struct HostArg { Value v; int nleaves; } HostArg;
-
-/* A G_HOST node that keeps the interpreter's state and the graph in step
- * (stage/trace.c, "host calls and the state around them"):
- * - env set: a binding outside the staged function. write: store the
- *   node's inputs there, rebuilt from tmpl (the body's value of it, before
- *   a @host call that may read it); else read it (after a @host call that
- *   may have changed it): its leaves are the outputs, and its structure
- *   must be sig, as traced.
- * - env NULL: a @host call's list/record arguments, after the call: each
- *   one's leaves are outputs (after the result), its structure must be sig
- *   as traced; one made outside the staged function (outside) gets a copy
- *   and must come back unchanged. */
-typedef struct HostAfter {
-    int arg;
-    bool outside;
-    char *sig;
-    size_t nsig;
-    int nleaves;
-    /* one made outside that is the staged function's argument `param`, or
-     * the value of the binding (env, slot): the call gets that very object
-     * (param -1, env NULL: a checked copy) */
-    int param;
-    Env *env;            /* owned ref, or NULL */
-    int slot;
-} HostAfter;
-/* Are h's leaves after the call outputs of the host node? For a list or
- * record the body made (a copy at every call), and for the staged call's
- * own argument (the call gets that object, and the body may read what the
- * function put in it); a binding's value is read back by `host load`. */
-static inline bool host_after_reads(const HostAfter *h) { return !h->outside || h->param >= 0; }
-
-typedef struct HostSync {
-    Env *env;            /* owned ref, or NULL */
-    int slot;
-    const char *name;    /* the binding's name (the program's, lives as long as it) */
-    bool write;
-    bool changed;        /* read: a @host call had changed it when traced (its gradient
-                            would go through the function's ops: not supported) */
-    Value tmpl;          /* write: the value's structure (owned) */
-    char *sig;           /* read: the structure as traced (owned) */
-    size_t nsig;
-    HostAfter *after;    /* env NULL: the checked arguments (owned) */
-    int nafter;
-    /* env NULL: outside bindings the body assigned before the call, which the
-     * function may read: their leaves are the node's last inputs (after the
-     * arguments'), so its gradient reaches them (stage/host_grad.c) */
-    struct HostCtx { Env *env; int slot; Value tmpl; int nleaves; } *ctx;
-    int nctx;
-} HostSync;
-
 /* The call frames between the staged function and the node's expression
  * (calls inlined into the graph), so run-time errors print the traceback
- * an eager run would. Shared by nodes; never freed before the graph. */
-typedef struct GFrames { int n; Frame *f; struct GFrames *next_all; } GFrames;
+ * an eager run would. Shared by nodes; never freed before the graph. The
+ * frames are the host's (struct Frame, interp/internal.h; opaque here): the
+ * host fills them in and releases what they hold (GHost.frames_release). */
+typedef struct GFrames { int n; struct Frame *f; struct GFrames *next_all; } GFrames;
 
 /* One backward graph of a graph (stage/grad.c), for the dtypes and shapes
  * of the backward's inputs it was traced with: a relaxed graph runs with
@@ -135,12 +88,10 @@ typedef struct GNode {
     Loc loc;             /* the expression that made the node */
     GFrames *frames;
     tfe_tensor *value;   /* G_CONST (owned) */
-    Value obj;           /* G_VAR_READ: the variable; G_HOST: the callable */
-    HostArg *hargs;      /* G_HOST: positional args then keyword args */
-    int nhargs, nhkw;
-    Str **hkwnames;      /* owned refs */
+    struct HostNode *host; /* G_VAR_READ, G_HOST: what the host keeps for the node (the
+                            variable; the callable, its arguments, HostSync), opaque here:
+                            made, copied, compared and freed through graph_host (graph/host.h) */
     bool host_nil;       /* G_HOST: the call returned nil (no result output) */
-    HostSync *sync;      /* G_HOST: see HostSync (owned), or NULL */
     int input_index;     /* G_INPUT: position in Graph.inputs */
     int at_from;         /* G_OP random: a replay of node at_from's draw (a gradient
                             rule's, e.g. dropout's mask): its seed and counter are
@@ -170,9 +121,9 @@ typedef struct Graph {
     GBwd *bwd;           /* its backward graphs, once built, newest first (stage/grad.c) */
     struct Graph *raw;   /* the graph as traced, before the optimizer: what backwards are
                             derived from, so their sums run in the order an eager tape's do */
-    struct OptReport *opt; /* what the optimizer did (stage/opt.h), or NULL */
-    struct ExecPlan *plan; /* its memory plan (stage/plan.h), or NULL */
-    tfe_tensor **scratch; /* a value array kept for the next run (stage/exec.c) */
+    struct OptReport *opt; /* what the optimizer did (graph/opt.h), or NULL */
+    struct ExecPlan *plan; /* its memory plan (graph/plan.h), or NULL */
+    tfe_tensor **scratch; /* a value array kept for the next run (graph/exec.c) */
     int scratch_cap;
     bool busy;           /* scratch is in use (a run inside a run takes its own) */
 } Graph;
@@ -184,7 +135,7 @@ static inline void mem_move(void *d, const void *s, size_t n) { if (n) memmove(d
 static inline int mem_cmp(const void *a, const void *b, size_t n) { return n ? memcmp(a, b, n) : 0; }
 
 /* Same dtype, rank and dims (weakness aside): can a tensor of meta a stand
- * where one of meta b was planned (stage/plan.c, stage/exec.c)? */
+ * where one of meta b was planned (graph/plan.c, graph/exec.c)? */
 static inline bool meta_same_shape(const tfe_meta *a, const tfe_meta *b)
 {
     if (a->dtype != b->dtype || a->rank != b->rank) return false;
@@ -211,10 +162,6 @@ Graph *graph_extract(const Graph *g, int id, GRef **caps, int *ncaps);
 /* A deep copy (sharing g's frames: keep g alive as long as the copy). */
 Graph *graph_clone(const Graph *g);
 
-HostSync *host_sync_copy(const HostSync *s);
-void host_sync_free(HostSync *s);
-bool host_sync_same(const HostSync *a, const HostSync *b);
-
 /* Drop the nodes and regions no live region reaches (what failed attempts at
  * conds and loops left) and number the rest densely, in order. Only on a
  * finished graph: node ids change. */
@@ -227,7 +174,11 @@ void graph_compact(Graph *g);
  * seed): then a trace with that dim unknown would be wrong (stage/staged.c). */
 bool graph_same_but_dims(const Graph *a, const Graph *b);
 
-/* Text IR (stage/graph_print.c): one line per node, regions indented.
+/* Same dtype, shape and bits (NaNs equal to themselves; -0.0 not 0.0), with
+ * at most max_elems elements (-1: any number); false for symbolic tensors. */
+bool graph_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems);
+
+/* Text IR (graph/graph_print.c): one line per node, regions indented.
  * Returns a malloc'd string. dot: Graphviz. */
 char *graph_to_text(const Graph *g);
 char *graph_to_dot(const Graph *g);

@@ -1,11 +1,10 @@
-/* graph.c — building and freeing graphs (the IR of stage/graph.h). */
+/* graph.c — building and freeing graphs (the IR of graph/graph.h). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/graph.h"
-#include "stage/sig.h"
-#include "interp/internal.h"
-#include "stage/opt.h"
-#include "stage/plan.h"
+#include "graph/graph.h"
+#include "graph/host.h"
+#include "graph/opt.h"
+#include "graph/plan.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
@@ -54,7 +53,7 @@ int graph_add(Graph *g, int r, GKind k, int nin, int nout)
     n->effect_dep = -1;
     n->at_from = -1;
     n->regions[0] = n->regions[1] = -1;
-    n->obj = v_nil();
+    if ((k == G_HOST || k == G_VAR_READ) && graph_host.node_new) n->host = graph_host.node_new();
     n->vbase = g->nvals;
     g->nvals += nout;
     GRegion *reg = &g->regions[r];
@@ -74,12 +73,7 @@ static void node_free(GNode *n)
     free(n->at);
     free(n->label);
     if (n->value) tensor_decref(n->value);
-    value_decref(n->obj);
-    for (int a = 0; a < n->nhargs; a++) value_decref(n->hargs[a].v);
-    free(n->hargs);
-    for (int a = 0; a < n->nhkw; a++) value_decref(v_obj(V_STR, n->hkwnames[a]));
-    free(n->hkwnames);
-    host_sync_free(n->sync);
+    if (n->host) graph_host.node_free(n->host);
     if (n->prog) {
         free((void *)n->prog->code);
         free(n->prog);
@@ -100,8 +94,7 @@ void graph_decref(Graph *g)
     }
     for (GFrames *f = g->frames_all, *next; f; f = next) {
         next = f->next_all;
-        for (int i = 0; i < f->n; i++)
-            if (f->f[i].call_loc.src) source_decref(f->f[i].call_loc.src);
+        if (graph_host.frames_release) graph_host.frames_release(f);
         free(f->f);
         free(f);
     }
@@ -163,76 +156,9 @@ static GRef map_ref(Extract *x, GRef r)
     return (GRef){id, 0};
 }
 
-static char *bytes_dup(const char *b, size_t n)
-{
-    char *d = xmalloc(n ? n : 1);
-    mem_copy(d, b, n);
-    return d;
-}
-
-HostSync *host_sync_copy(const HostSync *s)
-{
-    if (!s) return NULL;
-    HostSync *d = xmalloc(sizeof *d);
-    *d = *s;
-    if (d->env) d->env->h.refcount++;
-    value_incref(d->tmpl);
-    d->sig = s->sig ? bytes_dup(s->sig, s->nsig) : NULL;
-    d->after = s->nafter ? xmalloc(sizeof *d->after * (size_t)s->nafter) : NULL;
-    for (int i = 0; i < s->nafter; i++) {
-        d->after[i] = s->after[i];
-        d->after[i].sig = bytes_dup(s->after[i].sig, s->after[i].nsig);
-        if (d->after[i].env) d->after[i].env->h.refcount++;
-    }
-    d->ctx = s->nctx ? xmalloc(sizeof *d->ctx * (size_t)s->nctx) : NULL;
-    for (int i = 0; i < s->nctx; i++) {
-        d->ctx[i] = s->ctx[i];
-        d->ctx[i].env->h.refcount++;
-        value_incref(d->ctx[i].tmpl);
-    }
-    return d;
-}
-
-void host_sync_free(HostSync *s)
-{
-    if (!s) return;
-    if (s->env) env_decref(s->env);
-    value_decref(s->tmpl);
-    free(s->sig);
-    for (int i = 0; i < s->nafter; i++) {
-        free(s->after[i].sig);
-        if (s->after[i].env) env_decref(s->after[i].env);
-    }
-    free(s->after);
-    for (int i = 0; i < s->nctx; i++) {
-        env_decref(s->ctx[i].env);
-        value_decref(s->ctx[i].tmpl);
-    }
-    free(s->ctx);
-    free(s);
-}
-
-bool host_sync_same(const HostSync *a, const HostSync *b)
-{
-    if (!a || !b) return a == b;
-    if (a->env != b->env || a->slot != b->slot || a->write != b->write || a->nsig != b->nsig ||
-        mem_cmp(a->sig, b->sig, a->nsig) || a->nafter != b->nafter || a->nctx != b->nctx)
-        return false;
-    for (int i = 0; i < a->nctx; i++)
-        if (a->ctx[i].env != b->ctx[i].env || a->ctx[i].slot != b->ctx[i].slot || a->ctx[i].nleaves != b->ctx[i].nleaves)
-            return false;
-    for (int i = 0; i < a->nafter; i++) {
-        const HostAfter *x = &a->after[i], *y = &b->after[i];
-        if (x->arg != y->arg || x->outside != y->outside || x->nleaves != y->nleaves || x->nsig != y->nsig ||
-            x->param != y->param || x->env != y->env || x->slot != y->slot ||
-            mem_cmp(x->sig, y->sig, x->nsig))
-            return false;
-    }
-    return true;
-}
-
-/* n gets its own references to what o owns: attrs, constant, callable, host
- * arguments and keyword names (in, meta, label and prog are the caller's). */
+/* n gets its own references to what o owns: attrs, constant, the host's
+ * payload (in, meta, label and prog are the caller's). n->host is not n's
+ * own yet (o's, or nothing). */
 static void copy_owned(GNode *n, const GNode *o)
 {
     n->at = NULL;
@@ -242,27 +168,7 @@ static void copy_owned(GNode *n, const GNode *o)
     }
     n->value = o->value;
     if (n->value) tensor_incref(n->value);
-    n->obj = o->obj;
-    value_incref(n->obj);
-    n->hargs = NULL;
-    n->nhargs = o->nhargs;
-    if (o->nhargs) {
-        n->hargs = xmalloc(sizeof *n->hargs * (size_t)o->nhargs);
-        for (int a = 0; a < o->nhargs; a++) {
-            n->hargs[a] = o->hargs[a];
-            value_incref(n->hargs[a].v);
-        }
-    }
-    n->sync = host_sync_copy(o->sync);
-    n->hkwnames = NULL;
-    n->nhkw = o->nhkw;
-    if (o->nhkw) {
-        n->hkwnames = xmalloc(sizeof *n->hkwnames * (size_t)o->nhkw);
-        for (int a = 0; a < o->nhkw; a++) {
-            n->hkwnames[a] = o->hkwnames[a];
-            n->hkwnames[a]->h.refcount++;
-        }
-    }
+    n->host = o->host ? graph_host.node_copy(o->host) : NULL;
 }
 
 static int copy_region(Extract *x, int r, int parent);
@@ -282,6 +188,7 @@ static void copy_node(Extract *x, int old, int region)
     n->op = o->op;
     n->at_from = o->at_from >= 0 && x->map[o->at_from] >= 0 ? x->map[o->at_from] : -1;
     n->loc = o->loc;
+    if (n->host) graph_host.node_free(n->host); /* graph_add's: o's is copied */
     copy_owned(n, o);
     n->host_nil = o->host_nil;
     if (o->prog) {
@@ -480,23 +387,13 @@ bool graph_same_but_dims(const Graph *a, const Graph *b)
         case G_CONST: {
             const tfe_tensor *u = x->value, *v = y->value;
             if (u->dtype != v->dtype || u->rank != v->rank ||
-                mem_cmp(u->shape, v->shape, sizeof *u->shape * (size_t)u->rank) || !sig_tensor_equal(u, v, -1))
+                mem_cmp(u->shape, v->shape, sizeof *u->shape * (size_t)u->rank) || !graph_tensor_equal(u, v, -1))
                 return false;
             break;
         }
-        case G_VAR_READ:
-            if (x->obj.u.o != y->obj.u.o) return false;
+        case G_VAR_READ: case G_HOST:
+            if (!x->host != !y->host || (x->host && !graph_host.node_same(x, y))) return false;
             break;
-        case G_HOST: {
-            if (x->obj.u.o != y->obj.u.o || x->nhargs != y->nhargs || x->nhkw != y->nhkw) return false;
-            for (int k = 0; k < x->nhargs; k++) {
-                int err = 0;
-                if (x->hargs[k].nleaves != y->hargs[k].nleaves) return false;
-                if (!x->hargs[k].nleaves && (!value_equal(x->hargs[k].v, y->hargs[k].v, &err) || err)) return false;
-            }
-            if (!host_sync_same(x->sync, y->sync)) return false;
-            break;
-        }
         case G_COND: case G_WHILE:
             if (x->regions[0] != y->regions[0] || x->regions[1] != y->regions[1]) return false;
             break;
@@ -515,3 +412,24 @@ bool graph_same_but_dims(const Graph *a, const Graph *b)
     }
     return true;
 }
+
+bool graph_tensor_equal(const tfe_tensor *a, const tfe_tensor *b, int64_t max_elems)
+{
+    if (a->dtype != b->dtype || a->rank != b->rank || mem_cmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank))
+        return false;
+    int64_t n = tensor_numel(a);
+    if ((max_elems >= 0 && n > max_elems) || !a->storage || !b->storage) return false;
+    for (int64_t i = 0; i < n; i++) {
+        if (dtype_is_float(a->dtype)) {
+            double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
+            if (mem_cmp(&x, &y, sizeof x)) return false;
+        } else if (tensor_get_i64(a, i) != tensor_get_i64(b, i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+GHost graph_host;
+
+void graph_set_host(const GHost *h) { graph_host = *h; }

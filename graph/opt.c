@@ -3,11 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "util/xalloc.h"
-
-const char *tfe_dump_pass;
-bool tfe_no_optimize;
 
 const char *const opt_pass_names[] = {"dce", "fold", "algebra", "cse", "fuse", NULL};
 

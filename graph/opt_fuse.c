@@ -16,7 +16,7 @@
  * fused node then keeps the reduction's op and attrs (n->op, n->at). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/opt.h"
+#include "graph/opt.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 

@@ -5,7 +5,7 @@
  * reshape (one reshape does). Only where the result has x's dtype, weak flag
  * and shape, so nothing downstream can tell. */
 #include <math.h>
-#include "stage/opt.h"
+#include "graph/opt.h"
 
 /* Is every element of c equal to v (and, for floats, of v's sign)? */
 static bool all_equal(const tfe_tensor *c, double v)

@@ -1,26 +1,24 @@
 /* exec.c — running a graph: the node walker (each node in its region's
  * order, ops through tfe_execute_eager, host calls and variable reads back
- * into the interpreter, conds and whiles by running their regions), and the
+ * into the host (graph/host.h), conds and whiles by running their regions), and the
  * planned run of a cached call (grun_plan: the top region's flat instruction
- * list, stage/plan.h, with kernels called directly into the arena). */
+ * list, graph/plan.h, with kernels called directly into the arena). */
 #include <stdlib.h>
 #include <string.h>
-#include "stage/check.h"
-#include "stage/exec.h"
-#include "stage/sig.h"
-#include "stage/staged.h"
+#include "graph/exec.h"
+#include "graph/host.h"
 #include "tensor/device.h"
 #include "tensor/fused.h"
-#include "stage/plan.h"
+#include "graph/plan.h"
 #include "util/xalloc.h"
 
-void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs)
+void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
 {
-    x->I = I;
+    x->host = host;
     x->g = g;
     x->draws = NULL;
     x->plan = NULL;
-    x->frame_base = I->nframes;
+    x->frame_base = graph_host.frame_depth ? graph_host.frame_depth(host) : 0;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
             free(g->scratch);
@@ -68,33 +66,19 @@ void grun_use_plan(GRun *x)
     }
 }
 
-static void vset(GRun *x, int slot, tfe_tensor *t)
+void grun_set(GRun *x, int slot, tfe_tensor *t)
 {
     if (x->v[slot]) tensor_decref(x->v[slot]);
     x->v[slot] = t;
 }
 
-/* The frames of an eager run at this node: the staged call's, then the
- * calls the trace inlined. Returns the old depth to restore. */
-static int push_node_frames(GRun *x, const GNode *n)
-{
-    Interp *I = x->I;
-    int saved = I->nframes;
-    int need = x->frame_base + (n->frames ? n->frames->n : 0);
-    if (need > I->cap_frames) {
-        I->cap_frames = need * 2;
-        I->frames = xrealloc(I->frames, sizeof(Frame) * (size_t)I->cap_frames);
-    }
-    I->nframes = x->frame_base;
-    for (int i = 0; n->frames && i < n->frames->n; i++) I->frames[I->nframes++] = n->frames->f[i];
-    return saved;
-}
-
+/* An error at node n, raised by the host with the frames an eager run would
+ * have there; without a host, the tensor error is the message. */
 static int node_error(GRun *x, const GNode *n, const char *msg)
 {
-    int saved = push_node_frames(x, n);
-    raise_msg_at(x->I, n->loc, msg && *msg ? msg : "operation failed");
-    x->I->nframes = saved;
+    msg = msg && *msg ? msg : "operation failed";
+    if (graph_host.node_error) return graph_host.node_error(x, n, msg);
+    if (msg != tfe_error_msg()) tfe_error_set("%s", msg); /* (it is often the tensor error itself) */
     return -1;
 }
 
@@ -158,164 +142,8 @@ static int run_op(GRun *x, GNode *n)
     }
     if (in != inb) free(in);
     if (rc) return node_error(x, n, tfe_error_msg());
-    for (int k = 0; k < n->nout; k++) vset(x, n->vbase + k, out[k]);
+    for (int k = 0; k < n->nout; k++) grun_set(x, n->vbase + k, out[k]);
     return 0;
-}
-
-static bool is_container(Value v) { return v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD; }
-
-/* A binding outside the staged function, kept in step with @host calls
- * (HostSync): the body's value stored before the call, or the value after
- * it read back (its structure must be the traced one: the graph was made
- * for it). */
-static int run_binding(GRun *x, GNode *n)
-{
-    HostSync *s = n->sync;
-    if (s->write) {
-        tfe_tensor *lb[16] = {NULL}, **leaves = n->nin <= 16 ? lb : xmalloc(sizeof *leaves * (size_t)n->nin);
-        for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
-        int k = 0;
-        Value v = sig_rebuild(s->tmpl, leaves, &k, true, 0);
-        if (leaves != lb) free(leaves);
-        Value old = s->env->slots[s->slot];
-        s->env->slots[s->slot] = v;
-        value_decref(old);
-        return 0;
-    }
-    SigBuf sb = {0};
-    Leaves lv = {0};
-    sig_flatten(s->env->slots[s->slot], &sb, &lv, SIG_OUTPUT);
-    int rc = 0;
-    if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
-        char msg[400];
-        tfe_stage_limit = true;
-        snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
-                                  "length than when the staged function was traced, which its graph cannot read "
-                                  "(keep its structure, or return the changing part from the @host function)", s->name);
-        rc = node_error(x, n, msg);
-    } else {
-        for (int i = 0; i < lv.n; i++) {
-            /* a leaf the call left as it was is the graph's value (n->in) */
-            tfe_tensor *before = i < n->nin ? grun_value(x, n->in[i]) : NULL;
-            bool same = before && sig_same_leaf(lv.t[i], before);
-            if (same) {
-                tensor_incref(before);
-                tensor_decref(lv.t[i]);
-                lv.t[i] = before;
-            }
-            vset(x, n->vbase + i, lv.t[i]);
-            tfe_tensor *flag = tensor_from_f64(same ? 1.0 : 0.0, n->meta[lv.n + i].dtype);
-            vset(x, n->vbase + lv.n + i, flag);
-        }
-        lv.n = 0;
-    }
-    leaves_free(&lv);
-    sig_free(&sb);
-    return rc;
-}
-
-/* A @host call's list/record arguments after it (HostSync.after): the
- * leaves of each one the body made become the node's outputs; one made
- * outside must come back as it went (the call got a copy). */
-static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *in)
-{
-    HostSync *s = n->sync;
-    int out = n->host_nil ? 0 : 1, rc = 0;
-    for (int i = 0; i < s->nafter && !rc; i++) {
-        HostAfter *h = &s->after[i];
-        if (h->outside && h->env) continue; /* the binding's object itself: `host load` reads it */
-        bool reads = host_after_reads(h);
-        int first = 0;
-        for (int a = 0; a < h->arg; a++) first += n->hargs[a].nleaves;
-        SigBuf sb = {0};
-        Leaves lv = {0};
-        sig_flatten(args[h->arg], &sb, &lv, SIG_OUTPUT);
-        bool ok = sb.n == h->nsig && !mem_cmp(sb.b, h->sig, sb.n) && lv.n == (reads ? h->nleaves : n->hargs[h->arg].nleaves);
-        for (int k = 0; ok && !reads && k < lv.n; k++) ok = sig_same_leaf(lv.t[k], in[first + k]);
-        if (!ok) {
-            const char *fname = n->obj.kind == V_FN ? ((Closure *)n->obj.u.o)->name : "a host function";
-            char msg[500];
-            if (!reads)
-                snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record made outside the staged "
-                                          "function; staged code passes it a copy (make it inside the staged "
-                                          "function, or have the @host function return the new values)", fname);
-            else
-                snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record passed to it in another "
-                                          "way than in the call that traced the staged function (its length, keys "
-                                          "or non-tensor values differ; have the @host function return the new "
-                                          "values instead)", fname);
-            tfe_stage_limit = true;
-            rc = node_error(x, n, msg);
-        } else if (reads) {
-            for (int k = 0; k < lv.n; k++) vset(x, n->vbase + out + k, lv.t[k]);
-            out += lv.n;
-            lv.n = 0;
-        }
-        leaves_free(&lv);
-        sig_free(&sb);
-    }
-    return rc;
-}
-
-/* A list or record argument of a @host call that is an object of the caller
- * (the staged call's argument, or an outside binding's value): that object. */
-static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
-{
-    for (int i = 0; n->sync && i < n->sync->nafter; i++) {
-        const HostAfter *h = &n->sync->after[i];
-        if (h->arg != a) continue;
-        if (h->env) *v = h->env->slots[h->slot];
-        else if (h->param >= 0 && stage_call_args) *v = stage_call_args[h->param];
-        else return false;
-        (void)x;
-        return v->kind == n->hargs[a].v.kind;
-    }
-    return false;
-}
-
-static int run_host(GRun *x, GNode *n)
-{
-    if (n->sync && n->sync->env) return run_binding(x, n);
-    Interp *I = x->I;
-    int nargs = n->nhargs, argc = nargs - n->nhkw, k = 0;
-    Value *args = xcalloc((size_t)(nargs ? nargs : 1), sizeof *args);
-    tfe_tensor **leaves = xmalloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
-    for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
-    for (int a = 0; a < nargs; a++) {
-        Value own;
-        if (host_arg_source(x, n, a, &own)) {
-            k += n->hargs[a].nleaves;
-            value_incref(own);
-            args[a] = own;
-        } else if (n->hargs[a].nleaves || is_container(n->hargs[a].v))
-            /* a list or record is made anew at every call (the call may change it) */
-            args[a] = sig_rebuild(n->hargs[a].v, leaves, &k, true, 0);
-        else {
-            args[a] = n->hargs[a].v;
-            value_incref(args[a]);
-        }
-    }
-    int saved = push_node_frames(x, n);
-    Loc saved_loc = I->cur_loc;
-    I->cur_loc = n->loc;
-    Value r = v_nil();
-    /* under TFE_CHECK_STAGED the eager run made the call: replay it (stage/check.c) */
-    int rc = tfe_check_replay ? check_host_replay(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r)
-                              : call_value(I, n->obj, argc, args, n->nhkw, n->hkwnames, args + argc, &r);
-    I->cur_loc = saved_loc;
-    if (!rc && !n->host_nil) {
-        tfe_tensor *t = value_to_tensor(r);
-        if (!t) rc = raise_at(I, n->loc, "a host function called from staged code returned %s, not a tensor",
-                              value_kind_name(r));
-        else vset(x, n->vbase, t);
-    }
-    I->nframes = saved;
-    if (!rc && n->sync) rc = host_after(x, n, args, leaves);
-    free(leaves);
-    for (int a = 0; a < nargs; a++) value_decref(args[a]);
-    free(args);
-    value_decref(r);
-    return rc;
 }
 
 /* $TFE_GPU_FUSED_PTX_CHECK (tests/gpu_fused_ptx.sh): 1 compiles every fused
@@ -411,7 +239,7 @@ static int run_fused(GRun *x, GNode *n)
         return node_error(x, n, tfe_error_msg());
     }
     out->weak = m->weak;
-    vset(x, n->vbase, out);
+    grun_set(x, n->vbase, out);
     return 0;
 }
 
@@ -439,7 +267,7 @@ static int run_cond(GRun *x, GNode *n)
     for (int k = 0; k < n->nout; k++) {
         tfe_tensor *v = grun_value(x, reg->outs[k]);
         tensor_incref(v);
-        vset(x, n->vbase + k, v);
+        grun_set(x, n->vbase + k, v);
     }
     return 0;
 }
@@ -475,7 +303,7 @@ static int run_while(GRun *x, GNode *n)
     for (int k = 0; k < nc; k++) {
         tfe_tensor *v = grun_value(x, n->in[k]);
         tensor_incref(v);
-        vset(x, g->nodes[rc->params[k]].vbase, v);
+        grun_set(x, g->nodes[rc->params[k]].vbase, v);
     }
     for (;;) {
         if (grun_region(x, n->regions[0])) goto out;
@@ -502,7 +330,7 @@ static int run_while(GRun *x, GNode *n)
             next[k] = grun_value(x, rb->outs[k]);
             tensor_incref(next[k]);
         }
-        for (int k = 0; k < nc; k++) vset(x, g->nodes[rc->params[k]].vbase, next[k]);
+        for (int k = 0; k < nc; k++) grun_set(x, g->nodes[rc->params[k]].vbase, next[k]);
         if (next != nb) free(next);
         if (tfe_interrupted) {
             tfe_interrupted = 0;
@@ -513,7 +341,7 @@ static int run_while(GRun *x, GNode *n)
     for (int k = 0; k < nc; k++) {
         tfe_tensor *v = x->v[g->nodes[rc->params[k]].vbase];
         tensor_incref(v);
-        vset(x, n->vbase + k, v);
+        grun_set(x, n->vbase + k, v);
     }
     if (keep) {
         for (int k = 0; k < nc; k++) {
@@ -522,9 +350,9 @@ static int run_while(GRun *x, GNode *n)
                 node_error(x, n, tfe_error_msg());
                 goto out;
             }
-            vset(x, n->vbase + nc + k, h);
+            grun_set(x, n->vbase + nc + k, h);
         }
-        vset(x, n->vbase + 2 * nc, tensor_from_i64(niter, TFE_INT64));
+        grun_set(x, n->vbase + 2 * nc, tensor_from_i64(niter, TFE_INT64));
     }
     rcode = 0;
 out:
@@ -545,12 +373,14 @@ int grun_node(GRun *x, int id)
     case G_INPUT: case G_CONST: case G_PARAM: return 0; /* in place before the run */
     case G_OP: return run_op(x, n);
     case G_VAR_READ: {
-        tfe_tensor *t = value_to_tensor(n->obj);
+        tfe_tensor *t = graph_host.var_read ? graph_host.var_read(x, n) : NULL;
         if (!t) return node_error(x, n, "a variable read failed");
-        vset(x, n->vbase, t);
+        grun_set(x, n->vbase, t);
         return 0;
     }
-    case G_HOST: return run_host(x, n);
+    case G_HOST:
+        if (!graph_host.run_host) return node_error(x, n, "a host call with no host");
+        return graph_host.run_host(x, n);
     case G_COND: return run_cond(x, n);
     case G_WHILE: return run_while(x, n);
     case G_FUSED: return run_fused(x, n);
@@ -596,7 +426,7 @@ int grun_plan(GRun *x)
             if (out) tensor_decref(out);
             return node_error(x, n, tfe_error_msg());
         }
-        vset(x, c->out, out);
+        grun_set(x, c->out, out);
     }
     return 0;
 }

@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interp/buf.h"
-#include "stage/graph.h"
+#include "util/buf.h"
+#include "graph/graph.h"
+#include "graph/host.h"
 #include "tensor/fused.h"
 
 #define LINE_COL 64   /* "line N" starts at this column (at least 2 spaces) */
@@ -44,13 +45,6 @@ static char *bfinish(Buf *b)
     return b->s;
 }
 
-/* Append a malloc'd string and free it. */
-static void btake(Buf *b, char *s)
-{
-    buf_puts(b, s ? s : "<?>");
-    free(s);
-}
-
 /* s with '"' and '\\' escaped (and control characters as \n, \t, \xNN). */
 static void bescaped(Buf *b, const char *s)
 {
@@ -68,17 +62,17 @@ static void bescaped(Buf *b, const char *s)
 
 /* ---- pieces shared by both formats ---- */
 
-static void put_ref(Buf *b, const Graph *g, GRef r)
+void graph_put_ref(Buf *b, const Graph *g, GRef r)
 {
     if (r.node >= 0 && r.node < g->n && g->nodes[r.node].nout > 1) bprintf(b, "%%%d.%d", r.node, r.out);
     else bprintf(b, "%%%d", r.node);
 }
 
-static void put_refs(Buf *b, const Graph *g, const GRef *r, int n)
+void graph_put_refs(Buf *b, const Graph *g, const GRef *r, int n)
 {
     for (int i = 0; i < n; i++) {
         if (i) buf_puts(b, ", ");
-        put_ref(b, g, r[i]);
+        graph_put_ref(b, g, r[i]);
     }
 }
 
@@ -93,7 +87,7 @@ static void put_dims(Buf *b, int rank, const int64_t *shape)
     buf_puts(b, "]");
 }
 
-static void put_meta(Buf *b, const tfe_meta *m)
+void graph_put_meta(Buf *b, const tfe_meta *m)
 {
     buf_puts(b, dtype_name(m->dtype));
     put_dims(b, m->rank, m->shape);
@@ -110,29 +104,14 @@ static const tfe_meta *ref_meta(const Graph *g, GRef r)
 
 static void put_node_types(Buf *b, const GNode *n)
 {
-    if (n->kind == G_HOST && n->sync && !n->sync->env && n->nout > !n->host_nil) {
-        /* a @host call's result, then its list/record arguments' leaves after it */
-        int r = n->host_nil ? 0 : 1;
-        if (r) put_meta(b, &n->meta[0]);
-        else buf_puts(b, "nil");
-        buf_puts(b, "; arguments after it: ");
-        for (int k = r; k < n->nout; k++) {
-            if (k > r) buf_puts(b, ", ");
-            put_meta(b, &n->meta[k]);
-        }
-        return;
-    }
-    if (n->kind == G_HOST && n->host_nil && (!n->sync || n->sync->write)) {
-        buf_puts(b, "nil");
-        return;
-    }
+    if ((n->kind == G_HOST || n->kind == G_VAR_READ) && graph_host.put_types && graph_host.put_types(b, n)) return;
     if (n->nout == 0) {
         buf_puts(b, "()");
         return;
     }
     for (int k = 0; k < n->nout; k++) {
         if (k) buf_puts(b, ", ");
-        put_meta(b, &n->meta[k]);
+        graph_put_meta(b, &n->meta[k]);
     }
 }
 
@@ -216,49 +195,11 @@ static void put_attrs(Buf *b, const GNode *n)
     if (any) buf_puts(b, "}");
 }
 
-static const char *callable_name(Value f)
+/* A host or variable node: the host prints it (graph/host.h). */
+static void put_host_node(Buf *b, const Graph *g, const GNode *n, bool brief)
 {
-    const char *s = NULL;
-    if (f.kind == V_BUILTIN) s = ((const Builtin *)f.u.o)->name;
-    else if (f.kind == V_FN) s = ((const Closure *)f.u.o)->name;
-    return s ? s : "<fn>";
-}
-
-/* host f(args): leaves of structured arguments are the node's inputs. */
-static void put_host_call(Buf *b, const Graph *g, const GNode *n)
-{
-    if (n->sync && n->sync->env) { /* an outside binding kept in step with @host calls */
-        bprintf(b, "%s %s", n->sync->write ? "store" : "load", n->sync->name);
-        if (n->sync->write) {
-            buf_puts(b, "(");
-            put_refs(b, g, n->in, n->nin);
-            buf_puts(b, ")");
-        }
-        return;
-    }
-    buf_puts(b, callable_name(n->obj));
-    buf_puts(b, "(");
-    int k = 0, argc = n->nhargs - n->nhkw;
-    for (int a = 0; a < n->nhargs; a++) {
-        if (a) buf_puts(b, ", ");
-        if (a >= argc && n->hkwnames && n->hkwnames[a - argc]) {
-            buf_puts(b, n->hkwnames[a - argc]->s);
-            buf_puts(b, "=");
-        }
-        const HostArg *h = &n->hargs[a];
-        if (h->nleaves == 0) {
-            btake(b, value_repr(h->v));
-            continue;
-        }
-        if (h->nleaves > 1) buf_puts(b, "(");
-        for (int l = 0; l < h->nleaves; l++, k++) {
-            if (l) buf_puts(b, ", ");
-            if (k < n->nin) put_ref(b, g, n->in[k]);
-            else buf_puts(b, "?");
-        }
-        if (h->nleaves > 1) buf_puts(b, ")");
-    }
-    buf_puts(b, ")");
+    if (n->host && graph_host.put_operation) graph_host.put_operation(b, g, n, brief);
+    else buf_puts(b, n->kind == G_HOST ? "host ?" : "var_read ?");
 }
 
 static int param_index(const Graph *g, int id)
@@ -302,21 +243,16 @@ static void put_operation(Buf *b, const Graph *g, int id)
     case G_OP:
         buf_puts(b, (unsigned)n->op < TFE_NOPS ? tfe_ops[n->op].name : "?op");
         buf_puts(b, "(");
-        put_refs(b, g, n->in, n->nin);
+        graph_put_refs(b, g, n->in, n->nin);
         buf_puts(b, ")");
         put_attrs(b, n);
         break;
-    case G_VAR_READ:
-        buf_puts(b, "var_read ");
-        btake(b, value_repr(n->obj));
-        break;
-    case G_HOST:
-        buf_puts(b, "host ");
-        put_host_call(b, g, n);
+    case G_VAR_READ: case G_HOST:
+        put_host_node(b, g, n, false);
         break;
     case G_FUSED: {
         buf_puts(b, "fused(");
-        put_refs(b, g, n->in, n->nin);
+        graph_put_refs(b, g, n->in, n->nin);
         buf_puts(b, ") {");
         int k = 0;
         for (int i = 0; i < n->prog->ninstr; i++) {
@@ -334,7 +270,7 @@ static void put_operation(Buf *b, const Graph *g, int id)
     case G_COND:
     case G_WHILE:
         buf_puts(b, n->kind == G_COND ? "cond(" : "while(");
-        put_refs(b, g, n->in, n->nin);
+        graph_put_refs(b, g, n->in, n->nin);
         buf_puts(b, ")");
         break;
     case G_PARAM:
@@ -363,8 +299,8 @@ static void text_node(Buf *b, const Graph *g, int id, int indent, int depth)
         bspaces(b, len + 2 <= LINE_COL ? LINE_COL - len : 2);
         bprintf(b, "line %d", n->loc.line);
         /* a node of a function the trace inlined (a nested call) names it */
-        if (n->frames && n->frames->n > 0 && n->frames->f[n->frames->n - 1].fname)
-            bprintf(b, " in %s", n->frames->f[n->frames->n - 1].fname);
+        const char *fname = n->frames && n->frames->n > 0 && graph_host.frames_name ? graph_host.frames_name(n->frames) : NULL;
+        if (fname) bprintf(b, " in %s", fname);
     }
     buf_puts(b, "\n");
     if ((n->kind == G_COND || n->kind == G_WHILE) && depth < 200) {
@@ -398,12 +334,12 @@ static void text_region(Buf *b, const Graph *g, int r, int indent, int depth)
     if (r == 0) {
         bspaces(b, indent);
         buf_puts(b, reg->nouts ? "return " : "return");
-        put_refs(b, g, reg->outs, reg->nouts);
+        graph_put_refs(b, g, reg->outs, reg->nouts);
         buf_puts(b, "\n");
     } else if (reg->nouts) {
         bspaces(b, indent);
         buf_puts(b, "yield ");
-        put_refs(b, g, reg->outs, reg->nouts);
+        graph_put_refs(b, g, reg->outs, reg->nouts);
         buf_puts(b, "\n");
     }
 }
@@ -435,7 +371,7 @@ char *graph_to_text(const Graph *g)
         for (int i = 0; i < top->nouts; i++) {
             buf_puts(&b, i ? ", " : " ");
             const tfe_meta *m = ref_meta(g, top->outs[i]);
-            if (m) put_meta(&b, m);
+            if (m) graph_put_meta(&b, m);
             else buf_puts(&b, "?");
         }
     }
@@ -475,13 +411,8 @@ static void dot_label(Buf *b, const Graph *g, int id)
         buf_puts(&t, (unsigned)n->op < TFE_NOPS ? tfe_ops[n->op].name : "?op");
         put_attrs(&t, n);
         break;
-    case G_VAR_READ:
-        buf_puts(&t, "var_read ");
-        btake(&t, value_repr(n->obj));
-        break;
-    case G_HOST:
-        buf_puts(&t, "host ");
-        buf_puts(&t, callable_name(n->obj));
+    case G_VAR_READ: case G_HOST:
+        put_host_node(&t, g, n, true);
         break;
     case G_FUSED: bprintf(&t, "fused %d instructions", n->prog->ninstr); break;
     case G_COND: buf_puts(&t, "cond"); break;

@@ -1,14 +1,14 @@
 /* opt.h — the graph optimizer: passes over a finished trace, each in a file
- * of its own (stage/opt_*.c), run in order by graph_optimize (stage/opt.c).
+ * of its own (graph/opt_*.c), run in order by graph_optimize (graph/opt.c).
  *
  * Every pass keeps what a graph run does: the same values out (bitwise, except
  * fusion, whose float math may round differently), the same effects in the
  * same order. A pass rewrites uses and leaves unused nodes in place; dce
  * removes them and graph_compact renumbers. */
-#ifndef TFE_STAGE_OPT_H
-#define TFE_STAGE_OPT_H
+#ifndef TFE_GRAPH_OPT_H
+#define TFE_GRAPH_OPT_H
 
-#include "stage/graph.h"
+#include "graph/graph.h"
 
 enum { OPT_MAX_PASSES = 8 };
 
@@ -20,7 +20,7 @@ typedef struct OptReport {
     int before[OPT_MAX_PASSES], after[OPT_MAX_PASSES];
     char *text[OPT_MAX_PASSES + 1];   /* text[0]: the traced graph; text[i + 1]: after pass i */
     int fused_groups, fused_ops;      /* elementwise fusion */
-    size_t arena_bytes, planned_bytes; /* the memory plan (stage/plan.h): the arena, and the
+    size_t arena_bytes, planned_bytes; /* the memory plan (graph/plan.h): the arena, and the
                                          intermediates it holds taken one by one */
     int in_place;                     /* planned values that took a dead input's place */
 } OptReport;
@@ -37,11 +37,6 @@ void opt_report_free(OptReport *r);
 /* "fold 14 -> 12, algebra 12 -> 11, ...": a malloc'd line. */
 char *opt_report_line(const OptReport *r);
 
-/* tfe --dump-graph=PASS (interp/main.c): print the graph before and after
- * that pass for every trace made. NULL: none. */
-extern const char *tfe_dump_pass;
-/* tfe --no-optimize: graphs run as traced. */
-extern bool tfe_no_optimize;
 
 /* --- for the passes ----------------------------------------------------------------- */
 
@@ -89,7 +84,7 @@ int opt_algebra(Graph *g);
 int opt_cse(Graph *g);
 int opt_dce(Graph *g);
 int opt_fuse(Graph *g, OptReport *r);
-/* The op of the op table a fused instruction stands for (stage/opt_fuse.c). */
+/* The op of the op table a fused instruction stands for (graph/opt_fuse.c). */
 tfe_op opt_op_of_fop(int fop);
 
 #endif

@@ -2,7 +2,7 @@
  * once, now, and becomes a constant (random draws excepted: they must draw
  * at every run; and results over a million elements stay computed at run
  * time rather than held in the graph). */
-#include "stage/opt.h"
+#include "graph/opt.h"
 
 enum { FOLD_MAX_ELEMS = 1 << 20 };
 

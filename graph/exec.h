@@ -1,12 +1,12 @@
 /* exec.h — the graph executor: the node walker (grun_region) and the
- * planned run of a cached call (grun_plan, stage/plan.h). */
-#ifndef TFE_STAGE_EXEC_H
-#define TFE_STAGE_EXEC_H
+ * planned run of a cached call (grun_plan, graph/plan.h). */
+#ifndef TFE_GRAPH_EXEC_H
+#define TFE_GRAPH_EXEC_H
 
-#include "stage/graph.h"
+#include "graph/graph.h"
 
 typedef struct GRun {
-    Interp *I;
+    void *host;          /* the host (the interpreter) this run calls back into (graph/host.h) */
     Graph *g;
     tfe_tensor **v;      /* every value of the graph (owned refs; NULL: not computed) */
     int frame_base;      /* run-time errors push the node's frames above this */
@@ -19,12 +19,14 @@ typedef struct GRun {
 void grun_use_plan(GRun *x);
 
 /* A run with inputs and constants in place (inputs: borrowed, g->ninputs). */
-void grun_init(GRun *x, Interp *I, Graph *g, tfe_tensor *const *inputs);
+void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs);
 void grun_release(GRun *x);
 int grun_region(GRun *x, int r);
 /* Run the top region by g's plan (grun_use_plan first; g->plan not NULL). */
 int grun_plan(GRun *x);
 int grun_node(GRun *x, int id);
+/* Value slot := t (takes t; drops what was there). */
+void grun_set(GRun *x, int slot, tfe_tensor *t);
 static inline tfe_tensor *grun_value(GRun *x, GRef r) { return x->v[x->g->nodes[r.node].vbase + r.out]; }
 
 #endif

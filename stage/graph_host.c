@@ -1,0 +1,449 @@
+/* graph_host.c — the interpreter as the graph core's host (graph/host.h):
+ * the payload of G_HOST and G_VAR_READ nodes (stage/host_node.h) made,
+ * copied, compared, printed and freed; host calls and variable reads run
+ * back in the interpreter; run-time errors raised with the call frames an
+ * eager run would have. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "graph/exec.h"
+#include "graph/host.h"
+#include "stage/check.h"
+#include "stage/host_node.h"
+#include "stage/sig.h"
+#include "stage/staged.h"
+#include "util/xalloc.h"
+
+/* --- the bindings kept in step with @host calls ------------------------------------------- */
+
+static char *bytes_dup(const char *b, size_t n)
+{
+    char *d = xmalloc(n ? n : 1);
+    mem_copy(d, b, n);
+    return d;
+}
+
+HostSync *host_sync_copy(const HostSync *s)
+{
+    if (!s) return NULL;
+    HostSync *d = xmalloc(sizeof *d);
+    *d = *s;
+    if (d->env) d->env->h.refcount++;
+    value_incref(d->tmpl);
+    d->sig = s->sig ? bytes_dup(s->sig, s->nsig) : NULL;
+    d->after = s->nafter ? xmalloc(sizeof *d->after * (size_t)s->nafter) : NULL;
+    for (int i = 0; i < s->nafter; i++) {
+        d->after[i] = s->after[i];
+        d->after[i].sig = bytes_dup(s->after[i].sig, s->after[i].nsig);
+        if (d->after[i].env) d->after[i].env->h.refcount++;
+    }
+    d->ctx = s->nctx ? xmalloc(sizeof *d->ctx * (size_t)s->nctx) : NULL;
+    for (int i = 0; i < s->nctx; i++) {
+        d->ctx[i] = s->ctx[i];
+        d->ctx[i].env->h.refcount++;
+        value_incref(d->ctx[i].tmpl);
+    }
+    return d;
+}
+
+void host_sync_free(HostSync *s)
+{
+    if (!s) return;
+    if (s->env) env_decref(s->env);
+    value_decref(s->tmpl);
+    free(s->sig);
+    for (int i = 0; i < s->nafter; i++) {
+        free(s->after[i].sig);
+        if (s->after[i].env) env_decref(s->after[i].env);
+    }
+    free(s->after);
+    for (int i = 0; i < s->nctx; i++) {
+        env_decref(s->ctx[i].env);
+        value_decref(s->ctx[i].tmpl);
+    }
+    free(s->ctx);
+    free(s);
+}
+
+bool host_sync_same(const HostSync *a, const HostSync *b)
+{
+    if (!a || !b) return a == b;
+    if (a->env != b->env || a->slot != b->slot || a->write != b->write || a->nsig != b->nsig ||
+        mem_cmp(a->sig, b->sig, a->nsig) || a->nafter != b->nafter || a->nctx != b->nctx)
+        return false;
+    for (int i = 0; i < a->nctx; i++)
+        if (a->ctx[i].env != b->ctx[i].env || a->ctx[i].slot != b->ctx[i].slot || a->ctx[i].nleaves != b->ctx[i].nleaves)
+            return false;
+    for (int i = 0; i < a->nafter; i++) {
+        const HostAfter *x = &a->after[i], *y = &b->after[i];
+        if (x->arg != y->arg || x->outside != y->outside || x->nleaves != y->nleaves || x->nsig != y->nsig ||
+            x->param != y->param || x->env != y->env || x->slot != y->slot ||
+            mem_cmp(x->sig, y->sig, x->nsig))
+            return false;
+    }
+    return true;
+}
+
+
+/* --- a node's payload ---------------------------------------------------------------------- */
+
+static HostNode *hnode_new(void)
+{
+    HostNode *h = xcalloc(1, sizeof *h);
+    h->obj = v_nil();
+    return h;
+}
+
+static void hnode_free(HostNode *h)
+{
+    value_decref(h->obj);
+    for (int a = 0; a < h->nhargs; a++) value_decref(h->hargs[a].v);
+    free(h->hargs);
+    for (int a = 0; a < h->nhkw; a++) value_decref(v_obj(V_STR, h->hkwnames[a]));
+    free(h->hkwnames);
+    host_sync_free(h->sync);
+    free(h);
+}
+
+/* A copy with its own references: callable, arguments, keyword names. */
+static HostNode *hnode_copy(const HostNode *o)
+{
+    HostNode *n = xcalloc(1, sizeof *n);
+    n->obj = o->obj;
+    value_incref(n->obj);
+    n->nhargs = o->nhargs;
+    if (o->nhargs) {
+        n->hargs = xmalloc(sizeof *n->hargs * (size_t)o->nhargs);
+        for (int a = 0; a < o->nhargs; a++) {
+            n->hargs[a] = o->hargs[a];
+            value_incref(n->hargs[a].v);
+        }
+    }
+    n->sync = host_sync_copy(o->sync);
+    n->nhkw = o->nhkw;
+    if (o->nhkw) {
+        n->hkwnames = xmalloc(sizeof *n->hkwnames * (size_t)o->nhkw);
+        for (int a = 0; a < o->nhkw; a++) {
+            n->hkwnames[a] = o->hkwnames[a];
+            n->hkwnames[a]->h.refcount++;
+        }
+    }
+    return n;
+}
+
+/* graph_same_but_dims: the same variable; the same callable with the same
+ * non-leaf arguments and bindings. */
+static bool hnode_same(const GNode *gx, const GNode *gy)
+{
+    const HostNode *x = gx->host, *y = gy->host;
+    if (gx->kind == G_VAR_READ) return x->obj.u.o == y->obj.u.o;
+    if (x->obj.u.o != y->obj.u.o || x->nhargs != y->nhargs || x->nhkw != y->nhkw) return false;
+    for (int k = 0; k < x->nhargs; k++) {
+        int err = 0;
+        if (x->hargs[k].nleaves != y->hargs[k].nleaves) return false;
+        if (!x->hargs[k].nleaves && (!value_equal(x->hargs[k].v, y->hargs[k].v, &err) || err)) return false;
+    }
+    return host_sync_same(x->sync, y->sync);
+}
+
+static void frames_release(GFrames *f)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->f[i].call_loc.src) source_decref(f->f[i].call_loc.src);
+}
+
+static const char *frames_name(const GFrames *f) { return f->f[f->n - 1].fname; }
+
+/* --- printing (graph/graph_print.c) ------------------------------------------------------- */
+
+static void bprintf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(Buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    buf_grow(b, (size_t)n);
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Append a malloc'd string and free it. */
+static void btake(Buf *b, char *s)
+{
+    buf_puts(b, s ? s : "<?>");
+    free(s);
+}
+
+static const char *callable_name(Value f)
+{
+    const char *s = NULL;
+    if (f.kind == V_BUILTIN) s = ((const Builtin *)f.u.o)->name;
+    else if (f.kind == V_FN) s = ((const Closure *)f.u.o)->name;
+    return s ? s : "<fn>";
+}
+
+/* host f(args): leaves of structured arguments are the node's inputs. */
+static void put_host_call(Buf *b, const Graph *g, const GNode *n)
+{
+    if (n->host->sync && n->host->sync->env) { /* an outside binding kept in step with @host calls */
+        bprintf(b, "%s %s", n->host->sync->write ? "store" : "load", n->host->sync->name);
+        if (n->host->sync->write) {
+            buf_puts(b, "(");
+            graph_put_refs(b, g, n->in, n->nin);
+            buf_puts(b, ")");
+        }
+        return;
+    }
+    buf_puts(b, callable_name(n->host->obj));
+    buf_puts(b, "(");
+    int k = 0, argc = n->host->nhargs - n->host->nhkw;
+    for (int a = 0; a < n->host->nhargs; a++) {
+        if (a) buf_puts(b, ", ");
+        if (a >= argc && n->host->hkwnames && n->host->hkwnames[a - argc]) {
+            buf_puts(b, n->host->hkwnames[a - argc]->s);
+            buf_puts(b, "=");
+        }
+        const HostArg *h = &n->host->hargs[a];
+        if (h->nleaves == 0) {
+            btake(b, value_repr(h->v));
+            continue;
+        }
+        if (h->nleaves > 1) buf_puts(b, "(");
+        for (int l = 0; l < h->nleaves; l++, k++) {
+            if (l) buf_puts(b, ", ");
+            if (k < n->nin) graph_put_ref(b, g, n->in[k]);
+            else buf_puts(b, "?");
+        }
+        if (h->nleaves > 1) buf_puts(b, ")");
+    }
+    buf_puts(b, ")");
+}
+
+static void put_operation(Buf *b, const Graph *g, const GNode *n, bool brief)
+{
+    if (n->kind == G_VAR_READ) {
+        buf_puts(b, "var_read ");
+        btake(b, value_repr(n->host->obj));
+    } else if (brief) {
+        buf_puts(b, "host ");
+        buf_puts(b, callable_name(n->host->obj));
+    } else {
+        buf_puts(b, "host ");
+        put_host_call(b, g, n);
+    }
+}
+
+static bool put_types(Buf *b, const GNode *n)
+{
+    if (n->kind == G_HOST && n->host->sync && !n->host->sync->env && n->nout > !n->host_nil) {
+        /* a @host call's result, then its list/record arguments' leaves after it */
+        int r = n->host_nil ? 0 : 1;
+        if (r) graph_put_meta(b, &n->meta[0]);
+        else buf_puts(b, "nil");
+        buf_puts(b, "; arguments after it: ");
+        for (int k = r; k < n->nout; k++) {
+            if (k > r) buf_puts(b, ", ");
+            graph_put_meta(b, &n->meta[k]);
+        }
+        return true;
+    }
+    if (n->kind == G_HOST && n->host_nil && (!n->host->sync || n->host->sync->write)) {
+        buf_puts(b, "nil");
+        return true;
+    }
+    return false;
+}
+
+/* --- running (graph/exec.c) ---------------------------------------------------------------- */
+
+/* Raise msg at n with the frames an eager run would have: the staged call's,
+ * then the calls the trace inlined. */
+static int node_error(GRun *x, const GNode *n, const char *msg)
+{
+    Interp *I = x->host;
+    int saved = frames_push_at(I, x->frame_base, n->frames ? n->frames->f : NULL, n->frames ? n->frames->n : 0);
+    raise_msg_at(I, n->loc, msg);
+    frames_pop_to(I, saved);
+    return -1;
+}
+
+static bool is_container(Value v) { return v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD; }
+
+/* A binding outside the staged function, kept in step with @host calls
+ * (HostSync): the body's value stored before the call, or the value after
+ * it read back (its structure must be the traced one: the graph was made
+ * for it). */
+static int run_binding(GRun *x, GNode *n)
+{
+    HostSync *s = n->host->sync;
+    if (s->write) {
+        tfe_tensor *lb[16] = {NULL}, **leaves = n->nin <= 16 ? lb : xmalloc(sizeof *leaves * (size_t)n->nin);
+        for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
+        int k = 0;
+        Value v = sig_rebuild(s->tmpl, leaves, &k, true, 0);
+        if (leaves != lb) free(leaves);
+        Value old = s->env->slots[s->slot];
+        s->env->slots[s->slot] = v;
+        value_decref(old);
+        return 0;
+    }
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    sig_flatten(s->env->slots[s->slot], &sb, &lv, SIG_OUTPUT);
+    int rc = 0;
+    if (sb.n != s->nsig || mem_cmp(sb.b, s->sig, sb.n) || 2 * lv.n != n->nout) {
+        char msg[400];
+        ((Interp *)x->host)->stage_limit = true;
+        snprintf(msg, sizeof msg, "'%s' was changed by a @host call into a value of another kind, structure or "
+                                  "length than when the staged function was traced, which its graph cannot read "
+                                  "(keep its structure, or return the changing part from the @host function)", s->name);
+        rc = node_error(x, n, msg);
+    } else {
+        for (int i = 0; i < lv.n; i++) {
+            /* a leaf the call left as it was is the graph's value (n->in) */
+            tfe_tensor *before = i < n->nin ? grun_value(x, n->in[i]) : NULL;
+            bool same = before && sig_same_leaf(lv.t[i], before);
+            if (same) {
+                tensor_incref(before);
+                tensor_decref(lv.t[i]);
+                lv.t[i] = before;
+            }
+            grun_set(x, n->vbase + i, lv.t[i]);
+            tfe_tensor *flag = tensor_from_f64(same ? 1.0 : 0.0, n->meta[lv.n + i].dtype);
+            grun_set(x, n->vbase + lv.n + i, flag);
+        }
+        lv.n = 0;
+    }
+    leaves_free(&lv);
+    sig_free(&sb);
+    return rc;
+}
+
+/* A @host call's list/record arguments after it (HostSync.after): the
+ * leaves of each one the body made become the node's outputs; one made
+ * outside must come back as it went (the call got a copy). */
+static int host_after(GRun *x, GNode *n, const Value *args, tfe_tensor *const *in)
+{
+    HostSync *s = n->host->sync;
+    int out = n->host_nil ? 0 : 1, rc = 0;
+    for (int i = 0; i < s->nafter && !rc; i++) {
+        HostAfter *h = &s->after[i];
+        if (h->outside && h->env) continue; /* the binding's object itself: `host load` reads it */
+        bool reads = host_after_reads(h);
+        int first = 0;
+        for (int a = 0; a < h->arg; a++) first += n->host->hargs[a].nleaves;
+        SigBuf sb = {0};
+        Leaves lv = {0};
+        sig_flatten(args[h->arg], &sb, &lv, SIG_OUTPUT);
+        bool ok = sb.n == h->nsig && !mem_cmp(sb.b, h->sig, sb.n) && lv.n == (reads ? h->nleaves : n->host->hargs[h->arg].nleaves);
+        for (int k = 0; ok && !reads && k < lv.n; k++) ok = sig_same_leaf(lv.t[k], in[first + k]);
+        if (!ok) {
+            const char *fname = n->host->obj.kind == V_FN ? ((Closure *)n->host->obj.u.o)->name : "a host function";
+            char msg[500];
+            if (!reads)
+                snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record made outside the staged "
+                                          "function; staged code passes it a copy (make it inside the staged "
+                                          "function, or have the @host function return the new values)", fname);
+            else
+                snprintf(msg, sizeof msg, "%s(), a @host function, changed a list or record passed to it in another "
+                                          "way than in the call that traced the staged function (its length, keys "
+                                          "or non-tensor values differ; have the @host function return the new "
+                                          "values instead)", fname);
+            ((Interp *)x->host)->stage_limit = true;
+            rc = node_error(x, n, msg);
+        } else if (reads) {
+            for (int k = 0; k < lv.n; k++) grun_set(x, n->vbase + out + k, lv.t[k]);
+            out += lv.n;
+            lv.n = 0;
+        }
+        leaves_free(&lv);
+        sig_free(&sb);
+    }
+    return rc;
+}
+
+/* A list or record argument of a @host call that is an object of the caller
+ * (the staged call's argument, or an outside binding's value): that object. */
+static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
+{
+    const Value *call_args = ((Interp *)x->host)->stage_call_args;
+    for (int i = 0; n->host->sync && i < n->host->sync->nafter; i++) {
+        const HostAfter *h = &n->host->sync->after[i];
+        if (h->arg != a) continue;
+        if (h->env) *v = h->env->slots[h->slot];
+        else if (h->param >= 0 && call_args) *v = call_args[h->param];
+        else return false;
+        return v->kind == n->host->hargs[a].v.kind;
+    }
+    return false;
+}
+
+static int run_host(GRun *x, GNode *n)
+{
+    if (n->host->sync && n->host->sync->env) return run_binding(x, n);
+    Interp *I = x->host;
+    int nargs = n->host->nhargs, argc = nargs - n->host->nhkw, k = 0;
+    Value *args = xcalloc((size_t)(nargs ? nargs : 1), sizeof *args);
+    tfe_tensor **leaves = xmalloc(sizeof *leaves * (size_t)(n->nin ? n->nin : 1));
+    for (int i = 0; i < n->nin; i++) leaves[i] = grun_value(x, n->in[i]);
+    for (int a = 0; a < nargs; a++) {
+        Value own;
+        if (host_arg_source(x, n, a, &own)) {
+            k += n->host->hargs[a].nleaves;
+            value_incref(own);
+            args[a] = own;
+        } else if (n->host->hargs[a].nleaves || is_container(n->host->hargs[a].v))
+            /* a list or record is made anew at every call (the call may change it) */
+            args[a] = sig_rebuild(n->host->hargs[a].v, leaves, &k, true, 0);
+        else {
+            args[a] = n->host->hargs[a].v;
+            value_incref(args[a]);
+        }
+    }
+    int saved = frames_push_at(I, x->frame_base, n->frames ? n->frames->f : NULL, n->frames ? n->frames->n : 0);
+    Loc saved_loc = I->cur_loc;
+    I->cur_loc = n->loc;
+    Value r = v_nil();
+    /* under TFE_CHECK_STAGED the eager run made the call: replay it (stage/check.c) */
+    int rc = I->check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
+                              : call_value(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r);
+    I->cur_loc = saved_loc;
+    if (!rc && !n->host_nil) {
+        tfe_tensor *t = value_to_tensor(r);
+        if (!t) rc = raise_at(I, n->loc, "a host function called from staged code returned %s, not a tensor",
+                              value_kind_name(r));
+        else grun_set(x, n->vbase, t);
+    }
+    frames_pop_to(I, saved);
+    if (!rc && n->host->sync) rc = host_after(x, n, args, leaves);
+    free(leaves);
+    for (int a = 0; a < nargs; a++) value_decref(args[a]);
+    free(args);
+    value_decref(r);
+    return rc;
+}
+
+
+static tfe_tensor *var_read(GRun *x, GNode *n)
+{
+    (void)x;
+    return value_to_tensor(n->host->obj);
+}
+
+static int frame_depth(void *host) { return ((Interp *)host)->nframes; }
+
+void stage_graph_host_register(void)
+{
+    static const GHost host = {
+        .node_new = hnode_new, .node_copy = hnode_copy, .node_free = hnode_free, .node_same = hnode_same,
+        .frames_release = frames_release, .frames_name = frames_name,
+        .put_operation = put_operation, .put_types = put_types,
+        .run_host = run_host, .var_read = var_read, .frame_depth = frame_depth, .node_error = node_error,
+    };
+    graph_set_host(&host);
+}

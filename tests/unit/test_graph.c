@@ -1,0 +1,307 @@
+/* test_graph.c — the graph core (graph/) with no interpreter: graphs of
+ * inputs, constants and ops built in C, the optimizer passes (dce, fold,
+ * cse, fuse, and graph_optimize), the planner and both executors (the node
+ * walker and the planned run), checked for node counts and values. No host
+ * is registered (graph/host.h): such graphs need none. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "graph/opt.h"
+#include "graph/plan.h"
+#include "tensor/ops.h"
+#include "tests/unit/check.h"
+
+static tfe_meta f32(int rank, const int64_t *shape)
+{
+    tfe_meta m = {.dtype = TFE_FLOAT32, .rank = rank};
+    for (int d = 0; d < rank; d++) m.shape[d] = shape[d];
+    return m;
+}
+
+static GRef input(Graph *g, tfe_meta m)
+{
+    int id = graph_add(g, 0, G_INPUT, 0, 1);
+    g->nodes[id].meta[0] = m;
+    g->nodes[id].input_index = g->ninputs;
+    g->inputs = realloc(g->inputs, sizeof *g->inputs * (size_t)(g->ninputs + 1));
+    g->inputs[g->ninputs++] = id;
+    return (GRef){id, 0};
+}
+
+/* A constant node holding t (taken). */
+static GRef constant(Graph *g, tfe_tensor *t)
+{
+    int id = graph_add(g, 0, G_CONST, 0, 1);
+    GNode *n = &g->nodes[id];
+    n->value = t;
+    n->meta[0] = (tfe_meta){.dtype = t->dtype, .weak = t->weak, .rank = t->rank};
+    for (int d = 0; d < t->rank; d++) n->meta[0].shape[d] = t->shape[d];
+    return (GRef){id, 0};
+}
+
+/* An op node of one output of meta m on a and (nin 2) b. */
+static GRef op(Graph *g, tfe_op o, int nin, GRef a, GRef b, tfe_meta m)
+{
+    int id = graph_add(g, 0, G_OP, nin, 1);
+    GNode *n = &g->nodes[id];
+    n->op = o;
+    n->at = malloc(sizeof *n->at);
+    tfe_attrs_init(n->at);
+    n->in[0] = a;
+    if (nin > 1) n->in[1] = b;
+    n->meta[0] = m;
+    return (GRef){id, 0};
+}
+
+static void set_outputs(Graph *g, int n, const GRef *outs)
+{
+    GRegion *top = &g->regions[0];
+    free(top->outs);
+    top->outs = malloc(sizeof *top->outs * (size_t)n);
+    memcpy(top->outs, outs, sizeof *outs * (size_t)n);
+    top->nouts = n;
+}
+
+/* Nodes the top region still runs (inputs and constants included). */
+static int top_nodes(const Graph *g) { return g->regions[0].n; }
+
+static int count_kind(const Graph *g, GKind k)
+{
+    int c = 0;
+    for (int i = 0; i < g->regions[0].n; i++) c += g->nodes[g->regions[0].nodes[i]].kind == k;
+    return c;
+}
+
+static tfe_tensor *vec(const float *v, int64_t n)
+{
+    tfe_tensor *t = tensor_new(TFE_FLOAT32, 1, &n);
+    memcpy(tensor_data(t), v, sizeof *v * (size_t)n);
+    return t;
+}
+
+/* Run g on inputs (the node walker, or the plan when planned) and return
+ * a new reference to top output k, or NULL with the tensor error set. */
+static tfe_tensor *run(Graph *g, tfe_tensor *const *inputs, int k, bool planned)
+{
+    GRun x;
+    grun_init(&x, NULL, g, inputs);
+    int rc;
+    if (planned) {
+        grun_use_plan(&x);
+        rc = grun_plan(&x);
+    } else {
+        rc = grun_region(&x, 0);
+    }
+    tfe_tensor *r = NULL;
+    if (!rc) {
+        r = grun_value(&x, g->regions[0].outs[k]);
+        tensor_incref(r);
+    }
+    grun_release(&x);
+    return r;
+}
+
+static void expect_values(const tfe_tensor *t, const float *want, int64_t n, const char *what)
+{
+    REQUIRE(t, "%s: the run failed: %s", what, tfe_error_msg());
+    CHECK(t->dtype == TFE_FLOAT32 && t->rank == 1 && t->shape[0] == n, "%s: wrong type or shape", what);
+    for (int64_t i = 0; i < n; i++)
+        CHECK(((const float *)tensor_data(t))[i] == want[i], "%s[%lld]: got %g, want %g", what, (long long)i,
+              ((const float *)tensor_data(t))[i], want[i]);
+}
+
+/* (x + x) * (x + x), with a dead op: cse merges the two adds, dce drops
+ * the dead op and the merged copy. */
+static void test_cse_dce(void)
+{
+    int64_t s3[1] = {3};
+    tfe_meta m = f32(1, s3);
+    Graph *g = graph_new("cse");
+    GRef x = input(g, m);
+    GRef a = op(g, OP_ADD, 2, x, x, m);
+    GRef b = op(g, OP_ADD, 2, x, x, m);
+    op(g, OP_EXP, 1, x, x, m); /* nothing reads it */
+    GRef c = op(g, OP_MUL, 2, a, b, m);
+    set_outputs(g, 1, &c);
+    CHECK(top_nodes(g) == 5, "built %d nodes", top_nodes(g));
+
+    float xv[3] = {1, -2, 0.5f}, want[3];
+    for (int i = 0; i < 3; i++) want[i] = (xv[i] + xv[i]) * (xv[i] + xv[i]);
+    tfe_tensor *in = vec(xv, 3);
+    tfe_tensor *before = run(g, &in, 0, false);
+    expect_values(before, want, 3, "traced graph");
+
+    CHECK(opt_cse(g) == 1, "cse: one add is the other");
+    CHECK(opt_dce(g) >= 2, "dce: the dead exp and the merged add");
+    graph_compact(g);
+    CHECK(top_nodes(g) == 3, "after cse and dce: %d nodes (want input, add, mul)", top_nodes(g));
+    CHECK(g->nodes[g->regions[0].outs[0].node].kind == G_OP && g->nodes[g->regions[0].outs[0].node].op == OP_MUL,
+          "the output is still the mul");
+    tfe_tensor *after = run(g, &in, 0, false);
+    expect_values(after, want, 3, "after cse and dce");
+
+    char *text = graph_to_text(g);
+    CHECK(text && strstr(text, "add(") && strstr(text, "mul("), "text IR:\n%s", text ? text : "(null)");
+    free(text);
+    tensor_decref(before);
+    tensor_decref(after);
+    tensor_decref(in);
+    graph_decref(g);
+}
+
+/* (2 + 3) * x: fold makes the add a constant 5. */
+static void test_fold(void)
+{
+    int64_t s2[1] = {2};
+    tfe_meta m = f32(1, s2), scalar = f32(0, NULL);
+    Graph *g = graph_new("fold");
+    GRef x = input(g, m);
+    GRef two = constant(g, tensor_from_f64(2.0, TFE_FLOAT32));
+    GRef three = constant(g, tensor_from_f64(3.0, TFE_FLOAT32));
+    GRef five = op(g, OP_ADD, 2, two, three, scalar);
+    GRef y = op(g, OP_MUL, 2, five, x, m);
+    set_outputs(g, 1, &y);
+
+    CHECK(opt_fold(g) == 1, "fold: the add of two constants");
+    CHECK(g->nodes[five.node].kind == G_CONST && g->nodes[five.node].value &&
+              tensor_get_f64(g->nodes[five.node].value, 0) == 5.0,
+          "the add is the constant 5");
+    opt_dce(g);
+    graph_compact(g);
+    CHECK(top_nodes(g) == 3, "after fold and dce: %d nodes (want input, const, mul)", top_nodes(g));
+    CHECK(count_kind(g, G_CONST) == 1, "one constant left");
+
+    float xv[2] = {1.5f, -4}, want[2] = {7.5f, -20};
+    tfe_tensor *in = vec(xv, 2);
+    tfe_tensor *r = run(g, &in, 0, false);
+    expect_values(r, want, 2, "folded graph");
+    tensor_decref(r);
+    tensor_decref(in);
+    graph_decref(g);
+}
+
+/* exp(-x) * y + x: three elementwise ops fuse into one G_FUSED node whose
+ * values are bitwise the unfused graph's. */
+static void test_fuse(void)
+{
+    int64_t s4[1] = {4};
+    tfe_meta m = f32(1, s4);
+    Graph *g = graph_new("fuse");
+    GRef x = input(g, m);
+    GRef y = input(g, m);
+    GRef nx = op(g, OP_NEG, 1, x, x, m);
+    GRef e = op(g, OP_EXP, 1, nx, nx, m);
+    GRef p = op(g, OP_MUL, 2, e, y, m);
+    GRef s = op(g, OP_ADD, 2, p, x, m);
+    set_outputs(g, 1, &s);
+
+    float xv[4] = {0, 1, -1.25f, 3}, yv[4] = {2, -1, 0.5f, 10};
+    tfe_tensor *in[2] = {vec(xv, 4), vec(yv, 4)};
+    tfe_tensor *ref = run(g, in, 0, false);
+    REQUIRE(ref, "unfused run: %s", tfe_error_msg());
+
+    OptReport r;
+    CHECK(opt_fuse(g, &r) >= 1, "fuse: a group");
+    opt_dce(g);
+    graph_compact(g);
+    CHECK(count_kind(g, G_FUSED) == 1 && count_kind(g, G_OP) == 0, "one fused node, no ops left (%d fused, %d ops)",
+          count_kind(g, G_FUSED), count_kind(g, G_OP));
+    CHECK(top_nodes(g) == 3, "after fuse: %d nodes (want 2 inputs and the group)", top_nodes(g));
+    tfe_tensor *fused = run(g, in, 0, false);
+    expect_values(fused, (const float *)tensor_data(ref), 4, "fused graph");
+    tensor_decref(fused);
+    tensor_decref(ref);
+    tensor_decref(in[0]);
+    tensor_decref(in[1]);
+    graph_decref(g);
+}
+
+/* The whole optimizer, then the memory plan: the planned run gives the
+ * walker's values, twice (the arena is kept for the next run). */
+static void test_optimize_plan(void)
+{
+    int64_t s3[1] = {3};
+    tfe_meta m = f32(1, s3);
+    Graph *g = graph_new("plan");
+    GRef x = input(g, m);
+    GRef one = constant(g, tensor_from_f64(1.0, TFE_FLOAT32));
+    GRef two = constant(g, tensor_from_f64(2.0, TFE_FLOAT32));
+    GRef three = op(g, OP_ADD, 2, one, two, f32(0, NULL));
+    GRef a = op(g, OP_MUL, 2, x, three, m);
+    GRef b = op(g, OP_MUL, 2, x, three, m);
+    GRef c = op(g, OP_ADD, 2, a, b, m);
+    GRef d = op(g, OP_SUM, 1, c, c, f32(0, NULL));
+    GRef e = op(g, OP_MATMUL, 2, c, c, f32(0, NULL)); /* an op the fuser leaves alone */
+    GRef outs[2] = {d, e};
+    set_outputs(g, 2, outs);
+
+    float xv[3] = {1, 2, -0.5f};
+    tfe_tensor *in = vec(xv, 3);
+    tfe_tensor *want_d = run(g, &in, 0, false), *want_e = run(g, &in, 1, false);
+    REQUIRE(want_d && want_e, "traced run: %s", tfe_error_msg());
+    int before = top_nodes(g);
+
+    OptReport r;
+    CHECK(graph_optimize(g, &r, true) == 0, "graph_optimize: %s", tfe_error_msg());
+    CHECK(r.npasses == 5 && r.before[0] == before, "report: %d passes, %d nodes before", r.npasses, r.before[0]);
+    CHECK(top_nodes(g) < before, "optimized: %d nodes, traced %d", top_nodes(g), before);
+    CHECK(r.text[0] && r.text[r.npasses], "the text before and after");
+    char *line = opt_report_line(&r);
+    CHECK(line && strstr(line, "cse"), "report line: %s", line ? line : "(null)");
+    free(line);
+    opt_report_free(&r);
+
+    g->plan = exec_plan_build(g);
+    REQUIRE(g->plan, "a plan for a graph of known shapes");
+    CHECK(g->plan->ncode > 0, "planned instructions");
+    for (int rep = 0; rep < 2; rep++) {
+        tfe_tensor *got_d = run(g, &in, 0, true), *got_e = run(g, &in, 1, true);
+        REQUIRE(got_d && got_e, "planned run: %s", tfe_error_msg());
+        CHECK(tensor_get_f64(got_d, 0) == tensor_get_f64(want_d, 0), "sum: %g, want %g", tensor_get_f64(got_d, 0),
+              tensor_get_f64(want_d, 0));
+        CHECK(tensor_get_f64(got_e, 0) == tensor_get_f64(want_e, 0), "matmul: %g, want %g",
+              tensor_get_f64(got_e, 0), tensor_get_f64(want_e, 0));
+        tensor_decref(got_d);
+        tensor_decref(got_e);
+    }
+    Graph *c2 = graph_clone(g);
+    CHECK(c2->n == g->n && graph_same_but_dims(c2, g), "a clone is the same graph");
+    graph_decref(c2);
+    tensor_decref(want_d);
+    tensor_decref(want_e);
+    tensor_decref(in);
+    graph_decref(g);
+}
+
+/* A run-time error with no host: the tensor error, and the run stops. */
+static void test_error_without_host(void)
+{
+    int64_t s2[1] = {2}, s3[1] = {3};
+    Graph *g = graph_new("err");
+    GRef x = input(g, f32(1, s2));
+    GRef y = input(g, f32(1, s3));
+    GRef s = op(g, OP_ADD, 2, x, y, f32(1, s3));
+    set_outputs(g, 1, &s);
+    float xv[2] = {1, 2}, yv[3] = {1, 2, 3};
+    tfe_tensor *in[2] = {vec(xv, 2), vec(yv, 3)};
+    tfe_error_clear();
+    tfe_tensor *r = run(g, in, 0, false);
+    CHECK(!r, "adding shapes (2,) and (3,) fails");
+    CHECK(tfe_error_msg() && *tfe_error_msg(), "with a message");
+    if (r) tensor_decref(r);
+    tensor_decref(in[0]);
+    tensor_decref(in[1]);
+    graph_decref(g);
+}
+
+int main(void)
+{
+    test_cse_dce();
+    test_fold();
+    test_fuse();
+    test_optimize_plan();
+    test_error_without_host();
+    return check_done("test_graph");
+}

@@ -22,10 +22,6 @@ static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
 static int exec_block(Interp *I, Node *b, Env *env);
 static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
-/* Lexical context while evaluating: the Program whose AST is running, so the
- * closures made here keep it alive. */
-static Program *cur_prog;
-
 static inline Env *env_up(Env *e, int depth)
 {
     while (depth-- > 0) e = e->parent;
@@ -319,8 +315,8 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
     Node *fn = c->fn;
     FnInfo *info = fn->info;
     if (push_frame(I, c->name, call_loc)) return -1;
-    Program *saved = cur_prog;
-    cur_prog = c->prog;
+    Program *saved = I->cur_prog;
+    I->cur_prog = c->prog;
     int rc = 0;
     for (int i = 0; set && i < info->nparams && !rc; i++) {
         if (set[i]) continue;
@@ -352,7 +348,7 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
             else *out = v_nil();
         }
     }
-    cur_prog = saved;
+    I->cur_prog = saved;
     I->nframes--;
     return rc;
 }
@@ -361,10 +357,10 @@ int interp_run_body(Interp *I, Closure *c, Env *e, Value *out)
 {
     Node *fn = c->fn;
     if (fn->is_lambda) return eval(I, fn->a, e, out);
-    Program *saved = cur_prog;
-    cur_prog = c->prog;
+    Program *saved = I->cur_prog;
+    I->cur_prog = c->prog;
     int x = exec_stmts(I, &fn->a->list, e, c->prog);
-    cur_prog = saved;
+    I->cur_prog = saved;
     if (x == XS_ERR) return -1;
     if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
     else *out = v_nil();
@@ -769,7 +765,7 @@ static int eval_items(Interp *I, NodeList *l, Env *env, Value *vals)
 
 static int make_closure(Interp *I, Node *fn, Env *env, Value *out)
 {
-    Closure *c = closure_new(I, fn, env, cur_prog);
+    Closure *c = closure_new(I, fn, env, I->cur_prog);
     Value f = v_obj(V_FN, c);
     /* decorators apply innermost (closest to fn) first */
     for (int i = fn->list2.n - 1; i >= 0; i--) {
@@ -1076,7 +1072,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
     }
 }
 
-static int exec_block(Interp *I, Node *b, Env *env) { return exec_stmts(I, &b->list, env, cur_prog); }
+static int exec_block(Interp *I, Node *b, Env *env) { return exec_stmts(I, &b->list, env, I->cur_prog); }
 
 /* Iterate v: tensors over axis 0, tuples, lists, ranges, records (keys), strings. */
 /* for over range(...) while tracing: with a traced bound the loop becomes a
@@ -1203,7 +1199,7 @@ static int exec_with(Interp *I, Node *n, Env *env)
     if (cls->enter(I, ctx.u.o, &as)) { value_decref(ctx); return XS_ERR; }
     if (n->str) slot_set_take(&env->slots[n->slot], as);
     else value_decref(as);
-    int r = exec_stmts(I, &n->b->list, env, cur_prog);
+    int r = exec_stmts(I, &n->b->list, env, I->cur_prog);
     if (cls->exit && cls->exit(I, ctx.u.o, r == XS_ERR) && r != XS_ERR) r = XS_ERR;
     value_decref(ctx);
     return r;
@@ -1444,8 +1440,8 @@ int eval_program(Interp *I, Program *p, bool echo)
 {
     if (resolve_program(I, p->root, I->repl)) { globals_grow(I); return -1; }
     globals_grow(I);
-    Program *saved = cur_prog;
-    cur_prog = p;
+    Program *saved = I->cur_prog;
+    I->cur_prog = p;
     NodeList *l = &p->root->list;
     int r = XS_OK;
     if (echo && l->n > 0 && l->items[l->n - 1]->kind == N_EXPR) {
@@ -1467,7 +1463,7 @@ int eval_program(Interp *I, Program *p, bool echo)
     } else {
         r = exec_stmts(I, l, I->globals, p);
     }
-    cur_prog = saved;
+    I->cur_prog = saved;
     return r == XS_ERR ? -1 : 0;
 }
 

@@ -105,6 +105,8 @@ struct Interp {
     int err_nframes;
 
     Loc cur_loc;            /* location blamed by interp_raise (builtin calls) */
+    Program *cur_prog;      /* the Program whose AST is running, so that the closures
+                               made in it keep it alive (interp/eval.c) */
     Value retval;           /* the value of a `return` in flight */
     bool repl;
     uint64_t poll;          /* counts back-edges between interrupt polls */

@@ -109,7 +109,6 @@ typedef struct Check {
     bool hit_error;      /* the replay reached the host call that failed eagerly */
 } Check;
 
-
 /* --- values: bitwise comparison with a description of the first difference -------------------- */
 
 static bool same_bits(Value a, Value b)

@@ -250,7 +250,7 @@ BUILTIN(bi_len)
         break;
     }
     case V_TENSOR:
-        trace_shape_read(v.u.t);
+        trace_shape_read(I, v.u.t);
         if (v.u.t->rank > 0) { n = v.u.t->shape[0]; break; }
         /* fall through */
     case V_SCALAR:

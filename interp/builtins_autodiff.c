@@ -40,7 +40,7 @@ typedef struct Tape {
     bool autowatch;     /* user tapes watch trainable variables that are read; grad()'s do not */
     bool spent;         /* not persistent and its gradient was taken: watches nothing more */
     bool symbolic;      /* started inside a branch or loop body a trace records symbolically */
-    uint32_t trace;     /* the trace recording when it started (tfe_trace_id; 0: none) */
+    uint32_t trace;     /* the trace recording when it started (I->trace_id; 0: none) */
     VarRead *reads;
     int nreads, capreads;
 } Tape;
@@ -88,12 +88,12 @@ static void tape_clear_reads(Tape *T)
  * is a tensor of its own (stage/trace.c, trace_var_read), and a tape that
  * watched the variable's stored value would see no path to the loss (a zero
  * gradient). */
-static tfe_tensor *var_read(Variable *v)
+static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being recorded, or NULL */
 {
     tfe_tensor *t = v->value, *stored = t;
     tensor_incref(t);
-    if (tfe_trace_id) t = trace_var_read(v_obj(V_OBJECT, v), t);
-    bool sym = tfe_tracer && tfe_tracer->symbolic;
+    if (tr) t = trace_var_read(tr, v_obj(V_OBJECT, v), t);
+    bool sym = tr && tr->symbolic;
     if (t && v->trainable && nwatching)
         for (int i = 0; i < nwatching; i++) {
             /* a tensor of the trace's that a tape has as a copy of the
@@ -112,7 +112,7 @@ static tfe_tensor *var_read(Variable *v)
              * takes the stored tensor: what it records serves later calls,
              * which may take the branch. */
             if (sym && !watching[i]->symbolic) {
-                if (watching[i]->trace != tfe_trace_id) continue;
+                if (watching[i]->trace != tr->id) continue;
                 copy = true;
             }
             tape_note_read(watching[i], v, copy ? stored : t);
@@ -120,7 +120,8 @@ static tfe_tensor *var_read(Variable *v)
     return t;
 }
 
-static tfe_tensor *variable_to_tensor(Obj *o) { return var_read((Variable *)o); }
+/* a class callback, handed only the object: the trace comes from trace_current() */
+static tfe_tensor *variable_to_tensor(Obj *o) { return var_read(trace_current(), (Variable *)o); }
 
 static void variable_free(Obj *o)
 {
@@ -243,7 +244,7 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     Variable *v = (Variable *)o;
     if (!strcmp(name, "value")) {
-        tfe_tensor *t = var_read(v);
+        tfe_tensor *t = var_read(I->tracer, v);
         *out = value_from_tensor_take(t);
         return 0;
     }
@@ -262,7 +263,7 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
             return 0;
         }
     /* shape, dtype, ndim, size, device, T: those of the value */
-    Value t = v_tensor_take(var_read(v));
+    Value t = v_tensor_take(var_read(I->tracer, v));
     int rc = tensor_getattr(I, t, name, out);
     value_decref(t);
     return rc;
@@ -288,10 +289,10 @@ BUILTIN(bi_variable)
      * staged implicitly (it runs eagerly, named once on stderr). Not a
      * registration flag (BF_NOT_STAGEABLE): @staged code may make variables
      * on its first trace, so the answer depends on the kind of trace. */
-    if (tfe_tracer && trace_recording() && tfe_tracer->implicit &&
+    if (trace_recording(I) && I->tracer->implicit &&
         trace_fail(I, I->cur_loc, "it creates variables, and eager code creates new ones at every call"))
         return -1;
-    if (tfe_tracer && trace_recording() && tfe_tracer->retrace &&
+    if (trace_recording(I) && I->tracer->retrace &&
         trace_fail(I, I->cur_loc, "variable() in a staged function creates a new variable on a later trace; "
                                   "variables may be created only during its first trace (create it outside, "
                                   "or make it once)"))
@@ -323,12 +324,12 @@ static Tape *tape_alloc(bool persistent, bool autowatch)
     return T;
 }
 
-static void tape_start(Tape *T)
+static void tape_start(Interp *I, Tape *T)
 {
     tfe_tape_push(T->tape);
     T->entered = true;
-    T->symbolic = tfe_tracer && tfe_tracer->symbolic;
-    T->trace = tfe_trace_id;
+    T->symbolic = I->tracer && I->tracer->symbolic;
+    T->trace = I->trace_id;
     if (!T->autowatch) return;
     if (nwatching == capwatching) {
         capwatching = capwatching ? capwatching * 2 : 8;
@@ -373,7 +374,7 @@ static int tape_enter(Interp *I, Obj *o, Value *as)
 {
     Tape *T = (Tape *)o;
     if (T->entered) return interp_raise(I, "tape: this tape is already active");
-    tape_start(T);
+    tape_start(I, T);
     o->refcount++;
     *as = v_obj(V_OBJECT, o);
     return 0;
@@ -519,8 +520,8 @@ static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *
                        bool live, int depth)
 {
     CondSource cs;
-    int found = depth > 16 || !tfe_tracer || T->spent || !f->target
-                    ? 0 : trace_cond_source(tfe_tracer, T->tape, f->target, t, &cs);
+    int found = depth > 16 || !I->tracer || T->spent || !f->target
+                    ? 0 : trace_cond_source(I->tracer, T->tape, f->target, t, &cs);
     if (!found) return 0;
     char buf[480];
     const char *name = source_name(path, "the source", buf, sizeof buf);
@@ -536,7 +537,7 @@ static int cond_source(Interp *I, const char *fn, Tape *T, tfe_tensor *t, Flat *
                                "variable in place, v -= x, rather than v = v - x)", fn, name);
     /* (under --stage-all the function runs eagerly from here on, and this
      * call still needs its pick) */
-    if ((cs.kind[0] == CS_UNTRACKED || cs.kind[1] == CS_UNTRACKED) && trace_recording() &&
+    if ((cs.kind[0] == CS_UNTRACKED || cs.kind[1] == CS_UNTRACKED) && trace_recording(I) &&
         trace_fail(I, I->cur_loc, "%s: %s is a name that a staged conditional or loop rebinds, and on a "
                                   "path not taken now to a tensor this tape does not track (so a gradient with "
                                   "respect to it would be an error there, which a staged call cannot "
@@ -1047,7 +1048,7 @@ BUILTIN(bi_grad_call)
     for (int i = 0; i < argc; i++) { args[i] = argv[i]; value_incref(args[i]); }
     int rc = -1;
     Value y = v_nil(), srcs = v_nil(), grads = v_nil();
-    tape_start(T);
+    tape_start(I, T);
     for (int k = 0; k < nidx; k++) {
         int i = idx[k];
         bool again = false;

@@ -83,7 +83,7 @@ BUILTIN(bi_sparkline)
     }
     /* not a registration flag (BF_NOT_STAGEABLE): sparkline of host numbers
      * is fine in a staged function; only traced arguments are refused */
-    if (trace_recording() && any_traced(a[0]) &&
+    if (trace_recording(I) && any_traced(a[0]) &&
         trace_fail(I, I->cur_loc, "sparkline() returns a string, which a staged function cannot compute from "
                                   "traced values; call it outside the staged function"))
         return -1;

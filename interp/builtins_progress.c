@@ -124,7 +124,7 @@ int progress_begin(Interp *I, Value bar, int64_t total, Loc loc)
     Progress *p = (Progress *)bar.u.o;
     /* a bar made outside and iterated inside a staged function: no builtin
      * call to flag (progress() itself is BF_NOT_STAGEABLE), the for loop asks */
-    if (trace_recording() &&
+    if (trace_recording(I) &&
         trace_fail(I, loc, "a progress bar cannot be drawn inside a staged function (the loop would "
                            "run once, at trace time); iterate with progress() outside it"))
         return -1;

@@ -484,7 +484,7 @@ BUILTIN(bi_meta)
         return interp_raise(I, "%s: expected a tensor, got %s", fn, value_kind_name(a[0]));
     bool sc = a[0].kind == V_SCALAR;
     const tfe_tensor *t = sc ? NULL : a[0].u.t;
-    if ((intptr_t)data == 0 || (intptr_t)data == 2) trace_shape_read(t);
+    if ((intptr_t)data == 0 || (intptr_t)data == 2) trace_shape_read(I, t);
     switch ((intptr_t)data) {
     case 0: *out = sc ? shape_tuple(0, NULL) : shape_tuple(t->rank, t->shape); break;
     case 1: *out = v_int(sc ? 0 : t->rank); break;
@@ -1625,7 +1625,7 @@ int tensor_getattr(Interp *I, Value x, const char *name, Value *out)
     bool sc = x.kind == V_SCALAR;
     const tfe_tensor *t = sc ? NULL : x.u.t;
     int rank = sc ? 0 : t->rank;
-    if (!strcmp(name, "shape") || !strcmp(name, "size")) trace_shape_read(t);
+    if (!strcmp(name, "shape") || !strcmp(name, "size")) trace_shape_read(I, t);
     if (!strcmp(name, "shape")) {
         *out = shape_tuple(rank, sc ? NULL : t->shape);
     } else if (!strcmp(name, "dtype")) {

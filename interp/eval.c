@@ -22,10 +22,6 @@ static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
 static int exec_block(Interp *I, Node *b, Env *env);
 static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
-/* Lexical context while evaluating: the Program whose AST is running, so the
- * closures made here keep it alive. */
-static Program *cur_prog;
-
 static inline Env *env_up(Env *e, int depth)
 {
     while (depth-- > 0) e = e->parent;
@@ -41,7 +37,7 @@ static inline int eval_fast(Interp *I, Node *n, Env *env, Value *out)
 {
     if (n->kind == N_NAME && n->op == 0) {
         /* while tracing, a name of an enclosing function may be outside the trace */
-        if (n->depth && __builtin_expect(tfe_tracer != NULL, 0)) return eval(I, n, env, out);
+        if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return eval(I, n, env, out);
         Env *e = env;
         for (int d = n->depth; d > 0; d--) e = e->parent;
         Value v = e->slots[n->slot];
@@ -284,7 +280,7 @@ int value_truth(Interp *I, Value v, Loc loc, bool *out)
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
         *out = tensor_get_f64(v.u.t, 0) != 0;
-        if (__builtin_expect(tfe_tracer != NULL, 0) && I->has_error) return -1;
+        if (__builtin_expect(I->tracer != NULL, 0) && I->has_error) return -1;
         return 0;
     }
     if (v.kind == V_TENSOR) {
@@ -319,8 +315,8 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
     Node *fn = c->fn;
     FnInfo *info = fn->info;
     if (push_frame(I, c->name, call_loc)) return -1;
-    Program *saved = cur_prog;
-    cur_prog = c->prog;
+    Program *saved = I->cur_prog;
+    I->cur_prog = c->prog;
     int rc = 0;
     for (int i = 0; set && i < info->nparams && !rc; i++) {
         if (set[i]) continue;
@@ -335,12 +331,12 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
         e->slots[i] = d;
     }
     if (!rc) {
-        if (__builtin_expect(tfe_tracer != NULL, 0)) {
+        if (__builtin_expect(I->tracer != NULL, 0)) {
             /* inside a trace: recursion on traced values is checked, and a
              * staged function is inlined (stage_call runs its body) */
             rc = trace_enter_fn(I, fn, c->name, call_loc);
             if (!rc) rc = c->stage_forced ? stage_call(I, c, e, call_loc, out) : interp_run_body(I, c, e, out);
-            trace_leave_fn(fn);
+            trace_leave_fn(I, fn);
         } else if (__builtin_expect(c->stage_forced, 0)) {
             rc = stage_call(I, c, e, call_loc, out);
         } else if (fn->is_lambda) {
@@ -352,7 +348,7 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
             else *out = v_nil();
         }
     }
-    cur_prog = saved;
+    I->cur_prog = saved;
     I->nframes--;
     return rc;
 }
@@ -361,10 +357,10 @@ int interp_run_body(Interp *I, Closure *c, Env *e, Value *out)
 {
     Node *fn = c->fn;
     if (fn->is_lambda) return eval(I, fn->a, e, out);
-    Program *saved = cur_prog;
-    cur_prog = c->prog;
+    Program *saved = I->cur_prog;
+    I->cur_prog = c->prog;
     int x = exec_stmts(I, &fn->a->list, e, c->prog);
-    cur_prog = saved;
+    I->cur_prog = saved;
     if (x == XS_ERR) return -1;
     if (x == XS_RETURN) { *out = I->retval; I->retval = v_nil(); }
     else *out = v_nil();
@@ -421,8 +417,8 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
 {
     if (f.kind == V_FN) {
         Closure *c = (Closure *)f.u.o;
-        if (__builtin_expect(tfe_tracer != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced) &&
-            trace_recording())
+        if (__builtin_expect(I->tracer != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced) &&
+            trace_recording(I))
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
         if (__builtin_expect(I->check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
@@ -434,7 +430,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
          * builtin staged code cannot call refuses (under --stage-all the
          * function then goes on eagerly: trace_fail returns 0), an effect is
          * recorded as a host call */
-        if (__builtin_expect(tfe_tracer != NULL, 0) && (b->effect || b->unstageable) && trace_recording()) {
+        if (__builtin_expect(I->tracer != NULL, 0) && (b->effect || b->unstageable) && trace_recording(I)) {
             if (b->unstageable) {
                 if (trace_fail(I, I->cur_loc, "%s", b->unstageable)) return -1;
             } else {
@@ -456,7 +452,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             rc = b->fn(I, argc, argv, nkw, kwnames, kwvals, out, b->data);
         }
         I->cur_loc = saved;
-        if (__builtin_expect(tfe_tracer != NULL, 0) && I->has_error && !rc) { /* a trace failure */
+        if (__builtin_expect(I->tracer != NULL, 0) && I->has_error && !rc) { /* a trace failure */
             value_decref(*out);
             *out = v_nil();
             rc = -1;
@@ -509,7 +505,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
 
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
-    if (n->a->kind == N_NAME && n->list2.n == 0 && !tfe_tracer && !I->check_recording) {
+    if (n->a->kind == N_NAME && n->list2.n == 0 && !I->tracer && !I->check_recording) {
         Value fv = n->a->op == 2 ? I->builtin_vals[n->a->slot] : env_up(env, n->a->depth)->slots[n->a->slot];
         if (fv.kind == V_FN && ((FnInfo *)((Closure *)fv.u.o)->fn->info)->nparams == n->list.n)
             return call_direct(I, n, env, (Closure *)fv.u.o, out);
@@ -691,7 +687,7 @@ static int list_push(Interp *I, int argc, const Value *argv, int nkw, Str *const
                      const Value *kwv, Value *out, void *data)
 {
     if (argc != 2 || nkw) return interp_raise(I, "push() takes 1 argument");
-    if (tfe_tracer && trace_check_mutation(I, ((Seq *)argv[0].u.o)->trace_id, I->cur_loc)) return -1;
+    if (I->tracer && trace_check_mutation(I, ((Seq *)argv[0].u.o)->trace_id, I->cur_loc)) return -1;
     value_incref(argv[1]);
     seq_push_take((Seq *)argv[0].u.o, argv[1]);
     *out = v_nil();
@@ -703,7 +699,7 @@ static int list_pop(Interp *I, int argc, const Value *argv, int nkw, Str *const 
 {
     if (argc != 1 || nkw) return interp_raise(I, "pop() takes no arguments");
     Seq *s = (Seq *)argv[0].u.o;
-    if (tfe_tracer && trace_check_mutation(I, s->trace_id, I->cur_loc)) return -1;
+    if (I->tracer && trace_check_mutation(I, s->trace_id, I->cur_loc)) return -1;
     if (s->n == 0) return interp_raise(I, "pop() from an empty list");
     *out = s->items[--s->n];
     return 0;
@@ -769,7 +765,7 @@ static int eval_items(Interp *I, NodeList *l, Env *env, Value *vals)
 
 static int make_closure(Interp *I, Node *fn, Env *env, Value *out)
 {
-    Closure *c = closure_new(I, fn, env, cur_prog);
+    Closure *c = closure_new(I, fn, env, I->cur_prog);
     Value f = v_obj(V_FN, c);
     /* decorators apply innermost (closest to fn) first */
     for (int i = fn->list2.n - 1; i >= 0; i--) {
@@ -835,7 +831,7 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
         value_incref(v);
     } else {
         Env *e = env_up(env, n->depth);
-        if (e->trace_id != tfe_trace_id) {
+        if (e->trace_id != I->trace_id) {
             if (trace_read_outside(I, e, n->slot, n->str, &v)) return -1;
         } else {
             v = e->slots[n->slot];
@@ -854,7 +850,7 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
     case N_NAME: {
-        if (n->depth && __builtin_expect(tfe_tracer != NULL, 0)) return read_name_traced(I, n, env, out);
+        if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
         if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
         value_incref(v);
@@ -995,7 +991,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             value_decref(v);
             return raise_at(I, t->loc, "assignment to undeclared name '%s' (declare it with 'let')", t->str);
         }
-        if (__builtin_expect(tfe_tracer != NULL, 0) && e->trace_id != tfe_trace_id) {
+        if (__builtin_expect(I->tracer != NULL, 0) && e->trace_id != I->trace_id) {
             I->cur_loc = loc;
             return trace_write_outside(I, e, t->slot, t->str, v);
         }
@@ -1006,7 +1002,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         Value base;
         if (eval(I, t->a, env, &base)) { value_decref(v); return -1; }
         int rc = 0;
-        if (base.kind == V_RECORD && tfe_tracer && trace_check_mutation(I, ((Record *)base.u.o)->trace_id, t->opl)) {
+        if (base.kind == V_RECORD && I->tracer && trace_check_mutation(I, ((Record *)base.u.o)->trace_id, t->opl)) {
             value_decref(v);
             rc = -1;
         } else if (base.kind == V_RECORD) record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
@@ -1024,7 +1020,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         IndexItem *items = xcalloc((size_t)(k ? k : 1), sizeof(IndexItem));
         int rc = eval_index_items(I, t, env, items);
         if (rc) { value_decref(v); goto done; }
-        if ((base.kind == V_LIST || base.kind == V_RECORD) && tfe_tracer &&
+        if ((base.kind == V_LIST || base.kind == V_RECORD) && I->tracer &&
             trace_check_mutation(I, base.kind == V_LIST ? ((Seq *)base.u.o)->trace_id : ((Record *)base.u.o)->trace_id, t->loc)) {
             value_decref(v);
             rc = -1;
@@ -1076,7 +1072,7 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
     }
 }
 
-static int exec_block(Interp *I, Node *b, Env *env) { return exec_stmts(I, &b->list, env, cur_prog); }
+static int exec_block(Interp *I, Node *b, Env *env) { return exec_stmts(I, &b->list, env, I->cur_prog); }
 
 /* Iterate v: tensors over axis 0, tuples, lists, ranges, records (keys), strings. */
 /* for over range(...) while tracing: with a traced bound the loop becomes a
@@ -1094,7 +1090,7 @@ static __attribute__((noinline)) int for_range_traced(Interp *I, Node *n, Env *e
         }
     int rc = 2;
     for (int i = 0; i < argc && rc == 2; i++)
-        if (args[i].kind == V_TENSOR && args[i].u.t->node && trace_recording())
+        if (args[i].kind == V_TENSOR && args[i].u.t->node && trace_recording(I))
             rc = trace_for_range(I, n, env, argc, args, xs);
     if (rc == 2) { /* an ordinary range (reading a traced bound specialises the trace) */
         I->cur_loc = call->a->loc;
@@ -1108,7 +1104,7 @@ static int exec_for(Interp *I, Node *n, Env *env)
 {
     Value it;
     Node *rng = n->b;
-    if (__builtin_expect(tfe_tracer != NULL, 0) && rng->kind == N_CALL && rng->a->kind == N_NAME && rng->a->op == 2 &&
+    if (__builtin_expect(I->tracer != NULL, 0) && rng->kind == N_CALL && rng->a->kind == N_NAME && rng->a->op == 2 &&
         !strcmp(rng->a->str, "range") && rng->list2.n == 0 && rng->list.n >= 1 && rng->list.n <= 3) {
         int xs = XS_OK;
         int r = for_range_traced(I, n, env, &it, &xs);
@@ -1203,7 +1199,7 @@ static int exec_with(Interp *I, Node *n, Env *env)
     if (cls->enter(I, ctx.u.o, &as)) { value_decref(ctx); return XS_ERR; }
     if (n->str) slot_set_take(&env->slots[n->slot], as);
     else value_decref(as);
-    int r = exec_stmts(I, &n->b->list, env, cur_prog);
+    int r = exec_stmts(I, &n->b->list, env, I->cur_prog);
     if (cls->exit && cls->exit(I, ctx.u.o, r == XS_ERR) && r != XS_ERR) r = XS_ERR;
     value_decref(ctx);
     return r;
@@ -1241,7 +1237,7 @@ static __attribute__((noinline)) int exec_if_traced(Interp *I, Node *n, Env *env
 {
     Value c;
     if (eval(I, n->a, env, &c)) return XS_ERR;
-    if (trace_recording() && c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
+    if (trace_recording(I) && c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
         int xs = XS_OK;
         int rc = trace_cond(I, n, env, c, rest, k, &xs);
         value_decref(c);
@@ -1306,7 +1302,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_ASSIGN: {
         Value v;
         if (eval(I, n->b, env, &v)) return XS_ERR;
-        if (n->op && n->a->kind == N_NAME && v.kind == V_SCALAR && !tfe_tracer) {
+        if (n->op && n->a->kind == N_NAME && v.kind == V_SCALAR && !I->tracer) {
             /* x += scalar on a scalar binding: update the slot directly */
             Value *slot = &env_up(env, n->a->depth)->slots[n->a->slot];
             if (slot->kind == V_SCALAR && scalar_binop(n->op, *slot, v, slot) == 0) return XS_OK;
@@ -1333,7 +1329,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_FNDECL:
         return XS_OK; /* bound when its block was entered (hoisting) */
     case N_IF: {
-        if (__builtin_expect(tfe_tracer != NULL, 0)) return exec_if_traced(I, n, env, NULL, 0);
+        if (__builtin_expect(I->tracer != NULL, 0)) return exec_if_traced(I, n, env, NULL, 0);
         bool t = false;
         if (eval_cond(I, n->a, env, &t)) return XS_ERR;
         if (t) return exec_block(I, n->b, env);
@@ -1343,7 +1339,7 @@ static int exec(Interp *I, Node *n, Env *env)
     case N_WHILE:
         for (;;) {
             bool t = false;
-            if (__builtin_expect(tfe_tracer != NULL, 0) && trace_recording()) {
+            if (__builtin_expect(I->tracer != NULL, 0) && trace_recording(I)) {
                 int x = while_cond_traced(I, n, env, &t);
                 if (x == XS_DONE) return XS_OK; /* the rest of the loop became a graph loop */
                 if (x != XS_OK) return x;
@@ -1394,7 +1390,7 @@ static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, Node
         if (make_closure(I, s->a, env, &f)) return XS_ERR;
         slot_set_take(&env->slots[s->slot], f);
     }
-    if (__builtin_expect(tfe_tracer != NULL, 0)) return interp_exec_rest(I, l, 0, env);
+    if (__builtin_expect(I->tracer != NULL, 0)) return interp_exec_rest(I, l, 0, env);
     for (int i = 0; i < l->n; i++) {
         Node *s = l->items[i];
         int r;
@@ -1444,8 +1440,8 @@ int eval_program(Interp *I, Program *p, bool echo)
 {
     if (resolve_program(I, p->root, I->repl)) { globals_grow(I); return -1; }
     globals_grow(I);
-    Program *saved = cur_prog;
-    cur_prog = p;
+    Program *saved = I->cur_prog;
+    I->cur_prog = p;
     NodeList *l = &p->root->list;
     int r = XS_OK;
     if (echo && l->n > 0 && l->items[l->n - 1]->kind == N_EXPR) {
@@ -1467,7 +1463,7 @@ int eval_program(Interp *I, Program *p, bool echo)
     } else {
         r = exec_stmts(I, l, I->globals, p);
     }
-    cur_prog = saved;
+    I->cur_prog = saved;
     return r == XS_ERR ? -1 : 0;
 }
 

@@ -105,6 +105,8 @@ struct Interp {
     int err_nframes;
 
     Loc cur_loc;            /* location blamed by interp_raise (builtin calls) */
+    Program *cur_prog;      /* the Program whose AST is running, so that the closures
+                               made in it keep it alive (interp/eval.c) */
     Value retval;           /* the value of a `return` in flight */
     bool repl;
     uint64_t poll;          /* counts back-edges between interrupt polls */
@@ -116,16 +118,26 @@ struct Interp {
                                very object), or NULL */
     int check_staged;       /* -1 until read: then 1 (--check-staged, or TFE_CHECK_STAGED
                                set and not "0") or 0 (stage/check.h) */
+    struct Check *check_eager; /* the check whose eager run is running, or NULL (stage/check.c) */
     bool check_recording;   /* a check's eager run is recording host calls (stage/check.h) */
     struct Check *check_replay; /* a check's staged run replays them (stage/check.h) */
     bool stage_limit;       /* a graph run stopped at a limit of staging (stage/check.h) */
+    struct Tracer *tracer;  /* the trace being recorded, or NULL (stage/trace.h) */
+    uint32_t trace_id;      /* its id (0: none); Env/Seq/Record made during it carry it */
 };
 
 /* value.c */
 void track(TrackLink *l, Obj *o);   /* on the current interpreter's list */
 void untrack(TrackLink *l);
 void tracked_clear_all(Interp *I);  /* break every cycle (interp_free) */
-extern Interp *tfe_current_interp;
+extern Interp *tfe_current_interp; /* the last interp_new'd, until it is freed */
+/* The interpreter running, for the code that is handed no Interp and cannot
+ * be: the tensor layer's hooks (tfe_trace_hook, tfe_value_read_hook) are
+ * called with no context, a class's to_tensor callback gets only the object,
+ * and seq_new/record_new/track are called from everywhere. Its state (the
+ * staging state included) lives in the Interp; this is the one way to it
+ * without one. NULL when there is none (a unit test's bare values). */
+static inline Interp *interp_current(void) { return tfe_current_interp; }
 #define OBJ_ENV 200                 /* Obj.kind of an Env (not a Value kind) */
 void env_decref(Env *e);
 Env *env_new(Interp *I, int nslots, Env *parent);

@@ -17,7 +17,7 @@ Interp *tfe_current_interp;
 void track(TrackLink *l, Obj *o)
 {
     l->obj = o;
-    Interp *I = tfe_current_interp;
+    Interp *I = interp_current();
     if (!I) { l->prev = l->next = NULL; return; }
     TrackLink *head = &I->tracked;
     l->next = head->next;
@@ -191,7 +191,8 @@ Seq *seq_new(int cap)
     s->n = 0;
     s->cap = cap > 0 ? cap : 0;
     s->items = s->cap ? xmalloc(sizeof(Value) * (size_t)s->cap) : NULL;
-    s->trace_id = tfe_trace_id;
+    Tracer *T = trace_current(); /* made from everywhere: no Interp at hand */
+    s->trace_id = T ? T->id : 0;
     track(&s->link, &s->h);
     return s;
 }
@@ -224,7 +225,8 @@ Record *record_new(void)
     Record *r = xcalloc(1, sizeof(Record));
     r->h.refcount = 1;
     r->h.kind = V_RECORD;
-    r->trace_id = tfe_trace_id;
+    Tracer *T = trace_current(); /* made from everywhere: no Interp at hand */
+    r->trace_id = T ? T->id : 0;
     track(&r->link, &r->h);
     return r;
 }
@@ -273,7 +275,7 @@ Env *env_new(Interp *I, int nslots, Env *parent)
     e->slots = nslots <= 8 ? e->inline_slots : xmalloc(sizeof(Value) * (size_t)nslots);
     for (int i = 0; i < nslots; i++) e->slots[i] = v_nil();
     e->parent = parent;
-    e->trace_id = tfe_trace_id;
+    e->trace_id = I->trace_id;
     if (parent) parent->h.refcount++;
     /* Envs are not tracked: only closures refer to Envs, so clearing every
      * tracked closure at exit already breaks each cycle through an Env. */

@@ -109,8 +109,6 @@ typedef struct Check {
     bool hit_error;      /* the replay reached the host call that failed eagerly */
 } Check;
 
-static Check *recording; /* the check whose eager run is running */
-
 /* --- values: bitwise comparison with a description of the first difference -------------------- */
 
 static bool same_bits(Value a, Value b)
@@ -463,7 +461,7 @@ static void state_restore_pre(Check *ck)
 static int exec_hook(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out)
 {
     int rc = tfe_execute_eager(op, nin, in, at, out);
-    Check *ck = recording;
+    Check *ck = interp_current()->check_eager; /* a tensor-layer hook: no Interp */
     if (rc || !ck || !ck->I->check_recording || ck->nops >= MAX_OPS || ck->op_bytes > MAX_OP_BYTES ||
         tfe_ops[op].nout < 1)
         return rc;
@@ -561,7 +559,7 @@ static void note_containers(Check *ck, HostRec *r)
 int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
                      Str *const *kwnames, const Value *kwvals, Value *out)
 {
-    Check *ck = recording;
+    Check *ck = I->check_eager;
     if (host_is_gradient_call(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
     if (ck->nrec == ck->caprec) {
         ck->caprec = ck->caprec ? ck->caprec * 2 : 8;
@@ -1165,7 +1163,7 @@ static int run_eager(Check *ck, Env *e, Value *out)
     bool saved_eager = ck->I->run_eagerly;
     int saved_tapes = tfe_tapes_active;
     int (*saved_hook)(tfe_op, int, tfe_tensor *const *, const tfe_attrs *, tfe_tensor **) = tfe_trace_hook;
-    recording = ck;
+    ck->I->check_eager = ck;
     ck->I->check_recording = true;
     ck->I->run_eagerly = true;   /* staged calls inside are inlined by a trace: eager here */
     /* the staged run is what an outer tape records; under one, this run has
@@ -1179,7 +1177,7 @@ static int run_eager(Check *ck, Env *e, Value *out)
     tfe_tapes_active = saved_tapes;
     ck->I->run_eagerly = saved_eager;
     ck->I->check_recording = false;
-    recording = NULL;
+    ck->I->check_eager = NULL;
     env_decref(e2);
     return rc;
 }
@@ -1302,7 +1300,7 @@ static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, Sa
 int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc call_loc,
                      CheckRunFn run_graph, Value *out)
 {
-    if (recording || I->check_replay) return run_graph(I, t, lv, out);
+    if (I->check_eager || I->check_replay) return run_graph(I, t, lv, out);
     Check ck = {.I = I, .c = c, .t = t, .grads = tfe_tapes_active > 0};
     check_setup(&ck);
     if (ck.grads) sources_collect(&ck, lv);

@@ -1489,7 +1489,7 @@ static tfe_tensor *run_value(const Graph *B, const Graph *R, const int *map, GRu
 
 /* The value of source i of this call (new ref): a variable read that did not
  * run (a branch not taken) stands for the variable's current value. */
-static tfe_tensor *source_value(const Graph *B, const Graph *R, const int *map, const Plan *p, GRun *x, int i)
+static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const int *map, const Plan *p, GRun *x, int i)
 {
     tfe_tensor *t = run_value(B, R, map, x, p->src[i]);
     if (t) {
@@ -1505,7 +1505,7 @@ static tfe_tensor *source_value(const Graph *B, const Graph *R, const int *map, 
     for (int k = 0; k < B->n; k++) {
         const GNode *n = &B->nodes[k];
         if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
-        if (trace_recording()) return value_to_tensor(n->host->obj);
+        if (trace_recording(I)) return value_to_tensor(n->host->obj);
         t = variable_peek(n->host->obj);
         tensor_incref(t);
         return t;
@@ -1788,8 +1788,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
     /* sources that are one tensor share a gradient */
-    int *one = same_sources(G, &c->plan, nin, in, tfe_tracer != NULL);
-    GBwd *w = tfe_tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout, one, nin);
+    int *one = same_sources(G, &c->plan, nin, in, I->tracer != NULL);
+    GBwd *w = I->tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout, one, nin);
     if (w) {
         free(one);
         /* outputs: the gradients, then the none flags */
@@ -1821,8 +1821,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         return rc;
     }
     /* build it: replay and sweep, recording */
-    bool own = tfe_tracer == NULL;
-    Tracer *T = own ? trace_begin(I, G->name, false) : tfe_tracer;
+    bool own = I->tracer == NULL;
+    Tracer *T = own ? trace_begin(I, G->name, false) : I->tracer;
     if (own) {
         char name[300];
         snprintf(name, sizeof name, "%s.backward", G->name);
@@ -2050,7 +2050,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             }
         }
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
-        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(B, G, map, &c->plan, &x, i);
+        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(I, B, G, map, &c->plan, &x, i);
         free(map);
         /* an output that is a source too (a variable's read a cond hands on:
          * stage/trace_cf.c, export_reads) is its own tensor as well */

@@ -218,9 +218,9 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
      * backward draws nothing */
     uint64_t rkey, rcounter;
     tfe_random_state(&rkey, &rcounter);
-    if (tfe_tracer) tfe_tracer->suspended++; /* the function itself, not a node for it */
+    if (I->tracer) I->tracer->suspended++; /* the function itself, not a node for it */
     rc = call_value(I, h->f, argc, args, h->nhkw, h->kwnames, args + argc, &r);
-    if (tfe_tracer) tfe_tracer->suspended--;
+    if (I->tracer) I->tracer->suspended--;
     tfe_random_restore(rkey, rcounter);
     for (int i = 0; i < h->nctx; i++) {
         Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
@@ -311,7 +311,7 @@ static int vjp_all(Interp *I, HostFn *h, tfe_tensor *const *leaves, tfe_tensor *
                    tfe_tensor **dx)
 {
     int nl = nleaves_of(h), rc = 0;
-    bool traced = trace_recording();
+    bool traced = trace_recording(I);
     /* a host call of the vjp takes a tensor for every output's gradient */
     tfe_tensor **full = xcalloc((size_t)h->nouts + 1, sizeof *full);
     for (int j = 0; j < h->nouts; j++) {
@@ -491,7 +491,7 @@ int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g)
     Loc saved = I->cur_loc;
     I->cur_loc = loc;
     Value r = v_nil();
-    int rc = trace_recording() ? trace_host_call(I, f, 1, &arg, 0, NULL, NULL, &r)
+    int rc = trace_recording(I) ? trace_host_call(I, f, 1, &arg, 0, NULL, NULL, &r)
                                : bi_no_gradient(I, 1, &arg, 0, NULL, NULL, &r, (void *)name);
     I->cur_loc = saved;
     value_decref(r);

@@ -242,7 +242,7 @@ void stage_optimize(Graph *g) { optimize_trace(g, NULL); }
 
 static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
 {
-    const InterpOptions *o = &tfe_current_interp->opt; /* the options of the program tracing */
+    const InterpOptions *o = &interp_current()->opt; /* the options of the program tracing */
     if (o->no_optimize) return;
     g->raw = graph_clone(g); /* gradients are derived from the graph as traced */
     bake_static_inputs(g, static_val);
@@ -575,7 +575,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     FnInfo *info = c->fn->info;
     /* eagerly: --eager, run_eagerly(true), a function --stage-all gave up
      * on, and staged calls inside a trace (inlined into the caller's graph) */
-    if (I->opt.eager || I->run_eagerly || (info->stage_failed && !c->stage_by_call) || tfe_tracer)
+    if (I->opt.eager || I->run_eagerly || (info->stage_failed && !c->stage_by_call) || I->tracer)
         return interp_run_body(I, c, e, out);
     StageCache *sc = cache_of(c);
     /* Matching uses buffers kept from call to call: a call made while this

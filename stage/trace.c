@@ -12,8 +12,8 @@
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
-Tracer *tfe_tracer;
-uint32_t tfe_trace_id;
+/* process-wide, so that no two traces share an id even across interpreters
+ * (an id stamps the Env/Seq/Record made during a trace) */
 static uint32_t next_trace_id = 1;
 
 static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
@@ -33,8 +33,8 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     T->last_cf = -1;
     T->tapes_at_begin = tfe_tapes_active;
     T->frame_base = I->nframes;
-    tfe_tracer = T;
-    tfe_trace_id = T->id;
+    I->tracer = T;
+    I->trace_id = T->id;
     tfe_trace_hook = trace_execute;
     tfe_value_read_hook = trace_value_read;
     return T;
@@ -65,8 +65,8 @@ void trace_end(Tracer *T)
     free(T->walked);
     free(T->sym_fns);
     free(T->fail_msg);
-    tfe_tracer = NULL;
-    tfe_trace_id = 0;
+    T->I->tracer = NULL;
+    T->I->trace_id = 0;
     tfe_trace_hook = NULL;
     tfe_value_read_hook = NULL;
     free(T);
@@ -74,7 +74,7 @@ void trace_end(Tracer *T)
 
 int trace_fail(Interp *I, Loc loc, const char *fmt, ...)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -231,7 +231,7 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n)
 static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out)
 {
     static const tfe_attrs default_attrs = {.naxes = -1, .dtype = TFE_FLOAT32};
-    Tracer *T = tfe_tracer;
+    Tracer *T = trace_current(); /* a hook of the tensor layer: no Interp */
     const tfe_opinfo *info = &tfe_ops[op];
     if (T->failed || T->suspended) return tfe_execute_eager(op, nin, in, at, out);
     bool any = false, sym = T->symbolic;
@@ -340,7 +340,7 @@ static const char *value_source_problem(Tracer *T, int id)
 
 static bool trace_value_read(const tfe_tensor *t)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = trace_current(); /* a hook of the tensor layer: no Interp */
     if (!T || T->failed || T->suspended) return !t->storage;
     TNote *note = t->node;
     Interp *I = T->I;
@@ -424,10 +424,10 @@ static void note_host_read(Tracer *T, Env *e, int slot, const char *name);
 
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     Value v = e->slots[slot];
     if (T && T->host_reading && T->suspended == T->host_reading) note_host_read(T, e, slot, name);
-    if (!trace_recording() || (v.kind == V_NIL && v.dtype == 1)) {
+    if (!trace_recording(I) || (v.kind == V_NIL && v.dtype == 1)) {
         value_incref(v);
         *out = v;
         return 0;
@@ -443,15 +443,15 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
 
 int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
 {
-    Tracer *T = tfe_tracer;
-    if (trace_recording() && T->symbolic) {
+    Tracer *T = I->tracer;
+    if (trace_recording(I) && T->symbolic) {
         if (trace_fail(I, I->cur_loc, "assigning '%s', a binding outside the staged function, inside a "
                                       "staged conditional or loop is not supported", name)) {
             value_decref(v);
             return -1;
         }
     }
-    if (trace_recording()) {
+    if (trace_recording(I)) {
         if (sig_has_function(v)) {
             if (trace_fail(I, I->cur_loc, "a staged function cannot store a function in '%s', a binding outside it", name)) {
                 value_decref(v);
@@ -476,8 +476,8 @@ int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
 
 int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
 {
-    Tracer *T = tfe_tracer;
-    if (!trace_recording()) return 0;
+    Tracer *T = I->tracer;
+    if (!trace_recording(I)) return 0;
     if (stamp != T->id)
         return trace_fail(I, loc, "a staged function cannot mutate a list or record made outside it "
                                   "(return a new one instead)");
@@ -593,9 +593,8 @@ static void share_in(Graph *g, int r, int id, int top)
  * a tape then sums the gradients of all the uses in one running sum, in
  * eager order (two reads, two partial sums). The reads stay, unused
  * (effect nodes). */
-void trace_share_reads(int id)
+void trace_share_reads(Tracer *T, int id)
 {
-    Tracer *T = tfe_tracer;
     Graph *g = T->g;
     for (int k = 0; k < 2; k++) share_in(g, gnode(g, id)->regions[k], id, gnode(g, id)->regions[k]);
 }
@@ -612,10 +611,9 @@ static int var_read_node(Tracer *T, Value var, const tfe_tensor *value)
     return id;
 }
 
-tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
+tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value)
 {
-    Tracer *T = tfe_tracer;
-    if (!trace_recording() || !value) return value;
+    if (!trace_recording(T->I) || !value) return value;
     TNote *n = value->node;
     /* With values, an earlier read of this very tensor can serve (an assign
      * runs and gives the variable a new tensor). Symbolically the assigns
@@ -657,10 +655,9 @@ tfe_tensor *trace_var_read(Value var, tfe_tensor *value)
 
 /* value (var's tensor now) stands from here on for a new read of var: the
  * value a cond or while run as one tape entry read (stage/trace_cf.c). */
-void trace_var_reread(Value var, tfe_tensor *value)
+void trace_var_reread(Tracer *T, Value var, tfe_tensor *value)
 {
-    Tracer *T = tfe_tracer;
-    if (!trace_recording() || T->symbolic || !value) return;
+    if (!trace_recording(T->I) || T->symbolic || !value) return;
     trace_note(T, value, (GRef){var_read_node(T, var, value), 0});
 }
 
@@ -1082,7 +1079,7 @@ static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                     Str *const *kwnames, const Value *kwvals, Value *out)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     const char *fname = f.kind == V_FN ? ((Closure *)f.u.o)->name : ((Builtin *)f.u.o)->name;
     if (T->symbolic && !known_nil(f))
         return trace_fail(I, I->cur_loc, "%s() is called back at run time, and its result cannot be "
@@ -1229,7 +1226,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
 
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     if (T->symbolic && !T->failed)
         for (int i = 0; i < T->nsym_fns; i++)
             if (T->sym_fns[i] == fn)
@@ -1243,8 +1240,8 @@ int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc)
     return 0;
 }
 
-void trace_leave_fn(Node *fn)
+void trace_leave_fn(Interp *I, Node *fn)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     if (T && T->nsym_fns && T->sym_fns[T->nsym_fns - 1] == fn) T->nsym_fns--;
 }

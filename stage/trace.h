@@ -81,8 +81,16 @@ typedef struct Tracer {
     int nsym_fns, capsym_fns;
 } Tracer;
 
-extern Tracer *tfe_tracer;       /* the trace being recorded, or NULL */
-extern uint32_t tfe_trace_id;    /* its id (0: none); Env/Seq/Record made during it carry it */
+/* The trace being recorded is the interpreter's (I->tracer, its id
+ * I->trace_id), set by trace_begin and cleared by trace_end. */
+
+/* The trace the running interpreter records, or NULL, for the code that is
+ * handed no Interp (interp_current, interp/internal.h, says which). */
+static inline Tracer *trace_current(void)
+{
+    Interp *I = interp_current();
+    return I ? I->tracer : NULL;
+}
 
 /* Start and end a trace of the body of the staged function `name`. */
 Tracer *trace_begin(Interp *I, const char *name, bool implicit);
@@ -91,7 +99,11 @@ void trace_end(Tracer *T);      /* clears every t->node, frees the tracer (not t
 /* A staging failure at loc: an implicit trace stops recording and the
  * program goes on eagerly (returns 0); an explicit one raises (returns -1). */
 int trace_fail(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static inline bool trace_recording(void) { return tfe_tracer && !tfe_tracer->failed && !tfe_tracer->suspended; }
+static inline bool trace_recording(const Interp *I)
+{
+    const Tracer *T = I->tracer;
+    return T && !T->failed && !T->suspended;
+}
 
 /* Nodes. */
 GRef trace_ref(Tracer *T, tfe_tensor *t);          /* t's node, or a new G_CONST node */
@@ -115,9 +127,9 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 /* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
  * caller runs the loop eagerly: the trace then depends on the bounds). */
 int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs);
-tfe_tensor *trace_var_read(Value var, tfe_tensor *value);      /* takes value; new ref */
-void trace_var_reread(Value var, tfe_tensor *value);           /* value: var's tensor now */
-void trace_share_reads(int id); /* cond or while id, just traced: reads of a variable read before it */
+tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value); /* takes value; new ref */
+void trace_var_reread(Tracer *T, Value var, tfe_tensor *value);      /* value: var's tensor now */
+void trace_share_reads(Tracer *T, int id); /* cond or while id, just traced: reads of a variable read before it */
 /* A call of an effect builtin or a @host function: records a G_HOST node
  * and (outside branches) runs it. Returns 0/-1 like call_value. */
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
@@ -167,12 +179,12 @@ void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe
 int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g);
 /* A tape entry that passes to's gradient on to from. */
 void host_record_identity(tfe_tensor *from, tfe_tensor *to);
-void trace_leave_fn(Node *fn);
+void trace_leave_fn(Interp *I, Node *fn);
 
 /* A shape read as a value: the trace is for these dims only (no relaxation). */
-static inline void trace_shape_read(const tfe_tensor *t)
+static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 {
-    if (tfe_tracer && t && t->node) tfe_tracer->shape_read = true;
+    if (I->tracer && t && t->node) I->tracer->shape_read = true;
 }
 
 #endif

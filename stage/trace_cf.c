@@ -182,7 +182,7 @@ static void reread_vars(Tracer *T, const Graph *m, int id)
             continue;
         }
         TNote *nt = t->node;
-        if (!nt || nt->ref.node < id) trace_var_reread(x->host->obj, t);
+        if (!nt || nt->ref.node < id) trace_var_reread(T, x->host->obj, t);
         tensor_decref(t);
     }
 }
@@ -370,7 +370,7 @@ static int bind_outputs(Tracer *T, int id, Env *env, const int *slots, int nbind
     gnode(T->g, id)->effect_dep = T->last_effect;
     T->last_effect = id;
     T->last_cf = id;
-    trace_share_reads(id);
+    trace_share_reads(T, id);
     if (trace_node_outputs(T, id, outs)) return -1;
     for (int k = 0; k < nbind; k++) {
         Value old = env->slots[slots[k]];
@@ -478,7 +478,7 @@ static tfe_tensor *as_tensor(Value v) { return value_to_tensor(v); }
 
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int rest_k, int *xs)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     Graph *g = T->g;
     int ns = env->nslots;
     Value *before = snapshot(env), *after[2] = {NULL, NULL};
@@ -695,7 +695,7 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
 
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     Graph *g = T->g;
     int ns = env->nslots;
     Value *before = snapshot(env);
@@ -881,7 +881,7 @@ done:
  * first carried value is i. args: the range's 1 to 3 arguments. */
 int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs)
 {
-    Tracer *T = tfe_tracer;
+    Tracer *T = I->tracer;
     Value start = nargs >= 2 ? args[0] : v_int(0), stop = nargs >= 2 ? args[1] : args[0];
     Value step = nargs == 3 ? args[2] : v_int(1);
     /* the step's sign decides the condition: it must be known now */

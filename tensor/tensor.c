@@ -12,7 +12,8 @@
 volatile int tfe_interrupted;
 
 /* ---- error slot ---------------------------------------------------------- */
-static char err_buf[1024];
+/* one per thread: a worker that failed must not garble the caller's message */
+static _Thread_local char err_buf[1024];
 
 void tfe_error_set(const char *fmt, ...) {
     va_list ap;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "tensor/device.h"
-#include "tensor/kernels.h"
+#include "tensor/base.h"
 #include "util/xalloc.h"
 
 bool tfe_devices_used;

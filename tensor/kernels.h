@@ -19,12 +19,6 @@
 #include "tensor/ops.def"
 #undef OP
 
-/* Work below KN_GRAIN*2 elements runs inline on the calling thread. */
-#define KN_GRAIN 32768
-/* Iterators work on up to this many (collapsed) dimensions: tile views an
- * output of rank r as 2r dimensions. */
-#define KN_MAXDIM (2 * TFE_MAX_RANK)
-#define KN_MAXOPS 4
 
 /* Threading rule: tfe_alloc, tensor_new, tensor_decref and the error slot
  * are NOT thread-safe. Call them only on the dispatching thread, never inside
@@ -45,67 +39,7 @@ static inline void kn_meta_set(tfe_meta *m, tfe_dtype dt, bool weak, int rank, c
  * attributes; axes indexed by an integer flagged in *drop. */
 int kn_slice_geometry(const tfe_opcall *c, const tfe_tensor *x, int64_t *len, unsigned *drop);
 
-/* ---- broadcast strided iteration ------------------------------------------
- * Operands are (base pointer, byte strides over the iteration shape). The
- * iterator collapses dimensions that are contiguous for every operand and
- * yields inner runs: n elements, operand k at it->ptr[k] with byte step
- * it->inner[k]. Typical use (operand 0 is the fresh contiguous output):
- *
- *     kn_iter it;
- *     kn_iter_init(&it, 3, base, strides, rank, shape);
- *     kn_iter_seek(&it, begin);
- *     for (int64_t pos = begin; pos < end;) {
- *         int64_t n = kn_iter_run(&it, end - pos);
- *         ... loop over it.ptr[k] + i * it.inner[k], i < n ...
- *         kn_iter_advance(&it, n); pos += n;
- *     }
- */
-typedef struct kn_iter {
-    int nops, rank;                        /* rank >= 1 after collapsing */
-    int64_t shape[KN_MAXDIM];
-    int64_t strides[KN_MAXOPS][KN_MAXDIM];
-    char *base[KN_MAXOPS];
-    int64_t idx[KN_MAXDIM];
-    char *ptr[KN_MAXOPS];
-    int64_t inner[KN_MAXOPS];              /* == strides[k][rank-1] */
-} kn_iter;
-
-/* Strides of t broadcast (right-aligned, NumPy rules) to shape: 0 on the
- * broadcast axes. The caller has checked that t broadcasts to shape. */
-void kn_bcast_strides(const tfe_tensor *t, int rank, const int64_t *shape, int64_t *strides);
-void kn_iter_init(kn_iter *it, int nops, char *const *base, int64_t (*strides)[KN_MAXDIM],
-                  int rank, const int64_t *shape);
-void kn_iter_seek(kn_iter *it, int64_t flat);
-static inline int64_t kn_iter_run(const kn_iter *it, int64_t remaining) {
-    int64_t n = it->shape[it->rank - 1] - it->idx[it->rank - 1];
-    return n < remaining ? n : remaining;
-}
-void kn_iter_advance(kn_iter *it, int64_t n);
-
-/* Convenience: call fn over all elements of shape in row-major order, in
- * inner runs (p[k]: operand pointers, s[k]: their byte steps). Operand k is
- * ts[k] broadcast to shape (ts[0] is usually the output). Runs in parallel
- * chunks when the element count is large (fn must then be thread-safe and
- * must not allocate). Returns 0, or -1 if interrupted. */
-typedef void (*kn_loop_fn)(int64_t n, char **p, const int64_t *s, void *ctx);
-int kn_foreach(int nops, tfe_tensor *const *ts, int rank, const int64_t *shape, kn_loop_fn fn,
-               void *ctx);
-/* The same over raw operands (strides[k] given over `shape`). */
-int kn_foreach_raw(int nops, char *const *base, int64_t (*strides)[KN_MAXDIM], int rank,
-                   const int64_t *shape, kn_loop_fn fn, void *ctx);
-
-/* ---- copies --------------------------------------------------------------- */
-/* dst[...] = src broadcast to dst's shape, converting dtype by the cast rules.
- * dst may be any strided view (e.g. a slice of a fresh output); it must not
- * overlap src. Returns 0 or -1 (interrupted). */
-int kn_copy_into(tfe_tensor *dst, const tfe_tensor *src);
-/* Same-dtype strided copy over raw operands: base[0]/strides[0] destination,
- * base[1]/strides[1] source (stride 0 repeats). */
-int kn_copy_raw(tfe_dtype dt, char *const *base, int64_t (*strides)[KN_MAXDIM], int rank,
-                const int64_t *shape);
-/* t itself (incref'd) when it already is contiguous of dtype dt, else a new
- * contiguous converted copy. NULL + error on failure. */
-tfe_tensor *kn_contig_as(tfe_tensor *t, tfe_dtype dt);
+/* ---- views --------------------------------------------------------------- */
 /* A view of t with its axes permuted (out axis i = t axis perm[i]). */
 tfe_tensor *kn_permute(tfe_tensor *t, const int *perm);
 

@@ -1,11 +1,12 @@
 /* tensor.c — tensor and storage lifetimes (free lists of structs, data from
  * the caching allocator), views, contiguous copies, the error slot. */
+#include <string.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "tensor/device.h"
-#include "tensor/kernels.h"
+#include "tensor/base.h"
 #include "tensor/tensor.h"
 #include "util/xalloc.h"
 

@@ -5,6 +5,7 @@
 #define TFE_INTERP_INTERNAL_H
 
 #include "interp/interp.h"
+#include "tensor/grad.h"
 #include "parser/ast.h"
 
 #define TFE_MAX_CALL_DEPTH 1000
@@ -83,6 +84,7 @@ typedef struct ScopeFn {
 
 struct Interp {
     InterpOptions opt;
+    tfe_tape_stack tapes;   /* the active tapes (tensor/grad.h): every op records onto them */
     Env *globals;
     Scope *global_scope;    /* persists across REPL entries; ->fn counts its slots */
     char **builtin_names;   /* built-ins: resolved as N_NAME with op 2 */

@@ -23,6 +23,7 @@ Interp *interp_new(const InterpOptions *opt)
     I->check_staged = opt->check_staged ? 1 : -1;
     I->tracked.next = I->tracked.prev = &I->tracked;
     tfe_current_interp = I;
+    tfe_tape_stack_use(&I->tapes);
     I->global_scope = global_scope_new();
     I->globals = env_new(I, 0, NULL);
     I->modules = record_new();
@@ -63,7 +64,11 @@ void interp_free(Interp *I)
     free(I->frames);
     free(I->script_dir);
     error_clear(I);
-    if (tfe_current_interp == I) tfe_current_interp = NULL;
+    if (tfe_current_interp == I) {
+        tfe_current_interp = NULL;
+        tfe_tape_stack_use(NULL);
+    }
+    free(I->tapes.active);
     free(I);
 }
 

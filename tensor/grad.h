@@ -85,6 +85,12 @@ bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x); /* watched by t.w
 int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target);
 bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x);     /* x is a recorded op's output */
 extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
+/* The stack of active tapes is state of whoever runs the program: the
+ * interpreter holds one (Interp.tapes) and makes it the one every op records
+ * onto with tfe_tape_stack_use (NULL: the tensor layer's own, for a program
+ * without an interpreter, such as a unit test). */
+typedef struct tfe_tape_stack { tfe_tape **active; int n, cap; } tfe_tape_stack;
+void tfe_tape_stack_use(tfe_tape_stack *s);
 void tfe_tape_record(const tfe_opcall *c);
 /* The same, on the n outermost active tapes only (those a trace began under). */
 void tfe_tape_record_outer(const tfe_opcall *c, int n);

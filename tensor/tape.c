@@ -112,9 +112,14 @@ struct tfe_tape {
     int nentries, capentries;
 };
 
-/* The active tapes, innermost last. */
-static tfe_tape **active;
-static int nactive, capactive;
+/* The active tapes, innermost last: the stack of whoever runs the program
+ * (an interpreter holds its own: tfe_tape_stack_use), else this one. */
+static tfe_tape_stack own_stack, *stack = &own_stack;
+
+void tfe_tape_stack_use(tfe_tape_stack *s) {
+    stack = s ? s : &own_stack;
+    tfe_tapes_active = stack->n;
+}
 
 tfe_tape *tfe_tape_new(bool persistent) {
     tfe_tape *t = xcalloc(1, sizeof *t);
@@ -151,31 +156,31 @@ void tfe_tape_free(tfe_tape *t) {
 }
 
 void tfe_tape_push(tfe_tape *t) {
-    if (nactive == capactive) {
-        int ncap = capactive ? capactive * 2 : 8;
-        active = xrealloc(active, sizeof *active * (size_t)ncap);
-        capactive = ncap;
+    if (stack->n == stack->cap) {
+        int ncap = stack->cap ? stack->cap * 2 : 8;
+        stack->active = xrealloc(stack->active, sizeof *stack->active * (size_t)ncap);
+        stack->cap = ncap;
     }
-    active[nactive++] = t;
+    stack->active[stack->n++] = t;
     t->active++;
-    tfe_tapes_active = nactive;
+    tfe_tapes_active = stack->n;
 }
 
 /* Removes the innermost occurrence of t (with blocks pop in LIFO order, but
  * a tape freed while active must not leave a dangling pointer). */
 void tfe_tape_pop(tfe_tape *t) {
-    for (int i = nactive - 1; i >= 0; i--) {
-        if (active[i] != t) continue;
-        memmove(active + i, active + i + 1, sizeof *active * (size_t)(nactive - i - 1));
-        nactive--;
+    for (int i = stack->n - 1; i >= 0; i--) {
+        if (stack->active[i] != t) continue;
+        memmove(stack->active + i, stack->active + i + 1, sizeof *stack->active * (size_t)(stack->n - i - 1));
+        stack->n--;
         t->active--;
         break;
     }
-    tfe_tapes_active = nactive;
-    if (nactive == 0) {
-        free(active);
-        active = NULL;
-        capactive = 0;
+    tfe_tapes_active = stack->n;
+    if (stack->n == 0) {
+        free(stack->active);
+        stack->active = NULL;
+        stack->cap = 0;
     }
 }
 
@@ -266,7 +271,7 @@ void tfe_tape_record(const tfe_opcall *c) {
 
 void tfe_tape_record_outer(const tfe_opcall *c, int n) {
     if (tfe_ops[c->op].flags & F_NODIFF) return;
-    record_first(c, NULL, n < nactive ? n : nactive);
+    record_first(c, NULL, n < stack->n ? n : stack->n);
 }
 
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
@@ -277,7 +282,7 @@ void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, 
     record_active(&c, g);
 }
 
-static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) { record_first(c, custom, nactive); }
+static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) { record_first(c, custom, stack->n); }
 
 /* Record c on the first n active tapes (the outermost) that track an input. */
 static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n) {
@@ -287,11 +292,11 @@ static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n) {
         for (int i = 0; i < c->nin; i++)
             if (c->out[j] == c->in[i]) return;
     for (int k = 0; k < n; k++) {
-        tfe_tape *t = active[k];
+        tfe_tape *t = stack->active[k];
         if (t->computing || t->spent || !t->tracked.n) continue;
         /* a tape on the stack twice records once (its innermost occurrence) */
         bool dup = false;
-        for (int j = k + 1; j < nactive && !dup; j++) dup = active[j] == t;
+        for (int j = k + 1; j < stack->n && !dup; j++) dup = stack->active[j] == t;
         if (dup) continue;
         for (int i = 0; i < c->nin; i++) {
             if (pmap_has(&t->tracked, c->in[i])) {

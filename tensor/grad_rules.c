@@ -334,8 +334,8 @@ RULE(grad_relu) {
     END;
 }
 
-/* gelu(x) = x Phi(x); d = Phi(x) + x phi(x). There is no erf op, so Phi is
- * gelu(x) / x, and at x = 0 it is 1/2 + x phi(x): the value 1/2 with the
+/* gelu(x) = x Phi(x); d = Phi(x) + x phi(x). Phi is gelu(x) / x (written
+ * before the erf op; kept, so gradients are as they were), and at x = 0 it is 1/2 + x phi(x): the value 1/2 with the
  * right derivative phi(0), so that higher orders are right at 0 too. The
  * division is guarded (x replaced by 1 where x = 0) so that a higher-order
  * gradient never meets 0/0. */

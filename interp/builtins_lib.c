@@ -1,7 +1,9 @@
-/* builtins_lib.c — the bindings of the library ops (docs/builtins.md, "Scans,
- * sorting, counting and closeness"): cumsum, cumprod, sort, argsort, topk,
+/* builtins_lib.c — the bindings of the library ops (docs/builtins.md, "More
+ * math, scans, sorting, counting"): cumsum, cumprod, sort, argsort, topk,
  * take_along_axis, unique, bincount, searchsorted, isclose, allclose. The
  * elementwise ones (tan, erf, ...) are bound from the op table. */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "interp/builtins_args.h"

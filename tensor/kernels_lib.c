@@ -96,45 +96,74 @@ int k_cumulative(const tfe_opcall *c) {
 #define LESS_F(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
 #define LESS_I(a, b) ((a) < (b))
 
-/* A stable bottom-up merge sort of idx[0..n) by v[idx[.]] (descending: by
- * the reversed order, equal elements still in index order). tmp has n
- * slots. */
-#define MSORT_FN(name, T, LESS)                                                              \
-    static void name(const T *v, int64_t *idx, int64_t *tmp, int64_t n, bool desc) {         \
-        int64_t *a = idx, *b = tmp;                                                          \
-        for (int64_t w = 1; w < n; w *= 2) {                                                 \
-            for (int64_t lo = 0; lo < n; lo += 2 * w) {                                      \
-                int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n; \
-                int64_t i = lo, j = mid, k = lo;                                             \
-                while (i < mid && j < hi) {                                                  \
-                    T x = v[a[i]], y = v[a[j]];                                              \
-                    bool take_right = desc ? LESS(x, y) : LESS(y, x);                        \
-                    b[k++] = take_right ? a[j++] : a[i++];                                   \
-                }                                                                            \
-                while (i < mid) b[k++] = a[i++];                                             \
-                while (j < hi) b[k++] = a[j++];                                              \
-            }                                                                                \
-            int64_t *t = a;                                                                  \
-            a = b;                                                                           \
-            b = t;                                                                           \
-        }                                                                                    \
-        if (a != idx) memcpy(idx, a, sizeof *idx * (size_t)n);                               \
+/* Sorting one line: (value, index) pairs, so comparisons read contiguous
+ * memory; insertion sort of runs of SORT_RUN, then a bottom-up merge. Both
+ * are stable: an element moves before another only when it is strictly
+ * before it (descending: strictly after), so equal ones keep their order.
+ * sort_line_SUF fills ws (2n pairs) from the n values at src (step bytes
+ * apart), sorts, and writes the order to idx and/or the sorted values to
+ * vals (either may be NULL). */
+#define SORT_RUN 32
+#define SORT_FNS(SUF, T, LESS)                                                                     \
+    typedef struct { T v; int64_t i; } pair_##SUF;                                                 \
+    static void sort_line_##SUF(const char *src, int64_t step, int64_t n, void *ws, bool desc,     \
+                                int64_t *idx, T *vals) {                                           \
+        pair_##SUF *a = ws, *b = a + n;                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            a[i].v = *(const T *)(src + i * step);                                                 \
+            a[i].i = i;                                                                            \
+        }                                                                                          \
+        for (int64_t lo = 0; lo < n; lo += SORT_RUN) {                                             \
+            int64_t hi = lo + SORT_RUN < n ? lo + SORT_RUN : n;                                    \
+            for (int64_t i = lo + 1; i < hi; i++) {                                                \
+                pair_##SUF t = a[i];                                                               \
+                int64_t j = i;                                                                     \
+                while (j > lo && (desc ? LESS(a[j - 1].v, t.v) : LESS(t.v, a[j - 1].v))) {          \
+                    a[j] = a[j - 1];                                                               \
+                    j--;                                                                           \
+                }                                                                                  \
+                a[j] = t;                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t w = SORT_RUN; w < n; w *= 2) {                                                \
+            for (int64_t lo = 0; lo < n; lo += 2 * w) {                                            \
+                int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;       \
+                int64_t i = lo, j = mid, k = lo;                                                   \
+                while (i < mid && j < hi) {                                                        \
+                    bool right = desc ? LESS(a[i].v, a[j].v) : LESS(a[j].v, a[i].v);               \
+                    b[k++] = right ? a[j++] : a[i++];                                              \
+                }                                                                                  \
+                while (i < mid) b[k++] = a[i++];                                                   \
+                while (j < hi) b[k++] = a[j++];                                                    \
+            }                                                                                      \
+            pair_##SUF *t = a;                                                                     \
+            a = b;                                                                                 \
+            b = t;                                                                                 \
+        }                                                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            if (idx) idx[i] = a[i].i;                                                              \
+            if (vals) vals[i] = a[i].v;                                                            \
+        }                                                                                          \
     }
-MSORT_FN(msort_b, tbool, LESS_I)
-MSORT_FN(msort_i, int32_t, LESS_I)
-MSORT_FN(msort_l, int64_t, LESS_I)
-MSORT_FN(msort_f, float, LESS_F)
-MSORT_FN(msort_d, double, LESS_F)
+SORT_FNS(b, tbool, LESS_I)
+SORT_FNS(i, int32_t, LESS_I)
+SORT_FNS(l, int64_t, LESS_I)
+SORT_FNS(f, float, LESS_F)
+SORT_FNS(d, double, LESS_F)
 
-/* Sorts idx[0..n) (set to 0..n-1 here) by the n values at v (contiguous, of dtype dt). */
-static void argsort_line(tfe_dtype dt, const void *v, int64_t *idx, int64_t *tmp, int64_t n, bool desc) {
-    for (int64_t i = 0; i < n; i++) idx[i] = i;
+/* bytes of sort_line's workspace for n elements (pairs are at most 16 bytes) */
+static size_t sort_ws_bytes(int64_t n) { return (size_t)(n > 0 ? n : 1) * 2 * 16; }
+
+/* Sorts the n values at src (of dtype dt, step bytes apart): the order into
+ * idx, the sorted values into vals (contiguous, dtype dt); either may be NULL. */
+static void sort_line(tfe_dtype dt, const char *src, int64_t step, int64_t n, void *ws, bool desc,
+                      int64_t *idx, void *vals) {
     switch (dt) {
-    case TFE_BOOL: msort_b(v, idx, tmp, n, desc); break;
-    case TFE_INT32: msort_i(v, idx, tmp, n, desc); break;
-    case TFE_INT64: msort_l(v, idx, tmp, n, desc); break;
-    case TFE_FLOAT32: msort_f(v, idx, tmp, n, desc); break;
-    case TFE_FLOAT64: msort_d(v, idx, tmp, n, desc); break;
+    case TFE_BOOL: sort_line_b(src, step, n, ws, desc, idx, vals); break;
+    case TFE_INT32: sort_line_i(src, step, n, ws, desc, idx, vals); break;
+    case TFE_INT64: sort_line_l(src, step, n, ws, desc, idx, vals); break;
+    case TFE_FLOAT32: sort_line_f(src, step, n, ws, desc, idx, vals); break;
+    case TFE_FLOAT64: sort_line_d(src, step, n, ws, desc, idx, vals); break;
     case TFE_FLOAT16:
     case TFE_BFLOAT16:
     case TFE_NDTYPES: break; /* refused by the infer rules */
@@ -166,35 +195,63 @@ int infer_argsort(const tfe_opcall *c, tfe_meta *m) {
     return 0;
 }
 
+/* argsort's lines in parallel: the lines are cut into nparts parts, part p
+ * sorting with workspace p (allocated before: no allocation in the body) */
+typedef struct argsort_ctx {
+    tfe_dtype dt;
+    const char *x;
+    int64_t *o, *idx;
+    char *ws;
+    size_t ws_bytes;
+    int64_t n, inner, k, lines, nparts;
+    bool desc;
+} argsort_ctx;
+
+static void argsort_range(int64_t pb, int64_t pe, void *vctx) {
+    const argsort_ctx *a = vctx;
+    size_t es = kn_esz(a->dt);
+    for (int64_t part = pb; part < pe; part++) {
+        int64_t *idx = a->idx + part * a->n;
+        void *ws = a->ws + (size_t)part * a->ws_bytes;
+        for (int64_t l = part * a->lines / a->nparts; l < (part + 1) * a->lines / a->nparts; l++) {
+            int64_t b = l / a->inner, i = l % a->inner;
+            const char *src = a->x + (size_t)(b * a->n * a->inner + i) * es;
+            sort_line(a->dt, src, (int64_t)es * a->inner, a->n, ws, a->desc, idx, NULL);
+            for (int64_t j = 0; j < a->k; j++) a->o[(b * a->k + j) * a->inner + i] = idx[j];
+        }
+    }
+}
+
 int k_argsort(const tfe_opcall *c) {
     tfe_tensor *o = c->out[0];
     int axis;
     if (one_axis(c, o->rank, &axis)) return -1;
     tfe_tensor *x = kn_contig_as(c->in[0], c->in[0]->dtype);
     if (!x) return -1;
-    int64_t outer, n, inner, k = o->shape[axis];
+    int64_t outer, n, inner;
     split3(x->rank, x->shape, axis, &outer, &n, &inner);
-    size_t es = kn_esz(x->dtype);
-    char *line = scratch(NAME, es * (size_t)n);
-    int64_t *idx = scratch(NAME, sizeof *idx * (size_t)n), *tmp = scratch(NAME, sizeof *tmp * (size_t)n);
-    int rc = line && idx && tmp ? 0 : -1;
-    const char *xd = tensor_data(x);
-    int64_t *od = (int64_t *)tensor_data(o);
-    bool desc = c->at->ints[0] != 0;
-    for (int64_t b = 0; !rc && b < outer; b++) {
-        for (int64_t i = 0; i < inner; i++) {
-            const char *src = xd + ((size_t)(b * n * inner + i)) * es;
-            if (inner == 1) memcpy(line, src, es * (size_t)n);
-            else
-                for (int64_t j = 0; j < n; j++) memcpy(line + (size_t)j * es, src + (size_t)(j * inner) * es, es);
-            argsort_line(x->dtype, line, idx, tmp, n, desc);
-            for (int64_t j = 0; j < k; j++) od[(b * k + j) * inner + i] = idx[j];
-        }
+    argsort_ctx a = {.dt = x->dtype, .x = tensor_data(x), .o = (int64_t *)tensor_data(o), .n = n,
+                     .inner = inner, .k = o->shape[axis], .lines = outer * inner,
+                     .desc = c->at->ints[0] != 0, .ws_bytes = sort_ws_bytes(n)};
+    /* parts: one per thread when there is enough work, with at most 256 MiB
+     * of workspace in all */
+    int64_t parts = n * a.lines >= 2 * KN_GRAIN ? tfe_num_threads() : 1;
+    int64_t cap = (int64_t)(((size_t)256 << 20) / (a.ws_bytes + sizeof(int64_t) * (size_t)(n ? n : 1)));
+    if (parts > cap) parts = cap;
+    if (parts > a.lines) parts = a.lines;
+    if (parts < 1) parts = 1;
+    a.nparts = parts;
+    a.ws = scratch(NAME, a.ws_bytes * (size_t)parts);
+    a.idx = scratch(NAME, sizeof(int64_t) * (size_t)(n ? n : 1) * (size_t)parts);
+    int rc = -1;
+    if (a.ws && a.idx && a.lines) {
+        tfe_parallel_for(parts, 1, argsort_range, &a);
         rc = kn_poll();
+    } else if (a.ws && a.idx) {
+        rc = 0;
     }
-    free(line);
-    free(idx);
-    free(tmp);
+    free(a.ws);
+    free(a.idx);
     tensor_decref(x);
     return rc;
 }
@@ -357,29 +414,31 @@ int k_unique(const tfe_opcall *c) {
     if (!x) return -1;
     int64_t n = tensor_numel(x), nu = 0;
     size_t es = kn_esz(x->dtype);
-    int64_t *idx = scratch(NAME, sizeof *idx * (size_t)n), *tmp = scratch(NAME, sizeof *tmp * (size_t)n);
+    void *ws = scratch(NAME, sort_ws_bytes(n));
+    char *sorted = scratch(NAME, es * (size_t)n);
+    int64_t *first = scratch(NAME, sizeof *first * (size_t)n);
     int rc = -1;
-    if (idx && tmp) {
-        const char *xd = tensor_data(x);
-        argsort_line(x->dtype, xd, idx, tmp, n, false);
-        /* tmp[u] = the first sorted position of the u-th distinct value */
+    if (ws && sorted && first) {
+        sort_line(x->dtype, tensor_data(x), (int64_t)es, n, ws, false, NULL, sorted);
+        /* first[u] = the sorted position of the u-th distinct value */
         for (int64_t i = 0; i < n; i++)
-            if (i == 0 || !same_value(x->dtype, xd + (size_t)idx[i] * es, xd + (size_t)idx[i - 1] * es))
-                tmp[nu++] = i;
+            if (i == 0 || !same_value(x->dtype, sorted + (size_t)i * es, sorted + (size_t)(i - 1) * es))
+                first[nu++] = i;
         c->out[0] = tensor_new(x->dtype, 1, &nu);
         c->out[1] = tensor_new(TFE_INT64, 1, &nu);
         if (c->out[0] && c->out[1]) {
             char *vd = tensor_data(c->out[0]);
             int64_t *cd = (int64_t *)tensor_data(c->out[1]);
             for (int64_t u = 0; u < nu; u++) {
-                memcpy(vd + (size_t)u * es, xd + (size_t)idx[tmp[u]] * es, es);
-                cd[u] = (u + 1 < nu ? tmp[u + 1] : n) - tmp[u];
+                memcpy(vd + (size_t)u * es, sorted + (size_t)first[u] * es, es);
+                cd[u] = (u + 1 < nu ? first[u + 1] : n) - first[u];
             }
             rc = 0;
         }
     }
-    free(idx);
-    free(tmp);
+    free(ws);
+    free(sorted);
+    free(first);
     tensor_decref(x);
     return rc;
 }

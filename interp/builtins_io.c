@@ -13,6 +13,7 @@
 #include <zlib.h>
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
+#include "util/buf.h"
 #include "tensor/ops.h"
 #include "util/xalloc.h"
 
@@ -575,6 +576,52 @@ out:
     return rc;
 }
 
+/* data_dir(): the folder of the data sets bundled with tfe (examples/data),
+ * wherever the program runs from. Beside the stdlib that import uses: for
+ * each folder of module_search_dirs holding data.tfe, its ../examples/data
+ * (a source or build tree) or ../data (installed: $(pkgdatadir)/stdlib and
+ * $(pkgdatadir)/data); then the installed folder, TFE_DATA_DIR. */
+BUILTIN(bi_data_dir)
+{
+    Value s[1];
+    bool p[1];
+    if (args_parse(I, "data_dir", "", argc, argv, nkw, kwnames, kwvals, s, p)) return -1;
+    char *dirs[64], *found = NULL;
+    int nd = module_search_dirs(I, dirs, 62);
+    dirs[nd++] = xstrdup(TFE_DATA_DIR);
+    Buf searched = {0};
+    for (int i = 0; i < nd; i++) {
+        static const char *const rel[] = {"/../examples/data", "/../data"};
+        char *mod, *cand, *marker;
+        bool last = i == nd - 1; /* TFE_DATA_DIR itself */
+        if (asprintf(&mod, "%s/data.tfe", dirs[i]) < 0) abort();
+        bool has_stdlib = access(mod, R_OK) == 0;
+        free(mod);
+        for (int k = 0; k < (last ? 1 : 2) && !found && (has_stdlib || last); k++) {
+            if (asprintf(&cand, "%s%s", dirs[i], last ? "" : rel[k]) < 0) abort();
+            if (asprintf(&marker, "%s/iris.csv", cand) < 0) abort();
+            if (access(marker, R_OK) == 0) found = realpath(cand, NULL);
+            else {
+                if (searched.len) buf_puts(&searched, ", ");
+                buf_puts(&searched, cand);
+            }
+            free(marker);
+            free(cand);
+        }
+        free(dirs[i]);
+    }
+    if (!found) {
+        int rc = interp_raise(I, "data_dir(): the data sets bundled with tfe were not found (searched: %s); pass "
+                              "dir= the folder of a copy of examples/data", searched.len ? searched.s : "nothing");
+        free(searched.s);
+        return rc;
+    }
+    free(searched.s);
+    *out = v_cstr(found);
+    free(found);
+    return 0;
+}
+
 void builtins_text_register(Interp *I); /* builtins_text.c */
 
 void builtins_io_register(Interp *I)
@@ -585,5 +632,7 @@ void builtins_io_register(Interp *I)
     interp_define_builtin_flags(I, "read_csv", bi_read_csv, NULL, BF_NOT_STAGEABLE,
                                 "read_csv() returns a record, which a staged function cannot take from the host; "
                                 "call read_csv() outside it and pass the columns in");
+    /* a string: read at trace time, as getenv (the folders do not move) */
+    interp_define_builtin(I, "data_dir", bi_data_dir, NULL);
     builtins_text_register(I);
 }

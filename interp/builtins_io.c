@@ -25,7 +25,8 @@ static const char *npy_descr(tfe_dtype dt)
     case TFE_INT64: return "<i8";
     case TFE_FLOAT32: return "<f4";
     case TFE_FLOAT64: return "<f8";
-    default: return NULL;
+    case TFE_FLOAT16: return "<f2"; /* IEEE half, NumPy's float16 */
+    default: return NULL; /* bfloat16: NumPy has no such dtype */
     }
 }
 
@@ -77,7 +78,11 @@ BUILTIN(bi_save_npy)
     tfe_tensor *t = value_to_tensor(s[1]);
     if (!t) return arg_error(I, "save_npy()", "x", "a tensor", s[1]);
     const char *descr = npy_descr(t->dtype);
-    if (!descr) { tensor_decref(t); return interp_raise(I, "save_npy(): dtype %s has no .npy form here", dtype_name(t->dtype)); }
+    if (!descr) {
+        tensor_decref(t);
+        return interp_raise(I, "save_npy(): dtype %s has no .npy form (NumPy has no such dtype); cast it to float32 "
+                            "first, which is exact", dtype_name(t->dtype));
+    }
     tfe_tensor *c = tensor_contiguous(t);
     tensor_decref(t);
     if (!c) return interp_raise_tensor_error(I);
@@ -180,6 +185,7 @@ BUILTIN(bi_load_npy)
     else if (!strcmp(descr, "<i4")) dt = TFE_INT32;
     else if (!strcmp(descr, "<i8")) dt = TFE_INT64;
     else if (!strcmp(descr, "|b1")) dt = TFE_BOOL;
+    else if (!strcmp(descr, "<f2")) dt = TFE_FLOAT16;
     else { interp_raise(I, "load_npy(): '%s' has unsupported dtype '%s'", path, descr); goto out; }
     /* fortran_order must be a Python bool: reading anything else as False
      * would silently load the data with its axes reversed */

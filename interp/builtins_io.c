@@ -281,7 +281,8 @@ static ssize_t gz_getline(gzFile f, char **buf, size_t *cap)
  * One line at a time (a quoted field cannot span lines). Fields are split at
  * the delimiter outside double quotes; a quoted field keeps its delimiters
  * and reads "" as one quote (RFC 4180, as Python's csv and pandas read it);
- * blanks around a field are dropped. A UTF-8 byte order mark before the first
+ * blanks around a field are dropped; with delimiter " ", a run of spaces is
+ * one delimiter. A UTF-8 byte order mark before the first
  * line is skipped. */
 
 typedef struct CsvFields {
@@ -297,6 +298,8 @@ static const char *csv_split(char *line, char delim, CsvFields *fs)
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
     bool blank_delim = delim == ' ' || delim == '\t';
     char *r = line, *w = line;
+    if (delim == ' ') /* runs of spaces are one delimiter, as in whitespace-separated files */
+        while (*r == ' ') r++;
     for (;;) {
         if (!blank_delim)
             while (*r == ' ' || *r == '\t') r++;
@@ -310,7 +313,8 @@ static const char *csv_split(char *line, char delim, CsvFields *fs)
                 *w++ = *r++;
             }
             last_kept = w;
-            while (*r == ' ' || *r == '\t') r++;
+            if (!blank_delim)
+                while (*r == ' ' || *r == '\t') r++;
             if (*r && *r != delim) return "a quoted field is followed by text before the next delimiter";
         } else {
             while (*r && *r != delim) {
@@ -325,6 +329,10 @@ static const char *csv_split(char *line, char delim, CsvFields *fs)
         }
         fs->f[fs->n++] = start;
         bool more = *r == delim;
+        if (more && delim == ' ') {
+            while (r[1] == ' ') r++;
+            more = r[1] != 0; /* trailing spaces end the line */
+        }
         *w++ = 0; /* w never passes r: the field's text only shrinks */
         if (!more) return NULL;
         r++;

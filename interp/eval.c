@@ -1498,11 +1498,12 @@ static bool file_exists(const char *p)
     return true;
 }
 
-/* import nn: the stdlib (next to the binary in a build tree, else the
- * installed one), the script's folder, then each folder of TFE_PATH. */
-static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+/* The folders import searches, in order: the stdlib (next to the binary
+ * in a build tree, else the installed one), the script's folder, then each
+ * folder of TFE_PATH. Fills dirs (the caller frees each); returns how many.
+ * data_dir() (builtins_io.c) finds the bundled data sets from them. */
+int module_search_dirs(Interp *I, char **dirs, int cap)
 {
-    char *dirs[64];
     int nd = 0;
     char *ed = exe_dir();
     if (ed) {
@@ -1515,10 +1516,18 @@ static char *find_module(Interp *I, const char *name, char *searched, size_t cap
     const char *tp = getenv("TFE_PATH");
     if (tp && *tp) {
         char *copy = xstrdup(tp), *save = NULL;
-        for (char *tok = strtok_r(copy, ":", &save); tok && nd < 63; tok = strtok_r(NULL, ":", &save))
+        for (char *tok = strtok_r(copy, ":", &save); tok && nd < cap; tok = strtok_r(NULL, ":", &save))
             dirs[nd++] = xstrdup(tok);
         free(copy);
     }
+    return nd;
+}
+
+/* import nn: the first of module_search_dirs holding nn.tfe. */
+static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+{
+    char *dirs[64];
+    int nd = module_search_dirs(I, dirs, 63);
     char *found = NULL;
     searched[0] = 0;
     for (int i = 0; i < nd; i++) {

@@ -174,6 +174,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out);
 int value_truth(Interp *I, Value v, Loc loc, bool *out);
 int import_module(Interp *I, Node *n, Value *out);
+int module_search_dirs(Interp *I, char **dirs, int cap); /* import's folders, in order */
 /* for the tracer (stage/trace.c, stage/trace_cf.c, stage/staged.c): a
  * closure's body in its Env (arguments in place, frame pushed); a block or an
  * elif N_IF; statements l[k..]; an expression */

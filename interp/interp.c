@@ -15,6 +15,7 @@ void tfe_gpu_register(void); /* gpu/backend.c: the CUDA backend plugs into tenso
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
+void builtins_random_register(Interp *I);
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -35,6 +36,7 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_io_register(I);
     builtins_device_register(I);
     builtins_autodiff_register(I);
+    builtins_random_register(I);
     builtins_ckpt_register(I);
     builtins_tensor_register(I);
     builtins_lib_register(I);

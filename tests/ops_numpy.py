@@ -1078,6 +1078,51 @@ def random_cases():
     case("dropout", "dropout($x, 1.0)", {"x": arr((4,), F32)}, error="dropout: rate must be in [0, 1)",
          label="dropout rate 1 is an error")
 
+    # randperm (permutation, shuffle, choice without replacement) and choice
+    # (choice with p): exact properties, and frequencies against the
+    # probabilities NumPy computes
+    def check_perms(outs, ins, n, reps):
+        a = outs[0]
+        if a.shape != (reps, n) or a.dtype != I64:
+            return f"shape/dtype {a.shape} {a.dtype}"
+        if not (np.sort(a, axis=1) == np.arange(n)).all():
+            return "a row is not a permutation of 0..n-1"
+        counts = np.stack([(a == v).sum(axis=0) for v in range(n)])  # [value, position]
+        if np.abs(counts - reps / n).max() > 6 * math.sqrt(reps / n * (1 - 1 / n)):
+            return f"value/position counts far from uniform: {counts.tolist()}"
+        return None
+    case("randperm", "stack($l)", pre=["seed(6)", "let $l = list()", "for i in range(4000) { $l.push(permutation(5)) }"],
+         check=lambda o, i: check_perms(o, i, 5, 4000), label="permutation(5) is uniform over positions")
+    case("randperm", ["$a", "$b", "$c"], pre=["seed(8)", "let $a = permutation(300)", "seed(8)",
+                                             "let $b = permutation(300)", "let $c = permutation(300)"],
+         check=check_repro, label="permutation reproducible after seed(8)")
+    case("randperm", "permutation(0)", ref=lambda: np.zeros((0,), I64))
+    case("randperm", "shuffle($x)", {"x": arr((50, 3), F32)},
+         check=lambda o, i: None if np.array_equal(np.sort(o[0][:, 0]), np.sort(i["x"][:, 0])) and
+         {tuple(r) for r in o[0]} == {tuple(r) for r in i["x"]} else "shuffle(x) is not x's rows reordered",
+         label="shuffle reorders rows")
+    pr = np.array([0.1, 0.2, 0.3, 0.4])
+    for dt in (F32, F64):
+        case("choice", "choice(4, 200000, p=$p)", {"p": pr.astype(dt)},
+             check=lambda o, i: None if np.abs(np.bincount(o[0], minlength=4) / 200000 - pr).max() < 0.005
+             else f"frequencies {np.bincount(o[0], minlength=4) / 200000}, expected {pr}",
+             pre=["seed(12)"], label=f"choice with p ({DTNAME[np.dtype(dt)]}) matches p")
+    pw = np.array([0.6, 0.3, 0.1])
+    # without replacement: P(second = j) = sum_i p_i p_j / (1 - p_i), i != j
+    second = np.array([sum(pw[i] * pw[j] / (1 - pw[i]) for i in range(3) if i != j) for j in range(3)])
+    case("choice", "stack($l)", {"p": pw},
+         pre=["seed(13)", "let $l = list()", "for i in range(5000) { $l.push(choice(3, 2, replace=false, p=$p)) }"],
+         check=lambda o, i: (None if (o[0][:, 0] != o[0][:, 1]).all() else "a value drawn twice") or
+         (None if np.abs(np.bincount(o[0][:, 0], minlength=3) / 5000 - pw).max() < 0.025 and
+          np.abs(np.bincount(o[0][:, 1], minlength=3) / 5000 - second).max() < 0.025
+          else f"frequencies {np.bincount(o[0][:, 0], minlength=3) / 5000} {np.bincount(o[0][:, 1], minlength=3) / 5000}, "
+               f"expected {pw} {second}"),
+         label="choice without replacement, with p")
+    case("choice", "choice(5, 3, replace=false, p=$p)", {"p": np.array([0.5, 0.0, 0.5, 0.0, 0.0])},
+         error="choice: p has 2 non-zero entries, fewer than the 3 samples", label="choice: too few non-zero p")
+    case("choice", "choice(2, 3, p=$p)", {"p": np.array([0.5, 0.6])},
+         error="choice: probabilities do not sum to 1", label="choice: p must sum to 1")
+
 
 # ---- the op table ---------------------------------------------------------------
 

@@ -245,7 +245,7 @@ int k_randperm(const tfe_opcall *c) {
         return -1;
     }
     int64_t n = o->shape[0];
-    int64_t *v = tensor_data(o);
+    int64_t *v = (int64_t *)tensor_data(o);
     for (int64_t i = 0; i < n; i++) v[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)block_below(c->at, (uint64_t)i, (uint64_t)i + 1);
@@ -309,7 +309,7 @@ int k_choice(const tfe_opcall *c) {
     tfe_tensor *pt = c->in[0], *o = c->out[0];
     int64_t n = pt->shape[0], k = tensor_numel(o);
     bool replace = c->at->f[0] != 0;
-    int64_t *out = tensor_data(o);
+    int64_t *out = (int64_t *)tensor_data(o);
     if (k == 0) return 0;
     double *w = malloc((size_t)(2 * n + 1) * sizeof(double));
     if (!w) {

@@ -321,7 +321,16 @@ static tfe_tensor *vector_norm(LScope *s, tfe_tensor *x, int kind, double p, uns
         tfe_tensor *nz = op2(s, OP_NE, x, K(s, 0, x));
         return reduce(s, OP_SUM, nz ? call(s, OP_CAST, 1, &nz, &at) : NULL, mask, true);
     }
-    return safe_root(s, reduce(s, OP_SUM, op2(s, OP_POW, ax, K(s, p, x)), mask, true), p);
+    tfe_tensor *pw;
+    if (p > 0 && p < 1) {
+        /* |x|^p has an infinite slope at 0 for p < 1: the same guard, so a
+         * zero element gets gradient 0 (PyTorch's choice) */
+        tfe_tensor *z = op2(s, OP_EQ, ax, K(s, 0, ax));
+        pw = where(s, z, K(s, 0, ax), op2(s, OP_POW, where(s, z, K(s, 1, ax), ax), K(s, p, x)));
+    } else {
+        pw = op2(s, OP_POW, ax, K(s, p, x));
+    }
+    return safe_root(s, reduce(s, OP_SUM, pw, mask, true), p);
 }
 
 /* norm(x, ord=nil, axis=nil, keepdims=false): numpy.linalg.norm */

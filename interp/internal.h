@@ -197,6 +197,7 @@ void progress_step(Value bar, int64_t done, bool finished);
 
 /* builtins_plot.c: plot() (SVG line charts) and sparkline() */
 void builtins_plot_register(Interp *I);
+void builtins_lib_register(Interp *I);  /* interp/builtins_lib.c */
 
 /* builtins_io.c: write the parts to path atomically (temp file in the same
  * folder + fsync + rename): a crash leaves the old file intact. 0, or -1 with

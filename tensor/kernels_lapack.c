@@ -147,6 +147,14 @@ static const char *which(char *buf, size_t size, int batch_rank, int64_t t) {
     return buf;
 }
 
+/* LAPACK counts in 32-bit ints (OpenBLAS without INTERFACE64) */
+static int lapack_fits(const char *op, int64_t n, int64_t k) {
+    if (n * (n > k ? n : k) <= INT32_MAX) return 0;
+    tfe_error_set("%s: matrices of %lld x %lld are too large for LAPACK's 32-bit sizes", op, (long long)n,
+                  (long long)(n > k ? n : k));
+    return -1;
+}
+
 /* The LU factors of every matrix of a: getrf of the row-major data, i.e. of
  * a^T (det(a^T) = det(a); inv and solve solve with the transpose). Results
  * in lu (nb * n * n elements) and piv (nb * n); *singular_at = the first
@@ -154,6 +162,7 @@ static const char *which(char *buf, size_t size, int batch_rank, int64_t t) {
 static int lu_all(const char *op, tfe_tensor *a, tfe_dtype dt, char **lu, int32_t **piv, int64_t *singular_at) {
     int64_t n = a->shape[a->rank - 1], nb = shape_numel(a->rank - 2, a->shape);
     size_t esz = kn_esz(dt);
+    if (lapack_fits(op, n, n)) return -1;
     tfe_tensor *ac = kn_contig_as(a, dt);
     if (!ac) return -1;
     *lu = malloc((size_t)(nb * n * n) * esz + 1);
@@ -232,6 +241,7 @@ int k_solve(const tfe_opcall *c) {
     int64_t nb = shape_numel(br, o->shape);
     size_t esz = kn_esz(dt);
     if (nb * n * k == 0) return 0;
+    if (lapack_fits("solve", n, k)) return -1;
     char *lu;
     int32_t *piv;
     int64_t bad;
@@ -318,7 +328,7 @@ int k_cholesky(const tfe_opcall *c) {
     int64_t n = a->shape[a->rank - 1], nb = shape_numel(a->rank - 2, a->shape);
     size_t esz = kn_esz(dt);
     if (nb * n == 0) return 0;
-    if (kn_copy_into(o, a)) return -1;
+    if (lapack_fits("cholesky", n, n) || kn_copy_into(o, a)) return -1;
     char *po = tensor_data(o), wb[64];
     for (int64_t t = 0; t < nb; t++) {
         char *m = po + (size_t)(t * n * n) * esz;

@@ -40,6 +40,7 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_ckpt_register(I);
     builtins_tensor_register(I);
     builtins_lib_register(I);
+    builtins_linalg_register(I);
     stage_builtins_register(I);
     builtins_progress_register(I);
     builtins_plot_register(I);

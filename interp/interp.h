@@ -75,6 +75,8 @@ int args_parse(Interp *I, const char *fname, const char *spec,
 
 /* Hooks implemented by interp/builtins_tensor.c, called by the evaluator. */
 void builtins_tensor_register(Interp *I);
+/* interp/builtins_linalg.c: outer, diag, einsum, norm, solve, inv, ... */
+void builtins_linalg_register(Interp *I);
 /* [a, b, ...]: stack numbers/bools/tensors of one shape (ragged or non-numeric:
  * an error that suggests a tuple). */
 int tensor_literal(Interp *I, int n, const Value *items, Value *out);

@@ -1124,6 +1124,174 @@ def random_cases():
          error="choice: probabilities do not sum to 1", label="choice: p must sum to 1")
 
 
+# ---- linear algebra (tensor/kernels_lapack.c, interp/builtins_linalg.c) ---------
+# outer, diag, trace, einsum and norm are built-ins composed of other ops: their
+# cases carry their own names (LINALG_COMPOSITES), besides the ops of the table.
+
+LINALG_COMPOSITES = {"outer", "diag", "trace", "einsum", "norm"}
+
+
+def well_conditioned(shape, dt):
+    """Random square matrices (..., n, n) with a dominant diagonal."""
+    n = shape[-1]
+    return (arr(shape, F64) / 3 + np.eye(n) * (n + 2)).astype(dt)
+
+
+def spd(shape, dt):
+    """Symmetric positive definite matrices m m^T + n I."""
+    m = arr(shape, F64) / 3
+    return (m @ np.swapaxes(m, -1, -2) + np.eye(shape[-1]) * shape[-1]).astype(dt)
+
+
+def f64ref(fn, out_dt):
+    """fn on float64 copies of the inputs, cast to out_dt."""
+    return lambda **kw: np.asarray(fn(**{k: v.astype(np.float64) for k, v in kw.items()})).astype(out_dt)
+
+
+def linalg_cases():
+    for dt in (F32, F64, I32, I64, BOOL):
+        for name, npf in (("tril", np.tril), ("triu", np.triu)):
+            for shp, k in (((3, 4), 0), ((4, 3), 1), ((2, 3, 4), -1), ((3, 3), 5), ((3, 3), -5), ((0, 3), 0)):
+                kt = "" if k == 0 else f", k={k}" if k > 0 else f", {k}"
+                case(name, f"{name}($x{kt})", {"x": arr(shp, dt)}, lambda x, npf=npf, k=k: npf(x, k))
+            case(name, f"{name}($x)", {"x": tview((4, 5), dt)}, lambda x, npf=npf: npf(x))
+    case("tril", "tril($x)", {"x": arr(BIG, F32)}, lambda x: np.tril(x))
+    case("tril", "tril($x)", {"x": arr((4,), F32)}, error="tril: expected a matrix (a tensor of rank >= 2), got shape (4,)",
+         label="tril of a 1-D tensor is an error")
+
+    for dt in (F32, F64):
+        tol = tol_for(dt, "loose")
+        for shp in ((1, 1), (3, 3), (2, 4, 4), (0, 0), (2, 0, 0), (40, 40)):
+            case("inv", "inv($a)", {"a": well_conditioned(shp, dt)}, f64ref(lambda a: np.linalg.inv(a), dt), tol=tol)
+            case("det", "det($a)", {"a": well_conditioned(shp, dt) / 4}, f64ref(lambda a: np.linalg.det(a), dt), tol=tol)
+            case("cholesky", "cholesky($a)", {"a": spd(shp, dt)}, f64ref(lambda a: np.linalg.cholesky(a), dt), tol=tol)
+        case("inv", "inv($a)", {"a": T(well_conditioned((5, 5), dt))}, f64ref(lambda a: np.linalg.inv(a), dt), tol=tol)
+        case("det", "det($a)", {"a": T(arr((4, 4), dt))}, f64ref(lambda a: np.linalg.det(a), dt), tol=tol)
+        case("det", "det($a)", {"a": np.array([[1, 2], [2, 4]], dt)}, lambda a, dt=dt: np.array(0, dt),
+             label="det of a singular matrix is 0")
+        # cholesky reads the lower triangle only
+        lo = spd((4, 4), dt)
+        case("cholesky", "cholesky($a)", {"a": np.tril(lo) + np.triu(arr((4, 4), dt), 1)},
+             lambda a, dt=dt: np.linalg.cholesky(np.tril(a).astype(F64) + np.tril(a, -1).T.astype(F64)).astype(dt),
+             tol=tol, label="cholesky reads the lower triangle")
+        for sa, sb in (((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)),
+                       ((3, 3), (2, 3, 2)), ((2, 1, 3, 3), (4, 3, 2)), ((0, 0), (0,)), ((3, 3), (3, 0))):
+            def solve_ref(a, b):
+                # NumPy 2's rule (a 1-D b is one vector) with the batches
+                # broadcast by hand: NumPy 1 takes (.., n) b as vectors
+                b2 = b[:, None] if b.ndim == 1 else b
+                batch = np.broadcast_shapes(a.shape[:-2], b2.shape[:-2])
+                x = np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b2, batch + b2.shape[-2:]))
+                return x[..., 0] if b.ndim == 1 else x
+            case("solve", "solve($a, $b)", {"a": well_conditioned(sa, dt), "b": arr(sb, dt)}, f64ref(solve_ref, dt), tol=tol)
+        case("solve", "solve($a, $b)", {"a": T(well_conditioned((4, 4), dt)), "b": S(arr((8, 2), dt))},
+             f64ref(lambda a, b: np.linalg.solve(a, b), dt), tol=tol)
+    case("solve", "solve($a, $b)", {"a": well_conditioned((3, 3), F32), "b": arr((3,), F64)},
+         f64ref(lambda a, b: np.linalg.solve(a, b), F64), tol=tol_for(F32, "loose"), label="solve(float32, float64) -> float64")
+    case("inv", "inv($a)", {"a": np.array([[2, 1], [1, 1]], I64)}, lambda a: np.linalg.inv(a).astype(F32),
+         tol=tol_for(F32, "loose"), label="inv of ints gives float32")
+    case("det", "det($a)", {"a": np.array([[2, 1], [1, 3]], I32)}, lambda a: np.array(5, F32),
+         tol=tol_for(F32, "loose"), label="det of ints gives float32")
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    case("inv", "inv($a)", {"a": sing}, error="inv: matrix is singular", label="inv of a singular matrix is an error")
+    case("inv", "inv($a)", {"a": np.stack([np.eye(2), sing])}, error="inv: matrix is singular (batch element 1)",
+         label="inv: a singular matrix in a batch")
+    case("solve", "solve($a, $b)", {"a": sing, "b": arr((2,), F64)}, error="solve: matrix is singular",
+         label="solve with a singular matrix is an error")
+    case("solve", "solve($a, $b)", {"a": np.eye(3), "b": arr((2,), F64)},
+         error="solve: b has shape (2,); for a of shape (3, 3) it must be (3,) or (.., 3, k)", label="solve shape mismatch")
+    case("cholesky", "cholesky($a)", {"a": np.array([[1.0, 2.0], [2.0, 1.0]])},
+         error="cholesky: matrix is not positive definite", label="cholesky of an indefinite matrix is an error")
+    case("inv", "inv($a)", {"a": arr((2, 3), F64)}, error="inv: the matrix must be square (.., n, n), got shape (2, 3)",
+         label="inv of a non-square matrix is an error")
+
+    # composites: outer, diag, trace
+    for dt in (F32, F64, I32, I64):
+        case("outer", "outer($a, $b)", {"a": arr((3,), dt), "b": arr((4,), dt)}, lambda a, b: np.outer(a, b))
+        case("diag", "diag($x)", {"x": arr((4,), dt)}, lambda x: np.diag(x))
+        case("trace", "trace($x)", {"x": arr((3, 4), dt)}, lambda x: np.asarray(np.trace(x)).astype(
+            I64 if np.dtype(x.dtype).kind in "bi" else x.dtype), tol=tol_for(dt, "sum"))
+    case("outer", "outer($a, $b)", {"a": arr((2, 3), F32), "b": tview((2, 2), F32)}, lambda a, b: np.outer(a, b),
+         label="outer flattens its operands")
+    case("outer", "outer($a, $b)", {"a": arr((), F64), "b": arr((0,), F64)}, lambda a, b: np.outer(a, b))
+    case("outer", "outer($a, $b)", {"a": arr((3,), I32), "b": arr((2,), F64)}, lambda a, b: np.outer(a, b))
+    for k in (1, 3, -1, -2):
+        case("diag", f"diag($x, k={k})", {"x": arr((3,), F32)}, lambda x, k=k: np.diag(x, k))
+    for shp in ((3, 4), (4, 3), (3, 3)):
+        for k in (0, 1, -2, 5, -5):
+            case("diag", f"diag($x, k={k})", {"x": arr(shp, F64)}, lambda x, k=k: np.diag(x, k))
+    case("diag", "diag($x)", {"x": tview((3, 5), I64)}, lambda x: np.diag(x))
+    case("diag", "diag($x)", {"x": arr((0,), F32)}, lambda x: np.diag(x))
+    case("diag", "diag($x)", {"x": arr((2, 2, 2), F32)}, error="diag: x must be 1-D or 2-D, got a tensor of rank 3",
+         label="diag of a 3-D tensor is an error")
+    case("trace", "trace($x, offset=1)", {"x": arr((3, 3), F32)}, lambda x: np.asarray(np.trace(x, 1)).astype(F32),
+         tol=tol_for(F32, "sum"))
+    case("trace", "trace($x)", {"x": arr((4, 4), BOOL)}, lambda x: np.asarray(np.trace(x)).astype(I64))
+
+    # einsum: the subset (explicit or implicit output, diagonals, sums, batches)
+    specs = [
+        ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij->ji", [(3, 4)]), ("ii->i", [(4, 4)]), ("ii", [(4, 4)]),
+        ("ij->", [(3, 4)]), ("i,i->", [(5,)] * 2), ("i,j->ij", [(3,), (4,)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+        ("ijk->kji", [(2, 3, 4)]), ("ij,ij->ij", [(3, 4)] * 2), ("ij,ij->i", [(3, 4)] * 2),
+        ("abc,cd->abd", [(2, 3, 4), (4, 5)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("iij->j", [(3, 3, 2)]),
+        ("ij,kj->ik", [(3, 4), (5, 4)]), ("bi,bi->b", [(4, 3)] * 2), ("ij,jk", [(3, 4), (4, 2)]), ("ji", [(3, 4)]),
+        ("Ab,bC->AC", [(2, 3), (3, 2)]), ("ij,k->ikj", [(2, 3), (4,)]), ("i,i,i->i", [(4,)] * 3),
+        ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]), ("ijk,ikl->jl", [(2, 3, 4), (2, 4, 5)]),
+        ("ij,jk->", [(0, 3), (3, 2)]),
+    ]
+    for spec, shapes in specs:
+        for dt in (F32, F64):
+            ins = {f"x{i}": arr(sh, dt) for i, sh in enumerate(shapes)}
+            args = ", ".join(f"$x{i}" for i in range(len(shapes)))
+
+            def ref(spec=spec, dt=dt, **kw):
+                xs = [kw[f"x{i}"].astype(F64) for i in range(len(kw))]
+                return np.asarray(np.einsum(spec, *xs)).astype(dt)
+            case("einsum", f'einsum("{spec}", {args})', ins, ref, tol=tol_for(dt, "sum"))
+    case("einsum", 'einsum("ij,jk->ik", $a, $b)', {"a": arr((3, 4), I64), "b": arr((4, 2), I64)},
+         lambda a, b: np.einsum("ij,jk->ik", a, b))
+    case("einsum", 'einsum("ij,j->i", $a, $b)', {"a": tview((3, 4), F32), "b": S(arr((8,), F32))},
+         lambda a, b: np.einsum("ij,j->i", a.astype(F64), b.astype(F64)).astype(F32), tol=tol_for(F32, "sum"))
+    for expr, ins, err in (
+            ('einsum("i...,j->ij", $a, $a)', {"a": arr((3,), F32)}, "einsum: '...' (an ellipsis) is not supported"),
+            ('einsum("ij,jk->ik", $a, $a)', {"a": arr((3, 4), F32)}, "einsum: subscript 'j' has size 4 in operand 0 but 3 in operand 1"),
+            ('einsum("ijk->i", $a)', {"a": arr((3, 4), F32)}, 'einsum: operand 0 has rank 2 but its subscripts "ijk" name 3 axes'),
+            ('einsum("ij->ik", $a)', {"a": arr((3, 4), F32)}, "einsum: output subscript 'k' does not appear in the inputs"),
+            ('einsum("ij,jk->ik", $a)', {"a": arr((3, 4), F32)}, 'einsum: "ij,jk->ik" has 2 input terms but 1 operand was given')):
+        case("einsum", expr, ins, error=err, label=err)
+
+    # norm: numpy.linalg.norm's orders
+    inf = 'float("inf")'
+    for dt in (F32, F64):
+        tol = tol_for(dt, "sum")
+        v, m = arr((7,), dt), arr((3, 4), dt)
+        for ords, npo in (("", None), (", ord=1", 1), (", ord=2", 2), (f", ord={inf}", np.inf), (f", ord=-{inf}", -np.inf),
+                          (", ord=0", 0), (", ord=3", 3), (", ord=0.5", 0.5)):
+            case("norm", f"norm($x{ords})", {"x": v}, f64ref(lambda x, npo=npo: np.linalg.norm(x, npo), dt), tol=tol)
+        for ords, npo in (("", None), (', ord="fro"', "fro"), (", ord=1", 1), (", ord=-1", -1), (f", ord={inf}", np.inf),
+                          (f", ord=-{inf}", -np.inf)):
+            case("norm", f"norm($x{ords})", {"x": m}, f64ref(lambda x, npo=npo: np.linalg.norm(x, npo), dt), tol=tol)
+        x3 = arr((2, 3, 4), dt)
+        case("norm", "norm($x)", {"x": x3}, f64ref(lambda x: np.linalg.norm(x), dt), tol=tol)
+        case("norm", "norm($x, axis=1)", {"x": x3}, f64ref(lambda x: np.linalg.norm(x, axis=1), dt), tol=tol)
+        case("norm", "norm($x, axis=-1, keepdims=true)", {"x": x3},
+             f64ref(lambda x: np.linalg.norm(x, axis=-1, keepdims=True), dt), tol=tol)
+        case("norm", "norm($x, ord=1, axis=(2, 0))", {"x": x3}, f64ref(lambda x: np.linalg.norm(x, 1, axis=(2, 0)), dt),
+             tol=tol)
+        case("norm", f"norm($x, ord={inf}, axis=(1, 2), keepdims=true)", {"x": x3},
+             f64ref(lambda x: np.linalg.norm(x, np.inf, axis=(1, 2), keepdims=True), dt), tol=tol)
+        case("norm", "norm($x, keepdims=true)", {"x": m}, f64ref(lambda x: np.linalg.norm(x, keepdims=True), dt), tol=tol)
+        case("norm", "norm($x)", {"x": np.zeros((3,), dt)}, lambda x, dt=dt: np.array(0, dt))
+        case("norm", "norm($x)", {"x": tview((3, 4), dt)}, f64ref(lambda x: np.linalg.norm(x), dt), tol=tol)
+    case("norm", "norm($x)", {"x": arr((5,), I64)}, f64ref(lambda x: np.linalg.norm(x), F32), tol=tol_for(F32, "sum"),
+         label="norm of ints gives float32")
+    case("norm", "norm($x)", {"x": arr(BIG, F32)}, f64ref(lambda x: np.linalg.norm(x), F32), tol=tol_for(F32, "sum"))
+    case("norm", "norm($x, ord=2)", {"x": arr((3, 3), F32)},
+         error="norm: matrix norm ord=2 is not supported", label="norm: matrix ord=2 is an error")
+    case("norm", 'norm($x, ord="fro", axis=0)', {"x": arr((3, 3), F32)},
+         error='norm: ord "fro" is a matrix norm; it needs two axes', label="norm: fro of a vector is an error")
+
+
 # ---- the op table ---------------------------------------------------------------
 
 def table_ops(srcdir):
@@ -1502,12 +1670,12 @@ def main():
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # NaN/inf refs are intended
     for gen_fn in (creation_cases, unary_cases, binary_cases, ternary_cases, cast_cases, reduce_cases,
                    matmul_cases, shape_cases, index_cases, nn_cases, nn_grad_cases, random_cases,
-                   library_cases):
+                   library_cases, linalg_cases):
         gen_fn()
     ops = table_ops(srcdir)
     failures = []
     covered = {c.op for c in CASES}
-    unknown = sorted(covered - set(ops))
+    unknown = sorted(covered - set(ops) - LINALG_COMPOSITES)
     missing = [op for op in ops if op not in covered]
     for op in missing:
         failures.append(f"FAIL {op}: the op has no test case in tests/ops_numpy.py (every op of the table needs one)")

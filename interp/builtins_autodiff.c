@@ -262,6 +262,8 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
             *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false, BF_EFFECT);
             return 0;
         }
+    /* tensor methods (w.sum()) take the variable itself, as sum(w) does */
+    if (!tensor_method(I, v_obj(V_OBJECT, o), name, out)) return 0;
     /* shape, dtype, ndim, size, device, T: those of the value */
     Value t = v_tensor_take(var_read(I->tracer, v));
     int rc = tensor_getattr(I, t, name, out);

@@ -108,6 +108,46 @@ static int get_shape(Interp *I, const char *fn, const char *what, Value v, bool 
     return 0;
 }
 
+/* The varargs form of a shape, as NumPy's and PyTorch's: zeros(2, 3) is
+ * zeros((2, 3)), x.reshape(2, 3) is reshape(x, (2, 3)). A run of two or more
+ * int arguments from position k on is packed into one tuple and fn called
+ * again with it; 1 when there is no such run (the caller goes on). */
+static bool int_like(Value v)
+{
+    return (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) ||
+           (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype));
+}
+
+static int shape_varargs(Interp *I, BuiltinFn fn, int k, int argc, const Value *argv, int nkw,
+                         Str *const *kwnames, const Value *kwvals, Value *out, void *data)
+{
+    int end = k;
+    while (end < argc && int_like(argv[end])) end++;
+    if (end - k < 2) return 1;
+    Seq *t = seq_new(end - k);
+    t->h.kind = V_TUPLE;
+    for (int i = k; i < end; i++) {
+        value_incref(argv[i]);
+        seq_push_take(t, argv[i]);
+    }
+    Value buf[16];
+    int n = argc - (end - k) + 1;
+    Value *args = n <= 16 ? buf : xmalloc(sizeof(Value) * (size_t)n);
+    memcpy(args, argv, sizeof(Value) * (size_t)k);
+    args[k] = v_obj(V_TUPLE, t);
+    memcpy(args + k + 1, argv + end, sizeof(Value) * (size_t)(argc - end));
+    int rc = fn(I, n, args, nkw, kwnames, kwvals, out, data);
+    if (args != buf) free(args);
+    value_decref(v_obj(V_TUPLE, t));
+    return rc;
+}
+
+#define SHAPE_VARARGS(fn, k)                                                              \
+    do {                                                                                  \
+        int rc_ = shape_varargs(I, fn, k, argc, argv, nkw, kwnames, kwvals, out, data);    \
+        if (rc_ != 1) return rc_;                                                         \
+    } while (0)
+
 /* Normalise one axis for a tensor of the given rank. */
 static int norm_axis(Interp *I, const char *fn, int64_t axis, int rank, int *out)
 {
@@ -312,6 +352,7 @@ static int make_full(Interp *I, int rank, const int64_t *shape, double v, tfe_dt
 /* zeros(shape, dtype=float32), ones(...): data is the fill value 0 or 1. */
 BUILTIN(bi_zeros_ones)
 {
+    SHAPE_VARARGS(bi_zeros_ones, 0);
     const char *fn = data ? "ones" : "zeros";
     PARSE(fn, "shape, dtype=", 2);
     int rank;
@@ -421,6 +462,7 @@ BUILTIN(bi_eye)
 /* randn(shape, dtype=float32), rand(shape, dtype=float32) */
 BUILTIN(bi_random)
 {
+    SHAPE_VARARGS(bi_random, 0);
     tfe_op op = OP_OF(data);
     const char *fn = tfe_ops[op].name;
     PARSE(fn, "shape, dtype=", 2);
@@ -512,6 +554,7 @@ BUILTIN(bi_cast)
 /* reshape(x, shape): one -1 allowed */
 BUILTIN(bi_reshape)
 {
+    SHAPE_VARARGS(bi_reshape, 1);
     PARSE("reshape", "x, shape", 2);
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -521,6 +564,26 @@ BUILTIN(bi_reshape)
     tfe_tensor *x = arg_tensor(I, "reshape", "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_RESHAPE, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* item(x): the one element of x as a number of x's dtype (NumPy's and
+ * PyTorch's x.item()); a reshape to (), so staged code reads no value. */
+BUILTIN(bi_item)
+{
+    PARSE("item", "x", 1);
+    tfe_tensor *x = arg_tensor(I, "item", "x", a[0]);
+    if (!x) return -1;
+    int64_t n = shape_numel(x->rank, x->shape);
+    int rc;
+    if (n != 1) {
+        rc = interp_raise(I, "item: the tensor must have exactly one element, it has %lld", (long long)n);
+    } else {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        rc = run1(I, OP_RESHAPE, x, &at, out);
+    }
     tensor_decref(x);
     return rc;
 }
@@ -543,6 +606,7 @@ BUILTIN(bi_flatten)
 /* transpose(x, perm=nil): nil reverses the axes */
 BUILTIN(bi_transpose)
 {
+    SHAPE_VARARGS(bi_transpose, 1);
     PARSE("transpose", "x, perm=", 2);
     tfe_tensor *x = arg_tensor(I, "transpose", "x", a[0]);
     if (!x) return -1;
@@ -1709,6 +1773,7 @@ void builtins_tensor_register(Interp *I)
         {"avg_pool2d", bi_pool, OP_AVG_POOL2D, 0},
         {"dropout", bi_dropout, 0, 0},
         {"stop_gradient", bi_stop_gradient, 0, 0},
+        {"item", bi_item, 0, 0},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         interp_define_builtin_flags(I, table[i].name, table[i].fn, (void *)table[i].data, table[i].flags,

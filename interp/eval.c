@@ -460,6 +460,21 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (rc && !I->has_error) interp_raise(I, "%s() failed", b->name);
         return rc ? -1 : 0;
     }
+    if (f.kind == V_RECORD) {
+        /* a record with a `call` field is callable: model(x) is model.call(x)
+         * (the stdlib's layers and models); one level, so a record whose call
+         * is a record is not called round and round */
+        Value *c = record_get((Record *)f.u.o, "call", 4);
+        if (c && (c->kind == V_FN || c->kind == V_BUILTIN)) {
+            Value cv = *c; /* held: the call may replace the field */
+            value_incref(cv);
+            int rc = call_value(I, cv, argc, argv, nkw, kwnames, kwvals, out);
+            value_decref(cv);
+            return rc;
+        }
+        return interp_raise(I, "cannot call a record %s (a record is callable when its 'call' field is a function)",
+                            c ? "whose 'call' field is not a function" : "without a 'call' field");
+    }
     return interp_raise(I, "cannot call a value of type %s", value_kind_name(f));
 }
 
@@ -728,6 +743,7 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         Loc saved = I->cur_loc;
         I->cur_loc = loc;
         rc = tensor_getattr(I, base, name, out);
+        if (rc == 1) rc = tensor_method(I, base, name, out);
         I->cur_loc = saved;
         break;
     }
@@ -747,7 +763,15 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     }
     default: break;
     }
-    if (rc == 1) return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    if (rc == 1) {
+        const char *near = NULL;
+        if (base.kind == V_SCALAR || base.kind == V_TENSOR ||
+            (base.kind == V_OBJECT && !strcmp(((Object *)base.u.o)->cls->name, "variable")))
+            near = tensor_attr_suggest(name);
+        if (near)
+            return raise_at(I, loc, "%s has no field '%s' (did you mean '%s'?)", value_kind_name(base), name, near);
+        return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    }
     return rc;
 }
 

@@ -169,7 +169,7 @@ static int scalar_of(Interp *I, const char *fname, Value v, double *f, int64_t *
 {
     if (v.kind == V_SCALAR) {
         *is_float = dtype_is_float((tfe_dtype)v.dtype);
-        if (*is_float) *f = v.u.f; else *i = v.u.i;
+        if (*is_float) *f = scalar_f(v); else *i = v.u.i;
         return 0;
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {

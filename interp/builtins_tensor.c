@@ -297,7 +297,8 @@ static tfe_tensor **get_tensor_seq(Interp *I, const char *fn, Value v, int *n_ou
 
 /* ---- create ---------------------------------------------------------------- */
 
-static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested);
+static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested,
+                               tfe_dtype want);
 
 /* tensor(x, dtype=nil): like numpy.array; nested tuples/lists are stacked. */
 BUILTIN(bi_tensor)
@@ -306,14 +307,15 @@ BUILTIN(bi_tensor)
     tfe_tensor *t;
     int n;
     const Value *items;
-    if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true);
+    /* a float literal meets the dtype asked for: tensor(0.1, dtype=float64)
+     * holds the double 0.1 */
+    tfe_dtype want = TFE_BOOL;
+    if (a[1].kind != V_NIL && get_dtype(I, "tensor", a[1], TFE_BOOL, &want)) return -1;
+    if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true, want);
+    else if (a[0].kind == V_SCALAR) t = value_to_tensor_for(a[0], want);
     else t = arg_tensor(I, "tensor", "x", a[0]);
     if (!t) return -1;
-    tfe_dtype dt = TFE_FLOAT32;
-    if (get_dtype(I, "tensor", a[1], t->dtype, &dt)) {
-        tensor_decref(t);
-        return -1;
-    }
+    tfe_dtype dt = a[1].kind != V_NIL ? want : t->dtype;
     if (dt != t->dtype) {
         tfe_attrs at;
         tfe_attrs_init(&at);
@@ -336,6 +338,13 @@ BUILTIN(bi_tensor)
         }
     }
     return finish(I, t, out);
+}
+
+/* A number argument v read as x (rounded to its dtype), in a result of dtype
+ * dt: a float literal's exact value when dt is float64. */
+static double lit_value(Value v, double x, tfe_dtype dt)
+{
+    return v.kind == V_SCALAR && v.lit && dt == TFE_FLOAT64 ? v.u.f : x;
 }
 
 /* FULL with a shape, a value and a dtype. */
@@ -388,6 +397,7 @@ BUILTIN(bi_full)
     if (get_shape(I, "full", "shape", a[0], false, &rank, shape) ||
         arg_number(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
         return -1;
+    v = lit_value(a[1], v, dt);
     return make_full(I, rank, shape, v, dt, out);
 }
 
@@ -416,6 +426,7 @@ BUILTIN(bi_arange)
     if (def == TFE_BOOL) def = TFE_INT64;
     tfe_dtype dt = TFE_FLOAT32;
     if (get_dtype(I, "arange", a[3], def, &dt)) return -1;
+    for (int i = 0; i < 3; i++) lim[i] = lit_value(vals[i], lim[i], dt);
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = dt;
@@ -435,6 +446,8 @@ BUILTIN(bi_linspace)
         (p[2] && arg_int(I, "linspace", "num", a[2], &num)) ||
         get_dtype(I, "linspace", a[3], TFE_FLOAT32, &at.dtype))
         return -1;
+    at.f[0] = lit_value(a[0], at.f[0], at.dtype);
+    at.f[1] = lit_value(a[1], at.f[1], at.dtype);
     if (num < 0) return interp_raise(I, "linspace: num must be non-negative, got %lld", (long long)num);
     at.nints = 1;
     at.ints[0] = num;
@@ -544,7 +557,7 @@ BUILTIN(bi_cast)
     tfe_attrs_init(&at);
     if (a[1].kind == V_NIL) return interp_raise(I, "cast: dtype must be a string such as \"float32\", got nil");
     if (get_dtype(I, "cast", a[1], TFE_FLOAT32, &at.dtype)) return -1;
-    tfe_tensor *x = arg_tensor(I, "cast", "x", a[0]);
+    tfe_tensor *x = arg_tensor_for(I, "cast", "x", a[0], at.dtype); /* cast(0.1, float64): exact */
     if (!x) return -1;
     int rc = run1(I, OP_CAST, x, &at, out);
     tensor_decref(x);
@@ -891,10 +904,15 @@ BUILTIN(bi_binary)
     tfe_op op = OP_OF(data);
     const char *fn = tfe_ops[op].name;
     PARSE(fn, "a, b", 2);
-    tfe_tensor *x = arg_tensor(I, fn, "a", a[0]);
-    if (!x) return -1;
-    tfe_tensor *y = arg_tensor(I, fn, "b", a[1]);
-    if (!y) {
+    /* a float literal meets the other operand's dtype, as in a + b */
+    bool lit0 = a[0].kind == V_SCALAR && a[0].lit;
+    tfe_tensor *x = NULL, *y = NULL;
+    if (lit0 && !(y = arg_tensor(I, fn, "b", a[1]))) return -1;
+    if (!(x = arg_tensor_for(I, fn, "a", a[0], y ? y->dtype : TFE_FLOAT32))) {
+        if (y) tensor_decref(y);
+        return -1;
+    }
+    if (!y && !(y = arg_tensor_for(I, fn, "b", a[1], x->dtype))) {
         tensor_decref(x);
         return -1;
     }
@@ -921,8 +939,15 @@ static int run3(Interp *I, const char *fn, tfe_op op, const char *const names[3]
 {
     tfe_tensor *in[3] = {0};
     int rc = -1;
-    for (int i = 0; i < 3; i++)
+    /* float literals last: they meet the others' dtype (exact if float64) */
+    tfe_dtype dt = TFE_FLOAT32;
+    for (int i = 0; i < 3; i++) {
+        if (vals[i].kind == V_SCALAR && vals[i].lit) continue;
         if (!(in[i] = arg_tensor(I, fn, names[i], vals[i]))) goto done;
+        if (in[i]->dtype == TFE_FLOAT64) dt = TFE_FLOAT64;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!in[i] && !(in[i] = arg_tensor_for(I, fn, names[i], vals[i], dt))) goto done;
     tfe_attrs at;
     tfe_attrs_init(&at);
     rc = finish(I, tfe_call1(op, 3, in, &at), out);
@@ -1160,19 +1185,23 @@ static void put_scalar(char *dst, tfe_dtype dt, Value v)
 {
     bool f = dtype_is_float((tfe_dtype)v.dtype);
     switch (dt) {
-    case TFE_BOOL: *(uint8_t *)dst = f ? v.u.f != 0 : v.u.i != 0; break;
-    case TFE_INT32: *(int32_t *)dst = (int32_t)(f ? f2i(v.u.f) : v.u.i); break;
-    case TFE_INT64: *(int64_t *)dst = f ? f2i(v.u.f) : v.u.i; break;
+    case TFE_BOOL: *(uint8_t *)dst = f ? scalar_f(v) != 0 : v.u.i != 0; break;
+    case TFE_INT32: *(int32_t *)dst = (int32_t)(f ? f2i(scalar_f(v)) : v.u.i); break;
+    case TFE_INT64: *(int64_t *)dst = f ? f2i(scalar_f(v)) : v.u.i; break;
     case TFE_FLOAT32: *(float *)dst = f ? (float)v.u.f : (float)v.u.i; break;
-    case TFE_FLOAT64: *(double *)dst = f ? v.u.f : (double)v.u.i; break;
+    case TFE_FLOAT64: *(double *)dst = f ? v.u.f : (double)v.u.i; break; /* a literal's exact value */
     default: break; /* scalars are never float16/bfloat16 */
     }
 }
 
 /* Stacks numbers/bools/tensors of one shape along a new axis 0 (who names the
  * caller in messages: "[...]" or "tensor"). nested: tuple/list elements are
- * stacked first (tensor()). Returns a new, non-weak tensor or NULL (raised). */
-static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested)
+ * stacked first (tensor()). want: the dtype the caller casts the result to
+ * (TFE_BOOL: none); float64 makes a float32 stack float64 here, so float
+ * literals keep their exact values. Returns a new, non-weak tensor or NULL
+ * (raised). */
+static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested,
+                               tfe_dtype want)
 {
     if (n == 0) return tensor_zeros(TFE_FLOAT32, 1, (int64_t[]){0});
     tfe_tensor **ts = try_calloc((size_t)n, sizeof *ts);
@@ -1191,7 +1220,7 @@ static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *i
         int m;
         const Value *sub;
         if (nested && as_seq(v, &m, &sub)) {
-            if (!(ts[i] = build_stack(I, who, m, sub, true))) goto done;
+            if (!(ts[i] = build_stack(I, who, m, sub, true, want))) goto done;
         } else if (v.kind != V_SCALAR && v.kind != V_TENSOR) {
             const char *k = value_kind_name(v);
             interp_raise(I, "%s: element %d is %s %s, not a number; use a tuple (...) for mixed "
@@ -1217,6 +1246,7 @@ static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *i
         }
         dt = dtype_promote(dt, weak, edt, ew, &weak);
     }
+    if (want == TFE_FLOAT64 && dt == TFE_FLOAT32) dt = TFE_FLOAT64;
     if (all_scalars) {
         /* numbers only: a constant built directly, as value_to_tensor would */
         if (!(res = tensor_new(dt, 1, (int64_t[]){n}))) {
@@ -1264,7 +1294,7 @@ done:
 
 int tensor_literal(Interp *I, int n, const Value *items, Value *out)
 {
-    tfe_tensor *t = build_stack(I, "[...]", n, items, false);
+    tfe_tensor *t = build_stack(I, "[...]", n, items, false, TFE_BOOL);
     if (!t) return -1;
     *out = v_tensor_take(t);
     return 0;

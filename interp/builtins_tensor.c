@@ -1336,6 +1336,9 @@ typedef struct IndexPlan {
     int pos;                 /* its first axis in the sliced result */
     bool front;              /* NumPy: ints and the advanced index are not adjacent
                                 items, so the advanced result axes go first */
+    int nmulti;              /* integer-tensor indices (several: merge_advanced) */
+    tfe_tensor *multi[TFE_MAX_RANK]; /* each (new reference) */
+    int multi_pos[TFE_MAX_RANK];     /* its axis in the sliced result */
     int nnew;                /* nil items: size-1 axes inserted into the result */
     int newax[2 * TFE_MAX_RANK]; /* their positions among the basic result axes */
     bool new_after[2 * TFE_MAX_RANK]; /* placed after the advanced index */
@@ -1351,6 +1354,7 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
     pl->pos = 0;
     pl->front = false;
     pl->nnew = 0;
+    pl->nmulti = 0;
     int consumed = 0, ell = -1, first_adv = n, last_adv = -1, nadv = 0;
     for (int i = 0; i < n; i++) {
         const IndexItem *it = &items[i];
@@ -1366,12 +1370,21 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
             last_adv = i;
             nadv++;
         } else if (it->v.kind == V_TENSOR && (it->v.u.t->dtype == TFE_BOOL || dtype_is_int(it->v.u.t->dtype))) {
-            if (pl->adv) {
-                interp_raise(I, "index: only one integer-tensor or bool-mask index is supported");
+            bool mask = it->v.u.t->dtype == TFE_BOOL;
+            if (pl->adv && (mask || pl->mask)) {
+                interp_raise(I, "index: a bool mask cannot be combined with another integer-tensor or "
+                             "bool-mask index");
                 goto fail;
             }
+            if (!mask) pl->multi[pl->nmulti++] = value_to_tensor(it->v);
+            if (pl->adv) { /* several integer tensors: merged in tensor_index */
+                consumed++;
+                last_adv = i;
+                nadv++;
+                continue;
+            }
             pl->adv = value_to_tensor(it->v);
-            pl->mask = it->v.u.t->dtype == TFE_BOOL;
+            pl->mask = mask;
             if (pl->mask && pl->adv->rank == 0) {
                 interp_raise(I, "index: a 0-d bool index is not supported");
                 goto fail;
@@ -1455,10 +1468,11 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
             pl->trivial = false;
             axis++;
             dropped++;
-        } else { /* the advanced index: its axes stay whole here */
-            pl->pos = axis - dropped;
+        } else { /* an advanced index: its axes stay whole here */
+            if (!adv_in) pl->pos = axis - dropped;
             int m = pl->mask ? pl->adv->rank : 1;
-            adv_in = m;
+            if (!pl->mask) pl->multi_pos[adv_in] = axis - dropped;
+            adv_in += m;
             for (int j = 0; j < m; j++, axis++) {
                 sl[3 * axis] = 0;
                 sl[3 * axis + 1] = x->shape[axis];
@@ -1471,7 +1485,121 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
 fail:
     if (pl->adv) tensor_decref(pl->adv);
     pl->adv = NULL;
+    for (int i = 0; i < pl->nmulti; i++) tensor_decref(pl->multi[i]);
+    pl->nmulti = 0;
     return -1;
+}
+
+static tfe_tensor *transpose_by(tfe_tensor *x, const int64_t *perm);
+
+/* x[i, j, ...] with several integer-tensor indices, NumPy's way: they
+ * broadcast together and pick one element of their axes per position. The
+ * sliced r gets those axes next to each other (first when the advanced
+ * items are not adjacent, NumPy's rule) and merged into one; each index is
+ * checked and wrapped by a gather from arange(size), and the broadcast
+ * indices become one linear index into the merged axis, which replaces
+ * pl->adv, so the one-index path (a gather, with its scatter-add gradient)
+ * does the rest. Returns the new r (new reference) or NULL (tensor error). */
+static tfe_tensor *merge_advanced(tfe_tensor *r, IndexPlan *pl)
+{
+    int k = pl->nmulti, p = pl->front ? 0 : pl->multi_pos[0];
+    int64_t sizes[TFE_MAX_RANK], total = 1;
+    for (int j = 0; j < k; j++) total *= sizes[j] = r->shape[pl->multi_pos[j]];
+    tfe_tensor *t = r, *lin = NULL, *tmp;
+    tensor_incref(t);
+    if (pl->front) {
+        int64_t perm[TFE_MAX_RANK];
+        int m = 0;
+        for (int j = 0; j < k; j++) perm[m++] = pl->multi_pos[j];
+        for (int i = 0; i < r->rank; i++) {
+            bool adv = false;
+            for (int j = 0; j < k; j++) adv |= pl->multi_pos[j] == i;
+            if (!adv) perm[m++] = i;
+        }
+        tmp = transpose_by(t, perm);
+        tensor_decref(t);
+        if (!(t = tmp)) return NULL;
+    }
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int m = 0;
+    for (int i = 0; i < p; i++) at.ints[m++] = t->shape[i];
+    at.ints[m++] = total;
+    for (int i = p + k; i < t->rank; i++) at.ints[m++] = t->shape[i];
+    at.nints = m;
+    tmp = tfe_call1(OP_RESHAPE, 1, &t, &at);
+    tensor_decref(t);
+    if (!(t = tmp)) return NULL;
+    int64_t stride = 1;
+    for (int j = k - 1; j >= 0; j--) {
+        tfe_attrs ar;
+        tfe_attrs_init(&ar);
+        ar.dtype = TFE_INT64;
+        ar.f[0] = 0;
+        ar.f[1] = (double)sizes[j];
+        ar.f[2] = 1;
+        /* arange(size) as shape (1, ..., 1, size) with size at the index's
+         * axis a, so the gather's range error names that axis, as x[:, i]'s */
+        int a = pl->multi_pos[j];
+        tfe_tensor *range = tfe_call1(OP_ARANGE, 0, NULL, &ar), *idx = NULL, *scaled = NULL;
+        if (range && a > 0) {
+            tfe_attrs ash;
+            tfe_attrs_init(&ash);
+            for (int i = 0; i < a; i++) ash.ints[i] = 1;
+            ash.ints[a] = sizes[j];
+            ash.nints = a + 1;
+            tmp = tfe_call1(OP_RESHAPE, 1, &range, &ash);
+            tensor_decref(range);
+            range = tmp;
+        }
+        if (range) {
+            tfe_attrs ag;
+            tfe_attrs_init(&ag);
+            ag.naxes = 1;
+            ag.axes[0] = a;
+            tfe_tensor *in[2] = {range, pl->multi[j]};
+            idx = tfe_call1(OP_GATHER, 2, in, &ag); /* checks the range, wraps negatives */
+            tensor_decref(range);
+        }
+        if (idx && a > 0) { /* the leading size-1 axes go */
+            tfe_attrs asq;
+            tfe_attrs_init(&asq);
+            for (int i = 0; i < a; i++) asq.axes[i] = i;
+            asq.naxes = a;
+            tmp = tfe_call1(OP_SQUEEZE, 1, &idx, &asq);
+            tensor_decref(idx);
+            idx = tmp;
+        }
+        if (idx && stride != 1) {
+            tfe_tensor *st = tensor_from_i64(stride, TFE_INT64);
+            if (st) {
+                st->weak = true;
+                scaled = tfe_binary(OP_MUL, idx, st);
+                tensor_decref(st);
+            }
+            tensor_decref(idx);
+        } else {
+            scaled = idx;
+        }
+        if (!scaled) goto fail;
+        if (lin) {
+            tmp = tfe_binary(OP_ADD, scaled, lin);
+            tensor_decref(scaled);
+            tensor_decref(lin);
+            if (!(lin = tmp)) goto fail;
+        } else {
+            lin = scaled;
+        }
+        stride *= sizes[j];
+    }
+    tensor_decref(pl->adv);
+    pl->adv = lin;
+    pl->pos = p;
+    return t;
+fail:
+    if (lin) tensor_decref(lin);
+    tensor_decref(t);
+    return NULL;
 }
 
 /* Checks that a bool mask matches the axes [pos, pos + rank) of r. */
@@ -1538,6 +1666,16 @@ int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
         interp_raise_tensor_error(I);
         goto done;
     }
+    if (pl.nmulti > 1) {
+        trace_shape_read(I, x); /* the merge reshapes by x's dims: traces specific to them */
+        tfe_tensor *g = merge_advanced(r, &pl);
+        if (!g) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+        tensor_decref(r);
+        r = g;
+    }
     if (pl.adv) {
         tfe_tensor *g = NULL;
         if (pl.mask) {
@@ -1603,6 +1741,7 @@ int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
 done:
     if (r) tensor_decref(r);
     if (pl.adv) tensor_decref(pl.adv);
+    for (int i = 0; i < pl.nmulti; i++) tensor_decref(pl.multi[i]);
     tensor_decref(x);
     return rc;
 }
@@ -1640,6 +1779,11 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
         }
     }
     if (plan_index(I, x, n, items, &pl)) goto done;
+    if (pl.nmulti > 1) {
+        interp_raise(I, "index: assignment through several integer-tensor indices is not supported "
+                     "(index with one, or assign to a slice)");
+        goto done;
+    }
     if (!pl.adv) {
         tfe_tensor *in[2] = {x, vt};
         if (!(res = tfe_call1(OP_SET_SLICE, 2, in, &pl.at))) interp_raise_tensor_error(I);
@@ -1707,6 +1851,7 @@ done:
     if (upd) tensor_decref(upd);
     if (region) tensor_decref(region);
     if (pl.adv) tensor_decref(pl.adv);
+    for (int i = 0; i < pl.nmulti; i++) tensor_decref(pl.multi[i]);
     tensor_decref(vt);
     return rc;
 }

@@ -421,6 +421,14 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
     return rc;
 }
 
+/* A @host function's result is rounded to float32 if it is a float literal,
+ * as a graph's host node gives it (a tensor). */
+static inline void host_result(const Closure *c, Value *out)
+{
+    if (out->kind == V_SCALAR && out->lit && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
+        *out = value_unlit(*out);
+}
+
 int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out)
 {
@@ -432,8 +440,7 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (__builtin_expect(I->check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         int rc = call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
-        if (!rc && out->kind == V_SCALAR && out->lit && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
-            *out = v_float(out->u.f, TFE_FLOAT32), out->weak = true; /* as a graph's host node gives it */
+        if (!rc) host_result(c, out);
         return rc;
     }
     if (f.kind == V_BUILTIN) {
@@ -519,6 +526,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
         I->cur_loc = n->a->loc;
         if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) rc = -1;
         else rc = run_closure(I, c, e, NULL, n->a->loc, out);
+        if (!rc) host_result(c, out);
     }
     if (e == &stack_env) {
         for (int i = 0; i < e->nslots; i++) value_decref(e->slots[i]);

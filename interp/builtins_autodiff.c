@@ -177,7 +177,7 @@ BUILTIN(bi_var_assign)
     char who[300], s1[200], s2[200];
     if (v->name) snprintf(who, sizeof who, "variable '%s'", v->name);
     else snprintf(who, sizeof who, "the variable");
-    tfe_tensor *x = value_to_tensor(argv[1]);
+    tfe_tensor *x = value_to_tensor_for(argv[1], v->value->dtype); /* a float literal: exact in float64 */
     if (!x) return interp_raise(I, "%s: %s needs a tensor, got %s", fn, who, value_kind_name(argv[1]));
     if (mode == 4 && !dtype_is_float(v->value->dtype)) {
         tensor_decref(x);

@@ -425,7 +425,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
  * as a graph's host node gives it (a tensor). */
 static inline void host_result(const Closure *c, Value *out)
 {
-    if (out->kind == V_SCALAR && out->lit && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
+    if (__builtin_expect(out->lit, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
         *out = value_unlit(*out);
 }
 
@@ -520,7 +520,7 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
     int rc = 0;
     for (int i = 0; i < n->list.n; i++) {
         if (eval_fast(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
-        e->slots[i] = value_unlit(e->slots[i]);
+        if (__builtin_expect(e->slots[i].lit, 0)) e->slots[i] = value_unlit(e->slots[i]);
     }
     if (!rc) {
         I->cur_loc = n->a->loc;

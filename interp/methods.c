@@ -29,6 +29,8 @@ static const struct { const char *method, *builtin; } methods[] = {
     {"broadcast_to", "broadcast_to"}, {"tile", "tile"}, {"split", "split"},
     {"softmax", "softmax"}, {"log_softmax", "log_softmax"}, {"stop_gradient", "stop_gradient"},
     {"item", "item"}, {"to", "to"},
+    /* PyTorch's names of shape facts (its size() is x.shape here) */
+    {"numel", "size"}, {"dim", "rank"},
 };
 
 /* Properties: tensor_getattr (builtins_tensor.c) computes them. */

@@ -169,7 +169,7 @@ static int scalar_of(Interp *I, const char *fname, Value v, double *f, int64_t *
 {
     if (v.kind == V_SCALAR) {
         *is_float = dtype_is_float((tfe_dtype)v.dtype);
-        if (*is_float) *f = v.u.f; else *i = v.u.i;
+        if (*is_float) *f = scalar_f(v); else *i = v.u.i;
         return 0;
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
@@ -289,6 +289,41 @@ BUILTIN(bi_list)
     Seq *s = seq_new(argc);
     for (int i = 0; i < argc; i++) { value_incref(argv[i]); seq_push_take(s, argv[i]); }
     *out = v_obj(V_LIST, s);
+    return 0;
+}
+
+/* varargs(f): a function that calls f with its positional arguments as one
+ * tuple (Python's *args), keywords passed through; a lone tuple or list is
+ * passed as it is, so g(a, b) and g((a, b)) agree (as zeros(2, 3) and
+ * zeros((2, 3))). nn.sequential is one. */
+static int varargs_call(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                        const Value *kwvals, Value *out, void *data)
+{
+    (void)data;
+    Value f = argv[0];
+    argc--;
+    argv++;
+    if (argc == 1 && (argv[0].kind == V_TUPLE || argv[0].kind == V_LIST))
+        return call_value(I, f, 1, argv, nkw, kwnames, kwvals, out);
+    Seq *t = seq_new(argc);
+    t->h.kind = V_TUPLE;
+    for (int i = 0; i < argc; i++) { value_incref(argv[i]); seq_push_take(t, argv[i]); }
+    Value packed = v_obj(V_TUPLE, t);
+    int rc = call_value(I, f, 1, &packed, nkw, kwnames, kwvals, out);
+    value_decref(packed);
+    return rc;
+}
+
+BUILTIN(bi_varargs)
+{
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "varargs", "f", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_FN && a[0].kind != V_BUILTIN) return arg_error(I, "varargs", "f", "a function", a[0]);
+    Value b = builtin_new("varargs", varargs_call, data);
+    value_incref(a[0]);
+    ((Builtin *)b.u.o)->self = a[0];
+    *out = b;
     return 0;
 }
 
@@ -515,6 +550,7 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "list", bi_list, NULL);
     interp_define_builtin_flags(I, "time", bi_time, NULL, BF_EFFECT_VALUE, NULL);
     interp_define_builtin(I, "memory", bi_memory, NULL);
+    interp_define_builtin(I, "varargs", bi_varargs, NULL);
     static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));
     Seq *args = seq_new(I->opt.argc);

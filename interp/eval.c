@@ -197,7 +197,16 @@ static bool is_numeric(Value v)
 
 static int tensor_binop(Interp *I, tfe_op op, Value a, Value b, Loc loc, Value *out)
 {
-    tfe_tensor *ta = value_to_tensor(a), *tb = value_to_tensor(b);
+    /* a float literal meets the other operand's dtype (exact in a float64
+     * op); it makes no graph node, so boxing it second keeps node order */
+    tfe_tensor *ta, *tb;
+    if (a.kind == V_SCALAR && a.lit) {
+        tb = value_to_tensor(b);
+        ta = value_to_tensor_for(a, tb ? tb->dtype : TFE_FLOAT32);
+    } else {
+        ta = value_to_tensor(a);
+        tb = value_to_tensor_for(b, ta ? ta->dtype : TFE_FLOAT32);
+    }
     tfe_tensor *r = (ta && tb) ? tfe_binary(op, ta, tb) : NULL;
     if (ta) tensor_decref(ta);
     if (tb) tensor_decref(tb);
@@ -275,7 +284,7 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
 int value_truth(Interp *I, Value v, Loc loc, bool *out)
 {
     if (__builtin_expect(v.kind == V_SCALAR, 1)) {
-        *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f != 0 : v.u.i != 0;
+        *out = dtype_is_float((tfe_dtype)v.dtype) ? scalar_f(v) != 0 : v.u.i != 0;
         return 0;
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
@@ -328,7 +337,7 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
         }
         Value d;
         if (eval(I, info->defaults[i], e, &d)) { rc = -1; break; }
-        e->slots[i] = d;
+        e->slots[i] = value_unlit(d);
     }
     if (!rc) {
         if (__builtin_expect(I->tracer != NULL, 0)) {
@@ -389,7 +398,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
     int rc = 0;
     for (int i = 0; i < argc; i++) {
         value_incref(argv[i]);
-        e->slots[i] = argv[i];
+        e->slots[i] = value_unlit(argv[i]);
         set[i] = true;
     }
     for (int k = 0; k < nkw && !rc; k++) {
@@ -402,7 +411,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
             rc = interp_raise(I, "%s() got multiple values for argument '%s'", name, kwnames[k]->s);
         else {
             value_incref(kwvals[k]);
-            e->slots[j] = kwvals[k];
+            e->slots[j] = value_unlit(kwvals[k]);
             set[j] = true;
         }
     }
@@ -410,6 +419,14 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
     if (set != setbuf) free(set);
     env_decref(e);
     return rc;
+}
+
+/* A @host function's result is rounded to float32 if it is a float literal,
+ * as a graph's host node gives it (a tensor). */
+static inline void host_result(const Closure *c, Value *out)
+{
+    if (__builtin_expect(out->lit, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
+        *out = value_unlit(*out);
 }
 
 int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
@@ -422,7 +439,9 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
         if (__builtin_expect(I->check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
-        return call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
+        int rc = call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
+        if (!rc) host_result(c, out);
+        return rc;
     }
     if (f.kind == V_BUILTIN) {
         Builtin *b = (Builtin *)f.u.o;
@@ -460,6 +479,21 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (rc && !I->has_error) interp_raise(I, "%s() failed", b->name);
         return rc ? -1 : 0;
     }
+    if (f.kind == V_RECORD) {
+        /* a record with a `call` field is callable: model(x) is model.call(x)
+         * (the stdlib's layers and models); one level, so a record whose call
+         * is a record is not called round and round */
+        Value *c = record_get((Record *)f.u.o, "call", 4);
+        if (c && (c->kind == V_FN || c->kind == V_BUILTIN)) {
+            Value cv = *c; /* held: the call may replace the field */
+            value_incref(cv);
+            int rc = call_value(I, cv, argc, argv, nkw, kwnames, kwvals, out);
+            value_decref(cv);
+            return rc;
+        }
+        return interp_raise(I, "cannot call a record %s (a record is callable when its 'call' field is a function)",
+                            c ? "whose 'call' field is not a function" : "without a 'call' field");
+    }
     return interp_raise(I, "cannot call a value of type %s", value_kind_name(f));
 }
 
@@ -484,12 +518,15 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
         e = env_new(I, info->nslots, c->env);
     }
     int rc = 0;
-    for (int i = 0; i < n->list.n; i++)
+    for (int i = 0; i < n->list.n; i++) {
         if (eval_fast(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
+        if (__builtin_expect(e->slots[i].lit, 0)) e->slots[i] = value_unlit(e->slots[i]);
+    }
     if (!rc) {
         I->cur_loc = n->a->loc;
         if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) rc = -1;
         else rc = run_closure(I, c, e, NULL, n->a->loc, out);
+        if (!rc) host_result(c, out);
     }
     if (e == &stack_env) {
         for (int i = 0; i < e->nslots; i++) value_decref(e->slots[i]);
@@ -728,6 +765,7 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         Loc saved = I->cur_loc;
         I->cur_loc = loc;
         rc = tensor_getattr(I, base, name, out);
+        if (rc == 1) rc = tensor_method(I, base, name, out);
         I->cur_loc = saved;
         break;
     }
@@ -747,8 +785,79 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     }
     default: break;
     }
-    if (rc == 1) return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    if (rc == 1) {
+        const char *near = NULL;
+        if (base.kind == V_SCALAR || base.kind == V_TENSOR ||
+            (base.kind == V_OBJECT && !strcmp(((Object *)base.u.o)->cls->name, "variable")))
+            near = tensor_attr_suggest(name);
+        if (near)
+            return raise_at(I, loc, "%s has no field '%s' (did you mean '%s'?)", value_kind_name(base), name, near);
+        return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    }
     return rc;
+}
+
+/* --- names of functions stored in records --------------------------------------- */
+
+/* Tracebacks name a function by where it is stored, as params() names
+ * variables: an anonymous function in field f of a record whose `kind` is K
+ * is "K.f" (a dense layer's call is "dense.call"); a layer (a record with a
+ * `call` function) stored in field p of a record, alone or as element i of a
+ * tuple or list there, has its call named "p (K)" or "p.i (K)" (the layers
+ * of nn.sequential: "layers.0 (dense)"). Functions declared with a name keep
+ * it. The names are the interpreter's (frames and graphs point at them). */
+static const char *fn_name_intern(Interp *I, const char *s)
+{
+    for (int i = I->n_fn_names - 1; i >= 0; i--)
+        if (!strcmp(I->fn_names[i], s)) return I->fn_names[i];
+    I->fn_names = xrealloc(I->fn_names, sizeof(char *) * (size_t)(I->n_fn_names + 1));
+    return I->fn_names[I->n_fn_names++] = xstrdup(s);
+}
+
+static const char *record_kind(Record *r)
+{
+    Value *k = record_get(r, "kind", 4);
+    return k && k->kind == V_STR ? ((Str *)k->u.o)->s : NULL;
+}
+
+static void name_fn(Interp *I, Value f, const char *name)
+{
+    if (f.kind != V_FN) return;
+    Closure *c = (Closure *)f.u.o;
+    if (!c->fn->str && strcmp(c->name, name)) c->name = fn_name_intern(I, name);
+}
+
+static void name_layer(Interp *I, Value v, const char *path)
+{
+    if (v.kind != V_RECORD) return;
+    Value *call = record_get((Record *)v.u.o, "call", 4);
+    if (!call) return;
+    const char *k = record_kind((Record *)v.u.o);
+    char buf[160];
+    if (k) snprintf(buf, sizeof buf, "%s (%s)", path, k);
+    else snprintf(buf, sizeof buf, "%s", path);
+    name_fn(I, *call, buf);
+}
+
+static void name_stored(Interp *I, Record *r, const char *field, Value v)
+{
+    char buf[160];
+    if (v.kind == V_FN) {
+        const char *k = record_kind(r);
+        if (k) snprintf(buf, sizeof buf, "%s.%s", k, field);
+        else snprintf(buf, sizeof buf, "%s", field);
+        name_fn(I, v, buf);
+    } else if (v.kind == V_RECORD) {
+        name_layer(I, v, field);
+    } else if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n && i < 1000; i++) {
+            if (q->items[i].kind != V_RECORD && q->items[i].kind != V_FN) continue;
+            snprintf(buf, sizeof buf, "%s.%d", field, i);
+            if (q->items[i].kind == V_FN) name_fn(I, q->items[i], buf);
+            else name_layer(I, q->items[i], buf);
+        }
+    }
 }
 
 /* --- literals ------------------------------------------------------------------------ */
@@ -885,6 +994,10 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     case N_FLOAT:
         *out = v_float(n->fval, TFE_FLOAT32);
         out->weak = true;
+        if (out->u.f != n->fval) { /* not exact in float32: kept until it meets a dtype */
+            out->u.f = n->fval;
+            out->lit = true;
+        }
         return 0;
     case N_STR: *out = v_str(n->str, n->slen); return 0;
     case N_TRUE: *out = v_bool(true); return 0;
@@ -948,6 +1061,7 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
             Node *f = n->list.items[i];
             Value v;
             if (eval(I, f->a, env, &v)) { value_decref(v_obj(V_RECORD, r)); return -1; }
+            if (v.kind >= V_TUPLE) name_stored(I, r, f->str, v);
             record_set_take(r, f->str, strlen(f->str), v);
         }
         *out = v_obj(V_RECORD, r);
@@ -1005,7 +1119,10 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         if (base.kind == V_RECORD && I->tracer && trace_check_mutation(I, ((Record *)base.u.o)->trace_id, t->opl)) {
             value_decref(v);
             rc = -1;
-        } else if (base.kind == V_RECORD) record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+        } else if (base.kind == V_RECORD) {
+            if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
+            record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+        }
         else {
             value_decref(v);
             rc = raise_at(I, t->opl, "cannot set field '%s' of a value of type %s", t->str, value_kind_name(base));

@@ -98,6 +98,10 @@ struct Interp {
     /* the call stack (tracebacks) */
     Frame *frames;
     int nframes, cap_frames;
+    /* names given to functions stored in records (eval.c, name_stored):
+     * frames and graphs point at them, so they live as long as I */
+    char **fn_names;
+    int n_fn_names;
 
     /* the error being raised */
     bool has_error;

@@ -67,6 +67,8 @@ void interp_free(Interp *I)
     }
     free(I->frames);
     free(I->script_dir);
+    for (int i = 0; i < I->n_fn_names; i++) free(I->fn_names[i]);
+    free(I->fn_names);
     error_clear(I);
     if (tfe_current_interp == I) {
         tfe_current_interp = NULL;

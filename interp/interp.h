@@ -92,6 +92,14 @@ int tensor_index(Interp *I, Value x, int n, const IndexItem *items, Value *out);
 int tensor_index_assign(Interp *I, Value x, int n, const IndexItem *items, Value v, Value *out);
 /* x.shape, x.dtype, x.T, x.device, x.ndim, ...: 0 ok, 1 no such field, -1 raised. */
 int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
+/* Tensor methods (interp/methods.c): x.f(args) is the builtin f(x, args)
+ * bound to self (a tensor, number or variable): 0 bound, 1 not a method.
+ * interp_tensor_attr_names: every property and method name, NULL-ended (the
+ * REPL completes them); tensor_attr_suggest: the one a misspelt name is
+ * close to, or NULL. */
+int tensor_method(Interp *I, Value self, const char *name, Value *out);
+const char *const *interp_tensor_attr_names(void);
+const char *tensor_attr_suggest(const char *name);
 
 /* Ctrl-C: the SIGINT handler sets tfe_interrupted (tensor.h); the interpreter
  * polls it at loop back-edges and calls and raises "interrupted". */

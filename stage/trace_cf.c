@@ -114,6 +114,9 @@ static bool same_value(Value a, Value b)
 }
 
 static bool is_leafy(Value v) { return v.kind == V_TENSOR || v.kind == V_SCALAR; }
+/* A float literal not exact in float32 (Value.lit): as a region's output or
+ * loop value it would be rounded, so such a conditional runs at trace time. */
+static bool is_lit(Value v) { return v.kind == V_SCALAR && v.lit; }
 
 static const char *kind_with_article(Value v)
 {
@@ -553,7 +556,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         Node *where = find_assign(n->b, s);
         if (!where) where = find_assign(n->c, s);
         const char *name = where ? where->str : "a binding";
-        if (!is_leafy(a0) || !is_leafy(a1)) {
+        if (!is_leafy(a0) || !is_leafy(a1) || is_lit(a0) || is_lit(a1)) {
             if (same_value(a0, a1)) { /* e.g. the same string in both: no output needed */
                 Value old = env->slots[s];
                 value_incref(a0);
@@ -561,6 +564,9 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
                 value_decref(old);
                 continue;
             }
+            if (is_leafy(a0) && is_leafy(a1))
+                FAIL(where ? where->loc : n->loc, "'%s' is a float literal after a branch of this if on a traced "
+                     "tensor (a tensor would round it to float32)", name);
             FAIL(where ? where->loc : n->loc, "'%s' is %s after one branch of this if on a traced tensor and %s "
                  "after the other; staged code needs tensors (or equal values) in both",
                  name, kind_with_article(a0), kind_with_article(a1));
@@ -723,6 +729,9 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
             FAIL(where ? where->loc : n->loc, "'%s' is %s changed by a %s on a traced tensor; "
                  "staged loops can only change tensors and numbers", where ? where->str : "a binding",
                  kind_with_article(v), what);
+        if (is_lit(v))
+            FAIL(where ? where->loc : n->loc, "'%s' is a float literal changed by a %s on a traced tensor "
+                 "(a tensor would round it to float32)", where ? where->str : "a binding", what);
         init[nc] = as_tensor(v);
         carried[nc++] = s;
     }
@@ -796,6 +805,9 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         const char *name = where ? where->str : "a binding";
         if (!is_leafy(v))
             FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a %s on a traced tensor", name, kind_with_article(v), what);
+        if (is_lit(v))
+            FAIL(where ? where->loc : n->loc, "'%s' becomes a float literal in a %s on a traced tensor "
+                 "(a tensor would round it to float32)", name, what);
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);

@@ -380,6 +380,13 @@ def index_cases():
              label=f"d/du of d/dx sum({fwd} * u) (nested tapes)")
     case("dropout", "dropout($x, 0.5, seed=3)", {"x": arr((3, 4))})
     case("dropout", "dropout($x, 0.25, seed=11) * $x", {"x": arr((8,))})
+    # several integer-tensor indices: one gather over the merged axes
+    case("gather", "$x[$i, $j]", {"x": arr((4, 3)), "i": np.array([3, 0, 3, -1]), "j": np.array([1, 1, 2, 0])},
+         label="x[i, j], repeats")
+    case("gather", "$x[:, $j, $k]", {"x": arr((2, 3, 4)), "j": np.array([[0], [2]]), "k": np.array([3, -1])},
+         label="x[:, j, k] broadcast")
+    case("gather", "$x[$i, :, $k]", {"x": arr((3, 2, 4)), "i": np.array([2, 0]), "k": np.array([1, 1])},
+         label="x[i, :, k] (advanced axes first)")
 
 
 def nn_cases():

@@ -789,6 +789,39 @@ def index_cases():
     case("one_hot", "one_hot($i, 3)", {"i": S(np.array([2, 9, 1, 9, 0, 9], I64))},
          lambda i: (i[:, None] == np.arange(3)).astype(F32))
 
+    # several integer-tensor indices (NumPy's rules: broadcast together; in
+    # place when adjacent, first otherwise), their gradient (scatter-add)
+    for dt in (F32, F64, I64, BOOL):
+        x = arr((5, 4, 3), dt)
+        i, j = rng.integers(-5, 5, (6,)), rng.integers(-4, 4, (6,))
+        case("gather", "$x[$i, $j]", {"x": x, "i": i, "j": j}, lambda x, i, j: x[i, j], label="x[i, j]")
+        case("gather", "$x[$i, $j, 1]", {"x": x, "i": i[:2].reshape(2, 1), "j": j[:3].astype(I32)},
+             lambda x, i, j: x[i, j, 1], label="x[i, j, 1] broadcast")
+        case("gather", "$x[:, $j, $k]", {"x": x, "j": j[:4], "k": rng.integers(-3, 3, (4,))},
+             lambda x, j, k: x[:, j, k], label="x[:, j, k]")
+        case("gather", "$x[$i, :, $k]", {"x": tview((5, 4, 3), dt), "i": i[:3], "k": rng.integers(0, 3, (2, 1))},
+             lambda x, i, k: x[i, :, k], label="x[i, :, k] (first)")
+        case("gather", "$x[1, $j, nil, $k]", {"x": x, "j": j[:2], "k": rng.integers(0, 3, (2,))},
+             lambda x, j, k: x[1, j, None, k], label="x[1, j, nil, k]")
+    case("gather", "$x[arange(4), $l]", {"x": arr((4, 10), F32), "l": rng.integers(0, 10, (4,))},
+         lambda x, l: x[np.arange(4), l], label="logp[arange(n), labels]")
+    case("gather", "$x[$i, $j]", {"x": arr((3, 4), F32), "i": np.array([0, 2]), "j": np.array([1, 4])},
+         error="gather: index 4 is out of range for axis 1 with size 4", label="x[i, j] out of range")
+    case("gather", "$x[$i, $j]", {"x": arr((3, 4), F32), "i": np.array([0, 2]), "j": np.array([1, 2, 3])},
+         error="shapes (2,) and (3,) cannot be broadcast", label="x[i, j] shapes differ")
+    for dt in (F32, F64):
+        x = arr((4, 5, 3), dt)
+        i, j = rng.integers(-4, 4, (7,)), rng.integers(0, 5, (7,))
+        w = arr((7, 3), dt)
+
+        def ref2(x, i, j, w):
+            g = np.zeros_like(x)
+            np.add.at(g, (i, j), w)
+            return g
+        case("scatter_add", "$t.gradient($loss, $x)", {"x": x, "i": i, "j": j, "w": w}, ref2,
+             pre=["with tape() as $t { $t.watch($x); let $loss = sum($x[$i, $j] * $w) }"],
+             tol=tol_for(dt, "sum"), needs="tape", label="gradient of x[i, j] (scatter_add)")
+
 
 # ---- neural-net ops ------------------------------------------------------------
 

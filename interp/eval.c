@@ -12,6 +12,7 @@
 #include "stage/check.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 
@@ -20,6 +21,8 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out);
 static int exec(Interp *I, Node *n, Env *env);
 static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
 static int exec_block(Interp *I, Node *b, Env *env);
+static int bind_pattern(Interp *I, Node *p, Value v, Env *env);
+static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc);
 static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
 static inline Env *env_up(Env *e, int depth)
@@ -817,6 +820,170 @@ static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Va
     return rc;
 }
 
+/* --- conditional expressions, comprehensions, f-strings ---------------------------- */
+
+/* a if c else b. n->a is the if statement it stands for (parser/grammar.y):
+ * with a traced tensor condition it is traced as exactly that statement (a
+ * cond node, or the same located error), and the value is read from the
+ * hidden slot its branches assign; otherwise only the chosen branch runs. */
+static __attribute__((noinline)) int eval_ifexpr(Interp *I, Node *n, Env *env, Value *out)
+{
+    Node *s = n->a;
+    Value c;
+    if (eval(I, s->a, env, &c)) return -1;
+    if (__builtin_expect(I->tracer != NULL, 0) && trace_recording(I) && c.kind == V_TENSOR && c.u.t->node &&
+        tensor_numel(c.u.t) == 1) {
+        int xs = XS_OK;
+        int rc = trace_cond(I, s, env, c, NULL, 0, &xs);
+        value_decref(c);
+        if (rc || xs == XS_ERR) return -1;
+        Value *slot = &env->slots[n->slot];
+        *out = *slot;
+        *slot = v_nil();
+        return 0;
+    }
+    bool t = false;
+    int rc = value_truth(I, c, s->a->loc, &t);
+    value_decref(c);
+    if (rc) return -1;
+    return eval(I, (t ? s->b : s->c)->list.items[0]->b, env, out);
+}
+
+int iter_item(Interp *I, Value it, int64_t i, Loc loc, Value *x)
+{
+    switch ((ValueKind)it.kind) {
+    case V_RANGE:
+        if ((uint64_t)i >= range_count((Range *)it.u.o)) return 1;
+        *x = v_int(range_at((Range *)it.u.o, i));
+        return 0;
+    case V_TUPLE: case V_LIST: {
+        Seq *s = (Seq *)it.u.o;
+        if (i >= s->n) return 1;
+        *x = s->items[i];
+        value_incref(*x);
+        return 0;
+    }
+    case V_RECORD: case V_MODULE: {
+        Record *r = (Record *)it.u.o;
+        if (i >= r->n) return 1;
+        *x = v_str(r->keys[i]->s, r->keys[i]->len);
+        return 0;
+    }
+    case V_STR: {
+        Str *s = (Str *)it.u.o;
+        if (i >= (int64_t)s->len) return 1;
+        *x = v_str(s->s + i, 1);
+        return 0;
+    }
+    case V_TENSOR: {
+        if (it.u.t->rank == 0) return raise_at(I, loc, "cannot iterate over a 0-d tensor");
+        if (i >= it.u.t->shape[0]) return 1;
+        IndexItem ix = { .kind = IX_VALUE, .v = v_int(i) };
+        Loc saved = I->cur_loc;
+        I->cur_loc = loc;
+        int rc = tensor_index(I, it, 1, &ix, x);
+        I->cur_loc = saved;
+        return rc ? -1 : 0;
+    }
+    default:
+        return raise_at(I, loc, "cannot iterate over a value of type %s", value_kind_name(it));
+    }
+}
+
+/* The clauses k.. of a comprehension, then its element, into acc. */
+static int comp_run(Interp *I, Node *n, int k, Env *env, Seq *acc)
+{
+    if (k == n->list.n) {
+        Value v;
+        if (eval(I, n->a, env, &v)) return -1;
+        seq_push_take(acc, v);
+        return 0;
+    }
+    Node *c = n->list.items[k];
+    if (c->kind == N_IF) {
+        Value v;
+        bool t = false;
+        if (eval(I, c->a, env, &v)) return -1;
+        int rc = value_truth(I, v, c->a->loc, &t);
+        value_decref(v);
+        if (rc) return -1;
+        return t ? comp_run(I, n, k + 1, env, acc) : 0;
+    }
+    Value it;
+    if (eval(I, c->b, env, &it)) return -1;
+    int rc = 0;
+    for (int64_t i = 0;; i++) {
+        Value x;
+        int r = iter_item(I, it, i, c->b->loc, &x);
+        if (r == 1) break;
+        if (r < 0) { rc = -1; break; }
+        r = bind_pattern(I, c->a, x, env);
+        value_decref(x);
+        if (r || comp_run(I, n, k + 1, env, acc)) { rc = -1; break; }
+        if (tfe_interrupted && poll_interrupt(I, c->loc)) { rc = -1; break; }
+    }
+    value_decref(it);
+    return rc;
+}
+
+/* [e for x in xs if c]: the tensor literal of the elements, as if they were
+ * written out ([e1, e2, ...]); see docs/language.md. */
+static __attribute__((noinline)) int eval_comp(Interp *I, Node *n, Env *env, Value *out)
+{
+    Seq *acc = seq_new(0);
+    acc->h.kind = V_LIST;
+    Value held = v_obj(V_LIST, acc);
+    int rc = comp_run(I, n, 0, env, acc);
+    if (!rc) {
+        Loc saved = I->cur_loc;
+        I->cur_loc = n->loc;
+        rc = tensor_literal(I, acc->n, acc->items, out);
+        I->cur_loc = saved;
+    }
+    value_decref(held);
+    return rc;
+}
+
+/* f"...": the pieces, each field formatted by format() (interp/format.c)
+ * with its own format string, so that an error names the field. */
+static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, Value *out)
+{
+    Buf b = {0};
+    for (int i = 0; i < n->list.n; i++) {
+        Node *p = n->list.items[i];
+        if (p->kind == N_STR) {
+            buf_add(&b, p->str, p->slen);
+            continue;
+        }
+        int argc = 1 + p->list.n;
+        Value buf[8];
+        Value *argv = argc <= 8 ? buf : xmalloc(sizeof(Value) * (size_t)argc);
+        int done = 0, rc = 0;
+        if (eval(I, p->a, env, &argv[0])) rc = -1;
+        else done = 1;
+        for (; !rc && done < argc; done++)
+            if (eval(I, p->list.items[done - 1], env, &argv[done])) rc = -1;
+        char *err = NULL, *s = NULL;
+        if (!rc) {
+            s = format_values(p->str, strlen(p->str), argc, argv, &err);
+            if (!s) {
+                const char *m = err ? err : "format: failed";
+                if (strncmp(m, "format: ", 8) == 0) m += 8;
+                rc = raise_at(I, p->opl, "f-string: %s", m);
+                free(err);
+            }
+        }
+        for (int k = 0; k < done; k++) value_decref(argv[k]);
+        if (argv != buf) free(argv);
+        if (rc) { free(b.s); return -1; }
+        buf_puts(&b, s);
+        free(s);
+    }
+    *out = v_str(b.s ? b.s : "", b.len);
+    free(b.s);
+    return 0;
+}
+
 /* --- expressions ------------------------------------------------------------------- */
 
 static int eval_other(Interp *I, Node *n, Env *env, Value *out);
@@ -955,6 +1122,12 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     }
     case N_FN:
         return make_closure(I, n, env, out);
+    case N_IFEXPR:
+        return eval_ifexpr(I, n, env, out);
+    case N_COMP:
+        return eval_comp(I, n, env, out);
+    case N_FSTRING:
+        return eval_fstring(I, n, env, out);
     default:
         return raise_at(I, n->loc, "internal error: node kind %d is not an expression", (int)n->kind);
     }
@@ -1064,6 +1237,24 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         free_index_items(items, k);
         free(items);
         value_decref(base);
+        return rc;
+    }
+    case N_TUPLE: {
+        /* a, b = v: v (already evaluated in full) is unpacked into the
+         * targets, left to right */
+        Seq *s = seq_as(v);
+        int rc = 0;
+        if (!s)
+            rc = raise_at(I, t->loc, "cannot unpack a value of type %s into %d targets (a tuple or list is needed)",
+                          value_kind_name(v), t->list.n);
+        else if (s->n != t->list.n)
+            rc = raise_at(I, t->loc, "cannot unpack a %s of %d value%s into %d targets", value_kind_name(v), s->n,
+                          s->n == 1 ? "" : "s", t->list.n);
+        for (int i = 0; !rc && i < s->n; i++) {
+            value_incref(s->items[i]);
+            rc = assign_to(I, t->list.items[i], s->items[i], env, loc);
+        }
+        value_decref(v);
         return rc;
     }
     default:

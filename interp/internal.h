@@ -174,6 +174,10 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out);
 int value_truth(Interp *I, Value v, Loc loc, bool *out);
 int import_module(Interp *I, Node *n, Value *out);
+/* The i-th item of an iterable as 'for' walks it (tensors along axis 0,
+ * tuples, lists, ranges, record keys, one-byte strings): 0 with *x set,
+ * 1 past the end, -1 after an error located at loc. */
+int iter_item(Interp *I, Value it, int64_t i, Loc loc, Value *x);
 /* for the tracer (stage/trace.c, stage/trace_cf.c, stage/staged.c): a
  * closure's body in its Env (arguments in place, frame pushed); a block or an
  * elif N_IF; statements l[k..]; an expression */

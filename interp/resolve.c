@@ -138,6 +138,18 @@ static int resolve_name(Resolver *R, Node *n, bool assign)
     return raise_at(R->I, n->loc, "undefined name '%s'", n->str);
 }
 
+/* The target of '=': a name, x[i], r.field or a tuple of targets. */
+static int resolve_target(Resolver *R, Node *t)
+{
+    if (t->kind == N_NAME) return resolve_name(R, t, true);
+    if (t->kind == N_TUPLE) {
+        for (int i = 0; i < t->list.n; i++)
+            if (resolve_target(R, t->list.items[i])) return -1;
+        return 0;
+    }
+    return resolve_node(R, t);
+}
+
 static int resolve_fn(Resolver *R, Node *fn)
 {
     /* one allocation, so that ast_free can release it with free(node->info) */
@@ -248,8 +260,40 @@ static int resolve_node(Resolver *R, Node *n)
         return declare_pattern(R, n->a);
     case N_ASSIGN:
         if (resolve_node(R, n->b)) return -1;
-        if (n->a->kind == N_NAME) return resolve_name(R, n->a, true);
-        return resolve_node(R, n->a);
+        return resolve_target(R, n->a);
+    case N_IFEXPR: {
+        /* the branches assign a slot of its own, which no name reaches
+         * (staged code reads the value from it, interp/eval.c) */
+        Node *s = n->a;
+        n->slot = R->scope->fn->nslots++;
+        if (resolve_node(R, s->a)) return -1;
+        for (int i = 0; i < 2; i++) {
+            Node *set = (i ? s->c : s->b)->list.items[0];
+            set->a->slot = n->slot;
+            set->a->depth = 0;
+            set->a->op = 0;
+            if (resolve_node(R, set->b)) return -1;
+        }
+        return 0;
+    }
+    case N_COMP: {
+        /* the loop variables are the comprehension's own, as in Python 3 */
+        scope_push(R, false, NULL);
+        int rc = 0;
+        for (int i = 0; i < n->list.n && !rc; i++) {
+            Node *c = n->list.items[i];
+            rc = resolve_node(R, c->kind == N_FOR ? c->b : c->a);
+            if (!rc && c->kind == N_FOR) rc = declare_pattern(R, c->a);
+        }
+        if (!rc) rc = resolve_node(R, n->a);
+        scope_pop(R);
+        return rc;
+    }
+    case N_FSTRING:
+        return resolve_list(R, &n->list);
+    case N_FMTFIELD:
+        if (resolve_node(R, n->a)) return -1;
+        return resolve_list(R, &n->list);
     case N_FNDECL:
         /* slot declared by resolve_stmts (hoisting) */
         if (R->fn_info) R->fn_info->makes_closures = true;

@@ -23,28 +23,59 @@ static void pattern_slots(Node *p, bool *mask, int ns)
     for (int i = 0; i < p->list.n; i++) pattern_slots(p->list.items[i], mask, ns);
 }
 
+/* The names of an assignment target (a name, x[i] rebinding x, or a tuple
+ * of targets) into mask. */
+static void target_slots(Node *t, bool *mask, int ns)
+{
+    if (t->kind == N_TUPLE) {
+        for (int i = 0; i < t->list.n; i++) target_slots(t->list.items[i], mask, ns);
+        return;
+    }
+    while (t->kind == N_INDEX) t = t->a; /* x[i] = v rebinds x */
+    if (t->kind == N_NAME && t->depth == 0 && t->op != 2 && t->slot < ns) mask[t->slot] = true;
+}
+
+/* Slots expressions bind for themselves (a comprehension's loop variables,
+ * a conditional expression's hidden slot) are local wherever they sit.
+ * Functions made inside are not entered: their slots are their own. */
+static void scan_hidden(Node *n, bool *local, int ns)
+{
+    if (!n || n->kind == N_FN) return;
+    if (n->kind == N_COMP)
+        for (int i = 0; i < n->list.n; i++)
+            if (n->list.items[i]->kind == N_FOR) pattern_slots(n->list.items[i]->a, local, ns);
+    if (n->kind == N_IFEXPR && n->slot < ns) local[n->slot] = true;
+    scan_hidden(n->a, local, ns);
+    scan_hidden(n->b, local, ns);
+    scan_hidden(n->c, local, ns);
+    for (int i = 0; i < n->list.n; i++) scan_hidden(n->list.items[i], local, ns);
+    for (int i = 0; i < n->list2.n; i++) scan_hidden(n->list2.items[i], local, ns);
+}
+
 /* local: names a block declares (let, for, fn, with-as, import): they die
  * with it. assigned: names of the enclosing function it assigns. */
+static void scan_block_stmts(Node *n, bool *local, bool *assigned, int ns);
 static void scan_block(Node *n, bool *local, bool *assigned, int ns)
+{
+    scan_block_stmts(n, local, assigned, ns);
+    scan_hidden(n, local, ns);
+}
+
+static void scan_block_stmts(Node *n, bool *local, bool *assigned, int ns)
 {
     if (!n) return;
     switch (n->kind) {
     case N_BLOCK:
-        for (int i = 0; i < n->list.n; i++) scan_block(n->list.items[i], local, assigned, ns);
+        for (int i = 0; i < n->list.n; i++) scan_block_stmts(n->list.items[i], local, assigned, ns);
         break;
     case N_LET: pattern_slots(n->a, local, ns); break;
-    case N_FOR: pattern_slots(n->a, local, ns); scan_block(n->c, local, assigned, ns); break;
+    case N_FOR: pattern_slots(n->a, local, ns); scan_block_stmts(n->c, local, assigned, ns); break;
     case N_FNDECL: if (n->slot < ns) local[n->slot] = true; break;
-    case N_WITH: if (n->str && n->slot < ns) local[n->slot] = true; scan_block(n->b, local, assigned, ns); break;
+    case N_WITH: if (n->str && n->slot < ns) local[n->slot] = true; scan_block_stmts(n->b, local, assigned, ns); break;
     case N_IMPORT: if (n->slot < ns) local[n->slot] = true; break;
-    case N_IF: scan_block(n->b, local, assigned, ns); scan_block(n->c, local, assigned, ns); break;
-    case N_WHILE: scan_block(n->b, local, assigned, ns); break;
-    case N_ASSIGN: {
-        Node *t = n->a;
-        while (t->kind == N_INDEX) t = t->a; /* x[i] = v rebinds x */
-        if (t->kind == N_NAME && t->depth == 0 && t->op != 2 && t->slot < ns) assigned[t->slot] = true;
-        break;
-    }
+    case N_IF: scan_block_stmts(n->b, local, assigned, ns); scan_block_stmts(n->c, local, assigned, ns); break;
+    case N_WHILE: scan_block_stmts(n->b, local, assigned, ns); break;
+    case N_ASSIGN: target_slots(n->a, assigned, ns); break;
     default: break;
     }
 }
@@ -62,6 +93,15 @@ static Node *find_assign(Node *n, int slot)
         return NULL;
     case N_ASSIGN: {
         Node *t = n->a;
+        if (t->kind == N_TUPLE) { /* a, b = ...: the target that is slot */
+            for (int i = 0; i < t->list.n; i++) {
+                Node fake = *n;
+                fake.a = t->list.items[i];
+                Node *r = find_assign(&fake, slot);
+                if (r) return r;
+            }
+            return NULL;
+        }
         while (t->kind == N_INDEX) t = t->a;
         return t->kind == N_NAME && t->depth == 0 && t->slot == slot ? t : NULL;
     }

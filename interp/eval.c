@@ -723,9 +723,14 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     case V_RECORD: case V_MODULE: {
         Value *v = record_get((Record *)base.u.o, name, strlen(name));
         if (v) { value_incref(*v); *out = *v; return 0; }
+        Suggest sg;
+        char hint[160];
+        suggest_init(&sg, name);
+        for (int i = 0; i < ((Record *)base.u.o)->n; i++) suggest_add(&sg, ((Record *)base.u.o)->keys[i]->s);
         if (base.kind == V_MODULE)
-            return raise_at(I, loc, "module '%s' has no field '%s'", ((Record *)base.u.o)->module_name, name);
-        return raise_at(I, loc, "record has no field '%s'", name);
+            return raise_at(I, loc, "module '%s' has no field '%s'%s", ((Record *)base.u.o)->module_name, name,
+                            suggest_text(&sg, hint, sizeof hint));
+        return raise_at(I, loc, "record has no field '%s'%s", name, suggest_text(&sg, hint, sizeof hint));
     }
     case V_SCALAR: case V_TENSOR: {
         Loc saved = I->cur_loc;
@@ -1005,7 +1010,7 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
             value_incref(v);
         }
     }
-    if (is_undefined(v)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+    if (is_undefined(v)) return raise_undefined(I, n->loc, n->str, NULL);
     *out = v;
     return 0;
 }
@@ -1019,7 +1024,7 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
     case N_NAME: {
         if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
-        if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+        if (__builtin_expect(is_undefined(v), 0)) return raise_undefined(I, n->loc, n->str, NULL);
         value_incref(v);
         *out = v;
         return 0;
@@ -1735,7 +1740,15 @@ int import_module(Interp *I, Node *n, Value *out)
     } else {
         char searched[2048];
         path = find_module(I, n->str, searched, sizeof searched);
-        if (!path) return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+        if (!path) {
+            static const char *const python[] = { "numpy", "torch", "tensorflow", "jax", "math", "random", NULL };
+            for (int i = 0; python[i]; i++)
+                if (strcmp(n->str, python[i]) == 0)
+                    return raise_at(I, n->loc, "module '%s' not found: tfe needs no Python modules (tensors, their "
+                                    "ops and random numbers are built in, e.g. zeros((2, 3)), matmul(a, b), "
+                                    "randn((3,)); docs/reference.md lists them)", n->str);
+            return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+        }
     }
     char *real = realpath(path, NULL);
     const char *key = real ? real : path;

@@ -166,6 +166,15 @@ int resolve_program(Interp *I, Node *prog, bool repl);
 int global_slot(Interp *I, const char *name, bool create);
 int builtin_index(Interp *I, const char *name); /* -1 if none */
 Scope *global_scope_new(void);
+/* "undefined name 'x'" with a hint for Python's spellings (True, None) or
+ * the nearest name in scope (a Scope *, NULL: the globals) or builtin. */
+int raise_undefined(Interp *I, Loc loc, const char *name, void *scope);
+/* "did you mean": the nearest candidate by edit distance, if near enough */
+typedef struct Suggest { const char *name, *best; int dist, max; } Suggest;
+void suggest_init(Suggest *sg, const char *name);
+void suggest_add(Suggest *sg, const char *cand);
+void suggest_builtins(Interp *I, Suggest *sg);
+const char *suggest_text(const Suggest *sg, char *buf, size_t n);
 void global_scope_free(Scope *s);
 
 /* eval.c */

@@ -631,7 +631,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
     } else if (tok == YYSYMBOL_ASSIGN) {
         lex_error(lx, at, "use '==' to compare; '=' assigns");
     } else if (want_expr && !want_stmt && !starts_expr(tok)) {
-        if (tok == YYSYMBOL_YYEOF || tok == YYSYMBOL_NEWLINE)
+        if ((tok == YYSYMBOL_YYEOF && !lx->stop) || tok == YYSYMBOL_NEWLINE)
             lex_error(lx, at, "expected expression at %s", what);
         else
             lex_error(lx, at, "expected expression before %s", what);
@@ -639,7 +639,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
         lex_error(lx, at, "unexpected ',' (a tuple needs parentheses here: (a, b))");
     } else if (expects(exp, n, YYSYMBOL_ELSE) && !expects(exp, n, YYSYMBOL_NEWLINE) &&
                !expects(exp, n, YYSYMBOL_RBRACE) && !expects(exp, n, YYSYMBOL_SEMI)) {
-        lex_error(lx, at, "expected 'else' in the conditional expression (a if c else b) before %s", what);
+        lex_error(lx, at, "expected 'else' in the conditional expression (a if c else b) %s %s",
+                  (tok == YYSYMBOL_YYEOF && !lx->stop) || tok == YYSYMBOL_NEWLINE ? "at" : "before", what);
     } else if (expects(exp, n, YYSYMBOL_FN) && expects(exp, n, YYSYMBOL_DECO) && !want_stmt) {
         lex_error(lx, at, "a decorator must be followed by a 'fn' declaration");
     } else if (expects(exp, n, YYSYMBOL_ARROW)) {

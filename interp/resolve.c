@@ -214,8 +214,8 @@ static int resolve_name(Resolver *R, Node *n, bool assign)
         n->op = 2;
         return 0;
     }
-    if (!assign && python_name_hint(n->str) && !(R->I->repl && global_slot(R->I, n->str, false) >= 0))
-        return raise_undefined(R->I, n->loc, n->str, R->scope); /* True, None: never a late global */
+    if (!assign && (!strcmp(n->str, "True") || !strcmp(n->str, "False") || !strcmp(n->str, "None")))
+        return raise_undefined(R->I, n->loc, n->str, R->scope); /* Python's words: never a late global */
     if (R->in_function) {
         /* late global: bound by the time the function runs, or an error then */
         n->slot = global_slot(R->I, n->str, true);

@@ -297,8 +297,11 @@ static Node *fexpr(Lexer *lx, const char *s, int line0, const char *ls0, const c
 /* Move the decoded literal text in lit (if any) into a piece of fs. */
 static void fstring_piece(Node *fs, Buf *lit)
 {
-    if (lit->len == 0)
+    if (lit->len == 0) {
+        free(lit->s);
+        *lit = (Buf){0};
         return;
+    }
     Node *piece = node_new(N_STR, fs->loc);
     piece->str = lit->s;
     piece->slen = lit->len;
@@ -419,6 +422,7 @@ static int fstring(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *l
 #undef AT
 #undef FAIL
     fstring_piece(fs, &lit);
+    free(lit.s); /* an empty buffer may still hold its first block */
     free(fmt.s);
     free(tmp);
     val->node = fs;

@@ -567,6 +567,10 @@ static const char *python_habit(const Lexer *lx, yysymbol_kind_t tok, Loc *at)
         { "from", "tfe imports a whole module: import nn (then nn.name), or import \"path.tfe\" as name" },
         { "pass", "tfe has no 'pass': an empty block is { }" },
     };
+    if (token_is(lx, lx->la_kind, lx->la_loc, "is")) { /* x is None */
+        *at = lx->la_loc;
+        return "tfe compares with '==' and '!=' (x == nil), not 'is'";
+    }
     for (size_t i = 0; i < sizeof habits / sizeof habits[0]; i++) {
         if (tok != YYSYMBOL_YYEOF && token_is(lx, lx->la_kind, lx->la_loc, habits[i].word) &&
             strcmp(habits[i].word, "elif") == 0) {

@@ -155,11 +155,22 @@ static bool same_value(Value a, Value b)
 
 static bool is_leafy(Value v) { return v.kind == V_TENSOR || v.kind == V_SCALAR; }
 
+/* Two buffers in turn: one message names two kinds. */
 static const char *kind_with_article(Value v)
 {
-    static char buf[64];
+    static char buf[2][64];
+    static int turn;
+    char *b = buf[turn ^= 1];
     const char *k = value_kind_name(v);
-    snprintf(buf, sizeof buf, "%s %s", strchr("aeiou", k[0]) ? "an" : "a", k);
+    snprintf(b, sizeof buf[0], "%s %s", strchr("aeiou", k[0]) ? "an" : "a", k);
+    return b;
+}
+
+/* A binding's name in quotes; the hidden binding of a conditional
+ * expression (parser/grammar.y names it in words) without. */
+static const char *quoted(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, strchr(name, ' ') ? "%s" : "'%s'", name);
     return buf;
 }
 
@@ -592,6 +603,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         if (same_value(a0, b0) && same_value(a1, b0)) continue;
         Node *where = find_assign(n->b, s);
         if (!where) where = find_assign(n->c, s);
+        char qn[96];
         const char *name = where ? where->str : "a binding";
         if (!is_leafy(a0) || !is_leafy(a1)) {
             if (same_value(a0, a1)) { /* e.g. the same string in both: no output needed */
@@ -601,19 +613,20 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
                 value_decref(old);
                 continue;
             }
-            FAIL(where ? where->loc : n->loc, "'%s' is %s after one branch of this if on a traced tensor and %s "
+            FAIL(where ? where->loc : n->loc, "%s is %s after one branch of this if on a traced tensor and %s "
                  "after the other; staged code needs tensors (or equal values) in both",
-                 name, kind_with_article(a0), kind_with_article(a1));
+                 quoted(name, qn, sizeof qn), kind_with_article(a0), kind_with_article(a1));
         }
         tfe_tensor *t0 = as_tensor(a0), *t1 = as_tensor(a1);
         pairs[npairs++] = (Pair){s, {t0, t1}};
         if (t0->dtype != t1->dtype)
-            FAIL(where ? where->loc : n->loc, "'%s' is %s in one branch of this if on a traced tensor and %s in "
+            FAIL(where ? where->loc : n->loc, "%s is %s in one branch of this if on a traced tensor and %s in "
                  "the other; a binding assigned in both branches must keep its dtype",
-                 name, dtype_name(t0->dtype), dtype_name(t1->dtype));
+                 quoted(name, qn, sizeof qn), dtype_name(t0->dtype), dtype_name(t1->dtype));
         if (t0->rank != t1->rank)
-            FAIL(where ? where->loc : n->loc, "'%s' has rank %d in one branch of this if on a traced tensor and "
-                 "%d in the other; a binding assigned in both branches must keep its rank", name, t0->rank, t1->rank);
+            FAIL(where ? where->loc : n->loc, "%s has rank %d in one branch of this if on a traced tensor and "
+                 "%d in the other; a binding assigned in both branches must keep its rank",
+                 quoted(name, qn, sizeof qn), t0->rank, t1->rank);
     }
     if (x[0] == XS_RETURN) {
         for (int b = 0; b < 2; b++) sig_flatten(ret[b], &rs[b], &rl[b], SIG_OUTPUT);

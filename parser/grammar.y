@@ -531,7 +531,7 @@ static void yyerror(Loc *loc, Lexer *lx, const char *msg)
 static bool starts_expr(yysymbol_kind_t k)
 {
     switch (k) {
-    case YYSYMBOL_NAME: case YYSYMBOL_INT: case YYSYMBOL_FLOAT: case YYSYMBOL_STRING:
+    case YYSYMBOL_NAME: case YYSYMBOL_INT: case YYSYMBOL_FLOAT: case YYSYMBOL_STRING: case YYSYMBOL_FSTRING:
     case YYSYMBOL_TRUE: case YYSYMBOL_FALSE: case YYSYMBOL_NIL: case YYSYMBOL_FN:
     case YYSYMBOL_NOT: case YYSYMBOL_MINUS: case YYSYMBOL_PLUS:
     case YYSYMBOL_LPAREN: case YYSYMBOL_LBRACK: case YYSYMBOL_LBRACE:

@@ -534,6 +534,60 @@ BUILTIN(bi_check_labels)
     return rc;
 }
 
+/* enumerate(xs, start=0), zip(a, b, ...): lists of tuples, walking each
+ * iterable as 'for' does (tensors along axis 0, tuples, lists, ranges,
+ * record keys, strings); zip stops at the shortest. */
+BUILTIN(bi_enumerate)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "enumerate", "xs, start=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    int64_t start = 0;
+    if (p[1]) {
+        if (a[1].kind != V_SCALAR || !dtype_is_int((tfe_dtype)a[1].dtype))
+            return interp_raise(I, "enumerate: start must be an int, got %s", value_kind_name(a[1]));
+        start = a[1].u.i;
+    }
+    Seq *s = seq_new(0);
+    Value r = v_obj(V_LIST, s);
+    for (int64_t i = 0;; i++) {
+        Value pair[2];
+        int k = iter_item(I, a[0], i, I->cur_loc, &pair[1]);
+        if (k == 1) break;
+        if (k < 0) { value_decref(r); return -1; }
+        pair[0] = v_int(start + i);
+        seq_push_take(s, value_seq_tuple(2, pair));
+        value_decref(pair[1]);
+    }
+    *out = r;
+    return 0;
+}
+
+BUILTIN(bi_zip)
+{
+    (void)data;
+    if (nkw) return interp_raise(I, "zip() takes no keyword arguments");
+    Seq *s = seq_new(0);
+    Value r = v_obj(V_LIST, s);
+    Value buf[8];
+    Value *items = argc <= 8 ? buf : xmalloc(sizeof(Value) * (size_t)argc);
+    int rc = 0;
+    for (int64_t i = 0; argc > 0 && !rc; i++) {
+        int got = 0, k = 0;
+        for (; got < argc; got++)
+            if ((k = iter_item(I, argv[got], i, I->cur_loc, &items[got])) != 0) break;
+        if (got == argc) seq_push_take(s, value_seq_tuple(argc, items));
+        for (int j = 0; j < got; j++) value_decref(items[j]);
+        if (k < 0) rc = -1;
+        else if (got < argc) break;
+    }
+    if (items != buf) free(items);
+    if (rc) { value_decref(r); return -1; }
+    *out = r;
+    return 0;
+}
+
 void builtins_register(Interp *I)
 {
     interp_define_builtin_flags(I, "check_same_shape", bi_check_same_shape, NULL, BF_EFFECT, NULL);
@@ -556,4 +610,6 @@ void builtins_register(Interp *I)
     Seq *args = seq_new(I->opt.argc);
     for (int i = 0; i < I->opt.argc; i++) seq_push_take(args, v_cstr(I->opt.argv[i]));
     define_value(I, "argv", v_obj(V_LIST, args));
+    interp_define_builtin(I, "enumerate", bi_enumerate, NULL);
+    interp_define_builtin(I, "zip", bi_zip, NULL);
 }

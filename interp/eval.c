@@ -12,6 +12,7 @@
 #include "stage/check.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 
@@ -20,6 +21,8 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out);
 static int exec(Interp *I, Node *n, Env *env);
 static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
 static int exec_block(Interp *I, Node *b, Env *env);
+static int bind_pattern(Interp *I, Node *p, Value v, Env *env);
+static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc);
 static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
 static inline Env *env_up(Env *e, int depth)
@@ -757,9 +760,14 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     case V_RECORD: case V_MODULE: {
         Value *v = record_get((Record *)base.u.o, name, strlen(name));
         if (v) { value_incref(*v); *out = *v; return 0; }
+        Suggest sg;
+        char hint[160];
+        suggest_init(&sg, name);
+        for (int i = 0; i < ((Record *)base.u.o)->n; i++) suggest_add(&sg, ((Record *)base.u.o)->keys[i]->s);
         if (base.kind == V_MODULE)
-            return raise_at(I, loc, "module '%s' has no field '%s'", ((Record *)base.u.o)->module_name, name);
-        return raise_at(I, loc, "record has no field '%s'", name);
+            return raise_at(I, loc, "module '%s' has no field '%s'%s", ((Record *)base.u.o)->module_name, name,
+                            suggest_text(&sg, hint, sizeof hint));
+        return raise_at(I, loc, "record has no field '%s'%s", name, suggest_text(&sg, hint, sizeof hint));
     }
     case V_SCALAR: case V_TENSOR: {
         Loc saved = I->cur_loc;
@@ -926,6 +934,177 @@ static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Va
     return rc;
 }
 
+/* --- conditional expressions, comprehensions, f-strings ---------------------------- */
+
+/* a if c else b. n->a is the if statement it stands for (parser/grammar.y):
+ * with a traced tensor condition it is traced as exactly that statement (a
+ * cond node, or the same located error), and the value is read from the
+ * hidden slot its branches assign; otherwise only the chosen branch runs. */
+static __attribute__((noinline)) int eval_ifexpr(Interp *I, Node *n, Env *env, Value *out)
+{
+    Node *s = n->a;
+    Value c;
+    if (eval(I, s->a, env, &c)) return -1;
+    if (__builtin_expect(I->tracer != NULL, 0) && trace_recording(I) && c.kind == V_TENSOR && c.u.t->node &&
+        tensor_numel(c.u.t) == 1) {
+        int xs = XS_OK;
+        int rc = trace_cond(I, s, env, c, NULL, 0, &xs);
+        value_decref(c);
+        if (rc || xs == XS_ERR) return -1;
+        Value *slot = &env->slots[n->slot];
+        *out = *slot;
+        *slot = v_nil();
+        return 0;
+    }
+    bool t = false;
+    int rc = value_truth(I, c, s->a->loc, &t);
+    value_decref(c);
+    if (rc) return -1;
+    return eval(I, (t ? s->b : s->c)->list.items[0]->b, env, out);
+}
+
+int iter_item(Interp *I, Value it, int64_t i, Loc loc, Value *x)
+{
+    switch ((ValueKind)it.kind) {
+    case V_RANGE:
+        if ((uint64_t)i >= range_count((Range *)it.u.o)) return 1;
+        *x = v_int(range_at((Range *)it.u.o, i));
+        return 0;
+    case V_TUPLE: case V_LIST: {
+        Seq *s = (Seq *)it.u.o;
+        if (i >= s->n) return 1;
+        *x = s->items[i];
+        value_incref(*x);
+        return 0;
+    }
+    case V_RECORD: case V_MODULE: {
+        Record *r = (Record *)it.u.o;
+        if (i >= r->n) return 1;
+        *x = v_str(r->keys[i]->s, r->keys[i]->len);
+        return 0;
+    }
+    case V_STR: {
+        Str *s = (Str *)it.u.o;
+        if (i >= (int64_t)s->len) return 1;
+        *x = v_str(s->s + i, 1);
+        return 0;
+    }
+    case V_TENSOR: {
+        if (it.u.t->rank == 0) return raise_at(I, loc, "cannot iterate over a 0-d tensor");
+        if (i >= it.u.t->shape[0]) return 1;
+        IndexItem ix = { .kind = IX_VALUE, .v = v_int(i) };
+        Loc saved = I->cur_loc;
+        I->cur_loc = loc;
+        int rc = tensor_index(I, it, 1, &ix, x);
+        I->cur_loc = saved;
+        return rc ? -1 : 0;
+    }
+    default:
+        return raise_at(I, loc, "cannot iterate over a value of type %s", value_kind_name(it));
+    }
+}
+
+/* The clauses k.. of a comprehension, then its element, into acc. */
+static int comp_run(Interp *I, Node *n, int k, Env *env, Seq *acc)
+{
+    if (k == n->list.n) {
+        Value v;
+        if (eval(I, n->a, env, &v)) return -1;
+        seq_push_take(acc, v);
+        return 0;
+    }
+    Node *c = n->list.items[k];
+    if (c->kind == N_IF) {
+        Value v;
+        bool t = false;
+        if (eval(I, c->a, env, &v)) return -1;
+        int rc = value_truth(I, v, c->a->loc, &t);
+        value_decref(v);
+        if (rc) return -1;
+        return t ? comp_run(I, n, k + 1, env, acc) : 0;
+    }
+    Value it;
+    if (eval(I, c->b, env, &it)) return -1;
+    int rc = 0;
+    for (int64_t i = 0;; i++) {
+        Value x;
+        int r = iter_item(I, it, i, c->b->loc, &x);
+        if (r == 1) break;
+        if (r < 0) { rc = -1; break; }
+        r = bind_pattern(I, c->a, x, env);
+        value_decref(x);
+        if (r || comp_run(I, n, k + 1, env, acc)) { rc = -1; break; }
+        if (tfe_interrupted && poll_interrupt(I, c->loc)) { rc = -1; break; }
+    }
+    value_decref(it);
+    return rc;
+}
+
+/* [e for x in xs if c]: the tensor literal of the elements, as if they were
+ * written out ([e1, e2, ...]); see docs/language.md. */
+static __attribute__((noinline)) int eval_comp(Interp *I, Node *n, Env *env, Value *out)
+{
+    Seq *acc = seq_new(0);
+    acc->h.kind = V_LIST;
+    Value held = v_obj(V_LIST, acc);
+    int rc = comp_run(I, n, 0, env, acc);
+    for (int i = 0; !rc && i < acc->n; i++) {
+        Value v = acc->items[i];
+        if (is_numeric(v) || v.kind == V_TUPLE || v.kind == V_LIST) continue; /* the literal's own errors */
+        rc = raise_at(I, n->loc, "[e for ...] makes a tensor, but element %d is %s %s; collect other values "
+                      "in a list with a loop (ys.push(e))", i, strchr("aeiou", value_kind_name(v)[0]) ? "an" : "a",
+                      value_kind_name(v));
+    }
+    if (!rc) {
+        Loc saved = I->cur_loc;
+        I->cur_loc = n->loc;
+        rc = tensor_literal(I, acc->n, acc->items, out);
+        I->cur_loc = saved;
+    }
+    value_decref(held);
+    return rc;
+}
+
+/* f"...": the pieces, each field formatted by format() (interp/format.c)
+ * with its own format string, so that an error names the field. */
+static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, Value *out)
+{
+    Buf b = {0};
+    for (int i = 0; i < n->list.n; i++) {
+        Node *p = n->list.items[i];
+        if (p->kind == N_STR) {
+            buf_add(&b, p->str, p->slen);
+            continue;
+        }
+        int argc = 1 + p->list.n;
+        Value buf[8];
+        Value *argv = argc <= 8 ? buf : xmalloc(sizeof(Value) * (size_t)argc);
+        int done = 0, rc = 0;
+        if (eval(I, p->a, env, &argv[0])) rc = -1;
+        else done = 1;
+        for (; !rc && done < argc; done++)
+            if (eval(I, p->list.items[done - 1], env, &argv[done])) rc = -1;
+        char *err = NULL, *s = NULL;
+        if (!rc) {
+            s = format_values(p->str, strlen(p->str), argc, argv, &err);
+            if (!s) {
+                const char *m = err ? err : "format: failed";
+                if (strncmp(m, "format: ", 8) == 0) m += 8;
+                rc = raise_at(I, p->opl, "f-string: %s", m);
+                free(err);
+            }
+        }
+        for (int k = 0; k < done; k++) value_decref(argv[k]);
+        if (argv != buf) free(argv);
+        if (rc) { free(b.s); return -1; }
+        buf_puts(&b, s);
+        free(s);
+    }
+    *out = v_str(b.s ? b.s : "", b.len);
+    free(b.s);
+    return 0;
+}
+
 /* --- expressions ------------------------------------------------------------------- */
 
 static int eval_other(Interp *I, Node *n, Env *env, Value *out);
@@ -947,7 +1126,7 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
             value_incref(v);
         }
     }
-    if (is_undefined(v)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+    if (is_undefined(v)) return raise_undefined(I, n->loc, n->str, NULL);
     *out = v;
     return 0;
 }
@@ -961,7 +1140,7 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
     case N_NAME: {
         if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
-        if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+        if (__builtin_expect(is_undefined(v), 0)) return raise_undefined(I, n->loc, n->str, NULL);
         value_incref(v);
         *out = v;
         return 0;
@@ -1069,6 +1248,12 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     }
     case N_FN:
         return make_closure(I, n, env, out);
+    case N_IFEXPR:
+        return eval_ifexpr(I, n, env, out);
+    case N_COMP:
+        return eval_comp(I, n, env, out);
+    case N_FSTRING:
+        return eval_fstring(I, n, env, out);
     default:
         return raise_at(I, n->loc, "internal error: node kind %d is not an expression", (int)n->kind);
     }
@@ -1181,6 +1366,24 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         free_index_items(items, k);
         free(items);
         value_decref(base);
+        return rc;
+    }
+    case N_TUPLE: {
+        /* a, b = v: v (already evaluated in full) is unpacked into the
+         * targets, left to right */
+        Seq *s = seq_as(v);
+        int rc = 0;
+        if (!s)
+            rc = raise_at(I, t->loc, "cannot unpack a value of type %s into %d targets (a tuple or list is needed)",
+                          value_kind_name(v), t->list.n);
+        else if (s->n != t->list.n)
+            rc = raise_at(I, t->loc, "cannot unpack a %s of %d value%s into %d targets", value_kind_name(v), s->n,
+                          s->n == 1 ? "" : "s", t->list.n);
+        for (int i = 0; !rc && i < s->n; i++) {
+            value_incref(s->items[i]);
+            rc = assign_to(I, t->list.items[i], s->items[i], env, loc);
+        }
+        value_decref(v);
         return rc;
     }
     default:
@@ -1670,7 +1873,15 @@ int import_module(Interp *I, Node *n, Value *out)
     } else {
         char searched[2048];
         path = find_module(I, n->str, searched, sizeof searched);
-        if (!path) return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+        if (!path) {
+            static const char *const python[] = { "numpy", "torch", "tensorflow", "jax", "math", "random", NULL };
+            for (int i = 0; python[i]; i++)
+                if (strcmp(n->str, python[i]) == 0)
+                    return raise_at(I, n->loc, "module '%s' not found: tfe needs no Python modules (tensors, their "
+                                    "ops and random numbers are built in, e.g. zeros((2, 3)), matmul(a, b), "
+                                    "randn((3,)); docs/reference.md lists them)", n->str);
+            return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+        }
     }
     char *real = realpath(path, NULL);
     const char *key = real ? real : path;

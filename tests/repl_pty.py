@@ -254,6 +254,20 @@ def session_one(exe, home):
         s.expect("\n5\n", "completed field evaluates to 5")
         s.expect(PROMPT, "prompt")
 
+        s.step = "bare tuples, conditional expressions and f-strings"
+        s.line("let tup_a, tup_b = 1, 2")
+        s.expect(PROMPT, "prompt after let of a bare tuple")
+        s.line("tup_a, tup_b = tup_b, tup_a")
+        s.expect(PROMPT, "prompt after the swap")
+        value_of(s, "tup_a, tup_b", "(2, 1)", "a bare tuple echoes as a tuple")
+        value_of(s, '"big" if tup_a > tup_b else "small"', '"big"', "a conditional expression")
+        value_of(s, 'f"{tup_a}-{tup_b:>3}"', '"2-  1"', "an f-string")
+        s.line('f"{tup_a}')
+        s.expect(MORE, "continuation inside an open f-string")
+        s.line('"')
+        s.expect("\n\"2\\n\"\n", "the f-string spanning two lines")
+        s.expect(PROMPT, "prompt after the f-string")
+
         value_of(s, "100 + 23", "123", "last entry before :quit")
         s.step = ":quit"
         s.line(":quit")

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
+#include "interp/help.h"
 #include "interp/internal.h"
 #include "tensor/ops.h"
 #include "stage/check.h"
@@ -1453,7 +1454,7 @@ int eval_program(Interp *I, Program *p, bool echo)
             if (eval(I, l->items[l->n - 1]->a, I->globals, &v)) r = XS_ERR;
             else {
                 if (v.kind != V_NIL) {
-                    char *s = value_repr(v);
+                    char *s = value_echo_repr(v);
                     printf("%s\n", s);
                     free(s);
                 }

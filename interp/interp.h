@@ -30,13 +30,19 @@ int interp_run_file(Interp *I, const char *path);
 
 /* Run one REPL entry: like interp_run_source, but top-level bindings persist
  * across entries and the value of a final expression statement is echoed
- * (unless nil). After an error every earlier binding is kept. */
-int interp_run_repl_entry(Interp *I, const char *text, size_t len);
+ * (unless nil). After an error every earlier binding is kept. Locations in
+ * the entry are named "<repl:NUMBER>" (errors say "<repl:7>:2:15"). */
+int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len);
 
 /* Completion candidates for the REPL: names in scope, keywords, and when the
  * prefix is "expr.partial" the fields of a record/module binding.
  * Calls add(candidate, ctx) for each; candidates are full replacement words. */
 void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, void *), void *ctx);
+
+/* :reload NAME: forgets the module bound to NAME in the import cache and
+ * returns the entry that imports its file again ("import \"/path/m.tfe\" as
+ * NAME", malloc'd), or prints why not and returns NULL. */
+char *interp_reload_code(Interp *I, const char *name);
 
 /* --- for built-in functions (interp/builtins*.c) --------------------------- */
 typedef int (*BuiltinFn)(Interp *I, int argc, const Value *argv, int nkw,
@@ -90,6 +96,10 @@ int tensor_index(Interp *I, Value x, int n, const IndexItem *items, Value *out);
 int tensor_index_assign(Interp *I, Value x, int n, const IndexItem *items, Value v, Value *out);
 /* x.shape, x.dtype, x.T, x.device, x.ndim, ...: 0 ok, 1 no such field, -1 raised. */
 int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
+
+/* The fields (and methods) of a tensor, NULL-terminated: what x.<Tab>
+ * completes in the REPL (interp/builtins_tensor.c keeps the list). */
+const char *const *tensor_attr_names(void);
 
 /* Ctrl-C: the SIGINT handler sets tfe_interrupted (tensor.h); the interpreter
  * polls it at loop back-edges and calls and raises "interrupted". */

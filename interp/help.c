@@ -177,34 +177,36 @@ static bool section_matches(const char *title, const char *q)
     return false;
 }
 
+typedef struct NameList { FILE *f; int col; char last[SPAN_MAX]; } NameList;
+
 static bool print_name_list(const char *s, size_t n, void *ctx)
 {
-    void **c = ctx;
-    FILE *f = c[0];
-    int *col = c[1];
-    if (*col + (int)n + 2 > 78) {
-        fputs(",\n   ", f);
-        *col = 3;
-    } else if (*col > 3) {
-        fputs(",", f);
-        (*col)++;
+    NameList *nl = ctx;
+    /* range(stop), range(start, stop, step=1): one name */
+    if (strlen(nl->last) == n && memcmp(nl->last, s, n) == 0) return false;
+    snprintf(nl->last, sizeof nl->last, "%.*s", (int)n, s);
+    if (nl->col > 2 && nl->col + (int)n + 2 > 78) {
+        fputs(",\n  ", nl->f);
+        nl->col = 2;
+    } else if (nl->col > 2) {
+        fputs(", ", nl->f);
+        nl->col += 2;
     }
-    fprintf(f, " %.*s", (int)n, s);
-    *col += (int)n + 1;
+    fprintf(nl->f, "%.*s", (int)n, s);
+    nl->col += (int)n;
     return false;
 }
 
 /* The names of every row of a section on wrapped lines. */
 static void section_names(FILE *f, const char *title)
 {
-    int col = 3;
+    NameList nl = {.f = f, .col = 2};
     fputs("  ", f);
     for (int i = 0; i < help_nrows; i++) {
         if (strcmp(help_rows[i].section, title) != 0) continue;
         char spans[MAX_SPANS][SPAN_MAX];
         int k = cell_spans(help_rows[i].names, spans, MAX_SPANS);
-        void *ctx[2] = {f, &col};
-        for (int j = 0; j < k; j++) span_names(spans[j], print_name_list, ctx);
+        for (int j = 0; j < k; j++) span_names(spans[j], print_name_list, &nl);
     }
     fputc('\n', f);
 }
@@ -244,7 +246,7 @@ void help_topics(FILE *f, bool repl)
     if (repl)
         fputs("REPL commands (:help commands shows them): :help [name], :history, :reload NAME, :quit\n",
               f);
-    fputs("All of it is in docs/reference.md; `man tfe` (in a build tree: man ./docs/tfe.1).\n", f);
+    fputs("All of it is in docs/reference.md; the manual: man tfe (in a build tree: man ./docs/tfe.1).\n", f);
 }
 
 /* --- values ---------------------------------------------------------------- */

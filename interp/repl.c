@@ -286,11 +286,25 @@ static char *complete_gen(const char *text, int state)
         } else {
             /* keyword arguments first: zeros((2, 3), dt<Tab> gives dtype= */
             char fname[256];
+            int nkw = 0;
             if (!strchr(text, '.')) {
                 open_call(rl_line_buffer, rl_point - (int)strlen(text), fname, sizeof fname);
                 if (*fname) help_params(complete_interp, fname, cand_add_kw, &cands);
+                nkw = cands.n;
             }
             interp_complete(complete_interp, text, cand_add, &cands);
+            /* "dtype=" wins over the name "dtype" (a built-in) in a call */
+            for (int i = nkw; i < cands.n; i++) {
+                size_t l = strlen(cands.v[i]);
+                bool shadowed = false;
+                for (int j = 0; j < nkw && !shadowed; j++)
+                    shadowed = strncmp(cands.v[j], cands.v[i], l) == 0 && cands.v[j][l] == '=' &&
+                               cands.v[j][l + 1] == 0;
+                if (shadowed) {
+                    free(cands.v[i]);
+                    cands.v[i--] = cands.v[--cands.n];
+                }
+            }
         }
     }
     while (cand_next < cands.n) {

@@ -318,23 +318,27 @@ static void print_doc_comment(FILE *f, const Node *fn)
     }
 }
 
-/* "nn" for a function defined in .../nn.tfe, "" for one from the REPL. */
-static void module_of(const Closure *c, char *out, size_t n)
+/* "nn" for a function bound in an imported module (nn.dense), "" for one
+ * of the program or the REPL. */
+static void module_of(Interp *I, const Closure *c, char *out, size_t n)
 {
     out[0] = 0;
-    const Source *src = c->fn->loc.src;
-    if (!src || !src->name || src->name[0] == '<') return;
-    const char *b = strrchr(src->name, '/');
-    b = b ? b + 1 : src->name;
-    size_t len = strlen(b);
-    if (len > 4 && strcmp(b + len - 4, ".tfe") == 0) len -= 4;
-    snprintf(out, n, "%.*s", (int)len, b);
+    Record *mods = I->modules;
+    for (int i = 0; i < mods->n; i++) {
+        if (mods->vals[i].kind != V_MODULE) continue;
+        Record *m = (Record *)mods->vals[i].u.o;
+        for (int j = 0; j < m->n; j++)
+            if (m->vals[j].kind == V_FN && m->vals[j].u.o == &c->h && m->module_name) {
+                snprintf(out, n, "%s", m->module_name);
+                return;
+            }
+    }
 }
 
-static void help_closure(FILE *f, Closure *c)
+static void help_closure(Interp *I, FILE *f, Closure *c)
 {
     char mod[128];
-    module_of(c, mod, sizeof mod);
+    module_of(I, c, mod, sizeof mod);
     char qual[300];
     snprintf(qual, sizeof qual, "%s%s%s", mod, *mod ? "." : "", c->name ? c->name : "");
     const HelpRow *r = c->name && *mod ? find_row(qual) : NULL;
@@ -407,7 +411,7 @@ void help_value(Interp *I, Value v, FILE *f)
     switch (v.kind) {
     case V_NIL: fputs("nil\n", f); return;
     case V_SCALAR: case V_TENSOR: help_tensor(f, v); return;
-    case V_FN: help_closure(f, (Closure *)v.u.o); return;
+    case V_FN: help_closure(I, f, (Closure *)v.u.o); return;
     case V_RECORD: case V_MODULE: help_record(f, v); return;
     case V_BUILTIN: {
         Builtin *b = (Builtin *)v.u.o;

@@ -251,7 +251,12 @@ void help_topics(FILE *f, bool repl)
 
 /* --- values ---------------------------------------------------------------- */
 
-char *closure_signature(Obj *o)
+/* The signature under a given name (a module's field bound to a lambda). */
+static char *signature_as(Obj *o, const char *as);
+
+char *closure_signature(Obj *o) { return signature_as(o, NULL); }
+
+static char *signature_as(Obj *o, const char *as)
 {
     Closure *c = (Closure *)o;
     Node *fn = c->fn;
@@ -266,7 +271,7 @@ char *closure_signature(Obj *o)
         len += n_;                                                              \
         s[len] = 0;                                                             \
     } while (0)
-    const char *name = c->name ? c->name : "fn";
+    const char *name = as ? as : c->name ? c->name : "fn";
     ADD(name, strlen(name));
     ADD("(", 1);
     for (int i = 0; i < fn->list.n; i++) {
@@ -391,7 +396,7 @@ static void help_record(FILE *f, Value v)
     for (int i = 0; i < r->n; i++) {
         Value x = r->vals[i];
         if (x.kind == V_FN) {
-            char *sig = closure_signature(x.u.o);
+            char *sig = signature_as(x.u.o, r->keys[i]->s);
             fprintf(f, "  %s\n", sig);
             free(sig);
         } else {

@@ -429,10 +429,14 @@ static bool starts_with_else(const char *s, size_t n)
 /* This session's entries, for :history; entry k is entries.v[k - 1]. */
 static Cands entries;
 
+/* Run an entry; new_items counts the history items added (NULL: the entry
+ * is not a history item, as the import that :reload makes). */
 static void run_entry(Interp *I, const char *text, size_t len, int *new_items)
 {
-    history_add_entry(text);
-    (*new_items)++;
+    if (new_items) {
+        history_add_entry(text);
+        (*new_items)++;
+    }
     cand_add_dup(&entries, text);
     tfe_interrupted = 0;
     got_sigint = 0;
@@ -564,7 +568,7 @@ int repl_run(Interp *I)
             new_items++;
             if (command_arg(tb, tn, ":help", &arg, &alen)) {
                 if (alen == 0) help_topics(stdout, true);
-                else if (is_command(arg, alen, "commands")) print_commands();
+                else if (is_command(arg, alen, "commands") || arg[0] == ':') print_commands();
                 else {
                     char *name = xmalloc(alen + 1);
                     memcpy(name, arg, alen);
@@ -578,7 +582,7 @@ int repl_run(Interp *I)
                 name[alen] = 0;
                 char *code = interp_reload_code(I, name);
                 if (code) {
-                    run_entry(I, code, strlen(code), &new_items);
+                    run_entry(I, code, strlen(code), NULL);
                     free(code);
                 }
                 free(name);

@@ -34,12 +34,12 @@ static int cell_spans(const char *cell, char spans[][SPAN_MAX], int max)
 }
 
 /* The names a span of the first cell gives: "zeros(shape)" -> zeros,
- * "@staged" -> staged, "bool int32 int64" -> each; "x.shape" (an attribute
- * of the tensor x) names nothing. Calls f(name, len, ctx); stops when f
- * returns true and returns true then. */
+ * "@staged" -> staged, "bool int32 int64" -> each, "x.shape" (a field of
+ * the tensor x) -> x.shape. Calls f(name, len, ctx); stops when f returns
+ * true and returns true then. */
 static bool span_names(const char *span, bool (*f)(const char *, size_t, void *), void *ctx)
 {
-    if (span[0] == 'x' && span[1] == '.') return false;
+    if (span[0] == 'x' && span[1] == '.') return f(span, strcspn(span, "( "), ctx);
     if (span[0] == '@') span++;
     const char *paren = strchr(span, '(');
     if (paren) return f(span, (size_t)(paren - span), ctx);
@@ -102,6 +102,11 @@ static void row_signatures(const HelpRow *r, const char *name, char *out, size_t
             len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", len ? "\n" : "", s);
     }
     if (len) return;
+    if (name[0] == 'x' && name[1] == '.') {
+        /* a tensor's field ("x.T" in the row of transpose) is its own signature */
+        snprintf(out, n, "%s", name);
+        return;
+    }
     if (!first) {
         /* the section's signature: "`name(x, axis=nil, keepdims=false)`" */
         const char *p = strstr(r->intro, "`name(");

@@ -637,7 +637,8 @@ BUILTIN(bi_help)
 void builtins_help_register(Interp *I)
 {
     interp_define_builtin_flags(I, "help", bi_help, NULL, BF_NOT_STAGEABLE,
-                                "help() prints at the prompt; call it outside the staged function");
+                                "help() cannot be used inside a staged function (it would print once, at "
+                                "trace time); call it outside it");
 }
 
 /* --- the REPL's echo ------------------------------------------------------- */

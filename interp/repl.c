@@ -271,7 +271,9 @@ static void open_call(const char *line, int start, char *out, size_t n)
             }
             return;
         } else if (c == '"') {
-            return; /* inside or after a string: no guess */
+            /* skip the string literal back to its opening quote */
+            for (i--; i >= 0 && !(line[i] == '"' && (i == 0 || line[i - 1] != '\\')); i--) continue;
+            if (i < 0) return;
         }
     }
 }

@@ -98,8 +98,10 @@ static void row_signatures(const HelpRow *r, const char *name, char *out, size_t
         const char *pp = span_params(spans[i]);
         if (pp && !first) first = pp;
         const char *s = spans[i][0] == '@' ? spans[i] + 1 : spans[i];
-        if (pp && name_is(s, (size_t)(strchr(s, '(') - s), (void *)name))
-            len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", len ? "\n" : "", s);
+        if (pp && name_is(s, (size_t)(strchr(s, '(') - s), (void *)name) && len + 1 < n) {
+            int w = snprintf(out + len, n - len, "%s%s", len ? "\n" : "", s);
+            len = w < 0 || (size_t)w >= n - len ? n - 1 : len + (size_t)w;
+        }
     }
     if (len) return;
     if (name[0] == 'x' && name[1] == '.') {

@@ -1619,11 +1619,12 @@ done:
 
 /* ---- fields ---------------------------------------------------------------- */
 
-/* The names tensor_getattr answers (and the tensor methods, where there
- * are any): the REPL completes x.<Tab> from this list, and help(x) shows it. */
+/* The names tensor_getattr answers: the REPL completes x.<Tab> from this
+ * list, and help(x) shows it. (Where tensors have methods, the table of
+ * methods gives this function instead, with their names added.) */
 static const char *const tensor_attrs[] = {"shape", "dtype", "ndim", "size", "device", "T", NULL};
 
-const char *const *tensor_attr_names(void) { return tensor_attrs; }
+const char *const *interp_tensor_attr_names(void) { return tensor_attrs; }
 
 int tensor_getattr(Interp *I, Value x, const char *name, Value *out)
 {

@@ -388,7 +388,7 @@ static void help_tensor(FILE *f, Value v)
         fprintf(f, "a %s tensor of shape %s on %s\n", dtype_name(t->dtype), sh, dev);
     }
     fputs("    fields: ", f);
-    const char *const *names = tensor_attr_names();
+    const char *const *names = interp_tensor_attr_names();
     for (int i = 0; names[i]; i++) fprintf(f, "%s%s", i ? ", " : "", names[i]);
     fputs("\n    not a variable: gradients reach it only while a tape watches it (help(\"tape\"))\n", f);
 }
@@ -428,7 +428,11 @@ void help_value(Interp *I, Value v, FILE *f)
     case V_BUILTIN: {
         Builtin *b = (Builtin *)v.u.o;
         if (b->self.kind != V_NIL) {
-            fprintf(f, "%s: a method of a %s\n", b->name, value_kind_name(b->self));
+            /* x.sum is sum bound to x: the built-in's entry, if it has one */
+            const HelpRow *r = find_row(b->name);
+            fprintf(f, "%s: a method of a %s%s\n", b->name, value_kind_name(b->self),
+                    r ? ", the built-in below with it as the first argument" : "");
+            if (r) print_row(f, r, b->name);
             return;
         }
         const HelpRow *r = find_row(b->name);

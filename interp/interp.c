@@ -158,7 +158,7 @@ void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, vo
         const char *const *names = NULL;
         if (v.kind == V_SCALAR || v.kind == V_TENSOR ||
             (v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor)) {
-            names = tensor_attr_names();
+            names = interp_tensor_attr_names();
             if (v.kind == V_OBJECT) {
                 /* a variable: its own fields, then its value's */
                 static const char *const var_names[] = {"value", "name", "trainable", "assign",

@@ -99,7 +99,7 @@ int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
 
 /* The fields (and methods) of a tensor, NULL-terminated: what x.<Tab>
  * completes in the REPL (interp/builtins_tensor.c keeps the list). */
-const char *const *tensor_attr_names(void);
+const char *const *interp_tensor_attr_names(void);
 
 /* Ctrl-C: the SIGINT handler sets tfe_interrupted (tensor.h); the interpreter
  * polls it at loop back-edges and calls and raises "interrupted". */

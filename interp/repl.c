@@ -404,8 +404,13 @@ static bool waits_for_else(const char *text)
     bool final_else = false;
     YYSTYPE val;
     Loc loc;
-    while ((k = lex_next(lx, &val, &loc)) != YYEOF && k != LEXERR) {
-        if (k == NAME || k == INT || k == FLOAT || k == STRING) ast_free(val.node);
+    for (;;) {
+        /* a token with a value (a name, number, string...) hands over a node,
+         * ours to free; a NEWLINE's val is the next token's, handed again */
+        memset(&val, 0, sizeof val);
+        k = lex_next(lx, &val, &loc);
+        if (k == YYEOF || k == LEXERR) break;
+        if (k != NEWLINE && val.node) ast_free(val.node);
         if ((k == NEWLINE || k == SEMI) && lx->depth == 0) {
             first = 0;
             final_else = false;

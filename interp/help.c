@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "interp/help.h"
 #include "interp/internal.h"
 #include "util/xalloc.h"

@@ -28,6 +28,7 @@ Interp *interp_new(const InterpOptions *opt)
     I->global_scope = global_scope_new();
     I->globals = env_new(I, 0, NULL);
     I->modules = record_new();
+    I->module_stamps = record_new();
     I->retval = v_nil();
 #ifdef HAVE_CUDA
     tfe_gpu_register();
@@ -51,6 +52,7 @@ void interp_free(Interp *I)
     tracked_clear_all(I);
     env_decref(I->globals);
     value_decref(v_obj(V_RECORD, I->modules));
+    value_decref(v_obj(V_RECORD, I->module_stamps));
     for (int i = 0; i < I->nbuiltins; i++) {
         free(I->builtin_names[i]);
         value_decref(I->builtin_vals[i]);

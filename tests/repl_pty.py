@@ -442,6 +442,15 @@ def session_learners(exe, home):
         s.line(":reload learnmod")
         s.expect(PROMPT, "prompt after :reload")
         value_of(s, "learnmod.version()", "2", "the module as edited")
+        s.step = "import of an edited module"
+        s.line('import "%s" as learnmod' % mod)
+        s.expect(PROMPT, "prompt")
+        value_of(s, "learnmod.version()", "2", "an unchanged module is not imported again")
+        with open(mod, "w") as f:
+            f.write("fn version() { return 3 }\n")
+        s.line('import "%s" as learnmod' % mod)
+        s.expect(PROMPT, "prompt")
+        value_of(s, "learnmod.version()", "3", "import after an edit gives the edited module")
 
         s.step = ":history"
         s.line(":history")

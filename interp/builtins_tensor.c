@@ -1620,11 +1620,12 @@ done:
 /* ---- fields ---------------------------------------------------------------- */
 
 /* The names tensor_getattr answers: the REPL completes x.<Tab> from this
- * list, and help(x) shows it. (Where tensors have methods, the table of
- * methods gives this function instead, with their names added.) */
+ * list, and help(x) shows it. Weak: the table of tensor methods
+ * (interp/methods.c, where it exists) defines the list with the methods
+ * added, and its definition wins; then this one is to be deleted. */
 static const char *const tensor_attrs[] = {"shape", "dtype", "ndim", "size", "device", "T", NULL};
 
-const char *const *interp_tensor_attr_names(void) { return tensor_attrs; }
+__attribute__((weak)) const char *const *interp_tensor_attr_names(void) { return tensor_attrs; }
 
 int tensor_getattr(Interp *I, Value x, const char *name, Value *out)
 {

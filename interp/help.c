@@ -388,9 +388,22 @@ static void help_tensor(FILE *f, Value v)
         }
         fprintf(f, "a %s tensor of shape %s on %s\n", dtype_name(t->dtype), sh, dev);
     }
-    fputs("    fields: ", f);
+    /* x.shape, x.T, and the methods where there are some: wrapped lines */
+    fputs("    fields:", f);
     const char *const *names = interp_tensor_attr_names();
-    for (int i = 0; names[i]; i++) fprintf(f, "%s%s", i ? ", " : "", names[i]);
+    int col = 11;
+    for (int i = 0; names[i]; i++) {
+        int w = (int)strlen(names[i]) + 2;
+        if (col + w > 78) {
+            fputs(i ? ",\n       " : "\n       ", f);
+            col = 7;
+        } else if (i) {
+            fputc(',', f);
+            col++;
+        }
+        fprintf(f, " %s", names[i]);
+        col += w - 1;
+    }
     fputs("\n    not a variable: gradients reach it only while a tape watches it (help(\"tape\"))\n", f);
 }
 
@@ -582,6 +595,28 @@ void help_name(Interp *I, const char *name, FILE *f)
 
 /* --- parameters, for completion -------------------------------------------- */
 
+/* "x.sum" where x is a tensor (or a variable) and sum one of its methods:
+ * the method's name, else NULL. */
+static const char *tensor_method_of(Interp *I, const char *fname)
+{
+    const char *dot = strrchr(fname, '.');
+    if (!dot) return NULL;
+    char base[256];
+    size_t bl = (size_t)(dot - fname);
+    if (bl >= sizeof base) return NULL;
+    memcpy(base, fname, bl);
+    base[bl] = 0;
+    Value v;
+    if (!help_lookup_value(I, base, &v)) return NULL;
+    if (!(v.kind == V_SCALAR || v.kind == V_TENSOR ||
+          (v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor)))
+        return NULL;
+    const char *const *names = interp_tensor_attr_names();
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], dot + 1) == 0) return dot + 1;
+    return NULL;
+}
+
 void help_params(Interp *I, const char *fname, void (*add)(const char *, void *), void *ctx)
 {
     Value v;
@@ -590,8 +625,12 @@ void help_params(Interp *I, const char *fname, void (*add)(const char *, void *)
         for (int i = 0; i < fn->list.n; i++) add(fn->list.items[i]->str, ctx);
         return;
     }
-    const HelpRow *r = find_row(fname);
+    /* x.sum(ax<Tab>: sum's parameters after the first, which x is */
+    const char *method = tensor_method_of(I, fname);
+    int skip = method ? 1 : 0;
+    const HelpRow *r = find_row(method ? method : fname);
     if (!r) return;
+    if (method) fname = method;
     char sig[1024];
     row_signatures(r, fname, sig, sizeof sig);
     /* every "name" or "name=default" inside the parentheses, each line */
@@ -601,6 +640,7 @@ void help_params(Interp *I, const char *fname, void (*add)(const char *, void *)
         char *p = strchr(line, '(');
         int depth = 0;
         bool at_start = true;
+        skip = method ? 1 : 0;
         for (p = p ? p + 1 : NULL; p && *p; p++) {
             if (*p == '(' || *p == '[') depth++;
             else if (*p == ')' || *p == ']') { if (depth-- == 0) break; }
@@ -609,7 +649,9 @@ void help_params(Interp *I, const char *fname, void (*add)(const char *, void *)
                 size_t n = 0;
                 while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
                 char name[64];
-                if (n < sizeof name) {
+                if (skip > 0) {
+                    skip--;
+                } else if (n < sizeof name) {
                     memcpy(name, p, n);
                     name[n] = 0;
                     add(name, ctx);

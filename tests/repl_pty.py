@@ -371,9 +371,9 @@ def session_learners(exe, home):
         s.expect(PROMPT, "prompt")
 
         s.step = "echo of functions and variables"
-        s.line("fn f2(x, y=1) { return x + y }")
+        s.line("fn f2(x, yo_bump=1) { return x + yo_bump }")
         s.expect(PROMPT, "prompt")
-        value_of(s, "f2", "<fn f2(x, y=1)>", "a function echoes its signature")
+        value_of(s, "f2", "<fn f2(x, yo_bump=1)>", "a function echoes its signature")
         s.line('let w = variable(0.5, name="w")')
         s.expect(PROMPT, "prompt")
         value_of(s, "w", "<variable w float32 () = 0.5>", "a variable echoes its value")
@@ -415,6 +415,16 @@ def session_learners(exe, home):
         s.drain(0.3)
         s.send("int32)\r")
         s.expect("\n[0, 0]\n", "zeros((2,), dt<Tab> completes to dtype=")
+        s.expect(PROMPT, "prompt")
+        s.send("f2(1, yo_\t")
+        s.drain(0.3)
+        s.send("5)\r")
+        s.expect("\n6\n", "f2(1, yo_<Tab> completes to yo_bump= (a tfe function's parameter)")
+        s.expect(PROMPT, "prompt")
+        s.send("w.val\t")
+        s.drain(0.3)
+        s.send("\r")
+        s.expect("\n0.5\n", "w.val<Tab> completes to w.value (a variable)")
         s.expect(PROMPT, "prompt")
 
         s.step = "Ctrl-C leaves a clean prompt"

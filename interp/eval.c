@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include "interp/help.h"
 #include "interp/internal.h"
 #include "tensor/ops.h"
 #include "stage/check.h"
@@ -1773,7 +1775,7 @@ int eval_program(Interp *I, Program *p, bool echo)
             if (eval(I, l->items[l->n - 1]->a, I->globals, &v)) r = XS_ERR;
             else {
                 if (v.kind != V_NIL) {
-                    char *s = value_repr(v);
+                    char *s = value_echo_repr(v);
                     printf("%s\n", s);
                     free(s);
                 }
@@ -1863,6 +1865,16 @@ static char *find_module(Interp *I, const char *name, char *searched, size_t cap
     return found;
 }
 
+/* "mtime size" of a file, to tell an edited module from the one imported
+ * (nanoseconds and the size: two edits within a second differ too). */
+static void file_stamp(const char *path, char *buf, size_t n)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) snprintf(buf, n, "?");
+    else snprintf(buf, n, "%lld.%09ld %lld", (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
+                  (long long)st.st_size);
+}
+
 int import_module(Interp *I, Node *n, Value *out)
 {
     char *path = NULL;
@@ -1886,6 +1898,13 @@ int import_module(Interp *I, Node *n, Value *out)
     char *real = realpath(path, NULL);
     const char *key = real ? real : path;
     Value *cached = record_get(I->modules, key, strlen(key));
+    char stamp[96];
+    if (cached && cached->kind == V_MODULE && I->repl) {
+        /* in the REPL, a module whose file was edited since is imported again */
+        Value *old = record_get(I->module_stamps, key, strlen(key));
+        file_stamp(key, stamp, sizeof stamp);
+        if (old && old->kind == V_STR && strcmp(((Str *)old->u.o)->s, stamp) != 0) cached = NULL;
+    }
     if (cached && (cached->kind == V_NIL || cached->kind == V_MODULE)) {
         /* nil marks a module whose import is still running */
         int rc = 0;
@@ -1946,6 +1965,8 @@ int import_module(Interp *I, Node *n, Value *out)
     if (mod) {
         value_incref(v_obj(V_MODULE, mod));
         record_set_take(I->modules, key, strlen(key), v_obj(V_MODULE, mod));
+        file_stamp(key, stamp, sizeof stamp);
+        record_set_take(I->module_stamps, key, strlen(key), v_cstr(stamp));
         *out = v_obj(V_MODULE, mod);
     } else {
         /* forget the failed import so a corrected module can be imported again */

@@ -92,6 +92,8 @@ struct Interp {
     int nbuiltins, cap_builtins;
     Program *programs;      /* every program run (kept for closures) */
     Record *modules;        /* cache: resolved path -> V_MODULE */
+    Record *module_stamps;  /* resolved path -> "mtime size" of the file imported:
+                               the REPL imports a changed file again (eval.c) */
     char *script_dir;       /* folder of the main script (imports) */
     TrackLink tracked;      /* sentinel of the cycle list */
 

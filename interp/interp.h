@@ -30,13 +30,19 @@ int interp_run_file(Interp *I, const char *path);
 
 /* Run one REPL entry: like interp_run_source, but top-level bindings persist
  * across entries and the value of a final expression statement is echoed
- * (unless nil). After an error every earlier binding is kept. */
-int interp_run_repl_entry(Interp *I, const char *text, size_t len);
+ * (unless nil). After an error every earlier binding is kept. Locations in
+ * the entry are named "<repl:NUMBER>" (errors say "<repl:7>:2:15"). */
+int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len);
 
 /* Completion candidates for the REPL: names in scope, keywords, and when the
  * prefix is "expr.partial" the fields of a record/module binding.
  * Calls add(candidate, ctx) for each; candidates are full replacement words. */
 void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, void *), void *ctx);
+
+/* :reload NAME: forgets the module bound to NAME in the import cache and
+ * returns the entry that imports its file again ("import \"/path/m.tfe\" as
+ * NAME", malloc'd), or prints why not and returns NULL. */
+char *interp_reload_code(Interp *I, const char *name);
 
 /* --- for built-in functions (interp/builtins*.c) --------------------------- */
 typedef int (*BuiltinFn)(Interp *I, int argc, const Value *argv, int nkw,

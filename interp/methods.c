@@ -31,6 +31,13 @@ static const struct { const char *method, *builtin; } methods[] = {
     {"item", "item"}, {"to", "to"},
     /* PyTorch's names of shape facts (its size() is x.shape here) */
     {"numel", "size"}, {"dim", "rank"},
+    /* the library ops (sorting, scans, linear algebra) */
+    {"tan", "tan"}, {"erf", "erf"}, {"log2", "log2"}, {"log10", "log10"}, {"square", "square"},
+    {"cumsum", "cumsum"}, {"cumprod", "cumprod"}, {"sort", "sort"}, {"argsort", "argsort"},
+    {"topk", "topk"}, {"unique", "unique"}, {"searchsorted", "searchsorted"},
+    {"isclose", "isclose"}, {"allclose", "allclose"},
+    {"outer", "outer"}, {"diag", "diag"}, {"trace", "trace"}, {"tril", "tril"}, {"triu", "triu"},
+    {"norm", "norm"}, {"inv", "inv"}, {"det", "det"}, {"cholesky", "cholesky"},
 };
 
 /* Properties: tensor_getattr (builtins_tensor.c) computes them. */

@@ -71,6 +71,9 @@ typedef struct Tracer {
     struct StartSlot *pre; /* the same, before the @host call being traced (owned) */
     int npre;
     int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
+    int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
+                             are made again after it (trace_node_outputs): a tape made in
+                             this trace noted those reads when it traced them */
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     int nargs;
@@ -153,6 +156,14 @@ typedef struct CondSource {
     tfe_tensor *pass[2]; /* CS_PASS: the tensor handed on (traced, borrowed) */
 } CondSource;
 int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, CondSource *cs);
+/* Whether region (where a tape made in this trace noted a variable read
+ * while it was traced symbolically) runs in this call: 1 always (the top,
+ * a loop's condition; also a region nested deeper, which a tape made in
+ * the trace never sees: stage/trace_cf.c refuses it), 0 never (an attempt
+ * that was rolled back: the statement then ran at trace time), 2 with
+ * *runs a traced bool scalar (new ref) that says it: a branch's predicate,
+ * or whether a loop runs at least once. -1 on a tensor error. */
+int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). */
 tfe_tensor *stage_loop_runs(Tracer *T, int id);

@@ -308,12 +308,16 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
         tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
+        /* (its reads are the ones a tape made in this trace noted, with
+         * where they are, when the branches were traced: builtins_autodiff.c) */
         T->suspended++;
+        T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
         T->suspended--;
         free(in);
         free(caps);
         if (!rc) reread_vars(T, m, id);
+        T->cf_running--;
         graph_decref(m);
         if (nextra) {
             /* the handed-on reads: only a backward recorded here uses them
@@ -1021,4 +1025,73 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target,
     for (int br = 0; br < 2; br++)
         if (cs->kind[br] == CS_UNTRACKED && tfe_tape_watches(tape, t)) cs->kind[br] = CS_COMPUTED;
     return 1;
+}
+
+/* --- whether a region runs (a tape's reads inside it) ---------------------------------- */
+
+/* A one-element predicate as a bool scalar, negated when neg (new ref). */
+static tfe_tensor *truth(tfe_tensor *t, bool neg)
+{
+    tfe_tensor *b = NULL;
+    if (t->dtype == TFE_BOOL && t->rank == 0) {
+        tensor_incref(t);
+        b = t;
+    } else { /* taken as a bool: not zero (as an if takes it) */
+        tfe_tensor *zero = tensor_from_f64(0.0, t->dtype), *ne = zero ? tfe_binary(OP_NE, t, zero) : NULL;
+        if (zero) tensor_decref(zero);
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.nints = 0;
+        b = ne ? tfe_call1(OP_RESHAPE, 1, &ne, &at) : NULL;
+        if (ne) tensor_decref(ne);
+    }
+    if (!b || !neg) return b;
+    tfe_tensor *nb = tfe_call1(OP_LOGICAL_NOT, 1, &b, NULL);
+    tensor_decref(b);
+    return nb;
+}
+
+/* The cond or while node that has region r and sits in its region's list
+ * (a node of an attempt rolled back does not), or -1. A while's body is
+ * inside its condition's region. */
+static int region_owner(const Graph *g, int r)
+{
+    int p = g->regions[r].parent;
+    for (int up = 0; up < 2 && p >= 0; up++, p = g->regions[p].parent) {
+        const GRegion *reg = &g->regions[p];
+        for (int i = 0; i < reg->n; i++) {
+            const GNode *n = &g->nodes[reg->nodes[i]];
+            if ((n->kind == G_COND || n->kind == G_WHILE) && (n->regions[0] == r || n->regions[1] == r))
+                return reg->nodes[i];
+        }
+    }
+    return -1;
+}
+
+int trace_region_runs(Tracer *T, int region, tfe_tensor **runs)
+{
+    *runs = NULL;
+    const Graph *g = T->g;
+    if (region <= 0 || region >= g->nregions) return 1;
+    int id = region_owner(g, region);
+    if (id < 0) return 0; /* an attempt rolled back */
+    const GNode *n = &g->nodes[id];
+    if (n->region != 0) { /* deeper (see trace.h), unless in an attempt rolled back */
+        for (int x = id; g->nodes[x].region != 0;)
+            if ((x = region_owner(g, g->nodes[x].region)) < 0) return 0;
+        return 1;
+    }
+    if (n->kind == G_WHILE) {
+        if (region == n->regions[0]) return 1; /* the condition runs at least once */
+        tfe_tensor *w = stage_loop_runs(T, id);
+        if (!w) return 1; /* (a condition a replay cannot evaluate again: trace.h) */
+        *runs = truth(w, false);
+        tensor_decref(w);
+    } else {
+        int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
+        tfe_tensor *p = ps < T->capconcrete ? T->concrete[ps] : NULL;
+        if (!p) return 1;
+        *runs = truth(p, region == n->regions[1]);
+    }
+    return *runs ? 2 : -1;
 }

@@ -69,7 +69,9 @@ static void read_add_region(VarRead *r, int region)
 /* region: the trace's region of a branch or loop body traced symbolically
  * that the read is in (0: none, an unconditional read); again: a read that
  * the run of such a traced if or loop makes, at trace time, as one tape
- * entry (stage/trace_cf.c), which was noted where it is when traced. */
+ * entry (stage/trace_cf.c), which was noted where it is when traced, or,
+ * for a tensor the branch assigned to the variable, is noted now with the
+ * region the run went through. */
 static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool again)
 {
     if (T->spent) return;
@@ -150,6 +152,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
                 region = tr->region;
             }
             bool again = tr && tr->cf_running && watching[i]->trace == tr->id && !watching[i]->symbolic;
+            if (again) region = tr->cf_region;
             tape_note_read(watching[i], v, copy ? stored : t, region, again);
         }
     return t;

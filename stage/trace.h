@@ -74,6 +74,8 @@ typedef struct Tracer {
     int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
                              are made again after it (trace_node_outputs): a tape made in
                              this trace noted those reads when it traced them */
+    int cf_region;        /* ... and a read it had not (a variable the branch assigns, read
+                             again) is in this region: the branch taken, the loop's body */
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     int nargs;

@@ -291,6 +291,18 @@ static void mark_exported(const Graph *g, int id, Graph *m)
     }
 }
 
+/* The region of cond or while id (at the top, with values) that a run of
+ * it now goes through: the branch its predicate takes, or the loop's body. */
+static int cf_run_region(Tracer *T, int id)
+{
+    const GNode *n = gnode(T->g, id);
+    if (n->kind == G_WHILE) return n->regions[1];
+    int ps = gnode(T->g, n->in[0].node)->vbase + n->in[0].out;
+    tfe_tensor *p = ps < T->capconcrete ? T->concrete[ps] : NULL;
+    if (!p || !p->storage) return 0;
+    return n->regions[tensor_load_f64(p, 0) != 0.0 ? 0 : 1];
+}
+
 /* The outputs of node id as traced tensors: run now when the trace has
  * values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
@@ -310,14 +322,18 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
         /* (its reads are the ones a tape made in this trace noted, with
          * where they are, when the branches were traced: builtins_autodiff.c) */
+        int saved_region = T->cf_region;
+        T->cf_region = cf_run_region(T, id);
         T->suspended++;
         T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
         T->suspended--;
         free(in);
         free(caps);
+        T->cf_region = 0;
         if (!rc) reread_vars(T, m, id);
         T->cf_running--;
+        T->cf_region = saved_region;
         graph_decref(m);
         if (nextra) {
             /* the handed-on reads: only a backward recorded here uses them

@@ -804,26 +804,23 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
         /* the reads' gradients added in tape order; one that may not have
-         * run (f->ran) is added where it ran, and a sum with nothing in it
-         * yet is -0.0s (which adding the first gradient leaves as it is:
-         * -0.0 + x is x); where no read ran, zeros, as for a variable not
-         * read (eager code reads nothing there) */
+         * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
+         * trace_pick), and a sum with nothing in it yet is -0.0s (which
+         * adding the first gradient leaves as it is: -0.0 + x is x); where no
+         * read ran, zeros, as for a variable not read (eager code reads
+         * nothing there) */
         tfe_tensor *any = NULL;
         bool always = false;
         for (int i = 0; i < L->count; i++) {
-            tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s;
-            if (!r && !ran) {
-                tensor_incref(gi);
-                s = gi;
+            tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s = NULL;
+            if (!ran) {
+                s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
+            } else if (r) {
+                s = trace_pick(I->tracer, ran, r, gi, r);
             } else {
-                tfe_tensor *base = r ? r : tfe_filled_like(gi, -0.0);
-                s = base ? (r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi)) : NULL;
-                if (s && ran) {
-                    tfe_tensor *in[3] = {ran, s, base}, *w = tfe_call1(OP_WHERE, 3, in, NULL);
-                    tensor_decref(s);
-                    s = w;
-                }
-                if (base && !r) tensor_decref(base);
+                tfe_tensor *neg = tfe_filled_like(gi, -0.0);
+                s = neg ? trace_pick(I->tracer, ran, gi, NULL, neg) : NULL;
+                if (neg) tensor_decref(neg);
             }
             if (r) tensor_decref(r);
             r = s;
@@ -840,8 +837,7 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
             }
         }
         if (r && any && !always) {
-            tfe_tensor *z = tfe_filled_like(r, 0.0), *in[3] = {any, r, z};
-            tfe_tensor *w = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+            tfe_tensor *z = tfe_filled_like(r, 0.0), *w = z ? trace_pick(I->tracer, any, r, NULL, z) : NULL;
             if (z) tensor_decref(z);
             tensor_decref(r);
             r = w;

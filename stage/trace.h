@@ -166,6 +166,8 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target,
  * *runs a traced bool scalar (new ref) that says it: a branch's predicate,
  * or whether a loop runs at least once. -1 on a tensor error. */
 int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
+/* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
+tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). */
 tfe_tensor *stage_loop_runs(Tracer *T, int id);

@@ -1111,3 +1111,58 @@ int trace_region_runs(Tracer *T, int region, tfe_tensor **runs)
     }
     return *runs ? 2 : -1;
 }
+
+/* pred ? (b ? a + b : a) : e, as a cond node on pred (a traced bool
+ * scalar): a gradient through it reaches only the branch the call takes,
+ * none the other (a where would hand the other zeros, which can change the
+ * sign of a zero gradient). Not recording: by pred's value, as eager code
+ * (new ref, or NULL on a tensor error). */
+tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e)
+{
+    if (!trace_recording(T->I)) {
+        if (!(pred->storage && tensor_load_f64(pred, 0) != 0.0)) {
+            tensor_incref(e);
+            return e;
+        }
+        if (b) return tfe_binary(OP_ADD, a, b);
+        tensor_incref(a);
+        return a;
+    }
+    Graph *g = T->g;
+    int r[2] = {graph_add_region(g, T->region), graph_add_region(g, T->region)};
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    T->symbolic = true;
+    T->last_effect = -1;
+    T->region = r[0];
+    tfe_tensor *then = b ? tfe_binary(OP_ADD, a, b) : (tensor_incref(a), a);
+    for (int br = 0; br < 2 && then; br++) {
+        T->region = r[br];
+        g->regions[r[br]].outs = xcalloc(1, sizeof(GRef));
+        g->regions[r[br]].outs[0] = trace_ref(T, br ? e : then);
+        g->regions[r[br]].nouts = 1;
+    }
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    if (!then) return NULL;
+    GRef pref = trace_ref(T, pred);
+    int id = graph_add(g, T->region, G_COND, 1, 1);
+    GNode *cn = gnode(g, id);
+    cn->loc = T->I->cur_loc;
+    cn->frames = T->last_frames;
+    cn->regions[0] = r[0];
+    cn->regions[1] = r[1];
+    cn->in[0] = pref;
+    tfe_meta *m = &cn->meta[0];
+    m->dtype = then->dtype;
+    m->weak = then->weak && e->weak;
+    m->rank = then->rank;
+    for (int d = 0; d < then->rank; d++) m->shape[d] = then->shape[d] == e->shape[d] ? then->shape[d] : -1;
+    tensor_decref(then);
+    cn->effect_dep = T->last_effect;
+    T->last_effect = id;
+    tfe_tensor *out = NULL;
+    if (trace_node_outputs(T, id, &out)) return NULL;
+    return out;
+}

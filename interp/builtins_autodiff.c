@@ -36,7 +36,12 @@ static bool is_variable(Value v) { return v.kind == V_OBJECT && ((Object *)v.u.o
  * reads nothing there. So a read noted only in such branches or loop bodies
  * keeps their regions (regs, nregs > 0): its gradient is added to the
  * variable's only where one of them ran (unflatten). nregs 0: always read. */
-typedef struct VarRead { Variable *var; tfe_tensor *t; int *regs; int nregs; } VarRead;
+typedef struct VarRead {
+    Variable *var;
+    tfe_tensor *t;
+    int *regs, nregs;
+    bool fresh; /* first noted by the run of a traced if (again): tapes_read_in_region */
+} VarRead;
 
 typedef struct Tape {
     Object o;
@@ -98,7 +103,7 @@ static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads] = (VarRead){v, t, NULL, 0};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again};
     if (region) read_add_region(&T->reads[T->nreads], region);
     T->nreads++;
 }
@@ -148,6 +153,11 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
             int region = 0;
             if (sym && !watching[i]->symbolic) {
                 if (watching[i]->trace != tr->id) continue;
+                /* after the branch assigned v, the read is not of the
+                 * stored tensor but of the one the assign makes: the if
+                 * hands it on as an output, and the run notes it
+                 * (stage/trace_cf.c, export_reads) */
+                if (trace_branch_assigned(tr, v_obj(V_OBJECT, v))) continue;
                 copy = true;
                 region = tr->region;
             }
@@ -1002,6 +1012,35 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx)
 }
 
 bool value_is_variable(Value v) { return is_variable(v); }
+
+/* (t may be a header of its own for the tensor read: the same data) */
+void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int region)
+{
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace != trace_id || T->symbolic) continue;
+        for (int k = 0; k < T->nreads; k++) {
+            VarRead *r = &T->reads[k];
+            const tfe_tensor *u = r->t;
+            if (!r->fresh || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
+                u->dtype != t->dtype || u->rank != t->rank ||
+                memcmp(u->shape, t->shape, sizeof *u->shape * (size_t)u->rank) ||
+                memcmp(u->strides, t->strides, sizeof *u->strides * (size_t)u->rank))
+                continue;
+            free(r->regs);
+            r->regs = NULL;
+            r->nregs = 0;
+            read_add_region(r, region);
+        }
+    }
+}
+
+void tapes_reads_settle(uint32_t trace_id)
+{
+    for (int i = 0; i < nwatching; i++)
+        if (watching[i]->trace == trace_id)
+            for (int k = 0; k < watching[i]->nreads; k++) watching[i]->reads[k].fresh = false;
+}
 
 /* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as
  * PyTorch updates a parameter, so the name stays bound to the variable and

@@ -166,11 +166,20 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target,
  * *runs a traced bool scalar (new ref) that says it: a branch's predicate,
  * or whether a loop runs at least once. -1 on a tensor error. */
 int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
+/* Whether the branch or loop body being traced symbolically (or one it is
+ * in) assigned var before this point. */
+bool trace_branch_assigned(Tracer *T, Value var);
 /* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
 tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
- * or NULL (stage/grad.c). */
-tfe_tensor *stage_loop_runs(Tracer *T, int id);
+ * or NULL (stage/grad.c). reads: a variable read in its condition reads
+ * the value the variable had when the loop started (trace_read_at_start);
+ * else such a loop gives NULL. */
+tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads);
+/* A traced tensor (borrowed) with the value var had when node id started:
+ * a read of it just before or just after the node, with nothing that could
+ * assign var between (the node included). NULL when there is none. */
+tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 
 /* Gradients through host calls (stage/host_grad.c). */

@@ -225,7 +225,7 @@ static bool region_assigns_var(const Graph *g, int r, const Obj *var)
  * notes which (outer_out). Only reads at the top of a branch; one inside a
  * nested cond or loop is refused (stage/grad.c, check_read_assign).
  * Returns how many outputs were added. */
-static int export_reads(Tracer *T, int id)
+static int export_reads(Tracer *T, int id, int **real)
 {
     Graph *g = T->g;
     if (g->nodes[id].kind != G_COND || tfe_tapes_active <= T->tapes_at_begin) return 0;
@@ -264,6 +264,8 @@ static int export_reads(Tracer *T, int id)
             }
             g->nodes[rid].outer_out = g->nodes[sid].outer_out = 1 + k;
             g->nodes[rid].outer_node = g->nodes[sid].outer_node = id;
+            *real = xrealloc(*real, sizeof **real * (size_t)(added + 1));
+            (*real)[added] = rid; /* the read (the other branch has the stand-in) */
             added++;
         }
     }
@@ -312,7 +314,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     if (!T->symbolic && tfe_tapes_active) {
         /* under a tape: the node runs as a graph of its own, one tape entry
          * whose backward is traced like any staged call's (stage/grad.c) */
-        int nextra = export_reads(T, id);
+        int *real = NULL; /* per handed-on read, the read node it stands for */
+        int nextra = export_reads(T, id, &real);
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
@@ -342,6 +345,13 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             for (int k = 0; k < nout; k++) outs[k] = all[k];
             for (int k = nout; k < nout + nextra; k++) {
                 if (!all[k]) continue;
+                /* what the run read there (a tape made in this trace noted
+                 * it) is a read where the branch that reads it runs; in the
+                 * other, the stand-in's value is used by nothing */
+                if (!rc) {
+                    const GNode *rn = gnode(T->g, real[k - nout]);
+                    tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
+                }
                 if (!rc) {
                     tfe_tensor *a = tensor_alias(all[k]);
                     trace_note(T, a, (GRef){id, k});
@@ -351,6 +361,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             }
             free(all);
         }
+        free(real);
+        tapes_reads_settle(T->id);
         if (rc) return -1;
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
@@ -999,7 +1011,7 @@ static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target
     /* (then no backward of the loop is needed, which may not be supported) */
     if (cs->kind[1] == CS_PASS && only_handed_on(T, tape, c, target)) cs->kind[1] = CS_COMPUTED;
     if (cs->kind[0] == CS_COMPUTED && cs->kind[1] == CS_COMPUTED) return 0;
-    tfe_tensor *runs = stage_loop_runs(T, id);
+    tfe_tensor *runs = stage_loop_runs(T, id, false);
     if (!runs) return 2;
     cs->pred = runs;
     tensor_decref(runs); /* the trace's note keeps it */
@@ -1044,6 +1056,14 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target,
 }
 
 /* --- whether a region runs (a tape's reads inside it) ---------------------------------- */
+
+bool trace_branch_assigned(Tracer *T, Value var)
+{
+    if (!T->symbolic) return false;
+    for (int r = T->region; r > 0; r = T->g->regions[r].parent)
+        if (region_assigns_var(T->g, r, var.u.o)) return true;
+    return false;
+}
 
 /* A one-element predicate as a bool scalar, negated when neg (new ref). */
 static tfe_tensor *truth(tfe_tensor *t, bool neg)
@@ -1099,7 +1119,7 @@ int trace_region_runs(Tracer *T, int region, tfe_tensor **runs)
     }
     if (n->kind == G_WHILE) {
         if (region == n->regions[0]) return 1; /* the condition runs at least once */
-        tfe_tensor *w = stage_loop_runs(T, id);
+        tfe_tensor *w = stage_loop_runs(T, id, true);
         if (!w) return 1; /* (a condition a replay cannot evaluate again: trace.h) */
         *runs = truth(w, false);
         tensor_decref(w);

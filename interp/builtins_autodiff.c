@@ -40,7 +40,8 @@ typedef struct VarRead {
     Variable *var;
     tfe_tensor *t;
     int *regs, nregs;
-    bool fresh; /* first noted by the run of a traced if (again): tapes_read_in_region */
+    int fresh; /* first noted by the run of a traced if (again): 1, then 2 once
+                  tapes_read_in_region set where it is (0: settled) */
 } VarRead;
 
 typedef struct Tape {
@@ -1027,9 +1028,12 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
                 memcmp(u->shape, t->shape, sizeof *u->shape * (size_t)u->rank) ||
                 memcmp(u->strides, t->strides, sizeof *u->strides * (size_t)u->rank))
                 continue;
-            free(r->regs);
-            r->regs = NULL;
-            r->nregs = 0;
+            if (r->fresh == 1) { /* where the run was is no longer the guess */
+                free(r->regs);
+                r->regs = NULL;
+                r->nregs = 0;
+                r->fresh = 2;
+            }
             read_add_region(r, region);
         }
     }
@@ -1039,7 +1043,7 @@ void tapes_reads_settle(uint32_t trace_id)
 {
     for (int i = 0; i < nwatching; i++)
         if (watching[i]->trace == trace_id)
-            for (int k = 0; k < watching[i]->nreads; k++) watching[i]->reads[k].fresh = false;
+            for (int k = 0; k < watching[i]->nreads; k++) watching[i]->reads[k].fresh = 0;
 }
 
 /* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as

@@ -161,10 +161,13 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target,
 /* Whether region (where a tape made in this trace noted a variable read
  * while it was traced symbolically) runs in this call: 1 always (the top,
  * a loop's condition; also a region nested deeper, which a tape made in
- * the trace never sees: stage/trace_cf.c refuses it), 0 never (an attempt
- * that was rolled back: the statement then ran at trace time), 2 with
- * *runs a traced bool scalar (new ref) that says it: a branch's predicate,
- * or whether a loop runs at least once. -1 on a tensor error. */
+ * the trace never sees: stage/trace_cf.c refuses it, and the body of a
+ * loop whose condition stage_loop_runs cannot evaluate again: a host call
+ * or a random draw, which under a tape run the loop at trace time anyway),
+ * 0 never (an attempt that was rolled back: the statement then ran at
+ * trace time), 2 with *runs a traced bool scalar (new ref) that says it: a
+ * branch's predicate, or whether a loop runs at least once. -1 on a
+ * tensor error. */
 int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
 /* Whether the branch or loop body being traced symbolically (or one it is
  * in) assigned var before this point. */

@@ -1014,7 +1014,11 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx)
 
 bool value_is_variable(Value v) { return is_variable(v); }
 
-/* (t may be a header of its own for the tensor read: the same data) */
+/* The backward hands the gradient of what the if hands on to the read the
+ * run made there (in the branch taken, the read or its stand-in): that read
+ * counts where the branch of the read handed on runs too. A read first
+ * noted by this run had where the run went as a guess: replaced once. (t
+ * may be a header of its own for the tensor read: the same data.) */
 void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int region)
 {
     for (int i = 0; i < nwatching; i++) {
@@ -1023,7 +1027,7 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
         for (int k = 0; k < T->nreads; k++) {
             VarRead *r = &T->reads[k];
             const tfe_tensor *u = r->t;
-            if (!r->fresh || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
+            if ((!r->fresh && !r->nregs) || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
                 u->dtype != t->dtype || u->rank != t->rank ||
                 memcmp(u->shape, t->shape, sizeof *u->shape * (size_t)u->rank) ||
                 memcmp(u->strides, t->strides, sizeof *u->strides * (size_t)u->rank))

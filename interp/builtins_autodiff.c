@@ -30,7 +30,19 @@ static bool is_variable(Value v) { return v.kind == V_OBJECT && ((Object *)v.u.o
  * means the gradient w.r.t. those tensors (summed if it was read with several
  * values, i.e. assigned in between). */
 
-typedef struct VarRead { Variable *var; tfe_tensor *t; } VarRead;  /* both owned */
+/* A read of a variable (var and t owned). A tape made inside a staged
+ * function notes the reads a traced if or loop makes when its branches are
+ * traced, which serve every later call; on a call that skips them eager code
+ * reads nothing there. So a read noted only in such branches or loop bodies
+ * keeps their regions (regs, nregs > 0): its gradient is added to the
+ * variable's only where one of them ran (unflatten). nregs 0: always read. */
+typedef struct VarRead {
+    Variable *var;
+    tfe_tensor *t;
+    int *regs, nregs;
+    int fresh; /* first noted by the run of a traced if (again): 1, then 2 once
+                  tapes_read_in_region set where it is (0: settled) */
+} VarRead;
 
 typedef struct Tape {
     Object o;
@@ -52,12 +64,37 @@ static const ObjectClass tape_class;
 static Tape **watching;
 static int nwatching, capwatching;
 
-static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t)
+static void read_add_region(VarRead *r, int region)
+{
+    for (int k = 0; k < r->nregs; k++)
+        if (r->regs[k] == region) return;
+    r->regs = xrealloc(r->regs, sizeof *r->regs * (size_t)(r->nregs + 1));
+    r->regs[r->nregs++] = region;
+}
+
+/* region: the trace's region of a branch or loop body traced symbolically
+ * that the read is in (0: none, an unconditional read); again: a read that
+ * the run of such a traced if or loop makes, at trace time, as one tape
+ * entry (stage/trace_cf.c), which was noted where it is when traced, or,
+ * for a tensor the branch assigned to the variable, is noted now with the
+ * region the run went through. */
+static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool again)
 {
     if (T->spent) return;
     if (tfe_tape_is_watched(T->tape, t)) {
-        for (int i = 0; i < T->nreads; i++)
-            if (T->reads[i].var == v && T->reads[i].t == t) return;
+        for (int i = 0; i < T->nreads; i++) {
+            VarRead *r = &T->reads[i];
+            if (r->var != v || r->t != t) continue;
+            if (again || !r->nregs) return;
+            if (region) {
+                read_add_region(r, region);
+            } else { /* read unconditionally too */
+                free(r->regs);
+                r->regs = NULL;
+                r->nregs = 0;
+            }
+            return;
+        }
     } else {
         tfe_tape_watch(T->tape, t);
     }
@@ -67,7 +104,9 @@ static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t)
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads++] = (VarRead){v, t};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again};
+    if (region) read_add_region(&T->reads[T->nreads], region);
+    T->nreads++;
 }
 
 static void tape_clear_reads(Tape *T)
@@ -75,6 +114,7 @@ static void tape_clear_reads(Tape *T)
     for (int i = 0; i < T->nreads; i++) {
         tensor_decref(T->reads[i].t);
         value_decref(v_obj(V_OBJECT, T->reads[i].var));
+        free(T->reads[i].regs);
     }
     free(T->reads);
     T->reads = NULL;
@@ -110,12 +150,21 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
              * variable's (-0.0 + 0.0 is 0.0), as would a read in a branch
              * not taken. A tape made inside this trace (not in the branch)
              * takes the stored tensor: what it records serves later calls,
-             * which may take the branch. */
+             * which may take the branch (or not: the region says where). */
+            int region = 0;
             if (sym && !watching[i]->symbolic) {
                 if (watching[i]->trace != tr->id) continue;
+                /* after the branch assigned v, the read is not of the
+                 * stored tensor but of the one the assign makes: the if
+                 * hands it on as an output, and the run notes it
+                 * (stage/trace_cf.c, export_reads) */
+                if (trace_branch_assigned(tr, v_obj(V_OBJECT, v))) continue;
                 copy = true;
+                region = tr->region;
             }
-            tape_note_read(watching[i], v, copy ? stored : t);
+            bool again = tr && tr->cf_running && watching[i]->trace == tr->id && !watching[i]->symbolic;
+            if (again) region = tr->cf_region;
+            tape_note_read(watching[i], v, copy ? stored : t, region, again);
         }
     return t;
 }
@@ -423,7 +472,9 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
             if (!dtype_is_float(dt))
                 return interp_raise(I, "watch: cannot watch a variable of dtype %s; gradients are taken with respect "
                                        "to floats (make it a float variable)", dtype_name(dt));
-            tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value);
+            Tracer *tr = I->tracer; /* watched in a branch traced symbolically: as var_read */
+            int region = tr && tr->symbolic && !T->symbolic && T->trace == tr->id ? tr->region : 0;
+            tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value, region, false);
             return 0;
         }
         return interp_raise(I, "watch: cannot watch a value of type %s (expected a tensor or variable, "
@@ -447,6 +498,7 @@ BUILTIN(bi_tape_watch)
  * leaf of the structure where its tensors start and how many there are. */
 typedef struct Flat {
     tfe_tensor **ts;
+    tfe_tensor **ran; /* by tensor: a traced bool, whether a variable's read ran (owned; NULL: it did) */
     int n, cap;
     struct Leaf { int start, count; Value v; } *leaves;
     int nleaves, capleaves;
@@ -457,19 +509,27 @@ typedef struct Flat {
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
 } Flat;
 
-static void flat_push(Flat *f, tfe_tensor *t)
+static void flat_push_ran(Flat *f, tfe_tensor *t, tfe_tensor *ran)
 {
     if (f->n == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 8;
         f->ts = xrealloc(f->ts, sizeof *f->ts * (size_t)f->cap);
+        f->ran = xrealloc(f->ran, sizeof *f->ran * (size_t)f->cap);
     }
+    f->ran[f->n] = ran;
     f->ts[f->n++] = t;
 }
 
+static void flat_push(Flat *f, tfe_tensor *t) { flat_push_ran(f, t, NULL); }
+
 static void flat_free(Flat *f)
 {
-    for (int i = 0; i < f->n; i++) tensor_decref(f->ts[i]);
+    for (int i = 0; i < f->n; i++) {
+        tensor_decref(f->ts[i]);
+        if (f->ran[i]) tensor_decref(f->ran[i]);
+    }
     free(f->ts);
+    free(f->ran);
     free(f->leaves);
     free(f->picks);
     for (int i = 0; i < f->nextra; i++) tensor_decref(f->extra[i]);
@@ -610,6 +670,32 @@ static int pick_cond_sources(Flat *f, int nbase, tfe_tensor **g)
     return 0;
 }
 
+/* Whether read r (noted in regions of trace tr) ran in this call: 1
+ * always, 0 never, 2 with *ran a traced bool (new ref) that says it, -1
+ * on a tensor error. */
+static int read_runs(Tracer *tr, const VarRead *r, tfe_tensor **ran)
+{
+    tfe_tensor *any = NULL;
+    *ran = NULL;
+    for (int k = 0; k < r->nregs; k++) {
+        tfe_tensor *x = NULL;
+        int st = trace_region_runs(tr, r->regs[k], &x);
+        if (st == 2 && any) {
+            tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, any, x);
+            tensor_decref(x);
+            tensor_decref(any);
+            if (!(any = o)) return -1;
+        } else if (st == 2) {
+            any = x;
+        } else if (st != 0) { /* always (1), or an error */
+            if (any) tensor_decref(any);
+            return st;
+        }
+    }
+    *ran = any;
+    return any ? 2 : 0;
+}
+
 static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f, int depth, SrcPath *path)
 {
     if (depth > 100) return interp_raise(I, "%s: the sources are nested too deeply", fn);
@@ -658,10 +744,16 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
         Variable *var = (Variable *)v.u.o;
         if (check_float_source(I, fn, path, "the source", var->value->dtype)) return -1;
         int before = f->n;
+        /* reads noted in branches or loop bodies of this trace (VarRead) */
+        Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
         for (int i = 0; i < T->nreads; i++)
             if (T->reads[i].var == var) {
+                tfe_tensor *ran = NULL;
+                int st = tr && T->reads[i].nregs ? read_runs(tr, &T->reads[i], &ran) : 1;
+                if (st < 0) return interp_raise_tensor_error(I);
+                if (st == 0) continue; /* an attempt rolled back: no read */
                 tensor_incref(T->reads[i].t);
-                flat_push(f, T->reads[i].t);
+                flat_push_ran(f, T->reads[i].t, ran);
             }
         /* a trainable variable never read gets zeros; a non-trainable one
          * is a source only when watched */
@@ -724,13 +816,46 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         /* a variable not read while the tape was active: zeros like its value */
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
-        r = g[L->start];
-        tensor_incref(r);
-        for (int i = 1; i < L->count && r; i++) {
-            tfe_tensor *s = tfe_binary(OP_ADD, r, g[L->start + i]);
-            tensor_decref(r);
+        /* the reads' gradients added in tape order; one that may not have
+         * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
+         * trace_pick), and a sum with nothing in it yet is -0.0s (which
+         * adding the first gradient leaves as it is: -0.0 + x is x); where no
+         * read ran, zeros, as for a variable not read (eager code reads
+         * nothing there) */
+        tfe_tensor *any = NULL;
+        bool always = false;
+        for (int i = 0; i < L->count; i++) {
+            tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s = NULL;
+            if (!ran) {
+                s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
+            } else if (r) {
+                s = trace_pick(I->tracer, ran, r, gi, r);
+            } else {
+                tfe_tensor *neg = tfe_filled_like(gi, -0.0);
+                s = neg ? trace_pick(I->tracer, ran, gi, NULL, neg) : NULL;
+                if (neg) tensor_decref(neg);
+            }
+            if (r) tensor_decref(r);
             r = s;
+            if (!r) break;
+            if (!ran) always = true;
+            else if (!always) {
+                tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : (tensor_incref(ran), ran);
+                if (any) tensor_decref(any);
+                if (!(any = o)) {
+                    tensor_decref(r);
+                    r = NULL;
+                    break;
+                }
+            }
         }
+        if (r && any && !always) {
+            tfe_tensor *z = tfe_filled_like(r, 0.0), *w = z ? trace_pick(I->tracer, any, r, NULL, z) : NULL;
+            if (z) tensor_decref(z);
+            tensor_decref(r);
+            r = w;
+        }
+        if (any) tensor_decref(any);
     }
     if (!r) return interp_raise_tensor_error(I);
     *out = value_from_tensor_take(r);
@@ -891,6 +1016,42 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx)
 
 bool value_is_variable(Value v) { return is_variable(v); }
 
+/* The backward hands the gradient of what the if hands on to the read the
+ * run made there (in the branch taken, the read or its stand-in): that read
+ * counts where the branch of the read handed on runs too. A read first
+ * noted by this run had where the run went as a guess: replaced once. (t
+ * may be a header of its own for the tensor read: the same data.) */
+void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int region)
+{
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace != trace_id || T->symbolic) continue;
+        for (int k = 0; k < T->nreads; k++) {
+            VarRead *r = &T->reads[k];
+            const tfe_tensor *u = r->t;
+            if ((!r->fresh && !r->nregs) || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
+                u->dtype != t->dtype || u->rank != t->rank ||
+                memcmp(u->shape, t->shape, sizeof *u->shape * (size_t)u->rank) ||
+                memcmp(u->strides, t->strides, sizeof *u->strides * (size_t)u->rank))
+                continue;
+            if (r->fresh == 1) { /* where the run was is no longer the guess */
+                free(r->regs);
+                r->regs = NULL;
+                r->nregs = 0;
+                r->fresh = 2;
+            }
+            read_add_region(r, region);
+        }
+    }
+}
+
+void tapes_reads_settle(uint32_t trace_id)
+{
+    for (int i = 0; i < nwatching; i++)
+        if (watching[i]->trace == trace_id)
+            for (int k = 0; k < watching[i]->nreads; k++) watching[i]->reads[k].fresh = 0;
+}
+
 /* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as
  * PyTorch updates a parameter, so the name stays bound to the variable and
  * later tapes keep watching it. It is a call of a bound builtin that is an
@@ -984,7 +1145,7 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
     if (v.kind == V_TENSOR) {
         tfe_tape_watch(T->tape, v.u.t);
     } else if (is_variable(v)) {
-        tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value);
+        tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value, 0, false);
     } else if (v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD) {
         Seq *s = seq_as(v);
         Record *r = s ? NULL : (Record *)v.u.o;

@@ -238,6 +238,12 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx);
 bool value_is_variable(Value v);
 int variable_update(Interp *I, Value var, int aop, Value x); /* var op= x in place; x borrowed */
 tfe_tensor *variable_peek(Value var);               /* its value, borrowed; no tape sees it */
+/* The tapes made in trace trace_id (stage/trace_cf.c, export_reads): their
+ * read of var as t, which the run of a traced if made as a value it hands
+ * on, is a read where region (the branch of that read) runs too;
+ * tapes_reads_settle ends that run. */
+void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int region);
+void tapes_reads_settle(uint32_t trace_id);
 void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */
 
 /* builtins_ckpt.c: save, restore, load (safetensors checkpoints) */

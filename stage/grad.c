@@ -2094,9 +2094,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
 /* Whether loop id of the trace in progress runs at least once: its
  * condition replayed on the values the loop started from, recorded into the
  * trace (a traced one-element tensor, new ref). NULL when the condition
- * reads what a replay cannot give again (a variable, a host call, a random
- * draw, another loop or cond). */
-tfe_tensor *stage_loop_runs(Tracer *T, int id)
+ * reads what a replay cannot give again (a host call, a random draw,
+ * another loop or cond; a variable, unless reads and a read of it outside
+ * the loop has its value then: trace_read_at_start). */
+tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
 {
     GRef *caps;
     int ncaps;
@@ -2129,6 +2130,10 @@ tfe_tensor *stage_loop_runs(Tracer *T, int id)
         for (int i = 0; i < rc->n && ok; i++) {
             const GNode *x = &m->nodes[rc->nodes[i]];
             ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & F_RANDOM) : x->kind == G_CONST || x->kind == G_PARAM;
+            if (reads && x->kind == G_VAR_READ && !x->outer_out) {
+                tfe_tensor *t = trace_read_at_start(T, id, x->host->obj.u.o);
+                if ((ok = t != NULL)) put(b.m, x->vbase, (tensor_incref(t), t));
+            }
         }
         for (int k = 0; k < rc->nparams && ok; k++) {
             tfe_tensor *t = b.m[slot_of(m, wn->in[k])];

@@ -559,6 +559,26 @@ static int read_before(const Graph *g, int r, int id, const Obj *var)
     return -1;
 }
 
+tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var)
+{
+    const Graph *g = T->g;
+    const GNode *n = &g->nodes[id];
+    if (node_may_assign(g, n, var)) return NULL;
+    int rid = read_before(g, n->region, id, var);
+    if (rid < 0) { /* a read right after it */
+        const GRegion *reg = &g->regions[n->region];
+        int i = 0;
+        while (i < reg->n && reg->nodes[i] != id) i++;
+        for (i++; i < reg->n && rid < 0; i++) {
+            const GNode *x = &g->nodes[reg->nodes[i]];
+            if (node_may_assign(g, x, var)) return NULL;
+            if (x->kind == G_VAR_READ && x->host->obj.u.o == var && !x->outer_out) rid = reg->nodes[i];
+        }
+    }
+    int slot = rid < 0 ? -1 : g->nodes[rid].vbase;
+    return slot >= 0 && slot < T->capconcrete ? T->concrete[slot] : NULL;
+}
+
 /* In region r (and those inside it), uses of (from, 0) become uses of to. */
 static void use_instead(Graph *g, int r, int from, GRef to)
 {

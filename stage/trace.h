@@ -71,6 +71,11 @@ typedef struct Tracer {
     struct StartSlot *pre; /* the same, before the @host call being traced (owned) */
     int npre;
     int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
+    int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
+                             are made again after it (trace_node_outputs): a tape made in
+                             this trace noted those reads when it traced them */
+    int cf_region;        /* ... and a read it had not (a variable the branch assigns, read
+                             again) is in this region: the branch taken, the loop's body */
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     int nargs;
@@ -153,9 +158,31 @@ typedef struct CondSource {
     tfe_tensor *pass[2]; /* CS_PASS: the tensor handed on (traced, borrowed) */
 } CondSource;
 int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target, const tfe_tensor *t, CondSource *cs);
+/* Whether region (where a tape made in this trace noted a variable read
+ * while it was traced symbolically) runs in this call: 1 always (the top,
+ * a loop's condition; also a region nested deeper, which a tape made in
+ * the trace never sees: stage/trace_cf.c refuses it, and the body of a
+ * loop whose condition stage_loop_runs cannot evaluate again: a host call
+ * or a random draw, which under a tape run the loop at trace time anyway),
+ * 0 never (an attempt that was rolled back: the statement then ran at
+ * trace time), 2 with *runs a traced bool scalar (new ref) that says it: a
+ * branch's predicate, or whether a loop runs at least once. -1 on a
+ * tensor error. */
+int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
+/* Whether the branch or loop body being traced symbolically (or one it is
+ * in) assigned var before this point. */
+bool trace_branch_assigned(Tracer *T, Value var);
+/* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
+tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
- * or NULL (stage/grad.c). */
-tfe_tensor *stage_loop_runs(Tracer *T, int id);
+ * or NULL (stage/grad.c). reads: a variable read in its condition reads
+ * the value the variable had when the loop started (trace_read_at_start);
+ * else such a loop gives NULL. */
+tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads);
+/* A traced tensor (borrowed) with the value var had when node id started:
+ * a read of it just before or just after the node, with nothing that could
+ * assign var between (the node included). NULL when there is none. */
+tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 
 /* Gradients through host calls (stage/host_grad.c). */

@@ -279,7 +279,7 @@ static bool region_assigns_var(const Graph *g, int r, const Obj *var)
  * notes which (outer_out). Only reads at the top of a branch; one inside a
  * nested cond or loop is refused (stage/grad.c, check_read_assign).
  * Returns how many outputs were added. */
-static int export_reads(Tracer *T, int id)
+static int export_reads(Tracer *T, int id, int **real)
 {
     Graph *g = T->g;
     if (g->nodes[id].kind != G_COND || tfe_tapes_active <= T->tapes_at_begin) return 0;
@@ -318,6 +318,8 @@ static int export_reads(Tracer *T, int id)
             }
             g->nodes[rid].outer_out = g->nodes[sid].outer_out = 1 + k;
             g->nodes[rid].outer_node = g->nodes[sid].outer_node = id;
+            *real = xrealloc(*real, sizeof **real * (size_t)(added + 1));
+            (*real)[added] = rid; /* the read (the other branch has the stand-in) */
             added++;
         }
     }
@@ -345,6 +347,18 @@ static void mark_exported(const Graph *g, int id, Graph *m)
     }
 }
 
+/* The region of cond or while id (at the top, with values) that a run of
+ * it now goes through: the branch its predicate takes, or the loop's body. */
+static int cf_run_region(Tracer *T, int id)
+{
+    const GNode *n = gnode(T->g, id);
+    if (n->kind == G_WHILE) return n->regions[1];
+    int ps = gnode(T->g, n->in[0].node)->vbase + n->in[0].out;
+    tfe_tensor *p = ps < T->capconcrete ? T->concrete[ps] : NULL;
+    if (!p || !p->storage) return 0;
+    return n->regions[tensor_load_f64(p, 0) != 0.0 ? 0 : 1];
+}
+
 /* The outputs of node id as traced tensors: run now when the trace has
  * values, symbolic otherwise. */
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
@@ -354,7 +368,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     if (!T->symbolic && tfe_tapes_active) {
         /* under a tape: the node runs as a graph of its own, one tape entry
          * whose backward is traced like any staged call's (stage/grad.c) */
-        int nextra = export_reads(T, id);
+        int *real = NULL; /* per handed-on read, the read node it stands for */
+        int nextra = export_reads(T, id, &real);
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
@@ -362,12 +377,20 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
         tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
+        /* (its reads are the ones a tape made in this trace noted, with
+         * where they are, when the branches were traced: builtins_autodiff.c) */
+        int saved_region = T->cf_region;
+        T->cf_region = cf_run_region(T, id);
         T->suspended++;
+        T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
         T->suspended--;
         free(in);
         free(caps);
+        T->cf_region = 0;
         if (!rc) reread_vars(T, m, id);
+        T->cf_running--;
+        T->cf_region = saved_region;
         graph_decref(m);
         if (nextra) {
             /* the handed-on reads: only a backward recorded here uses them
@@ -376,6 +399,13 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             for (int k = 0; k < nout; k++) outs[k] = all[k];
             for (int k = nout; k < nout + nextra; k++) {
                 if (!all[k]) continue;
+                /* what the run read there (a tape made in this trace noted
+                 * it) is a read where the branch that reads it runs; in the
+                 * other, the stand-in's value is used by nothing */
+                if (!rc) {
+                    const GNode *rn = gnode(T->g, real[k - nout]);
+                    tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
+                }
                 if (!rc) {
                     tfe_tensor *a = tensor_alias(all[k]);
                     trace_note(T, a, (GRef){id, k});
@@ -385,6 +415,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             }
             free(all);
         }
+        free(real);
+        tapes_reads_settle(T->id);
         if (rc) return -1;
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
@@ -1044,7 +1076,7 @@ static int loop_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target
     /* (then no backward of the loop is needed, which may not be supported) */
     if (cs->kind[1] == CS_PASS && only_handed_on(T, tape, c, target)) cs->kind[1] = CS_COMPUTED;
     if (cs->kind[0] == CS_COMPUTED && cs->kind[1] == CS_COMPUTED) return 0;
-    tfe_tensor *runs = stage_loop_runs(T, id);
+    tfe_tensor *runs = stage_loop_runs(T, id, false);
     if (!runs) return 2;
     cs->pred = runs;
     tensor_decref(runs); /* the trace's note keeps it */
@@ -1086,4 +1118,136 @@ int trace_cond_source(Tracer *T, const tfe_tape *tape, const tfe_tensor *target,
     for (int br = 0; br < 2; br++)
         if (cs->kind[br] == CS_UNTRACKED && tfe_tape_watches(tape, t)) cs->kind[br] = CS_COMPUTED;
     return 1;
+}
+
+/* --- whether a region runs (a tape's reads inside it) ---------------------------------- */
+
+bool trace_branch_assigned(Tracer *T, Value var)
+{
+    if (!T->symbolic) return false;
+    for (int r = T->region; r > 0; r = T->g->regions[r].parent)
+        if (region_assigns_var(T->g, r, var.u.o)) return true;
+    return false;
+}
+
+/* A one-element predicate as a bool scalar, negated when neg (new ref). */
+static tfe_tensor *truth(tfe_tensor *t, bool neg)
+{
+    tfe_tensor *b = NULL;
+    if (t->dtype == TFE_BOOL && t->rank == 0) {
+        tensor_incref(t);
+        b = t;
+    } else { /* taken as a bool: not zero (as an if takes it) */
+        tfe_tensor *zero = tensor_from_f64(0.0, t->dtype), *ne = zero ? tfe_binary(OP_NE, t, zero) : NULL;
+        if (zero) tensor_decref(zero);
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.nints = 0;
+        b = ne ? tfe_call1(OP_RESHAPE, 1, &ne, &at) : NULL;
+        if (ne) tensor_decref(ne);
+    }
+    if (!b || !neg) return b;
+    tfe_tensor *nb = tfe_call1(OP_LOGICAL_NOT, 1, &b, NULL);
+    tensor_decref(b);
+    return nb;
+}
+
+/* The cond or while node that has region r and sits in its region's list
+ * (a node of an attempt rolled back does not), or -1. A while's body is
+ * inside its condition's region. */
+static int region_owner(const Graph *g, int r)
+{
+    int p = g->regions[r].parent;
+    for (int up = 0; up < 2 && p >= 0; up++, p = g->regions[p].parent) {
+        const GRegion *reg = &g->regions[p];
+        for (int i = 0; i < reg->n; i++) {
+            const GNode *n = &g->nodes[reg->nodes[i]];
+            if ((n->kind == G_COND || n->kind == G_WHILE) && (n->regions[0] == r || n->regions[1] == r))
+                return reg->nodes[i];
+        }
+    }
+    return -1;
+}
+
+int trace_region_runs(Tracer *T, int region, tfe_tensor **runs)
+{
+    *runs = NULL;
+    const Graph *g = T->g;
+    if (region <= 0 || region >= g->nregions) return 1;
+    int id = region_owner(g, region);
+    if (id < 0) return 0; /* an attempt rolled back */
+    const GNode *n = &g->nodes[id];
+    if (n->region != 0) { /* deeper (see trace.h), unless in an attempt rolled back */
+        for (int x = id; g->nodes[x].region != 0;)
+            if ((x = region_owner(g, g->nodes[x].region)) < 0) return 0;
+        return 1;
+    }
+    if (n->kind == G_WHILE) {
+        if (region == n->regions[0]) return 1; /* the condition runs at least once */
+        tfe_tensor *w = stage_loop_runs(T, id, true);
+        if (!w) return 1; /* (a condition a replay cannot evaluate again: trace.h) */
+        *runs = truth(w, false);
+        tensor_decref(w);
+    } else {
+        int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
+        tfe_tensor *p = ps < T->capconcrete ? T->concrete[ps] : NULL;
+        if (!p) return 1;
+        *runs = truth(p, region == n->regions[1]);
+    }
+    return *runs ? 2 : -1;
+}
+
+/* pred ? (b ? a + b : a) : e, as a cond node on pred (a traced bool
+ * scalar): a gradient through it reaches only the branch the call takes,
+ * none the other (a where would hand the other zeros, which can change the
+ * sign of a zero gradient). Not recording: by pred's value, as eager code
+ * (new ref, or NULL on a tensor error). */
+tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e)
+{
+    if (!trace_recording(T->I)) {
+        if (!(pred->storage && tensor_load_f64(pred, 0) != 0.0)) {
+            tensor_incref(e);
+            return e;
+        }
+        if (b) return tfe_binary(OP_ADD, a, b);
+        tensor_incref(a);
+        return a;
+    }
+    Graph *g = T->g;
+    int r[2] = {graph_add_region(g, T->region), graph_add_region(g, T->region)};
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    T->symbolic = true;
+    T->last_effect = -1;
+    T->region = r[0];
+    tfe_tensor *then = b ? tfe_binary(OP_ADD, a, b) : (tensor_incref(a), a);
+    for (int br = 0; br < 2 && then; br++) {
+        T->region = r[br];
+        g->regions[r[br]].outs = xcalloc(1, sizeof(GRef));
+        g->regions[r[br]].outs[0] = trace_ref(T, br ? e : then);
+        g->regions[r[br]].nouts = 1;
+    }
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    if (!then) return NULL;
+    GRef pref = trace_ref(T, pred);
+    int id = graph_add(g, T->region, G_COND, 1, 1);
+    GNode *cn = gnode(g, id);
+    cn->loc = T->I->cur_loc;
+    cn->frames = T->last_frames;
+    cn->regions[0] = r[0];
+    cn->regions[1] = r[1];
+    cn->in[0] = pref;
+    tfe_meta *m = &cn->meta[0];
+    m->dtype = then->dtype;
+    m->weak = then->weak && e->weak;
+    m->rank = then->rank;
+    for (int d = 0; d < then->rank; d++) m->shape[d] = then->shape[d] == e->shape[d] ? then->shape[d] : -1;
+    tensor_decref(then);
+    cn->effect_dep = T->last_effect;
+    T->last_effect = id;
+    tfe_tensor *out = NULL;
+    if (trace_node_outputs(T, id, &out)) return NULL;
+    return out;
 }

@@ -12,7 +12,7 @@
 
 #include "interp/builtins_args.h"
 #include "interp/interp.h"
-#include "tensor/ops.h"
+#include "tensor/op_scope.h"
 
 #define PARSE(fname, spec, n)                                                          \
     Value a[n];                                                                        \
@@ -20,31 +20,11 @@
     (void)p;                                                                           \
     if (args_parse(I, fname, spec, argc, argv, nkw, kwnames, kwvals, a, p)) return -1
 
-/* ---- a scope of temporaries (as in tensor/grad_rules.c) ----------------------------
- * Every op result is kept and released at the end; helpers pass NULL
- * through (an op failed and set the tensor error), so a builtin reads as a
+/* ---- a scope of temporaries (tensor/op_scope.h): a builtin reads as a
  * sequence of ops with one check at the end. */
-#define LS_CAP 256
+typedef tfe_scope LScope;
 
-typedef struct LScope {
-    tfe_tensor *t[LS_CAP];
-    int n;
-} LScope;
-
-static tfe_tensor *keep(LScope *s, tfe_tensor *t) {
-    if (!t) return NULL;
-    if (s->n == LS_CAP) {
-        tensor_decref(t);
-        tfe_error_set("linalg: too many temporaries");
-        return NULL;
-    }
-    return s->t[s->n++] = t;
-}
-
-static void ls_release(LScope *s) {
-    for (int i = 0; i < s->n; i++) tensor_decref(s->t[i]);
-    s->n = 0;
-}
+static void ls_release(LScope *s) { scope_release(s); }
 
 /* r (kept in s) as the builtin's result: 0, or -1 raising the tensor error */
 static int ls_finish(Interp *I, LScope *s, tfe_tensor *r, Value *out) {
@@ -55,37 +35,6 @@ static int ls_finish(Interp *I, LScope *s, tfe_tensor *r, Value *out) {
     return 0;
 }
 
-static tfe_tensor *call(LScope *s, tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at) {
-    for (int i = 0; i < nin; i++)
-        if (!in[i]) return NULL;
-    return keep(s, tfe_call1(op, nin, in, at));
-}
-
-static tfe_tensor *op1(LScope *s, tfe_op op, tfe_tensor *x) { return call(s, op, 1, &x, NULL); }
-
-static tfe_tensor *op2(LScope *s, tfe_op op, tfe_tensor *a, tfe_tensor *b) {
-    tfe_tensor *in[2] = {a, b};
-    return call(s, op, 2, in, NULL);
-}
-
-static tfe_tensor *where(LScope *s, tfe_tensor *c, tfe_tensor *a, tfe_tensor *b) {
-    tfe_tensor *in[3] = {c, a, b};
-    return call(s, OP_WHERE, 3, in, NULL);
-}
-
-static tfe_tensor *full(LScope *s, double v, tfe_dtype dt, int rank, const int64_t *shape) {
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.dtype = dt;
-    at.f[0] = v;
-    at.nints = rank;
-    for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return call(s, OP_FULL, 0, NULL, &at);
-}
-
-/* a 0-d constant of t's dtype */
-static tfe_tensor *K(LScope *s, double v, const tfe_tensor *t) { return t ? full(s, v, t->dtype, 0, NULL) : NULL; }
-
 static tfe_tensor *reshape(LScope *s, tfe_tensor *x, int rank, const int64_t *shape) {
     if (!x) return NULL;
     if (x->rank == rank && !memcmp(x->shape, shape, sizeof(int64_t) * (size_t)rank)) return x;
@@ -93,7 +42,7 @@ static tfe_tensor *reshape(LScope *s, tfe_tensor *x, int rank, const int64_t *sh
     tfe_attrs_init(&at);
     at.nints = rank;
     for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return call(s, OP_RESHAPE, 1, &x, &at);
+    return scope_call(s, OP_RESHAPE, 1, &x, &at);
 }
 
 static tfe_tensor *transpose(LScope *s, tfe_tensor *x, const int *perm) {
@@ -105,7 +54,7 @@ static tfe_tensor *transpose(LScope *s, tfe_tensor *x, const int *perm) {
     tfe_attrs_init(&at);
     at.nints = x->rank;
     for (int i = 0; i < x->rank; i++) at.ints[i] = perm[i];
-    return call(s, OP_TRANSPOSE, 1, &x, &at);
+    return scope_call(s, OP_TRANSPOSE, 1, &x, &at);
 }
 
 /* op over the axes in mask; no axes: x itself */
@@ -118,7 +67,7 @@ static tfe_tensor *reduce(LScope *s, tfe_op op, tfe_tensor *x, unsigned mask, bo
     for (int i = 0; i < x->rank; i++)
         if (mask & (1u << i)) at.axes[at.naxes++] = i;
     if (!at.naxes) return x;
-    return call(s, op, 1, &x, &at);
+    return scope_call(s, op, 1, &x, &at);
 }
 
 /* x[start:stop:step] of a 1-D x (a view) */
@@ -131,13 +80,13 @@ static tfe_tensor *slice1(LScope *s, tfe_tensor *x, int64_t start, int64_t stop,
     at.ints[0] = start;
     at.ints[1] = stop;
     at.ints[2] = step;
-    return call(s, OP_SLICE, 1, &x, &at);
+    return scope_call(s, OP_SLICE, 1, &x, &at);
 }
 
 /* The argument as a tensor kept in s, or NULL after raising */
 static tfe_tensor *arg(Interp *I, LScope *s, const char *fn, const char *name, Value v) {
     tfe_tensor *t = arg_tensor(I, fn, name, v);
-    if (t && !keep(s, t)) {
+    if (t && !scope_keep(s, t)) {
         interp_raise_tensor_error(I);
         return NULL;
     }
@@ -150,7 +99,7 @@ static tfe_tensor *floated(LScope *s, tfe_tensor *x) {
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = TFE_FLOAT32;
-    return call(s, OP_CAST, 1, &x, &at);
+    return scope_call(s, OP_CAST, 1, &x, &at);
 }
 
 /* ---- outer, diag, trace, tril, triu ----------------------------------------------- */
@@ -165,7 +114,7 @@ BUILTIN(bi_outer)
         ls_release(s);
         return -1;
     }
-    tfe_tensor *r = op2(s, OP_MUL, reshape(s, x, 2, (int64_t[]){-1, 1}), reshape(s, y, 2, (int64_t[]){1, -1}));
+    tfe_tensor *r = scope_op2(s, OP_MUL, reshape(s, x, 2, (int64_t[]){-1, 1}), reshape(s, y, 2, (int64_t[]){1, -1}));
     return ls_finish(I, s, r, out);
 }
 
@@ -195,7 +144,7 @@ BUILTIN(bi_diag)
         /* x into the flattened zeros at k, k + N + 1, ... (set_slice: its
          * gradient is a slice, exact) */
         int64_t n = x->shape[0], ak = k < 0 ? -k : k, N = n + ak;
-        tfe_tensor *z = full(s, 0, x->dtype, 1, (int64_t[]){N * N});
+        tfe_tensor *z = scope_full(s, 0, x->dtype, 1, (int64_t[]){N * N});
         if (n > 0) {
             tfe_attrs at;
             tfe_attrs_init(&at);
@@ -205,7 +154,7 @@ BUILTIN(bi_diag)
             at.ints[1] = at.ints[0] + (n - 1) * (N + 1) + 1;
             at.ints[2] = N + 1;
             tfe_tensor *in[2] = {z, x};
-            z = call(s, OP_SET_SLICE, 2, in, &at);
+            z = scope_call(s, OP_SET_SLICE, 2, in, &at);
         }
         r = reshape(s, z, 2, (int64_t[]){N, N});
     } else if (x->rank == 2) {
@@ -246,7 +195,7 @@ BUILTIN(bi_tri)
     LScope S = {.n = 0}, *s = &S;
     tfe_tensor *x = arg(I, s, fn, "x", a[0]);
     if (!x) return -1;
-    return ls_finish(I, s, call(s, op, 1, &x, &at), out);
+    return ls_finish(I, s, scope_call(s, op, 1, &x, &at), out);
 }
 
 /* ---- LAPACK: inv, det, cholesky, solve --------------------------------------------- */
@@ -260,7 +209,7 @@ BUILTIN(bi_lapack1)
     LScope S = {.n = 0}, *s = &S;
     tfe_tensor *x = arg(I, s, fn, "a", a[0]);
     if (!x) return -1;
-    return ls_finish(I, s, op1(s, op, floated(s, x)), out);
+    return ls_finish(I, s, scope_op1(s, op, floated(s, x)), out);
 }
 
 BUILTIN(bi_solve)
@@ -272,7 +221,7 @@ BUILTIN(bi_solve)
         ls_release(s);
         return -1;
     }
-    return ls_finish(I, s, op2(s, OP_SOLVE, floated(s, x), floated(s, y)), out);
+    return ls_finish(I, s, scope_op2(s, OP_SOLVE, floated(s, x), floated(s, y)), out);
 }
 
 /* ---- norm --------------------------------------------------------------------------- */
@@ -283,10 +232,10 @@ BUILTIN(bi_solve)
  * higher derivatives stay NaN-free (PyTorch's choice: the subgradient 0). */
 static tfe_tensor *safe_root(LScope *s, tfe_tensor *sum, double p) {
     if (!sum) return NULL;
-    tfe_tensor *z = op2(s, OP_EQ, sum, K(s, 0, sum));
-    tfe_tensor *safe = where(s, z, K(s, 1, sum), sum);
-    tfe_tensor *r = p == 2 ? op1(s, OP_SQRT, safe) : op2(s, OP_POW, safe, K(s, 1 / p, sum));
-    return where(s, z, K(s, 0, sum), r);
+    tfe_tensor *z = scope_op2(s, OP_EQ, sum, scope_const(s, 0, sum));
+    tfe_tensor *safe = scope_where(s, z, scope_const(s, 1, sum), sum);
+    tfe_tensor *r = p == 2 ? scope_op1(s, OP_SQRT, safe) : scope_op2(s, OP_POW, safe, scope_const(s, 1 / p, sum));
+    return scope_where(s, z, scope_const(s, 0, sum), r);
 }
 
 /* ord: 0 none (nil), 1 a number (*pv), 2 "fro", 3 "nuc" */
@@ -309,8 +258,8 @@ static int get_ord(Interp *I, Value v, int *kind, double *pv) {
 
 /* The vector norm of x over axis (keepdims) */
 static tfe_tensor *vector_norm(LScope *s, tfe_tensor *x, int kind, double p, unsigned mask) {
-    if (kind == 0 || (kind == 1 && p == 2)) return safe_root(s, reduce(s, OP_SUM, op2(s, OP_MUL, x, x), mask, true), 2);
-    tfe_tensor *ax = op1(s, OP_ABS, x);
+    if (kind == 0 || (kind == 1 && p == 2)) return safe_root(s, reduce(s, OP_SUM, scope_op2(s, OP_MUL, x, x), mask, true), 2);
+    tfe_tensor *ax = scope_op1(s, OP_ABS, x);
     if (p == 1) return reduce(s, OP_SUM, ax, mask, true);
     if (p == INFINITY) return reduce(s, OP_MAX, ax, mask, true);
     if (p == -INFINITY) return reduce(s, OP_MIN, ax, mask, true);
@@ -318,17 +267,17 @@ static tfe_tensor *vector_norm(LScope *s, tfe_tensor *x, int kind, double p, uns
         tfe_attrs at;
         tfe_attrs_init(&at);
         at.dtype = x->dtype;
-        tfe_tensor *nz = op2(s, OP_NE, x, K(s, 0, x));
-        return reduce(s, OP_SUM, nz ? call(s, OP_CAST, 1, &nz, &at) : NULL, mask, true);
+        tfe_tensor *nz = scope_op2(s, OP_NE, x, scope_const(s, 0, x));
+        return reduce(s, OP_SUM, nz ? scope_call(s, OP_CAST, 1, &nz, &at) : NULL, mask, true);
     }
     tfe_tensor *pw;
     if (p > 0 && p < 1) {
         /* |x|^p has an infinite slope at 0 for p < 1: the same guard, so a
          * zero element gets gradient 0 (PyTorch's choice) */
-        tfe_tensor *z = op2(s, OP_EQ, ax, K(s, 0, ax));
-        pw = where(s, z, K(s, 0, ax), op2(s, OP_POW, where(s, z, K(s, 1, ax), ax), K(s, p, x)));
+        tfe_tensor *z = scope_op2(s, OP_EQ, ax, scope_const(s, 0, ax));
+        pw = scope_where(s, z, scope_const(s, 0, ax), scope_op2(s, OP_POW, scope_where(s, z, scope_const(s, 1, ax), ax), scope_const(s, p, x)));
     } else {
-        pw = op2(s, OP_POW, ax, K(s, p, x));
+        pw = scope_op2(s, OP_POW, ax, scope_const(s, p, x));
     }
     return safe_root(s, reduce(s, OP_SUM, pw, mask, true), p);
 }
@@ -411,10 +360,10 @@ BUILTIN(bi_norm)
             r = vector_norm(s, x, 0, 0, mask);
         } else if (kind == 1 && (pv == 1 || pv == -1)) {
             /* the largest (smallest) column sum */
-            r = reduce(s, pv > 0 ? OP_MAX : OP_MIN, reduce(s, OP_SUM, op1(s, OP_ABS, x), rows, true), cols, true);
+            r = reduce(s, pv > 0 ? OP_MAX : OP_MIN, reduce(s, OP_SUM, scope_op1(s, OP_ABS, x), rows, true), cols, true);
         } else if (kind == 1 && (pv == INFINITY || pv == -INFINITY)) {
             /* the largest (smallest) row sum */
-            r = reduce(s, pv > 0 ? OP_MAX : OP_MIN, reduce(s, OP_SUM, op1(s, OP_ABS, x), cols, true), rows, true);
+            r = reduce(s, pv > 0 ? OP_MAX : OP_MIN, reduce(s, OP_SUM, scope_op1(s, OP_ABS, x), cols, true), rows, true);
         } else {
             char o[64];
             if (kind == 3) snprintf(o, sizeof o, "\"nuc\"");
@@ -431,7 +380,7 @@ BUILTIN(bi_norm)
         at.naxes = 0;
         for (int i = 0; i < rank; i++)
             if (mask & (1u << i)) at.axes[at.naxes++] = i;
-        if (at.naxes) r = call(s, OP_SQUEEZE, 1, &r, &at);
+        if (at.naxes) r = scope_call(s, OP_SQUEEZE, 1, &r, &at);
     }
     return ls_finish(I, s, r, out);
 }
@@ -485,7 +434,7 @@ static tfe_tensor *ein_diagonals(LScope *s, tfe_tensor *x, Term *t) {
         at.ints[3 * r + 1] = n * n;
         at.ints[3 * r + 2] = n + 1;
         at.nints = 3 * (r + 1);
-        x = call(s, OP_SLICE, 1, &x, &at);
+        x = scope_call(s, OP_SLICE, 1, &x, &at);
         nt.ix[nt.n++] = t->ix[p];
         nt.ix[nt.n] = 0;
         *t = nt;
@@ -531,11 +480,11 @@ static tfe_tensor *ein_pair(LScope *s, tfe_tensor *x, Term *tx, tfe_tensor *y, c
     if (ct.n == 0) {
         tfe_tensor *x3 = reshape(s, transpose(s, x, px), 3, (int64_t[]){nb, m, 1});
         tfe_tensor *y3 = reshape(s, transpose(s, y, py), 3, (int64_t[]){nb, 1, n});
-        r = op2(s, OP_MUL, x3, y3);
+        r = scope_op2(s, OP_MUL, x3, y3);
     } else {
         tfe_tensor *x3 = reshape(s, transpose(s, x, px), 3, (int64_t[]){nb, m, kk});
         tfe_tensor *y3 = reshape(s, transpose(s, y, py), 3, (int64_t[]){nb, kk, n});
-        r = op2(s, OP_MATMUL, x3, y3);
+        r = scope_op2(s, OP_MATMUL, x3, y3);
     }
     tr->n = 0;
     int64_t sh[TFE_MAX_RANK];

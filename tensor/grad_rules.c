@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tensor/grad.h"
+#include "tensor/op_scope.h"
 #include "tensor/base.h" /* kn_axis, kn_axes_mask */
 
 /* On entry dx[i] is NULL (compute input i's gradient) or TFE_GRAD_SKIP
@@ -19,75 +20,16 @@ const tfe_grad_fn tfe_grads[TFE_NOPS] = {
 #undef OP
 };
 
-/* ---- a scope of temporaries ----------------------------------------------------
+/* ---- a scope of temporaries (tensor/op_scope.h) ----------------------------------
  * Every op result a rule makes is kept in its scope and released at the end;
- * the results stored in dx[] get their own reference. The helpers pass NULL
- * through (an earlier op failed, its error is set), so a rule reads as a
- * straight sequence of ops and checks for failure once, at the end. */
-#define SCOPE_CAP 96
-
-typedef struct scope {
-    tfe_tensor *t[SCOPE_CAP];
-    int n;
-    bool failed;
-} scope;
-
-static tfe_tensor *keep(scope *s, tfe_tensor *t) {
-    if (!t) {
-        s->failed = true;
-        return NULL;
-    }
-    if (s->n == SCOPE_CAP) { /* a rule bug, not a user error */
-        tensor_decref(t);
-        tfe_error_set("gradient: too many temporaries in one rule");
-        s->failed = true;
-        return NULL;
-    }
-    s->t[s->n++] = t;
-    return t;
-}
-
-static void scope_release(scope *s) {
-    for (int i = 0; i < s->n; i++) tensor_decref(s->t[i]);
-    s->n = 0;
-}
-
-static tfe_tensor *call(scope *s, tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at) {
-    for (int i = 0; i < nin; i++)
-        if (!in[i]) return NULL;
-    return keep(s, tfe_call1(op, nin, in, at));
-}
-
-static tfe_tensor *U(scope *s, tfe_op op, tfe_tensor *x) { return call(s, op, 1, &x, NULL); }
-
-static tfe_tensor *B(scope *s, tfe_op op, tfe_tensor *a, tfe_tensor *b) {
-    tfe_tensor *in[2] = {a, b};
-    return call(s, op, 2, in, NULL);
-}
-
-static tfe_tensor *where(scope *s, tfe_tensor *cond, tfe_tensor *a, tfe_tensor *b) {
-    tfe_tensor *in[3] = {cond, a, b};
-    return call(s, OP_WHERE, 3, in, NULL);
-}
-
-/* A tensor of shape (rank, shape) filled with v, dtype dt (0-d: rank 0). */
-static tfe_tensor *full(scope *s, double v, tfe_dtype dt, int rank, const int64_t *shape) {
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.dtype = dt;
-    at.f[0] = v;
-    at.nints = rank;
-    for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return call(s, OP_FULL, 0, NULL, &at);
-}
-
-/* A 0-d constant of t's dtype (so that it never promotes t). */
-static tfe_tensor *K(scope *s, double v, const tfe_tensor *t) {
-    return t ? full(s, v, t->dtype, 0, NULL) : NULL;
-}
+ * the results stored in dx[] get their own reference. U and B are the
+ * rules' short names for an op of one and of two inputs. */
+typedef tfe_scope scope;
+#define U scope_op1
+#define B scope_op2
 
 /* a op constant v, in a's dtype */
-static tfe_tensor *Bc(scope *s, tfe_op op, tfe_tensor *a, double v) { return B(s, op, a, K(s, v, a)); }
+static tfe_tensor *Bc(scope *s, tfe_op op, tfe_tensor *a, double v) { return B(s, op, a, scope_const(s, v, a)); }
 
 static tfe_tensor *cast(scope *s, tfe_tensor *x, tfe_dtype dt) {
     if (!x) return NULL;
@@ -95,7 +37,7 @@ static tfe_tensor *cast(scope *s, tfe_tensor *x, tfe_dtype dt) {
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = dt;
-    return call(s, OP_CAST, 1, &x, &at);
+    return scope_call(s, OP_CAST, 1, &x, &at);
 }
 
 static tfe_tensor *reshape(scope *s, tfe_tensor *x, int rank, const int64_t *shape) {
@@ -104,7 +46,7 @@ static tfe_tensor *reshape(scope *s, tfe_tensor *x, int rank, const int64_t *sha
     tfe_attrs_init(&at);
     at.nints = rank;
     for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return call(s, OP_RESHAPE, 1, &x, &at);
+    return scope_call(s, OP_RESHAPE, 1, &x, &at);
 }
 
 static tfe_tensor *broadcast_to(scope *s, tfe_tensor *x, int rank, const int64_t *shape) {
@@ -113,7 +55,7 @@ static tfe_tensor *broadcast_to(scope *s, tfe_tensor *x, int rank, const int64_t
     tfe_attrs_init(&at);
     at.nints = rank;
     for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return call(s, OP_BROADCAST_TO, 1, &x, &at);
+    return scope_call(s, OP_BROADCAST_TO, 1, &x, &at);
 }
 
 /* reduce x over the axes in mask (an empty mask is no reduction) */
@@ -125,8 +67,8 @@ static tfe_tensor *reduce(scope *s, tfe_op op, tfe_tensor *x, unsigned mask, boo
     at.keepdims = keepdims;
     for (int i = 0; i < x->rank; i++)
         if (mask & (1u << i)) at.axes[at.naxes++] = i;
-    if (at.naxes == 0) return keep(s, (tensor_incref(x), x));
-    return call(s, op, 1, &x, &at);
+    if (at.naxes == 0) return scope_keep(s, (tensor_incref(x), x));
+    return scope_call(s, op, 1, &x, &at);
 }
 
 /* the last two axes swapped (matmul) */
@@ -138,7 +80,7 @@ static tfe_tensor *mT(scope *s, tfe_tensor *x) {
     for (int i = 0; i < x->rank; i++) at.ints[i] = i;
     at.ints[x->rank - 2] = x->rank - 1;
     at.ints[x->rank - 1] = x->rank - 2;
-    return call(s, OP_TRANSPOSE, 1, &x, &at);
+    return scope_call(s, OP_TRANSPOSE, 1, &x, &at);
 }
 
 /* Only float tensors take a gradient. */
@@ -164,7 +106,7 @@ static void set_dx(scope *s, tfe_tensor **dx, tfe_tensor *g, const tfe_tensor *x
         s->failed = true;
         return;
     }
-    tfe_tensor *u = keep(s, tfe_unbroadcast(g, x->rank, x->shape));
+    tfe_tensor *u = scope_keep(s, tfe_unbroadcast(g, x->rank, x->shape));
     u = cast(s, u, x->dtype);
     if (u) {
         tensor_incref(u);
@@ -190,7 +132,8 @@ static int finish(scope *s, const tfe_opcall *c, tfe_tensor **dx) {
 /* BEGIN reads the caller's marks (dx[i] == TFE_GRAD_SKIP: not wanted) and
  * clears dx[]; wants(t) then tells whether input t needs its gradient. */
 #define BEGIN                                                           \
-    scope S_ = {.n = 0, .failed = false}, *s = &S_;                     \
+    scope S_, *s = &S_;                                                 \
+    S_.n = 0, S_.failed = false;                                        \
     uint64_t skip_ = 0;                                                 \
     for (int i_ = 0; i_ < c->nin; i_++) {                               \
         if (i_ < 64 && dx[i_] == TFE_GRAD_SKIP) skip_ |= (uint64_t)1 << i_; \
@@ -274,7 +217,7 @@ RULE(grad_abs) {
 /* sign is piecewise constant: a zero gradient (also at 0) */
 RULE(grad_sign) {
     BEGIN;
-    if (wants(x)) set_dx(s, &dx[0], full(s, 0, G->dtype, x->rank, x->shape), x);
+    if (wants(x)) set_dx(s, &dx[0], scope_full(s, 0, G->dtype, x->rank, x->shape), x);
     END;
 }
 
@@ -314,7 +257,7 @@ RULE(grad_cos) {
 RULE(grad_tanh) {
     BEGIN;
     if (wants(x)) {
-        tfe_tensor *d = B(s, OP_SUB, K(s, 1, Y), B(s, OP_MUL, Y, Y));
+        tfe_tensor *d = B(s, OP_SUB, scope_const(s, 1, Y), B(s, OP_MUL, Y, Y));
         set_dx(s, &dx[0], B(s, OP_MUL, G, d), x);
     }
     END;
@@ -324,7 +267,7 @@ RULE(grad_tanh) {
 RULE(grad_sigmoid) {
     BEGIN;
     if (wants(x)) {
-        tfe_tensor *d = B(s, OP_MUL, Y, B(s, OP_SUB, K(s, 1, Y), Y));
+        tfe_tensor *d = B(s, OP_MUL, Y, B(s, OP_SUB, scope_const(s, 1, Y), Y));
         set_dx(s, &dx[0], B(s, OP_MUL, G, d), x);
     }
     END;
@@ -333,7 +276,7 @@ RULE(grad_sigmoid) {
 /* 1 where x > 0; 0 at x = 0 (as TensorFlow, JAX and PyTorch) */
 RULE(grad_relu) {
     BEGIN;
-    if (wants(x)) set_dx(s, &dx[0], where(s, B(s, OP_GT, x, K(s, 0, x)), G, K(s, 0, G)), x);
+    if (wants(x)) set_dx(s, &dx[0], scope_where(s, B(s, OP_GT, x, scope_const(s, 0, x)), G, scope_const(s, 0, G)), x);
     END;
 }
 
@@ -349,9 +292,9 @@ RULE(grad_gelu) {
         tfe_tensor *phi = Bc(s, OP_MUL, U(s, OP_EXP, Bc(s, OP_MUL, B(s, OP_MUL, x, x), -0.5)),
                              0.39894228040143267794);
         tfe_tensor *xphi = B(s, OP_MUL, x, phi);
-        tfe_tensor *is0 = B(s, OP_EQ, x, K(s, 0, x));
-        tfe_tensor *xs = where(s, is0, K(s, 1, x), x);
-        tfe_tensor *Phi = where(s, is0, Bc(s, OP_ADD, xphi, 0.5), B(s, OP_DIV, Y, xs));
+        tfe_tensor *is0 = B(s, OP_EQ, x, scope_const(s, 0, x));
+        tfe_tensor *xs = scope_where(s, is0, scope_const(s, 1, x), x);
+        tfe_tensor *Phi = scope_where(s, is0, Bc(s, OP_ADD, xphi, 0.5), B(s, OP_DIV, Y, xs));
         tfe_tensor *d = B(s, OP_ADD, Phi, xphi);
         set_dx(s, &dx[0], B(s, OP_MUL, G, d), x);
     }
@@ -426,15 +369,15 @@ RULE(grad_pow) {
     BEGIN;
     tfe_tensor *a = c->in[0], *b = c->in[1];
     if (wants(a)) {
-        tfe_tensor *bs = where(s, B(s, OP_EQ, b, K(s, 0, b)), K(s, 1, b), b);
+        tfe_tensor *bs = scope_where(s, B(s, OP_EQ, b, scope_const(s, 0, b)), scope_const(s, 1, b), b);
         tfe_tensor *p = B(s, OP_POW, a, Bc(s, OP_SUB, bs, 1));
         set_dx(s, &dx[0], B(s, OP_MUL, G, B(s, OP_MUL, b, p)), a);
     }
     if (wants(b)) {
-        tfe_tensor *pos = B(s, OP_GT, a, K(s, 0, a));
-        tfe_tensor *as = where(s, pos, a, K(s, 1, a));
+        tfe_tensor *pos = B(s, OP_GT, a, scope_const(s, 0, a));
+        tfe_tensor *as = scope_where(s, pos, a, scope_const(s, 1, a));
         tfe_tensor *d = B(s, OP_MUL, B(s, OP_MUL, G, Y), U(s, OP_LOG, as));
-        set_dx(s, &dx[1], where(s, pos, d, K(s, 0, d)), b);
+        set_dx(s, &dx[1], scope_where(s, pos, d, scope_const(s, 0, d)), b);
     }
     END;
 }
@@ -449,10 +392,10 @@ static int minmax_rule(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *co
     tfe_tensor *a = c->in[0], *b = c->in[1];
     if (wants(a) || wants(b)) {
         tfe_tensor *to_a = B(s, OP_LOGICAL_OR, B(s, cmp, a, b), U(s, OP_ISNAN, a));
-        tfe_tensor *wa = where(s, to_a, K(s, 1, G),
-                               where(s, B(s, OP_EQ, a, b), K(s, 0.5, G), K(s, 0, G)));
+        tfe_tensor *wa = scope_where(s, to_a, scope_const(s, 1, G),
+                               scope_where(s, B(s, OP_EQ, a, b), scope_const(s, 0.5, G), scope_const(s, 0, G)));
         if (wants(a)) set_dx(s, &dx[0], B(s, OP_MUL, G, wa), a);
-        if (wants(b)) set_dx(s, &dx[1], B(s, OP_MUL, G, B(s, OP_SUB, K(s, 1, G), wa)), b);
+        if (wants(b)) set_dx(s, &dx[1], B(s, OP_MUL, G, B(s, OP_SUB, scope_const(s, 1, G), wa)), b);
     }
     END;
 }
@@ -465,8 +408,8 @@ RULE(grad_minimum) { return minmax_rule(c, y, dy, dx, OP_LT); }
 RULE(grad_where) {
     BEGIN;
     tfe_tensor *cond = c->in[0], *a = c->in[1], *b = c->in[2];
-    if (wants(a)) set_dx(s, &dx[1], where(s, cond, G, K(s, 0, G)), a);
-    if (wants(b)) set_dx(s, &dx[2], where(s, cond, K(s, 0, G), G), b);
+    if (wants(a)) set_dx(s, &dx[1], scope_where(s, cond, G, scope_const(s, 0, G)), a);
+    if (wants(b)) set_dx(s, &dx[2], scope_where(s, cond, scope_const(s, 0, G), G), b);
     END;
 }
 
@@ -477,18 +420,18 @@ RULE(grad_where) {
 RULE(grad_clip) {
     BEGIN;
     tfe_tensor *lo = c->in[1], *hi = c->in[2];
-    tfe_tensor *z = K(s, 0, G);
+    tfe_tensor *z = scope_const(s, 0, G);
     if (wants(x)) {
         tfe_tensor *m = B(s, OP_LOGICAL_AND, B(s, OP_LE, lo, x), B(s, OP_LE, x, hi));
-        set_dx(s, &dx[0], where(s, m, G, z), x);
+        set_dx(s, &dx[0], scope_where(s, m, G, z), x);
     }
     if (wants(lo)) {
         tfe_tensor *m = B(s, OP_LOGICAL_AND, B(s, OP_LT, x, lo), B(s, OP_LE, lo, hi));
-        set_dx(s, &dx[1], where(s, m, G, z), lo);
+        set_dx(s, &dx[1], scope_where(s, m, G, z), lo);
     }
     if (wants(hi)) {
         tfe_tensor *m = B(s, OP_LOGICAL_OR, B(s, OP_GT, x, hi), B(s, OP_GT, lo, hi));
-        set_dx(s, &dx[2], where(s, m, G, z), hi);
+        set_dx(s, &dx[2], scope_where(s, m, G, z), hi);
     }
     END;
 }
@@ -549,13 +492,13 @@ RULE(grad_mean) {
  * z >= 1), an x_i = 0 gets P' when it is the only zero, else 0. */
 RULE(grad_prod) {
     RED_BEGIN;
-    tfe_tensor *is0 = B(s, OP_EQ, x, K(s, 0, x));
-    tfe_tensor *xs = where(s, is0, K(s, 1, x), x);
+    tfe_tensor *is0 = B(s, OP_EQ, x, scope_const(s, 0, x));
+    tfe_tensor *xs = scope_where(s, is0, scope_const(s, 1, x), x);
     tfe_tensor *P = reduce(s, OP_PROD, xs, rg.mask, true);
     tfe_tensor *z = reduce(s, OP_SUM, is0, rg.mask, true);
     tfe_tensor *Yk = keepdims(s, c, &rg, Y);
-    tfe_tensor *at0 = where(s, B(s, OP_EQ, z, K(s, 1, z)), P, K(s, 0, P));
-    tfe_tensor *d = where(s, is0, at0, B(s, OP_DIV, Yk, xs));
+    tfe_tensor *at0 = scope_where(s, B(s, OP_EQ, z, scope_const(s, 1, z)), P, scope_const(s, 0, P));
+    tfe_tensor *d = scope_where(s, is0, at0, B(s, OP_DIV, Yk, xs));
     set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
     END;
 }
@@ -603,7 +546,7 @@ RULE(grad_std) {
     RED_BEGIN;
     double dof = (double)(rg.count - c->at->ints[0]);
     tfe_tensor *Yk = keepdims(s, c, &rg, Y);
-    tfe_tensor *ys = where(s, B(s, OP_EQ, Yk, K(s, 0, Yk)), K(s, 1, Yk), Yk);
+    tfe_tensor *ys = scope_where(s, B(s, OP_EQ, Yk, scope_const(s, 0, Yk)), scope_const(s, 1, Yk), Yk);
     tfe_tensor *d = B(s, OP_DIV, Bc(s, OP_MUL, centered(s, x, &rg), 1.0 / dof), ys);
     set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
     END;
@@ -687,7 +630,7 @@ RULE(grad_transpose) {
             int64_t p = c->at->ints[i] < 0 ? c->at->ints[i] + x->rank : c->at->ints[i];
             at.ints[p] = i;
         }
-        set_dx(s, &dx[0], call(s, OP_TRANSPOSE, 1, &G, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_TRANSPOSE, 1, &G, &at), x);
     }
     END;
 }
@@ -698,8 +641,8 @@ RULE(grad_broadcast_to) { BEGIN; if (wants(x)) set_dx(s, &dx[0], G, x); END; }
 RULE(grad_slice) {
     BEGIN;
     if (wants(x)) {
-        tfe_tensor *in[2] = {full(s, 0, G->dtype, x->rank, x->shape), G};
-        set_dx(s, &dx[0], call(s, OP_SET_SLICE, 2, in, c->at), x);
+        tfe_tensor *in[2] = {scope_full(s, 0, G->dtype, x->rank, x->shape), G};
+        set_dx(s, &dx[0], scope_call(s, OP_SET_SLICE, 2, in, c->at), x);
     }
     END;
 }
@@ -709,10 +652,10 @@ RULE(grad_set_slice) {
     BEGIN;
     tfe_tensor *v = c->in[1];
     if (wants(x)) {
-        tfe_tensor *in[2] = {G, K(s, 0, G)};
-        set_dx(s, &dx[0], call(s, OP_SET_SLICE, 2, in, c->at), x);
+        tfe_tensor *in[2] = {G, scope_const(s, 0, G)};
+        set_dx(s, &dx[0], scope_call(s, OP_SET_SLICE, 2, in, c->at), x);
     }
-    if (wants(v)) set_dx(s, &dx[1], call(s, OP_SLICE, 1, &G, c->at), v);
+    if (wants(v)) set_dx(s, &dx[1], scope_call(s, OP_SLICE, 1, &G, c->at), v);
     END;
 }
 
@@ -730,7 +673,7 @@ static tfe_tensor *slice_axis(scope *s, tfe_tensor *t, int axis, int64_t lo, int
     at.nints = 3 * (axis + 1);
     at.naxes = 0;
     if (drop) at.axes[at.naxes++] = axis;
-    return call(s, OP_SLICE, 1, &t, &at);
+    return scope_call(s, OP_SLICE, 1, &t, &at);
 }
 
 RULE(grad_concat) {
@@ -764,7 +707,7 @@ RULE(grad_split) {
         tfe_attrs_init(&at);
         at.naxes = 1;
         at.axes[0] = c->at->axes[0];
-        set_dx(s, &dx[0], call(s, OP_CONCAT, c->nout, dy, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_CONCAT, c->nout, dy, &at), x);
     }
     END;
 }
@@ -781,7 +724,7 @@ RULE(grad_tile) {
         for (int i = 0; i < r; i++) cur[i] = G->shape[i];
         bool empty = false;
         for (int i = 0; i < at->nints; i++) empty |= at->ints[i] == 0;
-        if (empty) g = full(s, 0, G->dtype, x->rank, x->shape); /* no element was tiled */
+        if (empty) g = scope_full(s, 0, G->dtype, x->rank, x->shape); /* no element was tiled */
         for (int i = 0; i < r && g && !empty; i++) {
             int ir = i - (r - at->nints);
             int64_t rep = ir >= 0 ? at->ints[ir] : 1;
@@ -809,27 +752,35 @@ static tfe_attrs axis_attrs(const tfe_opcall *c) {
     return at;
 }
 
-/* gather: G added into zeros at the indices (repeated indices accumulate) */
+/* The backward of a gather-like op (gather, take_along_axis): x gets G added
+ * into zeros at the indices by add (repeated indices accumulate). */
+static void back_gather(scope *s, const tfe_opcall *c, tfe_tensor **dx, tfe_tensor *G, tfe_op add) {
+    tfe_tensor *x = c->in[0];
+    tfe_attrs at = axis_attrs(c);
+    tfe_tensor *in[3] = {scope_full(s, 0, G->dtype, x->rank, x->shape), c->in[1], G};
+    set_dx(s, &dx[0], scope_call(s, add, 3, in, &at), x);
+}
+
+/* The backward of a scatter-add-like op (scatter_add, put_along_axis_add)
+ * for its values v: G taken at the indices by take. */
+static void back_scatter_values(scope *s, const tfe_opcall *c, tfe_tensor **dx, tfe_tensor *G, tfe_op take) {
+    tfe_attrs at = axis_attrs(c);
+    tfe_tensor *in[2] = {G, c->in[1]};
+    set_dx(s, &dx[2], scope_call(s, take, 2, in, &at), c->in[2]);
+}
+
+/* gather: G added into zeros at the indices */
 RULE(grad_gather) {
     BEGIN;
-    if (wants(x)) {
-        tfe_attrs at = axis_attrs(c);
-        tfe_tensor *in[3] = {full(s, 0, G->dtype, x->rank, x->shape), c->in[1], G};
-        set_dx(s, &dx[0], call(s, OP_SCATTER_ADD, 3, in, &at), x);
-    }
+    if (wants(x)) back_gather(s, c, dx, G, OP_SCATTER_ADD);
     END;
 }
 
 /* scatter_add(x, idx, v): x gets G, v gets G at the indices */
 RULE(grad_scatter_add) {
     BEGIN;
-    tfe_tensor *v = c->in[2];
     if (wants(x)) set_dx(s, &dx[0], G, x);
-    if (wants(v)) {
-        tfe_attrs at = axis_attrs(c);
-        tfe_tensor *in[2] = {G, c->in[1]};
-        set_dx(s, &dx[2], call(s, OP_GATHER, 2, in, &at), v);
-    }
+    if (wants(c->in[2])) back_scatter_values(s, c, dx, G, OP_GATHER);
     END;
 }
 
@@ -845,8 +796,8 @@ RULE(grad_scatter) {
     int axis;
     if (kn_axis("scatter", at.naxes >= 1 ? at.axes[0] : 0, x->rank, &axis)) return -1;
     if (wants(x)) {
-        tfe_tensor *in[3] = {G, idx, K(s, 0, G)};
-        set_dx(s, &dx[0], call(s, OP_SCATTER, 3, in, &at), x);
+        tfe_tensor *in[3] = {G, idx, scope_const(s, 0, G)};
+        set_dx(s, &dx[0], scope_call(s, OP_SCATTER, 3, in, &at), x);
     }
     if (wants(v)) {
         int64_t n = tensor_numel(idx);
@@ -856,16 +807,16 @@ RULE(grad_scatter) {
         ar.f[0] = 0;
         ar.f[1] = (double)n;
         ar.f[2] = 1;
-        tfe_tensor *pos = reshape(s, call(s, OP_ARANGE, 0, NULL, &ar), idx->rank, idx->shape);
-        tfe_tensor *last = full(s, -1, TFE_INT64, 1, &x->shape[axis]);
+        tfe_tensor *pos = reshape(s, scope_call(s, OP_ARANGE, 0, NULL, &ar), idx->rank, idx->shape);
+        tfe_tensor *last = scope_full(s, -1, TFE_INT64, 1, &x->shape[axis]);
         tfe_attrs a0;
         tfe_attrs_init(&a0);
         a0.naxes = 1;
         a0.axes[0] = 0;
         tfe_tensor *in3[3] = {last, idx, pos};
-        tfe_tensor *winner = call(s, OP_SCATTER, 3, in3, &a0);
+        tfe_tensor *winner = scope_call(s, OP_SCATTER, 3, in3, &a0);
         tfe_tensor *in2[2] = {winner, idx};
-        tfe_tensor *won = B(s, OP_EQ, call(s, OP_GATHER, 2, in2, &a0), pos);
+        tfe_tensor *won = B(s, OP_EQ, scope_call(s, OP_GATHER, 2, in2, &a0), pos);
         /* won has idx's shape; the gathered rows are x.shape[:axis] + idx.shape
          * + x.shape[axis+1:]: append the trailing axes as 1 */
         int64_t sh[TFE_MAX_RANK];
@@ -874,8 +825,8 @@ RULE(grad_scatter) {
         for (int i = axis + 1; i < x->rank; i++) sh[r++] = 1;
         won = reshape(s, won, r, sh);
         tfe_tensor *in[2] = {G, idx};
-        tfe_tensor *gv = call(s, OP_GATHER, 2, in, &at);
-        set_dx(s, &dx[2], where(s, won, gv, K(s, 0, G)), v);
+        tfe_tensor *gv = scope_call(s, OP_GATHER, 2, in, &at);
+        set_dx(s, &dx[2], scope_where(s, won, gv, scope_const(s, 0, G)), v);
     }
     END;
 }
@@ -886,7 +837,7 @@ RULE(grad_dropout) {
     BEGIN;
     if (wants(x)) {
         tfe_tensor *g = cast(s, G, x->dtype);
-        set_dx(s, &dx[0], call(s, OP_DROPOUT, 1, &g, c->at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_DROPOUT, 1, &g, c->at), x);
     }
     END;
 }
@@ -924,12 +875,12 @@ RULE(grad_conv2d) {
     if (wants(x)) {
         tfe_attrs at = backprop_attrs(c->at, false, x->shape);
         tfe_tensor *in[2] = {cast(s, G, w->dtype), w};
-        set_dx(s, &dx[0], call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
     }
     if (wants(w)) {
         tfe_attrs at = backprop_attrs(c->at, false, w->shape);
         tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
-        set_dx(s, &dx[1], call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
+        set_dx(s, &dx[1], scope_call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
     }
     END;
 }
@@ -939,7 +890,7 @@ RULE(grad_max_pool2d) {
     if (wants(x)) {
         tfe_attrs at = backprop_attrs(c->at, true, NULL);
         tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
-        set_dx(s, &dx[0], call(s, OP_MAX_POOL2D_GRAD, 2, in, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_MAX_POOL2D_GRAD, 2, in, &at), x);
     }
     END;
 }
@@ -949,7 +900,7 @@ RULE(grad_avg_pool2d) {
     if (wants(x)) {
         tfe_attrs at = backprop_attrs(c->at, true, x->shape);
         tfe_tensor *g = cast(s, G, x->dtype);
-        set_dx(s, &dx[0], call(s, OP_AVG_POOL2D_GRAD, 1, &g, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_AVG_POOL2D_GRAD, 1, &g, &at), x);
     }
     END;
 }
@@ -964,12 +915,12 @@ RULE(grad_conv2d_backprop_input) {
     if (wants(d)) {
         tfe_attrs at = forward_attrs(c->at);
         tfe_tensor *in[2] = {H, w};
-        set_dx(s, &dx[0], call(s, OP_CONV2D, 2, in, &at), d);
+        set_dx(s, &dx[0], scope_call(s, OP_CONV2D, 2, in, &at), d);
     }
     if (wants(w)) {
         tfe_attrs at = backprop_attrs(c->at, false, w->shape);
         tfe_tensor *in[2] = {H, d};
-        set_dx(s, &dx[1], call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
+        set_dx(s, &dx[1], scope_call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
     }
     END;
 }
@@ -983,12 +934,12 @@ RULE(grad_conv2d_backprop_filter) {
     if (wants(x)) {
         tfe_attrs at = backprop_attrs(c->at, false, x->shape);
         tfe_tensor *in[2] = {d, H};
-        set_dx(s, &dx[0], call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
     }
     if (wants(d)) {
         tfe_attrs at = forward_attrs(c->at);
         tfe_tensor *in[2] = {x, H};
-        set_dx(s, &dx[1], call(s, OP_CONV2D, 2, in, &at), d);
+        set_dx(s, &dx[1], scope_call(s, OP_CONV2D, 2, in, &at), d);
     }
     END;
 }
@@ -999,7 +950,7 @@ RULE(grad_avg_pool2d_grad) {
     if (wants(x)) {
         tfe_attrs at = forward_attrs(c->at);
         tfe_tensor *H = cast(s, G, x->dtype);
-        set_dx(s, &dx[0], call(s, OP_AVG_POOL2D, 1, &H, &at), x);
+        set_dx(s, &dx[0], scope_call(s, OP_AVG_POOL2D, 1, &H, &at), x);
     }
     END;
 }
@@ -1012,7 +963,7 @@ RULE(grad_max_pool2d_grad) {
     tfe_tensor *d = c->in[1];
     if (wants(d)) {
         tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
-        set_dx(s, &dx[1], call(s, OP_MAX_POOL2D_SELECT, 2, in, c->at), d);
+        set_dx(s, &dx[1], scope_call(s, OP_MAX_POOL2D_SELECT, 2, in, c->at), d);
     }
     END;
 }
@@ -1023,7 +974,7 @@ RULE(grad_max_pool2d_select) {
     tfe_tensor *h = c->in[1];
     if (wants(h)) {
         tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
-        set_dx(s, &dx[1], call(s, OP_MAX_POOL2D_GRAD, 2, in, c->at), h);
+        set_dx(s, &dx[1], scope_call(s, OP_MAX_POOL2D_GRAD, 2, in, c->at), h);
     }
     END;
 }
@@ -1074,7 +1025,7 @@ static tfe_tensor *scan(scope *s, tfe_op op, tfe_tensor *t, const tfe_opcall *c,
     at.axes[0] = c->at->axes[0];
     at.nints = 1;
     at.ints[0] = rev;
-    return call(s, op, 1, &t, &at);
+    return scope_call(s, op, 1, &t, &at);
 }
 
 /* cumsum's adjoint is the cumsum the other way */
@@ -1096,16 +1047,16 @@ RULE(grad_cumprod) {
     if (wants(x)) {
         bool rev = c->at->ints[0];
         unsigned mask = 1u << c->at->axes[0];
-        tfe_tensor *is0 = B(s, OP_EQ, x, K(s, 0, x));
+        tfe_tensor *is0 = B(s, OP_EQ, x, scope_const(s, 0, x));
         tfe_tensor *n = scan(s, OP_CUMSUM, cast(s, is0, x->dtype), c, rev);
-        tfe_tensor *first = B(s, OP_LOGICAL_AND, is0, B(s, OP_EQ, n, K(s, 1, n)));
-        tfe_tensor *xs = where(s, is0, K(s, 1, x), x);
-        tfe_tensor *y1 = scan(s, OP_CUMPROD, where(s, first, K(s, 1, x), x), c, rev);
+        tfe_tensor *first = B(s, OP_LOGICAL_AND, is0, B(s, OP_EQ, n, scope_const(s, 1, n)));
+        tfe_tensor *xs = scope_where(s, is0, scope_const(s, 1, x), x);
+        tfe_tensor *y1 = scan(s, OP_CUMPROD, scope_where(s, first, scope_const(s, 1, x), x), c, rev);
         tfe_tensor *A = B(s, OP_DIV, scan(s, OP_CUMSUM, B(s, OP_MUL, G, Y), c, !rev), xs);
         tfe_tensor *Q = B(s, OP_DIV, scan(s, OP_CUMSUM, B(s, OP_MUL, G, y1), c, !rev), xs);
-        tfe_tensor *xz = reduce(s, OP_SUM, where(s, first, x, K(s, 0, x)), mask, true);
-        tfe_tensor *after = where(s, first, Q, B(s, OP_MUL, xz, Q));
-        set_dx(s, &dx[0], where(s, B(s, OP_EQ, n, K(s, 0, n)), A, after), x);
+        tfe_tensor *xz = reduce(s, OP_SUM, scope_where(s, first, x, scope_const(s, 0, x)), mask, true);
+        tfe_tensor *after = scope_where(s, first, Q, B(s, OP_MUL, xz, Q));
+        set_dx(s, &dx[0], scope_where(s, B(s, OP_EQ, n, scope_const(s, 0, n)), A, after), x);
     }
     END;
 }
@@ -1113,24 +1064,15 @@ RULE(grad_cumprod) {
 /* take_along_axis(x, idx): x gets G added back at the indices */
 RULE(grad_take_along_axis) {
     BEGIN;
-    if (wants(x)) {
-        tfe_attrs at = axis_attrs(c);
-        tfe_tensor *in[3] = {full(s, 0, G->dtype, x->rank, x->shape), c->in[1], G};
-        set_dx(s, &dx[0], call(s, OP_PUT_ALONG_AXIS_ADD, 3, in, &at), x);
-    }
+    if (wants(x)) back_gather(s, c, dx, G, OP_PUT_ALONG_AXIS_ADD);
     END;
 }
 
 /* put_along_axis_add(x, idx, v): x gets G, v gets G at the indices */
 RULE(grad_put_along_axis_add) {
     BEGIN;
-    tfe_tensor *v = c->in[2];
     if (wants(x)) set_dx(s, &dx[0], G, x);
-    if (wants(v)) {
-        tfe_attrs at = axis_attrs(c);
-        tfe_tensor *in[2] = {G, c->in[1]};
-        set_dx(s, &dx[2], call(s, OP_TAKE_ALONG_AXIS, 2, in, &at), v);
-    }
+    if (wants(c->in[2])) back_scatter_values(s, c, dx, G, OP_TAKE_ALONG_AXIS);
     END;
 }
 
@@ -1142,7 +1084,7 @@ static tfe_tensor *tri(scope *s, tfe_op op, tfe_tensor *x, int64_t k) {
     tfe_attrs_init(&at);
     at.nints = 1;
     at.ints[0] = k;
-    return call(s, op, 1, &x, &at);
+    return scope_call(s, op, 1, &x, &at);
 }
 
 /* tril/triu are linear: the same mask on G */
@@ -1192,7 +1134,7 @@ RULE(grad_det) {
                 tfe_error_set("det: the gradient at a singular matrix is not supported (it is det(a) * inv(a)^T)");
             s->failed = true;
         } else {
-            keep(s, inv);
+            scope_keep(s, inv);
             tfe_tensor *gy = reshape(s, B(s, OP_MUL, G, Y), Y->rank + 2, sh);
             set_dx(s, &dx[0], B(s, OP_MUL, gy, mT(s, inv)), x);
         }

@@ -88,7 +88,13 @@ int args_parse(Interp *I, const char *fname, const char *spec,
         int j = -1;
         for (int i = 0; i < np; i++)
             if (strcmp(names[i], kwnames[k]->s) == 0) { j = i; break; }
-        if (j < 0) return interp_raise(I, "%s() got an unexpected keyword argument '%s'", fname, kwnames[k]->s);
+        if (j < 0) {
+            const char *ps[16];
+            char hint[64];
+            for (int i = 0; i < np; i++) ps[i] = names[i];
+            return interp_raise(I, "%s() got an unexpected keyword argument '%s'%s", fname, kwnames[k]->s,
+                                kwarg_hint(kwnames[k]->s, ps, np, hint, sizeof hint));
+        }
         if (present[j]) return interp_raise(I, "%s() got multiple values for argument '%s'", fname, kwnames[k]->s);
         slots[j] = kwvals[k];
         present[j] = true;

@@ -410,9 +410,12 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
         int j = -1;
         for (int i = 0; i < info->nparams; i++)
             if (strcmp(info->param_names[i], kwnames[k]->s) == 0) { j = i; break; }
-        if (j < 0)
-            rc = interp_raise(I, "%s() got an unexpected keyword argument '%s'", name, kwnames[k]->s);
-        else if (set[j])
+        if (j < 0) {
+            char hint[64];
+            rc = interp_raise(I, "%s() got an unexpected keyword argument '%s'%s", name, kwnames[k]->s,
+                              kwarg_hint(kwnames[k]->s, (const char *const *)info->param_names, info->nparams,
+                                         hint, sizeof hint));
+        } else if (set[j])
             rc = interp_raise(I, "%s() got multiple values for argument '%s'", name, kwnames[k]->s);
         else {
             value_incref(kwvals[k]);
@@ -545,6 +548,25 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
     return rc;
 }
 
+/* x.shape() or x.size() (PyTorch's size() is the shape): the properties are
+ * not methods; says so instead of "cannot call a value of type tuple". */
+static int property_call_hint(Interp *I, const char *name, Value f)
+{
+    static const struct { const char *name; uint8_t kind; const char *hint; } props[] = {
+        {"shape", V_TUPLE, "x.shape is a tuple, not a method: write x.shape"},
+        {"size", V_SCALAR, "x.size is the number of elements (NumPy's), not a method: write x.size, or x.shape "
+                           "for PyTorch's x.size()"},
+        {"ndim", V_SCALAR, "x.ndim is a number, not a method: write x.ndim"},
+        {"dtype", V_STR, "x.dtype is a string, not a method: write x.dtype"},
+        {"device", V_STR, "x.device is a string, not a method: write x.device"},
+    };
+    for (size_t i = 0; i < sizeof props / sizeof *props; i++)
+        if (!strcmp(props[i].name, name) && f.kind == props[i].kind) return interp_raise(I, "%s", props[i].hint);
+    if (!strcmp(name, "T") && (f.kind == V_TENSOR || f.kind == V_SCALAR))
+        return interp_raise(I, "x.T is the transpose, not a method: write x.T");
+    return 0;
+}
+
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
     if (n->a->kind == N_NAME && n->list2.n == 0 && !I->tracer && !I->check_recording) {
@@ -580,6 +602,8 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
     }
     I->cur_loc = n->a->kind == N_FIELD ? n->a->opl : n->a->loc;
     if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) { rc = -1; goto out; }
+    if (n->a->kind == N_FIELD && f.kind != V_FN && f.kind != V_BUILTIN && f.kind != V_RECORD &&
+        property_call_hint(I, n->a->str, f)) { rc = -1; goto out; }
     rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
 out:
     for (int i = 0; i < done; i++) value_decref(argv[i]);
@@ -797,9 +821,11 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     }
     if (rc == 1) {
         const char *near = NULL;
-        if (base.kind == V_SCALAR || base.kind == V_TENSOR ||
-            (base.kind == V_OBJECT && !strcmp(((Object *)base.u.o)->cls->name, "variable")))
-            near = tensor_attr_suggest(name);
+        bool tensorish = base.kind == V_SCALAR || base.kind == V_TENSOR ||
+                         (base.kind == V_OBJECT && !strcmp(((Object *)base.u.o)->cls->name, "variable"));
+        const char *habit = tensorish ? tensor_attr_habit(name) : NULL;
+        if (habit) return raise_at(I, loc, "%s has no field '%s' (tfe writes %s)", value_kind_name(base), name, habit);
+        if (tensorish) near = tensor_attr_suggest(name);
         if (near)
             return raise_at(I, loc, "%s has no field '%s' (did you mean '%s'?)", value_kind_name(base), name, near);
         return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);

@@ -181,6 +181,7 @@ void suggest_init(Suggest *sg, const char *name);
 void suggest_add(Suggest *sg, const char *cand);
 void suggest_builtins(Interp *I, Suggest *sg);
 const char *suggest_text(const Suggest *sg, char *buf, size_t n);
+const char *kwarg_hint(const char *kw, const char *const *params, int n, char *buf, size_t bufn);
 void global_scope_free(Scope *s);
 
 /* eval.c */

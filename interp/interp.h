@@ -106,6 +106,8 @@ int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
 int tensor_method(Interp *I, Value self, const char *name, Value *out);
 const char *const *interp_tensor_attr_names(void);
 const char *tensor_attr_suggest(const char *name);
+/* the tfe spelling of a PyTorch/NumPy tensor method ('unsqueeze' -> 'x.expand_dims(axis)'), or NULL */
+const char *tensor_attr_habit(const char *name);
 
 /* Ctrl-C: the SIGINT handler sets tfe_interrupted (tensor.h); the interpreter
  * polls it at loop back-edges and calls and raises "interrupted". */

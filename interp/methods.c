@@ -108,3 +108,40 @@ const char *tensor_attr_suggest(const char *name)
     }
     return best;
 }
+
+/* PyTorch's and NumPy's names of tensor methods that tfe spells otherwise:
+ * the error says the tfe spelling (a near name such as 'long' -> 'log' would
+ * mislead). */
+static const struct { const char *name, *hint; } habits[] = {
+    {"unsqueeze", "x.expand_dims(axis)"},
+    {"view", "x.reshape(...)"},
+    {"permute", "x.transpose(...)"},
+    {"float", "x.astype(float32)"},
+    {"double", "x.astype(float64)"},
+    {"half", "x.astype(float16)"},
+    {"long", "x.astype(int64)"},
+    {"int", "x.astype(int32)"},
+    {"bool", "x.astype(bool)"},
+    {"type", "x.astype(dtype)"},
+    {"detach", "x.stop_gradient() (or use x: only a tape records gradients)"},
+    {"clone", "x itself: tensors are values, an operation never changes its input"},
+    {"copy", "x itself: tensors are values, an operation never changes its input"},
+    {"numpy", "x itself: a tensor is already an array"},
+    {"cpu", "x.to(\"cpu:0\")"},
+    {"cuda", "x.to(\"gpu:0\")"},
+    {"backward", "with tape() as t { ... } then t.gradient(loss, w)"},
+    {"mm", "x @ y"},
+    {"dot", "x @ y"},
+    {"nelement", "x.size"},
+    {"amax", "x.max(...)"},
+    {"amin", "x.min(...)"},
+    {"chunk", "x.split(n)"},
+    {"ravel", "x.flatten()"},
+};
+
+const char *tensor_attr_habit(const char *name)
+{
+    for (size_t i = 0; i < sizeof habits / sizeof *habits; i++)
+        if (!strcmp(habits[i].name, name)) return habits[i].hint;
+    return NULL;
+}

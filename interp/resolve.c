@@ -165,6 +165,30 @@ const char *suggest_text(const Suggest *sg, char *buf, size_t n)
     return buf;
 }
 
+/* An unknown keyword argument kw of a function with these parameters:
+ * " (tfe writes axis=)" for NumPy's / PyTorch's spellings of a parameter
+ * (torch's dim=, keepdim=; np.random's size=, loc=, scale=, low=, high=),
+ * else the nearest parameter, else "". */
+const char *kwarg_hint(const char *kw, const char *const *params, int n, char *buf, size_t bufn)
+{
+    static const char *const habits[][2] = {
+        {"dim", "axis"}, {"keepdim", "keepdims"}, {"size", "shape"}, {"loc", "mean"},
+        {"scale", "std"}, {"low", "lo"}, {"high", "hi"}, {"dims", "perm"}, {"axes", "perm"},
+    };
+    for (size_t h = 0; h < sizeof habits / sizeof *habits; h++) {
+        if (strcmp(habits[h][0], kw)) continue;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(params[i], habits[h][1])) {
+                snprintf(buf, bufn, " (tfe writes %s=)", habits[h][1]);
+                return buf;
+            }
+    }
+    Suggest sg;
+    suggest_init(&sg, kw);
+    for (int i = 0; i < n; i++) suggest_add(&sg, params[i]);
+    return suggest_text(&sg, buf, bufn);
+}
+
 /* Python's spellings of tfe's words. */
 static const char *python_name_hint(const char *name)
 {

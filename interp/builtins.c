@@ -618,4 +618,17 @@ void builtins_register(Interp *I)
     define_value(I, "argv", v_obj(V_LIST, args));
     interp_define_builtin(I, "enumerate", bi_enumerate, NULL);
     interp_define_builtin(I, "zip", bi_zip, NULL);
+    /* NumPy's np.pi, np.inf, np.nan: weak float numbers, as the literals would
+     * be (pi keeps its exact double until it meets a dtype, as 3.14159... does) */
+    const double consts[] = {3.141592653589793, HUGE_VAL, NAN};
+    const char *cnames[] = {"pi", "inf", "nan"};
+    for (int i = 0; i < 3; i++) {
+        Value c = v_float(consts[i], TFE_FLOAT32);
+        c.weak = true;
+        if (c.u.f != consts[i] && !isnan(consts[i])) {
+            c.u.f = consts[i];
+            c.lit = true;
+        }
+        define_value(I, cnames[i], c);
+    }
 }

@@ -230,6 +230,18 @@ static Value concat_seqs(Value a, Value b)
     return v_obj((ValueKind)a.kind, s);
 }
 
+/* An int count for "-" * n: an int number or 0-d int tensor (staged code
+ * reads it at trace time, as a string index is read). */
+static bool repeat_count(Value v, int64_t *k)
+{
+    if (v.kind == V_SCALAR && (v.dtype == TFE_INT64 || v.dtype == TFE_INT32)) { *k = v.u.i; return true; }
+    if (v.kind == V_TENSOR && v.u.t->rank == 0 && (v.u.t->dtype == TFE_INT64 || v.u.t->dtype == TFE_INT32)) {
+        *k = tensor_get_i64(v.u.t, 0);
+        return true;
+    }
+    return false;
+}
+
 int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
 {
     if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(op, a, b, out) == 0) return 0;
@@ -260,8 +272,25 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
         *out = concat_seqs(a, b);
         return 0;
     }
-    return raise_at(I, loc, "unsupported operand types for %s: %s and %s", op_symbol(op),
-                    value_kind_name(a), value_kind_name(b));
+    int64_t k = 0;
+    if (op == AOP_MUL && ((a.kind == V_STR && repeat_count(b, &k)) || (b.kind == V_STR && repeat_count(a, &k)))) {
+        /* Python's "-" * 40 */
+        Str *x = (Str *)(a.kind == V_STR ? a : b).u.o;
+        if (k < 0) k = 0;
+        if (x->len && (uint64_t)k > (1u << 30) / x->len) return raise_at(I, loc, "*: string too long");
+        char *buf = xmalloc(x->len * (size_t)k + 1);
+        for (int64_t i = 0; i < k; i++) memcpy(buf + (size_t)i * x->len, x->s, x->len);
+        *out = v_str(buf, x->len * (size_t)k);
+        free(buf);
+        return 0;
+    }
+    const char *hint = "";
+    if (op == AOP_MOD && a.kind == V_STR)
+        hint = " (tfe has no %-formatting: write f\"{x:.2f}\" or format(\"{:.2f}\", x))";
+    else if (op == AOP_ADD && (a.kind == V_STR) != (b.kind == V_STR))
+        hint = " (convert with str(x), or write an f-string f\"...{x}\")";
+    return raise_at(I, loc, "unsupported operand types for %s: %s and %s%s", op_symbol(op),
+                    value_kind_name(a), value_kind_name(b), hint);
 }
 
 static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)

@@ -1022,6 +1022,13 @@ BUILTIN(bi_reduce)
         arg_error(I, fn, "axis", "an int or nil", a[1]);
         goto done;
     }
+    if ((op == OP_MAX || op == OP_MIN) && argc >= 2 &&
+        (x->rank == 0 || (a[1].kind != V_TUPLE && a[1].kind != V_LIST && !arg_as_int(a[1], &(int64_t){0})))) {
+        /* Python's max(a, b): here the second argument is the axis */
+        interp_raise(I, "%s(x, axis) reduces x along an axis; the %s of two values is %s(a, b)", fn,
+                     op == OP_MAX ? "larger" : "smaller", op == OP_MAX ? "maximum" : "minimum");
+        goto done;
+    }
     if (get_axes(I, fn, a[1], x->rank, &at) || arg_opt_bool(I, fn, "keepdims", a[2], false, &at.keepdims))
         goto done;
     if (ddof) {

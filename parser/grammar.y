@@ -632,6 +632,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
         /* the end of input, or a statement inside ( or [ : a bracket was left open */
         lex_error_final(lx, open->loc, "'%c' opened at %d:%d is never closed",
                         open->ch, open->loc.line, open->loc.col);
+    } else if (tok == YYSYMBOL_FOR && open && open->ch == '(') {
+        /* Python's generator expression, sum(x * x for x in xs) */
+        lex_error(lx, at, "unexpected 'for' (tfe has no generator expressions: write the comprehension "
+                          "in brackets, sum([e for x in xs]))");
     } else if (tok == YYSYMBOL_ASSIGN) {
         lex_error(lx, at, "use '==' to compare; '=' assigns");
     } else if (want_expr && !want_stmt && !starts_expr(tok)) {

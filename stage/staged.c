@@ -325,8 +325,8 @@ static void retrace_warning(Interp *I, Closure *c, StageCache *sc, const char *p
     FnInfo *info = c->fn->info;
     const char *pre = I->opt.stage_all ? "tfe: --stage-all: " : "";
     fflush(stdout);
-    fprintf(stderr, "%stfe: warning: staged function '%s' was traced %d times: each call with a new "
-                    "signature traces it again\n", pre, c->name, sc->ntraced);
+    fprintf(stderr, "%swarning: staged function '%s' was traced %d times: each call with a new "
+                    "signature traces it again\n", *pre ? pre : "tfe: ", c->name, sc->ntraced);
     fprintf(stderr, "%s  traced from:", pre);
     for (int i = 0; i < sc->nsites; i++)
         fprintf(stderr, " %s:%d", sc->sites[i].src ? sc->sites[i].src->name : "?", sc->sites[i].line);

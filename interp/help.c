@@ -370,13 +370,19 @@ static void help_closure(Interp *I, FILE *f, Closure *c)
     }
 }
 
+/* "an int64 tensor", "a float32 tensor" */
+static const char *article(tfe_dtype dt)
+{
+    return dtype_name(dt)[0] == 'i' ? "an" : "a";
+}
+
 static void help_tensor(FILE *f, Value v)
 {
     Value out;
     Interp *I = interp_current();
     char sh[200];
     if (v.kind == V_SCALAR) {
-        fprintf(f, "a %s scalar (shape ()) on cpu:0\n", dtype_name((tfe_dtype)v.dtype));
+        fprintf(f, "%s %s scalar (shape ()) on cpu:0\n", article((tfe_dtype)v.dtype), dtype_name((tfe_dtype)v.dtype));
     } else {
         tfe_tensor *t = v.u.t;
         shape_str(t->rank, t->shape, sh);
@@ -386,7 +392,7 @@ static void help_tensor(FILE *f, Value v)
             if (out.kind == V_STR) snprintf(buf, sizeof buf, "%s", ((Str *)out.u.o)->s), dev = buf;
             value_decref(out);
         }
-        fprintf(f, "a %s tensor of shape %s on %s\n", dtype_name(t->dtype), sh, dev);
+        fprintf(f, "%s %s tensor of shape %s on %s\n", article(t->dtype), dtype_name(t->dtype), sh, dev);
     }
     /* x.shape, x.T, and the methods where there are some: wrapped lines */
     fputs("    fields:", f);

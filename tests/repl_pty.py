@@ -384,6 +384,14 @@ def session_learners(exe, home):
         s.expect("\na record with 1 field:\n  a: 1\n", "a record's fields")
         s.expect(PROMPT, "prompt")
 
+        s.step = "help of an int tensor, and a PyTorch habit"
+        s.line("help(arange(3))")
+        s.expect("\nan int64 tensor of shape (3,) on ", "'an' before int64")
+        s.expect(PROMPT, "prompt")
+        s.line("ones(2).unsqueeze(0)")
+        s.expect("tensor has no field 'unsqueeze' (tfe writes x.expand_dims(axis))", "the tfe spelling")
+        s.expect(PROMPT, "prompt")
+
         s.step = "echo of functions and variables"
         s.line("fn f2(x, yo_bump=1) { return x + yo_bump }")
         s.expect(PROMPT, "prompt")

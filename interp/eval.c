@@ -1143,7 +1143,13 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
             if (eval(I, p->list.items[done - 1], env, &argv[done])) rc = -1;
         char *err = NULL, *s = NULL;
         if (!rc) {
+            /* staged code reads the values here: an error names this field */
+            Loc saved = I->cur_loc;
+            I->cur_loc = p->a->loc;
+            I->formatting = true;
             s = format_values(p->str, strlen(p->str), argc, argv, &err);
+            I->formatting = false;
+            I->cur_loc = saved;
             if (!s) {
                 const char *m = err ? err : "format: failed";
                 if (strncmp(m, "format: ", 8) == 0) m += 8;

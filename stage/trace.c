@@ -358,7 +358,11 @@ static bool trace_value_read(const tfe_tensor *t)
     }
     const char *p = value_source_problem(T, note->ref.node);
     if (p) {
-        if (!I->has_error)
+        if (!I->has_error && I->formatting)
+            trace_fail(I, I->cur_loc, "an f-string formats at trace time the value of a tensor that comes from %s, "
+                                      "which can change from call to call (print the tensor itself, "
+                                      "print(\"loss\", loss), or format it in a @host function)", p);
+        else if (!I->has_error)
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call (keep it a tensor, or use a @host function)", p);
     }

@@ -772,9 +772,24 @@ static int index_value(Interp *I, Value base, IndexItem *items, int n, Loc loc, 
         *out = *v;
         return 0;
     }
-    default:
-        return raise_at(I, loc, "a value of type %s cannot be indexed", value_kind_name(base));
+    case V_OBJECT: {
+        /* a variable indexes its value, as PyTorch's w[0] on a parameter
+         * (read as any op reads it: watched by tapes, a var_read when staged) */
+        const ObjectClass *cls = ((Object *)base.u.o)->cls;
+        if (!cls->to_tensor) break;
+        tfe_tensor *t = value_to_tensor(base);
+        if (!t) return I->has_error ? -1 : raise_msg_at(I, loc, tfe_error_msg());
+        Value tv = v_tensor_take(t);
+        Loc saved = I->cur_loc;
+        I->cur_loc = loc;
+        int rc = tensor_index(I, tv, n, items, out);
+        I->cur_loc = saved;
+        value_decref(tv);
+        return rc;
     }
+    default: break;
+    }
+    return raise_at(I, loc, "a value of type %s cannot be indexed", value_kind_name(base));
 }
 
 /* Methods of lists: bound builtins with the list as self. */

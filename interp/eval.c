@@ -837,6 +837,11 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         if (base.kind == V_MODULE)
             return raise_at(I, loc, "module '%s' has no field '%s'%s", ((Record *)base.u.o)->module_name, name,
                             suggest_text(&sg, hint, sizeof hint));
+        if (!sg.best && (!strcmp(name, "keys") || !strcmp(name, "items") || !strcmp(name, "values") ||
+                         !strcmp(name, "get")))
+            /* Python's dict methods: a record is walked by its keys */
+            return raise_at(I, loc, "record has no field '%s' (a record is not a dict: for k in r { ... r[k] ... } "
+                                    "walks its keys)", name);
         return raise_at(I, loc, "record has no field '%s'%s", name, suggest_text(&sg, hint, sizeof hint));
     }
     case V_SCALAR: case V_TENSOR: {
@@ -848,7 +853,11 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         break;
     }
     case V_LIST:
-        if (strcmp(name, "push") == 0) { *out = bound_method("push", list_push, base); return 0; }
+        /* append is Python's name of push */
+        if (strcmp(name, "push") == 0 || strcmp(name, "append") == 0) {
+            *out = bound_method("push", list_push, base);
+            return 0;
+        }
         if (strcmp(name, "pop") == 0) { *out = bound_method("pop", list_pop, base); return 0; }
         break;
     case V_OBJECT: {
@@ -869,6 +878,12 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
                          (base.kind == V_OBJECT && !strcmp(((Object *)base.u.o)->cls->name, "variable"));
         const char *habit = tensorish ? tensor_attr_habit(name) : NULL;
         if (habit) return raise_at(I, loc, "%s has no field '%s' (tfe writes %s)", value_kind_name(base), name, habit);
+        if (base.kind == V_TENSOR && (!strcmp(name, "append") || !strcmp(name, "push")))
+            return raise_at(I, loc, "tensor has no field '%s' ([...] makes a tensor, which does not grow: "
+                                    "collect values in a list, let xs = list(), with xs.push(v))", name);
+        if (base.kind == V_LIST)
+            return raise_at(I, loc, "list has no field '%s' (a list has push(v), also spelt append(v), and pop())",
+                            name);
         if (tensorish) near = tensor_attr_suggest(name);
         if (near)
             return raise_at(I, loc, "%s has no field '%s' (did you mean '%s'?)", value_kind_name(base), name, near);

@@ -420,9 +420,11 @@ BUILTIN(bi_load_csv)
                  * first line, at least half of its fields words */
                 int words = 0;
                 for (int k = 0; k < fs.n; k++) words += csv_wordlike(fs.f[k]);
-                bool header = rows == 0 && 2 * words >= fs.n;
+                bool header = rows == 0 && !skip && 2 * words >= fs.n; /* not when it was skipped */
                 rc = interp_raise(I, "load_csv(): '%s' line %d: field %d is not a number%s", path, lineno, c + 1,
-                                  header ? " (a header line? pass skip_header=true)" : "");
+                                  header ? " (a header line? pass skip_header=true)"
+                                  : csv_wordlike(fs.f[c]) ? " (a text column? read_csv() reads named columns, text too)"
+                                  : "");
                 goto out;
             }
             if (nv == cap) { /* the file's size: an error the program survives */

@@ -842,6 +842,22 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
             /* Python's dict methods: a record is walked by its keys */
             return raise_at(I, loc, "record has no field '%s' (a record is not a dict: for k in r { ... r[k] ... } "
                                     "walks its keys)", name);
+        /* PyTorch's module API, on a layer or model (a record) */
+        static const char *const torch_habits[][2] = {
+            {"parameters", "params(model) gives its trainable variables"},
+            {"named_parameters", "params(model) gives its trainable variables by path"},
+            {"state_dict", "params(model), or save(path, model) for a checkpoint"},
+            {"forward", "model(x) calls its call field"},
+            {"zero_grad", "there is none: each tape's t.gradient is fresh"},
+            {"weight", "nn's layers call their weight w"},
+            {"bias", "nn's layers call their bias b"},
+            {"eval", "layers take training=false (the default) in model(x, training=false)"},
+            {"train", "layers take training=true in model(x, training=true)"},
+        };
+        if (!sg.best)
+            for (size_t i = 0; i < sizeof torch_habits / sizeof *torch_habits; i++)
+                if (!strcmp(torch_habits[i][0], name))
+                    return raise_at(I, loc, "record has no field '%s' (%s)", name, torch_habits[i][1]);
         return raise_at(I, loc, "record has no field '%s'%s", name, suggest_text(&sg, hint, sizeof hint));
     }
     case V_SCALAR: case V_TENSOR: {

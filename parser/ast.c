@@ -160,7 +160,9 @@ bool parse_needs_more(const char *text)
     if (k == LEXERR)
         more = lx->string_open;
     else
-        more = lx->depth > 0 || lex_continues(prev) || lx->deco_open;
+        /* a ':' outside brackets continues nothing: it is Python's block
+         * colon (for x in xs:), an error to report now, not a '...' prompt */
+        more = lx->depth > 0 || (lex_continues(prev) && prev != COLON) || lx->deco_open;
     lex_free(lx);
     source_decref(src);
     return more;

@@ -391,6 +391,9 @@ def session_learners(exe, home):
         s.line("ones(2).unsqueeze(0)")
         s.expect("tensor has no field 'unsqueeze' (tfe writes x.expand_dims(axis))", "the tfe spelling")
         s.expect(PROMPT, "prompt")
+        s.line("for i in range(3):")
+        s.expect("not ':' and indentation)", "a Python block colon is an error at once, not a '...' line")
+        s.expect(PROMPT, "prompt")
 
         s.step = "echo of functions and variables"
         s.line("fn f2(x, yo_bump=1) { return x + yo_bump }")

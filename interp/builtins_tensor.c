@@ -492,14 +492,24 @@ BUILTIN(bi_random)
     return finish(I, tfe_call1(op, 0, NULL, &at), out);
 }
 
-/* randint(low, high, shape=(), dtype=int64): uniform in [low, high) */
+/* randint(low, high, shape=(), dtype=int64): uniform in [low, high); also
+ * NumPy's randint(high) and PyTorch's randint(high, shape), low 0 */
 BUILTIN(bi_randint)
 {
-    PARSE("randint", "low, high, shape=, dtype=", 4);
+    PARSE("randint", "low, high=, shape=, dtype=", 4);
     tfe_attrs at;
     tfe_attrs_init(&at);
     int64_t lo = 0, hi = 0;
     int rank = 0;
+    if (argc == 2 && !p[2] && (a[1].kind == V_TUPLE || a[1].kind == V_LIST)) { /* randint(high, shape) */
+        a[2] = a[1];
+        p[2] = true;
+        p[1] = false;
+    }
+    if (!p[1]) { /* randint(high) */
+        a[1] = a[0];
+        a[0] = v_int(0);
+    }
     if (arg_int(I, "randint", "low", a[0], &lo) || arg_int(I, "randint", "high", a[1], &hi) ||
         (p[2] && get_shape(I, "randint", "shape", a[2], false, &rank, at.ints)) ||
         get_dtype(I, "randint", a[3], TFE_INT64, &at.dtype))
@@ -980,10 +990,10 @@ BUILTIN(bi_where)
     return rc;
 }
 
-/* clip(x, lo, hi): either bound may be nil (not both) */
+/* clip(x, lo=nil, hi=nil): either bound may be nil or left out (not both) */
 BUILTIN(bi_clip)
 {
-    PARSE("clip", "x, lo, hi", 3);
+    PARSE("clip", "x, lo=, hi=", 3);
     static const char *const names[3] = {"x", "lo", "hi"};
     if (a[1].kind == V_NIL && a[2].kind == V_NIL)
         return interp_raise(I, "clip: lo and hi cannot both be nil");

@@ -531,6 +531,15 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         return interp_raise(I, "cannot call a record %s (a record is callable when its 'call' field is a function)",
                             c ? "whose 'call' field is not a function" : "without a 'call' field");
     }
+    if (f.kind == V_STR) { /* NumPy's np.float32(x): tfe's dtype names are strings */
+        static const char *const dts[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
+        const char *sv = ((Str *)f.u.o)->s;
+        for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+            if (!strcmp(sv, dts[i]))
+                return interp_raise(I, "cannot call the dtype name %s (a string): write cast(x, %s) or "
+                                       "x.astype(%s)%s", sv, sv, sv,
+                                    !strcmp(sv, "bool") ? ", or x != 0" : "");
+    }
     return interp_raise(I, "cannot call a value of type %s", value_kind_name(f));
 }
 

@@ -137,6 +137,7 @@ static const struct { const char *name, *hint; } habits[] = {
     {"amin", "x.min(...)"},
     {"chunk", "x.split(n)"},
     {"ravel", "x.flatten()"},
+    {"clamp", "x.clip(lo, hi)"},
 };
 
 const char *tensor_attr_habit(const char *name)

@@ -167,13 +167,15 @@ const char *suggest_text(const Suggest *sg, char *buf, size_t n)
 
 /* An unknown keyword argument kw of a function with these parameters:
  * " (tfe writes axis=)" for NumPy's / PyTorch's spellings of a parameter
- * (torch's dim=, keepdim=; np.random's size=, loc=, scale=, low=, high=),
+ * (torch's dim=, keepdim=, clamp's min=, max=; np.random's size=, loc=,
+ * scale=, low=, high=),
  * else the nearest parameter, else "". */
 const char *kwarg_hint(const char *kw, const char *const *params, int n, char *buf, size_t bufn)
 {
     static const char *const habits[][2] = {
         {"dim", "axis"}, {"keepdim", "keepdims"}, {"size", "shape"}, {"loc", "mean"},
         {"scale", "std"}, {"low", "lo"}, {"high", "hi"}, {"dims", "perm"}, {"axes", "perm"},
+        {"min", "lo"}, {"max", "hi"}, {"a_min", "lo"}, {"a_max", "hi"},
     };
     for (size_t h = 0; h < sizeof habits / sizeof *habits; h++) {
         if (strcmp(habits[h][0], kw)) continue;

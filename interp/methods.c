@@ -138,6 +138,9 @@ static const struct { const char *name, *hint; } habits[] = {
     {"chunk", "x.split(n)"},
     {"ravel", "x.flatten()"},
     {"clamp", "x.clip(lo, hi)"},
+    {"requires_grad", "variable(x) for a trainable tensor, or t.watch(x) under a tape"},
+    {"grad", "t.gradient(loss, x) from a tape"},
+    {"tolist", "x itself (print(x), x[i], for v in x), or x.item() for one element"},
 };
 
 const char *tensor_attr_habit(const char *name)

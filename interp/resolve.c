@@ -201,6 +201,12 @@ static const char *python_name_hint(const char *name)
     if (strcmp(name, "np") == 0 || strcmp(name, "numpy") == 0 || strcmp(name, "torch") == 0)
         return " (tfe needs no numpy or torch: tensors and their ops are built in, e.g. zeros((2, 3)), matmul(a, b))";
     if (strcmp(name, "self") == 0) return " (tfe has no classes: pass a record of state to functions)";
+    if (strcmp(name, "math") == 0) return " (tfe needs no math module: pi, sqrt, exp, log, floor, ... are built in)";
+    if (strcmp(name, "random") == 0)
+        return " (random numbers are built in: rand, randn, randint, normal, uniform, choice, shuffle)";
+    if (strcmp(name, "no_grad") == 0)
+        return " (only a tape records gradients: outside with tape() { ... } nothing is recorded)";
+    if (strcmp(name, "sorted") == 0) return " (tfe writes sort(x) for a tensor)";
     return NULL;
 }
 

@@ -1162,7 +1162,7 @@ static __attribute__((noinline)) int eval_comp(Interp *I, Node *n, Env *env, Val
     int rc = comp_run(I, n, 0, env, acc);
     for (int i = 0; !rc && i < acc->n; i++) {
         Value v = acc->items[i];
-        if (is_numeric(v) || v.kind == V_TUPLE || v.kind == V_LIST) continue; /* the literal's own errors */
+        if (is_numeric(v)) continue; /* the literal's own errors (shapes) */
         rc = raise_at(I, n->loc, "[e for ...] makes a tensor, but element %d is %s %s; collect other values "
                       "in a list with a loop (ys.push(e))", i, strchr("aeiou", value_kind_name(v)[0]) ? "an" : "a",
                       value_kind_name(v));

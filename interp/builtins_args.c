@@ -90,6 +90,9 @@ tfe_tensor *arg_tensor_for(Interp *I, const char *fn, const char *arg, Value v, 
     tfe_tensor *t = value_to_tensor_for(v, dt);
     if (!t) {
         if (v.kind == V_SCALAR || v.kind == V_TENSOR) interp_raise_tensor_error(I);
+        else if (v.kind == V_LIST || v.kind == V_TUPLE)
+            interp_raise(I, "%s: %s must be a tensor or number, got %s (tensor(xs) makes one of a %s of numbers)",
+                         fn, arg, value_kind_name(v), value_kind_name(v));
         else arg_error(I, fn, arg, "a tensor or number", v);
     }
     return t;

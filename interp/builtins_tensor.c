@@ -1023,7 +1023,11 @@ BUILTIN(bi_reduce)
     bool ddof = op == OP_VAR || op == OP_STD;
     bool arg = op == OP_ARGMAX || op == OP_ARGMIN;
     PARSE(fn, ddof ? "x, axis=, keepdims=, ddof=" : "x, axis=, keepdims=", 4);
-    tfe_tensor *x = arg_tensor(I, fn, "x", a[0]);
+    int nseq;
+    const Value *seq;
+    /* NumPy's np.mean(a_list): a list or tuple is read as tensor(xs) is */
+    tfe_tensor *x = as_seq(a[0], &nseq, &seq) ? build_stack(I, fn, nseq, seq, true, TFE_BOOL)
+                                              : arg_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
     tfe_attrs at;
     tfe_attrs_init(&at);

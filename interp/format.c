@@ -490,6 +490,17 @@ static int format_value(Fmt *F, Buf *b, Value v, char conv, const char *spec, si
         const Str *s = (const Str *)v.u.o;
         return format_text(F, b, spec, slen, s->s, s->len);
     }
+    if (v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor) {
+        /* a variable with a format spec formats its value ({w:.3f}, as
+         * PyTorch formats a 0-d parameter); without one it prints as itself */
+        tfe_tensor *t = ((Object *)v.u.o)->cls->to_tensor(v.u.o);
+        if (t) {
+            Value tv = v_tensor_take(t);
+            int rc = format_value(F, b, tv, conv, spec, slen);
+            value_decref(tv);
+            return rc;
+        }
+    }
     Value num;
     if (number_of(v, &num)) {
         /* bools print as words unless a numeric type asks for 0/1 */

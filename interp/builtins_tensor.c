@@ -1,6 +1,7 @@
 /* builtins_tensor.c — the language bindings of the tensor ops: argument
  * parsing for every tensor builtin (docs/builtins.md), [...] literals, indexing
  * and tensor fields. Every op runs through tfe_execute and its wrappers. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -896,13 +897,40 @@ BUILTIN(bi_tile)
 
 /* ---- math ------------------------------------------------------------------ */
 
-/* Every F_UNARY op of the table: name(x). */
+/* round(x, decimals): NumPy's np.round, x * 10^d rounded (half to even)
+ * and divided back, in x's dtype; an int x is itself for decimals >= 0 */
+static int round_decimals(Interp *I, tfe_tensor *x, int64_t d, Value *out)
+{
+    if (!dtype_is_float(x->dtype)) {
+        if (d < 0) return interp_raise(I, "round: decimals < 0 needs a float tensor, got %s", dtype_name(x->dtype));
+        tensor_incref(x);
+        return finish(I, x, out);
+    }
+    if (d > 300 || d < -300) return interp_raise(I, "round: decimals %lld is out of range", (long long)d);
+    tfe_tensor *p = tensor_from_f64(pow(10.0, (double)(d < 0 ? -d : d)), x->dtype);
+    if (!p) return interp_raise_tensor_error(I);
+    tfe_tensor *y = tfe_binary(d < 0 ? OP_DIV : OP_MUL, x, p);
+    tfe_tensor *r = y ? tfe_unary(OP_ROUND, y) : NULL;
+    tfe_tensor *z = r ? tfe_binary(d < 0 ? OP_MUL : OP_DIV, r, p) : NULL;
+    if (y) tensor_decref(y);
+    if (r) tensor_decref(r);
+    tensor_decref(p);
+    return finish(I, z, out);
+}
+
+/* Every F_UNARY op of the table: name(x); round(x, decimals=0) too. */
 BUILTIN(bi_unary)
 {
     tfe_op op = OP_OF(data);
-    PARSE(tfe_ops[op].name, "x", 1);
+    PARSE(tfe_ops[op].name, op == OP_ROUND ? "x, decimals=" : "x", 2);
     tfe_tensor *x = arg_tensor(I, tfe_ops[op].name, "x", a[0]);
     if (!x) return -1;
+    if (op == OP_ROUND && a[1].kind != V_NIL) {
+        int64_t d = 0;
+        int rc = arg_int(I, "round", "decimals", a[1], &d) ? -1 : round_decimals(I, x, d, out);
+        tensor_decref(x);
+        return rc;
+    }
     tfe_tensor *r = tfe_unary(op, x);
     tensor_decref(x);
     return finish(I, r, out);

@@ -1064,7 +1064,7 @@ BUILTIN(bi_reduce)
         arg_error(I, fn, "axis", "an int or nil", a[1]);
         goto done;
     }
-    if ((op == OP_MAX || op == OP_MIN) && argc >= 2 &&
+    if ((op == OP_MAX || op == OP_MIN) && argc >= 2 && a[1].kind != V_NIL &&
         (x->rank == 0 || (a[1].kind != V_TUPLE && a[1].kind != V_LIST && !arg_as_int(a[1], &(int64_t){0})))) {
         /* Python's max(a, b): here the second argument is the axis */
         interp_raise(I, "%s(x, axis) reduces x along an axis; the %s of two values is %s(a, b)", fn,

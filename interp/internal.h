@@ -195,8 +195,10 @@ Value progress_iterable(Value v);
 int progress_begin(Interp *I, Value bar, int64_t total, Loc loc);
 void progress_step(Value bar, int64_t done, bool finished);
 
-/* builtins_plot.c: plot() (SVG line charts) and sparkline() */
+/* builtins_plot.c: plot(), scatter(), hist() (SVG or PNG charts) and
+ * sparkline(); builtins_imshow.c: imshow() (images) */
 void builtins_plot_register(Interp *I);
+void builtins_imshow_register(Interp *I);
 
 /* builtins_io.c: write the parts to path atomically (temp file in the same
  * folder + fsync + rename): a crash leaves the old file intact. 0, or -1 with

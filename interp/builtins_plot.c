@@ -180,7 +180,8 @@ static void axis_fit(Axis *a, double dlo, double dhi)
         return;
     }
     if (!(dhi >= dlo)) dlo = dhi = 1;
-    double klo = floor(log10(dlo) + 1e-9), khi = ceil(log10(dhi) - 1e-9);
+    /* a float32 0.01 is a hair below 10^-2: it still sits on that decade */
+    double klo = floor(log10(dlo) + 1e-6), khi = ceil(log10(dhi) - 1e-6);
     if (khi <= klo) khi = klo + 1;
     /* at most about eight labelled decades */
     double step = ceil((khi - klo) / 8);
@@ -326,7 +327,7 @@ static void chart_begin(Chart *c, double xlo, double xhi, double ylo, double yhi
      * decades are few enough to tell them apart */
     for (int ax = 0; ax < 2; ax++) {
         const Axis *a = ax ? &c->y : &c->x;
-        if (!a->log || a->step != 1 || a->hi - a->lo > 4) continue;
+        if (!a->log || a->step != 1 || a->hi - a->lo > 5) continue;
         plot_printf(b, "<g class=\"%s\" stroke=\"#eee\">\n", ax ? "yminor" : "xminor");
         for (double k = a->lo; k < a->hi; k++)
             for (int m = 2; m <= 9; m++) {
@@ -642,7 +643,8 @@ BUILTIN(bi_hist)
     double lo = INFINITY, hi = -INFINITY;
     for (int64_t k = 0; k < n; k++) {
         if (!isfinite(xs[k])) { /* as numpy.histogram: no range to bin into */
-            interp_raise(I, "hist(): xs holds %g at index %lld (flattened); histograms take finite values", xs[k], (long long)k);
+            interp_raise(I, "hist(): xs holds %s at index %lld (flattened); histograms take finite values",
+                         isnan(xs[k]) ? "nan" : xs[k] > 0 ? "inf" : "-inf", (long long)k);
             goto out;
         }
         lo = fmin(lo, xs[k]);

@@ -292,7 +292,7 @@ static int chart_need_data(Interp *I, const char *fn, const Axis *a, const char 
     return 0;
 }
 
-/* The frame: size, title, grid and tick labels, axes, axis labels. The
+/* The frame: size, title, grid and tick labels, axis labels. The
  * legend, when there is one, gets its own column right of the plot area, so
  * it never covers the data. */
 static void chart_begin(Chart *c, double xlo, double xhi, double ylo, double yhi)
@@ -358,8 +358,6 @@ static void chart_begin(Chart *c, double xlo, double xhi, double ylo, double yhi
                     ML - 5, PY(c, v), ML + c->pw, PY(c, v), ML - 8, PY(c, v) + 4, lab);
     }
     buf_puts(b, "</g>\n");
-    plot_printf(b, "<path class=\"axes\" d=\"M%d %d V%.2f H%.2f\" fill=\"none\" stroke=\"black\"/>\n",
-                ML, MT, MT + c->ph, ML + c->pw);
     if (c->xlabel) {
         plot_printf(b, "<text class=\"xlabel\" x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">", ML + c->pw / 2, c->height - 12);
         plot_text(b, c->xlabel);
@@ -373,10 +371,14 @@ static void chart_begin(Chart *c, double xlo, double xhi, double ylo, double yhi
     }
 }
 
-/* The legend (if any) right of the plot area, the closing tag, the file. */
+/* The axes, the legend (if any) right of the plot area, the closing tag,
+ * the file. */
 static int chart_end(Interp *I, const char *fn, Chart *c, const char *path, Mark mark)
 {
     Buf *b = &c->b;
+    /* the axes over the data, so a bar at the edge does not hide them */
+    plot_printf(b, "<path class=\"axes\" d=\"M%d %d V%.2f H%.2f\" fill=\"none\" stroke=\"black\"/>\n",
+                ML, MT, MT + c->ph, ML + c->pw);
     if (c->nlegend) {
         double x0 = ML + c->pw + 10, y0 = MT;
         plot_printf(b, "<g class=\"legendbox\">\n<rect class=\"legendframe\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "

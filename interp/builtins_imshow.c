@@ -68,8 +68,10 @@ BUILTIN(bi_imshow)
     int64_t n = t->rank == 3 ? t->shape[0] : 1, h = t->shape[t->rank - 2], w = t->shape[t->rank - 1];
     tensor_decref(t);
     if (n == 0 || h == 0 || w == 0) return interp_raise(I, "imshow(): images is empty");
-    if (n > 10000 || h > 4096 || w > 4096 || h * w > (1 << 22))
-        return interp_raise(I, "imshow(): too large to draw (at most 10000 images of at most 4096 x 4096 pixels)");
+    /* an SVG rect per run of pixels: millions of them make a file no viewer opens */
+    if (n > 10000 || h > 4096 || w > 4096 || n * h * w > (1 << 22))
+        return interp_raise(I, "imshow(): too large to draw (%lld images of %lld x %lld pixels; at most 4,194,304 "
+                               "pixels in all)", (long long)n, (long long)h, (long long)w);
     int64_t cols = (int64_t)ceil(sqrt((double)n));
     if (p[2] && a[2].kind != V_NIL) {
         if (arg_int(I, "imshow()", "cols", a[2], &cols)) return -1;

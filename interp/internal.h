@@ -203,6 +203,7 @@ void progress_print_end(void);
  * sparkline(); builtins_imshow.c: imshow() (images) */
 void builtins_plot_register(Interp *I);
 void builtins_imshow_register(Interp *I);
+void builtins_lib_register(Interp *I);  /* interp/builtins_lib.c */
 
 /* builtins_io.c: write the parts to path atomically (temp file in the same
  * folder + fsync + rename): a crash leaves the old file intact. 0, or -1 with

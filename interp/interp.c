@@ -37,6 +37,7 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_autodiff_register(I);
     builtins_ckpt_register(I);
     builtins_tensor_register(I);
+    builtins_lib_register(I);
     stage_builtins_register(I);
     builtins_progress_register(I);
     builtins_plot_register(I);

@@ -334,8 +334,8 @@ RULE(grad_relu) {
     END;
 }
 
-/* gelu(x) = x Phi(x); d = Phi(x) + x phi(x). There is no erf op, so Phi is
- * gelu(x) / x, and at x = 0 it is 1/2 + x phi(x): the value 1/2 with the
+/* gelu(x) = x Phi(x); d = Phi(x) + x phi(x). Phi is gelu(x) / x (written
+ * before the erf op; kept, so gradients are as they were), and at x = 0 it is 1/2 + x phi(x): the value 1/2 with the
  * right derivative phi(0), so that higher orders are right at 0 too. The
  * division is guarded (x replaced by 1 where x = 0) so that a higher-order
  * gradient never meets 0/0. */
@@ -1021,6 +1021,112 @@ RULE(grad_max_pool2d_select) {
     if (wants(h)) {
         tfe_tensor *in[2] = {x, cast(s, G, x->dtype)};
         set_dx(s, &dx[1], call(s, OP_MAX_POOL2D_GRAD, 2, in, c->at), h);
+    }
+    END;
+}
+
+/* ---- library ops: math, scans, sorting ----------------------------------------- */
+
+/* d tan x = 1 + tan^2 x */
+RULE(grad_tan) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_MUL, G, Bc(s, OP_ADD, B(s, OP_MUL, Y, Y), 1)), x);
+    END;
+}
+
+/* d erf x = 2/sqrt(pi) exp(-x^2) */
+RULE(grad_erf) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *e = U(s, OP_EXP, U(s, OP_NEG, B(s, OP_MUL, x, x)));
+        set_dx(s, &dx[0], B(s, OP_MUL, G, Bc(s, OP_MUL, e, 1.12837916709551257390)), x); /* M_2_SQRTPI */
+    }
+    END;
+}
+
+/* d log_b x = 1 / (x ln b) */
+RULE(grad_log2) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_DIV, G, Bc(s, OP_MUL, x, 0.69314718055994530942)), x);
+    END;
+}
+RULE(grad_log10) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_DIV, G, Bc(s, OP_MUL, x, 2.30258509299404568402)), x);
+    END;
+}
+
+RULE(grad_square) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_MUL, G, Bc(s, OP_MUL, x, 2)), x);
+    END;
+}
+
+/* cumsum or cumprod of t along c's axis, from the end when rev */
+static tfe_tensor *scan(scope *s, tfe_op op, tfe_tensor *t, const tfe_opcall *c, bool rev) {
+    if (!t) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = c->at->axes[0];
+    at.nints = 1;
+    at.ints[0] = rev;
+    return call(s, op, 1, &t, &at);
+}
+
+/* cumsum's adjoint is the cumsum the other way */
+RULE(grad_cumsum) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], scan(s, OP_CUMSUM, G, c, !c->at->ints[0]), x);
+    END;
+}
+
+/* cumprod: dx_i = sum over j >= i (in scan order) of G_j prod_{k <= j, k != i} x_k,
+ * exactly, zeros included. With n_i the zeros of x up to i and z the first
+ * zero: before z (n_i = 0) it is cumsum_back(G y)_i / x_i; at z it is
+ * cumsum_back(G y')_z, y' the cumprod with x_z replaced by 1; after z it is
+ * 0, written x_z cumsum_back(G y')_i / x_i (x_i = 1 where x_i = 0) so that
+ * the second derivative is exact with one zero in a line too (with two or
+ * more, as prod's, it is not: a known limit). */
+RULE(grad_cumprod) {
+    BEGIN;
+    if (wants(x)) {
+        bool rev = c->at->ints[0];
+        unsigned mask = 1u << c->at->axes[0];
+        tfe_tensor *is0 = B(s, OP_EQ, x, K(s, 0, x));
+        tfe_tensor *n = scan(s, OP_CUMSUM, cast(s, is0, x->dtype), c, rev);
+        tfe_tensor *first = B(s, OP_LOGICAL_AND, is0, B(s, OP_EQ, n, K(s, 1, n)));
+        tfe_tensor *xs = where(s, is0, K(s, 1, x), x);
+        tfe_tensor *y1 = scan(s, OP_CUMPROD, where(s, first, K(s, 1, x), x), c, rev);
+        tfe_tensor *A = B(s, OP_DIV, scan(s, OP_CUMSUM, B(s, OP_MUL, G, Y), c, !rev), xs);
+        tfe_tensor *Q = B(s, OP_DIV, scan(s, OP_CUMSUM, B(s, OP_MUL, G, y1), c, !rev), xs);
+        tfe_tensor *xz = reduce(s, OP_SUM, where(s, first, x, K(s, 0, x)), mask, true);
+        tfe_tensor *after = where(s, first, Q, B(s, OP_MUL, xz, Q));
+        set_dx(s, &dx[0], where(s, B(s, OP_EQ, n, K(s, 0, n)), A, after), x);
+    }
+    END;
+}
+
+/* take_along_axis(x, idx): x gets G added back at the indices */
+RULE(grad_take_along_axis) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_attrs at = axis_attrs(c);
+        tfe_tensor *in[3] = {full(s, 0, G->dtype, x->rank, x->shape), c->in[1], G};
+        set_dx(s, &dx[0], call(s, OP_PUT_ALONG_AXIS_ADD, 3, in, &at), x);
+    }
+    END;
+}
+
+/* put_along_axis_add(x, idx, v): x gets G, v gets G at the indices */
+RULE(grad_put_along_axis_add) {
+    BEGIN;
+    tfe_tensor *v = c->in[2];
+    if (wants(x)) set_dx(s, &dx[0], G, x);
+    if (wants(v)) {
+        tfe_attrs at = axis_attrs(c);
+        tfe_tensor *in[2] = {G, c->in[1]};
+        set_dx(s, &dx[2], call(s, OP_TAKE_ALONG_AXIS, 2, in, &at), v);
     }
     END;
 }

@@ -72,6 +72,7 @@ UN_INT(neg, (typeof(x))(0u - (uint64_t)x))
 UN_INT(abs, x < 0 ? (typeof(x))(0u - (uint64_t)x) : x)
 UN_INT(sign, (x > 0) - (x < 0))
 UN_INT(relu, x > 0 ? x : 0)
+UN_INT(square, (typeof(x))((uint64_t)x * (uint64_t)x)) /* wraps, as NumPy */
 UN_LOOP(not_b, tbool, tbool, !x)
 
 /* The float formulas of tensor/elem.def as float32 (_f) and float64 (_d)
@@ -103,12 +104,13 @@ static const kn_loop_fn unary_float[TFE_NOPS][2] = {
 static const kn_loop_fn unary_int[TFE_NOPS][2] = {
     [OP_NEG] = {neg_i, neg_l}, [OP_ABS] = {abs_i, abs_l}, [OP_SIGN] = {sign_i, sign_l},
     [OP_RELU] = {relu_i, relu_l},
+    [OP_SQUARE] = {square_i, square_l},
 };
 
 /* Is op the identity on dtype dt (the kernel copies)? */
 static bool unary_identity(tfe_op op, tfe_dtype dt) {
     bool rounding = op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND;
-    if (dt == TFE_BOOL) return op == OP_ABS || op == OP_RELU || rounding;
+    if (dt == TFE_BOOL) return op == OP_ABS || op == OP_RELU || op == OP_SQUARE || rounding;
     return dtype_is_int(dt) && rounding;
 }
 

@@ -399,6 +399,46 @@ def nn_cases():
          {"x": arr((1, 4, 4, 1), "distinct"), "w": arr((3, 3, 1, 2))}, label="conv -> relu -> max_pool")
 
 
+# ---- library ops: tan, erf, log2, log10, square, cumsum, cumprod, sort ---------------
+
+def library_cases():
+    for name, kind in (("tan", "unit"), ("erf", "normal"), ("log2", "pos"), ("log10", "pos"),
+                       ("square", "normal")):
+        for shp in ((), (5,), (2, 3)):
+            case(name, f"{name}($x)", {"x": arr(shp, kind)})
+        case(name, f"{name}(transpose($x))", {"x": arr((3, 2), kind)})
+    for name, kind in (("cumsum", "normal"), ("cumprod", "away")):
+        for shp, axis in (((5,), None), ((2, 3), 0), ((2, 3), 1), ((2, 3, 2), -1), ((3, 2), None)):
+            case(name, f"{name}($x{axis_text(axis)})", {"x": arr(shp, kind)})
+        case(name, f"{name}(transpose($x), axis=0)", {"x": arr((3, 2), kind)})
+    # cumprod with a zero in a line: exact (first and second order), as the
+    # true gradient is a product of the other elements
+    case("cumprod", "cumprod($x)", {"x": np.array([1.3, -0.7, 0.0, 1.1, -1.4])}, label="cumprod, one zero")
+    case("cumprod", "cumprod($x, axis=1)", {"x": np.array([[0.0, 1.2, -0.8], [1.5, 0.9, 0.0]])},
+         label="cumprod, a zero first and last")
+    case("cumsum", "cumsum($x * $x, axis=0) * cumsum($x, axis=1)", {"x": arr((2, 3))}, label="cumsum chain")
+    # sort, topk: each value's gradient goes back to its element (distinct inputs: no ties)
+    case("take_along_axis", "sort($x)", {"x": arr((5,), "distinct")})
+    case("take_along_axis", "sort($x, axis=0, descending=true)", {"x": arr((3, 2), "distinct")})
+    case("take_along_axis", "topk($x, 2)[0]", {"x": arr((2, 4), "distinct")}, label="topk(x, 2) values")
+    case("take_along_axis", "take_along_axis($x, $i, 1)", {"x": arr((2, 3)), "i": np.array([[2, 2, 0, -1], [1, 0, 0, 1]])},
+         label="take_along_axis, repeated indices")
+    # put_along_axis_add is the gradient of take_along_axis: reached by
+    # differentiating a gradient, g(u) = d/dX sum(take_along_axis(X, i) * u)
+    case("put_along_axis_add",
+         body=["with tape() as $inner {", "    $inner.watch($X)",
+               "    let $o = sum(take_along_axis($X, $i, 0) * $u)", "}",
+               "return __obj($inner.gradient($o, $X) * $X)"],
+         ins={"X": arr((3, 2)), "i": np.array([[2, 0], [2, 1], [0, 0], [1, 2]]), "u": arr((4, 2))}, wrt=["u"],
+         label="d/du of the gradient of take_along_axis (nested tapes)")
+    x5, u5 = arr((5,)), arr((5,), "unit")
+    SECOND.append(("tan -> 2 tan (1 + tan^2)", "tan($x)", {"x": u5}, "x", "x",
+                   lambda x: 2 * np.tan(x) * (1 + np.tan(x) ** 2)))
+    SECOND.append(("erf -> -4x/sqrt(pi) exp(-x^2)", "erf($x)", {"x": x5}, "x", "x",
+                   lambda x: -4 * x / math.sqrt(math.pi) * np.exp(-x * x)))
+    SECOND.append(("square -> 2", "square($x)", {"x": x5}, "x", "x", lambda x: np.full_like(x, 2.0)))
+
+
 # second derivatives: (label, expr, inputs, inner source, outer source, closed form)
 def _phi(x):
     return np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
@@ -695,7 +735,7 @@ def main():
         return 99
     t_start = time.monotonic()
     for gen_fn in (unary_cases, binary_cases, ternary_cases, reduce_cases, matmul_cases, shape_cases,
-                   index_cases, nn_cases, second_cases):
+                   index_cases, nn_cases, second_cases, library_cases):
         gen_fn()
     table = table_ops(srcdir)
     diff_ops = [name for name, rule in table if rule != "grad_none"]

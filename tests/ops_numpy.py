@@ -1092,6 +1092,257 @@ def table_ops(srcdir):
     return names
 
 
+# ---- library ops: tan, erf, log2, log10, square, scans, sorting, counting, closeness ----
+
+LIB_UNARY = {  # as UNARY
+    "tan": (np.tan, "float", "normal", (F32, F64, I32), "transc"),
+    "erf": (erf, "float", "normal", (F32, F64, I64), "transc"),
+    "log2": (np.log2, "float", "pos", (F32, F64, I32, I64), "transc"),
+    "log10": (np.log10, "float", "pos", (F32, F64, I64), "transc"),
+    "square": (np.square, "same", "normal", (F32, F64, I32, I64), "exact"),
+}
+
+
+def _desc_argsort(x, axis):
+    """Stable descending order, NaN first (NaN is the largest): the stable
+    ascending order of the reversed axis, reversed."""
+    n = x.shape[axis]
+    r = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return (n - 1 - np.flip(r, axis)).astype(I64)
+
+
+def _asc_argsort(x, axis):
+    return np.argsort(x, axis=axis, kind="stable").astype(I64)
+
+
+def _scan_ref(fn, dt, axis):
+    out_dt = I64 if dt in (BOOL, I32) else dt
+
+    def ref(x):
+        with np.errstate(all="ignore"):
+            return fn(x.astype(out_dt), axis=axis).astype(out_dt)
+    return ref
+
+
+def library_cases():
+    for name, (fn, rule, kind, dts, tk) in LIB_UNARY.items():
+        for dt in dts:
+            out_dt = dt if rule == "same" else floatify(dt)
+            tol = None if tk == "exact" else tol_for(out_dt, tk)
+            ref = unary_ref(fn, rule, dt)
+            for shp in ((), (0,), (7,), (3, 4)):
+                case(name, f"{name}($x)", {"x": arr(shp, dt, kind)}, ref, tol=tol)
+            case(name, f"{name}($x)", {"x": tview((4, 5), dt, kind)}, ref, tol=tol)
+            if dt in (F32, I64):
+                case(name, f"{name}($x)", {"x": arr(BIG, dt, kind)}, ref, tol=tol)
+            if np.dtype(dt).kind == "f":
+                case(name, f"{name}($x)", {"x": SPECIAL.astype(dt)}, ref, tol=tol, label=f"{name}(special values)")
+    case("square", "square($x)", {"x": np.array([True, False])}, lambda x: x & x,
+         label="square of bool is x * x, bool (NumPy: int8, which tfe has not)")
+    case("square", "square($x)", {"x": np.array([70000, -3], I32)}, lambda x: np.square(x),
+         label="square of int32 wraps")
+
+    # cumsum, cumprod (axis=nil: the flattened x, as NumPy)
+    for name, fn in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
+        for dt in (F32, F64, I32, I64, BOOL):
+            kind = "small" if name == "cumprod" else "normal"
+            for shp, axis in (((3, 4), None), ((3, 4), 0), ((3, 4), 1), ((2, 3, 4), 1), ((2, 3, 4), -1),
+                              ((), None), ((0,), 0), ((4, 0), 1), ((5,), 0)):
+                tol = tol_for(dt, "sum")
+                case(name, f"{name}($x{axis_text(axis)})", {"x": arr(shp, dt, kind)}, _scan_ref(fn, dt, axis), tol=tol)
+            case(name, f"{name}($x, axis=0)", {"x": tview((4, 3, 2), dt, kind)}, _scan_ref(fn, dt, 0),
+                 tol=tol_for(dt, "sum"))
+        case(name, f"{name}($x)", {"x": SPECIAL.astype(F64)}, _scan_ref(fn, F64, None), tol=tol_for(F64, "sum"),
+             label=f"{name}(special values)")
+    for dt in (F32, I64):
+        for axis in (0, 1):
+            case("cumsum", f"cumsum($x, axis={axis})", {"x": arr(BIG, dt)}, _scan_ref(np.cumsum, dt, axis),
+                 tol=tol_for(dt, "sum"))
+    case("cumprod", "cumprod($x, axis=1)", {"x": arr(BIG, F64, "unit")}, _scan_ref(np.cumprod, F64, 1),
+         tol=tol_for(F64, "sum"))
+    case("cumsum", "cumsum($x, axis=2)", {"x": arr((2, 3), F32)}, error="cumsum: axis 2 is out of range",
+         label="cumsum axis out of range")
+
+    # sort, argsort, topk: stable; NaN last ascending (first descending)
+    for dt in (F32, F64, I32, I64, BOOL):
+        for shp, axis in (((7,), -1), ((3, 5), -1), ((3, 5), 0), ((2, 3, 4), 1), ((0,), 0), ((3, 0), 1)):
+            for kind in ("normal", "small"):
+                x = arr(shp, dt, kind)
+                ax = "" if axis == -1 else f", axis={axis}"
+                case("argsort", f"argsort($x{ax})", {"x": x}, lambda x, axis=axis: _asc_argsort(x, axis))
+                case("argsort", f"argsort($x{ax}, descending=true)", {"x": x},
+                     lambda x, axis=axis: _desc_argsort(x, axis))
+                case("take_along_axis", f"sort($x{ax})", {"x": x}, lambda x, axis=axis: np.sort(x, axis=axis))
+                case("take_along_axis", f"sort($x{ax}, descending=true)", {"x": x},
+                     lambda x, axis=axis: np.take_along_axis(x, _desc_argsort(x, axis), axis))
+        x = tview((6, 4), dt, "small")
+        case("argsort", "argsort($x, axis=0)", {"x": x}, lambda x: _asc_argsort(x, 0))
+        for k in (0, 2, 6):
+            case("argsort", "$i", {"x": x}, lambda x, k=k: _desc_argsort(x, 0)[:k],
+                 pre=[f"let ($v, $i) = topk($x, {k}, axis=0)"], label=f"topk(x, {k}, axis=0)")
+            case("take_along_axis", ["$v", "$i"], {"x": x},
+                 lambda x, k=k: [np.take_along_axis(x, _desc_argsort(x, 0)[:k], 0), _desc_argsort(x, 0)[:k]],
+                 pre=[f"let ($v, $i) = topk($x, {k}, axis=0)"], label=f"topk(x, {k}, axis=0) values and indices")
+    for dt in (F32, F64):
+        x = np.concatenate([SPECIAL, SPECIAL[:5]]).astype(dt)
+        case("argsort", "argsort($x)", {"x": x}, lambda x: _asc_argsort(x, 0), label="argsort(special values)")
+        case("argsort", "argsort($x, descending=true)", {"x": x}, lambda x: _desc_argsort(x, 0),
+             label="argsort(special values, descending)")
+        case("take_along_axis", "sort($x)", {"x": x}, lambda x: np.sort(x), label="sort(special values): NaN last")
+    case("argsort", "argsort($x, axis=1)", {"x": arr(BIG, F32)}, lambda x: _asc_argsort(x, 1))
+    case("argsort", "argsort($x, axis=0)", {"x": arr(BIG, I64, "small")}, lambda x: _asc_argsort(x, 0))
+    case("take_along_axis", "sort($x, axis=0)", {"x": arr(BIG, F64)}, lambda x: np.sort(x, axis=0))
+    case("argsort", "topk($x, 4)", {"x": arr((3,), F32)}, error="topk: k = 4 is out of range for an axis of size 3",
+         label="topk k too large")
+    # take_along_axis itself (NumPy's), negative indices wrap
+    for dt in (F32, I64, BOOL):
+        x = arr((4, 5, 3), dt)
+        for axis in (0, 1, 2):
+            ishape = list(x.shape)
+            ishape[axis] = 6
+            n = x.shape[axis]
+            idx = rng.integers(-n, n, ishape)
+            case("take_along_axis", f"take_along_axis($x, $i, {axis})", {"x": x, "i": idx},
+                 lambda x, i, axis=axis: np.take_along_axis(x, i, axis))
+    case("take_along_axis", "take_along_axis($x, $i, 0)", {"x": arr((3,), F32), "i": np.array([3])},
+         error="take_along_axis: index 3 is out of range for axis 0 with size 3", label="take_along_axis out of range")
+    # put_along_axis_add: the gradient of sort and take_along_axis (repeats add up)
+    for dt in (F32, F64):
+        for axis in (0, 1):
+            x = arr((4, 5), dt)
+            ishape = list(x.shape)
+            ishape[axis] = 7
+            n = x.shape[axis]
+            i = rng.integers(-n, n, ishape)
+            w = arr(ishape, dt)
+
+            def ref(x, i, w, axis=axis):
+                g = np.zeros_like(x)
+                for pos in np.ndindex(*i.shape):
+                    q = list(pos)
+                    q[axis] = i[pos] % x.shape[axis]
+                    g[tuple(q)] += w[pos]
+                return g
+            case("put_along_axis_add", "$t.gradient($loss, $x)", {"x": x, "i": i, "w": w}, ref,
+                 pre=["with tape() as $t { $t.watch($x); let $loss = sum(take_along_axis($x, $i, "
+                      + str(axis) + ") * $w) }"], tol=tol_for(dt, "sum"), needs="tape",
+                 label=f"gradient of take_along_axis axis={axis}")
+        x = arr((3, 4), dt)
+        w = arr((3, 4), dt)
+        case("put_along_axis_add", "$t.gradient($loss, $x)", {"x": x, "w": w},
+             lambda x, w: np.take_along_axis(w, np.argsort(np.argsort(x, axis=1, kind="stable"), axis=1,
+                                                           kind="stable"), 1),
+             pre=["with tape() as $t { $t.watch($x); let $loss = sum(sort($x, axis=1) * $w) }"],
+             tol=tol_for(dt, "sum"), needs="tape", label="gradient of sort")
+
+    # cumprod's gradient is exact with zeros (any number of them in a line)
+    def cumprod_grad(x, w):
+        g = np.zeros_like(x)
+        for i in range(x.shape[-1]):
+            for j in range(i, x.shape[-1]):
+                g[..., i] += w[..., j] * np.prod(np.delete(x[..., :j + 1], i, axis=-1), axis=-1)
+        return g
+    for x in (np.array([1.5, 0.0, 2.0, -0.5, 0.0, 3.0]), np.array([[0.0, 0.0, 2.0], [1.0, 2.0, 3.0]]),
+              np.array([[2.0, 0.0, 0.0, 0.0]])):
+        w = arr(x.shape, F64)
+        case("cumprod", "$t.gradient($loss, $x)", {"x": x, "w": w}, cumprod_grad,
+             pre=["with tape() as $t { $t.watch($x); let $loss = sum(cumprod($x, axis=-1) * $w) }"],
+             tol=tol_for(F64, "sum"), needs="tape", label="gradient of cumprod with zeros")
+
+    # unique (sorted; NaNs are one value, last), return_counts
+    for dt in (F32, F64, I32, I64, BOOL):
+        for shp in ((10,), (3, 4), (), (0,)):
+            case("unique", "unique($x)", {"x": arr(shp, dt, "small")}, lambda x: np.unique(x))
+            case("unique", ["$u", "$n"], {"x": arr(shp, dt, "small")},
+                 lambda x: [np.unique(x), np.unique(x, return_counts=True)[1].astype(I64)],
+                 pre=["let ($u, $n) = unique($x, return_counts=true)"], label="unique(x, return_counts=true)")
+        case("unique", "unique($x)", {"x": tview((4, 6), dt, "small")}, lambda x: np.unique(x))
+    for dt in (F32, F64):
+        x = np.concatenate([SPECIAL, SPECIAL]).astype(dt)
+        case("unique", ["$u", "$n"], {"x": x},
+             lambda x: [np.unique(x), np.unique(x, return_counts=True)[1].astype(I64)],
+             pre=["let ($u, $n) = unique($x, return_counts=true)"], label="unique(special values): one NaN")
+    case("unique", "unique($x)", {"x": arr(BIG, I64, "small")}, lambda x: np.unique(x))
+    case("unique", "unique($x)", {"x": arr(BIG, F32)}, lambda x: np.unique(x))
+
+    # bincount
+    for idt in (I32, I64, BOOL):
+        for n in (0, 1, 12):
+            xi = rng.integers(0, 6, (n,)).astype(idt)
+            case("bincount", "bincount($x)", {"x": xi}, lambda x: np.bincount(x).astype(I64))
+            case("bincount", "bincount($x, minlength=9)", {"x": xi}, lambda x: np.bincount(x, minlength=9).astype(I64))
+            for wdt in (F32, F64, I64):
+                case("bincount", "bincount($x, weights=$w)", {"x": xi, "w": arr((n,), wdt)},
+                     lambda x, w, wdt=wdt: np.bincount(x, weights=w).astype(wdt if wdt != I64 else F64),
+                     tol=tol_for(wdt if wdt != I64 else F64, "sum"))
+    case("bincount", "bincount($x, $w, 3)", {"x": S(np.array([2, 9, 0, 9, 2, 9])), "w": np.array([1.5, 2.0, 0.25])},
+         lambda x, w: np.bincount(x, w, 3))
+    case("bincount", "bincount($x)", {"x": rng.integers(0, 1000, (150000,))}, lambda x: np.bincount(x).astype(I64))
+    case("bincount", "bincount($x)", {"x": np.array([1, -1])},
+         error="bincount: x must be non-negative, got -1 at index 1", label="bincount of a negative value")
+    case("bincount", "bincount($x)", {"x": np.array([1.0])}, error="bincount: x must be a 1-D tensor of ints",
+         label="bincount of floats")
+
+    # searchsorted (NaN sorts last, as in sort)
+    for dt in (F32, F64, I32, I64):
+        a = np.sort(arr((9,), dt, "small"))
+        for side in ("left", "right"):
+            for vshape in ((), (5,), (2, 3), (0,)):
+                v = arr(vshape, dt, "small")
+                st = "" if side == "left" else ', side="right"'
+                case("searchsorted", f"searchsorted($a, $v{st})", {"a": a, "v": v},
+                     lambda a, v, side=side: np.asarray(np.searchsorted(a, v, side=side), I64))
+    sp = np.sort(SPECIAL)
+    for side in ("left", "right"):
+        case("searchsorted", f'searchsorted($a, $v, side="{side}")', {"a": sp, "v": SPECIAL},
+             lambda a, v, side=side: np.searchsorted(a, v, side=side).astype(I64), label=f"searchsorted special {side}")
+    case("searchsorted", "searchsorted($a, $v)", {"a": np.array([1, 3, 5], I64), "v": arr((4,), F32)},
+         lambda a, v: np.searchsorted(a.astype(F64), v.astype(F64)).astype(I64), label="searchsorted int64 a, float32 v")
+    case("searchsorted", "searchsorted($a, $v)", {"a": np.sort(arr((1000,), F64)), "v": arr(BIG, F64)},
+         lambda a, v: np.searchsorted(a, v).astype(I64))
+    case("searchsorted", "searchsorted($a, $v)", {"a": arr((2, 2), F32), "v": arr((2,), F32)},
+         error="searchsorted: sorted must be 1-D", label="searchsorted 2-D")
+
+    # isclose, allclose (NumPy's rule and defaults)
+    for dt in (F32, F64, I64):
+        a = arr((4, 5), dt)
+        b = (a + rng.choice([0.0, 1e-9, 1e-6, 1e-4, 1.0], a.shape) * (np.abs(a) + 1)).astype(dt)
+        case("isclose", "isclose($a, $b)", {"a": a, "b": b}, lambda a, b: np.isclose(a, b))
+        case("isclose", "isclose($a, $b, rtol=1e-3, atol=0.01)", {"a": a, "b": b},
+             lambda a, b: np.isclose(a, b, rtol=1e-3, atol=0.01))
+        case("isclose", "allclose($a, $b)", {"a": a, "b": b}, lambda a, b: np.asarray(np.allclose(a, b)))
+        case("isclose", "allclose($a, $a)", {"a": a}, lambda a: np.asarray(np.allclose(a, a)))
+        case("isclose", "isclose($a, $b)", {"a": a, "b": b[0]}, lambda a, b: np.isclose(a, b), label="isclose broadcast")
+    s1 = np.repeat(SPECIAL, len(SPECIAL))
+    s2 = np.tile(SPECIAL, len(SPECIAL))
+    for eq in (False, True):
+        case("isclose", f"isclose($a, $b, equal_nan={str(eq).lower()})", {"a": s1, "b": s2},
+             lambda a, b, eq=eq: np.isclose(a, b, equal_nan=eq))
+        case("isclose", f"allclose($a, $b, equal_nan={str(eq).lower()})",
+             {"a": np.array([1.0, np.nan, np.inf]), "b": np.array([1.0, np.nan, np.inf])},
+             lambda a, b, eq=eq: np.asarray(np.allclose(a, b, equal_nan=eq)))
+    case("isclose", "isclose($a, 1.0)", {"a": np.array([1.0, 1.00001, 1.001], F32)},
+         lambda a: np.isclose(a, F32(1.0)), label="isclose with a weak scalar")
+    case("isclose", "isclose($a, $b)", {"a": arr(BIG, F32), "b": arr(BIG, F32)}, lambda a, b: np.isclose(a, b))
+
+    # argmax/argmin and clip against NumPy at the edges: NaN (argmax/argmin
+    # return the first NaN), ties (first index), keepdims on the flattened x
+    for name, npf in (("argmax", np.argmax), ("argmin", np.argmin)):
+        for dt in (F32, F64):
+            x = np.array([1.0, np.nan, 3.0, np.nan], dt)
+            case(name, f"{name}($x)", {"x": x}, lambda x, npf=npf: np.asarray(npf(x), I64), label=f"{name} with NaN")
+            x = arr((3, 4), dt, "small")
+            case(name, f"{name}($x, keepdims=true)", {"x": x},
+                 lambda x, npf=npf: npf(x, keepdims=True).astype(I64), label=f"{name} flattened, keepdims")
+        case(name, f"{name}($x, axis=1)", {"x": np.array([[2, 5, 5], [1, 1, 0]], I32)},
+             lambda x, npf=npf: npf(x, axis=1).astype(I64), label=f"{name} ties: the first index")
+    for dt in (F32, F64):
+        case("clip", "clip($x, -1.0, 1.0)", {"x": SPECIAL.astype(dt)},
+             lambda x, dt=dt: np.clip(x, dt(-1), dt(1)), label="clip(special values): NaN stays NaN")
+    case("clip", "clip($x, 2, 1)", {"x": arr((5,), I64)}, lambda x: np.minimum(np.maximum(x, 2), 1),
+         label="clip with lo > hi: hi (NumPy)")
+
+
 # ---- running --------------------------------------------------------------------
 
 def q(path):
@@ -1205,7 +1456,8 @@ def main():
     t_start = time.monotonic()
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # NaN/inf refs are intended
     for gen_fn in (creation_cases, unary_cases, binary_cases, ternary_cases, cast_cases, reduce_cases,
-                   matmul_cases, shape_cases, index_cases, nn_cases, nn_grad_cases, random_cases):
+                   matmul_cases, shape_cases, index_cases, nn_cases, nn_grad_cases, random_cases,
+                   library_cases):
         gen_fn()
     ops = table_ops(srcdir)
     failures = []

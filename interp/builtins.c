@@ -171,7 +171,7 @@ static int scalar_of(Interp *I, const char *fname, Value v, double *f, int64_t *
 {
     if (v.kind == V_SCALAR) {
         *is_float = dtype_is_float((tfe_dtype)v.dtype);
-        if (*is_float) *f = v.u.f; else *i = v.u.i;
+        if (*is_float) *f = scalar_f(v); else *i = v.u.i;
         return 0;
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
@@ -291,6 +291,41 @@ BUILTIN(bi_list)
     Seq *s = seq_new(argc);
     for (int i = 0; i < argc; i++) { value_incref(argv[i]); seq_push_take(s, argv[i]); }
     *out = v_obj(V_LIST, s);
+    return 0;
+}
+
+/* varargs(f): a function that calls f with its positional arguments as one
+ * tuple (Python's *args), keywords passed through; a lone tuple or list is
+ * passed as it is, so g(a, b) and g((a, b)) agree (as zeros(2, 3) and
+ * zeros((2, 3))). nn.sequential is one. */
+static int varargs_call(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                        const Value *kwvals, Value *out, void *data)
+{
+    (void)data;
+    Value f = argv[0];
+    argc--;
+    argv++;
+    if (argc == 1 && (argv[0].kind == V_TUPLE || argv[0].kind == V_LIST))
+        return call_value(I, f, 1, argv, nkw, kwnames, kwvals, out);
+    Seq *t = seq_new(argc);
+    t->h.kind = V_TUPLE;
+    for (int i = 0; i < argc; i++) { value_incref(argv[i]); seq_push_take(t, argv[i]); }
+    Value packed = v_obj(V_TUPLE, t);
+    int rc = call_value(I, f, 1, &packed, nkw, kwnames, kwvals, out);
+    value_decref(packed);
+    return rc;
+}
+
+BUILTIN(bi_varargs)
+{
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "varargs", "f", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_FN && a[0].kind != V_BUILTIN) return arg_error(I, "varargs", "f", "a function", a[0]);
+    Value b = builtin_new("varargs", varargs_call, data);
+    value_incref(a[0]);
+    ((Builtin *)b.u.o)->self = a[0];
+    *out = b;
     return 0;
 }
 
@@ -501,6 +536,60 @@ BUILTIN(bi_check_labels)
     return rc;
 }
 
+/* enumerate(xs, start=0), zip(a, b, ...): lists of tuples, walking each
+ * iterable as 'for' does (tensors along axis 0, tuples, lists, ranges,
+ * record keys, strings); zip stops at the shortest. */
+BUILTIN(bi_enumerate)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "enumerate", "xs, start=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    int64_t start = 0;
+    if (p[1]) {
+        if (a[1].kind != V_SCALAR || !dtype_is_int((tfe_dtype)a[1].dtype))
+            return interp_raise(I, "enumerate: start must be an int, got %s", value_kind_name(a[1]));
+        start = a[1].u.i;
+    }
+    Seq *s = seq_new(0);
+    Value r = v_obj(V_LIST, s);
+    for (int64_t i = 0;; i++) {
+        Value pair[2];
+        int k = iter_item(I, a[0], i, I->cur_loc, &pair[1]);
+        if (k == 1) break;
+        if (k < 0) { value_decref(r); return -1; }
+        pair[0] = v_int(start + i);
+        seq_push_take(s, value_seq_tuple(2, pair));
+        value_decref(pair[1]);
+    }
+    *out = r;
+    return 0;
+}
+
+BUILTIN(bi_zip)
+{
+    (void)data;
+    if (nkw) return interp_raise(I, "zip() takes no keyword arguments");
+    Seq *s = seq_new(0);
+    Value r = v_obj(V_LIST, s);
+    Value buf[8];
+    Value *items = argc <= 8 ? buf : xmalloc(sizeof(Value) * (size_t)argc);
+    int rc = 0;
+    for (int64_t i = 0; argc > 0 && !rc; i++) {
+        int got = 0, k = 0;
+        for (; got < argc; got++)
+            if ((k = iter_item(I, argv[got], i, I->cur_loc, &items[got])) != 0) break;
+        if (got == argc) seq_push_take(s, value_seq_tuple(argc, items));
+        for (int j = 0; j < got; j++) value_decref(items[j]);
+        if (k < 0) rc = -1;
+        else if (got < argc) break;
+    }
+    if (items != buf) free(items);
+    if (rc) { value_decref(r); return -1; }
+    *out = r;
+    return 0;
+}
+
 void builtins_register(Interp *I)
 {
     interp_define_builtin_flags(I, "check_same_shape", bi_check_same_shape, NULL, BF_EFFECT, NULL);
@@ -517,9 +606,12 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "list", bi_list, NULL);
     interp_define_builtin_flags(I, "time", bi_time, NULL, BF_EFFECT_VALUE, NULL);
     interp_define_builtin(I, "memory", bi_memory, NULL);
+    interp_define_builtin(I, "varargs", bi_varargs, NULL);
     static const char *dtypes[] = {"bool", "int32", "int64", "float32", "float64", "float16", "bfloat16"};
     for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++) define_value(I, dtypes[i], v_cstr(dtypes[i]));
     Seq *args = seq_new(I->opt.argc);
     for (int i = 0; i < I->opt.argc; i++) seq_push_take(args, v_cstr(I->opt.argv[i]));
     define_value(I, "argv", v_obj(V_LIST, args));
+    interp_define_builtin(I, "enumerate", bi_enumerate, NULL);
+    interp_define_builtin(I, "zip", bi_zip, NULL);
 }

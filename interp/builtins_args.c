@@ -29,7 +29,7 @@ bool arg_as_int(Value v, int64_t *out)
 bool arg_as_number(Value v, double *out, tfe_dtype *dt)
 {
     if (v.kind == V_SCALAR) {
-        *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f : (double)v.u.i;
+        *out = dtype_is_float((tfe_dtype)v.dtype) ? scalar_f(v) : (double)v.u.i;
         if (dt) *dt = (tfe_dtype)v.dtype;
         return true;
     }
@@ -82,7 +82,12 @@ int arg_opt_bool(Interp *I, const char *fn, const char *arg, Value v, bool def, 
 
 tfe_tensor *arg_tensor(Interp *I, const char *fn, const char *arg, Value v)
 {
-    tfe_tensor *t = value_to_tensor(v);
+    return arg_tensor_for(I, fn, arg, v, TFE_FLOAT32);
+}
+
+tfe_tensor *arg_tensor_for(Interp *I, const char *fn, const char *arg, Value v, tfe_dtype dt)
+{
+    tfe_tensor *t = value_to_tensor_for(v, dt);
     if (!t) {
         if (v.kind == V_SCALAR || v.kind == V_TENSOR) interp_raise_tensor_error(I);
         else arg_error(I, fn, arg, "a tensor or number", v);

@@ -29,5 +29,8 @@ int arg_opt_bool(Interp *I, const char *fn, const char *arg, Value v, bool def, 
 /* A tensor; a number is boxed ("a tensor or number"). A new reference, or
  * NULL after raising (an allocation failure raises the tensor error). */
 tfe_tensor *arg_tensor(Interp *I, const char *fn, const char *arg, Value v);
+/* As arg_tensor, for an operand of an op whose other operands have dtype
+ * dt: a float literal is exact there when dt is float64 (value_to_tensor_for). */
+tfe_tensor *arg_tensor_for(Interp *I, const char *fn, const char *arg, Value v, tfe_dtype dt);
 
 #endif

@@ -177,7 +177,7 @@ BUILTIN(bi_var_assign)
     char who[300], s1[200], s2[200];
     if (v->name) snprintf(who, sizeof who, "variable '%s'", v->name);
     else snprintf(who, sizeof who, "the variable");
-    tfe_tensor *x = value_to_tensor(argv[1]);
+    tfe_tensor *x = value_to_tensor_for(argv[1], v->value->dtype); /* a float literal: exact in float64 */
     if (!x) return interp_raise(I, "%s: %s needs a tensor, got %s", fn, who, value_kind_name(argv[1]));
     if (mode == 4 && !dtype_is_float(v->value->dtype)) {
         tensor_decref(x);
@@ -262,6 +262,8 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
             *out = bound(assign_names[m], bi_var_assign, (void *)(intptr_t)m, o, false, BF_EFFECT);
             return 0;
         }
+    /* tensor methods (w.sum()) take the variable itself, as sum(w) does */
+    if (!tensor_method(I, v_obj(V_OBJECT, o), name, out)) return 0;
     /* shape, dtype, ndim, size, device, T: those of the value */
     Value t = v_tensor_take(var_read(I->tracer, v));
     int rc = tensor_getattr(I, t, name, out);

@@ -108,6 +108,46 @@ static int get_shape(Interp *I, const char *fn, const char *what, Value v, bool 
     return 0;
 }
 
+/* The varargs form of a shape, as NumPy's and PyTorch's: zeros(2, 3) is
+ * zeros((2, 3)), x.reshape(2, 3) is reshape(x, (2, 3)). A run of two or more
+ * int arguments from position k on is packed into one tuple and fn called
+ * again with it; 1 when there is no such run (the caller goes on). */
+static bool int_like(Value v)
+{
+    return (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) ||
+           (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype));
+}
+
+static int shape_varargs(Interp *I, BuiltinFn fn, int k, int argc, const Value *argv, int nkw,
+                         Str *const *kwnames, const Value *kwvals, Value *out, void *data)
+{
+    int end = k;
+    while (end < argc && int_like(argv[end])) end++;
+    if (end - k < 2) return 1;
+    Seq *t = seq_new(end - k);
+    t->h.kind = V_TUPLE;
+    for (int i = k; i < end; i++) {
+        value_incref(argv[i]);
+        seq_push_take(t, argv[i]);
+    }
+    Value buf[16];
+    int n = argc - (end - k) + 1;
+    Value *args = n <= 16 ? buf : xmalloc(sizeof(Value) * (size_t)n);
+    memcpy(args, argv, sizeof(Value) * (size_t)k);
+    args[k] = v_obj(V_TUPLE, t);
+    memcpy(args + k + 1, argv + end, sizeof(Value) * (size_t)(argc - end));
+    int rc = fn(I, n, args, nkw, kwnames, kwvals, out, data);
+    if (args != buf) free(args);
+    value_decref(v_obj(V_TUPLE, t));
+    return rc;
+}
+
+#define SHAPE_VARARGS(fn, k)                                                              \
+    do {                                                                                  \
+        int rc_ = shape_varargs(I, fn, k, argc, argv, nkw, kwnames, kwvals, out, data);    \
+        if (rc_ != 1) return rc_;                                                         \
+    } while (0)
+
 /* Normalise one axis for a tensor of the given rank. */
 static int norm_axis(Interp *I, const char *fn, int64_t axis, int rank, int *out)
 {
@@ -257,7 +297,8 @@ static tfe_tensor **get_tensor_seq(Interp *I, const char *fn, Value v, int *n_ou
 
 /* ---- create ---------------------------------------------------------------- */
 
-static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested);
+static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested,
+                               tfe_dtype want);
 
 /* tensor(x, dtype=nil): like numpy.array; nested tuples/lists are stacked. */
 BUILTIN(bi_tensor)
@@ -266,14 +307,15 @@ BUILTIN(bi_tensor)
     tfe_tensor *t;
     int n;
     const Value *items;
-    if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true);
+    /* a float literal meets the dtype asked for: tensor(0.1, dtype=float64)
+     * holds the double 0.1 */
+    tfe_dtype want = TFE_BOOL;
+    if (a[1].kind != V_NIL && get_dtype(I, "tensor", a[1], TFE_BOOL, &want)) return -1;
+    if (as_seq(a[0], &n, &items)) t = build_stack(I, "tensor", n, items, true, want);
+    else if (a[0].kind == V_SCALAR) t = value_to_tensor_for(a[0], want);
     else t = arg_tensor(I, "tensor", "x", a[0]);
     if (!t) return -1;
-    tfe_dtype dt = TFE_FLOAT32;
-    if (get_dtype(I, "tensor", a[1], t->dtype, &dt)) {
-        tensor_decref(t);
-        return -1;
-    }
+    tfe_dtype dt = a[1].kind != V_NIL ? want : t->dtype;
     if (dt != t->dtype) {
         tfe_attrs at;
         tfe_attrs_init(&at);
@@ -298,6 +340,13 @@ BUILTIN(bi_tensor)
     return finish(I, t, out);
 }
 
+/* A number argument v read as x (rounded to its dtype), in a result of dtype
+ * dt: a float literal's exact value when dt is float64. */
+static double lit_value(Value v, double x, tfe_dtype dt)
+{
+    return v.kind == V_SCALAR && v.lit && dt == TFE_FLOAT64 ? v.u.f : x;
+}
+
 /* FULL with a shape, a value and a dtype. */
 static int make_full(Interp *I, int rank, const int64_t *shape, double v, tfe_dtype dt, Value *out)
 {
@@ -312,6 +361,7 @@ static int make_full(Interp *I, int rank, const int64_t *shape, double v, tfe_dt
 /* zeros(shape, dtype=float32), ones(...): data is the fill value 0 or 1. */
 BUILTIN(bi_zeros_ones)
 {
+    SHAPE_VARARGS(bi_zeros_ones, 0);
     const char *fn = data ? "ones" : "zeros";
     PARSE(fn, "shape, dtype=", 2);
     int rank;
@@ -347,6 +397,7 @@ BUILTIN(bi_full)
     if (get_shape(I, "full", "shape", a[0], false, &rank, shape) ||
         arg_number(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
         return -1;
+    v = lit_value(a[1], v, dt);
     return make_full(I, rank, shape, v, dt, out);
 }
 
@@ -375,6 +426,7 @@ BUILTIN(bi_arange)
     if (def == TFE_BOOL) def = TFE_INT64;
     tfe_dtype dt = TFE_FLOAT32;
     if (get_dtype(I, "arange", a[3], def, &dt)) return -1;
+    for (int i = 0; i < 3; i++) lim[i] = lit_value(vals[i], lim[i], dt);
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = dt;
@@ -394,6 +446,8 @@ BUILTIN(bi_linspace)
         (p[2] && arg_int(I, "linspace", "num", a[2], &num)) ||
         get_dtype(I, "linspace", a[3], TFE_FLOAT32, &at.dtype))
         return -1;
+    at.f[0] = lit_value(a[0], at.f[0], at.dtype);
+    at.f[1] = lit_value(a[1], at.f[1], at.dtype);
     if (num < 0) return interp_raise(I, "linspace: num must be non-negative, got %lld", (long long)num);
     at.nints = 1;
     at.ints[0] = num;
@@ -421,6 +475,7 @@ BUILTIN(bi_eye)
 /* randn(shape, dtype=float32), rand(shape, dtype=float32) */
 BUILTIN(bi_random)
 {
+    SHAPE_VARARGS(bi_random, 0);
     tfe_op op = OP_OF(data);
     const char *fn = tfe_ops[op].name;
     PARSE(fn, "shape, dtype=", 2);
@@ -502,7 +557,7 @@ BUILTIN(bi_cast)
     tfe_attrs_init(&at);
     if (a[1].kind == V_NIL) return interp_raise(I, "cast: dtype must be a string such as \"float32\", got nil");
     if (get_dtype(I, "cast", a[1], TFE_FLOAT32, &at.dtype)) return -1;
-    tfe_tensor *x = arg_tensor(I, "cast", "x", a[0]);
+    tfe_tensor *x = arg_tensor_for(I, "cast", "x", a[0], at.dtype); /* cast(0.1, float64): exact */
     if (!x) return -1;
     int rc = run1(I, OP_CAST, x, &at, out);
     tensor_decref(x);
@@ -512,6 +567,7 @@ BUILTIN(bi_cast)
 /* reshape(x, shape): one -1 allowed */
 BUILTIN(bi_reshape)
 {
+    SHAPE_VARARGS(bi_reshape, 1);
     PARSE("reshape", "x, shape", 2);
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -521,6 +577,26 @@ BUILTIN(bi_reshape)
     tfe_tensor *x = arg_tensor(I, "reshape", "x", a[0]);
     if (!x) return -1;
     int rc = run1(I, OP_RESHAPE, x, &at, out);
+    tensor_decref(x);
+    return rc;
+}
+
+/* item(x): the one element of x as a number of x's dtype (NumPy's and
+ * PyTorch's x.item()); a reshape to (), so staged code reads no value. */
+BUILTIN(bi_item)
+{
+    PARSE("item", "x", 1);
+    tfe_tensor *x = arg_tensor(I, "item", "x", a[0]);
+    if (!x) return -1;
+    int64_t n = shape_numel(x->rank, x->shape);
+    int rc;
+    if (n != 1) {
+        rc = interp_raise(I, "item: the tensor must have exactly one element, it has %lld", (long long)n);
+    } else {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        rc = run1(I, OP_RESHAPE, x, &at, out);
+    }
     tensor_decref(x);
     return rc;
 }
@@ -543,6 +619,7 @@ BUILTIN(bi_flatten)
 /* transpose(x, perm=nil): nil reverses the axes */
 BUILTIN(bi_transpose)
 {
+    SHAPE_VARARGS(bi_transpose, 1);
     PARSE("transpose", "x, perm=", 2);
     tfe_tensor *x = arg_tensor(I, "transpose", "x", a[0]);
     if (!x) return -1;
@@ -827,10 +904,15 @@ BUILTIN(bi_binary)
     tfe_op op = OP_OF(data);
     const char *fn = tfe_ops[op].name;
     PARSE(fn, "a, b", 2);
-    tfe_tensor *x = arg_tensor(I, fn, "a", a[0]);
-    if (!x) return -1;
-    tfe_tensor *y = arg_tensor(I, fn, "b", a[1]);
-    if (!y) {
+    /* a float literal meets the other operand's dtype, as in a + b */
+    bool lit0 = a[0].kind == V_SCALAR && a[0].lit;
+    tfe_tensor *x = NULL, *y = NULL;
+    if (lit0 && !(y = arg_tensor(I, fn, "b", a[1]))) return -1;
+    if (!(x = arg_tensor_for(I, fn, "a", a[0], y ? y->dtype : TFE_FLOAT32))) {
+        if (y) tensor_decref(y);
+        return -1;
+    }
+    if (!y && !(y = arg_tensor_for(I, fn, "b", a[1], x->dtype))) {
         tensor_decref(x);
         return -1;
     }
@@ -857,8 +939,15 @@ static int run3(Interp *I, const char *fn, tfe_op op, const char *const names[3]
 {
     tfe_tensor *in[3] = {0};
     int rc = -1;
-    for (int i = 0; i < 3; i++)
+    /* float literals last: they meet the others' dtype (exact if float64) */
+    tfe_dtype dt = TFE_FLOAT32;
+    for (int i = 0; i < 3; i++) {
+        if (vals[i].kind == V_SCALAR && vals[i].lit) continue;
         if (!(in[i] = arg_tensor(I, fn, names[i], vals[i]))) goto done;
+        if (in[i]->dtype == TFE_FLOAT64) dt = TFE_FLOAT64;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!in[i] && !(in[i] = arg_tensor_for(I, fn, names[i], vals[i], dt))) goto done;
     tfe_attrs at;
     tfe_attrs_init(&at);
     rc = finish(I, tfe_call1(op, 3, in, &at), out);
@@ -1096,19 +1185,23 @@ static void put_scalar(char *dst, tfe_dtype dt, Value v)
 {
     bool f = dtype_is_float((tfe_dtype)v.dtype);
     switch (dt) {
-    case TFE_BOOL: *(uint8_t *)dst = f ? v.u.f != 0 : v.u.i != 0; break;
-    case TFE_INT32: *(int32_t *)dst = (int32_t)(f ? f2i(v.u.f) : v.u.i); break;
-    case TFE_INT64: *(int64_t *)dst = f ? f2i(v.u.f) : v.u.i; break;
+    case TFE_BOOL: *(uint8_t *)dst = f ? scalar_f(v) != 0 : v.u.i != 0; break;
+    case TFE_INT32: *(int32_t *)dst = (int32_t)(f ? f2i(scalar_f(v)) : v.u.i); break;
+    case TFE_INT64: *(int64_t *)dst = f ? f2i(scalar_f(v)) : v.u.i; break;
     case TFE_FLOAT32: *(float *)dst = f ? (float)v.u.f : (float)v.u.i; break;
-    case TFE_FLOAT64: *(double *)dst = f ? v.u.f : (double)v.u.i; break;
+    case TFE_FLOAT64: *(double *)dst = f ? v.u.f : (double)v.u.i; break; /* a literal's exact value */
     default: break; /* scalars are never float16/bfloat16 */
     }
 }
 
 /* Stacks numbers/bools/tensors of one shape along a new axis 0 (who names the
  * caller in messages: "[...]" or "tensor"). nested: tuple/list elements are
- * stacked first (tensor()). Returns a new, non-weak tensor or NULL (raised). */
-static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested)
+ * stacked first (tensor()). want: the dtype the caller casts the result to
+ * (TFE_BOOL: none); float64 makes a float32 stack float64 here, so float
+ * literals keep their exact values. Returns a new, non-weak tensor or NULL
+ * (raised). */
+static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested,
+                               tfe_dtype want)
 {
     if (n == 0) return tensor_zeros(TFE_FLOAT32, 1, (int64_t[]){0});
     tfe_tensor **ts = try_calloc((size_t)n, sizeof *ts);
@@ -1127,7 +1220,7 @@ static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *i
         int m;
         const Value *sub;
         if (nested && as_seq(v, &m, &sub)) {
-            if (!(ts[i] = build_stack(I, who, m, sub, true))) goto done;
+            if (!(ts[i] = build_stack(I, who, m, sub, true, want))) goto done;
         } else if (v.kind != V_SCALAR && v.kind != V_TENSOR) {
             const char *k = value_kind_name(v);
             interp_raise(I, "%s: element %d is %s %s, not a number; use a tuple (...) for mixed "
@@ -1153,6 +1246,7 @@ static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *i
         }
         dt = dtype_promote(dt, weak, edt, ew, &weak);
     }
+    if (want == TFE_FLOAT64 && dt == TFE_FLOAT32) dt = TFE_FLOAT64;
     if (all_scalars) {
         /* numbers only: a constant built directly, as value_to_tensor would */
         if (!(res = tensor_new(dt, 1, (int64_t[]){n}))) {
@@ -1200,7 +1294,7 @@ done:
 
 int tensor_literal(Interp *I, int n, const Value *items, Value *out)
 {
-    tfe_tensor *t = build_stack(I, "[...]", n, items, false);
+    tfe_tensor *t = build_stack(I, "[...]", n, items, false, TFE_BOOL);
     if (!t) return -1;
     *out = v_tensor_take(t);
     return 0;
@@ -1242,6 +1336,9 @@ typedef struct IndexPlan {
     int pos;                 /* its first axis in the sliced result */
     bool front;              /* NumPy: ints and the advanced index are not adjacent
                                 items, so the advanced result axes go first */
+    int nmulti;              /* integer-tensor indices (several: merge_advanced) */
+    tfe_tensor *multi[TFE_MAX_RANK]; /* each (new reference) */
+    int multi_pos[TFE_MAX_RANK];     /* its axis in the sliced result */
     int nnew;                /* nil items: size-1 axes inserted into the result */
     int newax[2 * TFE_MAX_RANK]; /* their positions among the basic result axes */
     bool new_after[2 * TFE_MAX_RANK]; /* placed after the advanced index */
@@ -1257,6 +1354,7 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
     pl->pos = 0;
     pl->front = false;
     pl->nnew = 0;
+    pl->nmulti = 0;
     int consumed = 0, ell = -1, first_adv = n, last_adv = -1, nadv = 0;
     for (int i = 0; i < n; i++) {
         const IndexItem *it = &items[i];
@@ -1272,12 +1370,21 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
             last_adv = i;
             nadv++;
         } else if (it->v.kind == V_TENSOR && (it->v.u.t->dtype == TFE_BOOL || dtype_is_int(it->v.u.t->dtype))) {
-            if (pl->adv) {
-                interp_raise(I, "index: only one integer-tensor or bool-mask index is supported");
+            bool mask = it->v.u.t->dtype == TFE_BOOL;
+            if (pl->adv && (mask || pl->mask)) {
+                interp_raise(I, "index: a bool mask cannot be combined with another integer-tensor or "
+                             "bool-mask index");
                 goto fail;
             }
+            if (!mask) pl->multi[pl->nmulti++] = value_to_tensor(it->v);
+            if (pl->adv) { /* several integer tensors: merged in tensor_index */
+                consumed++;
+                last_adv = i;
+                nadv++;
+                continue;
+            }
             pl->adv = value_to_tensor(it->v);
-            pl->mask = it->v.u.t->dtype == TFE_BOOL;
+            pl->mask = mask;
             if (pl->mask && pl->adv->rank == 0) {
                 interp_raise(I, "index: a 0-d bool index is not supported");
                 goto fail;
@@ -1361,10 +1468,11 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
             pl->trivial = false;
             axis++;
             dropped++;
-        } else { /* the advanced index: its axes stay whole here */
-            pl->pos = axis - dropped;
+        } else { /* an advanced index: its axes stay whole here */
+            if (!adv_in) pl->pos = axis - dropped;
             int m = pl->mask ? pl->adv->rank : 1;
-            adv_in = m;
+            if (!pl->mask) pl->multi_pos[adv_in] = axis - dropped;
+            adv_in += m;
             for (int j = 0; j < m; j++, axis++) {
                 sl[3 * axis] = 0;
                 sl[3 * axis + 1] = x->shape[axis];
@@ -1377,7 +1485,121 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
 fail:
     if (pl->adv) tensor_decref(pl->adv);
     pl->adv = NULL;
+    for (int i = 0; i < pl->nmulti; i++) tensor_decref(pl->multi[i]);
+    pl->nmulti = 0;
     return -1;
+}
+
+static tfe_tensor *transpose_by(tfe_tensor *x, const int64_t *perm);
+
+/* x[i, j, ...] with several integer-tensor indices, NumPy's way: they
+ * broadcast together and pick one element of their axes per position. The
+ * sliced r gets those axes next to each other (first when the advanced
+ * items are not adjacent, NumPy's rule) and merged into one; each index is
+ * checked and wrapped by a gather from arange(size), and the broadcast
+ * indices become one linear index into the merged axis, which replaces
+ * pl->adv, so the one-index path (a gather, with its scatter-add gradient)
+ * does the rest. Returns the new r (new reference) or NULL (tensor error). */
+static tfe_tensor *merge_advanced(tfe_tensor *r, IndexPlan *pl)
+{
+    int k = pl->nmulti, p = pl->front ? 0 : pl->multi_pos[0];
+    int64_t sizes[TFE_MAX_RANK], total = 1;
+    for (int j = 0; j < k; j++) total *= sizes[j] = r->shape[pl->multi_pos[j]];
+    tfe_tensor *t = r, *lin = NULL, *tmp;
+    tensor_incref(t);
+    if (pl->front) {
+        int64_t perm[TFE_MAX_RANK];
+        int m = 0;
+        for (int j = 0; j < k; j++) perm[m++] = pl->multi_pos[j];
+        for (int i = 0; i < r->rank; i++) {
+            bool adv = false;
+            for (int j = 0; j < k; j++) adv |= pl->multi_pos[j] == i;
+            if (!adv) perm[m++] = i;
+        }
+        tmp = transpose_by(t, perm);
+        tensor_decref(t);
+        if (!(t = tmp)) return NULL;
+    }
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    int m = 0;
+    for (int i = 0; i < p; i++) at.ints[m++] = t->shape[i];
+    at.ints[m++] = total;
+    for (int i = p + k; i < t->rank; i++) at.ints[m++] = t->shape[i];
+    at.nints = m;
+    tmp = tfe_call1(OP_RESHAPE, 1, &t, &at);
+    tensor_decref(t);
+    if (!(t = tmp)) return NULL;
+    int64_t stride = 1;
+    for (int j = k - 1; j >= 0; j--) {
+        tfe_attrs ar;
+        tfe_attrs_init(&ar);
+        ar.dtype = TFE_INT64;
+        ar.f[0] = 0;
+        ar.f[1] = (double)sizes[j];
+        ar.f[2] = 1;
+        /* arange(size) as shape (1, ..., 1, size) with size at the index's
+         * axis a, so the gather's range error names that axis, as x[:, i]'s */
+        int a = pl->multi_pos[j];
+        tfe_tensor *range = tfe_call1(OP_ARANGE, 0, NULL, &ar), *idx = NULL, *scaled = NULL;
+        if (range && a > 0) {
+            tfe_attrs ash;
+            tfe_attrs_init(&ash);
+            for (int i = 0; i < a; i++) ash.ints[i] = 1;
+            ash.ints[a] = sizes[j];
+            ash.nints = a + 1;
+            tmp = tfe_call1(OP_RESHAPE, 1, &range, &ash);
+            tensor_decref(range);
+            range = tmp;
+        }
+        if (range) {
+            tfe_attrs ag;
+            tfe_attrs_init(&ag);
+            ag.naxes = 1;
+            ag.axes[0] = a;
+            tfe_tensor *in[2] = {range, pl->multi[j]};
+            idx = tfe_call1(OP_GATHER, 2, in, &ag); /* checks the range, wraps negatives */
+            tensor_decref(range);
+        }
+        if (idx && a > 0) { /* the leading size-1 axes go */
+            tfe_attrs asq;
+            tfe_attrs_init(&asq);
+            for (int i = 0; i < a; i++) asq.axes[i] = i;
+            asq.naxes = a;
+            tmp = tfe_call1(OP_SQUEEZE, 1, &idx, &asq);
+            tensor_decref(idx);
+            idx = tmp;
+        }
+        if (idx && stride != 1) {
+            tfe_tensor *st = tensor_from_i64(stride, TFE_INT64);
+            if (st) {
+                st->weak = true;
+                scaled = tfe_binary(OP_MUL, idx, st);
+                tensor_decref(st);
+            }
+            tensor_decref(idx);
+        } else {
+            scaled = idx;
+        }
+        if (!scaled) goto fail;
+        if (lin) {
+            tmp = tfe_binary(OP_ADD, scaled, lin);
+            tensor_decref(scaled);
+            tensor_decref(lin);
+            if (!(lin = tmp)) goto fail;
+        } else {
+            lin = scaled;
+        }
+        stride *= sizes[j];
+    }
+    tensor_decref(pl->adv);
+    pl->adv = lin;
+    pl->pos = p;
+    return t;
+fail:
+    if (lin) tensor_decref(lin);
+    tensor_decref(t);
+    return NULL;
 }
 
 /* Checks that a bool mask matches the axes [pos, pos + rank) of r. */
@@ -1444,6 +1666,16 @@ int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
         interp_raise_tensor_error(I);
         goto done;
     }
+    if (pl.nmulti > 1) {
+        trace_shape_read(I, x); /* the merge reshapes by x's dims: traces specific to them */
+        tfe_tensor *g = merge_advanced(r, &pl);
+        if (!g) {
+            interp_raise_tensor_error(I);
+            goto done;
+        }
+        tensor_decref(r);
+        r = g;
+    }
     if (pl.adv) {
         tfe_tensor *g = NULL;
         if (pl.mask) {
@@ -1509,6 +1741,7 @@ int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
 done:
     if (r) tensor_decref(r);
     if (pl.adv) tensor_decref(pl.adv);
+    for (int i = 0; i < pl.nmulti; i++) tensor_decref(pl.multi[i]);
     tensor_decref(x);
     return rc;
 }
@@ -1546,6 +1779,11 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
         }
     }
     if (plan_index(I, x, n, items, &pl)) goto done;
+    if (pl.nmulti > 1) {
+        interp_raise(I, "index: assignment through several integer-tensor indices is not supported "
+                     "(index with one, or assign to a slice)");
+        goto done;
+    }
     if (!pl.adv) {
         tfe_tensor *in[2] = {x, vt};
         if (!(res = tfe_call1(OP_SET_SLICE, 2, in, &pl.at))) interp_raise_tensor_error(I);
@@ -1613,6 +1851,7 @@ done:
     if (upd) tensor_decref(upd);
     if (region) tensor_decref(region);
     if (pl.adv) tensor_decref(pl.adv);
+    for (int i = 0; i < pl.nmulti; i++) tensor_decref(pl.multi[i]);
     tensor_decref(vt);
     return rc;
 }
@@ -1709,6 +1948,7 @@ void builtins_tensor_register(Interp *I)
         {"avg_pool2d", bi_pool, OP_AVG_POOL2D, 0},
         {"dropout", bi_dropout, 0, 0},
         {"stop_gradient", bi_stop_gradient, 0, 0},
+        {"item", bi_item, 0, 0},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         interp_define_builtin_flags(I, table[i].name, table[i].fn, (void *)table[i].data, table[i].flags,

@@ -6,12 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include "interp/help.h"
 #include "interp/internal.h"
 #include "tensor/ops.h"
 #include "stage/check.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 
@@ -20,6 +23,8 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out);
 static int exec(Interp *I, Node *n, Env *env);
 static int exec_stmts(Interp *I, NodeList *l, Env *env, Program *prog);
 static int exec_block(Interp *I, Node *b, Env *env);
+static int bind_pattern(Interp *I, Node *p, Value v, Env *env);
+static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc);
 static inline __attribute__((always_inline)) int exec_stmts_body(Interp *I, NodeList *l, Env *env, Program *prog);
 
 static inline Env *env_up(Env *e, int depth)
@@ -197,7 +202,16 @@ static bool is_numeric(Value v)
 
 static int tensor_binop(Interp *I, tfe_op op, Value a, Value b, Loc loc, Value *out)
 {
-    tfe_tensor *ta = value_to_tensor(a), *tb = value_to_tensor(b);
+    /* a float literal meets the other operand's dtype (exact in a float64
+     * op); it makes no graph node, so boxing it second keeps node order */
+    tfe_tensor *ta, *tb;
+    if (a.kind == V_SCALAR && a.lit) {
+        tb = value_to_tensor(b);
+        ta = value_to_tensor_for(a, tb ? tb->dtype : TFE_FLOAT32);
+    } else {
+        ta = value_to_tensor(a);
+        tb = value_to_tensor_for(b, ta ? ta->dtype : TFE_FLOAT32);
+    }
     tfe_tensor *r = (ta && tb) ? tfe_binary(op, ta, tb) : NULL;
     if (ta) tensor_decref(ta);
     if (tb) tensor_decref(tb);
@@ -275,7 +289,7 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
 int value_truth(Interp *I, Value v, Loc loc, bool *out)
 {
     if (__builtin_expect(v.kind == V_SCALAR, 1)) {
-        *out = dtype_is_float((tfe_dtype)v.dtype) ? v.u.f != 0 : v.u.i != 0;
+        *out = dtype_is_float((tfe_dtype)v.dtype) ? scalar_f(v) != 0 : v.u.i != 0;
         return 0;
     }
     if (v.kind == V_TENSOR && tensor_numel(v.u.t) == 1) {
@@ -328,7 +342,7 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
         }
         Value d;
         if (eval(I, info->defaults[i], e, &d)) { rc = -1; break; }
-        e->slots[i] = d;
+        e->slots[i] = value_unlit(d);
     }
     if (!rc) {
         if (__builtin_expect(I->tracer != NULL, 0)) {
@@ -389,7 +403,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
     int rc = 0;
     for (int i = 0; i < argc; i++) {
         value_incref(argv[i]);
-        e->slots[i] = argv[i];
+        e->slots[i] = value_unlit(argv[i]);
         set[i] = true;
     }
     for (int k = 0; k < nkw && !rc; k++) {
@@ -402,7 +416,7 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
             rc = interp_raise(I, "%s() got multiple values for argument '%s'", name, kwnames[k]->s);
         else {
             value_incref(kwvals[k]);
-            e->slots[j] = kwvals[k];
+            e->slots[j] = value_unlit(kwvals[k]);
             set[j] = true;
         }
     }
@@ -410,6 +424,14 @@ static int call_closure(Interp *I, Closure *c, int argc, const Value *argv, int 
     if (set != setbuf) free(set);
     env_decref(e);
     return rc;
+}
+
+/* A @host function's result is rounded to float32 if it is a float literal,
+ * as a graph's host node gives it (a tensor). */
+static inline void host_result(const Closure *c, Value *out)
+{
+    if (__builtin_expect(out->lit, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
+        *out = value_unlit(*out);
 }
 
 int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
@@ -422,7 +444,9 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
         if (__builtin_expect(I->check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
-        return call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
+        int rc = call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
+        if (!rc) host_result(c, out);
+        return rc;
     }
     if (f.kind == V_BUILTIN) {
         Builtin *b = (Builtin *)f.u.o;
@@ -460,6 +484,21 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (rc && !I->has_error) interp_raise(I, "%s() failed", b->name);
         return rc ? -1 : 0;
     }
+    if (f.kind == V_RECORD) {
+        /* a record with a `call` field is callable: model(x) is model.call(x)
+         * (the stdlib's layers and models); one level, so a record whose call
+         * is a record is not called round and round */
+        Value *c = record_get((Record *)f.u.o, "call", 4);
+        if (c && (c->kind == V_FN || c->kind == V_BUILTIN)) {
+            Value cv = *c; /* held: the call may replace the field */
+            value_incref(cv);
+            int rc = call_value(I, cv, argc, argv, nkw, kwnames, kwvals, out);
+            value_decref(cv);
+            return rc;
+        }
+        return interp_raise(I, "cannot call a record %s (a record is callable when its 'call' field is a function)",
+                            c ? "whose 'call' field is not a function" : "without a 'call' field");
+    }
     return interp_raise(I, "cannot call a value of type %s", value_kind_name(f));
 }
 
@@ -484,12 +523,15 @@ static int call_direct(Interp *I, Node *n, Env *env, Closure *c, Value *out)
         e = env_new(I, info->nslots, c->env);
     }
     int rc = 0;
-    for (int i = 0; i < n->list.n; i++)
+    for (int i = 0; i < n->list.n; i++) {
         if (eval_fast(I, n->list.items[i], env, &e->slots[i])) { rc = -1; break; }
+        if (__builtin_expect(e->slots[i].lit, 0)) e->slots[i] = value_unlit(e->slots[i]);
+    }
     if (!rc) {
         I->cur_loc = n->a->loc;
         if (tfe_interrupted && poll_interrupt(I, I->cur_loc)) rc = -1;
         else rc = run_closure(I, c, e, NULL, n->a->loc, out);
+        if (!rc) host_result(c, out);
     }
     if (e == &stack_env) {
         for (int i = 0; i < e->nslots; i++) value_decref(e->slots[i]);
@@ -720,14 +762,20 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     case V_RECORD: case V_MODULE: {
         Value *v = record_get((Record *)base.u.o, name, strlen(name));
         if (v) { value_incref(*v); *out = *v; return 0; }
+        Suggest sg;
+        char hint[160];
+        suggest_init(&sg, name);
+        for (int i = 0; i < ((Record *)base.u.o)->n; i++) suggest_add(&sg, ((Record *)base.u.o)->keys[i]->s);
         if (base.kind == V_MODULE)
-            return raise_at(I, loc, "module '%s' has no field '%s'", ((Record *)base.u.o)->module_name, name);
-        return raise_at(I, loc, "record has no field '%s'", name);
+            return raise_at(I, loc, "module '%s' has no field '%s'%s", ((Record *)base.u.o)->module_name, name,
+                            suggest_text(&sg, hint, sizeof hint));
+        return raise_at(I, loc, "record has no field '%s'%s", name, suggest_text(&sg, hint, sizeof hint));
     }
     case V_SCALAR: case V_TENSOR: {
         Loc saved = I->cur_loc;
         I->cur_loc = loc;
         rc = tensor_getattr(I, base, name, out);
+        if (rc == 1) rc = tensor_method(I, base, name, out);
         I->cur_loc = saved;
         break;
     }
@@ -747,8 +795,79 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
     }
     default: break;
     }
-    if (rc == 1) return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    if (rc == 1) {
+        const char *near = NULL;
+        if (base.kind == V_SCALAR || base.kind == V_TENSOR ||
+            (base.kind == V_OBJECT && !strcmp(((Object *)base.u.o)->cls->name, "variable")))
+            near = tensor_attr_suggest(name);
+        if (near)
+            return raise_at(I, loc, "%s has no field '%s' (did you mean '%s'?)", value_kind_name(base), name, near);
+        return raise_at(I, loc, "%s has no field '%s'", value_kind_name(base), name);
+    }
     return rc;
+}
+
+/* --- names of functions stored in records --------------------------------------- */
+
+/* Tracebacks name a function by where it is stored, as params() names
+ * variables: an anonymous function in field f of a record whose `kind` is K
+ * is "K.f" (a dense layer's call is "dense.call"); a layer (a record with a
+ * `call` function) stored in field p of a record, alone or as element i of a
+ * tuple or list there, has its call named "p (K)" or "p.i (K)" (the layers
+ * of nn.sequential: "layers.0 (dense)"). Functions declared with a name keep
+ * it. The names are the interpreter's (frames and graphs point at them). */
+static const char *fn_name_intern(Interp *I, const char *s)
+{
+    for (int i = I->n_fn_names - 1; i >= 0; i--)
+        if (!strcmp(I->fn_names[i], s)) return I->fn_names[i];
+    I->fn_names = xrealloc(I->fn_names, sizeof(char *) * (size_t)(I->n_fn_names + 1));
+    return I->fn_names[I->n_fn_names++] = xstrdup(s);
+}
+
+static const char *record_kind(Record *r)
+{
+    Value *k = record_get(r, "kind", 4);
+    return k && k->kind == V_STR ? ((Str *)k->u.o)->s : NULL;
+}
+
+static void name_fn(Interp *I, Value f, const char *name)
+{
+    if (f.kind != V_FN) return;
+    Closure *c = (Closure *)f.u.o;
+    if (!c->fn->str && strcmp(c->name, name)) c->name = fn_name_intern(I, name);
+}
+
+static void name_layer(Interp *I, Value v, const char *path)
+{
+    if (v.kind != V_RECORD) return;
+    Value *call = record_get((Record *)v.u.o, "call", 4);
+    if (!call) return;
+    const char *k = record_kind((Record *)v.u.o);
+    char buf[160];
+    if (k) snprintf(buf, sizeof buf, "%s (%s)", path, k);
+    else snprintf(buf, sizeof buf, "%s", path);
+    name_fn(I, *call, buf);
+}
+
+static void name_stored(Interp *I, Record *r, const char *field, Value v)
+{
+    char buf[160];
+    if (v.kind == V_FN) {
+        const char *k = record_kind(r);
+        if (k) snprintf(buf, sizeof buf, "%s.%s", k, field);
+        else snprintf(buf, sizeof buf, "%s", field);
+        name_fn(I, v, buf);
+    } else if (v.kind == V_RECORD) {
+        name_layer(I, v, field);
+    } else if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n && i < 1000; i++) {
+            if (q->items[i].kind != V_RECORD && q->items[i].kind != V_FN) continue;
+            snprintf(buf, sizeof buf, "%s.%d", field, i);
+            if (q->items[i].kind == V_FN) name_fn(I, q->items[i], buf);
+            else name_layer(I, q->items[i], buf);
+        }
+    }
 }
 
 /* --- literals ------------------------------------------------------------------------ */
@@ -817,6 +936,177 @@ static __attribute__((noinline)) int eval_array(Interp *I, Node *n, Env *env, Va
     return rc;
 }
 
+/* --- conditional expressions, comprehensions, f-strings ---------------------------- */
+
+/* a if c else b. n->a is the if statement it stands for (parser/grammar.y):
+ * with a traced tensor condition it is traced as exactly that statement (a
+ * cond node, or the same located error), and the value is read from the
+ * hidden slot its branches assign; otherwise only the chosen branch runs. */
+static __attribute__((noinline)) int eval_ifexpr(Interp *I, Node *n, Env *env, Value *out)
+{
+    Node *s = n->a;
+    Value c;
+    if (eval(I, s->a, env, &c)) return -1;
+    if (__builtin_expect(I->tracer != NULL, 0) && trace_recording(I) && c.kind == V_TENSOR && c.u.t->node &&
+        tensor_numel(c.u.t) == 1) {
+        int xs = XS_OK;
+        int rc = trace_cond(I, s, env, c, NULL, 0, &xs);
+        value_decref(c);
+        if (rc || xs == XS_ERR) return -1;
+        Value *slot = &env->slots[n->slot];
+        *out = *slot;
+        *slot = v_nil();
+        return 0;
+    }
+    bool t = false;
+    int rc = value_truth(I, c, s->a->loc, &t);
+    value_decref(c);
+    if (rc) return -1;
+    return eval(I, (t ? s->b : s->c)->list.items[0]->b, env, out);
+}
+
+int iter_item(Interp *I, Value it, int64_t i, Loc loc, Value *x)
+{
+    switch ((ValueKind)it.kind) {
+    case V_RANGE:
+        if ((uint64_t)i >= range_count((Range *)it.u.o)) return 1;
+        *x = v_int(range_at((Range *)it.u.o, i));
+        return 0;
+    case V_TUPLE: case V_LIST: {
+        Seq *s = (Seq *)it.u.o;
+        if (i >= s->n) return 1;
+        *x = s->items[i];
+        value_incref(*x);
+        return 0;
+    }
+    case V_RECORD: case V_MODULE: {
+        Record *r = (Record *)it.u.o;
+        if (i >= r->n) return 1;
+        *x = v_str(r->keys[i]->s, r->keys[i]->len);
+        return 0;
+    }
+    case V_STR: {
+        Str *s = (Str *)it.u.o;
+        if (i >= (int64_t)s->len) return 1;
+        *x = v_str(s->s + i, 1);
+        return 0;
+    }
+    case V_TENSOR: {
+        if (it.u.t->rank == 0) return raise_at(I, loc, "cannot iterate over a 0-d tensor");
+        if (i >= it.u.t->shape[0]) return 1;
+        IndexItem ix = { .kind = IX_VALUE, .v = v_int(i) };
+        Loc saved = I->cur_loc;
+        I->cur_loc = loc;
+        int rc = tensor_index(I, it, 1, &ix, x);
+        I->cur_loc = saved;
+        return rc ? -1 : 0;
+    }
+    default:
+        return raise_at(I, loc, "cannot iterate over a value of type %s", value_kind_name(it));
+    }
+}
+
+/* The clauses k.. of a comprehension, then its element, into acc. */
+static int comp_run(Interp *I, Node *n, int k, Env *env, Seq *acc)
+{
+    if (k == n->list.n) {
+        Value v;
+        if (eval(I, n->a, env, &v)) return -1;
+        seq_push_take(acc, v);
+        return 0;
+    }
+    Node *c = n->list.items[k];
+    if (c->kind == N_IF) {
+        Value v;
+        bool t = false;
+        if (eval(I, c->a, env, &v)) return -1;
+        int rc = value_truth(I, v, c->a->loc, &t);
+        value_decref(v);
+        if (rc) return -1;
+        return t ? comp_run(I, n, k + 1, env, acc) : 0;
+    }
+    Value it;
+    if (eval(I, c->b, env, &it)) return -1;
+    int rc = 0;
+    for (int64_t i = 0;; i++) {
+        Value x;
+        int r = iter_item(I, it, i, c->b->loc, &x);
+        if (r == 1) break;
+        if (r < 0) { rc = -1; break; }
+        r = bind_pattern(I, c->a, x, env);
+        value_decref(x);
+        if (r || comp_run(I, n, k + 1, env, acc)) { rc = -1; break; }
+        if (tfe_interrupted && poll_interrupt(I, c->loc)) { rc = -1; break; }
+    }
+    value_decref(it);
+    return rc;
+}
+
+/* [e for x in xs if c]: the tensor literal of the elements, as if they were
+ * written out ([e1, e2, ...]); see docs/language.md. */
+static __attribute__((noinline)) int eval_comp(Interp *I, Node *n, Env *env, Value *out)
+{
+    Seq *acc = seq_new(0);
+    acc->h.kind = V_LIST;
+    Value held = v_obj(V_LIST, acc);
+    int rc = comp_run(I, n, 0, env, acc);
+    for (int i = 0; !rc && i < acc->n; i++) {
+        Value v = acc->items[i];
+        if (is_numeric(v) || v.kind == V_TUPLE || v.kind == V_LIST) continue; /* the literal's own errors */
+        rc = raise_at(I, n->loc, "[e for ...] makes a tensor, but element %d is %s %s; collect other values "
+                      "in a list with a loop (ys.push(e))", i, strchr("aeiou", value_kind_name(v)[0]) ? "an" : "a",
+                      value_kind_name(v));
+    }
+    if (!rc) {
+        Loc saved = I->cur_loc;
+        I->cur_loc = n->loc;
+        rc = tensor_literal(I, acc->n, acc->items, out);
+        I->cur_loc = saved;
+    }
+    value_decref(held);
+    return rc;
+}
+
+/* f"...": the pieces, each field formatted by format() (interp/format.c)
+ * with its own format string, so that an error names the field. */
+static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, Value *out)
+{
+    Buf b = {0};
+    for (int i = 0; i < n->list.n; i++) {
+        Node *p = n->list.items[i];
+        if (p->kind == N_STR) {
+            buf_add(&b, p->str, p->slen);
+            continue;
+        }
+        int argc = 1 + p->list.n;
+        Value buf[8];
+        Value *argv = argc <= 8 ? buf : xmalloc(sizeof(Value) * (size_t)argc);
+        int done = 0, rc = 0;
+        if (eval(I, p->a, env, &argv[0])) rc = -1;
+        else done = 1;
+        for (; !rc && done < argc; done++)
+            if (eval(I, p->list.items[done - 1], env, &argv[done])) rc = -1;
+        char *err = NULL, *s = NULL;
+        if (!rc) {
+            s = format_values(p->str, strlen(p->str), argc, argv, &err);
+            if (!s) {
+                const char *m = err ? err : "format: failed";
+                if (strncmp(m, "format: ", 8) == 0) m += 8;
+                rc = raise_at(I, p->opl, "f-string: %s", m);
+                free(err);
+            }
+        }
+        for (int k = 0; k < done; k++) value_decref(argv[k]);
+        if (argv != buf) free(argv);
+        if (rc) { free(b.s); return -1; }
+        buf_puts(&b, s);
+        free(s);
+    }
+    *out = v_str(b.s ? b.s : "", b.len);
+    free(b.s);
+    return 0;
+}
+
 /* --- expressions ------------------------------------------------------------------- */
 
 static int eval_other(Interp *I, Node *n, Env *env, Value *out);
@@ -838,7 +1128,7 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
             value_incref(v);
         }
     }
-    if (is_undefined(v)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+    if (is_undefined(v)) return raise_undefined(I, n->loc, n->str, NULL);
     *out = v;
     return 0;
 }
@@ -852,7 +1142,7 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
     case N_NAME: {
         if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
-        if (__builtin_expect(is_undefined(v), 0)) return raise_at(I, n->loc, "undefined name '%s'", n->str);
+        if (__builtin_expect(is_undefined(v), 0)) return raise_undefined(I, n->loc, n->str, NULL);
         value_incref(v);
         *out = v;
         return 0;
@@ -885,6 +1175,10 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     case N_FLOAT:
         *out = v_float(n->fval, TFE_FLOAT32);
         out->weak = true;
+        if (out->u.f != n->fval) { /* not exact in float32: kept until it meets a dtype */
+            out->u.f = n->fval;
+            out->lit = true;
+        }
         return 0;
     case N_STR: *out = v_str(n->str, n->slen); return 0;
     case N_TRUE: *out = v_bool(true); return 0;
@@ -948,6 +1242,7 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
             Node *f = n->list.items[i];
             Value v;
             if (eval(I, f->a, env, &v)) { value_decref(v_obj(V_RECORD, r)); return -1; }
+            if (v.kind >= V_TUPLE) name_stored(I, r, f->str, v);
             record_set_take(r, f->str, strlen(f->str), v);
         }
         *out = v_obj(V_RECORD, r);
@@ -955,6 +1250,12 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
     }
     case N_FN:
         return make_closure(I, n, env, out);
+    case N_IFEXPR:
+        return eval_ifexpr(I, n, env, out);
+    case N_COMP:
+        return eval_comp(I, n, env, out);
+    case N_FSTRING:
+        return eval_fstring(I, n, env, out);
     default:
         return raise_at(I, n->loc, "internal error: node kind %d is not an expression", (int)n->kind);
     }
@@ -1005,7 +1306,10 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         if (base.kind == V_RECORD && I->tracer && trace_check_mutation(I, ((Record *)base.u.o)->trace_id, t->opl)) {
             value_decref(v);
             rc = -1;
-        } else if (base.kind == V_RECORD) record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+        } else if (base.kind == V_RECORD) {
+            if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
+            record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+        }
         else {
             value_decref(v);
             rc = raise_at(I, t->opl, "cannot set field '%s' of a value of type %s", t->str, value_kind_name(base));
@@ -1064,6 +1368,24 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
         free_index_items(items, k);
         free(items);
         value_decref(base);
+        return rc;
+    }
+    case N_TUPLE: {
+        /* a, b = v: v (already evaluated in full) is unpacked into the
+         * targets, left to right */
+        Seq *s = seq_as(v);
+        int rc = 0;
+        if (!s)
+            rc = raise_at(I, t->loc, "cannot unpack a value of type %s into %d targets (a tuple or list is needed)",
+                          value_kind_name(v), t->list.n);
+        else if (s->n != t->list.n)
+            rc = raise_at(I, t->loc, "cannot unpack a %s of %d value%s into %d targets", value_kind_name(v), s->n,
+                          s->n == 1 ? "" : "s", t->list.n);
+        for (int i = 0; !rc && i < s->n; i++) {
+            value_incref(s->items[i]);
+            rc = assign_to(I, t->list.items[i], s->items[i], env, loc);
+        }
+        value_decref(v);
         return rc;
     }
     default:
@@ -1453,7 +1775,7 @@ int eval_program(Interp *I, Program *p, bool echo)
             if (eval(I, l->items[l->n - 1]->a, I->globals, &v)) r = XS_ERR;
             else {
                 if (v.kind != V_NIL) {
-                    char *s = value_repr(v);
+                    char *s = value_echo_repr(v);
                     printf("%s\n", s);
                     free(s);
                 }
@@ -1498,11 +1820,12 @@ static bool file_exists(const char *p)
     return true;
 }
 
-/* import nn: the stdlib (next to the binary in a build tree, else the
- * installed one), the script's folder, then each folder of TFE_PATH. */
-static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+/* The folders import searches, in order: the stdlib (next to the binary
+ * in a build tree, else the installed one), the script's folder, then each
+ * folder of TFE_PATH. Fills dirs (the caller frees each); returns how many.
+ * data_dir() (builtins_io.c) finds the bundled data sets from them. */
+int module_search_dirs(Interp *I, char **dirs, int cap)
 {
-    char *dirs[64];
     int nd = 0;
     char *ed = exe_dir();
     if (ed) {
@@ -1515,10 +1838,18 @@ static char *find_module(Interp *I, const char *name, char *searched, size_t cap
     const char *tp = getenv("TFE_PATH");
     if (tp && *tp) {
         char *copy = xstrdup(tp), *save = NULL;
-        for (char *tok = strtok_r(copy, ":", &save); tok && nd < 63; tok = strtok_r(NULL, ":", &save))
+        for (char *tok = strtok_r(copy, ":", &save); tok && nd < cap; tok = strtok_r(NULL, ":", &save))
             dirs[nd++] = xstrdup(tok);
         free(copy);
     }
+    return nd;
+}
+
+/* import nn: the first of module_search_dirs holding nn.tfe. */
+static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+{
+    char *dirs[64];
+    int nd = module_search_dirs(I, dirs, 63);
     char *found = NULL;
     searched[0] = 0;
     for (int i = 0; i < nd; i++) {
@@ -1534,6 +1865,16 @@ static char *find_module(Interp *I, const char *name, char *searched, size_t cap
     return found;
 }
 
+/* "mtime size" of a file, to tell an edited module from the one imported
+ * (nanoseconds and the size: two edits within a second differ too). */
+static void file_stamp(const char *path, char *buf, size_t n)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) snprintf(buf, n, "?");
+    else snprintf(buf, n, "%lld.%09ld %lld", (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
+                  (long long)st.st_size);
+}
+
 int import_module(Interp *I, Node *n, Value *out)
 {
     char *path = NULL;
@@ -1544,11 +1885,26 @@ int import_module(Interp *I, Node *n, Value *out)
     } else {
         char searched[2048];
         path = find_module(I, n->str, searched, sizeof searched);
-        if (!path) return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+        if (!path) {
+            static const char *const python[] = { "numpy", "torch", "tensorflow", "jax", "math", "random", NULL };
+            for (int i = 0; python[i]; i++)
+                if (strcmp(n->str, python[i]) == 0)
+                    return raise_at(I, n->loc, "module '%s' not found: tfe needs no Python modules (tensors, their "
+                                    "ops and random numbers are built in, e.g. zeros((2, 3)), matmul(a, b), "
+                                    "randn((3,)); docs/reference.md lists them)", n->str);
+            return raise_at(I, n->loc, "module '%s' not found (searched: %s)", n->str, searched);
+        }
     }
     char *real = realpath(path, NULL);
     const char *key = real ? real : path;
     Value *cached = record_get(I->modules, key, strlen(key));
+    char stamp[96];
+    if (cached && cached->kind == V_MODULE && I->repl) {
+        /* in the REPL, a module whose file was edited since is imported again */
+        Value *old = record_get(I->module_stamps, key, strlen(key));
+        file_stamp(key, stamp, sizeof stamp);
+        if (old && old->kind == V_STR && strcmp(((Str *)old->u.o)->s, stamp) != 0) cached = NULL;
+    }
     if (cached && (cached->kind == V_NIL || cached->kind == V_MODULE)) {
         /* nil marks a module whose import is still running */
         int rc = 0;
@@ -1609,6 +1965,8 @@ int import_module(Interp *I, Node *n, Value *out)
     if (mod) {
         value_incref(v_obj(V_MODULE, mod));
         record_set_take(I->modules, key, strlen(key), v_obj(V_MODULE, mod));
+        file_stamp(key, stamp, sizeof stamp);
+        record_set_take(I->module_stamps, key, strlen(key), v_cstr(stamp));
         *out = v_obj(V_MODULE, mod);
     } else {
         /* forget the failed import so a corrected module can be imported again */

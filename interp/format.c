@@ -500,7 +500,7 @@ static int format_value(Fmt *F, Buf *b, Value v, char conv, const char *spec, si
         Spec sp;
         if (dtype_is_float(num.dtype)) {
             if (parse_spec(F, spec, slen, K_FLOAT, &sp) < 0) return -1;
-            return format_float(F, b, &sp, num.u.f, num.dtype);
+            return format_float(F, b, &sp, scalar_f(num), num.dtype);
         }
         if (parse_spec(F, spec, slen, K_INT, &sp) < 0) return -1;
         return format_int(F, b, &sp, num.u.i);

@@ -92,12 +92,18 @@ struct Interp {
     int nbuiltins, cap_builtins;
     Program *programs;      /* every program run (kept for closures) */
     Record *modules;        /* cache: resolved path -> V_MODULE */
+    Record *module_stamps;  /* resolved path -> "mtime size" of the file imported:
+                               the REPL imports a changed file again (eval.c) */
     char *script_dir;       /* folder of the main script (imports) */
     TrackLink tracked;      /* sentinel of the cycle list */
 
     /* the call stack (tracebacks) */
     Frame *frames;
     int nframes, cap_frames;
+    /* names given to functions stored in records (eval.c, name_stored):
+     * frames and graphs point at them, so they live as long as I */
+    char **fn_names;
+    int n_fn_names;
 
     /* the error being raised */
     bool has_error;
@@ -166,6 +172,15 @@ int resolve_program(Interp *I, Node *prog, bool repl);
 int global_slot(Interp *I, const char *name, bool create);
 int builtin_index(Interp *I, const char *name); /* -1 if none */
 Scope *global_scope_new(void);
+/* "undefined name 'x'" with a hint for Python's spellings (True, None) or
+ * the nearest name in scope (a Scope *, NULL: the globals) or builtin. */
+int raise_undefined(Interp *I, Loc loc, const char *name, void *scope);
+/* "did you mean": the nearest candidate by edit distance, if near enough */
+typedef struct Suggest { const char *name, *best; int dist, max; } Suggest;
+void suggest_init(Suggest *sg, const char *name);
+void suggest_add(Suggest *sg, const char *cand);
+void suggest_builtins(Interp *I, Suggest *sg);
+const char *suggest_text(const Suggest *sg, char *buf, size_t n);
 void global_scope_free(Scope *s);
 
 /* eval.c */
@@ -174,6 +189,11 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out);
 int value_truth(Interp *I, Value v, Loc loc, bool *out);
 int import_module(Interp *I, Node *n, Value *out);
+int module_search_dirs(Interp *I, char **dirs, int cap); /* import's folders, in order */
+/* The i-th item of an iterable as 'for' walks it (tensors along axis 0,
+ * tuples, lists, ranges, record keys, one-byte strings): 0 with *x set,
+ * 1 past the end, -1 after an error located at loc. */
+int iter_item(Interp *I, Value it, int64_t i, Loc loc, Value *x);
 /* for the tracer (stage/trace.c, stage/trace_cf.c, stage/staged.c): a
  * closure's body in its Env (arguments in place, frame pushed); a block or an
  * elif N_IF; statements l[k..]; an expression */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config.h"
+#include "interp/help.h"
 #include "interp/internal.h"
 #include "stage/staged.h"
 #include "util/xalloc.h"
@@ -15,6 +16,7 @@ void tfe_gpu_register(void); /* gpu/backend.c: the CUDA backend plugs into tenso
 void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
+void builtins_random_register(Interp *I);
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -27,6 +29,7 @@ Interp *interp_new(const InterpOptions *opt)
     I->global_scope = global_scope_new();
     I->globals = env_new(I, 0, NULL);
     I->modules = record_new();
+    I->module_stamps = record_new();
     I->retval = v_nil();
 #ifdef HAVE_CUDA
     tfe_gpu_register();
@@ -35,13 +38,16 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_io_register(I);
     builtins_device_register(I);
     builtins_autodiff_register(I);
+    builtins_random_register(I);
     builtins_ckpt_register(I);
     builtins_tensor_register(I);
     builtins_lib_register(I);
+    builtins_linalg_register(I);
     stage_builtins_register(I);
     builtins_progress_register(I);
     builtins_plot_register(I);
     builtins_imshow_register(I);
+    builtins_help_register(I);
     return I;
 }
 
@@ -51,6 +57,7 @@ void interp_free(Interp *I)
     tracked_clear_all(I);
     env_decref(I->globals);
     value_decref(v_obj(V_RECORD, I->modules));
+    value_decref(v_obj(V_RECORD, I->module_stamps));
     for (int i = 0; i < I->nbuiltins; i++) {
         free(I->builtin_names[i]);
         value_decref(I->builtin_vals[i]);
@@ -65,6 +72,8 @@ void interp_free(Interp *I)
     }
     free(I->frames);
     free(I->script_dir);
+    for (int i = 0; i < I->n_fn_names; i++) free(I->fn_names[i]);
+    free(I->fn_names);
     error_clear(I);
     if (tfe_current_interp == I) {
         tfe_current_interp = NULL;
@@ -125,10 +134,12 @@ int interp_run_file(Interp *I, const char *path)
     return rc;
 }
 
-int interp_run_repl_entry(Interp *I, const char *text, size_t len)
+int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len)
 {
     I->repl = true;
-    Source *src = source_new("<repl>", text, len);
+    char name[32];
+    snprintf(name, sizeof name, "<repl:%d>", number);
+    Source *src = source_new(name, text, len);
     int rc = run_text(I, src, true);
     source_decref(src);
     return rc;
@@ -143,18 +154,39 @@ void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, vo
 {
     const char *dot = strrchr(prefix, '.');
     if (dot) {
-        /* fields of a global record or module: "model.la" -> "model.layers" */
+        /* fields of a record or module ("model.la" -> "model.layers", also
+         * "a.b.c"), the attributes of a tensor or variable ("x.sh" -> "x.shape") */
         char base[256];
         size_t bl = (size_t)(dot - prefix);
         if (bl >= sizeof base) return;
         memcpy(base, prefix, bl);
         base[bl] = 0;
-        int slot = global_slot(I, base, false);
-        if (slot < 0 || slot >= I->globals->nslots) return;
-        Value v = I->globals->slots[slot];
+        Value v;
+        if (!help_lookup_value(I, base, &v)) return;
+        size_t pl = strlen(dot + 1);
+        const char *const *names = NULL;
+        if (v.kind == V_SCALAR || v.kind == V_TENSOR ||
+            (v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor)) {
+            names = interp_tensor_attr_names();
+            if (v.kind == V_OBJECT) {
+                /* a variable: its own fields, then its value's */
+                static const char *const var_names[] = {"value", "name", "trainable", "assign",
+                                                        "assign_add", "assign_sub", NULL};
+                for (int i = 0; var_names[i]; i++)
+                    if (strncmp(var_names[i], dot + 1, pl) == 0) {
+                        char *full;
+                        if (asprintf(&full, "%s.%s", base, var_names[i]) >= 0) { add(full, ctx); free(full); }
+                    }
+            }
+            for (int i = 0; names[i]; i++)
+                if (strncmp(names[i], dot + 1, pl) == 0) {
+                    char *full;
+                    if (asprintf(&full, "%s.%s", base, names[i]) >= 0) { add(full, ctx); free(full); }
+                }
+            return;
+        }
         if (v.kind != V_RECORD && v.kind != V_MODULE) return;
         Record *r = (Record *)v.u.o;
-        size_t pl = strlen(dot + 1);
         for (int i = 0; i < r->n; i++)
             if (strncmp(r->keys[i]->s, dot + 1, pl) == 0) {
                 char *full;
@@ -170,4 +202,39 @@ void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, vo
         if (strncmp(I->builtin_names[i], prefix, pl) == 0) add(I->builtin_names[i], ctx);
     for (int i = 0; keywords[i]; i++)
         if (strncmp(keywords[i], prefix, pl) == 0) add(keywords[i], ctx);
+}
+
+char *interp_reload_code(Interp *I, const char *name)
+{
+    Value v;
+    if (!*name) {
+        printf(":reload needs the name a module is bound to (:reload mymod)\n");
+        return NULL;
+    }
+    if (!help_lookup_value(I, name, &v) || v.kind != V_MODULE || strchr(name, '.')) {
+        printf("no module is bound to '%s' (import it first)\n", name);
+        return NULL;
+    }
+    /* forget the cached module (its key is the file's real path), as a
+     * failed import is forgotten, then import that file again */
+    for (int i = 0; i < I->modules->n; i++) {
+        Value *m = &I->modules->vals[i];
+        if (m->kind != V_MODULE || m->u.o != v.u.o) continue;
+        const char *path = I->modules->keys[i]->s;
+        size_t cap = 2 * strlen(path) + strlen(name) + 32, n = 0;
+        char *code = xmalloc(cap);
+        n += (size_t)snprintf(code, cap, "import \"");
+        for (const char *p = path; *p; p++) {
+            if (*p == '"' || *p == '\\') code[n++] = '\\';
+            code[n++] = *p;
+        }
+        snprintf(code + n, cap - n, "\" as %s", name);
+        value_decref(*m);
+        m->kind = V_SCALAR;
+        m->dtype = TFE_BOOL;
+        m->u.i = 0;
+        return code;
+    }
+    printf("'%s' is a module not imported from a file\n", name);
+    return NULL;
 }

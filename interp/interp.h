@@ -30,13 +30,19 @@ int interp_run_file(Interp *I, const char *path);
 
 /* Run one REPL entry: like interp_run_source, but top-level bindings persist
  * across entries and the value of a final expression statement is echoed
- * (unless nil). After an error every earlier binding is kept. */
-int interp_run_repl_entry(Interp *I, const char *text, size_t len);
+ * (unless nil). After an error every earlier binding is kept. Locations in
+ * the entry are named "<repl:NUMBER>" (errors say "<repl:7>:2:15"). */
+int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len);
 
 /* Completion candidates for the REPL: names in scope, keywords, and when the
  * prefix is "expr.partial" the fields of a record/module binding.
  * Calls add(candidate, ctx) for each; candidates are full replacement words. */
 void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, void *), void *ctx);
+
+/* :reload NAME: forgets the module bound to NAME in the import cache and
+ * returns the entry that imports its file again ("import \"/path/m.tfe\" as
+ * NAME", malloc'd), or prints why not and returns NULL. */
+char *interp_reload_code(Interp *I, const char *name);
 
 /* --- for built-in functions (interp/builtins*.c) --------------------------- */
 typedef int (*BuiltinFn)(Interp *I, int argc, const Value *argv, int nkw,
@@ -75,6 +81,8 @@ int args_parse(Interp *I, const char *fname, const char *spec,
 
 /* Hooks implemented by interp/builtins_tensor.c, called by the evaluator. */
 void builtins_tensor_register(Interp *I);
+/* interp/builtins_linalg.c: outer, diag, einsum, norm, solve, inv, ... */
+void builtins_linalg_register(Interp *I);
 /* [a, b, ...]: stack numbers/bools/tensors of one shape (ragged or non-numeric:
  * an error that suggests a tuple). */
 int tensor_literal(Interp *I, int n, const Value *items, Value *out);
@@ -90,6 +98,14 @@ int tensor_index(Interp *I, Value x, int n, const IndexItem *items, Value *out);
 int tensor_index_assign(Interp *I, Value x, int n, const IndexItem *items, Value v, Value *out);
 /* x.shape, x.dtype, x.T, x.device, x.ndim, ...: 0 ok, 1 no such field, -1 raised. */
 int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
+/* Tensor methods (interp/methods.c): x.f(args) is the builtin f(x, args)
+ * bound to self (a tensor, number or variable): 0 bound, 1 not a method.
+ * interp_tensor_attr_names: every property and method name, NULL-ended (the
+ * REPL completes them); tensor_attr_suggest: the one a misspelt name is
+ * close to, or NULL. */
+int tensor_method(Interp *I, Value self, const char *name, Value *out);
+const char *const *interp_tensor_attr_names(void);
+const char *tensor_attr_suggest(const char *name);
 
 /* Ctrl-C: the SIGINT handler sets tfe_interrupted (tensor.h); the interpreter
  * polls it at loop back-edges and calls and raises "interrupted". */

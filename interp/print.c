@@ -41,8 +41,7 @@ static void put_scalar(Buf *b, Value v)
         snprintf(tmp, sizeof tmp, "%lld", (long long)v.u.i);
         buf_puts(b, tmp);
     } else {
-        format_float_shortest(v.u.f, v.dtype == TFE_FLOAT64 ? TFE_FLOAT64 : TFE_FLOAT32,
-                              tmp, sizeof tmp);
+        format_float_shortest(scalar_f(v), dtype_is_float(v.dtype) ? v.dtype : TFE_FLOAT32, tmp, sizeof tmp);
         buf_puts(b, tmp);
     }
 }

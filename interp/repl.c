@@ -1,10 +1,14 @@
 /* repl.c — the interactive loop: GNU readline in callback mode (so Ctrl-C can
  * abandon a half-typed entry), multi-line entries joined until the parser is
- * satisfied, history in ~/.tfe_history, tab completion, :help and :quit. */
+ * satisfied (and an `if` waits a line for its `else`), numbered entries
+ * (<repl:7> in errors), history of whole entries in ~/.tfe_history, tab
+ * completion (names, fields, tensor attributes, keyword arguments), and the
+ * commands :help [name], :history, :reload MODULE, :quit. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,11 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <termios.h>
 #include <unistd.h>
 
+/* the lexer first: readline's chardefs.h defines RETURN, a token name */
+#include "lexer/lexer.h"
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "interp/help.h"
 #include "interp/repl.h"
 #include "parser/ast.h"
 #include "util/xalloc.h"
@@ -127,6 +135,10 @@ static int read_line(const char *prompt, char **out)
 
 /* --- history ------------------------------------------------------------- */
 
+/* An entry is one history item, newlines and all (Up recalls a whole
+ * function). The file keeps a "#<time>" line before each item, readline's
+ * format for multi-line entries; files written by older versions (one line
+ * per item, no stamps) read as before. */
 static char *history_path(void)
 {
     const char *home = getenv("HOME");
@@ -136,18 +148,56 @@ static char *history_path(void)
     return p;
 }
 
-/* Append this session's lines to the history file (creating it), then trim
- * it; failures are silent: history is a convenience, never an error. */
-static void history_save(const char *path, int new_lines)
+/* The entry as a history item: a line that would read back as a time stamp
+ * ("#123", a comment) gets a leading blank, which the language ignores. */
+static void history_add_entry(const char *entry)
 {
-    if (!path || new_lines <= 0) return;
-    if (access(path, F_OK) == 0) {
-        if (new_lines > history_length) new_lines = history_length;
-        if (append_history(new_lines, path) != 0) return;
-    } else if (write_history(path) != 0) {
-        return;
+    size_t n = strlen(entry);
+    char *item = xmalloc(2 * n + 2), *q = item;
+    for (const char *p = entry; *p;) {
+        if (p[0] == '#' && p[1] >= '0' && p[1] <= '9') *q++ = ' ';
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p + 1) : strlen(p);
+        memcpy(q, p, len);
+        q += len;
+        p += len;
     }
-    history_truncate_file(path, HISTORY_MAX);
+    *q = 0;
+    add_history(item);
+    free(item);
+}
+
+/* Merge this session's items into the file: read it again (another session
+ * may have added to it), append ours, keep the last HISTORY_MAX items, and
+ * write it whole with a stamp before every item (items of an older file had
+ * none), so that a multi-line item is never cut in two. Failures are
+ * silent: history is a convenience, never an error. */
+static void history_save(const char *path, int new_items)
+{
+    if (!path || new_items <= 0) return;
+    if (new_items > history_length) new_items = history_length;
+    int n = 0;
+    char **mine = xmalloc(sizeof(char *) * (size_t)(new_items + 1));
+    for (int i = 0; i < new_items; i++) {
+        HIST_ENTRY *h = history_get(history_base + history_length - new_items + i);
+        mine[i] = xstrdup(h && h->line ? h->line : "");
+    }
+    clear_history();
+    read_history(path); /* absent or unreadable: only ours are written */
+    char **all = xmalloc(sizeof(char *) * (size_t)(history_length + new_items + 1));
+    for (int i = 0; i < history_length; i++) {
+        HIST_ENTRY *h = history_get(history_base + i);
+        if (h && h->line) all[n++] = xstrdup(h->line);
+    }
+    for (int i = 0; i < new_items; i++) all[n++] = mine[i];
+    free(mine);
+    clear_history();
+    for (int i = 0; i < n; i++) {
+        add_history(all[i]); /* stamps it; the stifle keeps the last ones */
+        free(all[i]);
+    }
+    free(all);
+    write_history(path);
 }
 
 /* --- completion ---------------------------------------------------------- */
@@ -171,6 +221,24 @@ static void cand_add(const char *s, void *ctx)
     c->v[c->n++] = xstrdup(s);
 }
 
+/* A parameter name as a keyword argument: "dtype" -> "dtype=". */
+static void cand_add_kw(const char *s, void *ctx)
+{
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s=", s);
+    cand_add(buf, ctx);
+}
+
+static void cand_add_dup(Cands *c, const char *s)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 32;
+        c->v = xrealloc(c->v, (size_t)cap * sizeof *c->v);
+        c->cap = cap;
+    }
+    c->v[c->n++] = xstrdup(s);
+}
+
 static void cands_clear(void)
 {
     for (int i = 0; i < cands.n; i++) free(cands.v[i]);
@@ -178,7 +246,37 @@ static void cands_clear(void)
     cand_next = 0;
 }
 
-static const char *const commands[] = { ":help", ":quit", ":q" };
+static const char *const commands[] = { ":help", ":history", ":reload", ":quit", ":q" };
+
+/* The function whose call the word at start is an argument of: the name
+ * (with dots: "nn.dense") before the innermost '(' still open, or "". */
+static void open_call(const char *line, int start, char *out, size_t n)
+{
+    out[0] = 0;
+    int depth = 0;
+    for (int i = start - 1; i >= 0; i--) {
+        char c = line[i];
+        if (c == ')' || c == ']' || c == '}') depth++;
+        else if (c == '[' || c == '{') { if (depth-- == 0) return; }
+        else if (c == '(') {
+            if (depth-- > 0) continue;
+            int e = i;
+            while (e > 0 && line[e - 1] == ' ') e--;
+            int b = e;
+            while (b > 0 && (isalnum((unsigned char)line[b - 1]) || line[b - 1] == '_' || line[b - 1] == '.'))
+                b--;
+            if (e > b && (size_t)(e - b) < n) {
+                memcpy(out, line + b, (size_t)(e - b));
+                out[e - b] = 0;
+            }
+            return;
+        } else if (c == '"') {
+            /* skip the string literal back to its opening quote */
+            for (i--; i >= 0 && !(line[i] == '"' && (i == 0 || line[i - 1] != '\\')); i--) continue;
+            if (i < 0) return;
+        }
+    }
+}
 
 static char *complete_gen(const char *text, int state)
 {
@@ -188,7 +286,27 @@ static char *complete_gen(const char *text, int state)
             for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
                 if (strncmp(commands[i], text, strlen(text)) == 0) cand_add(commands[i], &cands);
         } else {
+            /* keyword arguments first: zeros((2, 3), dt<Tab> gives dtype= */
+            char fname[256];
+            int nkw = 0;
+            if (!strchr(text, '.')) {
+                open_call(rl_line_buffer, rl_point - (int)strlen(text), fname, sizeof fname);
+                if (*fname) help_params(complete_interp, fname, cand_add_kw, &cands);
+                nkw = cands.n;
+            }
             interp_complete(complete_interp, text, cand_add, &cands);
+            /* "dtype=" wins over the name "dtype" (a built-in) in a call */
+            for (int i = nkw; i < cands.n; i++) {
+                size_t l = strlen(cands.v[i]);
+                bool shadowed = false;
+                for (int j = 0; j < nkw && !shadowed; j++)
+                    shadowed = strncmp(cands.v[j], cands.v[i], l) == 0 && cands.v[j][l] == '=' &&
+                               cands.v[j][l + 1] == 0;
+                if (shadowed) {
+                    free(cands.v[i]);
+                    cands.v[i--] = cands.v[--cands.n];
+                }
+            }
         }
     }
     while (cand_next < cands.n) {
@@ -209,18 +327,27 @@ static char **complete(const char *text, int start, int end)
 
 /* --- the loop ------------------------------------------------------------ */
 
-static void print_help(void)
+static void print_commands(void)
 {
     fputs("Commands:\n"
-          "  :help        show this help\n"
-          "  :quit, :q    leave the REPL (Ctrl-D does too)\n"
+          "  :help            this help and the topics of the reference\n"
+          "  :help NAME       a function's signature and what it does (:help zeros,\n"
+          "                   :help nn.dense), a section (:help Shapes), or a value\n"
+          "                   in scope; help(x) does the same in programs\n"
+          "  :history         this session's entries, numbered as errors name them\n"
+          "                   (<repl:7>:2:15 is line 2 of entry 7)\n"
+          "  :reload MODULE   import a module again from its file (an import of\n"
+          "                   a module whose file changed does that too)\n"
+          "  :quit, :q        leave the REPL (Ctrl-D does too)\n"
           "Type statements or expressions; the value of an expression is shown.\n"
           "An unfinished entry (open bracket, brace or string, or a trailing\n"
-          "operator or comma) continues on '... ' lines.\n"
+          "operator or comma) continues on '... ' lines; after an `if` block's '}'\n"
+          "the REPL waits one line for an `else` (an empty line runs it).\n"
           "Ctrl-C discards the entry being typed, or stops a running statement.\n"
-          "Tab completes names, keywords and fields (r.<Tab>); history is kept\n"
-          "in ~/.tfe_history.\n"
-          "The language is described in docs/ and in `man tfe`.\n", stdout);
+          "Tab completes names, keywords, fields (r.<Tab>, x.<Tab> on a tensor)\n"
+          "and keyword arguments (zeros((2, 3), dt<Tab>). Up and Down recall whole\n"
+          "entries; history is kept in ~/.tfe_history.\n"
+          "The manual: man tfe (in a build tree: man ./docs/tfe.1).\n", stdout);
 }
 
 typedef struct Text { char *s; size_t len, cap; } Text;
@@ -253,6 +380,139 @@ static bool is_command(const char *s, size_t n, const char *name)
     return n == strlen(name) && memcmp(s, name, n) == 0;
 }
 
+/* "name" of ":help name": the command is s[0 .. n), followed by blanks and
+ * an argument; *arg and *alen give it (alen 0 when there is none). */
+static bool command_arg(const char *s, size_t n, const char *name, const char **arg, size_t *alen)
+{
+    size_t nl = strlen(name);
+    if (n < nl || memcmp(s, name, nl) != 0) return false;
+    if (n > nl && s[nl] != ' ' && s[nl] != '\t') return false;
+    const char *a = s + nl;
+    while (a < s + n && (*a == ' ' || *a == '\t')) a++;
+    *arg = a;
+    *alen = (size_t)(s + n - a);
+    return true;
+}
+
+/* Does the complete entry end with an `if` statement whose last block has
+ * closed, with no final `else { }`? A file may go on with `else` on the
+ * next line, so the REPL waits for that line before running it. */
+static bool waits_for_else(const char *text)
+{
+    Source *src = source_new("<repl>", text, strlen(text));
+    Lexer *lx = lex_new(src);
+    int k, first = 0, prev = 0;
+    bool final_else = false;
+    YYSTYPE val;
+    Loc loc;
+    for (;;) {
+        /* a token with a value (a name, number, string...) hands over a node,
+         * ours to free; a NEWLINE's val is the next token's, handed again */
+        memset(&val, 0, sizeof val);
+        k = lex_next(lx, &val, &loc);
+        if (k == YYEOF || k == LEXERR) break;
+        if (k != NEWLINE && val.node) ast_free(val.node);
+        if ((k == NEWLINE || k == SEMI) && lx->depth == 0) {
+            first = 0;
+            final_else = false;
+        } else if (first == 0) {
+            first = k;
+        }
+        if (k == LBRACE && prev == ELSE && lx->depth == 1) final_else = true;
+        prev = k;
+    }
+    bool wait = k != LEXERR && lx->depth == 0 && prev == RBRACE && first == IF && !final_else;
+    lex_free(lx);
+    source_decref(src);
+    return wait;
+}
+
+/* Does the line start with the keyword `else`? */
+static bool starts_with_else(const char *s, size_t n)
+{
+    return n >= 4 && memcmp(s, "else", 4) == 0 &&
+           (n == 4 || !(isalnum((unsigned char)s[4]) || s[4] == '_'));
+}
+
+/* This session's entries, for :history; entry k is entries.v[k - 1]. */
+static Cands entries;
+
+/* Run an entry; new_items counts the history items added (NULL: the entry
+ * is not a history item, as the import that :reload makes). */
+static void run_entry(Interp *I, const char *text, size_t len, int *new_items)
+{
+    if (new_items) {
+        history_add_entry(text);
+        (*new_items)++;
+    }
+    cand_add_dup(&entries, text);
+    tfe_interrupted = 0;
+    got_sigint = 0;
+    interp_run_repl_entry(I, entries.n, text, len);
+    fflush(stdout);
+    fflush(stderr);
+    tfe_interrupted = 0;
+    got_sigint = 0;
+    sigpipe_drain();
+}
+
+static void print_history(void)
+{
+    for (int i = 0; i < entries.n; i++) {
+        const char *p = entries.v[i];
+        printf("[%d] ", i + 1);
+        int w = snprintf(NULL, 0, "[%d] ", i + 1);
+        for (;;) {
+            const char *e = strchr(p, '\n');
+            printf("%.*s\n", e ? (int)(e - p) : (int)strlen(p), p);
+            if (!e) break;
+            p = e + 1;
+            printf("%*s", w, "");
+        }
+    }
+}
+
+/* The banner's pointer to the manual: the page in this build tree when
+ * the binary runs from one, else the installed page. */
+static void print_banner(void)
+{
+    printf("tfe %s \xe2\x80\x94 :help for help, help(name) for a function", PACKAGE_VERSION);
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+    char cwd[4096];
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            strcpy(slash, "/docs/tfe.1");
+            if (access(exe, R_OK) == 0) {
+                *slash = 0;
+                if (getcwd(cwd, sizeof cwd) && strcmp(cwd, exe) == 0)
+                    printf(", man ./docs/tfe.1 for the manual\n");
+                else
+                    printf(", man %s/docs/tfe.1 for the manual\n", exe);
+                return;
+            }
+        }
+    }
+    printf(", man tfe for the manual\n");
+}
+
+/* The terminal echoes no "^C" while an entry runs (it would be left in
+ * front of the error or the next prompt); restored at exit. */
+static struct termios saved_tio;
+static bool tio_saved;
+
+static void echoctl_off(void)
+{
+    struct termios t;
+    if (tcgetattr(0, &t) != 0) return;
+    saved_tio = t;
+    tio_saved = true;
+    t.c_lflag &= ~(tcflag_t)ECHOCTL;
+    tcsetattr(0, TCSANOW, &t);
+}
+
 int repl_run(Interp *I)
 {
     struct sigaction sa, old_sa;
@@ -262,6 +522,7 @@ int repl_run(Interp *I)
     sa.sa_flags = 0; /* no SA_RESTART: select must wake up */
     if (pipe2(sigpipe_fd, O_CLOEXEC | O_NONBLOCK) != 0) sigpipe_fd[0] = sigpipe_fd[1] = -1;
     sigaction(SIGINT, &sa, &old_sa);
+    echoctl_off();
 
     rl_readline_name = "tfe";
     rl_catch_signals = 0;
@@ -273,35 +534,74 @@ int repl_run(Interp *I)
 
     char *hist = history_path();
     using_history();
+    /* multi-line items: a "#<time>" line before each (readline's format) */
+    history_comment_char = '#';
+    history_write_timestamps = 1;
     stifle_history(HISTORY_MAX);
     if (hist) read_history(hist);
-    int new_lines = 0;
+    int new_items = 0;
 
-    printf("tfe %s \xe2\x80\x94 :help for help\n", PACKAGE_VERSION);
+    print_banner();
 
     Text entry = {0};
+    bool pending_else = false; /* a finished `if` waits a line for `else` */
     for (;;) {
         char *line = NULL;
         int r = read_line(entry.len ? PROMPT_MORE : PROMPT, &line);
         if (r == READ_INTERRUPTED) {
             entry.len = 0;
+            pending_else = false;
             continue;
         }
         if (r == READ_EOF) {
             fputs("\n", stdout);
+            if (pending_else) run_entry(I, entry.s, entry.len, &new_items);
             break;
         }
         const char *tb;
         size_t tn = trim(line, &tb);
-        if (tn > 0) {
-            add_history(line);
-            new_lines++;
+        if (pending_else) {
+            pending_else = false;
+            if (!starts_with_else(tb, tn)) {
+                /* no else: the `if` runs, and the line starts a new entry */
+                run_entry(I, entry.s, entry.len, &new_items);
+                entry.len = 0;
+            }
         }
         if (entry.len == 0 && tn > 0 && tb[0] == ':') {
             bool quit = false;
-            if (is_command(tb, tn, ":help")) print_help();
-            else if (is_command(tb, tn, ":quit") || is_command(tb, tn, ":q")) quit = true;
-            else printf("unknown command '%.*s' (:help lists the commands)\n", (int)tn, tb);
+            const char *arg;
+            size_t alen;
+            add_history(line);
+            new_items++;
+            if (command_arg(tb, tn, ":help", &arg, &alen)) {
+                if (alen == 0) help_topics(stdout, true);
+                else if (is_command(arg, alen, "commands") || arg[0] == ':') print_commands();
+                else {
+                    char *name = xmalloc(alen + 1);
+                    memcpy(name, arg, alen);
+                    name[alen] = 0;
+                    help_name(I, name, stdout);
+                    free(name);
+                }
+            } else if (command_arg(tb, tn, ":reload", &arg, &alen)) {
+                char *name = xmalloc(alen + 1);
+                memcpy(name, arg, alen);
+                name[alen] = 0;
+                char *code = interp_reload_code(I, name);
+                if (code) {
+                    run_entry(I, code, strlen(code), NULL);
+                    free(code);
+                }
+                free(name);
+            } else if (is_command(tb, tn, ":history")) {
+                print_history();
+            } else if (is_command(tb, tn, ":quit") || is_command(tb, tn, ":q")) {
+                quit = true;
+            } else {
+                printf("unknown command '%.*s' (:help lists the commands)\n", (int)tn, tb);
+            }
+            fflush(stdout);
             free(line);
             if (quit) break;
             continue;
@@ -314,15 +614,11 @@ int repl_run(Interp *I)
         text_add(&entry, line, strlen(line));
         free(line);
         if (parse_needs_more(entry.s)) continue;
-
-        tfe_interrupted = 0;
-        got_sigint = 0;
-        interp_run_repl_entry(I, entry.s, entry.len);
-        fflush(stdout);
-        fflush(stderr);
-        tfe_interrupted = 0;
-        got_sigint = 0;
-        sigpipe_drain();
+        if (waits_for_else(entry.s)) {
+            pending_else = true;
+            continue;
+        }
+        run_entry(I, entry.s, entry.len, &new_items);
         entry.len = 0;
     }
     free(entry.s);
@@ -330,8 +626,13 @@ int repl_run(Interp *I)
     free(cands.v);
     cands.v = NULL;
     cands.cap = 0;
-    history_save(hist, new_lines);
+    for (int i = 0; i < entries.n; i++) free(entries.v[i]);
+    free(entries.v);
+    entries.v = NULL;
+    entries.n = entries.cap = 0;
+    history_save(hist, new_items);
     free(hist);
+    if (tio_saved) tcsetattr(0, TCSANOW, &saved_tio);
     sigaction(SIGINT, &old_sa, NULL);
     for (int i = 0; i < 2; i++)
         if (sigpipe_fd[i] >= 0) close(sigpipe_fd[i]);

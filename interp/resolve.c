@@ -109,6 +109,94 @@ static int declare_pattern(Resolver *R, Node *p)
     return 0;
 }
 
+/* --- undefined names: hints and "did you mean" --------------------------------------- */
+
+/* Edit distance with transpositions (optimal string alignment), or a value
+ * above max once it must exceed it. */
+static int edit_distance(const char *a, const char *b, int max)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la - lb > max || lb - la > max || la > 64 || lb > 64) return max + 1;
+    int d[65][65];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int c = a[i - 1] == b[j - 1] ? 0 : 1, v = d[i - 1][j - 1] + c;
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+void suggest_init(Suggest *sg, const char *name)
+{
+    int len = (int)strlen(name);
+    sg->name = name;
+    sg->best = NULL;
+    /* one edit for short names, two for long ones; none for one or two letters */
+    sg->max = len <= 2 ? 0 : len <= 5 ? 1 : 2;
+    sg->dist = sg->max + 1;
+}
+
+void suggest_add(Suggest *sg, const char *cand)
+{
+    if (!cand || strcmp(cand, sg->name) == 0 || strchr(cand, ' ')) return;
+    int d = strcasecmp(cand, sg->name) == 0 ? 0 : edit_distance(sg->name, cand, sg->max);
+    if (d < sg->dist) {
+        sg->dist = d;
+        sg->best = cand;
+    }
+}
+
+void suggest_builtins(Interp *I, Suggest *sg)
+{
+    for (int i = 0; i < I->nbuiltins; i++) suggest_add(sg, I->builtin_names[i]);
+}
+
+/* " (did you mean 'x'?)" or "" */
+const char *suggest_text(const Suggest *sg, char *buf, size_t n)
+{
+    if (!sg->best) return "";
+    snprintf(buf, n, " (did you mean '%s'?)", sg->best);
+    return buf;
+}
+
+/* Python's spellings of tfe's words. */
+static const char *python_name_hint(const char *name)
+{
+    if (strcmp(name, "True") == 0) return " (tfe writes true)";
+    if (strcmp(name, "False") == 0) return " (tfe writes false)";
+    if (strcmp(name, "None") == 0) return " (tfe writes nil)";
+    if (strcmp(name, "pass") == 0) return " (tfe has no 'pass': an empty block is { })";
+    if (strcmp(name, "np") == 0 || strcmp(name, "numpy") == 0 || strcmp(name, "torch") == 0)
+        return " (tfe needs no numpy or torch: tensors and their ops are built in, e.g. zeros((2, 3)), matmul(a, b))";
+    if (strcmp(name, "self") == 0) return " (tfe has no classes: pass a record of state to functions)";
+    return NULL;
+}
+
+int raise_undefined(Interp *I, Loc loc, const char *name, void *scope)
+{
+    const char *py = python_name_hint(name);
+    if (py) return raise_at(I, loc, "undefined name '%s'%s", name, py);
+    Suggest sg;
+    suggest_init(&sg, name);
+    for (Scope *s = scope ? (Scope *)scope : I->global_scope; s; s = s->parent)
+        for (int i = 0; i < s->n; i++) {
+            /* at run time (no scope), a global not bound yet is no suggestion */
+            if (!scope && I->globals && s->slots[i] < I->globals->nslots &&
+                I->globals->slots[s->slots[i]].kind == V_NIL && I->globals->slots[s->slots[i]].dtype == 1)
+                continue;
+            suggest_add(&sg, s->names[i]);
+        }
+    suggest_builtins(I, &sg);
+    char buf[160];
+    return raise_at(I, loc, "undefined name '%s'%s", name, suggest_text(&sg, buf, sizeof buf));
+}
+
 static int resolve_name(Resolver *R, Node *n, bool assign)
 {
     int depth;
@@ -126,6 +214,8 @@ static int resolve_name(Resolver *R, Node *n, bool assign)
         n->op = 2;
         return 0;
     }
+    if (!assign && (!strcmp(n->str, "True") || !strcmp(n->str, "False") || !strcmp(n->str, "None")))
+        return raise_undefined(R->I, n->loc, n->str, R->scope); /* Python's words: never a late global */
     if (R->in_function) {
         /* late global: bound by the time the function runs, or an error then */
         n->slot = global_slot(R->I, n->str, true);
@@ -135,7 +225,19 @@ static int resolve_name(Resolver *R, Node *n, bool assign)
     }
     if (assign)
         return raise_at(R->I, n->loc, "assignment to undeclared name '%s' (declare it with 'let')", n->str);
-    return raise_at(R->I, n->loc, "undefined name '%s'", n->str);
+    return raise_undefined(R->I, n->loc, n->str, R->scope);
+}
+
+/* The target of '=': a name, x[i], r.field or a tuple of targets. */
+static int resolve_target(Resolver *R, Node *t)
+{
+    if (t->kind == N_NAME) return resolve_name(R, t, true);
+    if (t->kind == N_TUPLE) {
+        for (int i = 0; i < t->list.n; i++)
+            if (resolve_target(R, t->list.items[i])) return -1;
+        return 0;
+    }
+    return resolve_node(R, t);
 }
 
 static int resolve_fn(Resolver *R, Node *fn)
@@ -248,8 +350,40 @@ static int resolve_node(Resolver *R, Node *n)
         return declare_pattern(R, n->a);
     case N_ASSIGN:
         if (resolve_node(R, n->b)) return -1;
-        if (n->a->kind == N_NAME) return resolve_name(R, n->a, true);
-        return resolve_node(R, n->a);
+        return resolve_target(R, n->a);
+    case N_IFEXPR: {
+        /* the branches assign a slot of its own, which no name reaches
+         * (staged code reads the value from it, interp/eval.c) */
+        Node *s = n->a;
+        n->slot = R->scope->fn->nslots++;
+        if (resolve_node(R, s->a)) return -1;
+        for (int i = 0; i < 2; i++) {
+            Node *set = (i ? s->c : s->b)->list.items[0];
+            set->a->slot = n->slot;
+            set->a->depth = 0;
+            set->a->op = 0;
+            if (resolve_node(R, set->b)) return -1;
+        }
+        return 0;
+    }
+    case N_COMP: {
+        /* the loop variables are the comprehension's own, as in Python 3 */
+        scope_push(R, false, NULL);
+        int rc = 0;
+        for (int i = 0; i < n->list.n && !rc; i++) {
+            Node *c = n->list.items[i];
+            rc = resolve_node(R, c->kind == N_FOR ? c->b : c->a);
+            if (!rc && c->kind == N_FOR) rc = declare_pattern(R, c->a);
+        }
+        if (!rc) rc = resolve_node(R, n->a);
+        scope_pop(R);
+        return rc;
+    }
+    case N_FSTRING:
+        return resolve_list(R, &n->list);
+    case N_FMTFIELD:
+        if (resolve_node(R, n->a)) return -1;
+        return resolve_list(R, &n->list);
     case N_FNDECL:
         /* slot declared by resolve_stmts (hoisting) */
         if (R->fn_info) R->fn_info->makes_closures = true;

@@ -132,9 +132,17 @@ tfe_tensor *value_to_tensor(Value v)
     }
     if (v.kind != V_SCALAR) return NULL;
     tfe_tensor *t;
-    if (dtype_is_float((tfe_dtype)v.dtype)) t = tensor_from_f64(v.u.f, (tfe_dtype)v.dtype);
+    if (dtype_is_float((tfe_dtype)v.dtype)) t = tensor_from_f64(scalar_f(v), (tfe_dtype)v.dtype);
     else t = tensor_from_i64(v.u.i, (tfe_dtype)v.dtype);
     if (t) t->weak = v.weak;
+    return t;
+}
+
+tfe_tensor *value_to_tensor_for(Value v, tfe_dtype dt)
+{
+    if (v.kind != V_SCALAR || !v.lit || dt != TFE_FLOAT64) return value_to_tensor(v);
+    tfe_tensor *t = tensor_from_f64(v.u.f, TFE_FLOAT64);
+    if (t) t->weak = true; /* still weak: it takes the other operand's dtype */
     return t;
 }
 
@@ -390,7 +398,8 @@ bool value_equal(Value a, Value b, int *err)
         if (a.kind == V_SCALAR && b.kind == V_SCALAR) {
             bool fa = dtype_is_float((tfe_dtype)a.dtype), fb = dtype_is_float((tfe_dtype)b.dtype);
             if (!fa && !fb) return a.u.i == b.u.i;
-            double x = fa ? a.u.f : (double)a.u.i, y = fb ? b.u.f : (double)b.u.i;
+            tfe_dtype dt = dtype_promote((tfe_dtype)a.dtype, a.weak, (tfe_dtype)b.dtype, b.weak, NULL);
+            double x = fa ? scalar_f_in(a, dt) : (double)a.u.i, y = fb ? scalar_f_in(b, dt) : (double)b.u.i;
             return x == y;
         }
         tfe_tensor *ta = value_to_tensor(a), *tb = value_to_tensor(b);

@@ -30,6 +30,11 @@ typedef struct Value {
     uint8_t kind;
     uint8_t dtype;  /* V_SCALAR: bool/int32/int64/float32/float64 */
     bool weak;      /* V_SCALAR: a bare literal (or result of weak operands only) */
+    /* V_SCALAR float32: a float literal not exact in float32 (0.1); u.f holds
+     * its exact double, which it keeps until it meets a float64 (then that
+     * double is its value); anywhere else it is u.f rounded to float32
+     * (scalar_f). Copies keep it; any computed value has it false. */
+    bool lit;
     union {
         int64_t i;  /* bool and int scalars */
         double f;   /* float scalars (float32 kept rounded to float) */
@@ -111,6 +116,23 @@ static inline Value v_nil(void) { Value v = {0}; v.kind = V_NIL; return v; }
 static inline Value v_bool(bool b) { Value v = {0}; v.kind = V_SCALAR; v.dtype = TFE_BOOL; v.u.i = b; return v; }
 static inline Value v_int(int64_t i) { Value v = {0}; v.kind = V_SCALAR; v.dtype = TFE_INT64; v.u.i = i; return v; }
 Value v_float(double f, tfe_dtype dt); /* rounds to float32 when dt is float32 */
+/* A float scalar's value as its dtype holds it (a literal rounded to
+ * float32), and as it is in an op of dtype dt (exact in a float64 one). */
+static inline double scalar_f(Value v) { return v.lit ? (double)(float)v.u.f : v.u.f; }
+static inline double scalar_f_in(Value v, tfe_dtype dt) { return dt == TFE_FLOAT64 ? v.u.f : scalar_f(v); }
+/* v as a parameter receives it: a float literal rounded to float32 (numbers
+ * passed to functions are 0-d tensors, so f(0.1) and f(0.2) share a trace). */
+static inline Value value_unlit(Value v)
+{
+    if (v.kind == V_SCALAR && v.lit) {
+        v.u.f = (double)(float)v.u.f;
+        v.lit = false;
+    }
+    return v;
+}
+/* A float literal's exact value as a tensor when it meets dtype dt: float64
+ * (weak, exact) when dt is float64, else value_to_tensor (new ref). */
+tfe_tensor *value_to_tensor_for(Value v, tfe_dtype dt);
 static inline Value v_obj(ValueKind k, void *o) { Value v = {0}; v.kind = k; v.u.o = (Obj *)o; return v; }
 Value v_tensor_take(tfe_tensor *t);    /* takes the reference */
 

@@ -41,6 +41,9 @@ struct Lexer {
     Loc prev_loc;
     bool deco_open;             /* a decorator not yet followed by 'fn' */
     bool string_open;           /* scanning stopped inside a string */
+    const char *stop;           /* a sub-lexer of an f-string field: the end of
+                                   its expression (NULL otherwise) */
+    bool fexpr_start;           /* that sub-lexer's first token is FEXPR */
     bool has_err, err_final;
     char err[512];
     Loc err_loc;
@@ -57,6 +60,10 @@ void lex_error(Lexer *lx, Loc loc, const char *fmt, ...) __attribute__((format(p
 void lex_error_final(Lexer *lx, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Tokens after which a newline does not end a statement. */
 bool lex_continues(int kind);
+/* The expression of an f-string field, text start..stop of lx's Source
+ * (parser/grammar.y); NULL with err filled on a syntax error. */
+Node *parse_fexpr(Lexer *lx, const char *start, const char *stop, int line, const char *line_start,
+                  ParseError *err);
 /* "'+'", "'foo'", "string", "end of line", "end of input" for a token. */
 void lex_describe(const Lexer *lx, int kind, Loc loc, char *buf, size_t n);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lexer/lexer.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 enum { RAW_NL = -2 }; /* a newline, before the newline rule judges it */
@@ -160,12 +161,11 @@ static int utf8_len(const char *p)
     return n;
 }
 
-/* A complete string literal s..e (quotes included): decode its escapes. */
-static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *loc)
+/* Decode the escapes of p..end (part of the token at s, located at *loc)
+ * into out (decoding never lengthens); -1 after a lexical error. */
+static int decode(Lexer *lx, const char *s, const Loc *loc, const char *p, const char *end,
+                  char *out, size_t *len)
 {
-    *loc = take(lx, s, e);
-    const char *p = s + 1, *end = e - 1;
-    char *out = xmalloc((size_t)(end - p) + 1); /* decoding never lengthens */
     size_t n = 0;
     while (p < end) {
         if (*p != '\\') {
@@ -181,9 +181,9 @@ static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *lo
         case '\\': case '"': case '\'': out[n++] = *p++; continue;
         case 'u': break;
         default: {
-            int len = 1 + utf8_len(p);
-            free(out);
-            LEXFAIL(loc_within(*loc, s, esc, len), "unknown escape '%.*s'", len, esc);
+            int elen = 1 + utf8_len(p);
+            lex_error_final(lx, loc_within(*loc, s, esc, elen), "unknown escape '%.*s'", elen, esc);
+            return -1;
         }
         }
         const char *q = p + 1;
@@ -194,24 +194,245 @@ static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *lo
                 cp = cp * 16 + (uint32_t)(isdigit((unsigned char)*q) ? *q - '0'
                                           : tolower((unsigned char)*q) - 'a' + 10);
         if (p[1] != '{' || nd == 0 || nd > 6 || *q != '}' || q >= end) {
-            free(out);
-            LEXFAIL(loc_within(*loc, s, esc, (int)(q - esc)),
-                    "malformed unicode escape (write it as \\u{1F600})");
+            lex_error_final(lx, loc_within(*loc, s, esc, (int)(q - esc)),
+                            "malformed unicode escape (write it as \\u{1F600})");
+            return -1;
         }
         if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            free(out);
-            LEXFAIL(loc_within(*loc, s, esc, (int)(q + 1 - esc)),
-                    "'%.*s' is not a unicode code point", (int)(q + 1 - esc), esc);
+            lex_error_final(lx, loc_within(*loc, s, esc, (int)(q + 1 - esc)),
+                            "'%.*s' is not a unicode code point", (int)(q + 1 - esc), esc);
+            return -1;
         }
         n += utf8_encode(cp, out + n);
         p = q + 1;
     }
     out[n] = 0;
+    *len = n;
+    return 0;
+}
+
+/* A complete string literal s..e (quotes included): decode its escapes. */
+static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *loc)
+{
+    *loc = take(lx, s, e);
+    const char *p = s + 1, *end = e - 1;
+    char *out = xmalloc((size_t)(end - p) + 1);
+    size_t n = 0;
+    if (decode(lx, s, loc, p, end, out, &n)) {
+        free(out);
+        return LEXERR;
+    }
     Node *node = node_new(N_STR, *loc);
     node->str = out;
     node->slen = n;
     val->node = node;
     return STRING;
+}
+
+/* --- f-strings ----------------------------------------------------------------------
+ * f"loss {loss:.4f}" is lexed here into an N_FSTRING: decoded literal pieces
+ * and one N_FMTFIELD per {expr!c:spec}, whose expression is parsed from the
+ * same Source (parse_fexpr), so its locations are exact. Formatting is
+ * format()'s (interp/format.c): a field keeps a format string "{0!c:spec}". */
+
+/* The end of a field's expression at p: the first '}', ':', '!' (not "!=")
+ * or '#' outside brackets and strings, or a '=' that asks for the
+ * expression's text (f"{x = }": only blanks then '}', ':' or '!' follow);
+ * *eq is then that '='. */
+static const char *fexpr_end(const char *p, const char *end, const char **eq)
+{
+    int depth = 0;
+    const char *start = p;
+    *eq = NULL;
+    while (p < end) {
+        char c = *p;
+        if (c == '\'' || c == '"') {
+            for (p++; p < end && *p != c; p++)
+                if (*p == '\\' && p + 1 < end)
+                    p++;
+            if (p < end)
+                p++;
+            continue;
+        }
+        if (c == '(' || c == '[' || c == '{') {
+            depth++;
+        } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+            depth--;
+        } else if (depth == 0) {
+            if (c == '}' || c == ':' || c == '#' || (c == '!' && p[1] != '='))
+                return p;
+            if (c == '=' && p[1] != '=' && (p == start || !strchr("=!<>", p[-1]))) {
+                const char *q = p + 1;
+                while (q < end && (*q == ' ' || *q == '\t'))
+                    q++;
+                if (q < end && (*q == '}' || *q == ':' || *q == '!')) {
+                    *eq = p;
+                    return q;
+                }
+            }
+        }
+        p++;
+    }
+    return p;
+}
+
+/* Parse the expression es..xe of a field of the f-string token at s
+ * (which started on line0, whose line began at ls0). */
+static Node *fexpr(Lexer *lx, const char *s, int line0, const char *ls0, const char *es, const char *xe)
+{
+    int line = line0;
+    const char *ls = ls0;
+    for (const char *q = s; q < es; q++)
+        if (*q == '\n') {
+            line++;
+            ls = q + 1;
+        }
+    ParseError pe;
+    Node *n = parse_fexpr(lx, es, xe, line, ls, &pe);
+    if (!n)
+        lex_error_final(lx, pe.loc, "%s", pe.msg);
+    return n;
+}
+
+/* Move the decoded literal text in lit (if any) into a piece of fs. */
+static void fstring_piece(Node *fs, Buf *lit)
+{
+    if (lit->len == 0) {
+        free(lit->s);
+        *lit = (Buf){0};
+        return;
+    }
+    Node *piece = node_new(N_STR, fs->loc);
+    piece->str = lit->s;
+    piece->slen = lit->len;
+    nodelist_push(&fs->list, piece);
+    *lit = (Buf){0};
+}
+
+static bool blank(const char *p, const char *e)
+{
+    for (; p < e; p++)
+        if (!strchr(" \t\r\n", *p))
+            return false;
+    return true;
+}
+
+/* A complete f-string s..e ('f', quotes included). */
+static int fstring(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *loc)
+{
+    int line0 = lx->line;
+    const char *ls0 = lx->line_start;
+    *loc = take(lx, s, e);
+    Node *fs = node_new(N_FSTRING, *loc);
+    Buf lit = {0}, fmt = {0};
+    char *tmp = xmalloc((size_t)(e - s) + 1);
+    const char *p = s + 2, *end = e - 1, *run = p;
+#define AT(q, n) loc_within(*loc, s, (q), (int)(n))
+#define FAIL(l, ...) do { lex_error_final(lx, (l), __VA_ARGS__); goto fail; } while (0)
+    for (;;) {
+        if (p < end && *p == '\\') { /* an escape never opens or closes a field */
+            p += 2;
+            if (p[-1] == 'u' && p < end && *p == '{')
+                while (p < end && *p++ != '}') {}
+            continue;
+        }
+        if (p < end && *p != '{' && *p != '}') {
+            p++;
+            continue;
+        }
+        size_t n = 0;
+        if (decode(lx, s, loc, run, p, tmp, &n))
+            goto fail;
+        buf_add(&lit, tmp, n);
+        if (p >= end)
+            break;
+        if (p + 1 < end && p[1] == *p) { /* {{ and }} */
+            buf_add(&lit, p, 1);
+            p += 2;
+            run = p;
+            continue;
+        }
+        if (*p == '}')
+            FAIL(AT(p, 1), "f-string: single '}' is not allowed (write '}}' for a literal '}')");
+        const char *open = p, *es = p + 1, *eq;
+        const char *q = fexpr_end(es, end, &eq);
+        const char *xe = eq ? eq : q;
+        if (q >= end)
+            FAIL(AT(open, 1), "f-string: '{' is never closed (write '{{' for a literal '{')");
+        if (*q == '#')
+            FAIL(AT(q, 1), "f-string: '#' is not allowed inside braces");
+        if (blank(es, xe))
+            FAIL(AT(open, q + 1 - open), "f-string: empty expression in braces (write '{{' for a literal '{')");
+        if (eq)
+            buf_add(&lit, es, (size_t)(q - es)); /* f"{x = }" shows "x = " */
+        fstring_piece(fs, &lit);
+        Node *field = node_new(N_FMTFIELD, *loc);
+        nodelist_push(&fs->list, field);
+        if (!(field->a = fexpr(lx, s, line0, ls0, es, xe)))
+            goto fail;
+        char conv = 0;
+        if (*q == '!') {
+            if (q + 1 >= end || !strchr("rsa", q[1]) || !q[1])
+                FAIL(AT(q, 2), "f-string: the conversion after '!' must be r, s or a");
+            conv = q[1];
+            q += 2;
+        }
+        if (eq && !conv && *q != ':')
+            conv = 'r';
+        fmt.len = 0;
+        buf_puts(&fmt, "{0");
+        if (conv) {
+            char c[3] = { '!', conv, 0 };
+            buf_puts(&fmt, c);
+        }
+        Loc specl = AT(open, 1);
+        if (*q == ':') {
+            const char *ss = ++q;
+            buf_puts(&fmt, ":");
+            while (q < end && *q != '}') {
+                if (*q != '{') {
+                    buf_add(&fmt, q++, 1);
+                    continue;
+                }
+                const char *nq = fexpr_end(q + 1, end, &eq);
+                if (nq >= end || *nq != '}' || eq)
+                    FAIL(AT(q, 1), "f-string: a field nested in a format spec is {expression} alone");
+                if (blank(q + 1, nq))
+                    FAIL(AT(q, nq + 1 - q), "f-string: empty expression in braces");
+                Node *x = fexpr(lx, s, line0, ls0, q + 1, nq);
+                if (!x)
+                    goto fail;
+                nodelist_push(&field->list, x);
+                char num[24];
+                snprintf(num, sizeof num, "{%d}", field->list.n);
+                buf_puts(&fmt, num);
+                q = nq + 1;
+            }
+            specl = AT(ss, q > ss ? q - ss : 1);
+        }
+        if (q >= end || *q != '}')
+            FAIL(AT(q < end ? q : open, 1), "f-string: expected '}' to close the field opened at %d:%d",
+                 AT(open, 1).line, AT(open, 1).col);
+        buf_puts(&fmt, "}");
+        field->str = xstrndup(fmt.s, fmt.len);
+        field->loc = AT(open, q + 1 - open);
+        field->opl = specl;
+        p = run = q + 1;
+    }
+#undef AT
+#undef FAIL
+    fstring_piece(fs, &lit);
+    free(lit.s); /* an empty buffer may still hold its first block */
+    free(fmt.s);
+    free(tmp);
+    val->node = fs;
+    return FSTRING;
+fail:
+    free(lit.s);
+    free(fmt.s);
+    free(tmp);
+    ast_free(fs);
+    return LEXERR;
 }
 
 static int open_bracket(Lexer *lx, char ch, int kind, Loc loc)
@@ -252,6 +473,8 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
 #define CUR ((const char *)YYCURSOR)
     for (;;) {
         const char *s = lx->cur;
+        if (lx->stop && s >= lx->stop)
+            return YYEOF; /* the end of an f-string field's expression */
         const unsigned char *YYCURSOR = (const unsigned char *)s, *YYMARKER = YYCURSOR;
         /*!re2c
         re2c:define:YYCTYPE = "unsigned char";
@@ -294,7 +517,8 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
         flt        { return number(lx, s, CUR, true, val, loc); }
 
         dqs ["] | sqs [']  { return string(lx, s, CUR, val, loc); }
-        dqs | sqs  {
+        [fF] (dqs ["] | sqs [']) { return fstring(lx, s, CUR, val, loc); }
+        [fF]? (dqs | sqs)  {
             *loc = take(lx, s, CUR);
             loc->len = 1;
             lx->string_open = *CUR == 0 && CUR == lx->lim;
@@ -389,6 +613,8 @@ static bool at_statement_start(int last)
  * {...} it does), not after a continuing token, and not twice in a row. */
 static bool newline_counts(const Lexer *lx)
 {
+    if (lx->stop)
+        return false; /* inside an f-string field */
     if (lx->depth > 0 && lx->stack[lx->depth - 1].ch != '{')
         return false;
     return !at_statement_start(lx->last) && !lex_continues(lx->last);
@@ -396,7 +622,7 @@ static bool newline_counts(const Lexer *lx)
 
 static bool has_value(int kind)
 {
-    return kind == NAME || kind == INT || kind == FLOAT || kind == STRING;
+    return kind == NAME || kind == INT || kind == FLOAT || kind == STRING || kind == FSTRING;
 }
 
 /* The newline rule: a significant newline is held back until the next token
@@ -404,6 +630,13 @@ static bool has_value(int kind)
 int lex_next(Lexer *lx, YYSTYPE *val, Loc *loc)
 {
     int k;
+    if (lx->fexpr_start) {
+        lx->fexpr_start = false;
+        *loc = lx->end_loc;
+        lx->la_kind = FEXPR;
+        lx->la_loc = *loc;
+        return FEXPR;
+    }
     if (lx->buffered) {
         lx->buffered = false;
         k = lx->buf_kind;
@@ -424,6 +657,13 @@ int lex_next(Lexer *lx, YYSTYPE *val, Loc *loc)
                 *loc = lx->end_loc;
             }
         }
+    }
+    if (lx->stop && k != YYEOF && k != LEXERR && loc->off + loc->len > (int)(lx->stop - lx->src->text)) {
+        /* a token running past the field's end (the field split disagrees) */
+        if (has_value(k))
+            ast_free(val->node);
+        lex_error_final(lx, *loc, "f-string: cannot parse this field");
+        k = LEXERR;
     }
     /* brackets count when handed out, so that the stack never runs ahead
        of the parser by a buffered token */
@@ -482,9 +722,15 @@ void lex_free(Lexer *lx)
 void lex_describe(const Lexer *lx, int kind, Loc loc, char *buf, size_t n)
 {
     switch (kind) {
-    case YYEOF: snprintf(buf, n, "end of input"); return;
+    case YYEOF:
+        if (lx->stop) /* the end of an f-string field: the character there */
+            snprintf(buf, n, "'%c'", *lx->stop);
+        else
+            snprintf(buf, n, "end of input");
+        return;
     case NEWLINE: snprintf(buf, n, "end of line"); return;
     case STRING: snprintf(buf, n, "string"); return;
+    case FSTRING: snprintf(buf, n, "f-string"); return;
     case LEXERR: snprintf(buf, n, "invalid token"); return;
     default: break;
     }

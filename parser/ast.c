@@ -152,7 +152,7 @@ bool parse_needs_more(const char *text)
     YYSTYPE val;
     Loc loc;
     while ((k = lex_next(lx, &val, &loc)) != YYEOF && k != LEXERR) {
-        if (k == NAME || k == INT || k == FLOAT || k == STRING)
+        if (k == NAME || k == INT || k == FLOAT || k == STRING || k == FSTRING)
             ast_free(val.node);
         prev = k;
     }
@@ -311,6 +311,39 @@ static void dump_node(const Node *n, FILE *f)
         } else {
             fputs(n->str, f);
         }
+        break;
+    case N_IFEXPR:
+        fputs("(ifexpr ", f);
+        ast_dump(n->a->a, f);
+        fputc(' ', f);
+        ast_dump(n->a->b->list.items[0]->b, f);
+        fputc(' ', f);
+        ast_dump(n->a->c->list.items[0]->b, f);
+        fputc(')', f);
+        break;
+    case N_COMP:
+        fputs("(comp ", f);
+        ast_dump(n->a, f);
+        for (int i = 0; i < n->list.n; i++) {
+            const Node *c = n->list.items[i];
+            fputs(c->kind == N_FOR ? " (for " : " (if ", f);
+            ast_dump(c->a, f);
+            if (c->kind == N_FOR) {
+                fputc(' ', f);
+                ast_dump(c->b, f);
+            }
+            fputc(')', f);
+        }
+        fputc(')', f);
+        break;
+    case N_FSTRING: fputs("(fstring", f); dump_list(&n->list, f); fputc(')', f); break;
+    case N_FMTFIELD:
+        fputs("(field ", f);
+        dump_str(n->str, strlen(n->str), f);
+        fputc(' ', f);
+        ast_dump(n->a, f);
+        dump_list(&n->list, f);
+        fputc(')', f);
         break;
     case N_LET: fputs("(let ", f); ast_dump(n->a, f); fputc(' ', f); ast_dump(n->b, f); fputc(')', f); break;
     case N_PNAME: fputs(n->str, f); break;

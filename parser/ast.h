@@ -51,6 +51,15 @@ typedef enum NodeKind {
                     expression when is_lambda (fn (x) => e); list2 = decorators
                     (expressions, outermost first) */
     N_PARAM,     /* str = name, a = default value or NULL */
+    N_IFEXPR,    /* a if c else b: a = the N_IF it stands for, whose branches
+                    are blocks of one N_ASSIGN to a hidden N_NAME (the resolver
+                    gives it a slot of its own); opl = the 'if' */
+    N_COMP,      /* [e for p in xs if c ...]: a = e; list = N_FOR (a = pattern,
+                    b = iterable) and N_IF (a = condition) clauses */
+    N_FSTRING,   /* f"...": list = N_STR pieces and N_FMTFIELD fields */
+    N_FMTFIELD,  /* {expr!c:spec} of an f-string: a = expr; str = a format()
+                    string for it ("{0!r:>{1}}"); list = expressions nested in
+                    the spec ({1}, ...); opl = the field's text between braces */
 
     /* statements */
     N_LET,       /* a = pattern (N_PNAME / N_PTUPLE), b = value */

@@ -29,6 +29,7 @@ static Node *mk2(NodeKind k, Loc loc, Node *a, Node *b);
 static Node *binop(int op, Loc loc, Loc opl, Node *a, Node *b);
 static void list_move(NodeList *dst, Node *carrier);
 static Node *assign(Lexer *lx, int op, Loc loc, Loc opl, Node *t, Node *v);
+static Node *ifexpr(Loc loc, Loc opl, Node *cond, Node *then, Node *other);
 static bool starts_expr(yysymbol_kind_t k);
 }
 
@@ -61,12 +62,14 @@ static bool starts_expr(yysymbol_kind_t k);
 %token LPAREN "(" RPAREN ")" LBRACK "[" RBRACK "]" LBRACE "{" RBRACE "}"
 %token COMMA "," COLON ":" DOT "." SEMI ";" ARROW "=>" ELLIPSIS "..."
 %token NEWLINE "end of line"
+%token <node> FSTRING "f-string"
+%token FEXPR "start of an f-string field" /* first token of a sub-parse: the expression in an f-string's braces */
 %token LEXERR "invalid token"
 
 %type <node> stmt_list stmt simple_stmt if_stmt else_part block block_body
 %type <node> fn_decl decorators decorator params param_list param
 %type <node> pattern pattern_top pattern_list
-%type <node> expr lambda or_expr and_expr not_expr cmp sum term unary power
+%type <node> texpr cond_expr comp_clauses expr lambda or_expr and_expr not_expr cmp sum term unary power
 %type <node> postfix primary expr_list args arg_list arg items item opt_expr
 %type <node> fields field
 %type <op> cmpop mulop augop
@@ -79,6 +82,7 @@ static bool starts_expr(yysymbol_kind_t k);
 program
     : opt_seps                      { lx->result = mk(N_PROGRAM, @$); }
     | opt_seps stmt_list opt_seps   { $2->kind = N_PROGRAM; $2->loc = @$; lx->result = $2; }
+    | FEXPR expr                    { lx->result = $2; } /* parse_fexpr */
     ;
 
 opt_seps: %empty | seps ;
@@ -113,14 +117,14 @@ stmt
     ;
 
 simple_stmt
-    : "let" pattern_top "=" expr    { $$ = mk2(N_LET, @$, $2, $4); }
-    | expr                          { $$ = mk(N_EXPR, @$); $$->a = $1; }
-    | expr "=" expr                 { if (!($$ = assign(lx, 0, @$, @2, $1, $3))) YYABORT; }
-    | expr augop expr               { if (!($$ = assign(lx, $2, @$, @2, $1, $3))) YYABORT; }
+    : "let" pattern_top "=" texpr   { $$ = mk2(N_LET, @$, $2, $4); }
+    | texpr                         { $$ = mk(N_EXPR, @$); $$->a = $1; }
+    | texpr "=" texpr               { if (!($$ = assign(lx, 0, @$, @2, $1, $3))) YYABORT; }
+    | texpr augop texpr             { if (!($$ = assign(lx, $2, @$, @2, $1, $3))) YYABORT; }
     | "break"                       { $$ = mk(N_BREAK, @$); }
     | "continue"                    { $$ = mk(N_CONTINUE, @$); }
     | "return"                      { $$ = mk(N_RETURN, @$); }
-    | "return" expr                 { $$ = mk(N_RETURN, @$); $$->a = $2; }
+    | "return" texpr                { $$ = mk(N_RETURN, @$); $$->a = $2; }
     | "import" NAME                 { $$ = mk(N_IMPORT, @$); $$->str = xstrdup($2->str); $$->str2 = $2->str; $2->str = NULL; ast_free($2); }
     | "import" NAME "as" NAME       { $$ = mk(N_IMPORT, @$); $$->str = $2->str; $$->str2 = $4->str;
                                       $2->str = $4->str = NULL; ast_free($2); ast_free($4); }
@@ -214,10 +218,31 @@ pattern_list
     | pattern_list "," pattern      { $$ = $1; nodelist_push(&$$->list, $3); }
     ;
 
+/* a bare tuple where Python takes one: a statement, both sides of '=',
+ * the value of let and return (a, b = b, a; return x, y) */
+texpr
+    : expr
+    | expr ","                      { $$ = mk(N_TUPLE, @$); nodelist_push(&$$->list, $1); }
+    | expr "," expr_list opt_comma {
+          $$ = $3; $$->kind = N_TUPLE; $$->loc = @$;
+          nodelist_push(&$$->list, NULL);
+          memmove($$->list.items + 1, $$->list.items, sizeof(Node *) * ($$->list.n - 1));
+          $$->list.items[0] = $1;
+      }
+    ;
+
 /* expressions, lowest precedence first */
 expr
-    : or_expr
+    : cond_expr
     | lambda
+    ;
+
+/* Python's conditional expression a if c else b: an N_IFEXPR whose a is the
+ * statement it stands for, if c { tmp = a } else { tmp = b } (so that staged
+ * code treats it exactly as that if); tmp is a slot the resolver hands out */
+cond_expr
+    : or_expr
+    | or_expr "if" or_expr "else" expr { $$ = ifexpr(@$, @2, $3, $1, $5); }
     ;
 
 /* lambda -> 'fn' '(' params ')' ('=>' expr | block) */
@@ -314,8 +339,25 @@ primary
       }
     | "[" "]"                       { $$ = mk(N_ARRAY, @$); }
     | "[" expr_list opt_comma "]"   { $$ = $2; $$->kind = N_ARRAY; $$->loc = @$; }
+    | "[" expr comp_clauses "]"     { $$ = $3; $$->a = $2; $$->loc = @$; }
+    | FSTRING
     | "{" "}"                       { $$ = mk(N_RECORD, @$); }
     | "{" fields opt_comma "}"      { $$ = $2; $$->loc = @$; }
+    ;
+
+/* [e for x in xs if c ...]: N_COMP, a = e, list = clauses (N_FOR with a =
+ * pattern and b = iterable; N_IF with a = condition). The iterable and the
+ * condition are or_expr, as in Python, so 'if' after them is the filter. */
+comp_clauses
+    : "for" pattern_top "in" or_expr {
+          $$ = mk(N_COMP, @$); Node *f = mk2(N_FOR, @$, $2, $4); nodelist_push(&$$->list, f);
+      }
+    | comp_clauses "for" pattern_top "in" or_expr {
+          $$ = $1; Node *f = mk2(N_FOR, @2, $3, $5); f->loc.len = @5.off + @5.len - @2.off; nodelist_push(&$$->list, f);
+      }
+    | comp_clauses "if" or_expr {
+          $$ = $1; Node *f = mk(N_IF, @3); f->a = $3; nodelist_push(&$$->list, f);
+      }
     ;
 
 expr_list
@@ -420,16 +462,59 @@ static void list_move(NodeList *dst, Node *carrier)
     ast_free(carrier);
 }
 
+/* A target of '=': a name, x[i], r.field, or a tuple of targets (a, b = ...);
+ * NULL when it is fine, else the part that is not. */
+static const Node *bad_target(const Node *t, bool tuple_ok)
+{
+    if (t->kind == N_NAME || t->kind == N_INDEX || t->kind == N_FIELD)
+        return NULL;
+    if (t->kind != N_TUPLE || !tuple_ok || t->list.n == 0)
+        return t;
+    for (int i = 0; i < t->list.n; i++) {
+        const Node *b = bad_target(t->list.items[i], true);
+        if (b)
+            return b;
+    }
+    return NULL;
+}
+
 static Node *assign(Lexer *lx, int op, Loc loc, Loc opl, Node *t, Node *v)
 {
-    if (t->kind != N_NAME && t->kind != N_INDEX && t->kind != N_FIELD) {
-        lex_error(lx, t->loc, "cannot assign to this expression (only to a name, x[i] or r.field)");
+    const Node *bad = bad_target(t, op == 0);
+    if (bad) {
+        if (bad == t && t->kind == N_TUPLE && op)
+            lex_error(lx, opl, "'%s=' cannot update a tuple of targets (write one statement per target)", op_symbol(op));
+        else if (bad != t)
+            lex_error(lx, bad->loc, "cannot assign to this expression (a tuple of targets holds names, x[i] and r.field)");
+        else
+            lex_error(lx, bad->loc, "cannot assign to this expression (only to a name, x[i] or r.field)");
         ast_free(t);
         ast_free(v);
         return NULL;
     }
     Node *n = mk2(N_ASSIGN, loc, t, v);
     n->op = op;
+    n->opl = opl;
+    return n;
+}
+
+static Node *ifexpr(Loc loc, Loc opl, Node *cond, Node *then, Node *other)
+{
+    Node *branch[2] = { then, other };
+    Node *stmt = mk(N_IF, loc);
+    stmt->a = cond;
+    stmt->opl = opl;
+    for (int i = 0; i < 2; i++) {
+        Node *tmp = mk(N_NAME, branch[i]->loc);
+        tmp->str = xstrdup("the value of this conditional expression");
+        Node *set = mk2(N_ASSIGN, branch[i]->loc, tmp, branch[i]);
+        Node *block = mk(N_BLOCK, branch[i]->loc);
+        nodelist_push(&block->list, set);
+        if (i == 0) stmt->b = block;
+        else stmt->c = block;
+    }
+    Node *n = mk(N_IFEXPR, loc);
+    n->a = stmt;
     n->opl = opl;
     return n;
 }
@@ -446,7 +531,7 @@ static void yyerror(Loc *loc, Lexer *lx, const char *msg)
 static bool starts_expr(yysymbol_kind_t k)
 {
     switch (k) {
-    case YYSYMBOL_NAME: case YYSYMBOL_INT: case YYSYMBOL_FLOAT: case YYSYMBOL_STRING:
+    case YYSYMBOL_NAME: case YYSYMBOL_INT: case YYSYMBOL_FLOAT: case YYSYMBOL_STRING: case YYSYMBOL_FSTRING:
     case YYSYMBOL_TRUE: case YYSYMBOL_FALSE: case YYSYMBOL_NIL: case YYSYMBOL_FN:
     case YYSYMBOL_NOT: case YYSYMBOL_MINUS: case YYSYMBOL_PLUS:
     case YYSYMBOL_LPAREN: case YYSYMBOL_LBRACK: case YYSYMBOL_LBRACE:
@@ -462,6 +547,42 @@ static bool expects(const yysymbol_kind_t *exp, int n, yysymbol_kind_t k)
         if (exp[i] == k)
             return true;
     return false;
+}
+
+/* Is the token at loc the name w? */
+static bool token_is(const Lexer *lx, int kind, Loc loc, const char *w)
+{
+    return kind == NAME && loc.len == (int)strlen(w) && memcmp(lx->src->text + loc.off, w, (size_t)loc.len) == 0;
+}
+
+/* A syntax error right at or after a word of Python that tfe spells another
+ * way: how to write it in tfe (*at moves to the word). */
+static const char *python_habit(const Lexer *lx, yysymbol_kind_t tok, Loc *at)
+{
+    static const struct { const char *word, *hint; } habits[] = {
+        { "def", "tfe declares a function with 'fn': fn name(x) { ... }" },
+        { "elif", "tfe writes 'else if', not 'elif'" },
+        { "lambda", "tfe writes an anonymous function as fn (x) => x * 2" },
+        { "class", "tfe has no classes: use records ({w: w, b: b}) and functions" },
+        { "from", "tfe imports a whole module: import nn (then nn.name), or import \"path.tfe\" as name" },
+        { "pass", "tfe has no 'pass': an empty block is { }" },
+    };
+    if (token_is(lx, lx->la_kind, lx->la_loc, "is")) { /* x is None */
+        *at = lx->la_loc;
+        return "tfe compares with '==' and '!=' (x == nil), not 'is'";
+    }
+    for (size_t i = 0; i < sizeof habits / sizeof habits[0]; i++) {
+        if (tok != YYSYMBOL_YYEOF && token_is(lx, lx->la_kind, lx->la_loc, habits[i].word) &&
+            strcmp(habits[i].word, "elif") == 0) {
+            *at = lx->la_loc; /* } elif c { */
+            return habits[i].hint;
+        }
+        if (token_is(lx, lx->prev_kind, lx->prev_loc, habits[i].word)) {
+            *at = lx->prev_loc;
+            return habits[i].hint;
+        }
+    }
+    return NULL;
 }
 
 /* What a block's '{' follows, for "expected '{' after ...". */
@@ -497,6 +618,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
     lex_describe(lx, tok == YYSYMBOL_YYEOF ? YYEOF : lx->la_kind, at, what, sizeof what);
     const LexBracket *open = lx->depth > 0 ? &lx->stack[lx->depth - 1] : NULL;
 
+    const char *py = python_habit(lx, tok, &at);
+    if (py) {
+        lex_error(lx, at, "%s", py);
+        return 0;
+    }
+
     if (open && (tok == YYSYMBOL_YYEOF ||
                  (open->ch != '{' && at.line > open->loc.line &&
                   (tok == YYSYMBOL_LET || tok == YYSYMBOL_IF || tok == YYSYMBOL_WHILE ||
@@ -508,22 +635,32 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
     } else if (tok == YYSYMBOL_ASSIGN) {
         lex_error(lx, at, "use '==' to compare; '=' assigns");
     } else if (want_expr && !want_stmt && !starts_expr(tok)) {
-        if (tok == YYSYMBOL_YYEOF || tok == YYSYMBOL_NEWLINE)
+        if ((tok == YYSYMBOL_YYEOF && !lx->stop) || tok == YYSYMBOL_NEWLINE)
             lex_error(lx, at, "expected expression at %s", what);
         else
             lex_error(lx, at, "expected expression before %s", what);
+    } else if (tok == YYSYMBOL_COMMA && (!open || open->ch == '{')) {
+        lex_error(lx, at, "unexpected ',' (a tuple needs parentheses here: (a, b))");
+    } else if (expects(exp, n, YYSYMBOL_ELSE) && !expects(exp, n, YYSYMBOL_NEWLINE) &&
+               !expects(exp, n, YYSYMBOL_RBRACE) && !expects(exp, n, YYSYMBOL_SEMI)) {
+        lex_error(lx, at, "expected 'else' in the conditional expression (a if c else b) %s %s",
+                  (tok == YYSYMBOL_YYEOF && !lx->stop) || tok == YYSYMBOL_NEWLINE ? "at" : "before", what);
     } else if (expects(exp, n, YYSYMBOL_FN) && expects(exp, n, YYSYMBOL_DECO) && !want_stmt) {
         lex_error(lx, at, "a decorator must be followed by a 'fn' declaration");
     } else if (expects(exp, n, YYSYMBOL_ARROW)) {
         lex_error(lx, at, "expected '=>' or '{' after the parameters of 'fn'");
-    } else if (expects(exp, n, YYSYMBOL_LBRACE) && expects(exp, n, YYSYMBOL_IF) && !want_stmt) {
-        lex_error(lx, at, "expected '{' or 'if' after 'else'");
+    } else if (expects(exp, n, YYSYMBOL_LBRACE) && expects(exp, n, YYSYMBOL_IF) && !want_stmt &&
+               lx->prev_kind == ELSE) {
+        lex_error(lx, at, tok == YYSYMBOL_COLON ? "expected '{' or 'if' after 'else' (a block is { ... }, not ':' and indentation)"
+                                                : "expected '{' or 'if' after 'else'");
     } else if (expects(exp, n, YYSYMBOL_LBRACE) && !want_expr) {
         const char *after = block_context(lx, expects(exp, n, YYSYMBOL_AS));
         if (tok == YYSYMBOL_NEWLINE && lx->buffered && lx->buf_kind == LBRACE)
             lex_error(lx, at, "'{' must be on the same line, %s", after);
         else if (tok == YYSYMBOL_ARROW)
             lex_error(lx, at, "expected '{' %s ('=>' bodies are for anonymous functions: fn (x) => x)", after);
+        else if (tok == YYSYMBOL_COLON)
+            lex_error(lx, at, "expected '{' %s (a block is { ... }, not ':' and indentation)", after);
         else
             lex_error(lx, at, "expected '{' %s", after);
     } else if (expects(exp, n, YYSYMBOL_IN) && !want_expr) {
@@ -544,7 +681,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
         lex_error(lx, at, "expected 'as NAME' after the path of 'import'");
     } else if (n == 1 && exp[0] == YYSYMBOL_LPAREN) {
         lex_error(lx, at, "expected '(' after the name of the function");
-    } else if (expects(exp, n, YYSYMBOL_COMMA) && (starts_expr(tok) || tok == YYSYMBOL_NEWLINE)) {
+    } else if (expects(exp, n, YYSYMBOL_COMMA) && (starts_expr(tok) || tok == YYSYMBOL_NEWLINE) &&
+               !(expects(exp, n, YYSYMBOL_NEWLINE) && (!open || open->ch == '{'))) {
+        /* (a statement may end where a bare tuple could go on: that is the
+           likelier mistake, handled below) */
         char close = open ? (open->ch == '(' ? ')' : open->ch == '[' ? ']' : '}') : 0;
         if (close && tok == YYSYMBOL_NEWLINE)
             lex_error(lx, at, "expected ',' or '%c' at end of line", close);
@@ -589,4 +729,29 @@ Node *parse_program(Source *src, ParseError *err)
     }
     lex_free(lx);
     return prog;
+}
+
+Node *parse_fexpr(Lexer *outer, const char *start, const char *stop, int line, const char *line_start,
+                  ParseError *err)
+{
+    Lexer *lx = lex_new(outer->src);
+    lx->cur = start;
+    lx->stop = stop;
+    lx->line = line;
+    lx->line_start = line_start;
+    lx->fexpr_start = true;
+    lx->end_loc = (Loc){ outer->src, line, (int)(start - line_start) + 1, (int)(start - outer->src->text), 1 };
+    Node *e = NULL;
+    int rc = yyparse(lx);
+    if (rc == 0 && lx->result && !lx->has_err) {
+        e = lx->result;
+    } else {
+        ast_free(lx->result);
+        if (!lx->has_err)
+            lex_error(lx, lx->la_loc, "syntax error");
+        snprintf(err->msg, sizeof err->msg, "%s", lx->err);
+        err->loc = lx->err_loc;
+    }
+    lex_free(lx);
+    return e;
 }

@@ -79,10 +79,13 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
             put_tag(s, v.u.i ? 'T' : 'F');
             break;
         }
-        if (mode == SIG_INPUT && depth > 0) {
+        /* a float literal not exact in float32 (v.lit) is a constant by
+         * value too, in and out: a tensor leaf would round it */
+        if ((mode == SIG_INPUT && depth > 0) || v.lit) {
             put_tag(s, 'v');
             put(s, &v.dtype, 1);
             put(s, &v.weak, 1);
+            put(s, &v.lit, 1);
             put(s, &v.u.i, sizeof v.u.i);
             break;
         }
@@ -168,7 +171,7 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
 static int count_leaves(Value v)
 {
     switch ((ValueKind)v.kind) {
-    case V_SCALAR: return v.dtype == TFE_BOOL ? 0 : 1;
+    case V_SCALAR: return v.dtype == TFE_BOOL || v.lit ? 0 : 1;
     case V_TENSOR: return 1;
     case V_TUPLE: case V_LIST: {
         Seq *q = (Seq *)v.u.o;
@@ -190,7 +193,7 @@ static Value rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, 
 {
     switch ((ValueKind)tmpl.kind) {
     case V_SCALAR:
-        if (tmpl.dtype == TFE_BOOL) return tmpl;
+        if (tmpl.dtype == TFE_BOOL || tmpl.lit) return tmpl; /* by value (flatten) */
         /* fall through */
     case V_TENSOR: {
         tfe_tensor *t = leaves[(*k)++];
@@ -319,7 +322,7 @@ Value sig_copy_containers(Value v)
     return v;
 }
 
-static bool is_leaf(Value v) { return v.kind == V_TENSOR || (v.kind == V_SCALAR && v.dtype != TFE_BOOL); }
+static bool is_leaf(Value v) { return v.kind == V_TENSOR || (v.kind == V_SCALAR && v.dtype != TFE_BOOL && !v.lit); }
 
 static void replace_slot(Value *slot, tfe_tensor *const *leaves, int *k)
 {

@@ -215,7 +215,7 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n)
     *n = lv.n;
     for (int i = 0; i < lv.n; i++) trace_input(T, lv.t[i]);
     Value r = v;
-    if (v.kind == V_SCALAR && v.dtype != TFE_BOOL) { /* a number: its boxed tensor stands for it */
+    if (v.kind == V_SCALAR && lv.n == 1) { /* a number: its boxed tensor stands for it */
         tensor_incref(lv.t[0]);
         r = v_tensor_take(lv.t[0]);
     } else {

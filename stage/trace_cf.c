@@ -23,28 +23,59 @@ static void pattern_slots(Node *p, bool *mask, int ns)
     for (int i = 0; i < p->list.n; i++) pattern_slots(p->list.items[i], mask, ns);
 }
 
+/* The names of an assignment target (a name, x[i] rebinding x, or a tuple
+ * of targets) into mask. */
+static void target_slots(Node *t, bool *mask, int ns)
+{
+    if (t->kind == N_TUPLE) {
+        for (int i = 0; i < t->list.n; i++) target_slots(t->list.items[i], mask, ns);
+        return;
+    }
+    while (t->kind == N_INDEX) t = t->a; /* x[i] = v rebinds x */
+    if (t->kind == N_NAME && t->depth == 0 && t->op != 2 && t->slot < ns) mask[t->slot] = true;
+}
+
+/* Slots expressions bind for themselves (a comprehension's loop variables,
+ * a conditional expression's hidden slot) are local wherever they sit.
+ * Functions made inside are not entered: their slots are their own. */
+static void scan_hidden(Node *n, bool *local, int ns)
+{
+    if (!n || n->kind == N_FN) return;
+    if (n->kind == N_COMP)
+        for (int i = 0; i < n->list.n; i++)
+            if (n->list.items[i]->kind == N_FOR) pattern_slots(n->list.items[i]->a, local, ns);
+    if (n->kind == N_IFEXPR && n->slot < ns) local[n->slot] = true;
+    scan_hidden(n->a, local, ns);
+    scan_hidden(n->b, local, ns);
+    scan_hidden(n->c, local, ns);
+    for (int i = 0; i < n->list.n; i++) scan_hidden(n->list.items[i], local, ns);
+    for (int i = 0; i < n->list2.n; i++) scan_hidden(n->list2.items[i], local, ns);
+}
+
 /* local: names a block declares (let, for, fn, with-as, import): they die
  * with it. assigned: names of the enclosing function it assigns. */
+static void scan_block_stmts(Node *n, bool *local, bool *assigned, int ns);
 static void scan_block(Node *n, bool *local, bool *assigned, int ns)
+{
+    scan_block_stmts(n, local, assigned, ns);
+    scan_hidden(n, local, ns);
+}
+
+static void scan_block_stmts(Node *n, bool *local, bool *assigned, int ns)
 {
     if (!n) return;
     switch (n->kind) {
     case N_BLOCK:
-        for (int i = 0; i < n->list.n; i++) scan_block(n->list.items[i], local, assigned, ns);
+        for (int i = 0; i < n->list.n; i++) scan_block_stmts(n->list.items[i], local, assigned, ns);
         break;
     case N_LET: pattern_slots(n->a, local, ns); break;
-    case N_FOR: pattern_slots(n->a, local, ns); scan_block(n->c, local, assigned, ns); break;
+    case N_FOR: pattern_slots(n->a, local, ns); scan_block_stmts(n->c, local, assigned, ns); break;
     case N_FNDECL: if (n->slot < ns) local[n->slot] = true; break;
-    case N_WITH: if (n->str && n->slot < ns) local[n->slot] = true; scan_block(n->b, local, assigned, ns); break;
+    case N_WITH: if (n->str && n->slot < ns) local[n->slot] = true; scan_block_stmts(n->b, local, assigned, ns); break;
     case N_IMPORT: if (n->slot < ns) local[n->slot] = true; break;
-    case N_IF: scan_block(n->b, local, assigned, ns); scan_block(n->c, local, assigned, ns); break;
-    case N_WHILE: scan_block(n->b, local, assigned, ns); break;
-    case N_ASSIGN: {
-        Node *t = n->a;
-        while (t->kind == N_INDEX) t = t->a; /* x[i] = v rebinds x */
-        if (t->kind == N_NAME && t->depth == 0 && t->op != 2 && t->slot < ns) assigned[t->slot] = true;
-        break;
-    }
+    case N_IF: scan_block_stmts(n->b, local, assigned, ns); scan_block_stmts(n->c, local, assigned, ns); break;
+    case N_WHILE: scan_block_stmts(n->b, local, assigned, ns); break;
+    case N_ASSIGN: target_slots(n->a, assigned, ns); break;
     default: break;
     }
 }
@@ -62,6 +93,15 @@ static Node *find_assign(Node *n, int slot)
         return NULL;
     case N_ASSIGN: {
         Node *t = n->a;
+        if (t->kind == N_TUPLE) { /* a, b = ...: the target that is slot */
+            for (int i = 0; i < t->list.n; i++) {
+                Node fake = *n;
+                fake.a = t->list.items[i];
+                Node *r = find_assign(&fake, slot);
+                if (r) return r;
+            }
+            return NULL;
+        }
         while (t->kind == N_INDEX) t = t->a;
         return t->kind == N_NAME && t->depth == 0 && t->slot == slot ? t : NULL;
     }
@@ -114,12 +154,26 @@ static bool same_value(Value a, Value b)
 }
 
 static bool is_leafy(Value v) { return v.kind == V_TENSOR || v.kind == V_SCALAR; }
+/* A float literal not exact in float32 (Value.lit): as a region's output or
+ * loop value it would be rounded, so such a conditional runs at trace time. */
+static bool is_lit(Value v) { return v.kind == V_SCALAR && v.lit; }
 
+/* Two buffers in turn: one message names two kinds. */
 static const char *kind_with_article(Value v)
 {
-    static char buf[64];
+    static char buf[2][64];
+    static int turn;
+    char *b = buf[turn ^= 1];
     const char *k = value_kind_name(v);
-    snprintf(buf, sizeof buf, "%s %s", strchr("aeiou", k[0]) ? "an" : "a", k);
+    snprintf(b, sizeof buf[0], "%s %s", strchr("aeiou", k[0]) ? "an" : "a", k);
+    return b;
+}
+
+/* A binding's name in quotes; the hidden binding of a conditional
+ * expression (parser/grammar.y names it in words) without. */
+static const char *quoted(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, strchr(name, ' ') ? "%s" : "'%s'", name);
     return buf;
 }
 
@@ -552,8 +606,9 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         if (same_value(a0, b0) && same_value(a1, b0)) continue;
         Node *where = find_assign(n->b, s);
         if (!where) where = find_assign(n->c, s);
+        char qn[96];
         const char *name = where ? where->str : "a binding";
-        if (!is_leafy(a0) || !is_leafy(a1)) {
+        if (!is_leafy(a0) || !is_leafy(a1) || is_lit(a0) || is_lit(a1)) {
             if (same_value(a0, a1)) { /* e.g. the same string in both: no output needed */
                 Value old = env->slots[s];
                 value_incref(a0);
@@ -561,19 +616,23 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
                 value_decref(old);
                 continue;
             }
-            FAIL(where ? where->loc : n->loc, "'%s' is %s after one branch of this if on a traced tensor and %s "
+            if (is_leafy(a0) && is_leafy(a1))
+                FAIL(where ? where->loc : n->loc, "%s is a float literal after a branch of this if on a traced "
+                     "tensor (a tensor would round it to float32)", quoted(name, qn, sizeof qn));
+            FAIL(where ? where->loc : n->loc, "%s is %s after one branch of this if on a traced tensor and %s "
                  "after the other; staged code needs tensors (or equal values) in both",
-                 name, kind_with_article(a0), kind_with_article(a1));
+                 quoted(name, qn, sizeof qn), kind_with_article(a0), kind_with_article(a1));
         }
         tfe_tensor *t0 = as_tensor(a0), *t1 = as_tensor(a1);
         pairs[npairs++] = (Pair){s, {t0, t1}};
         if (t0->dtype != t1->dtype)
-            FAIL(where ? where->loc : n->loc, "'%s' is %s in one branch of this if on a traced tensor and %s in "
+            FAIL(where ? where->loc : n->loc, "%s is %s in one branch of this if on a traced tensor and %s in "
                  "the other; a binding assigned in both branches must keep its dtype",
-                 name, dtype_name(t0->dtype), dtype_name(t1->dtype));
+                 quoted(name, qn, sizeof qn), dtype_name(t0->dtype), dtype_name(t1->dtype));
         if (t0->rank != t1->rank)
-            FAIL(where ? where->loc : n->loc, "'%s' has rank %d in one branch of this if on a traced tensor and "
-                 "%d in the other; a binding assigned in both branches must keep its rank", name, t0->rank, t1->rank);
+            FAIL(where ? where->loc : n->loc, "%s has rank %d in one branch of this if on a traced tensor and "
+                 "%d in the other; a binding assigned in both branches must keep its rank",
+                 quoted(name, qn, sizeof qn), t0->rank, t1->rank);
     }
     if (x[0] == XS_RETURN) {
         for (int b = 0; b < 2; b++) sig_flatten(ret[b], &rs[b], &rl[b], SIG_OUTPUT);
@@ -723,6 +782,9 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
             FAIL(where ? where->loc : n->loc, "'%s' is %s changed by a %s on a traced tensor; "
                  "staged loops can only change tensors and numbers", where ? where->str : "a binding",
                  kind_with_article(v), what);
+        if (is_lit(v))
+            FAIL(where ? where->loc : n->loc, "'%s' is a float literal changed by a %s on a traced tensor "
+                 "(a tensor would round it to float32)", where ? where->str : "a binding", what);
         init[nc] = as_tensor(v);
         carried[nc++] = s;
     }
@@ -796,6 +858,9 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         const char *name = where ? where->str : "a binding";
         if (!is_leafy(v))
             FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a %s on a traced tensor", name, kind_with_article(v), what);
+        if (is_lit(v))
+            FAIL(where ? where->loc : n->loc, "'%s' becomes a float literal in a %s on a traced tensor "
+                 "(a tensor would round it to float32)", name, what);
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);

@@ -1,4 +1,5 @@
-/* blas.c — loads OpenBLAS the first time a GEMM runs, not at start-up.
+/* blas.c — loads OpenBLAS the first time a GEMM (or a LAPACK routine) runs,
+ * not at start-up.
  * Why: linking it eagerly costs every `tfe` start its relocations and starts
  * its worker threads, which then spin (sched_yield) for ~0.1 s, taking a core
  * from the interpreter even in programs that never multiply a matrix. Loading
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "tensor/blas.h"
+#include "tensor/tensor.h"
 
 #undef cblas_sgemm
 #undef cblas_dgemm
@@ -17,6 +19,22 @@
 static __typeof__(cblas_sgemm) *p_sgemm;
 static __typeof__(cblas_dgemm) *p_dgemm;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* LAPACK, from the same library (Debian's OpenBLAS ships it; configure
+ * checks dgetrf_). Fortran calling convention: every argument by pointer,
+ * and a hidden length after the arguments for each character argument. */
+typedef void getrf_fn(const blasint *m, const blasint *n, void *a, const blasint *lda, blasint *ipiv,
+                      blasint *info);
+typedef void getrs_fn(const char *trans, const blasint *n, const blasint *nrhs, const void *a,
+                      const blasint *lda, const blasint *ipiv, void *b, const blasint *ldb, blasint *info,
+                      size_t trans_len);
+typedef void potrf_fn(const char *uplo, const blasint *n, void *a, const blasint *lda, blasint *info,
+                      size_t uplo_len);
+static getrf_fn *p_getrf[2];
+static getrs_fn *p_getrs[2];
+static potrf_fn *p_potrf[2];
+static const char *lapack_missing = "not loaded";
+static const char *lapack_lib = "";
 
 static void load(void)
 {
@@ -29,7 +47,23 @@ static void load(void)
         if (!h) { err = dlerror(); continue; }
         p_sgemm = (__typeof__(p_sgemm))dlsym(h, "cblas_sgemm");
         p_dgemm = (__typeof__(p_dgemm))dlsym(h, "cblas_dgemm");
-        if (p_sgemm && p_dgemm) return;
+        if (p_sgemm && p_dgemm) {
+            /* [0] float32, [1] float64; a BLAS without LAPACK (libblas.so.3)
+             * runs every GEMM, and each LAPACK call reports what is missing */
+            static const char *const lnames[3][2] = {
+                {"sgetrf_", "dgetrf_"}, {"sgetrs_", "dgetrs_"}, {"spotrf_", "dpotrf_"}};
+            lapack_missing = NULL;
+            for (int t = 0; t < 2; t++) {
+                p_getrf[t] = (getrf_fn *)dlsym(h, lnames[0][t]);
+                p_getrs[t] = (getrs_fn *)dlsym(h, lnames[1][t]);
+                p_potrf[t] = (potrf_fn *)dlsym(h, lnames[2][t]);
+                for (int k = 0; k < 3 && !lapack_missing; k++)
+                    if (!(k == 0 ? (void *)p_getrf[t] : k == 1 ? (void *)p_getrs[t] : (void *)p_potrf[t]))
+                        lapack_missing = lnames[k][t];
+            }
+            lapack_lib = names[i];
+            return;
+        }
         err = "cblas_sgemm/cblas_dgemm missing";
     }
     fprintf(stderr, "tfe: cannot load OpenBLAS (libopenblas.so.0): %s (apt-get install libopenblas0)\n", err);
@@ -52,4 +86,48 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
 {
     pthread_once(&once, load);
     p_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* ---- LAPACK ------------------------------------------------------------------- */
+
+/* pivots are handed over as int32_t: an OpenBLAS built with 64-bit
+ * integers (INTERFACE64) would need wider ones */
+_Static_assert(sizeof(blasint) == sizeof(int32_t), "blasint is not 32-bit");
+
+/* 0, or -1 with the error set when the loaded library has no LAPACK. */
+static int lapack_ready(const char *op)
+{
+    pthread_once(&once, load);
+    if (!lapack_missing) return 0;
+    tfe_error_set("%s: the BLAS library loaded (%s) has no LAPACK routine %s (install OpenBLAS: "
+                  "apt-get install libopenblas0)", op, lapack_lib, lapack_missing);
+    return -1;
+}
+
+int tfe_lapack_getrf(const char *op, tfe_dtype dt, int64_t n, void *a, int32_t *ipiv, int *info)
+{
+    if (lapack_ready(op)) return -1;
+    blasint nn = (blasint)n, lda = nn > 1 ? nn : 1, inf = 0;
+    p_getrf[dt == TFE_FLOAT64](&nn, &nn, a, &lda, (blasint *)ipiv, &inf);
+    *info = (int)inf;
+    return 0;
+}
+
+int tfe_lapack_getrs(const char *op, tfe_dtype dt, char trans, int64_t n, int64_t nrhs, const void *a,
+                     const int32_t *ipiv, void *b, int *info)
+{
+    if (lapack_ready(op)) return -1;
+    blasint nn = (blasint)n, nr = (blasint)nrhs, ld = nn > 1 ? nn : 1, inf = 0;
+    p_getrs[dt == TFE_FLOAT64](&trans, &nn, &nr, a, &ld, (const blasint *)ipiv, b, &ld, &inf, 1);
+    *info = (int)inf;
+    return 0;
+}
+
+int tfe_lapack_potrf(const char *op, tfe_dtype dt, char uplo, int64_t n, void *a, int *info)
+{
+    if (lapack_ready(op)) return -1;
+    blasint nn = (blasint)n, lda = nn > 1 ? nn : 1, inf = 0;
+    p_potrf[dt == TFE_FLOAT64](&uplo, &nn, a, &lda, &inf, 1);
+    *info = (int)inf;
+    return 0;
 }

@@ -2,6 +2,9 @@
  * the table tfe_grads and tfe_unbroadcast. Rules are made of ops only (never
  * kernels or tensor data), so they are differentiable and can be staged. */
 
+#include <stdio.h>
+#include <string.h>
+
 #include "tensor/grad.h"
 #include "tensor/base.h" /* kn_axis, kn_axes_mask */
 
@@ -1127,6 +1130,87 @@ RULE(grad_put_along_axis_add) {
         tfe_attrs at = axis_attrs(c);
         tfe_tensor *in[2] = {G, c->in[1]};
         set_dx(s, &dx[2], call(s, OP_TAKE_ALONG_AXIS, 2, in, &at), v);
+    }
+    END;
+}
+
+/* ---- matrices: tril/triu and LAPACK (tensor/kernels_lapack.c) ---------------------------- */
+
+static tfe_tensor *tri(scope *s, tfe_op op, tfe_tensor *x, int64_t k) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = 1;
+    at.ints[0] = k;
+    return call(s, op, 1, &x, &at);
+}
+
+/* tril/triu are linear: the same mask on G */
+RULE(grad_tri) { BEGIN; if (wants(x)) set_dx(s, &dx[0], tri(s, c->op, G, c->at->ints[0]), x); END; }
+
+/* Y = A^-1: dY = -Y dA Y, so dA = -Y^T G Y^T */
+RULE(grad_inv) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *yt = mT(s, Y);
+        set_dx(s, &dx[0], U(s, OP_NEG, B(s, OP_MATMUL, B(s, OP_MATMUL, yt, G), yt)), x);
+    }
+    END;
+}
+
+/* X = solve(A, B) = A^-1 B: dB = A^-T G = solve(A^T, G), dA = -dB X^T. A
+ * 1-D b is one column (n, 1) here, so solve(A^T, .) sees a matrix too. */
+RULE(grad_solve) {
+    BEGIN;
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    if (!wants(a) && !wants(b)) END;
+    bool vec = b->rank == 1;
+    int64_t sh[TFE_MAX_RANK];
+    for (int i = 0; i < G->rank; i++) sh[i] = G->shape[i];
+    sh[G->rank] = 1;
+    tfe_tensor *G2 = vec ? reshape(s, G, G->rank + 1, sh) : G;
+    tfe_tensor *X2 = vec ? reshape(s, Y, Y->rank + 1, sh) : Y;
+    tfe_tensor *db = B(s, OP_SOLVE, mT(s, a), G2);
+    if (wants(b)) set_dx(s, &dx[1], vec ? reshape(s, db, G->rank, G->shape) : db, b);
+    if (wants(a)) set_dx(s, &dx[0], U(s, OP_NEG, B(s, OP_MATMUL, db, mT(s, X2))), a);
+    END;
+}
+
+/* d det(A) = det(A) tr(A^-1 dA), so dA = G det(A) A^-T. A singular A has no
+ * inverse: its gradient is an error rather than a wrong one. */
+RULE(grad_det) {
+    BEGIN;
+    if (wants(x)) {
+        int64_t sh[TFE_MAX_RANK];
+        for (int i = 0; i < Y->rank; i++) sh[i] = Y->shape[i];
+        sh[Y->rank] = sh[Y->rank + 1] = 1;
+        tfe_tensor *inv = tfe_unary(OP_INV, x);
+        if (!inv) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s", tfe_error_msg());
+            if (strstr(msg, "singular"))
+                tfe_error_set("det: the gradient at a singular matrix is not supported (it is det(a) * inv(a)^T)");
+            s->failed = true;
+        } else {
+            keep(s, inv);
+            tfe_tensor *gy = reshape(s, B(s, OP_MUL, G, Y), Y->rank + 2, sh);
+            set_dx(s, &dx[0], B(s, OP_MUL, gy, mT(s, inv)), x);
+        }
+    }
+    END;
+}
+
+/* A = L L^T (PyTorch's rule, and Murray 2016): with P = Phi(L^T G), Phi the
+ * lower triangle with its diagonal halved, made symmetric,
+ * dA = L^-T P L^-1. The gradient is symmetric: it is the derivative along
+ * symmetric perturbations of A (cholesky reads only A's lower triangle). */
+RULE(grad_cholesky) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *phi = tri(s, OP_TRIL, B(s, OP_MATMUL, mT(s, Y), G), 0);
+        tfe_tensor *p = Bc(s, OP_MUL, B(s, OP_ADD, phi, mT(s, tri(s, OP_TRIL, phi, -1))), 0.5);
+        tfe_tensor *linv = U(s, OP_INV, Y);
+        set_dx(s, &dx[0], B(s, OP_MATMUL, B(s, OP_MATMUL, mT(s, linv), p), linv), x);
     }
     END;
 }

@@ -13,6 +13,36 @@
 #define THRESHOLD 1000 /* summarise above this many elements (NumPy) */
 #define EDGE 3
 
+/* Whether the decimal text reads back to v in dtype dt (hv: v's bits in a
+ * half type). Decimal -> double -> half rounds once in effect: these few
+ * digits are never within 2^-53 of a halfway point. */
+static bool reads_back(const char *text, double v, tfe_dtype dt, uint16_t hv) {
+    if (dt == TFE_FLOAT16) return kn_f64_to_half(strtod(text, NULL)) == hv;
+    if (dt == TFE_BFLOAT16) return kn_f64_to_bf16(strtod(text, NULL)) == hv;
+    if (dt == TFE_FLOAT64) return strtod(text, NULL) == v;
+    return strtof(text, NULL) == (float)v;
+}
+
+/* The p-digit decimal next to text ("[-]d.ddde±XX", p digits) in the
+ * direction dir (+1 away from zero, -1 toward it), computed on the digits
+ * (exact, unlike arithmetic on doubles): 9.99e-3 and 1.00e-2 are
+ * neighbours. */
+static void neighbour(const char *text, int p, int dir, char *out, size_t n) {
+    const char *s = text;
+    bool neg = *s == '-';
+    if (neg) s++;
+    uint64_t d = 0, top = 1;
+    for (; *s && *s != 'e'; s++)
+        if (*s != '.') d = d * 10 + (uint64_t)(*s - '0');
+    int e = atoi(s + 1);
+    for (int i = 1; i < p; i++) top *= 10; /* 10^(p-1): the smallest p-digit d */
+    if (dir > 0 && ++d == top * 10) d = top, e++;
+    else if (dir < 0 && d-- == top) d = top * 10 - 1, e--;
+    char digits[32];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)d);
+    snprintf(out, n, "%s%c%s%se%+03d", neg ? "-" : "", digits[0], p > 1 ? "." : "", digits + 1, e);
+}
+
 void format_float_shortest(double v, tfe_dtype dt, char *buf, size_t n) {
     if (v != v) {
         snprintf(buf, n, "nan");
@@ -26,13 +56,29 @@ void format_float_shortest(double v, tfe_dtype dt, char *buf, size_t n) {
         snprintf(buf, n, signbit(v) ? "-0.0" : "0.0");
         return;
     }
-    bool f32 = dt != TFE_FLOAT64;
+    /* the half types have digits of their own (NumPy prints float16(0.1) as
+     * 0.1): the shortest that read back, rounded to the dtype, to v */
+    bool half = dt == TFE_FLOAT16 || dt == TFE_BFLOAT16;
+    bool f32 = dt != TFE_FLOAT64 && !half;
     if (f32) v = (float)v; /* the digits of the float32 value itself */
+    uint16_t hv = dt == TFE_FLOAT16 ? kn_f64_to_half(v) : dt == TFE_BFLOAT16 ? kn_f64_to_bf16(v) : 0;
     char tmp[64];
     int maxp = f32 ? 9 : 17;
     for (int p = 1; p <= maxp; p++) {
         snprintf(tmp, sizeof tmp, "%.*e", p - 1, v);
-        if (f32 ? strtof(tmp, NULL) == (float)v : strtod(tmp, NULL) == v) break;
+        if (reads_back(tmp, v, dt, hv)) break;
+        /* the nearest p digits miss, but at a power of two the values above
+         * are twice as far apart as those below, and the p-digit number on
+         * the other side of v can still read back (float16 2^-6 = 0.015625
+         * is 0.01563, as NumPy and Python's repr print it) */
+        if (p < maxp) {
+            char alt[64];
+            neighbour(tmp, p, fabs(strtod(tmp, NULL)) > fabs(v) ? -1 : 1, alt, sizeof alt);
+            if (reads_back(alt, v, dt, hv)) {
+                memcpy(tmp, alt, sizeof alt);
+                break;
+            }
+        }
     }
     /* tmp is [-]d[.ddd]e±XX: split into sign, digits, exponent */
     char digits[32];

@@ -1,7 +1,9 @@
 /* random.c — the random stream (Philox 4x32-10, counter based) and the random
- * ops randn, rand, randint and dropout. Every value depends only on the key and
- * its counter block, so results never depend on thread count or chunking. */
+ * ops randn, rand, randint, dropout, randperm and choice. Every value depends
+ * only on the key and its counter block, so results never depend on thread
+ * count or chunking. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensor/kernels.h"
@@ -222,4 +224,160 @@ int k_dropout(const tfe_opcall *c) {
     int rc = generate(c, &g);
     tensor_decref(xc);
     return rc;
+}
+
+/* A uniform int in [0, range) from counter block b (Lemire's multiply-shift on
+ * 64 bits: bias at most range/2^64). */
+static inline uint64_t block_below(const tfe_attrs *at, uint64_t b, uint64_t range) {
+    uint32_t r[4];
+    philox4x32(at->seed, at->counter + b, r);
+    uint64_t u = ((uint64_t)r[0] << 32) | r[1];
+    return (uint64_t)(((unsigned __int128)u * range) >> 64);
+}
+
+/* randperm: Fisher-Yates from the last place down; place i takes counter
+ * block i, so the op uses exactly n blocks (block 0 unused) as the stream
+ * reserved for it. Sequential: each swap depends on the ones before. */
+int k_randperm(const tfe_opcall *c) {
+    tfe_tensor *o = c->out[0];
+    if (o->dtype != TFE_INT64 || o->rank != 1) {
+        tfe_error_set("randperm: expected an int64 vector, got %s of rank %d", dtype_name(o->dtype), o->rank);
+        return -1;
+    }
+    int64_t n = o->shape[0];
+    int64_t *v = (int64_t *)tensor_data(o);
+    for (int64_t i = 0; i < n; i++) v[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)block_below(c->at, (uint64_t)i, (uint64_t)i + 1);
+        int64_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    return 0;
+}
+
+/* choice: p a 1-D float tensor of probabilities; out int64 of shape ints. */
+int infer_choice(const tfe_opcall *c, tfe_meta *m) {
+    const tfe_tensor *p = c->in[0];
+    if (p->rank != 1 || (p->dtype != TFE_FLOAT32 && p->dtype != TFE_FLOAT64)) {
+        tfe_error_set("choice: p must be a 1-D float32 or float64 tensor, got %s of rank %d", dtype_name(p->dtype),
+                      p->rank);
+        return -1;
+    }
+    if (c->at->nints > TFE_MAX_RANK) {
+        tfe_error_set("choice: size has %d dimensions; at most %d are supported", c->at->nints, TFE_MAX_RANK);
+        return -1;
+    }
+    int64_t k = shape_numel(c->at->nints, c->at->ints);
+    if (k > 0 && p->shape[0] == 0) {
+        tfe_error_set("choice: cannot draw from an empty population");
+        return -1;
+    }
+    if (c->at->f[0] == 0 && k > p->shape[0]) {
+        tfe_error_set("choice: cannot take %lld samples from a population of %lld without replacement",
+                      (long long)k, (long long)p->shape[0]);
+        return -1;
+    }
+    kn_meta_set(m, TFE_INT64, false, c->at->nints, c->at->ints);
+    return 0;
+}
+
+/* The first index whose running sum passes target in a Fenwick tree of n
+ * weights (tree[1..n]), or n when none does. */
+static int64_t fenwick_find(const double *tree, int64_t n, double target) {
+    int64_t pos = 0, step = 1;
+    while (step * 2 <= n) step *= 2;
+    for (; step > 0; step /= 2)
+        if (pos + step <= n && tree[pos + step] <= target) {
+            pos += step;
+            target -= tree[pos];
+        }
+    return pos;
+}
+
+static void fenwick_add(double *tree, int64_t n, int64_t i, double d) {
+    for (i++; i <= n; i += i & -i) tree[i] += d;
+}
+
+/* With replacement: sample k takes block k and inverts the CDF. Without:
+ * the samples are drawn one after another from what is left (NumPy's
+ * definition), sample k with block k, the left weights in a Fenwick tree.
+ * Either way the op uses as many blocks as it returns samples. p is checked
+ * as NumPy checks it: non-negative, finite, summing to 1 within sqrt(eps)
+ * of its dtype; it is then normalised by its sum. */
+int k_choice(const tfe_opcall *c) {
+    tfe_tensor *pt = c->in[0], *o = c->out[0];
+    int64_t n = pt->shape[0], k = tensor_numel(o);
+    bool replace = c->at->f[0] != 0;
+    int64_t *out = (int64_t *)tensor_data(o);
+    if (k == 0) return 0;
+    double *w = malloc((size_t)(2 * n + 1) * sizeof(double));
+    if (!w) {
+        tfe_error_set("choice: out of memory");
+        return -1;
+    }
+    double *tree = w + n, total = 0;
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = tensor_get_f64(pt, i);
+        if (!(x >= 0) || isinf(x)) {
+            tfe_error_set("choice: probabilities must be non-negative and finite, got p[%lld] = %g", (long long)i, x);
+            free(w);
+            return -1;
+        }
+        w[i] = x;
+        total += x;
+        nonzero += x > 0;
+    }
+    double tol = pt->dtype == TFE_FLOAT32 ? 3.4526698300124393e-04 : 1.4901161193847656e-08;
+    if (!(fabs(total - 1.0) <= tol)) {
+        tfe_error_set("choice: probabilities do not sum to 1 (they sum to %.9g)", total);
+        free(w);
+        return -1;
+    }
+    if (!replace && nonzero < k) {
+        tfe_error_set("choice: p has %lld non-zero entries, fewer than the %lld samples asked for without replacement",
+                      (long long)nonzero, (long long)k);
+        free(w);
+        return -1;
+    }
+    int64_t last = n - 1; /* the last index that can be drawn */
+    while (last > 0 && w[last] == 0) last--;
+    if (replace) {
+        double acc = 0; /* the cumulative sums, normalised, in tree[0..n) */
+        for (int64_t i = 0; i < n; i++) tree[i] = (acc += w[i] / total);
+        for (int64_t s = 0; s < k; s++) {
+            uint32_t r[4];
+            philox4x32(c->at->seed, c->at->counter + (uint64_t)s, r);
+            double u = u01_f64(r[0], r[1]);
+            int64_t lo = 0, hi = n; /* the first i with tree[i] > u */
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (tree[mid] > u) hi = mid;
+                else lo = mid + 1;
+            }
+            out[s] = lo < n ? lo : last;
+        }
+    } else {
+        memset(tree, 0, (size_t)(n + 1) * sizeof(double));
+        for (int64_t i = 0; i < n; i++) fenwick_add(tree, n, i, w[i]);
+        for (int64_t s = 0; s < k; s++) {
+            uint32_t r[4];
+            philox4x32(c->at->seed, c->at->counter + (uint64_t)s, r);
+            double left = 0;
+            for (int64_t i = n; i > 0; i -= i & -i) left += tree[i];
+            int64_t i = fenwick_find(tree, n, u01_f64(r[0], r[1]) * left);
+            /* rounding can land on a weight already taken (or zero): the
+             * nearest one still there, after it, else before it */
+            int64_t j = i;
+            while (j < n && w[j] == 0) j++;
+            if (j == n)
+                for (j = i < n ? i : n - 1; j > 0 && w[j] == 0; j--) {}
+            out[s] = j;
+            fenwick_add(tree, n, j, -w[j]);
+            w[j] = 0;
+        }
+    }
+    free(w);
+    return 0;
 }

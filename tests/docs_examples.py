@@ -20,10 +20,11 @@ in docs/testing.md, "Code blocks in the docs"):
 - Words after `tfe` on the fence line: `file=NAME.tfe` names the program's
   file (error messages and tracebacks show it; default `example.tfe`);
   `flags=--stage-all` (comma-separated) passes options before the file.
-- Each program runs in a fresh temporary folder (files it writes do not
-  litter the tree) holding a link `data` to examples/data, so
-  `load_csv("data/iris.csv")` and `data.load_iris()` work there as they do
-  for the programs in examples/. TFE_PATH is the stdlib, TFE_PROGRESS=0,
+- Each program runs in a fresh, empty temporary folder (files it writes do
+  not litter the tree), so the docs' programs show that they work from any
+  folder: `data.load_iris()` finds the bundled data sets with data_dir()
+  (`load_csv(data_dir() + "/iris.csv")` for a file of them). TFE_PATH is
+  the stdlib, TFE_PROGRESS=0,
   stdin is /dev/null, and a run is stopped after 60 seconds.
 
 Second, the reference check: every name the interpreter binds as a built-in
@@ -156,14 +157,12 @@ def text_of(block):
     return ''.join(ln + '\n' for ln in block.body)
 
 
-def run(prog, tfe, env, wrapper, datadir):
+def run(prog, tfe, env, wrapper):
     tmp = tempfile.mkdtemp(prefix='tfe-docs.')
     try:
         name = prog.attrs.get('file', 'example.tfe')
         with open(os.path.join(tmp, name), 'w') as f:
             f.write(text_of(prog))
-        if os.path.isdir(datadir):
-            os.symlink(datadir, os.path.join(tmp, 'data'))
         flags = [w for w in prog.attrs.get('flags', '').split(',') if w]
         try:
             r = subprocess.run(wrapper + [tfe] + flags + [name], cwd=tmp, env=env,
@@ -278,7 +277,6 @@ def main(argv):
     env['TFE_PROGRESS'] = '0'
     env.pop('TFE_QUICK', None)
     wrapper = shlex.split(os.environ.get('TFE_TEST_WRAPPER', ''))
-    datadir = os.path.join(os.path.abspath(srcdir), 'examples', 'data')
 
     problems, failed, ran, checked = [], 0, 0, 0
     for path in files:
@@ -287,7 +285,7 @@ def main(argv):
             rel = path
         blocks, gaps = parse(rel, open(path, encoding='utf-8').read(), problems)
         for prog in pair(blocks, gaps, problems):
-            result = run(prog, tfe, env, wrapper, datadir)
+            result = run(prog, tfe, env, wrapper)
             ran += 1
             if show:
                 status, out, err = result

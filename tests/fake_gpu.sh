@@ -10,7 +10,7 @@
 status=0
 for t in stage_index_data stage_grad_basic stdlib_optim_sgd stdlib_optim_adam stdlib_nn_train \
          stdlib_nn_rnn stage_grad_second stage_grad_step stage_grad_if half_precision \
-         lib_ops; do
+         lib_ops linalg_basic linalg_grad; do
     f="$TFE_SRCDIR/tests/golden/$t.tfe"
     [ -f "$f" ] || continue
     if out=$(TFE_FAKE_GPU=1 TFE_DEVICE=gpu:0 sh "$TFE_SRCDIR/tests/run-golden" "$f" 2>&1); then

@@ -380,6 +380,13 @@ def index_cases():
              label=f"d/du of d/dx sum({fwd} * u) (nested tapes)")
     case("dropout", "dropout($x, 0.5, seed=3)", {"x": arr((3, 4))})
     case("dropout", "dropout($x, 0.25, seed=11) * $x", {"x": arr((8,))})
+    # several integer-tensor indices: one gather over the merged axes
+    case("gather", "$x[$i, $j]", {"x": arr((4, 3)), "i": np.array([3, 0, 3, -1]), "j": np.array([1, 1, 2, 0])},
+         label="x[i, j], repeats")
+    case("gather", "$x[:, $j, $k]", {"x": arr((2, 3, 4)), "j": np.array([[0], [2]]), "k": np.array([3, -1])},
+         label="x[:, j, k] broadcast")
+    case("gather", "$x[$i, :, $k]", {"x": arr((3, 2, 4)), "i": np.array([2, 0]), "k": np.array([1, 1])},
+         label="x[i, :, k] (advanced axes first)")
 
 
 def nn_cases():
@@ -437,6 +444,60 @@ def library_cases():
     SECOND.append(("erf -> -4x/sqrt(pi) exp(-x^2)", "erf($x)", {"x": x5}, "x", "x",
                    lambda x: -4 * x / math.sqrt(math.pi) * np.exp(-x * x)))
     SECOND.append(("square -> 2", "square($x)", {"x": x5}, "x", "x", lambda x: np.full_like(x, 2.0)))
+
+
+# ---- linear algebra (tensor/kernels_lapack.c, interp/builtins_linalg.c) ------------
+# outer, diag, trace, einsum and norm are built-ins composed of other ops (whose
+# rules they check again); their cases carry their own names.
+
+LINALG_COMPOSITES = {"outer", "diag", "trace", "einsum", "norm"}
+
+
+def well_conditioned(shape):
+    return arr(shape) / 3 + np.eye(shape[-1]) * (shape[-1] + 1)
+
+
+def linalg_cases():
+    for name in ("tril", "triu"):
+        case(name, f"{name}($x)", {"x": arr((3, 4))})
+        case(name, f"{name}($x, k=1)", {"x": arr((2, 3, 3))})
+        case(name, f"{name}($x, -1)", {"x": arr((4, 3))})
+    case("inv", "inv($a)", {"a": well_conditioned((3, 3))})
+    case("inv", "inv($a)", {"a": well_conditioned((2, 3, 3))})
+    case("inv", "inv(transpose($a)) @ $b", {"a": well_conditioned((2, 2)), "b": arr((2, 3))})
+    case("det", "det($a)", {"a": well_conditioned((3, 3)) / 3})
+    case("det", "det($a)", {"a": well_conditioned((2, 3, 3)) / 3})
+    case("det", "det($a) * $a", {"a": arr((2, 2)) + np.eye(2) * 2}, label="det(a) * a")
+    for sa, sb in (((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((3, 3), (2, 3, 2)), ((2, 1, 2, 2), (3, 2, 1))):
+        case("solve", "solve($a, $b)", {"a": well_conditioned(sa), "b": arr(sb)})
+    # cholesky reads only the lower triangle; its gradient is the symmetric one,
+    # so the input is made symmetric first (a symmetric perturbation)
+    eye = 'eye({n}, dtype="float64")'
+    case("cholesky", f"cholesky(($a + transpose($a)) / 2 + 3 * {eye.format(n=3)})", {"a": arr((3, 3))},
+         label="cholesky(sym(a) + 3I)")
+    case("cholesky", f"cholesky($a @ transpose($a, (0, 2, 1)) + {eye.format(n=2)})", {"a": arr((2, 2, 2))},
+         label="cholesky(a a^T + I), batched")
+    # composites
+    case("outer", "outer($a, $b)", {"a": arr((3,)), "b": arr((2,))})
+    case("outer", "outer($a, $b)", {"a": arr((2, 2)), "b": arr(())})
+    case("diag", "diag($x)", {"x": arr((3,))})
+    case("diag", "diag($x, k=-1)", {"x": arr((2,))})
+    case("diag", "diag($x)", {"x": arr((3, 4))})
+    case("diag", "diag($x, k=1)", {"x": arr((4, 3))})
+    case("trace", "trace($x)", {"x": arr((3, 3))})
+    case("trace", "trace($x @ $x)", {"x": arr((2, 2))})
+    for spec, shapes in (("ij,jk->ik", [(2, 3), (3, 2)]), ("ii->i", [(3, 3)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]),
+                         ("ij->", [(2, 3)]), ("i,j->ij", [(2,), (3,)]), ("ij,jk,kl->il", [(2, 2), (2, 3), (3, 2)]),
+                         ("ij,ij->i", [(2, 3), (2, 3)]), ("ijk->kij", [(2, 3, 2)])):
+        ins = {f"x{i}": arr(sh) for i, sh in enumerate(shapes)}
+        case("einsum", f'einsum("{spec}", ' + ", ".join(f"$x{i}" for i in range(len(shapes))) + ")", ins)
+    case("norm", "norm($x)", {"x": arr((4,))})
+    case("norm", "norm($x, axis=1)", {"x": arr((2, 3))})
+    case("norm", "norm($x, ord=1)", {"x": arr((4,), "away")})
+    case("norm", 'norm($x, ord=float("inf"))', {"x": arr((5,), "distinct")})
+    case("norm", "norm($x, ord=3)", {"x": arr((4,), "away")})
+    case("norm", 'norm($x, ord="fro")', {"x": arr((2, 3))})
+    case("norm", "norm($x, ord=1)", {"x": arr((3, 3), "distinct")}, label="norm(x, ord=1) of a matrix")
 
 
 # second derivatives: (label, expr, inputs, inner source, outer source, closed form)
@@ -735,14 +796,14 @@ def main():
         return 99
     t_start = time.monotonic()
     for gen_fn in (unary_cases, binary_cases, ternary_cases, reduce_cases, matmul_cases, shape_cases,
-                   index_cases, nn_cases, second_cases, library_cases):
+                   index_cases, nn_cases, second_cases, library_cases, linalg_cases):
         gen_fn()
     table = table_ops(srcdir)
     diff_ops = [name for name, rule in table if rule != "grad_none"]
     failures = []
     covered = {c.op for c in CASES}
     missing = [op for op in diff_ops if op not in covered]
-    unknown = sorted(covered - {name for name, _ in table})
+    unknown = sorted(covered - {name for name, _ in table} - LINALG_COMPOSITES)
     nodiff = sorted(covered & {name for name, rule in table if rule == "grad_none"})
     for op in missing:
         failures.append(f"FAIL {op}: the differentiable op has no case in tests/grad_check.py "

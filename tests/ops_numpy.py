@@ -789,6 +789,39 @@ def index_cases():
     case("one_hot", "one_hot($i, 3)", {"i": S(np.array([2, 9, 1, 9, 0, 9], I64))},
          lambda i: (i[:, None] == np.arange(3)).astype(F32))
 
+    # several integer-tensor indices (NumPy's rules: broadcast together; in
+    # place when adjacent, first otherwise), their gradient (scatter-add)
+    for dt in (F32, F64, I64, BOOL):
+        x = arr((5, 4, 3), dt)
+        i, j = rng.integers(-5, 5, (6,)), rng.integers(-4, 4, (6,))
+        case("gather", "$x[$i, $j]", {"x": x, "i": i, "j": j}, lambda x, i, j: x[i, j], label="x[i, j]")
+        case("gather", "$x[$i, $j, 1]", {"x": x, "i": i[:2].reshape(2, 1), "j": j[:3].astype(I32)},
+             lambda x, i, j: x[i, j, 1], label="x[i, j, 1] broadcast")
+        case("gather", "$x[:, $j, $k]", {"x": x, "j": j[:4], "k": rng.integers(-3, 3, (4,))},
+             lambda x, j, k: x[:, j, k], label="x[:, j, k]")
+        case("gather", "$x[$i, :, $k]", {"x": tview((5, 4, 3), dt), "i": i[:3], "k": rng.integers(0, 3, (2, 1))},
+             lambda x, i, k: x[i, :, k], label="x[i, :, k] (first)")
+        case("gather", "$x[1, $j, nil, $k]", {"x": x, "j": j[:2], "k": rng.integers(0, 3, (2,))},
+             lambda x, j, k: x[1, j, None, k], label="x[1, j, nil, k]")
+    case("gather", "$x[arange(4), $l]", {"x": arr((4, 10), F32), "l": rng.integers(0, 10, (4,))},
+         lambda x, l: x[np.arange(4), l], label="logp[arange(n), labels]")
+    case("gather", "$x[$i, $j]", {"x": arr((3, 4), F32), "i": np.array([0, 2]), "j": np.array([1, 4])},
+         error="gather: index 4 is out of range for axis 1 with size 4", label="x[i, j] out of range")
+    case("gather", "$x[$i, $j]", {"x": arr((3, 4), F32), "i": np.array([0, 2]), "j": np.array([1, 2, 3])},
+         error="shapes (2,) and (3,) cannot be broadcast", label="x[i, j] shapes differ")
+    for dt in (F32, F64):
+        x = arr((4, 5, 3), dt)
+        i, j = rng.integers(-4, 4, (7,)), rng.integers(0, 5, (7,))
+        w = arr((7, 3), dt)
+
+        def ref2(x, i, j, w):
+            g = np.zeros_like(x)
+            np.add.at(g, (i, j), w)
+            return g
+        case("scatter_add", "$t.gradient($loss, $x)", {"x": x, "i": i, "j": j, "w": w}, ref2,
+             pre=["with tape() as $t { $t.watch($x); let $loss = sum($x[$i, $j] * $w) }"],
+             tol=tol_for(dt, "sum"), needs="tape", label="gradient of x[i, j] (scatter_add)")
+
 
 # ---- neural-net ops ------------------------------------------------------------
 
@@ -1077,6 +1110,219 @@ def random_cases():
          label="dropout with a fixed seed")
     case("dropout", "dropout($x, 1.0)", {"x": arr((4,), F32)}, error="dropout: rate must be in [0, 1)",
          label="dropout rate 1 is an error")
+
+    # randperm (permutation, shuffle, choice without replacement) and choice
+    # (choice with p): exact properties, and frequencies against the
+    # probabilities NumPy computes
+    def check_perms(outs, ins, n, reps):
+        a = outs[0]
+        if a.shape != (reps, n) or a.dtype != I64:
+            return f"shape/dtype {a.shape} {a.dtype}"
+        if not (np.sort(a, axis=1) == np.arange(n)).all():
+            return "a row is not a permutation of 0..n-1"
+        counts = np.stack([(a == v).sum(axis=0) for v in range(n)])  # [value, position]
+        if np.abs(counts - reps / n).max() > 6 * math.sqrt(reps / n * (1 - 1 / n)):
+            return f"value/position counts far from uniform: {counts.tolist()}"
+        return None
+    case("randperm", "stack($l)", pre=["seed(6)", "let $l = list()", "for i in range(4000) { $l.push(permutation(5)) }"],
+         check=lambda o, i: check_perms(o, i, 5, 4000), label="permutation(5) is uniform over positions")
+    case("randperm", ["$a", "$b", "$c"], pre=["seed(8)", "let $a = permutation(300)", "seed(8)",
+                                             "let $b = permutation(300)", "let $c = permutation(300)"],
+         check=check_repro, label="permutation reproducible after seed(8)")
+    case("randperm", "permutation(0)", ref=lambda: np.zeros((0,), I64))
+    case("randperm", "shuffle($x)", {"x": arr((50, 3), F32)},
+         check=lambda o, i: None if np.array_equal(np.sort(o[0][:, 0]), np.sort(i["x"][:, 0])) and
+         {tuple(r) for r in o[0]} == {tuple(r) for r in i["x"]} else "shuffle(x) is not x's rows reordered",
+         label="shuffle reorders rows")
+    pr = np.array([0.1, 0.2, 0.3, 0.4])
+    for dt in (F32, F64):
+        case("choice", "choice(4, 200000, p=$p)", {"p": pr.astype(dt)},
+             check=lambda o, i: None if np.abs(np.bincount(o[0], minlength=4) / 200000 - pr).max() < 0.005
+             else f"frequencies {np.bincount(o[0], minlength=4) / 200000}, expected {pr}",
+             pre=["seed(12)"], label=f"choice with p ({DTNAME[np.dtype(dt)]}) matches p")
+    pw = np.array([0.6, 0.3, 0.1])
+    # without replacement: P(second = j) = sum_i p_i p_j / (1 - p_i), i != j
+    second = np.array([sum(pw[i] * pw[j] / (1 - pw[i]) for i in range(3) if i != j) for j in range(3)])
+    case("choice", "stack($l)", {"p": pw},
+         pre=["seed(13)", "let $l = list()", "for i in range(5000) { $l.push(choice(3, 2, replace=false, p=$p)) }"],
+         check=lambda o, i: (None if (o[0][:, 0] != o[0][:, 1]).all() else "a value drawn twice") or
+         (None if np.abs(np.bincount(o[0][:, 0], minlength=3) / 5000 - pw).max() < 0.025 and
+          np.abs(np.bincount(o[0][:, 1], minlength=3) / 5000 - second).max() < 0.025
+          else f"frequencies {np.bincount(o[0][:, 0], minlength=3) / 5000} {np.bincount(o[0][:, 1], minlength=3) / 5000}, "
+               f"expected {pw} {second}"),
+         label="choice without replacement, with p")
+    case("choice", "choice(5, 3, replace=false, p=$p)", {"p": np.array([0.5, 0.0, 0.5, 0.0, 0.0])},
+         error="choice: p has 2 non-zero entries, fewer than the 3 samples", label="choice: too few non-zero p")
+    case("choice", "choice(2, 3, p=$p)", {"p": np.array([0.5, 0.6])},
+         error="choice: probabilities do not sum to 1", label="choice: p must sum to 1")
+
+
+# ---- linear algebra (tensor/kernels_lapack.c, interp/builtins_linalg.c) ---------
+# outer, diag, trace, einsum and norm are built-ins composed of other ops: their
+# cases carry their own names (LINALG_COMPOSITES), besides the ops of the table.
+
+LINALG_COMPOSITES = {"outer", "diag", "trace", "einsum", "norm"}
+
+
+def well_conditioned(shape, dt):
+    """Random square matrices (..., n, n) with a dominant diagonal."""
+    n = shape[-1]
+    return (arr(shape, F64) / 3 + np.eye(n) * (n + 2)).astype(dt)
+
+
+def spd(shape, dt):
+    """Symmetric positive definite matrices m m^T + n I."""
+    m = arr(shape, F64) / 3
+    return (m @ np.swapaxes(m, -1, -2) + np.eye(shape[-1]) * shape[-1]).astype(dt)
+
+
+def f64ref(fn, out_dt):
+    """fn on float64 copies of the inputs, cast to out_dt."""
+    return lambda **kw: np.asarray(fn(**{k: v.astype(np.float64) for k, v in kw.items()})).astype(out_dt)
+
+
+def linalg_cases():
+    for dt in (F32, F64, I32, I64, BOOL):
+        for name, npf in (("tril", np.tril), ("triu", np.triu)):
+            for shp, k in (((3, 4), 0), ((4, 3), 1), ((2, 3, 4), -1), ((3, 3), 5), ((3, 3), -5), ((0, 3), 0)):
+                kt = "" if k == 0 else f", k={k}" if k > 0 else f", {k}"
+                case(name, f"{name}($x{kt})", {"x": arr(shp, dt)}, lambda x, npf=npf, k=k: npf(x, k))
+            case(name, f"{name}($x)", {"x": tview((4, 5), dt)}, lambda x, npf=npf: npf(x))
+    case("tril", "tril($x)", {"x": arr(BIG, F32)}, lambda x: np.tril(x))
+    case("tril", "tril($x)", {"x": arr((4,), F32)}, error="tril: expected a matrix (a tensor of rank >= 2), got shape (4,)",
+         label="tril of a 1-D tensor is an error")
+
+    for dt in (F32, F64):
+        tol = tol_for(dt, "loose")
+        for shp in ((1, 1), (3, 3), (2, 4, 4), (0, 0), (2, 0, 0), (40, 40)):
+            case("inv", "inv($a)", {"a": well_conditioned(shp, dt)}, f64ref(lambda a: np.linalg.inv(a), dt), tol=tol)
+            case("det", "det($a)", {"a": well_conditioned(shp, dt) / 4}, f64ref(lambda a: np.linalg.det(a), dt), tol=tol)
+            case("cholesky", "cholesky($a)", {"a": spd(shp, dt)}, f64ref(lambda a: np.linalg.cholesky(a), dt), tol=tol)
+        case("inv", "inv($a)", {"a": T(well_conditioned((5, 5), dt))}, f64ref(lambda a: np.linalg.inv(a), dt), tol=tol)
+        case("det", "det($a)", {"a": T(arr((4, 4), dt))}, f64ref(lambda a: np.linalg.det(a), dt), tol=tol)
+        case("det", "det($a)", {"a": np.array([[1, 2], [2, 4]], dt)}, lambda a, dt=dt: np.array(0, dt),
+             label="det of a singular matrix is 0")
+        # cholesky reads the lower triangle only
+        lo = spd((4, 4), dt)
+        case("cholesky", "cholesky($a)", {"a": np.tril(lo) + np.triu(arr((4, 4), dt), 1)},
+             lambda a, dt=dt: np.linalg.cholesky(np.tril(a).astype(F64) + np.tril(a, -1).T.astype(F64)).astype(dt),
+             tol=tol, label="cholesky reads the lower triangle")
+        for sa, sb in (((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)),
+                       ((3, 3), (2, 3, 2)), ((2, 1, 3, 3), (4, 3, 2)), ((0, 0), (0,)), ((3, 3), (3, 0))):
+            def solve_ref(a, b):
+                # NumPy 2's rule (a 1-D b is one vector) with the batches
+                # broadcast by hand: NumPy 1 takes (.., n) b as vectors
+                b2 = b[:, None] if b.ndim == 1 else b
+                batch = np.broadcast_shapes(a.shape[:-2], b2.shape[:-2])
+                x = np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b2, batch + b2.shape[-2:]))
+                return x[..., 0] if b.ndim == 1 else x
+            case("solve", "solve($a, $b)", {"a": well_conditioned(sa, dt), "b": arr(sb, dt)}, f64ref(solve_ref, dt), tol=tol)
+        case("solve", "solve($a, $b)", {"a": T(well_conditioned((4, 4), dt)), "b": S(arr((8, 2), dt))},
+             f64ref(lambda a, b: np.linalg.solve(a, b), dt), tol=tol)
+    case("solve", "solve($a, $b)", {"a": well_conditioned((3, 3), F32), "b": arr((3,), F64)},
+         f64ref(lambda a, b: np.linalg.solve(a, b), F64), tol=tol_for(F32, "loose"), label="solve(float32, float64) -> float64")
+    case("inv", "inv($a)", {"a": np.array([[2, 1], [1, 1]], I64)}, lambda a: np.linalg.inv(a).astype(F32),
+         tol=tol_for(F32, "loose"), label="inv of ints gives float32")
+    case("det", "det($a)", {"a": np.array([[2, 1], [1, 3]], I32)}, lambda a: np.array(5, F32),
+         tol=tol_for(F32, "loose"), label="det of ints gives float32")
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    case("inv", "inv($a)", {"a": sing}, error="inv: matrix is singular", label="inv of a singular matrix is an error")
+    case("inv", "inv($a)", {"a": np.stack([np.eye(2), sing])}, error="inv: matrix is singular (batch element 1)",
+         label="inv: a singular matrix in a batch")
+    case("solve", "solve($a, $b)", {"a": sing, "b": arr((2,), F64)}, error="solve: matrix is singular",
+         label="solve with a singular matrix is an error")
+    case("solve", "solve($a, $b)", {"a": np.eye(3), "b": arr((2,), F64)},
+         error="solve: b has shape (2,); for a of shape (3, 3) it must be (3,) or (.., 3, k)", label="solve shape mismatch")
+    case("cholesky", "cholesky($a)", {"a": np.array([[1.0, 2.0], [2.0, 1.0]])},
+         error="cholesky: matrix is not positive definite", label="cholesky of an indefinite matrix is an error")
+    case("inv", "inv($a)", {"a": arr((2, 3), F64)}, error="inv: the matrix must be square (.., n, n), got shape (2, 3)",
+         label="inv of a non-square matrix is an error")
+
+    # composites: outer, diag, trace
+    for dt in (F32, F64, I32, I64):
+        case("outer", "outer($a, $b)", {"a": arr((3,), dt), "b": arr((4,), dt)}, lambda a, b: np.outer(a, b))
+        case("diag", "diag($x)", {"x": arr((4,), dt)}, lambda x: np.diag(x))
+        case("trace", "trace($x)", {"x": arr((3, 4), dt)}, lambda x: np.asarray(np.trace(x)).astype(
+            I64 if np.dtype(x.dtype).kind in "bi" else x.dtype), tol=tol_for(dt, "sum"))
+    case("outer", "outer($a, $b)", {"a": arr((2, 3), F32), "b": tview((2, 2), F32)}, lambda a, b: np.outer(a, b),
+         label="outer flattens its operands")
+    case("outer", "outer($a, $b)", {"a": arr((), F64), "b": arr((0,), F64)}, lambda a, b: np.outer(a, b))
+    case("outer", "outer($a, $b)", {"a": arr((3,), I32), "b": arr((2,), F64)}, lambda a, b: np.outer(a, b))
+    for k in (1, 3, -1, -2):
+        case("diag", f"diag($x, k={k})", {"x": arr((3,), F32)}, lambda x, k=k: np.diag(x, k))
+    for shp in ((3, 4), (4, 3), (3, 3)):
+        for k in (0, 1, -2, 5, -5):
+            case("diag", f"diag($x, k={k})", {"x": arr(shp, F64)}, lambda x, k=k: np.diag(x, k))
+    case("diag", "diag($x)", {"x": tview((3, 5), I64)}, lambda x: np.diag(x))
+    case("diag", "diag($x)", {"x": arr((0,), F32)}, lambda x: np.diag(x))
+    case("diag", "diag($x)", {"x": arr((2, 2, 2), F32)}, error="diag: x must be 1-D or 2-D, got a tensor of rank 3",
+         label="diag of a 3-D tensor is an error")
+    case("trace", "trace($x, offset=1)", {"x": arr((3, 3), F32)}, lambda x: np.asarray(np.trace(x, 1)).astype(F32),
+         tol=tol_for(F32, "sum"))
+    case("trace", "trace($x)", {"x": arr((4, 4), BOOL)}, lambda x: np.asarray(np.trace(x)).astype(I64))
+
+    # einsum: the subset (explicit or implicit output, diagonals, sums, batches)
+    specs = [
+        ("ij,jk->ik", [(3, 4), (4, 5)]), ("ij->ji", [(3, 4)]), ("ii->i", [(4, 4)]), ("ii", [(4, 4)]),
+        ("ij->", [(3, 4)]), ("i,i->", [(5,)] * 2), ("i,j->ij", [(3,), (4,)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+        ("ijk->kji", [(2, 3, 4)]), ("ij,ij->ij", [(3, 4)] * 2), ("ij,ij->i", [(3, 4)] * 2),
+        ("abc,cd->abd", [(2, 3, 4), (4, 5)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("iij->j", [(3, 3, 2)]),
+        ("ij,kj->ik", [(3, 4), (5, 4)]), ("bi,bi->b", [(4, 3)] * 2), ("ij,jk", [(3, 4), (4, 2)]), ("ji", [(3, 4)]),
+        ("Ab,bC->AC", [(2, 3), (3, 2)]), ("ij,k->ikj", [(2, 3), (4,)]), ("i,i,i->i", [(4,)] * 3),
+        ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]), ("ijk,ikl->jl", [(2, 3, 4), (2, 4, 5)]),
+        ("ij,jk->", [(0, 3), (3, 2)]),
+    ]
+    for spec, shapes in specs:
+        for dt in (F32, F64):
+            ins = {f"x{i}": arr(sh, dt) for i, sh in enumerate(shapes)}
+            args = ", ".join(f"$x{i}" for i in range(len(shapes)))
+
+            def ref(spec=spec, dt=dt, **kw):
+                xs = [kw[f"x{i}"].astype(F64) for i in range(len(kw))]
+                return np.asarray(np.einsum(spec, *xs)).astype(dt)
+            case("einsum", f'einsum("{spec}", {args})', ins, ref, tol=tol_for(dt, "sum"))
+    case("einsum", 'einsum("ij,jk->ik", $a, $b)', {"a": arr((3, 4), I64), "b": arr((4, 2), I64)},
+         lambda a, b: np.einsum("ij,jk->ik", a, b))
+    case("einsum", 'einsum("ij,j->i", $a, $b)', {"a": tview((3, 4), F32), "b": S(arr((8,), F32))},
+         lambda a, b: np.einsum("ij,j->i", a.astype(F64), b.astype(F64)).astype(F32), tol=tol_for(F32, "sum"))
+    for expr, ins, err in (
+            ('einsum("i...,j->ij", $a, $a)', {"a": arr((3,), F32)}, "einsum: '...' (an ellipsis) is not supported"),
+            ('einsum("ij,jk->ik", $a, $a)', {"a": arr((3, 4), F32)}, "einsum: subscript 'j' has size 4 in operand 0 but 3 in operand 1"),
+            ('einsum("ijk->i", $a)', {"a": arr((3, 4), F32)}, 'einsum: operand 0 has rank 2 but its subscripts "ijk" name 3 axes'),
+            ('einsum("ij->ik", $a)', {"a": arr((3, 4), F32)}, "einsum: output subscript 'k' does not appear in the inputs"),
+            ('einsum("ij,jk->ik", $a)', {"a": arr((3, 4), F32)}, 'einsum: "ij,jk->ik" has 2 input terms but 1 operand was given')):
+        case("einsum", expr, ins, error=err, label=err)
+
+    # norm: numpy.linalg.norm's orders
+    inf = 'float("inf")'
+    for dt in (F32, F64):
+        tol = tol_for(dt, "sum")
+        v, m = arr((7,), dt), arr((3, 4), dt)
+        for ords, npo in (("", None), (", ord=1", 1), (", ord=2", 2), (f", ord={inf}", np.inf), (f", ord=-{inf}", -np.inf),
+                          (", ord=0", 0), (", ord=3", 3), (", ord=0.5", 0.5)):
+            case("norm", f"norm($x{ords})", {"x": v}, f64ref(lambda x, npo=npo: np.linalg.norm(x, npo), dt), tol=tol)
+        for ords, npo in (("", None), (', ord="fro"', "fro"), (", ord=1", 1), (", ord=-1", -1), (f", ord={inf}", np.inf),
+                          (f", ord=-{inf}", -np.inf)):
+            case("norm", f"norm($x{ords})", {"x": m}, f64ref(lambda x, npo=npo: np.linalg.norm(x, npo), dt), tol=tol)
+        x3 = arr((2, 3, 4), dt)
+        case("norm", "norm($x)", {"x": x3}, f64ref(lambda x: np.linalg.norm(x), dt), tol=tol)
+        case("norm", "norm($x, axis=1)", {"x": x3}, f64ref(lambda x: np.linalg.norm(x, axis=1), dt), tol=tol)
+        case("norm", "norm($x, axis=-1, keepdims=true)", {"x": x3},
+             f64ref(lambda x: np.linalg.norm(x, axis=-1, keepdims=True), dt), tol=tol)
+        case("norm", "norm($x, ord=1, axis=(2, 0))", {"x": x3}, f64ref(lambda x: np.linalg.norm(x, 1, axis=(2, 0)), dt),
+             tol=tol)
+        case("norm", f"norm($x, ord={inf}, axis=(1, 2), keepdims=true)", {"x": x3},
+             f64ref(lambda x: np.linalg.norm(x, np.inf, axis=(1, 2), keepdims=True), dt), tol=tol)
+        case("norm", "norm($x, keepdims=true)", {"x": m}, f64ref(lambda x: np.linalg.norm(x, keepdims=True), dt), tol=tol)
+        case("norm", "norm($x)", {"x": np.zeros((3,), dt)}, lambda x, dt=dt: np.array(0, dt))
+        case("norm", "norm($x)", {"x": tview((3, 4), dt)}, f64ref(lambda x: np.linalg.norm(x), dt), tol=tol)
+    case("norm", "norm($x)", {"x": arr((5,), I64)}, f64ref(lambda x: np.linalg.norm(x), F32), tol=tol_for(F32, "sum"),
+         label="norm of ints gives float32")
+    case("norm", "norm($x)", {"x": arr(BIG, F32)}, f64ref(lambda x: np.linalg.norm(x), F32), tol=tol_for(F32, "sum"))
+    case("norm", "norm($x, ord=2)", {"x": arr((3, 3), F32)},
+         error="norm: matrix norm ord=2 is not supported", label="norm: matrix ord=2 is an error")
+    case("norm", 'norm($x, ord="fro", axis=0)', {"x": arr((3, 3), F32)},
+         error='norm: ord "fro" is a matrix norm; it needs two axes', label="norm: fro of a vector is an error")
 
 
 # ---- the op table ---------------------------------------------------------------
@@ -1457,12 +1703,12 @@ def main():
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # NaN/inf refs are intended
     for gen_fn in (creation_cases, unary_cases, binary_cases, ternary_cases, cast_cases, reduce_cases,
                    matmul_cases, shape_cases, index_cases, nn_cases, nn_grad_cases, random_cases,
-                   library_cases):
+                   library_cases, linalg_cases):
         gen_fn()
     ops = table_ops(srcdir)
     failures = []
     covered = {c.op for c in CASES}
-    unknown = sorted(covered - set(ops))
+    unknown = sorted(covered - set(ops) - LINALG_COMPOSITES)
     missing = [op for op in ops if op not in covered]
     for op in missing:
         failures.append(f"FAIL {op}: the op has no test case in tests/ops_numpy.py (every op of the table needs one)")

@@ -254,6 +254,20 @@ def session_one(exe, home):
         s.expect("\n5\n", "completed field evaluates to 5")
         s.expect(PROMPT, "prompt")
 
+        s.step = "bare tuples, conditional expressions and f-strings"
+        s.line("let tup_a, tup_b = 1, 2")
+        s.expect(PROMPT, "prompt after let of a bare tuple")
+        s.line("tup_a, tup_b = tup_b, tup_a")
+        s.expect(PROMPT, "prompt after the swap")
+        value_of(s, "tup_a, tup_b", "(2, 1)", "a bare tuple echoes as a tuple")
+        value_of(s, '"big" if tup_a > tup_b else "small"', '"big"', "a conditional expression")
+        value_of(s, 'f"{tup_a}-{tup_b:>3}"', '"2-  1"', "an f-string")
+        s.line('f"{tup_a}')
+        s.expect(MORE, "continuation inside an open f-string")
+        s.line('"')
+        s.expect("\n\"2\\n\"\n", "the f-string spanning two lines")
+        s.expect(PROMPT, "prompt after the f-string")
+
         value_of(s, "100 + 23", "123", "last entry before :quit")
         s.step = ":quit"
         s.line(":quit")
@@ -314,6 +328,190 @@ def session_no_home(exe):
             s.close()
 
 
+# --- help, echo, entry numbers, if/else, completion, Ctrl-C, :reload, history of whole entries
+
+def reference_help(name):
+    """What help(name) must print for a name whose row in docs/reference.md
+    starts with `name(`: the row itself, backticks dropped (one source)."""
+    ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "reference.md")
+    for row in open(ref, encoding="utf-8"):
+        if row.startswith("| `" + name + "("):
+            cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+            sig = cells[0].split("`")[1]
+            return "%s\n    %s\n    example: %s\n" % (sig, cells[1].replace("`", ""),
+                                                      cells[2].replace("`", ""))
+    raise Failure("step 'help': no row for %s( in docs/reference.md" % name)
+
+
+def session_learners(exe, home):
+    s = Session(exe, home, "banner")
+    try:
+        s.expect("for the manual\n", "the banner says where the manual is")
+        s.expect(PROMPT, "first prompt")
+
+        s.step = "entry numbers in errors"
+        s.line("fn bad(x) {")
+        s.expect(MORE, "continuation")
+        s.line("  return x[5]")
+        s.expect(MORE, "continuation")
+        s.line("}")
+        s.expect(PROMPT, "prompt after the function")
+        s.line("bad(ones(2))")
+        s.expect("<repl:1>:2:10: error: index 5", "the error names entry 1, line 2")
+        s.expect("in bad called from <repl:2>:1:1\n", "the traceback names entry 2")
+        s.expect(PROMPT, "prompt after the error")
+
+        s.step = "help(name) from docs/reference.md"
+        s.line("help(zeros)")
+        s.expect("\n" + reference_help("zeros"), "help(zeros) shows its reference row")
+        s.expect(PROMPT, "prompt")
+        s.line(":help nn.dense")
+        s.expect("\n" + reference_help("nn.dense"), ":help nn.dense shows its reference row")
+        s.expect(PROMPT, "prompt")
+        s.line('help("zeross")')
+        s.expect("\nno help for 'zeross' (did you mean 'zeros'?)", "unknown name: the closest one")
+        s.expect(PROMPT, "prompt")
+        s.line(":help")
+        s.expect("\nReductions:\n  sum, mean, prod,", "the topics list the sections")
+        s.expect("\nREPL commands", "and the commands")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "help(value)"
+        s.line("help(ones((2, 3)))")
+        s.expect("\na float32 tensor of shape (2, 3) on ", "a tensor's dtype, shape, device")
+        s.expect(PROMPT, "prompt")
+        s.line("help({a: 1})")
+        s.expect("\na record with 1 field:\n  a: 1\n", "a record's fields")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "echo of functions and variables"
+        s.line("fn f2(x, yo_bump=1) { return x + yo_bump }")
+        s.expect(PROMPT, "prompt")
+        value_of(s, "f2", "<fn f2(x, yo_bump=1)>", "a function echoes its signature")
+        s.line('let w = variable(0.5, name="w")')
+        s.expect(PROMPT, "prompt")
+        value_of(s, "w", "<variable w float32 () = 0.5>", "a variable echoes its value")
+
+        s.step = "} then else on the next line"
+        s.line("if 1 > 2 {")
+        s.expect(MORE, "continuation")
+        s.line('  print("then")')
+        s.expect(MORE, "continuation")
+        s.line("}")
+        s.expect(MORE, "after '}' of an if the REPL waits for an else")
+        s.line("else {")
+        s.expect(MORE, "continuation")
+        s.line('  print("else")')
+        s.expect(MORE, "continuation")
+        s.line("}")
+        s.expect("\nelse\n", "the else branch ran")
+        s.expect(PROMPT, "prompt")
+        s.line('if true { print("one") }')
+        s.expect(MORE, "an if waits a line")
+        s.line("")
+        s.expect("\none\n", "an empty line runs it")
+        s.expect(PROMPT, "prompt")
+        s.line('if true { print("two") }')
+        s.expect(MORE, "an if waits a line")
+        s.line('print("three")')
+        s.expect("\ntwo\nthree\n", "another statement runs the if, then itself")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "completion of tensor fields and keyword arguments"
+        s.line("let tz = ones((2, 3))")
+        s.expect(PROMPT, "prompt")
+        s.send("tz.nd\t")
+        s.drain(0.3)
+        s.send("\r")
+        s.expect("\n2\n", "tz.nd<Tab> completes to tz.ndim")
+        s.expect(PROMPT, "prompt")
+        s.send("zeros((2,), dt\t")
+        s.drain(0.3)
+        s.send("int32)\r")
+        s.expect("\n[0, 0]\n", "zeros((2,), dt<Tab> completes to dtype=")
+        s.expect(PROMPT, "prompt")
+        s.send("f2(1, yo_\t")
+        s.drain(0.3)
+        s.send("5)\r")
+        s.expect("\n6\n", "f2(1, yo_<Tab> completes to yo_bump= (a tfe function's parameter)")
+        s.expect(PROMPT, "prompt")
+        s.send("w.val\t")
+        s.drain(0.3)
+        s.send("\r")
+        s.expect("\n0.5\n", "w.val<Tab> completes to w.value (a variable)")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "Ctrl-C leaves a clean prompt"
+        start = len(s.out)
+        interrupt(s, "while true { }")
+        # up to the error (a second Ctrl-C of interrupt() may land on the
+        # next prompt, which then shows ^C as a discarded line does)
+        if "^C" in s.out[start:s.out.find("error: interrupted", start)]:
+            s.fail("no ^C", "the terminal shows ^C in front of the error")
+        s.send("half_typed")
+        s.drain(0.2)
+        s.send("\x03")
+        s.expect("half_typed^C\n" + PROMPT, "a new line and a fresh prompt")
+        value_of(s, "tz.ndim", "2", "state kept after Ctrl-C")
+
+        s.step = ":reload"
+        mod = os.path.join(home, "learnmod.tfe")
+        with open(mod, "w") as f:
+            f.write("fn version() { return 1 }\n")
+        s.line('import "%s" as learnmod' % mod)
+        s.expect(PROMPT, "prompt")
+        value_of(s, "learnmod.version()", "1", "the module as first written")
+        with open(mod, "w") as f:
+            f.write("fn version() { return 2 }\n")
+        s.line(":reload learnmod")
+        s.expect(PROMPT, "prompt after :reload")
+        value_of(s, "learnmod.version()", "2", "the module as edited")
+        s.step = "import of an edited module"
+        s.line('import "%s" as learnmod' % mod)
+        s.expect(PROMPT, "prompt")
+        value_of(s, "learnmod.version()", "2", "an unchanged module is not imported again")
+        with open(mod, "w") as f:
+            f.write("fn version() { return 3 }\n")
+        s.line('import "%s" as learnmod' % mod)
+        s.expect(PROMPT, "prompt")
+        value_of(s, "learnmod.version()", "3", "import after an edit gives the edited module")
+
+        s.step = ":history"
+        s.line(":history")
+        s.expect("\n[1] fn bad(x) {\n      return x[5]\n    }\n[2] bad(ones(2))\n", "numbered entries")
+        s.expect(PROMPT, "prompt")
+
+        s.step = "a multi-line entry as the last one"
+        s.line("fn twice(a) {")
+        s.expect(MORE, "continuation")
+        s.line("  return a * 2")
+        s.expect(MORE, "continuation")
+        s.line("}")
+        s.expect(PROMPT, "prompt")
+        s.line(":q")
+        s.wait_exit("exit after :q")
+    finally:
+        s.close()
+    text = open(os.path.join(home, ".tfe_history"), encoding="utf-8").read()
+    if "\nfn twice(a) {\n  return a * 2\n}\n" not in text:
+        raise Failure("step 'history of entries': the function is not one item:\n" + text)
+
+    s = Session(exe, home, "Up recalls a whole entry")
+    try:
+        s.expect(PROMPT, "first prompt")
+        s.send("\x10")  # :q
+        s.drain(0.2)
+        s.send("\x10")  # the function, all three lines
+        s.drain(0.2)
+        s.send("\r")
+        s.expect(PROMPT, "prompt after the recalled function")
+        value_of(s, "twice(21)", "42", "the recalled function was defined")
+        s.line(":q")
+        s.wait_exit("exit after :q")
+    finally:
+        s.close()
+
+
 def main():
     exe = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TFE")
     if not exe or not os.access(exe, os.X_OK):
@@ -338,6 +536,8 @@ def main():
             session_one(exe, home)
             session_two(exe, home)
             session_no_home(exe)
+            with tempfile.TemporaryDirectory(prefix="tfe-repl-") as home2:
+                session_learners(exe, home2)
         except Failure as e:
             print("repl_pty: FAIL: %s" % e)
             return 1

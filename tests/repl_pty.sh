@@ -1,6 +1,8 @@
 #!/bin/sh
 # repl_pty.sh — the REPL through a pseudo-terminal (tests/repl_pty.py):
-# multi-line entries, errors, Ctrl-C, :help, history, completion. Needs python3.
+# multi-line entries, errors and their entry numbers, Ctrl-C, :help and
+# help(), echo, if/else across lines, history of whole entries, completion,
+# :reload. Needs python3.
 : "${TFE:?TFE is not set (run through make check)}"
 : "${TFE_SRCDIR:=$(dirname "$0")/..}"
 py=${TFE_PYTHON3:-}

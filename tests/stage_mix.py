@@ -19,7 +19,8 @@ global random stream is compared too. The scenes:
   var     a variable read inside a traced if / for range(n) / while under
           a tape inside the staged function (or grad() of a helper inside
           it, or an outer tape), with v.assign(...) between calls;
-  rand    rand/randn/randint before, inside and after a traced if / loop,
+  rand    rand/randn/randint/normal/uniform/shuffle/choice before, inside
+          and after a traced if / loop,
           sometimes under a tape (inside or outside);
   host    @host functions that update a binding the body also assigns, read
           a binding the body assigned, push to an outside list whose len()
@@ -389,7 +390,10 @@ def scene_rand(P, k, last):
 
     def draw():
         return r.choice(["rand(%s)" % sh, "randn(%s)" % sh,
-                         "(rand(()) * 0.5)", "cast(randint(0, 5, shape=%s), float32)" % sh])
+                         "(rand(()) * 0.5)", "cast(randint(0, 5, shape=%s), float32)" % sh,
+                         "normal(0.5, 2.0, %s)" % sh, "uniform(-1.0, 1.0, %s)" % sh,
+                         "shuffle(rand(%s))" % sh, "cast(choice(6, %s, replace=false), float32)" % sh,
+                         "cast(choice(3, %s, p=[0.2, 0.5, 0.3]), float32)" % sh])
     tape_in = r.random() < 0.15 and not OPTS["avoid_known"]
     # a tape outside, around draws in a region, is refused (known)
     outer = not tape_in and r.random() < 0.3 and not OPTS["avoid_known"]

@@ -135,9 +135,11 @@ BUILTIN(bi_print)
         Str *s = (Str *)v.u.o;
         if (is_sep) { sep = s->s; seplen = s->len; } else { end = s->s; endlen = s->len; }
     }
+    progress_print_begin();
     print_parts(I, argc, argv, sep, seplen, stdout);
     fwrite(end, 1, endlen, stdout);
     if (I->repl) fflush(stdout);
+    progress_print_end();
     *out = v_nil();
     return 0;
 }

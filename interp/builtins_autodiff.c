@@ -1085,15 +1085,20 @@ static int params_visit(void *ctx, const char *path, Value leaf)
     return 0;
 }
 
-/* params(obj): a record path -> variable of every trainable variable
- * reachable from obj, in traversal order, each once (at its first path). */
+/* params(obj, all=false): a record path -> variable of every trainable
+ * variable (every variable with all=true) reachable from obj, in traversal
+ * order, each once (at its first path). */
 BUILTIN(bi_params)
 {
-    Value a[1];
-    bool p[1];
-    if (args_parse(I, "params", "obj", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "params", "obj, all=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    /* all=true: the non-trainable variables too (batch norm's moving
+     * averages), as Keras' model.weights beside trainable_weights */
+    bool all = false;
+    if (p[1] && arg_opt_bool(I, "params()", "all", a[1], false, &all)) return -1;
     Record *r = record_new();
-    state_walk(a[0], 0, params_visit, r);
+    state_walk(a[0], all ? WALK_UNTRAINABLE : 0, params_visit, r);
     *out = v_obj(V_RECORD, r);
     return 0;
 }

@@ -7,7 +7,13 @@
  * items itself: `for` unwraps the progress value and walks the inner value as
  * it would walk it bare, telling the bar when the loop starts, after each
  * completed iteration and when the loop ends. The bar never writes to stdout
- * (it only flushes it, so output and bar keep their order in a shared log). */
+ * (it only flushes it, so output and bar keep their order in a shared log).
+ *
+ * print() shares the terminal with a bar being redrawn in place (tqdm.write's
+ * way): progress_print_begin clears the bar's line, print writes its line,
+ * progress_print_end draws the bar again below it. Without that the printed
+ * text would land after the bar on its line and the next redraw (\r) would
+ * overwrite it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +34,13 @@ typedef struct Progress {
     int64_t total;
     int last_tenth;       /* plain mode: the last 10% step printed */
     int64_t last_done;    /* plain mode: the count on the last line printed (-1: none) */
+    int64_t done;         /* iterations completed so far */
 } Progress;
+
+/* The bar drawn on the terminal's current line with no newline after it
+ * (terminal mode, between its first and its final draw), or NULL: the line
+ * print() must clear first and redraw after. */
+static Progress *shown;
 
 static double now_s(void)
 {
@@ -40,6 +52,7 @@ static double now_s(void)
 static void progress_free(Obj *o)
 {
     Progress *p = (Progress *)o;
+    if (shown == p) shown = NULL;
     value_decref(p->inner);
     free(p->label);
     free(p);
@@ -111,6 +124,22 @@ static void draw(Progress *p, int64_t done, bool final)
             p->tty ? (final ? "\033[K\n" : "\033[K") : "\n");
     fflush(stderr);
     p->last_draw = t;
+    if (p->tty) shown = final ? NULL : p;
+}
+
+void progress_print_begin(void)
+{
+    if (!shown) return;
+    fflush(stdout);
+    fputs("\r\033[K", stderr); /* the bar's line, empty again: print writes there */
+    fflush(stderr);
+}
+
+void progress_print_end(void)
+{
+    if (!shown) return;
+    fflush(stdout); /* the printed line reaches the terminal before the bar */
+    draw(shown, shown->done, false);
 }
 
 Value progress_iterable(Value v)
@@ -133,6 +162,7 @@ int progress_begin(Interp *I, Value bar, int64_t total, Loc loc)
     p->last_draw = 0;
     p->last_tenth = 0;
     p->last_done = -1;
+    p->done = 0;
     if (!p->silent && p->tty) draw(p, 0, false);
     return 0;
 }
@@ -140,6 +170,7 @@ int progress_begin(Interp *I, Value bar, int64_t total, Loc loc)
 void progress_step(Value bar, int64_t done, bool finished)
 {
     Progress *p = (Progress *)bar.u.o;
+    p->done = done;
     if (p->silent) return;
     if (p->tty) {
         /* at most ten redraws a second: a fast loop must not spend its time drawing */

@@ -1549,6 +1549,19 @@ static tfe_tensor *transpose_by(tfe_tensor *x, const int64_t *perm);
  * indices become one linear index into the merged axis, which replaces
  * pl->adv, so the one-index path (a gather, with its scatter-add gradient)
  * does the rest. Returns the new r (new reference) or NULL (tensor error). */
+/* The axes of r with the advanced ones first (in index order), the others
+ * after in order: NumPy's layout when the advanced items are not adjacent. */
+static void front_perm(const IndexPlan *pl, int rank, int64_t *perm)
+{
+    int m = 0, k = pl->nmulti;
+    for (int j = 0; j < k; j++) perm[m++] = pl->multi_pos[j];
+    for (int i = 0; i < rank; i++) {
+        bool adv = false;
+        for (int j = 0; j < k; j++) adv |= pl->multi_pos[j] == i;
+        if (!adv) perm[m++] = i;
+    }
+}
+
 static tfe_tensor *merge_advanced(tfe_tensor *r, IndexPlan *pl)
 {
     int k = pl->nmulti, p = pl->front ? 0 : pl->multi_pos[0];
@@ -1558,13 +1571,7 @@ static tfe_tensor *merge_advanced(tfe_tensor *r, IndexPlan *pl)
     tensor_incref(t);
     if (pl->front) {
         int64_t perm[TFE_MAX_RANK];
-        int m = 0;
-        for (int j = 0; j < k; j++) perm[m++] = pl->multi_pos[j];
-        for (int i = 0; i < r->rank; i++) {
-            bool adv = false;
-            for (int j = 0; j < k; j++) adv |= pl->multi_pos[j] == i;
-            if (!adv) perm[m++] = i;
-        }
+        front_perm(pl, r->rank, perm);
         tmp = transpose_by(t, perm);
         tensor_decref(t);
         if (!(t = tmp)) return NULL;
@@ -1795,6 +1802,47 @@ done:
     return rc;
 }
 
+/* region[items] = v through several integer-tensor indices, or through one
+ * whose result axes go first (NumPy's layout, so v is placed as NumPy
+ * places it): the read's merge (merge_advanced) gives region with those
+ * axes merged into one at pl->pos and the linear index, one scatter writes
+ * v there (duplicates: the last in C order wins, as the scatter kernel
+ * writes in order; its gradient gives v's gradient to that write only), and
+ * the merge is undone (reshape, then the inverse transpose). Returns the
+ * updated region (new reference) or NULL (tensor error). */
+static tfe_tensor *scatter_merged(Interp *I, tfe_tensor *x, tfe_tensor *region, IndexPlan *pl,
+                                  tfe_tensor *vt)
+{
+    trace_shape_read(I, x); /* the merge reshapes by x's dims: traces specific to them */
+    int64_t perm[TFE_MAX_RANK], inv[TFE_MAX_RANK];
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    shape_attrs(&at, region->rank, region->shape);
+    if (pl->front) {
+        front_perm(pl, region->rank, perm);
+        for (int i = 0; i < region->rank; i++) {
+            at.ints[i] = region->shape[perm[i]];
+            inv[perm[i]] = i;
+        }
+    }
+    tfe_tensor *t = merge_advanced(region, pl), *u = NULL, *tmp;
+    if (!t) return NULL;
+    tfe_attrs as;
+    tfe_attrs_init(&as);
+    as.naxes = 1;
+    as.axes[0] = pl->pos;
+    tfe_tensor *in[3] = {t, pl->adv, vt};
+    u = tfe_call1(OP_SCATTER, 3, in, &as);
+    tensor_decref(t);
+    if (!u) return NULL;
+    tmp = tfe_call1(OP_RESHAPE, 1, &u, &at); /* the merged axis split again */
+    tensor_decref(u);
+    if (!(u = tmp) || !pl->front) return u;
+    tmp = transpose_by(u, inv);
+    tensor_decref(u);
+    return tmp;
+}
+
 int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Value v, Value *out)
 {
     if (xv.kind == V_SCALAR)
@@ -1828,11 +1876,6 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
         }
     }
     if (plan_index(I, x, n, items, &pl)) goto done;
-    if (pl.nmulti > 1) {
-        interp_raise(I, "index: assignment through several integer-tensor indices is not supported "
-                     "(index with one, or assign to a slice)");
-        goto done;
-    }
     if (!pl.adv) {
         tfe_tensor *in[2] = {x, vt};
         if (!(res = tfe_call1(OP_SET_SLICE, 2, in, &pl.at))) interp_raise_tensor_error(I);
@@ -1873,6 +1916,8 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
         tfe_tensor *in[3] = {m, vt, region};
         upd = tfe_call1(OP_WHERE, 3, in, &at);
         tensor_decref(m);
+    } else if (pl.nmulti > 1 || (pl.front && pl.pos > 0)) {
+        upd = scatter_merged(I, x, region, &pl, vt);
     } else {
         tfe_attrs at;
         tfe_attrs_init(&at);

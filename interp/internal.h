@@ -216,9 +216,15 @@ void builtins_progress_register(Interp *I);
 Value progress_iterable(Value v);
 int progress_begin(Interp *I, Value bar, int64_t total, Loc loc);
 void progress_step(Value bar, int64_t done, bool finished);
+/* print() around its output: clears the line of a bar being redrawn on the
+ * terminal, then draws the bar again below the printed line */
+void progress_print_begin(void);
+void progress_print_end(void);
 
-/* builtins_plot.c: plot() (SVG line charts) and sparkline() */
+/* builtins_plot.c: plot(), scatter(), hist() (SVG or PNG charts) and
+ * sparkline(); builtins_imshow.c: imshow() (images) */
 void builtins_plot_register(Interp *I);
+void builtins_imshow_register(Interp *I);
 void builtins_lib_register(Interp *I);  /* interp/builtins_lib.c */
 
 /* builtins_io.c: write the parts to path atomically (temp file in the same

@@ -46,6 +46,7 @@ Interp *interp_new(const InterpOptions *opt)
     stage_builtins_register(I);
     builtins_progress_register(I);
     builtins_plot_register(I);
+    builtins_imshow_register(I);
     builtins_help_register(I);
     return I;
 }

@@ -387,6 +387,24 @@ def index_cases():
          label="x[:, j, k] broadcast")
     case("gather", "$x[$i, :, $k]", {"x": arr((3, 2, 4)), "i": np.array([2, 0]), "k": np.array([1, 1])},
          label="x[i, :, k] (advanced axes first)")
+    # assignment through several integer-tensor indices: x's gradient is 0 at
+    # the written positions; v's is gathered, summed over broadcast, and for
+    # duplicates only the last write (C order) gets it
+    case("scatter", body=["let $y = $x", "$y[$i, $j] = $v", "return __obj($y)"],
+         ins={"x": arr((4, 3)), "i": np.array([3, 0, 3, -1]), "j": np.array([1, 1, 1, 0]), "v": arr((4,))},
+         label="y[i, j] = v, duplicates")
+    case("scatter", body=["let $y = $x * 2", "$y[:, $j, $k] = $v", "return __obj($y * $y)"],
+         ins={"x": arr((2, 3, 4)), "j": np.array([[0], [2]]), "k": np.array([3, -1]), "v": arr((2, 1, 2))},
+         label="y[:, j, k] = v broadcast, squared")
+    case("scatter", body=["let $y = $x", "$y[$i, :, $k] = $v", "return __obj($y)"],
+         ins={"x": arr((3, 2, 4)), "i": np.array([2, 0, 2]), "k": np.array([1, 3, 1]), "v": arr((2,))},
+         label="y[i, :, k] = v (advanced axes first), duplicates")
+    case("scatter", body=["let $y = $x", "$y[1, :, $k] = $v", "return __obj($y)"],
+         ins={"x": arr((3, 2, 4)), "k": np.array([3, 0]), "v": arr((2, 2))},
+         label="y[1, :, k] = v (advanced axes first)")
+    case("scatter", body=["let $y = $x", "$y[$i, $j] += $v * $v", "return __obj($y)"],
+         ins={"x": arr((3, 4)), "i": np.array([1, 2, 1]), "j": np.array([0, 3, 0]), "v": arr((3,))},
+         label="y[i, j] += v * v, duplicates (read-modify-write)")
 
 
 def nn_cases():

@@ -822,6 +822,51 @@ def index_cases():
              pre=["with tape() as $t { $t.watch($x); let $loss = sum($x[$i, $j] * $w) }"],
              tol=tol_for(dt, "sum"), needs="tape", label="gradient of x[i, j] (scatter_add)")
 
+    # assignment through several integer-tensor indices (and through one whose
+    # result axes go first): v placed as NumPy places it, duplicates (in
+    # i, j below) the last write in C order; += reads, adds and writes once
+    for dt in (F32, F64, I32, I64, BOOL):
+        x = arr((5, 4, 3), dt)
+        i, j = np.array([3, -1, 0, 3, 2]), np.array([1, 2, 2, 1, -4])
+        case("scatter", "$y", {"x": x, "i": i, "j": j, "v": arr((5, 3), dt)},
+             lambda x, i, j, v: _setitem(x, (i, j), v), pre=["let $y = $x", "$y[$i, $j] = $v"],
+             label="y[i, j] = v (duplicates)")
+        case("scatter", "$y", {"x": tview((5, 4, 3), dt), "i": i[:2].reshape(2, 1), "j": j[:3].astype(I32),
+                               "v": arr((3,), dt)},
+             lambda x, i, j, v: _setitem(x, (i, j), v), pre=["let $y = $x", "$y[$i, $j] = $v"],
+             label="y[i, j] = row, broadcast indices")
+        case("scatter", "$y", {"x": x, "j": j[:4], "k": np.array([0, -1, 2, 1]), "v": arr((5, 1), dt)},
+             lambda x, j, k, v: _setitem(x, np.s_[:, j, k], v), pre=["let $y = $x", "$y[:, $j, $k] = $v"],
+             label="y[:, j, k] = v")
+        case("scatter", "$y", {"x": x, "i": i[:3], "k": np.array([[2], [0]]), "v": arr((2, 3, 4), dt)},
+             lambda x, i, k, v: _setitem(x, np.s_[i, :, k], v), pre=["let $y = $x", "$y[$i, :, $k] = $v"],
+             label="y[i, :, k] = v (first)")
+        case("scatter", "$y", {"x": x, "j": np.array([2, 0, -1]), "v": arr((3, 4), dt)},
+             lambda x, j, v: _setitem(x, np.s_[1, :, j], v), pre=["let $y = $x", "$y[1, :, $j] = $v"],
+             label="y[1, :, j] = v (first)")
+        case("scatter", "$y", {"x": x, "j": j[:2], "k": np.array([1, 2]), "v": arr((), dt)},
+             lambda x, j, k, v: _setitem(x, np.s_[2:0:-1, j, k], v), pre=["let $y = $x", "$y[2:0:-1, $j, $k] = $v"],
+             label="y[2:0:-1, j, k] = scalar")
+        if dt != BOOL:
+            def iadd(x, i, j, v):
+                y = x.copy()
+                y[i, j] += v
+                return y
+            case("scatter", "$y", {"x": x, "i": i, "j": j, "v": arr((5, 3), dt)}, iadd,
+                 pre=["let $y = $x", "$y[$i, $j] += $v"], label="y[i, j] += v (duplicates: once)")
+    case("scatter", "$y", {"x": arr((4, 10), F32), "l": np.array([3, 9, 0, 3])},
+         lambda x, l: _setitem(x, (np.arange(4), l), 0.0), pre=["let $y = $x", "$y[arange(4), $l] = 0.0"],
+         label="y[arange(n), labels] = 0.0")
+    case("scatter", "$y", {"x": arr(BIG, F32), "i": rng.integers(0, 300, (500,)), "j": rng.integers(0, 400, (500,)),
+                           "v": arr((500,), F32)},
+         lambda x, i, j, v: _setitem(x, (i, j), v), pre=["let $y = $x", "$y[$i, $j] = $v"], label="big y[i, j] = v")
+    case("scatter", "$y", {"x": arr((3, 4), F32), "i": np.array([0, 2]), "j": np.array([1, 4]), "v": arr((2,), F32)},
+         pre=["let $y = $x", "$y[$i, $j] = $v"],
+         error="gather: index 4 is out of range for axis 1 with size 4", label="y[i, j] = v out of range")
+    case("scatter", "$y", {"x": arr((3, 4), F32), "i": np.array([0, 2]), "j": np.array([1, 3]), "v": arr((3,), F32)},
+         pre=["let $y = $x", "$y[$i, $j] = $v"],
+         error="scatter: values of shape (3,) cannot be broadcast to (2,)", label="y[i, j] = v wrong shape")
+
 
 # ---- neural-net ops ------------------------------------------------------------
 

@@ -162,5 +162,68 @@ else
     echo "SKIP: the terminal check (python3 with pty not found)"
 fi
 
+# print() during a bar on a terminal: stdout and stderr on one terminal, as
+# in an interactive session. Each printed line must end up on a line of its
+# own, whole, with the bar redrawn below it (tqdm.write's behaviour); the
+# screen is rebuilt from the byte stream (\r, \n, ESC[K).
+cat >"$tmp/print.tfe" <<'EOF'
+for i in progress(range(5), label="train") {
+    print("epoch", i, "loss", 0.5)
+}
+print("after")
+for e in progress(range(2), label="outer") {
+    print("outer", e)
+    for b in progress(range(2), label="inner") { print("inner", e, b) }
+}
+EOF
+if [ -n "$TFE_PYTHON3" ] && "$TFE_PYTHON3" -c 'import pty' 2>/dev/null; then
+    "$TFE_PYTHON3" - "$TFE" "$tmp/print.tfe" <<'EOF' || fail "print() during a bar on a terminal"
+import os, pty, re, subprocess, sys
+master, slave = pty.openpty()
+p = subprocess.Popen([sys.argv[1], sys.argv[2]], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+os.close(slave)
+raw = b""
+while True:
+    try:
+        chunk = os.read(master, 65536)
+    except OSError:
+        break
+    if not chunk:
+        break
+    raw += chunk
+p.wait(timeout=60)
+text = raw.decode("utf-8")
+screen, row, col = [""], 0, 0
+i = 0
+while i < len(text):
+    if text.startswith("\x1b[K", i):
+        screen[row] = screen[row][:col]; i += 3; continue
+    ch = text[i]; i += 1
+    if ch == "\r":
+        col = 0
+    elif ch == "\n":
+        row += 1; col = 0
+        if row == len(screen): screen.append("")
+    else:
+        line = screen[row].ljust(col)
+        screen[row] = line[:col] + ch + line[col + 1:]; col += 1
+screen = [l for l in screen if l]
+bar = re.compile(r"^(train|outer|inner): +\d+%\|.{10}\| \d+/\d+ \[")
+printed = [l for l in screen if not bar.match(l)]
+want = [f"epoch {k} loss 0.5" for k in range(5)] + ["after", "outer 0", "inner 0 0", "inner 0 1",
+        "outer 1", "inner 1 0", "inner 1 1"]
+# the bars that finished are on lines of their own, after the lines printed during them
+bars = [l.split(":")[0] + " " + l.split("|")[2].split()[0] for l in screen if bar.match(l)]
+ok = (p.returncode == 0 and printed == want and screen[5].startswith("train: 100%|")
+      and bars == ["train 5/5", "inner 2/2", "inner 2/2", "outer 2/2"])
+if not ok:
+    print("screen:", *screen, sep="\n  ")
+    print("rc", p.returncode)
+    sys.exit(1)
+EOF
+else
+    echo "SKIP: print() during a bar (python3 with pty not found)"
+fi
+
 [ $status -eq 0 ] && echo "PASS: progress"
 exit $status

@@ -567,6 +567,22 @@ static const char *python_habit(const Lexer *lx, yysymbol_kind_t tok, Loc *at)
         { "from", "tfe imports a whole module: import nn (then nn.name), or import \"path.tfe\" as name" },
         { "pass", "tfe has no 'pass': an empty block is { }" },
     };
+    const char *text = lx->src->text;
+    if (tok == YYSYMBOL_DOT) { /* import torch.nn as nn */
+        int k = lx->prev_loc.off;
+        while (k > 0 && (text[k - 1] == ' ' || text[k - 1] == '\t')) k--;
+        if (lx->prev_kind == NAME && k >= 6 && memcmp(text + k - 6, "import", 6) == 0 &&
+            (k == 6 || text[k - 7] == ' ' || text[k - 7] == '\n' || text[k - 7] == ';')) {
+            *at = lx->prev_loc;
+            return "tfe needs no Python packages: tensors and their ops are built in, and its own modules are "
+                   "imported by name (import nn, import optim)";
+        }
+    }
+    if (lx->prev_kind == PLUS && lx->prev_loc.off > 0 && text[lx->prev_loc.off - 1] == '+' &&
+        (tok == YYSYMBOL_YYEOF || tok == YYSYMBOL_NEWLINE || tok == YYSYMBOL_SEMI || tok == YYSYMBOL_RBRACE)) {
+        *at = lx->prev_loc; /* i++ */
+        return "tfe has no '++': write i += 1";
+    }
     if (token_is(lx, lx->la_kind, lx->la_loc, "is")) { /* x is None */
         *at = lx->la_loc;
         return "tfe compares with '==' and '!=' (x == nil), not 'is'";

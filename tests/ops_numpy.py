@@ -1433,6 +1433,15 @@ def library_cases():
     case("square", "square($x)", {"x": np.array([70000, -3], I32)}, lambda x: np.square(x),
          label="square of int32 wraps")
 
+    # round(x, decimals): np.round (scaled, rounded half to even, scaled back, in x's dtype)
+    for dt in (F32, F64):
+        for d in (0, 1, 2, 3, -1):
+            case("round", f"round($x, {d})", {"x": np.concatenate([arr((3, 4), dt).ravel() * 7,
+                                                                   np.array([2.675, -0.125, 0.5, 1.5, 25.0, -35.0], dt)])},
+                 lambda x, d=d: np.round(x, d), label=f"round(x, {d}) {np.dtype(dt).name}")
+    case("round", "round($x, 1)", {"x": np.array([14, -26, 35], I64)}, lambda x: np.round(x, 1),
+         label="round of an int with decimals >= 0 is the int")
+
     # cumsum, cumprod (axis=nil: the flattened x, as NumPy)
     for name, fn in (("cumsum", np.cumsum), ("cumprod", np.cumprod)):
         for dt in (F32, F64, I32, I64, BOOL):

@@ -612,6 +612,55 @@ BUILTIN(bi_item)
     return rc;
 }
 
+/* tolist(x): x as nested lists of numbers (NumPy's x.tolist(); a 0-d tensor
+ * gives a number). Host values: in a staged function the values are read at
+ * trace time, as float(x) reads them (stage/trace.c says when that is an
+ * error). */
+static Value tolist_number(const tfe_tensor *t, int64_t flat)
+{
+    Value v = {0};
+    v.kind = V_SCALAR;
+    switch (t->dtype) {
+    case TFE_FLOAT32: case TFE_FLOAT64:
+        return v_float(tensor_load_f64(t, flat), t->dtype);
+    case TFE_BOOL: return v_bool(tensor_load_i64(t, flat) != 0);
+    case TFE_INT32:
+        v.dtype = TFE_INT32;
+        v.u.i = tensor_load_i64(t, flat);
+        return v;
+    default:
+        /* float16, bfloat16: a float32 number holds them exactly */
+        if (dtype_is_float(t->dtype)) return v_float(tensor_load_f64(t, flat), TFE_FLOAT32);
+        return v_int(tensor_load_i64(t, flat));
+    }
+}
+
+static Value tolist_axis(const tfe_tensor *t, int axis, int64_t *flat)
+{
+    if (axis == t->rank) return tolist_number(t, (*flat)++);
+    Seq *s = seq_new((int)t->shape[axis]);
+    s->h.kind = V_LIST;
+    for (int64_t i = 0; i < t->shape[axis]; i++) seq_push_take(s, tolist_axis(t, axis + 1, flat));
+    return v_obj(V_LIST, s);
+}
+
+BUILTIN(bi_tolist)
+{
+    PARSE("tolist", "x", 1);
+    tfe_tensor *x = arg_tensor(I, "tolist", "x", a[0]);
+    if (!x) return -1;
+    /* one read of the value for the whole tensor (a traced one: the trace
+     * depends on it, or it is not known yet) */
+    if ((x->node && tfe_value_read_hook && tfe_value_read_hook(x)) || I->has_error) {
+        tensor_decref(x);
+        return I->has_error ? -1 : interp_raise(I, "tolist: the value of a traced tensor is not known here");
+    }
+    int64_t flat = 0;
+    *out = tolist_axis(x, 0, &flat);
+    tensor_decref(x);
+    return 0;
+}
+
 /* flatten(x): reshape to (-1,) */
 BUILTIN(bi_flatten)
 {
@@ -2043,6 +2092,7 @@ void builtins_tensor_register(Interp *I)
         {"dropout", bi_dropout, 0, 0},
         {"stop_gradient", bi_stop_gradient, 0, 0},
         {"item", bi_item, 0, 0},
+        {"tolist", bi_tolist, 0, 0},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         interp_define_builtin_flags(I, table[i].name, table[i].fn, (void *)table[i].data, table[i].flags,

@@ -1379,6 +1379,53 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
 
 /* --- statements ---------------------------------------------------------------------- */
 
+/* a, b = x on a tensor (or a variable): as Python unpacks a NumPy array,
+ * the items are x[0], x[1], ... taken by indexing, so a tape records them and
+ * a staged function traces them as slices. Returns 1 when v is no tensor
+ * (the caller reports it), 0 with *out a tuple of the n items, -1 on error. */
+static int unpack_tensor(Interp *I, Value v, int n, Loc loc, Value *out)
+{
+    bool obj = v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor;
+    if (v.kind != V_TENSOR && v.kind != V_SCALAR && !obj) return 1;
+    if (v.kind == V_SCALAR || (v.kind == V_TENSOR && v.u.t->rank == 0))
+        return raise_at(I, loc, "cannot unpack a 0-d tensor (a %s) into %d targets", value_kind_name(v), n);
+    Value tv = v;
+    if (obj) {
+        /* a variable is read once, as any op reads it */
+        tfe_tensor *t = value_to_tensor(v);
+        if (!t) return I->has_error ? -1 : raise_msg_at(I, loc, tfe_error_msg());
+        tv = v_tensor_take(t);
+        if (t->rank == 0) {
+            value_decref(tv);
+            return raise_at(I, loc, "cannot unpack a 0-d tensor (a variable of shape ()) into %d targets", n);
+        }
+    } else {
+        value_incref(tv);
+    }
+    int64_t len = tv.u.t->shape[0];
+    if (len != n) {
+        value_decref(tv);
+        return raise_at(I, loc, "cannot unpack a tensor of length %lld into %d targets", (long long)len, n);
+    }
+    Seq *s = seq_new(n);
+    s->h.kind = V_TUPLE;
+    Value res = v_obj(V_TUPLE, s);
+    Loc saved = I->cur_loc;
+    I->cur_loc = loc;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        IndexItem ix = { .kind = IX_VALUE, .v = v_int(i) };
+        Value x;
+        rc = tensor_index(I, tv, 1, &ix, &x);
+        if (!rc) seq_push_take(s, x);
+    }
+    I->cur_loc = saved;
+    value_decref(tv);
+    if (rc) { value_decref(res); return -1; }
+    *out = res;
+    return 0;
+}
+
 static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
 {
     if (p->kind == N_PNAME) {
@@ -1387,6 +1434,16 @@ static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
         return 0;
     }
     Seq *s = seq_as(v);
+    if (!s) {
+        Value items;
+        int u = unpack_tensor(I, v, p->list.n, p->loc, &items);
+        if (u < 0) return -1;
+        if (u == 0) {
+            int rc = bind_pattern(I, p, items, env);
+            value_decref(items);
+            return rc;
+        }
+    }
     if (!s) return raise_at(I, p->loc, "cannot destructure a value of type %s (a tuple or list is needed)", value_kind_name(v));
     if (s->n != p->list.n)
         return raise_at(I, p->loc, "cannot destructure a %s of %d value%s into %d names", value_kind_name(v),
@@ -1491,6 +1548,14 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
          * targets, left to right */
         Seq *s = seq_as(v);
         int rc = 0;
+        if (!s) {
+            Value items;
+            int u = unpack_tensor(I, v, t->list.n, t->loc, &items);
+            if (u <= 0) {
+                value_decref(v);
+                return u < 0 ? -1 : assign_to(I, t, items, env, loc);
+            }
+        }
         if (!s)
             rc = raise_at(I, t->loc, "cannot unpack a value of type %s into %d targets (a tuple or list is needed)",
                           value_kind_name(v), t->list.n);

@@ -38,6 +38,8 @@ static const struct { const char *method, *builtin; } methods[] = {
     {"isclose", "isclose"}, {"allclose", "allclose"},
     {"outer", "outer"}, {"diag", "diag"}, {"trace", "trace"}, {"tril", "tril"}, {"triu", "triu"},
     {"norm", "norm"}, {"inv", "inv"}, {"det", "det"}, {"cholesky", "cholesky"},
+    /* host values: NumPy's nested lists */
+    {"tolist", "tolist"},
 };
 
 /* Properties: tensor_getattr (builtins_tensor.c) computes them. */
@@ -140,7 +142,6 @@ static const struct { const char *name, *hint; } habits[] = {
     {"clamp", "x.clip(lo, hi)"},
     {"requires_grad", "variable(x) for a trainable tensor, or t.watch(x) under a tape"},
     {"grad", "t.gradient(loss, x) from a tape"},
-    {"tolist", "x itself (print(x), x[i], for v in x), or x.item() for one element"},
 };
 
 const char *tensor_attr_habit(const char *name)

@@ -1277,12 +1277,30 @@ BUILTIN(bi_grad)
     if (a[0].kind != V_FN && a[0].kind != V_BUILTIN)
         return arg_error(I, fn, "f", "a function", a[0]);
     Value argnums = p[1] ? a[1] : v_int(0);
+    /* JAX takes any sequence of ints: list(0, 1) and the bracket literal
+     * [0, 1] (a 1-d int tensor) are the tuple (0, 1), and the gradients a
+     * tuple as for it */
+    Value seq = v_nil();
+    if (argnums.kind == V_LIST) {
+        Seq *l = (Seq *)argnums.u.o;
+        seq = value_seq_tuple(l->n, l->items);
+    } else if (argnums.kind == V_TENSOR && argnums.u.t->rank == 1 && dtype_is_int(argnums.u.t->dtype) &&
+               argnums.u.t->storage && argnums.u.t->shape[0] <= 64) {
+        Value items[64];
+        for (int64_t i = 0; i < argnums.u.t->shape[0]; i++) items[i] = v_int(tensor_get_i64(argnums.u.t, i));
+        seq = value_seq_tuple((int)argnums.u.t->shape[0], items);
+    }
+    if (seq.kind != V_NIL) argnums = seq;
     int idx[64], n;
     bool multi;
-    if (parse_argnums(I, fn, argnums, idx, &n, &multi)) return -1;
-    if (multi && n == 0) return interp_raise(I, "%s: argnums must not be empty", fn);
+    if (parse_argnums(I, fn, argnums, idx, &n, &multi) || (multi && n == 0)) {
+        if (!I->has_error) interp_raise(I, "%s: argnums must not be empty", fn);
+        value_decref(seq);
+        return -1;
+    }
     Value pair[2] = {a[0], argnums};
     Value self = value_seq_tuple(2, pair);
+    value_decref(seq);
     Value g = builtin_new(fn, bi_grad_call, (void *)(intptr_t)mode);
     ((Builtin *)g.u.o)->self = self;
     *out = g;

@@ -605,6 +605,32 @@ static int property_call_hint(Interp *I, const char *name, Value f)
     return 0;
 }
 
+/* t.gradient(loss, [w, b]), TensorFlow's form: a bracket literal written as
+ * a tape's sources is the list of its elements, not the stacked tensor [...]
+ * would make (variables or tensors of other shapes cannot stack, and a
+ * stacked tensor is no source the tape watched). The user's intent is clear;
+ * the result is a list, as TensorFlow's. */
+static bool tape_sources_arg(Value f, Node *arg)
+{
+    if (arg->kind != N_ARRAY || f.kind != V_BUILTIN) return false;
+    const Builtin *b = (const Builtin *)f.u.o;
+    return b->self.kind == V_OBJECT && !strcmp(b->name, "gradient");
+}
+
+static int eval_list_of(Interp *I, Node *arr, Env *env, Value *out)
+{
+    Seq *s = seq_new(arr->list.n);
+    s->h.kind = V_LIST;
+    Value res = v_obj(V_LIST, s);
+    for (int i = 0; i < arr->list.n; i++) {
+        Value x;
+        if (eval(I, arr->list.items[i], env, &x)) { value_decref(res); return -1; }
+        seq_push_take(s, x);
+    }
+    *out = res;
+    return 0;
+}
+
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
     if (n->a->kind == N_NAME && n->list2.n == 0 && !I->tracer && !I->check_recording) {
@@ -621,11 +647,18 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
     Str *kwbuf[8];
     Str **kwnames = nkw <= 8 ? kwbuf : xmalloc(sizeof(Str *) * (size_t)nkw);
     int done = 0, kdone = 0, rc = 0;
-    for (; done < argc; done++)
-        if (eval(I, n->list.items[done], env, &argv[done])) { rc = -1; goto out; }
+    for (; done < argc; done++) {
+        Node *a = n->list.items[done];
+        if (done == 1 && tape_sources_arg(f, a) ? eval_list_of(I, a, env, &argv[done])
+                                                : eval(I, a, env, &argv[done])) { rc = -1; goto out; }
+    }
     for (; kdone < nkw; kdone++) {
         Node *kw = n->list2.items[kdone];
-        if (eval(I, kw->a, env, &kwvals[kdone])) { rc = -1; goto out; }
+        if (!strcmp(kw->str, "xs") && tape_sources_arg(f, kw->a) ? eval_list_of(I, kw->a, env, &kwvals[kdone])
+                                                                 : eval(I, kw->a, env, &kwvals[kdone])) {
+            rc = -1;
+            goto out;
+        }
         kwnames[kdone] = str_new(kw->str, strlen(kw->str));
     }
     if (f.kind == V_BUILTIN && ((Builtin *)f.u.o)->box_names) {

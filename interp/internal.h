@@ -39,6 +39,10 @@ typedef struct FnInfo {
     bool stage_implicit;   /* staged only because of --stage-all */
     bool stage_failed;     /* --stage-all found it cannot be staged: runs eagerly */
     bool makes_closures;   /* its body contains a fn: its Env may be captured */
+    /* an anonymous fn bound by `let name = fn ...`, `name = fn ...` or
+     * `let name = varargs(fn ...)` (staged, host too): the name tracebacks
+     * and notes give it (borrowed from the AST); NULL otherwise */
+    const char *bound_name;
 } FnInfo;
 
 typedef struct Closure {

@@ -272,6 +272,20 @@ static int resolve_target(Resolver *R, Node *t)
     return resolve_node(R, t);
 }
 
+/* name = fn ... (resolved): the anonymous function is called `name` in
+ * tracebacks and notes, as a function declared with it would be; so is one
+ * wrapped as a whole by varargs, staged or host (the stdlib's
+ * `let sequential = varargs(fn (layers) { ... })`). The first binding names it. */
+static void name_bound_fn(Node *v, const char *name)
+{
+    while (v->kind == N_CALL && v->a->kind == N_NAME && v->a->op == 2 && v->list.n == 1 && v->list2.n == 0 &&
+           (!strcmp(v->a->str, "varargs") || !strcmp(v->a->str, "staged") || !strcmp(v->a->str, "host")))
+        v = v->list.items[0];
+    if (v->kind != N_FN || v->str || !v->info) return;
+    FnInfo *info = v->info;
+    if (!info->bound_name) info->bound_name = name;
+}
+
 static int resolve_fn(Resolver *R, Node *fn)
 {
     /* one allocation, so that ast_free can release it with free(node->info) */
@@ -379,9 +393,11 @@ static int resolve_node(Resolver *R, Node *n)
     case N_LET:
         /* the value is resolved before the new names exist: let x = x + 1 */
         if (resolve_node(R, n->b)) return -1;
+        if (n->a->kind == N_PNAME) name_bound_fn(n->b, n->a->str);
         return declare_pattern(R, n->a);
     case N_ASSIGN:
         if (resolve_node(R, n->b)) return -1;
+        if (n->a->kind == N_NAME && n->op == 0) name_bound_fn(n->b, n->a->str);
         return resolve_target(R, n->a);
     case N_IFEXPR: {
         /* the branches assign a slot of its own, which no name reaches

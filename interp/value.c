@@ -315,7 +315,8 @@ Closure *closure_new(Interp *I, Node *fn, Env *env, Program *prog)
     if (env) env->h.refcount++;
     c->prog = prog;
     if (prog) prog->refcount++;
-    c->name = fn->str ? fn->str : "<lambda>";
+    const char *bound = ((FnInfo *)fn->info)->bound_name;
+    c->name = fn->str ? fn->str : bound ? bound : "<lambda>";
     c->stage = NULL;
     c->stage_forced = ((FnInfo *)fn->info)->is_staged; /* @staged, or --stage-all */
     c->host_forced = c->stage_by_call = false;

@@ -1420,8 +1420,12 @@ static int unpack_tensor(Interp *I, Value v, int n, Loc loc, Value *out)
 {
     bool obj = v.kind == V_OBJECT && ((Object *)v.u.o)->cls->to_tensor;
     if (v.kind != V_TENSOR && v.kind != V_SCALAR && !obj) return 1;
-    if (v.kind == V_SCALAR || (v.kind == V_TENSOR && v.u.t->rank == 0))
-        return raise_at(I, loc, "cannot unpack a 0-d tensor (a %s) into %d targets", value_kind_name(v), n);
+    if (v.kind == V_SCALAR || (v.kind == V_TENSOR && v.u.t->rank == 0)) {
+        /* named by dtype, boxed or not (a tape keeps numbers boxed) */
+        tfe_dtype dt = v.kind == V_SCALAR ? (tfe_dtype)v.dtype : v.u.t->dtype;
+        return raise_at(I, loc, "cannot unpack a 0-d tensor (a %s) into %d targets",
+                        dt == TFE_BOOL ? "bool" : dtype_is_int(dt) ? "int" : "float", n);
+    }
     Value tv = v;
     if (obj) {
         /* a variable is read once, as any op reads it */

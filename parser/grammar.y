@@ -686,7 +686,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
             lex_error(lx, at, "expected '{' %s (a block is { ... }, not ':' and indentation)", after);
         else
             lex_error(lx, at, "expected '{' %s", after);
-    } else if (expects(exp, n, YYSYMBOL_IN) && !want_expr) {
+    } else if (expects(exp, n, YYSYMBOL_IN) && lx->prev_kind == NOT && !want_expr) {
+        /* 'not' after an operand is only the start of 'not in' */
+        lex_error(lx, at, "expected 'in' after 'not' (x not in xs)");
+    } else if (expects(exp, n, YYSYMBOL_IN) && !expects(exp, n, YYSYMBOL_EQ) && !want_expr) {
+        /* after a for's pattern (after an expression 'in' is the operator, with '==') */
         lex_error(lx, at, "expected 'in' after the loop variable of 'for'");
     } else if (expects(exp, n, YYSYMBOL_ASSIGN) && n <= 2 && !want_expr) {
         lex_error(lx, at, "expected '=' after the name in 'let'");

@@ -17,10 +17,15 @@ static Str *self_str(const Value *argv) { return (Str *)argv[0].u.o; }
 /* Python's str.isspace() set, for split() and strip() with no argument. */
 static bool is_ws(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
+/* The methods parse their arguments after self (argv[0]), so that a count
+ * in an error is the caller's: "split() takes 1 argument but 2 were given". */
+
 /* A string argument as bytes and length; raised when it is not a string. */
 static int str_arg(Interp *I, const char *fn, const char *arg, Value v, const char **s, size_t *n)
 {
-    if (v.kind != V_STR) return arg_error(I, fn, arg, "a string", v);
+    char call[32]; /* "split()", as the other builtins' errors name them */
+    snprintf(call, sizeof call, "%s()", fn);
+    if (v.kind != V_STR) return arg_error(I, call, arg, "a string", v);
     *s = ((Str *)v.u.o)->s;
     *n = ((Str *)v.u.o)->len;
     return 0;
@@ -44,7 +49,7 @@ static int str_split(Interp *I, int argc, const Value *argv, int nkw, Str *const
     (void)data;
     Value a[2];
     bool p[2];
-    if (args_parse(I, "split", "s, sep=", argc, argv, nkw, kwn, kwv, a, p)) return -1;
+    if (args_parse(I, "split", "sep=", argc - 1, argv + 1, nkw, kwn, kwv, a + 1, p + 1)) return -1;
     Str *s = self_str(argv);
     Seq *r = seq_new(8);
     if (a[1].kind == V_NIL) {
@@ -86,7 +91,7 @@ static int str_join(Interp *I, int argc, const Value *argv, int nkw, Str *const 
     (void)data;
     Value a[2];
     bool p[2];
-    if (args_parse(I, "join", "sep, xs", argc, argv, nkw, kwn, kwv, a, p)) return -1;
+    if (args_parse(I, "join", "xs", argc - 1, argv + 1, nkw, kwn, kwv, a + 1, p + 1)) return -1;
     Str *sep = self_str(argv);
     Value xs = a[1];
     if (xs.kind == V_STR) {
@@ -132,7 +137,7 @@ static int str_strip(Interp *I, int argc, const Value *argv, int nkw, Str *const
     const char *fn = ends == 1 ? "lstrip" : ends == 2 ? "rstrip" : "strip";
     Value a[2];
     bool p[2];
-    if (args_parse(I, fn, "s, chars=", argc, argv, nkw, kwn, kwv, a, p)) return -1;
+    if (args_parse(I, fn, "chars=", argc - 1, argv + 1, nkw, kwn, kwv, a + 1, p + 1)) return -1;
     Str *s = self_str(argv);
     const char *chars = NULL;
     size_t nc = 0;
@@ -174,7 +179,7 @@ static int str_replace(Interp *I, int argc, const Value *argv, int nkw, Str *con
     (void)data;
     Value a[3];
     bool p[3];
-    if (args_parse(I, "replace", "s, old, new", argc, argv, nkw, kwn, kwv, a, p)) return -1;
+    if (args_parse(I, "replace", "old, new", argc - 1, argv + 1, nkw, kwn, kwv, a + 1, p + 1)) return -1;
     Str *s = self_str(argv);
     const char *old = NULL, *nw = NULL;
     size_t no = 0, nn = 0;
@@ -213,7 +218,7 @@ static int str_affix(Interp *I, int argc, const Value *argv, int nkw, Str *const
     const char *fn = end ? "endswith" : "startswith";
     Value a[2];
     bool p[2];
-    if (args_parse(I, fn, "s, prefix", argc, argv, nkw, kwn, kwv, a, p)) return -1;
+    if (args_parse(I, fn, "p", argc - 1, argv + 1, nkw, kwn, kwv, a + 1, p + 1)) return -1;
     Str *s = self_str(argv);
     int n = a[1].kind == V_TUPLE ? ((Seq *)a[1].u.o)->n : 1;
     const Value *ps = a[1].kind == V_TUPLE ? ((Seq *)a[1].u.o)->items : &a[1];
@@ -221,7 +226,8 @@ static int str_affix(Interp *I, int argc, const Value *argv, int nkw, Str *const
     for (int i = 0; i < n; i++) {
         const char *x;
         size_t m;
-        if (ps[i].kind != V_STR) return arg_error(I, fn, end ? "suffix" : "prefix", "a string or a tuple of strings", ps[i]);
+        if (ps[i].kind != V_STR)
+            return arg_error(I, end ? "endswith()" : "startswith()", "p", "a string or a tuple of strings", ps[i]);
         x = ((Str *)ps[i].u.o)->s;
         m = ((Str *)ps[i].u.o)->len;
         if (m <= s->len && memcmp(end ? s->s + s->len - m : s->s, x, m) == 0) hit = true;
@@ -240,7 +246,7 @@ static int str_search(Interp *I, int argc, const Value *argv, int nkw, Str *cons
     const char *fn = count ? "count" : "find";
     Value a[2];
     bool p[2];
-    if (args_parse(I, fn, "s, sub", argc, argv, nkw, kwn, kwv, a, p)) return -1;
+    if (args_parse(I, fn, "sub", argc - 1, argv + 1, nkw, kwn, kwv, a + 1, p + 1)) return -1;
     Str *s = self_str(argv);
     const char *sub = NULL;
     size_t m = 0;

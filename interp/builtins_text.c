@@ -100,6 +100,8 @@ BUILTIN(bi_write_text)
     return 0;
 }
 
+void builtins_str_register(Interp *I); /* builtins_str.c */
+
 void builtins_text_register(Interp *I)
 {
     /* a string or a list is not a value staged code can take from the host */
@@ -110,4 +112,5 @@ void builtins_text_register(Interp *I)
                                 "read_lines() returns a list, which a staged function cannot take from the host; "
                                 "read the file outside it");
     interp_define_builtin_flags(I, "write_text", bi_write_text, NULL, BF_EFFECT, NULL);
+    builtins_str_register(I); /* ord, chr (string methods are fields: interp/builtins_str.c) */
 }

@@ -242,8 +242,89 @@ static bool repeat_count(Value v, int64_t *k)
     return false;
 }
 
+/* x in xs (Python's membership test; not in negates it): an item of a list
+ * or tuple equal to x by ==, a substring of a string, a key of a record, an
+ * int of a range; for a tensor, NumPy's (xs == x).any(), a bool tensor made
+ * by the ops == and any, so staged code traces it as any(xs == x). */
+static int contains_value(Interp *I, bool negate, Value x, Value xs, Loc loc, Value *out)
+{
+    bool hit = false;
+    switch ((ValueKind)xs.kind) {
+    case V_LIST: case V_TUPLE: {
+        Seq *s = (Seq *)xs.u.o;
+        for (int i = 0; i < s->n && !hit; i++) {
+            int err = 0;
+            hit = value_equal(x, s->items[i], &err);
+            if (err) return raise_msg_at(I, loc, tfe_error_msg());
+        }
+        break;
+    }
+    case V_STR: {
+        if (x.kind != V_STR)
+            return raise_at(I, loc, "'in <string>' needs a string on the left, got %s", value_kind_name(x));
+        Str *s = (Str *)xs.u.o, *sub = (Str *)x.u.o;
+        if (sub->len == 0) { hit = true; break; }
+        for (size_t i = 0; i + sub->len <= s->len && !hit; i++)
+            hit = memcmp(s->s + i, sub->s, sub->len) == 0;
+        break;
+    }
+    case V_RECORD: case V_MODULE:
+        if (x.kind != V_STR)
+            return raise_at(I, loc, "'in <record>' tests a key, a string; got %s", value_kind_name(x));
+        hit = record_get((Record *)xs.u.o, ((Str *)x.u.o)->s, ((Str *)x.u.o)->len) != NULL;
+        break;
+    case V_RANGE: {
+        Range *r = (Range *)xs.u.o;
+        int64_t k;
+        if (x.kind == V_SCALAR && (x.dtype == TFE_INT64 || x.dtype == TFE_INT32)) {
+            k = x.u.i;
+            hit = r->step > 0 ? (k >= r->start && k < r->stop) : (k <= r->start && k > r->stop);
+            uint64_t d = r->step > 0 ? (uint64_t)k - (uint64_t)r->start : (uint64_t)r->start - (uint64_t)k;
+            hit = hit && d % (r->step > 0 ? (uint64_t)r->step : -(uint64_t)r->step) == 0;
+        } else {
+            /* a float or a tensor: compare with each, as a list of the ints */
+            uint64_t n = range_count(r);
+            for (uint64_t i = 0; i < n && !hit; i++) {
+                int err = 0;
+                hit = value_equal(x, v_int(r->start + (int64_t)i * r->step), &err);
+                if (err) return raise_msg_at(I, loc, tfe_error_msg());
+            }
+        }
+        break;
+    }
+    case V_TENSOR: case V_OBJECT: {
+        if (xs.kind == V_OBJECT && !((Object *)xs.u.o)->cls->to_tensor) goto unsupported;
+        if (!is_numeric(x))
+            return raise_at(I, loc, "'in <tensor>' needs a number or tensor on the left, got %s", value_kind_name(x));
+        Value eq;
+        if (tensor_binop(I, OP_EQ, xs, x, loc, &eq)) return -1;
+        tfe_tensor *e = value_to_tensor(eq);
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        tfe_tensor *r = e ? tfe_call1(OP_ANY, 1, &e, &at) : NULL;
+        if (e) tensor_decref(e);
+        value_decref(eq);
+        if (r && negate) {
+            tfe_tensor *nr = tfe_unary(OP_LOGICAL_NOT, r);
+            tensor_decref(r);
+            r = nr;
+        }
+        if (!r) return raise_msg_at(I, loc, tfe_error_msg());
+        *out = value_from_tensor_take(r);
+        return 0;
+    }
+    default:
+    unsupported:
+        return raise_at(I, loc, "'in' needs a list, tuple, string, record, range or tensor on the right, got %s",
+                        value_kind_name(xs));
+    }
+    *out = v_bool(hit != negate);
+    return 0;
+}
+
 int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
 {
+    if (op == AOP_IN || op == AOP_NOTIN) return contains_value(I, op == AOP_NOTIN, a, b, loc, out);
     if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(op, a, b, out) == 0) return 0;
     if (is_numeric(a) && is_numeric(b)) return tensor_binop(I, binop_to_op[op], a, b, loc, out);
     if (op == AOP_EQ || op == AOP_NE) {
@@ -918,6 +999,9 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         }
         if (strcmp(name, "pop") == 0) { *out = bound_method("pop", list_pop, base); return 0; }
         break;
+    case V_STR:
+        if (!string_method(I, base, name, out)) return 0;
+        break;
     case V_OBJECT: {
         Object *o = (Object *)base.u.o;
         if (o->cls->getattr) {
@@ -942,6 +1026,18 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         if (base.kind == V_LIST)
             return raise_at(I, loc, "list has no field '%s' (a list has push(v), also spelt append(v), and pop())",
                             name);
+        if (base.kind == V_STR) {
+            Suggest sg;
+            char hint[160];
+            suggest_init(&sg, name);
+            for (const char *const *m = interp_string_method_names(); *m; m++) suggest_add(&sg, *m);
+            if (!strcmp(name, "format")) /* Python's "{:.2f}".format(x) */
+                return raise_at(I, loc, "string has no field 'format' (tfe writes format(s, x, ...), or an "
+                                        "f-string f\"...{x}\")");
+            if (sg.best) return raise_at(I, loc, "string has no field '%s'%s", name, suggest_text(&sg, hint, sizeof hint));
+            return raise_at(I, loc, "string has no field '%s' (a string has split, join, strip, lstrip, rstrip, "
+                                    "lower, upper, replace, startswith, endswith, find and count)", name);
+        }
         if (tensorish) near = tensor_attr_suggest(name);
         if (near)
             return raise_at(I, loc, "%s has no field '%s' (did you mean '%s'?)", value_kind_name(base), name, near);

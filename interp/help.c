@@ -450,8 +450,10 @@ void help_value(Interp *I, Value v, FILE *f)
         if (b->self.kind != V_NIL) {
             /* x.sum is sum bound to x: the built-in's entry, if it has one */
             const HelpRow *r = find_row(b->name);
+            /* a string's own methods are named as their rows, "s.split" */
+            bool own = strchr(b->name, '.') != NULL;
             fprintf(f, "%s: a method of a %s%s\n", b->name, value_kind_name(b->self),
-                    r ? ", the built-in below with it as the first argument" : "");
+                    r && !own ? ", the built-in below with it as the first argument" : "");
             if (r) print_row(f, r, b->name);
             return;
         }

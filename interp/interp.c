@@ -185,6 +185,12 @@ void interp_complete(Interp *I, const char *prefix, void (*add)(const char *, vo
                 }
             return;
         }
+        if (v.kind == V_STR) /* a string's methods ("line.sp" -> "line.split") */
+            for (const char *const *m = interp_string_method_names(); *m; m++)
+                if (strncmp(*m, dot + 1, pl) == 0) {
+                    char *full;
+                    if (asprintf(&full, "%s.%s", base, *m) >= 0) { add(full, ctx); free(full); }
+                }
         if (v.kind != V_RECORD && v.kind != V_MODULE) return;
         Record *r = (Record *)v.u.o;
         for (int i = 0; i < r->n; i++)

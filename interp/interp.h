@@ -106,6 +106,10 @@ int tensor_getattr(Interp *I, Value x, const char *name, Value *out);
 int tensor_method(Interp *I, Value self, const char *name, Value *out);
 const char *const *interp_tensor_attr_names(void);
 const char *tensor_attr_suggest(const char *name);
+/* String methods (interp/builtins_str.c): s.split(...) and the others bound
+ * to the string: 0 bound, 1 not a method; their names, NULL-ended. */
+int string_method(Interp *I, Value self, const char *name, Value *out);
+const char *const *interp_string_method_names(void);
 /* the tfe spelling of a PyTorch/NumPy tensor method ('unsqueeze' -> 'x.expand_dims(axis)'), or NULL */
 const char *tensor_attr_habit(const char *name);
 

@@ -137,6 +137,8 @@ const char *op_symbol(int op)
     case AOP_GE: return ">=";
     case AOP_NEG: return "-";
     case AOP_POS: return "+";
+    case AOP_IN: return "in";
+    case AOP_NOTIN: return "not in";
     default: return "?";
     }
 }

@@ -86,7 +86,8 @@ enum {
     /* operator codes of N_BINOP, N_UNOP and N_ASSIGN (AOP_: "AST operator";
        the tensor library's ops are OP_* in tensor/ops.h) */
     AOP_ADD = 1, AOP_SUB, AOP_MUL, AOP_DIV, AOP_FLOORDIV, AOP_MOD, AOP_POW, AOP_MATMUL,
-    AOP_EQ, AOP_NE, AOP_LT, AOP_LE, AOP_GT, AOP_GE, AOP_NEG, AOP_POS
+    AOP_EQ, AOP_NE, AOP_LT, AOP_LE, AOP_GT, AOP_GE, AOP_NEG, AOP_POS,
+    AOP_IN, AOP_NOTIN /* x in xs, x not in xs: comparisons, after the rest (eval.c tests AOP_EQ..AOP_GE) */
 };
 
 typedef struct Node Node;

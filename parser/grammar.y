@@ -283,6 +283,9 @@ cmp
 cmpop
     : "==" { $$ = AOP_EQ; } | "!=" { $$ = AOP_NE; } | "<" { $$ = AOP_LT; }
     | "<=" { $$ = AOP_LE; } | ">" { $$ = AOP_GT; } | ">=" { $$ = AOP_GE; }
+    /* Python's membership test; 'in' after a for's pattern is the loop's
+       (a pattern is not an expression, so the two never meet) */
+    | "in" { $$ = AOP_IN; } | "not" "in" { $$ = AOP_NOTIN; }
     ;
 
 sum
@@ -648,12 +651,6 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
         /* the end of input, or a statement inside ( or [ : a bracket was left open */
         lex_error_final(lx, open->loc, "'%c' opened at %d:%d is never closed",
                         open->ch, open->loc.line, open->loc.col);
-    } else if (tok == YYSYMBOL_IN && !expects(exp, n, YYSYMBOL_IN) &&
-               (lx->prev_kind == NAME || lx->prev_kind == INT || lx->prev_kind == FLOAT || lx->prev_kind == STRING ||
-                lx->prev_kind == RPAREN || lx->prev_kind == RBRACK)) {
-        /* Python's membership test, x in xs */
-        lex_error(lx, at, "unexpected 'in' (tfe has no 'in' operator: for a tensor write any(xs == x); "
-                          "for a list, tuple or string compare in a loop)");
     } else if (tok == YYSYMBOL_FOR && open && open->ch == '(') {
         /* Python's generator expression, sum(x * x for x in xs) */
         lex_error(lx, at, "unexpected 'for' (tfe has no generator expressions: write the comprehension "
@@ -689,7 +686,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
             lex_error(lx, at, "expected '{' %s (a block is { ... }, not ':' and indentation)", after);
         else
             lex_error(lx, at, "expected '{' %s", after);
-    } else if (expects(exp, n, YYSYMBOL_IN) && !want_expr) {
+    } else if (expects(exp, n, YYSYMBOL_IN) && lx->prev_kind == NOT && !want_expr) {
+        /* 'not' after an operand is only the start of 'not in' */
+        lex_error(lx, at, "expected 'in' after 'not' (x not in xs)");
+    } else if (expects(exp, n, YYSYMBOL_IN) && !expects(exp, n, YYSYMBOL_EQ) && !want_expr) {
+        /* after a for's pattern (after an expression 'in' is the operator, with '==') */
         lex_error(lx, at, "expected 'in' after the loop variable of 'for'");
     } else if (expects(exp, n, YYSYMBOL_ASSIGN) && n <= 2 && !want_expr) {
         lex_error(lx, at, "expected '=' after the name in 'let'");

@@ -507,6 +507,10 @@ typedef struct Flat {
     tfe_tensor **extra;  /* the tensors they may stand for (owned until pushed) */
     int nextra;
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
+    /* a variable's reads that are one tensor on some calls (merge_reads) */
+    bool *skip, *skip_m;   /* by tensor: a read whose part is in an earlier one's (always; where merged) */
+    tfe_tensor **gm;       /* the gradients with those reads merged, or NULL */
+    tfe_tensor **leafpred; /* by leaf: where the merged sum is not the one (owned; NULL: none) */
 } Flat;
 
 static void flat_push_ran(Flat *f, tfe_tensor *t, tfe_tensor *ran)
@@ -534,6 +538,14 @@ static void flat_free(Flat *f)
     free(f->picks);
     for (int i = 0; i < f->nextra; i++) tensor_decref(f->extra[i]);
     free(f->extra);
+    for (int i = 0; f->gm && i < f->n; i++)
+        if (f->gm[i]) tensor_decref(f->gm[i]);
+    for (int i = 0; f->leafpred && i < f->nleaves; i++)
+        if (f->leafpred[i]) tensor_decref(f->leafpred[i]);
+    free(f->gm);
+    free(f->leafpred);
+    free(f->skip);
+    free(f->skip_m);
 }
 
 /* A source's path inside the structure of sources, as the indexing that
@@ -784,6 +796,54 @@ static tfe_tensor *zeros_op(const tfe_tensor *like)
     return tfe_call1(OP_FULL, 0, NULL, &at);
 }
 
+/* The sum of leaf L's gradients g (a variable's reads; skip: reads whose
+ * part is in an earlier one's), new ref or NULL on a tensor error. */
+static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Leaf *L, const bool *skip)
+{
+    /* the reads' gradients added in tape order; one that may not have
+     * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
+     * trace_pick), and a sum with nothing in it yet is -0.0s (which
+     * adding the first gradient leaves as it is: -0.0 + x is x); where no
+     * read ran, zeros, as for a variable not read (eager code reads
+     * nothing there) */
+    tfe_tensor *any = NULL, *r = NULL;
+    bool always = false;
+    for (int i = 0; i < L->count; i++) {
+        if (skip && skip[L->start + i]) continue; /* its part is in an earlier read's */
+        tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s = NULL;
+        if (!ran) {
+            s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
+        } else if (r) {
+            s = trace_pick(I->tracer, ran, r, gi, r);
+        } else {
+            tfe_tensor *neg = tfe_filled_like(gi, -0.0);
+            s = neg ? trace_pick(I->tracer, ran, gi, NULL, neg) : NULL;
+            if (neg) tensor_decref(neg);
+        }
+        if (r) tensor_decref(r);
+        r = s;
+        if (!r) break;
+        if (!ran) always = true;
+        else if (!always) {
+            tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : (tensor_incref(ran), ran);
+            if (any) tensor_decref(any);
+            if (!(any = o)) {
+                tensor_decref(r);
+                r = NULL;
+                break;
+            }
+        }
+    }
+    if (r && any && !always) {
+        tfe_tensor *z = tfe_filled_like(r, 0.0), *w = z ? trace_pick(I->tracer, any, r, NULL, z) : NULL;
+        if (z) tensor_decref(z);
+        tensor_decref(r);
+        r = w;
+    }
+    if (any) tensor_decref(any);
+    return r;
+}
+
 /* Rebuild the structure of v with each leaf replaced by its gradient. */
 static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Value *out)
 {
@@ -810,52 +870,23 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         *out = res;
         return 0;
     }
-    struct Leaf *L = &f->leaves[(*leaf)++];
+    int li = (*leaf)++;
+    struct Leaf *L = &f->leaves[li];
     tfe_tensor *r = NULL;
     if (L->count == 0) {
         /* a variable not read while the tape was active: zeros like its value */
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
-        /* the reads' gradients added in tape order; one that may not have
-         * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
-         * trace_pick), and a sum with nothing in it yet is -0.0s (which
-         * adding the first gradient leaves as it is: -0.0 + x is x); where no
-         * read ran, zeros, as for a variable not read (eager code reads
-         * nothing there) */
-        tfe_tensor *any = NULL;
-        bool always = false;
-        for (int i = 0; i < L->count; i++) {
-            tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s = NULL;
-            if (!ran) {
-                s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
-            } else if (r) {
-                s = trace_pick(I->tracer, ran, r, gi, r);
-            } else {
-                tfe_tensor *neg = tfe_filled_like(gi, -0.0);
-                s = neg ? trace_pick(I->tracer, ran, gi, NULL, neg) : NULL;
-                if (neg) tensor_decref(neg);
-            }
-            if (r) tensor_decref(r);
-            r = s;
-            if (!r) break;
-            if (!ran) always = true;
-            else if (!always) {
-                tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : (tensor_incref(ran), ran);
-                if (any) tensor_decref(any);
-                if (!(any = o)) {
-                    tensor_decref(r);
-                    r = NULL;
-                    break;
-                }
-            }
-        }
-        if (r && any && !always) {
-            tfe_tensor *z = tfe_filled_like(r, 0.0), *w = z ? trace_pick(I->tracer, any, r, NULL, z) : NULL;
-            if (z) tensor_decref(z);
+        r = leaf_sum(I, f, g, L, f->skip);
+        if (r && f->gm && f->leafpred[li]) {
+            /* the reads merged where nothing assigned the variable between
+             * them (merge_reads): eager code's one running sum there */
+            tfe_tensor *m = leaf_sum(I, f, f->gm, L, f->skip_m);
+            tfe_tensor *s2 = m ? trace_pick(I->tracer, f->leafpred[li], r, NULL, m) : NULL;
+            if (m) tensor_decref(m);
             tensor_decref(r);
-            r = w;
+            r = s2;
         }
-        if (any) tensor_decref(any);
     }
     if (!r) return interp_raise_tensor_error(I);
     *out = value_from_tensor_take(r);
@@ -874,6 +905,82 @@ static tfe_tensor *target_tensor(Interp *I, const char *fn, Value y)
     return NULL;
 }
 
+/* A tape made inside a staged function notes a variable's reads as the
+ * trace makes them: a read after a traced if or loop (or host call) that
+ * may assign the variable is a tensor of its own (stage/trace.c,
+ * trace_var_read), where eager code, on the calls that do not assign it,
+ * reads the one tensor and sums the gradients of all its uses in one running
+ * sum (two tensors: two partial sums, which can differ in the last bit).
+ * So such reads are aliases of the earlier one (alias: always, nothing
+ * between can assign; alias_m: also where an if or loop between may, on the
+ * calls where it did not: f->leafpred says where it did). More than one
+ * such if or loop between a variable's reads, or one whose assigning the
+ * graph cannot tell, is a located error. Returns 1 when alias_m is needed,
+ * 0 when not, -1 after raising. */
+static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase, tfe_tensor **alias, tfe_tensor **alias_m)
+{
+    Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
+    if (!tr) return 0;
+    int need = 0;
+    for (int li = 0; li < f->nleaves; li++) {
+        const struct Leaf *L = &f->leaves[li];
+        if (!is_variable(L->v) || L->count < 2 || L->start + L->count > nbase) continue;
+        Variable *var = (Variable *)L->v.u.o;
+        int prev = -1, root = -1, root_m = -1, nmaybe = 0;
+        for (int i = L->start; i < L->start + L->count; i++) {
+            if (f->ran[i]) continue; /* a read in a branch or loop body: where it runs */
+            if (prev < 0) {
+                prev = root = root_m = i;
+                continue;
+            }
+            tfe_tensor *as = NULL;
+            int where = -1;
+            int st = trace_assigned_between(tr, &var->o.h, f->ts[prev], f->ts[i], &as, &where);
+            if (st == -2) return interp_raise_tensor_error(I);
+            if (st == -3 || st == 1) {
+                root = root_m = i; /* another tensor (or not a read this can tell) */
+            } else if (st == 0) {
+                alias[i] = f->ts[root];
+                alias_m[i] = f->ts[root_m];
+                f->skip[i] = f->skip_m[i] = true;
+            } else {
+                const GNode *x = gnode(tr->g, where);
+                const char *what = x->kind == G_COND ? "if" : x->kind == G_WHILE ? "loop" : "host call";
+                char name[300];
+                if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
+                else snprintf(name, sizeof name, "this variable");
+                if (st == -1 || nmaybe) {
+                    if (as) tensor_decref(as);
+                    if (st == -1 && x->kind == G_HOST)
+                        return trace_fail(I, x->loc,
+                                          "this host call may assign %s, which the tape made inside this staged "
+                                          "function reads before it and after it, and the gradient with respect "
+                                          "to %s would add those reads' parts apart on the calls where it does "
+                                          "not; read %s once into a name before the call and use that, or take "
+                                          "the gradient outside the staged function", name, name, name);
+                    return trace_fail(I, x->loc,
+                                      "this %s may assign %s, which the tape made inside this staged function "
+                                      "reads before it and after it, and %s; read %s once into a name before "
+                                      "the %s and use that, or assign %s after the with tape() block",
+                                      what, name,
+                                      st == -1 ? "the graph cannot tell when it does (an assign inside a nested "
+                                                 "if or loop, or a host call)"
+                                               : "so does another if or loop between those reads",
+                                      name, what, name);
+                }
+                nmaybe++;
+                root = i;
+                alias_m[i] = f->ts[root_m];
+                f->skip_m[i] = true;
+                f->leafpred[li] = as;
+                need = 1;
+            }
+            prev = i;
+        }
+    }
+    return need;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -889,8 +996,32 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
+    size_t nb = (size_t)(f.n ? f.n : 1);
+    tfe_tensor **alias = xcalloc(nb, sizeof *alias), **alias_m = xcalloc(nb, sizeof *alias_m);
+    f.skip = xcalloc(nb, sizeof *f.skip);
+    f.skip_m = xcalloc(nb, sizeof *f.skip_m);
+    f.leafpred = xcalloc((size_t)f.nleaves + 1, sizeof *f.leafpred);
+    int merge = merge_reads(I, T, &f, nbase, alias, alias_m);
+    if (merge < 0) {
+        free(alias);
+        free(alias_m);
+        goto done;
+    }
     called = true;
-    if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g) || pick_cond_sources(&f, nbase, g)) {
+    if (merge) { /* first the merged sums, keeping the tape for the other */
+        f.gm = xcalloc(nb, sizeof *f.gm);
+        if (tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias_m, true, f.gm) ||
+            pick_cond_sources(&f, nbase, f.gm)) {
+            free(alias);
+            free(alias_m);
+            rc = interp_raise_tensor_error(I);
+            goto done;
+        }
+    }
+    int grc = tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias, false, g);
+    free(alias);
+    free(alias_m);
+    if (grc || pick_cond_sources(&f, nbase, g)) {
         rc = interp_raise_tensor_error(I);
         goto done;
     }
@@ -1042,6 +1173,15 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
             }
             read_add_region(r, region);
         }
+    }
+}
+
+void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region)
+{
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace == trace_id && !T->symbolic && is_variable(var))
+            tape_note_read(T, (Variable *)var.u.o, t, region, false);
     }
 }
 

@@ -1505,6 +1505,17 @@ static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const
     for (int k = 0; k < B->n; k++) {
         const GNode *n = &B->nodes[k];
         if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (n->fresh_region && I->tracer && I->tracer->cf_running) {
+            /* ... except a read after an assign in its branch, recorded
+             * into a trace by a tape made there (stage/trace_cf.c,
+             * mark_exported): on the calls that take the branch it is a
+             * tensor of its own, whose gradient eager code sums apart and
+             * adds to the variable's (zeros where nothing reached it). A
+             * header of its own, noted as a read where that branch runs. */
+            tfe_tensor *a = tensor_alias(variable_peek(n->host->obj));
+            if (a) tapes_read_fresh(I->tracer->id, n->host->obj, a, n->fresh_region);
+            return a;
+        }
         if (trace_recording(I)) return value_to_tensor(n->host->obj);
         t = variable_peek(n->host->obj);
         tensor_incref(t);

@@ -174,6 +174,16 @@ int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
 bool trace_branch_assigned(Tracer *T, Value var);
 /* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
 tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
+/* Reads a and b (tensors of var a tape made in this trace noted, a first)
+ * are one tensor on the calls where nothing between them assigned var, and
+ * a tape then sums their gradients in one running sum. -3: not both reads
+ * at the top of the trace; 0 nothing between can assign var; 1 something
+ * surely does; 2 a traced if or loop may: *assigned a traced bool (new
+ * ref), true on the calls where it did; -1 something may in a way the
+ * graph cannot tell (a host call, an assign in a nested if or loop); -2 a
+ * tensor error. *where: the node (if, loop or host call) for 2 and -1. */
+int trace_assigned_between(Tracer *T, const Obj *var, const tfe_tensor *a, const tfe_tensor *b, tfe_tensor **assigned,
+                           int *where);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). reads: a variable read in its condition reads
  * the value the variable had when the loop started (trace_read_at_start);

@@ -326,9 +326,28 @@ static int export_reads(Tracer *T, int id, int **real)
     return added;
 }
 
+/* Does read rid of var follow an assign of var in its region? */
+static bool read_after_assign(const Graph *g, int rid)
+{
+    const GRegion *reg = &g->regions[g->nodes[rid].region];
+    const Obj *var = g->nodes[rid].host->obj.u.o;
+    for (int i = 0; i < reg->n && reg->nodes[i] != rid; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
+            if (self.kind == V_OBJECT && self.u.o == var) return true;
+        }
+    }
+    return false;
+}
+
 /* m (extracted from the trace's cond id) notes, for each read export_reads
- * handed on, the output of id that has its value. */
-static void mark_exported(const Graph *g, int id, Graph *m)
+ * handed on, the output of id that has its value; and for a read that
+ * follows an assign in its branch (real: the reads, not their stand-ins),
+ * that branch's region: where it is not run now, its source in the backward
+ * is a tensor of its own (stage/grad.c, source_value), as eager code reads
+ * a new tensor there on the calls that take it. */
+static void mark_exported(const Graph *g, int id, Graph *m, const int *real, int nreal)
 {
     const GNode *c = &g->nodes[id];
     int mc = -1;
@@ -342,6 +361,10 @@ static void mark_exported(const Graph *g, int id, Graph *m)
             if (x->kind == G_VAR_READ && x->outer_out == 1 + k && x->outer_node == id) {
                 m->nodes[mreg->outs[k].node].outer_out = 1 + k;
                 m->nodes[mreg->outs[k].node].outer_node = id;
+                bool is_real = false;
+                for (int r = 0; r < nreal && !is_real; r++) is_real = real[r] == reg->outs[k].node;
+                if (is_real && read_after_assign(g, reg->outs[k].node))
+                    m->nodes[mreg->outs[k].node].fresh_region = c->regions[b];
             }
         }
     }
@@ -373,7 +396,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
-        if (nextra) mark_exported(T->g, id, m);
+        if (nextra) mark_exported(T->g, id, m, real, nextra);
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
         tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
@@ -1250,4 +1273,132 @@ tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b
     tfe_tensor *out = NULL;
     if (trace_node_outputs(T, id, &out)) return NULL;
     return out;
+}
+
+/* --- whether the variable was assigned between two reads (a tape's merged sums) --------- */
+
+/* A host call that cannot assign a variable: a built-in effect that
+ * returns nil, or a method bound to another variable. */
+static bool host_harmless(const GNode *x, const Obj *var)
+{
+    if (x->host->obj.kind != V_BUILTIN) return false;
+    const Builtin *b = (const Builtin *)x->host->obj.u.o;
+    if (value_is_variable(b->self)) return b->self.u.o != var;
+    /* (the effects a traced branch can hold; restore assigns variables) */
+    static const char *const harmless[] = {"print", "save_npy", "seed", "assert", "check_labels",
+                                           "check_same_shape", "plot", "save", "write_text"};
+    for (size_t i = 0; b->name && i < sizeof harmless / sizeof *harmless; i++)
+        if (!strcmp(b->name, harmless[i])) return true;
+    return false;
+}
+
+/* Region r (a branch or loop body): 0 nothing in it can assign var, 1 it
+ * assigns var at its top (so on every run of it), -1 it may in a way whose
+ * running the graph cannot tell (a host call, a nested cond or loop). */
+static int region_assign_kind(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    int kind = 0;
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST) {
+            if (x->host->obj.kind == V_BUILTIN && ((const Builtin *)x->host->obj.u.o)->self.u.o == var &&
+                value_is_variable(((const Builtin *)x->host->obj.u.o)->self))
+                kind = 1;
+            else if (!host_harmless(x, var))
+                return -1;
+        } else if (x->kind == G_COND || x->kind == G_WHILE) {
+            if (region_assign_kind(g, x->regions[0], var) || region_assign_kind(g, x->regions[1], var)) return -1;
+        }
+    }
+    return kind;
+}
+
+/* The var_read node of var at the top that tensor t is the note of, or -1. */
+static int top_read_of(const Tracer *T, const tfe_tensor *t, const Obj *var)
+{
+    const TNote *nt = t->node;
+    if (!nt || nt->t != t || nt->ref.out != 0) return -1;
+    const GNode *x = gnode(T->g, nt->ref.node);
+    return x->kind == G_VAR_READ && x->region == 0 && x->host->obj.u.o == var && !x->outer_out ? nt->ref.node : -1;
+}
+
+int trace_assigned_between(Tracer *T, const Obj *var, const tfe_tensor *a, const tfe_tensor *b, tfe_tensor **assigned,
+                           int *where)
+{
+    *assigned = NULL;
+    *where = -1;
+    const Graph *g = T->g;
+    int ida = top_read_of(T, a, var), idb = top_read_of(T, b, var);
+    if (ida < 0 || idb < 0) return -3;
+    const GRegion *reg = &g->regions[0];
+    int i = 0;
+    while (i < reg->n && reg->nodes[i] != ida) i++;
+    tfe_tensor *any = NULL;
+    int st = 0;
+    for (i++; i < reg->n && reg->nodes[i] != idb; i++) {
+        int id = reg->nodes[i];
+        const GNode *x = &g->nodes[id];
+        if (x->kind == G_HOST) {
+            if (x->host->obj.kind == V_BUILTIN && value_is_variable(((const Builtin *)x->host->obj.u.o)->self) &&
+                ((const Builtin *)x->host->obj.u.o)->self.u.o == var) {
+                st = 1;
+                break;
+            }
+            if (!host_harmless(x, var)) {
+                st = -1;
+                *where = id;
+                break;
+            }
+            continue;
+        }
+        if (x->kind != G_COND && x->kind != G_WHILE) continue;
+        for (int k = 0; k < 2 && st >= 0 && st != 1; k++) {
+            int kind = region_assign_kind(g, x->regions[k], var);
+            if (kind == 0) continue;
+            tfe_tensor *runs = NULL;
+            if (kind > 0) {
+                if (x->kind == G_WHILE && k == 0) {
+                    st = 1; /* the condition runs at least once */
+                    break;
+                }
+                if (x->kind == G_WHILE) {
+                    tfe_tensor *w = stage_loop_runs(T, id, true);
+                    runs = w ? truth(w, false) : NULL;
+                    if (w) tensor_decref(w);
+                    if (!w) kind = -1;
+                } else {
+                    int ps = g->nodes[x->in[0].node].vbase + x->in[0].out;
+                    tfe_tensor *p = ps < T->capconcrete ? T->concrete[ps] : NULL;
+                    runs = p ? truth(p, k == 1) : NULL;
+                    if (!p) kind = -1;
+                }
+                if (kind > 0 && !runs) st = -2;
+            }
+            if (kind < 0) {
+                st = -1;
+                *where = id;
+                break;
+            }
+            if (!runs) break;
+            if (any) {
+                tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, any, runs);
+                tensor_decref(any);
+                any = o;
+                if (!o) st = -2;
+            } else {
+                any = runs;
+                runs = NULL;
+            }
+            if (runs) tensor_decref(runs);
+            if (*where < 0) *where = id;
+        }
+        if (st < 0 || st == 1) break;
+    }
+    if (st != 0) {
+        if (any) tensor_decref(any);
+        return st;
+    }
+    *assigned = any;
+    return any ? 2 : 0;
 }

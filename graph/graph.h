@@ -100,9 +100,11 @@ typedef struct GNode {
                             trace_cf.c): 1 + the output of that cond in the trace's graph that
                             hands on this read's value (node outer_node), or 0 */
     int outer_node;
-    int fresh_region;    /* such a read that follows an assign of its variable in its branch (a
-                            tensor of its own where that branch runs): the trace's region of that
-                            branch (stage/trace_cf.c, mark_exported), or 0 */
+    int fresh_region;    /* such a read (not its stand-in): the trace's region of its branch
+                            (stage/trace_cf.c, mark_exported), or 0 */
+    bool after_assign;   /* ... which follows an assign of its variable in its branch */
+    bool stand_in;       /* G_VAR_READ: the stand-in for such a read in the other branch, which
+                            no tape notes as a read */
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */

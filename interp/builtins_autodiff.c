@@ -42,6 +42,7 @@ typedef struct VarRead {
     int *regs, nregs;
     int fresh; /* first noted by the run of a traced if (again): 1, then 2 once
                   tapes_read_in_region set where it is (0: settled) */
+    bool after; /* in a branch, after an assign of the variable there (not its value when the if started) */
 } VarRead;
 
 typedef struct Tape {
@@ -78,7 +79,14 @@ static void read_add_region(VarRead *r, int region)
  * entry (stage/trace_cf.c), which was noted where it is when traced, or,
  * for a tensor the branch assigned to the variable, is noted now with the
  * region the run went through. */
+static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after);
+
 static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool again)
+{
+    tape_note_read_after(T, v, t, region, again, false);
+}
+
+static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after)
 {
     if (T->spent) return;
     if (tfe_tape_is_watched(T->tape, t)) {
@@ -104,7 +112,7 @@ static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after};
     if (region) read_add_region(&T->reads[T->nreads], region);
     T->nreads++;
 }
@@ -164,7 +172,9 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
             }
             bool again = tr && tr->cf_running && watching[i]->trace == tr->id && !watching[i]->symbolic;
             if (again) region = tr->cf_region;
-            tape_note_read(watching[i], v, copy ? stored : t, region, again);
+            /* (the run of a traced if read what a branch assigned) */
+            const tfe_tensor *s0 = again ? trace_cf_start(tr, &v->o.h) : NULL;
+            tape_note_read_after(watching[i], v, copy ? stored : t, region, again, s0 && s0 != stored);
         }
     return t;
 }
@@ -511,6 +521,9 @@ typedef struct Flat {
     bool *skip, *skip_m;   /* by tensor: a read whose part is in an earlier one's (always; where merged) */
     tfe_tensor **gm;       /* the gradients with those reads merged, or NULL */
     tfe_tensor **leafpred; /* by leaf: where the merged sum is not the one (owned; NULL: none) */
+    tfe_tensor **ran_b, **ran_m; /* by tensor: ran, for a read whose merged ones' parts it has (owned) */
+    struct ReadAt { int *regs, nregs; bool after, is_read; } *at; /* by tensor: a variable's read's place */
+    int capat;
 } Flat;
 
 static void flat_push_ran(Flat *f, tfe_tensor *t, tfe_tensor *ran)
@@ -546,6 +559,14 @@ static void flat_free(Flat *f)
     free(f->leafpred);
     free(f->skip);
     free(f->skip_m);
+    for (int i = 0; i < f->n; i++) {
+        if (f->ran_b && f->ran_b[i]) tensor_decref(f->ran_b[i]);
+        if (f->ran_m && f->ran_m[i]) tensor_decref(f->ran_m[i]);
+        if (f->at && i < f->capat) free(f->at[i].regs);
+    }
+    free(f->ran_b);
+    free(f->ran_m);
+    free(f->at);
 }
 
 /* A source's path inside the structure of sources, as the indexing that
@@ -766,6 +787,17 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                 if (st == 0) continue; /* an attempt rolled back: no read */
                 tensor_incref(T->reads[i].t);
                 flat_push_ran(f, T->reads[i].t, ran);
+                if (f->capat < f->cap) {
+                    f->at = xrealloc(f->at, sizeof *f->at * (size_t)f->cap);
+                    memset(f->at + f->capat, 0, sizeof *f->at * (size_t)(f->cap - f->capat));
+                    f->capat = f->cap;
+                }
+                struct ReadAt *ra = &f->at[f->n - 1];
+                ra->is_read = true;
+                ra->after = T->reads[i].after;
+                ra->nregs = T->reads[i].nregs;
+                ra->regs = ra->nregs ? xmalloc(sizeof *ra->regs * (size_t)ra->nregs) : NULL;
+                if (ra->nregs) memcpy(ra->regs, T->reads[i].regs, sizeof *ra->regs * (size_t)ra->nregs);
             }
         /* a trainable variable never read gets zeros; a non-trainable one
          * is a source only when watched */
@@ -798,7 +830,8 @@ static tfe_tensor *zeros_op(const tfe_tensor *like)
 
 /* The sum of leaf L's gradients g (a variable's reads; skip: reads whose
  * part is in an earlier one's), new ref or NULL on a tensor error. */
-static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Leaf *L, const bool *skip)
+static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Leaf *L, const bool *skip,
+                            tfe_tensor *const *rans)
 {
     /* the reads' gradients added in tape order; one that may not have
      * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
@@ -810,7 +843,7 @@ static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Lea
     bool always = false;
     for (int i = 0; i < L->count; i++) {
         if (skip && skip[L->start + i]) continue; /* its part is in an earlier read's */
-        tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s = NULL;
+        tfe_tensor *gi = g[L->start + i], *ran = (rans ? rans : f->ran)[L->start + i], *s = NULL;
         if (!ran) {
             s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
         } else if (r) {
@@ -877,11 +910,11 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         /* a variable not read while the tape was active: zeros like its value */
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
-        r = leaf_sum(I, f, g, L, f->skip);
+        r = leaf_sum(I, f, g, L, f->skip, f->ran_b);
         if (r && f->gm && f->leafpred[li]) {
             /* the reads merged where nothing assigned the variable between
              * them (merge_reads): eager code's one running sum there */
-            tfe_tensor *m = leaf_sum(I, f, f->gm, L, f->skip_m);
+            tfe_tensor *m = leaf_sum(I, f, f->gm, L, f->skip_m, f->ran_m);
             tfe_tensor *s2 = m ? trace_pick(I->tracer, f->leafpred[li], r, NULL, m) : NULL;
             if (m) tensor_decref(m);
             tensor_decref(r);
@@ -905,78 +938,118 @@ static tfe_tensor *target_tensor(Interp *I, const char *fn, Value y)
     return NULL;
 }
 
+/* ran[root] covers ran[i] too: where either ran (NULL: always). 0, or -1
+ * on a tensor error. */
+static int ran_join(tfe_tensor **ran, int root, int i)
+{
+    if (!ran[root]) return 0;
+    if (!ran[i]) {
+        tensor_decref(ran[root]);
+        ran[root] = NULL;
+        return 0;
+    }
+    tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, ran[root], ran[i]);
+    if (!o) return -1;
+    tensor_decref(ran[root]);
+    ran[root] = o;
+    return 0;
+}
+
 /* A tape made inside a staged function notes a variable's reads as the
  * trace makes them: a read after a traced if or loop (or host call) that
  * may assign the variable is a tensor of its own (stage/trace.c,
- * trace_var_read), where eager code, on the calls that do not assign it,
- * reads the one tensor and sums the gradients of all its uses in one running
- * sum (two tensors: two partial sums, which can differ in the last bit).
- * So such reads are aliases of the earlier one (alias: always, nothing
- * between can assign; alias_m: also where an if or loop between may, on the
- * calls where it did not: f->leafpred says where it did). More than one
- * such if or loop between a variable's reads, or one whose assigning the
- * graph cannot tell, is a located error. Returns 1 when alias_m is needed,
- * 0 when not, -1 after raising. */
+ * trace_var_read), and so is a read a traced if hands on (stage/trace_cf.c,
+ * export_reads), where eager code, on the calls that do not assign it
+ * between, reads one tensor and sums the gradients of all its uses in one
+ * running sum (two tensors: two partial sums, which can differ in the last
+ * bit, or add a 0.0 to a -0.0). So such reads are aliases of the earlier
+ * one (alias: always, nothing between can assign the variable; alias_m:
+ * also where an if or loop between may, on the calls where it did not:
+ * f->leafpred says where it did), in the order they ran. More than one such
+ * place between a variable's reads, or one whose assigning the graph
+ * cannot tell, is a located error. Returns 1 when alias_m is needed, 0 when
+ * not, -1 after raising. */
 static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase, tfe_tensor **alias, tfe_tensor **alias_m)
 {
     Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
-    if (!tr) return 0;
+    if (!tr || !f->at) return 0;
     int need = 0;
+    for (int i = 0; i < f->n; i++) { /* each read counts where it ran (f->ran), until merged */
+        if (f->ran[i]) tensor_incref(f->ran[i]);
+        if (f->ran[i]) tensor_incref(f->ran[i]);
+        f->ran_b[i] = f->ran[i];
+        f->ran_m[i] = f->ran[i];
+    }
     for (int li = 0; li < f->nleaves; li++) {
         const struct Leaf *L = &f->leaves[li];
         if (!is_variable(L->v) || L->count < 2 || L->start + L->count > nbase) continue;
         Variable *var = (Variable *)L->v.u.o;
-        int prev = -1, root = -1, root_m = -1, nmaybe = 0;
+        /* the reads this can place, in the order they ran */
+        int *ix = xmalloc(sizeof *ix * (size_t)L->count);
+        TReadPoint *pt = xmalloc(sizeof *pt * (size_t)L->count);
+        int np = 0;
         for (int i = L->start; i < L->start + L->count; i++) {
-            if (f->ran[i]) continue; /* a read in a branch or loop body: where it runs */
-            if (prev < 0) {
-                prev = root = root_m = i;
+            const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
+            if (!ra || !ra->is_read) continue;
+            TReadPoint p;
+            if (trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, &p)) continue;
+            int k = np++;
+            while (k > 0 && pt[k - 1].key > p.key) {
+                pt[k] = pt[k - 1];
+                ix[k] = ix[k - 1];
+                k--;
+            }
+            pt[k] = p;
+            ix[k] = i;
+        }
+        int root = -1, root_m = -1, nmaybe = 0, rc = 0;
+        for (int k = 0; k < np && !rc; k++) {
+            int i = ix[k];
+            if (k == 0) {
+                root = root_m = i;
                 continue;
             }
             tfe_tensor *as = NULL;
             int where = -1;
-            int st = trace_assigned_between(tr, &var->o.h, f->ts[prev], f->ts[i], &as, &where);
-            if (st == -2) return interp_raise_tensor_error(I);
-            if (st == -3 || st == 1) {
-                root = root_m = i; /* another tensor (or not a read this can tell) */
+            int st = trace_assigned_between(tr, &var->o.h, pt[k - 1].lo, pt[k].hi, &as, &where);
+            if (st == -2) {
+                rc = interp_raise_tensor_error(I);
+            } else if (st == 1) {
+                root = root_m = i; /* another tensor */
             } else if (st == 0) {
                 alias[i] = f->ts[root];
                 alias_m[i] = f->ts[root_m];
                 f->skip[i] = f->skip_m[i] = true;
-            } else {
+                if (ran_join(f->ran_b, root, i) || ran_join(f->ran_m, root_m, i)) rc = interp_raise_tensor_error(I);
+            } else if (st == -1 || nmaybe) {
+                if (as) tensor_decref(as);
                 const GNode *x = gnode(tr->g, where);
                 const char *what = x->kind == G_COND ? "if" : x->kind == G_WHILE ? "loop" : "host call";
                 char name[300];
                 if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
                 else snprintf(name, sizeof name, "this variable");
-                if (st == -1 || nmaybe) {
-                    if (as) tensor_decref(as);
-                    if (st == -1 && x->kind == G_HOST)
-                        return trace_fail(I, x->loc,
-                                          "this host call may assign %s, which the tape made inside this staged "
-                                          "function reads before it and after it, and the gradient with respect "
-                                          "to %s would add those reads' parts apart on the calls where it does "
-                                          "not; read %s once into a name before the call and use that, or take "
-                                          "the gradient outside the staged function", name, name, name);
-                    return trace_fail(I, x->loc,
-                                      "this %s may assign %s, which the tape made inside this staged function "
-                                      "reads before it and after it, and %s; read %s once into a name before "
-                                      "the %s and use that, or assign %s after the with tape() block",
-                                      what, name,
-                                      st == -1 ? "the graph cannot tell when it does (an assign inside a nested "
-                                                 "if or loop, or a host call)"
-                                               : "so does another if or loop between those reads",
-                                      name, what, name);
-                }
+                rc = trace_fail(I, x->loc,
+                                "this %s may assign %s, which the tape made inside this staged function reads "
+                                "before it and after it, and %s; read %s once into a name before the %s and use "
+                                "that, or assign %s after the with tape() block",
+                                what, name,
+                                st == -1 ? "the graph cannot tell when it does (an assign inside a nested if or "
+                                           "loop, or a host call)"
+                                         : "so may another if or loop between other reads of it",
+                                name, what, name);
+            } else {
                 nmaybe++;
                 root = i;
                 alias_m[i] = f->ts[root_m];
                 f->skip_m[i] = true;
+                if (ran_join(f->ran_m, root_m, i)) rc = interp_raise_tensor_error(I);
                 f->leafpred[li] = as;
                 need = 1;
             }
-            prev = i;
         }
+        free(ix);
+        free(pt);
+        if (rc) return -1;
     }
     return need;
 }
@@ -1001,6 +1074,8 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.skip = xcalloc(nb, sizeof *f.skip);
     f.skip_m = xcalloc(nb, sizeof *f.skip_m);
     f.leafpred = xcalloc((size_t)f.nleaves + 1, sizeof *f.leafpred);
+    f.ran_b = xcalloc(nb, sizeof *f.ran_b);
+    f.ran_m = xcalloc(nb, sizeof *f.ran_m);
     int merge = merge_reads(I, T, &f, nbase, alias, alias_m);
     if (merge < 0) {
         free(alias);
@@ -1157,10 +1232,11 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
     for (int i = 0; i < nwatching; i++) {
         Tape *T = watching[i];
         if (T->trace != trace_id || T->symbolic) continue;
+        /* (not a read source_value made a header of its own for) */
         for (int k = 0; k < T->nreads; k++) {
             VarRead *r = &T->reads[k];
             const tfe_tensor *u = r->t;
-            if ((!r->fresh && !r->nregs) || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
+            if ((!r->fresh && !r->nregs) || (r->after && !r->fresh) || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
                 u->dtype != t->dtype || u->rank != t->rank ||
                 memcmp(u->shape, t->shape, sizeof *u->shape * (size_t)u->rank) ||
                 memcmp(u->strides, t->strides, sizeof *u->strides * (size_t)u->rank))
@@ -1176,12 +1252,12 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
     }
 }
 
-void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region)
+void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, bool after)
 {
     for (int i = 0; i < nwatching; i++) {
         Tape *T = watching[i];
         if (T->trace == trace_id && !T->symbolic && is_variable(var))
-            tape_note_read(T, (Variable *)var.u.o, t, region, false);
+            tape_note_read_after(T, (Variable *)var.u.o, t, region, false, after);
     }
 }
 

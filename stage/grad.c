@@ -1506,14 +1506,17 @@ static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const
         const GNode *n = &B->nodes[k];
         if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
         if (n->fresh_region && I->tracer && I->tracer->cf_running) {
-            /* ... except a read after an assign in its branch, recorded
-             * into a trace by a tape made there (stage/trace_cf.c,
-             * mark_exported): on the calls that take the branch it is a
-             * tensor of its own, whose gradient eager code sums apart and
-             * adds to the variable's (zeros where nothing reached it). A
-             * header of its own, noted as a read where that branch runs. */
-            tfe_tensor *a = tensor_alias(variable_peek(n->host->obj));
-            if (a) tapes_read_fresh(I->tracer->id, n->host->obj, a, n->fresh_region);
+            /* ... except a read a traced cond hands on, recorded into a
+             * trace by a tape made there (stage/trace_cf.c, mark_exported):
+             * it stands for what eager code reads on the calls that take
+             * its branch. After an assign there, a tensor of its own, whose
+             * gradient eager code sums apart and adds to the variable's
+             * (zeros where nothing reached it): a header of its own. Else
+             * the variable's value when the cond started, one tensor with
+             * a read of it before. Noted as a read where that branch runs. */
+            tfe_tensor *s0 = n->after_assign ? NULL : trace_cf_start(I->tracer, n->host->obj.u.o);
+            tfe_tensor *a = s0 ? (tensor_incref(s0), s0) : tensor_alias(variable_peek(n->host->obj));
+            if (a) tapes_read_fresh(I->tracer->id, n->host->obj, a, n->fresh_region, n->after_assign);
             return a;
         }
         if (trace_recording(I)) return value_to_tensor(n->host->obj);

@@ -342,11 +342,13 @@ static bool read_after_assign(const Graph *g, int rid)
 }
 
 /* m (extracted from the trace's cond id) notes, for each read export_reads
- * handed on, the output of id that has its value; and for a read that
- * follows an assign in its branch (real: the reads, not their stand-ins),
- * that branch's region: where it is not run now, its source in the backward
- * is a tensor of its own (stage/grad.c, source_value), as eager code reads
- * a new tensor there on the calls that take it. */
+ * handed on, the output of id that has its value; for the reads themselves
+ * (real, not their stand-ins) their branch's region, and whether an assign
+ * precedes them there. Where the run now does not go through it, a read's
+ * source in the backward is what eager code reads on the calls that take
+ * that branch (stage/grad.c, source_value): after an assign a tensor of its
+ * own, else the variable's value when the if started; the stand-in the
+ * other branch runs is no read (stage/graph_host.c). */
 static void mark_exported(const Graph *g, int id, Graph *m, const int *real, int nreal)
 {
     const GNode *c = &g->nodes[id];
@@ -363,8 +365,13 @@ static void mark_exported(const Graph *g, int id, Graph *m, const int *real, int
                 m->nodes[mreg->outs[k].node].outer_node = id;
                 bool is_real = false;
                 for (int r = 0; r < nreal && !is_real; r++) is_real = real[r] == reg->outs[k].node;
-                if (is_real && read_after_assign(g, reg->outs[k].node))
-                    m->nodes[mreg->outs[k].node].fresh_region = c->regions[b];
+                GNode *mx = &m->nodes[mreg->outs[k].node];
+                if (is_real) {
+                    mx->fresh_region = c->regions[b];
+                    mx->after_assign = read_after_assign(g, reg->outs[k].node);
+                } else {
+                    mx->stand_in = true;
+                }
             }
         }
     }
@@ -403,7 +410,21 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         /* (its reads are the ones a tape made in this trace noted, with
          * where they are, when the branches were traced: builtins_autodiff.c) */
         int saved_region = T->cf_region;
-        T->cf_region = cf_run_region(T, id);
+        struct CfStart *saved_start = T->cf_start;
+        int saved_nstart = T->ncf_start;
+        T->cf_start = NULL;
+        T->ncf_start = 0;
+        if (nextra) {
+            T->cf_start = xcalloc((size_t)nextra, sizeof *T->cf_start);
+            for (int k = 0; k < nextra; k++) {
+                Value var = gnode(T->g, real[k])->host->obj;
+                T->cf_start[k].var = var.u.o;
+                if ((T->cf_start[k].t = variable_peek(var))) tensor_incref(T->cf_start[k].t);
+            }
+            T->ncf_start = nextra;
+        }
+        int ran_region = cf_run_region(T, id); /* (for the reads handed on, below) */
+        T->cf_region = ran_region;
         T->suspended++;
         T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
@@ -414,6 +435,11 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (!rc) reread_vars(T, m, id);
         T->cf_running--;
         T->cf_region = saved_region;
+        for (int k = 0; k < T->ncf_start; k++)
+            if (T->cf_start[k].t) tensor_decref(T->cf_start[k].t);
+        free(T->cf_start);
+        T->cf_start = saved_start;
+        T->ncf_start = saved_nstart;
         graph_decref(m);
         if (nextra) {
             /* the handed-on reads: only a backward recorded here uses them
@@ -427,7 +453,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                  * other, the stand-in's value is used by nothing */
                 if (!rc) {
                     const GNode *rn = gnode(T->g, real[k - nout]);
-                    tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
+                    if (rn->region == ran_region) /* (else source_value noted it) */
+                        tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
                 }
                 if (!rc) {
                     tfe_tensor *a = tensor_alias(all[k]);
@@ -1323,20 +1350,66 @@ static int top_read_of(const Tracer *T, const tfe_tensor *t, const Obj *var)
     return x->kind == G_VAR_READ && x->region == 0 && x->host->obj.u.o == var && !x->outer_out ? nt->ref.node : -1;
 }
 
-int trace_assigned_between(Tracer *T, const Obj *var, const tfe_tensor *a, const tfe_tensor *b, tfe_tensor **assigned,
-                           int *where)
+static int top_pos(const Graph *g, int id)
+{
+    const GRegion *reg = &g->regions[0];
+    for (int i = 0; i < reg->n; i++)
+        if (reg->nodes[i] == id) return i;
+    return -1;
+}
+
+/* How many assigns of var region r holds at its top. */
+static int assigns_in(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    int n = 0;
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN &&
+            value_is_variable(((const Builtin *)x->host->obj.u.o)->self) &&
+            ((const Builtin *)x->host->obj.u.o)->self.u.o == var)
+            n++;
+    }
+    return n;
+}
+
+int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
+                     TReadPoint *pt)
+{
+    const Graph *g = T->g;
+    if (!nregs) {
+        int id = top_read_of(T, t, var), q = id < 0 ? -1 : top_pos(g, id);
+        if (q < 0) return -1;
+        *pt = (TReadPoint){q + 1, q, 2 * q + 1};
+        return 0;
+    }
+    int c = -1;
+    for (int k = 0; k < nregs; k++) {
+        int r = regs[k];
+        if (r <= 0 || r >= g->nregions) return -1;
+        int id = region_owner(g, r);
+        if (id < 0 || g->nodes[id].kind != G_COND || g->nodes[id].region != 0 || (c >= 0 && id != c)) return -1;
+        c = id;
+        /* after an assign: its value is the one after the if only when
+         * that is the branch's one assign (and none is nested) */
+        if (after && (region_assign_kind(g, r, var) < 0 || assigns_in(g, r, var) != 1)) return -1;
+    }
+    int q = top_pos(g, c);
+    if (q < 0) return -1;
+    *pt = after ? (TReadPoint){q + 1, -1, 2 * q + 1} : (TReadPoint){q, q, 2 * q};
+    return 0;
+}
+
+int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor **assigned, int *where)
 {
     *assigned = NULL;
     *where = -1;
     const Graph *g = T->g;
-    int ida = top_read_of(T, a, var), idb = top_read_of(T, b, var);
-    if (ida < 0 || idb < 0) return -3;
+    if (hi < lo) return 1;
     const GRegion *reg = &g->regions[0];
-    int i = 0;
-    while (i < reg->n && reg->nodes[i] != ida) i++;
     tfe_tensor *any = NULL;
     int st = 0;
-    for (i++; i < reg->n && reg->nodes[i] != idb; i++) {
+    for (int i = lo; i < hi && i < reg->n; i++) {
         int id = reg->nodes[i];
         const GNode *x = &g->nodes[id];
         if (x->kind == G_HOST) {
@@ -1401,4 +1474,11 @@ int trace_assigned_between(Tracer *T, const Obj *var, const tfe_tensor *a, const
     }
     *assigned = any;
     return any ? 2 : 0;
+}
+
+tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)
+{
+    for (int k = 0; k < T->ncf_start; k++)
+        if (T->cf_start[k].var == var) return T->cf_start[k].t;
+    return NULL;
 }

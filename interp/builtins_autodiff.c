@@ -984,6 +984,18 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase, tfe_tensor **alia
         const struct Leaf *L = &f->leaves[li];
         if (!is_variable(L->v) || L->count < 2 || L->start + L->count > nbase) continue;
         Variable *var = (Variable *)L->v.u.o;
+        /* a read in a loop that assigns the variable is another tensor at
+         * every iteration, to eager code (whose tape adds each one's part,
+         * zeros where nothing reached it): the noted read stands for one */
+        for (int i = L->start; i < L->start + L->count; i++) {
+            const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
+            int w = ra && ra->is_read ? trace_read_in_assigning_loop(tr, &var->o.h, ra->regs, ra->nregs) : -1;
+            if (w >= 0)
+                return trace_fail(I, gnode(tr->g, w)->loc,
+                                  "gradients through a staged loop that assigns a variable it reads are not "
+                                  "supported (keep the value in a loop variable and assign the variable after "
+                                  "the loop, or take the gradient eagerly: run_eagerly(true))");
+        }
         /* the reads this can place, in the order they ran */
         int *ix = xmalloc(sizeof *ix * (size_t)L->count);
         TReadPoint *pt = xmalloc(sizeof *pt * (size_t)L->count);

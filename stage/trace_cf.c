@@ -1482,3 +1482,21 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)
         if (T->cf_start[k].var == var) return T->cf_start[k].t;
     return NULL;
 }
+
+int trace_read_in_assigning_loop(Tracer *T, const Obj *var, const int *regs, int nregs)
+{
+    const Graph *g = T->g;
+    for (int k = 0; k < nregs; k++) {
+        if (regs[k] <= 0 || regs[k] >= g->nregions) continue;
+        for (int r = regs[k], guard = 0; r > 0 && guard < 1000; guard++) {
+            int id = region_owner(g, r);
+            if (id < 0) break;
+            const GNode *n = &g->nodes[id];
+            if (n->kind == G_WHILE && (region_assign_kind(g, n->regions[0], var) ||
+                                       region_assign_kind(g, n->regions[1], var)))
+                return id;
+            r = n->region;
+        }
+    }
+    return -1;
+}

@@ -1483,20 +1483,29 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)
     return NULL;
 }
 
-int trace_read_in_assigning_loop(Tracer *T, const Obj *var, const int *regs, int nregs)
+/* Does region r (or one inside it) read var? */
+static bool region_reads_var(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_VAR_READ && x->host->obj.u.o == var) return true;
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_reads_var(g, x->regions[0], var) || region_reads_var(g, x->regions[1], var)))
+            return true;
+    }
+    return false;
+}
+
+int trace_loop_reads_assigns(Tracer *T, const Obj *var, int from, int to)
 {
     const Graph *g = T->g;
-    for (int k = 0; k < nregs; k++) {
-        if (regs[k] <= 0 || regs[k] >= g->nregions) continue;
-        for (int r = regs[k], guard = 0; r > 0 && guard < 1000; guard++) {
-            int id = region_owner(g, r);
-            if (id < 0) break;
-            const GNode *n = &g->nodes[id];
-            if (n->kind == G_WHILE && (region_assign_kind(g, n->regions[0], var) ||
-                                       region_assign_kind(g, n->regions[1], var)))
-                return id;
-            r = n->region;
-        }
+    for (int id = from < 0 ? 0 : from; id < g->n && id < to; id++) {
+        const GNode *n = &g->nodes[id];
+        if (n->kind != G_WHILE || region_owner(g, n->regions[0]) != id) continue; /* (not rolled back) */
+        if ((region_reads_var(g, n->regions[0], var) || region_reads_var(g, n->regions[1], var)) &&
+            (region_assign_kind(g, n->regions[0], var) || region_assign_kind(g, n->regions[1], var)))
+            return id;
     }
     return -1;
 }

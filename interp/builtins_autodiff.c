@@ -1,7 +1,6 @@
 /* builtins_autodiff.c — the language side of autodiff: variable(), tape() as a
  * `with` context (watch, gradient over any structure of sources), params(),
  * and the functional forms grad() and value_and_grad() built on tapes. */
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +54,6 @@ typedef struct Tape {
     bool spent;         /* not persistent and its gradient was taken: watches nothing more */
     bool symbolic;      /* started inside a branch or loop body a trace records symbolically */
     uint32_t trace;     /* the trace recording when it started (I->trace_id; 0: none) */
-    int node_from, node_to; /* that trace's nodes made while it was entered */
     VarRead *reads;
     int nreads, capreads;
 } Tape;
@@ -393,8 +391,6 @@ static void tape_start(Interp *I, Tape *T)
     T->entered = true;
     T->symbolic = I->tracer && I->tracer->symbolic;
     T->trace = I->trace_id;
-    T->node_from = I->tracer ? I->tracer->g->n : 0;
-    T->node_to = INT_MAX;
     if (!T->autowatch) return;
     if (nwatching == capwatching) {
         capwatching = capwatching ? capwatching * 2 : 8;
@@ -407,8 +403,6 @@ static void tape_stop(Tape *T)
 {
     if (!T->entered) return;
     T->entered = false;
-    Tracer *tr = trace_current();
-    if (tr && tr->id == T->trace) T->node_to = tr->g->n;
     tfe_tape_pop(T->tape);
     for (int i = nwatching - 1; i >= 0; i--)
         if (watching[i] == T) {
@@ -988,20 +982,8 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase, tfe_tensor **alia
     }
     for (int li = 0; li < f->nleaves; li++) {
         const struct Leaf *L = &f->leaves[li];
-        if (!is_variable(L->v) || !L->count || L->start + L->count > nbase) continue;
+        if (!is_variable(L->v) || L->count < 2 || L->start + L->count > nbase) continue;
         Variable *var = (Variable *)L->v.u.o;
-        /* a read in a loop that assigns the variable is another tensor at
-         * every iteration, to eager code (whose tape adds each one's part,
-         * zeros where nothing reached it), where the tape notes one */
-        {
-            int w = trace_loop_reads_assigns(tr, &var->o.h, T->node_from, T->node_to);
-            if (w >= 0)
-                return trace_fail(I, gnode(tr->g, w)->loc,
-                                  "gradients through a staged loop that assigns a variable it reads are not "
-                                  "supported (keep the value in a loop variable and assign the variable after "
-                                  "the loop, or take the gradient eagerly: run_eagerly(true))");
-        }
-        if (L->count < 2) continue;
         /* the reads this can place, in the order they ran */
         int *ix = xmalloc(sizeof *ix * (size_t)L->count);
         TReadPoint *pt = xmalloc(sizeof *pt * (size_t)L->count);

@@ -200,9 +200,6 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
  * host call, an assign in a nested if or loop); -2 a tensor error. *where:
  * the node (if, loop or host call) for 2 and -1. */
 int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor **assigned, int *where);
-/* A traced loop among nodes [from, to) that reads var and may assign it
- * (its reads are another tensor at every iteration), or -1. */
-int trace_loop_reads_assigns(Tracer *T, const Obj *var, int from, int to);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). reads: a variable read in its condition reads
  * the value the variable had when the loop started (trace_read_at_start);

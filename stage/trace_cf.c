@@ -1483,29 +1483,3 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)
     return NULL;
 }
 
-/* Does region r (or one inside it) read var? */
-static bool region_reads_var(const Graph *g, int r, const Obj *var)
-{
-    const GRegion *reg = &g->regions[r];
-    for (int i = 0; i < reg->n; i++) {
-        const GNode *x = &g->nodes[reg->nodes[i]];
-        if (x->kind == G_VAR_READ && x->host->obj.u.o == var) return true;
-        if ((x->kind == G_COND || x->kind == G_WHILE) &&
-            (region_reads_var(g, x->regions[0], var) || region_reads_var(g, x->regions[1], var)))
-            return true;
-    }
-    return false;
-}
-
-int trace_loop_reads_assigns(Tracer *T, const Obj *var, int from, int to)
-{
-    const Graph *g = T->g;
-    for (int id = from < 0 ? 0 : from; id < g->n && id < to; id++) {
-        const GNode *n = &g->nodes[id];
-        if (n->kind != G_WHILE || region_owner(g, n->regions[0]) != id) continue; /* (not rolled back) */
-        if ((region_reads_var(g, n->regions[0], var) || region_reads_var(g, n->regions[1], var)) &&
-            (region_assign_kind(g, n->regions[0], var) || region_assign_kind(g, n->regions[1], var)))
-            return id;
-    }
-    return -1;
-}

@@ -177,6 +177,10 @@ int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
 bool trace_branch_assigned(Tracer *T, Value var);
 /* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
 tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
+/* Host node x cannot assign var: a built-in effect that returns nil and
+ * changes no variable (print, save_npy, seed, the argument checks), or a
+ * method bound to another variable. */
+bool trace_host_harmless(const GNode *x, const Obj *var);
 /* The value var had when the traced cond now running as one tape entry
  * started (borrowed), or NULL: a read it hands on that no assign precedes
  * in its branch reads it (stage/grad.c), and a read its run makes of another

@@ -1304,9 +1304,7 @@ tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b
 
 /* --- whether the variable was assigned between two reads (a tape's merged sums) --------- */
 
-/* A host call that cannot assign a variable: a built-in effect that
- * returns nil, or a method bound to another variable. */
-static bool host_harmless(const GNode *x, const Obj *var)
+bool trace_host_harmless(const GNode *x, const Obj *var)
 {
     if (x->host->obj.kind != V_BUILTIN) return false;
     const Builtin *b = (const Builtin *)x->host->obj.u.o;
@@ -1332,7 +1330,7 @@ static int region_assign_kind(const Graph *g, int r, const Obj *var)
             if (x->host->obj.kind == V_BUILTIN && ((const Builtin *)x->host->obj.u.o)->self.u.o == var &&
                 value_is_variable(((const Builtin *)x->host->obj.u.o)->self))
                 kind = 1;
-            else if (!host_harmless(x, var))
+            else if (!trace_host_harmless(x, var))
                 return -1;
         } else if (x->kind == G_COND || x->kind == G_WHILE) {
             if (region_assign_kind(g, x->regions[0], var) || region_assign_kind(g, x->regions[1], var)) return -1;
@@ -1418,7 +1416,7 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
                 st = 1;
                 break;
             }
-            if (!host_harmless(x, var)) {
+            if (!trace_host_harmless(x, var)) {
                 st = -1;
                 *where = id;
                 break;

@@ -518,13 +518,22 @@ typedef struct Flat {
     int nextra;
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
     /* a variable's reads that are one tensor on some calls (merge_reads) */
-    bool *skip, *skip_m;   /* by tensor: a read whose part is in an earlier one's (always; where merged) */
-    tfe_tensor **gm;       /* the gradients with those reads merged, or NULL */
-    tfe_tensor **leafpred; /* by leaf: where the merged sum is not the one (owned; NULL: none) */
-    tfe_tensor **ran_b, **ran_m; /* by tensor: ran, for a read whose merged ones' parts it has (owned) */
     struct ReadAt { int *regs, nregs; bool after, is_read; } *at; /* by tensor: a variable's read's place */
     int capat;
+    struct Chain *chains;  /* by leaf: its reads in the order they ran, and what is between */
+    struct Bound { int leaf; tfe_tensor *assigned; } *bounds; /* the ifs or loops that may assign (owned) */
+    int nbounds;
+    struct Variant *vars;  /* by mask of merged bounds: the gradients (1 << nbounds of them) */
 } Flat;
+
+/* A leaf's reads that merge_reads could place, in the order they ran: for
+ * each after the first, 0 one tensor with the one before, 1 another, 2 + b
+ * bound b (one tensor where it did not assign the variable). */
+struct Chain { int *ix, *rel, n; };
+/* One gradient call: the sources some reads are aliases of, and by tensor
+ * the gradients, which reads' parts are in an earlier one's (skip), and
+ * where a read that has others' parts ran (NULL: always). */
+struct Variant { tfe_tensor **g, **ran; bool *skip; };
 
 static void flat_push_ran(Flat *f, tfe_tensor *t, tfe_tensor *ran)
 {
@@ -551,22 +560,25 @@ static void flat_free(Flat *f)
     free(f->picks);
     for (int i = 0; i < f->nextra; i++) tensor_decref(f->extra[i]);
     free(f->extra);
-    for (int i = 0; f->gm && i < f->n; i++)
-        if (f->gm[i]) tensor_decref(f->gm[i]);
-    for (int i = 0; f->leafpred && i < f->nleaves; i++)
-        if (f->leafpred[i]) tensor_decref(f->leafpred[i]);
-    free(f->gm);
-    free(f->leafpred);
-    free(f->skip);
-    free(f->skip_m);
-    for (int i = 0; i < f->n; i++) {
-        if (f->ran_b && f->ran_b[i]) tensor_decref(f->ran_b[i]);
-        if (f->ran_m && f->ran_m[i]) tensor_decref(f->ran_m[i]);
-        if (f->at && i < f->capat) free(f->at[i].regs);
-    }
-    free(f->ran_b);
-    free(f->ran_m);
+    for (int i = 0; f->at && i < f->capat; i++) free(f->at[i].regs);
     free(f->at);
+    for (int li = 0; f->chains && li < f->nleaves; li++) {
+        free(f->chains[li].ix);
+        free(f->chains[li].rel);
+    }
+    free(f->chains);
+    for (int m = 0; f->vars && m < 1 << f->nbounds; m++) {
+        for (int i = 0; i < f->n; i++) {
+            if (f->vars[m].g && f->vars[m].g[i]) tensor_decref(f->vars[m].g[i]);
+            if (f->vars[m].ran && f->vars[m].ran[i]) tensor_decref(f->vars[m].ran[i]);
+        }
+        free(f->vars[m].g);
+        free(f->vars[m].ran);
+        free(f->vars[m].skip);
+    }
+    free(f->vars);
+    for (int b = 0; b < f->nbounds; b++) tensor_decref(f->bounds[b].assigned);
+    free(f->bounds);
 }
 
 /* A source's path inside the structure of sources, as the indexing that
@@ -877,6 +889,21 @@ static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Lea
     return r;
 }
 
+/* Leaf li's gradient, picked among the variants (merge_reads) by its
+ * bounds from the b-th on: where bound b assigned the variable, the one
+ * with that bound's reads apart (mask as it is), else merged (new ref). */
+static tfe_tensor *leaf_pick(Interp *I, Flat *f, const struct Leaf *L, int li, int b, int mask)
+{
+    while (b < f->nbounds && f->bounds[b].leaf != li) b++;
+    if (b == f->nbounds) return leaf_sum(I, f, f->vars[mask].g, L, f->vars[mask].skip, f->vars[mask].ran);
+    tfe_tensor *apart = leaf_pick(I, f, L, li, b + 1, mask);
+    tfe_tensor *one = apart ? leaf_pick(I, f, L, li, b + 1, mask | 1 << b) : NULL;
+    tfe_tensor *r = one ? trace_pick(I->tracer, f->bounds[b].assigned, apart, NULL, one) : NULL;
+    if (apart) tensor_decref(apart);
+    if (one) tensor_decref(one);
+    return r;
+}
+
 /* Rebuild the structure of v with each leaf replaced by its gradient. */
 static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Value *out)
 {
@@ -910,16 +937,7 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         /* a variable not read while the tape was active: zeros like its value */
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
-        r = leaf_sum(I, f, g, L, f->skip, f->ran_b);
-        if (r && f->gm && f->leafpred[li]) {
-            /* the reads merged where nothing assigned the variable between
-             * them (merge_reads): eager code's one running sum there */
-            tfe_tensor *m = leaf_sum(I, f, f->gm, L, f->skip_m, f->ran_m);
-            tfe_tensor *s2 = m ? trace_pick(I->tracer, f->leafpred[li], r, NULL, m) : NULL;
-            if (m) tensor_decref(m);
-            tensor_decref(r);
-            r = s2;
-        }
+        r = f->vars ? leaf_pick(I, f, L, li, 0, 0) : leaf_sum(I, f, g, L, NULL, NULL);
     }
     if (!r) return interp_raise_tensor_error(I);
     *out = value_from_tensor_take(r);
@@ -955,6 +973,10 @@ static int ran_join(tfe_tensor **ran, int root, int i)
     return 0;
 }
 
+/* At most this many ifs or loops that may assign a variable between its
+ * reads: the gradient is taken once for each way they can go (2^n). */
+enum { MAX_BOUNDS = 3 };
+
 /* A tape made inside a staged function notes a variable's reads as the
  * trace makes them: a read after a traced if or loop (or host call) that
  * may assign the variable is a tensor of its own (stage/trace.c,
@@ -962,66 +984,54 @@ static int ran_join(tfe_tensor **ran, int root, int i)
  * export_reads), where eager code, on the calls that do not assign it
  * between, reads one tensor and sums the gradients of all its uses in one
  * running sum (two tensors: two partial sums, which can differ in the last
- * bit, or add a 0.0 to a -0.0). So such reads are aliases of the earlier
- * one (alias: always, nothing between can assign the variable; alias_m:
- * also where an if or loop between may, on the calls where it did not:
- * f->leafpred says where it did), in the order they ran. More than one such
- * place between a variable's reads, or one whose assigning the graph
- * cannot tell, is a located error. Returns 1 when alias_m is needed, 0 when
- * not, -1 after raising. */
-static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase, tfe_tensor **alias, tfe_tensor **alias_m)
+ * bit, or add a 0.0 to a -0.0). So the reads that are one tensor on every
+ * call are aliases of the earlier one, and an if or loop between two reads
+ * that may assign the variable is a bound (f->bounds): the gradient is
+ * taken with its reads apart and merged, and picked by whether it assigned
+ * the variable (leaf_pick). More than MAX_BOUNDS bounds, or an if, loop or
+ * host call whose assigning the graph cannot tell, is a located error.
+ * Returns 1 when f->chains says what to merge, 0 when nothing, -1 after
+ * raising. */
+static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase)
 {
     Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
     if (!tr || !f->at) return 0;
-    int need = 0;
-    for (int i = 0; i < f->n; i++) { /* each read counts where it ran (f->ran), until merged */
-        if (f->ran[i]) tensor_incref(f->ran[i]);
-        if (f->ran[i]) tensor_incref(f->ran[i]);
-        f->ran_b[i] = f->ran[i];
-        f->ran_m[i] = f->ran[i];
-    }
+    int any = 0;
+    f->chains = xcalloc((size_t)f->nleaves + 1, sizeof *f->chains);
     for (int li = 0; li < f->nleaves; li++) {
         const struct Leaf *L = &f->leaves[li];
         if (!is_variable(L->v) || L->count < 2 || L->start + L->count > nbase) continue;
         Variable *var = (Variable *)L->v.u.o;
         /* the reads this can place, in the order they ran */
-        int *ix = xmalloc(sizeof *ix * (size_t)L->count);
+        struct Chain *c = &f->chains[li];
+        c->ix = xmalloc(sizeof *c->ix * (size_t)L->count);
+        c->rel = xcalloc((size_t)L->count, sizeof *c->rel);
         TReadPoint *pt = xmalloc(sizeof *pt * (size_t)L->count);
-        int np = 0;
         for (int i = L->start; i < L->start + L->count; i++) {
             const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
-            if (!ra || !ra->is_read) continue;
             TReadPoint p;
-            if (trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, &p)) continue;
-            int k = np++;
+            if (!ra || !ra->is_read || trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, &p))
+                continue;
+            int k = c->n++;
             while (k > 0 && pt[k - 1].key > p.key) {
                 pt[k] = pt[k - 1];
-                ix[k] = ix[k - 1];
+                c->ix[k] = c->ix[k - 1];
                 k--;
             }
             pt[k] = p;
-            ix[k] = i;
+            c->ix[k] = i;
         }
-        int root = -1, root_m = -1, nmaybe = 0, rc = 0;
-        for (int k = 0; k < np && !rc; k++) {
-            int i = ix[k];
-            if (k == 0) {
-                root = root_m = i;
-                continue;
-            }
+        int rc = 0;
+        for (int k = 1; k < c->n && !rc; k++) {
             tfe_tensor *as = NULL;
             int where = -1;
             int st = trace_assigned_between(tr, &var->o.h, pt[k - 1].lo, pt[k].hi, &as, &where);
             if (st == -2) {
                 rc = interp_raise_tensor_error(I);
-            } else if (st == 1) {
-                root = root_m = i; /* another tensor */
-            } else if (st == 0) {
-                alias[i] = f->ts[root];
-                alias_m[i] = f->ts[root_m];
-                f->skip[i] = f->skip_m[i] = true;
-                if (ran_join(f->ran_b, root, i) || ran_join(f->ran_m, root_m, i)) rc = interp_raise_tensor_error(I);
-            } else if (st == -1 || nmaybe) {
+            } else if (st == 0 || st == 1) {
+                c->rel[k] = st;
+                any |= st == 0;
+            } else if (st == -1 || f->nbounds == MAX_BOUNDS) {
                 if (as) tensor_decref(as);
                 const GNode *x = gnode(tr->g, where);
                 const char *what = x->kind == G_COND ? "if" : x->kind == G_WHILE ? "loop" : "host call";
@@ -1037,23 +1047,49 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase, tfe_tensor **alia
                                 what, name,
                                 st == -1 ? "and the graph cannot tell when it does (an assign inside a nested if "
                                            "or loop, or a host call)"
-                                         : "as may another if or loop between its reads",
+                                         : "as may three other ifs or loops between its reads, the most "
+                                           "the graph can pick among",
                                 name, name, what, name);
             } else {
-                nmaybe++;
-                root = i;
-                alias_m[i] = f->ts[root_m];
-                f->skip_m[i] = true;
-                if (ran_join(f->ran_m, root_m, i)) rc = interp_raise_tensor_error(I);
-                f->leafpred[li] = as;
-                need = 1;
+                f->bounds = xrealloc(f->bounds, sizeof *f->bounds * (size_t)(f->nbounds + 1));
+                f->bounds[f->nbounds] = (struct Bound){li, as};
+                c->rel[k] = 2 + f->nbounds++;
+                any = 1;
             }
         }
-        free(ix);
         free(pt);
         if (rc) return -1;
     }
-    return need;
+    return any;
+}
+
+/* Variant mask (merge_reads): the aliases of the sources (alias[i]: the
+ * read whose part read i's adds to), which reads are skipped in the
+ * variable's sum, and where the read that has the others' parts ran. 0, or
+ * -1 on a tensor error. */
+static int variant_build(Flat *f, int mask, tfe_tensor **alias, struct Variant *v)
+{
+    size_t nb = (size_t)(f->n ? f->n : 1);
+    v->skip = xcalloc(nb, sizeof *v->skip);
+    v->ran = xcalloc(nb, sizeof *v->ran);
+    for (int i = 0; i < f->n; i++)
+        if ((v->ran[i] = f->ran[i])) tensor_incref(v->ran[i]);
+    for (int li = 0; li < f->nleaves; li++) {
+        const struct Chain *c = &f->chains[li];
+        int root = c->n ? c->ix[0] : -1;
+        for (int k = 1; k < c->n; k++) {
+            int i = c->ix[k], rel = c->rel[k];
+            bool one = rel == 0 || (rel >= 2 && (mask >> (rel - 2) & 1));
+            if (!one) {
+                root = i;
+                continue;
+            }
+            alias[i] = f->ts[root];
+            v->skip[i] = true;
+            if (ran_join(v->ran, root, i)) return -1;
+        }
+    }
+    return 0;
 }
 
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
@@ -1072,33 +1108,31 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
     size_t nb = (size_t)(f.n ? f.n : 1);
-    tfe_tensor **alias = xcalloc(nb, sizeof *alias), **alias_m = xcalloc(nb, sizeof *alias_m);
-    f.skip = xcalloc(nb, sizeof *f.skip);
-    f.skip_m = xcalloc(nb, sizeof *f.skip_m);
-    f.leafpred = xcalloc((size_t)f.nleaves + 1, sizeof *f.leafpred);
-    f.ran_b = xcalloc(nb, sizeof *f.ran_b);
-    f.ran_m = xcalloc(nb, sizeof *f.ran_m);
-    int merge = merge_reads(I, T, &f, nbase, alias, alias_m);
-    if (merge < 0) {
-        free(alias);
-        free(alias_m);
-        goto done;
-    }
+    int merge = merge_reads(I, T, &f, nbase);
+    if (merge < 0) goto done;
     called = true;
-    if (merge) { /* first the merged sums, keeping the tape for the other */
-        f.gm = xcalloc(nb, sizeof *f.gm);
-        if (tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias_m, true, f.gm) ||
-            pick_cond_sources(&f, nbase, f.gm)) {
+    if (merge) {
+        /* one gradient call for each way the bounds can go, the tape kept
+         * for the next (the last one spends it, as a call without any) */
+        int nv = 1 << f.nbounds;
+        f.vars = xcalloc((size_t)nv, sizeof *f.vars);
+        for (int m = 0; m < nv; m++) {
+            tfe_tensor **alias = xcalloc(nb, sizeof *alias);
+            f.vars[m].g = xcalloc(nb, sizeof *f.vars[m].g);
+            int vrc = variant_build(&f, m, alias, &f.vars[m]);
+            if (!vrc) vrc = tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias, m + 1 < nv, f.vars[m].g);
             free(alias);
-            free(alias_m);
-            rc = interp_raise_tensor_error(I);
-            goto done;
+            if (vrc || pick_cond_sources(&f, nbase, f.vars[m].g)) {
+                rc = interp_raise_tensor_error(I);
+                goto done;
+            }
         }
-    }
-    int grc = tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias, false, g);
-    free(alias);
-    free(alias_m);
-    if (grc || pick_cond_sources(&f, nbase, g)) {
+        /* the other leaves' gradients are the same in every variant */
+        for (int i = 0; i < f.n; i++) {
+            g[i] = f.vars[0].g[i];
+            if (g[i]) tensor_incref(g[i]);
+        }
+    } else if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g) || pick_cond_sources(&f, nbase, g)) {
         rc = interp_raise_tensor_error(I);
         goto done;
     }

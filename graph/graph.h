@@ -103,6 +103,7 @@ typedef struct GNode {
     int fresh_region;    /* such a read (not its stand-in): the trace's region of its branch
                             (stage/trace_cf.c, mark_exported), or 0 */
     bool after_assign;   /* ... which follows an assign of its variable in its branch */
+    bool at_end;         /* ... and no assign follows it there: its value is the one after the if */
     bool stand_in;       /* G_VAR_READ: the stand-in for such a read in the other branch, which
                             no tape notes as a read */
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */

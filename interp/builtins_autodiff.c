@@ -43,6 +43,7 @@ typedef struct VarRead {
     int fresh; /* first noted by the run of a traced if (again): 1, then 2 once
                   tapes_read_in_region set where it is (0: settled) */
     bool after; /* in a branch, after an assign of the variable there (not its value when the if started) */
+    bool at_end; /* ... and its value is the one after the if (no assign follows it there) */
 } VarRead;
 
 typedef struct Tape {
@@ -79,14 +80,16 @@ static void read_add_region(VarRead *r, int region)
  * entry (stage/trace_cf.c), which was noted where it is when traced, or,
  * for a tensor the branch assigned to the variable, is noted now with the
  * region the run went through. */
-static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after);
+static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after,
+                                 bool at_end);
 
 static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool again)
 {
-    tape_note_read_after(T, v, t, region, again, false);
+    tape_note_read_after(T, v, t, region, again, false, false);
 }
 
-static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after)
+static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after,
+                                 bool at_end)
 {
     if (T->spent) return;
     if (tfe_tape_is_watched(T->tape, t)) {
@@ -112,7 +115,7 @@ static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after, at_end};
     if (region) read_add_region(&T->reads[T->nreads], region);
     T->nreads++;
 }
@@ -174,7 +177,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
             if (again) region = tr->cf_region;
             /* (the run of a traced if read what a branch assigned) */
             const tfe_tensor *s0 = again ? trace_cf_start(tr, &v->o.h) : NULL;
-            tape_note_read_after(watching[i], v, copy ? stored : t, region, again, s0 && s0 != stored);
+            tape_note_read_after(watching[i], v, copy ? stored : t, region, again, s0 && s0 != stored, false);
         }
     return t;
 }
@@ -518,7 +521,7 @@ typedef struct Flat {
     int nextra;
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
     /* a variable's reads that are one tensor on some calls (merge_reads) */
-    struct ReadAt { int *regs, nregs; bool after, is_read; } *at; /* by tensor: a variable's read's place */
+    struct ReadAt { int *regs, nregs; bool after, at_end, is_read; } *at; /* by tensor: a variable's read's place */
     int capat;
     struct Chain *chains;  /* by leaf: its reads in the order they ran, and what is between */
     struct Bound { int leaf; tfe_tensor *assigned; } *bounds; /* the ifs or loops that may assign (owned) */
@@ -807,6 +810,7 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                 struct ReadAt *ra = &f->at[f->n - 1];
                 ra->is_read = true;
                 ra->after = T->reads[i].after;
+                ra->at_end = T->reads[i].at_end;
                 ra->nregs = T->reads[i].nregs;
                 ra->regs = ra->nregs ? xmalloc(sizeof *ra->regs * (size_t)ra->nregs) : NULL;
                 if (ra->nregs) memcpy(ra->regs, T->reads[i].regs, sizeof *ra->regs * (size_t)ra->nregs);
@@ -1010,7 +1014,7 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase)
         for (int i = L->start; i < L->start + L->count; i++) {
             const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
             TReadPoint p;
-            if (!ra || !ra->is_read || trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, &p))
+            if (!ra || !ra->is_read || trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, ra->at_end, &p))
                 continue;
             int k = c->n++;
             while (k > 0 && pt[k - 1].key > p.key) {
@@ -1288,12 +1292,12 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
     }
 }
 
-void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, bool after)
+void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, bool after, bool at_end)
 {
     for (int i = 0; i < nwatching; i++) {
         Tape *T = watching[i];
         if (T->trace == trace_id && !T->symbolic && is_variable(var))
-            tape_note_read_after(T, (Variable *)var.u.o, t, region, false, after);
+            tape_note_read_after(T, (Variable *)var.u.o, t, region, false, after, at_end);
     }
 }
 
@@ -1301,7 +1305,13 @@ void tapes_reads_settle(uint32_t trace_id)
 {
     for (int i = 0; i < nwatching; i++)
         if (watching[i]->trace == trace_id)
-            for (int k = 0; k < watching[i]->nreads; k++) watching[i]->reads[k].fresh = 0;
+            for (int k = 0; k < watching[i]->nreads; k++) {
+                VarRead *r = &watching[i]->reads[k];
+                /* a read the run made after an assign: the value after the
+                 * if when the variable still holds it */
+                if (r->fresh && r->after) r->at_end = r->t == r->var->value;
+                r->fresh = 0;
+            }
 }
 
 /* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as

@@ -1520,7 +1520,7 @@ static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const
              * merge_reads). */
             tfe_tensor *s0 = n->after_assign ? NULL : trace_cf_start(I->tracer, n->host->obj.u.o);
             tfe_tensor *a = tensor_alias(s0 ? s0 : variable_peek(n->host->obj));
-            if (a) tapes_read_fresh(I->tracer->id, n->host->obj, a, n->fresh_region, n->after_assign);
+            if (a) tapes_read_fresh(I->tracer->id, n->host->obj, a, n->fresh_region, n->after_assign, n->at_end);
             return a;
         }
         if (trace_recording(I)) return value_to_tensor(n->host->obj);

@@ -192,10 +192,11 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var);
  * -1: none is the same tensor as an earlier read. key orders the reads. */
 typedef struct TReadPoint { int lo, hi, key; } TReadPoint;
 /* t: the read's tensor; regs: the branches it is in (none: at the top);
- * after: it follows an assign in its branch. 0, or -1 when it cannot be
- * placed (a read in a loop body, or deeper). */
+ * after: it follows an assign in its branch, at_end: and no assign follows
+ * it there. 0, or -1 when it cannot be placed (a read in a loop body, or
+ * deeper, or between two assigns). */
 int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
-                     TReadPoint *pt);
+                     bool at_end, TReadPoint *pt);
 /* Reads at [lo and hi) (above) are one tensor on the calls where nothing
  * between them assigned var, and a tape then sums their gradients in one
  * running sum: 0 nothing there can assign var; 1 something surely does; 2

@@ -326,17 +326,23 @@ static int export_reads(Tracer *T, int id, int **real)
     return added;
 }
 
-/* Does read rid of var follow an assign of var in its region? */
-static bool read_after_assign(const Graph *g, int rid)
+/* Does read rid of var follow an assign of var in its region (before:
+ * true), or precede one (before: false)? */
+static bool read_near_assign(const Graph *g, int rid, bool before)
 {
     const GRegion *reg = &g->regions[g->nodes[rid].region];
     const Obj *var = g->nodes[rid].host->obj.u.o;
-    for (int i = 0; i < reg->n && reg->nodes[i] != rid; i++) {
+    int at = 0;
+    while (at < reg->n && reg->nodes[at] != rid) at++;
+    for (int i = before ? 0 : at + 1; i < (before ? at : reg->n); i++) {
         const GNode *x = &g->nodes[reg->nodes[i]];
         if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
             const Value self = ((const Builtin *)x->host->obj.u.o)->self;
             if (self.kind == V_OBJECT && self.u.o == var) return true;
         }
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var)))
+            return true;
     }
     return false;
 }
@@ -368,7 +374,8 @@ static void mark_exported(const Graph *g, int id, Graph *m, const int *real, int
                 GNode *mx = &m->nodes[mreg->outs[k].node];
                 if (is_real) {
                     mx->fresh_region = c->regions[b];
-                    mx->after_assign = read_after_assign(g, reg->outs[k].node);
+                    mx->after_assign = read_near_assign(g, reg->outs[k].node, true);
+                    mx->at_end = !read_near_assign(g, reg->outs[k].node, false);
                 } else {
                     mx->stand_in = true;
                 }
@@ -1356,23 +1363,8 @@ static int top_pos(const Graph *g, int id)
     return -1;
 }
 
-/* How many assigns of var region r holds at its top. */
-static int assigns_in(const Graph *g, int r, const Obj *var)
-{
-    const GRegion *reg = &g->regions[r];
-    int n = 0;
-    for (int i = 0; i < reg->n; i++) {
-        const GNode *x = &g->nodes[reg->nodes[i]];
-        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN &&
-            value_is_variable(((const Builtin *)x->host->obj.u.o)->self) &&
-            ((const Builtin *)x->host->obj.u.o)->self.u.o == var)
-            n++;
-    }
-    return n;
-}
-
 int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
-                     TReadPoint *pt)
+                     bool at_end, TReadPoint *pt)
 {
     const Graph *g = T->g;
     if (!nregs) {
@@ -1381,19 +1373,24 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
         *pt = (TReadPoint){q + 1, q, 2 * q + 1};
         return 0;
     }
-    int c = -1;
+    /* one tensor read in the branches of several ifs (nothing between them
+     * assigned the variable when the call traced): its value is the one
+     * when the first of them started */
+    int c = -1, q = -1;
     for (int k = 0; k < nregs; k++) {
         int r = regs[k];
         if (r <= 0 || r >= g->nregions) return -1;
         int id = region_owner(g, r);
-        if (id < 0 || g->nodes[id].kind != G_COND || g->nodes[id].region != 0 || (c >= 0 && id != c)) return -1;
+        if (id < 0 || g->nodes[id].kind != G_COND || g->nodes[id].region != 0 || (after && c >= 0 && id != c))
+            return -1;
         c = id;
-        /* after an assign: its value is the one after the if only when
-         * that is the branch's one assign (and none is nested) */
-        if (after && (region_assign_kind(g, r, var) < 0 || assigns_in(g, r, var) != 1)) return -1;
+        int qc = top_pos(g, id);
+        if (qc < 0) return -1;
+        if (q < 0 || qc < q) q = qc;
+        /* after an assign: its value is the one after the if only when no
+         * assign follows it in its branch (and none is nested) */
+        if (after && (region_assign_kind(g, r, var) < 0 || !at_end)) return -1;
     }
-    int q = top_pos(g, c);
-    if (q < 0) return -1;
     *pt = after ? (TReadPoint){q + 1, -1, 2 * q + 1} : (TReadPoint){q, q, 2 * q};
     return 0;
 }

@@ -532,7 +532,11 @@ typedef struct Flat {
 /* A leaf's reads that merge_reads could place, in the order they ran: for
  * each after the first, 0 one tensor with the one before, 1 another, 2 + b
  * bound b (one tensor where it did not assign the variable). */
-struct Chain { int *ix, *rel, n; };
+struct Chain {
+    int *ix, *rel, n;
+    int *lfrom, *lto, nl; /* a read after an assign in a branch (lfrom), one tensor with the read at
+                             position lto of the chain where that branch ran */
+};
 /* One gradient call: the sources some reads are aliases of, and by tensor
  * the gradients, which reads' parts are in an earlier one's (skip), and
  * where a read that has others' parts ran (NULL: always). */
@@ -568,6 +572,8 @@ static void flat_free(Flat *f)
     for (int li = 0; f->chains && li < f->nleaves; li++) {
         free(f->chains[li].ix);
         free(f->chains[li].rel);
+        free(f->chains[li].lfrom);
+        free(f->chains[li].lto);
     }
     free(f->chains);
     for (int m = 0; f->vars && m < 1 << f->nbounds; m++) {
@@ -1025,7 +1031,41 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase)
             pt[k] = p;
             c->ix[k] = i;
         }
+        /* a read after an assign in a branch (hi -1) is no tensor an
+         * earlier read is; the chain goes on past it, and it is linked to
+         * the next read when that is one tensor with it where it ran */
+        int m = 0, na = 0;
+        int *aix = xmalloc(sizeof *aix * (size_t)(c->n + 1)), *anext = xmalloc(sizeof *anext * (size_t)(c->n + 1));
+        TReadPoint *apt = xmalloc(sizeof *apt * (size_t)(c->n + 1));
+        for (int k = 0; k < c->n; k++) {
+            if (pt[k].hi == -1) {
+                aix[na] = c->ix[k];
+                apt[na] = pt[k];
+                anext[na++] = m;
+            } else {
+                c->ix[m] = c->ix[k];
+                pt[m++] = pt[k];
+            }
+        }
+        c->n = m;
         int rc = 0;
+        c->lfrom = xmalloc(sizeof *c->lfrom * (size_t)(na + 1));
+        c->lto = xmalloc(sizeof *c->lto * (size_t)(na + 1));
+        for (int a = 0; a < na && !rc; a++) {
+            if (anext[a] >= m) continue;
+            tfe_tensor *as = NULL;
+            int where = -1;
+            int st = trace_assigned_between(tr, &var->o.h, apt[a].lo, pt[anext[a]].hi, &as, &where);
+            if (as) tensor_decref(as);
+            if (st == -2) rc = interp_raise_tensor_error(I);
+            if (st != 0) continue;
+            c->lfrom[c->nl] = aix[a];
+            c->lto[c->nl++] = anext[a];
+            any = 1;
+        }
+        free(aix);
+        free(anext);
+        free(apt);
         for (int k = 1; k < c->n && !rc; k++) {
             tfe_tensor *as = NULL;
             int where = -1;
@@ -1080,12 +1120,29 @@ static int variant_build(Flat *f, int mask, tfe_tensor **alias, struct Variant *
         if ((v->ran[i] = f->ran[i])) tensor_incref(v->ran[i]);
     for (int li = 0; li < f->nleaves; li++) {
         const struct Chain *c = &f->chains[li];
-        int root = c->n ? c->ix[0] : -1;
-        for (int k = 1; k < c->n; k++) {
+        int root = -1;
+        for (int k = 0; k < c->n; k++) {
             int i = c->ix[k], rel = c->rel[k];
-            bool one = rel == 0 || (rel >= 2 && (mask >> (rel - 2) & 1));
+            bool one = k > 0 && (rel == 0 || (rel >= 2 && (mask >> (rel - 2) & 1)));
             if (!one) {
+                /* another tensor than the read before: the one a branch
+                 * that ran read after its assign, if one is linked here
+                 * (those of both branches: only one runs) */
                 root = i;
+                for (int l = 0; l < c->nl; l++) {
+                    if (c->lto[l] != k) continue;
+                    int a = c->lfrom[l];
+                    if (root == i) {
+                        alias[i] = f->ts[a];
+                        v->skip[i] = true;
+                        if (ran_join(v->ran, a, i)) return -1;
+                    } else {
+                        alias[a] = f->ts[root];
+                        v->skip[a] = true;
+                        if (ran_join(v->ran, root, a)) return -1;
+                    }
+                    if (root == i) root = a;
+                }
                 continue;
             }
             alias[i] = f->ts[root];

@@ -100,6 +100,12 @@ typedef struct GNode {
                             trace_cf.c): 1 + the output of that cond in the trace's graph that
                             hands on this read's value (node outer_node), or 0 */
     int outer_node;
+    int fresh_region;    /* such a read (not its stand-in): the trace's region of its branch
+                            (stage/trace_cf.c, mark_exported), or 0 */
+    bool after_assign;   /* ... which follows an assign of its variable in its branch */
+    bool at_end;         /* ... and no assign follows it there: its value is the one after the if */
+    bool stand_in;       /* G_VAR_READ: the stand-in for such a read in the other branch, which
+                            no tape notes as a read */
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */

@@ -42,6 +42,8 @@ typedef struct VarRead {
     int *regs, nregs;
     int fresh; /* first noted by the run of a traced if (again): 1, then 2 once
                   tapes_read_in_region set where it is (0: settled) */
+    bool after; /* in a branch, after an assign of the variable there (not its value when the if started) */
+    bool at_end; /* ... and its value is the one after the if (no assign follows it there) */
 } VarRead;
 
 typedef struct Tape {
@@ -78,7 +80,16 @@ static void read_add_region(VarRead *r, int region)
  * entry (stage/trace_cf.c), which was noted where it is when traced, or,
  * for a tensor the branch assigned to the variable, is noted now with the
  * region the run went through. */
+static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after,
+                                 bool at_end);
+
 static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool again)
+{
+    tape_note_read_after(T, v, t, region, again, false, false);
+}
+
+static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region, bool again, bool after,
+                                 bool at_end)
 {
     if (T->spent) return;
     if (tfe_tape_is_watched(T->tape, t)) {
@@ -104,7 +115,7 @@ static void tape_note_read(Tape *T, Variable *v, tfe_tensor *t, int region, bool
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after, at_end};
     if (region) read_add_region(&T->reads[T->nreads], region);
     T->nreads++;
 }
@@ -164,7 +175,9 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
             }
             bool again = tr && tr->cf_running && watching[i]->trace == tr->id && !watching[i]->symbolic;
             if (again) region = tr->cf_region;
-            tape_note_read(watching[i], v, copy ? stored : t, region, again);
+            /* (the run of a traced if read what a branch assigned) */
+            const tfe_tensor *s0 = again ? trace_cf_start(tr, &v->o.h) : NULL;
+            tape_note_read_after(watching[i], v, copy ? stored : t, region, again, s0 && s0 != stored, false);
         }
     return t;
 }
@@ -507,7 +520,27 @@ typedef struct Flat {
     tfe_tensor **extra;  /* the tensors they may stand for (owned until pushed) */
     int nextra;
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
+    /* a variable's reads that are one tensor on some calls (merge_reads) */
+    struct ReadAt { int *regs, nregs; bool after, at_end, is_read; } *at; /* by tensor: a variable's read's place */
+    int capat;
+    struct Chain *chains;  /* by leaf: its reads in the order they ran, and what is between */
+    struct Bound { int leaf; tfe_tensor *assigned; } *bounds; /* the ifs or loops that may assign (owned) */
+    int nbounds;
+    struct Variant *vars;  /* by mask of merged bounds: the gradients (1 << nbounds of them) */
 } Flat;
+
+/* A leaf's reads that merge_reads could place, in the order they ran: for
+ * each after the first, 0 one tensor with the one before, 1 another, 2 + b
+ * bound b (one tensor where it did not assign the variable). */
+struct Chain {
+    int *ix, *rel, n;
+    int *lfrom, *lto, nl; /* a read after an assign in a branch (lfrom), one tensor with the read at
+                             position lto of the chain where that branch ran */
+};
+/* One gradient call: the sources some reads are aliases of, and by tensor
+ * the gradients, which reads' parts are in an earlier one's (skip), and
+ * where a read that has others' parts ran (NULL: always). */
+struct Variant { tfe_tensor **g, **ran; bool *skip; };
 
 static void flat_push_ran(Flat *f, tfe_tensor *t, tfe_tensor *ran)
 {
@@ -534,6 +567,27 @@ static void flat_free(Flat *f)
     free(f->picks);
     for (int i = 0; i < f->nextra; i++) tensor_decref(f->extra[i]);
     free(f->extra);
+    for (int i = 0; f->at && i < f->capat; i++) free(f->at[i].regs);
+    free(f->at);
+    for (int li = 0; f->chains && li < f->nleaves; li++) {
+        free(f->chains[li].ix);
+        free(f->chains[li].rel);
+        free(f->chains[li].lfrom);
+        free(f->chains[li].lto);
+    }
+    free(f->chains);
+    for (int m = 0; f->vars && m < 1 << f->nbounds; m++) {
+        for (int i = 0; i < f->n; i++) {
+            if (f->vars[m].g && f->vars[m].g[i]) tensor_decref(f->vars[m].g[i]);
+            if (f->vars[m].ran && f->vars[m].ran[i]) tensor_decref(f->vars[m].ran[i]);
+        }
+        free(f->vars[m].g);
+        free(f->vars[m].ran);
+        free(f->vars[m].skip);
+    }
+    free(f->vars);
+    for (int b = 0; b < f->nbounds; b++) tensor_decref(f->bounds[b].assigned);
+    free(f->bounds);
 }
 
 /* A source's path inside the structure of sources, as the indexing that
@@ -754,6 +808,18 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                 if (st == 0) continue; /* an attempt rolled back: no read */
                 tensor_incref(T->reads[i].t);
                 flat_push_ran(f, T->reads[i].t, ran);
+                if (f->capat < f->cap) {
+                    f->at = xrealloc(f->at, sizeof *f->at * (size_t)f->cap);
+                    memset(f->at + f->capat, 0, sizeof *f->at * (size_t)(f->cap - f->capat));
+                    f->capat = f->cap;
+                }
+                struct ReadAt *ra = &f->at[f->n - 1];
+                ra->is_read = true;
+                ra->after = T->reads[i].after;
+                ra->at_end = T->reads[i].at_end;
+                ra->nregs = T->reads[i].nregs;
+                ra->regs = ra->nregs ? xmalloc(sizeof *ra->regs * (size_t)ra->nregs) : NULL;
+                if (ra->nregs) memcpy(ra->regs, T->reads[i].regs, sizeof *ra->regs * (size_t)ra->nregs);
             }
         /* a trainable variable never read gets zeros; a non-trainable one
          * is a source only when watched */
@@ -784,6 +850,70 @@ static tfe_tensor *zeros_op(const tfe_tensor *like)
     return tfe_call1(OP_FULL, 0, NULL, &at);
 }
 
+/* The sum of leaf L's gradients g (a variable's reads; skip: reads whose
+ * part is in an earlier one's), new ref or NULL on a tensor error. */
+static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Leaf *L, const bool *skip,
+                            tfe_tensor *const *rans)
+{
+    /* the reads' gradients added in tape order; one that may not have
+     * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
+     * trace_pick), and a sum with nothing in it yet is -0.0s (which
+     * adding the first gradient leaves as it is: -0.0 + x is x); where no
+     * read ran, zeros, as for a variable not read (eager code reads
+     * nothing there) */
+    tfe_tensor *any = NULL, *r = NULL;
+    bool always = false;
+    for (int i = 0; i < L->count; i++) {
+        if (skip && skip[L->start + i]) continue; /* its part is in an earlier read's */
+        tfe_tensor *gi = g[L->start + i], *ran = (rans ? rans : f->ran)[L->start + i], *s = NULL;
+        if (!ran) {
+            s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
+        } else if (r) {
+            s = trace_pick(I->tracer, ran, r, gi, r);
+        } else {
+            tfe_tensor *neg = tfe_filled_like(gi, -0.0);
+            s = neg ? trace_pick(I->tracer, ran, gi, NULL, neg) : NULL;
+            if (neg) tensor_decref(neg);
+        }
+        if (r) tensor_decref(r);
+        r = s;
+        if (!r) break;
+        if (!ran) always = true;
+        else if (!always) {
+            tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : (tensor_incref(ran), ran);
+            if (any) tensor_decref(any);
+            if (!(any = o)) {
+                tensor_decref(r);
+                r = NULL;
+                break;
+            }
+        }
+    }
+    if (r && any && !always) {
+        tfe_tensor *z = tfe_filled_like(r, 0.0), *w = z ? trace_pick(I->tracer, any, r, NULL, z) : NULL;
+        if (z) tensor_decref(z);
+        tensor_decref(r);
+        r = w;
+    }
+    if (any) tensor_decref(any);
+    return r;
+}
+
+/* Leaf li's gradient, picked among the variants (merge_reads) by its
+ * bounds from the b-th on: where bound b assigned the variable, the one
+ * with that bound's reads apart (mask as it is), else merged (new ref). */
+static tfe_tensor *leaf_pick(Interp *I, Flat *f, const struct Leaf *L, int li, int b, int mask)
+{
+    while (b < f->nbounds && f->bounds[b].leaf != li) b++;
+    if (b == f->nbounds) return leaf_sum(I, f, f->vars[mask].g, L, f->vars[mask].skip, f->vars[mask].ran);
+    tfe_tensor *apart = leaf_pick(I, f, L, li, b + 1, mask);
+    tfe_tensor *one = apart ? leaf_pick(I, f, L, li, b + 1, mask | 1 << b) : NULL;
+    tfe_tensor *r = one ? trace_pick(I->tracer, f->bounds[b].assigned, apart, NULL, one) : NULL;
+    if (apart) tensor_decref(apart);
+    if (one) tensor_decref(one);
+    return r;
+}
+
 /* Rebuild the structure of v with each leaf replaced by its gradient. */
 static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Value *out)
 {
@@ -810,52 +940,14 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         *out = res;
         return 0;
     }
-    struct Leaf *L = &f->leaves[(*leaf)++];
+    int li = (*leaf)++;
+    struct Leaf *L = &f->leaves[li];
     tfe_tensor *r = NULL;
     if (L->count == 0) {
         /* a variable not read while the tape was active: zeros like its value */
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
-        /* the reads' gradients added in tape order; one that may not have
-         * run (f->ran) is added where it ran (a traced cond: stage/trace_cf.c,
-         * trace_pick), and a sum with nothing in it yet is -0.0s (which
-         * adding the first gradient leaves as it is: -0.0 + x is x); where no
-         * read ran, zeros, as for a variable not read (eager code reads
-         * nothing there) */
-        tfe_tensor *any = NULL;
-        bool always = false;
-        for (int i = 0; i < L->count; i++) {
-            tfe_tensor *gi = g[L->start + i], *ran = f->ran[L->start + i], *s = NULL;
-            if (!ran) {
-                s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
-            } else if (r) {
-                s = trace_pick(I->tracer, ran, r, gi, r);
-            } else {
-                tfe_tensor *neg = tfe_filled_like(gi, -0.0);
-                s = neg ? trace_pick(I->tracer, ran, gi, NULL, neg) : NULL;
-                if (neg) tensor_decref(neg);
-            }
-            if (r) tensor_decref(r);
-            r = s;
-            if (!r) break;
-            if (!ran) always = true;
-            else if (!always) {
-                tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : (tensor_incref(ran), ran);
-                if (any) tensor_decref(any);
-                if (!(any = o)) {
-                    tensor_decref(r);
-                    r = NULL;
-                    break;
-                }
-            }
-        }
-        if (r && any && !always) {
-            tfe_tensor *z = tfe_filled_like(r, 0.0), *w = z ? trace_pick(I->tracer, any, r, NULL, z) : NULL;
-            if (z) tensor_decref(z);
-            tensor_decref(r);
-            r = w;
-        }
-        if (any) tensor_decref(any);
+        r = f->vars ? leaf_pick(I, f, L, li, 0, 0) : leaf_sum(I, f, g, L, NULL, NULL);
     }
     if (!r) return interp_raise_tensor_error(I);
     *out = value_from_tensor_take(r);
@@ -874,6 +966,193 @@ static tfe_tensor *target_tensor(Interp *I, const char *fn, Value y)
     return NULL;
 }
 
+/* ran[root] covers ran[i] too: where either ran (NULL: always). 0, or -1
+ * on a tensor error. */
+static int ran_join(tfe_tensor **ran, int root, int i)
+{
+    if (!ran[root]) return 0;
+    if (!ran[i]) {
+        tensor_decref(ran[root]);
+        ran[root] = NULL;
+        return 0;
+    }
+    tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, ran[root], ran[i]);
+    if (!o) return -1;
+    tensor_decref(ran[root]);
+    ran[root] = o;
+    return 0;
+}
+
+/* At most this many ifs or loops that may assign a variable between its
+ * reads: the gradient is taken once for each way they can go (2^n). */
+enum { MAX_BOUNDS = 3 };
+
+/* A tape made inside a staged function notes a variable's reads as the
+ * trace makes them: a read after a traced if or loop (or host call) that
+ * may assign the variable is a tensor of its own (stage/trace.c,
+ * trace_var_read), and so is a read a traced if hands on (stage/trace_cf.c,
+ * export_reads), where eager code, on the calls that do not assign it
+ * between, reads one tensor and sums the gradients of all its uses in one
+ * running sum (two tensors: two partial sums, which can differ in the last
+ * bit, or add a 0.0 to a -0.0). So the reads that are one tensor on every
+ * call are aliases of the earlier one, and an if or loop between two reads
+ * that may assign the variable is a bound (f->bounds): the gradient is
+ * taken with its reads apart and merged, and picked by whether it assigned
+ * the variable (leaf_pick). More than MAX_BOUNDS bounds, or an if, loop or
+ * host call whose assigning the graph cannot tell, is a located error.
+ * Returns 1 when f->chains says what to merge, 0 when nothing, -1 after
+ * raising. */
+static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase)
+{
+    Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
+    if (!tr || !f->at) return 0;
+    int any = 0;
+    f->chains = xcalloc((size_t)f->nleaves + 1, sizeof *f->chains);
+    for (int li = 0; li < f->nleaves; li++) {
+        const struct Leaf *L = &f->leaves[li];
+        if (!is_variable(L->v) || L->count < 2 || L->start + L->count > nbase) continue;
+        Variable *var = (Variable *)L->v.u.o;
+        /* the reads this can place, in the order they ran */
+        struct Chain *c = &f->chains[li];
+        c->ix = xmalloc(sizeof *c->ix * (size_t)L->count);
+        c->rel = xcalloc((size_t)L->count, sizeof *c->rel);
+        TReadPoint *pt = xmalloc(sizeof *pt * (size_t)L->count);
+        for (int i = L->start; i < L->start + L->count; i++) {
+            const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
+            TReadPoint p;
+            if (!ra || !ra->is_read || trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, ra->at_end, &p))
+                continue;
+            int k = c->n++;
+            while (k > 0 && pt[k - 1].key > p.key) {
+                pt[k] = pt[k - 1];
+                c->ix[k] = c->ix[k - 1];
+                k--;
+            }
+            pt[k] = p;
+            c->ix[k] = i;
+        }
+        /* a read after an assign in a branch (hi -1) is no tensor an
+         * earlier read is; the chain goes on past it, and it is linked to
+         * the next read when that is one tensor with it where it ran */
+        int m = 0, na = 0;
+        int *aix = xmalloc(sizeof *aix * (size_t)(c->n + 1)), *anext = xmalloc(sizeof *anext * (size_t)(c->n + 1));
+        TReadPoint *apt = xmalloc(sizeof *apt * (size_t)(c->n + 1));
+        for (int k = 0; k < c->n; k++) {
+            if (pt[k].hi == -1) {
+                aix[na] = c->ix[k];
+                apt[na] = pt[k];
+                anext[na++] = m;
+            } else {
+                c->ix[m] = c->ix[k];
+                pt[m++] = pt[k];
+            }
+        }
+        c->n = m;
+        int rc = 0;
+        c->lfrom = xmalloc(sizeof *c->lfrom * (size_t)(na + 1));
+        c->lto = xmalloc(sizeof *c->lto * (size_t)(na + 1));
+        for (int a = 0; a < na && !rc; a++) {
+            if (anext[a] >= m) continue;
+            tfe_tensor *as = NULL;
+            int where = -1;
+            int st = trace_assigned_between(tr, &var->o.h, apt[a].lo, pt[anext[a]].hi, &as, &where);
+            if (as) tensor_decref(as);
+            if (st == -2) rc = interp_raise_tensor_error(I);
+            if (st != 0) continue;
+            c->lfrom[c->nl] = aix[a];
+            c->lto[c->nl++] = anext[a];
+            any = 1;
+        }
+        free(aix);
+        free(anext);
+        free(apt);
+        for (int k = 1; k < c->n && !rc; k++) {
+            tfe_tensor *as = NULL;
+            int where = -1;
+            int st = trace_assigned_between(tr, &var->o.h, pt[k - 1].lo, pt[k].hi, &as, &where);
+            if (st == -2) {
+                rc = interp_raise_tensor_error(I);
+            } else if (st == 0 || st == 1) {
+                c->rel[k] = st;
+                any |= st == 0;
+            } else if (st == -1 || f->nbounds == MAX_BOUNDS) {
+                if (as) tensor_decref(as);
+                const GNode *x = gnode(tr->g, where);
+                const char *what = x->kind == G_COND ? "if" : x->kind == G_WHILE ? "loop" : "host call";
+                char name[300];
+                if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
+                else snprintf(name, sizeof name, "this variable");
+                rc = trace_fail(I, x->loc,
+                                "this %s may assign %s, which the tape made inside this staged function reads "
+                                "before it and after it, %s: on the calls where it does not, the gradient with "
+                                "respect to %s cannot add the parts of those reads in one sum as eager code does; "
+                                "read %s once into a name before the %s and use that, or assign %s after the "
+                                "with tape() block",
+                                what, name,
+                                st == -1 ? "and the graph cannot tell when it does (an assign inside a nested if "
+                                           "or loop, or a host call)"
+                                         : "as may three other ifs or loops between its reads, the most "
+                                           "the graph can pick among",
+                                name, name, what, name);
+            } else {
+                f->bounds = xrealloc(f->bounds, sizeof *f->bounds * (size_t)(f->nbounds + 1));
+                f->bounds[f->nbounds] = (struct Bound){li, as};
+                c->rel[k] = 2 + f->nbounds++;
+                any = 1;
+            }
+        }
+        free(pt);
+        if (rc) return -1;
+    }
+    return any;
+}
+
+/* Variant mask (merge_reads): the aliases of the sources (alias[i]: the
+ * read whose part read i's adds to), which reads are skipped in the
+ * variable's sum, and where the read that has the others' parts ran. 0, or
+ * -1 on a tensor error. */
+static int variant_build(Flat *f, int mask, tfe_tensor **alias, struct Variant *v)
+{
+    size_t nb = (size_t)(f->n ? f->n : 1);
+    v->skip = xcalloc(nb, sizeof *v->skip);
+    v->ran = xcalloc(nb, sizeof *v->ran);
+    for (int i = 0; i < f->n; i++)
+        if ((v->ran[i] = f->ran[i])) tensor_incref(v->ran[i]);
+    for (int li = 0; li < f->nleaves; li++) {
+        const struct Chain *c = &f->chains[li];
+        int root = -1;
+        for (int k = 0; k < c->n; k++) {
+            int i = c->ix[k], rel = c->rel[k];
+            bool one = k > 0 && (rel == 0 || (rel >= 2 && (mask >> (rel - 2) & 1)));
+            if (!one) {
+                /* another tensor than the read before: the one a branch
+                 * that ran read after its assign, if one is linked here
+                 * (those of both branches: only one runs) */
+                root = i;
+                for (int l = 0; l < c->nl; l++) {
+                    if (c->lto[l] != k) continue;
+                    int a = c->lfrom[l];
+                    if (root == i) {
+                        alias[i] = f->ts[a];
+                        v->skip[i] = true;
+                        if (ran_join(v->ran, a, i)) return -1;
+                    } else {
+                        alias[a] = f->ts[root];
+                        v->skip[a] = true;
+                        if (ran_join(v->ran, root, a)) return -1;
+                    }
+                    if (root == i) root = a;
+                }
+                continue;
+            }
+            alias[i] = f->ts[root];
+            v->skip[i] = true;
+            if (ran_join(v->ran, root, i)) return -1;
+        }
+    }
+    return 0;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -889,8 +1168,32 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
+    size_t nb = (size_t)(f.n ? f.n : 1);
+    int merge = merge_reads(I, T, &f, nbase);
+    if (merge < 0) goto done;
     called = true;
-    if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g) || pick_cond_sources(&f, nbase, g)) {
+    if (merge) {
+        /* one gradient call for each way the bounds can go, the tape kept
+         * for the next (the last one spends it, as a call without any) */
+        int nv = 1 << f.nbounds;
+        f.vars = xcalloc((size_t)nv, sizeof *f.vars);
+        for (int m = 0; m < nv; m++) {
+            tfe_tensor **alias = xcalloc(nb, sizeof *alias);
+            f.vars[m].g = xcalloc(nb, sizeof *f.vars[m].g);
+            int vrc = variant_build(&f, m, alias, &f.vars[m]);
+            if (!vrc) vrc = tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias, m + 1 < nv, f.vars[m].g);
+            free(alias);
+            if (vrc || pick_cond_sources(&f, nbase, f.vars[m].g)) {
+                rc = interp_raise_tensor_error(I);
+                goto done;
+            }
+        }
+        /* the other leaves' gradients are the same in every variant */
+        for (int i = 0; i < f.n; i++) {
+            g[i] = f.vars[0].g[i];
+            if (g[i]) tensor_incref(g[i]);
+        }
+    } else if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g) || pick_cond_sources(&f, nbase, g)) {
         rc = interp_raise_tensor_error(I);
         goto done;
     }
@@ -1026,10 +1329,11 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
     for (int i = 0; i < nwatching; i++) {
         Tape *T = watching[i];
         if (T->trace != trace_id || T->symbolic) continue;
+        /* (not a read source_value made a header of its own for) */
         for (int k = 0; k < T->nreads; k++) {
             VarRead *r = &T->reads[k];
             const tfe_tensor *u = r->t;
-            if ((!r->fresh && !r->nregs) || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
+            if ((!r->fresh && !r->nregs) || (r->after && !r->fresh) || (Obj *)r->var != var.u.o || u->storage != t->storage || u->offset != t->offset ||
                 u->dtype != t->dtype || u->rank != t->rank ||
                 memcmp(u->shape, t->shape, sizeof *u->shape * (size_t)u->rank) ||
                 memcmp(u->strides, t->strides, sizeof *u->strides * (size_t)u->rank))
@@ -1045,11 +1349,26 @@ void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int
     }
 }
 
+void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, bool after, bool at_end)
+{
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace == trace_id && !T->symbolic && is_variable(var))
+            tape_note_read_after(T, (Variable *)var.u.o, t, region, false, after, at_end);
+    }
+}
+
 void tapes_reads_settle(uint32_t trace_id)
 {
     for (int i = 0; i < nwatching; i++)
         if (watching[i]->trace == trace_id)
-            for (int k = 0; k < watching[i]->nreads; k++) watching[i]->reads[k].fresh = 0;
+            for (int k = 0; k < watching[i]->nreads; k++) {
+                VarRead *r = &watching[i]->reads[k];
+                /* a read the run made after an assign: the value after the
+                 * if when the variable still holds it */
+                if (r->fresh && r->after) r->at_end = r->t == r->var->value;
+                r->fresh = 0;
+            }
 }
 
 /* `var op= x` (op an AOP_ADD..AOP_DIV): the variable is updated in place, as

@@ -256,6 +256,10 @@ tfe_tensor *variable_peek(Value var);               /* its value, borrowed; no t
  * tapes_reads_settle ends that run. */
 void tapes_read_in_region(uint32_t trace_id, Value var, const tfe_tensor *t, int region);
 void tapes_reads_settle(uint32_t trace_id);
+/* Tensor t is, to the tapes made in trace trace_id, a read of var in
+ * region (a branch not run now; after: one after an assign there, at_end:
+ * with none after it): stage/grad.c. */
+void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, bool after, bool at_end);
 void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */
 
 /* builtins_ckpt.c: save, restore, load (safetensors checkpoints) */

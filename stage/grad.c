@@ -1505,6 +1505,24 @@ static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const
     for (int k = 0; k < B->n; k++) {
         const GNode *n = &B->nodes[k];
         if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (n->fresh_region && I->tracer && I->tracer->cf_running) {
+            /* ... except a read a traced cond hands on, recorded into a
+             * trace by a tape made there (stage/trace_cf.c, mark_exported):
+             * it stands for what eager code reads on the calls that take
+             * its branch. After an assign there, a tensor of its own, whose
+             * gradient eager code sums apart and adds to the variable's
+             * (zeros where nothing reached it). Else the variable's value
+             * when the cond started, which is one tensor with a read before
+             * it on the calls where nothing between assigned the variable.
+             * A header of its own either way, noted as a read where that
+             * branch runs: the gradient merges the reads that are one
+             * tensor on the calls where they are (builtins_autodiff.c,
+             * merge_reads). */
+            tfe_tensor *s0 = n->after_assign ? NULL : trace_cf_start(I->tracer, n->host->obj.u.o);
+            tfe_tensor *a = tensor_alias(s0 ? s0 : variable_peek(n->host->obj));
+            if (a) tapes_read_fresh(I->tracer->id, n->host->obj, a, n->fresh_region, n->after_assign, n->at_end);
+            return a;
+        }
         if (trace_recording(I)) return value_to_tensor(n->host->obj);
         t = variable_peek(n->host->obj);
         tensor_incref(t);

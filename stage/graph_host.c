@@ -432,6 +432,11 @@ static int run_host(GRun *x, GNode *n)
 static tfe_tensor *var_read(GRun *x, GNode *n)
 {
     (void)x;
+    if (n->stand_in) { /* a value no backward uses: no tape notes it (stage/trace_cf.c, mark_exported) */
+        tfe_tensor *t = variable_peek(n->host->obj);
+        if (t) tensor_incref(t);
+        return t;
+    }
     return value_to_tensor(n->host->obj);
 }
 

@@ -494,12 +494,11 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
 
 /* May host node x assign var? Any host call may (a @host function, a
  * restore), except a method bound to another variable (its assign,
- * assign_add, assign_sub change only that one). */
+ * assign_add, assign_sub change only that one) and the built-in effects
+ * that change no variable (print: stage/trace_cf.c, trace_host_harmless). */
 static bool host_may_assign(const GNode *x, const Obj *var)
 {
-    if (x->host->obj.kind != V_BUILTIN) return true;
-    const Value self = ((const Builtin *)x->host->obj.u.o)->self;
-    return !value_is_variable(self) || self.u.o == var;
+    return !trace_host_harmless(x, var);
 }
 
 /* May region r of g (or one inside it) assign var? */

@@ -76,6 +76,9 @@ typedef struct Tracer {
                              this trace noted those reads when it traced them */
     int cf_region;        /* ... and a read it had not (a variable the branch assigns, read
                              again) is in this region: the branch taken, the loop's body */
+    struct CfStart { const Obj *var; tfe_tensor *t; } *cf_start; /* ... and the variables' values
+                             when it started, for reads it hands on (mark_exported; owned) */
+    int ncf_start;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     int nargs;
@@ -174,6 +177,34 @@ int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
 bool trace_branch_assigned(Tracer *T, Value var);
 /* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
 tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
+/* Host node x cannot assign var: a built-in effect that returns nil and
+ * changes no variable (print, save_npy, seed, the argument checks), or a
+ * method bound to another variable. */
+bool trace_host_harmless(const GNode *x, const Obj *var);
+/* The value var had when the traced cond now running as one tape entry
+ * started (borrowed), or NULL: a read it hands on that no assign precedes
+ * in its branch reads it (stage/grad.c), and a read its run makes of another
+ * tensor follows an assign there (interp/builtins_autodiff.c). */
+tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var);
+/* Where a read of var a tape made in this trace noted sits among the nodes
+ * at the top of the trace (positions in its list): what can assign var
+ * between two reads is at positions [the first's lo, the second's hi); hi
+ * -1: none is the same tensor as an earlier read. key orders the reads. */
+typedef struct TReadPoint { int lo, hi, key; } TReadPoint;
+/* t: the read's tensor; regs: the branches it is in (none: at the top);
+ * after: it follows an assign in its branch, at_end: and no assign follows
+ * it there. 0, or -1 when it cannot be placed (a read in a loop body, or
+ * deeper, or between two assigns). */
+int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
+                     bool at_end, TReadPoint *pt);
+/* Reads at [lo and hi) (above) are one tensor on the calls where nothing
+ * between them assigned var, and a tape then sums their gradients in one
+ * running sum: 0 nothing there can assign var; 1 something surely does; 2
+ * a traced if or loop may: *assigned a traced bool (new ref), true on the
+ * calls where it did; -1 something may in a way the graph cannot tell (a
+ * host call, an assign in a nested if or loop); -2 a tensor error. *where:
+ * the node (if, loop or host call) for 2 and -1. */
+int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor **assigned, int *where);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). reads: a variable read in its condition reads
  * the value the variable had when the loop started (trace_read_at_start);

@@ -326,9 +326,36 @@ static int export_reads(Tracer *T, int id, int **real)
     return added;
 }
 
+/* Does read rid of var follow an assign of var in its region (before:
+ * true), or precede one (before: false)? */
+static bool read_near_assign(const Graph *g, int rid, bool before)
+{
+    const GRegion *reg = &g->regions[g->nodes[rid].region];
+    const Obj *var = g->nodes[rid].host->obj.u.o;
+    int at = 0;
+    while (at < reg->n && reg->nodes[at] != rid) at++;
+    for (int i = before ? 0 : at + 1; i < (before ? at : reg->n); i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
+            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
+            if (self.kind == V_OBJECT && self.u.o == var) return true;
+        }
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var)))
+            return true;
+    }
+    return false;
+}
+
 /* m (extracted from the trace's cond id) notes, for each read export_reads
- * handed on, the output of id that has its value. */
-static void mark_exported(const Graph *g, int id, Graph *m)
+ * handed on, the output of id that has its value; for the reads themselves
+ * (real, not their stand-ins) their branch's region, and whether an assign
+ * precedes them there. Where the run now does not go through it, a read's
+ * source in the backward is what eager code reads on the calls that take
+ * that branch (stage/grad.c, source_value): after an assign a tensor of its
+ * own, else the variable's value when the if started; the stand-in the
+ * other branch runs is no read (stage/graph_host.c). */
+static void mark_exported(const Graph *g, int id, Graph *m, const int *real, int nreal)
 {
     const GNode *c = &g->nodes[id];
     int mc = -1;
@@ -342,6 +369,16 @@ static void mark_exported(const Graph *g, int id, Graph *m)
             if (x->kind == G_VAR_READ && x->outer_out == 1 + k && x->outer_node == id) {
                 m->nodes[mreg->outs[k].node].outer_out = 1 + k;
                 m->nodes[mreg->outs[k].node].outer_node = id;
+                bool is_real = false;
+                for (int r = 0; r < nreal && !is_real; r++) is_real = real[r] == reg->outs[k].node;
+                GNode *mx = &m->nodes[mreg->outs[k].node];
+                if (is_real) {
+                    mx->fresh_region = c->regions[b];
+                    mx->after_assign = read_near_assign(g, reg->outs[k].node, true);
+                    mx->at_end = !read_near_assign(g, reg->outs[k].node, false);
+                } else {
+                    mx->stand_in = true;
+                }
             }
         }
     }
@@ -373,14 +410,28 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
-        if (nextra) mark_exported(T->g, id, m);
+        if (nextra) mark_exported(T->g, id, m, real, nextra);
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
         tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
         /* (its reads are the ones a tape made in this trace noted, with
          * where they are, when the branches were traced: builtins_autodiff.c) */
         int saved_region = T->cf_region;
-        T->cf_region = cf_run_region(T, id);
+        struct CfStart *saved_start = T->cf_start;
+        int saved_nstart = T->ncf_start;
+        T->cf_start = NULL;
+        T->ncf_start = 0;
+        if (nextra) {
+            T->cf_start = xcalloc((size_t)nextra, sizeof *T->cf_start);
+            for (int k = 0; k < nextra; k++) {
+                Value var = gnode(T->g, real[k])->host->obj;
+                T->cf_start[k].var = var.u.o;
+                if ((T->cf_start[k].t = variable_peek(var))) tensor_incref(T->cf_start[k].t);
+            }
+            T->ncf_start = nextra;
+        }
+        int ran_region = cf_run_region(T, id); /* (for the reads handed on, below) */
+        T->cf_region = ran_region;
         T->suspended++;
         T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
@@ -391,6 +442,11 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (!rc) reread_vars(T, m, id);
         T->cf_running--;
         T->cf_region = saved_region;
+        for (int k = 0; k < T->ncf_start; k++)
+            if (T->cf_start[k].t) tensor_decref(T->cf_start[k].t);
+        free(T->cf_start);
+        T->cf_start = saved_start;
+        T->ncf_start = saved_nstart;
         graph_decref(m);
         if (nextra) {
             /* the handed-on reads: only a backward recorded here uses them
@@ -404,7 +460,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                  * other, the stand-in's value is used by nothing */
                 if (!rc) {
                     const GNode *rn = gnode(T->g, real[k - nout]);
-                    tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
+                    if (rn->region == ran_region) /* (else source_value noted it) */
+                        tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
                 }
                 if (!rc) {
                     tfe_tensor *a = tensor_alias(all[k]);
@@ -1251,3 +1308,173 @@ tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b
     if (trace_node_outputs(T, id, &out)) return NULL;
     return out;
 }
+
+/* --- whether the variable was assigned between two reads (a tape's merged sums) --------- */
+
+bool trace_host_harmless(const GNode *x, const Obj *var)
+{
+    if (x->host->obj.kind != V_BUILTIN) return false;
+    const Builtin *b = (const Builtin *)x->host->obj.u.o;
+    if (value_is_variable(b->self)) return b->self.u.o != var;
+    /* (the effects a traced branch can hold; restore assigns variables) */
+    static const char *const harmless[] = {"print", "save_npy", "seed", "assert", "check_labels",
+                                           "check_same_shape", "plot", "save", "write_text"};
+    for (size_t i = 0; b->name && i < sizeof harmless / sizeof *harmless; i++)
+        if (!strcmp(b->name, harmless[i])) return true;
+    return false;
+}
+
+/* Region r (a branch or loop body): 0 nothing in it can assign var, 1 it
+ * assigns var at its top (so on every run of it), -1 it may in a way whose
+ * running the graph cannot tell (a host call, a nested cond or loop). */
+static int region_assign_kind(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    int kind = 0;
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST) {
+            if (x->host->obj.kind == V_BUILTIN && ((const Builtin *)x->host->obj.u.o)->self.u.o == var &&
+                value_is_variable(((const Builtin *)x->host->obj.u.o)->self))
+                kind = 1;
+            else if (!trace_host_harmless(x, var))
+                return -1;
+        } else if (x->kind == G_COND || x->kind == G_WHILE) {
+            if (region_assign_kind(g, x->regions[0], var) || region_assign_kind(g, x->regions[1], var)) return -1;
+        }
+    }
+    return kind;
+}
+
+/* The var_read node of var at the top that tensor t is the note of, or -1. */
+static int top_read_of(const Tracer *T, const tfe_tensor *t, const Obj *var)
+{
+    const TNote *nt = t->node;
+    if (!nt || nt->t != t || nt->ref.out != 0) return -1;
+    const GNode *x = gnode(T->g, nt->ref.node);
+    return x->kind == G_VAR_READ && x->region == 0 && x->host->obj.u.o == var && !x->outer_out ? nt->ref.node : -1;
+}
+
+static int top_pos(const Graph *g, int id)
+{
+    const GRegion *reg = &g->regions[0];
+    for (int i = 0; i < reg->n; i++)
+        if (reg->nodes[i] == id) return i;
+    return -1;
+}
+
+int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
+                     bool at_end, TReadPoint *pt)
+{
+    const Graph *g = T->g;
+    if (!nregs) {
+        int id = top_read_of(T, t, var), q = id < 0 ? -1 : top_pos(g, id);
+        if (q < 0) return -1;
+        *pt = (TReadPoint){q + 1, q, 2 * q + 1};
+        return 0;
+    }
+    /* one tensor read in the branches of several ifs (nothing between them
+     * assigned the variable when the call traced): its value is the one
+     * when the first of them started */
+    int c = -1, q = -1;
+    for (int k = 0; k < nregs; k++) {
+        int r = regs[k];
+        if (r <= 0 || r >= g->nregions) return -1;
+        int id = region_owner(g, r);
+        if (id < 0 || g->nodes[id].kind != G_COND || g->nodes[id].region != 0 || (after && c >= 0 && id != c))
+            return -1;
+        c = id;
+        int qc = top_pos(g, id);
+        if (qc < 0) return -1;
+        if (q < 0 || qc < q) q = qc;
+        /* after an assign: its value is the one after the if only when no
+         * assign follows it in its branch (and none is nested) */
+        if (after && (region_assign_kind(g, r, var) < 0 || !at_end)) return -1;
+    }
+    *pt = after ? (TReadPoint){q + 1, -1, 2 * q + 1} : (TReadPoint){q, q, 2 * q};
+    return 0;
+}
+
+int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor **assigned, int *where)
+{
+    *assigned = NULL;
+    *where = -1;
+    const Graph *g = T->g;
+    if (hi < lo) return 1;
+    const GRegion *reg = &g->regions[0];
+    tfe_tensor *any = NULL;
+    int st = 0;
+    for (int i = lo; i < hi && i < reg->n; i++) {
+        int id = reg->nodes[i];
+        const GNode *x = &g->nodes[id];
+        if (x->kind == G_HOST) {
+            if (x->host->obj.kind == V_BUILTIN && value_is_variable(((const Builtin *)x->host->obj.u.o)->self) &&
+                ((const Builtin *)x->host->obj.u.o)->self.u.o == var) {
+                st = 1;
+                break;
+            }
+            if (!trace_host_harmless(x, var)) {
+                st = -1;
+                *where = id;
+                break;
+            }
+            continue;
+        }
+        if (x->kind != G_COND && x->kind != G_WHILE) continue;
+        for (int k = 0; k < 2 && st >= 0 && st != 1; k++) {
+            int kind = region_assign_kind(g, x->regions[k], var);
+            if (kind == 0) continue;
+            tfe_tensor *runs = NULL;
+            if (kind > 0) {
+                if (x->kind == G_WHILE && k == 0) {
+                    st = 1; /* the condition runs at least once */
+                    break;
+                }
+                if (x->kind == G_WHILE) {
+                    tfe_tensor *w = stage_loop_runs(T, id, true);
+                    runs = w ? truth(w, false) : NULL;
+                    if (w) tensor_decref(w);
+                    if (!w) kind = -1;
+                } else {
+                    int ps = g->nodes[x->in[0].node].vbase + x->in[0].out;
+                    tfe_tensor *p = ps < T->capconcrete ? T->concrete[ps] : NULL;
+                    runs = p ? truth(p, k == 1) : NULL;
+                    if (!p) kind = -1;
+                }
+                if (kind > 0 && !runs) st = -2;
+            }
+            if (kind < 0) {
+                st = -1;
+                *where = id;
+                break;
+            }
+            if (!runs) break;
+            if (any) {
+                tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, any, runs);
+                tensor_decref(any);
+                any = o;
+                if (!o) st = -2;
+            } else {
+                any = runs;
+                runs = NULL;
+            }
+            if (runs) tensor_decref(runs);
+            if (*where < 0) *where = id;
+        }
+        if (st < 0 || st == 1) break;
+    }
+    if (st != 0) {
+        if (any) tensor_decref(any);
+        return st;
+    }
+    *assigned = any;
+    return any ? 2 : 0;
+}
+
+tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)
+{
+    for (int k = 0; k < T->ncf_start; k++)
+        if (T->cf_start[k].var == var) return T->cf_start[k].t;
+    return NULL;
+}
+

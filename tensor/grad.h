@@ -136,5 +136,10 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
  * one by one, as an eager tape adds to a gradient so far. */
 int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
                            tfe_tensor *const *init, tfe_tensor **grads);
+/* The same, where alias[i] (NULL: none) is another source whose gradient
+ * sources[i]'s adds to, as if they were one tensor (what an eager tape sums
+ * in one running sum); keep: the tape keeps its entries for another call. */
+int tfe_tape_gradient_alias(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
+                            tfe_tensor *const *alias, bool keep, tfe_tensor **grads);
 
 #endif

@@ -365,8 +365,27 @@ int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const 
     return tfe_tape_gradient_from(t, target, n, sources, NULL, grads);
 }
 
+static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
+                         tfe_tensor *const *init, tfe_tensor *const *alias, bool keep, tfe_tensor **grads);
+
 int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
                            tfe_tensor *const *init, tfe_tensor **grads) {
+    return gradient_impl(t, target, n, sources, init, NULL, false, grads);
+}
+
+int tfe_tape_gradient_alias(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
+                            tfe_tensor *const *alias, bool keep, tfe_tensor **grads) {
+    return gradient_impl(t, target, n, sources, NULL, alias, keep, grads);
+}
+
+/* The key a gradient of x is summed under: the source it is an alias of. */
+static const tfe_tensor *canon(const pmap *al, const tfe_tensor *x) {
+    const tfe_tensor *c = al->n ? pmap_get(al, x) : NULL;
+    return c ? c : x;
+}
+
+static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
+                         tfe_tensor *const *init, tfe_tensor *const *alias, bool keep, tfe_tensor **grads) {
     for (int i = 0; i < n; i++) grads[i] = NULL;
     if (t->spent) {
         tfe_error_set("gradient: a non-persistent tape can be used for only one gradient call "
@@ -379,8 +398,16 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
     }
     t->computing = true;
     int rc = -1;
-    pmap reach = {0}, srcset = {0}, gmap = {0}, flags = {0};
+    pmap reach = {0}, srcset = {0}, gmap = {0}, flags = {0}, al = {0};
     bool *needed = NULL;
+    bool was_persistent = t->persistent;
+    if (keep) t->persistent = true; /* another gradient call follows */
+    for (int i = 0; alias && i < n; i++)
+        if (alias[i] && alias[i] != sources[i] && !pmap_get(&al, sources[i])) {
+            tensor_incref(alias[i]); /* (the map owns its values) */
+            size_t s = pmap_put(&al, sources[i], true);
+            al.vals[s] = alias[i];
+        }
 
     /* Forward pass: an entry matters only if one of its inputs depends on a
      * source. A source the tape does not track cannot be reached (its
@@ -435,7 +462,7 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                 if (!dx[i]) continue;
                 /* inputs that no source reaches need no gradient */
                 if (!pmap_has(&reach, e->t[i])) tensor_decref(dx[i]);
-                else if (accumulate_f(&gmap, &flags, e->t[i], dx[i], enone)) fail = true;
+                else if (accumulate_f(&gmap, &flags, canon(&al, e->t[i]), dx[i], enone)) fail = true;
                 dx[i] = NULL;
             }
             for (int i = 0; i < e->nin; i++)
@@ -478,9 +505,9 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
             bool totb[64], *total = e->nin <= 64 ? totb : xmalloc(sizeof *total * (size_t)e->nin);
             for (int i = 0; i < e->nin; i++) {
                 total[i] = e->custom->totals && dx[i] == NULL;
-                for (int j = 0; j < i && total[i]; j++) total[i] = e->t[j] != e->t[i];
-                if (total[i] && !fail) dx[i] = pmap_get(&gmap, e->t[i]); /* borrowed */
-                if (total[i] && dxfin) dxfin[i] = pmap_get(&flags, e->t[i]);
+                for (int j = 0; j < i && total[i]; j++) total[i] = canon(&al, e->t[j]) != canon(&al, e->t[i]);
+                if (total[i] && !fail) dx[i] = pmap_get(&gmap, canon(&al, e->t[i])); /* borrowed */
+                if (total[i] && dxfin) dxfin[i] = pmap_get(&flags, canon(&al, e->t[i]));
             }
             e->custom->dy_none = dyf;
             e->custom->dx_none_in = dxfin;
@@ -516,12 +543,12 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
                     continue;
                 }
                 if (total[i]) { /* the whole gradient so far: it replaces the old one */
-                    size_t s = pmap_put(&gmap, e->t[i], true);
+                    size_t s = pmap_put(&gmap, canon(&al, e->t[i]), true);
                     if (gmap.vals[s]) tensor_decref(gmap.vals[s]);
                     gmap.vals[s] = dx[i];
-                    flag_set(&flags, e->t[i], fi);
+                    flag_set(&flags, canon(&al, e->t[i]), fi);
                     fi = NULL;
-                } else if (accumulate_f(&gmap, &flags, e->t[i], dx[i], fi)) fail = true;
+                } else if (accumulate_f(&gmap, &flags, canon(&al, e->t[i]), dx[i], fi)) fail = true;
                 if (fi) tensor_decref(fi);
             }
             for (int j = 0; j < e->nout; j++)
@@ -549,13 +576,13 @@ int tfe_tape_gradient_from(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *c
             flag_set(&flags, y, NULL);
         }
         /* A tape that answers one call frees its activations as it goes. */
-        if (!t->persistent) {
+        if (!t->persistent) { /* (keep: persistent for this call) */
             entry_free(e);
             t->entries[k] = NULL;
         }
     }
     for (int i = 0; i < n; i++) {
-        tfe_tensor *g = pmap_get(&gmap, sources[i]), *f = pmap_get(&flags, sources[i]);
+        tfe_tensor *g = pmap_get(&gmap, canon(&al, sources[i])), *f = pmap_get(&flags, canon(&al, sources[i]));
         if (g && f) g = tfe_grad_flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
         else if (g) tensor_incref(g);
         else g = tfe_filled_like(sources[i], 0.0);
@@ -574,8 +601,10 @@ out:
     pmap_free(&srcset);
     pmap_free(&gmap);
     pmap_free(&flags);
+    pmap_free(&al);
     t->computing = false;
-    if (!t->persistent) {
+    t->persistent = was_persistent;
+    if (!t->persistent && !keep) {
         t->spent = true;
         tape_clear(t);
     }

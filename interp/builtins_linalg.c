@@ -57,19 +57,6 @@ static tfe_tensor *transpose(LScope *s, tfe_tensor *x, const int *perm) {
     return scope_call(s, OP_TRANSPOSE, 1, &x, &at);
 }
 
-/* op over the axes in mask; no axes: x itself */
-static tfe_tensor *reduce(LScope *s, tfe_op op, tfe_tensor *x, unsigned mask, bool keepdims) {
-    if (!x) return NULL;
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.naxes = 0;
-    at.keepdims = keepdims;
-    for (int i = 0; i < x->rank; i++)
-        if (mask & (1u << i)) at.axes[at.naxes++] = i;
-    if (!at.naxes) return x;
-    return scope_call(s, op, 1, &x, &at);
-}
-
 /* x[start:stop:step] of a 1-D x (a view) */
 static tfe_tensor *slice1(LScope *s, tfe_tensor *x, int64_t start, int64_t stop, int64_t step) {
     if (!x) return NULL;
@@ -179,7 +166,7 @@ BUILTIN(bi_trace)
         ls_release(s);
         return interp_raise(I, "trace: x must be 2-D, got a tensor of rank %d", x->rank);
     }
-    return ls_finish(I, s, reduce(s, OP_SUM, diagonal(s, x, k), 1, false), out);
+    return ls_finish(I, s, scope_reduce(s, OP_SUM, diagonal(s, x, k), 1, false), out);
 }
 
 /* tril(x, k=0), triu(x, k=0): the ops of the table, over the last two axes */
@@ -258,17 +245,17 @@ static int get_ord(Interp *I, Value v, int *kind, double *pv) {
 
 /* The vector norm of x over axis (keepdims) */
 static tfe_tensor *vector_norm(LScope *s, tfe_tensor *x, int kind, double p, unsigned mask) {
-    if (kind == 0 || (kind == 1 && p == 2)) return safe_root(s, reduce(s, OP_SUM, scope_op2(s, OP_MUL, x, x), mask, true), 2);
+    if (kind == 0 || (kind == 1 && p == 2)) return safe_root(s, scope_reduce(s, OP_SUM, scope_op2(s, OP_MUL, x, x), mask, true), 2);
     tfe_tensor *ax = scope_op1(s, OP_ABS, x);
-    if (p == 1) return reduce(s, OP_SUM, ax, mask, true);
-    if (p == INFINITY) return reduce(s, OP_MAX, ax, mask, true);
-    if (p == -INFINITY) return reduce(s, OP_MIN, ax, mask, true);
+    if (p == 1) return scope_reduce(s, OP_SUM, ax, mask, true);
+    if (p == INFINITY) return scope_reduce(s, OP_MAX, ax, mask, true);
+    if (p == -INFINITY) return scope_reduce(s, OP_MIN, ax, mask, true);
     if (p == 0) {
         tfe_attrs at;
         tfe_attrs_init(&at);
         at.dtype = x->dtype;
         tfe_tensor *nz = scope_op2(s, OP_NE, x, scope_const(s, 0, x));
-        return reduce(s, OP_SUM, nz ? scope_call(s, OP_CAST, 1, &nz, &at) : NULL, mask, true);
+        return scope_reduce(s, OP_SUM, nz ? scope_call(s, OP_CAST, 1, &nz, &at) : NULL, mask, true);
     }
     tfe_tensor *pw;
     if (p > 0 && p < 1) {
@@ -279,7 +266,7 @@ static tfe_tensor *vector_norm(LScope *s, tfe_tensor *x, int kind, double p, uns
     } else {
         pw = scope_op2(s, OP_POW, ax, scope_const(s, p, x));
     }
-    return safe_root(s, reduce(s, OP_SUM, pw, mask, true), p);
+    return safe_root(s, scope_reduce(s, OP_SUM, pw, mask, true), p);
 }
 
 /* norm(x, ord=nil, axis=nil, keepdims=false): numpy.linalg.norm */
@@ -360,10 +347,10 @@ BUILTIN(bi_norm)
             r = vector_norm(s, x, 0, 0, mask);
         } else if (kind == 1 && (pv == 1 || pv == -1)) {
             /* the largest (smallest) column sum */
-            r = reduce(s, pv > 0 ? OP_MAX : OP_MIN, reduce(s, OP_SUM, scope_op1(s, OP_ABS, x), rows, true), cols, true);
+            r = scope_reduce(s, pv > 0 ? OP_MAX : OP_MIN, scope_reduce(s, OP_SUM, scope_op1(s, OP_ABS, x), rows, true), cols, true);
         } else if (kind == 1 && (pv == INFINITY || pv == -INFINITY)) {
             /* the largest (smallest) row sum */
-            r = reduce(s, pv > 0 ? OP_MAX : OP_MIN, reduce(s, OP_SUM, scope_op1(s, OP_ABS, x), cols, true), rows, true);
+            r = scope_reduce(s, pv > 0 ? OP_MAX : OP_MIN, scope_reduce(s, OP_SUM, scope_op1(s, OP_ABS, x), cols, true), rows, true);
         } else {
             char o[64];
             if (kind == 3) snprintf(o, sizeof o, "\"nuc\"");
@@ -596,7 +583,7 @@ BUILTIN(bi_einsum)
             else nt.ix[nt.n++] = (char)c;
         }
         nt.ix[nt.n] = 0;
-        xs[i] = reduce(s, OP_SUM, xs[i], mask, false);
+        xs[i] = scope_reduce(s, OP_SUM, xs[i], mask, false);
         in[i] = nt;
     }
     /* left to right: each contraction keeps the letters of the output and

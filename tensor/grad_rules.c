@@ -58,19 +58,6 @@ static tfe_tensor *broadcast_to(scope *s, tfe_tensor *x, int rank, const int64_t
     return scope_call(s, OP_BROADCAST_TO, 1, &x, &at);
 }
 
-/* reduce x over the axes in mask (an empty mask is no reduction) */
-static tfe_tensor *reduce(scope *s, tfe_op op, tfe_tensor *x, unsigned mask, bool keepdims) {
-    if (!x) return NULL;
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.naxes = 0;
-    at.keepdims = keepdims;
-    for (int i = 0; i < x->rank; i++)
-        if (mask & (1u << i)) at.axes[at.naxes++] = i;
-    if (at.naxes == 0) return scope_keep(s, (tensor_incref(x), x));
-    return scope_call(s, op, 1, &x, &at);
-}
-
 /* the last two axes swapped (matmul) */
 static tfe_tensor *mT(scope *s, tfe_tensor *x) {
     if (!x) return NULL;
@@ -494,8 +481,8 @@ RULE(grad_prod) {
     RED_BEGIN;
     tfe_tensor *is0 = B(s, OP_EQ, x, scope_const(s, 0, x));
     tfe_tensor *xs = scope_where(s, is0, scope_const(s, 1, x), x);
-    tfe_tensor *P = reduce(s, OP_PROD, xs, rg.mask, true);
-    tfe_tensor *z = reduce(s, OP_SUM, is0, rg.mask, true);
+    tfe_tensor *P = scope_reduce(s, OP_PROD, xs, rg.mask, true);
+    tfe_tensor *z = scope_reduce(s, OP_SUM, is0, rg.mask, true);
     tfe_tensor *Yk = keepdims(s, c, &rg, Y);
     tfe_tensor *at0 = scope_where(s, B(s, OP_EQ, z, scope_const(s, 1, z)), P, scope_const(s, 0, P));
     tfe_tensor *d = scope_where(s, is0, at0, B(s, OP_DIV, Yk, xs));
@@ -512,7 +499,7 @@ static int extremum_rule(const tfe_opcall *c, tfe_tensor *const *y, tfe_tensor *
     RED_BEGIN;
     tfe_tensor *hit = B(s, OP_LOGICAL_OR, B(s, OP_EQ, x, keepdims(s, c, &rg, Y)), U(s, OP_ISNAN, x));
     tfe_tensor *eq = cast(s, hit, G->dtype);
-    tfe_tensor *n = reduce(s, OP_SUM, eq, rg.mask, true);
+    tfe_tensor *n = scope_reduce(s, OP_SUM, eq, rg.mask, true);
     set_dx(s, &dx[0], B(s, OP_MUL, B(s, OP_DIV, Gk, n), eq), x);
     END;
 }
@@ -529,7 +516,7 @@ RULE(grad_logsumexp) {
 
 /* var = sum((x - mean)^2) / (n - ddof): d = 2 (x - mean) / (n - ddof) */
 static tfe_tensor *centered(scope *s, tfe_tensor *x, const red_geom *rg) {
-    return B(s, OP_SUB, x, reduce(s, OP_MEAN, x, rg->mask, true));
+    return B(s, OP_SUB, x, scope_reduce(s, OP_MEAN, x, rg->mask, true));
 }
 
 RULE(grad_var) {
@@ -560,7 +547,7 @@ static tfe_tensor *sum_axis(scope *s, const tfe_opcall *c, tfe_tensor *t) {
         s->failed = true;
         return NULL;
     }
-    return reduce(s, OP_SUM, t, 1u << axis, true);
+    return scope_reduce(s, OP_SUM, t, 1u << axis, true);
 }
 
 /* y (G - sum(G y)) */
@@ -733,7 +720,7 @@ RULE(grad_tile) {
             for (int k = 0; k < i; k++) before *= cur[k];
             for (int k = i + 1; k < r; k++) after *= cur[k];
             g = reshape(s, g, 3, (int64_t[]){before, rep, xi * after});
-            g = reduce(s, OP_SUM, g, 1u << 1, false);
+            g = scope_reduce(s, OP_SUM, g, 1u << 1, false);
             cur[i] = xi;
             g = reshape(s, g, r, cur);
         }
@@ -1054,7 +1041,7 @@ RULE(grad_cumprod) {
         tfe_tensor *y1 = scan(s, OP_CUMPROD, scope_where(s, first, scope_const(s, 1, x), x), c, rev);
         tfe_tensor *A = B(s, OP_DIV, scan(s, OP_CUMSUM, B(s, OP_MUL, G, Y), c, !rev), xs);
         tfe_tensor *Q = B(s, OP_DIV, scan(s, OP_CUMSUM, B(s, OP_MUL, G, y1), c, !rev), xs);
-        tfe_tensor *xz = reduce(s, OP_SUM, scope_where(s, first, x, scope_const(s, 0, x)), mask, true);
+        tfe_tensor *xz = scope_reduce(s, OP_SUM, scope_where(s, first, x, scope_const(s, 0, x)), mask, true);
         tfe_tensor *after = scope_where(s, first, Q, B(s, OP_MUL, xz, Q));
         set_dx(s, &dx[0], scope_where(s, B(s, OP_EQ, n, scope_const(s, 0, n)), A, after), x);
     }

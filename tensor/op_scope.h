@@ -74,4 +74,17 @@ static inline tfe_tensor *scope_const(tfe_scope *s, double v, const tfe_tensor *
     return t ? scope_full(s, v, t->dtype, 0, NULL) : NULL;
 }
 
+/* op (a reduction) over the axes in mask; an empty mask: x itself. */
+static inline tfe_tensor *scope_reduce(tfe_scope *s, tfe_op op, tfe_tensor *x, unsigned mask, bool keepdims) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 0;
+    at.keepdims = keepdims;
+    for (int i = 0; i < x->rank; i++)
+        if (mask & (1u << i)) at.axes[at.naxes++] = i;
+    if (at.naxes == 0) return scope_keep(s, (tensor_incref(x), x));
+    return scope_call(s, op, 1, &x, &at);
+}
+
 #endif

@@ -328,6 +328,14 @@ static void reread_vars(Tracer *T, const Graph *m, int id, const int *n0)
                     if (tfe_tape_nentries(tp) > e0) swapped += tfe_tape_entry_swap_in(tp, e0, m->ninputs, t, a);
                 }
                 if (swapped) {
+                    /* to a tape outside the call (later reads of the
+                     * variable take a here) a copy of the tensor, which
+                     * eager code reads: one sum (as trace_var_read) */
+                    if (T->tapes_at_begin) {
+                        static const tfe_attrs none = {.naxes = -1};
+                        const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &a};
+                        tfe_tape_record_outer(&c, T->tapes_at_begin);
+                    }
                     trace_var_reread(T, x->host->obj, a);
                     note_reread(T, id, x->host->obj, a);
                 }

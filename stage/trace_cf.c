@@ -215,16 +215,86 @@ static bool assigns_var(const Graph *m, const Obj *var)
     return false;
 }
 
+static int top_pos(const Graph *g, int id);
+static int region_owner(const Graph *g, int r);
+static int region_assign_kind(const Graph *g, int r, const Obj *var);
+
+/* May the variable var hold another tensor at top position hi than it
+ * held at lo on some call? Going back from hi: an assign of it at the top
+ * (not in an if or loop) stored what it holds at hi on every call (it ran
+ * after lo: the tensor it holds came from it); before that, an if or loop
+ * that may assign it, or a host call that may, could. */
+static bool may_assign_between(const Graph *g, const Obj *var, int lo, int hi)
+{
+    const GRegion *reg = &g->regions[0];
+    for (int i = (hi < reg->n ? hi : reg->n) - 1; i >= lo; i--) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST) {
+            const Value self = x->host->obj.kind == V_BUILTIN ? ((const Builtin *)x->host->obj.u.o)->self : v_nil();
+            if (self.kind == V_OBJECT && self.u.o == var && value_is_variable(self)) return false;
+            if (!trace_host_harmless(x, var)) return true;
+        } else if ((x->kind == G_COND || x->kind == G_WHILE) &&
+                   (region_assign_kind(g, x->regions[0], var) || region_assign_kind(g, x->regions[1], var))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Does region r of g (or one inside it) read var? */
+static bool region_reads_var(const Graph *g, int r, const Obj *var)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_VAR_READ && x->host->obj.u.o == var) return true;
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (region_reads_var(g, x->regions[0], var) || region_reads_var(g, x->regions[1], var)))
+            return true;
+    }
+    return false;
+}
+
+/* The header of its own a tape made in this trace has for tensor a, a read
+ * of var by cond or while id: a read where the branches that read it run
+ * (a loop's body: where it runs at least once; its condition: always), as
+ * eager code reads nothing on the calls that skip them. */
+static void note_reread(Tracer *T, int id, Value var, tfe_tensor *a)
+{
+    const GNode *n = gnode(T->g, id);
+    const Obj *o = var.u.o;
+    if (n->kind == G_WHILE && region_reads_var(T->g, n->regions[0], o) &&
+        !region_reads_var(T->g, n->regions[1], o)) {
+        tapes_read_fresh(T->id, var, a, 0, false, false);
+        return;
+    }
+    bool any = false;
+    for (int k = n->kind == G_WHILE ? 1 : 0; k < 2; k++)
+        if (region_reads_var(T->g, n->regions[k], o)) {
+            tapes_read_fresh(T->id, var, a, n->regions[k], false, false);
+            any = true;
+        }
+    if (!any) tapes_read_fresh(T->id, var, a, 0, false, false);
+}
+
 /* After m (a cond or while) ran as one tape entry: the entry's sources are
  * the variables' tensors it read, and a tape made inside this trace records
  * its backward here, reading them. Each is the variable's tensor now (when m
  * does not assign it; else stage/grad.c, check_read_assign), and it must
  * stand for a read of the variable at this point of every call: not a
  * constant (the value at trace time), nor an earlier read (node id, or a
- * traced cond or loop before it, may assign the variable). */
-static void reread_vars(Tracer *T, const Graph *m, int id)
+ * traced cond or loop before it, may assign the variable). When nothing
+ * between the tensor's node and id may assign it, the tensor is noted as the
+ * new read (its earlier uses have that value on every call too). Else the
+ * earlier uses keep their node: the entries these tapes recorded for m
+ * (at n0[k] on the k-th of them; m's inputs come before its reads) get
+ * a header of their own for the tensor, noted as the new read and as a read
+ * of the variable on those tapes (builtins_autodiff.c merges it with the
+ * reads that are one tensor with it on a call). */
+static void reread_vars(Tracer *T, const Graph *m, int id, const int *n0)
 {
     if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */
+    const tfe_tape_stack *st = &T->I->tapes;
     for (int i = 0; i < m->n; i++) {
         const GNode *x = &m->nodes[i];
         if (x->kind != G_VAR_READ || assigns_var(m, x->host->obj.u.o)) continue;
@@ -236,7 +306,42 @@ static void reread_vars(Tracer *T, const Graph *m, int id)
             continue;
         }
         TNote *nt = t->node;
-        if (!nt || nt->ref.node < id) trace_var_reread(T, x->host->obj, t);
+        if (!nt) {
+            trace_var_reread(T, x->host->obj, t);
+        } else if (nt->ref.node < id) {
+            /* (a note inside a branch or body: the if or loop at the top
+             * that holds it, which may assign the variable too; id itself
+             * when the trace of its branch first read the tensor, which
+             * nothing before id used) */
+            int top = nt->ref.node;
+            while (top >= 0 && gnode(T->g, top)->region != 0) top = region_owner(T->g, gnode(T->g, top)->region);
+            int lo = top >= 0 ? top_pos(T->g, top) : -1;
+            if (top == id || (lo >= 0 && !may_assign_between(T->g, x->host->obj.u.o, top == nt->ref.node ? lo + 1 : lo,
+                                                              top_pos(T->g, id)))) {
+                trace_var_reread(T, x->host->obj, t);
+            } else {
+                tfe_tensor *a = tensor_alias(t);
+                int swapped = 0;
+                for (int k = T->tapes_at_begin; a && k < st->n; k++) {
+                    tfe_tape *tp = st->active[k];
+                    int e0 = n0[k - T->tapes_at_begin];
+                    if (tfe_tape_nentries(tp) > e0) swapped += tfe_tape_entry_swap_in(tp, e0, m->ninputs, t, a);
+                }
+                if (swapped) {
+                    /* to a tape outside the call (later reads of the
+                     * variable take a here) a copy of the tensor, which
+                     * eager code reads: one sum (as trace_var_read) */
+                    if (T->tapes_at_begin) {
+                        static const tfe_attrs none = {.naxes = -1};
+                        const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &a};
+                        tfe_tape_record_outer(&c, T->tapes_at_begin);
+                    }
+                    trace_var_reread(T, x->host->obj, a);
+                    note_reread(T, id, x->host->obj, a);
+                }
+                if (a) tensor_decref(a); /* the note and the entries keep it */
+            }
+        }
         tensor_decref(t);
     }
 }
@@ -432,6 +537,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         }
         int ran_region = cf_run_region(T, id); /* (for the reads handed on, below) */
         T->cf_region = ran_region;
+        /* (where the entry will be on each tape made in this trace) */
+        int ninner = T->I->tapes.n - T->tapes_at_begin;
+        int *n0 = xmalloc(sizeof *n0 * (size_t)(ninner > 0 ? ninner : 1));
+        for (int k = 0; k < ninner; k++) n0[k] = tfe_tape_nentries(T->I->tapes.active[T->tapes_at_begin + k]);
         T->suspended++;
         T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
@@ -439,7 +548,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         free(in);
         free(caps);
         T->cf_region = 0;
-        if (!rc) reread_vars(T, m, id);
+        if (!rc && T->I->tapes.n - T->tapes_at_begin == ninner) reread_vars(T, m, id, n0);
+        free(n0);
         T->cf_running--;
         T->cf_region = saved_region;
         for (int k = 0; k < T->ncf_start; k++)
@@ -1381,7 +1491,13 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
         int r = regs[k];
         if (r <= 0 || r >= g->nregions) return -1;
         int id = region_owner(g, r);
-        if (id < 0 || g->nodes[id].kind != G_COND || g->nodes[id].region != 0 || (after && c >= 0 && id != c))
+        /* (a read in a loop that does not assign the variable: its value
+         * when the loop started) */
+        bool loop = id >= 0 && g->nodes[id].kind == G_WHILE && !after &&
+                    !region_assign_kind(g, g->nodes[id].regions[0], var) &&
+                    !region_assign_kind(g, g->nodes[id].regions[1], var);
+        if (id < 0 || (g->nodes[id].kind != G_COND && !loop) || g->nodes[id].region != 0 ||
+            (after && c >= 0 && id != c))
             return -1;
         c = id;
         int qc = top_pos(g, id);

@@ -84,6 +84,11 @@ bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x); /* watched by t.w
 /* how many recorded ops read x whose outputs the target depends on */
 int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target);
 bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x);     /* x is a recorded op's output */
+/* How many entries t holds; in entry k, the inputs from the from-th on
+ * that are old become new (a tensor of the same value that stands for
+ * another read of it: stage/trace_cf.c, reread_vars). Returns how many. */
+int tfe_tape_nentries(const tfe_tape *t);
+int tfe_tape_entry_swap_in(tfe_tape *t, int k, int from, const tfe_tensor *old, tfe_tensor *new_in);
 extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
 /* The stack of active tapes is state of whoever runs the program: the
  * interpreter holds one (Interp.tapes) and makes it the one every op records

@@ -235,6 +235,21 @@ void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
 
 bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->tracked, x); }
 
+int tfe_tape_nentries(const tfe_tape *t) { return t->nentries; }
+
+int tfe_tape_entry_swap_in(tfe_tape *t, int k, int from, const tfe_tensor *old, tfe_tensor *new_in) {
+    entry *e = k >= 0 && k < t->nentries ? t->entries[k] : NULL;
+    int n = 0;
+    for (int i = from < 0 ? 0 : from; e && i < e->nin; i++) {
+        if (e->t[i] != old) continue;
+        tensor_incref(new_in);
+        tensor_decref(e->t[i]);
+        e->t[i] = new_in;
+        n++;
+    }
+    return n;
+}
+
 
 /* Record c on t (one of its inputs is tracked). The tape's bookkeeping never
  * fails (xalloc.h): a dropped record would make a silently wrong gradient. */

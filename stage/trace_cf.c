@@ -201,17 +201,20 @@ static int run_now(Tracer *T, int id, tfe_tensor **outs)
     return rc;
 }
 
-/* Does a region of m (or one inside it) call a method bound to var
- * (assign, assign_add, assign_sub: host-call effects)? */
+/* Is x a host call of a method bound to var (assign, assign_add,
+ * assign_sub: host-call effects)? */
+static bool calls_method_of(const GNode *x, const Obj *var)
+{
+    if (x->kind != G_HOST || x->host->obj.kind != V_BUILTIN) return false;
+    const Value self = ((const Builtin *)x->host->obj.u.o)->self;
+    return self.kind == V_OBJECT && self.u.o == var;
+}
+
+/* Does a region of m (or one inside it) call a method bound to var? */
 static bool assigns_var(const Graph *m, const Obj *var)
 {
-    for (int i = 0; i < m->n; i++) {
-        const GNode *x = &m->nodes[i];
-        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
-            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
-            if (self.kind == V_OBJECT && self.u.o == var) return true;
-        }
-    }
+    for (int i = 0; i < m->n; i++)
+        if (calls_method_of(&m->nodes[i], var)) return true;
     return false;
 }
 
@@ -359,19 +362,23 @@ static int last_effect_in(Graph *g, int r)
     return -1;
 }
 
+static bool region_assigns_var(const Graph *g, int r, const Obj *var);
+
+/* Does node x of g assign var: a method call bound to it, or a cond or
+ * while whose regions do? */
+static bool node_assigns_var(const Graph *g, const GNode *x, const Obj *var)
+{
+    if (calls_method_of(x, var)) return true;
+    return (x->kind == G_COND || x->kind == G_WHILE) &&
+           (region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var));
+}
+
 /* Does region r of g (or one inside it) assign var? */
 static bool region_assigns_var(const Graph *g, int r, const Obj *var)
 {
     const GRegion *reg = &g->regions[r];
     for (int i = 0; i < reg->n; i++) {
-        const GNode *x = &g->nodes[reg->nodes[i]];
-        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
-            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
-            if (self.kind == V_OBJECT && self.u.o == var) return true;
-        }
-        if ((x->kind == G_COND || x->kind == G_WHILE) &&
-            (region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var)))
-            return true;
+        if (node_assigns_var(g, &g->nodes[reg->nodes[i]], var)) return true;
     }
     return false;
 }
@@ -440,14 +447,7 @@ static bool read_near_assign(const Graph *g, int rid, bool before)
     int at = 0;
     while (at < reg->n && reg->nodes[at] != rid) at++;
     for (int i = before ? 0 : at + 1; i < (before ? at : reg->n); i++) {
-        const GNode *x = &g->nodes[reg->nodes[i]];
-        if (x->kind == G_HOST && x->host->obj.kind == V_BUILTIN) {
-            const Value self = ((const Builtin *)x->host->obj.u.o)->self;
-            if (self.kind == V_OBJECT && self.u.o == var) return true;
-        }
-        if ((x->kind == G_COND || x->kind == G_WHILE) &&
-            (region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var)))
-            return true;
+        if (node_assigns_var(g, &g->nodes[reg->nodes[i]], var)) return true;
     }
     return false;
 }

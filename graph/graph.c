@@ -382,7 +382,7 @@ bool graph_same_but_dims(const Graph *a, const Graph *b)
             if (x->meta[k].dtype != y->meta[k].dtype || x->meta[k].rank != y->meta[k].rank) return false;
         switch (x->kind) {
         case G_OP:
-            if (x->op != y->op || !attrs_same(x->at, y->at)) return false;
+            if (x->op != y->op || x->half != y->half || !attrs_same(x->at, y->at)) return false;
             break;
         case G_CONST: {
             const tfe_tensor *u = x->value, *v = y->value;

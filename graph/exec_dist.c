@@ -78,15 +78,11 @@ static int node_fail(GRun *x, GNode *n, const char *msg)
 
 static dist_type dist_type_of(tfe_dtype dt)
 {
-    switch (dt) {
-    case TFE_BOOL: return DIST_U8;
-    case TFE_INT32: return DIST_I32;
-    case TFE_INT64: return DIST_I64;
-    case TFE_FLOAT64: return DIST_F64;
-    case TFE_FLOAT16: return DIST_F16;
-    case TFE_BFLOAT16: return DIST_BF16;
-    case TFE_FLOAT32: default: return DIST_F32;
-    }
+    static const dist_type map[TFE_NDTYPES] = {
+        [TFE_BOOL] = DIST_U8, [TFE_INT32] = DIST_I32, [TFE_INT64] = DIST_I64, [TFE_FLOAT32] = DIST_F32,
+        [TFE_FLOAT64] = DIST_F64, [TFE_FLOAT16] = DIST_F16, [TFE_BFLOAT16] = DIST_BF16,
+    };
+    return map[dt];
 }
 
 static GReq *req_of(GColl *c, int start)

@@ -8,15 +8,15 @@
  * "Gradient buckets and overlap"). Only the timing changes: the start sends
  * what the whole allreduce would have, so the sums are the same bit for bit.
  *
- * The order. Each top-region node gets an anchor: the position after which
- * it runs. A node that stays put is anchored at its own position. A start
- * is anchored right after the latest of its inputs and of the last barrier
- * before it (below); the pure ops its input is computed from (no effect,
- * cannot fail) are anchored right after their own inputs, so a bucket's
- * concat or reshapes move up with it. Sorting by (anchor, stays before
- * moved, old position) is a topological order: what a node reads is
- * anchored no later than it, and among equal anchors in the old order.
- * A wait goes just before the first node that reads its result.
+ * The order: a topological sort of the top region (Kahn's, with a heap)
+ * that picks, among the nodes ready to run, first what the first start
+ * needs, then what the second needs, and so on, then the rest, each group
+ * in the old order. What must run before what: the data (what a node reads,
+ * directly or inside its regions), the effects among themselves in their old
+ * order (pure ops are free to move: they neither do nor see anything else),
+ * and each start after the barrier before it and before the barrier after
+ * it. A wait is then placed just before the first node that reads it (a
+ * reader waits for the start in the sort).
  *
  * Barriers: a start never moves above another collective (every rank must
  * issue them in the same order, and every rank runs the same plan), a host
@@ -138,7 +138,7 @@ static void renumber(Graph *g, const int *top)
     free(nmap);
 }
 
-typedef struct Key { int anchor, moved, pos, id; } Key;
+typedef struct Key { int anchor, moved, pos, id; } Key; /* anchor: a priority, or a place */
 
 static int key_cmp(const void *a, const void *b)
 {
@@ -146,6 +146,32 @@ static int key_cmp(const void *a, const void *b)
     if (x->anchor != y->anchor) return x->anchor < y->anchor ? -1 : 1;
     if (x->moved != y->moved) return x->moved - y->moved;
     return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static void heap_push(Key *h, int *n, Key k)
+{
+    int i = (*n)++;
+    while (i > 0 && key_cmp(&k, &h[(i - 1) / 2]) < 0) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = k;
+}
+
+static Key heap_pop(Key *h, int *n)
+{
+    Key top = h[0], last = h[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && key_cmp(&h[c + 1], &h[c]) < 0) c++;
+        if (key_cmp(&h[c], &last) >= 0) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
 }
 
 static bool pure_node(const Graph *g, int id, const bool *unc)
@@ -163,7 +189,7 @@ static bool barrier_node(const Graph *g, int id, const bool *unc)
     case G_HOST: case G_COND: case G_WHILE: return true;
     case G_OP: return (tfe_ops[n->op].flags & F_COLLECTIVE) || opt_may_fail(g, id, unc);
     case G_FUSED: return opt_may_fail(g, id, unc);
-    default: return false;
+    case G_INPUT: case G_CONST: case G_VAR_READ: case G_PARAM: default: return false;
     }
 }
 
@@ -210,45 +236,98 @@ int graph_overlap_collectives(Graph *g)
     bool *unc = opt_uncertain_dims(g);
     GRegion *tr = &g->regions[0];
     int m = tr->n;
-    /* the cone: what a start's input is computed from by pure ops */
-    bool *cone = xcalloc((size_t)n + 1, sizeof *cone);
-    int *stack = xmalloc(sizeof *stack * (size_t)(n + 1)), sp = 0;
-    for (int i = 0; i < m; i++)
-        if (g->nodes[tr->nodes[i]].half == GH_START) stack[sp++] = tr->nodes[i];
-    while (sp) {
-        int id = stack[--sp];
-        for (int j = e.start[id]; j < e.start[id + 1]; j++) {
-            int d = e.to[j];
-            if (!cone[d] && pure_node(g, d, unc)) cone[d] = true, stack[sp++] = d;
-        }
-    }
-    /* anchors, in the old order (waits left out: placed after) */
-    int *anchor = xmalloc(sizeof *anchor * (size_t)(n + 1));
-    Key *keys = xmalloc(sizeof *keys * (size_t)(m + 1));
-    int nk = 0, last_barrier = -1;
+    /* what must run before what: data (a wait's readers wait for its start
+     * here; the wait is placed after), the effects in their order (pure
+     * nodes are free), and each start between the barriers around it */
+    int *pf = NULL, *pt = NULL, npf = 0, cpf = 0, npt = 0, cpt = 0;
+    int prev_eff = -1, last_bar = -1;
     for (int i = 0; i < m; i++) {
         int id = tr->nodes[i];
         const GNode *nd = &g->nodes[id];
         if (nd->half == GH_WAIT) continue;
-        bool start = nd->half == GH_START;
-        int a = -1;
-        if (cone[id] || start) {
-            for (int j = e.start[id]; j < e.start[id + 1]; j++) {
-                const GNode *d = &g->nodes[e.to[j]];
-                int da = d->kind == G_INPUT || d->kind == G_CONST ? -1
-                       : d->half == GH_WAIT ? anchor[d->in[0].node] /* a start's key stands for its wait */
-                       : anchor[e.to[j]];
-                if (da > a) a = da;
-            }
-            if (start && last_barrier > a) a = last_barrier;
-        } else {
-            a = i;
+        for (int j = e.start[id]; j < e.start[id + 1]; j++) {
+            int d = e.to[j];
+            if (g->nodes[d].half == GH_WAIT) d = g->nodes[d].in[0].node;
+            add_dep(&pf, &npf, &cpf, d), add_dep(&pt, &npt, &cpt, id);
         }
-        anchor[id] = a;
-        if (start || (!cone[id] && barrier_node(g, id, unc))) last_barrier = a;
-        keys[nk++] = (Key){a, cone[id] || start, i, id};
+        int before = -1, kind = nd->kind;
+        if (nd->half == GH_START) {
+            before = last_bar;
+            last_bar = id;
+        } else if (kind != G_INPUT && kind != G_CONST && !pure_node(g, id, unc)) {
+            if (prev_eff >= 0) add_dep(&pf, &npf, &cpf, prev_eff), add_dep(&pt, &npt, &cpt, id);
+            prev_eff = id;
+            if (barrier_node(g, id, unc)) {
+                before = last_bar;
+                last_bar = id;
+            }
+        }
+        if (before >= 0) add_dep(&pf, &npf, &cpf, before), add_dep(&pt, &npt, &cpt, id);
     }
-    qsort(keys, (size_t)nk, sizeof *keys, key_cmp);
+    /* both ways, by node id */
+    int *sb = xcalloc((size_t)n + 2, sizeof *sb), *pb = xcalloc((size_t)n + 2, sizeof *pb);
+    int *succ = xmalloc(sizeof *succ * (size_t)(npf + 1)), *pred = xmalloc(sizeof *pred * (size_t)(npf + 1));
+    for (int k = 0; k < npf; k++) sb[pf[k] + 1]++, pb[pt[k] + 1]++;
+    for (int id = 0; id < n; id++) sb[id + 1] += sb[id], pb[id + 1] += pb[id];
+    int *fs = xmalloc(sizeof *fs * (size_t)(n + 1)), *fp = xmalloc(sizeof *fp * (size_t)(n + 1));
+    mem_copy(fs, sb, sizeof *fs * (size_t)n);
+    mem_copy(fp, pb, sizeof *fp * (size_t)n);
+    for (int k = 0; k < npf; k++) succ[fs[pf[k]]++] = pt[k], pred[fp[pt[k]]++] = pf[k];
+    free(fs);
+    free(fp);
+    free(pf);
+    free(pt);
+    /* priority: what the first start needs, then what the second needs, ...,
+     * then the rest; inputs and constants (no instruction) first */
+    int *rank = xmalloc(sizeof *rank * (size_t)(n + 1)), *pos = xmalloc(sizeof *pos * (size_t)(n + 1));
+    int nstarts = 0;
+    for (int i = 0; i < m; i++) rank[tr->nodes[i]] = -2, pos[tr->nodes[i]] = i;
+    int *stack = xmalloc(sizeof *stack * (size_t)(n + 1));
+    for (int i = 0; i < m; i++) {
+        int sid = tr->nodes[i];
+        if (g->nodes[sid].half != GH_START) continue;
+        int sp = 0, r = nstarts++;
+        if (rank[sid] == -2) rank[sid] = r, stack[sp++] = sid;
+        while (sp) {
+            int id = stack[--sp];
+            for (int j = pb[id]; j < pb[id + 1]; j++)
+                if (rank[pred[j]] == -2) rank[pred[j]] = r, stack[sp++] = pred[j];
+        }
+    }
+    for (int i = 0; i < m; i++) {
+        int id = tr->nodes[i];
+        if (g->nodes[id].kind == G_INPUT || g->nodes[id].kind == G_CONST) rank[id] = -1;
+        else if (rank[id] == -2) rank[id] = nstarts;
+    }
+    /* Kahn's order with a heap on (rank, old position) */
+    int *indeg = xcalloc((size_t)n + 1, sizeof *indeg);
+    for (int id = 0; id < n; id++) indeg[id] = pb[id + 1] - pb[id];
+    Key *heap = xmalloc(sizeof *heap * (size_t)(m + 1));
+    Key *keys = xmalloc(sizeof *keys * (size_t)(m + 1));
+    int nh = 0, nk = 0;
+    for (int i = 0; i < m; i++) {
+        int id = tr->nodes[i];
+        if (g->nodes[id].half != GH_WAIT && indeg[id] == 0) heap_push(heap, &nh, (Key){rank[id], 0, i, id});
+    }
+    while (nh) {
+        Key k = heap_pop(heap, &nh);
+        keys[nk++] = k;
+        for (int j = sb[k.id]; j < sb[k.id + 1]; j++)
+            if (--indeg[succ[j]] == 0) heap_push(heap, &nh, (Key){rank[succ[j]], 0, pos[succ[j]], succ[j]});
+    }
+    if (nk != m - nsplit) { /* a cycle: cannot happen (every edge goes forward in the old order); keep it */
+        nk = 0;
+        for (int i = 0; i < m; i++)
+            if (g->nodes[tr->nodes[i]].half != GH_WAIT) keys[nk++] = (Key){0, 0, i, tr->nodes[i]};
+    }
+    free(heap);
+    free(indeg);
+    free(rank);
+    free(pos);
+    free(sb);
+    free(pb);
+    free(succ);
+    free(pred);
     int *newpos = xmalloc(sizeof *newpos * (size_t)(n + 1));
     for (int id = 0; id < n; id++) newpos[id] = -1;
     for (int k = 0; k < nk; k++) newpos[keys[k].id] = k;
@@ -284,9 +363,7 @@ int graph_overlap_collectives(Graph *g)
     free(wait_at);
     free(newpos);
     free(keys);
-    free(anchor);
     free(stack);
-    free(cone);
     free(unc);
     free(e.start);
     free(e.to);

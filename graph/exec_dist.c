@@ -15,13 +15,21 @@
  *
  * $TFE_DIST_STATS=1: each graph run that met a collective prints one line
  * on stderr, for bench/ and the tests to read:
- *   dist_stats graph=step run=3 allreduces=2 split=2 bytes=1054760
- *     comm_ms=1.234 wait_ms=0.123 hidden=0.900 ops=23 ops_overlapped=7
- * comm_ms: from each start to the end of its wait (for an allreduce not
- * split, the kernel's time); wait_ms: the time spent in waits (not hidden);
- * hidden = 1 - wait_ms / comm_ms; ops: op and fused nodes the run ran
- * (the top region's and those inside conds and loops); ops_overlapped:
- * those that ran while a request was in flight. */
+ *   dist_stats rank=0 graph=step run=3 allreduces=2 split=2 early=1 bytes=1077288
+ *     comm_ms=1.234 wait_ms=0.123 hidden=0.900 ops=52 ops_overlapped=15
+ *     starts=21,38 waits=47,48
+ * split: the allreduces run as a start and a wait; early: those a
+ * dist_progress between nodes saw complete before their wait began;
+ * comm_ms: from each start to its completion (seen between nodes, else the
+ * end of its wait; for an allreduce not split, the kernel's time); wait_ms:
+ * the time spent in waits (and in allreduces not split): not hidden;
+ * hidden = 1 - wait_ms / comm_ms, the share of the allreduces' time the
+ * other nodes covered; ops: op and fused nodes the run ran (inside conds
+ * and loops too, the halves included); ops_overlapped: those (halves
+ * aside) that ran while a request was in flight; starts, waits: for each
+ * split allreduce, how many ops had run when its start and its wait ran
+ * (the starts before the backward pass ended show as starts well below
+ * the last one). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +47,8 @@ typedef struct GReq {
     dist_request *r;      /* NULL: done (or run whole) */
     tfe_tensor *buf;      /* the start's output (a reference) */
     double t_start, t_wait0, t_wait1;
+    double t_done;        /* when a dist_progress first saw it complete (0: not yet) */
+    long op_start, op_wait; /* GRun.nops when it started, when its wait ran */
     int64_t bytes;
     bool whole;           /* run whole at the start (counted there) */
 } GReq;
@@ -48,6 +58,7 @@ typedef struct GColl {
     int n, cap;
     int npending;
     int nwhole, nsplit;
+    int early;            /* requests complete before their wait began */
     int64_t bytes;
     double comm, wait;    /* seconds */
     int64_t ops_overlapped;
@@ -104,7 +115,7 @@ int grun_coll_start(GRun *x, GNode *n)
         c->q = xrealloc(c->q, sizeof *c->q * (size_t)c->cap);
     }
     GReq *q = &c->q[c->n];
-    *q = (GReq){.start = (int)(n - x->g->nodes)};
+    *q = (GReq){.start = (int)(n - x->g->nodes), .op_start = x->nops, .op_wait = x->nops};
     q->t_start = dist_time();
     int red = n->at->nints > 0 ? (int)n->at->ints[0] : RED_SUM;
     bool cpu = !in->storage || in->storage->device == 0;
@@ -169,7 +180,9 @@ static int req_finish(GColl *c, GReq *q, char *err, size_t errn)
         c->npending--;
     }
     q->t_wait1 = dist_time();
-    c->comm += q->t_wait1 - q->t_start;
+    if (q->t_done > 0) c->early++;
+    else q->t_done = q->t_wait1;
+    c->comm += q->t_done - q->t_start;
     c->wait += q->t_wait1 - q->t_wait0;
     return rc;
 }
@@ -188,6 +201,7 @@ int grun_coll_wait(GRun *x, GNode *n)
     }
     tfe_tensor *o = q->buf;
     q->buf = NULL;
+    q->op_wait = x->nops;
     int red = n->at->nints > 0 ? (int)n->at->ints[0] : RED_SUM;
     tfe_tensor *in = grun_value(x, x->g->nodes[s].in[0]);
     int64_t count = tensor_numel(o);
@@ -230,6 +244,11 @@ void grun_coll_step(GRun *x, const GNode *n)
     if (!c->npending) return;
     if ((n->kind == G_OP && n->half == GH_WHOLE) || n->kind == G_FUSED) c->ops_overlapped++;
     dist_progress();
+    double now = 0;
+    for (int i = 0; i < c->n; i++) {
+        GReq *q = &c->q[i];
+        if (q->r && q->t_done == 0 && dist_done(q->r)) q->t_done = now ? now : (now = dist_time());
+    }
 }
 
 void grun_coll_end(GRun *x)
@@ -245,12 +264,20 @@ void grun_coll_end(GRun *x)
     if (stats_mode()) {
         static long run = 0;
         run++;
-        fprintf(stderr,
-                "dist_stats graph=%s run=%ld allreduces=%d split=%d bytes=%lld comm_ms=%.3f wait_ms=%.3f "
-                "hidden=%.3f ops=%lld ops_overlapped=%lld\n",
-                x->g->name ? x->g->name : "?", run, c->nwhole + c->nsplit, c->nsplit, (long long)c->bytes,
-                c->comm * 1e3, c->wait * 1e3, c->comm > 0 ? 1.0 - c->wait / c->comm : 0.0, (long long)x->nops,
-                (long long)c->ops_overlapped);
+        char line[4096]; /* one write: the ranks' lines must not mix */
+        size_t len = (size_t)snprintf(line, sizeof line,
+            "dist_stats rank=%d graph=%s run=%ld allreduces=%d split=%d early=%d bytes=%lld comm_ms=%.3f "
+            "wait_ms=%.3f hidden=%.3f ops=%ld ops_overlapped=%lld starts=",
+            dist_rank(), x->g->name ? x->g->name : "?", run, c->nwhole + c->nsplit, c->nsplit, c->early,
+            (long long)c->bytes, c->comm * 1e3, c->wait * 1e3, c->comm > 0 ? 1.0 - c->wait / c->comm : 0.0, x->nops,
+            (long long)c->ops_overlapped);
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < c->n && len < sizeof line - 64; i++)
+                len += (size_t)snprintf(line + len, sizeof line - len, "%s%ld", i ? "," : "",
+                                        k ? c->q[i].op_wait : c->q[i].op_start);
+            if (!k && len < sizeof line - 64) len += (size_t)snprintf(line + len, sizeof line - len, " waits=");
+        }
+        fprintf(stderr, "%s\n", line);
     }
     free(c->q);
     free(c);

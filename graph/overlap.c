@@ -33,7 +33,7 @@
 static bool splittable(const GNode *n)
 {
     return n->kind == G_OP && n->op == OP_ALLREDUCE && n->half == GH_WHOLE && n->region == 0 && n->nin == 1 &&
-           n->nout == 1;
+           n->nout == 1 && n->at;
 }
 
 /* The top-region node each node is (itself) or lies inside (a cond's or

@@ -15,6 +15,27 @@
 #include "tensor/op_scope.h"
 #include "util/xalloc.h"
 
+/* While a native runs for its dist.tfe wrapper (the innermost frame is the
+ * wrapper's, named name), the wrapper's frame is set aside and the location
+ * is the wrapper's call: an error, and a staged node, point at the user's
+ * line, as check_same_shape's errors do. */
+typedef struct Caller { Loc loc; bool popped; } Caller;
+static Caller at_caller(Interp *I, const char *name)
+{
+    Caller c = {I->cur_loc, false};
+    if (I->nframes && I->frames[I->nframes - 1].fname && strstr(I->frames[I->nframes - 1].fname, name)) {
+        I->nframes--;
+        I->cur_loc = I->frames[I->nframes].call_loc;
+        c.popped = true;
+    }
+    return c;
+}
+static void back_from_caller(Interp *I, Caller c)
+{
+    if (c.popped) I->nframes++;
+    I->cur_loc = c.loc;
+}
+
 BUILTIN(bi_dist_rank)
 {
     (void)data;
@@ -39,11 +60,14 @@ BUILTIN(bi_dist_barrier)
     (void)data;
     if (args_parse(I, "dist.barrier", "", argc, argv, nkw, kwnames, kwvals, NULL, NULL)) return -1;
     *out = v_nil();
+    Caller c = at_caller(I, "barrier");
     tfe_coll_desc d = {.kind = TFE_COLL_BARRIER, .nleaves = 1};
-    if (tfe_coll_agree(&d)) return interp_raise_tensor_error(I);
     char err[256] = "";
-    if (dist_barrier(err, sizeof err)) return interp_raise(I, "dist.barrier: %s", err);
-    return 0;
+    int rc = 0;
+    if (tfe_coll_agree(&d)) rc = interp_raise_tensor_error(I);
+    else if (dist_barrier(err, sizeof err)) rc = interp_raise(I, "dist.barrier: %s", err);
+    back_from_caller(I, c);
+    return rc;
 }
 
 /* ---- leaves of a container ---------------------------------------------------------- */
@@ -259,19 +283,17 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
         leaves_free(&L);
         return -1;
     }
+    if (L.n == 0) { /* nothing to move, but the other ranks may have leaves */
+        tfe_coll_desc d = {.kind = (int32_t)kind_op[kind], .arg = (int32_t)arg, .nleaves = 0, .hash = (int64_t)L.hash};
+        leaves_free(&L);
+        if (tfe_coll_agree(&d)) return interp_raise_tensor_error(I);
+        int k = 0;
+        *out = rebuild(x, NULL, &k); /* a new container, as with leaves */
+        return 0;
+    }
     tfe_tensor **res = xcalloc((size_t)L.n + 1, sizeof *res);
     int *idx = xmalloc(sizeof *idx * (size_t)(L.n + 1));
     bool *done = xcalloc((size_t)L.n + 1, sizeof *done);
-    /* the op's location is the call of dist.allreduce (the library
-     * function's own frame is left out, as check_same_shape does), so an
-     * error, and a staged node, point at the user's line */
-    Loc saved_loc = I->cur_loc;
-    bool popped = false;
-    if (I->nframes && I->frames[I->nframes - 1].fname && strstr(I->frames[I->nframes - 1].fname, fn + 5)) {
-        I->nframes--;
-        I->cur_loc = I->frames[I->nframes].call_loc;
-        popped = true;
-    }
     int rc = 0;
     tfe_scope S;
     for (int i = 0; i < L.n && !rc; i++) {
@@ -287,8 +309,6 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
         scope_release(&S);
     }
     if (rc) interp_raise_tensor_error(I);
-    if (popped) I->nframes++;
-    I->cur_loc = saved_loc;
     if (!rc) {
         int k = 0;
         *out = L.container ? rebuild(x, res, &k) : value_from_tensor_take(res[0]);
@@ -303,9 +323,9 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
     return rc;
 }
 
-BUILTIN(bi_dist_allreduce)
+static int native_allreduce(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                            Value *out)
 {
-    (void)data;
     Value a[2];
     bool p[2];
     if (args_parse(I, "dist.allreduce", "x, op=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
@@ -322,24 +342,52 @@ BUILTIN(bi_dist_allreduce)
     return collective(I, K_ALLREDUCE, "dist.allreduce", a[0], red, out);
 }
 
-BUILTIN(bi_dist_broadcast)
+static int native_broadcast(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                            Value *out)
 {
-    (void)data;
     Value a[2];
     bool p[2];
     if (args_parse(I, "dist.broadcast", "x, root=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     int64_t root = 0;
     if (p[1] && a[1].kind != V_NIL && arg_int(I, "dist.broadcast", "root", a[1], &root)) return -1;
+    if (root < -1 || root > INT32_MAX) root = -1; /* not a rank: the kernel says so, on every rank */
     return collective(I, K_BROADCAST, "dist.broadcast", a[0], root, out);
+}
+
+static int native_allgather(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                            Value *out)
+{
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "dist.allgather", "x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    return collective(I, K_ALLGATHER, "dist.allgather", a[0], 0, out);
+}
+
+BUILTIN(bi_dist_allreduce)
+{
+    (void)data;
+    Caller c = at_caller(I, "allreduce");
+    int rc = native_allreduce(I, argc, argv, nkw, kwnames, kwvals, out);
+    back_from_caller(I, c);
+    return rc;
+}
+
+BUILTIN(bi_dist_broadcast)
+{
+    (void)data;
+    Caller c = at_caller(I, "broadcast");
+    int rc = native_broadcast(I, argc, argv, nkw, kwnames, kwvals, out);
+    back_from_caller(I, c);
+    return rc;
 }
 
 BUILTIN(bi_dist_allgather)
 {
     (void)data;
-    Value a[1];
-    bool p[1];
-    if (args_parse(I, "dist.allgather", "x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    return collective(I, K_ALLGATHER, "dist.allgather", a[0], 0, out);
+    Caller c = at_caller(I, "allgather");
+    int rc = native_allgather(I, argc, argv, nkw, kwnames, kwvals, out);
+    back_from_caller(I, c);
+    return rc;
 }
 
 void builtins_dist_register(Interp *I)

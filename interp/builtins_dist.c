@@ -12,7 +12,6 @@
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/collective.h"
-#include "tensor/op_scope.h"
 #include "util/xalloc.h"
 
 /* While a native runs for its dist.tfe wrapper (the innermost frame is the
@@ -158,23 +157,55 @@ static Value rebuild(Value tmpl, tfe_tensor **res, int *k)
 
 /* ---- packing ------------------------------------------------------------------------ */
 
+/* The temporaries of one packing, released together (tensor/op_scope.h's
+ * scope holds 256; a container may have thousands of leaves). An op that
+ * fails sets failed and gives NULL, which the helpers pass through. */
+typedef struct Tmp { tfe_tensor **t; int n, cap; bool failed; } Tmp;
+
+static tfe_tensor *keep(Tmp *s, tfe_tensor *t)
+{
+    if (!t) {
+        s->failed = true;
+        return NULL;
+    }
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->t = xrealloc(s->t, sizeof *s->t * (size_t)s->cap);
+    }
+    return s->t[s->n++] = t;
+}
+
+static void tmp_release(Tmp *s)
+{
+    for (int i = 0; i < s->n; i++) tensor_decref(s->t[i]);
+    free(s->t);
+    *s = (Tmp){0};
+}
+
+static tfe_tensor *call(Tmp *s, tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at)
+{
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL;
+    return keep(s, tfe_call1(op, nin, in, at));
+}
+
 enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER };
 static const tfe_op kind_op[] = {OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER};
 
-static tfe_tensor *reshape_to(tfe_scope *s, tfe_tensor *x, int rank, const int64_t *shape)
+static tfe_tensor *reshape_to(Tmp *s, tfe_tensor *x, int rank, const int64_t *shape)
 {
     if (!x) return NULL;
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.nints = rank;
     for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return scope_call(s, OP_RESHAPE, 1, &x, &at);
+    return call(s, OP_RESHAPE, 1, &x, &at);
 }
 
 /* buf split along axis into the sections len[0..n) (at most 32 outputs an
  * op: more are split in runs of up to 32, then each run again); the parts
  * go to part[0..n), kept in s */
-static int split_into(tfe_scope *s, tfe_tensor *buf, int axis, const int64_t *len, int n, tfe_tensor **part)
+static int split_into(Tmp *s, tfe_tensor *buf, int axis, const int64_t *len, int n, tfe_tensor **part)
 {
     if (!buf) return -1;
     if (n == 1) {
@@ -197,7 +228,7 @@ static int split_into(tfe_scope *s, tfe_tensor *buf, int axis, const int64_t *le
         return -1;
     }
     int rc = 0;
-    for (int r = 0; r < runs; r++) if (!scope_keep(s, outs[r])) rc = -1;
+    for (int r = 0; r < runs; r++) if (!keep(s, outs[r])) rc = -1;
     for (int r = 0; r < runs && !rc; r++) {
         int lo = r * per, cnt = (r + 1) * per < n ? per : n - lo;
         rc = split_into(s, outs[r], axis, len + lo, cnt, part + lo);
@@ -207,7 +238,7 @@ static int split_into(tfe_scope *s, tfe_tensor *buf, int axis, const int64_t *le
 
 /* One collective over the leaves idx[0..n) of L (all one dtype): res[idx[i]]
  * gets leaf idx[i]'s result (a new reference). */
-static int run_group(tfe_scope *s, int kind, int64_t arg, const Leaves *L, const int *idx, int n,
+static int run_group(Tmp *s, int kind, int64_t arg, const Leaves *L, const int *idx, int n,
                      tfe_tensor **res)
 {
     tfe_attrs at;
@@ -240,8 +271,8 @@ static int run_group(tfe_scope *s, int kind, int64_t arg, const Leaves *L, const
     cat.axes[0] = 0;
     cat.naxes = 1;
     bool ok = !s->failed;
-    tfe_tensor *buf = ok ? scope_call(s, OP_CONCAT, n, flat, &cat) : NULL;
-    tfe_tensor *y = scope_call(s, kind_op[kind], 1, &buf, &at);
+    tfe_tensor *buf = ok ? call(s, OP_CONCAT, n, flat, &cat) : NULL;
+    tfe_tensor *y = call(s, kind_op[kind], 1, &buf, &at);
     int axis = 0;
     if (kind == K_ALLGATHER && y) { /* (size * total,) as (size, total): one column run per leaf */
         int64_t sh[2] = {dist_size(), total};
@@ -295,7 +326,7 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
     int *idx = xmalloc(sizeof *idx * (size_t)(L.n + 1));
     bool *done = xcalloc((size_t)L.n + 1, sizeof *done);
     int rc = 0;
-    tfe_scope S;
+    Tmp S = {0};
     for (int i = 0; i < L.n && !rc; i++) {
         if (done[i]) continue;
         int n = 0;
@@ -304,9 +335,8 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
                 idx[n++] = j;
                 done[j] = true;
             }
-        S.n = 0, S.failed = false;
         rc = run_group(&S, kind, arg, &L, idx, n, res);
-        scope_release(&S);
+        tmp_release(&S);
     }
     if (rc) interp_raise_tensor_error(I);
     if (!rc) {

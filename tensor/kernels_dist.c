@@ -189,6 +189,18 @@ int infer_allgather(const tfe_opcall *c, tfe_meta *m)
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
+/* An allreduce that waits at once: MPI_Iallreduce then MPI_Wait, not
+ * MPI_Allreduce. A staged step overlaps its allreduces with its backward
+ * pass as nonblocking ones (graph/exec_dist.c), and MPI matches a
+ * nonblocking collective only with a nonblocking one: a rank that runs the
+ * step eagerly (tracing it, --eager, run_eagerly) must meet a rank that
+ * runs it cached with the same kind of call. */
+static int allreduce_now(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
+{
+    dist_request *r = dist_iallreduce(buf, count, t, op, err, errn);
+    return r ? dist_wait(r, err, errn) : -1;
+}
+
 int k_allreduce(const tfe_opcall *c)
 {
     tfe_tensor *x = c->in[0], *o = c->out[0];
@@ -202,7 +214,7 @@ int k_allreduce(const tfe_opcall *c)
     int size = dist_size();
     if (o->dtype == x->dtype) {
         if (kn_copy_into(o, x)) return -1;
-        if (dist_allreduce(tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red], err, sizeof err))
+        if (allreduce_now(tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red], err, sizeof err))
             return comm_failed(c, err);
         if (red != RED_MEAN) return 0;
         /* the mean: the sum divided by the size, in the tensor's dtype */
@@ -228,7 +240,7 @@ int k_allreduce(const tfe_opcall *c)
         if (kn_copy_into(w, x)) { tensor_decref(w); return -1; }
     }
     int rc = 0;
-    if (dist_allreduce(tensor_data(w), (size_t)n, DIST_I64, DIST_SUM, err, sizeof err)) rc = comm_failed(c, err);
+    if (allreduce_now(tensor_data(w), (size_t)n, DIST_I64, DIST_SUM, err, sizeof err)) rc = comm_failed(c, err);
     else if (o->dtype == TFE_INT64) rc = kn_copy_into(o, w);
     else {
         float *p = (float *)tensor_data(o);

@@ -5,7 +5,11 @@
  * k_allreduce) does up to the reduction, with dist_iallreduce instead of
  * dist_allreduce: the same agreement, the same buffer, the same MPI
  * reduction; the wait does the rest (a mean's division, written as the
- * kernel's), so the result is the kernel's bit for bit. Ints and bools
+ * kernel's), so the result is the kernel's bit for bit. MPI matches a
+ * nonblocking collective only with a nonblocking one: when another rank
+ * runs the kernel (it runs the step eagerly), the ranks' second agreement
+ * (tfe_coll_agree_nonblocking) says so, and the start makes the blocking
+ * call too. Ints and bools
  * (reduced through an int64 copy) and tensors off the CPU run the whole
  * kernel at the start, blocking, and the wait hands its result on.
  *
@@ -156,8 +160,8 @@ int grun_coll_start(GRun *x, GNode *n)
     /* the agreement, as the kernel's: a blocking call, so a mismatch is
      * eager's error, at this allreduce, on every rank */
     tfe_coll_desc d = desc_of(n, in->dtype, in->rank, in->shape);
-    int agreed = tfe_coll_agree(&d);
-    if (agreed || kn_copy_into(o, in)) {
+    int nb = tfe_coll_agree(&d) ? -1 : tfe_coll_agree_nonblocking(n->op, true);
+    if (nb < 0 || kn_copy_into(o, in)) {
         tensor_decref(o);
         return node_fail(x, n, tfe_error_msg());
     }
@@ -167,14 +171,21 @@ int grun_coll_start(GRun *x, GNode *n)
         static const dist_op ops[] = {[RED_SUM] = DIST_SUM, [RED_MEAN] = DIST_SUM, [RED_MAX] = DIST_MAX,
                                       [RED_MIN] = DIST_MIN};
         char err[256] = "";
-        q->r = dist_iallreduce(tensor_data(o), (size_t)count, dist_type_of(o->dtype), ops[red], err, sizeof err);
-        if (!q->r) {
+        int rc = 0;
+        if (nb) {
+            q->r = dist_iallreduce(tensor_data(o), (size_t)count, dist_type_of(o->dtype), ops[red], err, sizeof err);
+            rc = q->r ? 0 : -1;
+        } else { /* another rank makes the blocking call (it runs this step eagerly): so do we */
+            rc = dist_allreduce(tensor_data(o), (size_t)count, dist_type_of(o->dtype), ops[red], err, sizeof err);
+            q->t_done = dist_time();
+        }
+        if (rc) {
             tensor_decref(o);
             char msg[400];
             snprintf(msg, sizeof msg, "%s: %s", tfe_coll_name(n->op), err);
             return node_fail(x, n, msg);
         }
-        c->npending++;
+        if (q->r) c->npending++;
     }
     q->buf = o;
     tensor_incref(o);

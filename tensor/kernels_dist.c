@@ -189,23 +189,25 @@ int infer_allgather(const tfe_opcall *c, tfe_meta *m)
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
-/* An allreduce that waits at once: MPI_Iallreduce then MPI_Wait, not
- * MPI_Allreduce. A staged step overlaps its allreduces with its backward
- * pass as nonblocking ones (graph/exec_dist.c), and MPI matches a
- * nonblocking collective only with a nonblocking one: a rank that runs the
- * step eagerly (tracing it, --eager, run_eagerly) must meet a rank that
- * runs it cached with the same kind of call. */
-static int allreduce_now(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
+int tfe_coll_agree_nonblocking(int kind, bool want)
 {
-    dist_request *r = dist_iallreduce(buf, count, t, op, err, errn);
-    return r ? dist_wait(r, err, errn) : -1;
+    if (dist_size() == 1) return want;
+    char err[256] = "";
+    int ok = dist_agree(want ? 1 : 0, err, sizeof err);
+    if (ok < 0) {
+        tfe_error_set("%s: %s", tfe_coll_name(kind), err);
+        return -1;
+    }
+    return ok == 1 && want;
 }
 
 int k_allreduce(const tfe_opcall *c)
 {
     tfe_tensor *x = c->in[0], *o = c->out[0];
     int red = red_of(c);
-    if (agree_call(c, red)) return -1;
+    /* blocking: a rank whose staged step overlaps this allreduce then
+     * makes the blocking call too (collective.h) */
+    if (agree_call(c, red) || tfe_coll_agree_nonblocking(OP_ALLREDUCE, false) < 0) return -1;
     int64_t n = tensor_numel(x);
     if (n == 0) return 0;
     static const dist_op ops[] = {[RED_SUM] = DIST_SUM, [RED_MEAN] = DIST_SUM, [RED_MAX] = DIST_MAX,
@@ -214,7 +216,7 @@ int k_allreduce(const tfe_opcall *c)
     int size = dist_size();
     if (o->dtype == x->dtype) {
         if (kn_copy_into(o, x)) return -1;
-        if (allreduce_now(tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red], err, sizeof err))
+        if (dist_allreduce(tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red], err, sizeof err))
             return comm_failed(c, err);
         if (red != RED_MEAN) return 0;
         /* the mean: the sum divided by the size, in the tensor's dtype */
@@ -240,7 +242,7 @@ int k_allreduce(const tfe_opcall *c)
         if (kn_copy_into(w, x)) { tensor_decref(w); return -1; }
     }
     int rc = 0;
-    if (allreduce_now(tensor_data(w), (size_t)n, DIST_I64, DIST_SUM, err, sizeof err)) rc = comm_failed(c, err);
+    if (dist_allreduce(tensor_data(w), (size_t)n, DIST_I64, DIST_SUM, err, sizeof err)) rc = comm_failed(c, err);
     else if (o->dtype == TFE_INT64) rc = kn_copy_into(o, w);
     else {
         float *p = (float *)tensor_data(o);

@@ -5,6 +5,8 @@
 # with --stage-all; rank 0 prints them (dist.print), and the lines of the
 # other ranks (dist.print(..., all=true), "[rank N] ...") are checked apart,
 # since mpirun interleaves the ranks' output in no fixed order.
+# Then examples/digits_mlp_dist.tfe in its quick mode on 2 ranks (it checks
+# its accuracy, that the replicas agree and its checkpoint itself).
 # Skipped (77) without an MPI build or mpirun. timeout: a hang fails the test.
 [ -n "$TFE_MPIRUN" ] || { echo "skip: no MPI build (configure found no mpirun)"; exit 77; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dist_train.XXXXXX") || exit 99
@@ -36,4 +38,11 @@ for name in dist_train_equiv dist_train_shard; do
         [ $status -eq 0 ] && echo "ok: $name $flag on 2 ranks"
     done
 done
+if (cd "$TFE_SRCDIR/examples" && TMPDIR="$tmp" TFE_QUICK=1 TFE_PROGRESS=0 \
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    timeout 120 "$TFE_MPIRUN" --oversubscribe -np 2 "$TFE" digits_mlp_dist.tfe) >"$tmp/out" 2>"$tmp/err"; then
+    echo "ok: examples/digits_mlp_dist.tfe on 2 ranks: $(tail -n 1 "$tmp/out")"
+else
+    echo "FAIL: examples/digits_mlp_dist.tfe on 2 ranks"; cat "$tmp/out" "$tmp/err"; status=1
+fi
 exit $status

@@ -158,3 +158,74 @@ tfe_tensor *tensor_to_device(tfe_tensor *t, int dev) {
     if (o) o->weak = t->weak;
     return o;
 }
+
+/* ---- collectives on device memory (docs/distributed.md, "Devices: NCCL") ---- */
+
+int tfe_device_coll_path(int dev) {
+    if (dev == 0 || !gpu || !gpu->coll_path) return 0;
+    return gpu->coll_path(dev);
+}
+
+static int dist_failed(const char *what, const char *err) {
+    tfe_error_set("%s: %s", what, err);
+    return -1;
+}
+
+/* a host buffer of n bytes (at least 1), with src's n bytes of dev when src */
+static void *host_copy(int dev, const void *src, size_t n) {
+    void *h = try_malloc(n ? n : 1);
+    if (!h) {
+        tfe_error_set("out of memory");
+        return NULL;
+    }
+    if (src && n && gpu->copy(0, h, dev, src, n)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Without the device's own collectives a GPU's bytes go through host copies:
+ * MPI is not told about device memory (Open MPI may be built without CUDA). */
+int tfe_device_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op) {
+    char err[256];
+    int path = tfe_device_coll_path(dev);
+    if (path < 0) return -1;
+    if (path) return gpu->allreduce(dev, buf, count, t, op);
+    size_t n = count * dist_type_size(t);
+    void *h = dev ? host_copy(dev, buf, n) : buf;
+    if (!h) return -1;
+    int rc = dist_allreduce(h, count, t, op, err, sizeof err) ? dist_failed("allreduce", err) : 0;
+    if (!rc && dev && n) rc = gpu->copy(dev, buf, 0, h, n);
+    if (h != buf) free(h);
+    return rc;
+}
+
+int tfe_device_broadcast(int dev, void *buf, size_t bytes, int root) {
+    char err[256];
+    int path = tfe_device_coll_path(dev);
+    if (path < 0) return -1;
+    if (path) return gpu->broadcast(dev, buf, bytes, root);
+    void *h = dev ? host_copy(dev, buf, bytes) : buf;
+    if (!h) return -1;
+    int rc = dist_broadcast(h, bytes, root, err, sizeof err) ? dist_failed("broadcast", err) : 0;
+    if (!rc && dev && bytes) rc = gpu->copy(dev, buf, 0, h, bytes);
+    if (h != buf) free(h);
+    return rc;
+}
+
+int tfe_device_allgather(int dev, const void *send, size_t bytes, void *recv) {
+    char err[256];
+    int path = tfe_device_coll_path(dev);
+    if (path < 0) return -1;
+    if (path) return gpu->allgather(dev, send, bytes, recv);
+    if (!dev) return dist_allgather(send, bytes, recv, err, sizeof err) ? dist_failed("allgather", err) : 0;
+    size_t total = bytes * (size_t)dist_size();
+    void *hs = host_copy(dev, send, bytes), *hr = hs ? host_copy(dev, NULL, total) : NULL;
+    int rc = hr ? 0 : -1;
+    if (!rc && dist_allgather(hs, bytes, hr, err, sizeof err)) rc = dist_failed("allgather", err);
+    if (!rc && total) rc = gpu->copy(dev, recv, 0, hr, total);
+    free(hs);
+    free(hr);
+    return rc;
+}

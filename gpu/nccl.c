@@ -9,6 +9,7 @@
  * nor the CPU path depends on it; where it cannot be loaded, collectives on
  * GPU tensors go through the host and MPI (tensor/device.c). */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <nccl.h>

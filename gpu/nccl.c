@@ -182,32 +182,32 @@ static int finish(gpu_state *g, const char *what, int dev) {
 
 int gpu_nccl_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op) {
     ncclComm_t c;
-    gpu_state *g = setup(dev, "allreduce", &c);
+    gpu_state *g = setup(dev, "dist.allreduce", &c);
     if (!g) return -1;
     if (!count) return 0;
-    if (nccl_check(nc.all_reduce(buf, buf, count, nccl_type[t], nccl_op[op], c, g->stream), "allreduce",
+    if (nccl_check(nc.all_reduce(buf, buf, count, nccl_type[t], nccl_op[op], c, g->stream), "dist.allreduce",
                    "ncclAllReduce", dev))
         return -1;
-    return finish(g, "allreduce", dev);
+    return finish(g, "dist.allreduce", dev);
 }
 
 int gpu_nccl_broadcast(int dev, void *buf, size_t bytes, int root) {
     ncclComm_t c;
-    gpu_state *g = setup(dev, "broadcast", &c);
+    gpu_state *g = setup(dev, "dist.broadcast", &c);
     if (!g) return -1;
     if (!bytes) return 0;
-    if (nccl_check(nc.broadcast(buf, buf, bytes, ncclUint8, root, c, g->stream), "broadcast", "ncclBroadcast",
+    if (nccl_check(nc.broadcast(buf, buf, bytes, ncclUint8, root, c, g->stream), "dist.broadcast", "ncclBroadcast",
                    dev))
         return -1;
-    return finish(g, "broadcast", dev);
+    return finish(g, "dist.broadcast", dev);
 }
 
 int gpu_nccl_allgather(int dev, const void *send, size_t bytes, void *recv) {
     ncclComm_t c;
-    gpu_state *g = setup(dev, "allgather", &c);
+    gpu_state *g = setup(dev, "dist.allgather", &c);
     if (!g) return -1;
     if (!bytes) return 0;
-    if (nccl_check(nc.all_gather(send, recv, bytes, ncclUint8, c, g->stream), "allgather", "ncclAllGather", dev))
+    if (nccl_check(nc.all_gather(send, recv, bytes, ncclUint8, c, g->stream), "dist.allgather", "ncclAllGather", dev))
         return -1;
-    return finish(g, "allgather", dev);
+    return finish(g, "dist.allgather", dev);
 }

@@ -90,6 +90,9 @@ int tfe_device_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op 
 int tfe_device_broadcast(int dev, void *buf, size_t bytes, int root);
 /* send (bytes) and recv (size * bytes) both on dev */
 int tfe_device_allgather(int dev, const void *send, size_t bytes, void *recv);
+/* dst (fresh, contiguous, same dtype and shape) = src, both on one device:
+ * the backend's copy kernel on a GPU, the host's loop on cpu:0 */
+int tfe_device_copy_into(tfe_tensor *dst, const tfe_tensor *src);
 
 /* Called by tfe_execute_eager when tfe_devices_used: runs the op where its
  * inputs live (rule in docs/gpu.md). Returns 0 or -1 like tfe_execute, or 1

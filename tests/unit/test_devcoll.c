@@ -4,7 +4,8 @@
  * allgather, on buffers of gpu:0, checked against the values the ranks sent.
  * With a GPU (and NCCL) they go through NCCL, then again through the host
  * (TFE_NCCL=0's path); without one, on the pretend device (TFE_FAKE_GPU=1),
- * through the host. A CUDA build with NCCL also checks, without a device,
+ * whose device path stands for NCCL (dist/comm.h on its host memory), then
+ * through host copies. A CUDA build with NCCL also checks, without a device,
  * that NCCL loads and has every function gpu/nccl.c needs.
  * tests/dev_coll.sh runs it as one process and under mpirun -np 2 (the
  * pretend device: one GPU cannot hold two NCCL ranks). */
@@ -160,14 +161,20 @@ int main(int argc, char **argv) {
     int path = tfe_device_coll_path(1);
     if (rank == 0)
         printf("test_devcoll: %d rank(s), %s, collectives on gpu:0 through %s\n", size,
-               gpu ? "a GPU" : "the pretend GPU (TFE_FAKE_GPU=1)", path == 1 ? "NCCL" : "the host and MPI");
-    OK(path == 0 || (gpu && path == 1));
+               gpu ? "a GPU" : "the pretend GPU (TFE_FAKE_GPU=1)",
+               path == 1 ? (gpu ? "NCCL" : "its device path") : "host copies and MPI");
+    const char *nccl = getenv("TFE_NCCL");
+    bool off = nccl && *nccl == '0';
+#ifndef HAVE_NCCL
+    off = off || gpu; /* a GPU without NCCL: the host */
+#endif
+    OK(path == !off);
     test_allreduce();
     test_broadcast_allgather();
     if (path == 1) { /* the host path of the same device: TFE_NCCL=0 */
         setenv("TFE_NCCL", "0", 1);
         OK(tfe_device_coll_path(1) == 0);
-        if (rank == 0) printf("test_devcoll: again through the host and MPI (TFE_NCCL=0)\n");
+        if (rank == 0) printf("test_devcoll: again through host copies and MPI (TFE_NCCL=0)\n");
         test_allreduce();
         test_broadcast_allgather();
     }

@@ -70,7 +70,7 @@ static void describe(char *buf, size_t n, const tfe_coll_desc *d, int what)
         snprintf(buf, n, "%lld lea%s in %s %s", (long long)d->nleaves, d->nleaves == 1 ? "f" : "ves",
                  shape_str(d->rank, d->shape, sb), dtype_name((tfe_dtype)d->dtype));
         break;
-    case D_PATH: snprintf(buf, n, "%s", d->path ? "a GPU tensor (NCCL)" : "a cpu:0 tensor or no NCCL (MPI)"); break;
+    case D_PATH: snprintf(buf, n, "%s", d->path ? "a GPU tensor (NCCL)" : "a cpu:0 tensor, or TFE_NCCL=0 or no NCCL (MPI)"); break;
     default: snprintf(buf, n, "%s %s", shape_str(d->rank, d->shape, sb), dtype_name((tfe_dtype)d->dtype)); break;
     }
 }
@@ -94,7 +94,7 @@ static int mismatch(const tfe_coll_desc *mine, char *err, size_t errn)
         [D_SAME] = "signatures differ", [D_KIND] = "collectives differ", [D_ARG] = "arguments differ",
         [D_SHAPE] = "shapes differ", [D_DTYPE] = "dtypes differ",
         [D_LEAVES] = "containers differ (their leaves' shapes, dtypes or fields)",
-        [D_PATH] = "devices differ (docs/distributed.md, \"Devices: NCCL\")",
+        [D_PATH] = "devices differ",
     };
     const char *head = heads[what];
     if (what == D_ARG) head = mine->kind == OP_ALLREDUCE ? "ops differ" : "roots differ";

@@ -116,6 +116,9 @@ static ncclComm_t comm_for(int dev, const char *what) {
     cm.failed = true; /* until it is made */
     char err[256] = "";
     int rank = dist_rank(), size = dist_size();
+    /* one process needs no network: NCCL's bootstrap stays on the loopback,
+     * whatever interfaces the machine has (the user's choice stands) */
+    if (size == 1) setenv("NCCL_SOCKET_IFNAME", "lo", 0);
     /* rank 0's id, with whether it could make one, so that no rank waits in
      * ncclCommInitRank for a rank 0 that failed */
     struct {

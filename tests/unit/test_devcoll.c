@@ -149,9 +149,9 @@ int main(int argc, char **argv) {
     CHECK(v / 10000 == NCCL_MAJOR && v >= 21300, "NCCL %d loaded, built against %d", v, NCCL_VERSION_CODE);
     if (rank == 0) printf("test_devcoll: NCCL %d.%d.%d loads\n", v / 10000, v / 100 % 100, v % 100);
 #endif
-    const char *fake = getenv("TFE_FAKE_GPU");
     bool gpu = false;
 #ifdef HAVE_CUDA
+    const char *fake = getenv("TFE_FAKE_GPU");
     if (!(fake && *fake == '1')) gpu = tfe_gpu_probe() != NULL;
     tfe_gpu_register();
 #endif

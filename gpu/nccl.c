@@ -4,10 +4,11 @@
  * process group (dist/comm.h), made on the first collective on a GPU: rank 0
  * makes the ncclUniqueId and broadcasts it over MPI, every rank joins with
  * its dist_rank. It is bound to the GPU of that first collective.
- * NCCL is loaded with dlopen, like cuBLAS (matmul.c): the library is large
- * (~200 MB) and only a distributed run on GPUs needs it, so neither start-up
- * nor the CPU path depends on it; where it cannot be loaded, collectives on
- * GPU tensors go through the host and MPI (tensor/device.c). */
+ * NCCL is loaded with dlopen, like cuBLAS (matmul.c): only a distributed run
+ * on GPUs needs it, so tfe runs where the library is missing (a CUDA runtime
+ * without NCCL) and neither start-up nor the CPU path depends on it; where it
+ * cannot be loaded, collectives on GPU tensors go through the host and MPI
+ * (tensor/device.c). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -28,12 +28,13 @@ mkdir -p "$BUILD" && cd "$BUILD" || finish 1
 if ! timeout 300 "$SRC/configure" -q --with-cuda="$CUDA" --with-nccl >configure.log 2>&1; then
     say "configure failed (--with-nccl: NCCL must be in the toolkit):"; tail -20 configure.log | tee -a "$RES"; finish 1
 fi
-grep -E 'MPI|CUDA backend' configure.log | sed 's/^ *//' | tee -a "$RES"
+say "configure: $(grep -oE 'define (HAVE_MPI|HAVE_CUDA|HAVE_NCCL) 1' config.h | sed 's/define //; s/ 1//' | tr '\n' ' ')"
 if ! timeout 400 make -j"$(nproc)" >make.log 2>&1 || ! timeout 120 make tests/unit/test_devcoll >>make.log 2>&1; then
     say "build failed:"; grep -E "error|Error" make.log | head -20 | tee -a "$RES"; finish 1
 fi
 say "build: ok ($BUILD); tfe links: $(readelf -d tfe | grep -o 'lib[a-z]*nccl[^]]*' || echo 'no libnccl (loaded at run time)')"
-say "devices: $(./tfe -e 'print(devices())' 2>&1)"
+devs=$(./tfe -e 'print(devices())' 2>&1)
+say "devices: $devs"
 
 . ./tests/env.sh
 export TFE TFE_SRCDIR TFE_PATH TFE_MPIRUN
@@ -41,6 +42,7 @@ fail=0
 say "-- tests/unit/test_devcoll (device buffers: NCCL, then the host path)"
 timeout 120 ./tests/unit/test_devcoll >devcoll.log 2>&1 || fail=1
 tail -20 devcoll.log | tee -a "$RES"
+case "$devs" in *'"gpu:0"'*) ;; *) say "== no GPU here: only the build and test_devcoll (on the pretend GPU) ran"; finish 1 ;; esac
 say "-- tests/gpu_nccl.sh (the collective ops on gpu:0 against cpu:0)"
 timeout 600 sh "$SRC/tests/gpu_nccl.sh" >gpu_nccl.log 2>&1
 rc=$?

@@ -138,13 +138,13 @@ static void renumber(Graph *g, const int *top)
     free(nmap);
 }
 
-typedef struct Key { int anchor, moved, pos, id; } Key; /* anchor: a priority, or a place */
+/* sorted by key, then old position: key is a priority (the sort) or a place (the waits) */
+typedef struct Key { int key, pos, id; } Key;
 
 static int key_cmp(const void *a, const void *b)
 {
     const Key *x = a, *y = b;
-    if (x->anchor != y->anchor) return x->anchor < y->anchor ? -1 : 1;
-    if (x->moved != y->moved) return x->moved - y->moved;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
@@ -307,18 +307,18 @@ int graph_overlap_collectives(Graph *g)
     int nh = 0, nk = 0;
     for (int i = 0; i < m; i++) {
         int id = tr->nodes[i];
-        if (g->nodes[id].half != GH_WAIT && indeg[id] == 0) heap_push(heap, &nh, (Key){rank[id], 0, i, id});
+        if (g->nodes[id].half != GH_WAIT && indeg[id] == 0) heap_push(heap, &nh, (Key){rank[id], i, id});
     }
     while (nh) {
         Key k = heap_pop(heap, &nh);
         keys[nk++] = k;
         for (int j = sb[k.id]; j < sb[k.id + 1]; j++)
-            if (--indeg[succ[j]] == 0) heap_push(heap, &nh, (Key){rank[succ[j]], 0, pos[succ[j]], succ[j]});
+            if (--indeg[succ[j]] == 0) heap_push(heap, &nh, (Key){rank[succ[j]], pos[succ[j]], succ[j]});
     }
     if (nk != m - nsplit) { /* a cycle: cannot happen (every edge goes forward in the old order); keep it */
         nk = 0;
         for (int i = 0; i < m; i++)
-            if (g->nodes[tr->nodes[i]].half != GH_WAIT) keys[nk++] = (Key){0, 0, i, tr->nodes[i]};
+            if (g->nodes[tr->nodes[i]].half != GH_WAIT) keys[nk++] = (Key){0, i, tr->nodes[i]};
     }
     free(heap);
     free(indeg);
@@ -348,12 +348,12 @@ int graph_overlap_collectives(Graph *g)
     int nw = 0;
     for (int i = 0; i < m; i++) {
         int w = tr->nodes[i];
-        if (g->nodes[w].half == GH_WAIT) wk[nw++] = (Key){wait_at[w], 0, newpos[g->nodes[w].in[0].node], w};
+        if (g->nodes[w].half == GH_WAIT) wk[nw++] = (Key){wait_at[w], newpos[g->nodes[w].in[0].node], w};
     }
     qsort(wk, (size_t)nw, sizeof *wk, key_cmp);
     int *order = xmalloc(sizeof *order * (size_t)(m + 1)), no = 0;
     for (int k = 0, q = 0; k <= nk; k++) {
-        while (q < nw && wk[q].anchor == k) order[no++] = wk[q++].id;
+        while (q < nw && wk[q].key == k) order[no++] = wk[q++].id;
         if (k < nk) order[no++] = keys[k].id;
     }
     free(wk);

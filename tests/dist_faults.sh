@@ -7,9 +7,9 @@
 # of a plain run. A failing job must end with a non-zero status within
 # $LIMIT seconds, print each failing rank's message (rank prefix, source
 # line, caret) once, and leave no process behind; `timeout` turns a hang into
-# a failure instead of a stuck CI. In an ASan build the ranks run with
-# tests/lsan_mpi.supp (what Open MPI keeps until exit) and any sanitizer
-# report fails. Skipped (77) without an MPI build or mpirun.
+# a failure instead of a stuck CI. Any sanitizer report fails (in an ASan
+# build the ranks run with tests/lsan_mpi.supp: tests/mpi_env.sh). Skipped
+# (77) without an MPI build or mpirun.
 : "${TFE:?TFE is not set (run through make check)}"
 [ -n "$TFE_MPIRUN" ] || { echo "skip: no MPI build (configure found no mpirun)"; exit 77; }
 command -v "$TFE_MPIRUN" >/dev/null 2>&1 || { echo "skip: $TFE_MPIRUN is not there"; exit 77; }
@@ -21,12 +21,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dist_faults.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 99' HUP INT TERM
 cd "$tmp" || exit 99
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if grep -q __asan_init "$TFE" 2>/dev/null; then
-    LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$TFE_SRCDIR/tests/lsan_mpi.supp"
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-    export LSAN_OPTIONS ASAN_OPTIONS
-fi
+. "$TFE_SRCDIR/tests/mpi_env.sh"
 LIMIT=30
 fail=0
 bad() { echo "FAIL $*"; fail=1; }
@@ -104,8 +99,9 @@ print("rank", dist.rank(), "done")
 EOF
 job done -np 2 "$TFE" "$tmp/done.tfe"
 ended done
-n=$(grep -cE '^\[rank 0\] .*: error: dist\.barrier: rank 1 finished its program and will not join this collective$' done.err)
-[ "$n" = 1 ] || bad "done: rank 0's message is there $n times, not once"
+once done done.err "[rank 0] $tmp/done.tfe:3:10: error: dist.barrier: rank 1 finished its program and will not join this collective
+ 3 |     dist.barrier()
+   |          ^~~~~~~"
 [ "$(errors done.err)" = 1 ] || bad "done: $(errors done.err) error lines, expected 1"
 grep -q 'rank 0 done' done.out && bad "done: rank 0 went past the barrier"
 clean done done.err

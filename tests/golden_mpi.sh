@@ -34,6 +34,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/golden_mpi.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 99' HUP INT TERM
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$srcdir/tests/mpi_env.sh" # Open MPI's leaks under ASan
 np=2
 failed=0
 for name in "$@"; do

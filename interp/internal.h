@@ -171,6 +171,9 @@ void frames_pop_to(Interp *I, int depth);
 void error_report(Interp *I, FILE *f);
 void error_clear(Interp *I);
 void diag_print(FILE *f, Loc loc, const char *msg);
+/* "[rank N] " in a job of several ranks (docs/distributed.md), else "": the
+ * start of every error message a rank prints. */
+const char *diag_rank_tag(void);
 
 /* resolve.c: binds names to (depth, slot); reports undefined names. */
 int resolve_program(Interp *I, Node *prog, bool repl);

@@ -174,14 +174,16 @@ void dist_start(int *argc, char ***argv)
 }
 
 #ifdef HAVE_MPI
-/* The agreement's allreduce: max of {sig, ~sig, stopped}, where stopped is
- * rank + 1 on a rank that has finished its program (dist_stop) and 0 on a
- * rank about to make a collective. All ranks equal <=> max(sig) ==
- * min(sig) == ~max(~sig). Three words on every caller, so that a rank in
- * dist_stop and a rank in a collective's agreement match each other. */
-static int agree_words(uint64_t v[3], char *err, size_t errn)
+/* The agreement's allreduce: max of {sig, ~sig, stopped, blocking}, where
+ * stopped is rank + 1 on a rank that has finished its program (dist_stop)
+ * and 0 on a rank about to make a collective, and blocking is 0 on a rank
+ * that would make the collective nonblocking, 1 otherwise. All ranks equal
+ * <=> max(sig) == min(sig) == ~max(~sig). Four words on every caller, so
+ * that a rank in dist_stop and a rank in a collective's agreement match each
+ * other; one allreduce, so that a collective costs one agreement. */
+static int agree_words(uint64_t v[4], char *err, size_t errn)
 {
-    return mpi_fail(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), err, errn, "agree");
+    return mpi_fail(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), err, errn, "agree");
 }
 
 /* What a finished rank passes (no caller's hash is this, but for a chance of
@@ -212,7 +214,7 @@ void dist_stop(void)
      * meet the others in one agreement, which a rank in a collective's
      * agreement also matches, and which then fails there. */
     if (g_size > 1) {
-        uint64_t v[3] = {SIG_STOP, ~SIG_STOP, (uint64_t)g_rank + 1};
+        uint64_t v[4] = {SIG_STOP, ~SIG_STOP, (uint64_t)g_rank + 1, 1};
         if (agree_words(v, NULL, 0) == 0 && v[0] != ~v[1]) wait_to_be_ended();
     }
     for (int k = 0; k < 2; k++)
@@ -332,10 +334,16 @@ int dist_allgather(const void *send, size_t bytes, void *recv, char *err, size_t
 
 int dist_agree(uint64_t sig, char *err, size_t errn)
 {
+    return dist_agree_nb(sig, NULL, err, errn);
+}
+
+int dist_agree_nb(uint64_t sig, bool *nonblocking, char *err, size_t errn)
+{
 #ifdef HAVE_MPI
     if (g_active && g_size > 1) {
-        uint64_t v[3] = {sig, ~sig, 0};
+        uint64_t v[4] = {sig, ~sig, 0, nonblocking && *nonblocking ? 0 : 1};
         if (agree_words(v, err, errn)) return -1;
+        if (nonblocking) *nonblocking = v[3] == 0;
         if (v[2]) {
             if (err && errn)
                 snprintf(err, errn, "rank %d finished its program and will not join this collective", (int)(v[2] - 1));
@@ -347,6 +355,7 @@ int dist_agree(uint64_t sig, char *err, size_t errn)
     (void)sig;
     (void)err;
     (void)errn;
+    (void)nonblocking; /* one process: whatever it wants */
     return 1;
 }
 

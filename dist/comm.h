@@ -73,6 +73,15 @@ int dist_allgather(const void *send, size_t bytes, void *recv, char *err, size_t
  * hang. */
 int dist_agree(uint64_t sig, char *err, size_t errn);
 
+/* dist_agree that also settles whether an allreduce may be nonblocking: MPI
+ * matches a nonblocking collective only with a nonblocking one, and one rank
+ * may run a staged step cached (its allreduces overlapped) while another
+ * runs it eagerly. *nonblocking: in, whether this rank wants it; out,
+ * whether every rank does (then all make the nonblocking call, else all the
+ * blocking one). NULL: this rank makes the blocking call. Same one
+ * allreduce as dist_agree. */
+int dist_agree_nb(uint64_t sig, bool *nonblocking, char *err, size_t errn);
+
 /* Nonblocking allreduce, for gradient buckets whose reduction overlaps the
  * rest of a backward pass. buf must stay alive until dist_wait. Without MPI
  * the request is complete at once. dist_progress lets outstanding requests

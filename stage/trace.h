@@ -205,6 +205,18 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
  * host call, an assign in a nested if or loop); -2 a tensor error. *where:
  * the node (if, loop or host call) for 2 and -1. */
 int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor **assigned, int *where);
+/* How a traced loop reads a variable its body assigns (stage/trace_cf.c,
+ * tapes_loop_count): before the body's first assign, between two, after
+ * the last, in its condition; TL_UNKNOWN: something in it may assign the
+ * variable, or read it, where the graph cannot tell how often (a host
+ * call, a nested if or loop). */
+enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16 };
+/* The position of node id among the nodes at the top of the trace, or -1. */
+int trace_top_pos(Tracer *T, int id);
+/* The first position at the top of the trace of the ifs or loops that hold
+ * regions regs (-1: one of them is nowhere), and in *only_in whether they
+ * are all in node id. */
+int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_in);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). reads: a variable read in its condition reads
  * the value the variable had when the loop started (trace_read_at_start);

@@ -102,7 +102,6 @@ static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region
                                  bool at_end)
 {
     if (T->spent) return;
-    if (getenv("DBGR")) fprintf(stderr, "note t=%p region=%d again=%d after=%d\n", (void*)t, region, again, after); /*DBG*/
     if (tfe_tape_is_watched(T->tape, t)) {
         for (int i = 0; i < T->nreads; i++) {
             VarRead *r = &T->reads[i];
@@ -1004,7 +1003,7 @@ static int later_term(Tracer *tr, const struct LoopNote *n, int ql, int hi, tfe_
  * read it cannot place, or something between that may assign var in a way
  * it cannot tell), -1 on a tensor error. A read noted in several branches
  * or loop bodies (one tensor when the call traced) is a read in each. */
-static int loop_read_later(Interp *I, Tracer *tr, Flat *f, const struct Leaf *L, const struct LoopNote *n,
+static int loop_read_later(Tracer *tr, Flat *f, const struct Leaf *L, const struct LoopNote *n,
                            tfe_tensor **later, bool *always)
 {
     *later = NULL;
@@ -1064,7 +1063,6 @@ static int loop_read_later(Interp *I, Tracer *tr, Flat *f, const struct Leaf *L,
             if (ran) tensor_decref(ran);
         }
     }
-    (void)I;
     if (st || *always) {
         if (*later) tensor_decref(*later);
         *later = NULL;
@@ -1113,7 +1111,7 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
         if (n->kinds & (TL_MID | TL_END | TL_COND)) {
             tfe_tensor *later = NULL;
             bool always = false;
-            int st = (n->kinds & TL_MID) ? 0 : loop_read_later(I, tr, f, L, n, &later, &always);
+            int st = (n->kinds & TL_MID) ? 0 : loop_read_later(tr, f, L, n, &later, &always);
             if (st > 0) {
                 char name[300];
                 if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
@@ -1416,11 +1414,6 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     size_t nb = (size_t)(f.n ? f.n : 1);
     int merge = merge_reads(I, T, &f, nbase);
     if (merge < 0) goto done;
-    if (getenv("DBGR")) { /*DBG*/
-        for (int i = 0; i < f.n; i++) { fprintf(stderr, "src %d t=%p ran=%p nregs=%d after=%d at_end=%d regs:", i, (void*)f.ts[i], (void*)f.ran[i], f.at && i < f.capat ? f.at[i].nregs : -9, f.at && i < f.capat ? f.at[i].after : -9, f.at && i < f.capat ? f.at[i].at_end:-9); for (int k = 0; f.at && i < f.capat && k < f.at[i].nregs; k++) fprintf(stderr, " %d", f.at[i].regs[k]); fprintf(stderr, "\n"); }
-        for (int li = 0; f.chains && li < f.nleaves; li++) for (int k = 0; k < f.chains[li].n; k++) fprintf(stderr, "chain %d: ix %d rel %d\n", li, f.chains[li].ix[k], f.chains[li].rel[k]);
-        fprintf(stderr, "merge %d nbounds %d\n", merge, f.nbounds);
-    }
     called = true;
     if (merge) {
         /* one gradient call for each way the bounds can go, the tape kept
@@ -1623,7 +1616,6 @@ void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0
             r->nregs = m;
             if (m) continue;
             /* read only there: no read at all */
-            if (getenv("DBGR")) fprintf(stderr, "unnote t=%p\n", (void*)t); /*DBG*/
             tensor_decref(r->t);
             value_decref(v_obj(V_OBJECT, r->var));
             free(r->regs);

@@ -191,6 +191,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
                 region = tr->region;
             }
             bool again = tr && tr->cf_running && watching[i]->trace == tr->id && !watching[i]->symbolic;
+            if (again && trace_loop_fresh(tr, &v->o.h, stored)) continue; /* (a tensor the loop made) */
             if (again) region = tr->cf_region;
             /* (the run of a traced if read what a branch assigned) */
             const tfe_tensor *s0 = again ? trace_cf_start(tr, &v->o.h) : NULL;
@@ -1087,13 +1088,13 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
     Variable *var = (Variable *)L->v.u.o;
     tfe_tensor *any = NULL;
     bool err = false;
+    char name[300];
+    if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
+    else snprintf(name, sizeof name, "this variable");
     for (int k = 0; k < T->nloops && !err; k++) {
         const struct LoopNote *n = &T->loops[k];
         if (n->var != var) continue;
         if (n->kinds & TL_UNKNOWN) {
-            char name[300];
-            if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
-            else snprintf(name, sizeof name, "this variable");
             if (any) tensor_decref(any);
             /* (under --stage-all the call goes on eagerly from here) */
             if (!trace_fail(I, gnode(tr->g, n->id)->loc,
@@ -1113,9 +1114,6 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
             bool always = false;
             int st = (n->kinds & TL_MID) ? 0 : loop_read_later(tr, f, L, n, &later, &always);
             if (st > 0) {
-                char name[300];
-                if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
-                else snprintf(name, sizeof name, "this variable");
                 tensor_decref(z);
                 if (any) tensor_decref(any);
                 if (!trace_fail(I, gnode(tr->g, n->id)->loc,

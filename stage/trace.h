@@ -79,6 +79,10 @@ typedef struct Tracer {
     struct CfStart { const Obj *var; tfe_tensor *t; } *cf_start; /* ... and the variables' values
                              when it started, for reads it hands on (mark_exported; owned) */
     int ncf_start;
+    struct LoopFresh { const Obj *var; const tfe_tensor *start; } *loop_fresh; /* a loop that runs as
+                             one tape entry, reading and assigning these variables: their values
+                             when it started (borrowed; loop_core) */
+    int nloop_fresh;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     int nargs;
@@ -211,6 +215,10 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
  * variable, or read it, where the graph cannot tell how often (a host
  * call, a nested if or loop). */
 enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16 };
+/* Is t, read of var by a loop running as one tape entry, a tensor the loop
+ * made (not the value var had when it started)? Those reads are not noted:
+ * the loop's count adds what eager code adds for them (tapes_loop_count). */
+bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t);
 /* The position of node id among the nodes at the top of the trace, or -1. */
 int trace_top_pos(Tracer *T, int id);
 /* The first position at the top of the trace of the ifs or loops that hold

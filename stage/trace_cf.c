@@ -1216,7 +1216,20 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         free(refs);
         for (int k = 0; k < ntot; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
         tfe_tensor **outs = xcalloc((size_t)(ntot ? ntot : 1), sizeof *outs);
+        /* (its run notes only the reads of the values the variables
+         * start with: tapes_loop_count covers the others) */
+        struct LoopFresh *saved_fresh = T->loop_fresh;
+        int saved_nfresh = T->nloop_fresh;
+        if (ncv) {
+            T->loop_fresh = xcalloc((size_t)ncv, sizeof *T->loop_fresh);
+            for (int k = 0; k < ncv; k++)
+                T->loop_fresh[k] = (struct LoopFresh){cvars[k].u.o, variable_peek(cvars[k])};
+            T->nloop_fresh = ncv;
+        }
         rc = bind_outputs(T, id, env, carried, nc, outs);
+        if (ncv) free(T->loop_fresh);
+        T->loop_fresh = saved_fresh;
+        T->nloop_fresh = saved_nfresh;
         if (rc) {
             free(outs);
             goto done;
@@ -1600,6 +1613,11 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
         bool loop = id >= 0 && g->nodes[id].kind == G_WHILE && !after &&
                     !region_assign_kind(g, g->nodes[id].regions[0], var) &&
                     !region_assign_kind(g, g->nodes[id].regions[1], var);
+        /* (a read in the condition of a loop that assigns var at the top of
+         * its body: its first read is of the value when the loop started;
+         * the later ones' zeros are the loop count's, tapes_loop_count) */
+        loop |= id >= 0 && g->nodes[id].kind == G_WHILE && !after && r == g->nodes[id].regions[0] &&
+                !region_assign_kind(g, r, var) && region_assign_kind(g, g->nodes[id].regions[1], var) > 0;
         if (id < 0 || (g->nodes[id].kind != G_COND && !loop) || g->nodes[id].region != 0 ||
             (after && c >= 0 && id != c))
             return -1;
@@ -1689,6 +1707,13 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
     }
     *assigned = any;
     return any ? 2 : 0;
+}
+
+bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t)
+{
+    for (int k = 0; k < T->nloop_fresh; k++)
+        if (T->loop_fresh[k].var == var) return t != T->loop_fresh[k].start;
+    return false;
 }
 
 int trace_top_pos(Tracer *T, int id) { return id >= 0 && id < T->g->n ? top_pos(T->g, id) : -1; }

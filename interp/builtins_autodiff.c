@@ -44,6 +44,8 @@ typedef struct VarRead {
                   tapes_read_in_region set where it is (0: settled) */
     bool after; /* in a branch, after an assign of the variable there (not its value when the if started) */
     bool at_end; /* ... and its value is the one after the if (no assign follows it there) */
+    bool zeros;  /* read only in bodies of loops that assign the variable, and its tensor read
+                    again after them: its part is zeros (what reaches such a read is refused) */
 } VarRead;
 
 typedef struct Tape {
@@ -107,6 +109,15 @@ static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region
             VarRead *r = &T->reads[i];
             if (r->var != v || r->t != t) continue;
             if (again || !r->nregs) return;
+            /* read in loops that assign the variable (their gradient is
+             * zeros), then again after one of them may have assigned it:
+             * one tensor in the call that traced, not on every call; a
+             * read of its own, which the chain of reads places */
+            Tracer *tr = region ? trace_current() : NULL;
+            if (tr && trace_read_split(tr, &v->o.h, r->regs, r->nregs)) {
+                r->zeros = true; /* (the tensor's gradient is the later read's) */
+                continue;
+            }
             if (region) {
                 read_add_region(r, region);
             } else { /* read unconditionally too */
@@ -125,7 +136,7 @@ static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after, at_end};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after, at_end, false};
     if (region) read_add_region(&T->reads[T->nreads], region);
     T->nreads++;
 }
@@ -539,7 +550,7 @@ typedef struct Flat {
     int nextra;
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
     /* a variable's reads that are one tensor on some calls (merge_reads) */
-    struct ReadAt { int *regs, nregs; bool after, at_end, is_read; } *at; /* by tensor: a variable's read's place */
+    struct ReadAt { int *regs, nregs; bool after, at_end, is_read, zeros; } *at; /* by tensor: a variable's read's place */
     int capat;
     struct Chain *chains;  /* by leaf: its reads in the order they ran, and what is between */
     struct Bound { int leaf; tfe_tensor *assigned; } *bounds; /* the ifs or loops that may assign (owned) */
@@ -836,6 +847,7 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                 ra->is_read = true;
                 ra->after = T->reads[i].after;
                 ra->at_end = T->reads[i].at_end;
+                ra->zeros = T->reads[i].zeros;
                 ra->nregs = T->reads[i].nregs;
                 ra->regs = ra->nregs ? xmalloc(sizeof *ra->regs * (size_t)ra->nregs) : NULL;
                 if (ra->nregs) memcpy(ra->regs, T->reads[i].regs, sizeof *ra->regs * (size_t)ra->nregs);
@@ -884,7 +896,15 @@ static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Lea
     bool always = false;
     for (int i = 0; i < L->count; i++) {
         if (skip && skip[L->start + i]) continue; /* its part is in an earlier read's */
-        tfe_tensor *gi = g[L->start + i], *ran = (rans ? rans : f->ran)[L->start + i], *s = NULL;
+        tfe_tensor *gi = g[L->start + i], *ran = (rans ? rans : f->ran)[L->start + i], *s = NULL, *z = NULL;
+        if (f->at && L->start + i < f->capat && f->at[L->start + i].zeros) { /* (VarRead.zeros) */
+            if (!(z = tfe_filled_like(gi, 0.0))) {
+                if (r) tensor_decref(r);
+                r = NULL;
+                break;
+            }
+            gi = z;
+        }
         if (!ran) {
             s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
         } else if (r) {
@@ -895,6 +915,7 @@ static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Lea
             if (neg) tensor_decref(neg);
         }
         if (r) tensor_decref(r);
+        if (z) tensor_decref(z);
         r = s;
         if (!r) break;
         if (!ran) always = true;

@@ -215,6 +215,11 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
  * variable, or read it, where the graph cannot tell how often (a host
  * call, a nested if or loop). */
 enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16 };
+/* Are regs (where a tape made in this trace noted a read of var) all the
+ * bodies of loops at the top that assign var, and may var hold another tensor now
+ * than when the first of them started? Then a read of the same tensor
+ * now is a read of its own (no nodes are made). */
+bool trace_read_split(Tracer *T, const Obj *var, const int *regs, int nregs);
 /* Is t, read of var by a loop running as one tape entry, a tensor the loop
  * made (not the value var had when it started)? Those reads are not noted:
  * the loop's count adds what eager code adds for them (tapes_loop_count). */

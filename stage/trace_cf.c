@@ -1709,6 +1709,23 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
     return any ? 2 : 0;
 }
 
+bool trace_read_split(Tracer *T, const Obj *var, const int *regs, int nregs)
+{
+    const Graph *g = T->g;
+    int q = -1;
+    for (int k = 0; k < nregs; k++) {
+        if (regs[k] <= 0 || regs[k] >= g->nregions) return false;
+        int id = region_owner(g, regs[k]);
+        if (id < 0 || g->nodes[id].region != 0 || g->nodes[id].kind != G_WHILE || regs[k] != g->nodes[id].regions[1] ||
+            region_assign_kind(g, g->nodes[id].regions[1], var) <= 0)
+            return false;
+        int qk = top_pos(g, id);
+        if (qk < 0) return false;
+        if (q < 0 || qk < q) q = qk;
+    }
+    return q >= 0 && may_assign_between(g, var, q, g->regions[0].n);
+}
+
 bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t)
 {
     for (int k = 0; k < T->nloop_fresh; k++)

@@ -1458,6 +1458,13 @@ static bool effect_kind(const GNode *n)
            (n->kind == G_OP && (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE)));
 }
 
+static int wait_of(const Graph *R, int start)
+{
+    for (int w = 0; w < R->n; w++)
+        if (R->nodes[w].half == GH_WAIT && R->nodes[w].in[0].node == start) return w;
+    return -1;
+}
+
 static int *effect_map(const Graph *B, const Graph *R)
 {
     int *map = xmalloc(sizeof *map * (size_t)(B->n + 1));
@@ -1469,12 +1476,15 @@ static int *effect_map(const Graph *B, const Graph *R)
             continue;
         }
         if (!effect_kind(&B->nodes[i])) continue;
-        while (j < R->n && !effect_kind(&R->nodes[j])) j++;
+        /* an allreduce that graph/overlap.c split: the start stands where the
+         * whole node stood, the wait (added last) holds its result */
+        while (j < R->n && (!effect_kind(&R->nodes[j]) || R->nodes[j].half == GH_WAIT)) j++;
         if (j == R->n || R->nodes[j].kind != B->nodes[i].kind) {
             free(map);
             return NULL;
         }
-        map[i] = j++;
+        map[i] = R->nodes[j].half == GH_START ? wait_of(R, j) : j;
+        j++;
     }
     return map;
 }

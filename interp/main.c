@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "dist/comm.h"
 #include "interp/interp.h"
 #include "graph/opt.h"
 #include "interp/repl.h"
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
     if (!code && i < argc) file = argv[i++];
     opt.argc = argc - i;
     opt.argv = argv + i;
+    /* joins the job when mpirun launched this process; nothing otherwise */
+    dist_start(&argc, &argv);
     Interp *I = interp_new(&opt);
     int rc;
     if (code) {
@@ -102,5 +105,9 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
     interp_free(I);
+    /* A failed rank must not wait in MPI_Finalize for ranks that may be
+     * blocked in a collective with it: it ends the whole job instead. */
+    if (rc != 0 && dist_size() > 1) dist_abort(rc);
+    dist_stop();
     return rc;
 }

@@ -9,7 +9,9 @@
 srcdir="${TFE_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 mode="${1:-check}"
 
-# Layers, bottom first. A folder's layer names the layers it may include
+# Layers, bottom first. dist/ (the process group: MPI, rank, size, collectives
+# on bytes) sits just above util/, so that tensor kernels, the graph executor
+# and the interpreter can all reach it. A folder's layer names the layers it may include
 # (its own included). The front end (lexer/ and parser/, which include each
 # other) uses only util/; the interpreter evaluates its AST. gpu/ is a
 # backend of tensor/'s device layer. graph/ (the graph IR, optimizer, planner
@@ -22,6 +24,7 @@ mode="${1:-check}"
 layer_of() {
     case "$1" in
     util) echo util ;;
+    dist) echo dist ;;
     tensor) echo tensor ;;
     gpu) echo gpu ;;
     lexer | parser) echo front ;;
@@ -34,12 +37,13 @@ layer_of() {
 may_use() {
     case "$1" in
     util) echo "util" ;;
-    tensor) echo "util tensor" ;;
-    gpu) echo "util tensor gpu" ;;
+    dist) echo "util dist" ;;
+    tensor) echo "util dist tensor" ;;
+    gpu) echo "util dist tensor gpu" ;;
     front) echo "util front" ;;
-    graph) echo "util tensor graph" ;;
-    interp) echo "util tensor gpu front graph interp" ;;
-    program) echo "util tensor gpu front graph interp program" ;;
+    graph) echo "util dist tensor graph" ;;
+    interp) echo "util dist tensor gpu front graph interp" ;;
+    program) echo "util dist tensor gpu front graph interp program" ;;
     esac
 }
 
@@ -49,7 +53,7 @@ allow="
 
 cd "$srcdir" || exit 1
 # "file included" for every quoted include naming a folder
-edges=$(find util tensor gpu lexer parser graph stage interp fuzz bench tests/unit \
+edges=$(find util dist tensor gpu lexer parser graph stage interp fuzz bench tests/unit \
             -type f \( -name '*.c' -o -name '*.h' -o -name '*.y' -o -name '*.re' -o -name '*.cu' \) \
             2>/dev/null | LC_ALL=C sort |
         while read -r f; do

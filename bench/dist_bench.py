@@ -195,7 +195,7 @@ class Bench:
     def part_c(self):
         steps = "20" if self.o["quick"] else "100"
         base = {"DIST_STEPS": steps, "DIST_BATCHES": "3" if self.o["quick"] else "5",
-                "DIST_MODE": "staged", "DIST_GRADS": "each", "TFE_DIST_STATS": "1"}
+                "DIST_MODE": "staged", "DIST_BUCKET_MB": "0", "TFE_DIST_STATS": "1"}
         argv = self.mpi(2, [self.tfe, os.path.join(BENCH, "dist_mlp_step.tfe")])
         configs = [("overlap on", {}), ("overlap off", {"TFE_DIST_OVERLAP": "0"})]
         data = {c[0]: {"step": [], "hidden": [], "comm_ms": [], "wait_ms": [], "split": []}

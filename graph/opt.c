@@ -196,7 +196,7 @@ bool opt_has_effect(const Graph *g, int id)
     const GNode *n = &g->nodes[id];
     switch (n->kind) {
     case G_HOST: case G_VAR_READ: return true;
-    case G_OP: return (tfe_ops[n->op].flags & F_RANDOM) != 0;
+    case G_OP: return (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE)) != 0;
     case G_COND: case G_WHILE: return region_has_effect(g, n->regions[0]) || region_has_effect(g, n->regions[1]);
     case G_INPUT: case G_CONST: case G_PARAM: case G_FUSED:
     default: return false;

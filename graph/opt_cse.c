@@ -28,7 +28,7 @@ static bool same_node(const Graph *g, const GNode *a, const GNode *b)
     if (a->kind != b->kind) return false;
     if (a->kind == G_CONST) return same_const(a->value, b->value);
     if (a->kind != G_OP || a->op != b->op || a->nin != b->nin || a->nout != b->nout) return false;
-    if (tfe_ops[a->op].flags & F_RANDOM) return false;
+    if (tfe_ops[a->op].flags & (F_RANDOM | F_COLLECTIVE)) return false;
     for (int k = 0; k < a->nin; k++)
         if (a->in[k].node != b->in[k].node || a->in[k].out != b->in[k].out) return false;
     (void)g;
@@ -69,7 +69,7 @@ int opt_cse(Graph *g)
         next[id] = -1;
         opt_redirect_node(g, map, id); /* inputs merged earlier: compare what they now read */
         if (n->kind != G_OP && n->kind != G_CONST) continue;
-        if (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)) continue;
+        if (n->kind == G_OP && (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))) continue;
         uint64_t h = (uint64_t)n->kind * 31 + (uint64_t)(n->kind == G_OP ? n->op : 0);
         for (int k = 0; k < n->nin; k++) h = h * 1000003u + (uint64_t)n->in[k].node * 33 + (uint64_t)n->in[k].out;
         if (n->kind == G_CONST) h = h * 7 + const_hash(n->value);

@@ -11,7 +11,7 @@ int opt_fold(Graph *g)
     int folded = 0;
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];
-        if (n->kind != G_OP || n->nout != 1 || (tfe_ops[n->op].flags & F_RANDOM) || n->nin > 16) continue;
+        if (n->kind != G_OP || n->nout != 1 || (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE)) || n->nin > 16) continue;
         if (n->nin == 0 && !(tfe_ops[n->op].flags & F_CREATE)) continue;
         tfe_tensor *in[16];
         bool all = true;

@@ -33,7 +33,7 @@ static bool fusable(const Graph *g, int id, const bool *unc)
     const GNode *n = &g->nodes[id];
     if (n->kind != G_OP || n->nout != 1 || n->nin < 1 || n->nin > 2) return false;
     const tfe_opinfo *info = &tfe_ops[n->op];
-    if (!(info->flags & F_ELEMWISE) || (info->flags & (F_RANDOM | F_COMPARISON | F_NODIFF))) return false;
+    if (!(info->flags & F_ELEMWISE) || (info->flags & (F_RANDOM | F_COMPARISON | F_NODIFF | F_COLLECTIVE))) return false;
     if (tfe_fop_of_op(n->op) < 0) return false;
     /* an op that may fail (a relaxed trace's unknown dims that may not
      * broadcast) runs on its own, where eager would stop, with eager's error */

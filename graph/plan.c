@@ -36,7 +36,9 @@ static bool plannable_op(const GNode *n)
     if (n->kind == G_FUSED) return n->nout == 1;
     if (n->kind != G_OP || n->nout != 1) return false;
     unsigned f = tfe_ops[n->op].flags;
-    return !(f & (F_VIEW | F_SELFOUT | F_RANDOM));
+    /* a collective runs through the walker (run_op), the one place that
+     * calls it, so that an executor that overlaps them has one to change */
+    return !(f & (F_VIEW | F_SELFOUT | F_RANDOM | F_COLLECTIVE));
 }
 
 static int64_t value_bytes(const tfe_meta *m)

@@ -17,6 +17,7 @@ void builtins_io_register(Interp *I);
 void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
 void builtins_random_register(Interp *I);
+void builtins_dist_register(Interp *I); /* interp/builtins_dist.c */
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -48,6 +49,7 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_plot_register(I);
     builtins_imshow_register(I);
     builtins_help_register(I);
+    builtins_dist_register(I);
     return I;
 }
 

@@ -672,6 +672,9 @@ static int replay_node(BP *b, int id)
                                   "loop are not supported");
         return 0;
     case G_OP: {
+        /* a collective of the top region was saved from the forward; one in
+         * a branch runs again (every rank replays the same branch) */
+        if ((tfe_ops[n->op].flags & F_COLLECTIVE) && n->region == 0 && b->m[n->vbase]) return 0;
         if (tfe_ops[n->op].flags & F_RANDOM) {
             /* one in a branch is drawn again wherever the branch is replayed
              * (a value from another replay of it is not visible there) */
@@ -1404,8 +1407,9 @@ static int sweep_region(BP *b, int r)
 
 /* Which forward values a backward starts from: the graph's inputs and the
  * variable reads of its top region are the entry's inputs (the sources of
- * gradients); host calls and random draws of the top region are saved
- * (replaying them would not give the same values). */
+ * gradients); host calls, random draws and collectives of the top region are
+ * saved (replaying them would not give the same values, or would talk to
+ * the other ranks again). */
 typedef struct Plan { int *src, *node, nsrc; int *saved, nsaved; } Plan; /* node: each source's */
 
 static Plan plan_of(const Graph *G)
@@ -1426,7 +1430,7 @@ static Plan plan_of(const Graph *G)
         }
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &G->nodes[top->nodes[i]];
-        if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM)))
+        if ((n->kind == G_HOST && n->nout) || (n->kind == G_OP && (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))))
             for (int k = 0; k < n->nout; k++) p.saved[p.nsaved++] = n->vbase + k;
     }
     return p;
@@ -1450,7 +1454,8 @@ static const GNode *saved_host(const Graph *G, int s)
  * when they do not pair up (then the backward derives from R itself). */
 static bool effect_kind(const GNode *n)
 {
-    return n->kind == G_VAR_READ || n->kind == G_HOST || (n->kind == G_OP && (tfe_ops[n->op].flags & F_RANDOM));
+    return n->kind == G_VAR_READ || n->kind == G_HOST ||
+           (n->kind == G_OP && (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE)));
 }
 
 static int *effect_map(const Graph *B, const Graph *R)
@@ -2147,7 +2152,7 @@ tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
         const GRegion *rc = &m->regions[wn->regions[0]];
         for (int i = 0; i < rc->n && ok; i++) {
             const GNode *x = &m->nodes[rc->nodes[i]];
-            ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & F_RANDOM) : x->kind == G_CONST || x->kind == G_PARAM;
+            ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE)) : x->kind == G_CONST || x->kind == G_PARAM;
             if (reads && x->kind == G_VAR_READ && !x->outer_out) {
                 tfe_tensor *t = trace_read_at_start(T, id, x->host->obj.u.o);
                 if ((ok = t != NULL)) put(b.m, x->vbase, (tensor_incref(t), t));

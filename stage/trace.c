@@ -239,7 +239,8 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
         if (in[i]->node) any = true;
         if (!in[i]->storage) sym = true;
     }
-    if (!any && !(info->flags & F_RANDOM)) return tfe_execute_eager(op, nin, in, at, out);
+    /* a draw or a collective on constants is still a node: it runs at every call */
+    if (!any && !(info->flags & (F_RANDOM | F_COLLECTIVE))) return tfe_execute_eager(op, nin, in, at, out);
     if (!at) at = &default_attrs;
     int nout = info->nout >= 0 ? info->nout : at->nints;
     if (!sym) {
@@ -281,6 +282,7 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
         for (int i = 0; i < nin; i++) is_input |= out[k] == in[i];
         if (!is_input) trace_note(T, out[k], (GRef){id, k});
     }
+    if (info->flags & F_COLLECTIVE) effect_chain(T, id);
     if (info->flags & F_RANDOM) {
         effect_chain(T, id);
         /* the same draw again (a gradient rule replaying dropout's mask):
@@ -325,6 +327,7 @@ static const char *value_source_problem(Tracer *T, int id)
     case G_HOST: return "a host call";
     case G_OP:
         if (tfe_ops[n->op].flags & F_RANDOM) return "a random draw";
+        if (tfe_ops[n->op].flags & F_COLLECTIVE) return "a collective (its value comes from the other ranks)";
         break;
     case G_COND: case G_WHILE: case G_PARAM: case G_FUSED:
     default: /* cond, while: depend on everything they can see */

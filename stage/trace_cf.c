@@ -356,7 +356,7 @@ static int last_effect_in(Graph *g, int r)
     for (int i = reg->n - 1; i >= 0; i--) {
         const GNode *x = &g->nodes[reg->nodes[i]];
         if (x->kind == G_VAR_READ || x->kind == G_HOST || x->kind == G_COND || x->kind == G_WHILE ||
-            (x->kind == G_OP && (tfe_ops[x->op].flags & F_RANDOM)))
+            (x->kind == G_OP && (tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE))))
             return reg->nodes[i];
     }
     return -1;

@@ -8,6 +8,7 @@
 #include "tensor/grad.h"
 #include "tensor/op_scope.h"
 #include "tensor/base.h" /* kn_axis, kn_axes_mask */
+#include "dist/comm.h"      /* the rank, for the collectives' rules */
 
 /* On entry dx[i] is NULL (compute input i's gradient) or TFE_GRAD_SKIP
  * (tensor/grad.h: the caller does not need it, e.g. the tape for an input no
@@ -1141,5 +1142,69 @@ RULE(grad_cholesky) {
         tfe_tensor *linv = U(s, OP_INV, Y);
         set_dx(s, &dx[0], B(s, OP_MATMUL, B(s, OP_MATMUL, mT(s, linv), p), linv), x);
     }
+    END;
+}
+
+/* ---- collectives (ops_dist.def; docs/distributed.md, "Gradients through
+ * collectives"). The SPMD convention: the loss is the sum of every rank's
+ * loss, so a rank's input reaches the loss through every rank's output, and
+ * each rule is itself a collective that every rank runs (a rank whose own
+ * upstream gradient is zeros still takes part). The packing attributes
+ * (ints[1], ints[2]) go with it: the gradient has the forward's shape. */
+
+static tfe_tensor *coll(scope *s, tfe_op op, tfe_tensor *g, const tfe_attrs *fwd, int64_t arg) {
+    if (!g) return NULL;
+    tfe_attrs at = *fwd;
+    if (at.nints < 1) at.nints = 1;
+    at.ints[0] = arg;
+    return scope_call(s, op, 1, &g, &at);
+}
+
+/* sum: d(sum_r y_r)/dx_q = sum_r dy_r; mean: the same over the size */
+RULE(grad_allreduce) {
+    BEGIN;
+    int64_t red = c->at->nints > 0 ? c->at->ints[0] : 0;
+    if (!wants(x)) END;
+    if (red <= 1) {
+        set_dx(s, &dx[0], coll(s, OP_ALLREDUCE, G, c->at, red), x);
+        END;
+    }
+    /* max/min: the summed upstream goes where x is the result, shared
+     * evenly among the ranks that tie (as the max reduction's rule) */
+    tfe_tensor *xf = x->dtype >= TFE_FLOAT16 ? cast(s, x, TFE_FLOAT32) : x;
+    tfe_tensor *yf = Y->dtype >= TFE_FLOAT16 ? cast(s, Y, TFE_FLOAT32) : Y;
+    tfe_tensor *hit = cast(s, B(s, OP_EQ, xf, yf), G->dtype);
+    tfe_tensor *n = coll(s, OP_ALLREDUCE, hit, c->at, 0);
+    tfe_tensor *sg = coll(s, OP_ALLREDUCE, G, c->at, 0);
+    tfe_tensor *share = scope_where(s, B(s, OP_GT, n, scope_const(s, 0, n)), B(s, OP_DIV, sg, n),
+                                    scope_const(s, 0, G)); /* no tie: a NaN result */
+    set_dx(s, &dx[0], B(s, OP_MUL, share, hit), x);
+    END;
+}
+
+/* broadcast: y_r = x_root on every rank, so x_root gets every rank's
+ * upstream summed and the other ranks' x get zeros */
+RULE(grad_broadcast) {
+    BEGIN;
+    if (!wants(x)) END;
+    int64_t root = c->at->nints > 0 ? c->at->ints[0] : 0;
+    tfe_attrs at = *c->at;
+    at.nints = at.nints < 1 ? 1 : at.nints;
+    at.ints[0] = 0; /* sum */
+    tfe_tensor *sg = scope_call(s, OP_ALLREDUCE, 1, &G, &at);
+    if (root != dist_rank())
+        sg = scope_where(s, scope_full(s, 0, TFE_BOOL, 0, NULL), sg, scope_const(s, 0, sg));
+    set_dx(s, &dx[0], sg, x);
+    END;
+}
+
+/* allgather: x_q is rows [q d0, (q+1) d0) of every rank's y, so it gets
+ * those rows of the summed upstream (a reduce-scatter) */
+RULE(grad_allgather) {
+    BEGIN;
+    if (!wants(x)) END;
+    tfe_tensor *sg = coll(s, OP_ALLREDUCE, G, c->at, 0);
+    int64_t rows = x->rank == 0 ? 1 : x->shape[0], q = dist_rank();
+    set_dx(s, &dx[0], slice_axis(s, sg, 0, q * rows, (q + 1) * rows, x->rank == 0), x);
     END;
 }

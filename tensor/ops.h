@@ -23,6 +23,8 @@ enum {
     F_MAYFAIL     = 1 << 13, /* can fail on its inputs' values (not only their shapes or
                                 dtypes): an integer division by zero, an index out of
                                 range; the optimizer never drops one (graph/opt.c) */
+    F_COLLECTIVE  = 1 << 14, /* talks to the other ranks (tensor/ops_dist.def): an ordered
+                                effect, never folded, merged, fused, dropped or moved */
 };
 
 typedef enum tfe_op {

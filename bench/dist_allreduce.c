@@ -3,15 +3,19 @@
  * bench/dist_allreduce.tfe, timed the same way (docs/benchmarks.md).
  * Built by bench/dist.sh with mpicc; not part of libtfe.
  *
- * Usage: mpirun -np 2 dist_allreduce [inplace|outofplace]
+ * Usage: mpirun -np 2 dist_allreduce [inplace|outofplace|agree]
  *   inplace     MPI_IN_PLACE on one buffer, what dist_allreduce in
  *               dist/comm.c calls (the default)
  *   outofplace  send buffer -> a separate receive buffer, what a result
  *               tensor distinct from its input needs at the least
+ *   agree       inplace, each preceded by the 16-byte MPI_MAX allreduce of
+ *               dist_agree (dist/comm.c), as every tfe collective is: the
+ *               floor of tfe's design, without the interpreter
  * Rank 0 prints, per size, one line per timed batch:
  *   ALLREDUCE <bytes> <iters> SECONDS_PER_ITER <float>
  */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +49,12 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int inplace = !(argc > 1 && strcmp(argv[1], "outofplace") == 0);
+    const char *mode = argc > 1 ? argv[1] : "inplace";
+    int inplace = strcmp(mode, "outofplace") != 0, agree = strcmp(mode, "agree") == 0;
+    if (strcmp(mode, "inplace") && strcmp(mode, "outofplace") && strcmp(mode, "agree")) {
+        fprintf(stderr, "usage: dist_allreduce [inplace|outofplace|agree]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
 
     size_t maxn = MAX_BYTES / sizeof(float);
     float *buf = malloc(maxn * sizeof(float));
@@ -59,7 +68,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < maxn; i++) { buf[i] = 0.0f; out[i] = 0.0f; }
 
     if (rank == 0) {
-        printf("VERSION mpi %s\n", inplace ? "inplace" : "outofplace");
+        printf("MODE %s\n", mode);
         printf("RANKS %d\n", size);
     }
     long bytes = 8;
@@ -70,6 +79,12 @@ int main(int argc, char **argv)
             check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
             double t0 = MPI_Wtime();
             for (long i = 0; i < n; i++) {
+                if (agree) {
+                    uint64_t v[2] = {(uint64_t)count, ~(uint64_t)count};
+                    check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD),
+                          "MPI_Allreduce (agree)");
+                    if (v[0] != ~v[1]) MPI_Abort(MPI_COMM_WORLD, 3);
+                }
                 if (inplace)
                     check(MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                           "MPI_Allreduce");

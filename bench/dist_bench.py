@@ -126,6 +126,7 @@ class Bench:
         sides = {
             "c_inplace": self.mpi(2, [binary, "inplace"]),
             "c_outofplace": self.mpi(2, [binary, "outofplace"]),
+            "c_agree": self.mpi(2, [binary, "agree"]),
             "tfe": self.mpi(2, [self.tfe, os.path.join(BENCH, "dist_allreduce.tfe")]),
         }
         data = {k: {} for k in sides}   # side -> (label, bytes) -> [seconds]
@@ -238,16 +239,16 @@ def size_name(b):
 
 def table_a(a):
     m = a["median"]
-    c, co, t = m["c_inplace"], m["c_outofplace"], m["tfe"]
-    lines = ["| size | iters | C MPI in place | C MPI out of place | tfe `dist.allreduce` | tfe − C in place | tfe / C in place |",
-             "|---|---|---|---|---|---|---|"]
+    c, co, ca, t = m["c_inplace"], m["c_outofplace"], m["c_agree"], m["tfe"]
+    lines = ["| size | iters | C MPI in place | C MPI out of place | C agree + in place | tfe `dist.allreduce` | tfe − C in place | tfe / C in place |",
+             "|---|---|---|---|---|---|---|---|"]
     sizes = sorted({k[1] for k in list(c) + list(t) if k[0] == "ALLREDUCE"})
     for b in sizes:
         k = ("ALLREDUCE", b)
         ci, cov, tv = c.get(k), co.get(k), t.get(k)
         diff = f"{(tv - ci) * 1e6:+.2f} µs" if ci and tv else "—"
         ratio = f"{tv / ci:.3f}" if ci and tv else "—"
-        lines.append(f"| {size_name(b)} | {a['iters'].get(k, '')} | {us(ci)} | {us(cov)} | {us(tv)} | {diff} | {ratio} |")
+        lines.append(f"| {size_name(b)} | {a['iters'].get(k, '')} | {us(ci)} | {us(cov)} | {us(ca.get(k))} | {us(tv)} | {diff} | {ratio} |")
     loop, local = t.get(("LOOP", 8)), t.get(("LOCAL_OP", 8))
     lines.append("")
     lines.append(f"tfe's own per-iteration cost (same loop, rank 0 of 2): empty loop {us(loop)}, "

@@ -12,8 +12,28 @@
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/collective.h"
-#include "tensor/op_scope.h"
 #include "util/xalloc.h"
+
+/* While a native runs for its dist.tfe wrapper (the innermost frame is the
+ * wrapper's, named name), the wrapper's frame is set aside and the location
+ * is the wrapper's call: an error, and a staged node, point at the user's
+ * line, as check_same_shape's errors do. */
+typedef struct Caller { Loc loc; bool popped; } Caller;
+static Caller at_caller(Interp *I, const char *name)
+{
+    Caller c = {I->cur_loc, false};
+    if (I->nframes && I->frames[I->nframes - 1].fname && strstr(I->frames[I->nframes - 1].fname, name)) {
+        I->nframes--;
+        I->cur_loc = I->frames[I->nframes].call_loc;
+        c.popped = true;
+    }
+    return c;
+}
+static void back_from_caller(Interp *I, Caller c)
+{
+    if (c.popped) I->nframes++;
+    I->cur_loc = c.loc;
+}
 
 BUILTIN(bi_dist_rank)
 {
@@ -39,11 +59,14 @@ BUILTIN(bi_dist_barrier)
     (void)data;
     if (args_parse(I, "dist.barrier", "", argc, argv, nkw, kwnames, kwvals, NULL, NULL)) return -1;
     *out = v_nil();
+    Caller c = at_caller(I, "barrier");
     tfe_coll_desc d = {.kind = TFE_COLL_BARRIER, .nleaves = 1};
-    if (tfe_coll_agree(&d)) return interp_raise_tensor_error(I);
     char err[256] = "";
-    if (dist_barrier(err, sizeof err)) return interp_raise(I, "dist.barrier: %s", err);
-    return 0;
+    int rc = 0;
+    if (tfe_coll_agree(&d)) rc = interp_raise_tensor_error(I);
+    else if (dist_barrier(err, sizeof err)) rc = interp_raise(I, "dist.barrier: %s", err);
+    back_from_caller(I, c);
+    return rc;
 }
 
 /* ---- leaves of a container ---------------------------------------------------------- */
@@ -134,23 +157,55 @@ static Value rebuild(Value tmpl, tfe_tensor **res, int *k)
 
 /* ---- packing ------------------------------------------------------------------------ */
 
+/* The temporaries of one packing, released together (tensor/op_scope.h's
+ * scope holds 256; a container may have thousands of leaves). An op that
+ * fails sets failed and gives NULL, which the helpers pass through. */
+typedef struct Tmp { tfe_tensor **t; int n, cap; bool failed; } Tmp;
+
+static tfe_tensor *keep(Tmp *s, tfe_tensor *t)
+{
+    if (!t) {
+        s->failed = true;
+        return NULL;
+    }
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->t = xrealloc(s->t, sizeof *s->t * (size_t)s->cap);
+    }
+    return s->t[s->n++] = t;
+}
+
+static void tmp_release(Tmp *s)
+{
+    for (int i = 0; i < s->n; i++) tensor_decref(s->t[i]);
+    free(s->t);
+    *s = (Tmp){0};
+}
+
+static tfe_tensor *call(Tmp *s, tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at)
+{
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return NULL;
+    return keep(s, tfe_call1(op, nin, in, at));
+}
+
 enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER };
 static const tfe_op kind_op[] = {OP_ALLREDUCE, OP_BROADCAST, OP_ALLGATHER};
 
-static tfe_tensor *reshape_to(tfe_scope *s, tfe_tensor *x, int rank, const int64_t *shape)
+static tfe_tensor *reshape_to(Tmp *s, tfe_tensor *x, int rank, const int64_t *shape)
 {
     if (!x) return NULL;
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.nints = rank;
     for (int i = 0; i < rank; i++) at.ints[i] = shape[i];
-    return scope_call(s, OP_RESHAPE, 1, &x, &at);
+    return call(s, OP_RESHAPE, 1, &x, &at);
 }
 
 /* buf split along axis into the sections len[0..n) (at most 32 outputs an
  * op: more are split in runs of up to 32, then each run again); the parts
  * go to part[0..n), kept in s */
-static int split_into(tfe_scope *s, tfe_tensor *buf, int axis, const int64_t *len, int n, tfe_tensor **part)
+static int split_into(Tmp *s, tfe_tensor *buf, int axis, const int64_t *len, int n, tfe_tensor **part)
 {
     if (!buf) return -1;
     if (n == 1) {
@@ -173,7 +228,7 @@ static int split_into(tfe_scope *s, tfe_tensor *buf, int axis, const int64_t *le
         return -1;
     }
     int rc = 0;
-    for (int r = 0; r < runs; r++) if (!scope_keep(s, outs[r])) rc = -1;
+    for (int r = 0; r < runs; r++) if (!keep(s, outs[r])) rc = -1;
     for (int r = 0; r < runs && !rc; r++) {
         int lo = r * per, cnt = (r + 1) * per < n ? per : n - lo;
         rc = split_into(s, outs[r], axis, len + lo, cnt, part + lo);
@@ -181,9 +236,29 @@ static int split_into(tfe_scope *s, tfe_tensor *buf, int axis, const int64_t *le
     return rc;
 }
 
+/* The 1-D tensors xs[0..n) joined, by concats of at most 32 (the gradient
+ * rule of a concat of n inputs makes n slices in one op scope, which holds
+ * 256): runs of up to 32 first, then their results, as split_into does. */
+static tfe_tensor *concat_tree(Tmp *s, tfe_tensor **xs, int n)
+{
+    tfe_attrs cat;
+    tfe_attrs_init(&cat);
+    cat.axes[0] = 0;
+    cat.naxes = 1;
+    if (n == 1) return xs[0];
+    if (n <= 32) return call(s, OP_CONCAT, n, xs, &cat);
+    int per = (n + 31) / 32, runs = (n + per - 1) / per;
+    tfe_tensor *part[32];
+    for (int r = 0; r < runs; r++) {
+        int lo = r * per, cnt = (r + 1) * per < n ? per : n - lo;
+        if (!(part[r] = concat_tree(s, xs + lo, cnt))) return NULL;
+    }
+    return call(s, OP_CONCAT, runs, part, &cat);
+}
+
 /* One collective over the leaves idx[0..n) of L (all one dtype): res[idx[i]]
  * gets leaf idx[i]'s result (a new reference). */
-static int run_group(tfe_scope *s, int kind, int64_t arg, const Leaves *L, const int *idx, int n,
+static int run_group(Tmp *s, int kind, int64_t arg, const Leaves *L, const int *idx, int n,
                      tfe_tensor **res)
 {
     tfe_attrs at;
@@ -211,13 +286,8 @@ static int run_group(tfe_scope *s, int kind, int64_t arg, const Leaves *L, const
         total += len[i];
         flat[i] = reshape_to(s, L->t[idx[i]], 1, &len[i]);
     }
-    tfe_attrs cat;
-    tfe_attrs_init(&cat);
-    cat.axes[0] = 0;
-    cat.naxes = 1;
-    bool ok = !s->failed;
-    tfe_tensor *buf = ok ? scope_call(s, OP_CONCAT, n, flat, &cat) : NULL;
-    tfe_tensor *y = scope_call(s, kind_op[kind], 1, &buf, &at);
+    tfe_tensor *buf = s->failed ? NULL : concat_tree(s, flat, n);
+    tfe_tensor *y = call(s, kind_op[kind], 1, &buf, &at);
     int axis = 0;
     if (kind == K_ALLGATHER && y) { /* (size * total,) as (size, total): one column run per leaf */
         int64_t sh[2] = {dist_size(), total};
@@ -259,21 +329,19 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
         leaves_free(&L);
         return -1;
     }
+    if (L.n == 0) { /* nothing to move, but the other ranks may have leaves */
+        tfe_coll_desc d = {.kind = (int32_t)kind_op[kind], .arg = (int32_t)arg, .nleaves = 0, .hash = (int64_t)L.hash};
+        leaves_free(&L);
+        if (tfe_coll_agree(&d)) return interp_raise_tensor_error(I);
+        int k = 0;
+        *out = rebuild(x, NULL, &k); /* a new container, as with leaves */
+        return 0;
+    }
     tfe_tensor **res = xcalloc((size_t)L.n + 1, sizeof *res);
     int *idx = xmalloc(sizeof *idx * (size_t)(L.n + 1));
     bool *done = xcalloc((size_t)L.n + 1, sizeof *done);
-    /* the op's location is the call of dist.allreduce (the library
-     * function's own frame is left out, as check_same_shape does), so an
-     * error, and a staged node, point at the user's line */
-    Loc saved_loc = I->cur_loc;
-    bool popped = false;
-    if (I->nframes && I->frames[I->nframes - 1].fname && strstr(I->frames[I->nframes - 1].fname, fn + 5)) {
-        I->nframes--;
-        I->cur_loc = I->frames[I->nframes].call_loc;
-        popped = true;
-    }
     int rc = 0;
-    tfe_scope S;
+    Tmp S = {0};
     for (int i = 0; i < L.n && !rc; i++) {
         if (done[i]) continue;
         int n = 0;
@@ -282,13 +350,10 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
                 idx[n++] = j;
                 done[j] = true;
             }
-        S.n = 0, S.failed = false;
         rc = run_group(&S, kind, arg, &L, idx, n, res);
-        scope_release(&S);
+        tmp_release(&S);
     }
     if (rc) interp_raise_tensor_error(I);
-    if (popped) I->nframes++;
-    I->cur_loc = saved_loc;
     if (!rc) {
         int k = 0;
         *out = L.container ? rebuild(x, res, &k) : value_from_tensor_take(res[0]);
@@ -303,9 +368,9 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
     return rc;
 }
 
-BUILTIN(bi_dist_allreduce)
+static int native_allreduce(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                            Value *out)
 {
-    (void)data;
     Value a[2];
     bool p[2];
     if (args_parse(I, "dist.allreduce", "x, op=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
@@ -322,24 +387,52 @@ BUILTIN(bi_dist_allreduce)
     return collective(I, K_ALLREDUCE, "dist.allreduce", a[0], red, out);
 }
 
-BUILTIN(bi_dist_broadcast)
+static int native_broadcast(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                            Value *out)
 {
-    (void)data;
     Value a[2];
     bool p[2];
     if (args_parse(I, "dist.broadcast", "x, root=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     int64_t root = 0;
     if (p[1] && a[1].kind != V_NIL && arg_int(I, "dist.broadcast", "root", a[1], &root)) return -1;
+    if (root < -1 || root > INT32_MAX) root = -1; /* not a rank: the kernel says so, on every rank */
     return collective(I, K_BROADCAST, "dist.broadcast", a[0], root, out);
+}
+
+static int native_allgather(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals,
+                            Value *out)
+{
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "dist.allgather", "x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    return collective(I, K_ALLGATHER, "dist.allgather", a[0], 0, out);
+}
+
+BUILTIN(bi_dist_allreduce)
+{
+    (void)data;
+    Caller c = at_caller(I, "allreduce");
+    int rc = native_allreduce(I, argc, argv, nkw, kwnames, kwvals, out);
+    back_from_caller(I, c);
+    return rc;
+}
+
+BUILTIN(bi_dist_broadcast)
+{
+    (void)data;
+    Caller c = at_caller(I, "broadcast");
+    int rc = native_broadcast(I, argc, argv, nkw, kwnames, kwvals, out);
+    back_from_caller(I, c);
+    return rc;
 }
 
 BUILTIN(bi_dist_allgather)
 {
     (void)data;
-    Value a[1];
-    bool p[1];
-    if (args_parse(I, "dist.allgather", "x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    return collective(I, K_ALLGATHER, "dist.allgather", a[0], 0, out);
+    Caller c = at_caller(I, "allgather");
+    int rc = native_allgather(I, argc, argv, nkw, kwnames, kwvals, out);
+    back_from_caller(I, c);
+    return rc;
 }
 
 void builtins_dist_register(Interp *I)

@@ -327,7 +327,7 @@ static const char *value_source_problem(Tracer *T, int id)
     case G_HOST: return "a host call";
     case G_OP:
         if (tfe_ops[n->op].flags & F_RANDOM) return "a random draw";
-        if (tfe_ops[n->op].flags & F_COLLECTIVE) return "a collective (its value comes from the other ranks)";
+        if (tfe_ops[n->op].flags & F_COLLECTIVE) return "a collective (its value depends on the other ranks)";
         break;
     case G_COND: case G_WHILE: case G_PARAM: case G_FUSED:
     default: /* cond, while: depend on everything they can see */

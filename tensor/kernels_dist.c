@@ -47,9 +47,9 @@ static int differs(const tfe_coll_desc *a, const tfe_coll_desc *b)
 {
     if (a->kind != b->kind) return D_KIND;
     if (a->arg != b->arg) return D_ARG;
+    if (a->nleaves != b->nleaves || a->hash != b->hash) return D_LEAVES;
     if (a->rank != b->rank || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank)) return D_SHAPE;
     if (a->dtype != b->dtype) return D_DTYPE;
-    if (a->nleaves != b->nleaves || a->hash != b->hash) return D_LEAVES;
     return D_SAME;
 }
 
@@ -58,7 +58,7 @@ static void describe(char *buf, size_t n, const tfe_coll_desc *d, int what)
 {
     char sb[200];
     switch (what) {
-    case D_KIND: snprintf(buf, n, "calls %s", tfe_coll_name(d->kind)); break;
+    case D_KIND: snprintf(buf, n, "%s", tfe_coll_name(d->kind)); break;
     case D_ARG:
         if (d->kind == OP_ALLREDUCE && d->arg >= 0 && d->arg <= RED_MIN)
             snprintf(buf, n, "op=\"%s\"", red_names[d->arg]);
@@ -90,12 +90,13 @@ static int mismatch(const tfe_coll_desc *mine, char *err, size_t errn)
     static const char *const heads[] = {
         [D_SAME] = "signatures differ", [D_KIND] = "collectives differ", [D_ARG] = "arguments differ",
         [D_SHAPE] = "shapes differ", [D_DTYPE] = "dtypes differ",
-        [D_LEAVES] = "containers differ (their leaves' shapes, dtypes or fields)",
+        [D_LEAVES] = "containers differ",
     };
     const char *head = heads[what];
     if (what == D_ARG) head = mine->kind == OP_ALLREDUCE ? "ops differ" : "roots differ";
     char msg[1024];
-    int len = snprintf(msg, sizeof msg, "%s: %s across ranks: ", tfe_coll_name(mine->kind), head);
+    int len = snprintf(msg, sizeof msg, "%s: %s across ranks%s: ", tfe_coll_name(mine->kind), head,
+                       what == D_LEAVES ? " (their fields, lengths, or leaves' dtypes or shapes)" : "");
     for (int r = 0; r < size && len < (int)sizeof msg - 1; r++) {
         char d[300];
         if (r == 8 && size > 9) {
@@ -103,7 +104,8 @@ static int mismatch(const tfe_coll_desc *mine, char *err, size_t errn)
             break;
         }
         describe(d, sizeof d, &all[r], what == D_SAME ? D_SHAPE : what);
-        len += snprintf(msg + len, sizeof msg - (size_t)len, "%srank %d has %s", r ? ", " : "", r, d);
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%srank %d %s %s", r ? ", " : "", r,
+                        what == D_KIND ? "calls" : "has", d);
     }
     free(all);
     tfe_error_set("%s", msg);

@@ -373,3 +373,8 @@ void dist_progress(void)
     }
 #endif
 }
+
+bool dist_done(const dist_request *r)
+{
+    return r && r->done;
+}

@@ -77,6 +77,10 @@ dist_request *dist_iallreduce(void *buf, size_t count, dist_type t, dist_op op, 
 int dist_wait(dist_request *r, char *err, size_t errn);   /* frees r */
 void dist_progress(void);
 
+/* Has r completed (seen so by dist_progress, or complete when made)? The
+ * executor's overlap statistics read it after each dist_progress. */
+bool dist_done(const dist_request *r);
+
 /* Seconds, for the benchmarks and the overlap measure (MPI_Wtime, else
  * CLOCK_MONOTONIC). */
 double dist_time(void);

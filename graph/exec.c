@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "graph/exec.h"
+#include "graph/exec_dist.h"
 #include "graph/host.h"
 #include "tensor/device.h"
 #include "tensor/fused.h"
@@ -18,6 +19,8 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
     x->g = g;
     x->draws = NULL;
     x->plan = NULL;
+    x->coll = NULL;
+    x->nops = 0;
     x->frame_base = graph_host.frame_depth ? graph_host.frame_depth(host) : 0;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
@@ -45,6 +48,7 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
 
 void grun_release(GRun *x)
 {
+    if (x->coll) grun_coll_end(x); /* before the values go: MPI may still write a buffer */
     if (!x->v) return;
     for (int i = 0; i < x->g->nvals; i++)
         if (x->v[i]) tensor_decref(x->v[i]);
@@ -371,7 +375,12 @@ int grun_node(GRun *x, int id)
     GNode *n = &x->g->nodes[id];
     switch (n->kind) {
     case G_INPUT: case G_CONST: case G_PARAM: return 0; /* in place before the run */
-    case G_OP: return run_op(x, n);
+    case G_OP:
+        x->nops++;
+        if (n->half == GH_START) return grun_coll_start(x, n);
+        if (n->half == GH_WAIT) return grun_coll_wait(x, n);
+        if (tfe_ops[n->op].flags & F_COLLECTIVE) return grun_coll_whole(x, n, run_op);
+        return run_op(x, n);
     case G_VAR_READ: {
         tfe_tensor *t = graph_host.var_read ? graph_host.var_read(x, n) : NULL;
         if (!t) return node_error(x, n, "a variable read failed");
@@ -383,7 +392,7 @@ int grun_node(GRun *x, int id)
         return graph_host.run_host(x, n);
     case G_COND: return run_cond(x, n);
     case G_WHILE: return run_while(x, n);
-    case G_FUSED: return run_fused(x, n);
+    case G_FUSED: x->nops++; return run_fused(x, n);
     }
     return 0;
 }
@@ -406,10 +415,12 @@ int grun_plan(GRun *x)
     for (int i = 0; i < p->ncode; i++) {
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
+        if (x->coll) grun_coll_step(x, n); /* Open MPI moves requests in flight only inside MPI calls */
         if (c->kind == PI_NODE) {
             if (grun_node(x, c->node)) return -1;
             continue;
         }
+        x->nops++;
         tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
         for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
         tfe_tensor *out = plan_output(x, c, n);
@@ -434,7 +445,9 @@ int grun_plan(GRun *x)
 int grun_region(GRun *x, int r)
 {
     GRegion *reg = &x->g->regions[r];
-    for (int i = 0; i < reg->n; i++)
+    for (int i = 0; i < reg->n; i++) {
+        if (x->coll) grun_coll_step(x, &x->g->nodes[reg->nodes[i]]);
         if (grun_node(x, reg->nodes[i])) return -1;
+    }
     return 0;
 }

@@ -13,6 +13,9 @@ typedef struct GRun {
     tfe_attrs *draws;    /* by node: the seed and counter each random op drew in this run
                             (NULL until the first draw; owned) */
     struct ExecPlan *plan; /* the graph's memory plan while this run uses its arena, or NULL */
+    struct GColl *coll;  /* the run's collectives: requests in flight, statistics (graph/
+                            exec_dist.c); NULL until it meets one */
+    long nops;           /* op and fused nodes run (for those statistics) */
 } GRun;
 
 /* Use g's memory plan for this run (a cached call; not a run inside a run). */

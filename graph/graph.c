@@ -186,6 +186,7 @@ static void copy_node(Extract *x, int old, int region)
     free(in);
     mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
     n->op = o->op;
+    n->half = o->half;
     n->at_from = o->at_from >= 0 && x->map[o->at_from] >= 0 ? x->map[o->at_from] : -1;
     n->loc = o->loc;
     if (n->host) graph_host.node_free(n->host); /* graph_add's: o's is copied */
@@ -382,7 +383,7 @@ bool graph_same_but_dims(const Graph *a, const Graph *b)
             if (x->meta[k].dtype != y->meta[k].dtype || x->meta[k].rank != y->meta[k].rank) return false;
         switch (x->kind) {
         case G_OP:
-            if (x->op != y->op || !attrs_same(x->at, y->at)) return false;
+            if (x->op != y->op || x->half != y->half || !attrs_same(x->at, y->at)) return false;
             break;
         case G_CONST: {
             const tfe_tensor *u = x->value, *v = y->value;

@@ -111,7 +111,12 @@ typedef struct GNode {
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
     struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
+    uint8_t half;        /* G_OP allreduce split by graph/overlap.c: GH_START or GH_WAIT; else GH_WHOLE */
 } GNode;
+
+/* The halves of a collective that overlaps what runs between them
+ * (graph/overlap.c): the start sends, the wait finishes (graph/exec.c). */
+enum { GH_WHOLE, GH_START, GH_WAIT };
 
 typedef struct Graph {
     int refcount;

@@ -242,10 +242,10 @@ static void put_operation(Buf *b, const Graph *g, int id)
         break;
     case G_OP:
         buf_puts(b, (unsigned)n->op < TFE_NOPS ? tfe_ops[n->op].name : "?op");
-        buf_puts(b, "(");
+        buf_puts(b, n->half == GH_START ? ".start(" : n->half == GH_WAIT ? ".wait(" : "(");
         graph_put_refs(b, g, n->in, n->nin);
         buf_puts(b, ")");
-        put_attrs(b, n);
+        if (n->half != GH_WAIT) put_attrs(b, n); /* (the wait's are its start's) */
         break;
     case G_VAR_READ: case G_HOST:
         put_host_node(b, g, n, false);
@@ -409,6 +409,7 @@ static void dot_label(Buf *b, const Graph *g, int id)
         break;
     case G_OP:
         buf_puts(&t, (unsigned)n->op < TFE_NOPS ? tfe_ops[n->op].name : "?op");
+        if (n->half) buf_puts(&t, n->half == GH_START ? ".start" : ".wait");
         put_attrs(&t, n);
         break;
     case G_VAR_READ: case G_HOST:

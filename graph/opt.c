@@ -275,6 +275,8 @@ char *opt_report_line(const OptReport *r)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "; arena %zu bytes for %zu bytes of intermediates",
                               r->arena_bytes, r->planned_bytes);
     if (r->in_place && n < sizeof buf)
-        snprintf(buf + n, sizeof buf - n, " (%d in place)", r->in_place);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, " (%d in place)", r->in_place);
+    if (r->overlapped && n < sizeof buf)
+        snprintf(buf + n, sizeof buf - n, "; %d allreduce%s overlapped", r->overlapped, r->overlapped == 1 ? "" : "s");
     return xstrdup(buf);
 }

@@ -23,6 +23,7 @@ typedef struct OptReport {
     size_t arena_bytes, planned_bytes; /* the memory plan (graph/plan.h): the arena, and the
                                          intermediates it holds taken one by one */
     int in_place;                     /* planned values that took a dead input's place */
+    int overlapped;                   /* allreduces split into a start and a wait (graph/overlap.h) */
 } OptReport;
 
 /* The passes, in the order they run. */

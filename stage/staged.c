@@ -7,6 +7,7 @@
 #include "stage/check.h"
 #include "graph/exec.h"
 #include "graph/opt.h"
+#include "graph/overlap.h"
 #include "graph/plan.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
@@ -253,6 +254,9 @@ static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
         tfe_error_clear();
     }
     g->opt = r;
+    /* after the passes, which know nothing of halves; before the plan, which
+     * compiles the order this makes */
+    r->overlapped = graph_overlap_collectives(g);
     g->plan = exec_plan_build(g);
     if (g->plan) {
         r->arena_bytes = g->plan->arena_bytes;

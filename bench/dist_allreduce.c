@@ -29,8 +29,8 @@
 
 static long iters_for(long bytes)
 {
-    long n = (1L << 26) / bytes;
-    if (n > 20000) n = 20000;
+    long n = (1L << 24) / bytes;
+    if (n > 5000) n = 5000;
     if (n < 5) n = 5;
     return n;
 }

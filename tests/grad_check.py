@@ -530,6 +530,23 @@ def _sig(x):
 SECOND = []
 
 
+# ---- collectives (tensor/ops_dist.def): one process, rank 0 of 1 ----------------
+# Each rule is the identity on the upstream gradient with one rank, made of
+# the collectives themselves (and a mask, a slice); the two-rank checks are
+# tests/golden_mpi/grads.tfe. The natives are called directly (no import).
+
+def dist_cases():
+    case("allreduce", '_dist_allreduce($x * $x, "sum") * $x', {"x": arr((2, 3))}, label="allreduce sum")
+    case("allreduce", 'sin(_dist_allreduce($x, "mean"))', {"x": arr((3,))}, label="allreduce mean")
+    case("allreduce", '_dist_allreduce($x * $x, "max") + _dist_allreduce($x, "min")', {"x": arr((2, 2))},
+         label="allreduce max, min")
+    case("allreduce", '_dist_allreduce(($x, $x * $x), "sum")[1]', {"x": arr((3,))},
+         label="allreduce of a tuple (packed)")
+    case("broadcast", '_dist_broadcast($x, 0) * $x', {"x": arr((2, 2))})
+    case("allgather", '_dist_allgather($x * $x)', {"x": arr((2, 3))})
+    case("allgather", '_dist_allgather(sum($x)) * 2.0', {"x": arr((3,))}, label="allgather of a 0-d tensor")
+
+
 def second_cases():
     x5 = arr((5,))
     p5 = arr((5,), "pos")
@@ -604,7 +621,7 @@ def second_grad_cases():
 def table_ops(srcdir):
     """[(name, gradient rule)] from the op table."""
     ops = []
-    for f in ("ops.def", "ops_nn.def"):
+    for f in ("ops.def", "ops_nn.def", "ops_dist.def"):
         with open(os.path.join(srcdir, "tensor", f), encoding="utf-8") as fh:
             for line in fh:
                 line = re.sub(r"/\*.*?\*/", "", line)
@@ -814,7 +831,7 @@ def main():
         return 99
     t_start = time.monotonic()
     for gen_fn in (unary_cases, binary_cases, ternary_cases, reduce_cases, matmul_cases, shape_cases,
-                   index_cases, nn_cases, second_cases, library_cases, linalg_cases):
+                   index_cases, nn_cases, second_cases, library_cases, linalg_cases, dist_cases):
         gen_fn()
     table = table_ops(srcdir)
     diff_ops = [name for name, rule in table if rule != "grad_none"]

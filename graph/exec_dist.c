@@ -15,21 +15,22 @@
  *
  * $TFE_DIST_STATS=1: each graph run that met a collective prints one line
  * on stderr, for bench/ and the tests to read:
- *   dist_stats rank=0 graph=step run=3 allreduces=2 split=2 early=1 bytes=1077288
- *     comm_ms=1.234 wait_ms=0.123 hidden=0.900 ops=52 ops_overlapped=15
- *     starts=21,38 waits=47,48
+ *   dist_stats rank=0 graph=step run=3 allreduces=2 split=2 early=1
+ *     bytes=1077288 comm_ms=1.234 start_ms=0.050 wait_ms=0.123 hidden=0.860
+ *     ops=52 ops_overlapped=15 starts=21,38 waits=47,48
  * split: the allreduces run as a start and a wait; early: those a
  * dist_progress between nodes saw complete before their wait began;
  * comm_ms: from each start to its completion (seen between nodes, else the
- * end of its wait; for an allreduce not split, the kernel's time); wait_ms:
- * the time spent in waits (and in allreduces not split): not hidden;
- * hidden = 1 - wait_ms / comm_ms, the share of the allreduces' time the
- * other nodes covered; ops: op and fused nodes the run ran (inside conds
- * and loops too, the halves included); ops_overlapped: those (halves
- * aside) that ran while a request was in flight; starts, waits: for each
- * split allreduce, how many ops had run when its start and its wait ran
- * (the starts before the backward pass ended show as starts well below
- * the last one). */
+ * end of its wait; for an allreduce not split, the kernel's time);
+ * start_ms: the time inside starts (the agreement with the other ranks, a
+ * blocking call, the copy and the launch); wait_ms: the time inside waits
+ * (and in allreduces not split); hidden = 1 - (start_ms + wait_ms) /
+ * comm_ms, the share of the allreduces' time the other nodes covered; ops:
+ * op and fused nodes the run ran (inside conds and loops too, the halves
+ * included); ops_overlapped: those (halves aside) that ran while a request
+ * was in flight; starts, waits: for each split allreduce, how many ops had
+ * run when its start and its wait ran (the starts before the backward pass
+ * ended show as starts well below the last one). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ typedef struct GColl {
     int early;            /* requests complete before their wait began */
     int64_t bytes;
     double comm, wait;    /* seconds */
+    double in_start;      /* seconds inside starts (the agreement, the copy, the launch) */
     int64_t ops_overlapped;
 } GColl;
 
@@ -103,6 +105,48 @@ static GReq *req_of(GColl *c, int start)
     return NULL;
 }
 
+/* What the allreduce kernel agrees on (tensor/kernels_dist.c, agree_call). */
+static tfe_coll_desc desc_of(const GNode *n, tfe_dtype dt, int rank, const int64_t *shape)
+{
+    tfe_coll_desc d;
+    memset(&d, 0, sizeof d); /* hashed whole (agree_group): no stray bytes */
+    d.kind = (int32_t)n->op;
+    d.arg = n->at->nints > 0 ? (int32_t)n->at->ints[0] : RED_SUM;
+    d.dtype = (int32_t)dt;
+    d.rank = rank;
+    for (int i = 0; i < rank; i++) d.shape[i] = shape[i];
+    d.nleaves = n->at->nints > 1 ? n->at->ints[1] : 1;
+    d.hash = n->at->nints > 2 ? n->at->ints[2] : 0;
+    return d;
+}
+
+/* One agreement for a group of starts (graph/overlap.c, group_agreements):
+ * their inputs have the traced types and shapes, so the leader describes
+ * them all, as one descriptor: the leader's reduction and dtype, the
+ * elements and leaves of the group, a hash of every member's descriptor in
+ * order. A mismatch is the agreement's error, on every rank; the ranks make
+ * the same calls either way (the agreement, then on a mismatch the
+ * gathering of descriptors), whether the other side agrees on a group or
+ * on one allreduce. */
+static int agree_group(const Graph *g, const GNode *lead)
+{
+    uint64_t h = 14695981039346656037ull;
+    int64_t elems = 0, leaves = 0;
+    for (const GNode *n = lead; n; n = n->agree_next >= 0 ? &g->nodes[n->agree_next] : NULL) {
+        const tfe_meta *m = &g->nodes[n->in[0].node].meta[n->in[0].out];
+        tfe_coll_desc d = desc_of(n, m->dtype, m->rank, m->shape);
+        const unsigned char *b = (const unsigned char *)&d;
+        for (size_t i = 0; i < sizeof d; i++) h = (h ^ b[i]) * 1099511628211ull;
+        elems += shape_numel(m->rank, m->shape);
+        leaves += d.nleaves;
+    }
+    const tfe_meta *m0 = &g->nodes[lead->in[0].node].meta[lead->in[0].out];
+    tfe_coll_desc d = desc_of(lead, m0->dtype, 1, &elems);
+    d.nleaves = leaves;
+    d.hash = (int64_t)h;
+    return tfe_coll_agree(&d);
+}
+
 int grun_coll_start(GRun *x, GNode *n)
 {
     tfe_tensor *in = grun_value(x, n->in[0]);
@@ -136,11 +180,14 @@ int grun_coll_start(GRun *x, GNode *n)
     tfe_tensor *o = tensor_new(m.dtype, m.rank, m.shape);
     if (!o) return node_fail(x, n, tfe_error_msg());
     o->weak = m.weak;
-    tfe_coll_desc d = {.kind = (int32_t)n->op, .arg = red, .dtype = (int32_t)in->dtype, .rank = in->rank};
-    for (int i = 0; i < in->rank; i++) d.shape[i] = in->shape[i];
-    d.nleaves = n->at->nints > 1 ? n->at->ints[1] : 1;
-    d.hash = n->at->nints > 2 ? n->at->ints[2] : 0;
-    if (tfe_coll_agree(&d) || kn_copy_into(o, in)) {
+    int agreed = 0;
+    if (n->agree == GA_SELF || (n->agree == GA_LEAD && n->agree_next < 0)) {
+        tfe_coll_desc d = desc_of(n, in->dtype, in->rank, in->shape);
+        agreed = tfe_coll_agree(&d);
+    } else if (n->agree == GA_LEAD) {
+        agreed = agree_group(x->g, n);
+    } /* GA_MEMBER: its leader agreed for it */
+    if (agreed || kn_copy_into(o, in)) {
         tensor_decref(o);
         return node_fail(x, n, tfe_error_msg());
     }
@@ -163,6 +210,7 @@ int grun_coll_start(GRun *x, GNode *n)
     tensor_incref(o);
     c->n++;
     c->nsplit++;
+    c->in_start += dist_time() - q->t_start;
     c->bytes += q->bytes;
     grun_set(x, n->vbase, o);
     return 0;
@@ -265,12 +313,13 @@ void grun_coll_end(GRun *x)
         static long run = 0;
         run++;
         char line[4096]; /* one write: the ranks' lines must not mix */
+        double blocked = c->wait + c->in_start;
         size_t len = (size_t)snprintf(line, sizeof line,
             "dist_stats rank=%d graph=%s run=%ld allreduces=%d split=%d early=%d bytes=%lld comm_ms=%.3f "
-            "wait_ms=%.3f hidden=%.3f ops=%ld ops_overlapped=%lld starts=",
+            "start_ms=%.3f wait_ms=%.3f hidden=%.3f ops=%ld ops_overlapped=%lld starts=",
             dist_rank(), x->g->name ? x->g->name : "?", run, c->nwhole + c->nsplit, c->nsplit, c->early,
-            (long long)c->bytes, c->comm * 1e3, c->wait * 1e3, c->comm > 0 ? 1.0 - c->wait / c->comm : 0.0, x->nops,
-            (long long)c->ops_overlapped);
+            (long long)c->bytes, c->comm * 1e3, c->in_start * 1e3, c->wait * 1e3,
+            c->comm > 0 ? 1.0 - blocked / c->comm : 0.0, x->nops, (long long)c->ops_overlapped);
         for (int k = 0; k < 2; k++) {
             for (int i = 0; i < c->n && len < sizeof line - 64; i++)
                 len += (size_t)snprintf(line + len, sizeof line - len, "%s%ld", i ? "," : "",

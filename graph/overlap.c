@@ -193,6 +193,58 @@ static bool barrier_node(const Graph *g, int id, const bool *unc)
     }
 }
 
+/* The starts that one agreement covers (the leader's, before it sends):
+ * consecutive starts in the new order with nothing between them that could
+ * talk to the other ranks or stop the run (a barrier, or a collective not
+ * split), whose inputs have the traced shapes at every call (computed by
+ * ops from inputs, constants and variables: so the leader knows the
+ * members' shapes). One blocking agreement per step instead of one per
+ * bucket: each is a point where the ranks wait for each other. A relaxed
+ * graph's shapes change from call to call: each start agrees on its own. */
+static void group_agreements(Graph *g)
+{
+    bool *unc = opt_uncertain_dims(g);
+    bool relaxed = opt_graph_relaxed(g);
+    bool *stat = xcalloc((size_t)g->nvals + 1, sizeof *stat);
+    const GRegion *tr = &g->regions[0];
+    int lead = -1, last = -1;
+    for (int i = 0; i < tr->n; i++) {
+        int id = tr->nodes[i];
+        GNode *n = &g->nodes[id];
+        bool known = n->nout == 1;
+        for (int d = 0; known && d < n->meta[0].rank; d++) known = n->meta[0].shape[d] >= 0;
+        bool ins = true;
+        for (int k = 0; k < n->nin; k++) ins &= stat[g->nodes[n->in[k].node].vbase + n->in[k].out];
+        switch (n->kind) {
+        case G_INPUT: case G_CONST: case G_VAR_READ: stat[n->vbase] = known; break;
+        case G_OP: case G_FUSED: stat[n->vbase] = known && ins; break;
+        case G_HOST: case G_COND: case G_WHILE: case G_PARAM: default: break;
+        }
+        if (n->kind == G_OP && n->half == GH_START) {
+            n->agree = GA_SELF;
+            n->agree_next = -1;
+            if (relaxed || !ins) {
+                lead = -1;
+                continue;
+            }
+            if (lead < 0) {
+                lead = last = id;
+                n->agree = GA_LEAD;
+            } else {
+                n->agree = GA_MEMBER;
+                g->nodes[last].agree_next = id;
+                last = id;
+            }
+        } else if (n->kind == G_OP && n->half == GH_WAIT) {
+            stat[n->vbase] = stat[g->nodes[n->in[0].node].vbase];
+        } else if (barrier_node(g, id, unc)) {
+            lead = -1;
+        }
+    }
+    free(stat);
+    free(unc);
+}
+
 int graph_overlap_collectives(Graph *g)
 {
     const char *env = getenv("TFE_OVERLAP"); /* 0: blocking allreduces, for comparison (bench/) */
@@ -359,6 +411,7 @@ int graph_overlap_collectives(Graph *g)
     free(wk);
     mem_copy(tr->nodes, order, sizeof *order * (size_t)m);
     renumber(g, top);
+    group_agreements(g);
     free(order);
     free(wait_at);
     free(newpos);

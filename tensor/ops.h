@@ -24,7 +24,8 @@ enum {
                                 dtypes): an integer division by zero, an index out of
                                 range; the optimizer never drops one (graph/opt.c) */
     F_COLLECTIVE  = 1 << 14, /* talks to the other ranks (tensor/ops_dist.def): an ordered
-                                effect, never folded, merged, fused, dropped or moved */
+                                effect, never folded, merged, fused or dropped; moved only by
+                                graph/overlap.c (an allreduce split into a start and a wait) */
 };
 
 typedef enum tfe_op {

@@ -97,7 +97,12 @@ def worker(rank, nprocs, port):
     if rank == 0:
         print(f"LOSS {float(loss.detach()):.4f}", flush=True)
     if dist is not None:
-        dist.destroy_process_group()
+        # Leave without tearing gloo down: its destructor sometimes aborts
+        # ("terminate called without an active exception") after the last
+        # collective, which would turn a finished run into a failed one.
+        dist.barrier()
+        sys.stdout.flush()
+        os._exit(0)
 
 
 def main():

@@ -2,7 +2,8 @@
  * stream per device, copies, and the ops with a GPU kernel: elementwise
  * float32 (unary, binary with broadcasting, comparisons, where), copy,
  * sum/mean/max/min over any axes, softmax/log_softmax, matmul (matmul.c),
- * conv2d and pooling with their backward ops (conv.c, cuDNN).
+ * conv2d and pooling with their backward ops (conv.c, cuDNN), and the
+ * collectives on device memory through NCCL when built with it (nccl.c).
  * Every op waits for its stream before it returns, so a CUDA error is
  * reported at the op that caused it and host reads of results are safe; a
  * later step (staged plans on the stream) will drop that wait. */
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "gpu/gpu.h"
 #include "tensor/base.h"
 
@@ -262,6 +264,10 @@ static int run(const tfe_opcall *c, int dev) {
 static tfe_backend backend = {
     .alloc = gpu_alloc, .free = gpu_free, .copy = copy_bytes, .contiguous = contiguous,
     .supports = supports, .run = run, .fused = gpu_fused_run,
+#ifdef HAVE_NCCL /* collectives on GPU tensors: NCCL (nccl.c); without it, through the host */
+    .coll_path = gpu_nccl_path, .allreduce = gpu_nccl_allreduce, .broadcast = gpu_nccl_broadcast,
+    .allgather = gpu_nccl_allgather,
+#endif
 };
 
 /* Called once (tensor/device.c, through tfe_gpu_register). No driver, no device, or any CUDA error:

@@ -114,6 +114,17 @@ bool gpu_matmul_supports(const tfe_opcall *c);
 int gpu_conv(const tfe_opcall *c, int dev);
 bool gpu_conv_supports(const tfe_opcall *c);
 
+/* Collectives on device buffers through NCCL (nccl.c, HAVE_NCCL builds;
+ * docs/distributed.md, "Devices: NCCL"): the backend's coll_path, allreduce,
+ * broadcast and allgather (tensor/device.h). NCCL is loaded on first use. */
+int gpu_nccl_path(int dev);
+int gpu_nccl_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op);
+int gpu_nccl_broadcast(int dev, void *buf, size_t bytes, int root);
+int gpu_nccl_allgather(int dev, const void *send, size_t bytes, void *recv);
+/* the loaded library's NCCL_VERSION_CODE (loading it), or -1 + error; no
+ * device needed (tests/unit/test_nccl.c) */
+int gpu_nccl_version(void);
+
 /* Fused elementwise groups (tensor/fused.h) as one kernel each, compiled
  * with NVRTC (fuse.c): float32 programs without a final reduction, at most
  * GPU_FUSED_MAX_IN inputs. */

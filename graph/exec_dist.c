@@ -5,7 +5,11 @@
  * k_allreduce) does up to the reduction, with dist_iallreduce instead of
  * dist_allreduce: the same agreement, the same buffer, the same MPI
  * reduction; the wait does the rest (a mean's division, written as the
- * kernel's), so the result is the kernel's bit for bit. Ints and bools
+ * kernel's), so the result is the kernel's bit for bit. MPI matches a
+ * nonblocking collective only with a nonblocking one: when another rank
+ * runs the kernel (it runs the step eagerly), the ranks' second agreement
+ * (tfe_coll_agree_nonblocking) says so, and the start makes the blocking
+ * call too. Ints and bools
  * (reduced through an int64 copy) and tensors off the CPU run the whole
  * kernel at the start, blocking, and the wait hands its result on.
  *
@@ -109,7 +113,7 @@ static GReq *req_of(GColl *c, int start)
 static tfe_coll_desc desc_of(const GNode *n, tfe_dtype dt, int rank, const int64_t *shape)
 {
     tfe_coll_desc d;
-    memset(&d, 0, sizeof d); /* hashed whole (agree_group): no stray bytes */
+    memset(&d, 0, sizeof d);
     d.kind = (int32_t)n->op;
     d.arg = n->at->nints > 0 ? (int32_t)n->at->ints[0] : RED_SUM;
     d.dtype = (int32_t)dt;
@@ -118,33 +122,6 @@ static tfe_coll_desc desc_of(const GNode *n, tfe_dtype dt, int rank, const int64
     d.nleaves = n->at->nints > 1 ? n->at->ints[1] : 1;
     d.hash = n->at->nints > 2 ? n->at->ints[2] : 0;
     return d;
-}
-
-/* One agreement for a group of starts (graph/overlap.c, group_agreements):
- * their inputs have the traced types and shapes, so the leader describes
- * them all, as one descriptor: the leader's reduction and dtype, the
- * elements and leaves of the group, a hash of every member's descriptor in
- * order. A mismatch is the agreement's error, on every rank; the ranks make
- * the same calls either way (the agreement, then on a mismatch the
- * gathering of descriptors), whether the other side agrees on a group or
- * on one allreduce. */
-static int agree_group(const Graph *g, const GNode *lead)
-{
-    uint64_t h = 14695981039346656037ull;
-    int64_t elems = 0, leaves = 0;
-    for (const GNode *n = lead; n; n = n->agree_next >= 0 ? &g->nodes[n->agree_next] : NULL) {
-        const tfe_meta *m = &g->nodes[n->in[0].node].meta[n->in[0].out];
-        tfe_coll_desc d = desc_of(n, m->dtype, m->rank, m->shape);
-        const unsigned char *b = (const unsigned char *)&d;
-        for (size_t i = 0; i < sizeof d; i++) h = (h ^ b[i]) * 1099511628211ull;
-        elems += shape_numel(m->rank, m->shape);
-        leaves += d.nleaves;
-    }
-    const tfe_meta *m0 = &g->nodes[lead->in[0].node].meta[lead->in[0].out];
-    tfe_coll_desc d = desc_of(lead, m0->dtype, 1, &elems);
-    d.nleaves = leaves;
-    d.hash = (int64_t)h;
-    return tfe_coll_agree(&d);
 }
 
 int grun_coll_start(GRun *x, GNode *n)
@@ -180,14 +157,11 @@ int grun_coll_start(GRun *x, GNode *n)
     tfe_tensor *o = tensor_new(m.dtype, m.rank, m.shape);
     if (!o) return node_fail(x, n, tfe_error_msg());
     o->weak = m.weak;
-    int agreed = 0;
-    if (n->agree == GA_SELF || (n->agree == GA_LEAD && n->agree_next < 0)) {
-        tfe_coll_desc d = desc_of(n, in->dtype, in->rank, in->shape);
-        agreed = tfe_coll_agree(&d);
-    } else if (n->agree == GA_LEAD) {
-        agreed = agree_group(x->g, n);
-    } /* GA_MEMBER: its leader agreed for it */
-    if (agreed || kn_copy_into(o, in)) {
+    /* the agreement, as the kernel's: a blocking call, so a mismatch is
+     * eager's error, at this allreduce, on every rank */
+    tfe_coll_desc d = desc_of(n, in->dtype, in->rank, in->shape);
+    int nb = tfe_coll_agree(&d) ? -1 : tfe_coll_agree_nonblocking(n->op, true);
+    if (nb < 0 || kn_copy_into(o, in)) {
         tensor_decref(o);
         return node_fail(x, n, tfe_error_msg());
     }
@@ -197,14 +171,21 @@ int grun_coll_start(GRun *x, GNode *n)
         static const dist_op ops[] = {[RED_SUM] = DIST_SUM, [RED_MEAN] = DIST_SUM, [RED_MAX] = DIST_MAX,
                                       [RED_MIN] = DIST_MIN};
         char err[256] = "";
-        q->r = dist_iallreduce(tensor_data(o), (size_t)count, dist_type_of(o->dtype), ops[red], err, sizeof err);
-        if (!q->r) {
+        int rc = 0;
+        if (nb) {
+            q->r = dist_iallreduce(tensor_data(o), (size_t)count, dist_type_of(o->dtype), ops[red], err, sizeof err);
+            rc = q->r ? 0 : -1;
+        } else { /* another rank makes the blocking call (it runs this step eagerly): so do we */
+            rc = dist_allreduce(tensor_data(o), (size_t)count, dist_type_of(o->dtype), ops[red], err, sizeof err);
+            q->t_done = dist_time();
+        }
+        if (rc) {
             tensor_decref(o);
             char msg[400];
             snprintf(msg, sizeof msg, "%s: %s", tfe_coll_name(n->op), err);
             return node_fail(x, n, msg);
         }
-        c->npending++;
+        if (q->r) c->npending++;
     }
     q->buf = o;
     tensor_incref(o);

@@ -112,16 +112,11 @@ typedef struct GNode {
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
     struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
     uint8_t half;        /* G_OP allreduce split by graph/overlap.c: GH_START or GH_WAIT; else GH_WHOLE */
-    uint8_t agree;       /* a start: GA_SELF agrees with the other ranks on its own; GA_LEAD
-                            for itself and the starts after it (agree_next, ...); GA_MEMBER:
-                            agreed by its leader (graph/overlap.c, graph/exec_dist.c) */
-    int agree_next;      /* GA_LEAD, GA_MEMBER: the next start of the group, or -1 */
 } GNode;
 
 /* The halves of a collective that overlaps what runs between them
  * (graph/overlap.c): the start sends, the wait finishes (graph/exec.c). */
 enum { GH_WHOLE, GH_START, GH_WAIT };
-enum { GA_SELF, GA_LEAD, GA_MEMBER };
 
 typedef struct Graph {
     int refcount;

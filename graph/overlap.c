@@ -138,13 +138,13 @@ static void renumber(Graph *g, const int *top)
     free(nmap);
 }
 
-typedef struct Key { int anchor, moved, pos, id; } Key; /* anchor: a priority, or a place */
+/* sorted by key, then old position: key is a priority (the sort) or a place (the waits) */
+typedef struct Key { int key, pos, id; } Key;
 
 static int key_cmp(const void *a, const void *b)
 {
     const Key *x = a, *y = b;
-    if (x->anchor != y->anchor) return x->anchor < y->anchor ? -1 : 1;
-    if (x->moved != y->moved) return x->moved - y->moved;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
@@ -191,58 +191,6 @@ static bool barrier_node(const Graph *g, int id, const bool *unc)
     case G_FUSED: return opt_may_fail(g, id, unc);
     case G_INPUT: case G_CONST: case G_VAR_READ: case G_PARAM: default: return false;
     }
-}
-
-/* The starts that one agreement covers (the leader's, before it sends):
- * consecutive starts in the new order with nothing between them that could
- * talk to the other ranks or stop the run (a barrier, or a collective not
- * split), whose inputs have the traced shapes at every call (computed by
- * ops from inputs, constants and variables: so the leader knows the
- * members' shapes). One blocking agreement per step instead of one per
- * bucket: each is a point where the ranks wait for each other. A relaxed
- * graph's shapes change from call to call: each start agrees on its own. */
-static void group_agreements(Graph *g)
-{
-    bool *unc = opt_uncertain_dims(g);
-    bool relaxed = opt_graph_relaxed(g);
-    bool *stat = xcalloc((size_t)g->nvals + 1, sizeof *stat);
-    const GRegion *tr = &g->regions[0];
-    int lead = -1, last = -1;
-    for (int i = 0; i < tr->n; i++) {
-        int id = tr->nodes[i];
-        GNode *n = &g->nodes[id];
-        bool known = n->nout == 1;
-        for (int d = 0; known && d < n->meta[0].rank; d++) known = n->meta[0].shape[d] >= 0;
-        bool ins = true;
-        for (int k = 0; k < n->nin; k++) ins &= stat[g->nodes[n->in[k].node].vbase + n->in[k].out];
-        switch (n->kind) {
-        case G_INPUT: case G_CONST: case G_VAR_READ: stat[n->vbase] = known; break;
-        case G_OP: case G_FUSED: stat[n->vbase] = known && ins; break;
-        case G_HOST: case G_COND: case G_WHILE: case G_PARAM: default: break;
-        }
-        if (n->kind == G_OP && n->half == GH_START) {
-            n->agree = GA_SELF;
-            n->agree_next = -1;
-            if (relaxed || !ins) {
-                lead = -1;
-                continue;
-            }
-            if (lead < 0) {
-                lead = last = id;
-                n->agree = GA_LEAD;
-            } else {
-                n->agree = GA_MEMBER;
-                g->nodes[last].agree_next = id;
-                last = id;
-            }
-        } else if (n->kind == G_OP && n->half == GH_WAIT) {
-            stat[n->vbase] = stat[g->nodes[n->in[0].node].vbase];
-        } else if (barrier_node(g, id, unc)) {
-            lead = -1;
-        }
-    }
-    free(stat);
-    free(unc);
 }
 
 int graph_overlap_collectives(Graph *g)
@@ -359,18 +307,18 @@ int graph_overlap_collectives(Graph *g)
     int nh = 0, nk = 0;
     for (int i = 0; i < m; i++) {
         int id = tr->nodes[i];
-        if (g->nodes[id].half != GH_WAIT && indeg[id] == 0) heap_push(heap, &nh, (Key){rank[id], 0, i, id});
+        if (g->nodes[id].half != GH_WAIT && indeg[id] == 0) heap_push(heap, &nh, (Key){rank[id], i, id});
     }
     while (nh) {
         Key k = heap_pop(heap, &nh);
         keys[nk++] = k;
         for (int j = sb[k.id]; j < sb[k.id + 1]; j++)
-            if (--indeg[succ[j]] == 0) heap_push(heap, &nh, (Key){rank[succ[j]], 0, pos[succ[j]], succ[j]});
+            if (--indeg[succ[j]] == 0) heap_push(heap, &nh, (Key){rank[succ[j]], pos[succ[j]], succ[j]});
     }
     if (nk != m - nsplit) { /* a cycle: cannot happen (every edge goes forward in the old order); keep it */
         nk = 0;
         for (int i = 0; i < m; i++)
-            if (g->nodes[tr->nodes[i]].half != GH_WAIT) keys[nk++] = (Key){0, 0, i, tr->nodes[i]};
+            if (g->nodes[tr->nodes[i]].half != GH_WAIT) keys[nk++] = (Key){0, i, tr->nodes[i]};
     }
     free(heap);
     free(indeg);
@@ -400,18 +348,17 @@ int graph_overlap_collectives(Graph *g)
     int nw = 0;
     for (int i = 0; i < m; i++) {
         int w = tr->nodes[i];
-        if (g->nodes[w].half == GH_WAIT) wk[nw++] = (Key){wait_at[w], 0, newpos[g->nodes[w].in[0].node], w};
+        if (g->nodes[w].half == GH_WAIT) wk[nw++] = (Key){wait_at[w], newpos[g->nodes[w].in[0].node], w};
     }
     qsort(wk, (size_t)nw, sizeof *wk, key_cmp);
     int *order = xmalloc(sizeof *order * (size_t)(m + 1)), no = 0;
     for (int k = 0, q = 0; k <= nk; k++) {
-        while (q < nw && wk[q].anchor == k) order[no++] = wk[q++].id;
+        while (q < nw && wk[q].key == k) order[no++] = wk[q++].id;
         if (k < nk) order[no++] = keys[k].id;
     }
     free(wk);
     mem_copy(tr->nodes, order, sizeof *order * (size_t)m);
     renumber(g, top);
-    group_agreements(g);
     free(order);
     free(wait_at);
     free(newpos);

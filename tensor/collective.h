@@ -4,6 +4,7 @@
 #ifndef TFE_COLLECTIVE_H
 #define TFE_COLLECTIVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "tensor/tensor.h"
 
@@ -16,6 +17,10 @@ typedef struct tfe_coll_desc {
     int32_t kind, arg, dtype, rank;
     int64_t shape[TFE_MAX_RANK];
     int64_t nleaves, hash;
+    /* where the bytes move: 1 on the device (NCCL, tensor/device.h's
+     * tfe_device_coll_path), 0 through the host and MPI; the two paths do not
+     * meet, so ranks must agree on it too */
+    int64_t path;
 } tfe_coll_desc;
 
 /* dist_agree on a hash of d. On a mismatch every rank gathers every rank's
@@ -23,6 +28,15 @@ typedef struct tfe_coll_desc {
  * shapes differ across ranks: rank 0 has (3,) float32, rank 1 has (2,)
  * float32"). Returns 0, or -1 with the tensor error set. */
 int tfe_coll_agree(const tfe_coll_desc *d);
+
+/* After an allreduce's agreement: may it be a nonblocking MPI call? MPI
+ * matches a nonblocking collective only with a nonblocking one, and a rank
+ * may run a staged step cached (its allreduces overlapped: graph/
+ * exec_dist.c, want true) while another runs it eagerly (the kernel, want
+ * false). One more small agreement: 1 when every rank wants it, 0 when one
+ * does not (then all make the blocking call), -1 with the tensor error set
+ * on an MPI error. */
+int tfe_coll_agree_nonblocking(int kind, bool want);
 
 /* "dist.allreduce" for a kind. */
 const char *tfe_coll_name(int kind);

@@ -33,8 +33,20 @@ static int fake_copy(int dd, void *dst, int sd, const void *src, size_t n) {
 }
 static int fake_contiguous(tfe_tensor *dst, const tfe_tensor *src) { return kn_copy_into(dst, src); }
 static bool fake_supports(const tfe_opcall *c, int dev) { return false; }
+/* its collectives stand for NCCL's (the device path of tensor/dispatch.c and
+ * the collective kernels): dist/comm.h on its memory, which is the host's;
+ * TFE_NCCL=0 sends them through host copies, as on a GPU without NCCL */
+static int fake_coll_path(int dev) {
+    const char *e = getenv("TFE_NCCL");
+    return !(e && *e == '0');
+}
+static int fake_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op);
+static int fake_broadcast(int dev, void *buf, size_t bytes, int root);
+static int fake_allgather(int dev, const void *send, size_t bytes, void *recv);
 static const tfe_backend fake_gpu = {.ndev = 1, .alloc = fake_alloc, .free = fake_free, .copy = fake_copy,
-                                     .contiguous = fake_contiguous, .supports = fake_supports};
+                                     .contiguous = fake_contiguous, .supports = fake_supports,
+                                     .coll_path = fake_coll_path, .allreduce = fake_allreduce,
+                                     .broadcast = fake_broadcast, .allgather = fake_allgather};
 
 int tfe_device_count(void) {
     if (!probed) {
@@ -157,4 +169,93 @@ tfe_tensor *tensor_to_device(tfe_tensor *t, int dev) {
     tensor_decref(c);
     if (o) o->weak = t->weak;
     return o;
+}
+
+/* ---- collectives on device memory (docs/distributed.md, "Devices: NCCL") ---- */
+
+int tfe_device_coll_path(int dev) {
+    if (dev == 0 || !gpu || !gpu->coll_path) return 0;
+    return gpu->coll_path(dev);
+}
+
+static int dist_failed(const char *what, const char *err) {
+    tfe_error_set("%s: %s", what, err);
+    return -1;
+}
+
+static int fake_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op) {
+    char err[256];
+    return dist_allreduce(buf, count, t, op, err, sizeof err) ? dist_failed("dist.allreduce", err) : 0;
+}
+static int fake_broadcast(int dev, void *buf, size_t bytes, int root) {
+    char err[256];
+    return dist_broadcast(buf, bytes, root, err, sizeof err) ? dist_failed("dist.broadcast", err) : 0;
+}
+static int fake_allgather(int dev, const void *send, size_t bytes, void *recv) {
+    char err[256];
+    return dist_allgather(send, bytes, recv, err, sizeof err) ? dist_failed("dist.allgather", err) : 0;
+}
+
+/* a host buffer of n bytes (at least 1), with src's n bytes of dev when src */
+static void *host_copy(int dev, const void *src, size_t n) {
+    void *h = try_malloc(n ? n : 1);
+    if (!h) {
+        tfe_error_set("out of memory");
+        return NULL;
+    }
+    if (src && n && gpu->copy(0, h, dev, src, n)) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int tfe_device_copy_into(tfe_tensor *dst, const tfe_tensor *src) {
+    int dev = dst->storage ? dst->storage->device : 0;
+    return dev && gpu ? gpu->contiguous(dst, src) : kn_copy_into(dst, src);
+}
+
+/* Without the device's own collectives a GPU's bytes go through host copies:
+ * MPI is not told about device memory (Open MPI may be built without CUDA). */
+int tfe_device_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op) {
+    char err[256];
+    int path = tfe_device_coll_path(dev);
+    if (path < 0) return -1;
+    if (path) return gpu->allreduce(dev, buf, count, t, op);
+    size_t n = count * dist_type_size(t);
+    void *h = dev ? host_copy(dev, buf, n) : buf;
+    if (!h) return -1;
+    int rc = dist_allreduce(h, count, t, op, err, sizeof err) ? dist_failed("dist.allreduce", err) : 0;
+    if (!rc && dev && n) rc = gpu->copy(dev, buf, 0, h, n);
+    if (h != buf) free(h);
+    return rc;
+}
+
+int tfe_device_broadcast(int dev, void *buf, size_t bytes, int root) {
+    char err[256];
+    int path = tfe_device_coll_path(dev);
+    if (path < 0) return -1;
+    if (path) return gpu->broadcast(dev, buf, bytes, root);
+    void *h = dev ? host_copy(dev, buf, bytes) : buf;
+    if (!h) return -1;
+    int rc = dist_broadcast(h, bytes, root, err, sizeof err) ? dist_failed("dist.broadcast", err) : 0;
+    if (!rc && dev && bytes) rc = gpu->copy(dev, buf, 0, h, bytes);
+    if (h != buf) free(h);
+    return rc;
+}
+
+int tfe_device_allgather(int dev, const void *send, size_t bytes, void *recv) {
+    char err[256];
+    int path = tfe_device_coll_path(dev);
+    if (path < 0) return -1;
+    if (path) return gpu->allgather(dev, send, bytes, recv);
+    if (!dev) return dist_allgather(send, bytes, recv, err, sizeof err) ? dist_failed("dist.allgather", err) : 0;
+    size_t total = bytes * (size_t)dist_size();
+    void *hs = host_copy(dev, send, bytes), *hr = hs ? host_copy(dev, NULL, total) : NULL;
+    int rc = hr ? 0 : -1;
+    if (!rc && dist_allgather(hs, bytes, hr, err, sizeof err)) rc = dist_failed("dist.allgather", err);
+    if (!rc && total) rc = gpu->copy(dev, recv, 0, hr, total);
+    free(hs);
+    free(hr);
+    return rc;
 }

@@ -6,6 +6,7 @@
 #ifndef TFE_DEVICE_H
 #define TFE_DEVICE_H
 
+#include "dist/comm.h"
 #include "tensor/ops.h"
 
 struct tfe_fprog; /* tensor/fused.h */
@@ -29,6 +30,15 @@ typedef struct tfe_backend {
      * dev, inputs are on dev or 0-d cpu:0 values. 0; 1 when the backend has
      * no kernel for this program (nothing done); -1 + error. */
     int (*fused)(const struct tfe_fprog *p, tfe_tensor *const *in, tfe_tensor *out, int dev);
+    /* optional (NULL: collectives on dev's tensors go through the host, see
+     * tfe_device_allreduce): collectives over the process group on dev's
+     * memory (NCCL, gpu/nccl.c). coll_path: 1 when the backend runs them for
+     * dev, 0 when it does not (not loadable, or turned off), -1 + error; it
+     * talks to no other rank. The others as tfe_device_allreduce's. */
+    int (*coll_path)(int dev);
+    int (*allreduce)(int dev, void *buf, size_t count, dist_type t, dist_op op);
+    int (*broadcast)(int dev, void *buf, size_t bytes, int root);
+    int (*allgather)(int dev, const void *send, size_t bytes, void *recv);
 } tfe_backend;
 
 /* A backend library plugs in here, once, before the first device query
@@ -66,6 +76,23 @@ tfe_tensor *tensor_new_on(tfe_dtype dt, int rank, const int64_t *shape, int dev)
 /* t itself (incref'd) when already on dev; else a contiguous copy there. */
 tfe_tensor *tensor_to_device(tfe_tensor *t, int dev);
 void tfe_device_free(int dev, void *p, size_t nbytes);   /* from storage_decref */
+
+/* Collectives on the bytes of tensors on device dev, for the collective ops'
+ * kernels (docs/distributed.md, "Devices: NCCL"): in place over the process
+ * group (dist/comm.h's meaning), every rank calling the same one at once.
+ * On cpu:0, dist/comm.h on the buffer; on a GPU, the backend's own (NCCL)
+ * when tfe_device_coll_path says 1, else through a host copy and
+ * dist/comm.h. The path is decided by each rank alone, and the two do not
+ * meet: a caller puts tfe_device_coll_path(dev) into what the ranks agree on
+ * (dist_agree) before the collective. 0, or -1 + error. */
+int tfe_device_coll_path(int dev);  /* 0: host and MPI; 1: the device's (NCCL); -1 + error */
+int tfe_device_allreduce(int dev, void *buf, size_t count, dist_type t, dist_op op);
+int tfe_device_broadcast(int dev, void *buf, size_t bytes, int root);
+/* send (bytes) and recv (size * bytes) both on dev */
+int tfe_device_allgather(int dev, const void *send, size_t bytes, void *recv);
+/* dst (fresh, contiguous, same dtype and shape) = src, both on one device:
+ * the backend's copy kernel on a GPU, the host's loop on cpu:0 */
+int tfe_device_copy_into(tfe_tensor *dst, const tfe_tensor *src);
 
 /* Called by tfe_execute_eager when tfe_devices_used: runs the op where its
  * inputs live (rule in docs/gpu.md). Returns 0 or -1 like tfe_execute, or 1

@@ -142,6 +142,24 @@ fail:;
     return -1;
 }
 
+/* 1 when collective op c (F_COLLECTIVE, tensor/ops_dist.def) runs its kernel
+ * on the memory of GPU target, its input being there: when the backend moves
+ * the bytes on the device itself (NCCL; docs/distributed.md, "Devices:
+ * NCCL") and the result keeps the input's dtype (a sum of bools or a mean of
+ * ints converts on cpu:0). 0: the CPU fallback (cpu:0 copies and MPI); -1 +
+ * error. The kernel tells the other ranks which (tensor/collective.h). */
+static int coll_on_device(const tfe_opcall *c, int target) {
+    if (!(tfe_ops[c->op].flags & F_COLLECTIVE) || !target || c->nin != 1 || c->in[0]->storage->device != target)
+        return 0;
+    tfe_meta m;
+    if (tfe_ops[c->op].infer(c, &m)) {
+        tfe_error_clear();
+        return 0; /* the CPU path reports it */
+    }
+    if (m.dtype != c->in[0]->dtype) return 0;
+    return tfe_device_coll_path(target);
+}
+
 /* Where an op runs (docs/gpu.md): on the device of its first input that is
  * on a GPU; when every input is on cpu:0 (or there are none), on the default
  * device. Inputs elsewhere are copied there first. */
@@ -159,6 +177,8 @@ int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
     const tfe_opcall c = {.op = op, .nin = nin, .nout = nout, .in = in, .at = at, .out = out};
     bool on_gpu = gpu && gpu->supports(&c, target);
     bool view = info->flags & (F_VIEW | F_SELFOUT);
+    int coll = coll_on_device(&c, target);
+    if (coll < 0) return -1;
 
     tfe_tensor *small[16], **tmp = nin <= 16 ? small : xmalloc(sizeof *tmp * (size_t)nin);
     int rc = 0, ncopied = 0;
@@ -167,22 +187,35 @@ int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
          * the host over the device's memory (the backend's memory is
          * host-readable), so the view shares the device storage; any other
          * CPU fallback gets cpu:0 copies */
-        int want = on_gpu || view ? target : 0;
+        int want = on_gpu || view || coll ? target : 0;
         if (on_gpu && in[i]->rank == 0 && in[i]->storage->device == 0 && (info->flags & F_ELEMWISE)) want = 0;
         if (!(tmp[i] = tensor_to_device(in[i], want))) {
             rc = -1;
             break;
         }
+        if (coll && !tensor_is_contiguous(tmp[i])) { /* the collective sends the storage's bytes */
+            tfe_tensor *t = tensor_new_on(tmp[i]->dtype, tmp[i]->rank, tmp[i]->shape, target);
+            if (t && gpu->contiguous(t, tmp[i])) {
+                tensor_decref(t);
+                t = NULL;
+            }
+            tensor_decref(tmp[i]);
+            if (!(tmp[i] = t)) {
+                rc = -1;
+                break;
+            }
+        }
     }
     for (int i = 0; i < nout; i++) out[i] = NULL;
-    if (!rc && on_gpu) {
+    if (!rc && (on_gpu || coll)) {
         const tfe_opcall cc = {.op = op, .nin = nin, .nout = nout, .in = tmp, .at = at, .out = out};
         tfe_meta meta;
         if (info->infer(&cc, &meta) || !(out[0] = tensor_new_on(meta.dtype, meta.rank, meta.shape, target))) {
             rc = -1;
         } else {
             out[0]->weak = meta.weak;
-            rc = gpu->run(&cc, target);
+            /* a collective's kernel hands the device's buffers to NCCL */
+            rc = coll ? info->cpu_kernel(&cc) : gpu->run(&cc, target);
         }
     } else if (!rc) {
         rc = tfe_execute_kernel(op, nin, tmp, at, out, false);

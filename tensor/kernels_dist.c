@@ -9,6 +9,7 @@
 
 #include "dist/comm.h"
 #include "tensor/collective.h"
+#include "tensor/device.h"
 #include "tensor/kernels.h"
 
 enum { RED_SUM, RED_MEAN, RED_MAX, RED_MIN };
@@ -42,7 +43,7 @@ static uint64_t fnv(const void *p, size_t n)
 }
 
 /* What differs between two descriptors, most telling first (0: nothing). */
-enum { D_SAME, D_KIND, D_ARG, D_SHAPE, D_DTYPE, D_LEAVES };
+enum { D_SAME, D_KIND, D_ARG, D_SHAPE, D_DTYPE, D_LEAVES, D_PATH };
 static int differs(const tfe_coll_desc *a, const tfe_coll_desc *b)
 {
     if (a->kind != b->kind) return D_KIND;
@@ -50,6 +51,7 @@ static int differs(const tfe_coll_desc *a, const tfe_coll_desc *b)
     if (a->nleaves != b->nleaves || a->hash != b->hash) return D_LEAVES;
     if (a->rank != b->rank || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank)) return D_SHAPE;
     if (a->dtype != b->dtype) return D_DTYPE;
+    if (a->path != b->path) return D_PATH;
     return D_SAME;
 }
 
@@ -68,6 +70,7 @@ static void describe(char *buf, size_t n, const tfe_coll_desc *d, int what)
         snprintf(buf, n, "%lld lea%s in %s %s", (long long)d->nleaves, d->nleaves == 1 ? "f" : "ves",
                  shape_str(d->rank, d->shape, sb), dtype_name((tfe_dtype)d->dtype));
         break;
+    case D_PATH: snprintf(buf, n, "%s", d->path ? "a GPU tensor (NCCL)" : "a cpu:0 tensor, or TFE_NCCL=0 or no NCCL (MPI)"); break;
     default: snprintf(buf, n, "%s %s", shape_str(d->rank, d->shape, sb), dtype_name((tfe_dtype)d->dtype)); break;
     }
 }
@@ -91,6 +94,7 @@ static int mismatch(const tfe_coll_desc *mine, char *err, size_t errn)
         [D_SAME] = "signatures differ", [D_KIND] = "collectives differ", [D_ARG] = "arguments differ",
         [D_SHAPE] = "shapes differ", [D_DTYPE] = "dtypes differ",
         [D_LEAVES] = "containers differ",
+        [D_PATH] = "devices differ",
     };
     const char *head = heads[what];
     if (what == D_ARG) head = mine->kind == OP_ALLREDUCE ? "ops differ" : "roots differ";
@@ -120,6 +124,7 @@ int tfe_coll_agree(const tfe_coll_desc *d0)
     d.kind = d0->kind, d.arg = d0->arg, d.dtype = d0->dtype, d.rank = d0->rank;
     for (int i = 0; i < d.rank; i++) d.shape[i] = d0->shape[i];
     d.nleaves = d0->nleaves, d.hash = d0->hash;
+    d.path = d0->path;
     char err[256] = "";
     int ok = dist_agree(fnv(&d, sizeof d), err, sizeof err);
     if (ok == 1) return 0;
@@ -130,6 +135,46 @@ int tfe_coll_agree(const tfe_coll_desc *d0)
     return mismatch(&d, err, sizeof err);
 }
 
+/* ---- where the bytes move ------------------------------------------------------------ */
+/* The GPU whose memory the call's tensors are in, or 0. tensor/dispatch.c
+ * runs a collective on a GPU's tensors only when the backend moves the bytes
+ * there (NCCL, docs/distributed.md "Devices: NCCL"), with a contiguous input
+ * and an output of its dtype; else on cpu:0 copies. */
+static int on_device(const tfe_opcall *c)
+{
+    const tfe_tensor *o = c->out[0];
+    return o && o->storage ? o->storage->device : 0;
+}
+
+/* dst = src (same dtype and shape, dst fresh), on their device */
+static int coll_copy(const tfe_opcall *c, tfe_tensor *dst, const tfe_tensor *src)
+{
+    return on_device(c) ? tfe_device_copy_into(dst, src) : kn_copy_into(dst, src);
+}
+
+static int comm_failed(const tfe_opcall *c, const char *err);
+
+static int coll_allreduce(const tfe_opcall *c, void *buf, size_t n, dist_type t, dist_op op)
+{
+    char err[256] = "";
+    if (on_device(c)) return tfe_device_allreduce(on_device(c), buf, n, t, op);
+    return dist_allreduce(buf, n, t, op, err, sizeof err) ? comm_failed(c, err) : 0;
+}
+
+static int coll_broadcast(const tfe_opcall *c, void *buf, size_t bytes, int root)
+{
+    char err[256] = "";
+    if (on_device(c)) return tfe_device_broadcast(on_device(c), buf, bytes, root);
+    return dist_broadcast(buf, bytes, root, err, sizeof err) ? comm_failed(c, err) : 0;
+}
+
+static int coll_allgather(const tfe_opcall *c, const void *send, size_t bytes, void *recv)
+{
+    char err[256] = "";
+    if (on_device(c)) return tfe_device_allgather(on_device(c), send, bytes, recv);
+    return dist_allgather(send, bytes, recv, err, sizeof err) ? comm_failed(c, err) : 0;
+}
+
 static int agree_call(const tfe_opcall *c, int arg)
 {
     const tfe_tensor *x = c->in[0];
@@ -137,6 +182,7 @@ static int agree_call(const tfe_opcall *c, int arg)
     for (int i = 0; i < x->rank; i++) d.shape[i] = x->shape[i];
     d.nleaves = c->at->nints > 1 ? c->at->ints[1] : 1;
     d.hash = c->at->nints > 2 ? c->at->ints[2] : 0;
+    d.path = on_device(c) != 0; /* tensor/dispatch.c put it there for NCCL */
     return tfe_coll_agree(&d);
 }
 
@@ -189,11 +235,25 @@ int infer_allgather(const tfe_opcall *c, tfe_meta *m)
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
+int tfe_coll_agree_nonblocking(int kind, bool want)
+{
+    if (dist_size() == 1) return want;
+    char err[256] = "";
+    int ok = dist_agree(want ? 1 : 0, err, sizeof err);
+    if (ok < 0) {
+        tfe_error_set("%s: %s", tfe_coll_name(kind), err);
+        return -1;
+    }
+    return ok == 1 && want;
+}
+
 int k_allreduce(const tfe_opcall *c)
 {
     tfe_tensor *x = c->in[0], *o = c->out[0];
     int red = red_of(c);
-    if (agree_call(c, red)) return -1;
+    /* blocking: a rank whose staged step overlaps this allreduce then
+     * makes the blocking call too (collective.h) */
+    if (agree_call(c, red) || tfe_coll_agree_nonblocking(OP_ALLREDUCE, false) < 0) return -1;
     int64_t n = tensor_numel(x);
     if (n == 0) return 0;
     static const dist_op ops[] = {[RED_SUM] = DIST_SUM, [RED_MEAN] = DIST_SUM, [RED_MAX] = DIST_MAX,
@@ -201,9 +261,8 @@ int k_allreduce(const tfe_opcall *c)
     char err[256] = "";
     int size = dist_size();
     if (o->dtype == x->dtype) {
-        if (kn_copy_into(o, x)) return -1;
-        if (dist_allreduce(tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red], err, sizeof err))
-            return comm_failed(c, err);
+        if (coll_copy(c, o, x)) return -1;
+        if (coll_allreduce(c, tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red])) return -1;
         if (red != RED_MEAN) return 0;
         /* the mean: the sum divided by the size, in the tensor's dtype */
         char *p = tensor_data(o);
@@ -248,10 +307,9 @@ int k_broadcast(const tfe_opcall *c)
         tfe_error_set("dist.broadcast: root %d is not a rank (the ranks are 0 to %d)", root, dist_size() - 1);
         return -1;
     }
-    if (kn_copy_into(o, x)) return -1;
+    if (coll_copy(c, o, x)) return -1;
     size_t bytes = (size_t)tensor_numel(o) * dtype_size(o->dtype);
-    char err[256] = "";
-    if (bytes && dist_broadcast(tensor_data(o), bytes, root, err, sizeof err)) return comm_failed(c, err);
+    if (bytes && coll_broadcast(c, tensor_data(o), bytes, root)) return -1;
     return 0;
 }
 
@@ -263,8 +321,7 @@ int k_allgather(const tfe_opcall *c)
     if (!bytes) return 0;
     tfe_tensor *xc = kn_contig_as(x, x->dtype);
     if (!xc) return -1;
-    char err[256] = "";
-    int rc = dist_allgather(tensor_data(xc), bytes, tensor_data(o), err, sizeof err) ? comm_failed(c, err) : 0;
+    int rc = coll_allgather(c, tensor_data(xc), bytes, tensor_data(o));
     tensor_decref(xc);
     return rc;
 }

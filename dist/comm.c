@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #ifdef HAVE_MPI
@@ -172,10 +173,50 @@ void dist_start(int *argc, char ***argv)
 #endif
 }
 
+#ifdef HAVE_MPI
+/* The agreement's allreduce: max of {sig, ~sig, stopped, blocking}, where
+ * stopped is rank + 1 on a rank that has finished its program (dist_stop)
+ * and 0 on a rank about to make a collective, and blocking is 0 on a rank
+ * that would make the collective nonblocking, 1 otherwise. All ranks equal
+ * <=> max(sig) == min(sig) == ~max(~sig). Four words on every caller, so
+ * that a rank in dist_stop and a rank in a collective's agreement match each
+ * other; one allreduce, so that a collective costs one agreement. */
+static int agree_words(uint64_t v[4], char *err, size_t errn)
+{
+    return mpi_fail(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD), err, errn, "agree");
+}
+
+/* What a finished rank passes (no caller's hash is this, but for a chance of
+ * one in 2^64). */
+#define SIG_STOP UINT64_C(0x73746f7020746665)
+
+/* A finished rank met ranks in a collective's agreement: they raise "rank N
+ * has finished its program" and their uncaught error ends the job
+ * (dist_abort), this rank with it. It waits for that in silence, so that the
+ * job prints the one located message; should they not end it (an error that
+ * is caught and retried), it ends the job itself after 10 s. */
+static void wait_to_be_ended(void)
+{
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    for (int i = 0; i < 100; i++) nanosleep(&ts, NULL);
+    fflush(stdout);
+    fprintf(stderr, "[rank %d] tfe: this rank finished its program while other ranks wait in a collective\n", g_rank);
+    dist_abort(1);
+}
+#endif
+
 void dist_stop(void)
 {
 #ifdef HAVE_MPI
     if (!g_active) return;
+    /* MPI_Finalize waits for every rank (a fence), so a rank that finished
+     * while another waits in a collective would hang both for ever: first
+     * meet the others in one agreement, which a rank in a collective's
+     * agreement also matches, and which then fails there. */
+    if (g_size > 1) {
+        uint64_t v[4] = {SIG_STOP, ~SIG_STOP, (uint64_t)g_rank + 1, 1};
+        if (agree_words(v, NULL, 0) == 0 && v[0] != ~v[1]) wait_to_be_ended();
+    }
     for (int k = 0; k < 2; k++)
         for (int o = 0; o < 3; o++) MPI_Op_free(&g_half_ops[k][o]);
     MPI_Finalize();
@@ -183,12 +224,37 @@ void dist_stop(void)
 #endif
 }
 
+#ifdef HAVE_MPI
+/* Whether the launcher ends the whole job when one rank exits with a
+ * non-zero status: Open MPI's own mpirun (ORTE, which hands its ranks
+ * OMPI_MCA_orte_hnp_uri) does unless told otherwise
+ * (orte_abort_on_non_zero_status, passed to the ranks as OMPI_MCA_...). */
+static bool launcher_ends_job_on_exit(void)
+{
+    if (!getenv("OMPI_MCA_orte_hnp_uri")) return false;
+    const char *v = getenv("OMPI_MCA_orte_abort_on_non_zero_status");
+    return !v || !(strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0);
+}
+#endif
+
+/* Under Open MPI's mpirun: exit(code) without MPI_Finalize, not MPI_Abort.
+ * Measured on Open MPI 4.1.4 with the other rank blocked in MPI_Barrier:
+ * both end the job in about a second and mpirun exits with the code, but
+ * after MPI_Abort mpirun prints its 8-line "MPI_ABORT was invoked" notice,
+ * or, in 6 runs of 20, an "ORTE_ERROR_LOG: ... show_help.c" line from a race
+ * in forwarding that notice, and in 3 of 20 before the rank's own message;
+ * after an exit it printed, after the rank's message, in 10 runs of 10, its
+ * two notices "Primary job terminated normally, but 1 process returned a
+ * non-zero exit code" and "mpirun detected that one or more processes
+ * exited with non-zero status" (the rank and its code). Other launchers
+ * (srun, prterun) need not end the job on a failed rank: there it is
+ * MPI_Abort. docs/distributed.md, "Errors, mismatches and killed ranks". */
 void dist_abort(int code)
 {
     fflush(stdout);
     fflush(stderr);
 #ifdef HAVE_MPI
-    if (g_active && g_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    if (g_active && g_size > 1 && !launcher_ends_job_on_exit()) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
     exit(code);
 }
@@ -268,18 +334,28 @@ int dist_allgather(const void *send, size_t bytes, void *recv, char *err, size_t
 
 int dist_agree(uint64_t sig, char *err, size_t errn)
 {
+    return dist_agree_nb(sig, NULL, err, errn);
+}
+
+int dist_agree_nb(uint64_t sig, bool *nonblocking, char *err, size_t errn)
+{
 #ifdef HAVE_MPI
     if (g_active && g_size > 1) {
-        /* all equal <=> max(sig) == min(sig) == ~max(~sig) */
-        uint64_t v[2] = {sig, ~sig};
-        int rc = MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-        if (mpi_fail(rc, err, errn, "agree")) return -1;
+        uint64_t v[4] = {sig, ~sig, 0, nonblocking && *nonblocking ? 0 : 1};
+        if (agree_words(v, err, errn)) return -1;
+        if (nonblocking) *nonblocking = v[3] == 0;
+        if (v[2]) {
+            if (err && errn)
+                snprintf(err, errn, "rank %d finished its program and will not join this collective", (int)(v[2] - 1));
+            return -1;
+        }
         return v[0] == ~v[1];
     }
 #endif
     (void)sig;
     (void)err;
     (void)errn;
+    (void)nonblocking; /* one process: whatever it wants */
     return 1;
 }
 

@@ -35,7 +35,9 @@ size_t dist_type_size(dist_type t);
 /* Start-up and shut-down (interp/main.c). dist_start joins the job when the
  * environment says mpirun launched this process (OMPI_COMM_WORLD_SIZE or
  * PMIX_RANK) and does nothing otherwise. dist_stop finalizes MPI when it was
- * started. */
+ * started; in a job of several ranks it first meets the others in one
+ * agreement, so that a rank waiting in a collective's dist_agree gets an
+ * error (this rank finished) instead of both hanging. */
 void dist_start(int *argc, char ***argv);
 void dist_stop(void);
 bool dist_active(void);      /* MPI was initialised (possibly with size 1) */
@@ -43,8 +45,10 @@ int dist_rank(void);         /* 0 when not active */
 int dist_size(void);         /* 1 when not active */
 
 /* A rank that cannot go on (an error the program did not catch): ends every
- * rank of the job now, with this exit code. The caller has printed the
- * message. Without MPI it is exit(code). */
+ * rank of the job now, with this exit code (not 0). The caller has printed
+ * the message. Under Open MPI's mpirun it is an exit without MPI_Finalize,
+ * which mpirun turns into the end of the job; under other launchers
+ * MPI_Abort; without MPI exit(code). */
 void dist_abort(int code) __attribute__((noreturn));
 
 int dist_barrier(char *err, size_t errn);
@@ -62,10 +66,21 @@ int dist_allgather(const void *send, size_t bytes, void *recv, char *err, size_t
 /* Agreement before a collective: every rank passes a signature of what it is
  * about to send (op, root, dtypes, shapes, hashed by the caller). Returns 1
  * when all ranks passed the same one, 0 when they did not, -1 on an MPI
- * error. One small allreduce (the max of sig and of ~sig), so that
+ * error or when a rank has finished its program (it met this agreement in
+ * dist_stop: "rank N finished its program and will not join this
+ * collective"). One small allreduce (the max of sig and of ~sig), so that
  * mismatched shapes give an error on every rank instead of garbage or a
  * hang. */
 int dist_agree(uint64_t sig, char *err, size_t errn);
+
+/* dist_agree that also settles whether an allreduce may be nonblocking: MPI
+ * matches a nonblocking collective only with a nonblocking one, and one rank
+ * may run a staged step cached (its allreduces overlapped) while another
+ * runs it eagerly. *nonblocking: in, whether this rank wants it; out,
+ * whether every rank does (then all make the nonblocking call, else all the
+ * blocking one). NULL: this rank makes the blocking call. Same one
+ * allreduce as dist_agree. */
+int dist_agree_nb(uint64_t sig, bool *nonblocking, char *err, size_t errn);
 
 /* Nonblocking allreduce, for gradient buckets whose reduction overlaps the
  * rest of a backward pass. buf must stay alive until dist_wait. Without MPI

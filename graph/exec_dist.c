@@ -7,8 +7,8 @@
  * reduction; the wait does the rest (a mean's division, written as the
  * kernel's), so the result is the kernel's bit for bit. MPI matches a
  * nonblocking collective only with a nonblocking one: when another rank
- * runs the kernel (it runs the step eagerly), the ranks' second agreement
- * (tfe_coll_agree_nonblocking) says so, and the start makes the blocking
+ * runs the kernel (it runs the step eagerly), the agreement's last word
+ * (tfe_coll_agree_nb) says so, and the start makes the blocking
  * call too. Ints and bools
  * (reduced through an int64 copy) and tensors off the CPU run the whole
  * kernel at the start, blocking, and the wait hands its result on.
@@ -160,7 +160,8 @@ int grun_coll_start(GRun *x, GNode *n)
     /* the agreement, as the kernel's: a blocking call, so a mismatch is
      * eager's error, at this allreduce, on every rank */
     tfe_coll_desc d = desc_of(n, in->dtype, in->rank, in->shape);
-    int nb = tfe_coll_agree(&d) ? -1 : tfe_coll_agree_nonblocking(n->op, true);
+    bool want_nb = true;
+    int nb = tfe_coll_agree_nb(&d, &want_nb) ? -1 : want_nb;
     if (nb < 0 || kn_copy_into(o, in)) {
         tensor_decref(o);
         return node_fail(x, n, tfe_error_msg());

@@ -44,6 +44,8 @@ typedef struct VarRead {
                   tapes_read_in_region set where it is (0: settled) */
     bool after; /* in a branch, after an assign of the variable there (not its value when the if started) */
     bool at_end; /* ... and its value is the one after the if (no assign follows it there) */
+    bool zeros;  /* read only in bodies of loops that assign the variable, and its tensor read
+                    again after them: its part is zeros (what reaches such a read is refused) */
 } VarRead;
 
 typedef struct Tape {
@@ -57,7 +59,17 @@ typedef struct Tape {
     uint32_t trace;     /* the trace recording when it started (I->trace_id; 0: none) */
     VarRead *reads;
     int nreads, capreads;
+    struct LoopNote *loops; /* the traced loops that read and assign a variable (tapes_loop_count) */
+    int nloops;
 } Tape;
+
+/* A traced loop, met while a tape made in this trace was active, that reads
+ * a variable and assigns it (var and count owned). */
+struct LoopNote {
+    Variable *var;
+    tfe_tensor *count; /* how many times its body ran, traced */
+    int id, kinds;     /* its node; TL_* (stage/trace.h) */
+};
 
 static const ObjectClass tape_class;
 
@@ -97,6 +109,15 @@ static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region
             VarRead *r = &T->reads[i];
             if (r->var != v || r->t != t) continue;
             if (again || !r->nregs) return;
+            /* read in loops that assign the variable (their gradient is
+             * zeros), then again after one of them may have assigned it:
+             * one tensor in the call that traced, not on every call; a
+             * read of its own, which the chain of reads places */
+            Tracer *tr = region ? trace_current() : NULL;
+            if (tr && trace_read_split(tr, &v->o.h, r->regs, r->nregs)) {
+                r->zeros = true; /* (the tensor's gradient is the later read's) */
+                continue;
+            }
             if (region) {
                 read_add_region(r, region);
             } else { /* read unconditionally too */
@@ -115,7 +136,7 @@ static void tape_note_read_after(Tape *T, Variable *v, tfe_tensor *t, int region
     }
     v->o.h.refcount++;
     tensor_incref(t);
-    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after, at_end};
+    T->reads[T->nreads] = (VarRead){v, t, NULL, 0, again, after, at_end, false};
     if (region) read_add_region(&T->reads[T->nreads], region);
     T->nreads++;
 }
@@ -130,6 +151,13 @@ static void tape_clear_reads(Tape *T)
     free(T->reads);
     T->reads = NULL;
     T->nreads = T->capreads = 0;
+    for (int i = 0; i < T->nloops; i++) {
+        tensor_decref(T->loops[i].count);
+        value_decref(v_obj(V_OBJECT, T->loops[i].var));
+    }
+    free(T->loops);
+    T->loops = NULL;
+    T->nloops = 0;
 }
 
 /* The value of a variable as an op input: a new reference, watched by every
@@ -174,6 +202,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
                 region = tr->region;
             }
             bool again = tr && tr->cf_running && watching[i]->trace == tr->id && !watching[i]->symbolic;
+            if (again && trace_loop_fresh(tr, &v->o.h, stored)) continue; /* (a tensor the loop made) */
             if (again) region = tr->cf_region;
             /* (the run of a traced if read what a branch assigned) */
             const tfe_tensor *s0 = again ? trace_cf_start(tr, &v->o.h) : NULL;
@@ -521,12 +550,13 @@ typedef struct Flat {
     int nextra;
     const tfe_tensor *target; /* of the gradient (borrowed), or NULL */
     /* a variable's reads that are one tensor on some calls (merge_reads) */
-    struct ReadAt { int *regs, nregs; bool after, at_end, is_read; } *at; /* by tensor: a variable's read's place */
+    struct ReadAt { int *regs, nregs; bool after, at_end, is_read, zeros; } *at; /* by tensor: a variable's read's place */
     int capat;
     struct Chain *chains;  /* by leaf: its reads in the order they ran, and what is between */
     struct Bound { int leaf; tfe_tensor *assigned; } *bounds; /* the ifs or loops that may assign (owned) */
     int nbounds;
     struct Variant *vars;  /* by mask of merged bounds: the gradients (1 << nbounds of them) */
+    Tape *tape;            /* whose gradient this is */
 } Flat;
 
 /* A leaf's reads that merge_reads could place, in the order they ran: for
@@ -817,6 +847,7 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                 ra->is_read = true;
                 ra->after = T->reads[i].after;
                 ra->at_end = T->reads[i].at_end;
+                ra->zeros = T->reads[i].zeros;
                 ra->nregs = T->reads[i].nregs;
                 ra->regs = ra->nregs ? xmalloc(sizeof *ra->regs * (size_t)ra->nregs) : NULL;
                 if (ra->nregs) memcpy(ra->regs, T->reads[i].regs, sizeof *ra->regs * (size_t)ra->nregs);
@@ -865,7 +896,15 @@ static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Lea
     bool always = false;
     for (int i = 0; i < L->count; i++) {
         if (skip && skip[L->start + i]) continue; /* its part is in an earlier read's */
-        tfe_tensor *gi = g[L->start + i], *ran = (rans ? rans : f->ran)[L->start + i], *s = NULL;
+        tfe_tensor *gi = g[L->start + i], *ran = (rans ? rans : f->ran)[L->start + i], *s = NULL, *z = NULL;
+        if (f->at && L->start + i < f->capat && f->at[L->start + i].zeros) { /* (VarRead.zeros) */
+            if (!(z = tfe_filled_like(gi, 0.0))) {
+                if (r) tensor_decref(r);
+                r = NULL;
+                break;
+            }
+            gi = z;
+        }
         if (!ran) {
             s = r ? tfe_binary(OP_ADD, r, gi) : (tensor_incref(gi), gi);
         } else if (r) {
@@ -876,6 +915,7 @@ static tfe_tensor *leaf_sum(Interp *I, Flat *f, tfe_tensor **g, const struct Lea
             if (neg) tensor_decref(neg);
         }
         if (r) tensor_decref(r);
+        if (z) tensor_decref(z);
         r = s;
         if (!r) break;
         if (!ran) always = true;
@@ -914,6 +954,226 @@ static tfe_tensor *leaf_pick(Interp *I, Flat *f, const struct Leaf *L, int li, i
     return r;
 }
 
+/* a || b for traced bools that may be NULL (false); takes both (new ref, or
+ * NULL with *err set on a tensor error) */
+static tfe_tensor *or_take(tfe_tensor *a, tfe_tensor *b, bool *err)
+{
+    if (!a || !b) return a ? a : b;
+    tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, a, b);
+    tensor_decref(a);
+    tensor_decref(b);
+    if (!o) *err = true;
+    return o;
+}
+
+/* a && !b, or a when b is NULL (new ref; a borrowed) */
+static tfe_tensor *and_not(tfe_tensor *a, tfe_tensor *b)
+{
+    if (!b) return (tensor_incref(a), a);
+    tfe_tensor *nb = tfe_call1(OP_LOGICAL_NOT, 1, &b, NULL);
+    tfe_tensor *r = nb ? tfe_binary(OP_LOGICAL_AND, a, nb) : NULL;
+    if (nb) tensor_decref(nb);
+    return r;
+}
+
+/* count >= k, a traced bool (new ref) */
+static tfe_tensor *count_at_least(tfe_tensor *count, double k)
+{
+    tfe_tensor *c = tensor_from_f64(k, count->dtype);
+    if (!c) return NULL;
+    c->weak = false;
+    tfe_tensor *r = tfe_binary(OP_GE, count, c);
+    tensor_decref(c);
+    return r;
+}
+
+/* One read at the top position hi of the trace (in a branch or loop body
+ * there when ran is not NULL: where it runs) reads the tensor loop note n
+ * (at top position ql) ended with where nothing between them assigned the
+ * variable: that condition or'ed into *later (or *always set). 0, 1 when
+ * the graph cannot tell, -1 on a tensor error. */
+static int later_term(Tracer *tr, const struct LoopNote *n, int ql, int hi, tfe_tensor *ran, tfe_tensor **later,
+                      bool *always)
+{
+    tfe_tensor *as = NULL, *term = NULL;
+    int where = -1;
+    int st = trace_assigned_between(tr, &n->var->o.h, ql + 1, hi, &as, &where);
+    if (st == -2 || st == -1) {
+        if (as) tensor_decref(as);
+        return st == -2 ? -1 : 1;
+    }
+    if (st == 1) return 0; /* surely assigned between */
+    bool err = false;
+    if (!ran && !as) {
+        *always = true;
+        return 0;
+    }
+    if (!ran) {
+        if (!(term = tfe_call1(OP_LOGICAL_NOT, 1, &as, NULL))) err = true;
+    } else if (!(term = and_not(ran, as))) {
+        err = true;
+    }
+    if (as) tensor_decref(as);
+    if (term) *later = or_take(*later, term, &err);
+    return err ? -1 : 0;
+}
+
+/* Whether a read of var that the tape made after loop note n reads the
+ * tensor the loop ended with (the one its last iteration read after its
+ * last assign, or its condition read last): 0 with *later a traced bool
+ * (NULL: never, *always: on every call), 1 when the graph cannot tell (a
+ * read it cannot place, or something between that may assign var in a way
+ * it cannot tell), -1 on a tensor error. A read noted in several branches
+ * or loop bodies (one tensor when the call traced) is a read in each. */
+static int loop_read_later(Tracer *tr, Flat *f, const struct Leaf *L, const struct LoopNote *n,
+                           tfe_tensor **later, bool *always)
+{
+    *later = NULL;
+    *always = false;
+    int ql = trace_top_pos(tr, n->id), st = ql < 0 ? 1 : 0;
+    Tape *T = f->tape;
+    for (int i = L->start; i < L->start + L->count && !*always && !st; i++) {
+        const struct ReadAt *ra = f->at && i < f->capat ? &f->at[i] : NULL;
+        if (!ra || !ra->is_read || ra->after) continue; /* (after an assign in a branch: not the loop's tensor) */
+        TReadPoint p;
+        if (!ra->nregs) {
+            if (trace_read_point(tr, &n->var->o.h, f->ts[i], NULL, 0, false, false, &p)) st = 1;
+            else if (p.hi > ql) st = later_term(tr, n, ql, p.hi, NULL, later, always);
+            continue;
+        }
+        for (int k = 0; k < ra->nregs && !*always && !st; k++) {
+            bool only_in = false;
+            int q = trace_regions_pos(tr, &ra->regs[k], 1, n->id, &only_in);
+            if (q < 0) { /* (an attempt rolled back: no read) */
+                tfe_tensor *x = NULL;
+                if (trace_region_runs(tr, ra->regs[k], &x) == 0) continue;
+                if (x) tensor_decref(x);
+                st = 1;
+                break;
+            }
+            if (only_in || q < ql) continue; /* the loop's own read, or one before it */
+            /* in another loop that reads and assigns the variable: it reads
+             * the tensor it started with before its first assign, where it
+             * runs, and in its condition */
+            const struct LoopNote *n2 = NULL;
+            for (int j = 0; j < T->nloops && !n2; j++) {
+                bool in2 = false;
+                if (T->loops[j].var == n->var && &T->loops[j] != n &&
+                    trace_regions_pos(tr, &ra->regs[k], 1, T->loops[j].id, &in2) >= 0 && in2)
+                    n2 = &T->loops[j];
+            }
+            if (n2) {
+                if (n2->kinds & TL_COND) {
+                    st = later_term(tr, n, ql, q, NULL, later, always);
+                } else if (n2->kinds & TL_FIRST) {
+                    tfe_tensor *c1 = count_at_least(n2->count, 1.0);
+                    st = c1 ? later_term(tr, n, ql, q, c1, later, always) : -1;
+                    if (c1) tensor_decref(c1);
+                }
+                continue;
+            }
+            tfe_tensor *ran = NULL;
+            int rs = trace_region_runs(tr, ra->regs[k], &ran);
+            if (rs < 0) {
+                st = -1;
+            } else if (rs > 0) {
+                if (trace_read_point(tr, &n->var->o.h, f->ts[i], &ra->regs[k], 1, false, ra->at_end, &p) || p.hi < 0)
+                    st = 1;
+                else if (p.hi > ql)
+                    st = later_term(tr, n, ql, p.hi, ran, later, always);
+            }
+            if (ran) tensor_decref(ran);
+        }
+    }
+    if (st || *always) {
+        if (*later) tensor_decref(*later);
+        *later = NULL;
+    }
+    return st;
+}
+
+/* The variable's gradient r (taken) with the zeros eager code adds for the
+ * new tensors of it that a traced loop which reads and assigns it reads
+ * (tapes_loop_count): from its second iteration on, at every read (the
+ * first iteration's reads before an assign are the tensor the variable
+ * held when the loop started, counted as such where the loop runs); from
+ * the first on, for a read between two assigns, or of the tensor it ends
+ * with when no later read of the tape's reads that tensor. Adding 0.0 once
+ * or many times is the same (it changes only a -0.0), so one pick does it.
+ * New ref, or NULL after raising. */
+static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tensor *r)
+{
+    Tape *T = f->tape;
+    Tracer *tr = I->tracer && T && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
+    if (!tr || !is_variable(L->v) || !T->nloops) return r;
+    Variable *var = (Variable *)L->v.u.o;
+    tfe_tensor *any = NULL;
+    bool err = false;
+    char name[300];
+    if (var->name) snprintf(name, sizeof name, "'%s'", var->name);
+    else snprintf(name, sizeof name, "this variable");
+    for (int k = 0; k < T->nloops && !err; k++) {
+        const struct LoopNote *n = &T->loops[k];
+        if (n->var != var) continue;
+        if (n->kinds & TL_UNKNOWN) {
+            if (any) tensor_decref(any);
+            /* (under --stage-all the call goes on eagerly from here) */
+            if (!trace_fail(I, gnode(tr->g, n->id)->loc,
+                            "this loop reads and may assign %s in a way the graph cannot tell (a host call, "
+                            "or an if or loop inside it), so the gradient with respect to %s, with a tape made "
+                            "inside this staged function, cannot add what eager code adds for each tensor of "
+                            "it that the loop reads; read %s once into a name before the loop and use that, or "
+                            "assign %s after the with tape() block", name, name, name, name))
+                return r;
+            tensor_decref(r);
+            return NULL;
+        }
+        tfe_tensor *z = count_at_least(n->count, 2.0);
+        if (!z) { err = true; break; }
+        if (n->kinds & (TL_MID | TL_END | TL_COND)) {
+            tfe_tensor *later = NULL;
+            bool always = false;
+            int st = (n->kinds & TL_MID) ? 0 : loop_read_later(tr, f, L, n, &later, &always);
+            if (st > 0) {
+                tensor_decref(z);
+                if (any) tensor_decref(any);
+                if (!trace_fail(I, gnode(tr->g, n->id)->loc,
+                                "this loop reads %s after it assigns it, and the gradient with respect to %s, "
+                                "with a tape made inside this staged function, cannot tell whether a later read "
+                                "of it is of the tensor the loop ends with (eager code adds zeros for that "
+                                "tensor when none is); read %s once into a name after the loop and use that, or "
+                                "assign %s after the with tape() block", name, name, name, name))
+                    return r;
+                tensor_decref(r);
+                return NULL;
+            }
+            if (st < 0) { tensor_decref(z); err = true; break; }
+            if (!always) {
+                tfe_tensor *c1 = count_at_least(n->count, 1.0);
+                tfe_tensor *t = c1 ? and_not(c1, later) : NULL;
+                if (c1) tensor_decref(c1);
+                if (later) tensor_decref(later);
+                if (!t) { tensor_decref(z); err = true; break; }
+                z = or_take(z, t, &err);
+            }
+        }
+        any = or_take(any, z, &err);
+    }
+    if (err) {
+        if (any) tensor_decref(any);
+        tensor_decref(r);
+        interp_raise_tensor_error(I);
+        return NULL;
+    }
+    if (!any) return r;
+    tfe_tensor *zeros = tfe_filled_like(r, 0.0), *out = zeros ? trace_pick(tr, any, r, zeros, r) : NULL;
+    if (zeros) tensor_decref(zeros);
+    tensor_decref(any);
+    tensor_decref(r);
+    if (!out) interp_raise_tensor_error(I);
+    return out;
+}
+
 /* Rebuild the structure of v with each leaf replaced by its gradient. */
 static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Value *out)
 {
@@ -948,6 +1208,7 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         r = zeros_op(((Variable *)L->v.u.o)->value);
     } else {
         r = f->vars ? leaf_pick(I, f, L, li, 0, 0) : leaf_sum(I, f, g, L, NULL, NULL);
+        if (r && !(r = loop_zeros(I, f, L, r))) return -1;
     }
     if (!r) return interp_raise_tensor_error(I);
     *out = value_from_tensor_take(r);
@@ -1164,6 +1425,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     SrcPath path = {.len = 0};
     path.s[0] = 0;
     f.target = target;
+    f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     int nbase = f.n;
     push_pass_sources(&f);
@@ -1355,6 +1617,44 @@ void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, b
         Tape *T = watching[i];
         if (T->trace == trace_id && !T->symbolic && is_variable(var))
             tape_note_read_after(T, (Variable *)var.u.o, t, region, false, after, at_end);
+    }
+}
+
+void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0, int r1)
+{
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace != trace_id || T->symbolic) continue;
+        for (int k = 0; k < T->nreads; k++) {
+            VarRead *r = &T->reads[k];
+            if ((Obj *)r->var != var.u.o || r->t != t || !r->nregs) continue;
+            int m = 0;
+            for (int j = 0; j < r->nregs; j++)
+                if (r->regs[j] != r0 && r->regs[j] != r1) r->regs[m++] = r->regs[j];
+            if (m == r->nregs) continue;
+            r->nregs = m;
+            if (m) continue;
+            /* read only there: no read at all */
+            tensor_decref(r->t);
+            value_decref(v_obj(V_OBJECT, r->var));
+            free(r->regs);
+            memmove(r, r + 1, sizeof *r * (size_t)(T->nreads - k - 1));
+            T->nreads--;
+            k--;
+        }
+    }
+}
+
+void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count)
+{
+    if (!is_variable(var) || !((Variable *)var.u.o)->trainable) return; /* (read: no tape notes it) */
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace != trace_id || T->symbolic || T->spent) continue;
+        T->loops = xrealloc(T->loops, sizeof *T->loops * (size_t)(T->nloops + 1));
+        ((Variable *)var.u.o)->o.h.refcount++;
+        tensor_incref(count);
+        T->loops[T->nloops++] = (struct LoopNote){(Variable *)var.u.o, count, id, kinds};
     }
 }
 

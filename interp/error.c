@@ -4,15 +4,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dist/comm.h"
 #include "interp/internal.h"
 #include "util/xalloc.h"
 
-/* Print `file:line:col: error: msg`, the source line and a caret under the
- * span (clipped to that line). Every diagnostic goes through here. */
-void diag_print(FILE *f, Loc loc, const char *msg)
+/* The rank prefix; a job of one rank (or no mpirun) has none, so its
+ * messages are those of a plain run, byte for byte. */
+const char *diag_rank_tag(void)
+{
+    static char tag[32];
+    if (dist_size() <= 1) return "";
+    snprintf(tag, sizeof tag, "[rank %d] ", dist_rank());
+    return tag;
+}
+
+/* A diagnostic leaves in one write: mpirun merges the ranks' stderr pipes
+ * chunk by chunk as they arrive, and a message written in pieces (stderr is
+ * unbuffered: one write per fprintf) could be cut by another rank's lines.
+ * When no memory stream can be opened the caller writes straight to f. */
+static FILE *gather_open(char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    return open_memstream(buf, len);
+}
+
+static void gather_close(FILE *m, char **buf, size_t *len, FILE *f)
+{
+    fclose(m); /* sets *buf and *len */
+    fwrite(*buf, 1, *len, f);
+    fflush(f);
+    free(*buf);
+}
+
+static void diag_write(FILE *f, Loc loc, const char *msg)
 {
     const char *name = loc.src ? loc.src->name : "<unknown>";
-    fprintf(f, "%s:%d:%d: error: %s\n", name, loc.line, loc.col, msg);
+    fprintf(f, "%s%s:%d:%d: error: %s\n", diag_rank_tag(), name, loc.line, loc.col, msg);
     if (!loc.src || loc.line <= 0) return;
     const char *text = loc.src->text;
     size_t len = loc.src->len;
@@ -31,6 +59,18 @@ void diag_print(FILE *f, Loc loc, const char *msg)
     size_t span = loc.len > 1 ? (size_t)loc.len : 1;
     for (size_t i = off + 1; i < off + span && i < end; i++) fputc('~', f);
     fputc('\n', f);
+}
+
+/* Print `file:line:col: error: msg`, the source line and a caret under the
+ * span (clipped to that line); in a job of several ranks the first line
+ * starts with `[rank N] `. Every diagnostic goes through here. */
+void diag_print(FILE *f, Loc loc, const char *msg)
+{
+    char *buf;
+    size_t len;
+    FILE *m = gather_open(&buf, &len);
+    diag_write(m ? m : f, loc, msg);
+    if (m) gather_close(m, &buf, &len, f);
 }
 
 void error_clear(Interp *I)
@@ -112,7 +152,11 @@ void error_report(Interp *I, FILE *f)
 {
     if (!I->has_error) return;
     fflush(stdout);
-    diag_print(f, I->err_loc, I->err_msg);
+    char *buf;
+    size_t len;
+    FILE *out = f, *m = gather_open(&buf, &len);
+    if (m) f = m;
+    diag_write(f, I->err_loc, I->err_msg);
     /* a run of identical frames (deep recursion) is shown three times, then counted */
     int same = 0;
     for (int i = I->err_nframes - 1; i >= 0; i--) {
@@ -130,6 +174,7 @@ void error_report(Interp *I, FILE *f)
                 fr->call_loc.line, fr->call_loc.col);
     }
     if (same > 2) fprintf(f, "  [the call above repeats %d more times]\n", same - 2);
-    fflush(f);
+    if (m) gather_close(m, &buf, &len, out);
+    fflush(out);
     error_clear(I);
 }

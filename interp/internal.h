@@ -171,6 +171,9 @@ void frames_pop_to(Interp *I, int depth);
 void error_report(Interp *I, FILE *f);
 void error_clear(Interp *I);
 void diag_print(FILE *f, Loc loc, const char *msg);
+/* "[rank N] " in a job of several ranks (docs/distributed.md), else "": the
+ * start of every error message a rank prints. */
+const char *diag_rank_tag(void);
 
 /* resolve.c: binds names to (depth, slot); reports undefined names. */
 int resolve_program(Interp *I, Node *prog, bool repl);
@@ -260,6 +263,14 @@ void tapes_reads_settle(uint32_t trace_id);
  * region (a branch not run now; after: one after an assign there, at_end:
  * with none after it): stage/grad.c. */
 void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, bool after, bool at_end);
+/* To the tapes made in trace trace_id: traced loop id reads and assigns
+ * var (kinds: TL_*, stage/trace.h), and count (a traced int64 scalar,
+ * borrowed) is how many times its body ran. */
+/* To the tapes made in trace trace_id: their read of var as t noted in
+ * regions r0 or r1 (a cond's branches, a loop's condition and body) is no
+ * read there (stage/trace_cf.c, reread_vars: another tensor stands for it). */
+void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0, int r1);
+void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count);
 void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */
 
 /* builtins_ckpt.c: save, restore, load (safetensors checkpoints) */

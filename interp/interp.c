@@ -126,7 +126,7 @@ int interp_run_file(Interp *I, const char *path)
 {
     Source *src = source_from_file(path);
     if (!src) {
-        fprintf(stderr, "tfe: cannot open '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, "%stfe: cannot open '%s': %s\n", diag_rank_tag(), path, strerror(errno));
         return 1;
     }
     free(I->script_dir);

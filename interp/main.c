@@ -3,6 +3,7 @@
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,29 @@ static char *read_all(FILE *f, size_t *len)
     return buf;
 }
 
+/* A job of several ranks has no REPL: mpirun gives rank 0 its standard input
+ * (through a pipe, never a terminal) and the other ranks /dev/null, and a
+ * REPL on one rank would leave the others nothing to run. Rank 0 reads the
+ * program to its end and sends it to every rank, which all run it
+ * (docs/distributed.md, "Errors, mismatches and killed ranks"). */
+static int run_stdin_everywhere(Interp *I)
+{
+    char err[256];
+    size_t len = 0;
+    char *text = dist_rank() == 0 ? read_all(stdin, &len) : NULL;
+    uint64_t n = len;
+    int rc = dist_broadcast(&n, sizeof n, 0, err, sizeof err);
+    if (rc == 0 && dist_rank() != 0) {
+        len = (size_t)n;
+        text = xmalloc(len ? len : 1);
+    }
+    if (rc == 0) rc = dist_broadcast(text, len, 0, err, sizeof err);
+    if (rc == 0) rc = interp_run_source(I, "<stdin>", text, len);
+    else fprintf(stderr, "[rank %d] tfe: cannot share the program read from standard input: %s\n", dist_rank(), err);
+    free(text);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     InterpOptions opt = {0};
@@ -95,6 +119,8 @@ int main(int argc, char **argv)
         rc = interp_run_source(I, "<cmdline>", code, strlen(code));
     } else if (file) {
         rc = interp_run_file(I, file);
+    } else if (dist_size() > 1) {
+        rc = run_stdin_everywhere(I);
     } else if (isatty(0)) {
         rc = repl_run(I);
     } else {

@@ -79,6 +79,10 @@ typedef struct Tracer {
     struct CfStart { const Obj *var; tfe_tensor *t; } *cf_start; /* ... and the variables' values
                              when it started, for reads it hands on (mark_exported; owned) */
     int ncf_start;
+    struct LoopFresh { const Obj *var; const tfe_tensor *start; } *loop_fresh; /* a loop that runs as
+                             one tape entry, reading and assigning these variables: their values
+                             when it started (borrowed; loop_core) */
+    int nloop_fresh;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     int nargs;
@@ -205,6 +209,27 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
  * host call, an assign in a nested if or loop); -2 a tensor error. *where:
  * the node (if, loop or host call) for 2 and -1. */
 int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor **assigned, int *where);
+/* How a traced loop reads a variable its body assigns (stage/trace_cf.c,
+ * tapes_loop_count): before the body's first assign, between two, after
+ * the last, in its condition; TL_UNKNOWN: something in it may assign the
+ * variable, or read it, where the graph cannot tell how often (a host
+ * call, a nested if or loop). */
+enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16 };
+/* Are regs (where a tape made in this trace noted a read of var) all the
+ * bodies of loops at the top that assign var, and may var hold another tensor now
+ * than when the first of them started? Then a read of the same tensor
+ * now is a read of its own (no nodes are made). */
+bool trace_read_split(Tracer *T, const Obj *var, const int *regs, int nregs);
+/* Is t, read of var by a loop running as one tape entry, a tensor the loop
+ * made (not the value var had when it started)? Those reads are not noted:
+ * the loop's count adds what eager code adds for them (tapes_loop_count). */
+bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t);
+/* The position of node id among the nodes at the top of the trace, or -1. */
+int trace_top_pos(Tracer *T, int id);
+/* The first position at the top of the trace of the ifs or loops that hold
+ * regions regs (-1: one of them is nowhere), and in *only_in whether they
+ * are all in node id. */
+int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_in);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
  * or NULL (stage/grad.c). reads: a variable read in its condition reads
  * the value the variable had when the loop started (trace_read_at_start);

@@ -301,13 +301,11 @@ static void reread_vars(Tracer *T, const Graph *m, int id, const int *n0)
     for (int i = 0; i < m->n; i++) {
         const GNode *x = &m->nodes[i];
         if (x->kind != G_VAR_READ || assigns_var(m, x->host->obj.u.o)) continue;
-        T->suspended++; /* no node for this read: a new one is made below */
-        tfe_tensor *t = value_to_tensor(x->host->obj);
-        T->suspended--;
-        if (!t) {
-            tfe_error_clear();
-            continue;
-        }
+        /* (no node for this read: a new one is made below; nor a read a
+         * tape notes: the run noted m's) */
+        tfe_tensor *t = variable_peek(x->host->obj);
+        if (!t) continue;
+        tensor_incref(t);
         TNote *nt = t->node;
         if (!nt) {
             trace_var_reread(T, x->host->obj, t);
@@ -340,6 +338,10 @@ static void reread_vars(Tracer *T, const Graph *m, int id, const int *n0)
                         tfe_tape_record_outer(&c, T->tapes_at_begin);
                     }
                     trace_var_reread(T, x->host->obj, a);
+                    /* the reads the trace of id's branches or body noted
+                     * of t (a variable's value then) are a's now */
+                    const GNode *cn = gnode(T->g, id);
+                    tapes_read_unnote(T->id, x->host->obj, t, cn->regions[0], cn->regions[1]);
                     note_reread(T, id, x->host->obj, a);
                 }
                 if (a) tensor_decref(a); /* the note and the entries keep it */
@@ -944,6 +946,64 @@ typedef struct LoopHooks {
 
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs);
 
+/* How loop (condition region rc, body rb) reads var, which its body assigns
+ * at its top: TL_* (trace.h), 0 when it does not both read and assign it.
+ * Eager code reads a new tensor of var at each iteration, whose gradient,
+ * to a tape made in this trace, is zeros when nothing reached it (the
+ * loop's backward is refused where something does: stage/grad.c), and
+ * those zeros are added to the variable's gradient (-0.0 + 0.0 is 0.0). */
+static int loop_read_kinds(const Graph *g, int rc, int rb, const Obj *var)
+{
+    int kinds = 0, nassign = 0;
+    bool pending = false, unknown = false;
+    const GRegion *reg = &g->regions[rb];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_VAR_READ && x->host->obj.u.o == var && !x->outer_out) {
+            if (nassign) pending = true;
+            else kinds |= TL_FIRST;
+        } else if (calls_method_of(x, var)) {
+            if (pending) kinds |= TL_MID;
+            pending = false;
+            nassign++;
+        } else if (x->kind == G_HOST) {
+            unknown |= !trace_host_harmless(x, var);
+        } else if (x->kind == G_COND || x->kind == G_WHILE) {
+            unknown |= region_reads_var(g, x->regions[0], var) || region_reads_var(g, x->regions[1], var) ||
+                       region_assigns_var(g, x->regions[0], var) || region_assigns_var(g, x->regions[1], var);
+        }
+    }
+    if (pending) kinds |= TL_END;
+    if (region_reads_var(g, rc, var)) kinds |= TL_COND;
+    if (!kinds || (!nassign && !unknown)) return 0;
+    return unknown ? kinds | TL_UNKNOWN : kinds;
+}
+
+/* The variables loop (rc, rb) reads and assigns, with their TL_* kinds
+ * (new arrays; returns how many). */
+static int loop_fresh_vars(const Graph *g, int rc, int rb, Value **vars, int **kinds)
+{
+    int n = 0;
+    *vars = NULL;
+    *kinds = NULL;
+    for (int k = 0; k < 2; k++) {
+        const GRegion *reg = &g->regions[k ? rb : rc];
+        for (int i = 0; i < reg->n; i++) {
+            const GNode *x = &g->nodes[reg->nodes[i]];
+            if (x->kind != G_VAR_READ || x->outer_out || !value_is_variable(x->host->obj)) continue;
+            bool seen = false;
+            for (int j = 0; j < n && !seen; j++) seen = (*vars)[j].u.o == x->host->obj.u.o;
+            int kd = seen ? 0 : loop_read_kinds(g, rc, rb, x->host->obj.u.o);
+            if (!kd) continue;
+            *vars = xrealloc(*vars, sizeof **vars * (size_t)(n + 1));
+            *kinds = xrealloc(*kinds, sizeof **kinds * (size_t)(n + 1));
+            (*vars)[n] = x->host->obj;
+            (*kinds)[n++] = kd;
+        }
+    }
+    return n;
+}
+
 int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
 {
     (void)cond;
@@ -967,6 +1027,8 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     Mark mark = mark_of(T);
     const char *what = h->cond ? "while loop" : "for loop";
     int rc = 0;
+    Value *cvars = NULL; /* the variables it reads and assigns, for a tape made in this trace */
+    int *ckinds = NULL, ncv = 0, ntot = 0;
 
     scan_block(h->body, local, assigned, ns);
     if (h->counter >= 0) { /* the loop variable counts: carried first */
@@ -1096,6 +1158,43 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         g->regions[rbody].outs[k] = ref;
         tensor_decref(t);
     }
+    /* Under a tape made in this trace, a loop that reads a variable and
+     * assigns it reads a new tensor of it at every iteration (its gradient
+     * zeros, added to the variable's): it counts its iterations, one more
+     * carried value, for that tape's gradient (tapes_loop_count) */
+    ntot = nc;
+    if (!saved_sym && saved_region == 0 && tfe_tapes_active > T->tapes_at_begin)
+        ncv = loop_fresh_vars(g, rcond, rbody, &cvars, &ckinds);
+    if (ncv) {
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        GNode *pn = gnode(g, p);
+        pn->loc = n->loc;
+        pn->meta[0] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+        GRegion *rg = &g->regions[rcond];
+        rg->params = xrealloc(rg->params, sizeof *rg->params * (size_t)(nc + 1));
+        rg->params[nc] = p;
+        rg->nparams = nc + 1;
+        tfe_tensor *sp = tensor_symbolic(TFE_INT64, false, 0, NULL);
+        trace_note(T, sp, (GRef){p, 0});
+        tfe_tensor *one = tensor_from_f64(1.0, TFE_INT64);
+        I->cur_loc = loop_loc;
+        tfe_tensor *next = one ? tfe_binary(OP_ADD, sp, one) : NULL;
+        if (one) tensor_decref(one);
+        tensor_decref(sp); /* the note keeps it */
+        init[nc] = tensor_from_f64(0.0, TFE_INT64);
+        if (!next || !init[nc] || T->failed) {
+            if (next) tensor_decref(next);
+            ntot = nc + 1; /* (init[nc] is released below) */
+            goto failed;
+        }
+        init[nc]->weak = false;
+        rg = &g->regions[rbody];
+        rg->outs = xrealloc(rg->outs, sizeof *rg->outs * (size_t)(nc + 1));
+        rg->outs[nc] = trace_ref(T, next);
+        rg->nouts = nc + 1;
+        tensor_decref(next);
+        ntot = nc + 1;
+    }
     T->region = saved_region;
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
@@ -1105,23 +1204,38 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = loop_loc;
-        GRef *refs = xcalloc((size_t)nc + 1, sizeof *refs);
-        for (int k = 0; k < nc; k++) refs[k] = trace_ref(T, init[k]); /* constants first */
-        int id = graph_add(g, T->region, G_WHILE, nc, nc);
+        GRef *refs = xcalloc((size_t)ntot + 1, sizeof *refs);
+        for (int k = 0; k < ntot; k++) refs[k] = trace_ref(T, init[k]); /* constants first */
+        int id = graph_add(g, T->region, G_WHILE, ntot, ntot);
         GNode *wn = gnode(g, id);
         wn->loc = loop_loc;
         wn->frames = T->last_frames;
         wn->regions[0] = rcond;
         wn->regions[1] = rbody;
-        mem_copy(wn->in, refs, sizeof *refs * (size_t)nc);
+        mem_copy(wn->in, refs, sizeof *refs * (size_t)ntot);
         free(refs);
-        for (int k = 0; k < nc; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
-        tfe_tensor **outs = xcalloc((size_t)(nc ? nc : 1), sizeof *outs);
+        for (int k = 0; k < ntot; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
+        tfe_tensor **outs = xcalloc((size_t)(ntot ? ntot : 1), sizeof *outs);
+        /* (its run notes only the reads of the values the variables
+         * start with: tapes_loop_count covers the others) */
+        struct LoopFresh *saved_fresh = T->loop_fresh;
+        int saved_nfresh = T->nloop_fresh;
+        if (ncv) {
+            T->loop_fresh = xcalloc((size_t)ncv, sizeof *T->loop_fresh);
+            for (int k = 0; k < ncv; k++)
+                T->loop_fresh[k] = (struct LoopFresh){cvars[k].u.o, variable_peek(cvars[k])};
+            T->nloop_fresh = ncv;
+        }
         rc = bind_outputs(T, id, env, carried, nc, outs);
+        if (ncv) free(T->loop_fresh);
+        T->loop_fresh = saved_fresh;
+        T->nloop_fresh = saved_nfresh;
         if (rc) {
             free(outs);
             goto done;
         }
+        for (int k = 0; k < ncv; k++) tapes_loop_count(T->id, cvars[k], ckinds[k], id, outs[nc]);
+        if (ntot > nc) tensor_decref(outs[nc]);
         free(outs);
         *xs = XS_OK;
     }
@@ -1132,9 +1246,12 @@ failed:
                         h->cond ? "this while loop on a traced tensor" : "this for loop over a traced range");
     if (rc == 1) rc = 2; /* the caller runs the loop eagerly */
 done:
-    for (int k = 0; k < nc; k++) tensor_decref(init[k]);
+    for (int k = 0; k < (ntot > nc ? ntot : nc); k++)
+        if (init[k]) tensor_decref(init[k]);
     free(init);
     free(carried);
+    free(cvars);
+    free(ckinds);
     drop(before, ns);
     free(local);
     free(assigned);
@@ -1496,6 +1613,11 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
         bool loop = id >= 0 && g->nodes[id].kind == G_WHILE && !after &&
                     !region_assign_kind(g, g->nodes[id].regions[0], var) &&
                     !region_assign_kind(g, g->nodes[id].regions[1], var);
+        /* (a read in the condition of a loop that assigns var at the top of
+         * its body: its first read is of the value when the loop started;
+         * the later ones' zeros are the loop count's, tapes_loop_count) */
+        loop |= id >= 0 && g->nodes[id].kind == G_WHILE && !after && r == g->nodes[id].regions[0] &&
+                !region_assign_kind(g, r, var) && region_assign_kind(g, g->nodes[id].regions[1], var) > 0;
         if (id < 0 || (g->nodes[id].kind != G_COND && !loop) || g->nodes[id].region != 0 ||
             (after && c >= 0 && id != c))
             return -1;
@@ -1585,6 +1707,49 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
     }
     *assigned = any;
     return any ? 2 : 0;
+}
+
+bool trace_read_split(Tracer *T, const Obj *var, const int *regs, int nregs)
+{
+    const Graph *g = T->g;
+    int q = -1;
+    for (int k = 0; k < nregs; k++) {
+        if (regs[k] <= 0 || regs[k] >= g->nregions) return false;
+        int id = region_owner(g, regs[k]);
+        if (id < 0 || g->nodes[id].region != 0 || g->nodes[id].kind != G_WHILE || regs[k] != g->nodes[id].regions[1] ||
+            region_assign_kind(g, g->nodes[id].regions[1], var) <= 0)
+            return false;
+        int qk = top_pos(g, id);
+        if (qk < 0) return false;
+        if (q < 0 || qk < q) q = qk;
+    }
+    return q >= 0 && may_assign_between(g, var, q, g->regions[0].n);
+}
+
+bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t)
+{
+    for (int k = 0; k < T->nloop_fresh; k++)
+        if (T->loop_fresh[k].var == var) return t != T->loop_fresh[k].start;
+    return false;
+}
+
+int trace_top_pos(Tracer *T, int id) { return id >= 0 && id < T->g->n ? top_pos(T->g, id) : -1; }
+
+int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_in)
+{
+    const Graph *g = T->g;
+    int q = -1;
+    *only_in = nregs > 0;
+    for (int k = 0; k < nregs; k++) {
+        if (regs[k] <= 0 || regs[k] >= g->nregions) return -1;
+        int top = region_owner(g, regs[k]);
+        while (top >= 0 && g->nodes[top].region != 0) top = region_owner(g, g->nodes[top].region);
+        int qk = top < 0 ? -1 : top_pos(g, top);
+        if (qk < 0) return -1;
+        if (top != id) *only_in = false;
+        if (q < 0 || qk < q) q = qk;
+    }
+    return q;
 }
 
 tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)

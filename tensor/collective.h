@@ -29,14 +29,13 @@ typedef struct tfe_coll_desc {
  * float32"). Returns 0, or -1 with the tensor error set. */
 int tfe_coll_agree(const tfe_coll_desc *d);
 
-/* After an allreduce's agreement: may it be a nonblocking MPI call? MPI
- * matches a nonblocking collective only with a nonblocking one, and a rank
- * may run a staged step cached (its allreduces overlapped: graph/
- * exec_dist.c, want true) while another runs it eagerly (the kernel, want
- * false). One more small agreement: 1 when every rank wants it, 0 when one
- * does not (then all make the blocking call), -1 with the tensor error set
- * on an MPI error. */
-int tfe_coll_agree_nonblocking(int kind, bool want);
+/* tfe_coll_agree for an allreduce that may be nonblocking (dist_agree_nb):
+ * a rank that runs a staged step cached overlaps its allreduces (graph/
+ * exec_dist.c, *nonblocking true on entry) while another may run it eagerly
+ * (the kernel: tfe_coll_agree, blocking). On return *nonblocking says
+ * whether every rank wants it (then all make the nonblocking call, else all
+ * the blocking one). The same one agreement as tfe_coll_agree. */
+int tfe_coll_agree_nb(const tfe_coll_desc *d, bool *nonblocking);
 
 /* "dist.allreduce" for a kind. */
 const char *tfe_coll_name(int kind);

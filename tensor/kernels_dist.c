@@ -118,6 +118,11 @@ static int mismatch(const tfe_coll_desc *mine, char *err, size_t errn)
 
 int tfe_coll_agree(const tfe_coll_desc *d0)
 {
+    return tfe_coll_agree_nb(d0, NULL);
+}
+
+int tfe_coll_agree_nb(const tfe_coll_desc *d0, bool *nonblocking)
+{
     if (dist_size() == 1) return 0;
     tfe_coll_desc d;
     memset(&d, 0, sizeof d); /* no padding or unused dims in the hash */
@@ -126,7 +131,7 @@ int tfe_coll_agree(const tfe_coll_desc *d0)
     d.nleaves = d0->nleaves, d.hash = d0->hash;
     d.path = d0->path;
     char err[256] = "";
-    int ok = dist_agree(fnv(&d, sizeof d), err, sizeof err);
+    int ok = dist_agree_nb(fnv(&d, sizeof d), nonblocking, err, sizeof err);
     if (ok == 1) return 0;
     if (ok < 0) {
         tfe_error_set("%s: %s", tfe_coll_name(d.kind), err);
@@ -235,25 +240,13 @@ int infer_allgather(const tfe_opcall *c, tfe_meta *m)
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
-int tfe_coll_agree_nonblocking(int kind, bool want)
-{
-    if (dist_size() == 1) return want;
-    char err[256] = "";
-    int ok = dist_agree(want ? 1 : 0, err, sizeof err);
-    if (ok < 0) {
-        tfe_error_set("%s: %s", tfe_coll_name(kind), err);
-        return -1;
-    }
-    return ok == 1 && want;
-}
-
 int k_allreduce(const tfe_opcall *c)
 {
     tfe_tensor *x = c->in[0], *o = c->out[0];
     int red = red_of(c);
     /* blocking: a rank whose staged step overlaps this allreduce then
-     * makes the blocking call too (collective.h) */
-    if (agree_call(c, red) || tfe_coll_agree_nonblocking(OP_ALLREDUCE, false) < 0) return -1;
+     * makes the blocking call too (collective.h, tfe_coll_agree_nb) */
+    if (agree_call(c, red)) return -1;
     int64_t n = tensor_numel(x);
     if (n == 0) return 0;
     static const dist_op ops[] = {[RED_SUM] = DIST_SUM, [RED_MEAN] = DIST_SUM, [RED_MAX] = DIST_MAX,

@@ -12,6 +12,7 @@ timeout 120 "$prog" || { echo "FAIL: one process"; exit 1; }
 echo "ok: one process"
 TFE_FAKE_GPU=1 sh "$TFE_SRCDIR/tests/gpu_nccl.sh" gpu:0 || { echo "FAIL: tests/gpu_nccl.sh on the pretend gpu:0"; exit 1; }
 [ -n "$TFE_MPIRUN" ] || { echo "skip: no MPI build (configure found no mpirun)"; exit 77; }
+. "$TFE_SRCDIR/tests/mpi_env.sh" # Open MPI's leaks under ASan
 if ! TFE_FAKE_GPU=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
      timeout 60 "$TFE_MPIRUN" --oversubscribe -np 2 "$prog"; then
     echo "FAIL: mpirun -np 2 (TFE_FAKE_GPU=1)"; exit 1

@@ -18,6 +18,7 @@ esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dist_train.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$TFE_SRCDIR/tests/mpi_env.sh" # Open MPI's leaks under ASan
 status=0
 touch "$tmp/empty"
 for name in dist_train_equiv dist_train_shard; do

@@ -17,6 +17,7 @@ devs=$("$TFE" -e 'print(devices())' 2>&1)
 case "$devs" in *"\"$dev\""*) ;; *) echo "gpu_nccl: no $dev here ($devs); skipping"; exit 77 ;; esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu_nccl.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
+. "${TFE_SRCDIR:-$(dirname "$0")/..}/tests/mpi_env.sh" # Open MPI's leaks under ASan
 real=yes
 [ "${TFE_FAKE_GPU:-}" = 1 ] && real=no
 ngpu=$(echo "$devs" | grep -o '"gpu:' | wc -l)

@@ -184,6 +184,8 @@ class Bench:
                         data[name].append(float(f[1]))
                     elif f and f[0] == "LOSS":
                         extra[name] = line
+                        if "WEIGHT_SPREAD" in f and float(f[f.index("WEIGHT_SPREAD") + 1]) != 0:
+                            self.notes.append(f"(b) {name}: the ranks' weights differ: {line}")
         out = {}
         for name, argv, threads, env, ranks in configs:
             if data[name]:

@@ -140,7 +140,7 @@ int grun_coll_start(GRun *x, GNode *n)
     q->t_start = dist_time();
     int red = n->at->nints > 0 ? (int)n->at->ints[0] : RED_SUM;
     bool cpu = !in->storage || in->storage->device == 0;
-    if (m.dtype != in->dtype || !cpu) { /* the whole kernel, now (top of the file) */
+    if (m.dtype != in->dtype || !cpu || n->start_blocks) { /* the whole kernel, now (top of the file) */
         tfe_tensor *out[1];
         if (tfe_execute_eager(n->op, 1, &in, n->at, out)) return node_fail(x, n, tfe_error_msg());
         q->buf = out[0];
@@ -235,8 +235,9 @@ int grun_coll_wait(GRun *x, GNode *n)
     int red = n->at->nints > 0 ? (int)n->at->ints[0] : RED_SUM;
     tfe_tensor *in = grun_value(x, x->g->nodes[s].in[0]);
     int64_t count = tensor_numel(o);
-    if (red == RED_MEAN && o->dtype == in->dtype && count) {
-        /* the mean: the sum divided by the size, in the tensor's dtype (as k_allreduce) */
+    if (red == RED_MEAN && !q->whole && o->dtype == in->dtype && count) {
+        /* the mean: the sum divided by the size, in the tensor's dtype (as
+         * k_allreduce; a whole kernel run at the start has divided already) */
         int size = dist_size();
         char *p = tensor_data(o);
         if (o->dtype == TFE_FLOAT32)

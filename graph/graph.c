@@ -187,6 +187,7 @@ static void copy_node(Extract *x, int old, int region)
     mem_copy(n->meta, o->meta, sizeof *n->meta * (size_t)o->nout);
     n->op = o->op;
     n->half = o->half;
+    n->start_blocks = o->start_blocks;
     n->at_from = o->at_from >= 0 && x->map[o->at_from] >= 0 ? x->map[o->at_from] : -1;
     n->loc = o->loc;
     if (n->host) graph_host.node_free(n->host); /* graph_add's: o's is copied */

@@ -112,6 +112,9 @@ typedef struct GNode {
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
     struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
     uint8_t half;        /* G_OP allreduce split by graph/overlap.c: GH_START or GH_WAIT; else GH_WHOLE */
+    bool start_blocks;   /* GH_START whose wait follows it with no op between (nothing to
+                            overlap): it makes the blocking call, which costs less than a
+                            nonblocking one waited for at once */
 } GNode;
 
 /* The halves of a collective that overlaps what runs between them

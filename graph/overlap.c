@@ -30,6 +30,14 @@
 #include "graph/opt.h"
 #include "util/xalloc.h"
 
+/* elements of a value; a dim unknown until the run counts as large */
+static double meta_numel(const tfe_meta *m)
+{
+    double n = 1;
+    for (int i = 0; i < m->rank; i++) n *= m->shape[i] < 0 ? 1e12 : (double)m->shape[i];
+    return n;
+}
+
 static bool splittable(const GNode *n)
 {
     return n->kind == G_OP && n->op == OP_ALLREDUCE && n->half == GH_WHOLE && n->region == 0 && n->nin == 1 &&
@@ -357,6 +365,26 @@ int graph_overlap_collectives(Graph *g)
         if (k < nk) order[no++] = keys[k].id;
     }
     free(wk);
+    /* a start whose wait follows with too little work between has nothing
+     * to hide it behind: it makes the blocking call (an MPI_Iallreduce
+     * waited for soon costs more than MPI_Allreduce). "Too little": ops
+     * between that write fewer elements in all than the allreduce moves
+     * (variable reads, constants and views write none); a loop, branch or
+     * host call between, or a dim unknown until the run, counts as enough. */
+    for (int i = 0; i < no; i++) {
+        GNode *S = &g->nodes[order[i]];
+        if (S->half != GH_START) continue;
+        double need = meta_numel(&S->meta[0]), work = 0;
+        int j = i + 1;
+        for (; j < no && work < need; j++) {
+            const GNode *b = &g->nodes[order[j]];
+            if (b->half == GH_WAIT && b->in[0].node == order[i]) break;
+            if (b->kind == G_HOST || b->kind == G_COND || b->kind == G_WHILE) work = need;
+            else if ((b->kind == G_OP && !(tfe_ops[b->op].flags & F_VIEW)) || b->kind == G_FUSED)
+                for (int k = 0; k < b->nout; k++) work += meta_numel(&b->meta[k]);
+        }
+        S->start_blocks = work < need;
+    }
     mem_copy(tr->nodes, order, sizeof *order * (size_t)m);
     renumber(g, top);
     free(order);

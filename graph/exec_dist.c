@@ -4,7 +4,7 @@
  * The start does what the allreduce kernel (tensor/kernels_dist.c,
  * k_allreduce) does up to the reduction, with dist_iallreduce instead of
  * dist_allreduce: the same agreement, the same buffer, the same MPI
- * reduction; the wait does the rest (a mean's division, written as the
+ * reduction; the wait does the rest (a mean's division, the
  * kernel's), so the result is the kernel's bit for bit. MPI matches a
  * nonblocking collective only with a nonblocking one: when another rank
  * runs the kernel (it runs the step eagerly), the agreement's last word
@@ -236,19 +236,9 @@ int grun_coll_wait(GRun *x, GNode *n)
     tfe_tensor *in = grun_value(x, x->g->nodes[s].in[0]);
     int64_t count = tensor_numel(o);
     if (red == RED_MEAN && !q->whole && o->dtype == in->dtype && count) {
-        /* the mean: the sum divided by the size, in the tensor's dtype (as
-         * k_allreduce; a whole kernel run at the start has divided already) */
-        int size = dist_size();
-        char *p = tensor_data(o);
-        if (o->dtype == TFE_FLOAT32)
-            for (int64_t i = 0; i < count; i++) ((float *)p)[i] /= (float)size;
-        else if (o->dtype == TFE_FLOAT64)
-            for (int64_t i = 0; i < count; i++) ((double *)p)[i] /= (double)size;
-        else
-            for (int64_t i = 0; i < count; i++) {
-                char *e = p + i * (int64_t)dtype_size(o->dtype);
-                kn_store_f64(e, o->dtype, kn_load_f64(e, o->dtype) / (double)size);
-            }
+        /* the mean: as k_allreduce's (a whole kernel run at the start has
+         * divided already) */
+        tfe_coll_mean_divide(o, dist_size());
     }
     grun_set(x, n->vbase, o); /* takes the request's reference */
     return 0;

@@ -37,6 +37,11 @@ int tfe_coll_agree(const tfe_coll_desc *d);
  * the blocking one). The same one agreement as tfe_coll_agree. */
 int tfe_coll_agree_nb(const tfe_coll_desc *d, bool *nonblocking);
 
+/* A mean allreduce's last step, in place: the sum in o (contiguous, a
+ * float dtype) divided by the size, in o's dtype. The kernel and the
+ * overlapped wait (graph/exec_dist.c) share it, so they agree bit for bit. */
+void tfe_coll_mean_divide(tfe_tensor *o, int size);
+
 /* "dist.allreduce" for a kind. */
 const char *tfe_coll_name(int kind);
 

@@ -240,6 +240,21 @@ int infer_allgather(const tfe_opcall *c, tfe_meta *m)
 
 /* ---- kernels ---------------------------------------------------------------------- */
 
+void tfe_coll_mean_divide(tfe_tensor *o, int size)
+{
+    int64_t n = tensor_numel(o);
+    char *p = tensor_data(o);
+    if (o->dtype == TFE_FLOAT32)
+        for (int64_t i = 0; i < n; i++) ((float *)p)[i] /= (float)size;
+    else if (o->dtype == TFE_FLOAT64)
+        for (int64_t i = 0; i < n; i++) ((double *)p)[i] /= (double)size;
+    else
+        for (int64_t i = 0; i < n; i++) {
+            char *e = p + i * (int64_t)dtype_size(o->dtype);
+            kn_store_f64(e, o->dtype, kn_load_f64(e, o->dtype) / (double)size);
+        }
+}
+
 int k_allreduce(const tfe_opcall *c)
 {
     tfe_tensor *x = c->in[0], *o = c->out[0];
@@ -256,18 +271,7 @@ int k_allreduce(const tfe_opcall *c)
     if (o->dtype == x->dtype) {
         if (coll_copy(c, o, x)) return -1;
         if (coll_allreduce(c, tensor_data(o), (size_t)n, dist_type_of(o->dtype), ops[red])) return -1;
-        if (red != RED_MEAN) return 0;
-        /* the mean: the sum divided by the size, in the tensor's dtype */
-        char *p = tensor_data(o);
-        if (o->dtype == TFE_FLOAT32)
-            for (int64_t i = 0; i < n; i++) ((float *)p)[i] /= (float)size;
-        else if (o->dtype == TFE_FLOAT64)
-            for (int64_t i = 0; i < n; i++) ((double *)p)[i] /= (double)size;
-        else
-            for (int64_t i = 0; i < n; i++) {
-                char *e = p + i * (int64_t)dtype_size(o->dtype);
-                kn_store_f64(e, o->dtype, kn_load_f64(e, o->dtype) / (double)size);
-            }
+        if (red == RED_MEAN) tfe_coll_mean_divide(o, size);
         return 0;
     }
     /* bools and ints summed as int64 (a sum of bools counts them; a mean of

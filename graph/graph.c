@@ -114,6 +114,7 @@ void graph_decref(Graph *g)
         free(g->opt);
     }
     free(g->scratch);
+    free(g->keep_use);
     free(g->regions);
     free(g->nodes);
     free(g->inputs);

@@ -140,6 +140,8 @@ typedef struct Graph {
     tfe_tensor **scratch; /* a value array kept for the next run (graph/exec.c) */
     int scratch_cap;
     bool busy;           /* scratch is in use (a run inside a run takes its own) */
+    bool *keep_use;      /* by slot: a value a backward graph read where a call under a
+                            tape kept it (stage/grad.c, gcall_keeps), or NULL: none built */
 } Graph;
 
 /* memcpy/memcmp/memmove that accept NULL pointers with a zero length (empty

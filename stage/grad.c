@@ -675,6 +675,8 @@ static int replay_node(BP *b, int id)
         /* a collective of the top region was saved from the forward; one in
          * a branch runs again (every rank replays the same branch) */
         if ((tfe_ops[n->op].flags & F_COLLECTIVE) && n->region == 0 && b->m[n->vbase]) return 0;
+        /* a value the forward run kept (gcall_keeps): the backward reads it */
+        if (!(tfe_ops[n->op].flags & F_RANDOM) && n->region == 0 && b->m[n->vbase]) return 0;
         if (tfe_ops[n->op].flags & F_RANDOM) {
             /* one in a branch is drawn again wherever the branch is replayed
              * (a value from another replay of it is not visible there) */
@@ -1559,6 +1561,11 @@ typedef struct GCallGrad {
      * reads them, and a tape outside it (a higher order) reaches the host
      * call's inputs through them */
     int *hout, nhout;
+    /* the values of the forward's ops, kept from its run (owned), by slot
+     * of G: a backward with no tape watching it reads them instead of
+     * replaying the forward (nkept 0: none kept) */
+    tfe_tensor **kept;
+    int *kslot, nkept;
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -1567,6 +1574,10 @@ static void gcall_release(tfe_custom_grad *self)
     for (int i = 0; i < c->plan.nsaved; i++)
         if (c->saved[i]) tensor_decref(c->saved[i]);
     free(c->saved);
+    for (int i = 0; i < c->nkept; i++)
+        if (c->kept[i]) tensor_decref(c->kept[i]);
+    free(c->kept);
+    free(c->kslot);
     free(c->hout);
     free(c->draws);
     free(c->plan.src);
@@ -1782,6 +1793,23 @@ static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one
     return c;
 }
 
+/* The kept values backward graph bg reads (its inputs first..first+nk-1
+ * are c's kept ones): later calls of G keep only those and the ones other
+ * backward graphs read. A backward that no longer gets the others replays
+ * them, and its optimizer drops them (nothing reads them). */
+static void note_kept_use(Graph *G, const Graph *bg, const GCallGrad *c, int first, int nk)
+{
+    bool *read = xcalloc((size_t)bg->n + 1, sizeof *read); /* by node */
+    for (int i = 0; i < bg->n; i++)
+        for (int a = 0; a < bg->nodes[i].nin; a++) read[bg->nodes[i].in[a].node] = true;
+    for (int r = 0; r < bg->nregions; r++)
+        for (int a = 0; a < bg->regions[r].nouts; a++) read[bg->regions[r].outs[a].node] = true;
+    if (!G->keep_use) G->keep_use = xcalloc((size_t)G->nvals + 1, sizeof *G->keep_use);
+    for (int i = 0; i < nk && first + i < bg->ninputs; i++)
+        if (read[bg->inputs[first + i]]) G->keep_use[c->kslot[i]] = true;
+    free(read);
+}
+
 /* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
  * the cached backward graph, or builds it (recording into a new trace, or
  * into the trace in progress). */
@@ -1809,20 +1837,29 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     for (int k = 0; k < nout; k++)
         if (dy[k]) outk[ndy++] = k;
     /* which of these a backward graph takes as inputs: it is for them */
-    bool *pres = xcalloc((size_t)(nin + nout) + 1, sizeof *pres);
+    /* ... and which sources want a gradient (no other is computed) */
+    int npres = 2 * nin + nout;
+    bool *pres = xcalloc((size_t)npres + 1, sizeof *pres);
     for (int i = 0; i < nin; i++) pres[i] = sofar[i] != NULL;
     for (int k = 0; k < nout; k++) pres[nin + k] = dy[k] != NULL;
-    int nb = nin + c->plan.nsaved + ndy + nacc;
+    for (int i = 0; i < nin; i++) pres[nin + nout + i] = dx[i] != TFE_GRAD_SKIP;
+    /* the forward's kept values stand in for its replay where nothing
+     * records this backward (a tape watching it, a higher order, needs
+     * the replay: it sees there how every value depends on the sources) */
+    int nk = c->nkept && !tfe_tapes_active && !I->tracer ? c->nkept : 0;
+    int ns = c->plan.nsaved + nk; /* saved, then kept */
+    int nb = nin + ns + ndy + nacc;
     tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb ? nb : 1));
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
-    for (int j = 0; j < ndy; j++) bin[nin + c->plan.nsaved + j] = dy[outk[j]];
-    for (int i = 0, k = nin + c->plan.nsaved + ndy; i < nin; i++)
+    for (int i = 0; i < nk; i++) bin[nin + c->plan.nsaved + i] = c->kept[i];
+    for (int j = 0; j < ndy; j++) bin[nin + ns + j] = dy[outk[j]];
+    for (int i = 0, k = nin + ns + ndy; i < nin; i++)
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
     /* sources that are one tensor share a gradient */
     int *one = same_sources(G, &c->plan, nin, in, I->tracer != NULL);
-    GBwd *w = I->tracer ? NULL : bwd_find(G, bin, nb, pres, nin + nout, one, nin);
+    GBwd *w = I->tracer ? NULL : bwd_find(G, bin, nb, pres, npres, one, nin);
     if (w) {
         free(one);
         /* outputs: the gradients, then the none flags */
@@ -1897,13 +1934,14 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         }
         if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
-        else if (i < nin + c->plan.nsaved + ndy) {
-            int k = outk[i - nin - c->plan.nsaved], nto = BG->regions[0].nouts;
+        else if (i < nin + ns) put(b.m, c->kslot[i - nin - c->plan.nsaved], t);
+        else if (i < nin + ns + ndy) {
+            int k = outk[i - nin - ns], nto = BG->regions[0].nouts;
             if (acc_f(&b, k < nto ? slot_of(BG, BG->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t,
                       self->dy_none ? self->dy_none[k] : NULL))
                 goto done;
         } else {
-            accin[i - (nin + c->plan.nsaved + ndy)] = t; /* placed below */
+            accin[i - (nin + ns + ndy)] = t; /* placed below */
         }
     }
     /* a source's gradient so far comes first: the sweep adds to it. (An
@@ -1951,23 +1989,24 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         bool reusable = c->draws == NULL && !b.drew;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
-            /* outputs: the gradients, then the none flags (has[nin + i]) */
+            /* outputs: the gradients, then the none flags (has[nin + i]),
+             * of the sources that want one (the rest go: not computed) */
             tfe_tensor **outs = xcalloc((size_t)(nres + nnone) + 1, sizeof *outs);
             bool *has = xcalloc((size_t)(2 * nin) + 1, sizeof *has);
             int k = 0;
             for (int i = 0; i < nin; i++)
-                if (res[i]) {
+                if (res[i] && dx[i] != TFE_GRAD_SKIP) {
                     has[i] = true;
                     outs[k++] = res[i];
                 }
             for (int i = 0; i < nin; i++)
-                if (res[i] && none[i]) {
+                if (res[i] && none[i] && dx[i] != TFE_GRAD_SKIP) {
                     has[nin + i] = true;
                     outs[k++] = none[i];
                 }
-            set_outs(T->g, 0, nres + nnone, outs, T);
+            set_outs(T->g, 0, k, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb, pres, nin + nout, one);
+            bwd_add(G, T->g, has, bin, nb, pres, npres, one);
             one = NULL;
         }
     }
@@ -2006,6 +2045,7 @@ done:
         if (G->bwd && G->bwd->g == bg) {
             graph_compact(bg);
             stage_optimize(bg);
+            if (nk) note_kept_use(G, bg, c, nin + c->plan.nsaved, nk);
         }
         graph_decref(bg);
     }
@@ -2034,24 +2074,48 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     return rc;
 }
 
+/* Does a call of G under a tape keep its forward's values for the backward
+ * (gcall_keeps)? Where G as traced (the graph the backward derives from) is
+ * ops of its top region only: no host call, random draw, collective, branch
+ * or loop, whose values the backward takes otherwise (saved, replayed). */
+static Graph *keep_graph(Interp *I, Graph *G)
+{
+    if (I->tracer) return NULL; /* recorded into a trace: the replay is recorded */
+    Graph *B = G->raw ? G->raw : G;
+    if (B->ninputs != G->ninputs || B->regions[0].nouts != G->regions[0].nouts) return NULL;
+    for (int i = 0; i < B->n; i++) {
+        const GNode *n = &B->nodes[i];
+        if (n->region != 0) return NULL;
+        if (n->kind == G_OP ? (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE)) != 0
+                            : n->kind != G_INPUT && n->kind != G_CONST && n->kind != G_VAR_READ)
+            return NULL;
+    }
+    return B;
+}
+
 int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs)
 {
     GRun x;
-    grun_init(&x, I, G, inputs);
+    int saved_tapes = tfe_tapes_active;
+    /* under a tape, a graph whose backward can read its values runs as
+     * traced, keeping every value (the optimized graph's fused nodes and
+     * arena hold no value of the traced one); its results are the same
+     * bits, as the optimizer's are eager's */
+    Graph *K = saved_tapes ? keep_graph(I, G) : NULL, *R = K ? K : G;
+    grun_init(&x, I, R, inputs);
     /* the plan calls CPU kernels into a host arena: only while no tensor has
      * gone to another device (then every op goes through device dispatch) */
-    if (!tfe_devices_used) grun_use_plan(&x);
-    int saved_tapes = tfe_tapes_active;
+    if (!K && !tfe_devices_used) grun_use_plan(&x);
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;
-    GRegion *top = &G->regions[0];
+    GRegion *top = &R->regions[0];
     for (int k = 0; k < top->nouts; k++) {
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
         if (!outs[k]) continue;
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;
-        for (int i = 0; i < G->ninputs && !dup; i++) dup = outs[k] == inputs[i];
+        for (int i = 0; i < R->ninputs && !dup; i++) dup = outs[k] == inputs[i];
         for (int j = 0; j < k && !dup; j++) dup = outs[k] == outs[j];
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
@@ -2064,17 +2128,29 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums
          * run in the order an eager tape's do (bitwise the same gradients) */
-        Graph *B = G->raw ? G->raw : G;
-        int *map = B != G ? effect_map(B, G) : NULL;
-        if (B != G && !map) B = G;
+        Graph *B = K ? K : G->raw ? G->raw : G;
+        int *map = B != R ? effect_map(B, R) : NULL;
+        if (B != R && !map) B = R;
         c->G = B;
         B->refcount++;
         c->run = G;
         G->refcount++;
         c->plan = plan_of(B);
+        if (K) { /* the values of its ops, for a backward no tape records */
+            c->kept = xmalloc(sizeof *c->kept * (size_t)(B->nvals + 1));
+            c->kslot = xmalloc(sizeof *c->kslot * (size_t)(B->nvals + 1));
+            for (int i = 0; i < B->n; i++)
+                for (int k = 0; B->nodes[i].kind == G_OP && k < B->nodes[i].nout; k++) {
+                    tfe_tensor *t = x.v[B->nodes[i].vbase + k];
+                    if (!t || (B->keep_use && !B->keep_use[B->nodes[i].vbase + k])) continue;
+                    tensor_incref(t);
+                    c->kslot[c->nkept] = B->nodes[i].vbase + k;
+                    c->kept[c->nkept++] = t;
+                }
+        }
         c->saved = xcalloc((size_t)c->plan.nsaved + 1, sizeof *c->saved);
         for (int i = 0; i < c->plan.nsaved; i++)
-            if ((c->saved[i] = run_value(B, G, map, &x, c->plan.saved[i]))) tensor_incref(c->saved[i]);
+            if ((c->saved[i] = run_value(B, R, map, &x, c->plan.saved[i]))) tensor_incref(c->saved[i]);
         if (x.draws) {
             c->draws = xcalloc((size_t)B->n + 1, sizeof *c->draws);
             for (int i = 0; i < B->n; i++) {
@@ -2083,7 +2159,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             }
         }
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
-        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(I, B, G, map, &c->plan, &x, i);
+        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(I, B, R, map, &c->plan, &x, i);
         free(map);
         /* an output that is a source too (a variable's read a cond hands on:
          * stage/trace_cf.c, export_reads) is its own tensor as well */

@@ -102,4 +102,7 @@ ROWS = [
         ["{tfe}", "{bench}/l2hmc.tfe"], staged_peers("l2hmc.py")),
     Row("l2hmc_eager", 6, "the same HMC step eagerly (no staging), for reference",
         ["{tfe}", "{bench}/l2hmc_eager.tfe"], staged_peers("l2hmc.py", "--eager")),
+    Row("mlp_step_staged_fwd", 19, "mlp_step with only the forward staged, the tape outside "
+        "(PyTorch eager, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/mlp_step_staged_fwd.tfe"], staged_peers("mlp_step.py", "--compiled")),
 ]

@@ -141,7 +141,7 @@ typedef struct Graph {
     int scratch_cap;
     bool busy;           /* scratch is in use (a run inside a run takes its own) */
     bool *keep_use;      /* by slot: a value a backward graph read where a call under a
-                            tape kept it (stage/grad.c, gcall_keeps), or NULL: none built */
+                            tape kept it (stage/grad.c, keep_graph), or NULL: none built */
 } Graph;
 
 /* memcpy/memcmp/memmove that accept NULL pointers with a zero length (empty

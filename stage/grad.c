@@ -675,7 +675,7 @@ static int replay_node(BP *b, int id)
         /* a collective of the top region was saved from the forward; one in
          * a branch runs again (every rank replays the same branch) */
         if ((tfe_ops[n->op].flags & F_COLLECTIVE) && n->region == 0 && b->m[n->vbase]) return 0;
-        /* a value the forward run kept (gcall_keeps): the backward reads it */
+        /* a value the forward run kept (keep_graph): the backward reads it */
         if (!(tfe_ops[n->op].flags & F_RANDOM) && n->region == 0 && b->m[n->vbase]) return 0;
         if (tfe_ops[n->op].flags & F_RANDOM) {
             /* one in a branch is drawn again wherever the branch is replayed
@@ -2075,7 +2075,7 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
 }
 
 /* Does a call of G under a tape keep its forward's values for the backward
- * (gcall_keeps)? Where G as traced (the graph the backward derives from) is
+ * (kept values)? Where G as traced (the graph the backward derives from) is
  * ops of its top region only: no host call, random draw, collective, branch
  * or loop, whose values the backward takes otherwise (saved, replayed). */
 static Graph *keep_graph(Interp *I, Graph *G)

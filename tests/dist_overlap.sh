@@ -10,6 +10,7 @@
 # the last) and ops run while allreduces were in flight.
 # Skipped (77) without an MPI build or mpirun. timeout: a hang fails the test.
 [ -n "$TFE_MPIRUN" ] || { echo "skip: no MPI build (configure found no mpirun)"; exit 77; }
+. "$TFE_SRCDIR/tests/mpi_env.sh" # as root; Open MPI's leaks under ASan
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dist_overlap.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 name=dist_overlap_step

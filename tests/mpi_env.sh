@@ -1,5 +1,5 @@
 # tests/mpi_env.sh — sourced by the MPI tests (dist_comm.sh, dist_faults.sh,
-# dist_train.sh, golden_mpi.sh, dev_coll.sh, gpu_nccl.sh; docs/testing.md,
+# dist_train.sh, dist_overlap.sh, golden_mpi.sh, dev_coll.sh, gpu_nccl.sh; docs/testing.md,
 # "MPI tests"): the environment of their mpirun jobs. $TFE and $TFE_SRCDIR:
 # tests/env.sh.
 

@@ -2,6 +2,7 @@
  * the build has no MPI or mpirun did not launch the program (dist/comm.h). */
 #include "config.h"
 #include "dist/comm.h"
+#include "util/half.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -68,35 +69,6 @@ static int mpi_fail(int rc, char *err, size_t errn, const char *what)
 
 /* float16 and bfloat16 reduce through operators of our own: widen each
  * element to float, reduce, round back (round to nearest even). */
-static float f16_to_float(uint16_t h)
-{
-    _Float16 v;
-    memcpy(&v, &h, 2);
-    return (float)v;
-}
-static uint16_t float_to_f16(float f)
-{
-    _Float16 v = (_Float16)f;
-    uint16_t h;
-    memcpy(&h, &v, 2);
-    return h;
-}
-static float bf16_to_float(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 static float reduce1(float a, float b, dist_op op)
 {
     switch (op) {
@@ -115,9 +87,9 @@ static float reduce1(float a, float b, dist_op op)
         uint16_t *b = inout;                                                              \
         for (int i = 0; i < *len; i++) b[i] = from_f(reduce1(to_f(a[i]), to_f(b[i]), op)); \
     }
-HALF_OP(f16_sum, f16_to_float, float_to_f16, DIST_SUM)
-HALF_OP(f16_max, f16_to_float, float_to_f16, DIST_MAX)
-HALF_OP(f16_min, f16_to_float, float_to_f16, DIST_MIN)
+HALF_OP(f16_sum, half_to_float, float_to_half, DIST_SUM)
+HALF_OP(f16_max, half_to_float, float_to_half, DIST_MAX)
+HALF_OP(f16_min, half_to_float, float_to_half, DIST_MIN)
 HALF_OP(bf16_sum, bf16_to_float, float_to_bf16, DIST_SUM)
 HALF_OP(bf16_max, bf16_to_float, float_to_bf16, DIST_MAX)
 HALF_OP(bf16_min, bf16_to_float, float_to_bf16, DIST_MIN)

@@ -6,6 +6,7 @@
 
 #include "tensor/base.h"
 #include "tensor/tensor.h"
+#include "util/half.h"
 
 static const size_t sizes[TFE_NDTYPES] = {1, 4, 8, 4, 8, 2, 2};
 static const char *const names[TFE_NDTYPES] = {"bool", "int32", "int64", "float32",
@@ -46,44 +47,10 @@ tfe_dtype dtype_promote(tfe_dtype a, bool weak_a, tfe_dtype b, bool weak_b, bool
     return kind(w) == 2 ? TFE_FLOAT32 : TFE_INT64;
 }
 
-/* IEEE half <-> double (round to nearest even on the way down) */
-double kn_half_to_f64(uint16_t h) {
-    int s = h >> 15, e = (h >> 10) & 31, f = h & 1023;
-    double v;
-    if (e == 0) v = ldexp(f, -24);
-    else if (e == 31) v = f ? NAN : INFINITY;
-    else v = ldexp(f + 1024, e - 25);
-    return s ? -v : v;
-}
-
-uint16_t kn_f64_to_half(double v) {
-    float x = (float)v;
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    uint32_t sign = (u >> 16) & 0x8000;
-    uint32_t a = u & 0x7fffffff;
-    if (a > 0x7f800000) return (uint16_t)(sign | 0x7e00);
-    if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00); /* overflow -> inf */
-    if (a < 0x38800000) { /* subnormal half */
-        float m = fabsf(x) * 16777216.0f; /* 2^24 */
-        return (uint16_t)(sign | (uint32_t)nearbyintf(m));
-    }
-    uint32_t r = a + 0xfff + ((a >> 13) & 1) - 0x38000000;
-    return (uint16_t)(sign | (r >> 13));
-}
-
-double kn_bf16_to_f64(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-uint16_t kn_f64_to_bf16(double v) {
-    float x = (float)v;
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
+/* IEEE half and bfloat16 <-> double: util/half.h's conversions (shared with
+ * dist/, which reduces half buffers), through float (round to nearest even
+ * on the way down) */
+double kn_half_to_f64(uint16_t h) { return half_to_float(h); }
+uint16_t kn_f64_to_half(double v) { return float_to_half((float)v); }
+double kn_bf16_to_f64(uint16_t h) { return bf16_to_float(h); }
+uint16_t kn_f64_to_bf16(double v) { return float_to_bf16((float)v); }

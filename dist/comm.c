@@ -3,6 +3,7 @@
 #include "config.h"
 #include "dist/comm.h"
 #include "util/half.h"
+#include "util/profile.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -231,7 +232,7 @@ void dist_abort(int code)
     exit(code);
 }
 
-int dist_barrier(char *err, size_t errn)
+static int dist_barrier_untimed(char *err, size_t errn)
 {
 #ifdef HAVE_MPI
     if (g_active) return mpi_fail(MPI_Barrier(MPI_COMM_WORLD), err, errn, "barrier");
@@ -244,7 +245,7 @@ int dist_barrier(char *err, size_t errn)
 /* MPI counts are ints: a buffer longer than INT_MAX elements goes in pieces */
 #define CHUNK ((size_t)INT_MAX / 8 * 8)
 
-int dist_allreduce(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
+static int dist_allreduce_untimed(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
 {
 #ifdef HAVE_MPI
     if (g_active) {
@@ -263,7 +264,7 @@ int dist_allreduce(void *buf, size_t count, dist_type t, dist_op op, char *err, 
     return 0;
 }
 
-int dist_broadcast(void *buf, size_t bytes, int root, char *err, size_t errn)
+static int dist_broadcast_untimed(void *buf, size_t bytes, int root, char *err, size_t errn)
 {
     if (root < 0 || root >= g_size) {
         char msg[96];
@@ -286,7 +287,7 @@ int dist_broadcast(void *buf, size_t bytes, int root, char *err, size_t errn)
     return 0;
 }
 
-int dist_allgather(const void *send, size_t bytes, void *recv, char *err, size_t errn)
+static int dist_allgather_untimed(const void *send, size_t bytes, void *recv, char *err, size_t errn)
 {
 #ifdef HAVE_MPI
     if (g_active) {
@@ -365,7 +366,7 @@ static void pending_remove(dist_request *r)
 }
 #endif
 
-dist_request *dist_iallreduce(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
+static dist_request *dist_iallreduce_untimed(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
 {
     dist_request *r = calloc(1, sizeof *r);
     if (!r) {
@@ -390,7 +391,7 @@ dist_request *dist_iallreduce(void *buf, size_t count, dist_type t, dist_op op, 
     return r;
 }
 
-int dist_wait(dist_request *r, char *err, size_t errn)
+static int dist_wait_untimed(dist_request *r, char *err, size_t errn)
 {
     if (!r) return 0;
     int rc = 0;
@@ -425,4 +426,60 @@ void dist_progress(void)
 bool dist_done(const dist_request *r)
 {
     return r && r->done;
+}
+
+/* --- the profiler's collective events (util/profile.h) ------------------------------ */
+
+int dist_barrier(char *err, size_t errn)
+{
+    if (!prof_recording) return dist_barrier_untimed(err, errn);
+    int64_t t0 = prof_now();
+    int rc = dist_barrier_untimed(err, errn);
+    if (!rc) prof_complete(PROF_COLL, "barrier", t0, NULL, -1, -1);
+    return rc;
+}
+
+int dist_allreduce(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
+{
+    if (!prof_recording) return dist_allreduce_untimed(buf, count, t, op, err, errn);
+    int64_t t0 = prof_now();
+    int rc = dist_allreduce_untimed(buf, count, t, op, err, errn);
+    if (!rc) prof_complete(PROF_COLL, "allreduce", t0, NULL, (int64_t)(count * dist_type_size(t)), -1);
+    return rc;
+}
+
+int dist_broadcast(void *buf, size_t bytes, int root, char *err, size_t errn)
+{
+    if (!prof_recording) return dist_broadcast_untimed(buf, bytes, root, err, errn);
+    int64_t t0 = prof_now();
+    int rc = dist_broadcast_untimed(buf, bytes, root, err, errn);
+    if (!rc) prof_complete(PROF_COLL, "broadcast", t0, NULL, (int64_t)bytes, -1);
+    return rc;
+}
+
+int dist_allgather(const void *send, size_t bytes, void *recv, char *err, size_t errn)
+{
+    if (!prof_recording) return dist_allgather_untimed(send, bytes, recv, err, errn);
+    int64_t t0 = prof_now();
+    int rc = dist_allgather_untimed(send, bytes, recv, err, errn);
+    if (!rc) prof_complete(PROF_COLL, "allgather", t0, NULL, (int64_t)bytes, -1);
+    return rc;
+}
+
+dist_request *dist_iallreduce(void *buf, size_t count, dist_type t, dist_op op, char *err, size_t errn)
+{
+    if (!prof_recording) return dist_iallreduce_untimed(buf, count, t, op, err, errn);
+    int64_t t0 = prof_now();
+    dist_request *rc = dist_iallreduce_untimed(buf, count, t, op, err, errn);
+    if (rc) prof_complete(PROF_COLL, "allreduce start", t0, NULL, (int64_t)(count * dist_type_size(t)), -1);
+    return rc;
+}
+
+int dist_wait(dist_request *r, char *err, size_t errn)
+{
+    if (!prof_recording) return dist_wait_untimed(r, err, errn);
+    int64_t t0 = prof_now();
+    int rc = dist_wait_untimed(r, err, errn);
+    if (!rc) prof_complete(PROF_COLL, "allreduce wait", t0, NULL, -1, -1);
+    return rc;
 }

@@ -10,6 +10,7 @@
 #include "graph/host.h"
 #include "tensor/device.h"
 #include "tensor/fused.h"
+#include "tensor/profile.h"
 #include "graph/plan.h"
 #include "util/xalloc.h"
 
@@ -84,6 +85,39 @@ static int node_error(GRun *x, const GNode *n, const char *msg)
     if (graph_host.node_error) return graph_host.node_error(x, n, msg);
     if (msg != tfe_error_msg()) tfe_error_set("%s", msg); /* (it is often the tensor error itself) */
     return -1;
+}
+
+/* A fused group's name for the profiler: "fused(mul,add,exp)", its ops in
+ * program order (interned: the table groups by it). */
+static const char *fused_name(const tfe_fprog *pg)
+{
+    char b[512];
+    size_t k = (size_t)snprintf(b, sizeof b, "fused(");
+    bool first = true;
+    for (int i = 0; i < pg->ninstr && k < sizeof b - 40; i++) {
+        int op = pg->code[i].op;
+        if (op == FOP_LOAD || op == FOP_CONST) continue;
+        k += (size_t)snprintf(b + k, sizeof b - k, "%s%s", first ? "" : ",", tfe_fop_name(op));
+        first = false;
+    }
+    if (pg->red) k += (size_t)snprintf(b + k, sizeof b - k, "%s%s", first ? "" : ",", pg->red == TFE_FRED_SUM ? "sum" : "mean");
+    snprintf(b + k, sizeof b - k, ")");
+    return prof_intern(b);
+}
+
+/* What the profiler calls a node run by the planned executor. */
+static const char *node_name(const GNode *n)
+{
+    switch (n->kind) {
+    case G_OP: return tfe_ops[n->op].name;
+    case G_FUSED: return fused_name(n->prog);
+    case G_HOST: return "host call";
+    case G_VAR_READ: return "variable read";
+    case G_COND: return "cond";
+    case G_WHILE: return "while";
+    case G_INPUT: case G_CONST: case G_PARAM: return "value";
+    }
+    return "node";
 }
 
 /* A fused node's kernel: its program checked once, at the first run. */
@@ -181,7 +215,31 @@ static int fused_device(tfe_tensor *const *in, int nin)
  * of elementwise ops is exactly that; the traced shape may be stale in a
  * relaxed graph or after a host call) and, with a final reduction, dropping
  * (or keeping as 1) its reduced trailing axes; one loop over the data. */
+static int run_fused_timed(GRun *x, GNode *n);
 static int run_fused(GRun *x, GNode *n)
+{
+    if (!prof_hooked) return run_fused_timed(x, n);
+    int64_t t0 = prof_now(), a0 = tfe_prof_alloc_total();
+    int rc = run_fused_timed(x, n);
+    if (!rc) {
+        char sh[512];
+        tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
+        for (int i = 0; i < n->nin; i++) in[i] = grun_value(x, n->in[i]);
+        if (prof_recording) {
+            tfe_prof_shapes(sh, sizeof sh, n->nin, in);
+            prof_complete(PROF_FUSED, fused_name(n->prog), t0, sh, tfe_prof_alloc_total() - a0,
+                          tfe_prof_device(n->nin, in));
+        }
+        if (prof_debug >= 2) {
+            tfe_tensor *o = grun_value(x, (GRef){(int)(n - x->g->nodes), 0});
+            tfe_prof_debug_op("fused", fused_name(n->prog), n->nin, in, 1, &o, prof_now() - t0);
+        }
+        if (in != inb) free(in);
+    }
+    return rc;
+}
+
+static int run_fused_timed(GRun *x, GNode *n)
 {
     tfe_tensor *inb[16] = {NULL}, **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);
     const tfe_meta *m = &n->meta[0];
@@ -416,8 +474,10 @@ int grun_plan(GRun *x)
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
         if (x->coll) grun_coll_step(x, n); /* Open MPI moves requests in flight only inside MPI calls */
+        int64_t pt0 = prof_hooked ? prof_now() : 0, pa0 = pt0 ? tfe_prof_alloc_total() : 0;
         if (c->kind == PI_NODE) {
             if (grun_node(x, c->node)) return -1;
+            if (pt0 && prof_recording) prof_complete(PROF_PLAN, node_name(n), pt0, NULL, tfe_prof_alloc_total() - pa0, -1);
             continue;
         }
         x->nops++;
@@ -432,12 +492,22 @@ int grun_plan(GRun *x)
             tfe_fkernel *k = fused_kernel(n);
             rc = k ? tfe_fused_exec(k, in, out) : -1;
         }
+        if (pt0 && !rc && prof_recording) {
+            char sh[512];
+            tfe_prof_shapes(sh, sizeof sh, c->nin, in);
+            prof_complete(c->kind == PI_KERNEL ? PROF_PLAN : PROF_FUSED, node_name(n), pt0, sh,
+                          tfe_prof_alloc_total() - pa0, tfe_prof_device(c->nin, in));
+        }
+        if (pt0 && !rc && prof_debug >= 2)
+            tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, 1, &out,
+                              prof_now() - pt0);
         if (in != inb) free(in);
         if (rc) {
             if (out) tensor_decref(out);
             return node_error(x, n, tfe_error_msg());
         }
         grun_set(x, c->out, out);
+        if (pt0 && prof_recording) tfe_prof_live_bytes();
     }
     return 0;
 }

@@ -23,7 +23,9 @@
  * safe; the op kernels' loops are `restrict` and never run in place). */
 #include <stdlib.h>
 #include <string.h>
+#include "graph/host.h"
 #include "graph/plan.h"
+#include "util/buf.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
@@ -234,4 +236,100 @@ tfe_tensor *exec_plan_tensor(ExecPlan *p, int slot, const tfe_meta *m)
     t->dtype = m->dtype;
     t->weak = m->weak;
     return t;
+}
+
+/* --- TFE_DEBUG=3 and 4: the plan and the fused programs as text ---------------------- */
+
+/* The node whose value slot is s (its output k). */
+static GRef slot_ref(const Graph *g, int s)
+{
+    for (int id = 0; id < g->n; id++)
+        if (s >= g->nodes[id].vbase && s < g->nodes[id].vbase + g->nodes[id].nout)
+            return (GRef){id, s - g->nodes[id].vbase};
+    return (GRef){-1, 0};
+}
+
+char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
+{
+    Buf b = {0};
+    char line[200];
+    snprintf(line, sizeof line, "%d instructions (%d kernel, %d fused, %d node), arena %zu bytes for %zu, %d in place\n",
+             p->ncode, p->nkernel, p->nfused, p->ncode - p->nkernel - p->nfused, p->arena_bytes, p->sum_bytes,
+             p->ninplace);
+    buf_puts(&b, line);
+    for (int i = 0; i < p->ncode; i++) {
+        const PInstr *c = &p->code[i];
+        const GNode *n = &g->nodes[c->node];
+        buf_puts(&b, "  ");
+        graph_put_ref(&b, g, (GRef){c->node, 0});
+        buf_puts(&b, c->kind == PI_KERNEL ? " = kernel " : c->kind == PI_FUSED ? " = fused " : " = node ");
+        if (n->kind == G_OP) buf_puts(&b, tfe_ops[n->op].name);
+        else if (n->kind == G_FUSED) {
+            int k = 0;
+            buf_puts(&b, "{");
+            for (int j = 0; j < n->prog->ninstr; j++) {
+                int op = n->prog->code[j].op;
+                if (op == FOP_LOAD || op == FOP_CONST) continue;
+                if (k++) buf_puts(&b, " ");
+                buf_puts(&b, tfe_fop_name(op));
+            }
+            buf_puts(&b, "}");
+            if (n->prog->red) buf_puts(&b, n->prog->red == TFE_FRED_SUM ? " then sum" : " then mean");
+        } else {
+            static const char *const kinds[] = {[G_HOST] = "host", [G_VAR_READ] = "var_read", [G_COND] = "cond",
+                                                [G_WHILE] = "while"};
+            buf_puts(&b, (int)n->kind < (int)(sizeof kinds / sizeof *kinds) && kinds[n->kind] ? kinds[n->kind] : "node");
+        }
+        buf_puts(&b, "(");
+        graph_put_refs(&b, g, n->in, n->nin);
+        buf_puts(&b, ")");
+        if (n->nout >= 1 && n->meta) {
+            buf_puts(&b, " ");
+            graph_put_meta(&b, &n->meta[0]);
+        }
+        int64_t off = c->out < p->nslots ? p->offset[c->out] : -1;
+        if (off >= 0) {
+            snprintf(line, sizeof line, " @%lld", (long long)off);
+            buf_puts(&b, line);
+            /* an output never shares bytes with its inputs but in place */
+            for (int k = 0; k < c->nin; k++)
+                if (p->offset[c->in[k]] == off) {
+                    buf_puts(&b, " in place of ");
+                    graph_put_ref(&b, g, slot_ref(g, c->in[k]));
+                    break;
+                }
+        } else if (c->kind != PI_NODE) {
+            buf_puts(&b, " new");
+        }
+        buf_puts(&b, "\n");
+    }
+    if (!b.s) buf_puts(&b, "");
+    return b.s;
+}
+
+char *graph_fused_programs_text(const Graph *g)
+{
+    Buf b = {0};
+    char line[200];
+    for (int id = 0; id < g->n; id++) {
+        const GNode *n = &g->nodes[id];
+        if (n->kind != G_FUSED || !n->prog) continue;
+        const tfe_fprog *pg = n->prog;
+        buf_puts(&b, "");
+        graph_put_ref(&b, g, (GRef){id, 0});
+        snprintf(line, sizeof line, ": %s, %d inputs, %d registers, result r%d%s\n", dtype_name(pg->dtype), pg->ninputs,
+                 pg->nregs, pg->result, pg->red == TFE_FRED_SUM ? ", then sum" : pg->red == TFE_FRED_MEAN ? ", then mean" : "");
+        buf_puts(&b, line);
+        for (int i = 0; i < pg->ninstr; i++) {
+            const tfe_finstr *in = &pg->code[i];
+            int na = tfe_fop_nargs(in->op);
+            if (in->op == FOP_LOAD) snprintf(line, sizeof line, "  r%d = load input %d\n", in->dst, in->input);
+            else if (in->op == FOP_CONST) snprintf(line, sizeof line, "  r%d = const %.17g\n", in->dst, in->imm);
+            else if (na == 1) snprintf(line, sizeof line, "  r%d = %s r%d\n", in->dst, tfe_fop_name(in->op), in->a);
+            else snprintf(line, sizeof line, "  r%d = %s r%d r%d\n", in->dst, tfe_fop_name(in->op), in->a, in->b);
+            buf_puts(&b, line);
+        }
+    }
+    if (!b.s) buf_puts(&b, "");
+    return b.s;
 }

@@ -50,4 +50,10 @@ void exec_plan_free(ExecPlan *p);
  * or NULL (not planned, or the arena cannot be made). */
 tfe_tensor *exec_plan_tensor(ExecPlan *p, int slot, const tfe_meta *m);
 
+/* TFE_DEBUG=3: the plan as text, one instruction a line (its output's
+ * arena offset, "in place of" the input whose block it took, or "new").
+ * TFE_DEBUG=4: each fused group's register program. Both malloc'd. */
+char *exec_plan_to_text(const Graph *g, const ExecPlan *p);
+char *graph_fused_programs_text(const Graph *g);
+
 #endif

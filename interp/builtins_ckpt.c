@@ -16,6 +16,7 @@
 #include "interp/builtins_args.h"
 #include "util/buf.h"
 #include "interp/internal.h"
+#include "util/profile.h"
 #include "util/xalloc.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -817,14 +818,42 @@ BUILTIN(bi_restore)
     return rc;
 }
 
+/* The profiler's checkpoint I/O events: save, load and restore timed, with
+ * the path and the file's size. */
+typedef struct CkptTimed {
+    const char *name;
+    int (*fn)(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames, const Value *kwvals, Value *out,
+              void *data);
+} CkptTimed;
+
+BUILTIN(bi_ckpt_timed)
+{
+    const CkptTimed *t = data;
+    if (!prof_recording) return t->fn(I, argc, argv, nkw, kwnames, kwvals, out, NULL);
+    int64_t t0 = prof_now();
+    int rc = t->fn(I, argc, argv, nkw, kwnames, kwvals, out, NULL);
+    if (rc) return rc;
+    const char *path = NULL;
+    if (argc >= 1 && argv[0].kind == V_STR) path = ((Str *)argv[0].u.o)->s;
+    for (int k = 0; k < nkw && !path; k++)
+        if (!strcmp(kwnames[k]->s, "path") && kwvals[k].kind == V_STR) path = ((Str *)kwvals[k].u.o)->s;
+    struct stat sb;
+    int64_t bytes = path && stat(path, &sb) == 0 ? (int64_t)sb.st_size : -1;
+    prof_complete(PROF_CKPT, t->name, t0, path, bytes, -1);
+    return 0;
+}
+
+static const CkptTimed save_timed = {"save", bi_save}, restore_timed = {"restore", bi_restore},
+                       load_timed = {"load", bi_load};
+
 void builtins_ckpt_register(Interp *I)
 {
-    interp_define_builtin_flags(I, "save", bi_save, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "save", bi_ckpt_timed, (void *)&save_timed, BF_EFFECT, NULL);
     /* restore assigns variables, like v.assign(): again at every call */
-    interp_define_builtin_flags(I, "restore", bi_restore, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "restore", bi_ckpt_timed, (void *)&restore_timed, BF_EFFECT, NULL);
     /* a record is not a value staged code can take from the host: under
      * --stage-all the function runs eagerly, under @staged it is an error */
-    interp_define_builtin_flags(I, "load", bi_load, NULL, BF_NOT_STAGEABLE,
+    interp_define_builtin_flags(I, "load", bi_ckpt_timed, (void *)&load_timed, BF_NOT_STAGEABLE,
                                 "load() returns a record, which a staged function cannot take from the host; "
                                 "call load() outside it and pass the tensors in");
 }

@@ -18,6 +18,10 @@ void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
 void builtins_random_register(Interp *I);
 void builtins_dist_register(Interp *I); /* interp/builtins_dist.c */
+/* interp/builtins_profile.c: profile(), and TFE_PROFILE's whole-run recording */
+void builtins_profile_register(Interp *I);
+void profile_env_start(void);
+void profile_env_finish(void);
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -50,11 +54,14 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_imshow_register(I);
     builtins_help_register(I);
     builtins_dist_register(I);
+    builtins_profile_register(I);
+    profile_env_start();
     return I;
 }
 
 void interp_free(Interp *I)
 {
+    profile_env_finish(); /* TFE_PROFILE: the program ran; write its trace */
     value_decref(I->retval);
     tracked_clear_all(I);
     env_decref(I->globals);

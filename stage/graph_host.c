@@ -13,6 +13,7 @@
 #include "stage/host_node.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
+#include "util/profile.h"
 #include "util/xalloc.h"
 
 /* --- the bindings kept in step with @host calls ------------------------------------------- */
@@ -383,7 +384,27 @@ static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
     return false;
 }
 
+static int run_host_untimed(GRun *x, GNode *n);
+
+/* The profiler's name of a host call: "host print", "host f". */
+static const char *host_event_name(Value f)
+{
+    const char *fn = f.kind == V_FN ? ((Closure *)f.u.o)->name : f.kind == V_BUILTIN ? ((Builtin *)f.u.o)->name : NULL;
+    char b[300];
+    snprintf(b, sizeof b, "host %s", fn ? fn : "call");
+    return prof_intern(b);
+}
+
 static int run_host(GRun *x, GNode *n)
+{
+    if (!prof_recording) return run_host_untimed(x, n);
+    int64_t t0 = prof_now();
+    int rc = run_host_untimed(x, n);
+    if (!rc) prof_complete(PROF_HOST, host_event_name(n->host->obj), t0, NULL, -1, -1);
+    return rc;
+}
+
+static int run_host_untimed(GRun *x, GNode *n)
 {
     if (n->host->sync && n->host->sync->env) return run_binding(x, n);
     Interp *I = x->host;

@@ -12,6 +12,7 @@
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
+#include "util/profile.h"
 #include "util/xalloc.h"
 
 
@@ -241,6 +242,44 @@ static void bake_static_inputs(Graph *g, tfe_tensor *const *static_val)
  * report on the graph, and print the dump --dump-graph asked for. */
 void stage_optimize(Graph *g) { optimize_trace(g, NULL); }
 
+/* Lines of text, each as one "tfe debug: " line (the first after head). */
+static void debug_lines(const char *head, const char *text)
+{
+    fflush(stdout);
+    fprintf(stderr, "tfe debug: %s\n", head);
+    for (const char *p = text; *p;) {
+        const char *e = strchr(p, '\n');
+        int n = e ? (int)(e - p) : (int)strlen(p);
+        fprintf(stderr, "tfe debug: %.*s\n", n, p);
+        p += n + (e != NULL);
+    }
+    fflush(stderr);
+}
+
+/* TFE_DEBUG=3: a planned graph (its instructions, arena offsets, in-place
+ * reuse); 4: its fused programs too. */
+static void debug_plan(Graph *g)
+{
+    char head[300];
+    if (!g->plan) {
+        snprintf(head, sizeof head, "plan %s: none (a relaxed graph runs through the walker)", g->name);
+        debug_lines(head, "");
+    } else {
+        char *t = exec_plan_to_text(g, g->plan);
+        snprintf(head, sizeof head, "plan %s:", g->name);
+        debug_lines(head, t);
+        free(t);
+    }
+    if (prof_debug >= 4) {
+        char *t = graph_fused_programs_text(g);
+        if (*t) {
+            snprintf(head, sizeof head, "fused programs of %s:", g->name);
+            debug_lines(head, t);
+        }
+        free(t);
+    }
+}
+
 static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
 {
     const InterpOptions *o = &interp_current()->opt; /* the options of the program tracing */
@@ -263,6 +302,7 @@ static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
         r->planned_bytes = g->plan->sum_bytes;
         r->in_place = g->plan->ninplace;
     }
+    if (prof_debug >= 3) debug_plan(g);
     int p = o->dump_pass ? opt_pass_index(o->dump_pass) : -1;
     if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {
         fflush(stdout);
@@ -574,6 +614,42 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
 
 /* --- the call ---------------------------------------------------------------------------------- */
 
+/* The profiler's name of a staged call: "f (trace)" or "f (cached)". */
+static const char *staged_event_name(const char *fname, bool trace)
+{
+    char b[300];
+    snprintf(b, sizeof b, "%s (%s)", fname, trace ? "trace" : "cached");
+    return prof_intern(b);
+}
+
+/* Why a call traces: its first call, or what differs from the trace the
+ * previous call used (the arguments as the retrace warning names them). */
+static void trace_reason(Closure *c, Env *e, StageCache *sc, bool relaxed, char *buf, size_t cap)
+{
+    if (!sc->ntraced) {
+        snprintf(buf, cap, "first call");
+        return;
+    }
+    char now[1000];
+    describe_args(c, e, now, sizeof now);
+    const Trace *prev = sc->last ? sc->last : sc->n ? sc->traces[0] : NULL;
+    const char *p = prev ? prev->desc : NULL, *q = now;
+    FnInfo *info = c->fn->info;
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < info->nparams && p && q && n + 1 < cap; i++) {
+        const char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
+        int pl = pe ? (int)(pe - p) : (int)strlen(p), ql = qe ? (int)(qe - q) : (int)strlen(q);
+        if (pl != ql || strncmp(p, q, (size_t)pl))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s: %.*s -> %.*s", n ? ", " : "", info->param_names[i], pl, p,
+                                  ql, q);
+        p = pe ? pe + 1 : NULL;
+        q = qe ? qe + 1 : NULL;
+    }
+    if (!n) n = (size_t)snprintf(buf, cap, "same arguments: a value read at trace time or an outside binding changed");
+    if (relaxed && n + 1 < cap) snprintf(buf + n, cap - n, " (relaxed)");
+}
+
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
 {
     FnInfo *info = c->fn->info;
@@ -597,16 +673,34 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
         sc->last = hit;
         const Value *saved_args = I->stage_call_args;
         I->stage_call_args = e->slots;
+        int64_t pt0 = prof_recording ? prof_now() : 0;
         /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
         rc = stage_check_on(I) ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
                               : run_trace(I, hit, &lv, out);
+        if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;
     } else {
         SigBuf own = {0}; /* the new trace keeps its signature */
         sig_copy(&own, &sb);
         Trace *base = NULL;
         bool *relaxed = relax_against(sc, &own, &base);
+        /* the profiler and TFE_DEBUG=1: why it traces, and how long that took */
+        bool seen = prof_recording || prof_debug >= 1;
+        char reason[1200];
+        int ntrace = sc->ntraced + 1;
+        if (seen) trace_reason(c, e, sc, relaxed != NULL, reason, sizeof reason);
+        int64_t pt0 = seen ? prof_now() : 0;
         rc = trace_new(I, c, e, &own, relaxed, base, call_loc, out);
+        if (seen && !rc) {
+            if (prof_recording) prof_complete(PROF_STAGED, staged_event_name(c->name, true), pt0, reason, -1, -1);
+            if (prof_debug >= 1) {
+                char tb[32];
+                fflush(stdout);
+                fprintf(stderr, "tfe debug: %s %s (trace %d): %s; %s\n", ntrace > 1 ? "retrace" : "trace", c->name,
+                        ntrace, reason, prof_debug_time(prof_now() - pt0, tb, sizeof tb));
+                fflush(stderr);
+            }
+        }
         sig_free(&own);
     }
     leaves_free(&lv);

@@ -92,6 +92,7 @@ void *tfe_alloc(size_t nbytes) {
         st.n_malloc++;
     }
     st.live_bytes += rounded;
+    st.total_bytes += rounded;
     if (st.live_bytes > st.peak_bytes) st.peak_bytes = st.live_bytes;
     return b;
 }

@@ -9,6 +9,7 @@
 #include "tensor/grad.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
+#include "tensor/profile.h"
 #include "util/xalloc.h"
 
 const tfe_opinfo tfe_ops[TFE_NOPS] = {
@@ -39,8 +40,15 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
 }
 
 /* Eager execution. The only path from the interpreter, the tracer, the
- * graph executor and the tape to a kernel. */
+ * graph executor and the tape to a kernel. While a profile records (or
+ * TFE_DEBUG >= 2) the op is timed (tensor/profile.c); otherwise that costs
+ * one predictable branch. */
 int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
+    if (__builtin_expect(prof_hooked, 0)) return tfe_prof_execute(op, nin, in, at, out);
+    return tfe_execute_eager_unprofiled(op, nin, in, at, out);
+}
+
+int tfe_execute_eager_unprofiled(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
     static tfe_attrs default_attrs = {.naxes = -1, .dtype = TFE_FLOAT32};
     const tfe_opinfo *info = &tfe_ops[op];
     if (!at) at = &default_attrs;

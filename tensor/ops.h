@@ -96,6 +96,8 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
 /* The same without the staging hook: always runs the kernel (the tracer and
  * the graph executor call it). */
 int tfe_execute_eager(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+/* The same untimed (the profiler's own call, tensor/profile.c). */
+int tfe_execute_eager_unprofiled(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
 /* Set by stage/trace.c while a trace records; NULL otherwise. */
 extern int (*tfe_trace_hook)(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
 

@@ -6,6 +6,7 @@
 
 #include "tensor/device.h"
 #include "tensor/grad.h"
+#include "tensor/profile.h"
 #include "util/xalloc.h"
 
 int tfe_tapes_active;
@@ -472,7 +473,13 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             for (int j = 0; j < e->nout; j++) dyf[j] = dy[j] && flags.n ? pmap_get(&flags, e->t[e->nin + j]) : NULL;
             const tfe_opcall c = {.op = e->op, .nin = e->nin, .nout = e->nout, .in = e->t,
                                   .at = &e->at, .out = e->t + e->nin};
+            int64_t pt0 = prof_recording ? prof_now() : 0; /* the profiler: one backward op */
             bool fail = tfe_grad_step(&c, dy, flags.n ? dyf : NULL, skip, dx, &enone) != 0;
+            if (pt0) {
+                char sh[512];
+                tfe_prof_shapes(sh, sizeof sh, e->nin, e->t);
+                prof_complete(PROF_BWD, tfe_prof_bwd_name(e->op), pt0, sh, -1, tfe_prof_device(e->nin, e->t));
+            }
             for (int i = 0; i < e->nin && !fail; i++) {
                 if (!dx[i]) continue;
                 /* inputs that no source reaches need no gradient */
@@ -527,8 +534,10 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             e->custom->dy_none = dyf;
             e->custom->dx_none_in = dxfin;
             e->custom->dx_none = dxf;
+            int64_t pt0 = prof_recording ? prof_now() : 0;
             if (!fail && e->custom->backward(e->custom, e->nin, e->t, e->nout, e->t + e->nin, dy, dx))
                 fail = true;
+            if (pt0) prof_complete(PROF_BWD, "backward staged call", pt0, NULL, -1, -1);
             e->custom->dy_none = NULL;
             e->custom->dx_none_in = NULL;
             e->custom->dx_none = NULL;

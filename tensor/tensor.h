@@ -63,7 +63,8 @@ extern volatile int tfe_interrupted;
 void *tfe_alloc(size_t nbytes);     /* NULL + error set on failure */
 void tfe_free(void *p, size_t nbytes);
 void tfe_alloc_trim(void);          /* return cached blocks to the system */
-typedef struct tfe_alloc_stats { size_t live_bytes, cached_bytes, peak_bytes, n_malloc, n_hits; } tfe_alloc_stats;
+/* total_bytes: every block handed out so far, rounded (the profiler's "bytes allocated") */
+typedef struct tfe_alloc_stats { size_t live_bytes, cached_bytes, peak_bytes, n_malloc, n_hits, total_bytes; } tfe_alloc_stats;
 tfe_alloc_stats tfe_alloc_get_stats(void);
 void tfe_alloc_reset_peak(void);   /* the peak starts again from what is live now */
 /* Cap on live tensor bytes (0: no cap); past it tfe_alloc fails with an

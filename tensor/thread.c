@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "tensor/tensor.h"
+#include "util/profile.h"
 
 #define MAX_THREADS 64
 
@@ -35,7 +36,8 @@ static void run_chunks(void) {
 }
 
 static void *worker(void *arg) {
-    (void)arg;
+    int index = (int)(intptr_t)arg;
+    bool named = false;
     in_parallel = 1;
     uint64_t seen = 0;
     pthread_mutex_lock(&mu);
@@ -43,7 +45,20 @@ static void *worker(void *arg) {
         while (generation == seen) pthread_cond_wait(&work_cv, &mu);
         seen = generation;
         pthread_mutex_unlock(&mu);
-        run_chunks();
+        if (__atomic_load_n(&prof_recording, __ATOMIC_RELAXED)) {
+            /* the profiler sees a worker's share of a job as one event on its thread */
+            if (!named) {
+                char b[32];
+                snprintf(b, sizeof b, "pool worker %d", index);
+                prof_thread_name(b);
+                named = true;
+            }
+            int64_t t0 = prof_now();
+            run_chunks();
+            prof_complete(PROF_POOL, "parallel_for", t0, NULL, -1, -1);
+        } else {
+            run_chunks();
+        }
         pthread_mutex_lock(&mu);
         if (--job.active == 0) pthread_cond_signal(&done_cv);
     }
@@ -62,7 +77,7 @@ static void init_pool(void) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &attr, worker, NULL) == 0) started++;
+        if (pthread_create(&th, &attr, worker, (void *)(intptr_t)i) == 0) started++;
         pthread_attr_destroy(&attr);
     }
     nthreads = started;

@@ -103,7 +103,7 @@ echo "check_layers: $nedges include edges between folders; $known known violatio
 # threads, shapes, copies) that backends build on, and the op layer (dispatch, infer,
 # kernels, tape, rules). gpu/ and the base's files may include only the
 # base's headers (the op table's data included).
-base_headers="tensor/tensor.h tensor/base.h tensor/ops.h tensor/ops.def tensor/ops_nn.def tensor/elem.def tensor/device.h tensor/fused.h tensor/blas.h util/xalloc.h"
+base_headers="tensor/tensor.h tensor/base.h tensor/ops.h tensor/ops.def tensor/ops_nn.def tensor/elem.def tensor/device.h tensor/fused.h tensor/blas.h util/xalloc.h util/profile.h"
 base_files="tensor/tensor.c tensor/dtype.c tensor/alloc.c tensor/device.c tensor/device.h tensor/print.c tensor/thread.c tensor/shape.c tensor/copy.c tensor/base.h tensor/tensor.h tensor/ops.h"
 tmp2=$(echo "$edges" | while read -r f inc; do
     [ -n "$f" ] || continue

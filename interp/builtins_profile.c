@@ -11,6 +11,7 @@
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "tensor/device.h"
+#include "tensor/profile.h"
 #include "util/buf.h"
 #include "util/profile.h"
 #include "util/xalloc.h"
@@ -50,6 +51,7 @@ static int profile_enter(Interp *I, Obj *o, Value *as)
     Profile *p = (Profile *)o;
     if (p->state) return interp_raise(I, "profile: a profile records once; make a new one with profile()");
     p->t0 = prof_start();
+    tfe_prof_live_bytes(); /* the counter's first sample */
     p->state = 1;
     o->refcount++;
     *as = v_obj(V_OBJECT, o);
@@ -264,7 +266,10 @@ void profile_env_start(void)
 {
     prof_init();
     const char *path = getenv("TFE_PROFILE");
-    if (path && *path && env_t0 < 0) env_t0 = prof_start();
+    if (path && *path && env_t0 < 0) {
+        env_t0 = prof_start();
+        tfe_prof_live_bytes();
+    }
 }
 
 void profile_env_finish(void)

@@ -293,4 +293,15 @@ const tfe_backend *tfe_gpu_probe(void) {
 /* Plugs this backend into the device layer (from interp_new, before any
  * device query): tensor/ names no gpu/ function. */
 void tfe_gpu_register(void);
-void tfe_gpu_register(void) { tfe_device_register(tfe_gpu_probe, gpu_fused_check); }
+/* TFE_DEBUG=4: a fused program's CUDA C (the kernel named as the debug
+ * line shows it), or NULL with the reason cleared (no GPU kernel for it). */
+static char *debug_fused_source(const tfe_fprog *p) {
+    char *s = gpu_fused_source(p, "tfe_fused_debug");
+    if (!s) tfe_error_clear();
+    return s;
+}
+
+void tfe_gpu_register(void) {
+    tfe_device_register(tfe_gpu_probe, gpu_fused_check);
+    tfe_device_fused_source = debug_fused_source;
+}

@@ -9,6 +9,7 @@
 #include "graph/opt.h"
 #include "graph/overlap.h"
 #include "graph/plan.h"
+#include "tensor/device.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
@@ -277,6 +278,15 @@ static void debug_plan(Graph *g)
             debug_lines(head, t);
         }
         free(t);
+        /* and, in a build with the GPU backend, the CUDA C of each */
+        for (int id = 0; id < g->n && tfe_device_fused_source; id++) {
+            GNode *n = &g->nodes[id];
+            if (n->kind != G_FUSED || !n->prog) continue;
+            char *src = tfe_device_fused_source(n->prog);
+            snprintf(head, sizeof head, "CUDA C of %%%d%s", id, src ? ":" : ": none (no GPU kernel for this program)");
+            debug_lines(head, src ? src : "");
+            free(src);
+        }
     }
 }
 

@@ -88,6 +88,8 @@ char *tfe_device_list(char *buf, size_t n) {
 
 const tfe_backend *tfe_device_backend(void) { return gpu; }
 
+char *(*tfe_device_fused_source)(const struct tfe_fprog *p);
+
 int tfe_device_fused_check(const struct tfe_fprog *p, bool show_source) {
     if (backend_fused_check) return backend_fused_check(p, show_source);
     tfe_error_set("TFE_GPU_FUSED_PTX_CHECK: this build has no CUDA backend");

@@ -57,6 +57,10 @@ const tfe_backend *tfe_device_backend(void);
  * NVRTC, no device needed (the registered fused_check). 0, or -1 + error;
  * an error in a build without CUDA. */
 int tfe_device_fused_check(const struct tfe_fprog *p, bool show_source);
+/* TFE_DEBUG=4 (docs/profiling.md): the CUDA C source the backend would
+ * compile for p (malloc'd), set by the backend at registration; NULL when
+ * there is none (a CPU build). No device or NVRTC is needed. */
+extern char *(*tfe_device_fused_source)(const struct tfe_fprog *p);
 
 /* True once a tensor was placed on a GPU or the default device changed, so
  * the CPU-only path of tfe_execute_eager costs one test of a global. */

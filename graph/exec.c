@@ -232,7 +232,7 @@ static int run_fused(GRun *x, GNode *n)
         }
         if (prof_debug >= 2) {
             tfe_tensor *o = grun_value(x, (GRef){(int)(n - x->g->nodes), 0});
-            tfe_prof_debug_op("fused", fused_name(n->prog), n->nin, in, 1, &o, prof_now() - t0);
+            tfe_prof_debug_op("fused", fused_name(n->prog), n->nin, in, 1, &o, prof_ns(prof_now() - t0));
         }
         if (in != inb) free(in);
     }
@@ -500,7 +500,7 @@ int grun_plan(GRun *x)
         }
         if (pt0 && !rc && prof_debug >= 2)
             tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, 1, &out,
-                              prof_now() - pt0);
+                              prof_ns(prof_now() - pt0));
         if (in != inb) free(in);
         if (rc) {
             if (out) tensor_decref(out);

@@ -707,7 +707,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
                 char tb[32];
                 fflush(stdout);
                 fprintf(stderr, "tfe debug: %s %s (trace %d): %s; %s\n", ntrace > 1 ? "retrace" : "trace", c->name,
-                        ntrace, reason, prof_debug_time(prof_now() - pt0, tb, sizeof tb));
+                        ntrace, reason, prof_debug_time(prof_ns(prof_now() - pt0), tb, sizeof tb));
                 fflush(stderr);
             }
         }

@@ -71,20 +71,22 @@ int tfe_prof_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs 
     int64_t a0 = tfe_prof_alloc_total();
     int64_t t0 = prof_now();
     int rc = tfe_execute_eager_unprofiled(op, nin, in, at, out);
-    if (rc) return rc; /* a failed op is the error's business */
-    char shapes[512];
-    tfe_prof_shapes(shapes, sizeof shapes, nin, in);
-    int dev = tfe_prof_device(nin, in);
+    int64_t t1 = prof_now(); /* the op's end, before any of the profiler's own work */
+    if (rc) return rc;       /* a failed op is the error's business */
     if (prof_recording) {
-        prof_complete(PROF_OP, tfe_ops[op].name, t0, shapes, tfe_prof_alloc_total() - a0, dev);
-        tfe_prof_live_bytes();
+        char shapes[512];
+        tfe_prof_shapes(shapes, sizeof shapes, nin, in);
+        tfe_alloc_stats st = tfe_alloc_get_stats();
+        prof_complete_at(PROF_OP, tfe_ops[op].name, t0, t1, shapes, (int64_t)st.total_bytes - a0,
+                         tfe_prof_device(nin, in));
+        prof_counter_at("live bytes", (int64_t)st.live_bytes, t1);
     }
     if (prof_debug >= 2) {
         const tfe_opinfo *info = &tfe_ops[op];
         int nout = info->nout >= 0 ? info->nout : (at ? at->nints : 1);
         int n = 0;
         while (n < nout && out[n]) n++;
-        tfe_prof_debug_op("op", info->name, nin, in, n, out, prof_now() - t0);
+        tfe_prof_debug_op("op", info->name, nin, in, n, out, prof_ns(t1 - t0));
     }
     return 0;
 }

@@ -31,23 +31,57 @@ static PThread **threads;
 static int nthreads;
 static int sessions;
 
+static int64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Events are stamped with the CPU's time-stamp counter where there is one
+ * (x86: an invariant TSC, one instruction, where clock_gettime cost ~60 ns a
+ * call on the machines measured), converted to nanoseconds when a session
+ * ends, by the rate between the process's first clock reading and that
+ * moment: a linear map, so order and nesting are kept exactly. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+static inline int64_t ticks(void) { return (int64_t)__rdtsc(); }
+#else
+static inline int64_t ticks(void) { return clock_ns(); }
+#endif
+
+static int64_t tick0, ns0; /* the calibration's first pair (prof_init) */
+
+static void calibrate0(void)
+{
+    if (tick0) return;
+    ns0 = clock_ns();
+    tick0 = ticks();
+}
+
+int64_t prof_now(void) { return ticks(); }
+
+/* ns per tick since the first pair, read now. */
+static double tick_rate(void)
+{
+    int64_t t = ticks(), n = clock_ns();
+    if (t <= tick0 || n <= ns0) return 1.0;
+    return (double)(n - ns0) / (double)(t - tick0);
+}
+
+int64_t prof_ns(int64_t dticks) { return (int64_t)((double)dticks * tick_rate()); }
+
 void prof_init(void)
 {
     static int done;
     if (done) return;
     done = 1;
+    calibrate0();
     const char *d = getenv("TFE_DEBUG");
     prof_debug = d ? atoi(d) : 0;
     const char *nt = getenv("TFE_DEBUG_NOTIME");
     prof_debug_notime = nt && *nt && strcmp(nt, "0") != 0;
     prof_hooked = prof_recording || prof_debug >= 2;
-}
-
-int64_t prof_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Interned names: a small open hash, only ever grown (names are few: ops,
@@ -142,8 +176,13 @@ static ProfEvent *push(PThread *t)
 
 void prof_complete(int cat, const char *name, int64_t t0, const char *detail, int64_t bytes, int device)
 {
+    prof_complete_at(cat, name, t0, ticks(), detail, bytes, device);
+}
+
+void prof_complete_at(int cat, const char *name, int64_t t0, int64_t now, const char *detail, int64_t bytes,
+                      int device)
+{
     if (!__atomic_load_n(&prof_recording, __ATOMIC_RELAXED)) return;
-    int64_t now = prof_now();
     PThread *t = self_thread();
     ProfEvent *e = push(t);
     e->name = name;
@@ -156,26 +195,29 @@ void prof_complete(int cat, const char *name, int64_t t0, const char *detail, in
     e->cat = (uint8_t)cat;
 }
 
-void prof_counter(const char *name, int64_t value)
+void prof_counter(const char *name, int64_t value) { prof_counter_at(name, value, ticks()); }
+
+void prof_counter_at(const char *name, int64_t value, int64_t at)
 {
     if (!prof_recording) return;
     PThread *t = self_thread();
     if (t->last_counter == value) return;
     t->last_counter = value;
     ProfEvent *e = push(t);
-    *e = (ProfEvent){.name = name, .ts = prof_now(), .bytes = value, .tid = t->tid, .device = -1, .cat = PROF_COUNTER};
+    *e = (ProfEvent){.name = name, .ts = at, .bytes = value, .tid = t->tid, .device = -1, .cat = PROF_COUNTER};
 }
 
 int64_t prof_start(void)
 {
     prof_init();
+    calibrate0();
     self_thread(); /* the thread that records sessions is the first: tid 0, "main" */
     if (sessions++ == 0) {
         __atomic_store_n(&prof_recording, 1, __ATOMIC_RELAXED);
         prof_hooked = 1;
     }
     me->last_counter = -1; /* a fresh first sample */
-    return prof_now();
+    return ticks();
 }
 
 static void clear_buffers(void)
@@ -194,36 +236,82 @@ static void clear_buffers(void)
 
 void prof_stop(int64_t t0, ProfSnapshot *s)
 {
-    int64_t t1 = prof_now();
+    int64_t t1 = ticks();
+    double rate = tick_rate();
+#define TO_NS(x) ((int64_t)((double)((x) - tick0) * rate))
     memset(s, 0, sizeof *s);
-    s->t0 = t0;
-    s->t1 = t1;
+    s->t0 = TO_NS(t0);
+    s->t1 = TO_NS(t1);
     /* the threads stay registered; only pool workers other than this one
      * record, and they are idle between parallel loops */
     size_t n = 0, text = 0;
-    for (int i = 0; i < nthreads; i++)
-        for (size_t k = 0; k < threads[i]->n; k++) {
-            const ProfEvent *e = &threads[i]->ev[k];
-            if (e->ts < t0 || e->ts + e->dur > t1) continue;
-            n++;
-            if (e->detail) text += strlen(e->detail) + 1;
+    if (sessions == 1) {
+        /* the last session: it takes the buffers (no copy), the main
+         * thread's events first, the others' appended; the text blocks go
+         * with them */
+        PThread *m = threads[0];
+        size_t total = 0;
+        for (int i = 0; i < nthreads; i++) total += threads[i]->n;
+        if (total > m->cap) {
+            m->ev = xrealloc(m->ev, sizeof *m->ev * total);
+            m->cap = total;
         }
-    s->ev = xmalloc(sizeof *s->ev * (n ? n : 1));
-    s->text = xmalloc(text ? text : 1);
-    size_t j = 0, off = 0;
-    for (int i = 0; i < nthreads; i++)
-        for (size_t k = 0; k < threads[i]->n; k++) {
-            const ProfEvent *e = &threads[i]->ev[k];
-            if (e->ts < t0 || e->ts + e->dur > t1) continue;
-            s->ev[j] = *e;
-            if (e->detail) {
-                size_t m = strlen(e->detail) + 1;
-                memcpy(s->text + off, e->detail, m);
-                s->ev[j].detail = s->text + off;
-                off += m;
+        for (int i = 1; i < nthreads; i++) {
+            PThread *t = threads[i];
+            memcpy(m->ev + m->n, t->ev, sizeof *t->ev * t->n);
+            m->n += t->n;
+            t->n = 0;
+        }
+        for (size_t k = 0; k < m->n; k++) {
+            ProfEvent e = m->ev[k];
+            if (e.ts < t0 || e.ts + e.dur > t1) continue;
+            /* from ticks to ns: both ends mapped, so a child stays inside its parent */
+            int64_t a = TO_NS(e.ts), b = TO_NS(e.ts + e.dur);
+            e.ts = a;
+            e.dur = b - a;
+            m->ev[n++] = e;
+        }
+        s->ev = m->n ? m->ev : xmalloc(sizeof *s->ev);
+        m->ev = NULL;
+        m->n = m->cap = 0;
+        for (int i = 0; i < nthreads; i++) {
+            PThread *t = threads[i];
+            while (t->text) {
+                TextBlock *b = t->text;
+                t->text = b->next;
+                b->next = s->blocks;
+                s->blocks = b;
             }
-            j++;
         }
+        s->text = NULL;
+    } else {
+        for (int i = 0; i < nthreads; i++)
+            for (size_t k = 0; k < threads[i]->n; k++) {
+                const ProfEvent *e = &threads[i]->ev[k];
+                if (e->ts < t0 || e->ts + e->dur > t1) continue;
+                n++;
+                if (e->detail) text += strlen(e->detail) + 1;
+            }
+        s->ev = xmalloc(sizeof *s->ev * (n ? n : 1));
+        s->text = xmalloc(text ? text : 1);
+        size_t j = 0, off = 0;
+        for (int i = 0; i < nthreads; i++)
+            for (size_t k = 0; k < threads[i]->n; k++) {
+                const ProfEvent *e = &threads[i]->ev[k];
+                if (e->ts < t0 || e->ts + e->dur > t1) continue;
+                s->ev[j] = *e;
+                s->ev[j].ts = TO_NS(e->ts);
+                s->ev[j].dur = TO_NS(e->ts + e->dur) - s->ev[j].ts;
+                if (e->detail) {
+                    size_t m = strlen(e->detail) + 1;
+                    memcpy(s->text + off, e->detail, m);
+                    s->ev[j].detail = s->text + off;
+                    off += m;
+                }
+                j++;
+            }
+    }
+#undef TO_NS
     s->n = n;
     s->nthreads = nthreads;
     s->thread_names = xcalloc((size_t)(nthreads ? nthreads : 1), sizeof *s->thread_names);
@@ -239,6 +327,11 @@ void prof_snapshot_free(ProfSnapshot *s)
 {
     free(s->ev);
     free(s->text);
+    while (s->blocks) {
+        TextBlock *b = s->blocks;
+        s->blocks = b->next;
+        free(b);
+    }
     for (int i = 0; i < s->nthreads; i++) free(s->thread_names[i]);
     free(s->thread_names);
     memset(s, 0, sizeof *s);

@@ -28,7 +28,7 @@ enum {
 typedef struct ProfEvent {
     const char *name;   /* static or prof_intern'ed */
     const char *detail; /* NULL, or text owned by the buffer (or the snapshot) */
-    int64_t ts, dur;    /* ns on the recorder's clock */
+    int64_t ts, dur;    /* in a buffer: ticks (prof_now); in a snapshot: ns */
     int64_t bytes;      /* bytes allocated during it, moved, or the counter's value; -1: none */
     int tid;            /* 0: the main thread; 1, 2, ...: other threads in order of first event */
     int16_t device;     /* the device's number (tfe_device_name), -1: none */
@@ -46,13 +46,21 @@ extern int prof_debug;
 extern int prof_debug_notime;
 
 void prof_init(void);             /* reads the environment; idempotent */
-int64_t prof_now(void);           /* ns, CLOCK_MONOTONIC */
+/* A time stamp in ticks (the TSC on x86, else ns of CLOCK_MONOTONIC): what
+ * the recording functions take; prof_ns turns a difference into ns.
+ * Snapshots hold ns. */
+int64_t prof_now(void);
+int64_t prof_ns(int64_t dticks);
 const char *prof_intern(const char *s); /* a copy kept for the process */
 
 /* A complete event from t0 to now on the calling thread. */
 void prof_complete(int cat, const char *name, int64_t t0, const char *detail, int64_t bytes, int device);
+/* The same from t0 to now, a time stamp the caller read. */
+void prof_complete_at(int cat, const char *name, int64_t t0, int64_t now, const char *detail, int64_t bytes,
+                      int device);
 /* A counter sample at now (only when it changed since the last sample). */
 void prof_counter(const char *name, int64_t value);
+void prof_counter_at(const char *name, int64_t value, int64_t at);
 /* Names the calling thread in the trace ("pool worker 1"). */
 void prof_thread_name(const char *name);
 
@@ -62,10 +70,11 @@ void prof_thread_name(const char *name);
 typedef struct ProfSnapshot {
     ProfEvent *ev;
     size_t n;
-    int64_t t0, t1;     /* the session's window */
+    int64_t t0, t1;     /* the session's window (ns) */
     char **thread_names; /* by tid */
     int nthreads;
-    char *text;          /* the details' bytes */
+    char *text;          /* the details' bytes (a copy), or NULL */
+    struct TextBlock *blocks; /* or the recorder's own blocks, taken over by the last session */
 } ProfSnapshot;
 
 int64_t prof_start(void);

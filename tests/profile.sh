@@ -2,9 +2,10 @@
 # tests/profile.sh — the profiler (docs/profiling.md): the trace p.save and
 # TFE_PROFILE write (checked by structure with tests/profile_check.py: JSON,
 # nesting, self times adding up, every op of a known program with its count,
-# staged calls as trace or cached, pool work on worker threads), the table
-# with its times masked (tests/profile/known.out), and TFE_DEBUG levels 1
-# and 3 under TFE_DEBUG_NOTIME=1 (tests/profile/debug*.err). Never a time.
+# staged calls as trace or cached, pool work on worker threads, collectives
+# under mpirun), the table with its times masked (tests/profile/known.out),
+# and TFE_DEBUG levels 1 and 3 under TFE_DEBUG_NOTIME=1
+# (tests/profile/debug*.err). Never a time.
 [ -n "$TFE_PYTHON3" ] || { echo "SKIP: no python3"; exit 77; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/profile.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -43,6 +44,22 @@ for level in 1 3; do
 done
 # with no TFE_DEBUG_NOTIME every line ends in a time
 TFE_DEBUG=1 "$TFE" "$dir/debug.tfe" 2>&1 >/dev/null | grep -qE '; [0-9]+\.[0-9]{3}ms$' || fail "TFE_DEBUG=1 prints no time"
+
+# collectives under mpirun -np 2 (with an MPI build): each rank writes its
+# own file (rank 1: NAME.rank1.json)
+if [ -n "$TFE_MPIRUN" ] && command -v "$TFE_MPIRUN" >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    . "$TFE_SRCDIR/tests/mpi_env.sh"
+    case $TFE in /*) abs=$TFE ;; *) abs=$(pwd)/$TFE ;; esac
+    if TFE_PROFILE=$tmp/mpi.json timeout 120 "$TFE_MPIRUN" --oversubscribe -np 2 "$abs" "$dir/collective.tfe" \
+        </dev/null >"$tmp/mpi.out" 2>&1; then
+        for f in mpi.json mpi.rank1.json; do
+            "$TFE_PYTHON3" "$TFE_SRCDIR/tests/profile_check.py" "$tmp/$f" --collective || fail "$f"
+        done
+    else
+        fail "mpirun -np 2 collective.tfe: $(cat "$tmp/mpi.out")"
+    fi
+fi
 
 [ $status -eq 0 ] && echo "ok: profile"
 exit $status

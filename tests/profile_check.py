@@ -4,7 +4,7 @@
 Chrome trace event format, "X" events nest properly on each thread, the self
 times add up to the time the top-level events cover, and (--known) every op
 of tests/profile/known.tfe appears with its count, staged calls labeled
-trace or cached. Usage: profile_check.py TRACE.json [--known] [--threads]."""
+trace or cached. Usage: profile_check.py TRACE.json [--known] [--threads] [--collective]."""
 import collections
 import json
 import sys
@@ -80,7 +80,7 @@ def nest(evs):
 def main():
     args = sys.argv[1:]
     if not args:
-        fail("usage: profile_check.py TRACE.json [--known] [--threads]")
+        fail("usage: profile_check.py TRACE.json [--known] [--threads] [--collective]")
     with open(args[0]) as f:
         doc = json.load(f)
     evs, names = check_structure(doc)
@@ -127,6 +127,9 @@ def main():
             fail("no pool work on worker threads: %r" % (pool[:3],))
         if not all(names.get(e["tid"], "").startswith("pool worker") for e in pool):
             fail("pool threads not named: %r" % (names,))
+    if "--collective" in args:
+        if not any(e["cat"] == "collective" and e["name"] == "allreduce" and e["args"].get("bytes", 0) > 0 for e in xs):
+            fail("no allreduce event")
     print("ok: %d events, %d threads" % (len(evs), len(sums)))
 
 

@@ -350,9 +350,8 @@ const char *prof_cat_name(int cat)
 static const char *detail_key(int cat)
 {
     switch (cat) {
-    case PROF_OP: case PROF_PLAN: case PROF_BWD: return "inputs";
+    case PROF_OP: case PROF_PLAN: case PROF_BWD: case PROF_FUSED: return "inputs";
     case PROF_STAGED: return "reason";
-    case PROF_FUSED: return "ops";
     case PROF_CKPT: return "path";
     default: return "detail";
     }

@@ -273,7 +273,8 @@ void prof_stop(int64_t t0, ProfSnapshot *s)
             e.dur = b - a;
             m->ev[n++] = e;
         }
-        s->ev = m->n ? m->ev : xmalloc(sizeof *s->ev);
+        if (m->ev) s->ev = m->ev;
+        else s->ev = xmalloc(sizeof *s->ev);
         m->ev = NULL;
         m->n = m->cap = 0;
         for (int i = 0; i < nthreads; i++) {

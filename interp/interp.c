@@ -18,6 +18,7 @@ void builtins_device_register(Interp *I);
 void builtins_autodiff_register(Interp *I);
 void builtins_random_register(Interp *I);
 void builtins_dist_register(Interp *I); /* interp/builtins_dist.c */
+void builtins_summary_register(Interp *I); /* interp/builtins_summary.c: TensorBoard logs */
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -50,6 +51,7 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_imshow_register(I);
     builtins_help_register(I);
     builtins_dist_register(I);
+    builtins_summary_register(I);
     return I;
 }
 

@@ -11,7 +11,8 @@ tensorboard package's own reader, EventAccumulator, which needs no TensorFlow.
     record the file version, and a truncated or corrupted file is detected;
 (c) the file name TensorBoard looks for, one file per writer, appends;
 (d) errors are located: a log folder that cannot be one, a closed writer,
-    NaN in a histogram, a writer made in a staged function.
+    NaN in a histogram, a writer made in a staged function;
+(e) examples/digits_cnn.tfe logs its loss and test accuracy under TFE_LOGDIR.
 Run by tests/tensorboard_logs.sh (which picks the Python and skips without the
 tensorboard package); TFE is the binary."""
 import glob
@@ -215,6 +216,21 @@ check(len(files) == 3, f"one file per writer: {files}")
 ea = event_accumulator.EventAccumulator(logdir)
 ea.Reload()
 check([e.value for e in ea.Scalars("second")] == [1.0, 2.0], "written at exit without flush or close")
+
+# ---- (e) an example logs its loss and accuracy when TFE_LOGDIR is set ----
+env = dict(os.environ, TFE_QUICK="1", TFE_PROGRESS="0", TFE_LOGDIR=os.path.join(tmp, "ex"))
+examples = os.path.join(os.environ["TFE_SRCDIR"], "examples")
+p = subprocess.run([TFE, "digits_cnn.tfe"], cwd=examples, capture_output=True, text=True, timeout=300, env=env)
+check(p.returncode == 0, f"examples/digits_cnn.tfe with TFE_LOGDIR failed:\n{p.stderr}")
+if p.returncode == 0:
+    ea = event_accumulator.EventAccumulator(os.path.join(tmp, "ex", "digits_cnn"))
+    ea.Reload()
+    loss = [(e.step, e.value) for e in ea.Scalars("loss/train")]
+    check([s for s, _ in loss] == [1, 2, 3] and loss[2][1] < loss[0][1], f"digits_cnn loss {loss}")
+    acc = [(e.step, e.value) for e in ea.Scalars("accuracy/test")]
+    m = re.search(r"test accuracy: ([0-9.]+)", p.stdout)
+    check(len(acc) == 1 and m and abs(acc[0][1] - float(m.group(1))) < 1e-3, f"digits_cnn accuracy {acc}")
+
 
 # ---- (d) errors ----
 def err(code, *want):

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
+#include "tensor/device.h"
 #include "util/crc32c.h"
 #include "util/pb.h"
 #include "util/xalloc.h"
@@ -222,6 +223,15 @@ BUILTIN(bi_summary_histogram)
     if (bins < 1 || bins > 10000) return interp_raise(I, "histogram(): bins must be 1 to 10000, got %lld", (long long)bins);
     tfe_tensor *t = arg_tensor(I, "histogram()", "values", a[2]);
     if (!t) return -1;
+    if (!t->storage) {
+        tensor_decref(t);
+        return interp_raise(I, "histogram(): the values of '%s' have none here (a staged branch's symbolic tensor)", tag);
+    }
+    if (t->storage->device != 0) { /* read on the host */
+        tfe_tensor *h = tensor_to_device(t, 0);
+        tensor_decref(t);
+        if (!(t = h)) return interp_raise_tensor_error(I);
+    }
     int64_t n = tensor_numel(t);
     double *x = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n; i++) x[i] = tensor_get_f64(t, i);

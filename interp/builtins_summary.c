@@ -6,6 +6,7 @@
  * masked CRC-32C of the bytes; the encoder and the CRC are util/pb.c and
  * util/crc32c.c. */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -198,7 +199,9 @@ BUILTIN(bi_summary_scalar)
     if (method_head(I, "scalar()", a, &w, &tag, &step)) return -1;
     if (arg_number(I, "scalar()", "value", a[2], &x, NULL)) return -1;
     Buf body = {0};
-    pb_field_float(&body, VAL_SIMPLE_VALUE, (float)x);
+    /* beyond float32's range is inf (a cast there would be undefined) */
+    float fx = isnan(x) ? NAN : x > FLT_MAX ? INFINITY : x < -FLT_MAX ? -INFINITY : (float)x;
+    pb_field_float(&body, VAL_SIMPLE_VALUE, fx);
     int r = write_value(I, w, "scalar()", step, tag, &body);
     free(body.s);
     if (!r) *out = v_nil();

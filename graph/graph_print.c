@@ -394,8 +394,8 @@ static const char *dot_shape(GKind k)
 }
 
 /* A fused node's label: "fused", then each op it computes, in order, with
- * the source line that made it ("mul  line 3"), then its final reduction;
- * lines end with "\l" in the dot text (left-justified). */
+ * the source line that made it ("mul  line 3"), then its final reduction
+ * (one line each: dot_label escapes the newlines). */
 static void dot_fused(Buf *t, const GNode *n)
 {
     buf_puts(t, "fused");

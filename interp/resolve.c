@@ -287,9 +287,9 @@ static void name_bound_fn(Node *v, const char *name)
     if (!info->bound_name) info->bound_name = name;
 }
 
-/* breakpoint() in a function: the call gets the function's bindings in
- * scope here (its own and its enclosing functions', the innermost of a
- * name), as arguments, and their names, as the keyword _frame ("a\nb"):
+/* breakpoint() with no arguments: the call gets the bindings in scope
+ * here that are not globals (the function's, its enclosing functions',
+ * those of blocks at the top level; the innermost of a name), as arguments, and their names, as the keyword _frame ("a\nb"):
  * the builtin's prompt can read them (interp/repl.c), and in a staged
  * function they are the host call's arguments, concrete at every call.
  * Names declared later are not in scope yet, so every one is bound. */

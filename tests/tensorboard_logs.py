@@ -220,7 +220,8 @@ check([e.value for e in ea.Scalars("second")] == [1.0, 2.0], "written at exit wi
 # ---- (e) an example logs its loss and accuracy when TFE_LOGDIR is set ----
 env = dict(os.environ, TFE_QUICK="1", TFE_PROGRESS="0", TFE_LOGDIR=os.path.join(tmp, "ex"))
 examples = os.path.join(os.environ["TFE_SRCDIR"], "examples")
-p = subprocess.run([TFE, "digits_cnn.tfe"], cwd=examples, capture_output=True, text=True, timeout=300, env=env)
+p = subprocess.run([TFE, "digits_cnn.tfe"], cwd=examples, capture_output=True, text=True,
+                   timeout=int(os.environ.get("TFE_EXAMPLE_TIMEOUT", "300")), env=env)
 check(p.returncode == 0, f"examples/digits_cnn.tfe with TFE_LOGDIR failed:\n{p.stderr}")
 if p.returncode == 0:
     ea = event_accumulator.EventAccumulator(os.path.join(tmp, "ex", "digits_cnn"))

@@ -78,6 +78,7 @@ static void node_free(GNode *n)
         free((void *)n->prog->code);
         free(n->prog);
     }
+    free(n->fused_lines);
     if (n->fkernel) tfe_fused_free(n->fkernel);
 }
 
@@ -200,6 +201,10 @@ static void copy_node(Extract *x, int old, int region)
         tfe_finstr *code = xmalloc(sizeof *code * (size_t)(o->prog->ninstr ? o->prog->ninstr : 1));
         mem_copy(code, o->prog->code, sizeof *code * (size_t)o->prog->ninstr);
         n->prog->code = code;
+        if (o->fused_lines) {
+            n->fused_lines = xmalloc(sizeof *n->fused_lines * (size_t)(o->prog->ninstr ? o->prog->ninstr : 1));
+            mem_copy(n->fused_lines, o->fused_lines, sizeof *n->fused_lines * (size_t)o->prog->ninstr);
+        }
     }
     if (o->kind == G_COND || o->kind == G_WHILE) {
         int r0 = o->regions[0], r1 = o->regions[1];
@@ -336,6 +341,7 @@ Graph *graph_clone(const Graph *g)
         n->label = o->label ? xstrdup(o->label) : NULL;
         copy_owned(n, o);
         n->prog = NULL; /* a traced graph has no fused nodes */
+        n->fused_lines = NULL;
         n->fkernel = NULL;
         /* frames: shared with g, which the clone's owner keeps alive (g->raw) */
     }

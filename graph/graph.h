@@ -111,6 +111,8 @@ typedef struct GNode {
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
     struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
+    int *fused_lines;    /* G_FUSED: per instruction of prog, the source line of the op it
+                            computes (0: a load or a constant), for graph_to_dot (owned) */
     uint8_t half;        /* G_OP allreduce split by graph/overlap.c: GH_START or GH_WAIT; else GH_WHOLE */
     bool start_blocks;   /* GH_START whose wait follows it with no op between (nothing to
                             overlap): it makes the blocking call, which costs less than a

@@ -393,6 +393,25 @@ static const char *dot_shape(GKind k)
     }
 }
 
+/* A fused node's label: "fused", then each op it computes, in order, with
+ * the source line that made it ("mul  line 3"), then its final reduction
+ * (one line each: dot_label escapes the newlines). */
+static void dot_fused(Buf *t, const GNode *n)
+{
+    buf_puts(t, "fused");
+    for (int i = 0; i < n->prog->ninstr; i++) {
+        int op = n->prog->code[i].op;
+        if (op == FOP_LOAD || op == FOP_CONST) continue;
+        bprintf(t, "\n%s", tfe_fop_name(op));
+        if (n->fused_lines && n->fused_lines[i] > 0) bprintf(t, "  line %d", n->fused_lines[i]);
+    }
+    if (n->prog->red) {
+        bprintf(t, "\nthen %s", tfe_ops[n->op].name);
+        put_attrs(t, n);
+        if (n->loc.src && n->loc.line > 0) bprintf(t, "  line %d", n->loc.line);
+    }
+}
+
 /* The label of a node: its operation (without inputs) and its type. */
 static void dot_label(Buf *b, const Graph *g, int id)
 {
@@ -415,7 +434,7 @@ static void dot_label(Buf *b, const Graph *g, int id)
     case G_VAR_READ: case G_HOST:
         put_host_node(&t, g, n, true);
         break;
-    case G_FUSED: bprintf(&t, "fused %d instructions", n->prog->ninstr); break;
+    case G_FUSED: dot_fused(&t, n); break;
     case G_COND: buf_puts(&t, "cond"); break;
     case G_WHILE: buf_puts(&t, "while"); break;
     case G_PARAM: bprintf(&t, "param %d", param_index(g, id)); break;

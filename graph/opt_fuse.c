@@ -239,6 +239,7 @@ static void fuse(Graph *g, Fuser *f, Group *gr, int root, int red, int red_axes)
     qsort(gr->members, (size_t)gr->n, sizeof *gr->members, cmp_int);
     const tfe_meta *rm = &g->nodes[root].meta[0];
     tfe_finstr *code = xcalloc((size_t)(gr->n * 3 + 4), sizeof *code);
+    int *lines = xcalloc((size_t)(gr->n * 3 + 4), sizeof *lines); /* per instruction (graph.h) */
     GRef *ins = xcalloc((size_t)(gr->n * 2 + 1), sizeof *ins);
     int *in_reg = xcalloc((size_t)(gr->n * 2 + 1), sizeof *in_reg);
     Imms imms = {0};
@@ -280,6 +281,7 @@ static void fuse(Graph *g, Fuser *f, Group *gr, int root, int red, int red_axes)
             }
             args[k] = in_reg[f->in_slot[val]];
         }
+        lines[ncode] = n->loc.src ? n->loc.line : 0;
         code[ncode++] = (tfe_finstr){.op = (uint16_t)tfe_fop_of_op(n->op), .a = (int16_t)args[0],
                                      .b = (int16_t)(n->nin > 1 ? args[1] : 0), .dst = (int16_t)nvirt};
         f->reg_of[gr->members[i]] = nvirt++;
@@ -310,6 +312,8 @@ static void fuse(Graph *g, Fuser *f, Group *gr, int root, int red, int red_axes)
     r->in = ins;
     r->nin = nins;
     r->prog = p;
+    free(r->fused_lines);
+    r->fused_lines = lines;
 }
 
 /* Make a group from its first member (start) and fuse it into root when it

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
+#include "interp/tape_view.h"
 #include "tensor/grad.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
@@ -55,6 +56,8 @@ typedef struct Tape {
     bool entered;       /* inside its with block */
     bool autowatch;     /* user tapes watch trainable variables that are read; grad()'s do not */
     bool spent;         /* not persistent and its gradient was taken: watches nothing more */
+    bool draw;          /* tape(draw=true): its gradient call keeps the recording, the reads
+                           and every gradient, for t.graph() (interp/tape_view.c) */
     bool symbolic;      /* started inside a branch or loop body a trace records symbolically */
     uint32_t trace;     /* the trace recording when it started (I->trace_id; 0: none) */
     VarRead *reads;
@@ -1470,7 +1473,7 @@ done:
     tensor_decref(target);
     if (!T->persistent && called) {
         T->spent = true;
-        tape_clear_reads(T);
+        if (!T->draw) tape_clear_reads(T);
     }
     return rc;
 }
@@ -1484,12 +1487,42 @@ BUILTIN(bi_tape_gradient)
     return tape_gradient(I, "gradient", (Tape *)argv[0].u.o, a[0], a[1], out);
 }
 
+/* t.graph(): the picture of what the tape recorded (interp/tape_view.c),
+ * its variables' values named; after a gradient call of a tape(draw=true),
+ * with the gradients. A tape made in a staged function records the trace,
+ * whose values are not the calls', so it is drawn only eagerly. */
+BUILTIN(bi_tape_graph)
+{
+    (void)data;
+    Value self[1];
+    bool has[1];
+    if (args_parse(I, "graph", "self", argc, argv, nkw, kwnames, kwvals, self, has)) return -1;
+    Tape *T = (Tape *)argv[0].u.o;
+    if (T->trace || I->tracer)
+        return interp_raise(I, "graph(): a tape is drawn outside staged functions (its values there are a trace's)");
+    if (T->spent && !T->draw)
+        return interp_raise(I, "graph(): the gradient call freed what this tape recorded; "
+                               "make it with tape(draw=true) to draw it after gradient()");
+    const tfe_tensor **named = xmalloc(sizeof *named * (size_t)(T->nreads + 1));
+    const char **names = xmalloc(sizeof *names * (size_t)(T->nreads + 1));
+    for (int i = 0; i < T->nreads; i++) {
+        named[i] = T->reads[i].t;
+        names[i] = T->reads[i].var->name;
+    }
+    char *dot = tape_to_dot(T->tape, T->nreads, named, names);
+    free(named);
+    free(names);
+    *out = dot_picture_new(dot);
+    return 0;
+}
+
 static int tape_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     (void)I;
     if (!strcmp(name, "watch")) { *out = bound("watch", bi_tape_watch, NULL, o, true, 0); return 0; }
     if (!strcmp(name, "gradient")) { *out = bound("gradient", bi_tape_gradient, NULL, o, false, 0); return 0; }
     if (!strcmp(name, "persistent")) { *out = v_bool(((Tape *)o)->persistent); return 0; }
+    if (!strcmp(name, "graph")) { *out = bound("graph", bi_tape_graph, NULL, o, false, 0); return 0; }
     return 1;
 }
 
@@ -1498,16 +1531,19 @@ static const ObjectClass tape_class = {
     .enter = tape_enter, .exit = tape_exit,
 };
 
-/* tape(persistent=false) */
+/* tape(persistent=false, draw=false) */
 BUILTIN(bi_tape)
 {
-    Value a[1];
-    bool p[1];
-    if (args_parse(I, "tape", "persistent=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    bool persistent = false;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "tape", "persistent=, draw=", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    bool persistent = false, draw = false;
     if (p[0] && arg_bool(I, "tape", "persistent", a[0], &persistent)) return -1;
+    if (p[1] && arg_bool(I, "tape", "draw", a[1], &draw)) return -1;
     Tape *T = tape_alloc(persistent, true);
     if (!T) return interp_raise_tensor_error(I);
+    T->draw = draw;
+    tfe_tape_keep_view(T->tape, draw);
     *out = v_obj(V_OBJECT, T);
     return 0;
 }

@@ -2072,6 +2072,8 @@ static void globals_grow(Interp *I)
 }
 
 /* Resolve and run a parsed program in the current globals. */
+void interp_globals_grow(Interp *I) { globals_grow(I); }
+
 int eval_program(Interp *I, Program *p, bool echo)
 {
     if (resolve_program(I, p->root, I->repl)) { globals_grow(I); return -1; }

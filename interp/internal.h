@@ -178,6 +178,8 @@ const char *diag_rank_tag(void);
 /* resolve.c: binds names to (depth, slot); reports undefined names. */
 int resolve_program(Interp *I, Node *prog, bool repl);
 int global_slot(Interp *I, const char *name, bool create);
+/* The Env of the globals made as big as the global scope (new slots undefined). */
+void interp_globals_grow(Interp *I);
 int builtin_index(Interp *I, const char *name); /* -1 if none */
 Scope *global_scope_new(void);
 /* "undefined name 'x'" with a hint for Python's spellings (True, None) or

@@ -22,6 +22,8 @@ void builtins_dist_register(Interp *I); /* interp/builtins_dist.c */
 void builtins_profile_register(Interp *I);
 void profile_env_start(void);
 void profile_env_finish(void);
+void builtins_summary_register(Interp *I); /* interp/builtins_summary.c: TensorBoard logs */
+void builtins_breakpoint_register(Interp *I); /* interp/repl.c */
 
 Interp *interp_new(const InterpOptions *opt)
 {
@@ -56,6 +58,8 @@ Interp *interp_new(const InterpOptions *opt)
     builtins_dist_register(I);
     builtins_profile_register(I);
     profile_env_start();
+    builtins_summary_register(I);
+    builtins_breakpoint_register(I);
     return I;
 }
 
@@ -151,6 +155,30 @@ int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len)
     Source *src = source_new(name, text, len);
     int rc = run_text(I, src, true);
     source_decref(src);
+    return rc;
+}
+
+/* An entry typed at a breakpoint's prompt (interp/repl.c): as a REPL entry,
+ * named <breakpoint:N>, while the program's call stack is kept aside (the
+ * entry runs at the top level, from frame 0). */
+int interp_run_breakpoint_entry(Interp *I, int number, const char *text, size_t len)
+{
+    bool repl = I->repl;
+    int nframes = I->nframes;
+    Frame *frames = nframes ? xmalloc(sizeof *frames * (size_t)nframes) : NULL;
+    if (nframes) memcpy(frames, I->frames, sizeof *frames * (size_t)nframes);
+    Loc loc = I->cur_loc;
+    I->repl = true;
+    char name[40];
+    snprintf(name, sizeof name, "<breakpoint:%d>", number);
+    Source *src = source_new(name, text, len);
+    int rc = run_text(I, src, true);
+    source_decref(src);
+    if (nframes) memcpy(I->frames, frames, sizeof *frames * (size_t)nframes);
+    free(frames);
+    I->nframes = nframes;
+    I->cur_loc = loc;
+    I->repl = repl;
     return rc;
 }
 

@@ -33,6 +33,9 @@ int interp_run_file(Interp *I, const char *path);
  * (unless nil). After an error every earlier binding is kept. Locations in
  * the entry are named "<repl:NUMBER>" (errors say "<repl:7>:2:15"). */
 int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len);
+/* An entry typed at a breakpoint's prompt, named <breakpoint:N>; the call
+ * stack of the paused program is kept (interp/repl.c). */
+int interp_run_breakpoint_entry(Interp *I, int number, const char *text, size_t len);
 
 /* Completion candidates for the REPL: names in scope, keywords, and when the
  * prefix is "expr.partial" the fields of a record/module binding.

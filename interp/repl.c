@@ -3,7 +3,8 @@
  * satisfied (and an `if` waits a line for its `else`), numbered entries
  * (<repl:7> in errors), history of whole entries in ~/.tfe_history, tab
  * completion (names, fields, tensor attributes, keyword arguments), and the
- * commands :help [name], :history, :reload MODULE, :quit. */
+ * commands :help [name], :history, :reload MODULE, :quit; and breakpoint(),
+ * a prompt of its own inside a running program. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -25,8 +26,10 @@
 #include <readline/readline.h>
 
 #include "interp/help.h"
+#include "interp/internal.h"
 #include "interp/repl.h"
 #include "parser/ast.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 #ifndef PACKAGE_VERSION
@@ -638,4 +641,157 @@ int repl_run(Interp *I)
         if (sigpipe_fd[i] >= 0) close(sigpipe_fd[i]);
     sigpipe_fd[0] = sigpipe_fd[1] = -1;
     return 0;
+}
+
+/* --- breakpoint() -------------------------------------------------------- */
+
+/* The frames of the paused program, innermost first, and where it stopped. */
+static void print_backtrace(Interp *I, Loc at)
+{
+    printf("  at %s:%d:%d\n", at.src ? at.src->name : "<unknown>", at.line, at.col);
+    for (int i = I->nframes - 1; i >= 0; i--) {
+        const Frame *fr = &I->frames[i];
+        printf("  in %s called from %s:%d:%d\n", fr->fname, fr->call_loc.src ? fr->call_loc.src->name : "<unknown>",
+               fr->call_loc.line, fr->call_loc.col);
+    }
+}
+
+/* breakpoint(): a prompt at this line (docs/visualizing.md). The resolver
+ * passes the bindings in scope as arguments and their names as _frame
+ * (interp/resolve.c); while the prompt is open they are globals of those
+ * names (the globals they hide come back after), so entries read them.
+ * :bt, :continue (or Ctrl-D), :quit (an error that ends the program here).
+ * An effect: in a staged function it stops at every call, with that
+ * call's values. Without a terminal, an error; TFE_BREAKPOINT=0 skips it. */
+BUILTIN(bi_breakpoint)
+{
+    (void)data;
+    const char *names = NULL;
+    for (int k = 0; k < nkw; k++) {
+        if (strcmp(kwnames[k]->s, "_frame") || kwvals[k].kind != V_STR)
+            return interp_raise(I, "breakpoint() takes no arguments");
+        names = ((Str *)kwvals[k].u.o)->s;
+    }
+    if ((argc && !names) || nkw > 1) return interp_raise(I, "breakpoint() takes no arguments");
+    *out = v_nil();
+    const char *env = getenv("TFE_BREAKPOINT");
+    if (env && !strcmp(env, "0")) return 0;
+    if (!isatty(0) || !isatty(1))
+        return interp_raise(I, "breakpoint(): no terminal to stop at (stdin and stdout must be one); "
+                               "TFE_BREAKPOINT=0 skips breakpoints");
+    Loc at = I->cur_loc;
+    /* the bindings as globals while the prompt is open */
+    char **nm = xcalloc((size_t)argc + 1, sizeof *nm);
+    int *slot = xcalloc((size_t)argc + 1, sizeof *slot);
+    Value *hidden = xcalloc((size_t)argc + 1, sizeof *hidden);
+    const char *p = names ? names : "";
+    Buf list = {0};
+    for (int i = 0; i < argc && *p; i++) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        nm[i] = xstrndup(p, n);
+        p += n + (e ? 1 : 0);
+    }
+    for (int i = argc - 1; i >= 0; i--) /* (innermost last: in the order they were bound) */
+        if (nm[i]) {
+            if (list.len) buf_puts(&list, ", ");
+            buf_puts(&list, nm[i]);
+        }
+    fflush(stderr);
+    printf("breakpoint at %s:%d in %s%s%s\n", at.src ? at.src->name : "<unknown>", at.line,
+           I->nframes ? I->frames[I->nframes - 1].fname : "the top level", list.len ? "; bindings: " : "",
+           list.len ? list.s : "");
+    printf("(:bt the calls, :continue or Ctrl-D goes on, :quit stops the program)\n");
+    free(list.s);
+    for (int i = 0; i < argc; i++) {
+        if (!nm[i]) continue;
+        slot[i] = global_slot(I, nm[i], true);
+    }
+    interp_globals_grow(I);
+    for (int i = 0; i < argc; i++) {
+        if (!nm[i]) continue;
+        hidden[i] = I->globals->slots[slot[i]];
+        value_incref(argv[i]);
+        I->globals->slots[slot[i]] = argv[i];
+    }
+    /* Ctrl-C abandons a line, as in the REPL (the program may have no
+     * handler: it runs a file) */
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    bool own_pipe = sigpipe_fd[0] < 0;
+    if (own_pipe && pipe2(sigpipe_fd, O_CLOEXEC | O_NONBLOCK) != 0) sigpipe_fd[0] = sigpipe_fd[1] = -1;
+    sigaction(SIGINT, &sa, &old_sa);
+    static int number; /* entries are numbered across breakpoints */
+    int rc = 0;
+    Text entry = {0};
+    for (;;) {
+        char *line = NULL;
+        int r = read_line(entry.len ? PROMPT_MORE : "(breakpoint) ", &line);
+        if (r == READ_INTERRUPTED) {
+            entry.len = 0;
+            continue;
+        }
+        if (r == READ_EOF) {
+            fputs("\n", stdout);
+            break;
+        }
+        const char *tb;
+        size_t tn = trim(line, &tb);
+        if (entry.len == 0 && tn > 0 && tb[0] == ':') {
+            bool go = false;
+            if (is_command(tb, tn, ":bt")) print_backtrace(I, at);
+            else if (is_command(tb, tn, ":continue") || is_command(tb, tn, ":c")) go = true;
+            else if (is_command(tb, tn, ":quit") || is_command(tb, tn, ":q")) go = true, rc = -1;
+            else printf("at a breakpoint: :bt, :continue (:c), :quit (:q); entries read the bindings\n");
+            fflush(stdout);
+            free(line);
+            if (go) break;
+            continue;
+        }
+        if (entry.len == 0 && tn == 0) {
+            free(line);
+            continue;
+        }
+        if (entry.len) text_add(&entry, "\n", 1);
+        text_add(&entry, line, strlen(line));
+        free(line);
+        if (parse_needs_more(entry.s)) continue;
+        add_history(entry.s);
+        tfe_interrupted = 0;
+        got_sigint = 0;
+        interp_run_breakpoint_entry(I, ++number, entry.s, entry.len);
+        fflush(stdout);
+        fflush(stderr);
+        tfe_interrupted = 0;
+        got_sigint = 0;
+        sigpipe_drain();
+        entry.len = 0;
+    }
+    free(entry.s);
+    sigaction(SIGINT, &old_sa, NULL);
+    if (own_pipe)
+        for (int i = 0; i < 2; i++) {
+            if (sigpipe_fd[i] >= 0) close(sigpipe_fd[i]);
+            sigpipe_fd[i] = -1;
+        }
+    /* the hidden globals back, last binding first (a name passed twice) */
+    for (int i = argc - 1; i >= 0; i--) {
+        if (!nm[i]) continue;
+        value_decref(I->globals->slots[slot[i]]);
+        I->globals->slots[slot[i]] = hidden[i];
+        free(nm[i]);
+    }
+    free(nm);
+    free(slot);
+    free(hidden);
+    I->cur_loc = at;
+    if (rc) return interp_raise(I, "breakpoint(): stopped here (:quit)");
+    return 0;
+}
+
+void builtins_breakpoint_register(Interp *I)
+{
+    interp_define_builtin_flags(I, "breakpoint", bi_breakpoint, NULL, BF_EFFECT, NULL);
 }

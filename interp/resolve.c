@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "interp/internal.h"
+#include "util/buf.h"
 #include "util/xalloc.h"
 
 typedef struct Resolver {
@@ -286,6 +287,35 @@ static void name_bound_fn(Node *v, const char *name)
     if (!info->bound_name) info->bound_name = name;
 }
 
+/* breakpoint() with no arguments: the call gets the bindings in scope
+ * here that are not globals (the function's, its enclosing functions',
+ * those of blocks at the top level; the innermost of a name), as arguments, and their names, as the keyword _frame ("a\nb"):
+ * the builtin's prompt can read them (interp/repl.c), and in a staged
+ * function they are the host call's arguments, concrete at every call.
+ * Names declared later are not in scope yet, so every one is bound. */
+static void pass_frame(Resolver *R, Node *call)
+{
+    Buf names = {0};
+    for (Scope *s = R->scope; s && s != R->I->global_scope; s = s->parent)
+        for (int i = s->n - 1; i >= 0; i--) {
+            const char *name = s->names[i];
+            bool seen = false;
+            for (int k = 0; k < call->list.n && !seen; k++) seen = !strcmp(call->list.items[k]->str, name);
+            if (seen) continue;
+            Node *v = node_new(N_NAME, call->loc);
+            v->str = xstrdup(name);
+            nodelist_push(&call->list, v);
+            if (names.len) buf_add(&names, "\n", 1);
+            buf_puts(&names, name);
+        }
+    Node *kw = node_new(N_KWARG, call->loc);
+    kw->str = xstrdup("_frame");
+    kw->a = node_new(N_STR, call->loc);
+    kw->a->str = names.s ? names.s : xstrdup("");
+    kw->a->slen = names.len;
+    nodelist_push(&call->list2, kw);
+}
+
 static int resolve_fn(Resolver *R, Node *fn)
 {
     /* one allocation, so that ast_free can release it with free(node->info) */
@@ -374,6 +404,8 @@ static int resolve_node(Resolver *R, Node *n)
         return n->a ? resolve_node(R, n->a) : 0;
     case N_CALL:
         if (resolve_node(R, n->a)) return -1;
+        if (n->a->kind == N_NAME && n->a->op == 2 && !strcmp(n->a->str, "breakpoint") && !n->list.n && !n->list2.n)
+            pass_frame(R, n);
         if (resolve_list(R, &n->list)) return -1;
         return resolve_list(R, &n->list2);
     case N_INDEX:

@@ -1,8 +1,11 @@
 /* graph_value.c — graph(f, args...): the graph a staged function runs for
- * those arguments, as a value that prints as text IR and has .dot(). */
+ * those arguments, as a value that prints as text IR and has .dot() and
+ * .svg(path). */
 #include <stdlib.h>
 #include <string.h>
 #include "graph/opt.h"
+#include "interp/builtins_args.h"
+#include "interp/graphviz.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
@@ -85,13 +88,31 @@ BUILTIN(bi_graph_render)
     return 0;
 }
 
+/* g.svg(path): the dot picture drawn by Graphviz into path (interp/graphviz.c). */
+BUILTIN(bi_graph_svg)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "svg", "self, path", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    const char *path;
+    if (arg_string(I, "svg()", "path", a[1], &path)) return -1;
+    char *s = graph_to_dot(((GraphObj *)a[0].u.o)->g);
+    int r = graphviz_svg(I, "svg", s, path);
+    free(s);
+    if (!r) *out = v_nil();
+    return r;
+}
+
 static int graphobj_getattr(Interp *I, Obj *o, const char *name, Value *out)
 {
     (void)I;
     const char *what = !strcmp(name, "dot") ? "dot" : !strcmp(name, "text") ? "text"
-                     : !strcmp(name, "dump") ? "dump" : !strcmp(name, "report") ? "report" : NULL;
+                     : !strcmp(name, "dump") ? "dump" : !strcmp(name, "report") ? "report"
+                     : !strcmp(name, "svg") ? "svg" : NULL;
     if (!what) return 1;
-    BuiltinFn fn = !strcmp(what, "dump") ? bi_graph_dump : !strcmp(what, "report") ? bi_graph_report : bi_graph_render;
+    BuiltinFn fn = !strcmp(what, "dump") ? bi_graph_dump : !strcmp(what, "report") ? bi_graph_report
+                 : !strcmp(what, "svg") ? bi_graph_svg : bi_graph_render;
     Value b = builtin_new(what, fn, (void *)what);
     o->refcount++;
     ((Builtin *)b.u.o)->self = v_obj(V_OBJECT, o);

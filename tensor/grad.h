@@ -89,6 +89,15 @@ bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x);     /* x is a record
  * another read of it: stage/trace_cf.c, reread_vars). Returns how many. */
 int tfe_tape_nentries(const tfe_tape *t);
 int tfe_tape_entry_swap_in(tfe_tape *t, int k, int from, const tfe_tensor *old, tfe_tensor *new_in);
+/* Drawing a tape (t.graph(), interp/tape_view.c). keep_view: the gradient
+ * call keeps the entries (a non-persistent tape too) and each tensor's final
+ * gradient. tfe_tape_entry: entry k's op (custom: a staged call's entry),
+ * and its nin inputs then nout outputs (borrowed); false when there is none.
+ * tfe_tape_view_grad: x's gradient in the last call (borrowed), or NULL. */
+void tfe_tape_keep_view(tfe_tape *t, bool on);
+bool tfe_tape_entry(const tfe_tape *t, int k, tfe_op *op, bool *custom, int *nin, int *nout,
+                    tfe_tensor *const **ts);
+tfe_tensor *tfe_tape_view_grad(const tfe_tape *t, const tfe_tensor *x);
 extern int tfe_tapes_active;         /* number of active tapes (0: no recording cost) */
 /* The stack of active tapes is state of whoever runs the program: the
  * interpreter holds one (Interp.tapes) and makes it the one every op records

@@ -111,6 +111,9 @@ struct tfe_tape {
     int nwatched, capwatched;
     entry **entries;
     int nentries, capentries;
+    bool keep_view;     /* tape(draw=true): a gradient call keeps the entries and every
+                           gradient it computed, for t.graph() (tfe_tape_keep_view) */
+    pmap view_grads;    /* ... those gradients, by tensor, of the last call (owned) */
 };
 
 /* The active tapes, innermost last: the stack of whoever runs the program
@@ -153,6 +156,7 @@ void tfe_tape_free(tfe_tape *t) {
     if (!t) return;
     while (t->active) tfe_tape_pop(t);
     tape_clear(t);
+    pmap_free(&t->view_grads);
     free(t);
 }
 
@@ -394,6 +398,14 @@ int tfe_tape_gradient_alias(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *
     return gradient_impl(t, target, n, sources, NULL, alias, keep, grads);
 }
 
+/* tape(draw=true): x's final gradient g kept for the picture (a reference). */
+static void view_keep(tfe_tape *t, const tfe_tensor *x, tfe_tensor *g) {
+    size_t s = pmap_put(&t->view_grads, x, true);
+    if (t->view_grads.vals[s]) return;
+    tensor_incref(g);
+    t->view_grads.vals[s] = g;
+}
+
 /* The key a gradient of x is summed under: the source it is an alias of. */
 static const tfe_tensor *canon(const pmap *al, const tfe_tensor *x) {
     const tfe_tensor *c = al->n ? pmap_get(al, x) : NULL;
@@ -418,6 +430,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     bool *needed = NULL;
     bool was_persistent = t->persistent;
     if (keep) t->persistent = true; /* another gradient call follows */
+    if (t->keep_view) pmap_free(&t->view_grads); /* the last call's are drawn */
     for (int i = 0; alias && i < n; i++)
         if (alias[i] && alias[i] != sources[i] && !pmap_get(&al, sources[i])) {
             tensor_incref(alias[i]); /* (the map owns its values) */
@@ -594,13 +607,14 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             if (pmap_has(&srcset, y)) continue;
             size_t s = pmap_slot(&gmap, y);
             if (gmap.keys[s] == y && gmap.vals[s]) {
+                if (t->keep_view) view_keep(t, y, gmap.vals[s]);
                 tensor_decref(gmap.vals[s]);
                 gmap.vals[s] = NULL;
             }
             flag_set(&flags, y, NULL);
         }
         /* A tape that answers one call frees its activations as it goes. */
-        if (!t->persistent) { /* (keep: persistent for this call) */
+        if (!t->persistent && !t->keep_view) { /* (keep: persistent for this call) */
             entry_free(e);
             t->entries[k] = NULL;
         }
@@ -613,6 +627,9 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
         if (!g) goto out;
         grads[i] = g;
     }
+    /* what is left (the sources' and other leaves') for the picture */
+    for (size_t i = 0; t->keep_view && i < gmap.cap; i++)
+        if (gmap.keys[i] && gmap.vals[i]) view_keep(t, gmap.keys[i], gmap.vals[i]);
     rc = 0;
 out:
     if (rc)
@@ -630,7 +647,23 @@ out:
     t->persistent = was_persistent;
     if (!t->persistent && !keep) {
         t->spent = true;
-        tape_clear(t);
+        if (!t->keep_view) tape_clear(t);
     }
     return rc;
 }
+
+void tfe_tape_keep_view(tfe_tape *t, bool on) { t->keep_view = on; }
+
+bool tfe_tape_entry(const tfe_tape *t, int k, tfe_op *op, bool *custom, int *nin, int *nout,
+                    tfe_tensor *const **ts) {
+    if (k < 0 || k >= t->nentries || !t->entries[k]) return false;
+    const entry *e = t->entries[k];
+    *op = e->op;
+    *custom = e->custom != NULL;
+    *nin = e->nin;
+    *nout = e->nout;
+    *ts = e->t;
+    return true;
+}
+
+tfe_tensor *tfe_tape_view_grad(const tfe_tape *t, const tfe_tensor *x) { return pmap_get(&t->view_grads, x); }

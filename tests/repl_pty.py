@@ -25,7 +25,7 @@ class Failure(Exception):
 class Session:
     """One tfe process on a pty; output is kept with '\\r' removed."""
 
-    def __init__(self, exe, home, step):
+    def __init__(self, exe, home, step, args=(), extra_env=None):
         self.step = step
         self.out = ""
         self.pos = 0
@@ -36,10 +36,11 @@ class Session:
             env.pop("HOME", None)
         else:
             env["HOME"] = home
+        env.update(extra_env or {})
         pid, fd = pty.fork()
         if pid == 0:
             try:
-                os.execve(exe, [exe], env)
+                os.execve(exe, [exe] + list(args), env)
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd
@@ -523,6 +524,85 @@ def session_learners(exe, home):
         s.close()
 
 
+BREAKPOINTS = """fn inner(a, b) {
+    let c = a * b
+    breakpoint()
+    return c + 1.0
+}
+@staged
+fn st(x) {
+    let y = x * 2.0
+    breakpoint()
+    return y
+}
+print(inner(tensor([1.0, 2.0]), 3.0))
+for i in range(3) { print(st(tensor([1.0]) * cast(i + 1, float32))) }
+print("end")
+"""
+BP = "(breakpoint) "
+
+
+def session_breakpoint(exe, home):
+    """breakpoint() in a program run from a file: a prompt that reads the
+    frame's bindings, :bt, :continue; in a staged function it stops at every
+    call with that call's values (the first call traces, the others run the
+    graph); :quit ends the program with an error at the breakpoint;
+    TFE_BREAKPOINT=0 makes it a no-op."""
+    path = os.path.join(home, "bp.tfe")
+    with open(path, "w") as f:
+        f.write(BREAKPOINTS)
+    s = Session(exe, home, "breakpoint prompt", args=[path])
+    try:
+        s.expect("breakpoint at %s:3 in inner; bindings: a, b, c" % path, "the breakpoint's header")
+        s.expect(BP, "the breakpoint's prompt")
+        s.step = "the frame's bindings are readable"
+        s.line("c")
+        s.expect("\n[3.0, 6.0]\n", "the local c")
+        s.expect(BP, "prompt after c")
+        s.line("let z = a + c")
+        s.expect(BP, "prompt after let")
+        s.line("z * b")
+        s.expect("\n[12.0, 24.0]\n", "a, b and c in an expression")
+        s.expect(BP, "prompt after z")
+        s.step = ":bt"
+        s.line(":bt")
+        s.expect("  at %s:3:5\n  in inner called from %s:12:7\n" % (path, path), "the backtrace")
+        s.expect(BP, "prompt after :bt")
+        s.step = "an error at the prompt keeps it open"
+        s.line("undefined_zz")
+        s.expect("<breakpoint:", "the entry's error")
+        s.expect(BP, "prompt after the error")
+        s.step = ":continue"
+        s.line(":continue")
+        s.expect("\n[4.0, 7.0]\n", "the function went on")
+        for call, y in ((1, "[2.0]"), (2, "[4.0]"), (3, "[6.0]")):
+            s.step = "staged call %d stops with its values" % call
+            s.expect("breakpoint at %s:9 in st; bindings: x, y" % path, "the staged breakpoint")
+            s.expect(BP, "the prompt in the staged function")
+            s.line("y")
+            s.expect("\n%s\n" % y, "this call's y")
+            s.expect(BP, "prompt after y")
+            if call < 3:
+                s.line(":c")
+                s.expect("\n%s\n" % y, "the staged call returned")
+        s.step = ":quit"
+        s.line(":quit")
+        s.expect("%s:9:5: error: breakpoint(): stopped here (:quit)" % path, "the error of :quit")
+        if s.wait_exit("exit after :quit") != 1:
+            s.fail("exit status", "expected 1, got %s" % s.status)
+        if "end" in s.out[s.pos:]:
+            s.fail(":quit", "the program went on")
+    finally:
+        s.close()
+    s = Session(exe, home, "TFE_BREAKPOINT=0", args=[path], extra_env={"TFE_BREAKPOINT": "0"})
+    try:
+        s.expect("[4.0, 7.0]\n[2.0]\n[4.0]\n[6.0]\nend\n", "the program without stopping")
+        if s.wait_exit("exit") != 0:
+            s.fail("exit status", "expected 0, got %s" % s.status)
+    finally:
+        s.close()
+
+
 def main():
     exe = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("TFE")
     if not exe or not os.access(exe, os.X_OK):
@@ -547,6 +627,7 @@ def main():
             session_one(exe, home)
             session_two(exe, home)
             session_no_home(exe)
+            session_breakpoint(exe, home)
             with tempfile.TemporaryDirectory(prefix="tfe-repl-") as home2:
                 session_learners(exe, home2)
         except Failure as e:

@@ -214,10 +214,25 @@ def fmt_ratio(r):
     return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
 
 
+PEAKS = {}  # row name -> its best GFLOP/s over every side in this run
+
+
 def fmt_figure(row, t):
     if row.work and t:
-        return f"{fmt_time(t)} ({row.work / t / 1e9:.3g} {row.unit})"
+        rate = row.work / t / 1e9
+        share = ""
+        if row.peak and PEAKS.get(row.peak):
+            share = f", {100 * rate / PEAKS[row.peak]:.0f}% of peak"
+        return f"{fmt_time(t)} ({rate:.3g} {row.unit}{share})"
     return fmt_time(t)
+
+
+def note_peak(row, results):
+    """Record a row's best rate over its sides (the GEMM peak for the
+    model rows whose `peak` names it)."""
+    rates = [row.work / t / 1e9 for t, _ in results.values() if t]
+    if row.work and rates:
+        PEAKS[row.name] = max(rates)
 
 
 def short(status):
@@ -276,6 +291,10 @@ def cpu_model():
 def main():
     opts = parse_args(sys.argv[1:])
     rows = [r for r in ROWS if not opts["rows"] or r.name in opts["rows"]]
+    # A row whose rate is shown as a share of another's peak needs that row
+    # in the same run: measured first, under the same load.
+    wanted = {r.peak for r in rows if r.peak} - {r.name for r in rows}
+    rows = [r for r in ROWS if r.name in wanted] + rows
     quick = opts["quick"]
     runner = Runner(opts)
     env = thread_env(runner.threads, quick)
@@ -312,6 +331,7 @@ def main():
                 note = f"{side} is missing: {st.split(':', 1)[-1].strip()}"
                 if note not in runner.notes:
                     runner.notes.append(note)
+        note_peak(r, res)
 
     elapsed = time.time() - started
     times, ratios = tables(results, rows)
@@ -344,6 +364,11 @@ def main():
             e = st if "no tfe binary" in st else f"{r.name} {side}: {st}"
             if e not in errors:
                 errors.append(e)
+    peaks = sorted({r.peak for r in rows if r.peak and r.peak in PEAKS})
+    for p in peaks:
+        runner.notes.append(f"% of peak: of {PEAKS[p]:.3g} GFLOP/s, the best side of the `{p}` row "
+                            "in this run (GFLOP/s of a model step: its conv and matmul FLOPs, "
+                            "docs/benchmarks.md)")
     if runner.notes or errors:
         md += ["", "## Notes", ""] + [f"- {n}" for n in runner.notes + errors]
     text = "\n".join(md) + "\n"

@@ -216,7 +216,7 @@ def fmt_ratio(r):
     return f"{r:.2f}" if r >= 0.1 else f"{r:.2g}"
 
 
-PEAKS = {}  # row name -> its best GFLOP/s over every side in this run
+PEAKS = {}  # row name -> GFLOP/s of its fastest batch on any side in this run
 
 
 def fmt_figure(row, t):

@@ -5,8 +5,21 @@ images, batch 64: conv 5x5x6 (same) -> relu -> max pool 2 -> conv 5x5x16
 cnn_step.tfe). --lib torch|tensorflow|jax, eager only, each in its natural
 layout: PyTorch NCHW (update under torch.no_grad), TensorFlow NHWC/HWIO with
 GradientTape (no tf.function), JAX NHWC/HWIO with jax.value_and_grad of a
-plain function (no jax.jit)."""
+plain function (no jax.jit).
+
+With --compiled first (peer of cnn_step_staged.tfe): PyTorch's loss function
+is torch.compile'd (inductor; AOTAutograd compiles its backward; the update
+stays eager), TensorFlow's step is a tf.function and JAX's value-and-grad
+plus update one jax.jit.
+[--compiled] --lib torch|tensorflow|jax"""
+import sys
+
 from benchlib import lib_from_argv, load, measure_steps, torch_device_step
+
+# --compiled comes first; benchlib parses the rest (--lib)
+compiled = sys.argv[1:2] == ["--compiled"]
+if compiled:
+    del sys.argv[1]
 
 BATCH, LR = 64, 0.1
 
@@ -42,14 +55,19 @@ if lib == "torch":
     params = [torch.from_numpy(conv(p) if p.ndim == 4 else p.copy()).requires_grad_() for p in INIT]
     data = [x, labels]
 
-    def step():
-        c1, cb1, c2, cb2, w1, b1, w2, b2, w3, b3 = params
+    def forward_loss(x, labels, c1, cb1, c2, cb2, w1, b1, w2, b2, w3, b3):
         h = F.max_pool2d(torch.relu(F.conv2d(x, c1, cb1, padding=2)), 2)
         h = F.max_pool2d(torch.relu(F.conv2d(h, c2, cb2)), 2)
         h = h.reshape(BATCH, 400)
         h = torch.relu(h @ w1 + b1)
         h = torch.relu(h @ w2 + b2)
-        loss = F.cross_entropy(h @ w3 + b3, labels)
+        return F.cross_entropy(h @ w3 + b3, labels)
+
+    if compiled:
+        forward_loss = torch.compile(forward_loss)  # compiled by the first (warm-up) step
+
+    def step():
+        loss = forward_loss(x, labels, *params)
         loss.backward()
         with torch.no_grad():
             for p in params:
@@ -77,6 +95,8 @@ elif lib == "tensorflow":
             p.assign_sub(LR * g)
         return loss
 
+    if compiled:
+        step = tf.function(step)  # traced by the first (warm-up) step
     sync = lambda v: v  # noqa: E731
 else:
     import jax
@@ -100,9 +120,15 @@ else:
 
     value_and_grad = jax.value_and_grad(loss_fn)  # not jitted: op by op
 
+    def update(params):
+        loss, grads = value_and_grad(params)
+        return loss, [p - LR * g for p, g in zip(params, grads)]
+
+    if compiled:
+        update = jax.jit(update)  # compiled by the first (warm-up) step
+
     def step():
-        loss, grads = value_and_grad(state["params"])
-        state["params"] = [p - LR * g for p, g in zip(state["params"], grads)]
+        loss, state["params"] = update(state["params"])
         return loss
 
     def sync(v):

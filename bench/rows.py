@@ -21,6 +21,8 @@ class Row:
     kind: str = "program"  # "program" or "startup"
     work: float = 0.0  # units of `unit` per iteration (bytes, flops), 0: none
     unit: str = ""     # "GB/s" or "GFLOP/s": the rate shown beside times
+    peak: str = ""     # a GFLOP/s row whose best rate in the run is the peak:
+                       # the table also shows this row's rate as % of it
 
 
 def tensor_peers(script, *args):
@@ -105,4 +107,50 @@ ROWS = [
     Row("mlp_step_staged_fwd", 19, "mlp_step with only the forward staged, the tape outside "
         "(PyTorch eager, tf.function, jax.jit)",
         ["{tfe}", "{bench}/mlp_step_staged_fwd.tfe"], staged_peers("mlp_step.py", "--compiled")),
+]
+
+
+# --- real models: FLOPs of a training step ------------------------------
+# Nominal FLOPs of the convolutions and matmuls of one SGD step (2 per
+# multiply-add): the forward, and in the backward the gradient w.r.t. the
+# weights and w.r.t. the input of every layer but the first (its input is
+# data, not differentiated); elementwise ops, BN, pooling and the update are
+# not counted. The rate is shown as % of the GEMM peak: the best GFLOP/s of
+# the `matmul` row in the same run (the harness adds the row when missing).
+def conv_flops(n, h_out, w_out, k, c_in, c_out):
+    return 2 * n * h_out * w_out * k * k * c_in * c_out
+
+
+def step_flops(forward):
+    """forward: the FLOPs of each layer's forward, first layer first."""
+    return 3 * sum(forward) - forward[0]
+
+
+MLP_FLOPS = step_flops([2 * 64 * 784 * 256, 2 * 64 * 256 * 256, 2 * 64 * 256 * 10])
+LENET_FLOPS = step_flops([conv_flops(64, 28, 28, 5, 1, 6), conv_flops(64, 10, 10, 5, 6, 16),
+                          2 * 64 * 400 * 120, 2 * 64 * 120 * 84, 2 * 64 * 84 * 10])
+RESNET20_FLOPS = step_flops(
+    [conv_flops(32, 32, 32, 3, 3, 16)]
+    + [conv_flops(32, 32, 32, 3, 16, 16)] * 6
+    + [conv_flops(32, 16, 16, 3, 16, 32)] + [conv_flops(32, 16, 16, 3, 32, 32)] * 5
+    + [conv_flops(32, 8, 8, 3, 32, 64)] + [conv_flops(32, 8, 8, 3, 64, 64)] * 5
+    + [2 * 32 * 64 * 10])
+MODEL_RATE = dict(work=0, unit="GFLOP/s", peak="matmul")
+for r in ROWS:  # the older training-step rows get their FLOPs too
+    if r.name in ("mlp_step", "mlp_step_staged", "mlp_step_staged_fwd"):
+        r.work, r.unit, r.peak = MLP_FLOPS, "GFLOP/s", "matmul"
+    elif r.name == "cnn_step":
+        r.work, r.unit, r.peak = LENET_FLOPS, "GFLOP/s", "matmul"
+ROWS += [
+    Row("cnn_step_staged", 20, "cnn_step with the step staged (torch.compile, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/cnn_step_staged.tfe"], staged_peers("cnn_step.py", "--compiled"),
+        **dict(MODEL_RATE, work=LENET_FLOPS)),
+    Row("resnet20_step", 20, "SGD step, ResNet-20 (CIFAR, option-A shortcuts, BN, 0.27 M params) "
+        "32x32x3, batch 32, eager autodiff",
+        ["{tfe}", "{bench}/resnet20_step.tfe"], autodiff_peers("resnet20_step.py"),
+        **dict(MODEL_RATE, work=RESNET20_FLOPS)),
+    Row("resnet20_step_staged", 20, "resnet20_step with the step staged "
+        "(torch.compile, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/resnet20_step_staged.tfe"], staged_peers("resnet20_step.py", "--compiled"),
+        **dict(MODEL_RATE, work=RESNET20_FLOPS)),
 ]

@@ -142,14 +142,14 @@ for r in ROWS:  # the older training-step rows get their FLOPs too
     elif r.name == "cnn_step":
         r.work, r.unit, r.peak = LENET_FLOPS, "GFLOP/s", "matmul"
 ROWS += [
-    Row("cnn_step_staged", 20, "cnn_step with the step staged (torch.compile, tf.function, jax.jit)",
+    Row("cnn_step_staged", 19, "cnn_step with the step staged (torch.compile, tf.function, jax.jit)",
         ["{tfe}", "{bench}/cnn_step_staged.tfe"], staged_peers("cnn_step.py", "--compiled"),
         **dict(MODEL_RATE, work=LENET_FLOPS)),
-    Row("resnet20_step", 20, "SGD step, ResNet-20 (CIFAR, option-A shortcuts, BN, 0.27 M params) "
+    Row("resnet20_step", 19, "SGD step, ResNet-20 (CIFAR, option-A shortcuts, BN, 0.27 M params) "
         "32x32x3, batch 32, eager autodiff",
         ["{tfe}", "{bench}/resnet20_step.tfe"], autodiff_peers("resnet20_step.py"),
         **dict(MODEL_RATE, work=RESNET20_FLOPS)),
-    Row("resnet20_step_staged", 20, "resnet20_step with the step staged "
+    Row("resnet20_step_staged", 19, "resnet20_step with the step staged "
         "(torch.compile, tf.function, jax.jit)",
         ["{tfe}", "{bench}/resnet20_step_staged.tfe"], staged_peers("resnet20_step.py", "--compiled"),
         **dict(MODEL_RATE, work=RESNET20_FLOPS)),

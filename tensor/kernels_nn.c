@@ -9,6 +9,7 @@
 #include "tensor/kernels.h"
 #include "tensor/nn_grad.h"
 #include "tensor/ops.h"
+#include "tensor/sgemm_small.h"
 
 /* im2col works on batch chunks whose column matrix stays below this many
  * elements, so memory does not grow with the batch. */
@@ -524,6 +525,155 @@ static int conv_run(conv_job *j) {
     return kn_poll();
 }
 
+/* ---- float32 passes on the register-tiled GEMM (tensor/sgemm_small.c) ----------
+ * Where the CPU has AVX-512, float32 convs other than the pointwise ones run
+ * here at every size. The batch is cut into chunks of output rows whose
+ * column matrix (F32_COL elements) stays in L2 between its im2col and its
+ * GEMM: a column matrix of the whole batch (19 MB for a 3x3x16 conv over a
+ * CIFAR batch of 32) went through memory twice, and OpenBLAS's packing copies
+ * of it cost as much as the arithmetic. The chunks depend only on the shapes,
+ * never on the thread count, and tfe_sgemm_small sums each element in k order
+ * whatever the tiling, so every thread count gives the same bits:
+ * - forward: chunks are tasks (each writes its own output rows);
+ * - d/dx: dcol = dy @ w^T per chunk, then col2im into dx; an image's chunks
+ *   touch the same dx rows, so one task takes a whole image's chunks in order;
+ * - d/dw: F32_GROUPS fixed groups of consecutive chunks each accumulate
+ *   col^T @ dy into their own K x Cout sum (the GEMM adds into it, so a
+ *   group's sum runs over its rows in order); the group sums are added in
+ *   group order. */
+#define F32_COL 32768
+#define F32_GROUPS 4
+#define F32_SUM 32
+
+typedef struct f32_job {
+    const geom *g;
+    int kind;
+    const float *x, *w, *dy;  /* FWD: x, w; DX: dy, w^T (Cout x K); DW: x, dy */
+    float *out;               /* FWD: y; DX: dx (zeroed); DW: dw (group 0's sum) */
+    float *sums;              /* DW: the sums of groups 1, 2, ... */
+    float *col;               /* nslots buffers of colsz elements */
+    int64_t colsz;
+    int64_t nq, nb, cpi;      /* rows a chunk (nq < oh) or images a chunk (nb), chunks an image */
+    int64_t nchunks, ntasks;
+    int64_t next;             /* next task to claim (atomic) */
+} f32_job;
+
+/* Output rows [*q0, *q1) of chunk ch. */
+static void f32_chunk_rows(const f32_job *j, int64_t ch, int64_t *q0, int64_t *q1) {
+    const geom *g = j->g;
+    if (j->nb) {
+        *q0 = ch * j->nb * g->oh;
+        int64_t e = (ch + 1) * j->nb;
+        *q1 = (e < g->n ? e : g->n) * g->oh;
+    } else {
+        int64_t r = (ch % j->cpi) * j->nq;
+        *q0 = ch / j->cpi * g->oh + r;
+        *q1 = *q0 + (g->oh - r < j->nq ? g->oh - r : j->nq);
+    }
+}
+
+/* Task t's chunks [*c0, *c1). */
+static void f32_task_chunks(const f32_job *j, int64_t t, int64_t *c0, int64_t *c1) {
+    if (j->kind == CONV_DW) {
+        *c0 = t * j->nchunks / j->ntasks;
+        *c1 = (t + 1) * j->nchunks / j->ntasks;
+    } else if (j->kind == CONV_DX && !j->nb) {
+        *c0 = t * j->cpi;
+        *c1 = *c0 + j->cpi;
+    } else {
+        *c0 = t;
+        *c1 = t + 1;
+    }
+}
+
+static void f32_chunk(const f32_job *j, int64_t ch, float *col, float *acc, bool first) {
+    const geom *g = j->g;
+    int64_t K = g->kh * g->kw * g->c, q0, q1;
+    f32_chunk_rows(j, ch, &q0, &q1);
+    int64_t M = (q1 - q0) * g->ow, r0 = q0 * g->ow;
+    switch (j->kind) {
+    case CONV_FWD:
+        im2col_float(g, (const char *)j->x, (char *)col, q0, q1);
+        tfe_sgemm_small(M, g->co, K, col, K, 1, j->w, g->co, j->out + r0 * g->co, g->co, false);
+        break;
+    case CONV_DX:
+        tfe_sgemm_small(M, K, g->co, j->dy + r0 * g->co, g->co, 1, j->w, K, col, K, false);
+        col2im_float(g, (const char *)col, (char *)j->out, q0, q1);
+        break;
+    default: {
+        /* the chunk's sum of sums of F32_SUM rows, added into acc: the
+         * rounding error of a long sum stays as small as BLAS's blocked
+         * sums made it (the first chunk sums in acc itself) */
+        float *sum = first ? acc : col + j->colsz - K * g->co;
+        im2col_float(g, (const char *)j->x, (char *)col, q0, q1);
+        for (int64_t m0 = 0; m0 < M; m0 += F32_SUM)
+            tfe_sgemm_small(K, g->co, M - m0 < F32_SUM ? M - m0 : F32_SUM, col + m0 * K, 1, K,
+                            j->dy + (r0 + m0) * g->co, g->co, sum, g->co, m0 > 0);
+        if (!first)
+            for (int64_t i = 0; i < K * g->co; i++) acc[i] += sum[i];
+        break;
+    }
+    }
+}
+
+static void f32_slots(int64_t s0, int64_t s1, void *vctx) {
+    f32_job *j = vctx;
+    int64_t kc = j->g->kh * j->g->kw * j->g->c * j->g->co;
+    (void)s1;
+    for (;;) {
+        int64_t t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED), c0, c1;
+        if (t >= j->ntasks || tfe_interrupted) break;
+        f32_task_chunks(j, t, &c0, &c1);
+        float *acc = t == 0 ? j->out : j->sums + (t - 1) * kc;
+        for (int64_t ch = c0; ch < c1 && !tfe_interrupted; ch++)
+            f32_chunk(j, ch, j->col + s0 * j->colsz, acc, ch == c0);
+    }
+}
+
+/* Whether the float32 path takes this conv. */
+static bool f32_path(bool f64, const geom *g) {
+    int64_t K = g->kh * g->kw * g->c;
+    /* fewer than 8 output channels fill too little of a 16-wide vector: the
+     * chunked OpenBLAS passes with the transposed columns do better there */
+    return !f64 && !is_pointwise(g) && g->co >= 8 && K > 0 && g->oh * g->ow > 0 &&
+           tfe_sgemm_small_ok();
+}
+
+/* Runs one pass (out: y, zeroed dx or dw). */
+static int f32_run(const geom *g, int kind, const void *x, const void *w, const void *dy,
+                   void *out) {
+    int64_t K = g->kh * g->kw * g->c, rowk = g->ow * K;
+    f32_job j = {.g = g, .kind = kind, .x = x, .w = w, .dy = dy, .out = out};
+    /* d/dw's chunks are larger: each adds its K x Cout sum into the group's */
+    int64_t budget = kind == CONV_DW ? 4 * F32_COL : F32_COL;
+    if (g->oh * rowk <= budget) {
+        /* whole images a chunk, and at least 8 chunks for the threads */
+        int64_t nb = budget / (g->oh * rowk), most = (g->n + 7) / 8;
+        j.nb = nb < 1 ? 1 : nb > most ? most : nb;
+        j.nchunks = (g->n + j.nb - 1) / j.nb;
+        j.colsz = j.nb * g->oh * rowk;
+    } else {
+        j.nq = budget / rowk < 1 ? 1 : budget / rowk;
+        j.cpi = (g->oh + j.nq - 1) / j.nq;
+        j.nchunks = g->n * j.cpi;
+        j.colsz = j.nq * rowk;
+    }
+    j.ntasks = kind == CONV_DW ? (j.nchunks < F32_GROUPS ? j.nchunks : F32_GROUPS)
+             : kind == CONV_DX && !j.nb ? g->n : j.nchunks;
+    int64_t nslots = tfe_num_threads() < j.ntasks ? tfe_num_threads() : j.ntasks;
+    int64_t kc = K * g->co, nsums = kind == CONV_DW ? j.ntasks - 1 : 0;
+    if (kind == CONV_DW) j.colsz += kc; /* a chunk's sum after its columns */
+    size_t bytes = (size_t)(j.colsz * nslots + nsums * kc) * sizeof(float);
+    j.col = tfe_alloc(bytes);
+    if (!j.col) return -1;
+    j.sums = j.col + j.colsz * nslots;
+    tfe_parallel_for(nslots, 1, f32_slots, &j);
+    for (int64_t t = 0; t < nsums; t++)
+        for (int64_t i = 0; i < kc; i++) j.out[i] += j.sums[t * kc + i];
+    tfe_free(j.col, bytes);
+    return kn_poll();
+}
+
 /* The batched form: im2col of nb images in parallel over output rows, then
  * one GEMM (threaded by OpenBLAS). */
 static int64_t chunk_batches(const geom *g) {
@@ -588,6 +738,8 @@ static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w,
              g->co, false, tensor_data(out), g->co);
         return 0;
     }
+    if (f32_path(f64, g))
+        return f32_run(g, CONV_FWD, tensor_data(x), tensor_data(w), NULL, tensor_data(out));
     conv_job j = {.g = g, .kind = CONV_FWD, .f64 = f64, .es = es, .x = tensor_data(x),
                   .w = tensor_data(w), .out = tensor_data(out)};
     if (conv_plan(g, &j)) return conv_run(&j);
@@ -674,7 +826,18 @@ static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_te
     if (!wc) goto fail;
     conv_job j = {.g = &g, .kind = CONV_DX, .f64 = f64, .es = es, .dy = tensor_data(dyc),
                   .w = tensor_data(wc), .out = tensor_data(dx)};
-    if (is_pointwise(&g)) {
+    if (f32_path(f64, &g)) {
+        /* w^T (Cout x K), the B of dcol = dy @ w^T */
+        size_t wtb = (size_t)(K * g.co) * sizeof(float);
+        float *wt = tfe_alloc(wtb);
+        if (!wt) goto fail;
+        const float *wv = (const float *)tensor_data(wc);
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t o = 0; o < g.co; o++) wt[o * K + k] = wv[k * g.co + o];
+        int rc = f32_run(&g, CONV_DX, NULL, wt, tensor_data(dyc), tensor_data(dx));
+        tfe_free(wt, wtb);
+        if (rc < 0) goto fail;
+    } else if (is_pointwise(&g)) {
         /* dx = dy (N*P, Cout) @ W^T (Cout, Cin) */
         gemm(f64, false, true, g.n * P, K, g.co, tensor_data(dyc), g.co, tensor_data(wc), g.co,
              false, tensor_data(dx), K);
@@ -766,7 +929,10 @@ static int grad_filter_into(const geom *gp, tfe_tensor *x, tfe_tensor *dy, tfe_t
     if (!dyc) goto fail;
     conv_job j = {.g = &g, .kind = CONV_DW, .f64 = f64, .es = es, .x = tensor_data(xc),
                   .dy = tensor_data(dyc)};
-    if (is_pointwise(&g)) {
+    if (f32_path(f64, &g)) {
+        if (f32_run(&g, CONV_DW, tensor_data(xc), NULL, tensor_data(dyc), tensor_data(dw)) < 0)
+            goto fail;
+    } else if (is_pointwise(&g)) {
         /* dW (Cin, Cout) = x^T (Cin, N*P) @ dy (N*P, Cout) */
         gemm(f64, true, false, K, g.co, g.n * P, tensor_data(xc), K, tensor_data(dyc), g.co, false,
              tensor_data(dw), g.co);

@@ -418,8 +418,8 @@ typedef struct conv_job {
     char *out;                /* FWD: y; DX: dx (zeroed); DW: nslots accumulators */
     char *col;                /* nslots column buffers of colsz bytes */
     size_t colsz;
-    int64_t nb, nchunks, nslots;
-    int64_t next;             /* FWD, DX: next chunk to claim (atomic) */
+    int64_t nb, nchunks, nslots, ngroups;
+    int64_t next;             /* next chunk (FWD, DX) or group (DW) to claim (atomic) */
 } conv_job;
 
 /* One chunk (images [ch*nb, ...)) of a pass; DW adds into (or, first,
@@ -469,21 +469,23 @@ static void conv_chunk(const conv_job *j, int64_t ch, char *col, char *acc, bool
 }
 
 /* Tasks are slots: each has its own column buffer. FWD and DX claim chunks
- * dynamically (every output is written once). DW sums: slot s takes chunks
- * s, s + nslots, ... in order, so the sum does not depend on scheduling. */
+ * dynamically (every output is written once). DW sums: the slots claim the
+ * ngroups groups of consecutive chunks, each summed in order into its own
+ * accumulator, so the sum depends neither on scheduling nor on the thread
+ * count. */
 static void conv_slots(int64_t s0, int64_t s1, void *vctx) {
     conv_job *j = vctx;
     const geom *g = j->g;
     size_t accsz = (size_t)(g->kh * g->kw * g->c * g->co) * j->es;
+    (void)s1;
     if (j->kind == CONV_DW) {
-        for (int64_t s = s0; s < s1; s++) {
-            char *acc = j->out + s * accsz;
-            bool first = true;
-            for (int64_t ch = s; ch < j->nchunks && !tfe_interrupted; ch += j->nslots) {
-                conv_chunk(j, ch, j->col + s * j->colsz, acc, first);
-                first = false;
-            }
-            if (first) memset(acc, 0, accsz);
+        for (;;) {
+            int64_t t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+            if (t >= j->ngroups || tfe_interrupted) break;
+            char *acc = j->out + t * accsz;
+            int64_t c1 = (t + 1) * j->nchunks / j->ngroups;
+            for (int64_t ch = t * j->nchunks / j->ngroups; ch < c1 && !tfe_interrupted; ch++)
+                conv_chunk(j, ch, j->col + s0 * j->colsz, acc, ch == t * j->nchunks / j->ngroups);
         }
         return;
     }
@@ -503,19 +505,22 @@ static bool conv_plan(const geom *g, conv_job *j) {
     int64_t nslots = tfe_num_threads();
     int64_t nb = COL_TASK / col_img;
     if (nb > BLAS_ST_MNK / mnk_img) nb = BLAS_ST_MNK / mnk_img;
-    /* a few chunks per slot, for balance */
-    int64_t per_slot = (g->n + 4 * nslots - 1) / (4 * nslots);
-    if (nb > per_slot) nb = per_slot;
+    /* at least 8 chunks, for balance; never by the thread count, which
+     * would make the sums of DW depend on it */
+    int64_t most = (g->n + 7) / 8;
+    if (nb > most) nb = most;
     if (nb < 1) nb = 1;
     j->nb = nb;
     j->nchunks = (g->n + nb - 1) / nb;
-    j->nslots = nslots < j->nchunks ? nslots : j->nchunks;
+    j->ngroups = j->nchunks < 4 ? j->nchunks : 4;
+    int64_t ntasks = j->kind == CONV_DW ? j->ngroups : j->nchunks;
+    j->nslots = nslots < ntasks ? nslots : ntasks;
     j->colsz = (size_t)(nb * col_img) * j->es;
     j->next = 0;
     return true;
 }
 
-/* Runs a planned pass; j->out for DW must hold nslots accumulators. */
+/* Runs a planned pass; j->out for DW must hold ngroups accumulators. */
 static int conv_run(conv_job *j) {
     size_t bytes = j->colsz * (size_t)j->nslots;
     j->col = tfe_alloc(bytes);
@@ -937,17 +942,17 @@ static int grad_filter_into(const geom *gp, tfe_tensor *x, tfe_tensor *dy, tfe_t
         gemm(f64, true, false, K, g.co, g.n * P, tensor_data(xc), K, tensor_data(dyc), g.co, false,
              tensor_data(dw), g.co);
     } else if (conv_plan(&g, &j)) {
-        /* one accumulator per slot, summed in slot order afterwards */
+        /* one accumulator per group, summed in group order afterwards */
         size_t accsz = (size_t)(K * g.co) * es;
-        char *acc = tfe_alloc(accsz * (size_t)j.nslots);
+        char *acc = tfe_alloc(accsz * (size_t)j.ngroups);
         if (!acc) goto fail;
         j.out = acc;
         int rc = conv_run(&j);
         if (rc == 0) {
             memcpy(tensor_data(dw), acc, accsz);
-            add_slots(f64, tensor_data(dw), acc + accsz, j.nslots - 1, K * g.co);
+            add_slots(f64, tensor_data(dw), acc + accsz, j.ngroups - 1, K * g.co);
         }
-        tfe_free(acc, accsz * (size_t)j.nslots);
+        tfe_free(acc, accsz * (size_t)j.ngroups);
         if (rc < 0) goto fail;
     } else {
         int64_t nb = chunk_batches(&g);

@@ -181,8 +181,8 @@ static inline void tap_range(const geom *g, int64_t iw0, int64_t *b0, int64_t *b
 
 /* Output rows (n, oh_i) in [q0, q1) (q = n*oh + oh_i) -> col, whose first row
  * belongs to output row q0. */
-#define IM2COL(T)                                                                      \
-    static void im2col_##T(const geom *g, const char *xv, char *colv, int64_t q0,      \
+#define IM2COL(T, SUF, ATTR)                                                           \
+    ATTR static void im2col_##T##SUF(const geom *g, const char *xv, char *colv, int64_t q0, \
                            int64_t q1) {                                               \
         const T *x = (const T *)xv;                                                    \
         T *restrict d = (T *)colv;                                                     \
@@ -218,13 +218,15 @@ static inline void tap_range(const geom *g, int64_t iw0, int64_t *b0, int64_t *b
             }                                                                          \
         }                                                                              \
     }
-IM2COL(float)
-IM2COL(double)
+IM2COL(float, , )
+IM2COL(double, , )
+/* the float32 path's copies (run only where AVX-512 is, sgemm_small.h) */
+IM2COL(float, _avx512, F32_TARGET)
 
 /* dx[n] += col2im(col) for the output rows [q0, q1) that col holds (see
  * IM2COL). The caller owns the dx rows these windows touch. */
-#define COL2IM(T)                                                                      \
-    static void col2im_##T(const geom *g, const char *colv, char *dxv, int64_t q0,     \
+#define COL2IM(T, SUF, ATTR)                                                           \
+    ATTR static void col2im_##T##SUF(const geom *g, const char *colv, char *dxv, int64_t q0, \
                            int64_t q1) {                                               \
         const T *s = (const T *)colv;                                                  \
         T *dx = (T *)dxv;                                                              \
@@ -256,8 +258,9 @@ IM2COL(double)
             }                                                                          \
         }                                                                              \
     }
-COL2IM(float)
-COL2IM(double)
+COL2IM(float, , )
+COL2IM(double, , )
+COL2IM(float, _avx512, F32_TARGET)
 
 /* The transposed column matrix (K x M, M = the chunk's output positions),
  * used for inputs with few channels: row (kh, kw, c) holds that tap's input
@@ -598,19 +601,19 @@ static void f32_chunk(const f32_job *j, int64_t ch, float *col, float *acc, bool
     int64_t M = (q1 - q0) * g->ow, r0 = q0 * g->ow;
     switch (j->kind) {
     case CONV_FWD:
-        im2col_float(g, (const char *)j->x, (char *)col, q0, q1);
+        im2col_float_avx512(g, (const char *)j->x, (char *)col, q0, q1);
         tfe_sgemm_small(M, g->co, K, col, K, 1, j->w, g->co, j->out + r0 * g->co, g->co, false);
         break;
     case CONV_DX:
         tfe_sgemm_small(M, K, g->co, j->dy + r0 * g->co, g->co, 1, j->w, K, col, K, false);
-        col2im_float(g, (const char *)col, (char *)j->out, q0, q1);
+        col2im_float_avx512(g, (const char *)col, (char *)j->out, q0, q1);
         break;
     default: {
         /* the chunk's sum of sums of F32_SUM rows, added into acc: the
          * rounding error of a long sum stays as small as BLAS's blocked
          * sums made it (the first chunk sums in acc itself) */
         float *sum = first ? acc : col + j->colsz - K * g->co;
-        im2col_float(g, (const char *)j->x, (char *)col, q0, q1);
+        im2col_float_avx512(g, (const char *)j->x, (char *)col, q0, q1);
         for (int64_t m0 = 0; m0 < M; m0 += F32_SUM)
             tfe_sgemm_small(K, g->co, M - m0 < F32_SUM ? M - m0 : F32_SUM, col + m0 * K, 1, K,
                             j->dy + (r0 + m0) * g->co, g->co, sum, g->co, m0 > 0);

@@ -19,4 +19,11 @@ bool tfe_sgemm_small_ok(void);
 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t aks,
                      const float *b, int64_t ldb, float *c, int64_t ldc, bool acc);
 
+/* The attribute that compiles a function for the CPUs tfe_sgemm_small runs on. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define F32_TARGET __attribute__((target("avx512f")))
+#else
+#define F32_TARGET
+#endif
+
 #endif

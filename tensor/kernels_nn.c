@@ -682,6 +682,134 @@ static int f32_run(const geom *g, int kind, const void *x, const void *w, const 
     return kn_poll();
 }
 
+/* ---- float32 direct passes: no column matrix at all ----------------------------
+ * With dilation 1 along the width, the column row of output position (oi, oj)
+ * is, filter row by filter row, kw*C contiguous inputs of the zero-padded
+ * image; tfe_sgemm_small_seg reads them there (one segment a filter row), so
+ * the forward pass needs only a padded copy of x, and sums each output in the
+ * column matrix's k order: the same bits as im2col + GEMM. The d/dx of a
+ * stride-1 conv is the forward conv of dy, padded by the filter's reach, with
+ * the filter flipped and its channels swapped; that replaces the
+ * (M x K) = dy @ w^T product and the col2im pass with one narrow GEMM; its
+ * sums are blocked by filter tap (Cout terms), as col2im's were, which keeps
+ * them as accurate. */
+
+typedef struct direct_job {
+    const float *src;         /* padded (N, hp, wp, cs) */
+    const float *w;           /* (kh, kw, cs, co) */
+    float *out;               /* (N, oh, ow, co) */
+    int64_t hp, wp, cs, kh, kw, dh, sh, sw, oh, ow, co;
+    int64_t kb;               /* the GEMM's sum blocks */
+} direct_job;
+
+static void direct_rows(int64_t q0, int64_t q1, void *vctx) {
+    const direct_job *d = vctx;
+    for (int64_t q = q0; q < q1 && !tfe_interrupted; q++) {
+        int64_t n = q / d->oh, oi = q % d->oh;
+        const float *a = d->src + ((n * d->hp + oi * d->sh) * d->wp) * d->cs;
+        tfe_sgemm_small_seg(d->ow, d->co, d->kh, d->kw * d->cs, d->dh * d->wp * d->cs, d->kb, a,
+                            d->sw * d->cs, 1, d->w, d->co, d->out + q * d->ow * d->co, d->co,
+                            false);
+    }
+}
+
+typedef struct pad_job {
+    const float *src;         /* (N, h, w, c) */
+    float *dst;               /* (N, hp, wp, c), src at (top, left), zeros around */
+    int64_t h, w, c, hp, wp, top, left;
+} pad_job;
+
+static void pad_images(int64_t n0, int64_t n1, void *vctx) {
+    const pad_job *p = vctx;
+    size_t row = (size_t)(p->wp * p->c);
+    for (int64_t n = n0; n < n1; n++) {
+        float *d = p->dst + (size_t)n * p->hp * row;
+        memset(d, 0, (size_t)p->top * row * sizeof(float));
+        for (int64_t i = 0; i < p->h; i++) {
+            float *r = d + (p->top + i) * row;
+            memset(r, 0, (size_t)(p->left * p->c) * sizeof(float));
+            memcpy(r + p->left * p->c, p->src + ((size_t)n * p->h + i) * p->w * p->c,
+                   (size_t)(p->w * p->c) * sizeof(float));
+            int64_t e = (p->left + p->w) * p->c;
+            memset(r + e, 0, (size_t)((int64_t)row - e) * sizeof(float));
+        }
+        int64_t below = p->hp - p->top - p->h;
+        memset(d + (p->top + p->h) * row, 0, (size_t)below * row * sizeof(float));
+    }
+}
+
+/* out = the valid, width-dilation-1 conv of src (N, h, w, cs) padded by
+ * (top, left) and zeros to (hp, wp), with w (kh, kw, cs, co), summed in
+ * blocks of kb (tfe_sgemm_small_seg). */
+static int direct_conv(const float *src, int64_t n, int64_t h, int64_t w, int64_t cs, int64_t top,
+                       int64_t left, int64_t hp, int64_t wp, const float *wv, int64_t kh,
+                       int64_t kw, int64_t dh, int64_t sh, int64_t sw, int64_t oh, int64_t ow,
+                       int64_t co, int64_t kb, float *out) {
+    float *pad = NULL;
+    size_t padb = 0;
+    if (top || left || hp != h || wp != w) {
+        padb = (size_t)(n * hp * wp * cs) * sizeof(float);
+        pad = tfe_alloc(padb);
+        if (!pad) return -1;
+        pad_job p = {.src = src, .dst = pad, .h = h, .w = w, .c = cs, .hp = hp, .wp = wp,
+                     .top = top, .left = left};
+        tfe_parallel_for(n, 1, pad_images, &p);
+        src = pad;
+    }
+    direct_job d = {.src = src, .w = wv, .out = out, .hp = hp, .wp = wp, .cs = cs, .kh = kh,
+                    .kw = kw, .dh = dh, .sh = sh, .sw = sw, .oh = oh, .ow = ow, .co = co, .kb = kb};
+    int64_t per = ow * kh * kw * cs * co, grain = per ? 4 * F32_COL * 16 / per : 1;
+    tfe_parallel_for(n * oh, grain < 1 ? 1 : grain, direct_rows, &d);
+    if (pad) tfe_free(pad, padb);
+    return kn_poll();
+}
+
+/* The padded extent of an input of size x read by an output of size o:
+ * at least the input with its leading pad, and all that the windows reach. */
+static int64_t padded(int64_t x, int64_t lead, int64_t o, int64_t s, int64_t k, int64_t d) {
+    int64_t reach = (o - 1) * s + (k - 1) * d + 1;
+    return x + lead > reach ? x + lead : reach;
+}
+
+static bool f32_direct_fwd(bool f64, const geom *g) { return f32_path(f64, g) && g->dw == 1; }
+
+static int f32_forward(const geom *g, const float *x, const float *w, float *y) {
+    return direct_conv(x, g->n, g->h, g->w, g->c, g->pt, g->pl,
+                       padded(g->h, g->pt, g->oh, g->sh, g->kh, g->dh),
+                       padded(g->w, g->pl, g->ow, g->sw, g->kw, 1), w, g->kh, g->kw, g->dh,
+                       g->sh, g->sw, g->oh, g->ow, g->co, 64, y);
+}
+
+/* d/dx as a forward conv: stride 1, width dilation 1, at least 8 input
+ * channels (the product's narrow side), and dy's padding not negative. */
+static bool f32_direct_dx(bool f64, const geom *g) {
+    return f32_path(f64, g) && g->sh == 1 && g->sw == 1 && g->dw == 1 && g->c >= 8 &&
+           g->pt <= (g->kh - 1) * g->dh && g->pl <= g->kw - 1 &&
+           (g->kh - 1) * g->dh - g->pt + g->oh <= g->h + (g->kh - 1) * g->dh &&
+           g->kw - 1 - g->pl + g->ow <= g->w + g->kw - 1;
+}
+
+static int f32_grad_input_direct(const geom *g, const float *dy, const float *w, float *dx) {
+    /* wf (kh, kw, Cout, Cin): w flipped in both filter axes, channels swapped */
+    int64_t K = g->kh * g->kw * g->c * g->co;
+    size_t wfb = (size_t)K * sizeof(float);
+    float *wf = tfe_alloc(wfb);
+    if (!wf) return -1;
+    for (int64_t a = 0; a < g->kh; a++)
+        for (int64_t b = 0; b < g->kw; b++) {
+            const float *s = w + ((g->kh - 1 - a) * g->kw + (g->kw - 1 - b)) * g->c * g->co;
+            float *d = wf + (a * g->kw + b) * g->co * g->c;
+            for (int64_t i = 0; i < g->c; i++)
+                for (int64_t o = 0; o < g->co; o++) d[o * g->c + i] = s[i * g->co + o];
+        }
+    int64_t top = (g->kh - 1) * g->dh - g->pt, left = g->kw - 1 - g->pl;
+    int rc = direct_conv(dy, g->n, g->oh, g->ow, g->co, top, left, g->h + (g->kh - 1) * g->dh,
+                         g->w + g->kw - 1, wf, g->kh, g->kw, g->dh, 1, 1, g->h, g->w, g->c,
+                         g->co, dx);
+    tfe_free(wf, wfb);
+    return rc;
+}
+
 /* The batched form: im2col of nb images in parallel over output rows, then
  * one GEMM (threaded by OpenBLAS). */
 static int64_t chunk_batches(const geom *g) {
@@ -746,6 +874,9 @@ static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w,
              g->co, false, tensor_data(out), g->co);
         return 0;
     }
+    if (f32_direct_fwd(f64, g))
+        return f32_forward(g, (const float *)tensor_data(x), (const float *)tensor_data(w),
+                           (float *)tensor_data(out));
     if (f32_path(f64, g))
         return f32_run(g, CONV_FWD, tensor_data(x), tensor_data(w), NULL, tensor_data(out));
     conv_job j = {.g = g, .kind = CONV_FWD, .f64 = f64, .es = es, .x = tensor_data(x),
@@ -834,7 +965,11 @@ static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_te
     if (!wc) goto fail;
     conv_job j = {.g = &g, .kind = CONV_DX, .f64 = f64, .es = es, .dy = tensor_data(dyc),
                   .w = tensor_data(wc), .out = tensor_data(dx)};
-    if (f32_path(f64, &g)) {
+    if (f32_direct_dx(f64, &g)) {
+        if (f32_grad_input_direct(&g, (const float *)tensor_data(dyc),
+                                  (const float *)tensor_data(wc), (float *)tensor_data(dx)) < 0)
+            goto fail;
+    } else if (f32_path(f64, &g)) {
         /* w^T (Cout x K), the B of dcol = dy @ w^T */
         size_t wtb = (size_t)(K * g.co) * sizeof(float);
         float *wt = tfe_alloc(wtb);

@@ -24,50 +24,73 @@ bool tfe_sgemm_small_ok(void) {
 }
 
 #define AVX512 __attribute__((target("avx512f")))
+#define SUM_BLOCK 64
+
+/* C = s, or C + s when add (R x V vectors, masks mk). */
+static inline __attribute__((always_inline)) AVX512 void store(const int R, const int V, float *c,
+                                                              int64_t ldc, const __mmask16 *mk,
+                                                              __m512 s[12][4], bool add) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) {
+            __m512 t = s[r][v];
+            if (add) t = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v), t);
+            _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], t);
+        }
+}
 
 /* One R x V tile: C rows [0, R), vectors [0, V) (mask mk[v] for vector v). */
 static inline __attribute__((always_inline)) AVX512 void tile(const int R, const int V, int64_t k,
                                                              const float *a, int64_t ars, int64_t aks,
                                                              const float *b, int64_t ldb, float *c,
-                                                             int64_t ldc, bool acc, const __mmask16 *mk) {
+                                                             int64_t ldc, bool acc, const __mmask16 *mk,
+                                                             int64_t nseg, int64_t segstride,
+                                                             int64_t kb) {
     __m512 s[12][4];
+    bool have = acc; /* C holds the running sum */
+    for (int64_t sg = 0; sg < nseg; sg++) {
+        const float *ak = a + sg * segstride;
+        for (int64_t k0 = 0; k0 < k; k0 += kb) {
+            int64_t k1 = k - k0 < kb ? k - k0 : kb;
 #pragma GCC unroll 12
-    for (int r = 0; r < R; r++)
+            for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < V; v++)
-            s[r][v] = _mm512_setzero_ps();
-    for (int64_t kk = 0; kk < k; kk++, a += aks, b += ldb) {
-        __m512 bv[4];
+                for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_ps();
+            for (int64_t kk = 0; kk < k1; kk++, ak += aks, b += ldb) {
+                __m512 bv[4];
 #pragma GCC unroll 4
-        for (int v = 0; v < V; v++) bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+                for (int v = 0; v < V; v++) bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
 #pragma GCC unroll 12
-        for (int r = 0; r < R; r++) {
-            __m512 av = _mm512_set1_ps(a[r * ars]);
+                for (int r = 0; r < R; r++) {
+                    __m512 av = _mm512_set1_ps(ak[r * ars]);
 #pragma GCC unroll 4
-            for (int v = 0; v < V; v++) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
+                    for (int v = 0; v < V; v++) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
+                }
+            }
+            store(R, V, c, ldc, mk, s, have);
+            have = true;
         }
     }
-    if (acc) {
+    if (!have) {
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-            for (int v = 0; v < V; v++)
-                s[r][v] = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v), s[r][v]);
+            for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_ps();
+        store(R, V, c, ldc, mk, s, false);
     }
-#pragma GCC unroll 12
-    for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], s[r][v]);
 }
 
 /* The rows of one column block of V vectors, R at a time (RMAX a tile). */
 #define ROWS(V, RMAX, ...)                                                                   \
     AVX512 static void rows_v##V(int64_t m, int64_t k, const float *a, int64_t ars,          \
                                  int64_t aks, const float *b, int64_t ldb, float *c,         \
-                                 int64_t ldc, bool acc, const __mmask16 *mk) {               \
+                                 int64_t ldc, bool acc, const __mmask16 *mk, int64_t nseg,   \
+                                 int64_t segstride, int64_t kb) {                            \
         int64_t r0 = 0;                                                                      \
         for (; r0 + RMAX <= m; r0 += RMAX)                                                   \
-            tile(RMAX, V, k, a + r0 * ars, ars, aks, b, ldb, c + r0 * ldc, ldc, acc, mk);    \
+            tile(RMAX, V, k, a + r0 * ars, ars, aks, b, ldb, c + r0 * ldc, ldc, acc, mk,     \
+                 nseg, segstride, kb);                                                       \
         const float *ar = a + r0 * ars;                                                      \
         float *cr = c + r0 * ldc;                                                            \
         switch (m - r0) {                                                                    \
@@ -76,7 +99,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
         }                                                                                    \
     }
 #define REM(R, V) \
-    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk); break;
+    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk, nseg, segstride, kb); break;
 
 ROWS(1, 12, REM(1, 1) REM(2, 1) REM(3, 1) REM(4, 1) REM(5, 1) REM(6, 1) REM(7, 1) REM(8, 1)
          REM(9, 1) REM(10, 1) REM(11, 1))
@@ -87,6 +110,15 @@ ROWS(4, 6, REM(1, 4) REM(2, 4) REM(3, 4) REM(4, 4) REM(5, 4))
 AVX512 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
                             int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
                             bool acc) {
+    tfe_sgemm_small_seg(m, n, 1, k, 0, SUM_BLOCK, a, ars, aks, b, ldb, c, ldc, acc);
+}
+
+AVX512 void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen,
+                                int64_t segstride, int64_t kb, const float *a, int64_t ars,
+                                int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
+                                bool acc) {
+    int64_t k = seglen;
+    if (kb < 1) kb = 1;
     if (m <= 0 || n <= 0) return;
     /* column blocks of up to 64; B's block stays in cache over all rows */
     for (int64_t j0 = 0; j0 < n; j0 += 64) {
@@ -100,10 +132,10 @@ AVX512 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int
         const float *bj = b + j0;
         float *cj = c + j0;
         switch (V) {
-        case 1: rows_v1(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk); break;
-        case 2: rows_v2(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk); break;
-        case 3: rows_v3(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk); break;
-        default: rows_v4(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk); break;
+        case 1: rows_v1(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        case 2: rows_v2(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        case 3: rows_v3(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        default: rows_v4(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
         }
     }
 }
@@ -116,6 +148,13 @@ void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ar
                      const float *b, int64_t ldb, float *c, int64_t ldc, bool acc) {
     (void)m, (void)n, (void)k, (void)a, (void)ars, (void)aks, (void)b, (void)ldb, (void)c,
         (void)ldc, (void)acc;
+}
+
+void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t segstride,
+                         int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, bool acc) {
+    (void)m, (void)n, (void)nseg, (void)seglen, (void)segstride, (void)kb, (void)a, (void)ars, (void)aks,
+        (void)b, (void)ldb, (void)c, (void)ldc, (void)acc;
 }
 
 #endif

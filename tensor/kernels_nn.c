@@ -810,6 +810,80 @@ static int f32_grad_input_direct(const geom *g, const float *dy, const float *w,
     return rc;
 }
 
+/* d/dw without im2col: filter row a's block of dw (kw*C x Cout) gains
+ * A^T @ dy over each output row, A (ow x kw*C) read in the padded input as
+ * the forward pass reads it. Each chunk of output rows sums into its own
+ * K x Cout (row by row), added to its group's sum, as f32_run's d/dw does.
+ * Worth it where an output row is long (ow >= 16): each GEMM then sums ow
+ * terms before it adds into dw. */
+typedef struct dwd_job {
+    const geom *g;
+    const float *xp, *dy;     /* padded x (N, hp, wp, C), dy */
+    float *dw, *sums, *tmp;   /* dw (group 0), groups 1.., one chunk sum a slot */
+    int64_t hp, wp, rows, nchunks, ngroups;
+    int64_t next;             /* next group to claim (atomic) */
+} dwd_job;
+
+static bool f32_direct_dw(bool f64, const geom *g) {
+    return f32_path(f64, g) && g->dw == 1 && g->ow >= 16;
+}
+
+static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
+    dwd_job *j = vctx;
+    const geom *g = j->g;
+    int64_t seg = g->kw * g->c, kc = g->kh * seg * g->co, nq = g->n * g->oh;
+    (void)s1;
+    for (;;) {
+        int64_t t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (t >= j->ngroups || tfe_interrupted) break;
+        float *acc = t == 0 ? j->dw : j->sums + (t - 1) * kc;
+        int64_t c0 = t * j->nchunks / j->ngroups, c1 = (t + 1) * j->nchunks / j->ngroups;
+        for (int64_t ch = c0; ch < c1 && !tfe_interrupted; ch++) {
+            float *sum = ch == c0 ? acc : j->tmp + s0 * kc;
+            int64_t q0 = ch * j->rows, q1 = q0 + j->rows < nq ? q0 + j->rows : nq;
+            for (int64_t q = q0; q < q1; q++) {
+                int64_t n = q / g->oh, oi = q % g->oh;
+                for (int64_t a = 0; a < g->kh; a++) {
+                    const float *xr = j->xp + ((n * j->hp + oi * g->sh + a * g->dh) * j->wp) * g->c;
+                    tfe_sgemm_small(seg, g->co, g->ow, xr, 1, g->sw * g->c, j->dy + q * g->ow * g->co,
+                                    g->co, sum + a * seg * g->co, g->co, q > q0);
+                }
+            }
+            if (ch > c0)
+                for (int64_t i = 0; i < kc; i++) acc[i] += sum[i];
+        }
+    }
+}
+
+static int f32_grad_filter_direct(const geom *g, const float *x, const float *dy, float *dw) {
+    int64_t hp = padded(g->h, g->pt, g->oh, g->sh, g->kh, g->dh);
+    int64_t wp = padded(g->w, g->pl, g->ow, g->sw, g->kw, 1);
+    int64_t K = g->kh * g->kw * g->c, kc = K * g->co, nq = g->n * g->oh;
+    dwd_job j = {.g = g, .xp = x, .dy = dy, .dw = dw, .hp = hp, .wp = wp};
+    j.rows = F32_COL / (g->ow * K) < 1 ? 1 : F32_COL / (g->ow * K);
+    j.nchunks = (nq + j.rows - 1) / j.rows;
+    j.ngroups = j.nchunks < F32_GROUPS ? j.nchunks : F32_GROUPS;
+    int64_t nslots = tfe_num_threads() < j.ngroups ? tfe_num_threads() : j.ngroups;
+    bool pad = g->pt || g->pl || hp != g->h || wp != g->w;
+    size_t padn = pad ? (size_t)(g->n * hp * wp * g->c) : 0;
+    size_t bytes = (padn + (size_t)((j.ngroups - 1 + nslots) * kc)) * sizeof(float);
+    float *buf = tfe_alloc(bytes);
+    if (!buf) return -1;
+    j.sums = buf + padn;
+    j.tmp = j.sums + (j.ngroups - 1) * kc;
+    if (pad) {
+        pad_job p = {.src = x, .dst = buf, .h = g->h, .w = g->w, .c = g->c, .hp = hp, .wp = wp,
+                     .top = g->pt, .left = g->pl};
+        tfe_parallel_for(g->n, 1, pad_images, &p);
+        j.xp = buf;
+    }
+    tfe_parallel_for(nslots, 1, dwd_slots, &j);
+    for (int64_t t = 0; t < j.ngroups - 1; t++)
+        for (int64_t i = 0; i < kc; i++) dw[i] += j.sums[t * kc + i];
+    tfe_free(buf, bytes);
+    return kn_poll();
+}
+
 /* The batched form: im2col of nb images in parallel over output rows, then
  * one GEMM (threaded by OpenBLAS). */
 static int64_t chunk_batches(const geom *g) {
@@ -958,8 +1032,9 @@ static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_te
     int64_t K = g.kh * g.kw * g.c, P = g.oh * g.ow;
     int64_t numel = tensor_numel(dx);
     if (numel == 0) return 0;
-    /* col2im accumulates; the pointwise GEMM overwrites */
-    if (!is_pointwise(&g) || P * g.co == 0) memset(tensor_data(dx), 0, (size_t)numel * es);
+    /* col2im accumulates; the pointwise GEMM and the direct pass overwrite */
+    bool overwrite = P * g.co != 0 && (is_pointwise(&g) || f32_direct_dx(f64, &g));
+    if (!overwrite) memset(tensor_data(dx), 0, (size_t)numel * es);
     if (P * g.co == 0) return 0;
     tfe_tensor *dyc = tensor_contiguous(dy), *wc = dyc ? tensor_contiguous(w) : NULL;
     if (!wc) goto fail;
@@ -1072,7 +1147,11 @@ static int grad_filter_into(const geom *gp, tfe_tensor *x, tfe_tensor *dy, tfe_t
     if (!dyc) goto fail;
     conv_job j = {.g = &g, .kind = CONV_DW, .f64 = f64, .es = es, .x = tensor_data(xc),
                   .dy = tensor_data(dyc)};
-    if (f32_path(f64, &g)) {
+    if (f32_direct_dw(f64, &g)) {
+        if (f32_grad_filter_direct(&g, (const float *)tensor_data(xc), (const float *)tensor_data(dyc),
+                                   (float *)tensor_data(dw)) < 0)
+            goto fail;
+    } else if (f32_path(f64, &g)) {
         if (f32_run(&g, CONV_DW, tensor_data(xc), NULL, tensor_data(dyc), tensor_data(dw)) < 0)
             goto fail;
     } else if (is_pointwise(&g)) {

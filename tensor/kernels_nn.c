@@ -534,8 +534,10 @@ static int conv_run(conv_job *j) {
 }
 
 /* ---- float32 passes on the register-tiled GEMM (tensor/sgemm_small.c) ----------
- * Where the CPU has AVX-512, float32 convs other than the pointwise ones run
- * here at every size. The batch is cut into chunks of output rows whose
+ * Where the CPU has AVX-512, float32 convs with 8 or more output channels,
+ * other than the pointwise ones, run here at every size, unless the direct
+ * passes below (no column matrix) take them. The batch is cut into chunks
+ * of output rows whose
  * column matrix (F32_COL elements) stays in L2 between its im2col and its
  * GEMM: a column matrix of the whole batch (19 MB for a 3x3x16 conv over a
  * CIFAR batch of 32) went through memory twice, and OpenBLAS's packing copies

@@ -9,6 +9,7 @@
 #include "tensor/kernels.h"
 #include "tensor/nn_grad.h"
 #include "tensor/ops.h"
+#include "tensor/sgemm_small.h"
 
 /* im2col works on batch chunks whose column matrix stays below this many
  * elements, so memory does not grow with the batch. */
@@ -180,8 +181,8 @@ static inline void tap_range(const geom *g, int64_t iw0, int64_t *b0, int64_t *b
 
 /* Output rows (n, oh_i) in [q0, q1) (q = n*oh + oh_i) -> col, whose first row
  * belongs to output row q0. */
-#define IM2COL(T)                                                                      \
-    static void im2col_##T(const geom *g, const char *xv, char *colv, int64_t q0,      \
+#define IM2COL(T, SUF, ATTR)                                                           \
+    ATTR static void im2col_##T##SUF(const geom *g, const char *xv, char *colv, int64_t q0, \
                            int64_t q1) {                                               \
         const T *x = (const T *)xv;                                                    \
         T *restrict d = (T *)colv;                                                     \
@@ -217,13 +218,15 @@ static inline void tap_range(const geom *g, int64_t iw0, int64_t *b0, int64_t *b
             }                                                                          \
         }                                                                              \
     }
-IM2COL(float)
-IM2COL(double)
+IM2COL(float, , )
+IM2COL(double, , )
+/* the float32 path's copies (run only where AVX-512 is, sgemm_small.h) */
+IM2COL(float, _avx512, F32_TARGET)
 
 /* dx[n] += col2im(col) for the output rows [q0, q1) that col holds (see
  * IM2COL). The caller owns the dx rows these windows touch. */
-#define COL2IM(T)                                                                      \
-    static void col2im_##T(const geom *g, const char *colv, char *dxv, int64_t q0,     \
+#define COL2IM(T, SUF, ATTR)                                                           \
+    ATTR static void col2im_##T##SUF(const geom *g, const char *colv, char *dxv, int64_t q0, \
                            int64_t q1) {                                               \
         const T *s = (const T *)colv;                                                  \
         T *dx = (T *)dxv;                                                              \
@@ -255,8 +258,9 @@ IM2COL(double)
             }                                                                          \
         }                                                                              \
     }
-COL2IM(float)
-COL2IM(double)
+COL2IM(float, , )
+COL2IM(double, , )
+COL2IM(float, _avx512, F32_TARGET)
 
 /* The transposed column matrix (K x M, M = the chunk's output positions),
  * used for inputs with few channels: row (kh, kw, c) holds that tap's input
@@ -417,8 +421,8 @@ typedef struct conv_job {
     char *out;                /* FWD: y; DX: dx (zeroed); DW: nslots accumulators */
     char *col;                /* nslots column buffers of colsz bytes */
     size_t colsz;
-    int64_t nb, nchunks, nslots;
-    int64_t next;             /* FWD, DX: next chunk to claim (atomic) */
+    int64_t nb, nchunks, nslots, ngroups;
+    int64_t next;             /* next chunk (FWD, DX) or group (DW) to claim (atomic) */
 } conv_job;
 
 /* One chunk (images [ch*nb, ...)) of a pass; DW adds into (or, first,
@@ -468,21 +472,23 @@ static void conv_chunk(const conv_job *j, int64_t ch, char *col, char *acc, bool
 }
 
 /* Tasks are slots: each has its own column buffer. FWD and DX claim chunks
- * dynamically (every output is written once). DW sums: slot s takes chunks
- * s, s + nslots, ... in order, so the sum does not depend on scheduling. */
+ * dynamically (every output is written once). DW sums: the slots claim the
+ * ngroups groups of consecutive chunks, each summed in order into its own
+ * accumulator, so the sum depends neither on scheduling nor on the thread
+ * count. */
 static void conv_slots(int64_t s0, int64_t s1, void *vctx) {
     conv_job *j = vctx;
     const geom *g = j->g;
     size_t accsz = (size_t)(g->kh * g->kw * g->c * g->co) * j->es;
+    (void)s1;
     if (j->kind == CONV_DW) {
-        for (int64_t s = s0; s < s1; s++) {
-            char *acc = j->out + s * accsz;
-            bool first = true;
-            for (int64_t ch = s; ch < j->nchunks && !tfe_interrupted; ch += j->nslots) {
-                conv_chunk(j, ch, j->col + s * j->colsz, acc, first);
-                first = false;
-            }
-            if (first) memset(acc, 0, accsz);
+        for (;;) {
+            int64_t t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+            if (t >= j->ngroups || tfe_interrupted) break;
+            char *acc = j->out + t * accsz;
+            int64_t c1 = (t + 1) * j->nchunks / j->ngroups;
+            for (int64_t ch = t * j->nchunks / j->ngroups; ch < c1 && !tfe_interrupted; ch++)
+                conv_chunk(j, ch, j->col + s0 * j->colsz, acc, ch == t * j->nchunks / j->ngroups);
         }
         return;
     }
@@ -502,25 +508,381 @@ static bool conv_plan(const geom *g, conv_job *j) {
     int64_t nslots = tfe_num_threads();
     int64_t nb = COL_TASK / col_img;
     if (nb > BLAS_ST_MNK / mnk_img) nb = BLAS_ST_MNK / mnk_img;
-    /* a few chunks per slot, for balance */
-    int64_t per_slot = (g->n + 4 * nslots - 1) / (4 * nslots);
-    if (nb > per_slot) nb = per_slot;
+    /* at least 8 chunks, for balance; never by the thread count, which
+     * would make the sums of DW depend on it */
+    int64_t most = (g->n + 7) / 8;
+    if (nb > most) nb = most;
     if (nb < 1) nb = 1;
     j->nb = nb;
     j->nchunks = (g->n + nb - 1) / nb;
-    j->nslots = nslots < j->nchunks ? nslots : j->nchunks;
+    j->ngroups = j->nchunks < 4 ? j->nchunks : 4;
+    int64_t ntasks = j->kind == CONV_DW ? j->ngroups : j->nchunks;
+    j->nslots = nslots < ntasks ? nslots : ntasks;
     j->colsz = (size_t)(nb * col_img) * j->es;
     j->next = 0;
     return true;
 }
 
-/* Runs a planned pass; j->out for DW must hold nslots accumulators. */
+/* Runs a planned pass; j->out for DW must hold ngroups accumulators. */
 static int conv_run(conv_job *j) {
     size_t bytes = j->colsz * (size_t)j->nslots;
     j->col = tfe_alloc(bytes);
     if (!j->col) return -1;
     tfe_parallel_for(j->nslots, 1, conv_slots, j);
     tfe_free(j->col, bytes);
+    return kn_poll();
+}
+
+/* ---- float32 passes on the register-tiled GEMM (tensor/sgemm_small.c) ----------
+ * Where the CPU has AVX-512, float32 convs with 8 or more output channels,
+ * other than the pointwise ones, run here at every size, unless the direct
+ * passes below (no column matrix) take them. The batch is cut into chunks
+ * of output rows whose
+ * column matrix (F32_COL elements) stays in L2 between its im2col and its
+ * GEMM: a column matrix of the whole batch (19 MB for a 3x3x16 conv over a
+ * CIFAR batch of 32) went through memory twice, and OpenBLAS's packing copies
+ * of it cost as much as the arithmetic. The chunks depend only on the shapes,
+ * never on the thread count, and tfe_sgemm_small sums each element in k order
+ * whatever the tiling, so every thread count gives the same bits:
+ * - forward: chunks are tasks (each writes its own output rows);
+ * - d/dx: dcol = dy @ w^T per chunk, then col2im into dx; an image's chunks
+ *   touch the same dx rows, so one task takes a whole image's chunks in order;
+ * - d/dw: F32_GROUPS fixed groups of consecutive chunks each accumulate
+ *   col^T @ dy into their own K x Cout sum (the GEMM adds into it, so a
+ *   group's sum runs over its rows in order); the group sums are added in
+ *   group order. */
+#define F32_COL 32768
+#define F32_GROUPS 4
+#define F32_SUM 32
+
+typedef struct f32_job {
+    const geom *g;
+    int kind;
+    const float *x, *w, *dy;  /* FWD: x, w; DX: dy, w^T (Cout x K); DW: x, dy */
+    float *out;               /* FWD: y; DX: dx (zeroed); DW: dw (group 0's sum) */
+    float *sums;              /* DW: the sums of groups 1, 2, ... */
+    float *col;               /* nslots buffers of colsz elements */
+    int64_t colsz;
+    int64_t nq, nb, cpi;      /* rows a chunk (nq < oh) or images a chunk (nb), chunks an image */
+    int64_t nchunks, ntasks;
+    int64_t next;             /* next task to claim (atomic) */
+} f32_job;
+
+/* Output rows [*q0, *q1) of chunk ch. */
+static void f32_chunk_rows(const f32_job *j, int64_t ch, int64_t *q0, int64_t *q1) {
+    const geom *g = j->g;
+    if (j->nb) {
+        *q0 = ch * j->nb * g->oh;
+        int64_t e = (ch + 1) * j->nb;
+        *q1 = (e < g->n ? e : g->n) * g->oh;
+    } else {
+        int64_t r = (ch % j->cpi) * j->nq;
+        *q0 = ch / j->cpi * g->oh + r;
+        *q1 = *q0 + (g->oh - r < j->nq ? g->oh - r : j->nq);
+    }
+}
+
+/* Task t's chunks [*c0, *c1). */
+static void f32_task_chunks(const f32_job *j, int64_t t, int64_t *c0, int64_t *c1) {
+    if (j->kind == CONV_DW) {
+        *c0 = t * j->nchunks / j->ntasks;
+        *c1 = (t + 1) * j->nchunks / j->ntasks;
+    } else if (j->kind == CONV_DX && !j->nb) {
+        *c0 = t * j->cpi;
+        *c1 = *c0 + j->cpi;
+    } else {
+        *c0 = t;
+        *c1 = t + 1;
+    }
+}
+
+static void f32_chunk(const f32_job *j, int64_t ch, float *col, float *acc, bool first) {
+    const geom *g = j->g;
+    int64_t K = g->kh * g->kw * g->c, q0, q1;
+    f32_chunk_rows(j, ch, &q0, &q1);
+    int64_t M = (q1 - q0) * g->ow, r0 = q0 * g->ow;
+    switch (j->kind) {
+    case CONV_FWD:
+        im2col_float_avx512(g, (const char *)j->x, (char *)col, q0, q1);
+        tfe_sgemm_small(M, g->co, K, col, K, 1, j->w, g->co, j->out + r0 * g->co, g->co, false);
+        break;
+    case CONV_DX:
+        tfe_sgemm_small(M, K, g->co, j->dy + r0 * g->co, g->co, 1, j->w, K, col, K, false);
+        col2im_float_avx512(g, (const char *)col, (char *)j->out, q0, q1);
+        break;
+    default: {
+        /* the chunk's sum of sums of F32_SUM rows, added into acc: the
+         * rounding error of a long sum stays as small as BLAS's blocked
+         * sums made it (the first chunk sums in acc itself) */
+        float *sum = first ? acc : col + j->colsz - K * g->co;
+        im2col_float_avx512(g, (const char *)j->x, (char *)col, q0, q1);
+        for (int64_t m0 = 0; m0 < M; m0 += F32_SUM)
+            tfe_sgemm_small(K, g->co, M - m0 < F32_SUM ? M - m0 : F32_SUM, col + m0 * K, 1, K,
+                            j->dy + (r0 + m0) * g->co, g->co, sum, g->co, m0 > 0);
+        if (!first)
+            for (int64_t i = 0; i < K * g->co; i++) acc[i] += sum[i];
+        break;
+    }
+    }
+}
+
+static void f32_slots(int64_t s0, int64_t s1, void *vctx) {
+    f32_job *j = vctx;
+    int64_t kc = j->g->kh * j->g->kw * j->g->c * j->g->co;
+    (void)s1;
+    for (;;) {
+        int64_t t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED), c0, c1;
+        if (t >= j->ntasks || tfe_interrupted) break;
+        f32_task_chunks(j, t, &c0, &c1);
+        float *acc = t == 0 ? j->out : j->sums + (t - 1) * kc;
+        for (int64_t ch = c0; ch < c1 && !tfe_interrupted; ch++)
+            f32_chunk(j, ch, j->col + s0 * j->colsz, acc, ch == c0);
+    }
+}
+
+/* Whether the float32 path takes this conv. */
+static bool f32_path(bool f64, const geom *g) {
+    int64_t K = g->kh * g->kw * g->c;
+    /* fewer than 8 output channels fill too little of a 16-wide vector: the
+     * chunked OpenBLAS passes with the transposed columns do better there */
+    return !f64 && !is_pointwise(g) && g->co >= 8 && K > 0 && g->oh * g->ow > 0 &&
+           tfe_sgemm_small_ok();
+}
+
+/* Runs one pass (out: y, zeroed dx or dw). */
+static int f32_run(const geom *g, int kind, const void *x, const void *w, const void *dy,
+                   void *out) {
+    int64_t K = g->kh * g->kw * g->c, rowk = g->ow * K;
+    f32_job j = {.g = g, .kind = kind, .x = x, .w = w, .dy = dy, .out = out};
+    /* d/dw's chunks are larger: each adds its K x Cout sum into the group's */
+    int64_t budget = kind == CONV_DW ? 4 * F32_COL : F32_COL;
+    if (g->oh * rowk <= budget) {
+        /* whole images a chunk, and at least 8 chunks for the threads */
+        int64_t nb = budget / (g->oh * rowk), most = (g->n + 7) / 8;
+        j.nb = nb < 1 ? 1 : nb > most ? most : nb;
+        j.nchunks = (g->n + j.nb - 1) / j.nb;
+        j.colsz = j.nb * g->oh * rowk;
+    } else {
+        j.nq = budget / rowk < 1 ? 1 : budget / rowk;
+        j.cpi = (g->oh + j.nq - 1) / j.nq;
+        j.nchunks = g->n * j.cpi;
+        j.colsz = j.nq * rowk;
+    }
+    j.ntasks = kind == CONV_DW ? (j.nchunks < F32_GROUPS ? j.nchunks : F32_GROUPS)
+             : kind == CONV_DX && !j.nb ? g->n : j.nchunks;
+    int64_t nslots = tfe_num_threads() < j.ntasks ? tfe_num_threads() : j.ntasks;
+    int64_t kc = K * g->co, nsums = kind == CONV_DW ? j.ntasks - 1 : 0;
+    if (kind == CONV_DW) j.colsz += kc; /* a chunk's sum after its columns */
+    size_t bytes = (size_t)(j.colsz * nslots + nsums * kc) * sizeof(float);
+    j.col = tfe_alloc(bytes);
+    if (!j.col) return -1;
+    j.sums = j.col + j.colsz * nslots;
+    tfe_parallel_for(nslots, 1, f32_slots, &j);
+    for (int64_t t = 0; t < nsums; t++)
+        for (int64_t i = 0; i < kc; i++) j.out[i] += j.sums[t * kc + i];
+    tfe_free(j.col, bytes);
+    return kn_poll();
+}
+
+/* ---- float32 direct passes: no column matrix at all ----------------------------
+ * With dilation 1 along the width, the column row of output position (oi, oj)
+ * is, filter row by filter row, kw*C contiguous inputs of the zero-padded
+ * image; tfe_sgemm_small_seg reads them there (one segment a filter row), so
+ * the forward pass needs only a padded copy of x, and sums each output in the
+ * column matrix's k order: the same bits as im2col + GEMM. The d/dx of a
+ * stride-1 conv is the forward conv of dy, padded by the filter's reach, with
+ * the filter flipped and its channels swapped; that replaces the
+ * (M x K) = dy @ w^T product and the col2im pass with one narrow GEMM; its
+ * sums are blocked by filter tap (Cout terms), as col2im's were, which keeps
+ * them as accurate. */
+
+typedef struct direct_job {
+    const float *src;         /* padded (N, hp, wp, cs) */
+    const float *w;           /* (kh, kw, cs, co) */
+    float *out;               /* (N, oh, ow, co) */
+    int64_t hp, wp, cs, kh, kw, dh, sh, sw, oh, ow, co;
+    int64_t kb;               /* the GEMM's sum blocks */
+} direct_job;
+
+static void direct_rows(int64_t q0, int64_t q1, void *vctx) {
+    const direct_job *d = vctx;
+    for (int64_t q = q0; q < q1 && !tfe_interrupted; q++) {
+        int64_t n = q / d->oh, oi = q % d->oh;
+        const float *a = d->src + ((n * d->hp + oi * d->sh) * d->wp) * d->cs;
+        tfe_sgemm_small_seg(d->ow, d->co, d->kh, d->kw * d->cs, d->dh * d->wp * d->cs, d->kb, a,
+                            d->sw * d->cs, 1, d->w, d->co, d->out + q * d->ow * d->co, d->co,
+                            false);
+    }
+}
+
+typedef struct pad_job {
+    const float *src;         /* (N, h, w, c) */
+    float *dst;               /* (N, hp, wp, c), src at (top, left), zeros around */
+    int64_t h, w, c, hp, wp, top, left;
+} pad_job;
+
+static void pad_images(int64_t n0, int64_t n1, void *vctx) {
+    const pad_job *p = vctx;
+    size_t row = (size_t)(p->wp * p->c);
+    for (int64_t n = n0; n < n1; n++) {
+        float *d = p->dst + (size_t)n * p->hp * row;
+        memset(d, 0, (size_t)p->top * row * sizeof(float));
+        for (int64_t i = 0; i < p->h; i++) {
+            float *r = d + (p->top + i) * row;
+            memset(r, 0, (size_t)(p->left * p->c) * sizeof(float));
+            memcpy(r + p->left * p->c, p->src + ((size_t)n * p->h + i) * p->w * p->c,
+                   (size_t)(p->w * p->c) * sizeof(float));
+            int64_t e = (p->left + p->w) * p->c;
+            memset(r + e, 0, (size_t)((int64_t)row - e) * sizeof(float));
+        }
+        int64_t below = p->hp - p->top - p->h;
+        memset(d + (p->top + p->h) * row, 0, (size_t)below * row * sizeof(float));
+    }
+}
+
+/* out = the valid, width-dilation-1 conv of src (N, h, w, cs) padded by
+ * (top, left) and zeros to (hp, wp), with w (kh, kw, cs, co), summed in
+ * blocks of kb (tfe_sgemm_small_seg). */
+static int direct_conv(const float *src, int64_t n, int64_t h, int64_t w, int64_t cs, int64_t top,
+                       int64_t left, int64_t hp, int64_t wp, const float *wv, int64_t kh,
+                       int64_t kw, int64_t dh, int64_t sh, int64_t sw, int64_t oh, int64_t ow,
+                       int64_t co, int64_t kb, float *out) {
+    float *pad = NULL;
+    size_t padb = 0;
+    if (top || left || hp != h || wp != w) {
+        padb = (size_t)(n * hp * wp * cs) * sizeof(float);
+        pad = tfe_alloc(padb);
+        if (!pad) return -1;
+        pad_job p = {.src = src, .dst = pad, .h = h, .w = w, .c = cs, .hp = hp, .wp = wp,
+                     .top = top, .left = left};
+        tfe_parallel_for(n, 1, pad_images, &p);
+        src = pad;
+    }
+    direct_job d = {.src = src, .w = wv, .out = out, .hp = hp, .wp = wp, .cs = cs, .kh = kh,
+                    .kw = kw, .dh = dh, .sh = sh, .sw = sw, .oh = oh, .ow = ow, .co = co, .kb = kb};
+    int64_t per = ow * kh * kw * cs * co, grain = per ? 4 * F32_COL * 16 / per : 1;
+    tfe_parallel_for(n * oh, grain < 1 ? 1 : grain, direct_rows, &d);
+    if (pad) tfe_free(pad, padb);
+    return kn_poll();
+}
+
+/* The padded extent of an input of size x read by an output of size o:
+ * at least the input with its leading pad, and all that the windows reach. */
+static int64_t padded(int64_t x, int64_t lead, int64_t o, int64_t s, int64_t k, int64_t d) {
+    int64_t reach = (o - 1) * s + (k - 1) * d + 1;
+    return x + lead > reach ? x + lead : reach;
+}
+
+static bool f32_direct_fwd(bool f64, const geom *g) { return f32_path(f64, g) && g->dw == 1; }
+
+static int f32_forward(const geom *g, const float *x, const float *w, float *y) {
+    return direct_conv(x, g->n, g->h, g->w, g->c, g->pt, g->pl,
+                       padded(g->h, g->pt, g->oh, g->sh, g->kh, g->dh),
+                       padded(g->w, g->pl, g->ow, g->sw, g->kw, 1), w, g->kh, g->kw, g->dh,
+                       g->sh, g->sw, g->oh, g->ow, g->co, 64, y);
+}
+
+/* d/dx as a forward conv: stride 1, width dilation 1, at least 8 input
+ * channels (the product's narrow side), and dy's padding not negative. */
+static bool f32_direct_dx(bool f64, const geom *g) {
+    return f32_path(f64, g) && g->sh == 1 && g->sw == 1 && g->dw == 1 && g->c >= 8 &&
+           g->pt <= (g->kh - 1) * g->dh && g->pl <= g->kw - 1 &&
+           (g->kh - 1) * g->dh - g->pt + g->oh <= g->h + (g->kh - 1) * g->dh &&
+           g->kw - 1 - g->pl + g->ow <= g->w + g->kw - 1;
+}
+
+static int f32_grad_input_direct(const geom *g, const float *dy, const float *w, float *dx) {
+    /* wf (kh, kw, Cout, Cin): w flipped in both filter axes, channels swapped */
+    int64_t K = g->kh * g->kw * g->c * g->co;
+    size_t wfb = (size_t)K * sizeof(float);
+    float *wf = tfe_alloc(wfb);
+    if (!wf) return -1;
+    for (int64_t a = 0; a < g->kh; a++)
+        for (int64_t b = 0; b < g->kw; b++) {
+            const float *s = w + ((g->kh - 1 - a) * g->kw + (g->kw - 1 - b)) * g->c * g->co;
+            float *d = wf + (a * g->kw + b) * g->co * g->c;
+            for (int64_t i = 0; i < g->c; i++)
+                for (int64_t o = 0; o < g->co; o++) d[o * g->c + i] = s[i * g->co + o];
+        }
+    int64_t top = (g->kh - 1) * g->dh - g->pt, left = g->kw - 1 - g->pl;
+    int rc = direct_conv(dy, g->n, g->oh, g->ow, g->co, top, left, g->h + (g->kh - 1) * g->dh,
+                         g->w + g->kw - 1, wf, g->kh, g->kw, g->dh, 1, 1, g->h, g->w, g->c,
+                         g->co, dx);
+    tfe_free(wf, wfb);
+    return rc;
+}
+
+/* d/dw without im2col: filter row a's block of dw (kw*C x Cout) gains
+ * A^T @ dy over each output row, A (ow x kw*C) read in the padded input as
+ * the forward pass reads it. Each chunk of output rows sums into its own
+ * K x Cout (row by row), added to its group's sum, as f32_run's d/dw does.
+ * Worth it where an output row is long (ow >= 16): each GEMM then sums ow
+ * terms before it adds into dw. */
+typedef struct dwd_job {
+    const geom *g;
+    const float *xp, *dy;     /* padded x (N, hp, wp, C), dy */
+    float *dw, *sums, *tmp;   /* dw (group 0), groups 1.., one chunk sum a slot */
+    int64_t hp, wp, rows, nchunks, ngroups;
+    int64_t next;             /* next group to claim (atomic) */
+} dwd_job;
+
+static bool f32_direct_dw(bool f64, const geom *g) {
+    return f32_path(f64, g) && g->dw == 1 && g->ow >= 16;
+}
+
+static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
+    dwd_job *j = vctx;
+    const geom *g = j->g;
+    int64_t seg = g->kw * g->c, kc = g->kh * seg * g->co, nq = g->n * g->oh;
+    (void)s1;
+    for (;;) {
+        int64_t t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (t >= j->ngroups || tfe_interrupted) break;
+        float *acc = t == 0 ? j->dw : j->sums + (t - 1) * kc;
+        int64_t c0 = t * j->nchunks / j->ngroups, c1 = (t + 1) * j->nchunks / j->ngroups;
+        for (int64_t ch = c0; ch < c1 && !tfe_interrupted; ch++) {
+            float *sum = ch == c0 ? acc : j->tmp + s0 * kc;
+            int64_t q0 = ch * j->rows, q1 = q0 + j->rows < nq ? q0 + j->rows : nq;
+            for (int64_t q = q0; q < q1; q++) {
+                int64_t n = q / g->oh, oi = q % g->oh;
+                for (int64_t a = 0; a < g->kh; a++) {
+                    const float *xr = j->xp + ((n * j->hp + oi * g->sh + a * g->dh) * j->wp) * g->c;
+                    tfe_sgemm_small(seg, g->co, g->ow, xr, 1, g->sw * g->c, j->dy + q * g->ow * g->co,
+                                    g->co, sum + a * seg * g->co, g->co, q > q0);
+                }
+            }
+            if (ch > c0)
+                for (int64_t i = 0; i < kc; i++) acc[i] += sum[i];
+        }
+    }
+}
+
+static int f32_grad_filter_direct(const geom *g, const float *x, const float *dy, float *dw) {
+    int64_t hp = padded(g->h, g->pt, g->oh, g->sh, g->kh, g->dh);
+    int64_t wp = padded(g->w, g->pl, g->ow, g->sw, g->kw, 1);
+    int64_t K = g->kh * g->kw * g->c, kc = K * g->co, nq = g->n * g->oh;
+    dwd_job j = {.g = g, .xp = x, .dy = dy, .dw = dw, .hp = hp, .wp = wp};
+    j.rows = F32_COL / (g->ow * K) < 1 ? 1 : F32_COL / (g->ow * K);
+    j.nchunks = (nq + j.rows - 1) / j.rows;
+    j.ngroups = j.nchunks < F32_GROUPS ? j.nchunks : F32_GROUPS;
+    int64_t nslots = tfe_num_threads() < j.ngroups ? tfe_num_threads() : j.ngroups;
+    bool pad = g->pt || g->pl || hp != g->h || wp != g->w;
+    size_t padn = pad ? (size_t)(g->n * hp * wp * g->c) : 0;
+    size_t bytes = (padn + (size_t)((j.ngroups - 1 + nslots) * kc)) * sizeof(float);
+    float *buf = tfe_alloc(bytes);
+    if (!buf) return -1;
+    j.sums = buf + padn;
+    j.tmp = j.sums + (j.ngroups - 1) * kc;
+    if (pad) {
+        pad_job p = {.src = x, .dst = buf, .h = g->h, .w = g->w, .c = g->c, .hp = hp, .wp = wp,
+                     .top = g->pt, .left = g->pl};
+        tfe_parallel_for(g->n, 1, pad_images, &p);
+        j.xp = buf;
+    }
+    tfe_parallel_for(nslots, 1, dwd_slots, &j);
+    for (int64_t t = 0; t < j.ngroups - 1; t++)
+        for (int64_t i = 0; i < kc; i++) dw[i] += j.sums[t * kc + i];
+    tfe_free(buf, bytes);
     return kn_poll();
 }
 
@@ -588,6 +950,11 @@ static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w,
              g->co, false, tensor_data(out), g->co);
         return 0;
     }
+    if (f32_direct_fwd(f64, g))
+        return f32_forward(g, (const float *)tensor_data(x), (const float *)tensor_data(w),
+                           (float *)tensor_data(out));
+    if (f32_path(f64, g))
+        return f32_run(g, CONV_FWD, tensor_data(x), tensor_data(w), NULL, tensor_data(out));
     conv_job j = {.g = g, .kind = CONV_FWD, .f64 = f64, .es = es, .x = tensor_data(x),
                   .w = tensor_data(w), .out = tensor_data(out)};
     if (conv_plan(g, &j)) return conv_run(&j);
@@ -667,14 +1034,30 @@ static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_te
     int64_t K = g.kh * g.kw * g.c, P = g.oh * g.ow;
     int64_t numel = tensor_numel(dx);
     if (numel == 0) return 0;
-    /* col2im accumulates; the pointwise GEMM overwrites */
-    if (!is_pointwise(&g) || P * g.co == 0) memset(tensor_data(dx), 0, (size_t)numel * es);
+    /* col2im accumulates; the pointwise GEMM and the direct pass overwrite */
+    bool overwrite = P * g.co != 0 && (is_pointwise(&g) || f32_direct_dx(f64, &g));
+    if (!overwrite) memset(tensor_data(dx), 0, (size_t)numel * es);
     if (P * g.co == 0) return 0;
     tfe_tensor *dyc = tensor_contiguous(dy), *wc = dyc ? tensor_contiguous(w) : NULL;
     if (!wc) goto fail;
     conv_job j = {.g = &g, .kind = CONV_DX, .f64 = f64, .es = es, .dy = tensor_data(dyc),
                   .w = tensor_data(wc), .out = tensor_data(dx)};
-    if (is_pointwise(&g)) {
+    if (f32_direct_dx(f64, &g)) {
+        if (f32_grad_input_direct(&g, (const float *)tensor_data(dyc),
+                                  (const float *)tensor_data(wc), (float *)tensor_data(dx)) < 0)
+            goto fail;
+    } else if (f32_path(f64, &g)) {
+        /* w^T (Cout x K), the B of dcol = dy @ w^T */
+        size_t wtb = (size_t)(K * g.co) * sizeof(float);
+        float *wt = tfe_alloc(wtb);
+        if (!wt) goto fail;
+        const float *wv = (const float *)tensor_data(wc);
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t o = 0; o < g.co; o++) wt[o * K + k] = wv[k * g.co + o];
+        int rc = f32_run(&g, CONV_DX, NULL, wt, tensor_data(dyc), tensor_data(dx));
+        tfe_free(wt, wtb);
+        if (rc < 0) goto fail;
+    } else if (is_pointwise(&g)) {
         /* dx = dy (N*P, Cout) @ W^T (Cout, Cin) */
         gemm(f64, false, true, g.n * P, K, g.co, tensor_data(dyc), g.co, tensor_data(wc), g.co,
              false, tensor_data(dx), K);
@@ -766,22 +1149,29 @@ static int grad_filter_into(const geom *gp, tfe_tensor *x, tfe_tensor *dy, tfe_t
     if (!dyc) goto fail;
     conv_job j = {.g = &g, .kind = CONV_DW, .f64 = f64, .es = es, .x = tensor_data(xc),
                   .dy = tensor_data(dyc)};
-    if (is_pointwise(&g)) {
+    if (f32_direct_dw(f64, &g)) {
+        if (f32_grad_filter_direct(&g, (const float *)tensor_data(xc), (const float *)tensor_data(dyc),
+                                   (float *)tensor_data(dw)) < 0)
+            goto fail;
+    } else if (f32_path(f64, &g)) {
+        if (f32_run(&g, CONV_DW, tensor_data(xc), NULL, tensor_data(dyc), tensor_data(dw)) < 0)
+            goto fail;
+    } else if (is_pointwise(&g)) {
         /* dW (Cin, Cout) = x^T (Cin, N*P) @ dy (N*P, Cout) */
         gemm(f64, true, false, K, g.co, g.n * P, tensor_data(xc), K, tensor_data(dyc), g.co, false,
              tensor_data(dw), g.co);
     } else if (conv_plan(&g, &j)) {
-        /* one accumulator per slot, summed in slot order afterwards */
+        /* one accumulator per group, summed in group order afterwards */
         size_t accsz = (size_t)(K * g.co) * es;
-        char *acc = tfe_alloc(accsz * (size_t)j.nslots);
+        char *acc = tfe_alloc(accsz * (size_t)j.ngroups);
         if (!acc) goto fail;
         j.out = acc;
         int rc = conv_run(&j);
         if (rc == 0) {
             memcpy(tensor_data(dw), acc, accsz);
-            add_slots(f64, tensor_data(dw), acc + accsz, j.nslots - 1, K * g.co);
+            add_slots(f64, tensor_data(dw), acc + accsz, j.ngroups - 1, K * g.co);
         }
-        tfe_free(acc, accsz * (size_t)j.nslots);
+        tfe_free(acc, accsz * (size_t)j.ngroups);
         if (rc < 0) goto fail;
     } else {
         int64_t nb = chunk_batches(&g);

@@ -1,0 +1,160 @@
+/* sgemm_small.c — float32 GEMM with AVX-512 register tiles that reads A and
+ * B where they lie (sgemm_small.h).
+ * Why: conv2d's products are tall and narrow (32768 x 144 by 144 x 16 for a
+ * 3x3x16 conv over a CIFAR batch). OpenBLAS packs both operands before its
+ * kernel runs, and with 16 output columns the packing copies (and the beta
+ * pass over C) cost about as much as the arithmetic. Here a tile of R rows of
+ * C by V vectors of 16 columns stays in registers while k runs: each step
+ * loads V vectors of B's row k and broadcasts R elements of A, so nothing is
+ * copied, and the narrow side (n, up to 64) fits one tile. The file is
+ * compiled for baseline x86-64; only these functions use AVX-512, and
+ * callers check tfe_sgemm_small_ok() first. */
+#include "tensor/sgemm_small.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+bool tfe_sgemm_small_ok(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return ok;
+}
+
+#define AVX512 __attribute__((target("avx512f")))
+#define SUM_BLOCK 64
+
+/* C = s, or C + s when add (R x V vectors, masks mk). */
+static inline __attribute__((always_inline)) AVX512 void store(const int R, const int V, float *c,
+                                                              int64_t ldc, const __mmask16 *mk,
+                                                              __m512 s[12][4], bool add) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) {
+            __m512 t = s[r][v];
+            if (add) t = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v), t);
+            _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], t);
+        }
+}
+
+/* One R x V tile: C rows [0, R), vectors [0, V) (mask mk[v] for vector v). */
+static inline __attribute__((always_inline)) AVX512 void tile(const int R, const int V, int64_t k,
+                                                             const float *a, int64_t ars, int64_t aks,
+                                                             const float *b, int64_t ldb, float *c,
+                                                             int64_t ldc, bool acc, const __mmask16 *mk,
+                                                             int64_t nseg, int64_t segstride,
+                                                             int64_t kb) {
+    __m512 s[12][4];
+    bool have = acc; /* C holds the running sum */
+    for (int64_t sg = 0; sg < nseg; sg++) {
+        const float *ak = a + sg * segstride;
+        for (int64_t k0 = 0; k0 < k; k0 += kb) {
+            int64_t k1 = k - k0 < kb ? k - k0 : kb;
+#pragma GCC unroll 12
+            for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_ps();
+            for (int64_t kk = 0; kk < k1; kk++, ak += aks, b += ldb) {
+                __m512 bv[4];
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++) bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
+#pragma GCC unroll 12
+                for (int r = 0; r < R; r++) {
+                    __m512 av = _mm512_set1_ps(ak[r * ars]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < V; v++) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
+                }
+            }
+            store(R, V, c, ldc, mk, s, have);
+            have = true;
+        }
+    }
+    if (!have) {
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_ps();
+        store(R, V, c, ldc, mk, s, false);
+    }
+}
+
+/* The rows of one column block of V vectors, R at a time (RMAX a tile). */
+#define ROWS(V, RMAX, ...)                                                                   \
+    AVX512 static void rows_v##V(int64_t m, int64_t k, const float *a, int64_t ars,          \
+                                 int64_t aks, const float *b, int64_t ldb, float *c,         \
+                                 int64_t ldc, bool acc, const __mmask16 *mk, int64_t nseg,   \
+                                 int64_t segstride, int64_t kb) {                            \
+        int64_t r0 = 0;                                                                      \
+        for (; r0 + RMAX <= m; r0 += RMAX)                                                   \
+            tile(RMAX, V, k, a + r0 * ars, ars, aks, b, ldb, c + r0 * ldc, ldc, acc, mk,     \
+                 nseg, segstride, kb);                                                       \
+        const float *ar = a + r0 * ars;                                                      \
+        float *cr = c + r0 * ldc;                                                            \
+        switch (m - r0) {                                                                    \
+            __VA_ARGS__                                                                      \
+        default: break;                                                                      \
+        }                                                                                    \
+    }
+#define REM(R, V) \
+    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk, nseg, segstride, kb); break;
+
+ROWS(1, 12, REM(1, 1) REM(2, 1) REM(3, 1) REM(4, 1) REM(5, 1) REM(6, 1) REM(7, 1) REM(8, 1)
+         REM(9, 1) REM(10, 1) REM(11, 1))
+ROWS(2, 8, REM(1, 2) REM(2, 2) REM(3, 2) REM(4, 2) REM(5, 2) REM(6, 2) REM(7, 2))
+ROWS(3, 6, REM(1, 3) REM(2, 3) REM(3, 3) REM(4, 3) REM(5, 3))
+ROWS(4, 6, REM(1, 4) REM(2, 4) REM(3, 4) REM(4, 4) REM(5, 4))
+
+AVX512 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                            int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
+                            bool acc) {
+    tfe_sgemm_small_seg(m, n, 1, k, 0, SUM_BLOCK, a, ars, aks, b, ldb, c, ldc, acc);
+}
+
+AVX512 void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen,
+                                int64_t segstride, int64_t kb, const float *a, int64_t ars,
+                                int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
+                                bool acc) {
+    int64_t k = seglen;
+    if (kb < 1) kb = 1;
+    if (m <= 0 || n <= 0) return;
+    /* column blocks of up to 64; B's block stays in cache over all rows */
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int64_t w = n - j0 < 64 ? n - j0 : 64;
+        int V = (int)((w + 15) / 16);
+        __mmask16 mk[4];
+        for (int v = 0; v < 4; v++) {
+            int64_t left = w - 16 * v;
+            mk[v] = left >= 16 ? (__mmask16)0xFFFF : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        }
+        const float *bj = b + j0;
+        float *cj = c + j0;
+        switch (V) {
+        case 1: rows_v1(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        case 2: rows_v2(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        case 3: rows_v3(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        default: rows_v4(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        }
+    }
+}
+
+#else
+
+bool tfe_sgemm_small_ok(void) { return false; }
+
+void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t aks,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, bool acc) {
+    (void)m, (void)n, (void)k, (void)a, (void)ars, (void)aks, (void)b, (void)ldb, (void)c,
+        (void)ldc, (void)acc;
+}
+
+void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t segstride,
+                         int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, bool acc) {
+    (void)m, (void)n, (void)nseg, (void)seglen, (void)segstride, (void)kb, (void)a, (void)ars, (void)aks,
+        (void)b, (void)ldb, (void)c, (void)ldc, (void)acc;
+}
+
+#endif

@@ -1,0 +1,39 @@
+/* sgemm_small.h — a float32 GEMM for products with a narrow side (the
+ * column matrices of conv2d), without BLAS's packing copies (sgemm_small.c). */
+#ifndef TFE_SGEMM_SMALL_H
+#define TFE_SGEMM_SMALL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Whether tfe_sgemm_small can run here (the CPU has AVX-512F). */
+bool tfe_sgemm_small_ok(void);
+
+/* C[r*ldc + j] (+)= sum_k A[r*ars + k*aks] * B[k*ldb + j] for r < m, j < n.
+ * The sum is blocked as BLAS's is, which keeps long sums accurate: each block
+ * of 64 consecutive k is summed from zero in k order with one fused
+ * multiply-add a term, and the block sums are added in order to C (acc) or
+ * to the first of them. So each element's value depends on neither m, n nor
+ * the tiling. A is read through strides (ars = lda, aks = 1: A; ars = 1,
+ * aks = lda: A^T).
+ * Only when tfe_sgemm_small_ok(). */
+void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t aks,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, bool acc);
+
+/* The same with k running over nseg segments of seglen: A's element (r, k)
+ * is a[r*ars + (k / seglen)*segstride + (k % seglen)*aks] (k = nseg*seglen);
+ * the blocks are of kb (not 64) and start again at each segment.
+ * A conv reads a padded image this way without im2col: rows are output
+ * positions, segments the filter rows. */
+void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t segstride,
+                         int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, bool acc);
+
+/* The attribute that compiles a function for the CPUs tfe_sgemm_small runs on. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define F32_TARGET __attribute__((target("avx512f")))
+#else
+#define F32_TARGET
+#endif
+
+#endif

@@ -19,6 +19,7 @@
 static __typeof__(cblas_sgemm) *p_sgemm;
 static __typeof__(cblas_dgemm) *p_dgemm;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void threads_init(void *h);
 
 /* LAPACK, from the same library (Debian's OpenBLAS ships it; configure
  * checks dgetrf_). Fortran calling convention: every argument by pointer,
@@ -62,6 +63,7 @@ static void load(void)
                         lapack_missing = lnames[k][t];
             }
             lapack_lib = names[i];
+            threads_init(h);
             return;
         }
         err = "cblas_sgemm/cblas_dgemm missing";
@@ -70,12 +72,74 @@ static void load(void)
     exit(1);
 }
 
+/* ---- threads per GEMM ----------------------------------------------------------
+ * OpenBLAS threads a GEMM once m*n*k passes its own small threshold (2^18),
+ * and on this 2-core machine a second thread does not pay until well above
+ * it: below, the hand-off and the sched_yield spin of the idle worker cost
+ * more than the half of the work it takes (docs/benchmarks.md, "GEMM
+ * threads"). So each GEMM gets its thread count from its size: one thread
+ * below GEMM_MT_MIN multiply-adds, all of them (TFE_NUM_THREADS, capped by
+ * OpenBLAS's own count) from there. openblas_set_num_threads is a store
+ * when the count goes down or back up to one started before (~4 ns), and it
+ * runs only when the count changes.
+ * The count is a process-wide setting of OpenBLAS, so only a thread outside
+ * a tfe_parallel_for changes it, while no other GEMM runs; a GEMM inside one
+ * (a conv chunk, the planned executor's concurrent pair) runs with the count
+ * set before it: the pair sets one thread first (tfe_blas_single_thread).
+ * The count is a function of the shape alone, so a GEMM gives the same bits
+ * eager, staged, alone or beside another (OpenBLAS's threaded and one-thread
+ * drivers block k differently for some shapes, so the count matters). */
+#define GEMM_MT_MIN ((int64_t)1 << 23)
+
+static void (*p_set_threads)(int);
+static int max_threads = 1, cur_threads = 1;
+static int64_t mt_min = GEMM_MT_MIN;
+
+static void threads_init(void *h)
+{
+    p_set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    int (*get)(void) = (int (*)(void))dlsym(h, "openblas_get_num_threads");
+    if (!p_set_threads || !get) return; /* another BLAS: its own threads */
+    max_threads = get();
+    if (max_threads > tfe_num_threads()) max_threads = tfe_num_threads();
+    if (max_threads < 1) max_threads = 1;
+    const char *e = getenv("TFE_GEMM_MT_MIN");
+    if (e && *e) mt_min = strtoll(e, NULL, 10);
+    p_set_threads(max_threads);
+    cur_threads = max_threads;
+}
+
+static void set_threads(int t)
+{
+    if (t == cur_threads || !p_set_threads) return;
+    p_set_threads(t);
+    cur_threads = t;
+}
+
+int tfe_blas_gemm_threads(int64_t m, int64_t n, int64_t k)
+{
+    pthread_once(&once, load);
+    return (double)m * (double)n * (double)k >= (double)mt_min ? max_threads : 1;
+}
+
+static void gemm_threads(int64_t m, int64_t n, int64_t k)
+{
+    if (!tfe_in_parallel()) set_threads(tfe_blas_gemm_threads(m, n, k));
+}
+
+void tfe_blas_single_thread(void)
+{
+    pthread_once(&once, load);
+    if (!tfe_in_parallel()) set_threads(1);
+}
+
 void tfe_blas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const enum CBLAS_TRANSPOSE tb, const blasint m, const blasint n, const blasint k,
                     const float alpha, const float *a, const blasint lda, const float *b,
                     const blasint ldb, const float beta, float *c, const blasint ldc)
 {
     pthread_once(&once, load);
+    gemm_threads(m, n, k);
     p_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -85,6 +149,7 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const blasint ldb, const double beta, double *c, const blasint ldc)
 {
     pthread_once(&once, load);
+    gemm_threads(m, n, k);
     p_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -19,6 +19,13 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const double alpha, const double *a, const blasint lda, const double *b,
                     const blasint ldb, const double beta, double *c, const blasint ldc);
 
+/* The OpenBLAS threads a GEMM of m x k by k x n gets (tensor/blas.c): 1
+ * below a size, else all (TFE_NUM_THREADS, at most OpenBLAS's own count). */
+int tfe_blas_gemm_threads(int64_t m, int64_t n, int64_t k);
+/* Before GEMMs run inside a tfe_parallel_for: one OpenBLAS thread each
+ * (they then must be GEMMs tfe_blas_gemm_threads gives 1). */
+void tfe_blas_single_thread(void);
+
 /* LAPACK from the same library, for float32 (s...) or float64 (d...) by dt;
  * matrices column-major, n x n, leading dimension n; pivots 1-based. Each
  * returns -1 with the error set (naming op) when the library loaded has no

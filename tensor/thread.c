@@ -68,6 +68,8 @@ static void init_pool(void) {
     nthreads = started;
 }
 
+int tfe_in_parallel(void) { return in_parallel; }
+
 int tfe_num_threads(void) {
     if (!nthreads) init_pool();
     return nthreads;

@@ -89,7 +89,7 @@ static void load(void)
  * The count is a function of the shape alone, so a GEMM gives the same bits
  * eager, staged, alone or beside another (OpenBLAS's threaded and one-thread
  * drivers block k differently for some shapes, so the count matters). */
-#define GEMM_MT_MIN ((int64_t)1 << 23)
+#define GEMM_MT_MIN ((int64_t)1 << 24)
 
 static void (*p_set_threads)(int);
 static int max_threads = 1, cur_threads = 1;

@@ -73,27 +73,27 @@ static void load(void)
 }
 
 /* ---- threads per GEMM ----------------------------------------------------------
- * OpenBLAS threads a GEMM once m*n*k passes its own small threshold (2^18),
- * and on this 2-core machine a second thread does not pay until well above
- * it: below, the hand-off and the sched_yield spin of the idle worker cost
- * more than the half of the work it takes (docs/benchmarks.md, "GEMM
- * threads"). So each GEMM gets its thread count from its size: one thread
- * below GEMM_MT_MIN multiply-adds, all of them (TFE_NUM_THREADS, capped by
- * OpenBLAS's own count) from there. openblas_set_num_threads is a store
- * when the count goes down or back up to one started before (~4 ns), and it
- * runs only when the count changes.
+ * OpenBLAS threads a GEMM once m*n*k passes its own small threshold (2^18).
+ * On this 2-core machine a second thread pays only from a few million
+ * multiply-adds (docs/benchmarks.md, "GEMM threads and concurrent pairs"):
+ * below, the hand-off and the sched_yield spin of the idle worker, which
+ * takes the core the tfe pool needs next, cost more than it saves. So each
+ * GEMM gets its thread count from its size: one thread up to GEMM_MT_MAX1
+ * multiply-adds (a 64x256x256 GEMM), all of them above (TFE_NUM_THREADS,
+ * capped by OpenBLAS's own count). openblas_set_num_threads is a store when
+ * the count goes down or back up (~4 ns), and it runs only on a change.
  * The count is a process-wide setting of OpenBLAS, so only a thread outside
  * a tfe_parallel_for changes it, while no other GEMM runs; a GEMM inside one
- * (a conv chunk, the planned executor's concurrent pair) runs with the count
- * set before it: the pair sets one thread first (tfe_blas_single_thread).
+ * (a conv chunk, a batched matmul's share, the planned executor's concurrent
+ * pair) runs with the count set before it (tfe_blas_single_thread).
  * The count is a function of the shape alone, so a GEMM gives the same bits
- * eager, staged, alone or beside another (OpenBLAS's threaded and one-thread
- * drivers block k differently for some shapes, so the count matters). */
-#define GEMM_MT_MIN ((int64_t)1 << 24)
+ * eager, staged, alone or beside another: OpenBLAS's threaded driver blocks
+ * k differently from its one-thread driver for some shapes, so it matters. */
+#define GEMM_MT_MAX1 ((int64_t)1 << 22)
 
 static void (*p_set_threads)(int);
 static int max_threads = 1, cur_threads = 1;
-static int64_t mt_min = GEMM_MT_MIN;
+static int64_t mt_max1 = GEMM_MT_MAX1;
 
 static void threads_init(void *h)
 {
@@ -103,8 +103,8 @@ static void threads_init(void *h)
     max_threads = get();
     if (max_threads > tfe_num_threads()) max_threads = tfe_num_threads();
     if (max_threads < 1) max_threads = 1;
-    const char *e = getenv("TFE_GEMM_MT_MIN");
-    if (e && *e) mt_min = strtoll(e, NULL, 10);
+    const char *e = getenv("TFE_GEMM_MT_MAX1"); /* for measuring the crossover */
+    if (e && *e) mt_max1 = strtoll(e, NULL, 10);
     p_set_threads(max_threads);
     cur_threads = max_threads;
 }
@@ -119,7 +119,7 @@ static void set_threads(int t)
 int tfe_blas_gemm_threads(int64_t m, int64_t n, int64_t k)
 {
     pthread_once(&once, load);
-    return (double)m * (double)n * (double)k >= (double)mt_min ? max_threads : 1;
+    return (double)m * (double)n * (double)k > (double)mt_max1 ? max_threads : 1;
 }
 
 static void gemm_threads(int64_t m, int64_t n, int64_t k)

@@ -9,7 +9,6 @@
 #include "graph/exec_dist.h"
 #include "graph/host.h"
 #include "tensor/device.h"
-#include "tensor/blas.h"
 #include "tensor/fused.h"
 #include "tensor/kernels.h"
 #include "graph/plan.h"
@@ -453,8 +452,7 @@ static int run_pair(GRun *x, int i, int j)
         pr.rc[t] = 0;
         pr.msg[t][0] = 0;
     }
-    tfe_blas_single_thread();
-    tfe_parallel_for(2, 1, pair_task, &pr);
+    tfe_parallel_for(2, 1, pair_task, &pr); /* one OpenBLAS thread in each */
     for (int t = 0; t < 2; t++) {
         if (pr.rc[t] == 1) pr.rc[t] = c[t]->kernel(&pr.call[t]);
         else if (pr.rc[t]) tfe_error_set("%s", pr.msg[t]);

@@ -85,7 +85,9 @@ static void load(void)
  * The count is a process-wide setting of OpenBLAS, so only a thread outside
  * a tfe_parallel_for changes it, while no other GEMM runs; a GEMM inside one
  * (a conv chunk, a batched matmul's share, the planned executor's concurrent
- * pair) runs with the count set before it (tfe_blas_single_thread).
+ * pair) runs with one thread: tfe_parallel_for sets it before it wakes the
+ * pool (tfe_blas_pool_enter), so such a GEMM's bits never depend on which
+ * GEMM ran before.
  * The count is a function of the shape alone, so a GEMM gives the same bits
  * eager, staged, alone or beside another: OpenBLAS's threaded driver blocks
  * k differently from its one-thread driver for some shapes, so it matters. */
@@ -105,8 +107,8 @@ static void threads_init(void *h)
     if (max_threads < 1) max_threads = 1;
     const char *e = getenv("TFE_GEMM_MT_MAX1"); /* for measuring the crossover */
     if (e && *e) mt_max1 = strtoll(e, NULL, 10);
-    p_set_threads(max_threads);
-    cur_threads = max_threads;
+    cur_threads = tfe_in_parallel() ? 1 : max_threads; /* loaded by a GEMM in a pool task: one */
+    p_set_threads(cur_threads);
 }
 
 static void set_threads(int t)
@@ -127,10 +129,11 @@ static void gemm_threads(int64_t m, int64_t n, int64_t k)
     if (!tfe_in_parallel()) set_threads(tfe_blas_gemm_threads(m, n, k));
 }
 
-void tfe_blas_single_thread(void)
+void tfe_blas_pool_enter(void)
 {
-    pthread_once(&once, load);
-    if (!tfe_in_parallel()) set_threads(1);
+    /* p_set_threads and cur_threads are written by load, under the once,
+     * and by threads outside the pool; this runs outside it */
+    if (p_set_threads && !tfe_in_parallel()) set_threads(1);
 }
 
 void tfe_blas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,

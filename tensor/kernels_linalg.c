@@ -178,8 +178,7 @@ static int matmul_blas(tfe_tensor *o, tfe_tensor *a, tfe_tensor *b) {
          * below would make, with the same one thread: the same bits. */
         const batch_job j = {dt, ta, tb, m, n, k, lda, ldb, esz, br, bshape, bsa, bsb, pa, pb, po};
         int64_t grain = (int64_t)(BATCH_PAR_MIN / 4 / mnk) + 1;
-        tfe_blas_single_thread();
-        tfe_parallel_for(nb, grain, batch_range, (void *)&j);
+        tfe_parallel_for(nb, grain, batch_range, (void *)&j); /* one OpenBLAS thread in each */
         return kn_poll();
     }
     int64_t idx[TFE_MAX_RANK] = {0};

@@ -11,6 +11,7 @@
 #include "tensor/device.h"
 #include "tensor/fused.h"
 #include "tensor/profile.h"
+#include "tensor/kernels.h"
 #include "graph/plan.h"
 #include "util/xalloc.h"
 
@@ -467,14 +468,79 @@ static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n)
     return o;
 }
 
+/* A concurrent pair (graph/sched.c): two matmuls, one per thread, each
+ * GEMM with one OpenBLAS thread. On the pool they run kn_matmul_direct,
+ * which allocates nothing and leaves refcounts alone (neither is
+ * thread-safe); one that needs a copy (rc 1) runs its kernel here after. */
+typedef struct Pair {
+    tfe_opcall call[2];
+    int rc[2];
+    char msg[2][256];
+} Pair;
+
+static void pair_task(int64_t b, int64_t e, void *ctx)
+{
+    Pair *pr = ctx;
+    for (int64_t t = b; t < e; t++) {
+        pr->rc[t] = kn_matmul_direct(&pr->call[t]);
+        if (pr->rc[t] < 0) snprintf(pr->msg[t], sizeof pr->msg[t], "%s", tfe_error_msg());
+    }
+}
+
+static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n);
+
+/* Runs code[i] and code[j] (i < j) at once; errors reported in program
+ * order: i's first. */
+static int run_pair(GRun *x, int i, int j)
+{
+    PInstr *c[2] = {&x->plan->code[i], &x->plan->code[j]};
+    GNode *n[2] = {&x->g->nodes[c[0]->node], &x->g->nodes[c[1]->node]};
+    tfe_tensor *in[2][2], *out[2] = {NULL, NULL};
+    Pair pr;
+    for (int t = 0; t < 2; t++) {
+        x->nops++;
+        in[t][0] = x->v[c[t]->in[0]];
+        in[t][1] = x->v[c[t]->in[1]];
+        out[t] = plan_output(x, c[t], n[t]);
+        if (!out[t]) {
+            if (t) tensor_decref(out[0]);
+            return node_error(x, n[t], tfe_error_msg());
+        }
+        pr.call[t] = (tfe_opcall){.op = n[t]->op, .nin = 2, .nout = 1, .in = in[t], .at = n[t]->at, .out = &out[t]};
+        pr.rc[t] = 0;
+        pr.msg[t][0] = 0;
+    }
+    tfe_parallel_for(2, 1, pair_task, &pr); /* one OpenBLAS thread in each */
+    for (int t = 0; t < 2; t++) {
+        if (pr.rc[t] == 1) pr.rc[t] = c[t]->kernel(&pr.call[t]);
+        else if (pr.rc[t]) tfe_error_set("%s", pr.msg[t]);
+        if (pr.rc[t]) {
+            tensor_decref(out[0]);
+            tensor_decref(out[1]);
+            return node_error(x, n[t], tfe_error_msg());
+        }
+    }
+    grun_set(x, c[0]->out, out[0]);
+    grun_set(x, c[1]->out, out[1]);
+    return 0;
+}
+
 int grun_plan(GRun *x)
 {
     ExecPlan *p = x->g->plan;
+    /* pairs run concurrently only from outside the pool (a run inside a
+     * parallel chunk runs in order) */
+    bool pairs = p->npairs && !tfe_in_parallel();
     for (int i = 0; i < p->ncode; i++) {
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
         if (x->coll) grun_coll_step(x, n); /* Open MPI moves requests in flight only inside MPI calls */
         int64_t pt0 = prof_hooked ? prof_now() : 0, pa0 = pt0 ? tfe_prof_alloc_total() : 0;
+        if (pairs && c->pair) {
+            if (c->pair - 1 > i) continue; /* delayed to its partner's place */
+            if (run_pair(x, c->pair - 1, i)) return -1;
+            continue;
+        }
         if (c->kind == PI_NODE) {
             if (grun_node(x, c->node)) return -1;
             if (pt0 && prof_recording) prof_complete(PROF_PLAN, node_name(n), pt0, NULL, tfe_prof_alloc_total() - pa0, -1);

@@ -6,7 +6,8 @@
  * get no plan), a variable read (assign keeps a variable's dtype and shape),
  * or the result of a kernel op or fused group whose inputs are all static.
  * Host results, random draws, views and what conds and whiles make are not
- * assumed static: they run through the node walker, which infers and checks.
+ * assumed static: they run through the node walker, which infers and checks
+ * (a view of static values is static, though it runs through the walker).
  *
  * Arena: a value is planned when an op of the top region makes it (not a
  * view, not a data-dependent shape, not a random draw), its shape is fully
@@ -26,6 +27,7 @@
 #include "graph/host.h"
 #include "graph/plan.h"
 #include "util/buf.h"
+#include "graph/sched.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
@@ -64,6 +66,15 @@ static bool fused_in_place_ok(const GNode *n)
     return p && !p->red && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
 }
 
+/* A view of static values: its shape follows from theirs and its attributes,
+ * so it is static too, and its readers can be kernel instructions (the
+ * transposes autodiff puts before the gradient matmuls). */
+static bool view_of_static(const GNode *n, bool ins_static)
+{
+    unsigned f = n->kind == G_OP ? tfe_ops[n->op].flags : 0;
+    return ins_static && n->nout == 1 && (f & F_VIEW) && !(f & (F_SELFOUT | F_RANDOM | F_COLLECTIVE)) &&
+           meta_known(&n->meta[0]);
+}
 
 /* The instruction list of the top region; stat[slot]: the value's shape is
  * the traced one at every call. */
@@ -89,6 +100,7 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
             stat[n->vbase] = meta_known(&n->meta[0]);
             break;
         case G_OP: case G_FUSED:
+            if (view_of_static(n, ins_static)) stat[n->vbase] = true; /* it still runs as a node */
             if (!ins_static || !plannable_op(n) || !known[n->vbase]) break;
             stat[n->vbase] = true;
             c->kind = n->kind == G_FUSED ? PI_FUSED : PI_KERNEL;
@@ -200,6 +212,7 @@ ExecPlan *exec_plan_build(const Graph *g)
     free(freeb);
     free(last);
     free(ok);
+    sched_pairs(p, g); /* knows the arena: it keeps pairs off shared blocks */
     return p;
 }
 

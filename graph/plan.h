@@ -26,6 +26,9 @@ typedef struct PInstr {
     tfe_kernel_fn kernel; /* PI_KERNEL */
     tfe_tensor *view;     /* the output's place in the arena, made at the first run
                              and kept (owned), or NULL: a new tensor per run */
+    int pair;             /* 1 + the index of the instruction this one runs at the
+                             same time as (graph/sched.c), or 0; the earlier of
+                             the two is delayed to the later's place */
 } PInstr;
 
 typedef struct ExecPlan {
@@ -38,6 +41,7 @@ typedef struct ExecPlan {
     size_t sum_bytes;     /* what the planned values would take one by one */
     int nplanned;
     int ninplace;         /* planned values that took the place of a dead input */
+    int npairs;           /* concurrent pairs (graph/sched.c) */
     tfe_tensor *arena;    /* made at the first run, kept for the next (owned) */
     bool busy;            /* a run uses it (a run inside a run allocates as usual) */
 } ExecPlan;

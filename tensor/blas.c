@@ -19,6 +19,7 @@
 static __typeof__(cblas_sgemm) *p_sgemm;
 static __typeof__(cblas_dgemm) *p_dgemm;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void threads_init(void *h);
 
 /* LAPACK, from the same library (Debian's OpenBLAS ships it; configure
  * checks dgetrf_). Fortran calling convention: every argument by pointer,
@@ -62,6 +63,7 @@ static void load(void)
                         lapack_missing = lnames[k][t];
             }
             lapack_lib = names[i];
+            threads_init(h);
             return;
         }
         err = "cblas_sgemm/cblas_dgemm missing";
@@ -70,12 +72,77 @@ static void load(void)
     exit(1);
 }
 
+/* ---- threads per GEMM ----------------------------------------------------------
+ * OpenBLAS threads a GEMM once m*n*k passes its own small threshold (2^18).
+ * On this 2-core machine a second thread pays only from a few million
+ * multiply-adds (docs/benchmarks.md, "GEMM threads and concurrent pairs"):
+ * below, the hand-off and the sched_yield spin of the idle worker, which
+ * takes the core the tfe pool needs next, cost more than it saves. So each
+ * GEMM gets its thread count from its size: one thread up to GEMM_MT_MAX1
+ * multiply-adds (a 64x256x256 GEMM), all of them above (TFE_NUM_THREADS,
+ * capped by OpenBLAS's own count). openblas_set_num_threads is a store when
+ * the count goes down or back up (~4 ns), and it runs only on a change.
+ * The count is a process-wide setting of OpenBLAS, so only a thread outside
+ * a tfe_parallel_for changes it, while no other GEMM runs; a GEMM inside one
+ * (a conv chunk, a batched matmul's share, the planned executor's concurrent
+ * pair) runs with one thread: tfe_parallel_for sets it before it wakes the
+ * pool (tfe_blas_pool_enter), so such a GEMM's bits never depend on which
+ * GEMM ran before.
+ * The count is a function of the shape alone, so a GEMM gives the same bits
+ * eager, staged, alone or beside another: OpenBLAS's threaded driver blocks
+ * k differently from its one-thread driver for some shapes, so it matters. */
+#define GEMM_MT_MAX1 ((int64_t)1 << 22)
+
+static void (*p_set_threads)(int);
+static int max_threads = 1, cur_threads = 1;
+static int64_t mt_max1 = GEMM_MT_MAX1;
+
+static void threads_init(void *h)
+{
+    p_set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    int (*get)(void) = (int (*)(void))dlsym(h, "openblas_get_num_threads");
+    if (!p_set_threads || !get) return; /* another BLAS: its own threads */
+    max_threads = get();
+    if (max_threads > tfe_num_threads()) max_threads = tfe_num_threads();
+    if (max_threads < 1) max_threads = 1;
+    const char *e = getenv("TFE_GEMM_MT_MAX1"); /* for measuring the crossover */
+    if (e && *e) mt_max1 = strtoll(e, NULL, 10);
+    cur_threads = tfe_in_parallel() ? 1 : max_threads; /* loaded by a GEMM in a pool task: one */
+    p_set_threads(cur_threads);
+}
+
+static void set_threads(int t)
+{
+    if (t == cur_threads || !p_set_threads) return;
+    p_set_threads(t);
+    cur_threads = t;
+}
+
+int tfe_blas_gemm_threads(int64_t m, int64_t n, int64_t k)
+{
+    pthread_once(&once, load);
+    return (double)m * (double)n * (double)k > (double)mt_max1 ? max_threads : 1;
+}
+
+static void gemm_threads(int64_t m, int64_t n, int64_t k)
+{
+    if (!tfe_in_parallel()) set_threads(tfe_blas_gemm_threads(m, n, k));
+}
+
+void tfe_blas_pool_enter(void)
+{
+    /* p_set_threads and cur_threads are written by load, under the once,
+     * and by threads outside the pool; this runs outside it */
+    if (p_set_threads && !tfe_in_parallel()) set_threads(1);
+}
+
 void tfe_blas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const enum CBLAS_TRANSPOSE tb, const blasint m, const blasint n, const blasint k,
                     const float alpha, const float *a, const blasint lda, const float *b,
                     const blasint ldb, const float beta, float *c, const blasint ldc)
 {
     pthread_once(&once, load);
+    gemm_threads(m, n, k);
     p_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -85,6 +152,7 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const blasint ldb, const double beta, double *c, const blasint ldc)
 {
     pthread_once(&once, load);
+    gemm_threads(m, n, k);
     p_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

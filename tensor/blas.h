@@ -19,6 +19,13 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const double alpha, const double *a, const blasint lda, const double *b,
                     const blasint ldb, const double beta, double *c, const blasint ldc);
 
+/* The OpenBLAS threads a GEMM of m x k by k x n gets (tensor/blas.c): 1
+ * below a size, else all (TFE_NUM_THREADS, at most OpenBLAS's own count). */
+int tfe_blas_gemm_threads(int64_t m, int64_t n, int64_t k);
+/* tfe_parallel_for calls it before it wakes the pool: GEMMs inside pool
+ * tasks run on one OpenBLAS thread each. It does not load OpenBLAS. */
+void tfe_blas_pool_enter(void);
+
 /* LAPACK from the same library, for float32 (s...) or float64 (d...) by dt;
  * matrices column-major, n x n, leading dimension n; pivots 1-based. Each
  * returns -1 with the error set (naming op) when the library loaded has no

@@ -51,5 +51,10 @@ double kn_sum_f64(const double *x, int64_t n);
  * ta/tb: A/B are stored transposed (A is k x m with lda >= m). */
 int kn_gemm(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
             int64_t lda, const void *b, int64_t ldb, void *c, int64_t ldc, bool accumulate);
+/* k_matmul without copies: operands of the output's dtype, handed to GEMM
+ * as they lie. It allocates nothing and changes no refcount, so a pool
+ * thread may run it (the planned executor's concurrent pairs, graph/sched.c).
+ * 0, -1 with the error set, or 1: it needs k_matmul (a copy). */
+int kn_matmul_direct(const tfe_opcall *c);
 
 #endif

@@ -107,18 +107,43 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int6
 
 static int matmul_half(const tfe_opcall *c);
 
-int k_matmul(const tfe_opcall *c) {
-    tfe_tensor *o = c->out[0];
-    tfe_dtype dt = o->dtype;
-    if (dt >= TFE_FLOAT16) return matmul_half(c);
-    int64_t esz = (int64_t)dtype_size(dt);
-    /* only a dtype change copies here; strided views go to BLAS as they are */
-    tfe_tensor *a = c->in[0], *b = c->in[1];
-    a = a->dtype == dt ? (tensor_incref(a), a) : kn_contig_as(a, dt);
-    b = b->dtype == dt ? (tensor_incref(b), b) : kn_contig_as(b, dt);
-    int rc = -1;
-    if (!a || !b) goto done;
+/* A batch of GEMMs split over the pool: worth a hand-off (~20 µs) from
+ * about 2^20 multiply-adds in all. */
+#define BATCH_PAR_MIN 1048576.0
 
+typedef struct batch_job {
+    tfe_dtype dt;
+    bool ta, tb;
+    int64_t m, n, k, lda, ldb, esz;
+    int br;
+    const int64_t *bshape, *bsa, *bsb;
+    const char *pa, *pb;
+    char *po;
+} batch_job;
+
+static void batch_range(int64_t b, int64_t e, void *ctx) {
+    const batch_job *j = ctx;
+    for (int64_t t = b; t < e && !tfe_interrupted; t++) {
+        int64_t oa = 0, ob = 0, r = t;
+        for (int i = j->br - 1; i >= 0; i--) {
+            int64_t q = r % j->bshape[i];
+            r /= j->bshape[i];
+            oa += q * j->bsa[i];
+            ob += q * j->bsb[i];
+        }
+        /* the dtype is one kn_gemm takes: it cannot fail */
+        kn_gemm(j->dt, j->ta, j->tb, j->m, j->n, j->k, j->pa + oa, j->lda, j->pb + ob, j->ldb,
+                j->po + t * j->m * j->n * j->esz, j->n, false);
+    }
+}
+
+/* o = a @ b, all three of o's dtype, through GEMM on the operands as they
+ * lie: 0, -1 with the error set, or 1 when a layout needs a copy first.
+ * It allocates nothing and leaves every refcount alone, so a pool thread may
+ * run it (kn_matmul_direct). */
+static int matmul_blas(tfe_tensor *o, tfe_tensor *a, tfe_tensor *b) {
+    tfe_dtype dt = o->dtype;
+    int64_t esz = (int64_t)dtype_size(dt);
     /* operands as (batch..., m, k) and (batch..., k, n) */
     int64_t m = a->rank >= 2 ? a->shape[a->rank - 2] : 1, k = a->shape[a->rank - 1];
     int64_t n = b->rank >= 2 ? b->shape[b->rank - 1] : 1;
@@ -134,36 +159,29 @@ int k_matmul(const tfe_opcall *c) {
         if (ia >= 0 && a->shape[ia] != 1) bsa[i] = a->strides[ia];
         if (ib >= 0 && b->shape[ib] != 1) bsb[i] = b->strides[ib];
     }
-    if (m * n == 0 || nb == 0) {
-        rc = 0;
-        goto done;
-    }
+    if (m * n == 0 || nb == 0) return 0;
     bool ta, tb;
     int64_t lda, ldb;
-    tfe_tensor *ac = NULL, *bc = NULL;
-    if (!blas_layout(m, k, sam, sak, esz, &ta, &lda) || !blas_layout(k, n, sbk, sbn, esz, &tb, &ldb)) {
-        /* an awkward view: fall back to contiguous copies */
-        ac = tensor_contiguous(a);
-        bc = ac ? tensor_contiguous(b) : NULL;
-        if (!bc) {
-            tensor_decref(ac);
-            goto done;
-        }
-        tfe_opcall c2 = *c;
-        tfe_tensor *in2[2] = {ac, bc};
-        c2.in = in2;
-        rc = k_matmul(&c2);
-        tensor_decref(ac);
-        tensor_decref(bc);
-        goto done;
-    }
+    if (!blas_layout(m, k, sam, sak, esz, &ta, &lda) || !blas_layout(k, n, sbk, sbn, esz, &tb, &ldb))
+        return 1;
     if (k == 0) {
         memset(tensor_data(o), 0, (size_t)(nb * m * n * esz));
-        rc = 0;
-        goto done;
+        return 0;
+    }
+    char *pa = tensor_data(a), *pb = tensor_data(b), *po = tensor_data(o);
+    double mnk = (double)m * (double)n * (double)k;
+    if (nb > 1 && mnk * (double)nb >= BATCH_PAR_MIN && tfe_num_threads() > 1 &&
+        (dtype_is_int(dt) || tfe_blas_gemm_threads(m, n, k) == 1)) {
+        /* many GEMMs that each run on one OpenBLAS thread: a share of the
+         * batch per pool thread, one GEMM after another, rather than one
+         * GEMM at a time with a core idle. Each GEMM is the one the loop
+         * below would make, with the same one thread: the same bits. */
+        const batch_job j = {dt, ta, tb, m, n, k, lda, ldb, esz, br, bshape, bsa, bsb, pa, pb, po};
+        int64_t grain = (int64_t)(BATCH_PAR_MIN / 4 / mnk) + 1;
+        tfe_parallel_for(nb, grain, batch_range, (void *)&j); /* one OpenBLAS thread in each */
+        return kn_poll();
     }
     int64_t idx[TFE_MAX_RANK] = {0};
-    char *pa = tensor_data(a), *pb = tensor_data(b), *po = tensor_data(o);
     for (int64_t t = 0; t < nb; t++) {
         int64_t oa = 0, ob = 0;
         for (int i = 0; i < br; i++) {
@@ -171,18 +189,42 @@ int k_matmul(const tfe_opcall *c) {
             ob += idx[i] * bsb[i];
         }
         if (kn_gemm(dt, ta, tb, m, n, k, pa + oa, lda, pb + ob, ldb, po + t * m * n * esz, n, false))
-            goto done;
+            return -1;
         for (int i = br - 1; i >= 0; i--) {
             if (++idx[i] < bshape[i]) break;
             idx[i] = 0;
         }
-        if ((t & 63) == 63 && kn_poll()) goto done;
+        if ((t & 63) == 63 && kn_poll()) return -1;
     }
-    rc = 0;
-done:
-    tensor_decref(a);
-    tensor_decref(b);
+    return 0;
+}
+
+int k_matmul(const tfe_opcall *c) {
+    tfe_tensor *o = c->out[0];
+    tfe_dtype dt = o->dtype;
+    if (dt >= TFE_FLOAT16) return matmul_half(c);
+    /* only a dtype change copies here; strided views go to BLAS as they are */
+    tfe_tensor *a = c->in[0], *b = c->in[1];
+    a = a->dtype == dt ? (tensor_incref(a), a) : kn_contig_as(a, dt);
+    b = b->dtype == dt ? (tensor_incref(b), b) : kn_contig_as(b, dt);
+    int rc = -1;
+    if (a && b) rc = matmul_blas(o, a, b);
+    if (rc == 1) {
+        /* an awkward view: contiguous copies */
+        tfe_tensor *ac = tensor_contiguous(a), *bc = ac ? tensor_contiguous(b) : NULL;
+        rc = bc ? matmul_blas(o, ac, bc) : -1;
+        if (ac) tensor_decref(ac);
+        if (bc) tensor_decref(bc);
+    }
+    if (a) tensor_decref(a);
+    if (b) tensor_decref(b);
     return rc;
+}
+
+int kn_matmul_direct(const tfe_opcall *c) {
+    tfe_tensor *o = c->out[0];
+    if (o->dtype >= TFE_FLOAT16 || c->in[0]->dtype != o->dtype || c->in[1]->dtype != o->dtype) return 1;
+    return matmul_blas(o, c->in[0], c->in[1]);
 }
 
 /* float16/bfloat16 on the CPU: the reference the GPU's tensor-core GEMMs are

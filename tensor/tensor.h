@@ -121,5 +121,8 @@ void format_float_shortest(double v, tfe_dtype dt, char *buf, size_t n);
 typedef void (*tfe_range_fn)(int64_t begin, int64_t end, void *ctx);
 void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx);
 int tfe_num_threads(void);
+/* Is this thread running a chunk of a tfe_parallel_for (a pool worker, or
+ * the caller inside one)? Nested calls then run inline. */
+int tfe_in_parallel(void);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "tensor/blas.h"
 #include "tensor/tensor.h"
 #include "util/profile.h"
 
@@ -83,6 +84,8 @@ static void init_pool(void) {
     nthreads = started;
 }
 
+int tfe_in_parallel(void) { return in_parallel; }
+
 int tfe_num_threads(void) {
     if (!nthreads) init_pool();
     return nthreads;
@@ -102,6 +105,7 @@ void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
     int64_t chunk = (n + nchunks - 1) / nchunks;
     nchunks = (n + chunk - 1) / chunk;
 
+    tfe_blas_pool_enter(); /* GEMMs in the tasks: one OpenBLAS thread each */
     pthread_mutex_lock(&mu);
     job.fn = fn;
     job.ctx = ctx;

@@ -296,12 +296,60 @@ static void test_error_without_host(void)
     graph_decref(g);
 }
 
+static tfe_tensor *filled(int64_t r, int64_t c, float seed)
+{
+    int64_t sh[2] = {r, c};
+    tfe_tensor *t = tensor_new(TFE_FLOAT32, 2, sh);
+    float *d = (float *)tensor_data(t);
+    for (int64_t i = 0; i < r * c; i++) d[i] = sinf(seed * (float)(i + 1)) * 0.5f; /* any values */
+    return t;
+}
+
+/* Two independent 64x256x256 matmuls: on two threads the plan runs them as a
+ * concurrent pair (graph/sched.c) with the walker's bits, except when the
+ * second's output took the bytes of the first's dying input. */
+static void test_concurrent_pairs(void)
+{
+    int64_t sx[2] = {64, 256}, sw[2] = {256, 256};
+    for (int dying = 0; dying < 2; dying++) {
+        Graph *g = graph_new("pairs");
+        GRef x = input(g, f32(2, sx)), y = input(g, f32(2, sx));
+        GRef w1 = input(g, f32(2, sw)), w2 = input(g, f32(2, sw));
+        GRef t = dying ? op(g, OP_RELU, 1, x, x, f32(2, sx)) : x; /* dies at a: b's output may take it */
+        GRef a = op(g, OP_MATMUL, 2, t, w1, f32(2, sx));
+        GRef b = op(g, OP_MATMUL, 2, y, w2, f32(2, sx));
+        GRef c = op(g, OP_SUB, 2, a, b, f32(2, sx));
+        set_outputs(g, 1, &c);
+        tfe_tensor *in[4] = {filled(64, 256, 0.7f), filled(64, 256, 1.3f), filled(256, 256, 0.11f),
+                             filled(256, 256, 0.19f)};
+        tfe_tensor *want = run(g, in, 0, false);
+        REQUIRE(want, "walker run: %s", tfe_error_msg());
+        g->plan = exec_plan_build(g);
+        REQUIRE(g->plan, "a plan");
+        if (tfe_num_threads() >= 2)
+            CHECK(g->plan->npairs == !dying, "%s: %d pairs", dying ? "a dying input" : "free inputs",
+                  g->plan->npairs);
+        for (int rep = 0; rep < 3; rep++) {
+            tfe_tensor *got = run(g, in, 0, true);
+            REQUIRE(got, "planned run: %s", tfe_error_msg());
+            CHECK(!memcmp(tensor_data(got), tensor_data(want), 64 * 256 * sizeof(float)),
+                  "planned run %d: not the walker's bits", rep);
+            tensor_decref(got);
+        }
+        tensor_decref(want);
+        for (int k = 0; k < 4; k++) tensor_decref(in[k]);
+        graph_decref(g);
+    }
+}
+
 int main(void)
 {
+    setenv("TFE_NUM_THREADS", "2", 0); /* pairs need two threads (any machine) */
     test_cse_dce();
     test_fold();
     test_fuse();
     test_optimize_plan();
     test_error_without_host();
+    test_concurrent_pairs();
     return check_done("test_graph");
 }

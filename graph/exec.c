@@ -21,6 +21,7 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
     x->plan = NULL;
     x->coll = NULL;
     x->nops = 0;
+    x->keep = false;
     x->frame_base = graph_host.frame_depth ? graph_host.frame_depth(host) : 0;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
@@ -409,35 +410,42 @@ static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n)
     return o;
 }
 
+int grun_plan_instr(GRun *x, PInstr *c)
+{
+    GNode *n = &x->g->nodes[c->node];
+    x->nops++;
+    tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
+    for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
+    tfe_tensor *out = plan_output(x, c, n);
+    int rc = -1;
+    if (out && c->kind == PI_KERNEL) {
+        const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
+        rc = c->kernel(&call);
+    } else if (out) {
+        tfe_fkernel *k = fused_kernel(n);
+        rc = k ? tfe_fused_exec(k, in, out) : -1;
+    }
+    if (in != inb) free(in);
+    if (rc) {
+        if (out) tensor_decref(out);
+        return node_error(x, n, tfe_error_msg());
+    }
+    grun_set(x, c->out, out);
+    return 0;
+}
+
 int grun_plan(GRun *x)
 {
     ExecPlan *p = x->g->plan;
     for (int i = 0; i < p->ncode; i++) {
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
+        if (c->defer) continue; /* runs with the update after it */
         if (x->coll) grun_coll_step(x, n); /* Open MPI moves requests in flight only inside MPI calls */
-        if (c->kind == PI_NODE) {
-            if (grun_node(x, c->node)) return -1;
-            continue;
-        }
-        x->nops++;
-        tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
-        for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
-        tfe_tensor *out = plan_output(x, c, n);
-        int rc = -1;
-        if (out && c->kind == PI_KERNEL) {
-            const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
-            rc = c->kernel(&call);
-        } else if (out) {
-            tfe_fkernel *k = fused_kernel(n);
-            rc = k ? tfe_fused_exec(k, in, out) : -1;
-        }
-        if (in != inb) free(in);
-        if (rc) {
-            if (out) tensor_decref(out);
-            return node_error(x, n, tfe_error_msg());
-        }
-        grun_set(x, c->out, out);
+        int rc = c->kind == PI_NODE ? grun_node(x, c->node) : c->kind == PI_UPDATE ? grun_update(x, c) : grun_plan_instr(x, c);
+        if (rc) return -1;
+        /* values read here for the last time go (graph/plan.c, plan_drops) */
+        for (int k = 0; !x->keep && k < c->ndrop; k++) grun_set(x, c->drop[k], NULL);
     }
     return 0;
 }

@@ -262,6 +262,7 @@ static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
         r->arena_bytes = g->plan->arena_bytes;
         r->planned_bytes = g->plan->sum_bytes;
         r->in_place = g->plan->ninplace;
+        r->updates = g->plan->nupdates;
     }
     int p = o->dump_pass ? opt_pass_index(o->dump_pass) : -1;
     if (p >= 0 && p < r->npasses && r->text[p] && r->text[p + 1]) {

@@ -211,6 +211,15 @@ static void plan_drops(ExecPlan *p, const Graph *g, const int *pos, const int *l
         if (n->region != 0)
             for (int k = 0; k < n->nout; k++) no[n->vbase + k] = true;
         for (int k = 0; n->region != 0 && k < n->nin; k++) no[g->nodes[n->in[k].node].vbase + n->in[k].out] = true;
+        /* a collective's buffers live to the end: an allreduce's halves
+         * (graph/exec_dist.c) read their input while MPI may still use it,
+         * and the wait reads the start's input, which is not its own */
+        if (n->kind == G_OP && (tfe_ops[n->op].flags & F_COLLECTIVE))
+            for (int k = 0; k < n->nin; k++) {
+                const GNode *in = &g->nodes[n->in[k].node];
+                no[in->vbase + n->in[k].out] = true;
+                for (int j = 0; j < in->nin; j++) no[g->nodes[in->in[j].node].vbase + in->in[j].out] = true;
+            }
     }
     for (int r = 0; r < g->nregions; r++)
         for (int k = 0; k < g->regions[r].nouts; k++)

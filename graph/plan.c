@@ -90,10 +90,13 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known, int *po
             stat[n->vbase] = meta_known(&n->meta[0]);
             break;
         case G_OP: case G_FUSED:
-            if (n->kind == G_OP && n->nin == 1 && n->nout == 1 && (tfe_ops[n->op].flags & F_VIEW)) {
+            if (n->kind == G_OP && n->nout == 1 && (((tfe_ops[n->op].flags & F_VIEW) && n->nin == 1) ||
+                                                    (tfe_ops[n->op].flags & F_RANDOM))) {
                 /* a view (transpose, reshape, ...) runs through the walker, which
-                 * makes it share its input's bytes; with all it needs in its
-                 * attrs, its shape follows from its input's */
+                 * makes it share its input's bytes, and a random draw, which
+                 * takes its place in the stream; with all they need in their
+                 * attrs, their shapes follow from their inputs' (a shape that
+                 * depends on values is not a known one) */
                 stat[n->vbase] = ins_static && meta_known(&n->meta[0]);
                 break;
             }

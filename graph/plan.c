@@ -4,9 +4,14 @@
  * Static shapes: a value's type and shape are the traced ones at every call
  * when it is an input or constant (the signature fixes them; relaxed graphs
  * get no plan), a variable read (assign keeps a variable's dtype and shape),
- * or the result of a kernel op or fused group whose inputs are all static.
- * Host results, random draws, views and what conds and whiles make are not
- * assumed static: they run through the node walker, which infers and checks.
+ * the result of a kernel op or fused group whose inputs are all static, or
+ * a one-input view or a random draw of static inputs (those run through the
+ * node walker, but their shapes follow from their inputs' and attrs). Host
+ * results and what conds and whiles make are not assumed static: they run
+ * through the node walker, which infers and checks.
+ *
+ * Variable updates (PI_UPDATE: graph/exec_update.c) and the release of each
+ * value after its last read (PInstr.drop) are planned here too.
  *
  * Arena: a value is planned when an op of the top region makes it (not a
  * view, not a data-dependent shape, not a random draw), its shape is fully

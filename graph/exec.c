@@ -23,6 +23,7 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
     x->plan = NULL;
     x->coll = NULL;
     x->nops = 0;
+    x->keep = false;
     x->frame_base = graph_host.frame_depth ? graph_host.frame_depth(host) : 0;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
@@ -525,6 +526,48 @@ static int run_pair(GRun *x, int i, int j)
     return 0;
 }
 
+int grun_plan_instr(GRun *x, PInstr *c)
+{
+    GNode *n = &x->g->nodes[c->node];
+    int64_t pt0 = prof_hooked ? prof_now() : 0, pa0 = pt0 ? tfe_prof_alloc_total() : 0;
+    x->nops++;
+    tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
+    for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
+    tfe_tensor *out = plan_output(x, c, n);
+    int rc = -1;
+    if (out && c->kind == PI_KERNEL) {
+        const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
+        rc = c->kernel(&call);
+    } else if (out) {
+        tfe_fkernel *k = fused_kernel(n);
+        rc = k ? tfe_fused_exec(k, in, out) : -1;
+    }
+    if (pt0 && !rc && prof_recording) {
+        char sh[512];
+        tfe_prof_shapes(sh, sizeof sh, c->nin, in);
+        prof_complete(c->kind == PI_KERNEL ? PROF_PLAN : PROF_FUSED, node_name(n), pt0, sh,
+                      tfe_prof_alloc_total() - pa0, tfe_prof_device(c->nin, in));
+    }
+    if (pt0 && !rc && prof_debug >= 2)
+        tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, 1, &out,
+                          prof_ns(prof_now() - pt0));
+    if (in != inb) free(in);
+    if (rc) {
+        if (out) tensor_decref(out);
+        return node_error(x, n, tfe_error_msg());
+    }
+    grun_set(x, c->out, out);
+    if (pt0 && prof_recording) tfe_prof_live_bytes();
+    return 0;
+}
+
+/* Values read by c for the last time go (graph/plan.c, plan_drops); not
+ * when an outer tape keeps them for its backward. */
+static void grun_drop(GRun *x, const PInstr *c)
+{
+    for (int k = 0; !x->keep && k < c->ndrop; k++) grun_set(x, c->drop[k], NULL);
+}
+
 int grun_plan(GRun *x)
 {
     ExecPlan *p = x->g->plan;
@@ -534,46 +577,24 @@ int grun_plan(GRun *x)
     for (int i = 0; i < p->ncode; i++) {
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
+        if (c->defer) continue; /* runs with the update after it */
         if (x->coll) grun_coll_step(x, n); /* Open MPI moves requests in flight only inside MPI calls */
-        int64_t pt0 = prof_hooked ? prof_now() : 0, pa0 = pt0 ? tfe_prof_alloc_total() : 0;
         if (pairs && c->pair) {
             if (c->pair - 1 > i) continue; /* delayed to its partner's place */
             if (run_pair(x, c->pair - 1, i)) return -1;
+            grun_drop(x, &p->code[c->pair - 1]);
+            grun_drop(x, c);
             continue;
         }
+        int rc;
         if (c->kind == PI_NODE) {
-            if (grun_node(x, c->node)) return -1;
-            if (pt0 && prof_recording) prof_complete(PROF_PLAN, node_name(n), pt0, NULL, tfe_prof_alloc_total() - pa0, -1);
-            continue;
-        }
-        x->nops++;
-        tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
-        for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
-        tfe_tensor *out = plan_output(x, c, n);
-        int rc = -1;
-        if (out && c->kind == PI_KERNEL) {
-            const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
-            rc = c->kernel(&call);
-        } else if (out) {
-            tfe_fkernel *k = fused_kernel(n);
-            rc = k ? tfe_fused_exec(k, in, out) : -1;
-        }
-        if (pt0 && !rc && prof_recording) {
-            char sh[512];
-            tfe_prof_shapes(sh, sizeof sh, c->nin, in);
-            prof_complete(c->kind == PI_KERNEL ? PROF_PLAN : PROF_FUSED, node_name(n), pt0, sh,
-                          tfe_prof_alloc_total() - pa0, tfe_prof_device(c->nin, in));
-        }
-        if (pt0 && !rc && prof_debug >= 2)
-            tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, 1, &out,
-                              prof_ns(prof_now() - pt0));
-        if (in != inb) free(in);
-        if (rc) {
-            if (out) tensor_decref(out);
-            return node_error(x, n, tfe_error_msg());
-        }
-        grun_set(x, c->out, out);
-        if (pt0 && prof_recording) tfe_prof_live_bytes();
+            int64_t pt0 = prof_hooked ? prof_now() : 0, pa0 = pt0 ? tfe_prof_alloc_total() : 0;
+            rc = grun_node(x, c->node);
+            if (!rc && pt0 && prof_recording) prof_complete(PROF_PLAN, node_name(n), pt0, NULL, tfe_prof_alloc_total() - pa0, -1);
+        } else
+            rc = c->kind == PI_UPDATE ? grun_update(x, c) : grun_plan_instr(x, c);
+        if (rc) return -1;
+        grun_drop(x, c);
     }
     return 0;
 }

@@ -5,6 +5,8 @@
 
 #include "graph/graph.h"
 
+struct PInstr;
+
 typedef struct GRun {
     void *host;          /* the host (the interpreter) this run calls back into (graph/host.h) */
     Graph *g;
@@ -16,6 +18,8 @@ typedef struct GRun {
     struct GColl *coll;  /* the run's collectives: requests in flight, statistics (graph/
                             exec_dist.c); NULL until it meets one */
     long nops;           /* op and fused nodes run (for those statistics) */
+    bool keep;           /* keep every value to the end of a planned run (the caller
+                            reads some afterwards): no early release, no update in place */
 } GRun;
 
 /* Use g's memory plan for this run (a cached call; not a run inside a run). */
@@ -28,6 +32,10 @@ int grun_region(GRun *x, int r);
 /* Run the top region by g's plan (grun_use_plan first; g->plan not NULL). */
 int grun_plan(GRun *x);
 int grun_node(GRun *x, int id);
+/* A PI_KERNEL or PI_FUSED instruction of the run's plan (graph/plan.h). */
+int grun_plan_instr(GRun *x, struct PInstr *c);
+/* A PI_UPDATE instruction (graph/exec_update.c): 0 done, -1 error. */
+int grun_update(GRun *x, struct PInstr *c);
 /* Value slot := t (takes t; drops what was there). */
 void grun_set(GRun *x, int slot, tfe_tensor *t);
 static inline tfe_tensor *grun_value(GRun *x, GRef r) { return x->v[x->g->nodes[r.node].vbase + r.out]; }

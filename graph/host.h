@@ -36,12 +36,22 @@ typedef struct GHost {
      * node's value (a new reference, or NULL with the tensor error set) */
     int (*run_host)(struct GRun *x, GNode *n);
     tfe_tensor *(*var_read)(struct GRun *x, GNode *n);
+    /* a G_HOST node that replaces a variable's value by an update of it
+     * with the node's one input (graph/exec_update.c): GVAR_ASSIGN .. GVAR_DIV,
+     * and, when slot is not NULL, where the variable keeps its value (its
+     * tensor, which the update may then replace or write in place); 0 for
+     * any other node, or when host (not NULL) is running in a mode where
+     * the call itself must run. May be NULL. */
+    int (*var_update)(void *host, const GNode *n, tfe_tensor ***slot);
     /* the host's call depth when a run starts (GRun.frame_base) */
     int (*frame_depth)(void *host);
     /* raise msg at node n: as an eager run would, with the call frames of
      * the run's caller (up to frame_base) and the node's own; returns -1 */
     int (*node_error)(struct GRun *x, const GNode *n, const char *msg);
 } GHost;
+
+/* var_update's kinds: v.assign(x), v.assign_add(x), v.assign_sub(x), v *= x, v /= x */
+enum { GVAR_ASSIGN = 1, GVAR_ADD, GVAR_SUB, GVAR_MUL, GVAR_DIV };
 
 /* The registered host (all NULL until graph_set_host). */
 extern GHost graph_host;

@@ -276,6 +276,8 @@ char *opt_report_line(const OptReport *r)
                               r->arena_bytes, r->planned_bytes);
     if (r->in_place && n < sizeof buf)
         n += (size_t)snprintf(buf + n, sizeof buf - n, " (%d in place)", r->in_place);
+    if (r->updates && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "; %d update%s fused", r->updates, r->updates == 1 ? "" : "s");
     if (r->overlapped && n < sizeof buf)
         snprintf(buf + n, sizeof buf - n, "; %d allreduce%s overlapped", r->overlapped, r->overlapped == 1 ? "" : "s");
     return xstrdup(buf);

@@ -24,6 +24,7 @@ typedef struct OptReport {
                                          intermediates it holds taken one by one */
     int in_place;                     /* planned values that took a dead input's place */
     int overlapped;                   /* allreduces split into a start and a wait (graph/overlap.h) */
+    int updates;                      /* variable updates fused with their operand (graph/plan.h) */
 } OptReport;
 
 /* The passes, in the order they run. */

@@ -13,7 +13,13 @@
  * nothing else) joins it as a final reduction: the VM sums each row of the
  * group's values as k_reduce would sum the materialised tensor, so even the
  * reduction is bitwise the unfused one, and the tensor is never made. The
- * fused node then keeps the reduction's op and attrs (n->op, n->at). */
+ * fused node then keeps the reduction's op and attrs (n->op, n->at).
+ *
+ * Before grouping, relu's mask moves to relu's output (relu_masks): a
+ * backward's `a > 0` becomes `relu(a) > 0`, the same bools, so the forward's
+ * pre-activation `a = x @ w + b` is read by relu alone and the bias add and
+ * relu fuse into one pass over the matmul's output (the plan runs it in the
+ * matmul output's own block: graph/plan.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "graph/opt.h"
@@ -337,8 +343,48 @@ static bool try_group(Graph *g, Fuser *f, int start, int root, int red, int red_
     return ok;
 }
 
+/* Is r a one-element float constant holding zero (either sign)? */
+static bool const_zero(const Graph *g, GRef r)
+{
+    const tfe_tensor *c = opt_const(g, r);
+    return c && c->storage && tensor_numel(c) == 1 && dtype_is_float(c->dtype) && tensor_get_f64(c, 0) == 0.0;
+}
+
+/* greater(a, 0) -> greater(relu(a), 0) where relu(a) is computed before it
+ * in the same region: relu(a) > 0 exactly when a > 0 (relu keeps a positive
+ * a, makes the rest 0 and keeps NaN, which is not > 0 either way). The
+ * backward of relu(x @ w + b) reads the pre-activation only through that
+ * mask; after this, only relu reads it, so the add and relu fuse. Returns
+ * the number of rewrites. */
+static int relu_masks(Graph *g)
+{
+    int *relu_of = xmalloc(sizeof *relu_of * ((size_t)g->n + 1)); /* by node: its first relu reader */
+    for (int i = 0; i < g->n; i++) relu_of[i] = -1;
+    int nrw = 0;
+    for (int id = 0; id < g->n; id++) {
+        GNode *n = &g->nodes[id];
+        if (n->kind != G_OP || n->nin < 1) continue;
+        GRef a = n->in[0];
+        const GNode *an = &g->nodes[a.node];
+        if (n->op == OP_RELU && n->nin == 1 && a.out == 0 && an->nout == 1 && relu_of[a.node] < 0) {
+            relu_of[a.node] = id;
+            continue;
+        }
+        if (n->op != OP_GT || n->nin != 2 || a.out != 0 || an->nout != 1 || !const_zero(g, n->in[1])) continue;
+        int r = relu_of[a.node];
+        if (r < 0 || g->nodes[r].region != n->region) continue;
+        const tfe_meta *am = &an->meta[0], *rm = &g->nodes[r].meta[0];
+        if (!dtype_is_float(am->dtype) || rm->dtype != am->dtype || !same_shape(am, rm)) continue;
+        n->in[0] = (GRef){r, 0};
+        nrw++;
+    }
+    free(relu_of);
+    return nrw;
+}
+
 int opt_fuse(Graph *g, OptReport *rep)
 {
+    relu_masks(g);
     Fuser f = {.g = g, .uses = count_uses(g), .gid = 0, .unc = opt_uncertain_dims(g)};
     size_t n1 = (size_t)g->n + 1, v1 = (size_t)g->nvals + 1;
     f.taken = xcalloc(n1, 1);

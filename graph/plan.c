@@ -4,10 +4,14 @@
  * Static shapes: a value's type and shape are the traced ones at every call
  * when it is an input or constant (the signature fixes them; relaxed graphs
  * get no plan), a variable read (assign keeps a variable's dtype and shape),
- * or the result of a kernel op or fused group whose inputs are all static.
- * Host results, random draws, views and what conds and whiles make are not
- * assumed static: they run through the node walker, which infers and checks
- * (a view of static values is static, though it runs through the walker).
+ * the result of a kernel op or fused group whose inputs are all static, or
+ * a one-input view or a random draw of static inputs (those run through the
+ * node walker, but their shapes follow from their inputs' and attrs). Host
+ * results and what conds and whiles make are not assumed static: they run
+ * through the node walker, which infers and checks.
+ *
+ * Variable updates (PI_UPDATE: graph/exec_update.c) and the release of each
+ * value after its last read (PInstr.drop) are planned here too.
  *
  * Arena: a value is planned when an op of the top region makes it (not a
  * view, not a data-dependent shape, not a random draw), its shape is fully
@@ -66,25 +70,17 @@ static bool fused_in_place_ok(const GNode *n)
     return p && !p->red && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
 }
 
-/* A view of static values: its shape follows from theirs and its attributes,
- * so it is static too, and its readers can be kernel instructions (the
- * transposes autodiff puts before the gradient matmuls). */
-static bool view_of_static(const GNode *n, bool ins_static)
-{
-    unsigned f = n->kind == G_OP ? tfe_ops[n->op].flags : 0;
-    return ins_static && n->nout == 1 && (f & F_VIEW) && !(f & (F_SELFOUT | F_RANDOM | F_COLLECTIVE)) &&
-           meta_known(&n->meta[0]);
-}
-
 /* The instruction list of the top region; stat[slot]: the value's shape is
- * the traced one at every call. */
-static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
+ * the traced one at every call. pos[i]: the index in the top region of
+ * instruction i. */
+static void compile_code(ExecPlan *p, const Graph *g, const bool *known, int *pos)
 {
     const GRegion *top = &g->regions[0];
     bool *stat = xcalloc((size_t)g->nvals + 1, sizeof *stat);
     p->code = xcalloc((size_t)top->n + 1, sizeof *p->code);
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
+        pos[p->ncode] = i;
         PInstr *c = &p->code[p->ncode++];
         c->node = top->nodes[i];
         c->out = n->vbase;
@@ -100,7 +96,16 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
             stat[n->vbase] = meta_known(&n->meta[0]);
             break;
         case G_OP: case G_FUSED:
-            if (view_of_static(n, ins_static)) stat[n->vbase] = true; /* it still runs as a node */
+            if (n->kind == G_OP && n->nout == 1 && (((tfe_ops[n->op].flags & F_VIEW) && n->nin == 1) ||
+                                                    (tfe_ops[n->op].flags & F_RANDOM))) {
+                /* a view (transpose, reshape, ...) runs through the walker, which
+                 * makes it share its input's bytes, and a random draw, which
+                 * takes its place in the stream; with all they need in their
+                 * attrs, their shapes follow from their inputs' (a shape that
+                 * depends on values is not a known one) */
+                stat[n->vbase] = ins_static && meta_known(&n->meta[0]);
+                break;
+            }
             if (!ins_static || !plannable_op(n) || !known[n->vbase]) break;
             stat[n->vbase] = true;
             c->kind = n->kind == G_FUSED ? PI_FUSED : PI_KERNEL;
@@ -117,6 +122,131 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known)
         }
     }
     free(stat);
+}
+
+/* The fused program of a variable update (graph/exec_update.c): input 0 is
+ * the variable's value w, inputs 1.. the operand's; the operand's program
+ * (pn's fused program, or its one elementwise op) computes x, then w op x
+ * (or, for assign, x itself) is the result, written by the last
+ * instruction, so the output may be w itself: each chunk of w is read
+ * before the same chunk is written. NULL when pn cannot be one. */
+static struct tfe_fkernel *update_kernel(const Graph *g, const GNode *pn, int mode)
+{
+    static const tfe_op ops[] = {[GVAR_ADD] = OP_ADD, [GVAR_SUB] = OP_SUB, [GVAR_MUL] = OP_MUL, [GVAR_DIV] = OP_DIV};
+    const tfe_meta *m = &pn->meta[0];
+    if (pn->nout != 1 || m->weak || (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64)) return NULL;
+    tfe_finstr one[3];
+    tfe_fprog base;
+    if (pn->kind == G_FUSED) {
+        if (!pn->prog || pn->prog->red) return NULL;
+        base = *pn->prog;
+    } else {
+        int fop = tfe_fop_of_op(pn->op);
+        if (pn->kind != G_OP || fop < 0 || pn->nin < 1 || pn->nin > 2 || tfe_fop_nargs(fop) != pn->nin) return NULL;
+        for (int k = 0; k < pn->nin; k++)
+            if (g->nodes[pn->in[k].node].meta[pn->in[k].out].dtype != m->dtype) return NULL;
+        for (int k = 0; k < pn->nin; k++) one[k] = (tfe_finstr){.op = FOP_LOAD, .dst = (int16_t)k, .input = (int16_t)k};
+        one[pn->nin] = (tfe_finstr){.op = (uint16_t)fop, .dst = (int16_t)pn->nin, .a = 0, .b = (int16_t)(pn->nin - 1)};
+        base = (tfe_fprog){.dtype = m->dtype, .ninputs = pn->nin, .nregs = pn->nin + 1, .ninstr = pn->nin + 1,
+                           .code = one, .result = pn->nin};
+    }
+    if (base.dtype != m->dtype || base.ninstr < 1 || base.nregs >= INT16_MAX) return NULL;
+    tfe_finstr *code = xcalloc((size_t)base.ninstr + 2, sizeof *code);
+    for (int i = 0; i < base.ninstr; i++) {
+        code[i] = base.code[i];
+        if (code[i].op == FOP_LOAD) code[i].input++;
+    }
+    tfe_fprog up = base;
+    up.ninputs = base.ninputs + 1;
+    up.code = code;
+    if (mode == GVAR_ASSIGN) {
+        if (code[base.ninstr - 1].dst != base.result) {
+            free(code);
+            return NULL;
+        }
+    } else {
+        int16_t w = (int16_t)base.nregs;
+        code[base.ninstr] = (tfe_finstr){.op = FOP_LOAD, .dst = w, .input = 0};
+        code[base.ninstr + 1] = (tfe_finstr){.op = (uint16_t)ops[mode], .dst = w, .a = w, .b = (int16_t)base.result};
+        up.ninstr = base.ninstr + 2;
+        up.nregs = base.nregs + 1;
+        up.result = w;
+    }
+    struct tfe_fkernel *k = tfe_fused_compile(&up);
+    if (!k) tfe_error_clear();
+    free(code);
+    return k;
+}
+
+/* Variable updates whose operand the instruction just before makes, read by
+ * nothing else: PI_UPDATE (plan.h). The operand's inputs then live until the
+ * update (last[], by top-region index). */
+static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, int *prod_at)
+{
+    if (!graph_host.var_update) return;
+    for (int i = 1; i < p->ncode; i++) {
+        PInstr *c = &p->code[i], *pc = &p->code[i - 1];
+        const GNode *n = &g->nodes[c->node];
+        int mode = c->kind == PI_NODE && n->kind == G_HOST && n->nin == 1 ? graph_host.var_update(NULL, n, NULL) : 0;
+        if (mode < GVAR_ASSIGN || mode > GVAR_DIV || n->in[0].node != pc->node || n->in[0].out != 0) continue;
+        if ((pc->kind != PI_KERNEL && pc->kind != PI_FUSED) || pc->defer || uses[pc->out] != 1) continue;
+        struct tfe_fkernel *k = update_kernel(g, &g->nodes[pc->node], mode);
+        if (!k) continue;
+        c->kind = PI_UPDATE;
+        c->prod = i - 1;
+        c->mode = mode;
+        c->upd = k;
+        pc->defer = true;
+        p->nupdates++;
+        prod_at[pos[i]] = pc->node;
+        for (int j = 0; j < pc->nin; j++)
+            if (last[pc->in[j]] == pos[i - 1]) last[pc->in[j]] = pos[i];
+    }
+}
+
+/* Each value of the top region that only its ops read, and no result, is
+ * released after the instruction that reads it last (PInstr.drop): its
+ * memory goes back as soon as it can, and a variable's value is then held
+ * by the variable alone when an update can write it in place. */
+static void plan_drops(ExecPlan *p, const Graph *g, const int *pos, const int *last)
+{
+    int nv = g->nvals;
+    bool *no = xcalloc((size_t)nv + 1, sizeof *no);
+    int *code_at = xmalloc(sizeof *code_at * ((size_t)g->regions[0].n + 1));
+    for (int i = 0; i < g->regions[0].n; i++) code_at[i] = -1;
+    for (int i = 0; i < p->ncode; i++) code_at[pos[i]] = i;
+    for (int id = 0; id < g->n; id++) {
+        const GNode *n = &g->nodes[id];
+        if (n->region != 0)
+            for (int k = 0; k < n->nout; k++) no[n->vbase + k] = true;
+        for (int k = 0; n->region != 0 && k < n->nin; k++) no[g->nodes[n->in[k].node].vbase + n->in[k].out] = true;
+        /* a collective's buffers live to the end: an allreduce's halves
+         * (graph/exec_dist.c) read their input while MPI may still use it,
+         * and the wait reads the start's input, which is not its own */
+        if (n->kind == G_OP && (tfe_ops[n->op].flags & F_COLLECTIVE))
+            for (int k = 0; k < n->nin; k++) {
+                const GNode *in = &g->nodes[n->in[k].node];
+                no[in->vbase + n->in[k].out] = true;
+                for (int j = 0; j < in->nin; j++) no[g->nodes[in->in[j].node].vbase + in->in[j].out] = true;
+            }
+    }
+    for (int r = 0; r < g->nregions; r++)
+        for (int k = 0; k < g->regions[r].nouts; k++)
+            no[g->nodes[g->regions[r].outs[k].node].vbase + g->regions[r].outs[k].out] = true;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int s = 0; s < nv; s++) {
+            if (no[s] || last[s] < 0 || code_at[last[s]] < 0) continue;
+            PInstr *c = &p->code[code_at[last[s]]];
+            if (pass) c->drop[c->ndrop++] = s;
+            else c->ndrop++;
+        }
+        for (int i = 0; !pass && i < p->ncode; i++) {
+            p->code[i].drop = p->code[i].ndrop ? xmalloc(sizeof(int) * (size_t)p->code[i].ndrop) : NULL;
+            p->code[i].ndrop = 0;
+        }
+    }
+    free(code_at);
+    free(no);
 }
 
 ExecPlan *exec_plan_build(const Graph *g)
@@ -155,8 +285,22 @@ ExecPlan *exec_plan_build(const Graph *g)
         for (int k = 0; k < n->nin; k++) last[g->nodes[n->in[k].node].vbase + n->in[k].out] = i;
     }
     ExecPlan *p = xcalloc(1, sizeof *p);
-    compile_code(p, g, known);
+    int *pos = xmalloc(sizeof *pos * ((size_t)top->n + 1));
+    compile_code(p, g, known, pos);
     free(known);
+    int *uses = xcalloc((size_t)nv + 1, sizeof *uses);
+    for (int id = 0; id < g->n; id++)
+        for (int k = 0; k < g->nodes[id].nin; k++) uses[g->nodes[g->nodes[id].in[k].node].vbase + g->nodes[id].in[k].out]++;
+    for (int r = 0; r < g->nregions; r++)
+        for (int k = 0; k < g->regions[r].nouts; k++)
+            uses[g->nodes[g->regions[r].outs[k].node].vbase + g->regions[r].outs[k].out]++;
+    /* by top-region index: the operand's node an update runs there, or -1 */
+    int *prod_at = xmalloc(sizeof *prod_at * ((size_t)top->n + 1));
+    for (int i = 0; i < top->n; i++) prod_at[i] = -1;
+    plan_updates(p, g, pos, uses, last, prod_at);
+    plan_drops(p, g, pos, last);
+    free(uses);
+    free(pos);
     p->nslots = nv;
     p->offset = xmalloc(sizeof *p->offset * (size_t)(nv + 1));
     for (int s = 0; s < nv; s++) p->offset[s] = -1;
@@ -198,16 +342,19 @@ ExecPlan *exec_plan_build(const Graph *g)
             p->nplanned++;
         }
         /* inputs read here for the last time free their blocks (after the
-         * output took its own: an output never overlaps its inputs) */
-        for (int k = 0; k < n->nin; k++) {
-            int is = g->nodes[n->in[k].node].vbase + n->in[k].out;
-            if (p->offset[is] < 0 || last[is] != i || is == inplace) continue;
-            bool dup = false; /* the same input twice */
-            for (int j = 0; j < k; j++) dup |= g->nodes[n->in[j].node].vbase + n->in[j].out == is;
-            if (dup) continue;
-            freeb[nfree++] = (Block){p->offset[is], value_bytes(&g->nodes[n->in[k].node].meta[n->in[k].out])};
-        }
+         * output took its own: an output never overlaps its inputs); an
+         * update's operand's inputs are read here too */
+        for (const GNode *rn = n; rn; rn = rn == n && prod_at[i] >= 0 ? &g->nodes[prod_at[i]] : NULL)
+            for (int k = 0; k < rn->nin; k++) {
+                int is = g->nodes[rn->in[k].node].vbase + rn->in[k].out;
+                if (p->offset[is] < 0 || last[is] != i || is == inplace) continue;
+                bool dup = false; /* the same input twice */
+                for (int j = 0; j < k; j++) dup |= g->nodes[rn->in[j].node].vbase + rn->in[j].out == is;
+                if (dup) continue;
+                freeb[nfree++] = (Block){p->offset[is], value_bytes(&g->nodes[rn->in[k].node].meta[rn->in[k].out])};
+            }
     }
+    free(prod_at);
     p->arena_bytes = (size_t)end;
     free(freeb);
     free(last);
@@ -221,6 +368,8 @@ void exec_plan_free(ExecPlan *p)
     if (!p) return;
     for (int i = 0; i < p->ncode; i++) {
         free(p->code[i].in);
+        free(p->code[i].drop);
+        if (p->code[i].upd) tfe_fused_free(p->code[i].upd);
         if (p->code[i].view) tensor_decref(p->code[i].view);
     }
     free(p->code);

@@ -14,8 +14,14 @@
  *  PI_FUSED:  the same for a fused group (tensor/fused.c);
  *  PI_NODE:   anything else (host calls, variable reads, random draws, views,
  *             conds, whiles, ops on values whose shape can change): the node
- *             as the graph walker runs it. */
-enum { PI_KERNEL, PI_FUSED, PI_NODE };
+ *             as the graph walker runs it;
+ *  PI_UPDATE: a variable update v.assign_sub(x) (assign, assign_add, ...)
+ *             whose x the instruction just before it makes (an elementwise
+ *             kernel or fused group that only the update reads: `defer`):
+ *             one fused program computes x and the update and writes the
+ *             variable's value in place (graph/exec_update.c); when that is
+ *             not safe, the two instructions run as they would unfused. */
+enum { PI_KERNEL, PI_FUSED, PI_NODE, PI_UPDATE };
 
 typedef struct PInstr {
     uint8_t kind;
@@ -29,6 +35,14 @@ typedef struct PInstr {
     int pair;             /* 1 + the index of the instruction this one runs at the
                              same time as (graph/sched.c), or 0; the earlier of
                              the two is delayed to the later's place */
+    bool defer;           /* makes a PI_UPDATE's operand: runs with it, not here */
+    int prod;             /* PI_UPDATE: the index of the instruction making its operand */
+    int mode;             /* PI_UPDATE: GVAR_ASSIGN .. GVAR_DIV (graph/host.h) */
+    struct tfe_fkernel *upd; /* PI_UPDATE: inputs (the variable's value, the operand's
+                             inputs), the operand's program then the update (owned) */
+    int *drop;            /* value slots read here for the last time, released after
+                             it (not results, not read by a region) */
+    int ndrop;
 } PInstr;
 
 typedef struct ExecPlan {
@@ -42,6 +56,7 @@ typedef struct ExecPlan {
     int nplanned;
     int ninplace;         /* planned values that took the place of a dead input */
     int npairs;           /* concurrent pairs (graph/sched.c) */
+    int nupdates;         /* PI_UPDATE instructions */
     tfe_tensor *arena;    /* made at the first run, kept for the next (owned) */
     bool busy;            /* a run uses it (a run inside a run allocates as usual) */
 } ExecPlan;

@@ -12,6 +12,8 @@
  *    transposes autodiff puts there): pure and unable to fail, so delaying i
  *    moves it past no effect and past no error, and the executor reports
  *    i's error before j's: the first in program order, as before;
+ *  - neither makes a fused update's operand (PInstr.defer), and no value i
+ *    reads is released in between (PInstr.drop);
  *  - the arena agrees: the planner placed values for program order, so i's
  *    inputs (which may die at i and give their bytes away) must share none
  *    with a value written in (i, j], nor i's output with one touched there.
@@ -61,7 +63,7 @@ static bool overlap(const Ctx *x, int s, int t)
 static bool candidate(const Ctx *x, const PInstr *c)
 {
     const GNode *n = &x->g->nodes[c->node];
-    if (c->kind != PI_KERNEL || n->kind != G_OP || n->op != OP_MATMUL || c->nin != 2) return false;
+    if (c->kind != PI_KERNEL || c->defer || n->kind != G_OP || n->op != OP_MATMUL || c->nin != 2) return false;
     const tfe_meta *o = &n->meta[0], *a = x->meta[c->in[0]], *b = x->meta[c->in[1]];
     if ((o->dtype != TFE_FLOAT32 && o->dtype != TFE_FLOAT64) || !a || !b) return false;
     if (a->dtype != o->dtype || b->dtype != o->dtype || a->rank < 1 || b->rank < 1) return false;
@@ -98,6 +100,11 @@ static bool pairable(const Ctx *x, int i, int j)
         const PInstr *c = &x->p->code[t];
         const GNode *n = &x->g->nodes[c->node];
         if (t < j && !quiet_view(x, c)) return false;
+        /* a value i reads must not be released before i runs (PInstr.drop:
+         * an instruction in between may be its last reader in program order) */
+        for (int d = 0; t < j && d < c->ndrop; d++)
+            for (int q = 0; q < ci->nin; q++)
+                if (c->drop[d] == ci->in[q]) return false;
         for (int k = 0; k < n->nin; k++) {
             int s = in_slot(x, c, k);
             if (s == ci->out || overlap(x, s, ci->out)) return false;

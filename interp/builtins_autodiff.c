@@ -1725,6 +1725,19 @@ int variable_update(Interp *I, Value var, int aop, Value x)
 
 tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
 
+/* Staged code's fused variable updates (graph/exec_update.c): the mode of a
+ * bound v.assign(x) / assign_add / assign_sub / `v op= x` (1 + its mode: 1
+ * assign, 2 add, 3 sub, 4 mul, 5 div), and where the variable keeps its
+ * value; 0 for any other callable. */
+int variable_assign_target(Value callable, tfe_tensor ***slot)
+{
+    if (callable.kind != V_BUILTIN) return 0;
+    const Builtin *b = (const Builtin *)callable.u.o;
+    if (b->fn != bi_var_assign || !is_variable(b->self)) return 0;
+    if (slot) *slot = &((Variable *)b->self.u.o)->value;
+    return ((int)(intptr_t)b->data & (COMPOUND - 1)) + 1;
+}
+
 void variable_replace_take(Value var, tfe_tensor *t)
 {
     Variable *v = (Variable *)var.u.o;

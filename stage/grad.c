@@ -2106,6 +2106,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     /* the plan calls CPU kernels into a host arena: only while no tensor has
      * gone to another device (then every op goes through device dispatch) */
     if (!K && !tfe_devices_used) grun_use_plan(&x);
+    x.keep = saved_tapes != 0; /* the backward's saved values are read from the run below */
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;

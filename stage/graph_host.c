@@ -463,6 +463,19 @@ static tfe_tensor *var_read(GRun *x, GNode *n)
 
 static int frame_depth(void *host) { return ((Interp *)host)->nframes; }
 
+/* v.assign*(x) with x the node's one input, a positional argument: the kinds
+ * of graph/host.h are variable_assign_target's modes. Under TFE_CHECK_STAGED
+ * the eager run's calls are replayed: the call must run. */
+static int var_update(void *host, const GNode *n, tfe_tensor ***slot)
+{
+    if (host && ((Interp *)host)->check_replay) return 0;
+    const HostNode *h = n->host;
+    if (!h || h->sync || h->nhargs != 1 || h->nhkw || h->hargs[0].nleaves != 1 || h->hargs[0].v.kind != V_TENSOR ||
+        n->nin != 1)
+        return 0;
+    return variable_assign_target(h->obj, slot);
+}
+
 void stage_graph_host_register(void)
 {
     static const GHost host = {
@@ -470,6 +483,7 @@ void stage_graph_host_register(void)
         .frames_release = frames_release, .frames_name = frames_name,
         .put_operation = put_operation, .put_types = put_types,
         .run_host = run_host, .var_read = var_read, .frame_depth = frame_depth, .node_error = node_error,
+        .var_update = var_update,
     };
     graph_set_host(&host);
 }

@@ -311,6 +311,7 @@ static void optimize_trace(Graph *g, tfe_tensor *const *static_val)
         r->arena_bytes = g->plan->arena_bytes;
         r->planned_bytes = g->plan->sum_bytes;
         r->in_place = g->plan->ninplace;
+        r->updates = g->plan->nupdates;
     }
     if (prof_debug >= 3) debug_plan(g);
     int p = o->dump_pass ? opt_pass_index(o->dump_pass) : -1;

@@ -46,7 +46,10 @@ const char *tfe_fop_name(int fop) {
 int tfe_fop_of_op(tfe_op op) { return tfe_fop_nargs((int)op) > 0 ? (int)op : -1; }
 
 /* ---- the plan: a validated copy of the program plus how to read each input ---- */
-enum { IN_SCALAR, IN_CONTIG, IN_STRIDED };
+/* IN_ROW: a contiguous row broadcast over leading axes (a bias (C,) against
+ * (N, C)): a chunk inside one row is read in place, one that crosses rows
+ * is gathered. */
+enum { IN_SCALAR, IN_CONTIG, IN_STRIDED, IN_ROW };
 
 typedef struct fin {
     int kind;
@@ -183,6 +186,10 @@ static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *
                 const fin *in = &pl->in[ins->input];                                          \
                 if (in->kind == IN_CONTIG) { /* no copy: read it where it is */               \
                     ptr[ins->dst] = (const T *)in->base + b;                                  \
+                    continue;                                                                 \
+                }                                                                             \
+                if (in->kind == IN_ROW && b % in->shape[1] + n <= in->shape[1]) {             \
+                    ptr[ins->dst] = (const T *)in->base + b % in->shape[1];                   \
                     continue;                                                                 \
                 }                                                                             \
                 if (in->kind == IN_SCALAR) {                                                  \
@@ -336,6 +343,7 @@ static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out,
     f->base = tensor_data(t);
     if (r == 1 && f->strides[0] == 0) f->kind = IN_SCALAR;
     else if (r == 1 && f->strides[0] == (int64_t)kn_esz(dt)) f->kind = IN_CONTIG;
+    else if (r == 2 && f->strides[0] == 0 && f->strides[1] == (int64_t)kn_esz(dt)) f->kind = IN_ROW;
     else f->kind = IN_STRIDED;
     return 0;
 }
@@ -523,7 +531,7 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
     if (k->red && reduce_domain(k, inputs, out, &dom, &rows, &red)) goto done;
     for (int i = 0; i < k->ninputs; i++) {
         if (plan_input(&in[i], i, inputs[i], k->red ? &dom : out, k->dtype)) goto done;
-        if (in[i].kind == IN_STRIDED) cost += 2 * k->loads[i];
+        if (in[i].kind == IN_STRIDED || in[i].kind == IN_ROW) cost += 2 * k->loads[i];
     }
     fplan pl = {.dt = k->dtype, .nregs = k->nregs, .ninstr = k->ninstr, .result = k->result,
                 .code = k->code, .in = in, .last_out = k->last_out, .out = tensor_data(out)};

@@ -149,6 +149,12 @@ static int render_png(const Buf *svg, int width, int height, Buf *png, char *err
 
 int plot_write(Interp *I, const char *fn, const char *path, const Buf *svg, int width, int height)
 {
+    if (!path) {
+        /* a notebook (tfe --kernel) shows the chart in the cell's output */
+        if (interp_display_hook) return interp_display_hook("image/svg+xml", svg->s, svg->len);
+        return interp_raise(I, "%s(): give a path to write the chart to (.svg or .png); "
+                               "only a notebook (tfe --kernel) shows it without one", fn);
+    }
     if (ends_with(path, ".svg")) return write_bytes(I, fn, path, svg->s, svg->len);
     if (!ends_with(path, ".png"))
         return interp_raise(I, "%s(): the path must end in .svg or .png (the format to write), got '%s'", fn, path);

@@ -3,11 +3,13 @@
  * other front end (docs/notebooks.md has the protocol).
  *
  * Requests (stdin): "exec N\n" + N bytes of code, "complete N\n" + the code
- * before the cursor, "inspect N\n" + a name. Replies (stdout) are records,
+ * before the cursor, "inspect N\n" + a name, "check N\n" + code (is it
+ * complete?). Replies (stdout) are records,
  * a header line "KIND [ARG] N\n" followed by N bytes: "out"/"err" (what the
  * cell wrote on stdout/stderr, as it writes it), "display MIME" (a chart or
  * graph), "result" (the echo of a final expression), "error" (the located
- * message with caret and traceback), "matches", "help", then "done ok|error 0".
+ * message with caret and traceback), "matches", "help", "status", then
+ * "done ok|error 0".
  *
  * The cell's stdout and stderr (fds 1 and 2, so child programs such as dot
  * and anything printed by C code are caught too) are pipes read by a thread
@@ -34,6 +36,7 @@
 #include "interp/internal.h"
 #include "interp/kernel.h"
 #include "interp/repl.h"
+#include "parser/ast.h"
 #include "util/buf.h"
 #include "util/xalloc.h"
 
@@ -185,7 +188,9 @@ static int echo(Interp *I, Value v)
         Obj *o = v.u.o;
         const ObjectClass *cls = ((Object *)o)->cls;
         Value m, d;
-        if (cls->getattr && cls->getattr(I, o, "dot", &m) == 0) {
+        /* a staged graph or a tape's picture: both draw themselves as DOT */
+        bool drawable = !strcmp(cls->name, "graph") || !strcmp(cls->name, "picture");
+        if (drawable && cls->getattr && cls->getattr(I, o, "dot", &m) == 0) {
             if (call_value(I, m, 0, NULL, 0, NULL, NULL, &d) == 0) {
                 char *svg;
                 size_t n;
@@ -258,11 +263,14 @@ static bool read_header(int fd, char *buf, size_t cap)
 
 int kernel_run(Interp *I)
 {
-    int req_fd = dup(0);
-    proto_fd = dup(1);
+    /* every descriptor of ours closes on exec: dot and other programs a cell
+     * runs see only their stdin, stdout and stderr */
+    int req_fd = fcntl(0, F_DUPFD_CLOEXEC, 3);
+    proto_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
     int devnull = open("/dev/null", O_RDONLY);
     int op[2], ep[2];
-    if (req_fd < 0 || proto_fd < 0 || devnull < 0 || pipe(op) || pipe(ep) || pipe(ctl) || pipe(ack)) {
+    if (req_fd < 0 || proto_fd < 0 || devnull < 0 || pipe2(op, O_CLOEXEC) || pipe2(ep, O_CLOEXEC) ||
+        pipe2(ctl, O_CLOEXEC) || pipe2(ack, O_CLOEXEC)) {
         perror("tfe --kernel");
         return 1;
     }
@@ -302,7 +310,7 @@ int kernel_run(Interp *I)
         char verb[16];
         size_t n = 0;
         if (sscanf(head, "%15s %zu", verb, &n) != 2 || n > ((size_t)1 << 30)) {
-            const char *m = "tfe --kernel: a request is \"exec N\", \"complete N\" or \"inspect N\", then N bytes\n";
+            const char *m = "tfe --kernel: a request is \"exec N\", \"complete N\", \"inspect N\" or \"check N\", then N bytes\n";
             record("error", m, strlen(m));
             record("done error", "", 0);
             continue;
@@ -335,6 +343,10 @@ int kernel_run(Interp *I)
             repl_complete_word(I, line, (int)(w - line), w, add_match, &b);
             record("matches", b.s, b.len);
             free(b.s);
+        } else if (!strcmp(verb, "check")) {
+            /* is the cell complete, or does it go on (an open bracket...)? */
+            const char *st = parse_needs_more(text) ? "incomplete" : "complete";
+            record("status", st, strlen(st));
         } else if (!strcmp(verb, "inspect")) {
             char *h = NULL;
             size_t hl = 0;
@@ -346,7 +358,7 @@ int kernel_run(Interp *I)
             }
             free(h);
         } else {
-            const char *m = "tfe --kernel: unknown request (exec, complete, inspect)\n";
+            const char *m = "tfe --kernel: unknown request (exec, complete, inspect, check)\n";
             record("error", m, strlen(m));
             ok = false;
         }

@@ -186,7 +186,8 @@ def make_kernel_class():
                     "metadata": {}}
 
         def do_is_complete(self, code):
-            return {"status": "unknown"}
+            st = self._ask("check", code, "status").decode() or "unknown"
+            return {"status": st, "indent": "    "} if st == "incomplete" else {"status": st}
 
         def do_shutdown(self, restart):
             self.child.close()

@@ -93,6 +93,10 @@ kc.inspect("zeros((2, 3))", 2)
 c = kc.get_shell_msg(timeout=10)["content"]
 check(c["found"] and "zeros(" in c["data"].get("text/plain", ""), "inspect: %r" % c)
 
+kc.is_complete("fn f(a) {")
+c = kc.get_shell_msg(timeout=10)["content"]
+check(c["status"] == "incomplete", "is_complete: %r" % c)
+
 # interrupt a cell mid-loop: the next cell sees the bindings
 msg_id = kc.execute("let i = 0\nwhile true { i = i + 1 }")
 time.sleep(1.0)

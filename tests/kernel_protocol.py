@@ -107,6 +107,9 @@ r = k.request("complete", "zeros((2, 3), dt")
 m = text_of(r, "matches").split("\n")
 check("dtype=" in m[1:], "completion of a keyword argument: %r" % m)
 
+check(text_of(k.request("check", "fn f(a) {\n  return a"), "status") == "incomplete", "an open brace goes on")
+check(text_of(k.request("check", "1 + 2"), "status") == "complete", "a whole cell is complete")
+
 r = k.request("inspect", "zeros")
 check("zeros(" in text_of(r, "help"), "help for zeros: %r" % r)
 

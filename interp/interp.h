@@ -41,7 +41,9 @@ int interp_run_breakpoint_entry(Interp *I, int number, const char *text, size_t 
 int interp_run_cell(Interp *I, int number, const char *text, size_t len, FILE *err);
 /* Set by tfe --kernel (interp/kernel.c), NULL otherwise: the echo of an
  * entry's final expression goes to interp_echo_hook instead of stdout, and
- * interp_display_hook shows a picture (plot() without a path) inline. */
+ * interp_display_hook shows a picture (plot() without a path) inline; a
+ * mime type with a leading '+' ("+image/png") is the same picture again in
+ * another format. */
 extern int (*interp_echo_hook)(Interp *I, Value v);
 extern int (*interp_display_hook)(const char *mime, const char *data, size_t len);
 /* progress() bars redraw in place with \r though stderr is no terminal

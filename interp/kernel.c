@@ -4,12 +4,13 @@
  *
  * Requests (stdin): "exec N\n" + N bytes of code, "complete N\n" + the code
  * before the cursor, "inspect N\n" + a name, "check N\n" + code (is it
- * complete?). Replies (stdout) are records,
- * a header line "KIND [ARG] N\n" followed by N bytes: "out"/"err" (what the
- * cell wrote on stdout/stderr, as it writes it), "display MIME" (a chart or
- * graph), "result" (the echo of a final expression), "error" (the located
- * message with caret and traceback), "matches", "help", "status", then
- * "done ok|error 0".
+ * complete?). Replies (stdout) are records, a header line "KIND [ARG] N\n"
+ * followed by N bytes: "out"/"err" (what the cell wrote on stdout/stderr,
+ * as it writes it), "display MIME" (a chart; "display+ MIME" after it is the
+ * same picture in another format), "result" (the echo of a final
+ * expression; "result+ MIME" records after it are a graph's drawing),
+ * "error" (the located message with caret and traceback), "matches",
+ * "help", "status", then "done ok|error 0".
  *
  * The cell's stdout and stderr (fds 1 and 2, so child programs such as dot
  * and anything printed by C code are caught too) are pipes read by a thread
@@ -124,22 +125,45 @@ static void sync_output(void)
 
 static int show(const char *mime, const char *data, size_t len)
 {
-    sync_output(); /* the picture comes after what the cell printed before it */
     char kind[120];
+    if (mime[0] == '+') {
+        /* the picture just shown, in another format: "display+ MIME" */
+        snprintf(kind, sizeof kind, "display+ %s", mime + 1);
+        record(kind, data, len);
+        return 0;
+    }
+    sync_output(); /* the picture comes after what the cell printed before it */
     snprintf(kind, sizeof kind, "display %s", mime);
     record(kind, data, len);
     return 0;
 }
 
-/* dot -Tsvg on the text, the SVG malloc'd into *out; -1 when dot fails. */
-static int dot_to_svg(const char *dot, char **out, size_t *outlen)
+static int read_file(const char *path, char **out, size_t *outlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    Buf b = {0};
+    char tmp[8192];
+    size_t r;
+    while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) buf_add(&b, tmp, r);
+    fclose(f);
+    *out = b.s;
+    *outlen = b.len;
+    return b.s ? 0 : -1;
+}
+
+/* dot on the text: the SVG and a PNG (for front ends that show no SVG)
+ * malloc'd into svg[0], png[0], their lengths in n[0], n[1]; -1 when dot
+ * fails. */
+static int dot_render(const char *dot, char **svg, char **png, size_t *n)
 {
     const char *td = getenv("TMPDIR");
-    char path[4096];
+    char path[4096], path2[4200];
     snprintf(path, sizeof path, "%s/tfe-kernel-XXXXXX", td && *td ? td : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0) return -1;
     close(fd);
+    snprintf(path2, sizeof path2, "%s.png", path);
     const char *prog = getenv("TFE_DOT");
     if (!prog || !*prog) prog = "dot";
     int in[2];
@@ -151,7 +175,7 @@ static int dot_to_svg(const char *dot, char **out, size_t *outlen)
         close(in[1]);
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, 2);
-        execlp(prog, prog, "-Tsvg", "-o", path, (char *)NULL);
+        execlp(prog, prog, "-Tsvg", "-o", path, "-Tpng", "-o", path2, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
@@ -161,29 +185,25 @@ static int dot_to_svg(const char *dot, char **out, size_t *outlen)
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) continue;
     int rc = -1;
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            Buf b = {0};
-            char tmp[8192];
-            size_t r;
-            while ((r = fread(tmp, 1, sizeof tmp, f)) > 0) buf_add(&b, tmp, r);
-            fclose(f);
-            *out = b.s;
-            *outlen = b.len;
-            rc = b.s ? 0 : -1;
-        }
+    *png = NULL;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && read_file(path, svg, &n[0]) == 0) {
+        rc = 0;
+        if (read_file(path2, png, &n[1])) *png = NULL;
     }
     unlink(path);
+    unlink(path2);
     return rc;
 }
 
-/* The echo of a cell's final expression: a "result" record, and for a value
- * with a .dot() (a staged graph, a tape's picture) its drawing too. */
+/* The echo of a cell's final expression: a "result" record, and for a staged
+ * graph or a tape's picture its drawing too, as "result+ MIME" records (the
+ * same result in other formats). */
 static int echo(Interp *I, Value v)
 {
     char *s = value_echo_repr(v);
     sync_output();
+    record("result", s, strlen(s));
+    free(s);
     if (v.kind == V_OBJECT) {
         Obj *o = v.u.o;
         const ObjectClass *cls = ((Object *)o)->cls;
@@ -192,11 +212,13 @@ static int echo(Interp *I, Value v)
         bool drawable = !strcmp(cls->name, "graph") || !strcmp(cls->name, "picture");
         if (drawable && cls->getattr && cls->getattr(I, o, "dot", &m) == 0) {
             if (call_value(I, m, 0, NULL, 0, NULL, NULL, &d) == 0) {
-                char *svg;
-                size_t n;
-                if (d.kind == V_STR && dot_to_svg(((Str *)d.u.o)->s, &svg, &n) == 0) {
-                    record("display image/svg+xml", svg, n);
+                char *svg, *png;
+                size_t n[2];
+                if (d.kind == V_STR && dot_render(((Str *)d.u.o)->s, &svg, &png, n) == 0) {
+                    record("result+ image/svg+xml", svg, n[0]);
+                    if (png) record("result+ image/png", png, n[1]);
                     free(svg);
+                    free(png);
                 }
                 value_decref(d);
             } else {
@@ -205,8 +227,6 @@ static int echo(Interp *I, Value v)
             value_decref(m);
         }
     }
-    record("result", s, strlen(s));
-    free(s);
     return 0;
 }
 

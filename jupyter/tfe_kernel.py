@@ -10,6 +10,7 @@ The tfe binary is $TFE (else `tfe` on PATH); its module path $TFE_PATH.
 Interrupt (interrupt_mode "signal"): Jupyter sends SIGINT to this process,
 which passes it on to tfe, whose running cell stops as at Ctrl-C in the REPL.
 """
+import base64
 import json
 import os
 import re
@@ -113,6 +114,13 @@ def make_kernel_class():
                 self.send_response(self.iopub_socket, "stream",
                                    {"name": name, "text": data.decode("utf-8", "replace")})
 
+        @staticmethod
+        def _mime_data(mime, data):
+            # binary formats travel as base64 in Jupyter's JSON
+            if mime.startswith("image/") and not mime.endswith("+xml"):
+                return base64.b64encode(data).decode("ascii")
+            return data.decode("utf-8", "replace")
+
         def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False,
                        **kwargs):
             self.silent = silent
@@ -121,22 +129,33 @@ def make_kernel_class():
                 self.child = Child(self.tfe)
             self.child.send("exec", code)
             error = None
+            # a display or a result in all its formats ("display+", "result+"
+            # records add formats), sent once a record of another kind comes
+            pending = {}
+
+            def flush():
+                if pending and not silent:
+                    msg_type, bundle = pending["type"], pending["data"]
+                    bundle.setdefault("text/plain", "<a picture>")
+                    content = {"data": bundle, "metadata": {}}
+                    if msg_type == "execute_result":
+                        content["execution_count"] = self.execution_count
+                    self.send_response(self.iopub_socket, msg_type, content)
+                pending.clear()
             while True:
                 kind, arg, data = self.child.record()
-                if kind == "out":
+                if kind in ("display+", "result+") and pending:
+                    pending["data"][arg] = self._mime_data(arg, data)
+                    continue
+                flush()
+                if kind == "display":
+                    pending.update(type="display_data", data={arg: self._mime_data(arg, data)})
+                elif kind == "result":
+                    pending.update(type="execute_result", data={"text/plain": data.decode("utf-8", "replace")})
+                elif kind == "out":
                     self._stream("stdout", data)
                 elif kind == "err":
                     self._stream("stderr", data)
-                elif kind == "display" and not silent:
-                    mime = arg
-                    body = data.decode("utf-8", "replace")
-                    self.send_response(self.iopub_socket, "display_data",
-                                       {"data": {mime: body, "text/plain": "<%s>" % mime}, "metadata": {}})
-                elif kind == "result" and not silent:
-                    self.send_response(self.iopub_socket, "execute_result",
-                                       {"execution_count": self.execution_count,
-                                        "data": {"text/plain": data.decode("utf-8", "replace")},
-                                        "metadata": {}})
                 elif kind == "error":
                     error = data.decode("utf-8", "replace")
                 elif kind == "done":

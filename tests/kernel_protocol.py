@@ -46,7 +46,7 @@ class Kernel:
         recs = []
         while True:
             k, a, d = self.record()
-            recs.append((k, a, d.decode()))
+            recs.append((k, a, d.decode("latin-1") if a == "image/png" else d.decode()))
             if k in ("done", "eof"):
                 return recs
 
@@ -91,12 +91,14 @@ r = k.run("plot([1, 2, 3], [1, 4, 9], title=\"sq\")")
 disp = [x for x in r if x[0] == "display"]
 check(len(disp) == 1 and disp[0][1] == "image/svg+xml" and "<svg" in disp[0][2] and "sq" in disp[0][2],
       "plot without a path displays SVG: %r" % [(x[0], x[1]) for x in r])
+more = [x for x in r if x[0] == "display+"]
+check(all(x[1] == "image/png" and x[2].startswith("\x89PNG") for x in more), "display+ is a PNG of it: %r" % more)
 
 if shutil.which("dot"):
     r = k.run("@staged\nfn f(a) { return a * 2.0 + 1.0 }\ngraph(f, ones((2, 2)))")
-    disp = [x for x in r if x[0] == "display"]
-    check(len(disp) == 1 and "<svg" in disp[0][2], "a graph echo draws SVG: %r" % [(x[0], x[1]) for x in r])
-    check(text_of(r, "result") != "", "a graph echo has its text too")
+    kinds = [(x[0], x[1]) for x in r]
+    check(kinds[:2] == [("result", ""), ("result+", "image/svg+xml")] and "<svg" in r[1][2] and "graph f(" in r[0][2],
+          "a graph echo: its text, then its drawing: %r" % kinds)
 
 r = k.request("complete", "let zz_total = 1\n")
 r = k.run("let zz_total = 1")

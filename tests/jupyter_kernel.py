@@ -121,6 +121,7 @@ check(not km.is_alive(), "shutdown")
 
 # the notebooks, run headless: sources as generated, outputs as stored
 import nbformat  # noqa: E402
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SRC, "examples", "notebooks"))
 import notebooks  # noqa: E402
 

@@ -211,7 +211,8 @@ static int echo(Interp *I, Value v)
         /* a staged graph or a tape's picture: both draw themselves as DOT */
         bool drawable = !strcmp(cls->name, "graph") || !strcmp(cls->name, "picture");
         if (drawable && cls->getattr && cls->getattr(I, o, "dot", &m) == 0) {
-            if (call_value(I, m, 0, NULL, 0, NULL, NULL, &d) == 0) {
+            Value none[1] = {v_nil()}; /* no arguments, but an array (memcpy'd) */
+            if (call_value(I, m, 0, none, 0, NULL, NULL, &d) == 0) {
                 char *svg, *png;
                 size_t n[2];
                 if (d.kind == V_STR && dot_render(((Str *)d.u.o)->s, &svg, &png, n) == 0) {

@@ -23,7 +23,11 @@ def check(cond, what):
 
 class Kernel:
     def __init__(self):
-        self.p = subprocess.Popen([TFE, "--kernel"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # a sanitizer build: fontconfig (under librsvg's PNGs) keeps its cache
+        env = dict(os.environ)
+        supp = os.path.join(os.environ["TFE_SRCDIR"], "tests", "lsan_fontconfig.supp")
+        env["LSAN_OPTIONS"] = ":".join(filter(None, [env.get("LSAN_OPTIONS"), "suppressions=" + supp]))
+        self.p = subprocess.Popen([TFE, "--kernel"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         kind, _, data = self.record()
         check(kind == "ready" and data.startswith(b"tfe "), "ready record, got %r %r" % (kind, data))
 

@@ -466,11 +466,11 @@ BUILTIN(bi_plot)
 {
     Value a[9];
     bool p[9];
-    if (args_parse(I, "plot", "xs, ys, path, title=, xlabel=, ylabel=, labels=, xscale=, yscale=", argc, argv, nkw,
+    if (args_parse(I, "plot", "xs, ys, path=, title=, xlabel=, ylabel=, labels=, xscale=, yscale=", argc, argv, nkw,
                    kwnames, kwvals, a, p))
         return -1;
-    const char *path;
-    if (arg_string(I, "plot()", "path", a[2], &path)) return -1;
+    const char *path = NULL; /* none: shown inline in a notebook (plot_write) */
+    if (a[2].kind != V_NIL && arg_string(I, "plot()", "path", a[2], &path)) return -1;
     Chart c = {0};
     if (chart_options(I, "plot", &c, a, p, 3, 7, true)) return -1;
     Series *sr;
@@ -531,11 +531,11 @@ BUILTIN(bi_scatter)
 {
     Value a[10];
     bool p[10];
-    if (args_parse(I, "scatter", "xs, ys, path, title=, xlabel=, ylabel=, labels=, groups=, xscale=, yscale=", argc, argv,
+    if (args_parse(I, "scatter", "xs, ys, path=, title=, xlabel=, ylabel=, labels=, groups=, xscale=, yscale=", argc, argv,
                    nkw, kwnames, kwvals, a, p))
         return -1;
-    const char *path;
-    if (arg_string(I, "scatter()", "path", a[2], &path)) return -1;
+    const char *path = NULL; /* none: shown inline in a notebook (plot_write) */
+    if (a[2].kind != V_NIL && arg_string(I, "scatter()", "path", a[2], &path)) return -1;
     Chart c = {0};
     if (chart_options(I, "scatter", &c, a, p, 3, 8, true)) return -1;
     double *xs = NULL, *ys = NULL, *gs = NULL;
@@ -626,10 +626,10 @@ BUILTIN(bi_hist)
 {
     Value a[7];
     bool p[7];
-    if (args_parse(I, "hist", "xs, path, bins=, title=, xlabel=, ylabel=, yscale=", argc, argv, nkw, kwnames, kwvals, a, p))
+    if (args_parse(I, "hist", "xs, path=, bins=, title=, xlabel=, ylabel=, yscale=", argc, argv, nkw, kwnames, kwvals, a, p))
         return -1;
-    const char *path;
-    if (arg_string(I, "hist()", "path", a[1], &path)) return -1;
+    const char *path = NULL; /* none: shown inline in a notebook (plot_write) */
+    if (a[1].kind != V_NIL && arg_string(I, "hist()", "path", a[1], &path)) return -1;
     int64_t bins = 10;
     if (p[2] && a[2].kind != V_NIL) {
         if (arg_int(I, "hist()", "bins", a[2], &bins)) return -1;

@@ -121,17 +121,19 @@ static void draw(Progress *p, int64_t done, bool final)
             p->label ? p->label : "", p->label ? ": " : "", pct,
             p->tty ? "|" : "", bar, p->tty ? "|" : "",
             (long long)done, (long long)p->total, e, eta, r,
-            p->tty ? (final ? "\033[K\n" : "\033[K") : "\n");
+            p->tty ? (final ? (progress_in_place ? "\n" : "\033[K\n") : (progress_in_place ? "" : "\033[K")) : "\n");
     fflush(stderr);
     p->last_draw = t;
     if (p->tty) shown = final ? NULL : p;
 }
 
+bool progress_in_place;
+
 void progress_print_begin(void)
 {
     if (!shown) return;
     fflush(stdout);
-    fputs("\r\033[K", stderr); /* the bar's line, empty again: print writes there */
+    fputs(progress_in_place ? "\r" : "\r\033[K", stderr); /* the bar's line, empty again: print writes there */
     fflush(stderr);
 }
 
@@ -208,7 +210,7 @@ BUILTIN(bi_progress)
     if (label) p->label = xstrdup(label);
     const char *env = getenv("TFE_PROGRESS");
     p->silent = env && strcmp(env, "0") == 0;
-    p->tty = isatty(2);
+    p->tty = isatty(2) || progress_in_place;
     p->last_done = -1;
     *out = v_obj(V_OBJECT, p);
     return 0;

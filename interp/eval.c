@@ -2090,7 +2090,9 @@ int eval_program(Interp *I, Program *p, bool echo)
             Value v;
             if (eval(I, l->items[l->n - 1]->a, I->globals, &v)) r = XS_ERR;
             else {
-                if (v.kind != V_NIL) {
+                if (v.kind != V_NIL && interp_echo_hook) {
+                    interp_echo_hook(I, v);
+                } else if (v.kind != V_NIL) {
                     char *s = value_echo_repr(v);
                     printf("%s\n", s);
                     free(s);

@@ -98,14 +98,14 @@ void interp_free(Interp *I)
 
 /* Parse, resolve and run text; report any error. The Program stays alive
  * (closures made from it may outlive this call). */
-static int run_text(Interp *I, Source *src, bool echo)
+static int run_text(Interp *I, Source *src, bool echo, FILE *err)
 {
     ParseError pe;
     memset(&pe, 0, sizeof pe);
     Node *root = parse_program(src, &pe);
     if (!root) {
         fflush(stdout);
-        diag_print(stderr, pe.loc, pe.msg);
+        diag_print(err, pe.loc, pe.msg);
         return 1;
     }
     Program *p = xcalloc(1, sizeof(Program));
@@ -119,7 +119,7 @@ static int run_text(Interp *I, Source *src, bool echo)
     int rc = eval_program(I, p, echo);
     fflush(stdout);
     if (rc) {
-        error_report(I, stderr);
+        error_report(I, err);
         return 1;
     }
     return 0;
@@ -128,7 +128,7 @@ static int run_text(Interp *I, Source *src, bool echo)
 int interp_run_source(Interp *I, const char *name, const char *text, size_t len)
 {
     Source *src = source_new(name, text, len);
-    int rc = run_text(I, src, false);
+    int rc = run_text(I, src, false, stderr);
     source_decref(src);
     return rc;
 }
@@ -142,7 +142,7 @@ int interp_run_file(Interp *I, const char *path)
     }
     free(I->script_dir);
     I->script_dir = src->dir ? xstrdup(src->dir) : NULL;
-    int rc = run_text(I, src, false);
+    int rc = run_text(I, src, false, stderr);
     source_decref(src);
     return rc;
 }
@@ -153,7 +153,18 @@ int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len)
     char name[32];
     snprintf(name, sizeof name, "<repl:%d>", number);
     Source *src = source_new(name, text, len);
-    int rc = run_text(I, src, true);
+    int rc = run_text(I, src, true, stderr);
+    source_decref(src);
+    return rc;
+}
+
+int interp_run_cell(Interp *I, int number, const char *text, size_t len, FILE *err)
+{
+    I->repl = true;
+    char name[32];
+    snprintf(name, sizeof name, "<cell:%d>", number);
+    Source *src = source_new(name, text, len);
+    int rc = run_text(I, src, true, err);
     source_decref(src);
     return rc;
 }
@@ -172,7 +183,7 @@ int interp_run_breakpoint_entry(Interp *I, int number, const char *text, size_t 
     char name[40];
     snprintf(name, sizeof name, "<breakpoint:%d>", number);
     Source *src = source_new(name, text, len);
-    int rc = run_text(I, src, true);
+    int rc = run_text(I, src, true, stderr);
     source_decref(src);
     if (nframes) memcpy(I->frames, frames, sizeof *frames * (size_t)nframes);
     free(frames);

@@ -36,6 +36,19 @@ int interp_run_repl_entry(Interp *I, int number, const char *text, size_t len);
 /* An entry typed at a breakpoint's prompt, named <breakpoint:N>; the call
  * stack of the paused program is kept (interp/repl.c). */
 int interp_run_breakpoint_entry(Interp *I, int number, const char *text, size_t len);
+/* A notebook cell (interp/kernel.c): a REPL entry named <cell:NUMBER> whose
+ * error, located with its caret and traceback, is written to err. */
+int interp_run_cell(Interp *I, int number, const char *text, size_t len, FILE *err);
+/* Set by tfe --kernel (interp/kernel.c), NULL otherwise: the echo of an
+ * entry's final expression goes to interp_echo_hook instead of stdout, and
+ * interp_display_hook shows a picture (plot() without a path) inline; a
+ * mime type with a leading '+' ("+image/png") is the same picture again in
+ * another format. */
+extern int (*interp_echo_hook)(Interp *I, Value v);
+extern int (*interp_display_hook)(const char *mime, const char *data, size_t len);
+/* progress() bars redraw in place with \r though stderr is no terminal
+ * (a notebook's stream handles \r); set by tfe --kernel. */
+extern bool progress_in_place;
 
 /* Completion candidates for the REPL: names in scope, keywords, and when the
  * prefix is "expr.partial" the fields of a record/module binding.

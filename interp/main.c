@@ -11,6 +11,7 @@
 #include "dist/comm.h"
 #include "interp/interp.h"
 #include "graph/opt.h"
+#include "interp/kernel.h"
 #include "interp/repl.h"
 #include "util/xalloc.h"
 
@@ -36,6 +37,8 @@ static const char usage[] =
     "  --dump-graph=PASS\n"
     "                print every traced graph before and after PASS (dce, fold,\n"
     "                algebra, cse, fuse) on stderr\n"
+    "  --kernel      serve a notebook: run cells sent on stdin, answer in\n"
+    "                records on stdout, keeping every binding (docs/notebooks.md)\n"
     "  --help        show this help and exit\n"
     "  --version     show the version and exit\n"
     "\n"
@@ -81,12 +84,14 @@ int main(int argc, char **argv)
 {
     InterpOptions opt = {0};
     const char *code = NULL, *file = NULL;
+    bool kernel = false;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { fputs(usage, stdout); return 0; }
         if (strcmp(a, "--version") == 0) { printf("tfe %s\n", PACKAGE_VERSION); return 0; }
         if (strcmp(a, "--eager") == 0) { opt.eager = true; continue; }
+        if (strcmp(a, "--kernel") == 0) { kernel = true; continue; }
         if (strcmp(a, "--stage-all") == 0) { opt.stage_all = true; continue; }
         if (strcmp(a, "--no-optimize") == 0) { opt.no_optimize = true; continue; }
         if (strcmp(a, "--check-staged") == 0) { opt.check_staged = true; continue; }
@@ -115,7 +120,9 @@ int main(int argc, char **argv)
     dist_start(&argc, &argv);
     Interp *I = interp_new(&opt);
     int rc;
-    if (code) {
+    if (kernel) {
+        rc = kernel_run(I);
+    } else if (code) {
         rc = interp_run_source(I, "<cmdline>", code, strlen(code));
     } else if (file) {
         rc = interp_run_file(I, file);

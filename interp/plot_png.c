@@ -149,6 +149,24 @@ static int render_png(const Buf *svg, int width, int height, Buf *png, char *err
 
 int plot_write(Interp *I, const char *fn, const char *path, const Buf *svg, int width, int height)
 {
+    if (!path) {
+        /* a notebook (tfe --kernel) shows the chart in the cell's output;
+         * a PNG of it too where librsvg is, for front ends that show no
+         * SVG (JupyterLab draws none in a notebook it does not trust) */
+        if (interp_display_hook) {
+            int rc = interp_display_hook("image/svg+xml", svg->s, svg->len);
+#ifdef HAVE_RSVG
+            Buf png = {0};
+            char err[400];
+            if (rc == 0 && render_png(svg, width, height, &png, err, sizeof err) == 0)
+                rc = interp_display_hook("+image/png", png.s, png.len);
+            free(png.s);
+#endif
+            return rc;
+        }
+        return interp_raise(I, "%s(): give a path to write the chart to (.svg or .png); "
+                               "only a notebook (tfe --kernel) shows it without one", fn);
+    }
     if (ends_with(path, ".svg")) return write_bytes(I, fn, path, svg->s, svg->len);
     if (!ends_with(path, ".png"))
         return interp_raise(I, "%s(): the path must end in .svg or .png (the format to write), got '%s'", fn, path);

@@ -281,6 +281,44 @@ static void open_call(const char *line, int start, char *out, size_t n)
     }
 }
 
+/* The candidates for text, the word at line[start ...]: keyword arguments
+ * of the call it is in first, then names, fields and attributes. */
+static void gather(Interp *I, const char *line, int start, const char *text, Cands *c)
+{
+    /* keyword arguments first: zeros((2, 3), dt<Tab> gives dtype= */
+    char fname[256];
+    int nkw = 0;
+    if (!strchr(text, '.')) {
+        open_call(line, start, fname, sizeof fname);
+        if (*fname) help_params(I, fname, cand_add_kw, c);
+        nkw = c->n;
+    }
+    interp_complete(I, text, cand_add, c);
+    /* "dtype=" wins over the name "dtype" (a built-in) in a call */
+    for (int i = nkw; i < c->n; i++) {
+        size_t l = strlen(c->v[i]);
+        bool shadowed = false;
+        for (int j = 0; j < nkw && !shadowed; j++)
+            shadowed = strncmp(c->v[j], c->v[i], l) == 0 && c->v[j][l] == '=' && c->v[j][l + 1] == 0;
+        if (shadowed) {
+            free(c->v[i]);
+            c->v[i--] = c->v[--c->n];
+        }
+    }
+}
+
+void repl_complete_word(Interp *I, const char *line, int start, const char *text,
+                        void (*add)(const char *, void *), void *ctx)
+{
+    Cands c = {0};
+    gather(I, line, start, text, &c);
+    for (int i = 0; i < c.n; i++) {
+        if (strncmp(c.v[i], text, strlen(text)) == 0) add(c.v[i], ctx);
+        free(c.v[i]);
+    }
+    free(c.v);
+}
+
 static char *complete_gen(const char *text, int state)
 {
     if (state == 0) {
@@ -289,27 +327,7 @@ static char *complete_gen(const char *text, int state)
             for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
                 if (strncmp(commands[i], text, strlen(text)) == 0) cand_add(commands[i], &cands);
         } else {
-            /* keyword arguments first: zeros((2, 3), dt<Tab> gives dtype= */
-            char fname[256];
-            int nkw = 0;
-            if (!strchr(text, '.')) {
-                open_call(rl_line_buffer, rl_point - (int)strlen(text), fname, sizeof fname);
-                if (*fname) help_params(complete_interp, fname, cand_add_kw, &cands);
-                nkw = cands.n;
-            }
-            interp_complete(complete_interp, text, cand_add, &cands);
-            /* "dtype=" wins over the name "dtype" (a built-in) in a call */
-            for (int i = nkw; i < cands.n; i++) {
-                size_t l = strlen(cands.v[i]);
-                bool shadowed = false;
-                for (int j = 0; j < nkw && !shadowed; j++)
-                    shadowed = strncmp(cands.v[j], cands.v[i], l) == 0 && cands.v[j][l] == '=' &&
-                               cands.v[j][l + 1] == 0;
-                if (shadowed) {
-                    free(cands.v[i]);
-                    cands.v[i--] = cands.v[--cands.n];
-                }
-            }
+            gather(complete_interp, rl_line_buffer, rl_point - (int)strlen(text), text, &cands);
         }
     }
     while (cand_next < cands.n) {

@@ -8,4 +8,10 @@
 /* Run the REPL on the terminal until :quit or EOF; returns the exit status. */
 int repl_run(Interp *I);
 
+/* The REPL's Tab completion for text, the word at line[start ...]: keyword
+ * arguments of the call it is in, names, fields, attributes; add(candidate,
+ * ctx) for each (tfe --kernel's completion, interp/kernel.c). */
+void repl_complete_word(Interp *I, const char *line, int start, const char *text,
+                        void (*add)(const char *, void *), void *ctx);
+
 #endif

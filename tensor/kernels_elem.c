@@ -31,8 +31,9 @@ static void flat_range(int64_t b, int64_t e, void *vctx) {
     f->fn(e - b, p, f->s, f->ctx);
 }
 
-static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t n, void *ctx) {
-    if (n < 2 * KN_GRAIN) {
+/* Below `serial` elements a run stays on the calling thread (elem_serial). */
+static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t n, int64_t serial, void *ctx) {
+    if (n < serial) {
         fn(n, p, s, ctx);
         return 0;
     }
@@ -44,6 +45,18 @@ static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t
     tfe_parallel_for(n, KN_GRAIN, flat_range, &f);
     return kn_poll();
 }
+
+/* The size from which an op's run is split among threads. A cheap op (a
+ * few adds per element, elem.def's cost <= 2: memory-bound, about 0.15 ns an
+ * element on one core) needs 4 KN_GRAIN elements, ~20 us of work, before
+ * waking a worker (a few us, more on a loaded machine) can pay; dearer
+ * ones (exp, tanh, ...) 2 KN_GRAIN, as every kernel. */
+static const uint8_t elem_cost[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = COST,
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = COST,
+#include "tensor/elem.def"
+};
+static int64_t elem_serial(tfe_op op) { return elem_cost[op] > 2 ? 2 * KN_GRAIN : 4 * KN_GRAIN; }
 
 /* ---- unary ---------------------------------------------------------------------- */
 #define UN_LOOP(fname, T, OT, EXPR)                                              \
@@ -146,7 +159,7 @@ int k_unary(const tfe_opcall *c) {
     if (x->dtype == dt && tensor_is_contiguous(x)) {
         char *p[2] = {tensor_data(o), tensor_data(x)};
         int64_t s[2] = {(int64_t)kn_esz(o->dtype), (int64_t)kn_esz(dt)};
-        return flat_run(fn, 2, p, s, n, NULL);
+        return flat_run(fn, 2, p, s, n, elem_serial(op), NULL);
     }
     tfe_tensor *xc = x->dtype == dt ? x : kn_contig_as(x, dt);
     if (!xc) return -1;
@@ -330,9 +343,105 @@ static bool same_shape(const tfe_tensor *a, const tfe_tensor *b) {
     return true;
 }
 
+/* ---- periodic runs ----------------------------------------------------------------
+ * (N, H, W, C) op (C,): an operand that is contiguous and equal to the
+ * output's trailing axes repeats with period P = its size along the flat
+ * output. It is tiled K times into a buffer of L = K P elements, so that the
+ * loop runs over blocks of L with every operand contiguous (or scalar):
+ * vectorised, no per-element index arithmetic, one call per block rather
+ * than per row of C. The arithmetic is the flat loop's, so results are too. */
+#define PERIOD_BLOCK 2048 /* elements per call: amortises the call, tiles stay in L1 */
+
+typedef struct period_ctx {
+    kn_loop_fn fn;
+    int nops;
+    char *p[KN_MAXOPS];
+    int64_t s[KN_MAXOPS];
+    bool tiled[KN_MAXOPS];   /* p[k] is a tile: the same for every block */
+    int64_t n, L;
+    void *ctx;
+} period_ctx;
+
+static void period_range(int64_t b, int64_t e, void *vctx) {
+    period_ctx *f = vctx;
+    char *p[KN_MAXOPS];
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t off = blk * f->L, len = f->n - off < f->L ? f->n - off : f->L;
+        for (int k = 0; k < f->nops; k++) p[k] = f->tiled[k] ? f->p[k] : f->p[k] + off * f->s[k];
+        f->fn(len, p, f->s, f->ctx);
+    }
+}
+
+/* The period of operand t along output o's flat index: its size when it is
+ * contiguous and its shape, leading 1s dropped, is o's trailing axes; else 0. */
+static int64_t operand_period(const tfe_tensor *t, const tfe_tensor *o) {
+    if (!tensor_is_contiguous(t)) return 0;
+    int lead = 0;
+    while (lead < t->rank && t->shape[lead] == 1) lead++;
+    int r = t->rank - lead;
+    if (r > o->rank) return 0;
+    int64_t P = 1;
+    for (int i = 0; i < r; i++) {
+        if (t->shape[lead + i] != o->shape[o->rank - r + i]) return 0;
+        P *= t->shape[lead + i];
+    }
+    return P;
+}
+
+/* Runs fn periodically when every operand is scalar, full or periodic with
+ * one common period; returns 1 when it does not apply (the caller iterates). */
+static int period_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, char **p, int64_t *s, int64_t serial,
+                      void *ctx) {
+    int64_t n = tensor_numel(o), P = 0;
+    int64_t per[KN_MAXOPS] = {0};
+    for (int k = 0; k < nin; k++) {
+        if (s[k + 1] != -1) continue; /* scalar or full */
+        per[k] = operand_period(ops[k].t, o);
+        if (per[k] <= 1 || (P && per[k] != P)) return 1;
+        P = per[k];
+    }
+    if (!P || n % P) return 1;
+    int64_t K = P >= PERIOD_BLOCK ? 1 : PERIOD_BLOCK / P, L = K * P;
+    period_ctx f = {.fn = fn, .nops = nin + 1, .n = n, .L = L, .ctx = ctx};
+    f.p[0] = p[0];
+    f.s[0] = s[0];
+    char *tiles[KN_MAXOPS] = {0};
+    size_t tbytes[KN_MAXOPS] = {0};
+    int rc = 0;
+    for (int k = 0; k < nin; k++) {
+        f.p[k + 1] = p[k + 1];
+        f.s[k + 1] = s[k + 1];
+        if (!per[k]) continue;
+        size_t esz = kn_esz(ops[k].t->dtype);
+        f.s[k + 1] = (int64_t)esz;
+        f.tiled[k + 1] = true;
+        if (K == 1) continue;
+        tbytes[k] = (size_t)L * esz;
+        tiles[k] = tfe_alloc(tbytes[k]);
+        if (!tiles[k]) {
+            rc = -1;
+            goto done;
+        }
+        for (int64_t r = 0; r < K; r++) memcpy(tiles[k] + (size_t)(r * P) * esz, p[k + 1], (size_t)P * esz);
+        f.p[k + 1] = tiles[k];
+    }
+    int64_t nblocks = (n + L - 1) / L;
+    if (n < serial) period_range(0, nblocks, &f);
+    else {
+        int64_t grain = KN_GRAIN / L;
+        tfe_parallel_for(nblocks, grain < 1 ? 1 : grain, period_range, &f);
+        rc = kn_poll();
+    }
+done:
+    for (int k = 0; k < nin; k++)
+        if (tiles[k]) tfe_free(tiles[k], tbytes[k]);
+    return rc;
+}
+
 /* Runs an elementwise loop over out and nin converted operands: flat when
- * every operand is a scalar or contiguous of the output's shape. */
-static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, void *ctx) {
+ * every operand is a scalar or contiguous of the output's shape; periodic
+ * when the others repeat over the output's trailing axes. */
+static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, int64_t serial, void *ctx) {
     int64_t n = tensor_numel(o);
     if (n == 0) return 0;
     char *p[KN_MAXOPS];
@@ -345,9 +454,16 @@ static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, 
         p[k + 1] = q->data;
         if (q->scalar || tensor_numel(q->t) == 1) s[k + 1] = 0;
         else if (same_shape(q->t, o) && tensor_is_contiguous(q->t)) s[k + 1] = (int64_t)kn_esz(q->t->dtype);
-        else flat = false;
+        else {
+            s[k + 1] = -1; /* neither: period_run looks closer */
+            flat = false;
+        }
     }
-    if (flat) return flat_run(fn, nin + 1, p, s, n, ctx);
+    if (flat) return flat_run(fn, nin + 1, p, s, n, serial, ctx);
+    if (tensor_is_contiguous(o)) {
+        int r = period_run(fn, o, nin, ops, p, s, serial, ctx);
+        if (r <= 0) return r;
+    }
     int64_t strides[KN_MAXOPS][KN_MAXDIM];
     for (int i = 0; i < o->rank; i++) strides[0][i] = o->strides[i];
     for (int k = 0; k < nin; k++) {
@@ -375,7 +491,7 @@ int k_binary(const tfe_opcall *c) {
     if (a->dtype == dt && b->dtype == dt && same_shape(a, o) && same_shape(b, o) &&
         tensor_is_contiguous(a) && tensor_is_contiguous(b)) {
         int64_t n = tensor_numel(o);
-        if (n < 2 * KN_GRAIN && !dtype_is_int(dt)) {
+        if (n < elem_serial(op) && !dtype_is_int(dt)) {
             char *p[3] = {tensor_data(o), tensor_data(a), tensor_data(b)};
             int64_t s[3] = {(int64_t)kn_esz(o->dtype), (int64_t)esz, (int64_t)esz};
             fn(n, p, s, NULL);
@@ -384,7 +500,7 @@ int k_binary(const tfe_opcall *c) {
     }
     /* hot path: tensor op 1-element operand (`x * 2`), small */
     int64_t n = tensor_numel(o);
-    if (n < 2 * KN_GRAIN && !dtype_is_int(dt) && (a->rank == 0 || b->rank == 0)) {
+    if (n < elem_serial(op) && !dtype_is_int(dt) && (a->rank == 0 || b->rank == 0)) {
         tfe_tensor *t = a->rank == 0 ? b : a, *sc = a->rank == 0 ? a : b;
         if (t->dtype == dt && same_shape(t, o) && tensor_is_contiguous(t)) {
             union { double d; char bytes[8]; } buf;
@@ -402,7 +518,7 @@ int k_binary(const tfe_opcall *c) {
         return -1;
     }
     int err = 0;
-    int r = elementwise_run(fn, o, 2, ops, &err);
+    int r = elementwise_run(fn, o, 2, ops, elem_serial(op), &err);
     tensor_decref(ops[0].tmp);
     tensor_decref(ops[1].tmp);
     if (r) return -1;
@@ -471,7 +587,7 @@ static int ternary(const tfe_opcall *c, kn_loop_fn fn, tfe_dtype dt0) {
     int n = 0, r = -1;
     for (; n < 3; n++)
         if (operand_init(&ops[n], c->in[n], n == 0 ? dt0 : o->dtype)) goto done;
-    r = elementwise_run(fn, o, 3, ops, NULL);
+    r = elementwise_run(fn, o, 3, ops, 4 * KN_GRAIN, NULL); /* cheap: a select, a clip */
 done:
     for (int k = 0; k < n; k++) tensor_decref(ops[k].tmp);
     return r;

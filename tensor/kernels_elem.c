@@ -372,19 +372,22 @@ static void period_range(int64_t b, int64_t e, void *vctx) {
     }
 }
 
-/* The period of operand t along output o's flat index: its size when it is
- * contiguous and its shape, leading 1s dropped, is o's trailing axes; else 0. */
+/* The period of operand t along output o's flat index, or 0: t (by
+ * broadcasting, or as a view with stride 0 there: broadcast_to's) is
+ * constant along o's leading axes and contiguous over the trailing ones. */
 static int64_t operand_period(const tfe_tensor *t, const tfe_tensor *o) {
-    if (!tensor_is_contiguous(t)) return 0;
-    int lead = 0;
-    while (lead < t->rank && t->shape[lead] == 1) lead++;
-    int r = t->rank - lead;
-    if (r > o->rank) return 0;
-    int64_t P = 1;
-    for (int i = 0; i < r; i++) {
-        if (t->shape[lead + i] != o->shape[o->rank - r + i]) return 0;
-        P *= t->shape[lead + i];
+    int64_t st[KN_MAXDIM];
+    kn_bcast_strides(t, o->rank, o->shape, st);
+    int64_t P = 1, want = (int64_t)kn_esz(t->dtype);
+    int d = o->rank;
+    /* trailing axes: contiguous (size-1 axes have any stride) */
+    while (d > 0 && (o->shape[d - 1] == 1 || st[d - 1] == want)) {
+        d--;
+        want *= o->shape[d];
+        P *= o->shape[d];
     }
+    for (int i = 0; i < d; i++)
+        if (st[i] != 0 && o->shape[i] != 1) return 0;
     return P;
 }
 

@@ -265,60 +265,57 @@ static int run_colparts(red_ctx *c) {
     return kn_poll();
 }
 
-/* Pairwise sums of one long row in parallel: the leaves of kn_sum's own
- * recursion (split where it splits, down to KN_GRAIN) are summed by the
- * threads and combined up the same tree, so the result is bit for bit the
- * sequential kn_sum's with any number of threads. */
-typedef struct psum_ctx {
-    const char *x;
-    size_t esz;
-    int64_t leaf;              /* a node this size or smaller is a leaf */
-    int64_t off[64], len[64];  /* the leaves (at most 64: leaf >= n / 32) */
-    char *out;
-} psum_ctx;
-
-static void psum_leaves(psum_ctx *p, int64_t off, int64_t n, int *k) {
-    if (n <= p->leaf) {
-        p->off[*k] = off;
-        p->len[*k] = n;
-        (*k)++;
+/* ---- long pairwise rows in parallel (kernels.h: kn_psum_tree) ---- */
+static void psum_leaves(kn_psum_tree *t, int64_t off, int64_t n) {
+    if (n <= t->leaf) {
+        t->off[t->nleaves] = off;
+        t->len[t->nleaves++] = n;
         return;
     }
-    int64_t h = (n / 2) & ~(int64_t)7;
-    psum_leaves(p, off, h, k);
-    psum_leaves(p, off + h, n - h, k);
+    int64_t h = (n / 2) & ~(int64_t)7; /* kn_sum's split (n > leaf > 128) */
+    psum_leaves(t, off, h);
+    psum_leaves(t, off + h, n - h);
 }
+
+void kn_psum_tree_init(kn_psum_tree *t, int64_t n) {
+    t->n = n;
+    t->leaf = n / 32 + 1 > KN_GRAIN ? n / 32 + 1 : KN_GRAIN;
+    t->nleaves = 0;
+    psum_leaves(t, 0, n);
+}
+
+#define PSUM_JOIN(name, T)                                                       \
+    static T name##_at(const kn_psum_tree *t, const T *sums, int64_t n, int *k) { \
+        if (n <= t->leaf) return sums[(*k)++];                                   \
+        int64_t h = (n / 2) & ~(int64_t)7;                                       \
+        T a = name##_at(t, sums, h, k);                                          \
+        return a + name##_at(t, sums, n - h, k);                                 \
+    }                                                                            \
+    T name(const kn_psum_tree *t, const T *sums) {                               \
+        int k = 0;                                                               \
+        return name##_at(t, sums, t->n, &k);                                     \
+    }
+PSUM_JOIN(kn_psum_join_f32, float)
+PSUM_JOIN(kn_psum_join_f64, double)
+
+typedef struct psum_ctx { const kn_psum_tree *t; const char *x; size_t esz; char *out; } psum_ctx;
 
 static void psum_range(int64_t b, int64_t e, void *vctx) {
     psum_ctx *p = vctx;
     for (int64_t k = b; k < e; k++) {
-        if (p->esz == 4) ((float *)p->out)[k] = kn_sum_f32((const float *)p->x + p->off[k], p->len[k]);
-        else ((double *)p->out)[k] = kn_sum_f64((const double *)p->x + p->off[k], p->len[k]);
+        if (p->esz == 4) ((float *)p->out)[k] = kn_sum_f32((const float *)p->x + p->t->off[k], p->t->len[k]);
+        else ((double *)p->out)[k] = kn_sum_f64((const double *)p->x + p->t->off[k], p->t->len[k]);
     }
 }
 
-/* combines the leaves of [off, off + n) as the recursion does; *k: next leaf */
-#define PSUM_COMBINE(name, T)                                                    \
-    static T name(const psum_ctx *p, int64_t n, int *k) {                       \
-        if (n <= p->leaf) return ((const T *)p->out)[(*k)++];                    \
-        int64_t h = (n / 2) & ~(int64_t)7;                                       \
-        T a = name(p, h, k);                                                     \
-        return a + name(p, n - h, k);                                            \
-    }
-PSUM_COMBINE(psum_combine_f, float)
-PSUM_COMBINE(psum_combine_d, double)
-
 static int run_psum_row(red_ctx *c, const char *x, char *o) {
-    psum_ctx p = {.x = x, .esz = c->esz, .leaf = c->red / 32 + 1};
-    if (p.leaf < KN_GRAIN) p.leaf = KN_GRAIN;
+    kn_psum_tree t;
+    kn_psum_tree_init(&t, c->red);
     double buf[64];
-    p.out = (char *)buf;
-    int nleaves = 0;
-    psum_leaves(&p, 0, c->red, &nleaves);
-    tfe_parallel_for(nleaves, 1, psum_range, &p);
-    int k = 0;
-    if (c->esz == 4) *(float *)o = psum_combine_f(&p, c->red, &k);
-    else *(double *)o = psum_combine_d(&p, c->red, &k);
+    psum_ctx p = {&t, x, c->esz, (char *)buf};
+    tfe_parallel_for(t.nleaves, 1, psum_range, &p);
+    if (c->esz == 4) *(float *)o = kn_psum_join_f32(&t, (const float *)buf);
+    else *(double *)o = kn_psum_join_f64(&t, buf);
     return kn_poll();
 }
 

@@ -258,7 +258,10 @@ static int run_colparts(red_ctx *c) {
     size_t bytes = (size_t)(nparts * c->inner) * c->esz;
     c->partial = tfe_alloc(bytes);
     if (!c->partial) return -1;
-    tfe_parallel_for(nparts, 1, colparts_range, c);
+    /* the same parts either way; threads only from 4 KN_GRAIN elements (a
+     * column sum is memory-bound: below that a worker's wake-up costs more) */
+    if (total < 4 * KN_GRAIN) colparts_range(0, nparts, c);
+    else tfe_parallel_for(nparts, 1, colparts_range, c);
     c->r.init(c->o, c->inner);
     c->r.col(c->o, c->partial, nparts, c->inner, c->inner);
     tfe_free(c->partial, bytes);
@@ -323,7 +326,7 @@ static int run_rows(red_ctx *c, int64_t outer) {
     int64_t grain = KN_GRAIN / (c->red ? c->red : 1);
     if (grain < 1) grain = 1;
     bool psum = c->r.row == row_psum_f || c->r.row == row_psum_d;
-    if (!c->stat && psum && outer == 1 && c->red >= 2 * KN_GRAIN)
+    if (!c->stat && psum && outer == 1 && c->red >= 4 * KN_GRAIN) /* bitwise kn_sum's, in parallel */
         return run_psum_row(c, c->x, c->o);
     /* other long single rows: chunks of a size set by the row alone (not
      * the thread count), combined in order */

@@ -75,9 +75,10 @@ typedef struct fplan {
     char *out;                        /* elementwise: the output; reductions: one per row */
     int err;                          /* set by a range body that could not allocate */
     /* reductions (tfe_fprog.red): rows of `red` elements of the program's
-     * domain, each summed pairwise; or one long row in `chunk`-sized parts
+     * domain, each summed pairwise; or one long row in the parts of `tree`
      * summed into `partial` (what k_reduce does, so results are bitwise its) */
-    int64_t red, chunk;
+    int64_t red;
+    const kn_psum_tree *tree;
     char *partial;
     int64_t row;                      /* the row the parts belong to */
 } fplan;
@@ -242,10 +243,9 @@ static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *
     }                                                                                         \
     static void parts_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
         setup_##SUF(pl, buf, ptr);                                                            \
-        for (int64_t k = begin; k < end; k++) {                                               \
-            int64_t s = k * pl->chunk, n = s + pl->chunk < pl->red ? pl->chunk : pl->red - s; \
-            ((T *)pl->partial)[k] = psum_##SUF(pl, pl->row * pl->red + s, n, buf, ptr);       \
-        }                                                                                     \
+        for (int64_t k = begin; k < end; k++)                                                 \
+            ((T *)pl->partial)[k] = psum_##SUF(pl, pl->row * pl->red + pl->tree->off[k],       \
+                                               pl->tree->len[k], buf, ptr);                   \
     }
 
 #define KSUM kn_sum_f32
@@ -482,25 +482,22 @@ static int reduce_domain(const tfe_fkernel *k, tfe_tensor *const *inputs, const 
     return 0;
 }
 
-/* Rows of the domain summed as k_reduce sums them: pairwise per row, and a
- * long row that would leave threads idle in parts (the same parts), then
- * divided by the count for a mean. */
+/* Rows of the domain summed as k_reduce sums them: pairwise per row, one
+ * long row in the parts of kn_psum_tree (the same parts, joined the same
+ * way: bitwise kn_sum's with any thread count), then divided by the count
+ * for a mean. */
 static int exec_reduce(const tfe_fkernel *k, fplan *pl, int64_t rows, int64_t red) {
     pl->red = red;
-    int nt = tfe_num_threads();
-    if (rows < nt && red >= 2 * KN_GRAIN) {
-        char buf[64 * 8];
-        int64_t nchunks = red / KN_GRAIN < 64 ? red / KN_GRAIN : 64;
-        pl->chunk = (red + nchunks - 1) / nchunks;
-        nchunks = (red + pl->chunk - 1) / pl->chunk;
-        pl->partial = buf;
-        char *out = pl->out;
-        for (int64_t r = 0; r < rows; r++) {
-            pl->row = r;
-            tfe_parallel_for(nchunks, 1, fused_parts, pl);
-            if (k->dtype == TFE_FLOAT32) ((float *)out)[r] = kn_sum_f32((const float *)buf, nchunks);
-            else ((double *)out)[r] = kn_sum_f64((const double *)buf, nchunks);
-        }
+    if (rows == 1 && red >= 2 * KN_GRAIN) {
+        kn_psum_tree t;
+        kn_psum_tree_init(&t, red);
+        double buf[64];
+        pl->tree = &t;
+        pl->partial = (char *)buf;
+        pl->row = 0;
+        tfe_parallel_for(t.nleaves, 1, fused_parts, pl);
+        if (k->dtype == TFE_FLOAT32) *(float *)pl->out = kn_psum_join_f32(&t, (const float *)buf);
+        else *(double *)pl->out = kn_psum_join_f64(&t, buf);
     } else {
         int64_t grain = KN_GRAIN / (red ? red : 1);
         tfe_parallel_for(rows, grain < 1 ? 1 : grain, fused_rows, pl);

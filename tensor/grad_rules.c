@@ -261,10 +261,19 @@ RULE(grad_sigmoid) {
     END;
 }
 
-/* 1 where x > 0; 0 at x = 0 (as TensorFlow, JAX and PyTorch) */
+/* 1 where x > 0; 0 at x = 0 (as TensorFlow, JAX and PyTorch): one op,
+ * relu_grad(G, x), the value of where(x > 0, G, 0) */
 RULE(grad_relu) {
     BEGIN;
-    if (wants(x)) set_dx(s, &dx[0], scope_where(s, B(s, OP_GT, x, scope_const(s, 0, x)), G, scope_const(s, 0, G)), x);
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_RELU_GRAD, G, x), x);
+    END;
+}
+
+/* relu_grad(d, x) is linear in d; x only selects (no gradient, as where's
+ * condition) */
+RULE(grad_relu_grad) {
+    BEGIN;
+    if (wants(x)) set_dx(s, &dx[0], B(s, OP_RELU_GRAD, G, c->in[1]), x);
     END;
 }
 

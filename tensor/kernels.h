@@ -46,6 +46,15 @@ tfe_tensor *kn_permute(tfe_tensor *t, const int *perm);
 /* ---- math shared with kernels_nn.c ------------------------------------------ */
 float kn_sum_f32(const float *x, int64_t n);    /* pairwise, like NumPy */
 double kn_sum_f64(const double *x, int64_t n);
+/* kn_sum of a long row in parallel: its recursion's nodes of at most `leaf`
+ * elements (leaf >= KN_GRAIN and n / 32: at most 64) are the leaves; each
+ * leaf's kn_sum, added up the same tree (kn_psum_join_*), is bit for bit the
+ * whole row's kn_sum, with any number of threads. k_reduce and the fused
+ * reductions (tensor/fused.c) both split long rows so. */
+typedef struct kn_psum_tree { int64_t n, leaf; int nleaves; int64_t off[64], len[64]; } kn_psum_tree;
+void kn_psum_tree_init(kn_psum_tree *t, int64_t n);
+float kn_psum_join_f32(const kn_psum_tree *t, const float *leafsums);
+double kn_psum_join_f64(const kn_psum_tree *t, const double *leafsums);
 /* C[m,n] (+)= op(A)[m,k] op(B)[k,n], row-major, leading dimensions in
  * elements; float32/float64 via OpenBLAS, int32/int64 by a plain kernel.
  * ta/tb: A/B are stored transposed (A is k x m with lda >= m). */

@@ -31,8 +31,9 @@ static void flat_range(int64_t b, int64_t e, void *vctx) {
     f->fn(e - b, p, f->s, f->ctx);
 }
 
-static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t n, void *ctx) {
-    if (n < 2 * KN_GRAIN) {
+/* Below `serial` elements a run stays on the calling thread (elem_serial). */
+static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t n, int64_t serial, void *ctx) {
+    if (n < serial) {
         fn(n, p, s, ctx);
         return 0;
     }
@@ -44,6 +45,18 @@ static int flat_run(kn_loop_fn fn, int nops, char **p, const int64_t *s, int64_t
     tfe_parallel_for(n, KN_GRAIN, flat_range, &f);
     return kn_poll();
 }
+
+/* The size from which an op's run is split among threads. A cheap op (a
+ * few adds per element, elem.def's cost <= 2: memory-bound, about 0.15 ns an
+ * element on one core) needs 4 KN_GRAIN elements, ~20 us of work, before
+ * waking a worker (a few us, more on a loaded machine) can pay; dearer
+ * ones (exp, tanh, ...) 2 KN_GRAIN, as every kernel. */
+static const uint8_t elem_cost[TFE_NOPS] = {
+#define ELEM_UNARY(ID, COST, EXPR) [OP_##ID] = COST,
+#define ELEM_BINARY(ID, COST, EXPR) [OP_##ID] = COST,
+#include "tensor/elem.def"
+};
+static int64_t elem_serial(tfe_op op) { return elem_cost[op] > 2 ? 2 * KN_GRAIN : 4 * KN_GRAIN; }
 
 /* ---- unary ---------------------------------------------------------------------- */
 #define UN_LOOP(fname, T, OT, EXPR)                                              \
@@ -146,7 +159,7 @@ int k_unary(const tfe_opcall *c) {
     if (x->dtype == dt && tensor_is_contiguous(x)) {
         char *p[2] = {tensor_data(o), tensor_data(x)};
         int64_t s[2] = {(int64_t)kn_esz(o->dtype), (int64_t)kn_esz(dt)};
-        return flat_run(fn, 2, p, s, n, NULL);
+        return flat_run(fn, 2, p, s, n, elem_serial(op), NULL);
     }
     tfe_tensor *xc = x->dtype == dt ? x : kn_contig_as(x, dt);
     if (!xc) return -1;
@@ -330,9 +343,108 @@ static bool same_shape(const tfe_tensor *a, const tfe_tensor *b) {
     return true;
 }
 
+/* ---- periodic runs ----------------------------------------------------------------
+ * (N, H, W, C) op (C,): an operand that is contiguous and equal to the
+ * output's trailing axes repeats with period P = its size along the flat
+ * output. It is tiled K times into a buffer of L = K P elements, so that the
+ * loop runs over blocks of L with every operand contiguous (or scalar):
+ * vectorised, no per-element index arithmetic, one call per block rather
+ * than per row of C. The arithmetic is the flat loop's, so results are too. */
+#define PERIOD_BLOCK 2048 /* elements per call: amortises the call, tiles stay in L1 */
+
+typedef struct period_ctx {
+    kn_loop_fn fn;
+    int nops;
+    char *p[KN_MAXOPS];
+    int64_t s[KN_MAXOPS];
+    bool tiled[KN_MAXOPS];   /* p[k] is a tile: the same for every block */
+    int64_t n, L;
+    void *ctx;
+} period_ctx;
+
+static void period_range(int64_t b, int64_t e, void *vctx) {
+    period_ctx *f = vctx;
+    char *p[KN_MAXOPS];
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t off = blk * f->L, len = f->n - off < f->L ? f->n - off : f->L;
+        for (int k = 0; k < f->nops; k++) p[k] = f->tiled[k] ? f->p[k] : f->p[k] + off * f->s[k];
+        f->fn(len, p, f->s, f->ctx);
+    }
+}
+
+/* The period of operand t along output o's flat index, or 0: t (by
+ * broadcasting, or as a view with stride 0 there: broadcast_to's) is
+ * constant along o's leading axes and contiguous over the trailing ones. */
+static int64_t operand_period(const tfe_tensor *t, const tfe_tensor *o) {
+    int64_t st[KN_MAXDIM];
+    kn_bcast_strides(t, o->rank, o->shape, st);
+    int64_t P = 1, want = (int64_t)kn_esz(t->dtype);
+    int d = o->rank;
+    /* trailing axes: contiguous (size-1 axes have any stride) */
+    while (d > 0 && (o->shape[d - 1] == 1 || st[d - 1] == want)) {
+        d--;
+        want *= o->shape[d];
+        P *= o->shape[d];
+    }
+    for (int i = 0; i < d; i++)
+        if (st[i] != 0 && o->shape[i] != 1) return 0;
+    return P;
+}
+
+/* Runs fn periodically when every operand is scalar, full or periodic with
+ * one common period; returns 1 when it does not apply (the caller iterates). */
+static int period_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, char **p, int64_t *s, int64_t serial,
+                      void *ctx) {
+    int64_t n = tensor_numel(o), P = 0;
+    int64_t per[KN_MAXOPS] = {0};
+    for (int k = 0; k < nin; k++) {
+        if (s[k + 1] != -1) continue; /* scalar or full */
+        per[k] = operand_period(ops[k].t, o);
+        if (per[k] <= 1 || (P && per[k] != P)) return 1;
+        P = per[k];
+    }
+    if (!P || n % P) return 1;
+    int64_t K = P >= PERIOD_BLOCK ? 1 : PERIOD_BLOCK / P, L = K * P;
+    period_ctx f = {.fn = fn, .nops = nin + 1, .n = n, .L = L, .ctx = ctx};
+    f.p[0] = p[0];
+    f.s[0] = s[0];
+    char *tiles[KN_MAXOPS] = {0};
+    size_t tbytes[KN_MAXOPS] = {0};
+    int rc = 0;
+    for (int k = 0; k < nin; k++) {
+        f.p[k + 1] = p[k + 1];
+        f.s[k + 1] = s[k + 1];
+        if (!per[k]) continue;
+        size_t esz = kn_esz(ops[k].t->dtype);
+        f.s[k + 1] = (int64_t)esz;
+        f.tiled[k + 1] = true;
+        if (K == 1) continue;
+        tbytes[k] = (size_t)L * esz;
+        tiles[k] = tfe_alloc(tbytes[k]);
+        if (!tiles[k]) {
+            rc = -1;
+            goto done;
+        }
+        for (int64_t r = 0; r < K; r++) memcpy(tiles[k] + (size_t)(r * P) * esz, p[k + 1], (size_t)P * esz);
+        f.p[k + 1] = tiles[k];
+    }
+    int64_t nblocks = (n + L - 1) / L;
+    if (n < serial) period_range(0, nblocks, &f);
+    else {
+        int64_t grain = KN_GRAIN / L;
+        tfe_parallel_for(nblocks, grain < 1 ? 1 : grain, period_range, &f);
+        rc = kn_poll();
+    }
+done:
+    for (int k = 0; k < nin; k++)
+        if (tiles[k]) tfe_free(tiles[k], tbytes[k]);
+    return rc;
+}
+
 /* Runs an elementwise loop over out and nin converted operands: flat when
- * every operand is a scalar or contiguous of the output's shape. */
-static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, void *ctx) {
+ * every operand is a scalar or contiguous of the output's shape; periodic
+ * when the others repeat over the output's trailing axes. */
+static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, int64_t serial, void *ctx) {
     int64_t n = tensor_numel(o);
     if (n == 0) return 0;
     char *p[KN_MAXOPS];
@@ -345,9 +457,16 @@ static int elementwise_run(kn_loop_fn fn, tfe_tensor *o, int nin, operand *ops, 
         p[k + 1] = q->data;
         if (q->scalar || tensor_numel(q->t) == 1) s[k + 1] = 0;
         else if (same_shape(q->t, o) && tensor_is_contiguous(q->t)) s[k + 1] = (int64_t)kn_esz(q->t->dtype);
-        else flat = false;
+        else {
+            s[k + 1] = -1; /* neither: period_run looks closer */
+            flat = false;
+        }
     }
-    if (flat) return flat_run(fn, nin + 1, p, s, n, ctx);
+    if (flat) return flat_run(fn, nin + 1, p, s, n, serial, ctx);
+    if (tensor_is_contiguous(o)) {
+        int r = period_run(fn, o, nin, ops, p, s, serial, ctx);
+        if (r <= 0) return r;
+    }
     int64_t strides[KN_MAXOPS][KN_MAXDIM];
     for (int i = 0; i < o->rank; i++) strides[0][i] = o->strides[i];
     for (int k = 0; k < nin; k++) {
@@ -375,7 +494,7 @@ int k_binary(const tfe_opcall *c) {
     if (a->dtype == dt && b->dtype == dt && same_shape(a, o) && same_shape(b, o) &&
         tensor_is_contiguous(a) && tensor_is_contiguous(b)) {
         int64_t n = tensor_numel(o);
-        if (n < 2 * KN_GRAIN && !dtype_is_int(dt)) {
+        if (n < elem_serial(op) && !dtype_is_int(dt)) {
             char *p[3] = {tensor_data(o), tensor_data(a), tensor_data(b)};
             int64_t s[3] = {(int64_t)kn_esz(o->dtype), (int64_t)esz, (int64_t)esz};
             fn(n, p, s, NULL);
@@ -384,7 +503,7 @@ int k_binary(const tfe_opcall *c) {
     }
     /* hot path: tensor op 1-element operand (`x * 2`), small */
     int64_t n = tensor_numel(o);
-    if (n < 2 * KN_GRAIN && !dtype_is_int(dt) && (a->rank == 0 || b->rank == 0)) {
+    if (n < elem_serial(op) && !dtype_is_int(dt) && (a->rank == 0 || b->rank == 0)) {
         tfe_tensor *t = a->rank == 0 ? b : a, *sc = a->rank == 0 ? a : b;
         if (t->dtype == dt && same_shape(t, o) && tensor_is_contiguous(t)) {
             union { double d; char bytes[8]; } buf;
@@ -402,7 +521,7 @@ int k_binary(const tfe_opcall *c) {
         return -1;
     }
     int err = 0;
-    int r = elementwise_run(fn, o, 2, ops, &err);
+    int r = elementwise_run(fn, o, 2, ops, elem_serial(op), &err);
     tensor_decref(ops[0].tmp);
     tensor_decref(ops[1].tmp);
     if (r) return -1;
@@ -418,13 +537,31 @@ int k_binary(const tfe_opcall *c) {
 }
 
 /* ---- where, clip ------------------------------------------------------------------- */
+/* Selected by a mask, not a branch: cond is random in a gradient (relu's,
+ * clip's), and a mispredicted branch per element cost 4 ns. The bits are
+ * copied, as the branch did. */
+#define WHERE_SEL(T, c, a, b) ((T)(((a) & (T)(0u - (T)((c) != 0))) | ((b) & (T)~(T)(0u - (T)((c) != 0)))))
 #define WHERE_LOOP(fname, T)                                                     \
     static void fname(int64_t n, char **p, const int64_t *s, void *ctx) {        \
         (void)ctx;                                                               \
         T *restrict o = (T *)p[0];                                               \
-        for (int64_t i = 0; i < n; i++)                                          \
-            o[i] = *(const tbool *)(p[1] + i * s[1]) ? *(const T *)(p[2] + i * s[2]) \
-                                                     : *(const T *)(p[3] + i * s[3]); \
+        const tbool *restrict c = (const tbool *)p[1];                           \
+        if (s[1] == 1 && s[2] == sizeof(T) && s[3] == sizeof(T)) {               \
+            const T *restrict a = (const T *)p[2], *restrict b = (const T *)p[3]; \
+            for (int64_t i = 0; i < n; i++) o[i] = WHERE_SEL(T, c[i], a[i], b[i]);  \
+        } else if (s[1] == 1 && s[2] == sizeof(T) && s[3] == 0) {                \
+            const T *restrict a = (const T *)p[2], b = *(const T *)p[3];         \
+            for (int64_t i = 0; i < n; i++) o[i] = WHERE_SEL(T, c[i], a[i], b);     \
+        } else if (s[1] == 1 && s[2] == 0 && s[3] == sizeof(T)) {                \
+            const T a = *(const T *)p[2], *restrict b = (const T *)p[3];         \
+            for (int64_t i = 0; i < n; i++) o[i] = WHERE_SEL(T, c[i], a, b[i]);     \
+        } else {                                                                 \
+            const char *pc = p[1], *pa = p[2], *pb = p[3];                       \
+            int64_t sc = s[1], sa = s[2], sb = s[3];                             \
+            for (int64_t i = 0; i < n; i++)                                      \
+                o[i] = WHERE_SEL(T, *(const tbool *)(pc + i * sc), *(const T *)(pa + i * sa), \
+                                 *(const T *)(pb + i * sb));                     \
+        }                                                                        \
     }
 WHERE_LOOP(where_1, uint8_t)
 WHERE_LOOP(where_4, uint32_t)
@@ -453,7 +590,7 @@ static int ternary(const tfe_opcall *c, kn_loop_fn fn, tfe_dtype dt0) {
     int n = 0, r = -1;
     for (; n < 3; n++)
         if (operand_init(&ops[n], c->in[n], n == 0 ? dt0 : o->dtype)) goto done;
-    r = elementwise_run(fn, o, 3, ops, NULL);
+    r = elementwise_run(fn, o, 3, ops, 4 * KN_GRAIN, NULL); /* cheap: a select, a clip */
 done:
     for (int k = 0; k < n; k++) tensor_decref(ops[k].tmp);
     return r;

@@ -34,10 +34,12 @@ PAIRWISE(kn_sum_f32, float)
 PAIRWISE(kn_sum_f64, double)
 
 /* ---- typed reducers ------------------------------------------------------
- * row(x, n, out): *out = reduction of x[0..n); col(acc, x, n): acc[j] =
- * combine(acc[j], x[j]); init(acc, n): acc[j] = identity. */
+ * row(x, n, out): *out = reduction of x[0..n); col(acc, x, rows, ld, n):
+ * acc[j] = combine(acc[j], x[r ld + j]) for r = 0, 1, .. rows-1 in order
+ * (one call for a block of rows: short rows of C channels cost no call
+ * each); init(acc, n): acc[j] = identity. */
 typedef void (*row_fn)(const char *x, int64_t n, char *out);
-typedef void (*col_fn)(char *acc, const char *x, int64_t n);
+typedef void (*col_fn)(char *acc, const char *x, int64_t rows, int64_t ld, int64_t n);
 typedef void (*init_fn)(char *acc, int64_t n);
 typedef struct reducer { row_fn row; col_fn col; init_fn init; } reducer;
 
@@ -55,10 +57,12 @@ typedef struct reducer { row_fn row; col_fn col; init_fn init; } reducer;
         for (int64_t i = 0; i < n; i++) acc = COMBINE(acc, x[i]);                \
         *(T *)op = acc;                                                          \
     }                                                                            \
-    static void col_##name(char *ap, const char *xp, int64_t n) {                \
+    static void col_##name(char *ap, const char *xp, int64_t rows, int64_t ld, int64_t n) { \
         T *restrict a = (T *)ap;                                                 \
-        const T *restrict x = (const T *)xp;                                     \
-        for (int64_t i = 0; i < n; i++) a[i] = COMBINE(a[i], x[i]);              \
+        for (int64_t r = 0; r < rows; r++) {                                     \
+            const T *restrict x = (const T *)xp + r * ld;                        \
+            for (int64_t i = 0; i < n; i++) a[i] = COMBINE(a[i], x[i]);          \
+        }                                                                        \
     }                                                                            \
     static void init_##name(char *ap, int64_t n) {                               \
         T *a = (T *)ap;                                                          \
@@ -143,6 +147,29 @@ STATS(f, float)
 STATS(d, double)
 typedef void (*stat_fn)(const char *x, int64_t n, char *out, int64_t ddof);
 
+/* var/std of columns: out[j] over x[r ld + j], r < rows, with the row
+ * version's arithmetic in the same order (each column is one row of the
+ * permuted layout), so the results are bit for bit those of var_SUF; the
+ * layout is not permuted (a copy) and the loops run across the columns. */
+#define COL_STATS(SUF, T)                                                        \
+    static void col_var_##SUF(const T *x, int64_t rows, int64_t ld, int64_t n, T *out, int64_t ddof, \
+                              bool root, double *s, double *ss) {                \
+        for (int64_t j = 0; j < n; j++) s[j] = ss[j] = 0;                        \
+        for (int64_t r = 0; r < rows; r++)                                       \
+            for (int64_t j = 0; j < n; j++) s[j] += x[r * ld + j];               \
+        for (int64_t j = 0; j < n; j++) s[j] = s[j] / (double)rows;              \
+        for (int64_t r = 0; r < rows; r++)                                       \
+            for (int64_t j = 0; j < n; j++) {                                    \
+                double d = x[r * ld + j] - s[j];                                 \
+                ss[j] += d * d;                                                  \
+            }                                                                    \
+        int64_t dof = rows - ddof > 0 ? rows - ddof : 0;                         \
+        for (int64_t j = 0; j < n; j++)                                          \
+            out[j] = root ? (T)sqrt(ss[j] / (double)dof) : (T)(ss[j] / (double)dof); \
+    }
+COL_STATS(f, float)
+COL_STATS(d, double)
+
 /* ---- drivers ------------------------------------------------------------------ */
 typedef struct red_ctx {
     const char *x;
@@ -154,6 +181,7 @@ typedef struct red_ctx {
     int64_t ddof;
     char *partial;             /* single-row parallel partial results */
     int64_t chunk;
+    bool colstat, root;        /* var/std over columns (inner > 1) */
 } red_ctx;
 
 static void rows_range(int64_t b, int64_t e, void *vctx) {
@@ -174,17 +202,25 @@ static void partial_range(int64_t b, int64_t e, void *vctx) {
     }
 }
 
-/* (outer, red, inner) with inner > 1: over flat output index (o, j) */
+/* (outer, red, inner) with inner > 1: over flat output index (o, j). Each
+ * output is reduced over its column in order, whoever computes it. */
 static void cols_range(int64_t b, int64_t e, void *vctx) {
     red_ctx *c = vctx;
     int64_t esz = (int64_t)c->esz;
+    double sbuf[2 * 256], *s = sbuf;
     while (b < e) {
         int64_t o = b / c->inner, j0 = b % c->inner;
         int64_t j1 = c->inner < j0 + (e - b) ? c->inner : j0 + (e - b);
+        if (c->colstat && j1 - j0 > 256) j1 = j0 + 256; /* sbuf's columns */
         char *acc = c->o + (o * c->inner + j0) * esz;
         const char *base = c->x + (o * c->red * c->inner + j0) * esz;
-        c->r.init(acc, j1 - j0);
-        for (int64_t r = 0; r < c->red; r++) c->r.col(acc, base + r * c->inner * esz, j1 - j0);
+        if (c->colstat) {
+            if (esz == 4) col_var_f((const float *)base, c->red, c->inner, j1 - j0, (float *)acc, c->ddof, c->root, s, s + 256);
+            else col_var_d((const double *)base, c->red, c->inner, j1 - j0, (double *)acc, c->ddof, c->root, s, s + 256);
+        } else {
+            c->r.init(acc, j1 - j0);
+            c->r.col(acc, base, c->red, c->inner, j1 - j0);
+        }
         b += j1 - j0;
     }
 }
@@ -198,13 +234,20 @@ static void colparts_range(int64_t b, int64_t e, void *vctx) {
         char *acc = c->partial + k * c->inner * esz;
         int64_t r0 = k * c->chunk, r1 = r0 + c->chunk < c->red ? r0 + c->chunk : c->red;
         c->r.init(acc, c->inner);
-        for (int64_t r = r0; r < r1; r++) c->r.col(acc, c->x + r * c->inner * esz, c->inner);
+        c->r.col(acc, c->x + r0 * c->inner * esz, r1 - r0, c->inner, c->inner);
     }
 }
 
+/* The parts are a function of the size only, never of the thread count, so
+ * the summation order (and the result) is the same with any number of
+ * threads: one part (the rows in order) below 2 KN_GRAIN elements, else
+ * parts of about KN_GRAIN elements (at most 64), combined in order. */
 static int run_colparts(red_ctx *c) {
-    int64_t nparts = tfe_num_threads();
-    if (c->red * c->inner < 2 * KN_GRAIN || nparts == 1 || c->red < nparts) {
+    int64_t total = c->red * c->inner;
+    int64_t nparts = total < 2 * KN_GRAIN ? 1 : total / KN_GRAIN;
+    if (nparts > 64) nparts = 64;
+    if (nparts > c->red) nparts = c->red;
+    if (nparts <= 1) {
         c->partial = c->o;
         c->chunk = c->red;
         colparts_range(0, 1, c);
@@ -215,18 +258,79 @@ static int run_colparts(red_ctx *c) {
     size_t bytes = (size_t)(nparts * c->inner) * c->esz;
     c->partial = tfe_alloc(bytes);
     if (!c->partial) return -1;
-    tfe_parallel_for(nparts, 1, colparts_range, c);
+    /* the same parts either way; threads only from 4 KN_GRAIN elements (a
+     * column sum is memory-bound: below that a worker's wake-up costs more) */
+    if (total < 4 * KN_GRAIN) colparts_range(0, nparts, c);
+    else tfe_parallel_for(nparts, 1, colparts_range, c);
     c->r.init(c->o, c->inner);
-    for (int64_t k = 0; k < nparts; k++) c->r.col(c->o, c->partial + k * c->inner * (int64_t)c->esz, c->inner);
+    c->r.col(c->o, c->partial, nparts, c->inner, c->inner);
     tfe_free(c->partial, bytes);
+    return kn_poll();
+}
+
+/* ---- long pairwise rows in parallel (kernels.h: kn_psum_tree) ---- */
+static void psum_leaves(kn_psum_tree *t, int64_t off, int64_t n) {
+    if (n <= t->leaf) {
+        t->off[t->nleaves] = off;
+        t->len[t->nleaves++] = n;
+        return;
+    }
+    int64_t h = (n / 2) & ~(int64_t)7; /* kn_sum's split (n > leaf > 128) */
+    psum_leaves(t, off, h);
+    psum_leaves(t, off + h, n - h);
+}
+
+void kn_psum_tree_init(kn_psum_tree *t, int64_t n) {
+    t->n = n;
+    t->leaf = n / 32 + 1 > KN_GRAIN ? n / 32 + 1 : KN_GRAIN;
+    t->nleaves = 0;
+    psum_leaves(t, 0, n);
+}
+
+#define PSUM_JOIN(name, T)                                                       \
+    static T name##_at(const kn_psum_tree *t, const T *sums, int64_t n, int *k) { \
+        if (n <= t->leaf) return sums[(*k)++];                                   \
+        int64_t h = (n / 2) & ~(int64_t)7;                                       \
+        T a = name##_at(t, sums, h, k);                                          \
+        return a + name##_at(t, sums, n - h, k);                                 \
+    }                                                                            \
+    T name(const kn_psum_tree *t, const T *sums) {                               \
+        int k = 0;                                                               \
+        return name##_at(t, sums, t->n, &k);                                     \
+    }
+PSUM_JOIN(kn_psum_join_f32, float)
+PSUM_JOIN(kn_psum_join_f64, double)
+
+typedef struct psum_ctx { const kn_psum_tree *t; const char *x; size_t esz; char *out; } psum_ctx;
+
+static void psum_range(int64_t b, int64_t e, void *vctx) {
+    psum_ctx *p = vctx;
+    for (int64_t k = b; k < e; k++) {
+        if (p->esz == 4) ((float *)p->out)[k] = kn_sum_f32((const float *)p->x + p->t->off[k], p->t->len[k]);
+        else ((double *)p->out)[k] = kn_sum_f64((const double *)p->x + p->t->off[k], p->t->len[k]);
+    }
+}
+
+static int run_psum_row(red_ctx *c, const char *x, char *o) {
+    kn_psum_tree t;
+    kn_psum_tree_init(&t, c->red);
+    double buf[64];
+    psum_ctx p = {&t, x, c->esz, (char *)buf};
+    tfe_parallel_for(t.nleaves, 1, psum_range, &p);
+    if (c->esz == 4) *(float *)o = kn_psum_join_f32(&t, (const float *)buf);
+    else *(double *)o = kn_psum_join_f64(&t, buf);
     return kn_poll();
 }
 
 static int run_rows(red_ctx *c, int64_t outer) {
     int64_t grain = KN_GRAIN / (c->red ? c->red : 1);
     if (grain < 1) grain = 1;
-    int nt = tfe_num_threads();
-    if (!c->stat && outer < nt && c->red >= 2 * KN_GRAIN) {
+    bool psum = c->r.row == row_psum_f || c->r.row == row_psum_d;
+    if (!c->stat && psum && outer == 1 && c->red >= 4 * KN_GRAIN) /* bitwise kn_sum's, in parallel */
+        return run_psum_row(c, c->x, c->o);
+    /* other long single rows: chunks of a size set by the row alone (not
+     * the thread count), combined in order */
+    if (!c->stat && !psum && outer == 1 && c->red >= 2 * KN_GRAIN) {
         char buf[64 * 8];
         c->partial = buf;
         int64_t nchunks = c->red / KN_GRAIN < 64 ? c->red / KN_GRAIN : 64;
@@ -313,7 +417,8 @@ int k_reduce(const tfe_opcall *c) {
     else if (op == OP_ANY || op == OP_ALL) ct = TFE_BOOL;
     else ct = dtype_is_float(x->dtype) ? x->dtype : TFE_FLOAT64; /* mean and the statistics */
     int64_t outer, red, inner;
-    tfe_tensor *xc = arrange(x, ct, mask, !stat, &outer, &red, &inner);
+    /* logsumexp needs rows; var/std have a column version (cols_range) */
+    tfe_tensor *xc = arrange(x, ct, mask, op != OP_LOGSUMEXP, &outer, &red, &inner);
     if (!xc) return -1;
     tfe_tensor *oc = o->dtype == ct ? o : tensor_new(ct, o->rank, o->shape);
     int rc = -1;
@@ -326,12 +431,17 @@ int k_reduce(const tfe_opcall *c) {
                    : op == OP_VAR     ? (f ? row_var_f : row_var_d)
                                       : (f ? row_std_f : row_std_d);
     } else rc_.r = get_reducer(op, ct);
+    rc_.colstat = stat && inner > 1;
+    rc_.root = op == OP_STD;
     if (outer * inner == 0) rc = 0;
     else if (inner == 1) rc = run_rows(&rc_, outer);
-    else if (outer == 1) rc = run_colparts(&rc_);
+    else if (outer == 1 && !stat) rc = run_colparts(&rc_);
     else {
-        int64_t grain = KN_GRAIN / (red ? red : 1);
-        tfe_parallel_for(outer * inner, grain < 1 ? 1 : grain, cols_range, &rc_);
+        /* a task takes whole cache lines of a row (64 bytes) at least: a
+         * thread reading a few columns of each row would read every line */
+        int64_t grain = KN_GRAIN / (red ? red : 1), line = 64 / (int64_t)rc_.esz;
+        if (grain < line) grain = line;
+        tfe_parallel_for(outer * inner, grain, cols_range, &rc_);
         rc = kn_poll();
     }
     if (rc == 0 && op == OP_MEAN) {

@@ -1,6 +1,9 @@
 /* thread.c — tfe_parallel_for on a lazily created pthread pool (one worker
  * per extra core). Chunks are claimed from an atomic counter; the calling
- * thread works too. Nested calls and small ranges run inline. */
+ * thread works too. Nested calls and small ranges run inline. The caller
+ * waits only for the workers that joined the job before it ran out of
+ * chunks: a worker that wakes late (a loaded machine, a short job) skips
+ * it, so waking the pool never makes a job slower than running it alone. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,7 +24,8 @@ static struct {
     void *ctx;
     int64_t n, chunk, nchunks;
     int64_t next;                    /* next chunk to claim (atomic) */
-    int active;                      /* workers still inside the job */
+    int active;                      /* workers that joined and are still inside */
+    bool closed;                     /* the caller finished its part: no more joiners */
 } job;
 
 static __thread int in_parallel;
@@ -45,6 +49,8 @@ static void *worker(void *arg) {
     for (;;) {
         while (generation == seen) pthread_cond_wait(&work_cv, &mu);
         seen = generation;
+        if (job.closed) continue; /* woke too late: every chunk is taken */
+        job.active++;
         pthread_mutex_unlock(&mu);
         if (__atomic_load_n(&prof_recording, __ATOMIC_RELAXED)) {
             /* the profiler sees a worker's share of a job as one event on its thread */
@@ -61,7 +67,7 @@ static void *worker(void *arg) {
             run_chunks();
         }
         pthread_mutex_lock(&mu);
-        if (--job.active == 0) pthread_cond_signal(&done_cv);
+        if (--job.active == 0 && job.closed) pthread_cond_signal(&done_cv);
     }
     return NULL;
 }
@@ -113,7 +119,8 @@ void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
     job.chunk = chunk;
     job.nchunks = nchunks;
     job.next = 0;
-    job.active = nthreads - 1;
+    job.active = 0;
+    job.closed = false;
     generation++;
     pthread_cond_broadcast(&work_cv);
     pthread_mutex_unlock(&mu);
@@ -122,7 +129,9 @@ void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
     run_chunks();
     in_parallel = 0;
 
+    /* every chunk is claimed; wait for those being run by workers */
     pthread_mutex_lock(&mu);
+    job.closed = true;
     while (job.active > 0) pthread_cond_wait(&done_cv, &mu);
     pthread_mutex_unlock(&mu);
 }

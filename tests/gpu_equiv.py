@@ -51,7 +51,8 @@ REDUCE = {"sum", "mean", "max", "min"}
 # backward ops that are not builtins: the gradients of these differentiable
 # ops run them, so a gradient case of the forward op covers them
 COVERED_BY_GRAD = {"conv2d_backprop_input": "conv2d", "conv2d_backprop_filter": "conv2d",
-                   "max_pool2d_grad": "max_pool2d", "avg_pool2d_grad": "avg_pool2d"}
+                   "max_pool2d_grad": "max_pool2d", "avg_pool2d_grad": "avg_pool2d",
+                   "relu_grad": "relu"}
 
 
 def cases_for(name, flags):

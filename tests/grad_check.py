@@ -371,6 +371,12 @@ def index_cases():
                    "return __obj($t2.gradient($o2, $U))"],
              ins={"X": arr(xs, "distinct"), "U": arr(us), "h": arr(xs)}, wrt=["h"],
              label=f"d/dh of d/dU sum(d/dX sum({fwd} * U) * h) (three tapes)")
+    # relu_grad(u, X), relu's gradient, is linear in u; reached by nested tapes
+    case("relu_grad",
+         body=["with tape() as $inner {", "    $inner.watch($X)", "    let $o = sum(relu($X) * $u)", "}",
+               "return __obj($inner.gradient($o, $X))"],
+         ins={"X": arr((3, 4), "away"), "u": arr((3, 4))}, wrt=["u"],
+         label="d/du of d/dx sum(relu(x) * u) (nested tapes)")
     for fwd, xs, us in (("avg_pool2d($X, 2)", (1, 4, 4, 1), (1, 2, 2, 1)),
                         ('avg_pool2d($X, 3, stride=2, padding="same")', (1, 4, 4, 1), (1, 2, 2, 1))):
         case("avg_pool2d_grad",

@@ -1076,6 +1076,18 @@ def nn_grad_cases():
                       "let $l2 = sum($t1.gradient($l1, $x) * $h) }"],
                  tol=tol_for(dt, "sum"), needs="tape", label=f"second-order gradient of max_pool2d({pair_text(size)}{extra})")
 
+    # relu's gradient is the op relu_grad(dy, x): dy where x > 0, else 0 (exact);
+    # the large case runs in parallel chunks
+    for dt in (F32, F64):
+        for xs in ((3, 4), (2, 300, 200)):
+            x = arr(xs, dt).copy()
+            x.flat[::7] = 0  # the kink: gradient 0 at 0
+            dy = arr(xs, dt)
+            case("relu_grad", "$t.gradient($l, $x)", {"x": x, "dy": dy},
+                 lambda x, dy: np.where(x > 0, dy, 0).astype(dy.dtype),
+                 pre=["with tape() as $t { $t.watch($x); let $l = sum(relu($x) * $dy) }"],
+                 tol=None, needs="tape", label=f"gradient of relu {xs}")
+
 
 # ---- random ops -----------------------------------------------------------------
 

@@ -350,7 +350,8 @@ static bool const_zero(const Graph *g, GRef r)
     return c && c->storage && tensor_numel(c) == 1 && dtype_is_float(c->dtype) && tensor_get_f64(c, 0) == 0.0;
 }
 
-/* greater(a, 0) -> greater(relu(a), 0) where relu(a) is computed before it
+/* greater(a, 0) -> greater(relu(a), 0), and relu_grad(dy, a) ->
+ * relu_grad(dy, relu(a)), where relu(a) is computed before it
  * in the same region: relu(a) > 0 exactly when a > 0 (relu keeps a positive
  * a, makes the rest 0 and keeps NaN, which is not > 0 either way). The
  * backward of relu(x @ w + b) reads the pre-activation only through that
@@ -370,12 +371,19 @@ static int relu_masks(Graph *g)
             relu_of[a.node] = id;
             continue;
         }
-        if (n->op != OP_GT || n->nin != 2 || a.out != 0 || an->nout != 1 || !const_zero(g, n->in[1])) continue;
+        /* relu_grad(dy, a) reads a only as the mask a > 0 too */
+        int k = n->op == OP_RELU_GRAD && n->nin == 2 ? 1 : 0;
+        if (k) {
+            a = n->in[1];
+            an = &g->nodes[a.node];
+            if (a.out != 0 || an->nout != 1) continue;
+        } else if (n->op != OP_GT || n->nin != 2 || a.out != 0 || an->nout != 1 || !const_zero(g, n->in[1]))
+            continue;
         int r = relu_of[a.node];
         if (r < 0 || g->nodes[r].region != n->region) continue;
         const tfe_meta *am = &an->meta[0], *rm = &g->nodes[r].meta[0];
         if (!dtype_is_float(am->dtype) || rm->dtype != am->dtype || !same_shape(am, rm)) continue;
-        n->in[0] = (GRef){r, 0};
+        n->in[k] = (GRef){r, 0};
         nrw++;
     }
     free(relu_of);

@@ -689,9 +689,21 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         int slot = E.off[o.node] + o.out;
         if (!E.vn[slot]) E.vn[slot] = xstrdup(sp->out_names[i]);
     }
+    /* the graph as traced keeps what the optimizer's dce would drop: only
+     * what the results need goes to the file (effects are refused anyway) */
+    bool *live = xcalloc((size_t)g->n + 1, sizeof *live);
+    for (int i = 0; i < top->nouts; i++) live[top->outs[i].node] = true;
+    for (int ri = top->n - 1; ri >= 0; ri--) {
+        const GNode *n = &g->nodes[top->nodes[ri]];
+        if (n->kind == G_HOST || n->kind == G_COND || n->kind == G_WHILE) live[top->nodes[ri]] = true;
+        if (live[top->nodes[ri]])
+            for (int k = 0; k < n->nin; k++) live[n->in[k].node] = true;
+    }
     for (int ri = 0; ri < top->n && !rc; ri++) {
         int id = top->nodes[ri];
         GNode *n = &g->nodes[id];
+        bool model_input = n->kind == G_INPUT && n->input_index < sp->nargs && !sp->baked[n->input_index];
+        if (!live[id] && !model_input) continue; /* (every argument stays an input of the model) */
         E.at = n;
         for (int k = 0; k < n->nout; k++)
             if (!E.vn[E.off[id] + k]) {
@@ -776,6 +788,7 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         free(gr.s);
     }
     for (int i = 0; i < nv; i++) free(E.vn[i]);
+    free(live);
     free(E.vn);
     free(E.off);
     free(E.nodes.s);
@@ -884,6 +897,7 @@ BUILTIN(bi_export)
         return interp_raise(I, "export() needs a staged function and its arguments, got %s",
                             argc ? value_kind_name(argv[0]) : "nothing");
     Closure *c = (Closure *)argv[0].u.o;
+    const Loc here = I->cur_loc; /* calling f moves it; errors after that are export()'s */
     const char *path = "model.onnx";
     Value dyn = v_nil(), outs_v = v_nil();
     for (int k = 0; k < nkw; k++) {
@@ -938,6 +952,7 @@ BUILTIN(bi_export)
         }
         if (!rc && !t) rc = interp_raise(I, "export(): '%s' could not be staged for these arguments", c->name);
     }
+    I->cur_loc = here;
     /* named dims the trace fixed: a second call with them changed relaxes it */
     bool need = false;
     for (int i = 0; !rc && i < nargs; i++)
@@ -946,11 +961,12 @@ BUILTIN(bi_export)
     if (!rc && need) {
         rc = retrace_relaxed(I, argv[0], nargs, args, dims, leaf_of);
         if (!rc) t = stage_find(c, nargs, args);
+        I->cur_loc = here;
         for (int i = 0; !rc && i < nargs; i++)
             for (int d = 0; dims[i] && d < TFE_MAX_RANK && !rc; d++)
                 if (dims[i][d] && leaf_of[i] >= 0 && (!t || !dim_free(t, leaf_of[i], d)))
                     rc = interp_raise(I, "export(): dim %d of '%s' cannot be dynamic: %s's graph depends on its size "
-                                      "(it reads a shape, or makes something of that size)",
+                                      "(it reads a shape, as nn.flatten does, or makes something of that size)",
                                       d, i < info->nparams ? info->param_names[i] : "?", c->name);
     }
     Graph *g = t ? export_source(t) : NULL;

@@ -18,6 +18,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+ort.set_default_logger_severity(3)  # its warnings are not the test's
+
 TFE = os.environ["TFE"]
 rng = np.random.default_rng(7)
 F32, I64, I32, BOOL = np.float32, np.int64, np.int32, np.bool_
@@ -166,9 +168,104 @@ def main():
                 failures.append(f"{op}: output {i} differs: {g} vs {want}")
         n += 1
     print(f"onnx_export: {n} ops exported and run in onnxruntime")
+    failures += examples(work) + errors(work) + dynamic(work)
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0
+
+
+def examples(work):
+    """The digits MLP and CNN, trained (quick), exported: onnxruntime predicts tfe's labels."""
+    fails = []
+    src = os.path.join(os.environ["TFE_SRCDIR"], "examples")
+    for name in ("digits_mlp", "digits_cnn"):
+        env = dict(os.environ, TFE_QUICK="1", TFE_PROGRESS="0", TFE_ONNX=work)
+        p = subprocess.run([TFE, name + ".tfe"], cwd=src, env=env, capture_output=True, text=True,
+                           timeout=int(os.environ.get("TFE_EXAMPLE_TIMEOUT", "600")))
+        if p.returncode:
+            fails.append(f"examples/{name}.tfe with TFE_ONNX failed:\n{p.stderr}")
+            continue
+        path = os.path.join(work, name + ".onnx")
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        x = np.load(os.path.join(work, name + "_x.npy"))
+        want = np.load(os.path.join(work, name + "_labels.npy"))
+        (inp,) = s.get_inputs()
+        logits = s.run(["logits"], {inp.name: x})[0]
+        got = logits.argmax(axis=1)
+        if not np.array_equal(got, want):
+            fails.append(f"{name}: onnxruntime predicts other labels for {np.sum(got != want)} of {len(want)} images")
+        if name == "digits_mlp":
+            # a symbolic batch: any number of rows
+            if inp.shape[0] != "batch":
+                fails.append(f"{name}: input dims {inp.shape}, want ['batch', 64]")
+            part = s.run(["logits"], {inp.name: x[:7]})[0].argmax(axis=1)
+            if not np.array_equal(part, want[:7]):
+                fails.append(f"{name}: a batch of 7 predicts other labels")
+        print(f"onnx_export: {name} exported; onnxruntime's labels are tfe's on {len(want)} test images")
+    return fails
+
+
+ERRORS = [
+    # (program, expected text on stderr)
+    ("@staged\nfn f(x) {\n  print(x)\n  return x * 2\n}\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:3:3: error: export(): not exportable: print at line 3"),
+    ("@staged\nfn f(x) { return x + randn((3,)) }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "error: export(): not exportable: randn at line 2 (a random draw"),
+    ("@staged\nfn f(x) { return inv(x) }\nexport(f, eye(3), path=\"{w}/e.onnx\")\n",
+     "error: export(): not exportable: inv at line 2 (ONNX has no matrix inverse"),
+    ("fn f(x) { return x }\nexport(f, ones(3))\n",
+     "prog.tfe:2:1: error: export(): 'f' is not staged (mark it @staged)"),
+    ("export(3)\n", "error: export() needs a staged function and its arguments, got int"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), path=3)\n", "error: export(): path must be a string"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic=3)\n", "error: export(): dynamic must be"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic={y: (\"b\",)})\n",
+     "error: export(): dynamic names 'y', which is not a parameter given"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic={x: (\"b\", nil)})\n",
+     "error: export(): dynamic.x names 2 dims, but 'x' has 1"),
+    ("@staged\nfn f(x) { return reshape(x, (shape(x)[0], 3)) }\nexport(f, ones((2, 3)), path=\"{w}/e.onnx\", dynamic=\"n\")\n",
+     "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), outputs=(\"a\", \"b\"))\n",
+     "error: export(): outputs names 2 results, but 'f' returns 1"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), path=\"/nonexistent/dir/m.onnx\")\n",
+     "error: export(): cannot write '/nonexistent/dir/m.onnx'"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), colour=1)\n",
+     "error: export(): unknown keyword 'colour'"),
+]
+
+
+def errors(work):
+    fails = []
+    for prog, want in ERRORS:
+        r = tfe(prog.replace("{w}", work), work)
+        if r.returncode != 1 or want not in r.stderr:
+            fails.append(f"error case: want {want!r}, got rc {r.returncode}:\n{r.stderr}")
+    print(f"onnx_export: {len(ERRORS)} error cases")
+    return fails
+
+
+def dynamic(work):
+    """Named and relaxed dims are dim_params; the model runs with other sizes."""
+    fails = []
+    prog = f"""@staged
+fn f(x, y) {{ return (sum(x * 2.0, axis=1), matmul(x, y)) }}
+export(f, ones((2, 3)), ones((3, 4)), path="{work}/d.onnx", dynamic={{x: ("batch", nil), y: (nil, "n")}}, outputs=("s", "m"))
+"""
+    r = tfe(prog, work)
+    if r.returncode:
+        return [f"dynamic: {r.stderr}"]
+    m = onnx.load(f"{work}/d.onnx")
+    onnx.checker.check_model(m, full_check=True)
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in m.graph.input]
+    if dims != [["batch", 3], [3, "n"]] or [i.name for i in m.graph.input] != ["x", "y"] \
+            or [o.name for o in m.graph.output] != ["s", "m"]:
+        fails.append(f"dynamic: inputs {[i.name for i in m.graph.input]} {dims}, outputs {[o.name for o in m.graph.output]}")
+    s = ort.InferenceSession(f"{work}/d.onnx", providers=["CPUExecutionProvider"])
+    x, y = R((5, 3)), R((3, 7))
+    got = s.run(None, {"x": x, "y": y})
+    if not (np.allclose(got[0], (x * 2).sum(axis=1), rtol=1e-5) and np.allclose(got[1], x @ y, rtol=1e-5)):
+        fails.append("dynamic: other sizes give other results")
+    return fails
 
 
 if __name__ == "__main__":

@@ -247,9 +247,8 @@ const char *export_refusal(tfe_op op)
     case OP_INV: case OP_SOLVE: case OP_CHOLESKY: return "ONNX has no matrix inverse, solve or factorization";
     case OP_CUMPROD: return "ONNX has no cumulative product";
     case OP_ARGSORT: return "ONNX's TopK does not promise a stable order of ties";
-    case OP_BINCOUNT: case OP_SEARCHSORTED: return "ONNX has no such op";
-    case OP_SET_SLICE: case OP_SCATTER: case OP_SCATTER_ADD: case OP_BOOL_MASK: case OP_UNIQUE: case OP_ISCLOSE:
-        return "not written yet";
+    case OP_SEARCHSORTED: return "ONNX has no such op";
+    case OP_UNIQUE: case OP_BINCOUNT: return "its result's shape depends on the data: never in a staged function";
     case OP_CONV2D_BACKPROP_INPUT: case OP_CONV2D_BACKPROP_FILTER: case OP_MAX_POOL2D_GRAD: case OP_AVG_POOL2D_GRAD:
     case OP_MAX_POOL2D_SELECT:
         return "a gradient op (export writes forward graphs)";
@@ -279,7 +278,7 @@ static int emit_op(Ex *E, const GNode *n)
     const char *r = NULL;
     Buf a = {0};
     const char *why = export_refusal(op);
-    if (why) return refuse(E, why);
+    if (why) return refuse(E, why); /* (nothing made yet) */
 
     if (tfe_ops[op].flags & F_CREATE) {
         /* a constant: made now, written as an initializer */
@@ -451,7 +450,7 @@ static int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_SQUEEZE: {
-            int64_t ax[TFE_MAX_RANK];
+            int64_t ax[TFE_MAX_RANK] = {0};
             int k = 0;
             if (at->naxes < 0) {
                 for (int d = 0; d < xr; d++)
@@ -469,7 +468,7 @@ static int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_SLICE: {
-            int64_t st[TFE_MAX_RANK], en[TFE_MAX_RANK], ax[TFE_MAX_RANK], sp[TFE_MAX_RANK];
+            int64_t st[TFE_MAX_RANK] = {0}, en[TFE_MAX_RANK] = {0}, ax[TFE_MAX_RANK] = {0}, sp[TFE_MAX_RANK] = {0};
             for (int d = 0; d < xr; d++) {
                 st[d] = at->ints[3 * d];
                 en[d] = at->ints[3 * d + 1];
@@ -589,9 +588,123 @@ static int emit_op(Ex *E, const GNode *n)
             r = op1(E, &t, "ScatterElements", 3, in, &a);
             break;
         }
+        case OP_ISCLOSE: {
+            /* the kernel's rule: |a - b| <= atol + rtol |b| where both are finite,
+             * a == b where not (and NaN == NaN with equal_nan), in float32 or float64 */
+            tfe_dtype bd = in_meta(E, n, 1)->dtype;
+            tfe_dtype cd = dtype_promote(xd, in_meta(E, n, 0)->weak, bd, in_meta(E, n, 1)->weak, NULL) == TFE_FLOAT32
+                               ? TFE_FLOAT32 : TFE_FLOAT64;
+            const char *p = cast(E, &t, x, xd, cd), *q = cast(E, &t, in_name(E, n, 1), bd, cd);
+            const char *fp = un(E, &t, "Not", bin(E, &t, "Or", un(E, &t, "IsNaN", p), un(E, &t, "IsInf", p)));
+            const char *fq = un(E, &t, "Not", bin(E, &t, "Or", un(E, &t, "IsNaN", q), un(E, &t, "IsInf", q)));
+            const char *tol = bin(E, &t, "Add", const_num(E, &t, cd, at->f[1]),
+                                  bin(E, &t, "Mul", const_num(E, &t, cd, at->f[0]), un(E, &t, "Abs", q)));
+            const char *close = bin(E, &t, "LessOrEqual", un(E, &t, "Abs", bin(E, &t, "Sub", p, q)), tol);
+            const char *other = bin(E, &t, "Equal", p, q);
+            if (at->ints[0]) other = bin(E, &t, "Or", other, bin(E, &t, "And", un(E, &t, "IsNaN", p), un(E, &t, "IsNaN", q)));
+            const char *fin = bin(E, &t, "And", fp, fq); /* (onnxruntime has no Where of bools) */
+            r = bin(E, &t, "Or", bin(E, &t, "And", fin, close), bin(E, &t, "And", un(E, &t, "Not", fin), other));
+            break;
+        }
+        case OP_SCATTER: case OP_SCATTER_ADD: {
+            /* ScatterND along axis 0 of x with the axis brought to the front;
+             * v broadcast to x's shape with indices' dims for the axis, and
+             * brought to the same order; negative indices wrap first */
+            const tfe_meta *mx = in_meta(E, n, 0), *mi = in_meta(E, n, 1);
+            int axis = at->axes[0] < 0 ? (int)at->axes[0] + xr : (int)at->axes[0];
+            int gr = xr - 1 + mi->rank, k = 0;
+            if (gr > TFE_MAX_RANK) return tmp_free(&t), free(a.s), refuse(E, "a scatter of too high a rank");
+            int64_t gshape[TFE_MAX_RANK], perm[TFE_MAX_RANK], vperm[TFE_MAX_RANK], inv[TFE_MAX_RANK];
+            for (int d = 0; d < axis; d++) gshape[k++] = mx->shape[d];
+            for (int d = 0; d < mi->rank; d++) gshape[k++] = mi->shape[d];
+            for (int d = axis + 1; d < xr; d++) gshape[k++] = mx->shape[d];
+            for (int d = 0; d < gr; d++)
+                if (gshape[d] < 0) return tmp_free(&t), free(a.s), refuse(E, "a scatter on a dim of unknown size");
+            k = 0;
+            perm[k++] = axis;
+            for (int d = 0; d < xr; d++)
+                if (d != axis) perm[k++] = d;
+            for (int d = 0; d < xr; d++) inv[perm[d]] = d;
+            k = 0;
+            for (int d = 0; d < mi->rank; d++) vperm[k++] = axis + d;
+            for (int d = 0; d < gr; d++)
+                if (d < axis || d >= axis + mi->rank) vperm[k++] = d;
+            const char *idx = cast(E, &t, in_name(E, n, 1), mi->dtype, TFE_INT64);
+            const char *z = const_num(E, &t, TFE_INT64, 0);
+            const char *wr[3] = {bin(E, &t, "Less", idx, z), bin(E, &t, "Add", idx, const_num(E, &t, TFE_INT64, (double)mx->shape[axis])), idx};
+            idx = op1(E, &t, "Where", 3, wr, NULL);
+            int64_t last = -1;
+            const char *u[2] = {idx, const_i64(E, &t, &last, 1, false)};
+            idx = op1(E, &t, "Unsqueeze", 2, u, NULL);
+            const char *ex[2] = {cast(E, &t, in_name(E, n, 2), in_meta(E, n, 2)->dtype, om->dtype), const_i64(E, &t, gshape, gr, false)};
+            const char *v = transpose(E, &t, op1(E, &t, "Expand", 2, ex, NULL), vperm, gr);
+            if (op == OP_SCATTER_ADD) attr_string(&a, "reduction", "add");
+            const char *in[3] = {transpose(E, &t, x, perm, xr), idx, v};
+            r = transpose(E, &t, op1(E, &t, "ScatterND", 3, in, &a), inv, xr);
+            break;
+        }
+        case OP_BOOL_MASK: {
+            /* Compress of x with its masked axes made one */
+            const tfe_meta *mx = in_meta(E, n, 0), *mm = in_meta(E, n, 1);
+            int64_t shp[TFE_MAX_RANK + 1], k = 0, m1 = -1;
+            shp[k++] = -1;
+            for (int d = mm->rank; d < xr; d++) {
+                if (mx->shape[d] < 0) return tmp_free(&t), free(a.s), refuse(E, "a mask of a tensor with unknown trailing dims");
+                shp[k++] = mx->shape[d];
+            }
+            const char *rx[2] = {x, const_i64(E, &t, shp, (int)k, false)};
+            const char *rm[2] = {cast(E, &t, in_name(E, n, 1), mm->dtype, TFE_BOOL), const_i64(E, &t, &m1, 1, false)};
+            attr_int(&a, "axis", 0);
+            const char *in[2] = {op1(E, &t, "Reshape", 2, rx, NULL), op1(E, &t, "Reshape", 2, rm, NULL)};
+            r = op1(E, &t, "Compress", 2, in, &a);
+            break;
+        }
+        case OP_SET_SLICE: {
+            /* the flat positions of the slice, computed now (x's shape is known),
+             * are where ScatterND writes v broadcast to the slice's shape */
+            const tfe_meta *mx = in_meta(E, n, 0);
+            for (int d = 0; d < xr; d++)
+                if (mx->shape[d] < 0) return tmp_free(&t), free(a.s), refuse(E, "a slice assignment into a dim of unknown size");
+            int64_t numel = 1;
+            for (int d = 0; d < xr; d++) numel *= mx->shape[d];
+            tfe_attrs ar;
+            tfe_attrs_init(&ar);
+            ar.f[0] = 0;
+            ar.f[1] = (double)numel;
+            ar.f[2] = 1;
+            ar.dtype = TFE_INT64;
+            tfe_tensor *pos = NULL, *grid = NULL, *sl = NULL;
+            tfe_attrs rs;
+            tfe_attrs_init(&rs);
+            rs.nints = xr;
+            for (int d = 0; d < xr; d++) rs.ints[d] = mx->shape[d];
+            int bad = tfe_execute_eager(OP_ARANGE, 0, NULL, &ar, &pos) || tfe_execute_eager(OP_RESHAPE, 1, &pos, &rs, &grid) ||
+                      tfe_execute_eager(OP_SLICE, 1, &grid, at, &sl);
+            tfe_tensor *slc = bad ? NULL : tensor_contiguous(sl);
+            if (slc) {
+                const char *ind = keep(&t, fresh(E, "c"));
+                int64_t ishape[TFE_MAX_RANK + 1];
+                for (int d = 0; d < slc->rank; d++) ishape[d] = slc->shape[d];
+                ishape[slc->rank] = 1;
+                tensor_proto(&E->inits, 5, ind, TFE_INT64, slc->rank + 1, ishape, tensor_data(slc), (size_t)tensor_numel(slc) * 8);
+                int64_t m1 = -1;
+                const char *fx[2] = {x, const_i64(E, &t, &m1, 1, false)};
+                const char *ex[2] = {cast(E, &t, in_name(E, n, 1), in_meta(E, n, 1)->dtype, om->dtype),
+                                     const_i64(E, &t, slc->shape, slc->rank, false)};
+                /* ScatterND on the flat x: indices (slice shape, 1), updates the slice's shape */
+                const char *in[3] = {op1(E, &t, "Reshape", 2, fx, NULL), ind, op1(E, &t, "Expand", 2, ex, NULL)};
+                const char *back[2] = {op1(E, &t, "ScatterND", 3, in, NULL), const_i64(E, &t, mx->shape, xr, false)};
+                r = op1(E, &t, "Reshape", 2, back, NULL);
+            }
+            tensor_decref(pos);
+            tensor_decref(grid);
+            tensor_decref(sl);
+            tensor_decref(slc);
+            if (!slc) return tmp_free(&t), free(a.s), -1;
+            break;
+        }
         default:
-            tmp_free(&t);
-            return refuse(E, "no ONNX form written for it");
+            return tmp_free(&t), free(a.s), refuse(E, "no ONNX form written for it");
         }
     }
     free(a.s);
@@ -615,7 +728,7 @@ bool export_op_mapped(tfe_op op)
     case OP_DET: case OP_RESHAPE: case OP_TRANSPOSE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_BROADCAST_TO:
     case OP_SLICE: case OP_CONCAT: case OP_STACK: case OP_SPLIT: case OP_TILE: case OP_GATHER: case OP_ONE_HOT:
     case OP_CONV2D: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_CUMSUM: case OP_TAKE_ALONG_AXIS:
-    case OP_PUT_ALONG_AXIS_ADD:
+    case OP_PUT_ALONG_AXIS_ADD: case OP_ISCLOSE: case OP_SCATTER: case OP_SCATTER_ADD: case OP_BOOL_MASK: case OP_SET_SLICE:
         return true;
     default: return false;
     }

@@ -876,13 +876,25 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         raise_at(I, n->loc, "export(): not exportable: %s at line %d (%s)", what, n->loc.line, E.err);
         free(w.s);
     } else {
+        /* a result downstream of x[mask] has the size the data gives it, not
+         * the traced one: its dims are left unknown */
+        bool *dyn = xcalloc((size_t)g->n + 1, sizeof *dyn);
+        for (int ri = 0; ri < top->n; ri++) {
+            const GNode *n = &g->nodes[top->nodes[ri]];
+            bool d = n->kind == G_OP && (tfe_ops[n->op].flags & F_SELFOUT);
+            for (int k = 0; k < n->nin; k++) d |= dyn[n->in[k].node];
+            dyn[top->nodes[ri]] = d;
+        }
         for (int i = 0; i < top->nouts; i++) {
             GRef o = top->outs[i];
-            value_info(&outputs, 12, sp->out_names[i], &g->nodes[o.node].meta[o.out], NULL);
+            tfe_meta m = g->nodes[o.node].meta[o.out];
+            for (int d = 0; dyn[o.node] && d < m.rank; d++) m.shape[d] = -1;
+            value_info(&outputs, 12, sp->out_names[i], &m, NULL);
             /* a result that is a value named otherwise (an input, twice the same) */
             const char *have = E.vn[E.off[o.node] + o.out];
             if (strcmp(have, sp->out_names[i])) node(&E, "Identity", 1, &have, 1, (const char *const *)&sp->out_names[i], NULL);
         }
+        free(dyn);
         Buf gr = {0};
         buf_add(&gr, E.nodes.s ? E.nodes.s : "", E.nodes.len);
         pb_field_string(&gr, 2, g->name ? g->name : "tfe");

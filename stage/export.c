@@ -33,6 +33,8 @@ static int onnx_dtype(tfe_dtype dt)
 /* AttributeProto.AttributeType numbers. */
 enum { AT_INT = 2, AT_STRING = 3, AT_INTS = 7 };
 
+typedef struct GraphBuf { Buf g; } GraphBuf; /* an encoded GraphProto */
+
 typedef struct Ex {
     Interp *I;
     Graph *g;
@@ -41,6 +43,7 @@ typedef struct Ex {
     Buf nodes, inits;    /* GraphProto's node and initializer fields, encoded */
     int ntmp;
     const GNode *at;     /* the node being written (errors name its line) */
+    int nvar;            /* variables written (var0, var1, ...) */
     char err[300];       /* set: not exportable */
 } Ex;
 
@@ -783,6 +786,120 @@ static const char *kind_word(const GNode *n)
     return "this node";
 }
 
+static int emit_region(Ex *E, const ExportSpec *sp, int r, GraphBuf *out);
+
+/* One node of a region into E->nodes (a top-level input's ValueInfo into inputs). */
+static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
+{
+    GNode *n = &E->g->nodes[id];
+    E->at = n;
+    for (int k = 0; k < n->nout; k++)
+        if (!E->vn[E->off[id] + k]) {
+            char b[64];
+            snprintf(b, sizeof b, "v%d_%d", id, k);
+            E->vn[E->off[id] + k] = xstrdup(b);
+        }
+    const char *nm = E->vn[E->off[id]];
+    switch ((int)n->kind) {
+    case G_INPUT: {
+        int ix = n->input_index;
+        if (ix >= sp->nargs || sp->baked[ix]) return init_tensor(E, nm, sp->values[ix]);
+        char *c = clean_name(sp->in_names[ix]);
+        /* the input's own name; an output that is an input goes through an Identity */
+        if (strcmp(nm, c)) node(E, "Identity", 1, (const char *const *)&c, 1, &nm, NULL);
+        value_info(inputs, 11, c, &n->meta[0], sp->dims[ix]);
+        free(c);
+        return 0;
+    }
+    case G_CONST: return init_tensor(E, nm, n->value);
+    case G_VAR_READ: {
+        char b[64];
+        snprintf(b, sizeof b, "var%d", E->nvar++);
+        if (init_tensor(E, b, variable_peek(n->host->obj))) return -1;
+        const char *in = b;
+        node(E, "Identity", 1, &in, 1, &nm, NULL);
+        return 0;
+    }
+    case G_OP:
+        if (tfe_ops[n->op].flags & F_RANDOM) return refuse(E, "a random draw");
+        return emit_op(E, n);
+    case G_COND: {
+        /* If: each branch a subgraph reading the values around it by name */
+        GraphBuf br[2] = {{{0}}, {{0}}};
+        int rc = emit_region(E, sp, n->regions[0], &br[0]);
+        if (!rc) rc = emit_region(E, sp, n->regions[1], &br[1]);
+        E->at = n;
+        if (!rc) {
+            Tmp t = {0};
+            Buf a = {0};
+            static const char *names[2] = {"then_branch", "else_branch"};
+            for (int b = 0; b < 2; b++) {
+                Buf m = {0};
+                attr_begin(&m, names[b], 5 /* GRAPH */);
+                pb_field_bytes(&m, 6, br[b].g.s, br[b].g.len);
+                attr_end(&a, &m);
+            }
+            const char *c = cast(E, &t, in_name(E, n, 0), in_meta(E, n, 0)->dtype, TFE_BOOL);
+            const char **outs = xcalloc((size_t)n->nout + 1, sizeof *outs);
+            for (int k = 0; k < n->nout; k++) outs[k] = out_name(E, n, k);
+            node(E, "If", 1, &c, n->nout, outs, &a);
+            free(outs);
+            tmp_free(&t);
+        }
+        for (int b = 0; b < 2; b++) free(br[b].g.s);
+        return rc;
+    }
+    case G_FUSED: return refuse(E, "a fused group (export reads the graph before fusion)");
+    default: return refuse(E, kind_word(n));
+    }
+}
+
+/* A region as a GraphProto (the body of an If): its nodes, then its results
+ * as outputs under fresh names (a result may be a value of the graph around it). */
+static int emit_region(Ex *E, const ExportSpec *sp, int r, GraphBuf *out)
+{
+    const GRegion *R = &E->g->regions[r];
+    Buf saved = E->nodes;
+    E->nodes = (Buf){0};
+    int rc = 0;
+    for (int i = 0; i < R->n && !rc; i++) rc = emit_node(E, sp, NULL, R->nodes[i]);
+    Buf outputs = {0};
+    for (int k = 0; k < R->nouts && !rc; k++) {
+        GRef o = R->outs[k];
+        const char *have = E->vn[E->off[o.node] + o.out];
+        char *nm = fresh(E, "branch_out");
+        node(E, "Identity", 1, &have, 1, (const char *const *)&nm, NULL);
+        value_info(&outputs, 12, nm, &E->g->nodes[o.node].meta[o.out], NULL);
+        free(nm);
+    }
+    if (!rc) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "region%d", r);
+        buf_add(&out->g, E->nodes.s ? E->nodes.s : "", E->nodes.len);
+        pb_field_string(&out->g, 2, nm);
+        if (outputs.len) buf_add(&out->g, outputs.s, outputs.len);
+    }
+    free(outputs.s);
+    free(E->nodes.s);
+    E->nodes = saved;
+    return rc;
+}
+
+/* What a branch reads from around it is live (regions read by name, not through in[]). */
+static void mark_reads(const Graph *g, int r, bool *live)
+{
+    const GRegion *R = &g->regions[r];
+    for (int k = 0; k < R->nouts; k++) live[R->outs[k].node] = true;
+    for (int i = 0; i < R->n; i++) {
+        const GNode *n = &g->nodes[R->nodes[i]];
+        for (int k = 0; k < n->nin; k++) live[n->in[k].node] = true;
+        if (n->kind == G_COND || n->kind == G_WHILE) {
+            mark_reads(g, n->regions[0], live);
+            mark_reads(g, n->regions[1], live);
+        }
+    }
+}
+
 int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
 {
     Ex E = {.I = I, .g = g};
@@ -794,7 +911,7 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
     }
     E.vn = xcalloc((size_t)nv + 1, sizeof *E.vn);
     Buf inputs = {0}, outputs = {0};
-    int rc = 0, nvar = 0;
+    int rc = 0;
     const GRegion *top = &g->regions[0];
     /* Is each value a graph output? (outputs are named after the results) */
     for (int i = 0; i < top->nouts && !rc; i++) {
@@ -809,59 +926,20 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
     for (int ri = top->n - 1; ri >= 0; ri--) {
         const GNode *n = &g->nodes[top->nodes[ri]];
         if (n->kind == G_HOST || n->kind == G_COND || n->kind == G_WHILE) live[top->nodes[ri]] = true;
-        if (live[top->nodes[ri]])
+        if (live[top->nodes[ri]]) {
             for (int k = 0; k < n->nin; k++) live[n->in[k].node] = true;
+            if (n->kind == G_COND) {
+                mark_reads(g, n->regions[0], live);
+                mark_reads(g, n->regions[1], live);
+            }
+        }
     }
     for (int ri = 0; ri < top->n && !rc; ri++) {
         int id = top->nodes[ri];
         GNode *n = &g->nodes[id];
         bool model_input = n->kind == G_INPUT && n->input_index < sp->nargs && !sp->baked[n->input_index];
         if (!live[id] && !model_input) continue; /* (every argument stays an input of the model) */
-        E.at = n;
-        for (int k = 0; k < n->nout; k++)
-            if (!E.vn[E.off[id] + k]) {
-                char b[64];
-                snprintf(b, sizeof b, "v%d_%d", id, k);
-                E.vn[E.off[id] + k] = xstrdup(b);
-            }
-        const char *nm = E.vn[E.off[id]];
-        switch ((int)n->kind) {
-        case G_INPUT: {
-            int ix = n->input_index;
-            if (ix < sp->nargs && !sp->baked[ix]) {
-                char *c = clean_name(sp->in_names[ix]);
-                /* the input's own name; an output that is an input goes through an Identity */
-                if (strcmp(nm, c)) {
-                    const char *o = nm;
-                    node(&E, "Identity", 1, (const char *const *)&c, 1, &o, NULL);
-                }
-                value_info(&inputs, 11, c, &n->meta[0], sp->dims[ix]);
-                free(c);
-            } else {
-                rc = init_tensor(&E, nm, sp->values[ix]);
-            }
-            break;
-        }
-        case G_CONST: rc = init_tensor(&E, nm, n->value); break;
-        case G_VAR_READ: {
-            char b[64];
-            snprintf(b, sizeof b, "var%d", nvar++);
-            rc = init_tensor(&E, b, variable_peek(n->host->obj));
-            const char *in = b;
-            if (!rc) node(&E, "Identity", 1, &in, 1, &nm, NULL);
-            break;
-        }
-        case G_OP: {
-            if (tfe_ops[n->op].flags & F_RANDOM) {
-                rc = refuse(&E, "a random draw");
-                break;
-            }
-            rc = emit_op(&E, n);
-            break;
-        }
-        case G_FUSED: rc = refuse(&E, "a fused group (export reads the graph before fusion)"); break;
-        default: rc = refuse(&E, kind_word(n)); break;
-        }
+        rc = emit_node(&E, sp, &inputs, id);
     }
     if (rc) {
         const GNode *n = E.at;

@@ -188,7 +188,7 @@ def main():
                 failures.append(f"{op}: output {i} differs: {g} vs {want}")
         n += 1
     print(f"onnx_export: {n} ops exported and run in onnxruntime")
-    failures += examples(work) + errors(work) + dynamic(work)
+    failures += examples(work) + errors(work) + dynamic(work) + conds(work)
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0
@@ -227,8 +227,8 @@ def examples(work):
 
 
 ERRORS = [
-    ("@staged\nfn f(x) {\n  if sum(x) > 0 { return x * 2 }\n  return x\n}\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
-     "prog.tfe:3:6: error: export(): not exportable: cond at line 3"),
+    ("@staged\nfn f(x) {\n  let y = x\n  while sum(y) < 100 { y = y * 2 }\n  return y\n}\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:4:9: error: export(): not exportable: while at line 4"),
     ("let v = variable(ones(3))\n@staged\nfn f(x) {\n  v.assign(x)\n  return x\n}\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
      "error: export(): not exportable: assign at line 4 (an effect"),
     # (program, expected text on stderr)
@@ -265,6 +265,32 @@ def errors(work):
         if r.returncode != 1 or want not in r.stderr:
             fails.append(f"error case: want {want!r}, got rc {r.returncode}:\n{r.stderr}")
     print(f"onnx_export: {len(ERRORS)} error cases")
+    return fails
+
+
+def conds(work):
+    """A cond on a tensor is an If: both branches, with values from around them."""
+    prog = f"""@staged
+fn f(x, k) {{
+    let y = x
+    let c = exp(x)
+    if sum(x) > 0 {{ y = c * k + 1 }} else {{ y = -x }}
+    return (y, c)
+}}
+export(f, ones(3), 2.0, path="{work}/if.onnx")
+"""
+    r = tfe(prog, work)
+    if r.returncode:
+        return [f"cond: {r.stderr}"]
+    onnx.checker.check_model(onnx.load(f"{work}/if.onnx"), full_check=True)
+    s = ort.InferenceSession(f"{work}/if.onnx", providers=["CPUExecutionProvider"])
+    fails = []
+    for x in (R((3,), F32, 0.1, 1), R((3,), F32, -1, -0.1)):
+        got = s.run(None, {"x": x, "k": np.array(3.0, F32)})[0]
+        want = np.exp(x) * 3 + 1 if x.sum() > 0 else -x
+        if not np.allclose(got, want, rtol=1e-5):
+            fails.append(f"cond: {got} for {x}, want {want}")
+    print("onnx_export: a cond exported as If, both branches run")
     return fails
 
 

@@ -788,6 +788,126 @@ static const char *kind_word(const GNode *n)
 
 static int emit_region(Ex *E, const ExportSpec *sp, int r, GraphBuf *out);
 
+static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id);
+
+/* An encoded If of c: then the region r, else the values vals unchanged;
+ * its outputs outs. */
+static int emit_if(Ex *E, const ExportSpec *sp, const char *c, int r, int nv, const char *const *vals,
+                   const tfe_meta *metas, int nout, const char *const *outs)
+{
+    GraphBuf then = {{0}};
+    int rc = emit_region(E, sp, r, &then);
+    if (rc) return rc;
+    /* the else branch: Identities of the carried values */
+    Buf saved = E->nodes, eo = {0}, els = {0}, a = {0}, m = {0};
+    E->nodes = (Buf){0};
+    for (int k = 0; k < nv; k++) {
+        char *o = fresh(E, "same");
+        node(E, "Identity", 1, &vals[k], 1, (const char *const *)&o, NULL);
+        tfe_meta mm = metas[k];
+        for (int d = 0; d < mm.rank; d++) mm.shape[d] = -1; /* a loop may change sizes */
+        value_info(&eo, 12, o, &mm, NULL);
+        free(o);
+    }
+    buf_add(&els, E->nodes.s ? E->nodes.s : "", E->nodes.len);
+    pb_field_string(&els, 2, "unchanged");
+    if (eo.len) buf_add(&els, eo.s, eo.len);
+    free(E->nodes.s);
+    E->nodes = saved;
+    attr_begin(&m, "then_branch", 5 /* GRAPH */);
+    pb_field_bytes(&m, 6, then.g.s, then.g.len);
+    attr_end(&a, &m);
+    m = (Buf){0};
+    attr_begin(&m, "else_branch", 5);
+    pb_field_bytes(&m, 6, els.s, els.len);
+    attr_end(&a, &m);
+    node(E, "If", 1, &c, nout, outs, &a);
+    free(then.g.s);
+    free(els.s);
+    free(eo.s);
+    return 0;
+}
+
+/* A while on a tensor: an ONNX Loop whose body tests tfe's condition first
+ * and runs tfe's body under an If of it, passing the values on unchanged
+ * when it is false (ONNX tests the loop's condition before each pass, tfe
+ * computes it from the carried values: one extra pass does nothing). */
+static int emit_while(Ex *E, const ExportSpec *sp, const GNode *n)
+{
+    const Graph *g = E->g;
+    const GRegion *rc = &g->regions[n->regions[0]];
+    int nc = rc->nparams;
+    if (n->nout != nc) return refuse(E, "a loop whose iterations a gradient keeps");
+    Tmp t = {0};
+    const char **pn = xcalloc((size_t)nc + 1, sizeof *pn), **ws = xcalloc((size_t)nc + 1, sizeof *ws);
+    tfe_meta *pm = xcalloc((size_t)nc + 1, sizeof *pm);
+    for (int k = 0; k < nc; k++) {
+        int id = rc->params[k];
+        if (!E->vn[E->off[id]]) {
+            char b[64];
+            snprintf(b, sizeof b, "v%d_0", id);
+            E->vn[E->off[id]] = xstrdup(b);
+        }
+        pn[k] = E->vn[E->off[id]];
+        pm[k] = g->nodes[id].meta[0];
+        ws[k] = keep(&t, fresh(E, "carried"));
+    }
+    Buf saved = E->nodes, body = {0}, bin_ = {0}, bout = {0};
+    E->nodes = (Buf){0};
+    int rcode = 0;
+    for (int i = 0; i < rc->n && !rcode; i++) rcode = emit_node(E, sp, NULL, rc->nodes[i]);
+    const char *cond_out = keep(&t, fresh(E, "go_on"));
+    if (!rcode) {
+        GRef co = rc->outs[0];
+        const char *c = cast(E, &t, E->vn[E->off[co.node] + co.out], g->nodes[co.node].meta[co.out].dtype, TFE_BOOL);
+        rcode = emit_if(E, sp, c, n->regions[1], nc, pn, pm, nc, ws);
+        if (!rcode) node(E, "Identity", 1, &c, 1, &cond_out, NULL);
+    }
+    if (!rcode) {
+        tfe_meta scalar_i64 = {.dtype = TFE_INT64}, scalar_b = {.dtype = TFE_BOOL};
+        value_info(&bin_, 11, keep(&t, fresh(E, "iteration")), &scalar_i64, NULL);
+        value_info(&bin_, 11, keep(&t, fresh(E, "go_on_in")), &scalar_b, NULL);
+        value_info(&bout, 12, cond_out, &scalar_b, NULL);
+        for (int k = 0; k < nc; k++) {
+            tfe_meta mm = pm[k];
+            for (int d = 0; d < mm.rank; d++) mm.shape[d] = -1;
+            value_info(&bin_, 11, pn[k], &mm, NULL);
+            value_info(&bout, 12, ws[k], &mm, NULL);
+        }
+        buf_add(&body, E->nodes.s ? E->nodes.s : "", E->nodes.len);
+        char nm[64];
+        snprintf(nm, sizeof nm, "loop%d", (int)(n - g->nodes));
+        pb_field_string(&body, 2, nm);
+        buf_add(&body, bin_.s, bin_.len);
+        buf_add(&body, bout.s, bout.len);
+    }
+    free(E->nodes.s);
+    E->nodes = saved;
+    if (!rcode) {
+        E->at = n;
+        Buf a = {0}, m = {0};
+        attr_begin(&m, "body", 5 /* GRAPH */);
+        pb_field_bytes(&m, 6, body.s, body.len);
+        attr_end(&a, &m);
+        const char **in = xcalloc((size_t)nc + 2, sizeof *in), **outs = xcalloc((size_t)nc + 1, sizeof *outs);
+        in[0] = "";
+        in[1] = const_num(E, &t, TFE_BOOL, 1);
+        for (int k = 0; k < nc; k++) in[2 + k] = in_name(E, n, k);
+        for (int k = 0; k < nc; k++) outs[k] = out_name(E, n, k);
+        node(E, "Loop", nc + 2, in, nc, outs, &a);
+        free(in);
+        free(outs);
+    }
+    free(body.s);
+    free(bin_.s);
+    free(bout.s);
+    free(pn);
+    free(ws);
+    free(pm);
+    tmp_free(&t);
+    return rcode;
+}
+
 /* One node of a region into E->nodes (a top-level input's ValueInfo into inputs). */
 static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
 {
@@ -849,6 +969,8 @@ static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
         for (int b = 0; b < 2; b++) free(br[b].g.s);
         return rc;
     }
+    case G_WHILE: return emit_while(E, sp, n);
+    case G_PARAM: return 0; /* named by its loop (emit_while) */
     case G_FUSED: return refuse(E, "a fused group (export reads the graph before fusion)");
     default: return refuse(E, kind_word(n));
     }
@@ -928,7 +1050,7 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         if (n->kind == G_HOST || n->kind == G_COND || n->kind == G_WHILE) live[top->nodes[ri]] = true;
         if (live[top->nodes[ri]]) {
             for (int k = 0; k < n->nin; k++) live[n->in[k].node] = true;
-            if (n->kind == G_COND) {
+            if (n->kind == G_COND || n->kind == G_WHILE) {
                 mark_reads(g, n->regions[0], live);
                 mark_reads(g, n->regions[1], live);
             }
@@ -1192,6 +1314,13 @@ BUILTIN(bi_export)
         sp.baked = xcalloc((size_t)g->ninputs + 1, sizeof *sp.baked);
         ldims = xcalloc((size_t)nleaf + 1, sizeof *ldims);
         for (int i = 0; i < g->ninputs; i++) sp.baked[i] = t->static_val && t->static_val[i];
+        /* a tensor argument whose value the trace used would be no input of the model */
+        for (int i = 0; i < nargs && !rc; i++)
+            if (leaf_of[i] >= 0 && sp.baked[leaf_of[i]])
+                rc = interp_raise(I, "export(): the trace of '%s' used the value of its argument '%s' (a condition on it "
+                                  "decided while tracing: and, or, an if on a host value), so the model would not read it; "
+                                  "write the condition with tensor ops (logical_and, where)",
+                                  c->name, i < info->nparams ? info->param_names[i] : "?");
         for (int i = 0; i < nleaf; i++) sp.in_names[i] = g->nodes[g->inputs[i]].label;
         for (int i = 0; i < nargs; i++)
             if (leaf_of[i] >= 0) ldims[leaf_of[i]] = dims[i];
@@ -1213,7 +1342,7 @@ BUILTIN(bi_export)
             if (auto_dims[i]) ldims[i] = auto_dims[i];
         }
         sp.dims = ldims;
-        nout = g->regions[0].nouts;
+        nout = rc ? 0 : g->regions[0].nouts;
         onames = xcalloc((size_t)nout + 1, sizeof *onames);
         Seq *os = outs_v.kind != V_NIL ? (Seq *)outs_v.u.o : NULL;
         if (os && os->n != nout)

@@ -293,11 +293,12 @@ static int emit_op(Ex *E, const GNode *n)
     }
     if (ELEM_UNARY[op]) {
         /* int -> float ops compute in the result's dtype */
-        r = un(E, &t, ELEM_UNARY[op], (tfe_ops[op].flags & F_COMPARISON) ? x : cast(E, &t, x, xd, om->dtype));
+        const char *p = op == OP_LOGICAL_NOT ? cast(E, &t, x, xd, TFE_BOOL)
+                      : (tfe_ops[op].flags & F_COMPARISON) ? x : cast(E, &t, x, xd, om->dtype);
+        r = un(E, &t, ELEM_UNARY[op], p);
     } else if (ELEM_BINARY[op]) {
         tfe_dtype bd = in_meta(E, n, 1)->dtype;
-        tfe_dtype cd = (tfe_ops[op].flags & F_COMPARISON) ? dtype_promote(xd, in_meta(E, n, 0)->dtype != xd, bd, false, NULL)
-                                                         : om->dtype;
+        tfe_dtype cd = om->dtype; /* arithmetic: in the result's dtype */
         if (tfe_ops[op].flags & F_COMPARISON) {
             /* the dtype both meet in: the larger (weak literals take the other's) */
             bool wa = in_meta(E, n, 0)->weak, wb = in_meta(E, n, 1)->weak;

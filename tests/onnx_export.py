@@ -120,6 +120,25 @@ fn grad_of_gather(a, b) {
     }
     return t.gradient(y, a)
 }"""
+# more cases of an op: dtypes that meet (ONNX does not promote), int -> float
+EXTRA = [
+    ("add", "add(a, b)", [R((3, 4), I32, -9, 9), R((4,), I64, -9, 9)]),
+    ("add", "a + 2.5", [R((3, 4), I32, -9, 9)]),
+    ("mul", "a * b", [R((3, 4), F32), R((4,), I64, -3, 3)]),
+    ("div", "a / b", [R((3, 4), I64, -9, 9), np.array([1, 2, -3, 4], I32)]),
+    ("sum", "sum(a, axis=0)", [R((3, 4), I32, -9, 9)]),
+    ("sum", "sum(a)", [R((3, 4), BOOL)]),
+    ("mean", "mean(a)", [R((3, 4), I64, -9, 9)]),
+    ("exp", "exp(a)", [R((3, 4), I64, -3, 3)]),
+    ("less", "a < b", [R((3, 4), I32, -3, 3), R((4,), F32)]),
+    ("equal", "a == b", [R((3, 4), BOOL), R((4,), BOOL)]),
+    ("maximum", "maximum(a, 1)", [R((3, 4), I32, -3, 3)]),
+    ("mod", "mod(a, b)", [R((3, 4), I64, -9, 9), np.array([3, -2, 5, -7], I64)]),
+    ("matmul", "matmul(a, b)", [R((2, 3, 4)), R((4,))]),
+    ("where", "where(a > 0, a, 0)", [R((3, 4), I64, -3, 3)]),
+    ("cumsum", "cumsum(a, axis=0)", [R((3, 4), I32, -3, 3)]),
+    ("concat", "concat((a, b), axis=0)", [R((1, 4), I32, -3, 3), R((2, 4), I64, -3, 3)]),
+]
 DT = {np.dtype(F32): "float32", np.dtype(I64): "int64", np.dtype(I32): "int32", np.dtype(BOOL): "bool"}
 
 
@@ -144,31 +163,33 @@ def main():
         elif s == "onnx" and op not in CASES:
             failures.append(f"{op}: exportable, but no case in tests/onnx_export.py")
     n = 0
-    for op, (body, ins) in sorted(CASES.items()):
+    for k, (op, body, ins) in enumerate(sorted(((op, b, i) for op, (b, i) in CASES.items()), key=lambda c: c[0])
+                                        + [(op + f"#{j}", b, i) for j, (op, b, i) in enumerate(EXTRA)]):
+        name, op = op, op.split("#")[0]
         if status.get(op) != "onnx":
             failures.append(f"{op}: has a case but onnx_ops() says {status.get(op)!r}")
             continue
         names = "abc"[:len(ins)]
         lines = []
         for nm, x in zip(names, ins):
-            np.save(os.path.join(work, f"{op}_{nm}.npy"), x)
-            lines.append(f'let {nm} = load_npy("{work}/{op}_{nm}.npy")')
+            np.save(os.path.join(work, f"{k}_{nm}.npy"), x)
+            lines.append(f'let {nm} = load_npy("{work}/{k}_{nm}.npy")')
         params = ", ".join(names)
         lines.append(PRELUDE)
         lines.append(f"@staged\nfn f({params}) {body}" if body.startswith("{") else
                      f"@staged\nfn f({params}) {{ return {body} }}")
         lines.append(f"let r = f({params})")
         lines.append("let rs = r" if op in TUPLE_RESULT else "let rs = (r,)")
-        lines.append(f'for i in range(len(rs)) {{ save_npy("{work}/{op}_out" + str(i) + ".npy", rs[i]) }}')
-        lines.append(f'export(f, {params}, path="{work}/{op}.onnx")')
+        lines.append(f'for i in range(len(rs)) {{ save_npy("{work}/{k}_out" + str(i) + ".npy", rs[i]) }}')
+        lines.append(f'export(f, {params}, path="{work}/{k}.onnx")')
         lines.append(f'print(graph(f, {params}).text())')
         r = tfe("\n".join(lines) + "\n", work)
         if r.returncode:
-            failures.append(f"{op}: tfe failed:\n{r.stderr.strip()}")
+            failures.append(f"{name}: tfe failed:\n{r.stderr.strip()}")
             continue
-        path = f"{work}/{op}.onnx"
+        path = f"{work}/{k}.onnx"
         if f"= {op}(" not in r.stdout and op not in FOLDED:
-            failures.append(f"{op}: the case's graph has no {op} node:\n{r.stdout}")
+            failures.append(f"{name}: the case's graph has no {op} node:\n{r.stdout}")
         try:
             model = onnx.load(path)
             onnx.checker.check_model(model, full_check=True)
@@ -176,19 +197,19 @@ def main():
             feeds = {i.name: x for i, x in zip(sess.get_inputs(), ins)}
             got = sess.run(None, feeds)
         except Exception as e:  # noqa: BLE001 (any failure is the op's)
-            failures.append(f"{op}: {type(e).__name__}: {str(e)[:500]}")
+            failures.append(f"{name}: {type(e).__name__}: {str(e)[:500]}")
             continue
         for i, g in enumerate(got):
-            want = np.load(f"{work}/{op}_out{i}.npy")
+            want = np.load(f"{work}/{k}_out{i}.npy")
             if g.dtype != want.dtype or g.shape != want.shape:
-                failures.append(f"{op}: output {i} is {g.dtype}{g.shape}, tfe's {want.dtype}{want.shape}")
+                failures.append(f"{name}: output {i} is {g.dtype}{g.shape}, tfe's {want.dtype}{want.shape}")
             elif want.dtype.kind == "f":
                 if not np.allclose(g, want, rtol=1e-5, atol=1e-6, equal_nan=True):
-                    failures.append(f"{op}: output {i} differs by {np.nanmax(np.abs(g - want))}")
+                    failures.append(f"{name}: output {i} differs by {np.nanmax(np.abs(g - want))}")
             elif not np.array_equal(g, want):
-                failures.append(f"{op}: output {i} differs: {g} vs {want}")
+                failures.append(f"{name}: output {i} differs: {g} vs {want}")
         n += 1
-    print(f"onnx_export: {n} ops exported and run in onnxruntime")
+    print(f"onnx_export: {n} one-op functions ({len(CASES)} ops) exported and run in onnxruntime")
     failures += examples(work) + errors(work) + dynamic(work) + conds(work)
     for f in failures:
         print("FAIL", f)

@@ -558,7 +558,25 @@ static int emit_op(Ex *E, const GNode *n)
             const char *wn = transpose(E, &t, in_name(E, n, 1), HWIO_OIHW, 4);
             attr_ints(&a, "strides", &at->ints[0], 2);
             attr_ints(&a, "dilations", &at->ints[2], 2);
-            attr_string(&a, "auto_pad", at->ints[4] ? "SAME_UPPER" : "VALID"); /* TensorFlow's "same": extra at the end */
+            const tfe_meta *mw = in_meta(E, n, 1);
+            bool known = xr == 4 && in_meta(E, n, 0)->shape[1] >= 0 && in_meta(E, n, 0)->shape[2] >= 0;
+            if (at->ints[4] && known) {
+                /* TensorFlow's "same", the extra cell at the end, as explicit pads
+                 * (onnxruntime's SAME_UPPER refuses dilations) */
+                int64_t pads[4];
+                for (int d = 0; d < 2; d++) {
+                    int64_t in = in_meta(E, n, 0)->shape[1 + d], st = at->ints[d], dil = at->ints[2 + d];
+                    int64_t out = (in + st - 1) / st, total = (out - 1) * st + (mw->shape[d] - 1) * dil + 1 - in;
+                    if (total < 0) total = 0;
+                    pads[d] = total / 2;
+                    pads[2 + d] = total - total / 2;
+                }
+                attr_ints(&a, "pads", pads, 4);
+            } else if (at->ints[4] && (at->ints[2] != 1 || at->ints[3] != 1)) {
+                return tmp_free(&t), free(a.s), refuse(E, "a dilated \"same\" convolution of an image of unknown size");
+            } else {
+                attr_string(&a, "auto_pad", at->ints[4] ? "SAME_UPPER" : "VALID"); /* TensorFlow's "same": extra at the end */
+            }
             const char *in[2] = {xn, wn};
             r = transpose(E, &t, op1(E, &t, "Conv", 2, in, &a), TO_NHWC, 4);
             break;

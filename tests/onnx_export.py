@@ -137,6 +137,13 @@ EXTRA = [
     ("matmul", "matmul(a, b)", [R((2, 3, 4)), R((4,))]),
     ("where", "where(a > 0, a, 0)", [R((3, 4), I64, -3, 3)]),
     ("cumsum", "cumsum(a, axis=0)", [R((3, 4), I32, -3, 3)]),
+    ("conv2d", 'conv2d(a, b, padding="same", dilation=2)', [R((1, 7, 6, 2)), R((3, 2, 2, 3))]),
+    ("conv2d", 'conv2d(a, b, stride=(2, 1))', [R((2, 7, 6, 2)), R((3, 3, 2, 3))]),
+    ("max_pool2d", 'max_pool2d(a, (3, 2), stride=(2, 1))', [R((2, 7, 6, 2))]),
+    ("avg_pool2d", 'avg_pool2d(a, 2)', [R((1, 6, 6, 2))]),
+    ("slice", "a[::-1, 1]", [R((4, 5))]),
+    ("reshape", "reshape(a, (0, 3))", [R((0, 4))]),
+    ("argmax", "argmax(a, axis=0, keepdims=true)", [R((3, 4))]),
     ("concat", "concat((a, b), axis=0)", [R((1, 4), I32, -3, 3), R((2, 4), I64, -3, 3)]),
 ]
 DT = {np.dtype(F32): "float32", np.dtype(I64): "int64", np.dtype(I32): "int32", np.dtype(BOOL): "bool"}

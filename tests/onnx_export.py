@@ -144,6 +144,11 @@ EXTRA = [
     ("slice", "a[::-1, 1]", [R((4, 5))]),
     ("reshape", "reshape(a, (0, 3))", [R((0, 4))]),
     ("argmax", "argmax(a, axis=0, keepdims=true)", [R((3, 4))]),
+    ("exp", "exp(a)", [R((3, 4), np.float64)]),
+    ("matmul", "matmul(a, b)", [R((3, 4), np.float64), R((4, 2), np.float64)]),
+    ("softmax", "softmax(a)", [R((3, 4), np.float64)]),
+    ("add", "a + b", [R((3, 4), np.float64), R((4,), F32)]),
+    # (not gelu or erf of float64: a valid model, but onnxruntime has no float64 Erf)
     ("concat", "concat((a, b), axis=0)", [R((1, 4), I32, -3, 3), R((2, 4), I64, -3, 3)]),
 ]
 DT = {np.dtype(F32): "float32", np.dtype(I64): "int64", np.dtype(I32): "int32", np.dtype(BOOL): "bool"}

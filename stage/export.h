@@ -29,5 +29,7 @@ const char *export_refusal(tfe_op op);
 bool export_op_mapped(tfe_op op);
 
 void stage_export_builtins_register(Interp *I);
+/* import_onnx(path): an ONNX model as a callable (stage/import.c) */
+void stage_import_builtins_register(Interp *I);
 
 #endif

@@ -815,4 +815,5 @@ void stage_builtins_register(Interp *I)
     interp_define_builtin(I, "host", bi_mark, (void *)"host");
     stage_graph_builtins_register(I);
     stage_export_builtins_register(I); /* export(f, args...): ONNX (stage/export.c) */
+    stage_import_builtins_register(I); /* import_onnx(path) (stage/import.c) */
 }

@@ -158,7 +158,7 @@ def tfe(prog, work):
     p = os.path.join(work, "prog.tfe")
     with open(p, "w") as f:
         f.write(prog)
-    return subprocess.run([TFE, p], capture_output=True, text=True, timeout=120)
+    return subprocess.run([TFE, p], capture_output=True, text=True, errors="replace", timeout=120)
 
 
 def main():
@@ -222,7 +222,7 @@ def main():
                 failures.append(f"{name}: output {i} differs: {g} vs {want}")
         n += 1
     print(f"onnx_export: {n} one-op functions ({len(CASES)} ops) exported and run in onnxruntime")
-    failures += examples(work) + errors(work) + dynamic(work) + conds(work)
+    failures += examples(work) + errors(work) + dynamic(work) + conds(work) + roundtrip(work)
     for f in failures:
         print("FAIL", f)
     if not failures:
@@ -376,6 +376,59 @@ export(f, ones((2, 3)), ones((3, 4)), path="{work}/d.onnx", dynamic={{x: ("batch
     got = s.run(None, {"x": x, "y": y})
     if not (np.allclose(got[0], (x * 2).sum(axis=1), rtol=1e-5) and np.allclose(got[1], x @ y, rtol=1e-5)):
         fails.append("dynamic: other sizes give other results")
+    return fails
+
+
+def roundtrip(work):
+    """import_onnx(export(...)): the same outputs and gradients, bit for bit, also
+    staged; unsupported ops listed at once; malformed files a located error."""
+    fails = []
+    prog = f"""import nn
+seed(0)
+let model = nn.sequential((nn.dense(4, 8, activation=tanh), nn.dense(8, 3)))
+@staged
+fn predict(x) {{ return log_softmax(model.call(x), axis=-1) }}
+let x = randn((5, 4))
+export(predict, x, path="{work}/rt.onnx", dynamic="batch")
+let m = import_onnx("{work}/rt.onnx")
+let w = randn((5, 3))
+with tape() as t {{
+    t.watch(x)
+    let l1 = sum(predict(x) * w)
+}}
+with tape() as t2 {{
+    t2.watch(x)
+    let l2 = sum(m(x) * w)
+}}
+@staged
+fn via(x) {{ return m(x) * 2.0 }}
+let x7 = randn((7, 4))
+print(all(predict(x) == m(x)), all(t.gradient(l1, x) == t2.gradient(l2, x)), all(via(x7) == predict(x7) * 2.0))
+"""
+    r = tfe(prog, work)
+    if r.returncode or r.stdout.strip() != "true true true":
+        fails.append(f"round trip: {r.stdout} {r.stderr}")
+    # the CNN's model has Conv and MaxPool, which import does not run
+    r = tfe(f'import_onnx("{work}/digits_cnn.onnx")\n', work)
+    if r.returncode != 1 or "has ops tfe does not import: Conv, MaxPool" not in r.stderr:
+        fails.append(f"import of the CNN: {r.stderr}")
+    # malformed bytes: a located error, never a crash (fuzz/fuzz_onnx.c fuzzes the reader)
+    good = open(f"{work}/rt.onnx", "rb").read()
+    bad_rng = np.random.default_rng(3)
+    cases = [b"", b"\x0a", b"\x3a\xff\xff\xff\xff\x0f", good[: len(good) // 2], good[:-1]]
+    for _ in range(80):
+        b = bytearray(good)
+        for _ in range(bad_rng.integers(1, 6)):
+            b[bad_rng.integers(0, len(b))] = bad_rng.integers(0, 256)
+        cases.append(bytes(b))
+    for i, b in enumerate(cases):
+        with open(f"{work}/bad{i}.onnx", "wb") as f:
+            f.write(b)
+        r = tfe(f'let m = import_onnx("{work}/bad{i}.onnx")\nlet y = m(ones((2, 4)))\n', work)
+        located = "prog.tfe:1:9: error: import_onnx()" in r.stderr or "prog.tfe:2:9: error: " in r.stderr
+        if r.returncode not in (0, 1) or (r.returncode == 1 and not located):
+            fails.append(f"malformed model {i}: rc {r.returncode}: {r.stderr[-300:]}")
+    print(f"onnx_export: export -> import_onnx round trip; {len(cases)} malformed models refused")
     return fails
 
 

@@ -12,6 +12,7 @@
 #include "tensor/device.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
+#include "stage/export.h"
 #include "stage/trace.h"
 #include "util/profile.h"
 #include "util/xalloc.h"
@@ -814,4 +815,6 @@ void stage_builtins_register(Interp *I)
     interp_define_builtin(I, "staged", bi_mark, (void *)"staged");
     interp_define_builtin(I, "host", bi_mark, (void *)"host");
     stage_graph_builtins_register(I);
+    stage_export_builtins_register(I); /* export(f, args...): ONNX (stage/export.c) */
+    stage_import_builtins_register(I); /* import_onnx(path) (stage/import.c) */
 }

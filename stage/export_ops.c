@@ -1,0 +1,567 @@
+/* export_ops.c — the op table's ONNX forms (opset 17): emit_op writes one
+ * op node, export_refusal says why an op has none (docs/export.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stage/export.h"
+#include "stage/export_int.h"
+#include "util/xalloc.h"
+
+/* Reduction axes normalised to 0..rank-1 (n->at->naxes -1: all). */
+static int red_axes(const GNode *n, int rank, int64_t *ax)
+{
+    int k = n->at->naxes;
+    if (k < 0) {
+        for (int d = 0; d < rank; d++) ax[d] = d;
+        return rank;
+    }
+    for (int i = 0; i < k; i++) ax[i] = n->at->axes[i] < 0 ? n->at->axes[i] + rank : n->at->axes[i];
+    return k;
+}
+
+static const char *reduce(Ex *E, Tmp *t, const char *op, const char *x, const int64_t *ax, int nax, bool keepdims)
+{
+    Buf a = {0};
+    ox_attr_int(&a, "keepdims", keepdims);
+    if (!strcmp(op, "ReduceSum")) {
+        const char *in[2] = {x, ox_const_i64(E, t, ax, nax, false)};
+        if (!nax) ox_attr_int(&a, "noop_with_empty_axes", 1);
+        return ox_op1(E, t, op, 2, in, &a);
+    }
+    if (!nax) {
+        free(a.s);
+        return x;
+    }
+    ox_attr_ints(&a, "axes", ax, nax);
+    return ox_op1(E, t, op, 1, &x, &a);
+}
+
+static const char *ELEM_UNARY[TFE_NOPS] = {
+    [OP_NEG] = "Neg", [OP_ABS] = "Abs", [OP_SIGN] = "Sign", [OP_EXP] = "Exp", [OP_LOG] = "Log",
+    [OP_SQRT] = "Sqrt", [OP_SIN] = "Sin", [OP_COS] = "Cos", [OP_TANH] = "Tanh", [OP_SIGMOID] = "Sigmoid",
+    [OP_RELU] = "Relu", [OP_SOFTPLUS] = "Softplus", [OP_FLOOR] = "Floor", [OP_CEIL] = "Ceil", [OP_ROUND] = "Round",
+    [OP_ISNAN] = "IsNaN", [OP_LOGICAL_NOT] = "Not", [OP_STOP_GRADIENT] = "Identity", [OP_COPY] = "Identity",
+    [OP_TAN] = "Tan", [OP_ERF] = "Erf",
+};
+static const char *ELEM_BINARY[TFE_NOPS] = {
+    [OP_ADD] = "Add", [OP_SUB] = "Sub", [OP_MUL] = "Mul", [OP_DIV] = "Div", [OP_POW] = "Pow",
+    [OP_MAXIMUM] = "Max", [OP_MINIMUM] = "Min", [OP_EQ] = "Equal", [OP_LT] = "Less", [OP_LE] = "LessOrEqual",
+    [OP_GT] = "Greater", [OP_GE] = "GreaterOrEqual", [OP_LOGICAL_AND] = "And", [OP_LOGICAL_OR] = "Or",
+};
+
+/* Ops with no ONNX form, and why (docs/export.md lists them; a test checks
+ * every op is either here or written by emit_op). */
+const char *export_refusal(tfe_op op)
+{
+    switch ((int)op) { /* int: the cases an enum switch would list are in the tables above */
+    case OP_RANDN: case OP_RAND: case OP_RANDINT: case OP_DROPOUT: case OP_RANDPERM: case OP_CHOICE:
+        return "a random draw (ONNX's random ops draw other numbers)";
+    case OP_INV: case OP_SOLVE: case OP_CHOLESKY: return "ONNX has no matrix inverse, solve or factorization";
+    case OP_CUMPROD: return "ONNX has no cumulative product";
+    case OP_ARGSORT: return "ONNX's TopK does not promise a stable order of ties";
+    case OP_SEARCHSORTED: return "ONNX has no such op";
+    case OP_UNIQUE: case OP_BINCOUNT: return "its result's shape depends on the data: never in a staged function";
+    case OP_CONV2D_BACKPROP_INPUT: case OP_CONV2D_BACKPROP_FILTER: case OP_MAX_POOL2D_GRAD: case OP_AVG_POOL2D_GRAD:
+    case OP_MAX_POOL2D_SELECT:
+        return "a gradient op (export writes forward graphs)";
+    case OP_ALLREDUCE: case OP_BROADCAST: case OP_ALLGATHER: return "a collective of a distributed run";
+    default: return NULL;
+    }
+}
+
+/* NHWC <-> NCHW around ONNX's Conv and pools. */
+static const int64_t TO_NCHW[4] = {0, 3, 1, 2}, TO_NHWC[4] = {0, 2, 3, 1}, HWIO_OIHW[4] = {3, 2, 0, 1};
+static const char *transpose(Ex *E, Tmp *t, const char *x, const int64_t *perm, int n)
+{
+    Buf a = {0};
+    ox_attr_ints(&a, "perm", perm, n);
+    return ox_op1(E, t, "Transpose", 1, &x, &a);
+}
+
+int emit_op(Ex *E, const GNode *n)
+{
+    Tmp t = {0};
+    tfe_op op = n->op;
+    const tfe_attrs *at = n->at;
+    const tfe_meta *om = &n->meta[0];
+    const char *x = n->nin > 0 ? ox_in_name(E, n, 0) : NULL;
+    tfe_dtype xd = n->nin > 0 ? ox_in_meta(E, n, 0)->dtype : om->dtype;
+    int xr = n->nin > 0 ? ox_in_meta(E, n, 0)->rank : 0;
+    const char *r = NULL;
+    Buf a = {0};
+    const char *why = export_refusal(op);
+    if (why) return ox_refuse(E, why); /* (nothing made yet) */
+
+    if (tfe_ops[op].flags & F_CREATE) {
+        /* a constant: made now, written as an initializer */
+        tfe_tensor *v = NULL;
+        if (tfe_execute_eager(op, 0, NULL, at, &v)) return -1;
+        int rc = ox_init_tensor(E, ox_out_name(E, n, 0), v);
+        tensor_decref(v);
+        return rc;
+    }
+    if (ELEM_UNARY[op]) {
+        /* int -> float ops compute in the result's dtype */
+        const char *p = op == OP_LOGICAL_NOT ? ox_cast(E, &t, x, xd, TFE_BOOL)
+                      : (tfe_ops[op].flags & F_COMPARISON) ? x : ox_cast(E, &t, x, xd, om->dtype);
+        r = ox_un(E, &t, ELEM_UNARY[op], p);
+    } else if (ELEM_BINARY[op]) {
+        tfe_dtype bd = ox_in_meta(E, n, 1)->dtype;
+        tfe_dtype cd = om->dtype; /* arithmetic: in the result's dtype */
+        if (tfe_ops[op].flags & F_COMPARISON) {
+            /* the dtype both meet in: the larger (weak literals take the other's) */
+            bool wa = ox_in_meta(E, n, 0)->weak, wb = ox_in_meta(E, n, 1)->weak;
+            cd = dtype_promote(xd, wa, bd, wb, NULL);
+            if (op == OP_LOGICAL_AND || op == OP_LOGICAL_OR) cd = TFE_BOOL;
+            else if (cd == TFE_BOOL && op != OP_EQ) cd = TFE_INT32; /* Less etc. take no bools */
+        }
+        r = ox_bin(E, &t, ELEM_BINARY[op], ox_cast(E, &t, x, xd, cd), ox_cast(E, &t, ox_in_name(E, n, 1), bd, cd));
+    } else {
+        switch ((int)op) { /* int: the cases an enum switch would list are in the tables above */
+        case OP_NE: {
+            tfe_dtype bd = ox_in_meta(E, n, 1)->dtype;
+            tfe_dtype cd = dtype_promote(xd, ox_in_meta(E, n, 0)->weak, bd, ox_in_meta(E, n, 1)->weak, NULL);
+            r = ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", ox_cast(E, &t, x, xd, cd), ox_cast(E, &t, ox_in_name(E, n, 1), bd, cd)));
+            break;
+        }
+        case OP_FLOORDIV: case OP_MOD: {
+            tfe_dtype cd = om->dtype;
+            const char *p = ox_cast(E, &t, x, xd, cd), *q = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, cd);
+            if (dtype_is_int(cd)) {
+                Buf m = {0};
+                ox_attr_int(&m, "fmod", 0); /* Python's: the sign of the divisor */
+                const char *in[2] = {p, q};
+                const char *md = ox_op1(E, &t, "Mod", 2, in, &m);
+                r = op == OP_MOD ? md : ox_bin(E, &t, "Div", ox_bin(E, &t, "Sub", p, md), q);
+            } else if (op == OP_FLOORDIV) {
+                r = ox_un(E, &t, "Floor", ox_bin(E, &t, "Div", p, q));
+            } else {
+                /* fmod, then moved to the divisor's sign */
+                Buf m = {0};
+                ox_attr_int(&m, "fmod", 1);
+                const char *in[2] = {p, q};
+                const char *f = ox_op1(E, &t, "Mod", 2, in, &m);
+                const char *z = ox_const_num(E, &t, cd, 0);
+                const char *fix = ox_bin(E, &t, "And", ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", f, z)),
+                                      ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", ox_bin(E, &t, "Less", f, z), ox_bin(E, &t, "Less", q, z))));
+                const char *w[3] = {fix, ox_bin(E, &t, "Add", f, q), f};
+                r = ox_op1(E, &t, "Where", 3, w, NULL);
+            }
+            break;
+        }
+        case OP_LOG1P: r = ox_un(E, &t, "Log", ox_bin(E, &t, "Add", ox_cast(E, &t, x, xd, om->dtype), ox_const_num(E, &t, om->dtype, 1))); break;
+        case OP_RSQRT: r = ox_un(E, &t, "Reciprocal", ox_un(E, &t, "Sqrt", ox_cast(E, &t, x, xd, om->dtype))); break;
+        case OP_GELU: {
+            /* the exact (erf) form: x/2 (1 + erf(x/sqrt 2)) (opset 17 has no Gelu) */
+            const char *c = ox_cast(E, &t, x, xd, om->dtype);
+            const char *e = ox_un(E, &t, "Erf", ox_bin(E, &t, "Mul", c, ox_const_num(E, &t, om->dtype, 0.70710678118654752440)));
+            r = ox_bin(E, &t, "Mul", ox_bin(E, &t, "Mul", c, ox_const_num(E, &t, om->dtype, 0.5)),
+                    ox_bin(E, &t, "Add", e, ox_const_num(E, &t, om->dtype, 1)));
+            break;
+        }
+        case OP_ISFINITE: r = ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", x), ox_un(E, &t, "IsInf", x))); break;
+        case OP_LOG2: case OP_LOG10: {
+            const char *l = ox_un(E, &t, "Log", ox_cast(E, &t, x, xd, om->dtype));
+            r = ox_bin(E, &t, "Div", l, ox_const_num(E, &t, om->dtype, op == OP_LOG2 ? 0.69314718055994530942 : 2.30258509299404568402));
+            break;
+        }
+        case OP_SQUARE: r = ox_bin(E, &t, "Mul", x, x); break;
+        case OP_CAST: r = ox_cast(E, &t, x, xd, at->dtype); break;
+        case OP_WHERE: {
+            const char *w[3] = {ox_cast(E, &t, x, xd, TFE_BOOL), ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype),
+                                ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype)};
+            r = ox_op1(E, &t, "Where", 3, w, NULL);
+            break;
+        }
+        case OP_CLIP: {
+            const char *p = ox_cast(E, &t, x, xd, om->dtype);
+            const char *lo = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
+            const char *hi = ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype);
+            r = ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", p, lo), hi);
+            break;
+        }
+        case OP_SUM: case OP_MEAN: case OP_PROD: case OP_MAX: case OP_MIN: case OP_LOGSUMEXP: case OP_ANY: case OP_ALL: {
+            int64_t ax[TFE_MAX_RANK];
+            int nax = red_axes(n, xr, ax);
+            static const char *R[TFE_NOPS] = {[OP_SUM] = "ReduceSum", [OP_MEAN] = "ReduceMean", [OP_PROD] = "ReduceProd",
+                                              [OP_MAX] = "ReduceMax", [OP_MIN] = "ReduceMin", [OP_LOGSUMEXP] = "ReduceLogSumExp",
+                                              [OP_ANY] = "ReduceMax", [OP_ALL] = "ReduceMin"};
+            bool logical = op == OP_ANY || op == OP_ALL;
+            tfe_dtype cd = logical ? TFE_INT32 : om->dtype;
+            r = reduce(E, &t, R[op], ox_cast(E, &t, logical ? ox_cast(E, &t, x, xd, TFE_BOOL) : x, logical ? TFE_BOOL : xd, cd),
+                       ax, nax, at->keepdims);
+            r = ox_cast(E, &t, r, cd, om->dtype);
+            break;
+        }
+        case OP_VAR: case OP_STD: {
+            int64_t ax[TFE_MAX_RANK];
+            int nax = red_axes(n, xr, ax);
+            const char *c = ox_cast(E, &t, x, xd, om->dtype);
+            const char *m = reduce(E, &t, "ReduceMean", c, ax, nax, true);
+            const char *d = ox_bin(E, &t, "Sub", c, m);
+            const char *s = reduce(E, &t, "ReduceSum", ox_bin(E, &t, "Mul", d, d), ax, nax, at->keepdims);
+            /* n = size(x) / size(mean): known at run time for any shape */
+            const char *cnt = ox_cast(E, &t, ox_bin(E, &t, "Div", ox_un(E, &t, "Size", c), ox_un(E, &t, "Size", m)), TFE_INT64, om->dtype);
+            const char *den = ox_bin(E, &t, "Sub", cnt, ox_const_num(E, &t, om->dtype, (double)at->ints[0]));
+            r = ox_bin(E, &t, "Div", s, den);
+            if (op == OP_STD) r = ox_un(E, &t, "Sqrt", r);
+            break;
+        }
+        case OP_ARGMAX: case OP_ARGMIN: {
+            const char *p = x;
+            int64_t axis = 0;
+            if (at->naxes < 0 || xr == 0) {
+                int64_t m1 = -1;
+                const char *in[2] = {x, ox_const_i64(E, &t, &m1, 1, false)};
+                p = ox_op1(E, &t, "Reshape", 2, in, NULL);
+            } else {
+                axis = at->axes[0] < 0 ? at->axes[0] + xr : at->axes[0];
+            }
+            ox_attr_int(&a, "axis", axis);
+            ox_attr_int(&a, "keepdims", at->naxes < 0 ? 0 : at->keepdims);
+            r = ox_op1(E, &t, op == OP_ARGMAX ? "ArgMax" : "ArgMin", 1, &p, &a);
+            if (at->naxes < 0 && at->keepdims && xr) {
+                int64_t ones[TFE_MAX_RANK];
+                for (int d = 0; d < xr; d++) ones[d] = 1;
+                const char *in[2] = {r, ox_const_i64(E, &t, ones, xr, false)};
+                r = ox_op1(E, &t, "Reshape", 2, in, NULL);
+            }
+            break;
+        }
+        case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+            ox_attr_int(&a, "axis", at->axes[0]);
+            r = ox_op1(E, &t, op == OP_SOFTMAX ? "Softmax" : "LogSoftmax", 1, &x, &a);
+            break;
+        case OP_MATMUL: {
+            const char *in[2] = {ox_cast(E, &t, x, xd, om->dtype), ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype)};
+            r = ox_op1(E, &t, "MatMul", 2, in, NULL);
+            break;
+        }
+        case OP_TRIL: case OP_TRIU: {
+            ox_attr_int(&a, "upper", op == OP_TRIU);
+            const char *in[2] = {x, ox_const_i64(E, &t, &at->ints[0], 1, true)};
+            r = ox_op1(E, &t, "Trilu", 2, in, &a);
+            break;
+        }
+        case OP_DET: r = ox_un(E, &t, "Det", x); break;
+        case OP_RESHAPE: {
+            bool neg = false;
+            for (int i = 0; i < at->nints; i++) neg |= at->ints[i] < 0;
+            ox_attr_int(&a, "allowzero", !neg); /* a 0 is a size 0, as in tfe (not "copy") */
+            const char *in[2] = {x, ox_const_i64(E, &t, at->ints, at->nints, false)};
+            r = ox_op1(E, &t, "Reshape", 2, in, &a);
+            break;
+        }
+        case OP_TRANSPOSE:
+            if (at->nints) ox_attr_ints(&a, "perm", at->ints, at->nints);
+            r = ox_op1(E, &t, "Transpose", 1, &x, &a);
+            break;
+        case OP_EXPAND_DIMS: {
+            int64_t ax = at->axes[0] < 0 ? at->axes[0] + om->rank : at->axes[0];
+            const char *in[2] = {x, ox_const_i64(E, &t, &ax, 1, false)};
+            r = ox_op1(E, &t, "Unsqueeze", 2, in, NULL);
+            break;
+        }
+        case OP_SQUEEZE: {
+            int64_t ax[TFE_MAX_RANK] = {0};
+            int k = 0;
+            if (at->naxes < 0) {
+                for (int d = 0; d < xr; d++)
+                    if (ox_in_meta(E, n, 0)->shape[d] == 1) ax[k++] = d;
+            } else {
+                k = red_axes(n, xr, ax);
+            }
+            const char *in[2] = {x, ox_const_i64(E, &t, ax, k, false)};
+            r = k ? ox_op1(E, &t, "Squeeze", 2, in, NULL) : x;
+            break;
+        }
+        case OP_BROADCAST_TO: {
+            const char *in[2] = {x, ox_const_i64(E, &t, at->ints, at->nints, false)};
+            r = ox_op1(E, &t, "Expand", 2, in, NULL);
+            break;
+        }
+        case OP_SLICE: {
+            int64_t st[TFE_MAX_RANK] = {0}, en[TFE_MAX_RANK] = {0}, ax[TFE_MAX_RANK] = {0}, sp[TFE_MAX_RANK] = {0};
+            for (int d = 0; d < xr; d++) {
+                st[d] = at->ints[3 * d];
+                en[d] = at->ints[3 * d + 1];
+                sp[d] = at->ints[3 * d + 2];
+                ax[d] = d;
+                if (sp[d] < 0 && en[d] < 0) en[d] = INT64_MIN; /* before the first: not "from the end" */
+            }
+            const char *in[5] = {x, ox_const_i64(E, &t, st, xr, false), ox_const_i64(E, &t, en, xr, false),
+                                 ox_const_i64(E, &t, ax, xr, false), ox_const_i64(E, &t, sp, xr, false)};
+            r = xr ? ox_op1(E, &t, "Slice", 5, in, NULL) : x;
+            if (at->naxes > 0) {
+                int64_t dax[TFE_MAX_RANK];
+                for (int i = 0; i < at->naxes; i++) dax[i] = at->axes[i];
+                const char *sq[2] = {r, ox_const_i64(E, &t, dax, at->naxes, false)};
+                r = ox_op1(E, &t, "Squeeze", 2, sq, NULL);
+            }
+            break;
+        }
+        case OP_CONCAT: case OP_STACK: {
+            const char **in = xcalloc((size_t)n->nin + 1, sizeof *in);
+            int64_t axis = at->axes[0] < 0 ? at->axes[0] + om->rank : at->axes[0];
+            for (int i = 0; i < n->nin; i++) {
+                in[i] = ox_cast(E, &t, ox_in_name(E, n, i), ox_in_meta(E, n, i)->dtype, om->dtype);
+                if (op == OP_STACK) {
+                    const char *u[2] = {in[i], ox_const_i64(E, &t, &axis, 1, false)};
+                    in[i] = ox_op1(E, &t, "Unsqueeze", 2, u, NULL);
+                }
+            }
+            ox_attr_int(&a, "axis", axis);
+            r = ox_op1(E, &t, "Concat", n->nin, in, &a);
+            free(in);
+            break;
+        }
+        case OP_SPLIT: {
+            const char **outs = xcalloc((size_t)n->nout, sizeof *outs);
+            for (int k = 0; k < n->nout; k++) outs[k] = ox_out_name(E, n, k);
+            ox_attr_int(&a, "axis", at->axes[0] < 0 ? at->axes[0] + xr : at->axes[0]);
+            const char *in[2] = {x, ox_const_i64(E, &t, at->ints, at->nints, false)};
+            ox_node(E, "Split", 2, in, n->nout, outs, &a);
+            free(outs);
+            ox_tmp_free(&t);
+            return 0;
+        }
+        case OP_TILE: {
+            /* NumPy's tile: reps and rank meet with ones in front */
+            int k = at->nints > xr ? at->nints : xr;
+            int64_t reps[32];
+            for (int i = 0; i < k; i++) reps[i] = 1;
+            for (int i = 0; i < at->nints; i++) reps[k - at->nints + i] = at->ints[i];
+            const char *p = x;
+            if (k > xr) {
+                int64_t ax[32];
+                for (int i = 0; i < k - xr; i++) ax[i] = i;
+                const char *u[2] = {x, ox_const_i64(E, &t, ax, k - xr, false)};
+                p = ox_op1(E, &t, "Unsqueeze", 2, u, NULL);
+            }
+            const char *in[2] = {p, ox_const_i64(E, &t, reps, k, false)};
+            r = ox_op1(E, &t, "Tile", 2, in, NULL);
+            break;
+        }
+        case OP_GATHER: {
+            ox_attr_int(&a, "axis", at->axes[0]);
+            const char *in[2] = {x, ox_in_name(E, n, 1)};
+            r = ox_op1(E, &t, "Gather", 2, in, &a);
+            break;
+        }
+        case OP_ONE_HOT: {
+            int64_t depth = at->ints[0];
+            const char *vals = ox_keep(&t, ox_fresh(E, "c"));
+            tfe_tensor *v = tensor_zeros(at->dtype, 1, (int64_t[]){2});
+            tfe_tensor *one = tensor_from_f64(1, at->dtype);
+            memcpy(tensor_data(v) + dtype_size(at->dtype), tensor_data(one), dtype_size(at->dtype));
+            ox_tensor_proto(&E->inits, 5, vals, at->dtype, 1, v->shape, tensor_data(v), 2 * dtype_size(at->dtype));
+            tensor_decref(v);
+            tensor_decref(one);
+            ox_attr_int(&a, "axis", -1);
+            const char *in[3] = {x, ox_const_i64(E, &t, &depth, 1, true), vals};
+            r = ox_op1(E, &t, "OneHot", 3, in, &a);
+            break;
+        }
+        case OP_CONV2D: {
+            const char *xn = transpose(E, &t, x, TO_NCHW, 4);
+            const char *wn = transpose(E, &t, ox_in_name(E, n, 1), HWIO_OIHW, 4);
+            ox_attr_ints(&a, "strides", &at->ints[0], 2);
+            ox_attr_ints(&a, "dilations", &at->ints[2], 2);
+            const tfe_meta *mw = ox_in_meta(E, n, 1);
+            bool known = xr == 4 && ox_in_meta(E, n, 0)->shape[1] >= 0 && ox_in_meta(E, n, 0)->shape[2] >= 0;
+            if (at->ints[4] && known) {
+                /* TensorFlow's "same", the extra cell at the end, as explicit pads
+                 * (onnxruntime's SAME_UPPER refuses dilations) */
+                int64_t pads[4];
+                for (int d = 0; d < 2; d++) {
+                    int64_t in = ox_in_meta(E, n, 0)->shape[1 + d], st = at->ints[d], dil = at->ints[2 + d];
+                    int64_t out = (in + st - 1) / st, total = (out - 1) * st + (mw->shape[d] - 1) * dil + 1 - in;
+                    if (total < 0) total = 0;
+                    pads[d] = total / 2;
+                    pads[2 + d] = total - total / 2;
+                }
+                ox_attr_ints(&a, "pads", pads, 4);
+            } else if (at->ints[4] && (at->ints[2] != 1 || at->ints[3] != 1)) {
+                return ox_tmp_free(&t), free(a.s), ox_refuse(E, "a dilated \"same\" convolution of an image of unknown size");
+            } else {
+                ox_attr_string(&a, "auto_pad", at->ints[4] ? "SAME_UPPER" : "VALID"); /* TensorFlow's "same": extra at the end */
+            }
+            const char *in[2] = {xn, wn};
+            r = transpose(E, &t, ox_op1(E, &t, "Conv", 2, in, &a), TO_NHWC, 4);
+            break;
+        }
+        case OP_MAX_POOL2D: case OP_AVG_POOL2D: {
+            const char *xn = transpose(E, &t, x, TO_NCHW, 4);
+            ox_attr_ints(&a, "kernel_shape", &at->ints[0], 2);
+            ox_attr_ints(&a, "strides", &at->ints[2], 2);
+            ox_attr_string(&a, "auto_pad", at->ints[4] ? "SAME_UPPER" : "VALID");
+            if (op == OP_AVG_POOL2D) ox_attr_int(&a, "count_include_pad", 0);
+            r = transpose(E, &t, ox_op1(E, &t, op == OP_MAX_POOL2D ? "MaxPool" : "AveragePool", 1, &xn, &a), TO_NHWC, 4);
+            break;
+        }
+        case OP_CUMSUM: {
+            ox_attr_int(&a, "reverse", at->nints > 0 && at->ints[0] == 1);
+            int64_t axis = at->axes[0];
+            const char *in[2] = {ox_cast(E, &t, x, xd, om->dtype), ox_const_i64(E, &t, &axis, 1, true)};
+            r = ox_op1(E, &t, "CumSum", 2, in, &a);
+            break;
+        }
+        case OP_TAKE_ALONG_AXIS: {
+            ox_attr_int(&a, "axis", at->axes[0]);
+            const char *in[2] = {x, ox_in_name(E, n, 1)};
+            r = ox_op1(E, &t, "GatherElements", 2, in, &a);
+            break;
+        }
+        case OP_PUT_ALONG_AXIS_ADD: {
+            ox_attr_int(&a, "axis", at->axes[0]);
+            ox_attr_string(&a, "reduction", "add");
+            const char *in[3] = {x, ox_in_name(E, n, 1), ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype)};
+            r = ox_op1(E, &t, "ScatterElements", 3, in, &a);
+            break;
+        }
+        case OP_ISCLOSE: {
+            /* the kernel's rule: |a - b| <= atol + rtol |b| where both are finite,
+             * a == b where not (and NaN == NaN with equal_nan), in float32 or float64 */
+            tfe_dtype bd = ox_in_meta(E, n, 1)->dtype;
+            tfe_dtype cd = dtype_promote(xd, ox_in_meta(E, n, 0)->weak, bd, ox_in_meta(E, n, 1)->weak, NULL) == TFE_FLOAT32
+                               ? TFE_FLOAT32 : TFE_FLOAT64;
+            const char *p = ox_cast(E, &t, x, xd, cd), *q = ox_cast(E, &t, ox_in_name(E, n, 1), bd, cd);
+            const char *fp = ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", p), ox_un(E, &t, "IsInf", p)));
+            const char *fq = ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", q), ox_un(E, &t, "IsInf", q)));
+            const char *tol = ox_bin(E, &t, "Add", ox_const_num(E, &t, cd, at->f[1]),
+                                  ox_bin(E, &t, "Mul", ox_const_num(E, &t, cd, at->f[0]), ox_un(E, &t, "Abs", q)));
+            const char *close = ox_bin(E, &t, "LessOrEqual", ox_un(E, &t, "Abs", ox_bin(E, &t, "Sub", p, q)), tol);
+            const char *other = ox_bin(E, &t, "Equal", p, q);
+            if (at->ints[0]) other = ox_bin(E, &t, "Or", other, ox_bin(E, &t, "And", ox_un(E, &t, "IsNaN", p), ox_un(E, &t, "IsNaN", q)));
+            const char *fin = ox_bin(E, &t, "And", fp, fq); /* (onnxruntime has no Where of bools) */
+            r = ox_bin(E, &t, "Or", ox_bin(E, &t, "And", fin, close), ox_bin(E, &t, "And", ox_un(E, &t, "Not", fin), other));
+            break;
+        }
+        case OP_SCATTER: case OP_SCATTER_ADD: {
+            /* ScatterND along axis 0 of x with the axis brought to the front;
+             * v broadcast to x's shape with indices' dims for the axis, and
+             * brought to the same order; negative indices wrap first */
+            const tfe_meta *mx = ox_in_meta(E, n, 0), *mi = ox_in_meta(E, n, 1);
+            int axis = at->axes[0] < 0 ? (int)at->axes[0] + xr : (int)at->axes[0];
+            int gr = xr - 1 + mi->rank, k = 0;
+            if (gr > TFE_MAX_RANK) return ox_tmp_free(&t), free(a.s), ox_refuse(E, "a scatter of too high a rank");
+            int64_t gshape[TFE_MAX_RANK], perm[TFE_MAX_RANK], vperm[TFE_MAX_RANK], inv[TFE_MAX_RANK];
+            for (int d = 0; d < axis; d++) gshape[k++] = mx->shape[d];
+            for (int d = 0; d < mi->rank; d++) gshape[k++] = mi->shape[d];
+            for (int d = axis + 1; d < xr; d++) gshape[k++] = mx->shape[d];
+            for (int d = 0; d < gr; d++)
+                if (gshape[d] < 0) return ox_tmp_free(&t), free(a.s), ox_refuse(E, "a scatter on a dim of unknown size");
+            k = 0;
+            perm[k++] = axis;
+            for (int d = 0; d < xr; d++)
+                if (d != axis) perm[k++] = d;
+            for (int d = 0; d < xr; d++) inv[perm[d]] = d;
+            k = 0;
+            for (int d = 0; d < mi->rank; d++) vperm[k++] = axis + d;
+            for (int d = 0; d < gr; d++)
+                if (d < axis || d >= axis + mi->rank) vperm[k++] = d;
+            const char *idx = ox_cast(E, &t, ox_in_name(E, n, 1), mi->dtype, TFE_INT64);
+            const char *z = ox_const_num(E, &t, TFE_INT64, 0);
+            const char *wr[3] = {ox_bin(E, &t, "Less", idx, z), ox_bin(E, &t, "Add", idx, ox_const_num(E, &t, TFE_INT64, (double)mx->shape[axis])), idx};
+            idx = ox_op1(E, &t, "Where", 3, wr, NULL);
+            int64_t last = -1;
+            const char *u[2] = {idx, ox_const_i64(E, &t, &last, 1, false)};
+            idx = ox_op1(E, &t, "Unsqueeze", 2, u, NULL);
+            const char *ex[2] = {ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype), ox_const_i64(E, &t, gshape, gr, false)};
+            const char *v = transpose(E, &t, ox_op1(E, &t, "Expand", 2, ex, NULL), vperm, gr);
+            if (op == OP_SCATTER_ADD) ox_attr_string(&a, "reduction", "add");
+            const char *in[3] = {transpose(E, &t, x, perm, xr), idx, v};
+            r = transpose(E, &t, ox_op1(E, &t, "ScatterND", 3, in, &a), inv, xr);
+            break;
+        }
+        case OP_BOOL_MASK: {
+            /* Compress of x with its masked axes made one */
+            const tfe_meta *mx = ox_in_meta(E, n, 0), *mm = ox_in_meta(E, n, 1);
+            int64_t shp[TFE_MAX_RANK + 1], k = 0, m1 = -1;
+            shp[k++] = -1;
+            for (int d = mm->rank; d < xr; d++) {
+                if (mx->shape[d] < 0) return ox_tmp_free(&t), free(a.s), ox_refuse(E, "a mask of a tensor with unknown trailing dims");
+                shp[k++] = mx->shape[d];
+            }
+            const char *rx[2] = {x, ox_const_i64(E, &t, shp, (int)k, false)};
+            const char *rm[2] = {ox_cast(E, &t, ox_in_name(E, n, 1), mm->dtype, TFE_BOOL), ox_const_i64(E, &t, &m1, 1, false)};
+            ox_attr_int(&a, "axis", 0);
+            const char *in[2] = {ox_op1(E, &t, "Reshape", 2, rx, NULL), ox_op1(E, &t, "Reshape", 2, rm, NULL)};
+            r = ox_op1(E, &t, "Compress", 2, in, &a);
+            break;
+        }
+        case OP_SET_SLICE: {
+            /* the flat positions of the slice, computed now (x's shape is known),
+             * are where ScatterND writes v broadcast to the slice's shape */
+            const tfe_meta *mx = ox_in_meta(E, n, 0);
+            for (int d = 0; d < xr; d++)
+                if (mx->shape[d] < 0) return ox_tmp_free(&t), free(a.s), ox_refuse(E, "a slice assignment into a dim of unknown size");
+            int64_t numel = 1;
+            for (int d = 0; d < xr; d++) numel *= mx->shape[d];
+            tfe_attrs ar;
+            tfe_attrs_init(&ar);
+            ar.f[0] = 0;
+            ar.f[1] = (double)numel;
+            ar.f[2] = 1;
+            ar.dtype = TFE_INT64;
+            tfe_tensor *pos = NULL, *grid = NULL, *sl = NULL;
+            tfe_attrs rs;
+            tfe_attrs_init(&rs);
+            rs.nints = xr;
+            for (int d = 0; d < xr; d++) rs.ints[d] = mx->shape[d];
+            int bad = tfe_execute_eager(OP_ARANGE, 0, NULL, &ar, &pos) || tfe_execute_eager(OP_RESHAPE, 1, &pos, &rs, &grid) ||
+                      tfe_execute_eager(OP_SLICE, 1, &grid, at, &sl);
+            tfe_tensor *slc = bad ? NULL : tensor_contiguous(sl);
+            if (slc) {
+                const char *ind = ox_keep(&t, ox_fresh(E, "c"));
+                int64_t ishape[TFE_MAX_RANK + 1];
+                for (int d = 0; d < slc->rank; d++) ishape[d] = slc->shape[d];
+                ishape[slc->rank] = 1;
+                ox_tensor_proto(&E->inits, 5, ind, TFE_INT64, slc->rank + 1, ishape, tensor_data(slc), (size_t)tensor_numel(slc) * 8);
+                int64_t m1 = -1;
+                const char *fx[2] = {x, ox_const_i64(E, &t, &m1, 1, false)};
+                const char *ex[2] = {ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype),
+                                     ox_const_i64(E, &t, slc->shape, slc->rank, false)};
+                /* ScatterND on the flat x: indices (slice shape, 1), updates the slice's shape */
+                const char *in[3] = {ox_op1(E, &t, "Reshape", 2, fx, NULL), ind, ox_op1(E, &t, "Expand", 2, ex, NULL)};
+                const char *back[2] = {ox_op1(E, &t, "ScatterND", 3, in, NULL), ox_const_i64(E, &t, mx->shape, xr, false)};
+                r = ox_op1(E, &t, "Reshape", 2, back, NULL);
+            }
+            tensor_decref(pos);
+            tensor_decref(grid);
+            tensor_decref(sl);
+            tensor_decref(slc);
+            if (!slc) return ox_tmp_free(&t), free(a.s), -1;
+            break;
+        }
+        default:
+            return ox_tmp_free(&t), free(a.s), ox_refuse(E, "no ONNX form written for it");
+        }
+    }
+    free(a.s);
+    r = ox_cast(E, &t, r, (op == OP_CAST) ? at->dtype : om->dtype, om->dtype);
+    ox_finish(E, n, r);
+    ox_tmp_free(&t);
+    return 0;
+}
+
+bool export_op_mapped(tfe_op op)
+{
+    /* what emit_op's switch writes (kept in step by tests/onnx_export.py, which
+     * exports every op this says yes to) */
+    if (export_refusal(op)) return false;
+    if (ELEM_UNARY[op] || ELEM_BINARY[op] || (tfe_ops[op].flags & F_CREATE)) return true;
+    switch ((int)op) { /* int: the cases an enum switch would list are in the tables above */
+    case OP_NE: case OP_FLOORDIV: case OP_MOD: case OP_LOG1P: case OP_RSQRT: case OP_GELU: case OP_ISFINITE:
+    case OP_LOG2: case OP_LOG10: case OP_SQUARE: case OP_CAST: case OP_WHERE: case OP_CLIP: case OP_SUM: case OP_MEAN:
+    case OP_PROD: case OP_MAX: case OP_MIN: case OP_LOGSUMEXP: case OP_ANY: case OP_ALL: case OP_VAR: case OP_STD:
+    case OP_ARGMAX: case OP_ARGMIN: case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_MATMUL: case OP_TRIL: case OP_TRIU:
+    case OP_DET: case OP_RESHAPE: case OP_TRANSPOSE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_BROADCAST_TO:
+    case OP_SLICE: case OP_CONCAT: case OP_STACK: case OP_SPLIT: case OP_TILE: case OP_GATHER: case OP_ONE_HOT:
+    case OP_CONV2D: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_CUMSUM: case OP_TAKE_ALONG_AXIS:
+    case OP_PUT_ALONG_AXIS_ADD: case OP_ISCLOSE: case OP_SCATTER: case OP_SCATTER_ADD: case OP_BOOL_MASK: case OP_SET_SLICE:
+        return true;
+    default: return false;
+    }
+}
+

@@ -1,0 +1,326 @@
+/* import.c — import_onnx(path): an ONNX model (stage/onnx_model.c) as a
+ * callable that runs its nodes as tfe ops, so a tape sees them (gradients)
+ * and a trace records them (inside @staged code it is part of the graph).
+ * The op set is what export writes for common models (docs/export.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "interp/builtins_args.h"
+#include "interp/internal.h"
+#include "stage/export.h"
+#include "stage/onnx_model.h"
+#include "util/xalloc.h"
+
+typedef struct OnnxObj { Object o; OxModel *m; char *path; } OnnxObj;
+
+static const struct { const char *name; tfe_op op; } UNARY[] = {
+    {"Neg", OP_NEG}, {"Abs", OP_ABS}, {"Exp", OP_EXP}, {"Log", OP_LOG}, {"Sqrt", OP_SQRT}, {"Tanh", OP_TANH},
+    {"Sigmoid", OP_SIGMOID}, {"Relu", OP_RELU}, {"Sin", OP_SIN}, {"Cos", OP_COS}, {"Erf", OP_ERF}, {"Floor", OP_FLOOR},
+    {"Ceil", OP_CEIL}, {"Not", OP_LOGICAL_NOT}, {"Sign", OP_SIGN}, {"Tan", OP_TAN},
+};
+static const struct { const char *name; tfe_op op; } BINARY[] = {
+    {"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV}, {"Pow", OP_POW}, {"Max", OP_MAXIMUM},
+    {"Min", OP_MINIMUM}, {"Equal", OP_EQ}, {"Less", OP_LT}, {"LessOrEqual", OP_LE}, {"Greater", OP_GT},
+    {"GreaterOrEqual", OP_GE}, {"And", OP_LOGICAL_AND}, {"Or", OP_LOGICAL_OR}, {"MatMul", OP_MATMUL},
+};
+static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Cast", "Unsqueeze",
+                              "Squeeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Concat", "Where"};
+
+static int find_op(const char *name, bool *unary)
+{
+    for (size_t i = 0; i < sizeof UNARY / sizeof *UNARY; i++)
+        if (!strcmp(UNARY[i].name, name)) return *unary = true, (int)UNARY[i].op;
+    for (size_t i = 0; i < sizeof BINARY / sizeof *BINARY; i++)
+        if (!strcmp(BINARY[i].name, name)) return *unary = false, (int)BINARY[i].op;
+    return -1;
+}
+
+static bool supported(const char *name)
+{
+    bool u;
+    if (find_op(name, &u) >= 0) return true;
+    for (size_t i = 0; i < sizeof OTHER / sizeof *OTHER; i++)
+        if (!strcmp(OTHER[i], name)) return true;
+    return false;
+}
+
+/* The values by name while a call runs. */
+typedef struct OxEnv { char **names; tfe_tensor **t; int n; } OxEnv;
+static tfe_tensor *env_get(OxEnv *e, const char *name)
+{
+    for (int i = e->n - 1; i >= 0; i--)
+        if (!strcmp(e->names[i], name)) return e->t[i];
+    return NULL;
+}
+static void env_put(OxEnv *e, const char *name, tfe_tensor *t) /* takes t */
+{
+    e->names = xrealloc(e->names, sizeof *e->names * (size_t)(e->n + 1));
+    e->t = xrealloc(e->t, sizeof *e->t * (size_t)(e->n + 1));
+    e->names[e->n] = (char *)name;
+    e->t[e->n++] = t;
+}
+
+/* A constant int64 input (axes, shapes) as ints. */
+static int const_ints(tfe_tensor *t, int64_t *v, int cap, int *n)
+{
+    if (!t || !t->storage || t->dtype != TFE_INT64 || tensor_numel(t) > cap) return -1;
+    tfe_tensor *c = tensor_contiguous(t);
+    *n = (int)tensor_numel(c);
+    memcpy(v, tensor_data(c), sizeof *v * (size_t)*n);
+    tensor_decref(c);
+    return 0;
+}
+
+static tfe_dtype dtype_of_onnx(int64_t v, bool *ok)
+{
+    *ok = true;
+    switch (v) {
+    case 1: return TFE_FLOAT32;
+    case 6: return TFE_INT32;
+    case 7: return TFE_INT64;
+    case 9: return TFE_BOOL;
+    case 11: return TFE_FLOAT64;
+    default: *ok = false; return TFE_FLOAT32;
+    }
+}
+
+static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
+{
+    tfe_tensor *in[8] = {0};
+    if (n->nin > 8) return interp_raise(I, "import_onnx(): %s with %d inputs", n->op, n->nin);
+    for (int i = 0; i < n->nin; i++) {
+        if (!n->in[i][0]) continue;
+        in[i] = env_get(e, n->in[i]);
+        if (!in[i]) return interp_raise(I, "import_onnx(): %s reads '%s', which nothing made", n->op, n->in[i]);
+    }
+    bool unary;
+    int op = find_op(n->op, &unary);
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (op >= 0) {
+        if (n->nin != (unary ? 1 : 2)) return interp_raise(I, "import_onnx(): %s takes %d inputs", n->op, unary ? 1 : 2);
+        *out = tfe_call1((tfe_op)op, n->nin, in, &at);
+        return *out ? 0 : interp_raise_tensor_error(I);
+    }
+    const OxAttr *a;
+    int64_t v[32];
+    int nv = 0;
+    tfe_op top;
+    int nin = 1;
+    if (!strcmp(n->op, "Identity")) {
+        tensor_incref(in[0]);
+        *out = in[0];
+        return 0;
+    } else if (!strcmp(n->op, "Softmax") || !strcmp(n->op, "LogSoftmax")) {
+        top = n->op[0] == 'S' ? OP_SOFTMAX : OP_LOG_SOFTMAX;
+        a = ox_attr(n, "axis");
+        at.naxes = 1;
+        at.axes[0] = a ? a->i : -1;
+    } else if (!strcmp(n->op, "Transpose")) {
+        top = OP_TRANSPOSE;
+        a = ox_attr(n, "perm");
+        if (a) {
+            if (a->nints > 32) return interp_raise(I, "import_onnx(): Transpose of rank %d", a->nints);
+            at.nints = a->nints;
+            memcpy(at.ints, a->ints, sizeof *a->ints * (size_t)a->nints);
+        }
+    } else if (!strcmp(n->op, "Reshape")) {
+        top = OP_RESHAPE;
+        if (const_ints(in[1], v, 32, &nv)) return interp_raise(I, "import_onnx(): Reshape's shape must be a constant");
+        a = ox_attr(n, "allowzero");
+        for (int d = 0; d < nv; d++)
+            if (v[d] == 0 && !(a && a->i)) v[d] = d < in[0]->rank ? in[0]->shape[d] : 0; /* 0: the input's dim */
+        at.nints = nv;
+        memcpy(at.ints, v, sizeof *v * (size_t)nv);
+    } else if (!strcmp(n->op, "Cast")) {
+        top = OP_CAST;
+        bool ok;
+        a = ox_attr(n, "to");
+        at.dtype = dtype_of_onnx(a ? a->i : 0, &ok);
+        if (!ok) return interp_raise(I, "import_onnx(): Cast to ONNX type %lld", a ? (long long)a->i : 0LL);
+    } else if (!strcmp(n->op, "Unsqueeze") || !strcmp(n->op, "Squeeze")) {
+        if (n->nin > 1 && const_ints(in[1], v, 32, &nv)) return interp_raise(I, "import_onnx(): %s's axes must be a constant", n->op);
+        if (n->op[0] == 'U') {
+            /* one axis at a time, in increasing order */
+            tfe_tensor *cur = in[0];
+            tensor_incref(cur);
+            for (int k = 0; k < nv; k++) {
+                at.naxes = 1;
+                at.axes[0] = v[k];
+                tfe_tensor *nx = tfe_call1(OP_EXPAND_DIMS, 1, &cur, &at);
+                tensor_decref(cur);
+                if (!nx) return interp_raise_tensor_error(I);
+                cur = nx;
+            }
+            *out = cur;
+            return 0;
+        }
+        top = OP_SQUEEZE;
+        if (nv) {
+            at.naxes = nv;
+            memcpy(at.axes, v, sizeof *v * (size_t)nv);
+        }
+    } else if (!strncmp(n->op, "Reduce", 6)) {
+        top = !strcmp(n->op, "ReduceSum") ? OP_SUM : !strcmp(n->op, "ReduceMean") ? OP_MEAN
+            : !strcmp(n->op, "ReduceMax") ? OP_MAX : OP_MIN;
+        if (top == OP_SUM) {
+            if (n->nin > 1 && in[1] && const_ints(in[1], v, TFE_MAX_RANK, &nv))
+                return interp_raise(I, "import_onnx(): ReduceSum's axes must be a constant");
+        } else if ((a = ox_attr(n, "axes"))) {
+            if (a->nints > TFE_MAX_RANK) return interp_raise(I, "import_onnx(): %s over %d axes", n->op, a->nints);
+            nv = a->nints;
+            memcpy(v, a->ints, sizeof *v * (size_t)nv);
+        }
+        a = ox_attr(n, "noop_with_empty_axes");
+        if (!nv && a && a->i) {
+            tensor_incref(in[0]);
+            *out = in[0];
+            return 0;
+        }
+        at.naxes = nv ? nv : -1;
+        memcpy(at.axes, v, sizeof *v * (size_t)nv);
+        a = ox_attr(n, "keepdims");
+        at.keepdims = a ? a->i != 0 : true;
+    } else if (!strcmp(n->op, "Concat")) {
+        top = OP_CONCAT;
+        a = ox_attr(n, "axis");
+        at.naxes = 1;
+        at.axes[0] = a ? a->i : 0;
+        nin = n->nin;
+    } else { /* Where */
+        top = OP_WHERE;
+        nin = 3;
+        if (n->nin != 3) return interp_raise(I, "import_onnx(): Where takes 3 inputs");
+    }
+    *out = tfe_call1(top, nin, in, &at);
+    return *out ? 0 : interp_raise_tensor_error(I);
+}
+
+BUILTIN(bi_onnx_call)
+{
+    (void)data;
+    (void)kwnames;
+    (void)kwvals;
+    OnnxObj *ob = (OnnxObj *)argv[0].u.o;
+    OxModel *m = ob->m;
+    if (nkw) return interp_raise(I, "an imported ONNX model takes its inputs by position");
+    if (argc - 1 != m->ninputs)
+        return interp_raise(I, "the ONNX model '%s' takes %d input%s, got %d", ob->path, m->ninputs, m->ninputs == 1 ? "" : "s",
+                            argc - 1);
+    OxEnv e = {0};
+    int rc = 0;
+    for (int i = 0; i < m->ninits; i++) {
+        tensor_incref(m->inits[i]);
+        env_put(&e, m->init_names[i], m->inits[i]);
+    }
+    for (int i = 0; i < m->ninputs && !rc; i++) {
+        tfe_tensor *t = arg_tensor(I, "ONNX model", m->inputs[i], argv[1 + i]);
+        if (!t) rc = -1;
+        else env_put(&e, m->inputs[i], t);
+    }
+    for (int i = 0; i < m->nnodes && !rc; i++) {
+        const OxNode *n = &m->nodes[i];
+        if (n->nout != 1 || n->nin < 1) {
+            rc = interp_raise(I, "import_onnx(): %s with %d outputs", n->op, n->nout);
+            break;
+        }
+        tfe_tensor *o = NULL;
+        rc = run_node(I, n, &e, &o);
+        if (!rc) env_put(&e, n->out[0], o);
+    }
+    Value res = v_nil();
+    if (!rc) {
+        Seq *t = m->noutputs == 1 ? NULL : seq_new(m->noutputs);
+        if (t) t->h.kind = V_TUPLE;
+        for (int i = 0; i < m->noutputs && !rc; i++) {
+            tfe_tensor *o = env_get(&e, m->outputs[i]);
+            if (!o) {
+                rc = interp_raise(I, "import_onnx(): nothing makes the output '%s'", m->outputs[i]);
+                break;
+            }
+            tensor_incref(o);
+            if (t) seq_push_take(t, v_tensor_take(o));
+            else res = v_tensor_take(o);
+        }
+        if (t) {
+            if (rc) value_decref(v_obj(V_TUPLE, t));
+            else res = v_obj(V_TUPLE, t);
+        }
+    }
+    for (int i = 0; i < e.n; i++) tensor_decref(e.t[i]);
+    free(e.names);
+    free(e.t);
+    if (!rc) *out = res;
+    return rc;
+}
+
+static void onnxobj_free(Obj *o)
+{
+    OnnxObj *ob = (OnnxObj *)o;
+    ox_model_free(ob->m);
+    free(ob->path);
+    free(o);
+}
+
+static char *onnxobj_repr(Obj *o)
+{
+    OnnxObj *ob = (OnnxObj *)o;
+    char b[600];
+    snprintf(b, sizeof b, "<onnx model %s: %d inputs, %d outputs, %d nodes>", ob->path, ob->m->ninputs, ob->m->noutputs,
+             ob->m->nnodes);
+    return xstrdup(b);
+}
+
+static const ObjectClass onnx_class = {.name = "onnx model", .free = onnxobj_free, .repr = onnxobj_repr};
+
+/* import_onnx(path): the model as a callable (docs/export.md, "Importing"). */
+BUILTIN(bi_import_onnx)
+{
+    (void)data;
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "import_onnx", "path", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    const char *path;
+    if (arg_string(I, "import_onnx()", "path", a[0], &path)) return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return interp_raise(I, "import_onnx(): cannot open '%s'", path);
+    Buf b = {0};
+    char tmp[65536];
+    size_t k;
+    while ((k = fread(tmp, 1, sizeof tmp, f)) > 0) buf_add(&b, tmp, k);
+    fclose(f);
+    char err[300] = "";
+    OxModel *m = ox_model_read(b.s ? b.s : "", b.len, err, sizeof err);
+    free(b.s);
+    if (!m) return interp_raise(I, "import_onnx(): '%s': %s", path, err);
+    /* every unsupported op at once */
+    Buf bad = {0};
+    int nbad = 0;
+    for (int i = 0; i < m->nnodes; i++) {
+        const char *op = m->nodes[i].op;
+        if (supported(op)) continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(m->nodes[j].op, op);
+        if (seen) continue;
+        if (nbad++) buf_puts(&bad, ", ");
+        /* a name from the file: printable ASCII only in the message */
+        for (const char *c = op; *c && c - op < 60; c++) buf_add(&bad, (*c >= 32 && *c < 127) ? c : "?", 1);
+        if (!*op) buf_puts(&bad, "(no op type)");
+    }
+    if (nbad) {
+        buf_add(&bad, "", 1);
+        int rc = interp_raise(I, "import_onnx(): '%s' has ops tfe does not import: %s", path, bad.s);
+        free(bad.s);
+        ox_model_free(m);
+        return rc;
+    }
+    OnnxObj *ob = object_new(sizeof *ob, &onnx_class);
+    ob->m = m;
+    ob->path = xstrdup(path);
+    Value fn = builtin_new("onnx model", bi_onnx_call, NULL);
+    ((Builtin *)fn.u.o)->self = v_obj(V_OBJECT, ob);
+    *out = fn;
+    return 0;
+}
+
+void stage_import_builtins_register(Interp *I) { interp_define_builtin(I, "import_onnx", bi_import_onnx, NULL); }

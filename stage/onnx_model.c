@@ -1,0 +1,282 @@
+/* onnx_model.c — reading an ONNX ModelProto (onnx_model.h); every length
+ * and count is checked against the bytes there are (fuzz/fuzz_onnx.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stage/onnx_model.h"
+#include "util/pbr.h"
+#include "util/xalloc.h"
+
+#define FAIL(...) do { snprintf(err, errcap, __VA_ARGS__); return -1; } while (0)
+
+static char *str_of(const PbField *f) { char *s = xmalloc(f->n + 1); if (f->n) memcpy(s, f->p, f->n); s[f->n] = 0; return s; }
+
+static void push_str(char ***v, int *n, char *s)
+{
+    *v = xrealloc(*v, sizeof **v * (size_t)(*n + 1));
+    (*v)[(*n)++] = s;
+}
+
+/* A repeated int64 field, packed (LEN) or one value per tag. */
+static int push_ints(const PbField *f, int64_t **v, int *n)
+{
+    if (f->wire == 0) {
+        *v = xrealloc(*v, sizeof **v * (size_t)(*n + 1));
+        (*v)[(*n)++] = (int64_t)f->v;
+        return 0;
+    }
+    if (f->wire != 2) return -1;
+    PbReader r = pbr_init(f->p, f->n);
+    while (r.p < r.end) {
+        uint64_t x;
+        if (pbr_varint(&r, &x)) return -1;
+        if (*n > 1 << 24) return -1;
+        *v = xrealloc(*v, sizeof **v * (size_t)(*n + 1));
+        (*v)[(*n)++] = (int64_t)x;
+    }
+    return 0;
+}
+
+static tfe_dtype dtype_of(int64_t onnx, bool *ok)
+{
+    *ok = true;
+    switch (onnx) {
+    case 1: return TFE_FLOAT32;
+    case 6: return TFE_INT32;
+    case 7: return TFE_INT64;
+    case 9: return TFE_BOOL;
+    case 11: return TFE_FLOAT64;
+    default: *ok = false; return TFE_FLOAT32;
+    }
+}
+
+/* TensorProto -> a tensor (raw_data, or float/int32/int64/double data). */
+static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name, char *err, size_t errcap)
+{
+    PbReader r = pbr_init(p, n);
+    PbField f;
+    int64_t *dims = NULL, dt = 1;
+    int nd = 0, k;
+    const uint8_t *raw = NULL;
+    size_t nraw = 0;
+    bool has_raw = false;
+    int64_t *ivals = NULL;
+    int ni = 0;
+    uint8_t *fl = NULL; /* fixed-width typed data, little-endian */
+    size_t nfl = 0, flw = 0;
+    while ((k = pbr_next(&r, &f)) == 1) {
+        if (f.field == 1) { if (push_ints(&f, &dims, &nd)) break; }
+        else if (f.field == 2 && f.wire == 0) dt = (int64_t)f.v;
+        else if (f.field == 8 && f.wire == 2) { if (name) { free(*name); *name = str_of(&f); } }
+        else if (f.field == 9 && f.wire == 2) { raw = f.p; nraw = f.n; has_raw = true; }
+        else if ((f.field == 5 || f.field == 7) && (f.wire == 0 || f.wire == 2)) { if (push_ints(&f, &ivals, &ni)) break; }
+        else if ((f.field == 4 || f.field == 10) && (f.wire == 2 || f.wire == 5 || f.wire == 1)) {
+            size_t w = f.field == 4 ? 4 : 8;
+            const uint8_t *src = f.wire == 2 ? f.p : NULL;
+            size_t m = f.wire == 2 ? f.n : w;
+            uint8_t tmp[8];
+            if (f.wire != 2) { for (size_t i = 0; i < w; i++) tmp[i] = (uint8_t)(f.v >> (8 * i)); src = tmp; }
+            if (m % w || (flw && flw != w)) { k = -1; break; }
+            flw = w;
+            fl = xrealloc(fl, nfl + m + 1);
+            memcpy(fl + nfl, src, m);
+            nfl += m;
+        }
+    }
+    int rc = -1;
+    bool ok;
+    tfe_dtype tdt = dtype_of(dt, &ok);
+    int64_t numel = 1;
+    bool bad_dims = nd > TFE_MAX_RANK;
+    for (int d = 0; d < nd && !bad_dims; d++) {
+        if (dims[d] < 0 || dims[d] > (1 << 30) || (dims[d] && numel > (INT64_C(1) << 31) / dims[d])) bad_dims = true;
+        else numel *= dims[d];
+    }
+    size_t es = ok ? dtype_size(tdt) : 1;
+    if (k < 0) snprintf(err, errcap, "a malformed tensor");
+    else if (!ok) snprintf(err, errcap, "a tensor of ONNX data type %lld (tfe reads float, double, int32, int64, bool)", (long long)dt);
+    else if (bad_dims) snprintf(err, errcap, "a tensor with bad dims");
+    else {
+        tfe_tensor *t = tensor_new(tdt, nd, dims);
+        if (!t) snprintf(err, errcap, "out of memory");
+        else {
+            char *d = tensor_data(t);
+            if (has_raw && nraw == (size_t)numel * es) { if (nraw) memcpy(d, raw, nraw); rc = 0; }
+            else if (!has_raw && flw && nfl == (size_t)numel * flw && flw == es) { if (nfl) memcpy(d, fl, nfl); rc = 0; }
+            else if (!has_raw && !flw && ni == numel && tdt != TFE_FLOAT32 && tdt != TFE_FLOAT64) {
+                for (int64_t i = 0; i < numel; i++) {
+                    if (tdt == TFE_INT64) ((int64_t *)d)[i] = ivals[i];
+                    else if (tdt == TFE_INT32) ((int32_t *)d)[i] = (int32_t)ivals[i];
+                    else ((uint8_t *)d)[i] = ivals[i] != 0;
+                }
+                rc = 0;
+            } else if (!has_raw && !flw && !ni && numel == 0) rc = 0;
+            else snprintf(err, errcap, "a tensor whose data does not fit its dims");
+            if (rc) tensor_decref(t);
+            else *out = t;
+        }
+    }
+    free(dims);
+    free(ivals);
+    free(fl);
+    return rc;
+}
+
+static int read_attr(const PbField *af, OxAttr *a, char *err, size_t errcap)
+{
+    PbReader r = pbr_init(af->p, af->n);
+    PbField f;
+    int k;
+    memset(a, 0, sizeof *a);
+    while ((k = pbr_next(&r, &f)) == 1) {
+        if (f.field == 1 && f.wire == 2) { free(a->name); a->name = str_of(&f); }
+        else if (f.field == 20 && f.wire == 0) a->type = (int)f.v;
+        else if (f.field == 3 && f.wire == 0) a->i = (int64_t)f.v;
+        else if (f.field == 2 && f.wire == 5) { uint32_t b = (uint32_t)f.v; memcpy(&a->f, &b, 4); }
+        else if (f.field == 4 && f.wire == 2) { free(a->s); a->s = str_of(&f); }
+        else if (f.field == 8) { if (push_ints(&f, &a->ints, &a->nints)) FAIL("a malformed attribute"); }
+        else if (f.field == 5 && f.wire == 2) {
+            if (a->t) tensor_decref(a->t), a->t = NULL;
+            if (read_tensor(f.p, f.n, &a->t, NULL, err, errcap)) return -1;
+        }
+    }
+    if (k < 0) FAIL("a malformed attribute");
+    if (!a->name) a->name = xstrdup("");
+    return 0;
+}
+
+static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
+{
+    PbReader r = pbr_init(nf->p, nf->n);
+    PbField f;
+    int k;
+    while ((k = pbr_next(&r, &f)) == 1) {
+        if (f.wire != 2) continue;
+        if (f.field == 1) push_str(&n->in, &n->nin, str_of(&f));
+        else if (f.field == 2) push_str(&n->out, &n->nout, str_of(&f));
+        else if (f.field == 4) { free(n->op); n->op = str_of(&f); }
+        else if (f.field == 5) {
+            n->at = xrealloc(n->at, sizeof *n->at * (size_t)(n->nat + 1));
+            if (read_attr(&f, &n->at[n->nat], err, errcap)) {
+                free(n->at[n->nat].name);
+                free(n->at[n->nat].s);
+                free(n->at[n->nat].ints);
+                return -1;
+            }
+            n->nat++;
+        }
+    }
+    if (k < 0) FAIL("a malformed node");
+    if (!n->op) n->op = xstrdup("");
+    return 0;
+}
+
+static char *value_name(const PbField *vf)
+{
+    PbReader r = pbr_init(vf->p, vf->n);
+    PbField f;
+    char *s = NULL;
+    while (pbr_next(&r, &f) == 1)
+        if (f.field == 1 && f.wire == 2) { free(s); s = str_of(&f); }
+    return s ? s : xstrdup("");
+}
+
+static int read_graph(const PbField *gf, OxModel *m, char *err, size_t errcap)
+{
+    PbReader r = pbr_init(gf->p, gf->n);
+    PbField f;
+    int k;
+    char **ins = NULL;
+    int nins = 0;
+    while ((k = pbr_next(&r, &f)) == 1) {
+        if (f.wire != 2) continue;
+        if (f.field == 1) {
+            m->nodes = xrealloc(m->nodes, sizeof *m->nodes * (size_t)(m->nnodes + 1));
+            memset(&m->nodes[m->nnodes], 0, sizeof *m->nodes);
+            int rc = read_node(&f, &m->nodes[m->nnodes], err, errcap);
+            m->nnodes++;
+            if (rc) goto fail;
+        } else if (f.field == 5) {
+            tfe_tensor *t = NULL;
+            char *name = xstrdup("");
+            if (read_tensor(f.p, f.n, &t, &name, err, errcap)) { free(name); goto fail; }
+            m->inits = xrealloc(m->inits, sizeof *m->inits * (size_t)(m->ninits + 1));
+            m->inits[m->ninits] = t;
+            push_str(&m->init_names, &m->ninits, name);
+        } else if (f.field == 11) push_str(&ins, &nins, value_name(&f));
+        else if (f.field == 12) push_str(&m->outputs, &m->noutputs, value_name(&f));
+    }
+    if (k < 0) { snprintf(err, errcap, "a malformed graph"); goto fail; }
+    for (int i = 0; i < nins; i++) {
+        bool init = false;
+        for (int j = 0; j < m->ninits && !init; j++) init = !strcmp(ins[i], m->init_names[j]);
+        if (init) free(ins[i]);
+        else push_str(&m->inputs, &m->ninputs, ins[i]);
+    }
+    free(ins);
+    return 0;
+fail:
+    for (int i = 0; i < nins; i++) free(ins[i]);
+    free(ins);
+    return -1;
+}
+
+OxModel *ox_model_read(const void *p, size_t n, char *err, size_t errcap)
+{
+    OxModel *m = xcalloc(1, sizeof *m);
+    PbReader r = pbr_init(p, n);
+    PbField f;
+    int k, graphs = 0;
+    while ((k = pbr_next(&r, &f)) == 1) {
+        if (f.field == 7 && f.wire == 2) {
+            if (graphs++) { snprintf(err, errcap, "two graphs"); k = -2; break; }
+            if (read_graph(&f, m, err, errcap)) { k = -2; break; }
+        }
+    }
+    if (k == -1) snprintf(err, errcap, "not an ONNX model (malformed protobuf)");
+    else if (k == 0 && !graphs) { snprintf(err, errcap, "not an ONNX model (no graph)"); k = -2; }
+    if (k < 0) {
+        ox_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void ox_model_free(OxModel *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->nnodes; i++) {
+        OxNode *n = &m->nodes[i];
+        free(n->op);
+        for (int j = 0; j < n->nin; j++) free(n->in[j]);
+        for (int j = 0; j < n->nout; j++) free(n->out[j]);
+        free(n->in);
+        free(n->out);
+        for (int j = 0; j < n->nat; j++) {
+            free(n->at[j].name);
+            free(n->at[j].s);
+            free(n->at[j].ints);
+            if (n->at[j].t) tensor_decref(n->at[j].t);
+        }
+        free(n->at);
+    }
+    free(m->nodes);
+    for (int i = 0; i < m->ninits; i++) {
+        free(m->init_names[i]);
+        tensor_decref(m->inits[i]);
+    }
+    free(m->init_names);
+    free(m->inits);
+    for (int i = 0; i < m->ninputs; i++) free(m->inputs[i]);
+    for (int i = 0; i < m->noutputs; i++) free(m->outputs[i]);
+    free(m->inputs);
+    free(m->outputs);
+    free(m);
+}
+
+const OxAttr *ox_attr(const OxNode *n, const char *name)
+{
+    for (int i = 0; i < n->nat; i++)
+        if (!strcmp(n->at[i].name, name)) return &n->at[i];
+    return NULL;
+}

@@ -1,0 +1,44 @@
+/* onnx_model.h — an ONNX model read from its bytes (stage/onnx_model.c) with
+ * the bounds-checked reader util/pbr.h: the top graph's nodes, initializers,
+ * inputs and outputs. Subgraphs (If, Loop) are not read: such a node keeps
+ * its op type, which import refuses. */
+#ifndef TFE_STAGE_ONNX_MODEL_H
+#define TFE_STAGE_ONNX_MODEL_H
+
+#include "tensor/tensor.h"
+
+typedef struct OxAttr {
+    char *name;
+    int type;            /* AttributeProto.AttributeType */
+    int64_t i;
+    float f;
+    char *s;
+    int64_t *ints;
+    int nints;
+    tfe_tensor *t;       /* owned, or NULL */
+} OxAttr;
+
+typedef struct OxNode {
+    char *op;
+    char **in, **out;
+    int nin, nout;
+    OxAttr *at;
+    int nat;
+} OxNode;
+
+typedef struct OxModel {
+    OxNode *nodes;
+    int nnodes;
+    char **init_names;
+    tfe_tensor **inits;  /* owned */
+    int ninits;
+    char **inputs, **outputs; /* inputs: those that are not initializers */
+    int ninputs, noutputs;
+} OxModel;
+
+/* The model, or NULL with a message in err (malformed or unsupported bytes). */
+OxModel *ox_model_read(const void *p, size_t n, char *err, size_t errcap);
+void ox_model_free(OxModel *m);
+const OxAttr *ox_attr(const OxNode *n, const char *name);
+
+#endif

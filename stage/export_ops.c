@@ -173,6 +173,15 @@ int emit_op(Ex *E, const GNode *n)
             r = ox_op1(E, &t, "Where", 3, w, NULL);
             break;
         }
+        case OP_RELU_GRAD: {
+            /* dy where x > 0, else 0: Where(Greater(x, 0), dy, 0) */
+            const char *dy = ox_cast(E, &t, x, xd, om->dtype);
+            const char *xs = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
+            const char *z = ox_const_num(E, &t, om->dtype, 0);
+            const char *w[3] = {ox_bin(E, &t, "Greater", xs, z), dy, z};
+            r = ox_op1(E, &t, "Where", 3, w, NULL);
+            break;
+        }
         case OP_CLIP: {
             const char *p = ox_cast(E, &t, x, xd, om->dtype);
             const char *lo = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
@@ -553,7 +562,7 @@ bool export_op_mapped(tfe_op op)
     if (ELEM_UNARY[op] || ELEM_BINARY[op] || (tfe_ops[op].flags & F_CREATE)) return true;
     switch ((int)op) { /* int: the cases an enum switch would list are in the tables above */
     case OP_NE: case OP_FLOORDIV: case OP_MOD: case OP_LOG1P: case OP_RSQRT: case OP_GELU: case OP_ISFINITE:
-    case OP_LOG2: case OP_LOG10: case OP_SQUARE: case OP_CAST: case OP_WHERE: case OP_CLIP: case OP_SUM: case OP_MEAN:
+    case OP_LOG2: case OP_LOG10: case OP_SQUARE: case OP_CAST: case OP_WHERE: case OP_RELU_GRAD: case OP_CLIP: case OP_SUM: case OP_MEAN:
     case OP_PROD: case OP_MAX: case OP_MIN: case OP_LOGSUMEXP: case OP_ANY: case OP_ALL: case OP_VAR: case OP_STD:
     case OP_ARGMAX: case OP_ARGMIN: case OP_SOFTMAX: case OP_LOG_SOFTMAX: case OP_MATMUL: case OP_TRIL: case OP_TRIU:
     case OP_DET: case OP_RESHAPE: case OP_TRANSPOSE: case OP_EXPAND_DIMS: case OP_SQUEEZE: case OP_BROADCAST_TO:

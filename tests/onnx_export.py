@@ -64,6 +64,7 @@ CASES = {
     "less": B("less"), "less_equal": B("less_equal"), "greater": B("greater"), "greater_equal": B("greater_equal"),
     "logical_and": B("logical_and", R((3, 4), BOOL), R((4,), BOOL)),
     "logical_or": B("logical_or", R((3, 4), BOOL), R((4,), BOOL)),
+    "relu_grad": B("relu_grad"),
     "where": ("where(a, b, c)", [R((3, 4), BOOL), R((3, 4)), R((4,))]),
     "clip": ("clip(a, b, c)", [R((3, 4)), np.array(-0.5, F32), np.array(0.7, F32)]),
     "sum": ("sum(a, axis=1)", [R((3, 4))]), "mean": ("mean(a, axis=0, keepdims=true)", [R((3, 4))]),

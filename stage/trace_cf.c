@@ -731,15 +731,18 @@ typedef struct Pair { int slot; tfe_tensor *t[2]; } Pair;
 
 static tfe_tensor *as_tensor(Value v) { return value_to_tensor(v); }
 
-/* A binding (or returned value) with other dims after each branch: the
- * gradients of the ops after the if would be shaped by the branch this call
- * took, and a cached graph's backward, built once, would keep those shapes
- * when a later call takes the other one. So such an if is decided at trace
- * time, as one on a known value: the trace depends on its condition's value
- * (a new value traces again). Inside a traced branch or loop the failure
- * goes up, and the outermost one is decided at trace time instead. */
+/* A binding (or returned value) with other dims after each branch, while a
+ * tape records: the gradients of the ops after the if would be shaped by
+ * the branch this call took, and a cached graph's backward, built once,
+ * would keep those shapes when a later call takes the other one. So such an
+ * if is decided at trace time, as one on a known value: the trace depends
+ * on its condition's value (a new value traces again). Inside a traced
+ * branch or loop the failure goes up, and the outermost one is decided at
+ * trace time instead. With no tape it stays a node (one trace for both
+ * shapes); a gradient through it later is an error (stage/grad.c). */
 static bool same_shape(const tfe_tensor *a, const tfe_tensor *b)
 {
+    if (!tfe_tapes_active) return true;
     if (a->rank != b->rank) return false;
     for (int d = 0; d < a->rank; d++)
         if (a->shape[d] != b->shape[d]) return false;

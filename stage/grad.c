@@ -14,6 +14,7 @@
  * for a backward keeps the carried values of every iteration (stacked);
  * its backward is a while that runs the iterations in reverse, replaying
  * one body at a time from the stacked values. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "graph/exec.h"
@@ -955,6 +956,36 @@ static int check_read_assign(BP *b, int id)
                                     "into a name before the conditional, or assign it after)");
 }
 
+/* Do the branches of cond id give an output that a gradient reached other
+ * dims? Each branch's backward would be traced on the one gradient, shaped
+ * as the branch the call took gives it (the other branch's would slice or
+ * reduce the wrong shape), and kept for later calls. A cond traced under a
+ * tape is never such a node (stage/trace_cf.c decides it at trace time);
+ * one traced with no tape and taped later is this error. */
+static int check_branch_shapes(BP *b, int id)
+{
+    const Graph *G = b->G;
+    const GNode *n = &G->nodes[id];
+    const GRegion *r0 = &G->regions[n->regions[0]], *r1 = &G->regions[n->regions[1]];
+    for (int k = 0; k < n->nout && k < r0->nouts && k < r1->nouts; k++) {
+        if (!b->g[n->vbase + k]) continue;
+        const tfe_meta *a = &G->nodes[r0->outs[k].node].meta[r0->outs[k].out];
+        const tfe_meta *c = &G->nodes[r1->outs[k].node].meta[r1->outs[k].out];
+        bool same = a->rank == c->rank;
+        for (int d = 0; same && d < a->rank; d++) same = a->shape[d] == c->shape[d];
+        if (!same) {
+            char msg[480];
+            snprintf(msg, sizeof msg,
+                     "gradients through a staged conditional (the 'if' at line %d) whose branches give a value "
+                     "different shapes are not supported when the function was traced with no tape recording "
+                     "(make its first call under the tape, decide the condition with a bool computed outside "
+                     "the staged function, or give both branches the same shape)", n->loc.line);
+            return bp_error(b, n, msg);
+        }
+    }
+    return 0;
+}
+
 static int sweep_cond(BP *b, int id)
 {
     Graph *G = b->G, *g = b->T->g;
@@ -962,6 +993,7 @@ static int sweep_cond(BP *b, int id)
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
     if (!any) return 0;
+    if (check_branch_shapes(b, id)) return -1;
     if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
     caps_add_aliases(b, &caps);

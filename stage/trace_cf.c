@@ -731,6 +731,24 @@ typedef struct Pair { int slot; tfe_tensor *t[2]; } Pair;
 
 static tfe_tensor *as_tensor(Value v) { return value_to_tensor(v); }
 
+/* A binding (or returned value) with other dims after each branch, while a
+ * tape records: the gradients of the ops after the if would be shaped by
+ * the branch this call took, and a cached graph's backward, built once,
+ * would keep those shapes when a later call takes the other one. So such an
+ * if is decided at trace time, as one on a known value: the trace depends
+ * on its condition's value (a new value traces again). Inside a traced
+ * branch or loop the failure goes up, and the outermost one is decided at
+ * trace time instead. With no tape it stays a node (one trace for both
+ * shapes); a gradient through it later is an error (stage/grad.c). */
+static bool same_shape(const tfe_tensor *a, const tfe_tensor *b)
+{
+    if (!tfe_tapes_active) return true;
+    if (a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int rest_k, int *xs)
 {
     Tracer *T = I->tracer;
@@ -834,6 +852,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             FAIL(where ? where->loc : n->loc, "%s has rank %d in one branch of this if on a traced tensor and "
                  "%d in the other; a binding assigned in both branches must keep its rank",
                  quoted(name, qn, sizeof qn), t0->rank, t1->rank);
+        if (!same_shape(t0, t1)) goto failed; /* decided at trace time (same_shape says why) */
     }
     if (x[0] == XS_RETURN) {
         for (int b = 0; b < 2; b++) sig_flatten(ret[b], &rs[b], &rl[b], SIG_OUTPUT);
@@ -841,6 +860,8 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             FAIL(n->loc, "the branches of this if on a traced tensor return values of different kinds "
                  "(staged code needs the same structure and dtypes from both)");
         nret = rl[0].n;
+        for (int k = 0; k < nret; k++)
+            if (!same_shape(rl[0].t[k], rl[1].t[k])) goto failed;
     }
 
     /* the node: outputs are the changed bindings, then the returned leaves */

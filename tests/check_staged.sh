@@ -14,7 +14,7 @@ ran=0
 
 # Goldens and examples that report a difference today, one per line as
 # "NAME reason" (empty: none). Fix the difference, then delete the line.
-EXCLUDE=""
+EXCLUDE="stage_err_grad_cond_shapes its staged gradient is an error eager code does not give (a limit, docs/staging.md section 7), which the check reports as a difference"
 
 excluded() {
     printf '%s\n' "$EXCLUDE" | grep -q "^$1 "

@@ -1281,7 +1281,9 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase)
         for (int i = L->start; i < L->start + L->count; i++) {
             const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
             TReadPoint p;
-            if (!ra || !ra->is_read || trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, ra->at_end, &p))
+            /* (a read split off with its part zeros is no tensor another read is) */
+            if (!ra || !ra->is_read || ra->zeros ||
+                trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, ra->at_end, &p))
                 continue;
             int k = c->n++;
             while (k > 0 && pt[k - 1].key > p.key) {

@@ -79,9 +79,9 @@ typedef struct Tracer {
     struct CfStart { const Obj *var; tfe_tensor *t; } *cf_start; /* ... and the variables' values
                              when it started, for reads it hands on (mark_exported; owned) */
     int ncf_start;
-    struct LoopFresh { const Obj *var; const tfe_tensor *start; } *loop_fresh; /* a loop that runs as
-                             one tape entry, reading and assigning these variables: their values
-                             when it started (borrowed; loop_core) */
+    struct LoopFresh { const Obj *var; tfe_tensor *start; int kinds; } *loop_fresh; /* a loop that
+                             runs as one tape entry, reading and assigning these variables: their
+                             values when it started (owned), how it reads them (TL_*; loop_core) */
     int nloop_fresh;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
@@ -236,8 +236,9 @@ int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_
  * else such a loop gives NULL. */
 tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads);
 /* A traced tensor (borrowed) with the value var had when node id started:
- * a read of it just before or just after the node, with nothing that could
- * assign var between (the node included). NULL when there is none. */
+ * a read of it just before the node, or just after it, with nothing that
+ * could assign var between (the node included, for a read after it). NULL
+ * when there is none. */
 tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 

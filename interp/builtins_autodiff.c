@@ -987,6 +987,14 @@ static tfe_tensor *count_at_least(tfe_tensor *count, double k)
     return r;
 }
 
+/* Two reads of var, where what can assign it between them is at top
+ * positions [lo, hi) of the trace, one of them where ran says (a traced
+ * bool; NULL: always), are one tensor where it ran and nothing between
+ * assigned var: that condition or'ed into *acc (or *always set). 0, 1 when
+ * the graph cannot tell, -1 on a tensor error. */
+static int between_term(Tracer *tr, Variable *var, int lo, int hi, tfe_tensor *ran, tfe_tensor **acc,
+                        bool *always);
+
 /* One read at the top position hi of the trace (in a branch or loop body
  * there when ran is not NULL: where it runs) reads the tensor loop note n
  * (at top position ql) ended with where nothing between them assigned the
@@ -995,9 +1003,15 @@ static tfe_tensor *count_at_least(tfe_tensor *count, double k)
 static int later_term(Tracer *tr, const struct LoopNote *n, int ql, int hi, tfe_tensor *ran, tfe_tensor **later,
                       bool *always)
 {
+    return between_term(tr, n->var, ql + 1, hi, ran, later, always);
+}
+
+static int between_term(Tracer *tr, Variable *var, int lo, int hi, tfe_tensor *ran, tfe_tensor **later,
+                        bool *always)
+{
     tfe_tensor *as = NULL, *term = NULL;
     int where = -1;
-    int st = trace_assigned_between(tr, &n->var->o.h, ql + 1, hi, &as, &where);
+    int st = trace_assigned_between(tr, &var->o.h, lo, hi, &as, &where);
     if (st == -2 || st == -1) {
         if (as) tensor_decref(as);
         return st == -2 ? -1 : 1;
@@ -1092,6 +1106,51 @@ static int loop_read_later(Tracer *tr, Flat *f, const struct Leaf *L, const stru
     return st;
 }
 
+/* Whether a read of the tape's reads the tensor var held when loop note n
+ * started, whose first reads no read of the tape's stands for (TL_APART):
+ * 0 with *same a traced bool (NULL: never, *always: on every call), 1 when
+ * the graph cannot tell, -1 on a tensor error. A read before the loop does
+ * where it ran and nothing between assigned var; a read after it, for a
+ * loop whose condition reads var (which runs when the loop runs zero
+ * times), where nothing between assigned var, the loop included. A read the
+ * graph cannot place is apart, as merge_reads takes it. */
+static int loop_read_start(Tracer *tr, Flat *f, const struct Leaf *L, const struct LoopNote *n, tfe_tensor **same,
+                           bool *always)
+{
+    *same = NULL;
+    *always = false;
+    int ql = trace_top_pos(tr, n->id), st = ql < 0 ? 1 : 0;
+    for (int i = L->start; i < L->start + L->count && !*always && !st; i++) {
+        const struct ReadAt *ra = f->at && i < f->capat ? &f->at[i] : NULL;
+        if (!ra || !ra->is_read || ra->zeros) continue; /* (a zeros read adds zeros itself) */
+        for (int k = 0; k < (ra->nregs ? ra->nregs : 1) && !*always && !st; k++) {
+            tfe_tensor *ran = NULL;
+            if (ra->nregs) {
+                bool only_in = false;
+                int q = trace_regions_pos(tr, &ra->regs[k], 1, n->id, &only_in);
+                if (q < 0 || only_in) continue; /* (an attempt rolled back, or the loop's own) */
+                int rs = trace_region_runs(tr, ra->regs[k], &ran);
+                if (rs < 0) st = -1;
+                if (rs <= 0) continue;
+            }
+            TReadPoint p;
+            if (!trace_read_point(tr, &n->var->o.h, f->ts[i], ra->nregs ? &ra->regs[k] : NULL, ra->nregs ? 1 : 0,
+                                  ra->after, ra->at_end, &p)) {
+                if (p.key < 2 * ql)
+                    st = between_term(tr, n->var, p.lo, ql, ran, same, always);
+                else if (p.key > 2 * ql && (n->kinds & TL_COND) && p.hi >= 0)
+                    st = between_term(tr, n->var, ql, p.hi, ran, same, always);
+            }
+            if (ran) tensor_decref(ran);
+        }
+    }
+    if (st || *always) {
+        if (*same) tensor_decref(*same);
+        *same = NULL;
+    }
+    return st;
+}
+
 /* The variable's gradient r (taken) with the zeros eager code adds for the
  * new tensors of it that a traced loop which reads and assigns it reads
  * (tapes_loop_count): from its second iteration on, at every read (the
@@ -1130,6 +1189,36 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
         }
         tfe_tensor *z = count_at_least(n->count, 2.0);
         if (!z) { err = true; break; }
+        if (n->kinds & TL_APART) {
+            /* its first reads, where they run (its condition's always) and
+             * no read of the tape's is of that tensor */
+            tfe_tensor *same = NULL;
+            bool always = false;
+            int st = loop_read_start(tr, f, L, n, &same, &always);
+            if (st > 0) {
+                tensor_decref(z);
+                if (any) tensor_decref(any);
+                if (!trace_fail(I, gnode(tr->g, n->id)->loc,
+                                "this loop reads %s, which an earlier read read in the call that traced, and the "
+                                "gradient with respect to %s, with a tape made inside this staged function, cannot "
+                                "tell whether a read of the tape's is of the tensor the loop starts with on another "
+                                "call (eager code adds zeros for that tensor when none is); read %s once into a "
+                                "name before the loop and use that, or assign %s after the with tape() block",
+                                name, name, name, name))
+                    return r;
+                tensor_decref(r);
+                return NULL;
+            }
+            if (st < 0) { tensor_decref(z); err = true; break; }
+            if (!always) {
+                tfe_tensor *c = count_at_least(n->count, (n->kinds & TL_COND) ? 0.0 : 1.0);
+                tfe_tensor *t = c ? and_not(c, same) : NULL;
+                if (c) tensor_decref(c);
+                if (same) tensor_decref(same);
+                if (!t) { tensor_decref(z); err = true; break; }
+                z = or_take(z, t, &err);
+            }
+        }
         if (n->kinds & (TL_MID | TL_END | TL_COND)) {
             tfe_tensor *later = NULL;
             bool always = false;
@@ -1644,6 +1733,13 @@ void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0
             T->nreads--;
             k--;
         }
+        /* a read split off from this one (VarRead.zeros) is the tensor's
+         * only read again: its part is the tensor's gradient */
+        bool other = false;
+        for (int k = 0; k < T->nreads && !other; k++)
+            other = (Obj *)T->reads[k].var == var.u.o && T->reads[k].t == t && !T->reads[k].zeros;
+        for (int k = 0; k < T->nreads && !other; k++)
+            if ((Obj *)T->reads[k].var == var.u.o && T->reads[k].t == t) T->reads[k].zeros = false;
     }
 }
 

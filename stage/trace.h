@@ -197,7 +197,8 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var);
 typedef struct TReadPoint { int lo, hi, key; } TReadPoint;
 /* t: the read's tensor; regs: the branches it is in (none: at the top);
  * after: it follows an assign in its branch, at_end: and no assign follows
- * it there. 0, or -1 when it cannot be placed (a read in a loop body, or
+ * it there. 0, or -1 when it cannot be placed (a read in the body of a loop
+ * that may assign var other than before an assign at the body's top, or
  * deeper, or between two assigns). */
 int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
                      bool at_end, TReadPoint *pt);
@@ -214,7 +215,10 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
  * the last, in its condition; TL_UNKNOWN: something in it may assign the
  * variable, or read it, where the graph cannot tell how often (a host
  * call, a nested if or loop). */
-enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16 };
+/* TL_APART: its first reads (TL_FIRST, TL_COND) are of a tensor an earlier
+ * read of the tape's read in the call that traced, which something between
+ * may assign on another call: no read of the tape's stands for them. */
+enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16, TL_APART = 32 };
 /* Are regs (where a tape made in this trace noted a read of var) all the
  * bodies of loops at the top that assign var, and may var hold another tensor now
  * than when the first of them started? Then a read of the same tensor

@@ -280,6 +280,31 @@ static void note_reread(Tracer *T, int id, Value var, tfe_tensor *a)
     if (!any) tapes_read_fresh(T->id, var, a, 0, false, false);
 }
 
+/* Loop id reads var and assigns it. Its first reads of var (its
+ * condition's first, its body's before the body assigns var) are of t0, the
+ * tensor var held when it started, where they run. A tape made in this trace
+ * noted them as reads of t0: one read with an earlier read of t0 (or that
+ * read's regions with the loop's added). When something between that read
+ * and the loop may assign var on another call, they are not that tensor
+ * there: they are taken off the tape's reads, and the loop's note says so
+ * (TL_APART): its gradient adds zeros for them where they run and no read
+ * the graph can place reads t0 (builtins_autodiff.c, loop_zeros). Returns
+ * TL_APART or 0. */
+static int reread_loop_start(Tracer *T, int id, Value var, tfe_tensor *t0, int kinds)
+{
+    const TNote *nt = t0->node;
+    if (!(kinds & (TL_FIRST | TL_COND)) || !nt || nt->ref.node >= id) return 0; /* (no earlier read: the loop's own are t0's) */
+    int top = nt->ref.node;
+    while (top >= 0 && gnode(T->g, top)->region != 0) top = region_owner(T->g, gnode(T->g, top)->region);
+    if (top == id) return 0; /* the trace of its condition or body first read t0 */
+    int lo = top >= 0 ? top_pos(T->g, top) : -1;
+    if (lo >= 0 && !may_assign_between(T->g, var.u.o, top == nt->ref.node ? lo + 1 : lo, top_pos(T->g, id)))
+        return 0; /* one tensor with that read on every call */
+    const GNode *wn = gnode(T->g, id);
+    tapes_read_unnote(T->id, var, t0, wn->regions[0], wn->regions[1]);
+    return TL_APART;
+}
+
 /* After m (a cond or while) ran as one tape entry: the entry's sources are
  * the variables' tensors it read, and a tape made inside this trace records
  * its backward here, reading them. Each is the variable's tensor now (when m
@@ -294,51 +319,14 @@ static void note_reread(Tracer *T, int id, Value var, tfe_tensor *a)
  * a header of their own for the tensor, noted as the new read and as a read
  * of the variable on those tapes (builtins_autodiff.c merges it with the
  * reads that are one tensor with it on a call). */
-/* Loop id (run as one tape entry, at n0[k] on the k-th tape made in this
- * trace) reads var and assigns it. Its first reads of var (its condition's
- * first, its body's before the body assigns var) are of t0, the tensor var
- * held when it started, where they run. A tape noted them as reads of t0,
- * one with an earlier read of t0 (or those reads' regions added to it). When
- * something between that read and the loop may assign var on another call,
- * they are not that tensor there: they get a header of their own, noted as
- * a read in the loop's regions that read var (builtins_autodiff.c places it
- * at the loop's start and merges it with the reads that are one tensor with
- * it on a call). No read node is made: after the loop var holds another
- * tensor. */
-static void reread_loop_start(Tracer *T, const Graph *m, int id, const int *n0, Value var, tfe_tensor *t0,
-                              int kinds)
-{
-    const TNote *nt = t0->node;
-    if (!(kinds & (TL_FIRST | TL_COND)) || !nt || nt->ref.node >= id) return; /* (no earlier read: the loop's own are t0's) */
-    int top = nt->ref.node;
-    while (top >= 0 && gnode(T->g, top)->region != 0) top = region_owner(T->g, gnode(T->g, top)->region);
-    if (top == id) return; /* the trace of its condition or body first read t0 */
-    int lo = top >= 0 ? top_pos(T->g, top) : -1;
-    if (lo >= 0 && !may_assign_between(T->g, var.u.o, top == nt->ref.node ? lo + 1 : lo, top_pos(T->g, id)))
-        return; /* one tensor with that read on every call */
-    tfe_tensor *a = tensor_alias(t0);
-    if (!a) return;
-    const tfe_tape_stack *st = &T->I->tapes;
-    for (int k = T->tapes_at_begin; k < st->n; k++) {
-        tfe_tape *tp = st->active[k];
-        int e0 = n0[k - T->tapes_at_begin];
-        if (tfe_tape_nentries(tp) > e0) tfe_tape_entry_swap_in(tp, e0, m->ninputs, t0, a);
-    }
-    const GNode *wn = gnode(T->g, id);
-    tapes_read_unnote(T->id, var, t0, wn->regions[0], wn->regions[1]);
-    if (kinds & TL_COND) tapes_read_fresh(T->id, var, a, wn->regions[0], false, false);
-    if (kinds & TL_FIRST) tapes_read_fresh(T->id, var, a, wn->regions[1], false, false);
-    tensor_decref(a); /* the notes and the entries keep it */
-}
-
 static void reread_vars(Tracer *T, const Graph *m, int id, const int *n0)
 {
     if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */
     const tfe_tape_stack *st = &T->I->tapes;
     if (gnode(T->g, id)->kind == G_WHILE) /* (loop_core: the variables it reads and assigns) */
         for (int k = 0; k < T->nloop_fresh; k++)
-            reread_loop_start(T, m, id, n0, v_obj(V_OBJECT, (Obj *)T->loop_fresh[k].var), T->loop_fresh[k].start,
-                              T->loop_fresh[k].kinds);
+            T->loop_fresh[k].kinds |= reread_loop_start(T, id, v_obj(V_OBJECT, (Obj *)T->loop_fresh[k].var),
+                                                        T->loop_fresh[k].start, T->loop_fresh[k].kinds);
     for (int i = 0; i < m->n; i++) {
         const GNode *x = &m->nodes[i];
         if (x->kind != G_VAR_READ || assigns_var(m, x->host->obj.u.o)) continue;
@@ -1270,7 +1258,10 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
             T->nloop_fresh = ncv;
         }
         rc = bind_outputs(T, id, env, carried, nc, outs);
-        for (int k = 0; k < ncv; k++) tensor_decref(T->loop_fresh[k].start);
+        for (int k = 0; k < ncv; k++) {
+            tensor_decref(T->loop_fresh[k].start);
+            ckinds[k] = T->loop_fresh[k].kinds; /* (TL_APART: reread_loop_start) */
+        }
         if (ncv) free(T->loop_fresh);
         T->loop_fresh = saved_fresh;
         T->nloop_fresh = saved_nfresh;

@@ -546,6 +546,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+        m->noted_loops = true; /* (a loop at its top: tapes_loop_count, loop_core) */
         if (nextra) mark_exported(T->g, id, m, real, nextra);
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];

@@ -215,9 +215,9 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
  * the last, in its condition; TL_UNKNOWN: something in it may assign the
  * variable, or read it, where the graph cannot tell how often (a host
  * call, a nested if or loop). */
-/* TL_APART: its first reads (TL_FIRST, TL_COND) are of a tensor an earlier
- * read of the tape's read in the call that traced, which something between
- * may assign on another call: no read of the tape's stands for them. */
+/* TL_APART: no read of the tape's stands for its first reads (TL_FIRST,
+ * TL_COND), of the tensor the variable held when it started (stage/
+ * trace_cf.c, reread_loop_start). */
 enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16, TL_APART = 32 };
 /* Are regs (where a tape made in this trace noted a read of var) all the
  * bodies of loops at the top that assign var, and may var hold another tensor now

@@ -282,24 +282,27 @@ static void note_reread(Tracer *T, int id, Value var, tfe_tensor *a)
 
 /* Loop id reads var and assigns it. Its first reads of var (its
  * condition's first, its body's before the body assigns var) are of t0, the
- * tensor var held when it started, where they run. A tape made in this trace
- * noted them as reads of t0: one read with an earlier read of t0 (or that
- * read's regions with the loop's added). When something between that read
- * and the loop may assign var on another call, they are not that tensor
- * there: they are taken off the tape's reads, and the loop's note says so
- * (TL_APART): its gradient adds zeros for them where they run and no read
- * the graph can place reads t0 (builtins_autodiff.c, loop_zeros). Returns
- * TL_APART or 0. */
+ * tensor var held when it started, where they run; nothing reaches them (the
+ * loop's backward is refused where something would: stage/grad.c). A tape
+ * made in this trace noted them as reads of t0: one read with an earlier
+ * read of t0 (or that read's regions with the loop's added), or one of their
+ * own. Unless the earlier read is t0 on every call (nothing between can
+ * assign var), they are taken off the tape's reads, and the loop's note says
+ * so (TL_APART): its gradient adds zeros for them where they run and no read
+ * the graph can place is of t0 on that call (builtins_autodiff.c,
+ * loop_zeros), which needs no if or loop to pick among. Returns TL_APART or
+ * 0. */
 static int reread_loop_start(Tracer *T, int id, Value var, tfe_tensor *t0, int kinds)
 {
+    if (!(kinds & (TL_FIRST | TL_COND))) return 0;
     const TNote *nt = t0->node;
-    if (!(kinds & (TL_FIRST | TL_COND)) || !nt || nt->ref.node >= id) return 0; /* (no earlier read: the loop's own are t0's) */
-    int top = nt->ref.node;
-    while (top >= 0 && gnode(T->g, top)->region != 0) top = region_owner(T->g, gnode(T->g, top)->region);
-    if (top == id) return 0; /* the trace of its condition or body first read t0 */
-    int lo = top >= 0 ? top_pos(T->g, top) : -1;
-    if (lo >= 0 && !may_assign_between(T->g, var.u.o, top == nt->ref.node ? lo + 1 : lo, top_pos(T->g, id)))
-        return 0; /* one tensor with that read on every call */
+    if (nt && nt->ref.node < id) {
+        int top = nt->ref.node;
+        while (top >= 0 && gnode(T->g, top)->region != 0) top = region_owner(T->g, gnode(T->g, top)->region);
+        int lo = top >= 0 && top != id ? top_pos(T->g, top) : -1;
+        if (lo >= 0 && !may_assign_between(T->g, var.u.o, top == nt->ref.node ? lo + 1 : lo, top_pos(T->g, id)))
+            return 0; /* one tensor with that read on every call */
+    }
     const GNode *wn = gnode(T->g, id);
     tapes_read_unnote(T->id, var, t0, wn->regions[0], wn->regions[1]);
     return TL_APART;

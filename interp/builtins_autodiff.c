@@ -1187,6 +1187,18 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
             tensor_decref(r);
             return NULL;
         }
+        if (n->kinds & TL_REACH) {
+            /* what the loop reads of the variable reaches what it carries:
+             * the gradient would need every tensor of it the loop read */
+            if (any) tensor_decref(any);
+            if (!trace_fail(I, gnode(tr->g, n->id)->loc,
+                            "gradients through a staged loop that assigns a variable it reads are not supported "
+                            "(keep the value in a loop variable and assign the variable after the loop, or take "
+                            "the gradient eagerly: run_eagerly(true))"))
+                return r;
+            tensor_decref(r);
+            return NULL;
+        }
         tfe_tensor *z = count_at_least(n->count, 2.0);
         if (!z) { err = true; break; }
         if (n->kinds & TL_APART) {
@@ -1293,8 +1305,10 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
     struct Leaf *L = &f->leaves[li];
     tfe_tensor *r = NULL;
     if (L->count == 0) {
-        /* a variable not read while the tape was active: zeros like its value */
+        /* a variable not read while the tape was active: zeros like its value
+         * (a traced loop's reads that no read of the tape's stands for too) */
         r = zeros_op(((Variable *)L->v.u.o)->value);
+        if (r && !(r = loop_zeros(I, f, L, r))) return -1;
     } else {
         r = f->vars ? leaf_pick(I, f, L, li, 0, 0) : leaf_sum(I, f, g, L, NULL, NULL);
         if (r && !(r = loop_zeros(I, f, L, r))) return -1;

@@ -217,8 +217,9 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
  * call, a nested if or loop). */
 /* TL_APART: no read of the tape's stands for its first reads (TL_FIRST,
  * TL_COND), of the tensor the variable held when it started (stage/
- * trace_cf.c, reread_loop_start). */
-enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16, TL_APART = 32 };
+ * trace_cf.c, reread_loop_start). TL_REACH: a read of it reaches a
+ * value the loop carries. */
+enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16, TL_APART = 32, TL_REACH = 64 };
 /* Are regs (where a tape made in this trace noted a read of var) all the
  * bodies of loops at the top that assign var, and may var hold another tensor now
  * than when the first of them started? Then a read of the same tensor

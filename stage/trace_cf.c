@@ -1012,6 +1012,43 @@ static int loop_read_kinds(const Graph *g, int rc, int rb, const Obj *var)
     return unknown ? kinds | TL_UNKNOWN : kinds;
 }
 
+/* Marks in taint (by node of g) what in region r depends on a read of var
+ * or on a node already marked (a nested cond or loop as a whole); returns
+ * whether anything new was marked. */
+static bool taint_var_reads(const Graph *g, int r, const Obj *var, bool *taint)
+{
+    bool grew = false;
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        int id = reg->nodes[i];
+        const GNode *x = &g->nodes[id];
+        bool t = x->kind == G_VAR_READ && !x->outer_out && x->host->obj.u.o == var;
+        for (int k = 0; k < x->nin && !t; k++) t = taint[x->in[k].node];
+        if (x->kind == G_COND || x->kind == G_WHILE)
+            for (int k = 0; k < 2; k++) t |= taint_var_reads(g, x->regions[k], var, taint);
+        if (t && !taint[id]) taint[id] = grew = true;
+    }
+    return grew;
+}
+
+/* Does a read of var in loop (rc, rb) reach a value its body carries (in a
+ * later iteration too)? Then a gradient with respect to var through the
+ * loop would need its every tensor (TL_REACH); its condition has none. */
+static bool loop_var_reaches(const Graph *g, int rc, int rb, const Obj *var)
+{
+    const GRegion *c = &g->regions[rc], *b = &g->regions[rb];
+    bool *taint = xcalloc((size_t)g->n + 1, 1), hit = false;
+    for (bool grew = true; grew && !hit;) {
+        grew = taint_var_reads(g, rc, var, taint);
+        grew |= taint_var_reads(g, rb, var, taint);
+        for (int k = 0; k < b->nouts && k < c->nparams; k++)
+            if (taint[b->outs[k].node] && !taint[c->params[k]]) taint[c->params[k]] = grew = true;
+        for (int k = 0; k < b->nouts && !hit; k++) hit = taint[b->outs[k].node];
+    }
+    free(taint);
+    return hit;
+}
+
 /* The variables loop (rc, rb) reads and assigns, with their TL_* kinds
  * (new arrays; returns how many). */
 static int loop_fresh_vars(const Graph *g, int rc, int rb, Value **vars, int **kinds)
@@ -1028,6 +1065,7 @@ static int loop_fresh_vars(const Graph *g, int rc, int rb, Value **vars, int **k
             for (int j = 0; j < n && !seen; j++) seen = (*vars)[j].u.o == x->host->obj.u.o;
             int kd = seen ? 0 : loop_read_kinds(g, rc, rb, x->host->obj.u.o);
             if (!kd) continue;
+            if (loop_var_reaches(g, rc, rb, x->host->obj.u.o)) kd |= TL_REACH;
             *vars = xrealloc(*vars, sizeof **vars * (size_t)(n + 1));
             *kinds = xrealloc(*kinds, sizeof **kinds * (size_t)(n + 1));
             (*vars)[n] = x->host->obj;

@@ -69,6 +69,9 @@ struct LoopNote {
     Variable *var;
     tfe_tensor *count; /* how many times its body ran, traced */
     int id, kinds;     /* its node; TL_* (stage/trace.h) */
+    bool *reach;       /* TL_REACH: by output of its node, a value it carries that a read of var
+                          reaches (owned) */
+    int nreach;
 };
 
 static const ObjectClass tape_class;
@@ -153,6 +156,7 @@ static void tape_clear_reads(Tape *T)
     T->nreads = T->capreads = 0;
     for (int i = 0; i < T->nloops; i++) {
         tensor_decref(T->loops[i].count);
+        free(T->loops[i].reach);
         value_decref(v_obj(V_OBJECT, T->loops[i].var));
     }
     free(T->loops);
@@ -1187,9 +1191,11 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
             tensor_decref(r);
             return NULL;
         }
-        if (n->kinds & TL_REACH) {
-            /* what the loop reads of the variable reaches what it carries:
-             * the gradient would need every tensor of it the loop read */
+        /* (a carried value a read reaches, which the target uses) */
+        if ((n->kinds & TL_REACH) && (!f->target || trace_uses_output(tr, f->target, n->id, n->reach))) {
+            /* what the loop reads of the variable reaches what it carries,
+             * which the target uses: the gradient would need every tensor
+             * of the variable the loop read */
             if (any) tensor_decref(any);
             if (!trace_fail(I, gnode(tr->g, n->id)->loc,
                             "gradients through a staged loop that assigns a variable it reads are not supported "
@@ -1757,7 +1763,8 @@ void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0
     }
 }
 
-void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count)
+void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count, const bool *reach,
+                      int nreach)
 {
     if (!is_variable(var) || !((Variable *)var.u.o)->trainable) return; /* (read: no tape notes it) */
     for (int i = 0; i < nwatching; i++) {
@@ -1766,7 +1773,9 @@ void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tenso
         T->loops = xrealloc(T->loops, sizeof *T->loops * (size_t)(T->nloops + 1));
         ((Variable *)var.u.o)->o.h.refcount++;
         tensor_incref(count);
-        T->loops[T->nloops++] = (struct LoopNote){(Variable *)var.u.o, count, id, kinds};
+        bool *rt = xcalloc((size_t)nreach + 1, 1);
+        for (int k = 0; k < nreach; k++) rt[k] = reach[k];
+        T->loops[T->nloops++] = (struct LoopNote){(Variable *)var.u.o, count, id, kinds, rt, nreach};
     }
 }
 

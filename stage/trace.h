@@ -229,6 +229,9 @@ bool trace_read_split(Tracer *T, const Obj *var, const int *regs, int nregs);
  * made (not the value var had when it started)? Those reads are not noted:
  * the loop's count adds what eager code adds for them (tapes_loop_count). */
 bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t);
+/* Does traced tensor t depend on an output k of node id with outs[k] (true
+ * when the graph cannot tell)? */
+bool trace_uses_output(Tracer *T, const tfe_tensor *t, int id, const bool *outs);
 /* The position of node id among the nodes at the top of the trace, or -1. */
 int trace_top_pos(Tracer *T, int id);
 /* The first position at the top of the trace of the ifs or loops that hold

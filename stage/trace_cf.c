@@ -1034,16 +1034,19 @@ static bool taint_var_reads(const Graph *g, int r, const Obj *var, bool *taint)
 /* Does a read of var in loop (rc, rb) reach a value its body carries (in a
  * later iteration too)? Then a gradient with respect to var through the
  * loop would need its every tensor (TL_REACH); its condition has none. */
-static bool loop_var_reaches(const Graph *g, int rc, int rb, const Obj *var)
+static bool loop_var_reaches(const Graph *g, int rc, int rb, const Obj *var, bool *outs)
 {
     const GRegion *c = &g->regions[rc], *b = &g->regions[rb];
     bool *taint = xcalloc((size_t)g->n + 1, 1), hit = false;
-    for (bool grew = true; grew && !hit;) {
+    for (bool grew = true; grew;) {
         grew = taint_var_reads(g, rc, var, taint);
         grew |= taint_var_reads(g, rb, var, taint);
         for (int k = 0; k < b->nouts && k < c->nparams; k++)
             if (taint[b->outs[k].node] && !taint[c->params[k]]) taint[c->params[k]] = grew = true;
-        for (int k = 0; k < b->nouts && !hit; k++) hit = taint[b->outs[k].node];
+    }
+    for (int k = 0; k < b->nouts; k++) {
+        if (outs) outs[k] = taint[b->outs[k].node];
+        hit |= taint[b->outs[k].node];
     }
     free(taint);
     return hit;
@@ -1065,7 +1068,7 @@ static int loop_fresh_vars(const Graph *g, int rc, int rb, Value **vars, int **k
             for (int j = 0; j < n && !seen; j++) seen = (*vars)[j].u.o == x->host->obj.u.o;
             int kd = seen ? 0 : loop_read_kinds(g, rc, rb, x->host->obj.u.o);
             if (!kd) continue;
-            if (loop_var_reaches(g, rc, rb, x->host->obj.u.o)) kd |= TL_REACH;
+            if (loop_var_reaches(g, rc, rb, x->host->obj.u.o, NULL)) kd |= TL_REACH;
             *vars = xrealloc(*vars, sizeof **vars * (size_t)(n + 1));
             *kinds = xrealloc(*kinds, sizeof **kinds * (size_t)(n + 1));
             (*vars)[n] = x->host->obj;
@@ -1311,7 +1314,13 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
             free(outs);
             goto done;
         }
-        for (int k = 0; k < ncv; k++) tapes_loop_count(T->id, cvars[k], ckinds[k], id, outs[nc]);
+        for (int k = 0; k < ncv; k++) {
+            /* (the values it carries that a read of the variable reaches) */
+            bool *reach = xcalloc((size_t)ntot + 1, 1);
+            if (ckinds[k] & TL_REACH) loop_var_reaches(g, rcond, rbody, cvars[k].u.o, reach);
+            tapes_loop_count(T->id, cvars[k], ckinds[k], id, outs[nc], reach, ntot);
+            free(reach);
+        }
         if (ntot > nc) tensor_decref(outs[nc]);
         free(outs);
         *xs = XS_OK;
@@ -1813,6 +1822,44 @@ bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t)
     for (int k = 0; k < T->nloop_fresh; k++)
         if (T->loop_fresh[k].var == var) return t != T->loop_fresh[k].start;
     return false;
+}
+
+/* Marks in seen the nodes whose values node x of g reads, through the regions
+ * of a cond or loop too (what they read from outside), and in used the
+ * outputs of node id read so. */
+static void deps_of(const Graph *g, int x, int id, bool *seen, bool *used)
+{
+    if (seen[x]) return;
+    seen[x] = true;
+    const GNode *n = &g->nodes[x];
+    for (int k = 0; k < n->nin; k++) {
+        if (n->in[k].node == id && n->in[k].out < g->nodes[id].nout) used[n->in[k].out] = true;
+        deps_of(g, n->in[k].node, id, seen, used);
+    }
+    if (n->kind == G_COND || n->kind == G_WHILE)
+        for (int r = 0; r < 2; r++) {
+            const GRegion *reg = &g->regions[n->regions[r]];
+            for (int i = 0; i < reg->n; i++) deps_of(g, reg->nodes[i], id, seen, used);
+            for (int i = 0; i < reg->nouts; i++) {
+                if (reg->outs[i].node == id && reg->outs[i].out < g->nodes[id].nout) used[reg->outs[i].out] = true;
+                deps_of(g, reg->outs[i].node, id, seen, used);
+            }
+        }
+}
+
+bool trace_uses_output(Tracer *T, const tfe_tensor *t, int id, const bool *outs)
+{
+    const TNote *nt = t->node;
+    const Graph *g = T->g;
+    if (!nt || nt->ref.node < 0 || nt->ref.node >= g->n || id < 0 || id >= g->n) return true; /* (cannot tell) */
+    if (nt->ref.node == id) return nt->ref.out < g->nodes[id].nout && outs[nt->ref.out];
+    bool *seen = xcalloc((size_t)g->n + 1, 1), *used = xcalloc((size_t)g->nodes[id].nout + 1, 1);
+    deps_of(g, nt->ref.node, id, seen, used);
+    bool any = false;
+    for (int k = 0; k < g->nodes[id].nout && !any; k++) any = used[k] && outs[k];
+    free(seen);
+    free(used);
+    return any;
 }
 
 int trace_top_pos(Tracer *T, int id) { return id >= 0 && id < T->g->n ? top_pos(T->g, id) : -1; }

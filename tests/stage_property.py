@@ -45,9 +45,7 @@ Rules:
     |number| of that print) + 1e-4 (--grad-rtol, --grad-atol). Staged
     gradients add their contributions in eager order and agree bit for bit
     (--grad-rtol 0 --grad-atol 0 compares bit for bit, a zero's sign
-    included; of seeds 5000..5999 only 5136 fails, with the located error
-    of a gradient through a staged loop that assigns a variable it reads:
-    docs/staging.md section 14);
+    included; seeds 5000..5999 all agree so);
   * but a gradient print that is all zeros in one mode and not in another
     always fails (that was the bug of a tape inside a staged loop: a
     silently zero gradient, an SGD loop that trained nothing).

@@ -72,6 +72,9 @@ struct LoopNote {
     Variable *var;
     tfe_tensor *count; /* how many times its body ran, traced */
     int id, kinds;     /* its node; TL_* (stage/trace.h) */
+    bool *reach;       /* TL_REACH: by output of its node, a value it carries that a read of var
+                          reaches (owned) */
+    int nreach;
 };
 
 static const ObjectClass tape_class;
@@ -156,6 +159,7 @@ static void tape_clear_reads(Tape *T)
     T->nreads = T->capreads = 0;
     for (int i = 0; i < T->nloops; i++) {
         tensor_decref(T->loops[i].count);
+        free(T->loops[i].reach);
         value_decref(v_obj(V_OBJECT, T->loops[i].var));
     }
     free(T->loops);
@@ -990,6 +994,14 @@ static tfe_tensor *count_at_least(tfe_tensor *count, double k)
     return r;
 }
 
+/* Two reads of var, where what can assign it between them is at top
+ * positions [lo, hi) of the trace, one of them where ran says (a traced
+ * bool; NULL: always), are one tensor where it ran and nothing between
+ * assigned var: that condition or'ed into *acc (or *always set). 0, 1 when
+ * the graph cannot tell, -1 on a tensor error. */
+static int between_term(Tracer *tr, Variable *var, int lo, int hi, tfe_tensor *ran, tfe_tensor **acc,
+                        bool *always);
+
 /* One read at the top position hi of the trace (in a branch or loop body
  * there when ran is not NULL: where it runs) reads the tensor loop note n
  * (at top position ql) ended with where nothing between them assigned the
@@ -998,9 +1010,15 @@ static tfe_tensor *count_at_least(tfe_tensor *count, double k)
 static int later_term(Tracer *tr, const struct LoopNote *n, int ql, int hi, tfe_tensor *ran, tfe_tensor **later,
                       bool *always)
 {
+    return between_term(tr, n->var, ql + 1, hi, ran, later, always);
+}
+
+static int between_term(Tracer *tr, Variable *var, int lo, int hi, tfe_tensor *ran, tfe_tensor **later,
+                        bool *always)
+{
     tfe_tensor *as = NULL, *term = NULL;
     int where = -1;
-    int st = trace_assigned_between(tr, &n->var->o.h, ql + 1, hi, &as, &where);
+    int st = trace_assigned_between(tr, &var->o.h, lo, hi, &as, &where);
     if (st == -2 || st == -1) {
         if (as) tensor_decref(as);
         return st == -2 ? -1 : 1;
@@ -1095,6 +1113,51 @@ static int loop_read_later(Tracer *tr, Flat *f, const struct Leaf *L, const stru
     return st;
 }
 
+/* Whether a read of the tape's reads the tensor var held when loop note n
+ * started, whose first reads no read of the tape's stands for (TL_APART):
+ * 0 with *same a traced bool (NULL: never, *always: on every call), 1 when
+ * the graph cannot tell, -1 on a tensor error. A read before the loop does
+ * where it ran and nothing between assigned var; a read after it, for a
+ * loop whose condition reads var (which runs when the loop runs zero
+ * times), where nothing between assigned var, the loop included. A read the
+ * graph cannot place is apart, as merge_reads takes it. */
+static int loop_read_start(Tracer *tr, Flat *f, const struct Leaf *L, const struct LoopNote *n, tfe_tensor **same,
+                           bool *always)
+{
+    *same = NULL;
+    *always = false;
+    int ql = trace_top_pos(tr, n->id), st = ql < 0 ? 1 : 0;
+    for (int i = L->start; i < L->start + L->count && !*always && !st; i++) {
+        const struct ReadAt *ra = f->at && i < f->capat ? &f->at[i] : NULL;
+        if (!ra || !ra->is_read || ra->zeros) continue; /* (a zeros read adds zeros itself) */
+        for (int k = 0; k < (ra->nregs ? ra->nregs : 1) && !*always && !st; k++) {
+            tfe_tensor *ran = NULL;
+            if (ra->nregs) {
+                bool only_in = false;
+                int q = trace_regions_pos(tr, &ra->regs[k], 1, n->id, &only_in);
+                if (q < 0 || only_in) continue; /* (an attempt rolled back, or the loop's own) */
+                int rs = trace_region_runs(tr, ra->regs[k], &ran);
+                if (rs < 0) st = -1;
+                if (rs <= 0) continue;
+            }
+            TReadPoint p;
+            if (!trace_read_point(tr, &n->var->o.h, f->ts[i], ra->nregs ? &ra->regs[k] : NULL, ra->nregs ? 1 : 0,
+                                  ra->after, ra->at_end, &p)) {
+                if (p.key < 2 * ql)
+                    st = between_term(tr, n->var, p.lo, ql, ran, same, always);
+                else if (p.key > 2 * ql && (n->kinds & TL_COND) && p.hi >= 0)
+                    st = between_term(tr, n->var, ql, p.hi, ran, same, always);
+            }
+            if (ran) tensor_decref(ran);
+        }
+    }
+    if (st || *always) {
+        if (*same) tensor_decref(*same);
+        *same = NULL;
+    }
+    return st;
+}
+
 /* The variable's gradient r (taken) with the zeros eager code adds for the
  * new tensors of it that a traced loop which reads and assigns it reads
  * (tapes_loop_count): from its second iteration on, at every read (the
@@ -1131,8 +1194,52 @@ static tfe_tensor *loop_zeros(Interp *I, Flat *f, const struct Leaf *L, tfe_tens
             tensor_decref(r);
             return NULL;
         }
+        /* (a carried value a read reaches, which the target uses) */
+        if ((n->kinds & TL_REACH) && (!f->target || trace_uses_output(tr, f->target, n->id, n->reach))) {
+            /* what the loop reads of the variable reaches what it carries,
+             * which the target uses: the gradient would need every tensor
+             * of the variable the loop read */
+            if (any) tensor_decref(any);
+            if (!trace_fail(I, gnode(tr->g, n->id)->loc,
+                            "gradients through a staged loop that assigns a variable it reads are not supported "
+                            "(keep the value in a loop variable and assign the variable after the loop, or take "
+                            "the gradient eagerly: run_eagerly(true))"))
+                return r;
+            tensor_decref(r);
+            return NULL;
+        }
         tfe_tensor *z = count_at_least(n->count, 2.0);
         if (!z) { err = true; break; }
+        if (n->kinds & TL_APART) {
+            /* its first reads, where they run (its condition's always) and
+             * no read of the tape's is of that tensor */
+            tfe_tensor *same = NULL;
+            bool always = false;
+            int st = loop_read_start(tr, f, L, n, &same, &always);
+            if (st > 0) {
+                tensor_decref(z);
+                if (any) tensor_decref(any);
+                if (!trace_fail(I, gnode(tr->g, n->id)->loc,
+                                "this loop reads %s, which an earlier read read in the call that traced, and the "
+                                "gradient with respect to %s, with a tape made inside this staged function, cannot "
+                                "tell whether a read of the tape's is of the tensor the loop starts with on another "
+                                "call (eager code adds zeros for that tensor when none is); read %s once into a "
+                                "name before the loop and use that, or assign %s after the with tape() block",
+                                name, name, name, name))
+                    return r;
+                tensor_decref(r);
+                return NULL;
+            }
+            if (st < 0) { tensor_decref(z); err = true; break; }
+            if (!always) {
+                tfe_tensor *c = count_at_least(n->count, (n->kinds & TL_COND) ? 0.0 : 1.0);
+                tfe_tensor *t = c ? and_not(c, same) : NULL;
+                if (c) tensor_decref(c);
+                if (same) tensor_decref(same);
+                if (!t) { tensor_decref(z); err = true; break; }
+                z = or_take(z, t, &err);
+            }
+        }
         if (n->kinds & (TL_MID | TL_END | TL_COND)) {
             tfe_tensor *later = NULL;
             bool always = false;
@@ -1207,8 +1314,10 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
     struct Leaf *L = &f->leaves[li];
     tfe_tensor *r = NULL;
     if (L->count == 0) {
-        /* a variable not read while the tape was active: zeros like its value */
+        /* a variable not read while the tape was active: zeros like its value
+         * (a traced loop's reads that no read of the tape's stands for too) */
         r = zeros_op(((Variable *)L->v.u.o)->value);
+        if (r && !(r = loop_zeros(I, f, L, r))) return -1;
     } else {
         r = f->vars ? leaf_pick(I, f, L, li, 0, 0) : leaf_sum(I, f, g, L, NULL, NULL);
         if (r && !(r = loop_zeros(I, f, L, r))) return -1;
@@ -1284,7 +1393,9 @@ static int merge_reads(Interp *I, Tape *T, Flat *f, int nbase)
         for (int i = L->start; i < L->start + L->count; i++) {
             const struct ReadAt *ra = i < f->capat ? &f->at[i] : NULL;
             TReadPoint p;
-            if (!ra || !ra->is_read || trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, ra->at_end, &p))
+            /* (a read split off with its part zeros is no tensor another read is) */
+            if (!ra || !ra->is_read || ra->zeros ||
+                trace_read_point(tr, &var->o.h, f->ts[i], ra->regs, ra->nregs, ra->after, ra->at_end, &p))
                 continue;
             int k = c->n++;
             while (k > 0 && pt[k - 1].key > p.key) {
@@ -1678,10 +1789,18 @@ void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0
             T->nreads--;
             k--;
         }
+        /* a read split off from this one (VarRead.zeros) is the tensor's
+         * only read again: its part is the tensor's gradient */
+        bool other = false;
+        for (int k = 0; k < T->nreads && !other; k++)
+            other = (Obj *)T->reads[k].var == var.u.o && T->reads[k].t == t && !T->reads[k].zeros;
+        for (int k = 0; k < T->nreads && !other; k++)
+            if ((Obj *)T->reads[k].var == var.u.o && T->reads[k].t == t) T->reads[k].zeros = false;
     }
 }
 
-void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count)
+void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count, const bool *reach,
+                      int nreach)
 {
     if (!is_variable(var) || !((Variable *)var.u.o)->trainable) return; /* (read: no tape notes it) */
     for (int i = 0; i < nwatching; i++) {
@@ -1690,7 +1809,9 @@ void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tenso
         T->loops = xrealloc(T->loops, sizeof *T->loops * (size_t)(T->nloops + 1));
         ((Variable *)var.u.o)->o.h.refcount++;
         tensor_incref(count);
-        T->loops[T->nloops++] = (struct LoopNote){(Variable *)var.u.o, count, id, kinds};
+        bool *rt = xcalloc((size_t)nreach + 1, 1);
+        for (int k = 0; k < nreach; k++) rt[k] = reach[k];
+        T->loops[T->nloops++] = (struct LoopNote){(Variable *)var.u.o, count, id, kinds, rt, nreach};
     }
 }
 

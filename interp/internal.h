@@ -273,7 +273,8 @@ void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, b
  * regions r0 or r1 (a cond's branches, a loop's condition and body) is no
  * read there (stage/trace_cf.c, reread_vars: another tensor stands for it). */
 void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0, int r1);
-void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count);
+void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count, const bool *reach,
+                      int nreach);
 void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */
 
 /* builtins_ckpt.c: save, restore, load (safetensors checkpoints) */

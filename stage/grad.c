@@ -55,6 +55,9 @@ typedef struct BP {
      * body may have its own: a chain (b = a, a = x). */
     int *alias;
     tfe_tensor **alias_first;
+    bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
+                            noted (Graph.noted_loops): that tape adds what eager code adds
+                            for the tensors of a variable the loop reads and assigns */
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -484,18 +487,65 @@ static bool region_assigns(const Graph *G, int r, const Obj **reads, int n)
     return false;
 }
 
+/* Marks in taint (by G node) what in region r depends on a read of one of
+ * vars or on a node already marked (a nested cond or loop as a whole, when
+ * anything in it does); returns whether anything new was marked. */
+static bool taint_region(const Graph *G, int r, const Obj **vars, int nv, bool *taint)
+{
+    bool grew = false;
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        int id = reg->nodes[i];
+        const GNode *x = &G->nodes[id];
+        bool t = false;
+        if (x->kind == G_VAR_READ && !x->outer_out)
+            for (int k = 0; k < nv && !t; k++) t = x->host->obj.u.o == vars[k];
+        for (int k = 0; k < x->nin && !t; k++) t = taint[x->in[k].node];
+        if (x->kind == G_COND || x->kind == G_WHILE)
+            for (int k = 0; k < 2; k++) t |= taint_region(G, x->regions[k], vars, nv, taint);
+        if (t && !taint[id]) taint[id] = grew = true;
+    }
+    return grew;
+}
+
+/* Does a read of one of vars in loop id reach its condition or a value its
+ * body carries (in a later iteration too)? */
+static bool loop_reads_reach(const Graph *G, int id, const Obj **vars, int nv)
+{
+    const GNode *w = &G->nodes[id];
+    const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
+    bool *taint = xcalloc((size_t)G->n + 1, 1), hit = false;
+    for (bool grew = true; grew && !hit;) {
+        grew = taint_region(G, w->regions[0], vars, nv, taint);
+        grew |= taint_region(G, w->regions[1], vars, nv, taint);
+        for (int k = 0; k < rb->nouts && k < rc->nparams; k++)
+            if (taint[rb->outs[k].node] && !taint[rc->params[k]]) taint[rc->params[k]] = grew = true;
+        hit = rc->nouts && taint[rc->outs[0].node];
+        for (int k = 0; k < rb->nouts && !hit; k++) hit = taint[rb->outs[k].node];
+    }
+    free(taint);
+    return hit;
+}
+
 static int replay_loop(BP *b, int id)
 {
     /* A variable read in the loop is a source of the backward with one
      * value, like a captured one; a loop that also assigns it reads another
      * value at every iteration, which that cannot express: refuse rather
-     * than give a wrong gradient. */
+     * than give a wrong gradient. Unless those reads reach neither the
+     * condition nor a value the loop carries (they feed its assigns, say):
+     * then the replay's values and the backward do not depend on them, and
+     * their gradients are none; with a tape made in the trace that ran the
+     * loop, that tape adds what eager code adds for them (builtins_
+     * autodiff.c, loop_zeros). A tape outside (a staged call's backward)
+     * has nothing that does: refused. */
     {
         const Obj *reads[64];
         const GNode *w = &b->G->nodes[id];
         int nr = region_var_reads(b->G, w->regions[1], reads, 0, 64);
         nr = region_var_reads(b->G, w->regions[0], reads, nr, 64);
-        if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)))
+        if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)) &&
+            (!b->noted_loops || w->region != 0 || nr == 64 || loop_reads_reach(b->G, id, reads, nr)))
             return bp_error(b, w, "gradients through a staged loop that assigns a variable it reads are not "
                                   "supported (keep the value in a loop variable and assign the variable after "
                                   "the loop, or take the gradient eagerly: run_eagerly(true))");
@@ -1937,7 +1987,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
     BP b = {I, T, BG, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
-            xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), NULL, NULL};
+            xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own};
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < BG->n; i++)
         if (BG->nodes[i].kind == G_CONST) {

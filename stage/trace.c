@@ -569,9 +569,9 @@ tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var)
 {
     const Graph *g = T->g;
     const GNode *n = &g->nodes[id];
-    if (node_may_assign(g, n, var)) return NULL;
     int rid = read_before(g, n->region, id, var);
-    if (rid < 0) { /* a read right after it */
+    if (rid < 0) { /* a read right after it, when the node cannot assign var */
+        if (node_may_assign(g, n, var)) return NULL;
         const GRegion *reg = &g->regions[n->region];
         int i = 0;
         while (i < reg->n && reg->nodes[i] != id) i++;

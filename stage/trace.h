@@ -79,9 +79,9 @@ typedef struct Tracer {
     struct CfStart { const Obj *var; tfe_tensor *t; } *cf_start; /* ... and the variables' values
                              when it started, for reads it hands on (mark_exported; owned) */
     int ncf_start;
-    struct LoopFresh { const Obj *var; const tfe_tensor *start; } *loop_fresh; /* a loop that runs as
-                             one tape entry, reading and assigning these variables: their values
-                             when it started (borrowed; loop_core) */
+    struct LoopFresh { const Obj *var; tfe_tensor *start; int kinds; } *loop_fresh; /* a loop that
+                             runs as one tape entry, reading and assigning these variables: their
+                             values when it started (owned), how it reads them (TL_*; loop_core) */
     int nloop_fresh;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
@@ -197,7 +197,8 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var);
 typedef struct TReadPoint { int lo, hi, key; } TReadPoint;
 /* t: the read's tensor; regs: the branches it is in (none: at the top);
  * after: it follows an assign in its branch, at_end: and no assign follows
- * it there. 0, or -1 when it cannot be placed (a read in a loop body, or
+ * it there. 0, or -1 when it cannot be placed (a read in the body of a loop
+ * that may assign var other than before an assign at the body's top, or
  * deeper, or between two assigns). */
 int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *regs, int nregs, bool after,
                      bool at_end, TReadPoint *pt);
@@ -214,7 +215,11 @@ int trace_assigned_between(Tracer *T, const Obj *var, int lo, int hi, tfe_tensor
  * the last, in its condition; TL_UNKNOWN: something in it may assign the
  * variable, or read it, where the graph cannot tell how often (a host
  * call, a nested if or loop). */
-enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16 };
+/* TL_APART: no read of the tape's stands for its first reads (TL_FIRST,
+ * TL_COND), of the tensor the variable held when it started (stage/
+ * trace_cf.c, reread_loop_start). TL_REACH: a read of it reaches a
+ * value the loop carries. */
+enum { TL_FIRST = 1, TL_MID = 2, TL_END = 4, TL_COND = 8, TL_UNKNOWN = 16, TL_APART = 32, TL_REACH = 64 };
 /* Are regs (where a tape made in this trace noted a read of var) all the
  * bodies of loops at the top that assign var, and may var hold another tensor now
  * than when the first of them started? Then a read of the same tensor
@@ -224,6 +229,9 @@ bool trace_read_split(Tracer *T, const Obj *var, const int *regs, int nregs);
  * made (not the value var had when it started)? Those reads are not noted:
  * the loop's count adds what eager code adds for them (tapes_loop_count). */
 bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t);
+/* Does traced tensor t depend on an output k of node id with outs[k] (true
+ * when the graph cannot tell)? */
+bool trace_uses_output(Tracer *T, const tfe_tensor *t, int id, const bool *outs);
 /* The position of node id among the nodes at the top of the trace, or -1. */
 int trace_top_pos(Tracer *T, int id);
 /* The first position at the top of the trace of the ifs or loops that hold
@@ -236,8 +244,9 @@ int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_
  * else such a loop gives NULL. */
 tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads);
 /* A traced tensor (borrowed) with the value var had when node id started:
- * a read of it just before or just after the node, with nothing that could
- * assign var between (the node included). NULL when there is none. */
+ * a read of it just before the node, or just after it, with nothing that
+ * could assign var between (the node included, for a read after it). NULL
+ * when there is none. */
 tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 

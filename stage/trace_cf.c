@@ -280,6 +280,34 @@ static void note_reread(Tracer *T, int id, Value var, tfe_tensor *a)
     if (!any) tapes_read_fresh(T->id, var, a, 0, false, false);
 }
 
+/* Loop id reads var and assigns it. Its first reads of var (its
+ * condition's first, its body's before the body assigns var) are of t0, the
+ * tensor var held when it started, where they run; nothing reaches them (the
+ * loop's backward is refused where something would: stage/grad.c). A tape
+ * made in this trace noted them as reads of t0: one read with an earlier
+ * read of t0 (or that read's regions with the loop's added), or one of their
+ * own. Unless the earlier read is t0 on every call (nothing between can
+ * assign var), they are taken off the tape's reads, and the loop's note says
+ * so (TL_APART): its gradient adds zeros for them where they run and no read
+ * the graph can place is of t0 on that call (builtins_autodiff.c,
+ * loop_zeros), which needs no if or loop to pick among. Returns TL_APART or
+ * 0. */
+static int reread_loop_start(Tracer *T, int id, Value var, tfe_tensor *t0, int kinds)
+{
+    if (!(kinds & (TL_FIRST | TL_COND))) return 0;
+    const TNote *nt = t0->node;
+    if (nt && nt->ref.node < id) {
+        int top = nt->ref.node;
+        while (top >= 0 && gnode(T->g, top)->region != 0) top = region_owner(T->g, gnode(T->g, top)->region);
+        int lo = top >= 0 && top != id ? top_pos(T->g, top) : -1;
+        if (lo >= 0 && !may_assign_between(T->g, var.u.o, top == nt->ref.node ? lo + 1 : lo, top_pos(T->g, id)))
+            return 0; /* one tensor with that read on every call */
+    }
+    const GNode *wn = gnode(T->g, id);
+    tapes_read_unnote(T->id, var, t0, wn->regions[0], wn->regions[1]);
+    return TL_APART;
+}
+
 /* After m (a cond or while) ran as one tape entry: the entry's sources are
  * the variables' tensors it read, and a tape made inside this trace records
  * its backward here, reading them. Each is the variable's tensor now (when m
@@ -298,6 +326,10 @@ static void reread_vars(Tracer *T, const Graph *m, int id, const int *n0)
 {
     if (tfe_tapes_active <= T->tapes_at_begin) return; /* no tape of this trace */
     const tfe_tape_stack *st = &T->I->tapes;
+    if (gnode(T->g, id)->kind == G_WHILE) /* (loop_core: the variables it reads and assigns) */
+        for (int k = 0; k < T->nloop_fresh; k++)
+            T->loop_fresh[k].kinds |= reread_loop_start(T, id, v_obj(V_OBJECT, (Obj *)T->loop_fresh[k].var),
+                                                        T->loop_fresh[k].start, T->loop_fresh[k].kinds);
     for (int i = 0; i < m->n; i++) {
         const GNode *x = &m->nodes[i];
         if (x->kind != G_VAR_READ || assigns_var(m, x->host->obj.u.o)) continue;
@@ -517,6 +549,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+        m->noted_loops = true; /* (a loop at its top: tapes_loop_count, loop_core) */
         if (nextra) mark_exported(T->g, id, m, real, nextra);
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
@@ -1000,6 +1033,46 @@ static int loop_read_kinds(const Graph *g, int rc, int rb, const Obj *var)
     return unknown ? kinds | TL_UNKNOWN : kinds;
 }
 
+/* Marks in taint (by node of g) what in region r depends on a read of var
+ * or on a node already marked (a nested cond or loop as a whole); returns
+ * whether anything new was marked. */
+static bool taint_var_reads(const Graph *g, int r, const Obj *var, bool *taint)
+{
+    bool grew = false;
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        int id = reg->nodes[i];
+        const GNode *x = &g->nodes[id];
+        bool t = x->kind == G_VAR_READ && !x->outer_out && x->host->obj.u.o == var;
+        for (int k = 0; k < x->nin && !t; k++) t = taint[x->in[k].node];
+        if (x->kind == G_COND || x->kind == G_WHILE)
+            for (int k = 0; k < 2; k++) t |= taint_var_reads(g, x->regions[k], var, taint);
+        if (t && !taint[id]) taint[id] = grew = true;
+    }
+    return grew;
+}
+
+/* Does a read of var in loop (rc, rb) reach a value its body carries (in a
+ * later iteration too)? Then a gradient with respect to var through the
+ * loop would need its every tensor (TL_REACH); its condition has none. */
+static bool loop_var_reaches(const Graph *g, int rc, int rb, const Obj *var, bool *outs)
+{
+    const GRegion *c = &g->regions[rc], *b = &g->regions[rb];
+    bool *taint = xcalloc((size_t)g->n + 1, 1), hit = false;
+    for (bool grew = true; grew;) {
+        grew = taint_var_reads(g, rc, var, taint);
+        grew |= taint_var_reads(g, rb, var, taint);
+        for (int k = 0; k < b->nouts && k < c->nparams; k++)
+            if (taint[b->outs[k].node] && !taint[c->params[k]]) taint[c->params[k]] = grew = true;
+    }
+    for (int k = 0; k < b->nouts; k++) {
+        if (outs) outs[k] = taint[b->outs[k].node];
+        hit |= taint[b->outs[k].node];
+    }
+    free(taint);
+    return hit;
+}
+
 /* The variables loop (rc, rb) reads and assigns, with their TL_* kinds
  * (new arrays; returns how many). */
 static int loop_fresh_vars(const Graph *g, int rc, int rb, Value **vars, int **kinds)
@@ -1016,6 +1089,7 @@ static int loop_fresh_vars(const Graph *g, int rc, int rb, Value **vars, int **k
             for (int j = 0; j < n && !seen; j++) seen = (*vars)[j].u.o == x->host->obj.u.o;
             int kd = seen ? 0 : loop_read_kinds(g, rc, rb, x->host->obj.u.o);
             if (!kd) continue;
+            if (loop_var_reaches(g, rc, rb, x->host->obj.u.o, NULL)) kd |= TL_REACH;
             *vars = xrealloc(*vars, sizeof **vars * (size_t)(n + 1));
             *kinds = xrealloc(*kinds, sizeof **kinds * (size_t)(n + 1));
             (*vars)[n] = x->host->obj;
@@ -1243,11 +1317,17 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         int saved_nfresh = T->nloop_fresh;
         if (ncv) {
             T->loop_fresh = xcalloc((size_t)ncv, sizeof *T->loop_fresh);
-            for (int k = 0; k < ncv; k++)
-                T->loop_fresh[k] = (struct LoopFresh){cvars[k].u.o, variable_peek(cvars[k])};
+            for (int k = 0; k < ncv; k++) {
+                T->loop_fresh[k] = (struct LoopFresh){cvars[k].u.o, variable_peek(cvars[k]), ckinds[k]};
+                tensor_incref(T->loop_fresh[k].start); /* (the run assigns the variable) */
+            }
             T->nloop_fresh = ncv;
         }
         rc = bind_outputs(T, id, env, carried, nc, outs);
+        for (int k = 0; k < ncv; k++) {
+            tensor_decref(T->loop_fresh[k].start);
+            ckinds[k] = T->loop_fresh[k].kinds; /* (TL_APART: reread_loop_start) */
+        }
         if (ncv) free(T->loop_fresh);
         T->loop_fresh = saved_fresh;
         T->nloop_fresh = saved_nfresh;
@@ -1255,7 +1335,13 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
             free(outs);
             goto done;
         }
-        for (int k = 0; k < ncv; k++) tapes_loop_count(T->id, cvars[k], ckinds[k], id, outs[nc]);
+        for (int k = 0; k < ncv; k++) {
+            /* (the values it carries that a read of the variable reaches) */
+            bool *reach = xcalloc((size_t)ntot + 1, 1);
+            if (ckinds[k] & TL_REACH) loop_var_reaches(g, rcond, rbody, cvars[k].u.o, reach);
+            tapes_loop_count(T->id, cvars[k], ckinds[k], id, outs[nc], reach, ntot);
+            free(reach);
+        }
         if (ntot > nc) tensor_decref(outs[nc]);
         free(outs);
         *xs = XS_OK;
@@ -1639,6 +1725,11 @@ int trace_read_point(Tracer *T, const Obj *var, const tfe_tensor *t, const int *
          * the later ones' zeros are the loop count's, tapes_loop_count) */
         loop |= id >= 0 && g->nodes[id].kind == G_WHILE && !after && r == g->nodes[id].regions[0] &&
                 !region_assign_kind(g, r, var) && region_assign_kind(g, g->nodes[id].regions[1], var) > 0;
+        /* (a read in the body of such a loop, before its assign: noted only
+         * there, builtins_autodiff.c; where the body runs, its first
+         * iteration reads the value when the loop started) */
+        loop |= id >= 0 && g->nodes[id].kind == G_WHILE && !after && r == g->nodes[id].regions[1] &&
+                !region_assign_kind(g, g->nodes[id].regions[0], var) && region_assign_kind(g, r, var) > 0;
         if (id < 0 || (g->nodes[id].kind != G_COND && !loop) || g->nodes[id].region != 0 ||
             (after && c >= 0 && id != c))
             return -1;
@@ -1752,6 +1843,44 @@ bool trace_loop_fresh(const Tracer *T, const Obj *var, const tfe_tensor *t)
     for (int k = 0; k < T->nloop_fresh; k++)
         if (T->loop_fresh[k].var == var) return t != T->loop_fresh[k].start;
     return false;
+}
+
+/* Marks in seen the nodes whose values node x of g reads, through the regions
+ * of a cond or loop too (what they read from outside), and in used the
+ * outputs of node id read so. */
+static void deps_of(const Graph *g, int x, int id, bool *seen, bool *used)
+{
+    if (seen[x]) return;
+    seen[x] = true;
+    const GNode *n = &g->nodes[x];
+    for (int k = 0; k < n->nin; k++) {
+        if (n->in[k].node == id && n->in[k].out < g->nodes[id].nout) used[n->in[k].out] = true;
+        deps_of(g, n->in[k].node, id, seen, used);
+    }
+    if (n->kind == G_COND || n->kind == G_WHILE)
+        for (int r = 0; r < 2; r++) {
+            const GRegion *reg = &g->regions[n->regions[r]];
+            for (int i = 0; i < reg->n; i++) deps_of(g, reg->nodes[i], id, seen, used);
+            for (int i = 0; i < reg->nouts; i++) {
+                if (reg->outs[i].node == id && reg->outs[i].out < g->nodes[id].nout) used[reg->outs[i].out] = true;
+                deps_of(g, reg->outs[i].node, id, seen, used);
+            }
+        }
+}
+
+bool trace_uses_output(Tracer *T, const tfe_tensor *t, int id, const bool *outs)
+{
+    const TNote *nt = t->node;
+    const Graph *g = T->g;
+    if (!nt || nt->ref.node < 0 || nt->ref.node >= g->n || id < 0 || id >= g->n) return true; /* (cannot tell) */
+    if (nt->ref.node == id) return nt->ref.out < g->nodes[id].nout && outs[nt->ref.out];
+    bool *seen = xcalloc((size_t)g->n + 1, 1), *used = xcalloc((size_t)g->nodes[id].nout + 1, 1);
+    deps_of(g, nt->ref.node, id, seen, used);
+    bool any = false;
+    for (int k = 0; k < g->nodes[id].nout && !any; k++) any = used[k] && outs[k];
+    free(seen);
+    free(used);
+    return any;
 }
 
 int trace_top_pos(Tracer *T, int id) { return id >= 0 && id < T->g->n ? top_pos(T->g, id) : -1; }

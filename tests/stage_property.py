@@ -43,10 +43,9 @@ Rules:
   * gradients (`grad`, `tape`) and values fed by them (`gvalue`, `gvars`)
     are compared with a tolerance, |a - b| <= 1e-5 * max(|a|, |b|, largest
     |number| of that print) + 1e-4 (--grad-rtol, --grad-atol). Staged
-    gradients add their contributions in eager order, but a few programs
-    still differ in the last bit (docs/staging.md section 14: 5 of seeds
-    5000..5999 with --grad-rtol 0 --grad-atol 0, which compares bit for
-    bit, a zero's sign included; the default seeds agree bit for bit);
+    gradients add their contributions in eager order and agree bit for bit
+    (--grad-rtol 0 --grad-atol 0 compares bit for bit, a zero's sign
+    included; seeds 5000..5999 all agree so);
   * but a gradient print that is all zeros in one mode and not in another
     always fails (that was the bug of a tape inside a staged loop: a
     silently zero gradient, an SGD loop that trained nothing).

@@ -97,23 +97,28 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     else if (!ok) snprintf(err, errcap, "a tensor of ONNX data type %lld (tfe reads float, double, int32, int64, bool)", (long long)dt);
     else if (bad_dims) snprintf(err, errcap, "a tensor with bad dims");
     else {
-        tfe_tensor *t = tensor_new(tdt, nd, dims);
-        if (!t) snprintf(err, errcap, "out of memory");
+        /* which form the data has, checked against the dims before anything
+         * is allocated: a file's dims may claim far more than it holds */
+        int form = has_raw ? (nraw == (size_t)numel * es ? 1 : 0)
+                 : flw ? (nfl == (size_t)numel * flw && flw == es ? 2 : 0)
+                 : ni ? (ni == numel && tdt != TFE_FLOAT32 && tdt != TFE_FLOAT64 ? 3 : 0)
+                 : numel == 0 ? 4 : 0;
+        tfe_tensor *t = form ? tensor_new(tdt, nd, dims) : NULL;
+        if (!form) snprintf(err, errcap, "a tensor whose data does not fit its dims");
+        else if (!t) snprintf(err, errcap, "out of memory");
         else {
             char *d = tensor_data(t);
-            if (has_raw && nraw == (size_t)numel * es) { if (nraw) memcpy(d, raw, nraw); rc = 0; }
-            else if (!has_raw && flw && nfl == (size_t)numel * flw && flw == es) { if (nfl) memcpy(d, fl, nfl); rc = 0; }
-            else if (!has_raw && !flw && ni == numel && tdt != TFE_FLOAT32 && tdt != TFE_FLOAT64) {
+            if (form == 1 && nraw) memcpy(d, raw, nraw);
+            else if (form == 2 && nfl) memcpy(d, fl, nfl);
+            else if (form == 3) {
                 for (int64_t i = 0; i < numel; i++) {
                     if (tdt == TFE_INT64) ((int64_t *)d)[i] = ivals[i];
                     else if (tdt == TFE_INT32) ((int32_t *)d)[i] = (int32_t)ivals[i];
                     else ((uint8_t *)d)[i] = ivals[i] != 0;
                 }
-                rc = 0;
-            } else if (!has_raw && !flw && !ni && numel == 0) rc = 0;
-            else snprintf(err, errcap, "a tensor whose data does not fit its dims");
-            if (rc) tensor_decref(t);
-            else *out = t;
+            }
+            rc = 0;
+            *out = t;
         }
     }
     free(dims);

@@ -71,19 +71,6 @@ static int const_ints(tfe_tensor *t, int64_t *v, int cap, int *n)
     return 0;
 }
 
-static tfe_dtype dtype_of_onnx(int64_t v, bool *ok)
-{
-    *ok = true;
-    switch (v) {
-    case 1: return TFE_FLOAT32;
-    case 6: return TFE_INT32;
-    case 7: return TFE_INT64;
-    case 9: return TFE_BOOL;
-    case 11: return TFE_FLOAT64;
-    default: *ok = false; return TFE_FLOAT32;
-    }
-}
-
 static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
 {
     tfe_tensor *in[8] = {0};
@@ -136,7 +123,7 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
         top = OP_CAST;
         bool ok;
         a = ox_attr(n, "to");
-        at.dtype = dtype_of_onnx(a ? a->i : 0, &ok);
+        at.dtype = ox_dtype_of(a ? a->i : 0, &ok);
         if (!ok) return interp_raise(I, "import_onnx(): Cast to ONNX type %lld", a ? (long long)a->i : 0LL);
     } else if (!strcmp(n->op, "Unsqueeze") || !strcmp(n->op, "Squeeze")) {
         if (n->nin > 1 && const_ints(in[1], v, 32, &nv)) return interp_raise(I, "import_onnx(): %s's axes must be a constant", n->op);

@@ -37,7 +37,7 @@ static int push_ints(const PbField *f, int64_t **v, int *n)
     return 0;
 }
 
-static tfe_dtype dtype_of(int64_t onnx, bool *ok)
+tfe_dtype ox_dtype_of(int64_t onnx, bool *ok)
 {
     *ok = true;
     switch (onnx) {
@@ -85,7 +85,7 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     }
     int rc = -1;
     bool ok;
-    tfe_dtype tdt = dtype_of(dt, &ok);
+    tfe_dtype tdt = ox_dtype_of(dt, &ok);
     int64_t numel = 1;
     bool bad_dims = nd > TFE_MAX_RANK;
     for (int d = 0; d < nd && !bad_dims; d++) {

@@ -85,7 +85,7 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
     tfe_attrs at;
     tfe_attrs_init(&at);
     if (op >= 0) {
-        if (n->nin != (unary ? 1 : 2)) return interp_raise(I, "import_onnx(): %s takes %d inputs", n->op, unary ? 1 : 2);
+        if (n->nin != (unary ? 1 : 2)) return interp_raise(I, "import_onnx(): %s takes %d input%s, not %d", n->op, unary ? 1 : 2, unary ? "" : "s", n->nin);
         *out = tfe_call1((tfe_op)op, n->nin, in, &at);
         return *out ? 0 : interp_raise_tensor_error(I);
     }
@@ -208,7 +208,8 @@ BUILTIN(bi_onnx_call)
     for (int i = 0; i < m->nnodes && !rc; i++) {
         const OxNode *n = &m->nodes[i];
         if (n->nout != 1 || n->nin < 1) {
-            rc = interp_raise(I, "import_onnx(): %s with %d outputs", n->op, n->nout);
+            rc = n->nout != 1 ? interp_raise(I, "import_onnx(): %s with %d outputs (tfe imports ops of one)", n->op, n->nout)
+                              : interp_raise(I, "import_onnx(): %s with no inputs", n->op);
             break;
         }
         tfe_tensor *o = NULL;

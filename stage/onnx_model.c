@@ -160,6 +160,14 @@ static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
         if (f.field == 1) push_str(&n->in, &n->nin, str_of(&f));
         else if (f.field == 2) push_str(&n->out, &n->nout, str_of(&f));
         else if (f.field == 4) { free(n->op); n->op = str_of(&f); }
+        else if (f.field == 7 && f.n && !(f.n == 7 && !memcmp(f.p, "ai.onnx", 7))) {
+            /* a custom domain's op (com.microsoft's, ...) is not the standard
+             * op of the same name */
+            char *d = str_of(&f);
+            snprintf(err, errcap, "an op of domain '%s' (tfe imports the standard ONNX ops only)", d);
+            free(d);
+            return -1;
+        }
         else if (f.field == 5) {
             n->at = xrealloc(n->at, sizeof *n->at * (size_t)(n->nat + 1));
             if (read_attr(&f, &n->at[n->nat], err, errcap)) {
@@ -173,6 +181,11 @@ static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
     }
     if (k < 0) FAIL("a malformed node");
     if (!n->op) n->op = xstrdup("");
+    /* an empty name leaves an optional input out: at the end it is the
+     * same as not listing it; before another input tfe has no form for it */
+    while (n->nin && !n->in[n->nin - 1][0]) free(n->in[--n->nin]);
+    for (int i = 0; i < n->nin; i++)
+        if (!n->in[i][0]) FAIL("%s leaves out its optional input %d, which tfe does not import", n->op, i);
     return 0;
 }
 
@@ -232,14 +245,36 @@ OxModel *ox_model_read(const void *p, size_t n, char *err, size_t errcap)
     PbReader r = pbr_init(p, n);
     PbField f;
     int k, graphs = 0;
+    int64_t opset = -1;
     while ((k = pbr_next(&r, &f)) == 1) {
-        if (f.field == 7 && f.wire == 2) {
+        if (f.field == 8 && f.wire == 2) { /* opset_import: domain 1, version 2 */
+            PbReader o = pbr_init(f.p, f.n);
+            PbField g;
+            bool std = true;
+            int64_t v = -1;
+            int ko;
+            while ((ko = pbr_next(&o, &g)) == 1) {
+                if (g.field == 1 && g.wire == 2) std = !g.n || (g.n == 7 && !memcmp(g.p, "ai.onnx", 7));
+                else if (g.field == 2 && g.wire == 0) v = (int64_t)g.v;
+            }
+            if (ko < 0) { k = -1; break; }
+            if (std) opset = v;
+        } else if (f.field == 7 && f.wire == 2) {
             if (graphs++) { snprintf(err, errcap, "two graphs"); k = -2; break; }
             if (read_graph(&f, m, err, errcap)) { k = -2; break; }
         }
     }
     if (k == -1) snprintf(err, errcap, "not an ONNX model (malformed protobuf)");
     else if (k == 0 && !graphs) { snprintf(err, errcap, "not an ONNX model (no graph)"); k = -2; }
+    else if (k == 0 && opset != OX_OPSET) {
+        /* ops change meaning between opsets (ReduceSum's axes, Softmax's
+         * axis, Unsqueeze...): a model of another opset would run as the
+         * wrong function */
+        if (opset < 0) snprintf(err, errcap, "a model without the standard opset in opset_import");
+        else snprintf(err, errcap, "a model of opset %lld: tfe imports opset %d (export it with opset_version=%d)",
+                      (long long)opset, OX_OPSET, OX_OPSET);
+        k = -2;
+    }
     if (k < 0) {
         ox_model_free(m);
         return NULL;

@@ -26,6 +26,9 @@ typedef struct OxNode {
     int nat;
 } OxNode;
 
+/* the one opset of the standard domain that import reads, as export writes */
+#define OX_OPSET 17
+
 typedef struct OxModel {
     OxNode *nodes;
     int nnodes;

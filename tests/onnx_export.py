@@ -433,6 +433,30 @@ print(all(predict(x) == m(x)), all(t.gradient(l1, x) == t2.gradient(l2, x)), all
         if r.returncode not in (0, 1) or (r.returncode == 1 and not located):
             fails.append(f"malformed model {i}: rc {r.returncode}: {r.stderr[-300:]}")
     print(f"onnx_export: export -> import_onnx round trip; {len(cases)} malformed models refused")
+    # models import must refuse rather than run as another function: another
+    # opset (ReduceSum's axes, Softmax's axis... changed meaning), a custom
+    # domain's op; and an optional input left out (an empty name) is an error,
+    # not a crash
+    from onnx import helper as oh, TensorProto as otp
+    vx = oh.make_tensor_value_info("x", otp.FLOAT, [2, 3])
+    vy = oh.make_tensor_value_info("y", otp.FLOAT, [2, 3])
+    odd = [("opset11", [oh.make_node("Relu", ["x"], ["y"])], 11,
+            "1:9: error: import_onnx(): '{p}': a model of opset 11: tfe imports opset 17"),
+           ("domain", [oh.make_node("Relu", ["x"], ["y"], domain="com.microsoft")], 17,
+            "1:9: error: import_onnx(): '{p}': an op of domain 'com.microsoft'"),
+           ("noinput", [oh.make_node("Relu", [""], ["y"])], 17,
+            "2:9: error: import_onnx(): Relu with no inputs"),
+           ("gap", [oh.make_node("Add", ["", "x"], ["y"])], 17,
+            "1:9: error: import_onnx(): '{p}': Add leaves out its optional input 0")]
+    for name, nodes, opset, want in odd:
+        model = oh.make_model(oh.make_graph(nodes, "g", [vx], [vy]), opset_imports=[oh.make_opsetid("", opset)])
+        model.ir_version = 8
+        path = f"{work}/odd_{name}.onnx"
+        onnx.save(model, path)
+        r = tfe(f'let m = import_onnx("{path}")\nlet y = m(ones((2, 3)))\n', work)
+        if r.returncode != 1 or want.format(p=path) not in r.stderr:
+            fails.append(f"model {name}: rc {r.returncode}: {r.stderr[-300:]}")
+    print(f"onnx_export: {len(odd)} models of other opsets, domains or left-out inputs refused")
     return fails
 
 

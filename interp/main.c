@@ -3,6 +3,7 @@
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "graph/opt.h"
 #include "interp/kernel.h"
 #include "interp/repl.h"
+#include "tensor/tensor.h"
 #include "util/xalloc.h"
 
 #ifndef PACKAGE_VERSION
@@ -43,6 +45,32 @@ static const char usage[] =
     "  --version     show the version and exit\n"
     "\n"
     "environment: TFE_PATH (module folders, ':'-separated), TFE_DEVICE, TFE_CHECK_STAGED\n";
+
+/* Ctrl-C in a program that is not the REPL: the interpreter stops at the
+ * next statement, loop turn or call with the located error "interrupted",
+ * as the REPL's does, so the program ends through its usual exit: open
+ * TensorBoard writers flush, TFE_PROFILE writes its trace. One-shot
+ * (SA_RESETHAND): a second Ctrl-C kills at once, for a program waiting
+ * where the interpreter does not look (input(), one long BLAS call). Not in
+ * an MPI job: mpirun stops its ranks, and a rank waiting in a collective
+ * must not outlive the others. */
+static void on_script_sigint(int sig)
+{
+    (void)sig;
+    tfe_interrupted = 1;
+}
+
+static void script_sigint(void)
+{
+    struct sigaction sa, old;
+    /* ignored stays ignored (a background job of a shell script, nohup) */
+    if (sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_script_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+}
 
 static char *read_all(FILE *f, size_t *len)
 {
@@ -120,6 +148,7 @@ int main(int argc, char **argv)
     dist_start(&argc, &argv);
     Interp *I = interp_new(&opt);
     int rc;
+    if (!kernel && (code || file || !isatty(0)) && dist_size() <= 1) script_sigint();
     if (kernel) {
         rc = kernel_run(I);
     } else if (code) {

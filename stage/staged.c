@@ -627,7 +627,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
 /* --- the call ---------------------------------------------------------------------------------- */
 
 /* The profiler's name of a staged call: "f (trace)" or "f (cached)". */
-static const char *staged_event_name(const char *fname, bool trace)
+static __attribute__((noinline)) const char *staged_event_name(const char *fname, bool trace)
 {
     char b[300];
     snprintf(b, sizeof b, "%s (%s)", fname, trace ? "trace" : "cached");
@@ -636,7 +636,7 @@ static const char *staged_event_name(const char *fname, bool trace)
 
 /* Why a call traces: its first call, or what differs from the trace the
  * previous call used (the arguments as the retrace warning names them). */
-static void trace_reason(Closure *c, Env *e, StageCache *sc, bool relaxed, char *buf, size_t cap)
+static __attribute__((noinline)) void trace_reason(Closure *c, Env *e, StageCache *sc, bool relaxed, char *buf, size_t cap)
 {
     if (!sc->ntraced) {
         snprintf(buf, cap, "first call");
@@ -660,6 +660,39 @@ static void trace_reason(Closure *c, Env *e, StageCache *sc, bool relaxed, char 
     }
     if (!n) n = (size_t)snprintf(buf, cap, "same arguments: a value read at trace time or an outside binding changed");
     if (relaxed && n + 1 < cap) snprintf(buf + n, cap - n, " (relaxed)");
+}
+
+/* A call that traces, with the profiler's and TFE_DEBUG=1's record of why.
+ * A function of its own, never inlined: its reason buffer must not sit in
+ * stage_call's frame, which recursion through staged functions stacks up
+ * once per level (err_recursion and fn_recursion_deep under ASan). */
+static __attribute__((noinline)) int trace_call(Interp *I, Closure *c, Env *e, StageCache *sc, const SigBuf *sb,
+                                                Loc call_loc, Value *out)
+{
+    int rc;
+    SigBuf own = {0}; /* the new trace keeps its signature */
+    sig_copy(&own, sb);
+    Trace *base = NULL;
+    bool *relaxed = relax_against(sc, &own, &base);
+    /* the profiler and TFE_DEBUG=1: why it traces, and how long that took */
+    bool seen = prof_recording || prof_debug >= 1;
+    char reason[1200];
+    int ntrace = sc->ntraced + 1;
+    if (seen) trace_reason(c, e, sc, relaxed != NULL, reason, sizeof reason);
+    int64_t pt0 = seen ? prof_now() : 0;
+    rc = trace_new(I, c, e, &own, relaxed, base, call_loc, out);
+    if (seen && !rc) {
+        if (prof_recording) prof_complete(PROF_STAGED, staged_event_name(c->name, true), pt0, reason, -1, -1);
+        if (prof_debug >= 1) {
+            char tb[32];
+            fflush(stdout);
+            fprintf(stderr, "tfe debug: %s %s (trace %d): %s; %s\n", ntrace > 1 ? "retrace" : "trace", c->name,
+                    ntrace, reason, prof_debug_time(prof_ns(prof_now() - pt0), tb, sizeof tb));
+            fflush(stderr);
+        }
+    }
+    sig_free(&own);
+    return rc;
 }
 
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
@@ -692,28 +725,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;
     } else {
-        SigBuf own = {0}; /* the new trace keeps its signature */
-        sig_copy(&own, &sb);
-        Trace *base = NULL;
-        bool *relaxed = relax_against(sc, &own, &base);
-        /* the profiler and TFE_DEBUG=1: why it traces, and how long that took */
-        bool seen = prof_recording || prof_debug >= 1;
-        char reason[1200];
-        int ntrace = sc->ntraced + 1;
-        if (seen) trace_reason(c, e, sc, relaxed != NULL, reason, sizeof reason);
-        int64_t pt0 = seen ? prof_now() : 0;
-        rc = trace_new(I, c, e, &own, relaxed, base, call_loc, out);
-        if (seen && !rc) {
-            if (prof_recording) prof_complete(PROF_STAGED, staged_event_name(c->name, true), pt0, reason, -1, -1);
-            if (prof_debug >= 1) {
-                char tb[32];
-                fflush(stdout);
-                fprintf(stderr, "tfe debug: %s %s (trace %d): %s; %s\n", ntrace > 1 ? "retrace" : "trace", c->name,
-                        ntrace, reason, prof_debug_time(prof_ns(prof_now() - pt0), tb, sizeof tb));
-                fflush(stderr);
-            }
-        }
-        sig_free(&own);
+        rc = trace_call(I, c, e, sc, &sb, call_loc, out);
     }
     leaves_free(&lv);
     return rc;

@@ -8,6 +8,7 @@
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "stage/export.h"
+#include "stage/import_nn.h"
 #include "stage/onnx_model.h"
 #include "util/xalloc.h"
 
@@ -19,8 +20,7 @@ static const struct { const char *name; tfe_op op; } UNARY[] = {
     {"Ceil", OP_CEIL}, {"Not", OP_LOGICAL_NOT}, {"Sign", OP_SIGN}, {"Tan", OP_TAN},
 };
 static const struct { const char *name; tfe_op op; } BINARY[] = {
-    {"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV}, {"Pow", OP_POW}, {"Max", OP_MAXIMUM},
-    {"Min", OP_MINIMUM}, {"Equal", OP_EQ}, {"Less", OP_LT}, {"LessOrEqual", OP_LE}, {"Greater", OP_GT},
+    {"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV}, {"Pow", OP_POW}, {"Equal", OP_EQ}, {"Less", OP_LT}, {"LessOrEqual", OP_LE}, {"Greater", OP_GT},
     {"GreaterOrEqual", OP_GE}, {"And", OP_LOGICAL_AND}, {"Or", OP_LOGICAL_OR}, {"MatMul", OP_MATMUL},
 };
 static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Cast", "Unsqueeze",
@@ -38,7 +38,7 @@ static int find_op(const char *name, bool *unary)
 static bool supported(const char *name)
 {
     bool u;
-    if (find_op(name, &u) >= 0) return true;
+    if (find_op(name, &u) >= 0 || import_nn_handles(name)) return true;
     for (size_t i = 0; i < sizeof OTHER / sizeof *OTHER; i++)
         if (!strcmp(OTHER[i], name)) return true;
     return false;
@@ -73,12 +73,17 @@ static int const_ints(tfe_tensor *t, int64_t *v, int cap, int *n)
 
 static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
 {
-    tfe_tensor *in[8] = {0};
-    if (n->nin > 8) return interp_raise(I, "import_onnx(): %s with %d inputs", n->op, n->nin);
+    tfe_tensor *in[64] = {0};
+    if (n->nin > 64) return interp_raise(I, "import_onnx(): %s with %d inputs", n->op, n->nin);
     for (int i = 0; i < n->nin; i++) {
         if (!n->in[i][0]) continue;
         in[i] = env_get(e, n->in[i]);
         if (!in[i]) return interp_raise(I, "import_onnx(): %s reads '%s', which nothing made", n->op, n->in[i]);
+    }
+    if (import_nn_handles(n->op)) {
+        char err[300];
+        if (!import_nn_run(n, in, out, err, sizeof err)) return 0;
+        return err[0] ? interp_raise(I, "import_onnx(): %s", err) : interp_raise_tensor_error(I);
     }
     bool unary;
     int op = find_op(n->op, &unary);
@@ -183,6 +188,43 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
     return *out ? 0 : interp_raise_tensor_error(I);
 }
 
+/* Whether a call's argument is of its input's declared dtype, rank and
+ * fixed sizes (a model run on another shape computes something else, or
+ * fails deep inside with a message about a node). */
+static bool type_fits(const OxType *ty, const tfe_tensor *t)
+{
+    bool ok;
+    tfe_dtype dt = ox_dtype_of(ty->elem, &ok);
+    if (ty->elem && (!ok || dt != t->dtype)) return false;
+    if (ty->rank < 0) return true;
+    if (ty->rank != t->rank) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (ty->dims[d] >= 0 && !ty->dnames[d] && ty->dims[d] != t->shape[d]) return false;
+    return true;
+}
+
+/* "float32[batch, 4]" of a declared type (ty) or of a tensor (t) */
+static void type_str(const OxType *ty, const tfe_tensor *t, char *b, size_t cap)
+{
+    bool ok = true;
+    tfe_dtype dt = t ? t->dtype : ox_dtype_of(ty->elem, &ok);
+    int rank = t ? t->rank : ty->rank;
+    size_t n;
+    if (!t && !ty->elem) n = (size_t)snprintf(b, cap, "any type");
+    else if (ok) n = (size_t)snprintf(b, cap, "%s", dtype_name(dt));
+    else n = (size_t)snprintf(b, cap, "ONNX type %lld", (long long)ty->elem);
+    if (rank < 0 || n >= cap) return;
+    n += (size_t)snprintf(b + n, cap - n, "[");
+    for (int d = 0; d < rank && d < TFE_MAX_RANK && n < cap; d++) {
+        const char *sep = d ? ", " : "";
+        if (t) n += (size_t)snprintf(b + n, cap - n, "%s%lld", sep, (long long)t->shape[d]);
+        else if (ty->dnames[d]) n += (size_t)snprintf(b + n, cap - n, "%s%.40s", sep, ty->dnames[d]);
+        else if (ty->dims[d] >= 0) n += (size_t)snprintf(b + n, cap - n, "%s%lld", sep, (long long)ty->dims[d]);
+        else n += (size_t)snprintf(b + n, cap - n, "%s?", sep);
+    }
+    if (n < cap) snprintf(b + n, cap - n, "]");
+}
+
 BUILTIN(bi_onnx_call)
 {
     (void)data;
@@ -203,7 +245,13 @@ BUILTIN(bi_onnx_call)
     for (int i = 0; i < m->ninputs && !rc; i++) {
         tfe_tensor *t = arg_tensor(I, "ONNX model", m->inputs[i], argv[1 + i]);
         if (!t) rc = -1;
-        else env_put(&e, m->inputs[i], t);
+        else if (!type_fits(&m->in_types[i], t)) {
+            char want[400], got[400];
+            type_str(&m->in_types[i], NULL, want, sizeof want);
+            type_str(NULL, t, got, sizeof got);
+            rc = interp_raise(I, "the ONNX model '%s' takes its input '%s' as %s, given %s", ob->path, m->inputs[i], want, got);
+            tensor_decref(t);
+        } else env_put(&e, m->inputs[i], t);
     }
     for (int i = 0; i < m->nnodes && !rc; i++) {
         const OxNode *n = &m->nodes[i];
@@ -294,6 +342,14 @@ BUILTIN(bi_import_onnx)
         /* a name from the file: printable ASCII only in the message */
         for (const char *c = op; *c && c - op < 60; c++) buf_add(&bad, (*c >= 32 && *c < 127) ? c : "?", 1);
         if (!*op) buf_puts(&bad, "(no op type)");
+    }
+    for (int i = 0; i < m->nnodes && !nbad; i++) {
+        char why[300];
+        if (import_nn_handles(m->nodes[i].op) && import_nn_check(&m->nodes[i], why, sizeof why)) {
+            int rc = interp_raise(I, "import_onnx(): '%s': %s", path, why);
+            ox_model_free(m);
+            return rc;
+        }
     }
     if (nbad) {
         buf_add(&bad, "", 1);

@@ -189,14 +189,53 @@ static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
     return 0;
 }
 
-static char *value_name(const PbField *vf)
+/* TypeProto.tensor_type (1): elem_type (1), shape (2) of dims (1), each
+ * dim_value (1) or dim_param (2). Anything else leaves the type unchecked:
+ * it only serves the check of a call's arguments. */
+static void read_type(const PbField *tf, OxType *ty)
+{
+    PbReader r = pbr_init(tf->p, tf->n), t, sh, d;
+    PbField f, g, h, e;
+    while (pbr_next(&r, &f) == 1) {
+        if (f.field != 1 || f.wire != 2) continue;
+        t = pbr_init(f.p, f.n);
+        while (pbr_next(&t, &g) == 1) {
+            if (g.field == 1 && g.wire == 0) ty->elem = (int64_t)g.v;
+            else if (g.field == 2 && g.wire == 2) {
+                ty->rank = 0;
+                sh = pbr_init(g.p, g.n);
+                while (pbr_next(&sh, &h) == 1) {
+                    if (h.field != 1 || h.wire != 2) continue;
+                    if (ty->rank >= TFE_MAX_RANK) { ty->rank++; continue; }
+                    int k = ty->rank++;
+                    ty->dims[k] = -1;
+                    d = pbr_init(h.p, h.n);
+                    while (pbr_next(&d, &e) == 1) {
+                        if (e.field == 1 && e.wire == 0) ty->dims[k] = (int64_t)e.v;
+                        else if (e.field == 2 && e.wire == 2 && e.n) { free(ty->dnames[k]); ty->dnames[k] = str_of(&e); }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static char *value_name(const PbField *vf, OxType *ty)
 {
     PbReader r = pbr_init(vf->p, vf->n);
     PbField f;
     char *s = NULL;
-    while (pbr_next(&r, &f) == 1)
+    if (ty) memset(ty, 0, sizeof *ty), ty->rank = -1;
+    while (pbr_next(&r, &f) == 1) {
         if (f.field == 1 && f.wire == 2) { free(s); s = str_of(&f); }
+        else if (f.field == 2 && f.wire == 2 && ty) read_type(&f, ty);
+    }
     return s ? s : xstrdup("");
+}
+
+static void type_free(OxType *ty)
+{
+    for (int d = 0; d < TFE_MAX_RANK; d++) free(ty->dnames[d]);
 }
 
 static int read_graph(const PbField *gf, OxModel *m, char *err, size_t errcap)
@@ -205,6 +244,7 @@ static int read_graph(const PbField *gf, OxModel *m, char *err, size_t errcap)
     PbField f;
     int k;
     char **ins = NULL;
+    OxType *tys = NULL;
     int nins = 0;
     while ((k = pbr_next(&r, &f)) == 1) {
         if (f.wire != 2) continue;
@@ -221,21 +261,31 @@ static int read_graph(const PbField *gf, OxModel *m, char *err, size_t errcap)
             m->inits = xrealloc(m->inits, sizeof *m->inits * (size_t)(m->ninits + 1));
             m->inits[m->ninits] = t;
             push_str(&m->init_names, &m->ninits, name);
-        } else if (f.field == 11) push_str(&ins, &nins, value_name(&f));
-        else if (f.field == 12) push_str(&m->outputs, &m->noutputs, value_name(&f));
+        } else if (f.field == 11) {
+            tys = xrealloc(tys, sizeof *tys * (size_t)(nins + 1));
+            push_str(&ins, &nins, value_name(&f, &tys[nins]));
+        } else if (f.field == 12) push_str(&m->outputs, &m->noutputs, value_name(&f, NULL));
     }
     if (k < 0) { snprintf(err, errcap, "a malformed graph"); goto fail; }
     for (int i = 0; i < nins; i++) {
         bool init = false;
         for (int j = 0; j < m->ninits && !init; j++) init = !strcmp(ins[i], m->init_names[j]);
-        if (init) free(ins[i]);
-        else push_str(&m->inputs, &m->ninputs, ins[i]);
+        if (init) {
+            free(ins[i]);
+            type_free(&tys[i]);
+            continue;
+        }
+        m->in_types = xrealloc(m->in_types, sizeof *m->in_types * (size_t)(m->ninputs + 1));
+        m->in_types[m->ninputs] = tys[i];
+        push_str(&m->inputs, &m->ninputs, ins[i]);
     }
     free(ins);
+    free(tys);
     return 0;
 fail:
-    for (int i = 0; i < nins; i++) free(ins[i]);
+    for (int i = 0; i < nins; i++) free(ins[i]), type_free(&tys[i]);
     free(ins);
+    free(tys);
     return -1;
 }
 
@@ -307,7 +357,8 @@ void ox_model_free(OxModel *m)
     }
     free(m->init_names);
     free(m->inits);
-    for (int i = 0; i < m->ninputs; i++) free(m->inputs[i]);
+    for (int i = 0; i < m->ninputs; i++) free(m->inputs[i]), type_free(&m->in_types[i]);
+    free(m->in_types);
     for (int i = 0; i < m->noutputs; i++) free(m->outputs[i]);
     free(m->inputs);
     free(m->outputs);

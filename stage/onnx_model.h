@@ -29,6 +29,15 @@ typedef struct OxNode {
 /* the one opset of the standard domain that import reads, as export writes */
 #define OX_OPSET 17
 
+/* An input's declared type: ONNX elem_type (0: not given), rank (-1: no
+ * shape given), each dim's size (-1: unknown) and name (dim_param, or NULL). */
+typedef struct OxType {
+    int64_t elem;
+    int rank;
+    int64_t dims[TFE_MAX_RANK];
+    char *dnames[TFE_MAX_RANK];
+} OxType;
+
 typedef struct OxModel {
     OxNode *nodes;
     int nnodes;
@@ -37,6 +46,7 @@ typedef struct OxModel {
     int ninits;
     char **inputs, **outputs; /* inputs: those that are not initializers */
     int ninputs, noutputs;
+    OxType *in_types;    /* one per input */
 } OxModel;
 
 /* The model, or NULL with a message in err (malformed or unsupported bytes). */

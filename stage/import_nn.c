@@ -30,8 +30,8 @@ static int ints_attr(const OxNode *n, const char *name, int want, int64_t d, int
     for (int i = 0; i < want; i++) v[i] = d;
     if (!a) return 0;
     if (a->nints != want)
-        ERR("%s's %s has %d values (tfe imports 2-D %s: %d)", n->op, name, a->nints,
-            strcmp(n->op, "Conv") ? "pooling" : "convolutions", want);
+        ERR("%s's %s has %d values, not %d (tfe imports 2-D %s only)", n->op, name, a->nints, want,
+            strcmp(n->op, "Conv") ? "pooling" : "convolutions");
     memcpy(v, a->ints, sizeof *v * (size_t)want);
     return 0;
 }

@@ -4,7 +4,8 @@
 # tests/onnx_torch_fixture.py) run by import_onnx on the stored input give
 # PyTorch's stored output (rtol 1e-5, the same argmax); the CNN's gradient
 # matches central differences and its staged run the eager one bit for bit;
-# a wrong argument is a located error naming the input. Needs no Python.
+# a wrong argument is a located error naming the input, and an attribute
+# value tfe has no form for one naming it. Needs no Python.
 : "${TFE:?TFE is not set (run through make check)}"
 : "${TFE_SRCDIR:?TFE_SRCDIR is not set (run through make check)}"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/onnx_torch.XXXXXX") || exit 99
@@ -73,5 +74,7 @@ check_err() { # file model expected-stderr-text
 check_err bad1.tfe torch_cnn.onnx "bad1.tfe:2:9: error: the ONNX model '$TFE_SRCDIR/tests/fixtures/torch_cnn.onnx' takes its input 'x' as float32[2, 1, 8, 8], given float64[2, 1, 8, 8]"
 check_err bad2.tfe torch_cnn.onnx "bad2.tfe:2:9: error: the ONNX model '$TFE_SRCDIR/tests/fixtures/torch_cnn.onnx' takes its input 'x' as float32[2, 1, 8, 8], given float32[2, 8]"
 check_err bad3.tfe torch_mlp.onnx "takes its input 'x' as float32[batch, 8], given float32[3, 7]"
-[ $status -eq 0 ] && echo "onnx_torch: PyTorch's MLP and CNN imported: its outputs, a gradient, staged; 3 wrong arguments refused"
+# an attribute value tfe has no form for: refused when the model is read
+check_err bad3.tfe maxpool_dilated.onnx "bad3.tfe:1:9: error: import_onnx(): '$TFE_SRCDIR/tests/fixtures/maxpool_dilated.onnx': MaxPool's dilations 2, 2: tfe's pools are not dilated"
+[ $status -eq 0 ] && echo "onnx_torch: PyTorch's MLP and CNN imported: its outputs, a gradient, staged; 3 wrong arguments and a dilated MaxPool refused"
 exit $status

@@ -54,6 +54,16 @@ def main():
         np.save(os.path.join(out, f"torch_{name}.x.npy"), x.numpy())
         np.save(os.path.join(out, f"torch_{name}.y.npy"), y.numpy())
         print(f"{path}: {os.path.getsize(path)} bytes")
+    # a dilated MaxPool: valid ONNX that import_onnx refuses, naming the value
+    import onnx
+    from onnx import helper as oh, TensorProto as otp
+    g = oh.make_graph([oh.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2])], "g",
+                      [oh.make_tensor_value_info("x", otp.FLOAT, [1, 1, 6, 6])],
+                      [oh.make_tensor_value_info("y", otp.FLOAT, [1, 1, 4, 4])])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)], producer_name="onnx_torch_fixture")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, os.path.join(out, "maxpool_dilated.onnx"))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ int import_nn_check(const OxNode *n, char *err, size_t cap)
             ints_attr(n, "pads", 4, 0, v, err, cap))
             return -1;
         if (!conv && !ox_attr(n, "kernel_shape")) ERR("%s without kernel_shape", n->op);
+        ints_attr(n, "kernel_shape", 2, 1, v, err, cap);
+        if (v[0] < 1 || v[1] < 1) ERR("%s's kernel_shape %lld, %lld", n->op, (long long)v[0], (long long)v[1]);
         if (ints_attr(n, "dilations", 2, 1, v, err, cap)) return -1;
         if (!conv && (v[0] != 1 || v[1] != 1))
             ERR("%s's dilations %lld, %lld: tfe's pools are not dilated", n->op, (long long)v[0], (long long)v[1]);
@@ -58,8 +60,8 @@ int import_nn_check(const OxNode *n, char *err, size_t cap)
         ints_attr(n, "strides", 2, 1, v, err, cap);
         if (v[0] < 1 || v[1] < 1) ERR("%s's strides %lld, %lld", n->op, (long long)v[0], (long long)v[1]);
         ints_attr(n, "pads", 4, 0, v, err, cap);
-        for (int i = 0; i < 4; i++)
-            if (v[i] < 0) ERR("%s's pads has %lld", n->op, (long long)v[i]);
+        for (int i = 0; i < 4; i++) /* (a border is made of them: a size from the file, bounded) */
+            if (v[i] < 0 || v[i] > 1 << 16) ERR("%s's pads has %lld", n->op, (long long)v[i]);
         if (conv && (a = ox_attr(n, "group")) && a->i < 1) ERR("Conv's group %lld", (long long)a->i);
         if (!strcmp(n->op, "MaxPool") && (a = ox_attr(n, "storage_order")) && a->i)
             ERR("MaxPool's storage_order %lld (tfe has no Indices output)", (long long)a->i);
@@ -216,7 +218,7 @@ static tfe_tensor *conv(Keep *k, const OxNode *n, tfe_tensor *const *in, char *e
     }
     const OxAttr *a = ox_attr(n, "group");
     int64_t g = a ? a->i : 1, c = x->shape[1], m = w->shape[0];
-    if (w->shape[1] * g != c || m % g) {
+    if (g > c || w->shape[1] * g != c || m % g) {
         snprintf(err, cap, "Conv of %lld channels with a filter of %lld x %lld channels in %lld groups", (long long)c,
                  (long long)m, (long long)w->shape[1], (long long)g);
         return NULL;
@@ -361,8 +363,7 @@ static tfe_tensor *flatten(Keep *k, const OxNode *n, tfe_tensor *x, char *err, s
     }
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < x->rank; d++) *(d < axis ? &outer : &inner) *= x->shape[d];
-    /* -1 for the outer part: no batch size in the attributes (a staged
-     * trace of it relaxes that dim) */
+    /* -1 for the outer part: the attributes hold no batch size */
     int64_t s[2] = {inner ? -1 : outer, inner};
     return reshape(k, x, s, 2);
 }

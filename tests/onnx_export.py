@@ -7,6 +7,9 @@
    staged function is exported, onnx.checker.check_model passes on the file,
    and onnxruntime's result equals tfe's (rtol 1e-5 float32, exact for ints).
 3. Located errors: a print inside the function, a random draw, bad arguments.
+4. import_onnx: exported models read back (conv2d and pools bit for bit),
+   models of import's ops made with onnx.helper against onnxruntime, and
+   refused attribute values, arguments and malformed files.
 Environment: $TFE, $TFE_SRCDIR.
 """
 import os

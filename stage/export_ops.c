@@ -291,12 +291,13 @@ int emit_op(Ex *E, const GNode *n)
         }
         case OP_SLICE: {
             int64_t st[TFE_MAX_RANK] = {0}, en[TFE_MAX_RANK] = {0}, ax[TFE_MAX_RANK] = {0}, sp[TFE_MAX_RANK] = {0};
+            const int64_t *se = E->slice_se ? E->slice_se[n - E->g->nodes] : NULL; /* (a dynamic dim's) */
             for (int d = 0; d < xr; d++) {
-                st[d] = at->ints[3 * d];
-                en[d] = at->ints[3 * d + 1];
+                st[d] = se ? se[d] : at->ints[3 * d];
+                en[d] = se ? se[TFE_MAX_RANK + d] : at->ints[3 * d + 1];
                 sp[d] = at->ints[3 * d + 2];
                 ax[d] = d;
-                if (sp[d] < 0 && en[d] < 0) en[d] = INT64_MIN; /* before the first: not "from the end" */
+                if (!se && sp[d] < 0 && en[d] < 0) en[d] = INT64_MIN; /* before the first: not "from the end" */
             }
             const char *in[5] = {x, ox_const_i64(E, &t, st, xr, false), ox_const_i64(E, &t, en, xr, false),
                                  ox_const_i64(E, &t, ax, xr, false), ox_const_i64(E, &t, sp, xr, false)};

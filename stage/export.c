@@ -643,8 +643,9 @@ BUILTIN(bi_export)
                         for (int e = 0; ldims[i] && e < TFE_MAX_RANK; e++)
                             if (ldims[i][e]) auto_dims[i][e] = xstrdup(ldims[i][e]);
                     }
-                    char b[200];
-                    snprintf(b, sizeof b, "%s_dim%d", sp.in_names[i] ? sp.in_names[i] : "input", d);
+                    char b[200], *cn = clean_name(sp.in_names[i]);
+                    snprintf(b, sizeof b, "%.180s_dim%d", cn, d);
+                    free(cn);
                     auto_dims[i][d] = xstrdup(b);
                 }
             if (auto_dims[i]) ldims[i] = auto_dims[i];

@@ -102,7 +102,7 @@ static int apply_spec(Interp *I, const char *what, Value v, Value spec, int dept
             return interp_raise(I, "export(): %s has %d specs for a %s of %d elements", what, s->n,
                                 value_kind_name(v), q->n);
         for (int i = 0; i < q->n; i++) {
-            snprintf(sub, sizeof sub, "%s[%d]", what, i);
+            snprintf(sub, sizeof sub, "%.150s[%d]", what, i);
             if (apply_spec(I, sub, q->items[i], s->items[i], depth + 1, leaf, dims)) return -1;
         }
         return 0;
@@ -119,7 +119,7 @@ static int apply_spec(Interp *I, const char *what, Value v, Value spec, int dept
                                     s->keys[k]->s);
         for (int i = 0; i < r->n; i++) {
             Value *f = record_get(s, r->keys[i]->s, r->keys[i]->len);
-            snprintf(sub, sizeof sub, "%s.%s", what, r->keys[i]->s);
+            snprintf(sub, sizeof sub, "%.150s.%.40s", what, r->keys[i]->s);
             if (apply_spec(I, sub, r->vals[i], f ? *f : v_nil(), depth + 1, leaf, dims)) return -1;
         }
         return 0;

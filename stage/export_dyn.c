@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "stage/export_dyn.h"
 #include "util/xalloc.h"
@@ -78,7 +77,8 @@ static int apply_spec(Interp *I, const char *what, Value v, Value spec, int dept
                                 "(dim 0), got %s", what, value_kind_name(spec));
         Seq *s = (Seq *)spec.u.o;
         if (s->n != rank)
-            return interp_raise(I, "export(): %s names %d dims, but the tensor has %d", what, s->n, rank);
+            return interp_raise(I, "export(): %s names %d dims, but '%s' has %d", what, s->n, what + strlen("dynamic."),
+                                rank);
         for (int d = 0; d < rank; d++) {
             if (s->items[d].kind == V_NIL) continue;
             if (s->items[d].kind != V_STR)

@@ -546,7 +546,7 @@ NAME_ERRORS = [
     ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\", nil),)})\n",
      "prog.tfe:3:1: error: export(): dynamic.xs has 1 specs for a tuple of 2 elements"),
     ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\",), nil)})\n",
-     "prog.tfe:3:1: error: export(): dynamic.xs[0] names 1 dims, but the tensor has 2"),
+     "prog.tfe:3:1: error: export(): dynamic.xs[0] names 1 dims, but 'xs[0]' has 2"),
     # a slice of a size the body read: no constant bounds
     ("@staged\nfn f(x) { return x[:x.shape[0] - 1] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"b\")\n",
      "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic: f's graph depends on its size"),

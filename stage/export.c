@@ -535,15 +535,15 @@ BUILTIN(bi_export)
             args[i].kind != V_RECORD)
             return interp_raise(I, "export(): argument %d of '%s' is %s; the model's inputs are tensors", i + 1, c->name,
                                 value_kind_name(args[i]));
-    int *leaf_of = xcalloc((size_t)nargs + 1, sizeof *leaf_of);
-    /* each tensor argument's leaf index */
+    /* each argument's first leaf */
     int nleaf = 0;
     SigBuf sb = {0};
     Leaves lv = {0};
+    int *leaf_first = xcalloc((size_t)nargs + 1, sizeof *leaf_first);
     for (int i = 0; i < nargs; i++) {
         int before = lv.n;
         sig_flatten(args[i], &sb, &lv, SIG_INPUT);
-        leaf_of[i] = (args[i].kind == V_TENSOR && lv.n == before + 1) ? before : -1;
+        leaf_first[i] = before;
     }
     nleaf = lv.n;
     char ***dims = xcalloc((size_t)nleaf + 1, sizeof *dims); /* per leaf: its dims' names */
@@ -592,7 +592,7 @@ BUILTIN(bi_export)
                 if (bad >= 0) {
                     const GNode *sl = &export_source(t)->nodes[bad];
                     rc = raise_at(I, sl->loc, "export(): dim %d of '%s' cannot be dynamic: the slice at line %d has a "
-                                  "bound %s computes from the size (ONNX's Slice holds a number, a negative one "
+                                  "bound that %s computes from the size (ONNX's Slice holds a number, a negative one "
                                   "counted from the end, or an open end: x[1:], x[:-1], x[-3:])",
                                   dim, nm, sl->loc.line, c->name);
                 } else {
@@ -623,13 +623,17 @@ BUILTIN(bi_export)
         sp.baked = xcalloc((size_t)g->ninputs + 1, sizeof *sp.baked);
         ldims = xcalloc((size_t)nleaf + 1, sizeof *ldims);
         for (int i = 0; i < g->ninputs; i++) sp.baked[i] = t->static_val && t->static_val[i];
-        /* a tensor argument whose value the trace used would be no input of the model */
-        for (int i = 0; i < nargs && !rc; i++)
-            if (leaf_of[i] >= 0 && sp.baked[leaf_of[i]])
-                rc = interp_raise(I, "export(): the trace of '%s' used the value of its argument '%s' (a condition on it "
-                                  "decided while tracing: and, or, an if on a host value), so the model would not read it; "
-                                  "write the condition with tensor ops (logical_and, where)",
-                                  c->name, i < info->nparams ? info->param_names[i] : "?");
+        /* a tensor argument (or a tensor in a tuple argument) whose value the
+         * trace used would be no input of the model; a number's may be */
+        for (int i = 0; i < nargs && !rc; i++) {
+            int end = i + 1 < nargs ? leaf_first[i + 1] : nleaf;
+            for (int l = leaf_first[i]; l < end && !rc; l++)
+                if (sp.baked[l] && args[i].kind != V_SCALAR)
+                    rc = interp_raise(I, "export(): the trace of '%s' used the value of its argument '%s' (a condition "
+                                      "on it decided while tracing: and, or, an if on a host value), so the model would "
+                                      "not read it; write the condition with tensor ops (logical_and, where)",
+                                      c->name, g->nodes[g->inputs[l]].label ? g->nodes[g->inputs[l]].label : "?");
+        }
         for (int i = 0; i < nleaf; i++) sp.in_names[i] = g->nodes[g->inputs[i]].label;
         for (int i = 0; i < nleaf; i++) ldims[i] = dims[i];
         /* relaxed dims with no name: "<input>_dim<d>" */
@@ -685,7 +689,7 @@ BUILTIN(bi_export)
     for (int i = 0; dargs && i < nargs; i++) value_decref(dargs[i]);
     free(dargs);
     free_dims(dims, nleaf);
-    free(leaf_of);
+    free(leaf_first);
     sig_free(&sb);
     leaves_free(&lv);
     if (!rc) *out = v_nil();

@@ -547,6 +547,9 @@ NAME_ERRORS = [
      "prog.tfe:3:1: error: export(): dynamic.xs has 1 specs for a tuple of 2 elements"),
     ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\",), nil)})\n",
      "prog.tfe:3:1: error: export(): dynamic.xs[0] names 1 dims, but 'xs[0]' has 2"),
+    # a tensor in a tuple argument whose value the trace used: not silently a constant
+    ("@staged\nfn f(xs, n) {\n  let y = xs[0]\n  while n > 0 and sum(y) < 9.0 { y = y * 2 }\n  return y + xs[1]\n}\nexport(f, (ones(3), ones(3)), tensor(2), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:7:1: error: export(): the trace of 'f' used the value of its argument 'xs[0]'"),
     # a slice of a size the body read: no constant bounds
     ("@staged\nfn f(x) { return x[:x.shape[0] - 1] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"b\")\n",
      "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic: f's graph depends on its size"),

@@ -652,8 +652,32 @@ export(h, (ones((2, 3)), ones((2, 4))), tensor(0.5), path="{work}/tl2.onnx", dyn
     return fails
 
 
+def dyn_scatter(work):
+    """y[i] = v along a dynamic dim: a negative index wraps by the size the
+    model is run with, not the traced one."""
+    prog = [f"@staged\nfn f(x, i, v) {{\n  let y = x * 1.0\n  y[i] = v\n  return y\n}}"]
+    i, v = np.array([1, -1], I64), R((2, 3))
+    np.save(f"{work}/sc_i.npy", i)
+    np.save(f"{work}/sc_v.npy", v)
+    prog.append(f'let i = load_npy("{work}/sc_i.npy")\nlet v = load_npy("{work}/sc_v.npy")')
+    for b in (4, 7):
+        np.save(f"{work}/sc_x{b}.npy", R((b, 3)))
+        prog.append(f'save_npy("{work}/sc_y{b}.npy", f(load_npy("{work}/sc_x{b}.npy"), i, v))')
+    prog.append(f'export(f, load_npy("{work}/sc_x4.npy"), i, v, path="{work}/sc.onnx", dynamic={{x: ("b", nil)}})')
+    r = tfe("\n".join(prog) + "\n", work)
+    if r.returncode:
+        return [f"dynamic scatter: {r.stderr}"]
+    fails = []
+    for b in (4, 7):
+        _, got = run_model(f"{work}/sc.onnx", {"x": np.load(f"{work}/sc_x{b}.npy"), "i": i, "v": v})
+        if not same(got[0], np.load(f"{work}/sc_y{b}.npy")):
+            fails.append(f"dynamic scatter: batch {b} differs:\n{got[0]}\n{np.load(f'{work}/sc_y{b}.npy')}")
+    print("onnx_export: a scatter along a dynamic dim wraps negative indices by the run's size")
+    return fails
+
+
 def later(work):
-    return names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work)
+    return names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
 
 
 if __name__ == "__main__":

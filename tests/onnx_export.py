@@ -524,15 +524,15 @@ export(k, ones(3), path="{work}/n5.onnx", outputs=("a", "b"))
 
 
 NAME_ERRORS = [
-    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), outputs=())\n",
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), outputs=(), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): outputs names 0 results, but 'f' returns 1: give one name per result, as outputs=(\"y\",)"),
-    ("@staged\nfn f(x) { return (x, x * 2.0) }\nexport(f, ones(3), outputs=(\"y\",))\n",
+    ("@staged\nfn f(x) { return (x, x * 2.0) }\nexport(f, ones(3), outputs=(\"y\",), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): outputs names 1 results, but 'f' returns 2: give one name per result, as outputs=(\"y\", \"z\", ...)"),
-    ("@staged\nfn f(x) { return (x + 1.0, x * 2.0) }\nexport(f, ones(3), outputs=(\"y\", \"y\"))\n",
+    ("@staged\nfn f(x) { return (x + 1.0, x * 2.0) }\nexport(f, ones(3), outputs=(\"y\", \"y\"), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): outputs names 'y' twice (results 0 and 1): each output needs a name of its own"),
-    ("@staged\nfn f(x, y) { return x + y }\nexport(f, ones(3), ones(3), outputs=(\"y\",))\n",
+    ("@staged\nfn f(x, y) { return x + y }\nexport(f, ones(3), ones(3), outputs=(\"y\",), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): outputs[0] is 'y', the name of an input of the model"),
-    ("@staged\nfn f(x) { return x + 1.0 }\nexport(f, ones(3), outputs=(\"\",))\n",
+    ("@staged\nfn f(x) { return x + 1.0 }\nexport(f, ones(3), outputs=(\"\",), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): outputs[0] is \"\": an output needs a name"),
     ("@staged\nfn f(x) { let y = x * 2.0 }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): 'f' returns nothing (nil), and a model needs an output: return what it computes"),
@@ -541,11 +541,11 @@ NAME_ERRORS = [
     ("@staged\nfn f(xs, xs_0) { return xs[0] + xs_0 }\nexport(f, (ones(3), ones(3)), ones(3), path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): two inputs of the model would be named 'xs_0'"),
     # dynamic= for a tuple argument: one spec per element
-    ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: (3, nil)})\n",
+    ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: (3, nil)}, path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): dynamic.xs[0] must be a tuple of dim names (a string or nil per dim) or one name (dim 0), got int"),
-    ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\", nil),)})\n",
+    ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\", nil),)}, path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): dynamic.xs has 1 specs for a tuple of 2 elements"),
-    ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\",), nil)})\n",
+    ("@staged\nfn f(xs) { return xs[0] }\nexport(f, (ones((2, 3)), ones(3)), dynamic={xs: ((\"b\",), nil)}, path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): dynamic.xs[0] names 1 dims, but 'xs[0]' has 2"),
     # a tensor in a tuple argument whose value the trace used: not silently a constant
     ("@staged\nfn f(xs, n) {\n  let y = xs[0]\n  while n > 0 and sum(y) < 9.0 { y = y * 2 }\n  return y + xs[1]\n}\nexport(f, (ones(3), ones(3)), tensor(2), path=\"{w}/e.onnx\")\n",

@@ -10,6 +10,7 @@
 #include "interp/internal.h"
 #include "graph/host.h"
 #include "stage/export.h"
+#include "stage/export_dyn.h"
 #include "stage/export_int.h"
 #include "stage/host_node.h"
 #include "stage/sig.h"
@@ -126,7 +127,7 @@ static int emit_while(Ex *E, const ExportSpec *sp, const GNode *n)
         if (!E->vn[E->off[id]]) {
             char b[64];
             snprintf(b, sizeof b, "v%d_0", id);
-            E->vn[E->off[id]] = xstrdup(b);
+            E->vn[E->off[id]] = ox_avoid(E, b);
         }
         pn[k] = E->vn[E->off[id]];
         pm[k] = g->nodes[id].meta[0];
@@ -197,7 +198,7 @@ static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
         if (!E->vn[E->off[id] + k]) {
             char b[64];
             snprintf(b, sizeof b, "v%d_%d", id, k);
-            E->vn[E->off[id] + k] = xstrdup(b);
+            E->vn[E->off[id] + k] = ox_avoid(E, b);
         }
     const char *nm = E->vn[E->off[id]];
     switch ((int)n->kind) {
@@ -215,10 +216,11 @@ static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
     case G_VAR_READ: {
         char b[64];
         snprintf(b, sizeof b, "var%d", E->nvar++);
-        if (ox_init_tensor(E, b, variable_peek(n->host->obj))) return -1;
-        const char *in = b;
-        ox_node(E, "Identity", 1, &in, 1, &nm, NULL);
-        return 0;
+        char *vname = ox_avoid(E, b);
+        int rc = ox_init_tensor(E, vname, variable_peek(n->host->obj));
+        if (!rc) ox_node(E, "Identity", 1, (const char *const *)&vname, 1, &nm, NULL);
+        free(vname);
+        return rc;
     }
     case G_OP:
         if (tfe_ops[n->op].flags & F_RANDOM) return ox_refuse(E, "a random draw");
@@ -304,7 +306,14 @@ static void mark_reads(const Graph *g, int r, bool *live)
 
 int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
 {
-    Ex E = {.I = I, .g = g};
+    Ex E = {.I = I, .g = g, .slice_se = sp->slice_se};
+    /* the names the user sees: what the graph makes avoids them */
+    const GRegion *top = &g->regions[0];
+    char **user = xcalloc((size_t)sp->nargs + (size_t)top->nouts + 1, sizeof *user);
+    for (int i = 0; i < sp->nargs; i++)
+        if (!sp->baked[i]) user[E.nuser++] = clean_name(sp->in_names[i]);
+    for (int i = 0; i < top->nouts; i++) user[E.nuser++] = xstrdup(sp->out_names[i]);
+    E.user = (const char *const *)user;
     E.off = xcalloc((size_t)g->n + 1, sizeof *E.off);
     int nv = 0;
     for (int i = 0; i < g->n; i++) {
@@ -314,7 +323,6 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
     E.vn = xcalloc((size_t)nv + 1, sizeof *E.vn);
     Buf inputs = {0}, outputs = {0};
     int rc = 0;
-    const GRegion *top = &g->regions[0];
     /* Is each value a graph output? (outputs are named after the results) */
     for (int i = 0; i < top->nouts && !rc; i++) {
         GRef o = top->outs[i];
@@ -393,6 +401,8 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         free(gr.s);
     }
     for (int i = 0; i < nv; i++) free(E.vn[i]);
+    for (int i = 0; i < E.nuser; i++) free(user[i]);
+    free(user);
     free(live);
     free(E.vn);
     free(E.off);
@@ -414,84 +424,76 @@ static void free_dims(char ***dims, int n)
     free(dims);
 }
 
-/* dynamic="batch" (dim 0 of every tensor argument) or a record of argument
- * name -> tuple of per-dim names (a string, or nil for a fixed dim). */
-static int parse_dynamic(Interp *I, Value dyn, FnInfo *info, int argc, const Value *argv, char ***dims)
-{
-    for (int i = 0; i < argc; i++) {
-        Value spec = v_nil();
-        const char *pname = i < info->nparams ? info->param_names[i] : "?";
-        if (dyn.kind == V_STR) {
-            if (argv[i].kind != V_TENSOR || argv[i].u.t->rank == 0) continue;
-            dims[i] = xcalloc(TFE_MAX_RANK, sizeof **dims);
-            dims[i][0] = xstrdup(((Str *)dyn.u.o)->s);
-            continue;
-        }
-        Value *p = record_get((Record *)dyn.u.o, pname, strlen(pname));
-        if (!p) continue;
-        spec = *p;
-        if (argv[i].kind != V_TENSOR)
-            return interp_raise(I, "export(): dynamic names dims of '%s', which is not a tensor", pname);
-        int rank = argv[i].u.t->rank;
-        if (spec.kind != V_TUPLE && spec.kind != V_LIST)
-            return interp_raise(I, "export(): dynamic.%s must be a tuple of dim names (a string or nil per dim), got %s",
-                                pname, value_kind_name(spec));
-        Seq *s = (Seq *)spec.u.o;
-        if (s->n != rank)
-            return interp_raise(I, "export(): dynamic.%s names %d dims, but '%s' has %d", pname, s->n, pname, rank);
-        dims[i] = xcalloc(TFE_MAX_RANK, sizeof **dims);
-        for (int d = 0; d < rank; d++) {
-            if (s->items[d].kind == V_NIL) continue;
-            if (s->items[d].kind != V_STR)
-                return interp_raise(I, "export(): dynamic.%s[%d] must be a dim name (a string) or nil, got %s", pname, d,
-                                    value_kind_name(s->items[d]));
-            dims[i][d] = xstrdup(((Str *)s->items[d].u.o)->s);
-        }
-    }
-    if (dyn.kind == V_RECORD) {
-        Record *r = (Record *)dyn.u.o;
-        for (int k = 0; k < r->n; k++) {
-            bool found = false;
-            for (int i = 0; i < info->nparams && i < argc; i++) found |= !strcmp(info->param_names[i], r->keys[k]->s);
-            if (!found) return interp_raise(I, "export(): dynamic names '%s', which is not a parameter given", r->keys[k]->s);
-        }
-    }
-    return 0;
-}
-
-/* Does the trace's raw graph keep dim d of argument leaf i unknown? */
 static Graph *export_source(Trace *t) { return t->g->raw ? t->g->raw : t->g; }
-static bool dim_free(Trace *t, int leaf, int d)
+
+/* Does g leave every named dim of the arguments' leaves unknown? */
+static bool named_dims_free(const Graph *g, char ***dims, int nleaf)
 {
-    Graph *g = export_source(t);
-    return leaf < g->ninputs && g->nodes[g->inputs[leaf]].meta[0].shape[d] < 0;
+    for (int l = 0; l < nleaf; l++)
+        for (int d = 0; dims[l] && d < TFE_MAX_RANK; d++)
+            if (dims[l][d] && (!g || l >= g->ninputs || g->nodes[g->inputs[l]].meta[0].shape[d] >= 0)) return false;
+    return true;
 }
 
-/* The call that makes a relaxed trace: each argument with a dim to free
- * doubled along it (its values repeated, so indices stay in range). */
-static int retrace_relaxed(Interp *I, Value f, int argc, const Value *argv, char ***dims, int *leaf_of)
+/* The model's input and output names: the parameters' (a tuple's leaves
+ * xs_0, xs_1, ...), and outputs= or output, output0, output1, ... An ONNX
+ * graph defines each name once: two inputs of one name, or an outputs= name
+ * that an input or another output has, is an error; a default output name
+ * that a parameter has gets a '_'. */
+static int name_outputs(Interp *I, const char *fname, const ExportSpec *sp, Value outs_v, int nout, const char **onames)
 {
-    Value *a = xcalloc((size_t)argc + 1, sizeof *a);
+    int nin = 0;
+    char **in = xcalloc((size_t)sp->nargs + 1, sizeof *in);
     int rc = 0;
-    for (int i = 0; i < argc && !rc; i++) {
-        a[i] = argv[i];
-        value_incref(a[i]);
-        for (int d = 0; dims[i] && d < TFE_MAX_RANK && !rc; d++) {
-            if (!dims[i][d] || leaf_of[i] < 0) continue;
-            tfe_attrs at;
-            tfe_attrs_init(&at);
-            at.axes[0] = d;
-            tfe_tensor *in[2] = {a[i].u.t, a[i].u.t}, *o = NULL;
-            if (tfe_execute_eager(OP_CONCAT, 2, in, &at, &o)) { rc = interp_raise_tensor_error(I); break; }
-            value_decref(a[i]);
-            a[i] = v_tensor_take(o);
+    for (int i = 0; i < sp->nargs && !rc; i++) {
+        if (sp->baked[i]) continue;
+        in[nin] = clean_name(sp->in_names[i]);
+        for (int j = 0; j < nin && !rc; j++)
+            if (!strcmp(in[j], in[nin]))
+                rc = interp_raise(I, "export(): two inputs of the model would be named '%s' (a parameter, and a "
+                                  "leaf of a tuple or record argument: xs_0 is xs[0]); rename a parameter of '%s'",
+                                  in[nin], fname);
+        nin++;
+    }
+    Seq *os = outs_v.kind != V_NIL ? (Seq *)outs_v.u.o : NULL;
+    if (!rc && nout == 0)
+        rc = interp_raise(I, "export(): '%s' returns nothing (nil), and a model needs an output: return what it "
+                          "computes (return y, or return (y, z) for two outputs)", fname);
+    else if (!rc && os && os->n != nout)
+        rc = interp_raise(I, "export(): outputs names %d results, but '%s' returns %d: give one name per result, "
+                          "as outputs=(%s)", os->n, fname, nout, nout == 1 ? "\"y\"," : "\"y\", \"z\", ...");
+    for (int i = 0; i < nout && !rc; i++) {
+        if (os) {
+            if (os->items[i].kind != V_STR) {
+                rc = arg_error(I, "export()", "outputs", "a tuple of strings", os->items[i]);
+                break;
+            }
+            const char *s = ((Str *)os->items[i].u.o)->s;
+            if (!*s) {
+                rc = interp_raise(I, "export(): outputs[%d] is \"\": an output needs a name (ONNX reads \"\" as "
+                                  "no value)", i);
+                break;
+            }
+            for (int j = 0; j < i && !rc; j++)
+                if (!strcmp(onames[j], s))
+                    rc = interp_raise(I, "export(): outputs names '%s' twice (results %d and %d): each output needs "
+                                      "a name of its own", s, j, i);
+            for (int j = 0; j < nin && !rc; j++)
+                if (!strcmp(in[j], s))
+                    rc = interp_raise(I, "export(): outputs[%d] is '%s', the name of an input of the model: give the "
+                                      "output another name", i, s);
+            if (!rc) onames[i] = xstrdup(s);
+        } else {
+            char b[64];
+            snprintf(b, sizeof b, nout == 1 ? "output" : "output%d", i);
+            size_t n = strlen(b);
+            for (int j = 0; j < nin; j++)
+                if (!strcmp(in[j], b) && n + 1 < sizeof b) b[n++] = '_', b[n] = 0, j = -1;
+            onames[i] = xstrdup(b);
         }
     }
-    Value r;
-    if (!rc) rc = call_value(I, f, argc, a, 0, NULL, NULL, &r);
-    if (!rc) value_decref(r);
-    for (int i = 0; i < argc; i++) value_decref(a[i]);
-    free(a);
+    for (int i = 0; i < nin; i++) free(in[i]);
+    free(in);
     return rc;
 }
 
@@ -533,19 +535,19 @@ BUILTIN(bi_export)
             args[i].kind != V_RECORD)
             return interp_raise(I, "export(): argument %d of '%s' is %s; the model's inputs are tensors", i + 1, c->name,
                                 value_kind_name(args[i]));
-    char ***dims = xcalloc((size_t)nargs + 1, sizeof *dims);
-    int *leaf_of = xcalloc((size_t)nargs + 1, sizeof *leaf_of);
-    int rc = dyn.kind != V_NIL ? parse_dynamic(I, dyn, info, nargs, args, dims) : 0;
-    /* each tensor argument's leaf index */
+    /* each argument's first leaf */
     int nleaf = 0;
     SigBuf sb = {0};
     Leaves lv = {0};
+    int *leaf_first = xcalloc((size_t)nargs + 1, sizeof *leaf_first);
     for (int i = 0; i < nargs; i++) {
         int before = lv.n;
         sig_flatten(args[i], &sb, &lv, SIG_INPUT);
-        leaf_of[i] = (args[i].kind == V_TENSOR && lv.n == before + 1) ? before : -1;
+        leaf_first[i] = before;
     }
     nleaf = lv.n;
+    char ***dims = xcalloc((size_t)nleaf + 1, sizeof *dims); /* per leaf: its dims' names */
+    int rc = dyn.kind != V_NIL ? ex_parse_dynamic(I, dyn, info, nargs, args, dims) : 0;
     Trace *t = NULL;
     if (!rc) {
         t = stage_find(c, nargs, args);
@@ -558,23 +560,50 @@ BUILTIN(bi_export)
         if (!rc && !t) rc = interp_raise(I, "export(): '%s' could not be staged for these arguments", c->name);
     }
     I->cur_loc = here;
-    /* named dims the trace fixed: a second call with them changed relaxes it */
-    bool need = false;
-    for (int i = 0; !rc && i < nargs; i++)
-        for (int d = 0; dims[i] && d < TFE_MAX_RANK; d++)
-            if (dims[i][d] && leaf_of[i] >= 0 && !dim_free(t, leaf_of[i], d)) need = true;
-    if (!rc && need) {
-        rc = retrace_relaxed(I, argv[0], nargs, args, dims, leaf_of);
+    /* named dims the trace fixed: a second call with them doubled relaxes
+     * it, or gives a trace for those sizes that differs only in slices'
+     * bounds (x[1:], x[:-1]), which ONNX's Slice reads from the end */
+    Graph *merged = NULL;
+    int64_t **slice_se = NULL;
+    Value *dargs = NULL;
+    if (!rc && !named_dims_free(t ? export_source(t) : NULL, dims, nleaf)) {
+        bool read = t->shape_read;
+        dargs = xcalloc((size_t)nargs + 1, sizeof *dargs);
+        rc = ex_retrace_doubled(I, argv[0], nargs, args, dims, dargs);
         if (!rc) t = stage_find(c, nargs, args);
         I->cur_loc = here;
-        for (int i = 0; !rc && i < nargs; i++)
-            for (int d = 0; dims[i] && d < TFE_MAX_RANK && !rc; d++)
-                if (dims[i][d] && leaf_of[i] >= 0 && (!t || !dim_free(t, leaf_of[i], d)))
+        int bad = -1;
+        if (!rc && !named_dims_free(t ? export_source(t) : NULL, dims, nleaf)) {
+            Trace *t2 = stage_find(c, nargs, dargs);
+            if (t && t2 && t2 != t && !read) {
+                Graph *m = ex_merge_traces(export_source(t), export_source(t2), &slice_se, &bad);
+                if (m && named_dims_free(m, dims, nleaf)) merged = m;
+                else if (m) graph_decref(m);
+            }
+            if (!merged) {
+                int leaf = -1, dim = 0; /* the first named dim the trace fixed */
+                const Graph *tg = t ? export_source(t) : NULL;
+                for (int l = 0; l < nleaf && leaf < 0; l++)
+                    for (int d = 0; dims[l] && d < TFE_MAX_RANK && leaf < 0; d++)
+                        if (dims[l][d] && !(tg && l < tg->ninputs && tg->nodes[tg->inputs[l]].meta[0].shape[d] < 0))
+                            leaf = l, dim = d;
+                const GNode *in = tg && leaf >= 0 && leaf < tg->ninputs ? &tg->nodes[tg->inputs[leaf]] : NULL;
+                const char *nm = in && in->label ? in->label : "?";
+                if (bad >= 0) {
+                    const GNode *sl = &export_source(t)->nodes[bad];
+                    rc = raise_at(I, sl->loc, "export(): dim %d of '%s' cannot be dynamic: the slice at line %d has a "
+                                  "bound that %s computes from the size (ONNX's Slice holds a number, a negative one "
+                                  "counted from the end, or an open end: x[1:], x[:-1], x[-3:])",
+                                  dim, nm, sl->loc.line, c->name);
+                } else {
                     rc = interp_raise(I, "export(): dim %d of '%s' cannot be dynamic: %s's graph depends on its size "
                                       "(it reads a shape, as nn.flatten does, or makes something of that size)",
-                                      d, i < info->nparams ? info->param_names[i] : "?", c->name);
+                                      dim, nm, c->name);
+                }
+            }
+        }
     }
-    Graph *g = t ? export_source(t) : NULL;
+    Graph *g = merged ? merged : t ? export_source(t) : NULL;
     ExportSpec sp = {0};
     char ***ldims = NULL;
     const char **onames = NULL;
@@ -594,16 +623,19 @@ BUILTIN(bi_export)
         sp.baked = xcalloc((size_t)g->ninputs + 1, sizeof *sp.baked);
         ldims = xcalloc((size_t)nleaf + 1, sizeof *ldims);
         for (int i = 0; i < g->ninputs; i++) sp.baked[i] = t->static_val && t->static_val[i];
-        /* a tensor argument whose value the trace used would be no input of the model */
-        for (int i = 0; i < nargs && !rc; i++)
-            if (leaf_of[i] >= 0 && sp.baked[leaf_of[i]])
-                rc = interp_raise(I, "export(): the trace of '%s' used the value of its argument '%s' (a condition on it "
-                                  "decided while tracing: and, or, an if on a host value), so the model would not read it; "
-                                  "write the condition with tensor ops (logical_and, where)",
-                                  c->name, i < info->nparams ? info->param_names[i] : "?");
+        /* a tensor argument (or a tensor in a tuple argument) whose value the
+         * trace used would be no input of the model; a number's may be */
+        for (int i = 0; i < nargs && !rc; i++) {
+            int end = i + 1 < nargs ? leaf_first[i + 1] : nleaf;
+            for (int l = leaf_first[i]; l < end && !rc; l++)
+                if (sp.baked[l] && args[i].kind != V_SCALAR)
+                    rc = interp_raise(I, "export(): the trace of '%s' used the value of its argument '%s' (a condition "
+                                      "on it decided while tracing: and, or, an if on a host value), so the model would "
+                                      "not read it; write the condition with tensor ops (logical_and, where)",
+                                      c->name, g->nodes[g->inputs[l]].label ? g->nodes[g->inputs[l]].label : "?");
+        }
         for (int i = 0; i < nleaf; i++) sp.in_names[i] = g->nodes[g->inputs[i]].label;
-        for (int i = 0; i < nargs; i++)
-            if (leaf_of[i] >= 0) ldims[leaf_of[i]] = dims[i];
+        for (int i = 0; i < nleaf; i++) ldims[i] = dims[i];
         /* relaxed dims with no name: "<input>_dim<d>" */
         char ***auto_dims = xcalloc((size_t)nleaf + 1, sizeof *auto_dims);
         for (int i = 0; i < nleaf; i++) {
@@ -615,8 +647,9 @@ BUILTIN(bi_export)
                         for (int e = 0; ldims[i] && e < TFE_MAX_RANK; e++)
                             if (ldims[i][e]) auto_dims[i][e] = xstrdup(ldims[i][e]);
                     }
-                    char b[200];
-                    snprintf(b, sizeof b, "%s_dim%d", sp.in_names[i] ? sp.in_names[i] : "input", d);
+                    char b[200], *cn = clean_name(sp.in_names[i]);
+                    snprintf(b, sizeof b, "%.180s_dim%d", cn, d);
+                    free(cn);
                     auto_dims[i][d] = xstrdup(b);
                 }
             if (auto_dims[i]) ldims[i] = auto_dims[i];
@@ -624,23 +657,9 @@ BUILTIN(bi_export)
         sp.dims = ldims;
         nout = rc ? 0 : g->regions[0].nouts;
         onames = xcalloc((size_t)nout + 1, sizeof *onames);
-        Seq *os = outs_v.kind != V_NIL ? (Seq *)outs_v.u.o : NULL;
-        if (os && os->n != nout)
-            rc = interp_raise(I, "export(): outputs names %d results, but '%s' returns %d", os->n, c->name, nout);
-        for (int i = 0; i < nout && !rc; i++) {
-            char b[64];
-            if (os) {
-                if (os->items[i].kind != V_STR) {
-                    rc = arg_error(I, "export()", "outputs", "a tuple of strings", os->items[i]);
-                    break;
-                }
-                onames[i] = xstrdup(((Str *)os->items[i].u.o)->s);
-            } else {
-                snprintf(b, sizeof b, nout == 1 ? "output" : "output%d", i);
-                onames[i] = xstrdup(b);
-            }
-        }
+        if (!rc) rc = name_outputs(I, c->name, &sp, outs_v, nout, onames);
         sp.out_names = onames;
+        sp.slice_se = slice_se;
         Buf model = {0};
         if (!rc) rc = export_graph(I, g, &sp, &model);
         if (!rc) {
@@ -663,8 +682,14 @@ BUILTIN(bi_export)
     free(ldims);
     free(sp.in_names);
     free(sp.baked);
-    free_dims(dims, nargs);
-    free(leaf_of);
+    if (merged) {
+        ex_free_slices(slice_se, merged->n);
+        graph_decref(merged);
+    }
+    for (int i = 0; dargs && i < nargs; i++) value_decref(dargs[i]);
+    free(dargs);
+    free_dims(dims, nleaf);
+    free(leaf_first);
     sig_free(&sb);
     leaves_free(&lv);
     if (!rc) *out = v_nil();

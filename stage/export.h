@@ -17,6 +17,7 @@ typedef struct ExportSpec {
     bool *baked;           /* per input: its value is part of the graph (an initializer) */
     tfe_tensor **values;   /* per input: its value now */
     const char **out_names;/* per output of the top region */
+    int64_t **slice_se;    /* per node: a dynamic slice's ONNX starts and ends, or NULL (export.c) */
 } ExportSpec;
 
 /* The ModelProto of g into model; -1 with a located error ("not exportable:

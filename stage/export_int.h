@@ -22,6 +22,9 @@ typedef struct Ex {
     int ntmp;
     const GNode *at;     /* the node being written (errors name its line) */
     int nvar;            /* variables written (var0, var1, ...) */
+    const char *const *user; /* the names the user sees (inputs, outputs): made names avoid them */
+    int nuser;
+    int64_t *const *slice_se; /* per node: a dynamic slice's ONNX starts and ends (2 x rank), or NULL */
     char err[300];       /* set: not exportable */
 } Ex;
 
@@ -32,6 +35,7 @@ typedef struct Tmp { char *s[MAXTMP]; int n; } Tmp;
 /* The pieces of the model (stage/export_pb.c); ox_: exporter-private names. */
 int ox_onnx_dtype(tfe_dtype dt);
 char *ox_fresh(Ex *E, const char *stem);
+char *ox_avoid(const Ex *E, const char *name);
 const char *ox_keep(Tmp *t, char *s);
 void ox_tmp_free(Tmp *t);
 void ox_attr_begin(Buf *m, const char *name, int type);

@@ -291,12 +291,13 @@ int emit_op(Ex *E, const GNode *n)
         }
         case OP_SLICE: {
             int64_t st[TFE_MAX_RANK] = {0}, en[TFE_MAX_RANK] = {0}, ax[TFE_MAX_RANK] = {0}, sp[TFE_MAX_RANK] = {0};
+            const int64_t *se = E->slice_se ? E->slice_se[n - E->g->nodes] : NULL; /* (a dynamic dim's) */
             for (int d = 0; d < xr; d++) {
-                st[d] = at->ints[3 * d];
-                en[d] = at->ints[3 * d + 1];
+                st[d] = se ? se[d] : at->ints[3 * d];
+                en[d] = se ? se[TFE_MAX_RANK + d] : at->ints[3 * d + 1];
                 sp[d] = at->ints[3 * d + 2];
                 ax[d] = d;
-                if (sp[d] < 0 && en[d] < 0) en[d] = INT64_MIN; /* before the first: not "from the end" */
+                if (!se && sp[d] < 0 && en[d] < 0) en[d] = INT64_MIN; /* before the first: not "from the end" */
             }
             const char *in[5] = {x, ox_const_i64(E, &t, st, xr, false), ox_const_i64(E, &t, en, xr, false),
                                  ox_const_i64(E, &t, ax, xr, false), ox_const_i64(E, &t, sp, xr, false)};
@@ -471,7 +472,14 @@ int emit_op(Ex *E, const GNode *n)
                 if (d < axis || d >= axis + mi->rank) vperm[k++] = d;
             const char *idx = ox_cast(E, &t, ox_in_name(E, n, 1), mi->dtype, TFE_INT64);
             const char *z = ox_const_num(E, &t, TFE_INT64, 0);
-            const char *wr[3] = {ox_bin(E, &t, "Less", idx, z), ox_bin(E, &t, "Add", idx, ox_const_num(E, &t, TFE_INT64, (double)mx->shape[axis])), idx};
+            /* negative indices wrap by the axis' size: known, or read at run time (a dynamic dim) */
+            const char *len = mx->shape[axis] >= 0 ? ox_const_num(E, &t, TFE_INT64, (double)mx->shape[axis]) : NULL;
+            if (!len) {
+                int64_t ax1 = axis;
+                const char *g[2] = {ox_un(E, &t, "Shape", x), ox_const_i64(E, &t, &ax1, 1, true)};
+                len = ox_op1(E, &t, "Gather", 2, g, NULL);
+            }
+            const char *wr[3] = {ox_bin(E, &t, "Less", idx, z), ox_bin(E, &t, "Add", idx, len), idx};
             idx = ox_op1(E, &t, "Where", 3, wr, NULL);
             int64_t last = -1;
             const char *u[2] = {idx, ox_const_i64(E, &t, &last, 1, false)};

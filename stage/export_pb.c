@@ -22,12 +22,31 @@ int ox_onnx_dtype(tfe_dtype dt)
     }
 }
 
+static bool user_name(const Ex *E, const char *s)
+{
+    for (int i = 0; i < E->nuser; i++)
+        if (!strcmp(E->user[i], s)) return true;
+    return false;
+}
 
+/* A made name ("t_3"): a parameter or an output may be called that, and
+ * an ONNX graph defines each name once, so the counter moves past them. */
 char *ox_fresh(Ex *E, const char *stem)
 {
-    char b[64];
-    snprintf(b, sizeof b, "%s_%d", stem, E->ntmp++);
+    char b[80];
+    do snprintf(b, sizeof b, "%s_%d", stem, E->ntmp++);
+    while (user_name(E, b));
     return xstrdup(b);
+}
+
+/* name, or name with '_'s appended until no user name is the same (owned). */
+char *ox_avoid(const Ex *E, const char *name)
+{
+    size_t n = strlen(name);
+    char *s = xmalloc(n + (size_t)E->nuser + 2);
+    memcpy(s, name, n + 1);
+    while (user_name(E, s)) s[n++] = '_', s[n] = 0;
+    return s;
 }
 
 /* Names made while writing one node (Tmp, export_int.h). */

@@ -174,6 +174,7 @@ static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
                 free(n->at[n->nat].name);
                 free(n->at[n->nat].s);
                 free(n->at[n->nat].ints);
+                if (n->at[n->nat].t) tensor_decref(n->at[n->nat].t); /* (a tensor before the bad bytes) */
                 return -1;
             }
             n->nat++;

@@ -474,6 +474,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     *sb = (SigBuf){0};
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
+    t->shape_read = T->shape_read;
     t->desc = xstrdup(desc);
     for (int i = 0; i < info->nparams; i++) sig_hold(args[i], &t->held, &t->nheld);
     /* outputs: the result's leaves, then each assigned outside binding's */

@@ -24,6 +24,7 @@ typedef struct Trace {
     SigBuf sig;          /* the arguments */
     bool *relaxed;       /* per dim of sig: unknown (any size matches); NULL: none */
     bool shape_specialised; /* the body read a shape: no relaxation from this trace */
+    bool shape_read;     /* the body read a shape itself (export: no dynamic dims) */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;

@@ -2104,13 +2104,13 @@ static void note_kept_use(Graph *G, const Graph *bg, const GCallGrad *c, int fir
 
 /* A loop's logged reads (BP.lr_*) with a tape outside the call: each
  * iteration's tensor is a source of the entry, whose gradient is the one
- * that iteration gives it, as eager code's. Only where no other source's
- * gradient is to be added in between: such a tensor has no gradient so far
- * (none can: a later op of the caller reads the variable's newer tensor),
- * and it is no other source than its own read's in the last iteration
- * (whose gradient comes from here) or a read of the top region before the
- * loop with no gradient so far (the two sums add in either order). Else the
- * loop's error (0: fine). */
+ * that iteration gives it, as eager code's. Only where that is the
+ * tensor's whole gradient: it has none so far (none can: a later op of the
+ * caller reads the variable's newer tensor), and no other source is that
+ * tensor but its own read's in the last iteration (whose gradient comes
+ * from here). A tensor read again in a later iteration (a read after the
+ * assign), or before or after the loop, would need the sums in between in
+ * eager order: the loop's error (0: fine). */
 static int log_check(GCallGrad *c, int nall, tfe_tensor *const *in, tfe_tensor *const *dx)
 {
     const Graph *G = c->G;
@@ -2119,23 +2119,18 @@ static int log_check(GCallGrad *c, int nall, tfe_tensor *const *in, tfe_tensor *
         bool ok = dx[q] == NULL || dx[q] == TFE_GRAD_SKIP;
         for (int p = 0; p < nall && ok; p++) {
             if (p == q || in[p] != in[q]) continue;
-            if (p >= np || (dx[p] && dx[p] != TFE_GRAD_SKIP)) {
-                ok = false;
-                break;
-            }
-            const GNode *x = &G->nodes[c->plan.node[p]];
-            bool own = false;
-            for (int j = 0; j < c->nlr; j++) own |= c->lr_node[j] == c->plan.node[p];
-            ok = own || (x->kind == G_VAR_READ && x->region == 0);
+            ok = false;
+            for (int j = 0; j < c->nlr && p < np && !(dx[p] && dx[p] != TFE_GRAD_SKIP); j++)
+                ok |= c->lr_node[j] == c->plan.node[p];
         }
         if (!ok) {
             int j = 0;
             for (int at = np + c->lr_count[0]; at <= q && j + 1 < c->nlr; at += c->lr_count[++j]) {}
             return raise_at(c->I, G->nodes[c->lr_loop[j]].loc, "%s",
                             "gradients through a staged loop that assigns a variable it reads are not supported "
-                            "where a tensor it reads has a gradient from elsewhere (keep the value in a loop "
-                            "variable and assign the variable after the loop, or take the gradient eagerly: "
-                            "run_eagerly(true))");
+                            "where a tensor of the variable it reads is read elsewhere too (in another iteration, "
+                            "or before or after the loop): keep the value in a loop variable and assign the "
+                            "variable after the loop, or take the gradient eagerly: run_eagerly(true)");
         }
     }
     return 0;

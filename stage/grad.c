@@ -644,8 +644,10 @@ static int replay_loop(BP *b, int id)
      * then the replay's values and the backward do not depend on them, and
      * their gradients are none; with a tape made in the trace that ran the
      * loop, that tape adds what eager code adds for them (builtins_
-     * autodiff.c, loop_zeros). A tape outside (a staged call's backward)
-     * has nothing that does: refused. */
+     * autodiff.c, loop_zeros). A tape outside (a staged call's backward of
+     * its own) has each iteration's tensors where the loop's reads are
+     * logged (BP.lr_*: the replay below carries the iteration and takes
+     * iteration i's); elsewhere refused. */
     {
         const Obj *reads[64];
         const GNode *w = &b->G->nodes[id];

@@ -67,6 +67,12 @@ typedef struct BP {
     int nlr;
     const int *lr_node, *lr_loop;
     tfe_tensor **lr_in, **lr_g, **lr_f;
+    const int *lr_role, *lr_mate, *lr_pre, *lr_post; /* (logged_roles) */
+    /* by logged read of role 2: the slot of the tensor the loop ends with,
+     * whose gradient so far the loop takes over and hands back whole (the
+     * read after the loop's, or a slot of its own, after G's, for the
+     * caller's gradient so far), or -1 */
+    int *lr_pslot;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -221,6 +227,11 @@ static int acc_first_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 
 static void bp_free(BP *b)
 {
+    for (int i = b->G->nvals + 1; i <= b->G->nvals + b->nlr; i++) {
+        if (b->g[i]) tensor_decref(b->g[i]);
+        if (b->none[i]) tensor_decref(b->none[i]);
+    }
+    free(b->lr_pslot);
     for (int j = 0; j < b->nlr; j++) {
         if (b->lr_in && b->lr_in[j]) tensor_decref(b->lr_in[j]);
         if (b->lr_g && b->lr_g[j]) tensor_decref(b->lr_g[j]);
@@ -601,6 +612,82 @@ static int logged_reads(const Graph *G, int **nodes, int **loops)
         }
     }
     return n;
+}
+
+/* Is x a host call of a method bound to o (an assign)? */
+static bool host_of(const GNode *x, const Obj *o)
+{
+    return x->kind == G_HOST && x->host->obj.kind == V_BUILTIN &&
+           ((const Builtin *)x->host->obj.u.o)->self.kind == V_OBJECT && ((const Builtin *)x->host->obj.u.o)->self.u.o == o;
+}
+
+/* The read of o in the top region next to loop id (dir -1: before it, +1:
+ * after it) with nothing between that may assign o (a host call, an if or
+ * loop), or -1: the tensor the loop starts (ends) with. */
+static int read_next_to(const Graph *G, int id, const Obj *o, int dir)
+{
+    const GRegion *top = &G->regions[0];
+    int at = -1;
+    for (int i = 0; i < top->n && at < 0; i++)
+        if (top->nodes[i] == id) at = i;
+    for (int i = at + dir; at >= 0 && i >= 0 && i < top->n; i += dir) {
+        const GNode *x = &G->nodes[top->nodes[i]];
+        if (x->kind == G_VAR_READ && !x->outer_out && x->host->obj.u.o == o) return top->nodes[i];
+        if (x->kind == G_HOST || x->kind == G_COND || x->kind == G_WHILE) return -1;
+    }
+    return -1;
+}
+
+/* Which logged reads are one tensor across iterations (role, by logged
+ * read; 0: none). A loop whose body assigns o A > 0 times, all directly in
+ * it, reads in iteration k the tensor it starts with before the first
+ * assign (segment 0) and after the last one (segment A) the tensor the
+ * next iteration starts with: a read in segment A (role 2) and one in
+ * segment 0 (role 1; mate: each other's index, or -1) read one tensor in
+ * iterations k and k + 1; and one in segment 0 in the first iteration the
+ * tensor a read before the loop read (pre: its node, or -1), one in
+ * segment A in the last the tensor a read after it reads (post). */
+static void logged_roles(const Graph *G, const int *nodes, const int *loops, int n, int *role, int *mate, int *pre,
+                         int *post)
+{
+    for (int j = 0; j < n; j++) {
+        role[j] = 0;
+        mate[j] = pre[j] = post[j] = -1;
+    }
+    for (int j = 0; j < n; j++) {
+        const GNode *w = &G->nodes[loops[j]];
+        const Obj *o = G->nodes[nodes[j]].host->obj.u.o;
+        const GRegion *body = &G->regions[w->regions[1]];
+        bool direct = !region_assigns(G, w->regions[0], &o, 1);
+        int A = 0;
+        for (int i = 0; i < body->n; i++) {
+            const GNode *x = &G->nodes[body->nodes[i]];
+            A += host_of(x, o);
+            if ((x->kind == G_COND || x->kind == G_WHILE) &&
+                (region_assigns(G, x->regions[0], &o, 1) || region_assigns(G, x->regions[1], &o, 1)))
+                direct = false;
+        }
+        if (!direct || !A) continue;
+        int j0 = -1, jA = -1, n0 = 0, nA = 0;
+        for (int q = 0; q < n; q++) {
+            if (loops[q] != loops[j] || G->nodes[nodes[q]].host->obj.u.o != o) continue;
+            int seg = 0;
+            for (int i = 0; i < body->n && body->nodes[i] != nodes[q]; i++) seg += host_of(&G->nodes[body->nodes[i]], o);
+            if (seg == 0) { j0 = q; n0++; }
+            if (seg == A) { jA = q; nA++; }
+        }
+        if (n0 > 1 || nA > 1) continue; /* (then its tensors read twice are refused: log_check) */
+        if (j0 >= 0) {
+            role[j0] = 1;
+            mate[j0] = jA;
+            pre[j0] = read_next_to(G, loops[j], o, -1);
+        }
+        if (jA >= 0) {
+            role[jA] = 2;
+            mate[jA] = j0;
+            post[jA] = read_next_to(G, loops[j], o, 1);
+        }
+    }
 }
 
 /* Is loop id's every read of a variable it assigns logged (BP.lr_*)? */
@@ -1017,11 +1104,16 @@ typedef struct GradCtx {
     tfe_tensor **resf;       /* per res, its flag (new refs; NULL: real) */
     bool preal;              /* loops: set false when a param's gradient may be none */
     /* loops: its logged reads (BP.lr_*, lw[q] their j), whose gradients
-     * (each iteration's its own) are carried stacked, with their flags,
-     * two values each from res[lwbase] on (lwsym: the carried ones) */
-    int nlw, lwbase;
-    const int *lw;
-    tfe_tensor *const *lwsym;
+     * (each iteration's its own) are carried stacked, with their flags, at
+     * res[lwoff[q]] and after it; where a read's tensor is read in the next
+     * iteration too (logged_roles), the gradient so far of that tensor at
+     * res[lwp[q]] (and its flag after it), and, where a read after the
+     * loop reads it in the last, that one's at res[lwq[q]] (-1: none);
+     * lsym: the carried values, last: the first reverse iteration's index */
+    int nlw;
+    const int *lw, *lwoff, *lwp, *lwq;
+    tfe_tensor *const *lsym;
+    tfe_tensor *last;
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -1298,6 +1390,82 @@ static void unalias(BP *b, const GradCtx *c)
     }
 }
 
+/* One reverse iteration's gradients of the logged reads (GradCtx.lw*):
+ * row i of each one's stack, or, for a tensor read in two iterations
+ * (logged_roles), its gradient so far handed on, the row of the read that
+ * completes it. */
+static int logged_rows(BP *b, GradCtx *c)
+{
+    const Graph *G = b->G;
+    tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+    tfe_tensor *first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
+    tfe_tensor *later = zero ? tfe_binary(OP_NE, c->index, zero) : NULL;
+    tfe_tensor *last = tfe_binary(OP_EQ, c->index, c->last);
+    int rc = zero && first && later && last ? 0 : -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.axes[0] = 0;
+    at.naxes = 1;
+    for (int q = 0; q < c->nlw && !rc; q++) {
+        int j = c->lw[q], role = b->lr_role[j], o = c->lwoff[q];
+        tfe_tensor *gq = NULL, *fq = NULL, *row = NULL;
+        if (region_result(b, G->nodes[b->lr_node[j]].vbase, &gq, &fq)) { rc = -1; break; }
+        if (!fq && !(fq = flag_const(false))) { rc = -1; tensor_decref(gq); break; }
+        row = ref(fq);
+        if (role == 2 && c->lwq[q] >= 0) { /* the last iteration's: the read after the loop's */
+            int k = c->lwq[q];
+            tfe_tensor *in[3] = {last, gq, c->lsym[k]};
+            c->res[k] = tfe_call1(OP_WHERE, 3, in, NULL);
+            in[1] = fq;
+            in[2] = c->lsym[k + 1];
+            c->res[k + 1] = tfe_call1(OP_WHERE, 3, in, NULL);
+            tfe_tensor *r2 = tfe_binary(OP_LOGICAL_OR, row, last);
+            tensor_decref(row);
+            row = r2;
+        }
+        if (role == 2 && b->lr_mate[j] < 0) { /* (no read of the tensor before in the next iteration down) */
+            c->res[c->lwp[q]] = filled(gq, -0.0);
+            c->res[c->lwp[q] + 1] = flag_const(true);
+        }
+        if (role == 1) {
+            int pq = -1; /* where its gradient goes on: the mate's, or to the read before the loop */
+            for (int m = 0; m < c->nlw; m++)
+                if (c->lw[m] == (b->lr_mate[j] >= 0 ? b->lr_mate[j] : j)) pq = c->lwp[m];
+            tfe_tensor *r2 = row;
+            if (b->lr_mate[j] >= 0 && r2) r2 = tfe_binary(OP_LOGICAL_OR, row, later);
+            if (b->lr_pre[j] >= 0 && r2) {
+                tfe_tensor *r3 = tfe_binary(OP_LOGICAL_OR, r2, first);
+                if (r2 != row) tensor_decref(r2);
+                r2 = r3;
+            }
+            if (r2 != row) tensor_decref(row);
+            row = r2;
+            if (pq >= 0) {
+                c->res[pq] = ref(gq);
+                c->res[pq + 1] = ref(fq);
+            }
+        }
+        tfe_tensor *in[3] = {c->lsym[o], c->index, gq};
+        if (row) c->res[o] = tfe_call1(OP_SCATTER, 3, in, &at);
+        in[0] = c->lsym[o + 1];
+        in[2] = row;
+        if (row) c->res[o + 1] = tfe_call1(OP_SCATTER, 3, in, &at);
+        if (row) tensor_decref(row);
+        tensor_decref(gq);
+        tensor_decref(fq);
+        if (!c->res[o] || !c->res[o + 1]) rc = -1;
+    }
+    for (int q = 0; q < c->nlw && !rc; q++) {
+        if (c->lwp[q] >= 0 && (!c->res[c->lwp[q]] || !c->res[c->lwp[q] + 1])) rc = -1;
+        if (c->lwq[q] >= 0 && (!c->res[c->lwq[q]] || !c->res[c->lwq[q] + 1])) rc = -1;
+    }
+    if (zero) tensor_decref(zero);
+    if (first) tensor_decref(first);
+    if (later) tensor_decref(later);
+    if (last) tensor_decref(last);
+    return rc;
+}
+
 /* One reverse iteration: the body replayed from the stacked values of
  * iteration i, swept with the carried gradients. */
 static int loop_grad_body(BP *b, void *p)
@@ -1319,8 +1487,12 @@ static int loop_grad_body(BP *b, void *p)
     }
     if (c->nlw && logged_values_at(b, c->id, c->index)) return -1;
     for (int q = 0; q < c->nlw; q++) { /* (a read of this iteration's own: no gradient so far) */
-        put(b->g, G->nodes[b->lr_node[c->lw[q]]].vbase, NULL);
-        put(b->none, G->nodes[b->lr_node[c->lw[q]]].vbase, NULL);
+        int s = G->nodes[b->lr_node[c->lw[q]]].vbase;
+        put(b->g, s, NULL);
+        put(b->none, s, NULL);
+        /* ... but the one after the assign: the next iteration's so far */
+        if (b->lr_role[c->lw[q]] == 2 && acc_first_f(b, s, ref(c->lsym[c->lwp[q]]), c->lsym[c->lwp[q] + 1]))
+            return -1;
     }
     if (replay_region(b, n->regions[1])) return -1;
     /* the first iteration: loop variables that started as a capture are it */
@@ -1366,26 +1538,7 @@ static int loop_grad_body(BP *b, void *p)
             return -1;
     for (int i = 0; i < ncap; i++) /* dcap and this iteration's contributions */
         if (region_result(b, c->caps->slot[i], &c->res[1 + nc + i], &c->res[1 + 2 * nc + ncap + i])) return -1;
-    for (int q = 0; q < c->nlw; q++) { /* a logged read's gradient: row i of its stack */
-        tfe_tensor *gq = NULL, *fq = NULL;
-        if (region_result(b, G->nodes[b->lr_node[c->lw[q]]].vbase, &gq, &fq)) return -1;
-        if (!fq && !(fq = flag_const(false))) {
-            tensor_decref(gq);
-            return -1;
-        }
-        tfe_attrs at;
-        tfe_attrs_init(&at);
-        at.axes[0] = 0;
-        at.naxes = 1;
-        tfe_tensor *in[3] = {c->lwsym[2 * q], c->index, gq};
-        c->res[c->lwbase + 2 * q] = tfe_call1(OP_SCATTER, 3, in, &at);
-        in[0] = c->lwsym[2 * q + 1];
-        in[2] = fq;
-        c->res[c->lwbase + 2 * q + 1] = tfe_call1(OP_SCATTER, 3, in, &at);
-        tensor_decref(gq);
-        tensor_decref(fq);
-        if (!c->res[c->lwbase + 2 * q] || !c->res[c->lwbase + 2 * q + 1]) return -1;
-    }
+    if (c->nlw && logged_rows(b, c)) return -1;
     for (int k = 1 + nc + ncap; k < c->nres; k++) {
         if (c->res[k] && k < 1 + 2 * nc + ncap && differentiable(&n->meta[k - (1 + nc + ncap)])) c->preal = false;
         if (!c->res[k] && !(c->res[k] = flag_const(false))) return -1;
@@ -1442,7 +1595,23 @@ static int sweep_loop(BP *b, int id)
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry0 = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
-    int ncarry = ncarry0 + 2 * nlw;
+    int ncarry = ncarry0;
+    int *lwoff = xcalloc((size_t)nlw + 1, sizeof *lwoff), *lwp = xcalloc((size_t)nlw + 1, sizeof *lwp);
+    int *lwq = xcalloc((size_t)nlw + 1, sizeof *lwq);
+    for (int q = 0; q < nlw; q++) { /* (GradCtx.lw*) */
+        int j = lw[q], role = b->lr_role[j];
+        lwoff[q] = ncarry;
+        ncarry += 2;
+        lwp[q] = lwq[q] = -1;
+        if (role == 2 || (role == 1 && b->lr_mate[j] < 0 && b->lr_pre[j] >= 0)) {
+            lwp[q] = ncarry;
+            ncarry += 2;
+        }
+        if (role == 2 && b->lr_pslot[j] >= 0) {
+            lwq[q] = ncarry;
+            ncarry += 2;
+        }
+    }
     tfe_tensor **init = xcalloc((size_t)ncarry, sizeof *init);
     tfe_tensor **res = xcalloc((size_t)ncarry, sizeof *res);
     tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
@@ -1467,12 +1636,27 @@ static int sweep_loop(BP *b, int id)
         at.nints = 1;
         at.ints[0] = st->shape[0];
         at.f[0] = 1.0;
-        init[ncarry0 + 2 * q] = filled(st, -0.0);
-        init[ncarry0 + 2 * q + 1] = tfe_call1(OP_FULL, 0, NULL, &at);
-        if (!init[ncarry0 + 2 * q] || !init[ncarry0 + 2 * q + 1]) goto out;
-        meta_of(&meta[ncarry0 + 2 * q], init[ncarry0 + 2 * q]);
-        meta_of(&meta[ncarry0 + 2 * q + 1], init[ncarry0 + 2 * q + 1]);
+        int o = lwoff[q];
+        init[o] = filled(st, -0.0);
+        init[o + 1] = tfe_call1(OP_FULL, 0, NULL, &at);
+        if (!init[o] || !init[o + 1]) goto out;
+        /* a tensor's gradient so far: none, or, for the tensor a read after
+         * the loop reads, that read's (which the loop takes over) */
+        int ps = lwq[q] >= 0 ? b->lr_pslot[lw[q]] : -1;
+        for (int k = 0; k < 2; k++) {
+            int at2 = k ? lwq[q] : lwp[q];
+            if (at2 < 0) continue;
+            tfe_tensor *gs = ps >= 0 ? b->g[ps] : NULL;
+            init[at2] = gs ? ref(gs) : filled(b->m[G->nodes[b->lr_node[lw[q]]].vbase], -0.0);
+            init[at2 + 1] = gs ? (b->none[ps] ? ref(b->none[ps]) : flag_const(false)) : flag_const(true);
+            if (!init[at2] || !init[at2 + 1]) goto out;
+        }
+        if (ps >= 0) {
+            put(b->g, ps, NULL);
+            put(b->none, ps, NULL);
+        }
     }
+    for (int k = ncarry0; k < ncarry; k++) meta_of(&meta[k], init[k]);
     /* the outputs' gradients and the captures' gradients so far; where
      * none (nothing reached them yet), -0.0s, which the first contribution
      * added to leaves as it is (as eager code sets it), flagged as none */
@@ -1519,7 +1703,8 @@ static int sweep_loop(BP *b, int id)
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
                  .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .dyf = pflags ? sym + nf : NULL,
-                 .sofarf = capf, .nlw = nlw, .lwbase = ncarry0, .lw = lw, .lwsym = sym + ncarry0};
+                 .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
+                 .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
     set_outs(g, rcond, 1, res, b->T);
     tensor_decref(res[0]);
@@ -1549,9 +1734,29 @@ static int sweep_loop(BP *b, int id)
     rc = 0;
     tensor_decref(outs[0]);
     for (int q = 0; q < nlw; q++) { /* the logged reads' gradients, by iteration */
-        put(b->lr_g, lw[q], outs[ncarry0 + 2 * q]);
-        put(b->lr_f, lw[q], outs[ncarry0 + 2 * q + 1]);
+        int j = lw[q];
+        put(b->lr_g, j, outs[lwoff[q]]);
+        put(b->lr_f, j, outs[lwoff[q] + 1]);
+        if (lwq[q] >= 0) { /* the read after the loop's, whole */
+            int ps = b->lr_pslot[j];
+            put(b->g, ps, outs[lwq[q]]);
+            put(b->none, ps, outs[lwq[q] + 1]);
+        }
     }
+    for (int q = 0; q < nlw; q++) { /* the first iteration's tensor: the read before the loop's */
+        int j = lw[q];
+        if (b->lr_role[j] != 1 || b->lr_pre[j] < 0) continue;
+        int pq = -1;
+        for (int m = 0; m < nlw; m++)
+            if (lw[m] == (b->lr_mate[j] >= 0 ? b->lr_mate[j] : j)) pq = lwp[m];
+        if (pq < 0) continue;
+        if (acc_f(b, G->nodes[b->lr_pre[j]].vbase, ref(outs[pq]), outs[pq + 1])) rc = -1;
+    }
+    for (int q = 0; q < nlw; q++)
+        if (lwp[q] >= 0) {
+            tensor_decref(outs[lwp[q]]);
+            tensor_decref(outs[lwp[q] + 1]);
+        }
     /* the captures' whole gradients first, then the initial values' (a value
      * can be both: the loop starts from x and reads x) */
     tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
@@ -1593,6 +1798,9 @@ out:
     free(initreal);
     free(palias);
     free(lw);
+    free(lwoff);
+    free(lwp);
+    free(lwq);
     caps_free(&caps);
     return rc;
 }
@@ -1857,6 +2065,7 @@ typedef struct GCallGrad {
      * read in this call; those values are sources of the entry after the
      * plan's (nlog in all), read j's in iteration order */
     int nlr, *lr_node, *lr_loop, *lr_count, nlog;
+    int *lr_role, *lr_mate, *lr_pre, *lr_post; /* (logged_roles) */
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -1873,6 +2082,10 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->lr_node);
     free(c->lr_loop);
     free(c->lr_count);
+    free(c->lr_role);
+    free(c->lr_mate);
+    free(c->lr_pre);
+    free(c->lr_post);
     free(c->draws);
     free(c->plan.src);
     free(c->plan.node);
@@ -2104,38 +2317,96 @@ static void note_kept_use(Graph *G, const Graph *bg, const GCallGrad *c, int fir
     free(read);
 }
 
+/* Place (entry input) of logged read j's value in iteration k. */
+static int log_place(const GCallGrad *c, int np, int j, int k)
+{
+    for (int i = 0; i < j; i++) np += c->lr_count[i];
+    return np + k;
+}
+
+/* The plan's place of node id (a source), or -1. */
+static int plan_place(const GCallGrad *c, int id)
+{
+    for (int i = 0; i < c->plan.nsrc; i++)
+        if (c->plan.node[i] == id) return i;
+    return -1;
+}
+
+/* Are places p and q (q a logged read's value) one tensor by the loop's
+ * structure (logged_roles), whose gradient the backward sums whole? */
+static bool log_pair(const GCallGrad *c, int np, int p, int q)
+{
+    for (int j = 0; j < c->nlr; j++) {
+        int n = c->lr_count[j];
+        if (!n) continue;
+        if (p < np && c->plan.node[p] == c->lr_node[j]) return true; /* (its own: the last value, unused) */
+        if (c->lr_role[j] == 1 && c->lr_pre[j] >= 0 && p == plan_place(c, c->lr_pre[j]) && q == log_place(c, np, j, 0))
+            return true;
+        if (c->lr_role[j] == 2 && c->lr_post[j] >= 0 && p == plan_place(c, c->lr_post[j]) &&
+            q == log_place(c, np, j, n - 1))
+            return true;
+        int m = c->lr_mate[j];
+        if (c->lr_role[j] == 2 && m >= 0)
+            for (int k = 0; k + 1 < n; k++) {
+                int a = log_place(c, np, j, k), b = log_place(c, np, m, k + 1);
+                if ((p == a && q == b) || (p == b && q == a)) return true;
+            }
+    }
+    return false;
+}
+
 /* A loop's logged reads (BP.lr_*) with a tape outside the call: each
  * iteration's tensor is a source of the entry, whose gradient is the one
- * that iteration gives it, as eager code's. Only where that is the
- * tensor's whole gradient: it has none so far (none can: a later op of the
- * caller reads the variable's newer tensor), and no other source is that
- * tensor but its own read's in the last iteration (whose gradient comes
- * from here). A tensor read again in a later iteration (a read after the
- * assign), or before or after the loop, would need the sums in between in
- * eager order: the loop's error (0: fine). */
+ * that iteration gives it, as eager code's. A tensor read in two places
+ * gets its gradient summed whole in eager order where the loop's
+ * structure says they are one tensor (logged_roles: a read after the
+ * assign and the next iteration's before it, a read before or after the
+ * loop); those must be one tensor on this call, and no tensor the loop
+ * reads may have a gradient so far (none can: a later op of the caller
+ * reads the variable's newer tensor, but where a read after the loop's
+ * assign reads the tensor the call leaves). Else the loop's error (0:
+ * fine). */
 static int log_check(GCallGrad *c, int nall, tfe_tensor *const *in, tfe_tensor *const *dx)
 {
     const Graph *G = c->G;
-    int np = nall - c->nlog;
-    for (int q = np; q < nall; q++) {
-        bool ok = dx[q] == NULL || dx[q] == TFE_GRAD_SKIP;
-        for (int p = 0; p < nall && ok; p++) {
+    int np = nall - c->nlog, bad = -1;
+    for (int q = np; q < nall && bad < 0; q++) {
+        if (dx[q] && dx[q] != TFE_GRAD_SKIP) bad = q;
+        for (int p = 0; p < nall && bad < 0; p++) {
             if (p == q || in[p] != in[q]) continue;
-            ok = false;
-            for (int j = 0; j < c->nlr && p < np && !(dx[p] && dx[p] != TFE_GRAD_SKIP); j++)
-                ok |= c->lr_node[j] == c->plan.node[p];
-        }
-        if (!ok) {
-            int j = 0;
-            for (int at = np + c->lr_count[0]; at <= q && j + 1 < c->nlr; at += c->lr_count[++j]) {}
-            return raise_at(c->I, G->nodes[c->lr_loop[j]].loc, "%s",
-                            "gradients through a staged loop that assigns a variable it reads are not supported "
-                            "where a tensor of the variable it reads is read elsewhere too (in another iteration, "
-                            "or before or after the loop): keep the value in a loop variable and assign the "
-                            "variable after the loop, or take the gradient eagerly: run_eagerly(true)");
+            if (!log_pair(c, np, p, q)) bad = q;
+            /* a gradient so far: only the caller's, of the tensor the loop
+             * ends with, at its first place (a read's in the last iteration
+             * after the assign: BP.lr_pslot) */
+            if (dx[p] && dx[p] != TFE_GRAD_SKIP) {
+                bool end = false;
+                for (int j = 0; j < c->nlr; j++)
+                    end |= c->lr_role[j] == 2 && p == plan_place(c, c->lr_node[j]) && c->lr_count[j] &&
+                           q == log_place(c, np, j, c->lr_count[j] - 1);
+                for (int e = 0; e < p && end; e++) end = in[e] != in[p];
+                if (!end) bad = q;
+            }
         }
     }
-    return 0;
+    /* what the structure says is one tensor must be one on this call */
+    for (int j = 0; j < c->nlr && bad < 0; j++) {
+        int n = c->lr_count[j], m = c->lr_mate[j];
+        if (!n) continue;
+        int pre = c->lr_role[j] == 1 && c->lr_pre[j] >= 0 ? plan_place(c, c->lr_pre[j]) : -1;
+        int post = c->lr_role[j] == 2 && c->lr_post[j] >= 0 ? plan_place(c, c->lr_post[j]) : -1;
+        if (pre >= 0 && in[pre] != in[log_place(c, np, j, 0)]) bad = log_place(c, np, j, 0);
+        if (post >= 0 && in[post] != in[log_place(c, np, j, n - 1)]) bad = log_place(c, np, j, n - 1);
+        for (int k = 0; c->lr_role[j] == 2 && m >= 0 && k + 1 < n && bad < 0; k++)
+            if (in[log_place(c, np, j, k)] != in[log_place(c, np, m, k + 1)]) bad = log_place(c, np, j, k);
+    }
+    if (bad < 0) return 0;
+    int j = 0;
+    while (j + 1 < c->nlr && bad >= log_place(c, np, j + 1, 0)) j++;
+    return raise_at(c->I, G->nodes[c->lr_loop[j]].loc, "%s",
+                    "gradients through a staged loop that assigns a variable it reads are not supported where a "
+                    "tensor of the variable it reads is read elsewhere too, or used by the caller after the call "
+                    "(keep the value in a loop variable and assign the variable after the loop, or take the "
+                    "gradient eagerly: run_eagerly(true))");
 }
 
 /* The logged reads' values stacked, one per read (new refs into st). */
@@ -2308,14 +2579,39 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     int *gslot = xmalloc(sizeof *gslot * (size_t)(nin + 1));
     for (int i = 0; i < nin; i++) gslot[i] = c->plan.src[i];
     Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
-    BP b = {I, T, BG, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
+    size_t nsl = (size_t)G->nvals + 1 + (size_t)nlr; /* (a slot of its own per logged read after G's) */
+    BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
-            xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
-            0, NULL, NULL, NULL, NULL, NULL};
+            xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (nlr) {
         b.nlr = nlr;
         b.lr_node = c->lr_node;
         b.lr_loop = c->lr_loop;
+        b.lr_role = c->lr_role;
+        b.lr_mate = c->lr_mate;
+        b.lr_pre = c->lr_pre;
+        b.lr_post = c->lr_post;
+        b.lr_pslot = xmalloc(sizeof *b.lr_pslot * (size_t)nlr);
+        for (int j = 0; j < nlr; j++) {
+            b.lr_pslot[j] = -1;
+            if (c->lr_role[j] != 2) continue;
+            int p = plan_place(c, c->lr_node[j]);
+            if (c->lr_post[j] >= 0) {
+                b.lr_pslot[j] = G->nodes[c->lr_post[j]].vbase;
+                /* the caller's gradient so far of that tensor (its first
+                 * place is this read's) goes to the read after the loop,
+                 * which has it whole in the end */
+                if (p >= 0 && sofar[p]) {
+                    int pp = plan_place(c, c->lr_post[j]);
+                    gslot[p] = b.lr_pslot[j];
+                    if (pp >= 0) gslot[pp] = -1;
+                }
+            } else if (p >= 0 && sofar[p]) {
+                b.lr_pslot[j] = G->nvals + 1 + j;
+                gslot[p] = b.lr_pslot[j];
+            }
+        }
         b.lr_in = xcalloc((size_t)nlr, sizeof *b.lr_in);
         b.lr_g = xcalloc((size_t)nlr, sizeof *b.lr_g);
         b.lr_f = xcalloc((size_t)nlr, sizeof *b.lr_f);
@@ -2604,6 +2900,11 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         /* the logged reads' values, after the plan's sources */
         c->nlr = logged_reads(B, &c->lr_node, &c->lr_loop);
         c->lr_count = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_count);
+        c->lr_role = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_role);
+        c->lr_mate = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_mate);
+        c->lr_pre = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_pre);
+        c->lr_post = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_post);
+        logged_roles(B, c->lr_node, c->lr_loop, c->nlr, c->lr_role, c->lr_mate, c->lr_pre, c->lr_post);
         for (int k = 0; k < x.nlog && c->nlr; k++)
             for (int j = 0; j < c->nlr; j++)
                 if ((map ? map[c->lr_node[j]] : c->lr_node[j]) == x.lognode[k]) {

@@ -441,7 +441,7 @@ fail:
 
 /* A while replayed for a backward: outputs are the carried values, then
  * each carried value of every iteration stacked (shape (n, ...)), then n. */
-static int logged_values_at(BP *b, int id, tfe_tensor *i);
+static int logged_values_at(BP *b, int id, int region, tfe_tensor *i);
 
 typedef struct LoopCtx {
     int id;
@@ -455,6 +455,7 @@ static int replay_loop_cond(BP *b, void *p)
     LoopCtx *c = p;
     const GNode *n = &b->G->nodes[c->id];
     const GRegion *rc = &b->G->regions[n->regions[0]];
+    if (c->counter && logged_values_at(b, c->id, n->regions[0], c->counter)) return -1;
     if (replay_region(b, n->regions[0])) return -1;
     c->vals[0] = b->m[slot_of(b->G, rc->outs[0])];
     return 0;
@@ -465,7 +466,7 @@ static int replay_loop_body(BP *b, void *p)
     LoopCtx *c = p;
     const GNode *n = &b->G->nodes[c->id];
     const GRegion *rb = &b->G->regions[n->regions[1]];
-    if (c->counter && logged_values_at(b, c->id, c->counter)) return -1;
+    if (c->counter && logged_values_at(b, c->id, n->regions[1], c->counter)) return -1;
     if (replay_region(b, n->regions[1])) return -1;
     for (int k = 0; k < rb->nouts; k++) c->vals[k] = b->m[slot_of(b->G, rb->outs[k])];
     if (c->counter) {
@@ -585,7 +586,7 @@ static bool loop_loggable(const Graph *G, int id, bool *any)
         const Obj *o = x->host->obj.u.o;
         if (!region_assigns(G, w->regions[0], &o, 1) && !region_assigns(G, w->regions[1], &o, 1)) continue;
         *any = true;
-        ok &= x->region == w->regions[1];
+        ok &= x->region == w->regions[0] || x->region == w->regions[1];
     }
     return ok && *any;
 }
@@ -602,7 +603,8 @@ static int logged_reads(const Graph *G, int **nodes, int **loops)
         const GNode *w = &G->nodes[id];
         for (int i = 0; i < G->n; i++) {
             const GNode *x = &G->nodes[i];
-            if (x->kind != G_VAR_READ || x->outer_out || x->region != w->regions[1]) continue;
+            if (x->kind != G_VAR_READ || x->outer_out || (x->region != w->regions[0] && x->region != w->regions[1]))
+                continue;
             const Obj *o = x->host->obj.u.o;
             if (!region_assigns(G, w->regions[0], &o, 1) && !region_assigns(G, w->regions[1], &o, 1)) continue;
             *nodes = xrealloc(*nodes, sizeof **nodes * (size_t)(n + 1));
@@ -654,10 +656,13 @@ static void logged_roles(const Graph *G, const int *nodes, const int *loops, int
         role[j] = 0;
         mate[j] = pre[j] = post[j] = -1;
     }
+    for (int j = 0; j < n; j++)
+        if (G->nodes[nodes[j]].region == G->nodes[loops[j]].regions[0]) role[j] = 3;
     for (int j = 0; j < n; j++) {
         const GNode *w = &G->nodes[loops[j]];
         const Obj *o = G->nodes[nodes[j]].host->obj.u.o;
         const GRegion *body = &G->regions[w->regions[1]];
+        if (role[j] == 3) continue;
         bool direct = !region_assigns(G, w->regions[0], &o, 1);
         int A = 0;
         for (int i = 0; i < body->n; i++) {
@@ -670,7 +675,7 @@ static void logged_roles(const Graph *G, const int *nodes, const int *loops, int
         if (!direct || !A) continue;
         int j0 = -1, jA = -1, n0 = 0, nA = 0;
         for (int q = 0; q < n; q++) {
-            if (loops[q] != loops[j] || G->nodes[nodes[q]].host->obj.u.o != o) continue;
+            if (loops[q] != loops[j] || G->nodes[nodes[q]].host->obj.u.o != o || role[q] == 3) continue;
             int seg = 0;
             for (int i = 0; i < body->n && body->nodes[i] != nodes[q]; i++) seg += host_of(&G->nodes[body->nodes[i]], o);
             if (seg == 0) { j0 = q; n0++; }
@@ -709,11 +714,12 @@ static tfe_tensor *logged_value(BP *b, int j, tfe_tensor *i)
     return tfe_call1(OP_GATHER, 2, in, &at);
 }
 
-/* In loop id's iteration i, its logged reads take that iteration's values. */
-static int logged_values_at(BP *b, int id, tfe_tensor *i)
+/* In loop id's iteration i, its logged reads in region (its condition's
+ * or body's) take that iteration's values. */
+static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
 {
     for (int j = 0; j < b->nlr; j++) {
-        if (b->lr_loop[j] != id) continue;
+        if (b->lr_loop[j] != id || b->G->nodes[b->lr_node[j]].region != region) continue;
         tfe_tensor *t = logged_value(b, j, i);
         if (!t) return -1;
         put(b->m, b->G->nodes[b->lr_node[j]].vbase, t);
@@ -1485,7 +1491,7 @@ static int loop_grad_body(BP *b, void *p)
         if (!x) return -1;
         put(b->m, G->nodes[grc->params[k]].vbase, x);
     }
-    if (c->nlw && logged_values_at(b, c->id, c->index)) return -1;
+    if (c->nlw && logged_values_at(b, c->id, n->regions[1], c->index)) return -1;
     for (int q = 0; q < c->nlw; q++) { /* (a read of this iteration's own: no gradient so far) */
         int s = G->nodes[b->lr_node[c->lw[q]]].vbase;
         put(b->g, s, NULL);
@@ -1581,7 +1587,7 @@ static int sweep_loop(BP *b, int id)
     int *lw = xcalloc((size_t)b->nlr + 1, sizeof *lw), nlw = 0;
     for (int j = 0; j < b->nlr && loop_logged(b, id); j++) {
         if (b->lr_loop[j] != id) continue;
-        lw[nlw++] = j;
+        if (b->lr_role[j] != 3) lw[nlw++] = j; /* (one in its condition: no gradient) */
         int s = G->nodes[b->lr_node[j]].vbase;
         for (int i = 0; i < caps.n; i++)
             if (caps.slot[i] == s) {
@@ -2334,8 +2340,16 @@ static int plan_place(const GCallGrad *c, int id)
 
 /* Are places p and q (q a logged read's value) one tensor by the loop's
  * structure (logged_roles), whose gradient the backward sums whole? */
+static int log_role(const GCallGrad *c, int np, int p)
+{
+    for (int j = 0, at = np; j < c->nlr; at += c->lr_count[j++])
+        if (p >= at && p < at + c->lr_count[j]) return c->lr_role[j];
+    return -1;
+}
+
 static bool log_pair(const GCallGrad *c, int np, int p, int q)
 {
+    if (log_role(c, np, p) == 3) return true; /* (a read in the loop's condition: no gradient) */
     for (int j = 0; j < c->nlr; j++) {
         int n = c->lr_count[j];
         if (!n) continue;
@@ -2371,6 +2385,7 @@ static int log_check(GCallGrad *c, int nall, tfe_tensor *const *in, tfe_tensor *
     const Graph *G = c->G;
     int np = nall - c->nlog, bad = -1;
     for (int q = np; q < nall && bad < 0; q++) {
+        if (log_role(c, np, q) == 3) continue; /* (no gradient: the others' are whole) */
         if (dx[q] && dx[q] != TFE_GRAD_SKIP) bad = q;
         for (int p = 0; p < nall && bad < 0; p++) {
             if (p == q || in[p] != in[q]) continue;
@@ -2381,8 +2396,7 @@ static int log_check(GCallGrad *c, int nall, tfe_tensor *const *in, tfe_tensor *
             if (dx[p] && dx[p] != TFE_GRAD_SKIP) {
                 bool end = false;
                 for (int j = 0; j < c->nlr; j++)
-                    end |= c->lr_role[j] == 2 && p == plan_place(c, c->lr_node[j]) && c->lr_count[j] &&
-                           q == log_place(c, np, j, c->lr_count[j] - 1);
+                    end |= c->lr_role[j] == 2 && c->lr_count[j] && in[p] == in[log_place(c, np, j, c->lr_count[j] - 1)];
                 for (int e = 0; e < p && end; e++) end = in[e] != in[p];
                 if (!end) bad = q;
             }
@@ -2596,7 +2610,12 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         for (int j = 0; j < nlr; j++) {
             b.lr_pslot[j] = -1;
             if (c->lr_role[j] != 2) continue;
+            /* (the first place of the tensor the loop ends with, where it
+             * ran: the caller's gradient so far) */
             int p = plan_place(c, c->lr_node[j]);
+            if (p >= 0 && (!c->lr_count[j] || in[p] != in[log_place(c, nin, j, c->lr_count[j] - 1)])) p = -1;
+            for (int e = 0; p >= 0 && e < p; e++)
+                if (in[e] == in[p]) p = e;
             if (c->lr_post[j] >= 0) {
                 b.lr_pslot[j] = G->nodes[c->lr_post[j]].vbase;
                 /* the caller's gradient so far of that tensor (its first

@@ -2323,6 +2323,14 @@ static void note_kept_use(Graph *G, const Graph *bg, const GCallGrad *c, int fir
     free(read);
 }
 
+/* Is node id a logged read? */
+static bool logged_node(const GCallGrad *c, int id)
+{
+    for (int j = 0; j < c->nlr; j++)
+        if (c->lr_node[j] == id) return true;
+    return false;
+}
+
 /* Place (entry input) of logged read j's value in iteration k. */
 static int log_place(const GCallGrad *c, int np, int j, int k)
 {
@@ -2630,6 +2638,18 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
                 b.lr_pslot[j] = G->nvals + 1 + j;
                 gslot[p] = b.lr_pslot[j];
             }
+        }
+        /* a logged read's own place (its last value, whose gradient is its
+         * values'), first of a tensor with a gradient so far that another
+         * read has too (a loop that did not run): that one has it whole */
+        for (int p = 0; p < nin; p++) {
+            if (!sofar[p] || gslot[p] != c->plan.src[p] || !logged_node(c, c->plan.node[p])) continue;
+            for (int p2 = p + 1; p2 < nin; p2++)
+                if (in[p2] == in[p] && gslot[p2] >= 0 && !logged_node(c, c->plan.node[p2])) {
+                    gslot[p] = gslot[p2];
+                    gslot[p2] = -1;
+                    break;
+                }
         }
         b.lr_in = xcalloc((size_t)nlr, sizeof *b.lr_in);
         b.lr_g = xcalloc((size_t)nlr, sizeof *b.lr_g);

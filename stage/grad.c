@@ -2952,7 +2952,20 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
                 }
         int nsrc = c->plan.nsrc + c->nlog;
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(nsrc + 1));
-        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(I, B, R, map, &c->plan, &x, i);
+        for (int i = 0; i < c->plan.nsrc; i++) {
+            /* a logged read that did not run (its loop ran zero times):
+             * the variable's tensor as it is, which no tape notes (its
+             * gradient is its values', none), as in a run outside a trace */
+            int jl = -1;
+            for (int j = 0; j < c->nlr; j++)
+                if (c->lr_node[j] == c->plan.node[i] && !c->lr_count[j]) jl = j;
+            if (jl >= 0) {
+                src[i] = variable_peek(B->nodes[c->plan.node[i]].host->obj);
+                tensor_incref(src[i]);
+                continue;
+            }
+            src[i] = source_value(I, B, R, map, &c->plan, &x, i);
+        }
         for (int j = 0, at = c->plan.nsrc; j < c->nlr; j++)
             for (int k = 0; k < x.nlog; k++)
                 if ((map ? map[c->lr_node[j]] : c->lr_node[j]) == x.lognode[k]) {

@@ -24,6 +24,10 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
     x->coll = NULL;
     x->nops = 0;
     x->keep = false;
+    x->logreads = false;
+    x->log = NULL;
+    x->lognode = NULL;
+    x->nlog = x->caplog = 0;
     x->frame_base = graph_host.frame_depth ? graph_host.frame_depth(host) : 0;
     if (!g->busy) { /* the graph's own array: no allocation per call */
         if (g->scratch_cap < g->nvals + 1) { /* a graph still being traced grows */
@@ -52,6 +56,12 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
 void grun_release(GRun *x)
 {
     if (x->coll) grun_coll_end(x); /* before the values go: MPI may still write a buffer */
+    for (int i = 0; i < x->nlog; i++) tensor_decref(x->log[i]);
+    free(x->log);
+    free(x->lognode);
+    x->log = NULL;
+    x->lognode = NULL;
+    x->nlog = x->caplog = 0;
     if (!x->v) return;
     for (int i = 0; i < x->g->nvals; i++)
         if (x->v[i]) tensor_decref(x->v[i]);
@@ -444,6 +454,16 @@ int grun_node(GRun *x, int id)
     case G_VAR_READ: {
         tfe_tensor *t = graph_host.var_read ? graph_host.var_read(x, n) : NULL;
         if (!t) return node_error(x, n, "a variable read failed");
+        if (x->logreads && n->region != 0) {
+            if (x->nlog == x->caplog) {
+                x->caplog = x->caplog ? 2 * x->caplog : 16;
+                x->log = xrealloc(x->log, sizeof *x->log * (size_t)x->caplog);
+                x->lognode = xrealloc(x->lognode, sizeof *x->lognode * (size_t)x->caplog);
+            }
+            tensor_incref(t);
+            x->log[x->nlog] = t;
+            x->lognode[x->nlog++] = id;
+        }
         grun_set(x, n->vbase, t);
         return 0;
     }

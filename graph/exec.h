@@ -20,6 +20,13 @@ typedef struct GRun {
     long nops;           /* op and fused nodes run (for those statistics) */
     bool keep;           /* keep every value to the end of a planned run (the caller
                             reads some afterwards): no early release, no update in place */
+    /* logreads: every run of a variable read inside a branch or loop body
+     * is logged, in run order (stage/grad.c: a loop that assigns what it
+     * reads reads a new tensor at every iteration, and its backward needs
+     * each): log[i] (owned) was read by node lognode[i] */
+    bool logreads;
+    tfe_tensor **log;
+    int *lognode, nlog, caplog;
 } GRun;
 
 /* Use g's memory plan for this run (a cached call; not a run inside a run). */

@@ -58,6 +58,21 @@ typedef struct BP {
     bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
                             noted (Graph.noted_loops): that tape adds what eager code adds
                             for the tensors of a variable the loop reads and assigns */
+    /* logged reads (a backward of its own: backward_run): reads in the body
+     * of a loop of the top region that assigns their variable, one tensor
+     * per iteration, which the forward run logged (lr_in[j]: node lr_node[j]'s
+     * values stacked, traced; lr_loop[j]: its loop). The loop's replay and
+     * backward take iteration i's value, and give each its own gradient,
+     * stacked (lr_g[j], flags lr_f[j]: where none; owned, NULL: none reached) */
+    int nlr;
+    const int *lr_node, *lr_loop;
+    tfe_tensor **lr_in, **lr_g, **lr_f;
+    const int *lr_role, *lr_mate, *lr_pre, *lr_post; /* (logged_roles) */
+    /* by logged read of role 2: the slot of the tensor the loop ends with,
+     * whose gradient so far the loop takes over and hands back whole (the
+     * read after the loop's, or a slot of its own, after G's, for the
+     * caller's gradient so far), or -1 */
+    int *lr_pslot;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -212,6 +227,19 @@ static int acc_first_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 
 static void bp_free(BP *b)
 {
+    for (int i = b->G->nvals + 1; i <= b->G->nvals + b->nlr; i++) {
+        if (b->g[i]) tensor_decref(b->g[i]);
+        if (b->none[i]) tensor_decref(b->none[i]);
+    }
+    free(b->lr_pslot);
+    for (int j = 0; j < b->nlr; j++) {
+        if (b->lr_in && b->lr_in[j]) tensor_decref(b->lr_in[j]);
+        if (b->lr_g && b->lr_g[j]) tensor_decref(b->lr_g[j]);
+        if (b->lr_f && b->lr_f[j]) tensor_decref(b->lr_f[j]);
+    }
+    free(b->lr_in);
+    free(b->lr_g);
+    free(b->lr_f);
     for (int i = 0; i <= b->G->nvals; i++) {
         if (b->m[i]) tensor_decref(b->m[i]);
         if (b->g[i]) tensor_decref(b->g[i]);
@@ -413,13 +441,21 @@ fail:
 
 /* A while replayed for a backward: outputs are the carried values, then
  * each carried value of every iteration stacked (shape (n, ...)), then n. */
-typedef struct LoopCtx { int id; tfe_tensor **vals; } LoopCtx;
+static int logged_values_at(BP *b, int id, int region, tfe_tensor *i);
+
+typedef struct LoopCtx {
+    int id;
+    tfe_tensor **vals;
+    tfe_tensor *counter; /* a loop with logged reads: the iteration, a param of its own (else NULL) */
+    tfe_tensor *next;    /* ... and its next value (owned) */
+} LoopCtx;
 
 static int replay_loop_cond(BP *b, void *p)
 {
     LoopCtx *c = p;
     const GNode *n = &b->G->nodes[c->id];
     const GRegion *rc = &b->G->regions[n->regions[0]];
+    if (c->counter && logged_values_at(b, c->id, n->regions[0], c->counter)) return -1;
     if (replay_region(b, n->regions[0])) return -1;
     c->vals[0] = b->m[slot_of(b->G, rc->outs[0])];
     return 0;
@@ -430,8 +466,16 @@ static int replay_loop_body(BP *b, void *p)
     LoopCtx *c = p;
     const GNode *n = &b->G->nodes[c->id];
     const GRegion *rb = &b->G->regions[n->regions[1]];
+    if (c->counter && logged_values_at(b, c->id, n->regions[1], c->counter)) return -1;
     if (replay_region(b, n->regions[1])) return -1;
     for (int k = 0; k < rb->nouts; k++) c->vals[k] = b->m[slot_of(b->G, rb->outs[k])];
+    if (c->counter) {
+        tfe_tensor *one = tensor_from_i64(1, TFE_INT64);
+        c->next = one ? tfe_binary(OP_ADD, c->counter, one) : NULL;
+        if (one) tensor_decref(one);
+        if (!c->next) return -1;
+        c->vals[rb->nouts] = c->next;
+    }
     return 0;
 }
 
@@ -527,6 +571,162 @@ static bool loop_reads_reach(const Graph *G, int id, const Obj **vars, int nv)
     return hit;
 }
 
+/* Can loop id's reads of the variables it assigns be logged (BP.lr_*):
+ * a loop of the top region whose reads of those are all directly in its
+ * body (a read in its condition, or in an if or loop inside it, runs a
+ * number of times of its own)? *any: it reads a variable it assigns. */
+static bool loop_loggable(const Graph *G, int id, bool *any)
+{
+    const GNode *w = &G->nodes[id];
+    bool ok = w->region == 0;
+    *any = false;
+    for (int i = 0; i < G->n; i++) {
+        const GNode *x = &G->nodes[i];
+        if (x->kind != G_VAR_READ || x->outer_out || !node_inside(G, i, id)) continue;
+        const Obj *o = x->host->obj.u.o;
+        if (!region_assigns(G, w->regions[0], &o, 1) && !region_assigns(G, w->regions[1], &o, 1)) continue;
+        *any = true;
+        ok &= x->region == w->regions[0] || x->region == w->regions[1];
+    }
+    return ok && *any;
+}
+
+/* The logged reads of G (BP.lr_*): their nodes and loops (owned arrays),
+ * in node order; returns how many. */
+static int logged_reads(const Graph *G, int **nodes, int **loops)
+{
+    int n = 0;
+    *nodes = *loops = NULL;
+    for (int id = 0; id < G->n; id++) {
+        bool any;
+        if (G->nodes[id].kind != G_WHILE || !loop_loggable(G, id, &any)) continue;
+        const GNode *w = &G->nodes[id];
+        for (int i = 0; i < G->n; i++) {
+            const GNode *x = &G->nodes[i];
+            if (x->kind != G_VAR_READ || x->outer_out || (x->region != w->regions[0] && x->region != w->regions[1]))
+                continue;
+            const Obj *o = x->host->obj.u.o;
+            if (!region_assigns(G, w->regions[0], &o, 1) && !region_assigns(G, w->regions[1], &o, 1)) continue;
+            *nodes = xrealloc(*nodes, sizeof **nodes * (size_t)(n + 1));
+            *loops = xrealloc(*loops, sizeof **loops * (size_t)(n + 1));
+            (*nodes)[n] = i;
+            (*loops)[n++] = id;
+        }
+    }
+    return n;
+}
+
+/* Is x a host call of a method bound to o (an assign)? */
+static bool host_of(const GNode *x, const Obj *o)
+{
+    return x->kind == G_HOST && x->host->obj.kind == V_BUILTIN &&
+           ((const Builtin *)x->host->obj.u.o)->self.kind == V_OBJECT && ((const Builtin *)x->host->obj.u.o)->self.u.o == o;
+}
+
+/* The read of o in the top region next to loop id (dir -1: before it, +1:
+ * after it) with nothing between that may assign o (a host call, an if or
+ * loop), or -1: the tensor the loop starts (ends) with. */
+static int read_next_to(const Graph *G, int id, const Obj *o, int dir)
+{
+    const GRegion *top = &G->regions[0];
+    int at = -1;
+    for (int i = 0; i < top->n && at < 0; i++)
+        if (top->nodes[i] == id) at = i;
+    for (int i = at + dir; at >= 0 && i >= 0 && i < top->n; i += dir) {
+        const GNode *x = &G->nodes[top->nodes[i]];
+        if (x->kind == G_VAR_READ && !x->outer_out && x->host->obj.u.o == o) return top->nodes[i];
+        if (x->kind == G_HOST || x->kind == G_COND || x->kind == G_WHILE) return -1;
+    }
+    return -1;
+}
+
+/* Which logged reads are one tensor across iterations (role, by logged
+ * read; 0: none). A loop whose body assigns o A > 0 times, all directly in
+ * it, reads in iteration k the tensor it starts with before the first
+ * assign (segment 0) and after the last one (segment A) the tensor the
+ * next iteration starts with: a read in segment A (role 2) and one in
+ * segment 0 (role 1; mate: each other's index, or -1) read one tensor in
+ * iterations k and k + 1; and one in segment 0 in the first iteration the
+ * tensor a read before the loop read (pre: its node, or -1), one in
+ * segment A in the last the tensor a read after it reads (post). */
+static void logged_roles(const Graph *G, const int *nodes, const int *loops, int n, int *role, int *mate, int *pre,
+                         int *post)
+{
+    for (int j = 0; j < n; j++) {
+        role[j] = 0;
+        mate[j] = pre[j] = post[j] = -1;
+    }
+    for (int j = 0; j < n; j++)
+        if (G->nodes[nodes[j]].region == G->nodes[loops[j]].regions[0]) role[j] = 3;
+    for (int j = 0; j < n; j++) {
+        const GNode *w = &G->nodes[loops[j]];
+        const Obj *o = G->nodes[nodes[j]].host->obj.u.o;
+        const GRegion *body = &G->regions[w->regions[1]];
+        if (role[j] == 3) continue;
+        bool direct = !region_assigns(G, w->regions[0], &o, 1);
+        int A = 0;
+        for (int i = 0; i < body->n; i++) {
+            const GNode *x = &G->nodes[body->nodes[i]];
+            A += host_of(x, o);
+            if ((x->kind == G_COND || x->kind == G_WHILE) &&
+                (region_assigns(G, x->regions[0], &o, 1) || region_assigns(G, x->regions[1], &o, 1)))
+                direct = false;
+        }
+        if (!direct || !A) continue;
+        int j0 = -1, jA = -1, n0 = 0, nA = 0;
+        for (int q = 0; q < n; q++) {
+            if (loops[q] != loops[j] || G->nodes[nodes[q]].host->obj.u.o != o || role[q] == 3) continue;
+            int seg = 0;
+            for (int i = 0; i < body->n && body->nodes[i] != nodes[q]; i++) seg += host_of(&G->nodes[body->nodes[i]], o);
+            if (seg == 0) { j0 = q; n0++; }
+            if (seg == A) { jA = q; nA++; }
+        }
+        if (n0 > 1 || nA > 1) continue; /* (then its tensors read twice are refused: log_check) */
+        if (j0 >= 0) {
+            role[j0] = 1;
+            mate[j0] = jA;
+            pre[j0] = read_next_to(G, loops[j], o, -1);
+        }
+        if (jA >= 0) {
+            role[jA] = 2;
+            mate[jA] = j0;
+            post[jA] = read_next_to(G, loops[j], o, 1);
+        }
+    }
+}
+
+/* Is loop id's every read of a variable it assigns logged (BP.lr_*)? */
+static bool loop_logged(const BP *b, int id)
+{
+    for (int j = 0; j < b->nlr; j++)
+        if (b->lr_loop[j] == id && b->lr_in && b->lr_in[j]) return true;
+    return false;
+}
+
+/* Iteration i's value of logged read j (new ref, traced), or NULL. */
+static tfe_tensor *logged_value(BP *b, int j, tfe_tensor *i)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.axes[0] = 0;
+    at.naxes = 1;
+    tfe_tensor *in[2] = {b->lr_in[j], i};
+    return tfe_call1(OP_GATHER, 2, in, &at);
+}
+
+/* In loop id's iteration i, its logged reads in region (its condition's
+ * or body's) take that iteration's values. */
+static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
+{
+    for (int j = 0; j < b->nlr; j++) {
+        if (b->lr_loop[j] != id || b->G->nodes[b->lr_node[j]].region != region) continue;
+        tfe_tensor *t = logged_value(b, j, i);
+        if (!t) return -1;
+        put(b->m, b->G->nodes[b->lr_node[j]].vbase, t);
+    }
+    return 0;
+}
+
 static int replay_loop(BP *b, int id)
 {
     /* A variable read in the loop is a source of the backward with one
@@ -537,14 +737,16 @@ static int replay_loop(BP *b, int id)
      * then the replay's values and the backward do not depend on them, and
      * their gradients are none; with a tape made in the trace that ran the
      * loop, that tape adds what eager code adds for them (builtins_
-     * autodiff.c, loop_zeros). A tape outside (a staged call's backward)
-     * has nothing that does: refused. */
+     * autodiff.c, loop_zeros). A tape outside (a staged call's backward of
+     * its own) has each iteration's tensors where the loop's reads are
+     * logged (BP.lr_*: the replay below carries the iteration and takes
+     * iteration i's); elsewhere refused. */
     {
         const Obj *reads[64];
         const GNode *w = &b->G->nodes[id];
         int nr = region_var_reads(b->G, w->regions[1], reads, 0, 64);
         nr = region_var_reads(b->G, w->regions[0], reads, nr, 64);
-        if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)) &&
+        if (nr && (nr == 64 || region_assigns(b->G, w->regions[1], reads, nr)) && !loop_logged(b, id) &&
             (!b->noted_loops || w->region != 0 || nr == 64 || loop_reads_reach(b->G, id, reads, nr)))
             return bp_error(b, w, "gradients through a staged loop that assigns a variable it reads are not "
                                   "supported (keep the value in a loop variable and assign the variable after "
@@ -553,35 +755,56 @@ static int replay_loop(BP *b, int id)
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];
     const GRegion *grc = &G->regions[n->regions[0]];
-    int nc = grc->nparams; /* a while replayed for a backward has 2 nc + 1 outputs */
+    int nc = grc->nparams;
+    /* a while replayed for a backward has 2 nw + 1 outputs; one with logged
+     * reads carries its iteration too (nw = nc + 1) */
+    bool logged = loop_logged(b, id);
+    int nw = nc + logged;
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
-    tfe_tensor **sym = xcalloc((size_t)nc + 1, sizeof *sym);
-    tfe_tensor **vals = xcalloc((size_t)nc + 1, sizeof *vals);
-    tfe_tensor **init = xcalloc((size_t)nc + 1, sizeof *init);
+    tfe_tensor **sym = xcalloc((size_t)nw + 1, sizeof *sym);
+    tfe_tensor **vals = xcalloc((size_t)nw + 1, sizeof *vals);
+    tfe_tensor **init = xcalloc((size_t)nw + 1, sizeof *init);
+    tfe_tensor *zero = NULL;
     int rc = -1;
     make_params(b, rcond, nc, n->meta, grc->params, sym);
-    LoopCtx c = {id, vals};
+    LoopCtx c = {id, vals, NULL, NULL};
+    if (logged) {
+        GRegion *reg = &g->regions[rcond];
+        reg->params = xrealloc(reg->params, sizeof *reg->params * (size_t)nw);
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        gnode(g, p)->meta[0] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+        g->regions[rcond].params[nc] = p;
+        g->regions[rcond].nparams = nw;
+        tfe_tensor *sp = tensor_symbolic(TFE_INT64, false, 0, NULL);
+        trace_note(b->T, sp, (GRef){p, 0});
+        sym[nc] = c.counter = sp;
+        tensor_decref(sp); /* the tracer's note keeps it */
+    }
     if (in_region(b, rcond, replay_loop_cond, &c)) goto out;
     set_outs(g, rcond, 1, vals, b->T);
     if (in_region(b, rbody, replay_loop_body, &c)) goto out;
-    set_outs(g, rbody, nc, vals, b->T);
+    set_outs(g, rbody, nw, vals, b->T);
     for (int k = 0; k < nc; k++) init[k] = b->m[slot_of(G, n->in[k])];
-    int nid = new_cf_node(b, G_WHILE, n->loc, nc, init, 2 * nc + 1);
+    if (logged) {
+        if (!(zero = tensor_from_i64(0, TFE_INT64))) goto out;
+        init[nc] = zero;
+    }
+    int nid = new_cf_node(b, G_WHILE, n->loc, nw, init, 2 * nw + 1);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = rcond;
     nn->regions[1] = rbody;
-    for (int k = 0; k < nc; k++) {
-        nn->meta[k] = n->meta[k];
-        tfe_meta h = n->meta[k];
+    for (int k = 0; k < nw; k++) {
+        nn->meta[k] = k < nc ? n->meta[k] : (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+        tfe_meta h = nn->meta[k];
         mem_move(h.shape + 1, h.shape, sizeof(int64_t) * (size_t)h.rank);
         h.shape[0] = -1;
         h.rank++;
         h.weak = false;
-        nn->meta[nc + k] = h;
+        nn->meta[nw + k] = h;
     }
-    nn->meta[2 * nc] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
-    tfe_tensor **outs = xcalloc((size_t)(2 * nc + 1), sizeof *outs);
+    nn->meta[2 * nw] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+    tfe_tensor **outs = xcalloc((size_t)(2 * nw + 1), sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto out;
@@ -590,16 +813,23 @@ static int replay_loop(BP *b, int id)
     /* a loop that keeps its history itself (in a backward graph): what it
      * hands on are the same stacked values and count */
     for (int k = nc; k < n->nout && k <= 2 * nc; k++) {
-        tensor_incref(outs[k]);
-        put(b->m, n->vbase + k, outs[k]);
+        tfe_tensor *o = outs[k == 2 * nc ? 2 * nw : nw + (k - nc)];
+        tensor_incref(o);
+        put(b->m, n->vbase + k, o);
     }
     /* the history has no slot in G: it is kept in the slots of G's params
      * (nothing reads them outside the loop), the count by node */
-    for (int k = 0; k < nc; k++) put(b->m, G->nodes[G->regions[G->nodes[id].regions[0]].params[k]].vbase, outs[nc + k]);
-    put(b->count, id, outs[2 * nc]);
+    for (int k = 0; k < nc; k++) put(b->m, G->nodes[G->regions[G->nodes[id].regions[0]].params[k]].vbase, outs[nw + k]);
+    put(b->count, id, outs[2 * nw]);
+    if (logged) { /* (the iteration's: unused) */
+        tensor_decref(outs[nc]);
+        tensor_decref(outs[2 * nw - 1]);
+    }
     free(outs);
     rc = 0;
 out:
+    if (c.next) tensor_decref(c.next);
+    if (zero) tensor_decref(zero);
     free(sym);
     free(vals);
     free(init);
@@ -879,6 +1109,17 @@ typedef struct GradCtx {
     tfe_tensor *const *sofarf; /* conds: sofar's; loops: dcap's (borrowed) */
     tfe_tensor **resf;       /* per res, its flag (new refs; NULL: real) */
     bool preal;              /* loops: set false when a param's gradient may be none */
+    /* loops: its logged reads (BP.lr_*, lw[q] their j), whose gradients
+     * (each iteration's its own) are carried stacked, with their flags, at
+     * res[lwoff[q]] and after it; where a read's tensor is read in the next
+     * iteration too (logged_roles), the gradient so far of that tensor at
+     * res[lwp[q]] (and its flag after it), and, where a read after the
+     * loop reads it in the last, that one's at res[lwq[q]] (-1: none);
+     * lsym: the carried values, last: the first reverse iteration's index */
+    int nlw;
+    const int *lw, *lwoff, *lwp, *lwq;
+    tfe_tensor *const *lsym;
+    tfe_tensor *last;
 } GradCtx;
 
 /* Clear b->g at the slots of region r's own nodes (recursively). */
@@ -1155,6 +1396,82 @@ static void unalias(BP *b, const GradCtx *c)
     }
 }
 
+/* One reverse iteration's gradients of the logged reads (GradCtx.lw*):
+ * row i of each one's stack, or, for a tensor read in two iterations
+ * (logged_roles), its gradient so far handed on, the row of the read that
+ * completes it. */
+static int logged_rows(BP *b, GradCtx *c)
+{
+    const Graph *G = b->G;
+    tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+    tfe_tensor *first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
+    tfe_tensor *later = zero ? tfe_binary(OP_NE, c->index, zero) : NULL;
+    tfe_tensor *last = tfe_binary(OP_EQ, c->index, c->last);
+    int rc = zero && first && later && last ? 0 : -1;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.axes[0] = 0;
+    at.naxes = 1;
+    for (int q = 0; q < c->nlw && !rc; q++) {
+        int j = c->lw[q], role = b->lr_role[j], o = c->lwoff[q];
+        tfe_tensor *gq = NULL, *fq = NULL, *row = NULL;
+        if (region_result(b, G->nodes[b->lr_node[j]].vbase, &gq, &fq)) { rc = -1; break; }
+        if (!fq && !(fq = flag_const(false))) { rc = -1; tensor_decref(gq); break; }
+        row = ref(fq);
+        if (role == 2 && c->lwq[q] >= 0) { /* the last iteration's: the read after the loop's */
+            int k = c->lwq[q];
+            tfe_tensor *in[3] = {last, gq, c->lsym[k]};
+            c->res[k] = tfe_call1(OP_WHERE, 3, in, NULL);
+            in[1] = fq;
+            in[2] = c->lsym[k + 1];
+            c->res[k + 1] = tfe_call1(OP_WHERE, 3, in, NULL);
+            tfe_tensor *r2 = tfe_binary(OP_LOGICAL_OR, row, last);
+            tensor_decref(row);
+            row = r2;
+        }
+        if (role == 2 && b->lr_mate[j] < 0) { /* (no read of the tensor before in the next iteration down) */
+            c->res[c->lwp[q]] = filled(gq, -0.0);
+            c->res[c->lwp[q] + 1] = flag_const(true);
+        }
+        if (role == 1) {
+            int pq = -1; /* where its gradient goes on: the mate's, or to the read before the loop */
+            for (int m = 0; m < c->nlw; m++)
+                if (c->lw[m] == (b->lr_mate[j] >= 0 ? b->lr_mate[j] : j)) pq = c->lwp[m];
+            tfe_tensor *r2 = row;
+            if (b->lr_mate[j] >= 0 && r2) r2 = tfe_binary(OP_LOGICAL_OR, row, later);
+            if (b->lr_pre[j] >= 0 && r2) {
+                tfe_tensor *r3 = tfe_binary(OP_LOGICAL_OR, r2, first);
+                if (r2 != row) tensor_decref(r2);
+                r2 = r3;
+            }
+            if (r2 != row) tensor_decref(row);
+            row = r2;
+            if (pq >= 0) {
+                c->res[pq] = ref(gq);
+                c->res[pq + 1] = ref(fq);
+            }
+        }
+        tfe_tensor *in[3] = {c->lsym[o], c->index, gq};
+        if (row) c->res[o] = tfe_call1(OP_SCATTER, 3, in, &at);
+        in[0] = c->lsym[o + 1];
+        in[2] = row;
+        if (row) c->res[o + 1] = tfe_call1(OP_SCATTER, 3, in, &at);
+        if (row) tensor_decref(row);
+        tensor_decref(gq);
+        tensor_decref(fq);
+        if (!c->res[o] || !c->res[o + 1]) rc = -1;
+    }
+    for (int q = 0; q < c->nlw && !rc; q++) {
+        if (c->lwp[q] >= 0 && (!c->res[c->lwp[q]] || !c->res[c->lwp[q] + 1])) rc = -1;
+        if (c->lwq[q] >= 0 && (!c->res[c->lwq[q]] || !c->res[c->lwq[q] + 1])) rc = -1;
+    }
+    if (zero) tensor_decref(zero);
+    if (first) tensor_decref(first);
+    if (later) tensor_decref(later);
+    if (last) tensor_decref(last);
+    return rc;
+}
+
 /* One reverse iteration: the body replayed from the stacked values of
  * iteration i, swept with the carried gradients. */
 static int loop_grad_body(BP *b, void *p)
@@ -1173,6 +1490,15 @@ static int loop_grad_body(BP *b, void *p)
         tfe_tensor *x = tfe_call1(OP_GATHER, 2, in, &at);
         if (!x) return -1;
         put(b->m, G->nodes[grc->params[k]].vbase, x);
+    }
+    if (c->nlw && logged_values_at(b, c->id, n->regions[1], c->index)) return -1;
+    for (int q = 0; q < c->nlw; q++) { /* (a read of this iteration's own: no gradient so far) */
+        int s = G->nodes[b->lr_node[c->lw[q]]].vbase;
+        put(b->g, s, NULL);
+        put(b->none, s, NULL);
+        /* ... but the one after the assign: the next iteration's so far */
+        if (b->lr_role[c->lw[q]] == 2 && acc_first_f(b, s, ref(c->lsym[c->lwp[q]]), c->lsym[c->lwp[q] + 1]))
+            return -1;
     }
     if (replay_region(b, n->regions[1])) return -1;
     /* the first iteration: loop variables that started as a capture are it */
@@ -1218,6 +1544,7 @@ static int loop_grad_body(BP *b, void *p)
             return -1;
     for (int i = 0; i < ncap; i++) /* dcap and this iteration's contributions */
         if (region_result(b, c->caps->slot[i], &c->res[1 + nc + i], &c->res[1 + 2 * nc + ncap + i])) return -1;
+    if (c->nlw && logged_rows(b, c)) return -1;
     for (int k = 1 + nc + ncap; k < c->nres; k++) {
         if (c->res[k] && k < 1 + 2 * nc + ncap && differentiable(&n->meta[k - (1 + nc + ncap)])) c->preal = false;
         if (!c->res[k] && !(c->res[k] = flag_const(false))) return -1;
@@ -1232,6 +1559,8 @@ fail:
     unalias(b, c);
     return -1;
 }
+
+static void meta_of(tfe_meta *m, const tfe_tensor *t);
 
 static int sweep_loop(BP *b, int id)
 {
@@ -1253,10 +1582,42 @@ static int sweep_loop(BP *b, int id)
                                   "(take them eagerly: run_eagerly(true))");
     if (!any) return 0;
     Caps caps = captures(G, id);
+    /* its logged reads are no captures: each iteration's has a gradient of
+     * its own, carried stacked (two values each, after the others) */
+    int *lw = xcalloc((size_t)b->nlr + 1, sizeof *lw), nlw = 0;
+    for (int j = 0; j < b->nlr && loop_logged(b, id); j++) {
+        if (b->lr_loop[j] != id) continue;
+        if (b->lr_role[j] != 3) lw[nlw++] = j; /* (one in its condition: no gradient) */
+        int s = G->nodes[b->lr_node[j]].vbase;
+        for (int i = 0; i < caps.n; i++)
+            if (caps.slot[i] == s) {
+                mem_move(caps.slot + i, caps.slot + i + 1, sizeof *caps.slot * (size_t)(caps.n - i - 1));
+                mem_move(caps.ref + i, caps.ref + i + 1, sizeof *caps.ref * (size_t)(caps.n - i - 1));
+                caps.n--;
+                break;
+            }
+    }
     caps_add_aliases(b, &caps);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
-    int ncarry = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
+    int ncarry0 = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
+    int ncarry = ncarry0;
+    int *lwoff = xcalloc((size_t)nlw + 1, sizeof *lwoff), *lwp = xcalloc((size_t)nlw + 1, sizeof *lwp);
+    int *lwq = xcalloc((size_t)nlw + 1, sizeof *lwq);
+    for (int q = 0; q < nlw; q++) { /* (GradCtx.lw*) */
+        int j = lw[q], role = b->lr_role[j];
+        lwoff[q] = ncarry;
+        ncarry += 2;
+        lwp[q] = lwq[q] = -1;
+        if (role == 2 || (role == 1 && b->lr_mate[j] < 0 && b->lr_pre[j] >= 0)) {
+            lwp[q] = ncarry;
+            ncarry += 2;
+        }
+        if (role == 2 && b->lr_pslot[j] >= 0) {
+            lwq[q] = ncarry;
+            ncarry += 2;
+        }
+    }
     tfe_tensor **init = xcalloc((size_t)ncarry, sizeof *init);
     tfe_tensor **res = xcalloc((size_t)ncarry, sizeof *res);
     tfe_tensor **hist = xcalloc((size_t)nc + 1, sizeof *hist);
@@ -1272,7 +1633,36 @@ static int sweep_loop(BP *b, int id)
     tensor_decref(one);
     if (!init[0]) goto out;
     meta[0] = (tfe_meta){.dtype = TFE_INT64, .rank = 0};
-    for (int k = nf; k < ncarry; k++) meta[k] = (tfe_meta){.dtype = TFE_BOOL, .rank = 0};
+    for (int k = nf; k < ncarry0; k++) meta[k] = (tfe_meta){.dtype = TFE_BOOL, .rank = 0};
+    for (int q = 0; q < nlw; q++) { /* -0.0s, none everywhere: the iterations fill them in */
+        tfe_tensor *st = b->lr_in[lw[q]];
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = TFE_BOOL;
+        at.nints = 1;
+        at.ints[0] = st->shape[0];
+        at.f[0] = 1.0;
+        int o = lwoff[q];
+        init[o] = filled(st, -0.0);
+        init[o + 1] = tfe_call1(OP_FULL, 0, NULL, &at);
+        if (!init[o] || !init[o + 1]) goto out;
+        /* a tensor's gradient so far: none, or, for the tensor a read after
+         * the loop reads, that read's (which the loop takes over) */
+        int ps = lwq[q] >= 0 ? b->lr_pslot[lw[q]] : -1;
+        for (int k = 0; k < 2; k++) {
+            int at2 = k ? lwq[q] : lwp[q];
+            if (at2 < 0) continue;
+            tfe_tensor *gs = ps >= 0 ? b->g[ps] : NULL;
+            init[at2] = gs ? ref(gs) : filled(b->m[G->nodes[b->lr_node[lw[q]]].vbase], -0.0);
+            init[at2 + 1] = gs ? (b->none[ps] ? ref(b->none[ps]) : flag_const(false)) : flag_const(true);
+            if (!init[at2] || !init[at2 + 1]) goto out;
+        }
+        if (ps >= 0) {
+            put(b->g, ps, NULL);
+            put(b->none, ps, NULL);
+        }
+    }
+    for (int k = ncarry0; k < ncarry; k++) meta_of(&meta[k], init[k]);
     /* the outputs' gradients and the captures' gradients so far; where
      * none (nothing reached them yet), -0.0s, which the first contribution
      * added to leaves as it is (as eager code sets it), flagged as none */
@@ -1317,9 +1707,10 @@ static int sweep_loop(BP *b, int id)
     for (int i = 0; i < caps.n; i++) capf[i] = capreal[i] ? NULL : sym[nf + nc + i];
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
-    GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry, .hist = hist,
+    GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
                  .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .dyf = pflags ? sym + nf : NULL,
-                 .sofarf = capf};
+                 .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
+                 .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
     set_outs(g, rcond, 1, res, b->T);
     tensor_decref(res[0]);
@@ -1348,6 +1739,30 @@ static int sweep_loop(BP *b, int id)
     }
     rc = 0;
     tensor_decref(outs[0]);
+    for (int q = 0; q < nlw; q++) { /* the logged reads' gradients, by iteration */
+        int j = lw[q];
+        put(b->lr_g, j, outs[lwoff[q]]);
+        put(b->lr_f, j, outs[lwoff[q] + 1]);
+        if (lwq[q] >= 0) { /* the read after the loop's, whole */
+            int ps = b->lr_pslot[j];
+            put(b->g, ps, outs[lwq[q]]);
+            put(b->none, ps, outs[lwq[q] + 1]);
+        }
+    }
+    for (int q = 0; q < nlw; q++) { /* the first iteration's tensor: the read before the loop's */
+        int j = lw[q];
+        if (b->lr_role[j] != 1 || b->lr_pre[j] < 0) continue;
+        int pq = -1;
+        for (int m = 0; m < nlw; m++)
+            if (lw[m] == (b->lr_mate[j] >= 0 ? b->lr_mate[j] : j)) pq = lwp[m];
+        if (pq < 0) continue;
+        if (acc_f(b, G->nodes[b->lr_pre[j]].vbase, ref(outs[pq]), outs[pq + 1])) rc = -1;
+    }
+    for (int q = 0; q < nlw; q++)
+        if (lwp[q] >= 0) {
+            tensor_decref(outs[lwp[q]]);
+            tensor_decref(outs[lwp[q] + 1]);
+        }
     /* the captures' whole gradients first, then the initial values' (a value
      * can be both: the loop starts from x and reads x) */
     tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
@@ -1388,6 +1803,10 @@ out:
     free(capreal);
     free(initreal);
     free(palias);
+    free(lw);
+    free(lwoff);
+    free(lwp);
+    free(lwq);
     caps_free(&caps);
     return rc;
 }
@@ -1648,6 +2067,11 @@ typedef struct GCallGrad {
      * replaying the forward (nkept 0: none kept) */
     tfe_tensor **kept;
     int *kslot, nkept;
+    /* G's logged reads (BP.lr_*): nodes, loops, and how many values each
+     * read in this call; those values are sources of the entry after the
+     * plan's (nlog in all), read j's in iteration order */
+    int nlr, *lr_node, *lr_loop, *lr_count, nlog;
+    int *lr_role, *lr_mate, *lr_pre, *lr_post; /* (logged_roles) */
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -1661,6 +2085,13 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->kept);
     free(c->kslot);
     free(c->hout);
+    free(c->lr_node);
+    free(c->lr_loop);
+    free(c->lr_count);
+    free(c->lr_role);
+    free(c->lr_mate);
+    free(c->lr_pre);
+    free(c->lr_post);
     free(c->draws);
     free(c->plan.src);
     free(c->plan.node);
@@ -1892,16 +2323,181 @@ static void note_kept_use(Graph *G, const Graph *bg, const GCallGrad *c, int fir
     free(read);
 }
 
+/* Is node id a logged read? */
+static bool logged_node(const GCallGrad *c, int id)
+{
+    for (int j = 0; j < c->nlr; j++)
+        if (c->lr_node[j] == id) return true;
+    return false;
+}
+
+/* Place (entry input) of logged read j's value in iteration k. */
+static int log_place(const GCallGrad *c, int np, int j, int k)
+{
+    for (int i = 0; i < j; i++) np += c->lr_count[i];
+    return np + k;
+}
+
+/* The plan's place of node id (a source), or -1. */
+static int plan_place(const GCallGrad *c, int id)
+{
+    for (int i = 0; i < c->plan.nsrc; i++)
+        if (c->plan.node[i] == id) return i;
+    return -1;
+}
+
+/* Are places p and q (q a logged read's value) one tensor by the loop's
+ * structure (logged_roles), whose gradient the backward sums whole? */
+static int log_role(const GCallGrad *c, int np, int p)
+{
+    for (int j = 0, at = np; j < c->nlr; at += c->lr_count[j++])
+        if (p >= at && p < at + c->lr_count[j]) return c->lr_role[j];
+    return -1;
+}
+
+static bool log_pair(const GCallGrad *c, int np, int p, int q)
+{
+    if (log_role(c, np, p) == 3) return true; /* (a read in the loop's condition: no gradient) */
+    for (int j = 0; j < c->nlr; j++) {
+        int n = c->lr_count[j];
+        if (!n) continue;
+        if (p < np && c->plan.node[p] == c->lr_node[j]) return true; /* (its own: the last value, unused) */
+        if (c->lr_role[j] == 1 && c->lr_pre[j] >= 0 && p == plan_place(c, c->lr_pre[j]) && q == log_place(c, np, j, 0))
+            return true;
+        if (c->lr_role[j] == 2 && c->lr_post[j] >= 0 && p == plan_place(c, c->lr_post[j]) &&
+            q == log_place(c, np, j, n - 1))
+            return true;
+        int m = c->lr_mate[j];
+        if (c->lr_role[j] == 2 && m >= 0)
+            for (int k = 0; k + 1 < n; k++) {
+                int a = log_place(c, np, j, k), b = log_place(c, np, m, k + 1);
+                if ((p == a && q == b) || (p == b && q == a)) return true;
+            }
+    }
+    return false;
+}
+
+/* A loop's logged reads (BP.lr_*) with a tape outside the call: each
+ * iteration's tensor is a source of the entry, whose gradient is the one
+ * that iteration gives it, as eager code's. A tensor read in two places
+ * gets its gradient summed whole in eager order where the loop's
+ * structure says they are one tensor (logged_roles: a read after the
+ * assign and the next iteration's before it, a read before or after the
+ * loop); those must be one tensor on this call, and no tensor the loop
+ * reads may have a gradient so far (none can: a later op of the caller
+ * reads the variable's newer tensor, but where a read after the loop's
+ * assign reads the tensor the call leaves). Else the loop's error (0:
+ * fine). */
+static int log_check(GCallGrad *c, int nall, tfe_tensor *const *in, tfe_tensor *const *dx)
+{
+    const Graph *G = c->G;
+    int np = nall - c->nlog, bad = -1;
+    for (int q = np; q < nall && bad < 0; q++) {
+        if (log_role(c, np, q) == 3) continue; /* (no gradient: the others' are whole) */
+        if (dx[q] && dx[q] != TFE_GRAD_SKIP) bad = q;
+        for (int p = 0; p < nall && bad < 0; p++) {
+            if (p == q || in[p] != in[q]) continue;
+            if (!log_pair(c, np, p, q)) bad = q;
+            /* a gradient so far: only the caller's, of the tensor the loop
+             * ends with, at its first place (a read's in the last iteration
+             * after the assign: BP.lr_pslot) */
+            if (dx[p] && dx[p] != TFE_GRAD_SKIP) {
+                bool end = false;
+                for (int j = 0; j < c->nlr; j++)
+                    end |= c->lr_role[j] == 2 && c->lr_count[j] && in[p] == in[log_place(c, np, j, c->lr_count[j] - 1)];
+                for (int e = 0; e < p && end; e++) end = in[e] != in[p];
+                if (!end) bad = q;
+            }
+        }
+    }
+    /* what the structure says is one tensor must be one on this call */
+    for (int j = 0; j < c->nlr && bad < 0; j++) {
+        int n = c->lr_count[j], m = c->lr_mate[j];
+        if (!n) continue;
+        int pre = c->lr_role[j] == 1 && c->lr_pre[j] >= 0 ? plan_place(c, c->lr_pre[j]) : -1;
+        int post = c->lr_role[j] == 2 && c->lr_post[j] >= 0 ? plan_place(c, c->lr_post[j]) : -1;
+        if (pre >= 0 && in[pre] != in[log_place(c, np, j, 0)]) bad = log_place(c, np, j, 0);
+        if (post >= 0 && in[post] != in[log_place(c, np, j, n - 1)]) bad = log_place(c, np, j, n - 1);
+        for (int k = 0; c->lr_role[j] == 2 && m >= 0 && k + 1 < n && bad < 0; k++)
+            if (in[log_place(c, np, j, k)] != in[log_place(c, np, m, k + 1)]) bad = log_place(c, np, j, k);
+    }
+    if (bad < 0) return 0;
+    int j = 0;
+    while (j + 1 < c->nlr && bad >= log_place(c, np, j + 1, 0)) j++;
+    return raise_at(c->I, G->nodes[c->lr_loop[j]].loc, "%s",
+                    "gradients through a staged loop that assigns a variable it reads are not supported where a "
+                    "tensor of the variable it reads is read elsewhere too, or used by the caller after the call "
+                    "(keep the value in a loop variable and assign the variable after the loop, or take the "
+                    "gradient eagerly: run_eagerly(true))");
+}
+
+/* The logged reads' values stacked, one per read (new refs into st). */
+static int log_stacks(const GCallGrad *c, const Graph *G, tfe_tensor *const *in, tfe_tensor **st)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = 0;
+    for (int j = 0, off = 0; j < c->nlr; off += c->lr_count[j++]) {
+        if (c->lr_count[j]) {
+            st[j] = tfe_call1(OP_STACK, c->lr_count[j], (tfe_tensor **)in + off, &at);
+        } else {
+            const tfe_meta *m = &G->nodes[c->lr_node[j]].meta[0];
+            int64_t shape[TFE_MAX_RANK + 1] = {0};
+            mem_copy(shape + 1, m->shape, sizeof(int64_t) * (size_t)m->rank);
+            st[j] = tensor_zeros(m->dtype, m->rank + 1, shape);
+        }
+        if (!st[j]) return -1;
+    }
+    return 0;
+}
+
+/* dx of the logged reads' values (ldx, in the entry's order; a SKIP stays)
+ * from their stacked gradients lg and flags lf: none where flagged. */
+static int log_dx(const GCallGrad *c, tfe_tensor *const *lg, tfe_tensor *const *lf, tfe_tensor **ldx)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = 0;
+    for (int j = 0, q = 0; j < c->nlr; j++)
+        for (int k = 0; k < c->lr_count[j]; k++, q++) {
+            if (ldx[q] == TFE_GRAD_SKIP) continue;
+            ldx[q] = NULL;
+            if (!lg[j] || !lf[j] || tensor_load_f64(lf[j], k) != 0.0) continue;
+            tfe_tensor *i = tensor_from_i64(k, TFE_INT64);
+            tfe_tensor *in[2] = {lg[j], i};
+            ldx[q] = i ? tfe_call1(OP_GATHER, 2, in, &at) : NULL;
+            if (i) tensor_decref(i);
+            if (!ldx[q]) return -1;
+        }
+    return 0;
+}
+
 /* Backward of a graph call: dx for the plan's sources (NULL: none). Runs
  * the cached backward graph, or builds it (recording into a new trace, or
  * into the trace in progress). */
-static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, int nout,
+static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, int nout,
                         tfe_tensor *const *out, tfe_tensor *const *dy, tfe_tensor **dx)
 {
     GCallGrad *c = (GCallGrad *)self;
     Interp *I = c->I;
     Graph *G = c->G;
     (void)out;
+    /* the plan's sources, then the logged reads' values (log_*) */
+    int nin = nall - c->nlog, nlr = c->nlr;
+    tfe_tensor **ldx = dx + nin, *lg[64] = {NULL}, *lf[64] = {NULL}, *lst[64] = {NULL};
+    if (nlr > 64) nlr = 0; /* (then the loops' error) */
+    if (c->nlog && log_check(c, nall, in, dx)) return -1;
+    for (int q = 0; q < c->nlog; q++)
+        if (ldx[q] != TFE_GRAD_SKIP) ldx[q] = NULL;
+    bool logged = nlr && !I->tracer; /* (recorded into a trace: the loops' error) */
+    if (logged && log_stacks(c, G, in + nin, lst)) {
+        for (int j = 0; j < nlr; j++)
+            if (lst[j]) tensor_decref(lst[j]);
+        return -1;
+    }
+    if (!logged) nlr = 0;
     /* the sources' gradients so far (the tape's, borrowed): the sweep adds
      * to them in eager order; inputs of the backward after the others */
     tfe_tensor **sofar = xcalloc((size_t)nin + 1, sizeof *sofar);
@@ -1931,8 +2527,9 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     int nk = c->nkept && !tfe_tapes_active && !I->tracer ? c->nkept : 0;
     int ns = c->plan.nsaved + nk; /* saved, then kept */
     int nb = nin + ns + ndy + nacc;
-    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb ? nb : 1));
+    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb + nlr + 1));
     for (int i = 0; i < nin; i++) bin[i] = in[i];
+    for (int j = 0; j < nlr; j++) bin[nb + j] = lst[j]; /* (after the others) */
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
     for (int i = 0; i < nk; i++) bin[nin + c->plan.nsaved + i] = c->kept[i];
     for (int j = 0; j < ndy; j++) bin[nin + ns + j] = dy[outk[j]];
@@ -1940,18 +2537,37 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (sofar[i]) bin[k++] = sofar[i];
     int rc = -1;
     /* sources that are one tensor share a gradient */
-    int *one = same_sources(G, &c->plan, nin, in, I->tracer != NULL);
-    GBwd *w = I->tracer ? NULL : bwd_find(G, bin, nb, pres, npres, one, nin);
+    /* (not a logged read's: its gradient is its values') */
+    tfe_tensor **inn = xmalloc(sizeof *inn * (size_t)(nin + 1));
+    for (int i = 0; i < nin; i++) {
+        inn[i] = in[i];
+        for (int j = 0; j < c->nlr; j++)
+            if (c->plan.node[i] == c->lr_node[j]) inn[i] = NULL;
+    }
+    int *one = same_sources(G, &c->plan, nin, inn, I->tracer != NULL);
+    free(inn);
+    GBwd *w = I->tracer ? NULL : bwd_find(G, bin, nb + nlr, pres, npres, one, nin);
     if (w) {
         free(one);
-        /* outputs: the gradients, then the none flags */
+        /* outputs: the gradients, then the none flags, then the logged
+         * reads' stacked gradients and flags */
         int nbo = 0, nflags = 0;
         for (int i = 0; i < nin; i++) {
             nbo += w->has[i];
             nflags += w->has[nin + i];
         }
-        tfe_tensor **bo = xcalloc((size_t)(nbo + nflags) + 1, sizeof *bo);
+        tfe_tensor **bo = xcalloc((size_t)(nbo + nflags + 2 * nlr) + 1, sizeof *bo);
         rc = stage_graph_call(I, w->g, bin, bo);
+        for (int j = 0; j < nlr; j++) {
+            lg[j] = bo[nbo + nflags + 2 * j];
+            lf[j] = bo[nbo + nflags + 2 * j + 1];
+        }
+        if (!rc && nlr && log_dx(c, lg, lf, ldx)) rc = -1;
+        for (int j = 0; j < nlr; j++) {
+            if (lg[j]) tensor_decref(lg[j]);
+            if (lf[j]) tensor_decref(lf[j]);
+            tensor_decref(lst[j]);
+        }
         for (int i = 0, k = 0, kf = nbo; i < nin; i++) {
             if (!w->has[i]) continue; /* no gradient: none, rather than zeros (-0.0 + 0.0 is 0.0) */
             tfe_tensor *gv = bo[k++];
@@ -1985,16 +2601,67 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
     int *gslot = xmalloc(sizeof *gslot * (size_t)(nin + 1));
     for (int i = 0; i < nin; i++) gslot[i] = c->plan.src[i];
     Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
-    BP b = {I, T, BG, xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)),
+    size_t nsl = (size_t)G->nvals + 1 + (size_t)nlr; /* (a slot of its own per logged read after G's) */
+    BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
-            xcalloc((size_t)G->nvals + 1, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own};
+            xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (nlr) {
+        b.nlr = nlr;
+        b.lr_node = c->lr_node;
+        b.lr_loop = c->lr_loop;
+        b.lr_role = c->lr_role;
+        b.lr_mate = c->lr_mate;
+        b.lr_pre = c->lr_pre;
+        b.lr_post = c->lr_post;
+        b.lr_pslot = xmalloc(sizeof *b.lr_pslot * (size_t)nlr);
+        for (int j = 0; j < nlr; j++) {
+            b.lr_pslot[j] = -1;
+            if (c->lr_role[j] != 2) continue;
+            /* (the first place of the tensor the loop ends with, where it
+             * ran: the caller's gradient so far) */
+            int p = plan_place(c, c->lr_node[j]);
+            if (p >= 0 && (!c->lr_count[j] || in[p] != in[log_place(c, nin, j, c->lr_count[j] - 1)])) p = -1;
+            for (int e = 0; p >= 0 && e < p; e++)
+                if (in[e] == in[p]) p = e;
+            if (c->lr_post[j] >= 0) {
+                b.lr_pslot[j] = G->nodes[c->lr_post[j]].vbase;
+                /* the caller's gradient so far of that tensor (its first
+                 * place is this read's) goes to the read after the loop,
+                 * which has it whole in the end */
+                if (p >= 0 && sofar[p]) {
+                    int pp = plan_place(c, c->lr_post[j]);
+                    gslot[p] = b.lr_pslot[j];
+                    if (pp >= 0) gslot[pp] = -1;
+                }
+            } else if (p >= 0 && sofar[p]) {
+                b.lr_pslot[j] = G->nvals + 1 + j;
+                gslot[p] = b.lr_pslot[j];
+            }
+        }
+        /* a logged read's own place (its last value, whose gradient is its
+         * values'), first of a tensor with a gradient so far that another
+         * read has too (a loop that did not run): that one has it whole */
+        for (int p = 0; p < nin; p++) {
+            if (!sofar[p] || gslot[p] != c->plan.src[p] || !logged_node(c, c->plan.node[p])) continue;
+            for (int p2 = p + 1; p2 < nin; p2++)
+                if (in[p2] == in[p] && gslot[p2] >= 0 && !logged_node(c, c->plan.node[p2])) {
+                    gslot[p] = gslot[p2];
+                    gslot[p2] = -1;
+                    break;
+                }
+        }
+        b.lr_in = xcalloc((size_t)nlr, sizeof *b.lr_in);
+        b.lr_g = xcalloc((size_t)nlr, sizeof *b.lr_g);
+        b.lr_f = xcalloc((size_t)nlr, sizeof *b.lr_f);
+    }
     tfe_tensor **accin = xcalloc((size_t)nacc + 1, sizeof *accin);
     for (int i = 0; i < BG->n; i++)
         if (BG->nodes[i].kind == G_CONST) {
             tensor_incref(BG->nodes[i].value);
             b.m[BG->nodes[i].vbase] = BG->nodes[i].value;
         }
-    for (int i = 0; i < nb; i++) {
+    for (int i = 0; i < nb + nlr; i++) {
         tfe_tensor *t = bin[i];
         if (own) {
             if (t->node) { /* the same tensor twice: two inputs */
@@ -2014,7 +2681,8 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         } else {
             tensor_incref(t);
         }
-        if (i < nin) put(b.m, c->plan.src[i], t);
+        if (i >= nb) b.lr_in[i - nb] = t;
+        else if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + ns) put(b.m, c->kslot[i - nin - c->plan.nsaved], t);
         else if (i < nin + ns + ndy) {
@@ -2051,6 +2719,19 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         put(b.m, x->vbase, a);
     }
     if (replay_region(&b, 0) || sweep_region(&b, 0)) goto done;
+    for (int j = 0; j < nlr; j++) { /* (a loop no gradient reached: none) */
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = TFE_BOOL;
+        at.nints = 1;
+        at.ints[0] = b.lr_in[j]->shape[0];
+        at.f[0] = 1.0;
+        if (!b.lr_g[j]) b.lr_g[j] = filled(b.lr_in[j], -0.0);
+        if (!b.lr_f[j]) b.lr_f[j] = tfe_call1(OP_FULL, 0, NULL, &at);
+        if (!b.lr_g[j] || !b.lr_f[j]) goto done;
+        lg[j] = ref(b.lr_g[j]);
+        lf[j] = ref(b.lr_f[j]);
+    }
     rc = 0;
     /* a source no gradient reaches gets none (the tape then adds nothing) */
     tfe_tensor **res = xcalloc((size_t)nin + 1, sizeof *res);
@@ -2073,7 +2754,7 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
         if (reusable) {
             /* outputs: the gradients, then the none flags (has[nin + i]),
              * of the sources that want one (the rest go: not computed) */
-            tfe_tensor **outs = xcalloc((size_t)(nres + nnone) + 1, sizeof *outs);
+            tfe_tensor **outs = xcalloc((size_t)(nres + nnone + 2 * nlr) + 1, sizeof *outs);
             bool *has = xcalloc((size_t)(2 * nin) + 1, sizeof *has);
             int k = 0;
             for (int i = 0; i < nin; i++)
@@ -2086,9 +2767,13 @@ static int backward_run(tfe_custom_grad *self, int nin, tfe_tensor *const *in, i
                     has[nin + i] = true;
                     outs[k++] = none[i];
                 }
+            for (int j = 0; j < nlr; j++) {
+                outs[k++] = lg[j];
+                outs[k++] = lf[j];
+            }
             set_outs(T->g, 0, k, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb, pres, npres, one);
+            bwd_add(G, T->g, has, bin, nb + nlr, pres, npres, one);
             one = NULL;
         }
     }
@@ -2130,6 +2815,12 @@ done:
             if (nk) note_kept_use(G, bg, c, nin + c->plan.nsaved, nk);
         }
         graph_decref(bg);
+    }
+    if (!rc && nlr && log_dx(c, lg, lf, ldx)) rc = -1;
+    for (int j = 0; j < nlr; j++) {
+        if (lg[j]) tensor_decref(lg[j]);
+        if (lf[j]) tensor_decref(lf[j]);
+        tensor_decref(lst[j]);
     }
     free(bin);
     free(sofar);
@@ -2189,6 +2880,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
      * gone to another device (then every op goes through device dispatch) */
     if (!K && !tfe_devices_used) grun_use_plan(&x);
     x.keep = saved_tapes != 0; /* the backward's saved values are read from the run below */
+    /* a loop that reads a variable it assigns reads a new tensor of it at
+     * every iteration: the backward needs each (logged reads) */
+    for (int i = 0; i < R->n && saved_tapes && !x.logreads; i++)
+        x.logreads = R->nodes[i].kind == G_VAR_READ && R->nodes[i].region != 0;
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;
@@ -2241,13 +2936,47 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
                 if (r >= 0) c->draws[i] = x.draws[r];
             }
         }
-        tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
-        for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(I, B, R, map, &c->plan, &x, i);
+        /* the logged reads' values, after the plan's sources */
+        c->nlr = logged_reads(B, &c->lr_node, &c->lr_loop);
+        c->lr_count = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_count);
+        c->lr_role = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_role);
+        c->lr_mate = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_mate);
+        c->lr_pre = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_pre);
+        c->lr_post = xcalloc((size_t)c->nlr + 1, sizeof *c->lr_post);
+        logged_roles(B, c->lr_node, c->lr_loop, c->nlr, c->lr_role, c->lr_mate, c->lr_pre, c->lr_post);
+        for (int k = 0; k < x.nlog && c->nlr; k++)
+            for (int j = 0; j < c->nlr; j++)
+                if ((map ? map[c->lr_node[j]] : c->lr_node[j]) == x.lognode[k]) {
+                    c->lr_count[j]++;
+                    c->nlog++;
+                }
+        int nsrc = c->plan.nsrc + c->nlog;
+        tfe_tensor **src = xmalloc(sizeof *src * (size_t)(nsrc + 1));
+        for (int i = 0; i < c->plan.nsrc; i++) {
+            /* a logged read that did not run (its loop ran zero times):
+             * the variable's tensor as it is, which no tape notes (its
+             * gradient is its values', none), as in a run outside a trace */
+            int jl = -1;
+            for (int j = 0; j < c->nlr; j++)
+                if (c->lr_node[j] == c->plan.node[i] && !c->lr_count[j]) jl = j;
+            if (jl >= 0) {
+                src[i] = variable_peek(B->nodes[c->plan.node[i]].host->obj);
+                tensor_incref(src[i]);
+                continue;
+            }
+            src[i] = source_value(I, B, R, map, &c->plan, &x, i);
+        }
+        for (int j = 0, at = c->plan.nsrc; j < c->nlr; j++)
+            for (int k = 0; k < x.nlog; k++)
+                if ((map ? map[c->lr_node[j]] : c->lr_node[j]) == x.lognode[k]) {
+                    tensor_incref(x.log[k]);
+                    src[at++] = x.log[k];
+                }
         free(map);
         /* an output that is a source too (a variable's read a cond hands on:
          * stage/trace_cf.c, export_reads) is its own tensor as well */
         for (int k = 0; k < top->nouts; k++)
-            for (int i = G->ninputs; i < c->plan.nsrc && outs[k]; i++)
+            for (int i = G->ninputs; i < nsrc && outs[k]; i++)
                 if (outs[k] == src[i]) {
                     tfe_tensor *a = tensor_alias(outs[k]);
                     tensor_decref(outs[k]);
@@ -2263,7 +2992,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             const GNode *hn = saved_host(B, c->plan.saved[i]);
             if (!t || !hn || !dtype_is_float(t->dtype)) continue;
             bool dup = false;
-            for (int j = 0; j < c->plan.nsrc && !dup; j++) dup = t == src[j];
+            for (int j = 0; j < nsrc && !dup; j++) dup = t == src[j];
             for (int j = 0; j < top->nouts + c->nhout && !dup; j++) dup = t == all[j];
             if (dup) {
                 c->saved[i] = tensor_alias(t);
@@ -2272,9 +3001,9 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             all[top->nouts + c->nhout] = c->saved[i];
             c->hout[c->nhout++] = i;
         }
-        tfe_tape_record_custom(&c->base, c->plan.nsrc, src, top->nouts + c->nhout, all);
+        tfe_tape_record_custom(&c->base, nsrc, src, top->nouts + c->nhout, all);
         free(all);
-        for (int i = 0; i < c->plan.nsrc; i++)
+        for (int i = 0; i < nsrc; i++)
             if (src[i]) tensor_decref(src[i]);
         free(src);
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */

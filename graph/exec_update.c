@@ -20,9 +20,22 @@
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
-/* Can the update write *slot in place? Its refs: the variable's own, and
- * one per input slot of the operand holding that tensor. */
-static bool in_place_ok(GRun *x, const PInstr *pc, const tfe_meta *m, const tfe_tensor *w)
+/* Is value slot s released right after the update c (its last reader in
+ * the plan: PInstr.drop)? */
+static bool dies_at(const PInstr *c, int s)
+{
+    for (int k = 0; k < c->ndrop; k++)
+        if (c->drop[k] == s) return true;
+    return false;
+}
+
+/* Can the update c write *slot in place? Its refs: the variable's own, and
+ * one per input slot of the operand that holds that tensor and dies at the
+ * update. A slot holding it that is read later (by an instruction or fused
+ * group after the update, a region, or as a result) keeps its ref: that
+ * reader must see the value as it was read (eager's read is a snapshot),
+ * so the update then makes a new tensor. */
+static bool in_place_ok(GRun *x, const PInstr *c, const PInstr *pc, const tfe_meta *m, const tfe_tensor *w)
 {
     if (!w || w->node || w->weak || !w->storage || w->storage->device != 0 || w->storage->refcount != 1) return false;
     if (w->dtype != m->dtype || w->rank != m->rank) return false;
@@ -33,7 +46,7 @@ static bool in_place_ok(GRun *x, const PInstr *pc, const tfe_meta *m, const tfe_
     for (int k = 0; k < pc->nin; k++) {
         bool dup = false;
         for (int j = 0; j < k; j++) dup |= pc->in[j] == pc->in[k];
-        refs += !dup && x->v[pc->in[k]] == w;
+        refs += !dup && x->v[pc->in[k]] == w && dies_at(c, pc->in[k]);
     }
     return w->refcount == refs;
 }
@@ -45,7 +58,7 @@ int grun_update(GRun *x, PInstr *c)
     const GNode *h = &x->g->nodes[c->node], *pn = &x->g->nodes[pc->node];
     tfe_tensor **slot = NULL;
     int mode = x->keep ? 0 : graph_host.var_update(x->host, h, &slot);
-    if (mode == c->mode && slot && in_place_ok(x, pc, &pn->meta[0], *slot)) {
+    if (mode == c->mode && slot && in_place_ok(x, c, pc, &pn->meta[0], *slot)) {
         tfe_tensor *w = *slot;
         tfe_tensor *inb[17], **in = pc->nin < 17 ? inb : xmalloc(sizeof *in * (size_t)(pc->nin + 1));
         in[0] = w;

@@ -66,7 +66,7 @@ int grun_update(GRun *x, PInstr *c)
         int rc = tfe_fused_exec(c->upd, in, w);
         if (in != inb) free(in);
         x->nops += 2;
-        if (!rc) return 0;
+        if (!rc) return graph_host.var_updated ? graph_host.var_updated(x, h, w) : 0;
         /* the fused VM fails only before it writes (bad input, out of
          * memory) or when interrupted: eager's error is the same kind */
         return graph_host.node_error ? graph_host.node_error(x, pn, tfe_error_msg()) : -1;

@@ -7,12 +7,15 @@
  * operand's op or fused program, then the update's op: k_sub's formula), so
  * the variable gets the same bits. In place only where nothing can see it:
  * the variable's tensor is held by the variable alone (and by the operand's
- * own inputs that are that very tensor: each chunk of it is read before the
- * same chunk is written), its storage by that tensor alone, on the CPU,
- * contiguous, of the operand's dtype and shape. Otherwise (a tape or a
- * binding keeps the old value, a view of it is alive, a shape or dtype that
- * eager would refuse or broadcast, TFE_CHECK_STAGED) the operand and the
- * host call run as they would unfused: same results, same errors. */
+ * own inputs that are that very tensor and are read for the last time here:
+ * each chunk of it is read before the same chunk is written), its storage by
+ * that tensor alone, on the CPU, contiguous, of the operand's dtype and
+ * shape. Otherwise (a tape or a binding keeps the old value, a view of it is
+ * alive, a read of the variable before the update is still to be read after
+ * it, a shape or dtype that eager would refuse or broadcast) the operand and
+ * the host call run as they would unfused: same results, same errors. Under
+ * TFE_CHECK_STAGED the host checks the value written against the eager
+ * run's (var_updated). */
 #include <stdlib.h>
 #include "graph/exec.h"
 #include "graph/host.h"

@@ -7,12 +7,15 @@
  * operand's op or fused program, then the update's op: k_sub's formula), so
  * the variable gets the same bits. In place only where nothing can see it:
  * the variable's tensor is held by the variable alone (and by the operand's
- * own inputs that are that very tensor: each chunk of it is read before the
- * same chunk is written), its storage by that tensor alone, on the CPU,
- * contiguous, of the operand's dtype and shape. Otherwise (a tape or a
- * binding keeps the old value, a view of it is alive, a shape or dtype that
- * eager would refuse or broadcast, TFE_CHECK_STAGED) the operand and the
- * host call run as they would unfused: same results, same errors. */
+ * own inputs that are that very tensor and are read for the last time here:
+ * each chunk of it is read before the same chunk is written), its storage by
+ * that tensor alone, on the CPU, contiguous, of the operand's dtype and
+ * shape. Otherwise (a tape or a binding keeps the old value, a view of it is
+ * alive, a read of the variable before the update is still to be read after
+ * it, a shape or dtype that eager would refuse or broadcast) the operand and
+ * the host call run as they would unfused: same results, same errors. Under
+ * TFE_CHECK_STAGED the host checks the value written against the eager
+ * run's (var_updated). */
 #include <stdlib.h>
 #include "graph/exec.h"
 #include "graph/host.h"
@@ -20,9 +23,22 @@
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
-/* Can the update write *slot in place? Its refs: the variable's own, and
- * one per input slot of the operand holding that tensor. */
-static bool in_place_ok(GRun *x, const PInstr *pc, const tfe_meta *m, const tfe_tensor *w)
+/* Is value slot s released right after the update c (its last reader in
+ * the plan: PInstr.drop)? */
+static bool dies_at(const PInstr *c, int s)
+{
+    for (int k = 0; k < c->ndrop; k++)
+        if (c->drop[k] == s) return true;
+    return false;
+}
+
+/* Can the update c write *slot in place? Its refs: the variable's own, and
+ * one per input slot of the operand that holds that tensor and dies at the
+ * update. A slot holding it that is read later (by an instruction or fused
+ * group after the update, a region, or as a result) keeps its ref: that
+ * reader must see the value as it was read (eager's read is a snapshot),
+ * so the update then makes a new tensor. */
+static bool in_place_ok(GRun *x, const PInstr *c, const PInstr *pc, const tfe_meta *m, const tfe_tensor *w)
 {
     if (!w || w->node || w->weak || !w->storage || w->storage->device != 0 || w->storage->refcount != 1) return false;
     if (w->dtype != m->dtype || w->rank != m->rank) return false;
@@ -33,7 +49,7 @@ static bool in_place_ok(GRun *x, const PInstr *pc, const tfe_meta *m, const tfe_
     for (int k = 0; k < pc->nin; k++) {
         bool dup = false;
         for (int j = 0; j < k; j++) dup |= pc->in[j] == pc->in[k];
-        refs += !dup && x->v[pc->in[k]] == w;
+        refs += !dup && x->v[pc->in[k]] == w && dies_at(c, pc->in[k]);
     }
     return w->refcount == refs;
 }
@@ -45,7 +61,7 @@ int grun_update(GRun *x, PInstr *c)
     const GNode *h = &x->g->nodes[c->node], *pn = &x->g->nodes[pc->node];
     tfe_tensor **slot = NULL;
     int mode = x->keep ? 0 : graph_host.var_update(x->host, h, &slot);
-    if (mode == c->mode && slot && in_place_ok(x, pc, &pn->meta[0], *slot)) {
+    if (mode == c->mode && slot && in_place_ok(x, c, pc, &pn->meta[0], *slot)) {
         tfe_tensor *w = *slot;
         tfe_tensor *inb[17], **in = pc->nin < 17 ? inb : xmalloc(sizeof *in * (size_t)(pc->nin + 1));
         in[0] = w;
@@ -53,7 +69,7 @@ int grun_update(GRun *x, PInstr *c)
         int rc = tfe_fused_exec(c->upd, in, w);
         if (in != inb) free(in);
         x->nops += 2;
-        if (!rc) return 0;
+        if (!rc) return graph_host.var_updated ? graph_host.var_updated(x, h, w) : 0;
         /* the fused VM fails only before it writes (bad input, out of
          * memory) or when interrupted: eager's error is the same kind */
         return graph_host.node_error ? graph_host.node_error(x, pn, tfe_error_msg()) : -1;

@@ -43,6 +43,11 @@ typedef struct GHost {
      * any other node, or when host (not NULL) is running in a mode where
      * the call itself must run. May be NULL. */
     int (*var_update)(void *host, const GNode *n, tfe_tensor ***slot);
+    /* after an update wrote the variable's value in place (the node's call
+     * did not run): the host's bookkeeping of that call (the differential
+     * check compares the value with its eager run's); 0, or -1 with the
+     * error raised. May be NULL. */
+    int (*var_updated)(struct GRun *x, const GNode *n, const tfe_tensor *w);
     /* the host's call depth when a run starts (GRun.frame_base) */
     int (*frame_depth)(void *host);
     /* raise msg at node n: as an eager run would, with the call frames of

@@ -448,11 +448,27 @@ static void var_set(Value var, tfe_tensor *t)
     variable_replace_take(var, t);
 }
 
+/* For the staged run: t as the variable's value. Without a tape, a copy
+ * that only the variable holds, as a default run's variable holds its
+ * value alone: a fused update (graph/exec_update.c) then writes it in place
+ * where a default run would, and the check sees what that run computes.
+ * Under a tape the sources the check watches are these very tensors. */
+static void var_set_staged(Check *ck, Value var, tfe_tensor *t)
+{
+    tfe_tensor *c = ck->grads ? NULL : tensor_copy(t);
+    if (!c) {
+        tfe_error_clear();
+        var_set(var, t);
+        return;
+    }
+    variable_replace_take(var, c);
+}
+
 /* Variables, bindings and the random stream as they were before the call. */
 static void state_restore_pre(Check *ck)
 {
     slots_restore(ck, ck->pre);
-    for (int k = 0; k < ck->nvars; k++) var_set(ck->vars[k], ck->var_pre[k]);
+    for (int k = 0; k < ck->nvars; k++) var_set_staged(ck, ck->vars[k], ck->var_pre[k]);
     tfe_random_restore(ck->key_pre, ck->ctr_pre);
 }
 
@@ -712,7 +728,7 @@ static int replay_seen(Check *ck, Interp *I, HostRec *r, const char *name)
  * object itself) or one a watched binding holds, is made to hold what the
  * eager call left in it, so the host node's outputs and `host load` read
  * that back. */
-static void replay_changes(Check *ck, HostRec *r, const Value *args)
+static void replay_changes(Check *ck, HostRec *r, const Value *args, int skip_var)
 {
     if (r->key1 != r->key0) tfe_random_restore(r->key1, r->ctr1);
     else if (r->ctr1 != r->ctr0) {
@@ -721,9 +737,10 @@ static void replay_changes(Check *ck, HostRec *r, const Value *args)
         tfe_random_restore(key, ctr + (r->ctr1 - r->ctr0));
     }
     for (int k = 0; k < r->nslots; k++) slot_set(slot_at(ck, r->slots[k].idx), r->slots[k].v);
-    for (int k = 0; k < r->nvars; k++) var_set(ck->vars[r->vars[k].var], r->vars[k].t);
+    for (int k = 0; k < r->nvars; k++)
+        if (r->vars[k].var != skip_var) var_set_staged(ck, ck->vars[r->vars[k].var], r->vars[k].t);
     for (int i = 0; i < r->nargs; i++)
-        if (r->after[i].kind != V_NIL) contents_assign(args[i], r->after[i], 0);
+        if (args && r->after[i].kind != V_NIL) contents_assign(args[i], r->after[i], 0);
     for (int k = 0; k < r->nheld; k++) contents_assign(*slot_at(ck, r->held[k].idx), r->held[k].v, 0);
 }
 
@@ -742,7 +759,7 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (f.kind == V_FN && replay_seen(ck, I, r, name)) return -1;
     Value *args = xmalloc(sizeof *args * (size_t)(r->nargs + 1));
     for (int i = 0; i < r->nargs; i++) args[i] = i < argc ? argv[i] : kwvals[i - argc];
-    replay_changes(ck, r, args);
+    replay_changes(ck, r, args, -1);
     free(args);
     if (r->failed) { /* the eager run stopped in this call; so does this one, with that error */
         ck->hit_error = true;
@@ -750,6 +767,51 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     }
     *out = r->result;
     value_incref(*out);
+    return 0;
+}
+
+/* The index of variable var among those the check restores, or -1. */
+static int var_index(Check *ck, Value var)
+{
+    for (int k = 0; k < ck->nvars; k++)
+        if (ck->vars[k].u.o == var.u.o) return k;
+    return -1;
+}
+
+bool check_update_tracked(Interp *I, Value f)
+{
+    Check *ck = I->check_replay;
+    return ck && !ck->grads && f.kind == V_BUILTIN && value_is_variable(((Builtin *)f.u.o)->self) &&
+           var_index(ck, ((Builtin *)f.u.o)->self) >= 0;
+}
+
+/* The graph wrote the update's result over the variable (its call did not
+ * run, so there is no argument to compare): the eager call it stands for
+ * must be the same update, and must have left the variable with the same
+ * bits. Its other changes are made again as a replay makes them. */
+int check_update_replay(Interp *I, Value f, const tfe_tensor *w)
+{
+    Check *ck = I->check_replay;
+    const char *name = callee_name(f);
+    if (ck->cursor >= ck->nrec)
+        return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
+    HostRec *r = &ck->recs[ck->cursor++];
+    if (!same_callee(f, r->f)) return callee_differs(ck, I, f, r->f);
+    int k = var_index(ck, ((Builtin *)f.u.o)->self);
+    const tfe_tensor *want = NULL;
+    for (int j = 0; j < r->nvars; j++)
+        if (r->vars[j].var == k) want = r->vars[j].t;
+    if (!r->failed) {
+        char path[300], what[900];
+        snprintf(path, sizeof path, "the variable after host call %s()", name);
+        if (!want) return replay_abort(ck, I, "%s: the eager call left it as it was%s", path, "");
+        if (tensor_diff(w, want, path, what, sizeof what)) return replay_abort(ck, I, "%s%s", what, "");
+    }
+    replay_changes(ck, r, NULL, k);
+    if (r->failed) {
+        ck->hit_error = true;
+        return raise_msg_at(I, I->cur_loc, "check-staged: the eager run's error");
+    }
     return 0;
 }
 

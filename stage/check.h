@@ -22,6 +22,13 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
 int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
                       Str *const *kwnames, const Value *kwvals, Value *out);
 
+/* Under the replay, a variable update that the graph ran in place
+ * (graph/exec_update.c) instead of calling f (a bound v.assign*): may it
+ * (the variable is one the check restores before the graph's run)? And
+ * after it: the eager call it stands for, checked by the value w it left. */
+bool check_update_tracked(Interp *I, Value f);
+int check_update_replay(Interp *I, Value f, const tfe_tensor *w);
+
 /* Interp.stage_limit is set when a graph run stops at a documented limit of
  * staging (docs/staging.md, section 14: a @host call changed the structure
  * of what the graph reads back, a gradient through a binding it changed):

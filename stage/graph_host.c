@@ -465,15 +465,32 @@ static int frame_depth(void *host) { return ((Interp *)host)->nframes; }
 
 /* v.assign*(x) with x the node's one input, a positional argument: the kinds
  * of graph/host.h are variable_assign_target's modes. Under TFE_CHECK_STAGED
- * the eager run's calls are replayed: the call must run. */
+ * the eager run's calls are replayed: an update may run in place only for a
+ * variable the check restored before the graph's run (stage/check.c), so the
+ * staged side runs what a default run runs; the call must run otherwise. */
 static int var_update(void *host, const GNode *n, tfe_tensor ***slot)
 {
-    if (host && ((Interp *)host)->check_replay) return 0;
     const HostNode *h = n->host;
     if (!h || h->sync || h->nhargs != 1 || h->nhkw || h->hargs[0].nleaves != 1 || h->hargs[0].v.kind != V_TENSOR ||
         n->nin != 1)
         return 0;
+    if (host && ((Interp *)host)->check_replay && !check_update_tracked((Interp *)host, h->obj)) return 0;
     return variable_assign_target(h->obj, slot);
+}
+
+/* An update written in place: under TFE_CHECK_STAGED, the eager run's call
+ * it stands for is checked against the variable's new value. */
+static int var_updated(GRun *x, const GNode *n, const tfe_tensor *w)
+{
+    Interp *I = x->host;
+    if (!I->check_replay) return 0;
+    Loc saved_loc = I->cur_loc;
+    I->cur_loc = n->loc;
+    int saved = frames_push_at(I, x->frame_base, n->frames ? n->frames->f : NULL, n->frames ? n->frames->n : 0);
+    int rc = check_update_replay(I, n->host->obj, w);
+    frames_pop_to(I, saved);
+    I->cur_loc = saved_loc;
+    return rc;
 }
 
 void stage_graph_host_register(void)
@@ -483,7 +500,7 @@ void stage_graph_host_register(void)
         .frames_release = frames_release, .frames_name = frames_name,
         .put_operation = put_operation, .put_types = put_types,
         .run_host = run_host, .var_read = var_read, .frame_depth = frame_depth, .node_error = node_error,
-        .var_update = var_update,
+        .var_update = var_update, .var_updated = var_updated,
     };
     graph_set_host(&host);
 }

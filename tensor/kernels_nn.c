@@ -404,23 +404,47 @@ typedef struct conv_ep {
     bool bias_first, relu;
 } conv_ep;
 
+/* y[k] (k < n, from a row's start) with p[k] (the bias repeated), one
+ * variant a loop with the flags constant, so that each vectorizes */
+#define EP_LOOP(T, ADD, RELU)                                                          \
+    for (int64_t k = 0; k < n; k++) {                                                  \
+        T t = ADD;                                                                     \
+        if (RELU) t = t > 0 || t != t ? t : (T)0;                                      \
+        yy[k] = t;                                                                     \
+    }
+/* Rows of few channels (6 in LeNet's first conv) are too short a loop: the
+ * bias is repeated over about 1024 elements, rows back to back, so the
+ * loop runs over those. */
 #define EP_ROWS(T)                                                                     \
-    static void ep_rows_##T(T *y, int64_t rows, int64_t co, const conv_ep *ep) {       \
-        const T *restrict b = ep->bias;                                                \
-        for (int64_t r = 0; r < rows; r++, y += co)                                    \
-            for (int64_t j = 0; j < co; j++) {                                         \
-                T t = ep->bias_first ? b[j] + y[j] : y[j] + b[j];                      \
-                if (ep->relu) t = t > 0 || t != t ? t : (T)0;                          \
-                y[j] = t;                                                              \
-            }                                                                          \
+    static void ep_rows_##T(T *y, int64_t rows, int64_t co, const T *b, bool bias_first, \
+                            bool relu) {                                               \
+        T pat[1024];                                                                   \
+        const T *p = b;                                                                \
+        int64_t len = co, total = rows * co;                                           \
+        if (co < 64) {                                                                 \
+            int64_t m = 1024 / co;                                                     \
+            for (int64_t r = 0; r < m; r++)                                            \
+                for (int64_t j = 0; j < co; j++) pat[r * co + j] = b[j];               \
+            p = pat;                                                                   \
+            len = m * co;                                                              \
+        }                                                                              \
+        for (int64_t i0 = 0; i0 < total; i0 += len) {                                  \
+            int64_t n = total - i0 < len ? total - i0 : len;                           \
+            T *restrict yy = y + i0;                                                   \
+            const T *restrict q = p;                                                   \
+            if (bias_first && relu) EP_LOOP(T, q[k] + yy[k], 1)                        \
+            else if (bias_first) EP_LOOP(T, q[k] + yy[k], 0)                           \
+            else if (relu) EP_LOOP(T, yy[k] + q[k], 1)                                 \
+            else EP_LOOP(T, yy[k] + q[k], 0)                                           \
+        }                                                                              \
     }
 EP_ROWS(float)
 EP_ROWS(double)
 
 static void ep_rows(bool f64, char *y, int64_t rows, int64_t co, const conv_ep *ep) {
     if (!ep) return;
-    if (f64) ep_rows_double((double *)y, rows, co, ep);
-    else ep_rows_float((float *)y, rows, co, ep);
+    if (f64) ep_rows_double((double *)y, rows, co, ep->bias, ep->bias_first, ep->relu);
+    else ep_rows_float((float *)y, rows, co, ep->bias, ep->bias_first, ep->relu);
 }
 
 typedef struct ep_job {

@@ -1113,7 +1113,9 @@ def nn_grad_cases():
                     y = conv_ref(x, w, st, dl, same) + b
                     return np.maximum(y, 0).astype(y.dtype) if relu else y
                 case(op, "$f($x, $w, $b)", {"x": arr(xs, dt), "w": arr(ws, dt), "b": arr(ws[3:], dt)},
-                     ref, pre=[f"let $f = staged(fn (x, w, b) {{ return {body} }})"], tol=tol_for(dt, "sum"),
+                     ref, pre=[f"let $f = staged(fn (x, w, b) {{ return {body} }})",
+                               "$f($x, $w, $b)"],  # the first call traces; the second runs the graph
+                     tol=tol_for(dt, "sum"),
                      label=f"staged {body}")
 
 

@@ -65,6 +65,8 @@ const char *export_refusal(tfe_op op)
     case OP_MAX_POOL2D_SELECT:
         return "a gradient op (export writes forward graphs)";
     case OP_ALLREDUCE: case OP_BROADCAST: case OP_ALLGATHER: return "a collective of a distributed run";
+    case OP_CONV2D_BIAS: case OP_CONV2D_BIAS_RELU:
+        return "made by the optimizer from conv2d, add and relu; export reads the graph as traced";
     default: return NULL;
     }
 }

@@ -882,6 +882,30 @@ RULE(grad_conv2d) {
     END;
 }
 
+/* conv2d_bias(_relu)(x, w, b) = [relu](conv2d(x, w) + b): the rules of relu,
+ * add and conv2d in turn, as a tape runs them, with the same ops. relu's
+ * mask reads the output instead of the pre-activation: relu(a) > 0 exactly
+ * when a > 0 (graph/opt_fuse.c, relu_masks). */
+RULE(grad_conv2d_bias) {
+    BEGIN;
+    tfe_tensor *w = c->in[1], *b = c->in[2];
+    tfe_tensor *dz = c->op == OP_CONV2D_BIAS_RELU ? B(s, OP_RELU_GRAD, G, Y) : G;
+    dz = cast(s, dz, Y->dtype);
+    if (!dz) s->failed = true;
+    if (dz && wants(b)) set_dx(s, &dx[2], dz, b);
+    if (dz && wants(x)) {
+        tfe_attrs at = backprop_attrs(c->at, false, x->shape);
+        tfe_tensor *in[2] = {cast(s, dz, w->dtype), w};
+        set_dx(s, &dx[0], scope_call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
+    }
+    if (dz && wants(w)) {
+        tfe_attrs at = backprop_attrs(c->at, false, w->shape);
+        tfe_tensor *in[2] = {x, cast(s, dz, x->dtype)};
+        set_dx(s, &dx[1], scope_call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
+    }
+    END;
+}
+
 RULE(grad_max_pool2d) {
     BEGIN;
     if (wants(x)) {

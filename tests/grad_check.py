@@ -384,6 +384,12 @@ def index_cases():
                    "return __obj($inner.gradient($o, $X))"],
              ins={"X": arr(xs), "u": arr(us)}, wrt=["u"],
              label=f"d/du of d/dx sum({fwd} * u) (nested tapes)")
+    # conv2d_bias(_relu): conv2d + b (+ relu) in a staged function, which the
+    # optimizer fuses (graph/opt_conv.c); its gradient, first and second order
+    for op, body in (("conv2d_bias_relu", 'relu(conv2d(x, w, padding="same") + b)'),
+                     ("conv2d_bias", "b + conv2d(x, w, stride=2)")):
+        case(op, body=[f"let $g = staged(fn (x, w, b) {{ return {body} }})", "return __obj($g($x, $w, $b))"],
+             ins={"x": arr((2, 4, 4, 2)), "w": arr((3, 3, 2, 3)), "b": arr((3,))}, label=f"staged {body}")
     case("dropout", "dropout($x, 0.5, seed=3)", {"x": arr((3, 4))})
     case("dropout", "dropout($x, 0.25, seed=11) * $x", {"x": arr((8,))})
     # several integer-tensor indices: one gather over the merged axes

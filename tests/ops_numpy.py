@@ -1088,6 +1088,36 @@ def nn_grad_cases():
                  pre=["with tape() as $t { $t.watch($x); let $l = sum(relu($x) * $dy) }"],
                  tol=None, needs="tape", label=f"gradient of relu {xs}")
 
+    # conv2d_bias / conv2d_bias_relu: what the optimizer makes of conv2d + b
+    # (+ relu) in a staged function (graph/opt_conv.c); one case a conv path
+    # of tensor/kernels_nn.c (direct float32, register tiles with dilation,
+    # chunked OpenBLAS with few channels, pointwise, float64 batched)
+    fused = [((2, 6, 6, 3), (3, 3, 3, 8), (1, 1), (1, 1), True),
+             ((2, 7, 6, 2), (2, 3, 2, 4), (1, 1), (1, 1), True),
+             ((2, 9, 8, 3), (3, 3, 3, 8), (2, 2), (1, 2), False),
+             ((3, 4, 4, 5), (1, 1, 5, 6), (1, 1), (1, 1), False),
+             ((2, 32, 32, 8), (3, 3, 8, 8), (1, 1), (1, 1), True)]
+    for dt in (F32, F64):
+        for xs, ws, st, dl, same in fused:
+            args = []
+            if st != (1, 1):
+                args.append(f"stride={pair_text(st)}")
+            if same:
+                args.append('padding="same"')
+            if dl != (1, 1):
+                args.append(f"dilation={pair_text(dl)}")
+            extra = "".join(", " + a for a in args)
+            for op, body in (("conv2d_bias_relu", f"relu(conv2d(x, w{extra}) + b)"),
+                             ("conv2d_bias", f"b + conv2d(x, w{extra})")):
+                def ref(x, w, b, st=st, dl=dl, same=same, relu=op.endswith("relu")):
+                    y = conv_ref(x, w, st, dl, same) + b
+                    return np.maximum(y, 0).astype(y.dtype) if relu else y
+                case(op, "$f($x, $w, $b)", {"x": arr(xs, dt), "w": arr(ws, dt), "b": arr(ws[3:], dt)},
+                     ref, pre=[f"let $f = staged(fn (x, w, b) {{ return {body} }})",
+                               "$f($x, $w, $b)"],  # the first call traces; the second runs the graph
+                     tol=tol_for(dt, "sum"),
+                     label=f"staged {body}")
+
 
 # ---- random ops -----------------------------------------------------------------
 

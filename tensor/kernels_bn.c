@@ -2,7 +2,9 @@
  * the training forward (y, batch mean, biased batch variance), its backward
  * (dx, dgamma, dbeta in two passes) and the inference form (given stats). */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("O3")
+/* no fused multiply-adds (the avx512f clones could contract): y's roundings
+ * are those of the unfused ops */
+#pragma GCC optimize("O3", "fp-contract=off")
 #endif
 #include "tensor/kernels.h"
 
@@ -133,6 +135,15 @@ static void rows_for(int64_t R, int64_t C, tfe_range_fn fn, void *ctx) {
 
 /* ---- the kernels, per dtype ------------------------------------------------------- */
 
+/* Each pass is compiled for AVX-512, AVX2 and the baseline, picked at load
+ * time: every channel has its own accumulator, summed in row order, so the
+ * vector width changes no bit. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
 typedef struct bn_ctx {
     const void *x, *dy, *g, *b;
     void *y;
@@ -146,7 +157,7 @@ typedef struct bn_ctx {
 
 #define BN_FNS(SUF, T)                                                             \
     /* pass 1: per part, sums of x in T and in double */                           \
-    static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
+    CLONES static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         for (int64_t k = b; k < e; k++) {                                          \
@@ -162,7 +173,7 @@ typedef struct bn_ctx {
         }                                                                          \
     }                                                                              \
     /* pass 2: per part, sums of squares around the double mean */                 \
-    static void sq_##SUF(int64_t b, int64_t e, void *vc) {                         \
+    CLONES static void sq_##SUF(int64_t b, int64_t e, void *vc) {                         \
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const double *restrict md = c->md;                                         \
@@ -180,7 +191,7 @@ typedef struct bn_ctx {
         }                                                                          \
     }                                                                              \
     /* y = ((x - m) * rs) * g + b: the unfused ops' roundings, in their order */   \
-    static void norm_##SUF(int64_t b, int64_t e, void *vc) {                       \
+    CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                       \
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
@@ -196,7 +207,7 @@ typedef struct bn_ctx {
         }                                                                          \
     }                                                                              \
     /* backward pass 1: per part, sums of dy and of dy * xhat, in double */        \
-    static void gsum_##SUF(int64_t b, int64_t e, void *vc) {                       \
+    CLONES static void gsum_##SUF(int64_t b, int64_t e, void *vc) {                       \
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict rs = c->rs;                          \
@@ -215,7 +226,7 @@ typedef struct bn_ctx {
         }                                                                          \
     }                                                                              \
     /* backward pass 2: dx = (k1 dy + k2 (x - m)) + k3 */                          \
-    static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                        \
+    CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                        \
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \

@@ -67,6 +67,7 @@ const char *export_refusal(tfe_op op)
     case OP_ALLREDUCE: case OP_BROADCAST: case OP_ALLGATHER: return "a collective of a distributed run";
     case OP_CONV2D_BIAS: case OP_CONV2D_BIAS_RELU:
         return "made by the optimizer from conv2d, add and relu; export reads the graph as traced";
+    case OP_BATCH_NORM_GRAD: return "a gradient op (export writes forward graphs)";
     default: return NULL;
     }
 }
@@ -553,6 +554,36 @@ int emit_op(Ex *E, const GNode *n)
             if (!slc) return ox_tmp_free(&t), free(a.s), -1;
             break;
         }
+        case OP_BATCH_NORM_TRAIN: case OP_BATCH_NORM_INFER: {
+            /* batch norm over every axis but the last (the channels of NHWC),
+             * expanded into ops rather than BatchNormalization: that op
+             * normalises axis 1 (NCHW), and these ops keep tfe's roundings,
+             * (x - mean) * (1 / sqrt(var + eps)) * gamma + beta. Training:
+             * the batch's mean and biased variance, two more outputs. */
+            int64_t ax[TFE_MAX_RANK];
+            for (int d = 0; d < xr - 1; d++) ax[d] = d;
+            const char *g = ox_in_name(E, n, 1), *b = ox_in_name(E, n, 2), *m, *v, *d;
+            if (op == OP_BATCH_NORM_TRAIN) {
+                m = reduce(E, &t, "ReduceMean", x, ax, xr - 1, false);
+                d = ox_bin(E, &t, "Sub", x, m);
+                v = reduce(E, &t, "ReduceMean", ox_bin(E, &t, "Mul", d, d), ax, xr - 1, false);
+            } else {
+                m = ox_in_name(E, n, 3);
+                v = ox_in_name(E, n, 4);
+                d = ox_bin(E, &t, "Sub", x, m);
+            }
+            const char *rs = ox_un(E, &t, "Reciprocal", ox_un(E, &t, "Sqrt", ox_bin(E, &t, "Add", v, ox_const_num(E, &t, xd, at->f[0]))));
+            r = ox_bin(E, &t, "Add", ox_bin(E, &t, "Mul", ox_bin(E, &t, "Mul", d, rs), g), b);
+            if (op == OP_BATCH_NORM_INFER) break;
+            const char *vals[3] = {r, m, v};
+            for (int k = 0; k < 3; k++) {
+                const char *o = ox_out_name(E, n, k);
+                ox_node(E, "Identity", 1, &vals[k], 1, &o, NULL);
+            }
+            free(a.s);
+            ox_tmp_free(&t);
+            return 0;
+        }
         default:
             return ox_tmp_free(&t), free(a.s), ox_refuse(E, "no ONNX form written for it");
         }
@@ -579,6 +610,7 @@ bool export_op_mapped(tfe_op op)
     case OP_SLICE: case OP_CONCAT: case OP_STACK: case OP_SPLIT: case OP_TILE: case OP_GATHER: case OP_ONE_HOT:
     case OP_CONV2D: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_CUMSUM: case OP_TAKE_ALONG_AXIS:
     case OP_PUT_ALONG_AXIS_ADD: case OP_ISCLOSE: case OP_SCATTER: case OP_SCATTER_ADD: case OP_BOOL_MASK: case OP_SET_SLICE:
+    case OP_BATCH_NORM_TRAIN: case OP_BATCH_NORM_INFER:
         return true;
     default: return false;
     }

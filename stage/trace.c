@@ -260,6 +260,7 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
                 int axis = (int)(at->axes[0] < 0 ? at->axes[0] + m.rank : at->axes[0]);
                 m.shape[axis] = at->ints[k];
             }
+            if ((op == OP_BATCH_NORM_TRAIN || op == OP_BATCH_NORM_GRAD) && k > 0) tfe_batch_norm_out_meta(&c, k, &m);
             out[k] = tensor_symbolic(m.dtype, m.weak, m.rank, m.shape);
         }
         /* a tape inside a loop body or branch traced without values: it

@@ -105,8 +105,10 @@ CASES = {
     "set_slice": ("{ let y = a\n y[1:3, ::-2] = b\n return y }", [R((4, 5)), R((3,))]),
     # only a gradient rule makes it (take_along_axis's): a tape inside the function
     "put_along_axis_add": ("grad_of_take(a, b, c)", [R((3, 4)), R((3, 2), I64, 0, 3), R((3, 2))]),
+    "batch_norm_train": ("batch_norm_train(a, b, c, 0.001)", [R((2, 3, 3, 4)), R((4,)), R((4,))]),
+    "batch_norm_infer": ("batch_norm_infer(a, b, c, b * 0.5, c * c + 0.5, 0.01)", [R((2, 3, 4)), R((4,)), R((4,))]),
 }
-TUPLE_RESULT = {"split"}
+TUPLE_RESULT = {"split", "batch_norm_train"}
 # ops whose exported model import_onnx reads back: the same bits as tfe's
 IMPORT_BACK = {"conv2d", "max_pool2d", "avg_pool2d", "maximum", "minimum", "add"}
 # made at trace time as constants: no node of theirs in graph() (export writes

@@ -1117,6 +1117,44 @@ def nn_grad_cases():
                                "$f($x, $w, $b)"],  # the first call traces; the second runs the graph
                      tol=tol_for(dt, "sum"),
                      label=f"staged {body}")
+    # fused batch normalization over the last axis (tensor/kernels_bn.c): the
+    # forward with its batch statistics, the inference form, and the gradient
+    # (the op batch_norm_grad) in closed form; the large case runs by parts
+    def bn_ref(x, g, b, eps):
+        ax = tuple(range(x.ndim - 1))
+        m = x.astype(np.float64).mean(axis=ax)
+        v = x.astype(np.float64).var(axis=ax)
+        y = (x - m) / np.sqrt(v + eps) * g + b
+        return [y.astype(x.dtype), m.astype(x.dtype), v.astype(x.dtype)]
+
+    def bn_grad_ref(x, g, dy, eps):
+        ax = tuple(range(x.ndim - 1))
+        x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+        n = x.size // x.shape[-1]
+        m, v = x64.mean(axis=ax), x64.var(axis=ax)
+        r = 1 / np.sqrt(v + eps)
+        xh = (x64 - m) * r
+        db, dg = dy64.sum(axis=ax), (dy64 * xh).sum(axis=ax)
+        dx = g * r * (dy64 - db / n - xh * dg / n)
+        return [dx.astype(x.dtype), dg.astype(x.dtype), db.astype(x.dtype)]
+
+    for dt in (F32, F64):
+        for xs in ((6, 3), (2, 3, 4, 5), (8, 8, 8, 64)):
+            x, g, b, dy = arr(xs, dt), arr(xs[-1:], dt), arr(xs[-1:], dt), arr(xs, dt)
+            tol = tol_for(dt, "sum")
+            case("batch_norm_train", ["$y", "$m", "$v"], {"x": x, "g": g, "b": b},
+                 lambda x, g, b: bn_ref(x, g, b, 1e-3), pre=["let ($y, $m, $v) = batch_norm_train($x, $g, $b, 0.001)"],
+                 tol=tol, label=f"batch_norm_train {xs}")
+            case("batch_norm_infer", "batch_norm_infer($x, $g, $b, $m, $v, eps=0.01)",
+                 {"x": x, "g": g, "b": b, "m": arr(xs[-1:], dt), "v": np.abs(arr(xs[-1:], dt)) + 0.5},
+                 lambda x, g, b, m, v: ((x - m) / np.sqrt(v + 0.01) * g + b).astype(x.dtype),
+                 tol=tol, label=f"batch_norm_infer {xs}")
+            case("batch_norm_grad", ["$g2[0]", "$g2[1]", "$g2[2]"], {"x": x, "g": g, "b": b, "dy": dy},
+                 lambda x, g, b, dy: bn_grad_ref(x, g, dy, 1e-3),
+                 pre=["with tape() as $t { $t.watch($x); $t.watch($g); $t.watch($b); "
+                      "let $l = sum(batch_norm_train($x, $g, $b, 0.001)[0] * $dy) }",
+                      "let $g2 = $t.gradient($l, ($x, $g, $b))"],
+                 tol=tol, needs="tape", label=f"gradient of batch_norm_train {xs}")
 
 
 # ---- random ops -----------------------------------------------------------------

@@ -1586,12 +1586,47 @@ static tfe_tensor *run_value(const Graph *B, const Graph *R, const int *map, GRu
     return NULL;
 }
 
+/* Source i of this call is a read a traced cond hands on, in the branch the
+ * run went through, before any assign of its variable there (mark_exported),
+ * recorded into a trace by a tape made there: it read t, the variable's
+ * value when the cond started. That is one tensor with an earlier read of t
+ * only on the calls where nothing between assigned the variable (another
+ * traced if, say), where eager code reads another tensor and sums its
+ * gradient apart. So, as a read in the branch not taken (below), it is a
+ * header of its own, noted as a read where its branch runs, and the
+ * gradient merges it with the reads that are one tensor with it on a call
+ * (builtins_autodiff.c, merge_reads); the branch's reads of t, which the
+ * trace of the branch noted as t's, are no longer. One header for all the
+ * run's reads of t there. New ref, or NULL: not such a read. */
+static tfe_tensor *ran_read_own(Interp *I, const Graph *B, const Plan *p, int i, tfe_tensor *t)
+{
+    Tracer *tr = I->tracer;
+    if (!tr || !tr->cf_running) return NULL;
+    for (int k = 0; k < B->n; k++) {
+        const GNode *n = &B->nodes[k];
+        if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (!n->fresh_region || n->after_assign) return NULL;
+        struct CfStart *cs = trace_cf_entry(tr, n->host->obj.u.o);
+        if (!cs || cs->t != t) return NULL;
+        if (!cs->own) {
+            if (!(cs->own = tensor_alias(t))) return NULL;
+            tapes_read_unnote(tr->id, n->host->obj, t, n->fresh_region, n->fresh_region);
+            tapes_read_fresh(tr->id, n->host->obj, cs->own, n->fresh_region, false, n->at_end);
+        }
+        tensor_incref(cs->own);
+        return cs->own;
+    }
+    return NULL;
+}
+
 /* The value of source i of this call (new ref): a variable read that did not
  * run (a branch not taken) stands for the variable's current value. */
 static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const int *map, const Plan *p, GRun *x, int i)
 {
     tfe_tensor *t = run_value(B, R, map, x, p->src[i]);
     if (t) {
+        tfe_tensor *own = ran_read_own(I, B, p, i, t);
+        if (own) return own;
         tensor_incref(t);
         return t;
     }

@@ -2278,17 +2278,18 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         }
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(c->plan.nsrc + 1));
         for (int i = 0; i < c->plan.nsrc; i++) src[i] = source_value(I, B, R, map, &c->plan, &x, i);
-        free(map);
         /* an output that is a source too (a variable's read a cond hands on:
-         * stage/trace_cf.c, export_reads) is its own tensor as well */
+         * stage/trace_cf.c, export_reads), or the tensor such a source has
+         * a header of its own for (ran_read_own), is its own tensor as well */
         for (int k = 0; k < top->nouts; k++)
             for (int i = G->ninputs; i < c->plan.nsrc && outs[k]; i++)
-                if (outs[k] == src[i]) {
+                if (outs[k] == src[i] || outs[k] == run_value(B, R, map, &x, c->plan.src[i])) {
                     tfe_tensor *a = tensor_alias(outs[k]);
                     tensor_decref(outs[k]);
                     outs[k] = a;
                     break;
                 }
+        free(map);
         /* then the saved host results (each its own tensor too) */
         c->hout = xmalloc(sizeof *c->hout * (size_t)(c->plan.nsaved + 1));
         tfe_tensor **all = xmalloc(sizeof *all * (size_t)(top->nouts + c->plan.nsaved + 1));

@@ -1610,6 +1610,13 @@ static tfe_tensor *ran_read_own(Interp *I, const Graph *B, const Plan *p, int i,
         if (!cs || cs->t != t) return NULL;
         if (!cs->own) {
             if (!(cs->own = tensor_alias(t))) return NULL;
+            /* to a tape outside the call (which read t as eager code does)
+             * the header is a copy of t: one sum, as trace_var_read's */
+            if (tr->tapes_at_begin) {
+                static const tfe_attrs none = {.naxes = -1};
+                const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &cs->own};
+                tfe_tape_record_outer(&c, tr->tapes_at_begin);
+            }
             tapes_read_unnote(tr->id, n->host->obj, t, n->fresh_region, n->fresh_region);
             tapes_read_fresh(tr->id, n->host->obj, cs->own, n->fresh_region, false, n->at_end);
         }

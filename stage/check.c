@@ -591,8 +591,16 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     for (int i = 0; i < r.nargs; i++) {
         r.orig[i] = i < argc ? argv[i] : kwvals[i - argc];
         value_incref(r.orig[i]);
-        /* as it is now: the call may change a list or record it gets */
-        r.args[i] = sig_copy_containers(r.orig[i]);
+        /* as it is now: the call may change a list or record it gets; a
+         * variable given to an assign, its value (the call reads it, and
+         * the graph reads it first: stage/trace.c, trace_host_call) */
+        if (value_is_variable(r.orig[i]) && variable_assign_target(f, NULL)) {
+            tfe_tensor *t = variable_peek(r.orig[i]);
+            tensor_incref(t);
+            r.args[i] = v_tensor_take(t);
+        } else {
+            r.args[i] = sig_copy_containers(r.orig[i]);
+        }
     }
     r.kwnames = xmalloc(sizeof *r.kwnames * (size_t)(nkw + 1));
     for (int k = 0; k < nkw; k++) r.kwnames[k] = xstrdup(kwnames[k]->s);

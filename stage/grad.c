@@ -2005,12 +2005,54 @@ static tfe_tensor *run_value(const Graph *B, const Graph *R, const int *map, GRu
     return NULL;
 }
 
+/* Source i of this call is a read a traced cond hands on, in the branch the
+ * run went through, before any assign of its variable there (mark_exported),
+ * recorded into a trace by a tape made there: it read t, the variable's
+ * value when the cond started. That is one tensor with an earlier read of t
+ * only on the calls where nothing between assigned the variable (another
+ * traced if, say), where eager code reads another tensor and sums its
+ * gradient apart. So, as a read in the branch not taken (below), it is a
+ * header of its own, noted as a read where its branch runs, and the
+ * gradient merges it with the reads that are one tensor with it on a call
+ * (builtins_autodiff.c, merge_reads); the branch's reads of t, which the
+ * trace of the branch noted as t's, are no longer. One header for all the
+ * run's reads of t there. New ref, or NULL: not such a read. */
+static tfe_tensor *ran_read_own(Interp *I, const Graph *B, const Plan *p, int i, tfe_tensor *t)
+{
+    Tracer *tr = I->tracer;
+    if (!tr || !tr->cf_running) return NULL;
+    for (int k = 0; k < B->n; k++) {
+        const GNode *n = &B->nodes[k];
+        if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (!n->fresh_region || n->after_assign) return NULL;
+        struct CfStart *cs = trace_cf_entry(tr, n->host->obj.u.o);
+        if (!cs || cs->t != t) return NULL;
+        if (!cs->own) {
+            if (!(cs->own = tensor_alias(t))) return NULL;
+            /* to a tape outside the call (which read t as eager code does)
+             * the header is a copy of t: one sum, as trace_var_read's */
+            if (tr->tapes_at_begin) {
+                static const tfe_attrs none = {.naxes = -1};
+                const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &cs->own};
+                tfe_tape_record_outer(&c, tr->tapes_at_begin);
+            }
+            tapes_read_unnote(tr->id, n->host->obj, t, n->fresh_region, n->fresh_region);
+            tapes_read_fresh(tr->id, n->host->obj, cs->own, n->fresh_region, false, n->at_end);
+        }
+        tensor_incref(cs->own);
+        return cs->own;
+    }
+    return NULL;
+}
+
 /* The value of source i of this call (new ref): a variable read that did not
  * run (a branch not taken) stands for the variable's current value. */
 static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const int *map, const Plan *p, GRun *x, int i)
 {
     tfe_tensor *t = run_value(B, R, map, x, p->src[i]);
     if (t) {
+        tfe_tensor *own = ran_read_own(I, B, p, i, t);
+        if (own) return own;
         tensor_incref(t);
         return t;
     }
@@ -2972,17 +3014,19 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
                     tensor_incref(x.log[k]);
                     src[at++] = x.log[k];
                 }
-        free(map);
         /* an output that is a source too (a variable's read a cond hands on:
-         * stage/trace_cf.c, export_reads) is its own tensor as well */
+         * stage/trace_cf.c, export_reads), or the tensor such a source has
+         * a header of its own for (ran_read_own), is its own tensor as well */
         for (int k = 0; k < top->nouts; k++)
             for (int i = G->ninputs; i < nsrc && outs[k]; i++)
-                if (outs[k] == src[i]) {
+                if (outs[k] == src[i] ||
+                    (i < c->plan.nsrc && outs[k] == run_value(B, R, map, &x, c->plan.src[i]))) {
                     tfe_tensor *a = tensor_alias(outs[k]);
                     tensor_decref(outs[k]);
                     outs[k] = a;
                     break;
                 }
+        free(map);
         /* then the saved host results (each its own tensor too) */
         c->hout = xmalloc(sizeof *c->hout * (size_t)(c->plan.nsaved + 1));
         tfe_tensor **all = xmalloc(sizeof *all * (size_t)(top->nouts + c->plan.nsaved + 1));

@@ -1107,6 +1107,28 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                     Str *const *kwnames, const Value *kwvals, Value *out)
 {
     Tracer *T = I->tracer;
+    /* v.assign(w) (or v -= w, ...) with a variable w reads w, which an eager
+     * tape notes: the read is a node of its own (also in a branch traced
+     * symbolically, where the call itself does not run), and the call gets
+     * the tensor read */
+    bool reads_var = false;
+    for (int i = 0; i < argc + nkw && !reads_var && variable_assign_target(f, NULL); i++)
+        reads_var = value_is_variable(i < argc ? argv[i] : kwvals[i - argc]);
+    if (reads_var) {
+        int n = argc + nkw, rc = 0;
+        Value *rd = xcalloc((size_t)n, sizeof *rd);
+        for (int i = 0; i < n && !rc; i++) {
+            Value a = i < argc ? argv[i] : kwvals[i - argc];
+            tfe_tensor *t = value_is_variable(a) ? value_to_tensor(a) : NULL;
+            if (t) rd[i] = v_tensor_take(t);
+            else if (value_is_variable(a)) rc = interp_raise_tensor_error(I);
+            else rd[i] = (value_incref(a), a);
+        }
+        if (!rc) rc = trace_host_call(I, f, argc, rd, nkw, kwnames, rd + argc, out);
+        for (int i = 0; i < n; i++) value_decref(rd[i]);
+        free(rd);
+        return rc;
+    }
     const char *fname = f.kind == V_FN ? ((Closure *)f.u.o)->name : ((Builtin *)f.u.o)->name;
     if (T->symbolic && !known_nil(f))
         return trace_fail(I, I->cur_loc, "%s() is called back at run time, and its result cannot be "

@@ -45,9 +45,19 @@ tfe_dtype ox_dtype_of(int64_t onnx, bool *ok)
     case 6: return TFE_INT32;
     case 7: return TFE_INT64;
     case 9: return TFE_BOOL;
+    case 10: return TFE_FLOAT16;
     case 11: return TFE_FLOAT64;
+    case 16: return TFE_BFLOAT16;
     default: *ok = false; return TFE_FLOAT32;
     }
+}
+
+const char *ox_dtype_name(int64_t onnx)
+{
+    static const char *N[] = {"ONNX's undefined type", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                              "string", "bool", "float16", "float64", "uint32", "uint64", "complex64", "complex128",
+                              "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"};
+    return onnx >= 0 && onnx < (int64_t)(sizeof N / sizeof *N) ? N[onnx] : "an unknown ONNX type";
 }
 
 /* TensorProto -> a tensor (raw_data, or float/int32/int64/double data). */

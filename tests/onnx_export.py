@@ -833,8 +833,92 @@ def dyn_scatter(work):
     return fails
 
 
+def exact(g, w):
+    """The same values bit for bit: NaN where NaN, the sign of a zero too."""
+    if g.dtype != w.dtype or g.shape != w.shape:
+        return False
+    if w.dtype.kind != "f":
+        return np.array_equal(g, w)
+    return bool(np.all((np.isnan(g) & np.isnan(w)) | ((g == w) & (np.signbit(g) == np.signbit(w)))))
+
+
+# (name, body of fn f(a, b), inputs, batch sizes to run at with dynamic="batch" or None)
+SEMANTICS = [
+    # bool arithmetic: tfe promotes as NumPy does (bool + bool is int64 ...)
+    ("bool_add", "(a > 1.0) + (a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_mul", "(a > 1.0) * (a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_max", "maximum(a > 1.0, a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_min", "minimum(a > 1.0, a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_argmax", "argmax(a > 2.0, axis=0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_argmin", "argmin(a > 2.0)", [np.array([2.5, 1.5, 2.5, 3.0], F32)], None),
+    ("relu_int", "relu(a)", [np.array([-3, 0, 5, -9223372036854775807], I64)], None),
+    ("relu_int32", "relu(a)", [np.array([-3, 0, 5], I32)], None),
+    ("where_bool", "where(a > 0.0, a > 1.0, a < -1.0)", [np.array([-2.0, -0.5, 0.5, 2.0], F32)], None),
+    # reductions and argmax with NaN, empty any/all
+    ("any_empty", "any(a[0:0] > 0.0)", [np.array([1.0, 2.0], F32)], None),
+    ("all_empty", "all(a[0:0] > 0.0)", [np.array([1.0, 2.0], F32)], None),
+    ("max_nan", "{ return (max(a), min(a), max(a, axis=1), min(a, axis=0)) }",
+     [np.array([[1.0, np.nan, 0.0, 2.0], [1.0, 3.0, -1.0, 2.0]], F32)], None),
+    ("argmax_nan", "{ return (argmax(a, axis=1), argmin(a, axis=1), argmax(a), argmin(a)) }",
+     [np.array([[1.0, np.nan, 0.0, np.nan], [1.0, 3.0, -1.0, 2.0]], F32)], None),
+    ("maximum_nan", "{ return (maximum(a, 0.0), minimum(a, 0.0), clip(a, -1.0, 1.0)) }",
+     [np.array([1.0, np.nan, -2.0], F32)], None),
+    # signed zeros and the like
+    ("relu_negzero", "relu(a)", [np.array([-0.0, 0.0, -1.0, 2.0], F32)], None),
+    ("sign_negzero", "sign(a)", [np.array([-0.0, 0.0, -1.0, 2.0, np.nan], F32)], None),
+    ("mod_zero", "{ return (a % -0.75, a % 0.75) }", [np.array([0.0, -0.0, 1.5, -1.5, 0.3], F32)], None),
+    ("floordiv_inf", "a // 0.75", [np.array([-np.inf, np.inf, 1.0, -0.3], F32)], None),
+    ("log1p_small", "log1p(a)", [np.array([1e-10, -1e-10, 1e-5, 0.5, -0.0], F32)], None),
+    # traced if and while with a dynamic batch
+    ("dyn_if", "{ let y = a\n if sum(a) > 0.0 { y = a * 2.0 } else { y = -a }\n return (y,) }",
+     [np.arange(4, dtype=F32) - 1.0], (4, 3, 9)),
+    ("dyn_while", "{ let y = a\n while sum(y) < 100.0 { y = y * 2.0 + 1.0 }\n return (y,) }",
+     [np.arange(4, dtype=F32)], (4, 3, 9)),
+    ("dyn_nested", "{ let y = a\n while sum(y) < 100.0 {\n if sum(y) > 0.0 { y = y * 2.0 + 1.0 } else { y = y - 1.0 }\n }\n"
+     " return (y, sum(y)) }", [np.arange(4, dtype=F32)], (4, 3, 9)),
+]
+
+
+def semantics(work):
+    """What tfe computes is what the model computes, bit for bit: bool
+    arithmetic, NaN in reductions and arg-reductions, empty any, signed
+    zeros; and a traced if or while with a dynamic batch at several sizes."""
+    fails = []
+    for name, body, ins, sizes in SEMANTICS:
+        runs = [ins] if sizes is None else [[np.resize(ins[0], (b,))] + ins[1:] for b in sizes]
+        names = "abc"[:len(ins)]
+        lines = [f"@staged\nfn f({', '.join(names)}) " + (body if body.startswith("{") else f"{{ return ({body},) }}")]
+        for k, xs in enumerate(runs):
+            for nm, x in zip(names, xs):
+                np.save(f"{work}/se_{name}_{k}{nm}.npy", x)
+            args = ", ".join(f'load_npy("{work}/se_{name}_{k}{nm}.npy")' for nm in names)
+            lines.append(f"let rs{k} = f({args})")
+            lines.append(f'for i in range(len(rs{k})) {{ save_npy("{work}/se_{name}_{k}_out" + str(i) + ".npy", rs{k}[i]) }}')
+        args = ", ".join(f'load_npy("{work}/se_{name}_0{nm}.npy")' for nm in names)
+        dyn = ', dynamic="batch"' if sizes else ""
+        lines.append(f'export(f, {args}, path="{work}/se_{name}.onnx"{dyn})')
+        r = tfe("\n".join(lines) + "\n", work)
+        if r.returncode:
+            fails.append(f"{name}: tfe failed:\n{r.stderr.strip()[-500:]}")
+            continue
+        for k, xs in enumerate(runs):
+            try:
+                s, got = run_model(f"{work}/se_{name}.onnx", {i.name: x for i, x in zip(
+                    ort.InferenceSession(f"{work}/se_{name}.onnx", providers=["CPUExecutionProvider"]).get_inputs(), xs)})
+            except Exception as e:  # noqa: BLE001
+                fails.append(f"{name} (size {len(xs[0])}): {type(e).__name__}: {str(e)[:300]}")
+                break
+            for i, g in enumerate(got):
+                want = np.load(f"{work}/se_{name}_{k}_out{i}.npy")
+                if not exact(g, want):
+                    fails.append(f"{name} (size {len(xs[0])}) output {i}: {g.dtype}{g.shape} {g} want {want.dtype}{want.shape} {want}")
+    print(f"onnx_export: {len(SEMANTICS)} functions whose model computes tfe's values bit for bit")
+    return fails
+
+
 def later(work):
-    return names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
+    return (names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
+            + semantics(work))
 
 
 if __name__ == "__main__":

@@ -710,6 +710,13 @@ NAME_ERRORS = [
     # a slice of a size the body read: no constant bounds
     ("@staged\nfn f(x) { return x[:x.shape[0] - 1] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"b\")\n",
      "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic: f's graph depends on its size"),
+    # a dim needs a name; a file that cannot be written said once
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic=\"\", path=\"{w}/e.onnx\")\n",
+     "prog.tfe:3:1: error: export(): dynamic.x is \"\": a dim needs a name"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones((2, 3)), dynamic={x: (\"\", nil)}, path=\"{w}/e.onnx\")\n",
+     "prog.tfe:3:1: error: export(): dynamic.x[0] must be a dim name (a string, not \"\") or nil, got \"\""),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), path=\"/nonexistent/dir/m.onnx\")\n",
+     "prog.tfe:3:1: error: export(): cannot write '/nonexistent/dir/m.onnx': No such file or directory\n"),
 ]
 
 
@@ -879,6 +886,66 @@ SEMANTICS = [
 ]
 
 
+def import_ints(work):
+    """import_onnx computes what onnxruntime does: int Div truncates toward
+    zero, Cast to float16, ReduceMax and ReduceMin over an empty axis; a
+    Cast to a type tfe lacks names it."""
+    from onnx import helper as oh, TensorProto as T
+    fails = []
+
+    def model(nodes, ins, outs):
+        g = oh.make_graph(nodes, "g", [oh.make_tensor_value_info(n, t, s) for n, t, s in ins],
+                          [oh.make_tensor_value_info(n, t, None) for n, t in outs])
+        m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m
+
+    a64, b64 = np.array([7, -7, 7, -7, 6, 0, -9], I64), np.array([2, 2, -2, -2, 3, -5, 4], I64)
+    e = np.zeros((0, 3), F32)
+    cases = [
+        ("div_i64", model([oh.make_node("Div", ["a", "b"], ["y"])], [("a", T.INT64, [7]), ("b", T.INT64, [7])],
+                          [("y", T.INT64)]), [a64, b64]),
+        ("div_i32", model([oh.make_node("Div", ["a", "b"], ["y"])], [("a", T.INT32, [7]), ("b", T.INT32, [7])],
+                          [("y", T.INT32)]), [a64.astype(I32), b64.astype(I32)]),
+        ("cast_f16", model([oh.make_node("Cast", ["a"], ["h"], to=T.FLOAT16), oh.make_node("Cast", ["h"], ["y"], to=T.FLOAT)],
+                           [("a", T.FLOAT, [4])], [("y", T.FLOAT)]), [np.array([1.0001, 3.14159, 70000.0, -1e-8], F32)]),
+        ("reducemax_empty", model([oh.make_node("ReduceMax", ["a"], ["y"], axes=[0], keepdims=0),
+                                   oh.make_node("ReduceMin", ["a"], ["z"], axes=[0], keepdims=1)],
+                                  [("a", T.FLOAT, [0, 3])], [("y", T.FLOAT), ("z", T.FLOAT)]), [e]),
+    ]
+    for name, m, ins in cases:
+        path = f"{work}/ii_{name}.onnx"
+        onnx.save(m, path)
+        try:
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {
+                i.name: x for i, x in zip(m.graph.input, ins)})
+        except Exception as ex:  # noqa: BLE001
+            fails.append(f"import {name}: onnxruntime: {ex}")
+            continue
+        prog = [f'let m = import_onnx("{path}")']
+        for k, x in enumerate(ins):
+            np.save(f"{work}/ii_{name}_{k}.npy", x)
+        args = ", ".join(f'load_npy("{work}/ii_{name}_{k}.npy")' for k in range(len(ins)))
+        prog.append(f"let r = m({args})\nlet rs = " + ("r" if len(want) > 1 else "(r,)"))
+        prog.append(f'for i in range(len(rs)) {{ save_npy("{work}/ii_{name}_out" + str(i) + ".npy", rs[i]) }}')
+        r = tfe("\n".join(prog) + "\n", work)
+        if r.returncode:
+            fails.append(f"import {name}: {r.stderr[-400:]}")
+            continue
+        for i, w in enumerate(want):
+            g = np.load(f"{work}/ii_{name}_out{i}.npy")
+            if not exact(g, w):
+                fails.append(f"import {name}: output {i} {g.dtype}{g.shape} {g}, onnxruntime's {w.dtype}{w.shape} {w}")
+    path = f"{work}/ii_cast_u8.onnx"
+    onnx.save(model([oh.make_node("Cast", ["a"], ["y"], to=T.UINT8)], [("a", T.FLOAT, [2])], [("y", T.UINT8)]), path)
+    r = tfe(f'let m = import_onnx("{path}")\nlet y = m(ones(2))\n', work)
+    want = "prog.tfe:2:9: error: import_onnx(): Cast to uint8: tfe has no such dtype"
+    if r.returncode != 1 or want not in r.stderr:
+        fails.append(f"import cast_u8: want {want!r}, got rc {r.returncode}: {r.stderr[-300:]}")
+    print(f"onnx_export: {len(cases)} imported models of int Div, float16 Cast and empty reductions give onnxruntime's values")
+    return fails
+
+
 def semantics(work):
     """What tfe computes is what the model computes, bit for bit: bool
     arithmetic, NaN in reductions and arg-reductions, empty any, signed
@@ -918,7 +985,7 @@ def semantics(work):
 
 def later(work):
     return (names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
-            + semantics(work))
+            + semantics(work) + import_ints(work))
 
 
 if __name__ == "__main__":

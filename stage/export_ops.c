@@ -243,7 +243,23 @@ int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_SQUARE: r = ox_bin(E, &t, "Mul", x, x); break;
-        case OP_CAST: r = ox_cast(E, &t, x, xd, at->dtype); break;
+        case OP_CAST:
+            if ((xd == TFE_FLOAT32 || xd == TFE_FLOAT64) && dtype_is_int(at->dtype)) {
+                /* tfe saturates (NaN is 0); ONNX leaves a value out of range
+                 * undefined (onnxruntime gives the lowest int): clipped to the
+                 * largest float below 2^(bits-1), then the ends and NaN set */
+                double top = ldexp(1, at->dtype == TFE_INT32 ? 31 : 63);
+                double below = xd == TFE_FLOAT32 ? (double)nextafterf((float)top, 0) : nextafter(top, 0);
+                const char *lo = ox_const_num(E, &t, xd, -top);
+                const char *c = ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", x, lo), ox_const_num(E, &t, xd, below));
+                r = ox_cast(E, &t, c, xd, at->dtype);
+                r = where3(E, &t, ox_bin(E, &t, "GreaterOrEqual", x, ox_const_num(E, &t, xd, top)),
+                           ox_const_num(E, &t, at->dtype, at->dtype == TFE_INT32 ? 2147483647.0 : 9223372036854775807.0), r);
+                r = where3(E, &t, ox_un(E, &t, "IsNaN", x), ox_const_num(E, &t, at->dtype, 0), r);
+            } else {
+                r = ox_cast(E, &t, x, xd, at->dtype);
+            }
+            break;
         case OP_WHERE: {
             /* onnxruntime has no Where of bools: of int32s, the result back to bool */
             tfe_dtype wd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype;
@@ -257,8 +273,10 @@ int emit_op(Ex *E, const GNode *n)
             const char *dy = ox_cast(E, &t, x, xd, om->dtype);
             const char *xs = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
             const char *z = ox_const_num(E, &t, om->dtype, 0);
-            const char *w[3] = {ox_bin(E, &t, "Greater", xs, z), dy, z};
-            r = ox_op1(E, &t, "Where", 3, w, NULL);
+            const char *gt = ox_bin(E, &t, "Greater", xs, z);
+            r = where3(E, &t, gt, dy, z);
+            if (dtype_is_float(om->dtype)) /* (a -0.0 of dy stays -0.0) */
+                r = neg_zero_where(E, &t, om->dtype, r, ox_bin(E, &t, "And", gt, signbit_of(E, &t, om->dtype, dy)));
             break;
         }
         case OP_CLIP: {

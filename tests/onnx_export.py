@@ -875,6 +875,10 @@ SEMANTICS = [
     ("sign_negzero", "sign(a)", [np.array([-0.0, 0.0, -1.0, 2.0, np.nan], F32)], None),
     ("mod_zero", "{ return (a % -0.75, a % 0.75) }", [np.array([0.0, -0.0, 1.5, -1.5, 0.3], F32)], None),
     ("floordiv_inf", "a // 0.75", [np.array([-np.inf, np.inf, 1.0, -0.3], F32)], None),
+    ("floordiv_inf_divisor", "a // b", [np.array([1.0, -1.0, 0.0, -0.0, np.inf], F32), np.array(-np.inf, F32)], None),
+    ("cast_saturates", "{ return (cast(a, int32), cast(a, int64), cast(cast(a, float64) * 1e10, int64)) }",
+     [np.array([3e9, -3e9, np.nan, 1e20, -1e20, 2147483520.0, -7.9, 7.9, np.inf], F32)], None),
+    ("relu_grad_negzero", "relu_grad(a, b)", [np.array([-0.0, -0.0, 1.0, -2.0], F32), np.array([1.0, -1.0, 0.0, 2.0], F32)], None),
     ("log1p_small", "log1p(a)", [np.array([1e-10, -1e-10, 1e-5, 0.5, -0.0], F32)], None),
     # traced if and while with a dynamic batch
     ("dyn_if", "{ let y = a\n if sum(a) > 0.0 { y = a * 2.0 } else { y = -a }\n return (y,) }",

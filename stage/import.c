@@ -91,6 +91,29 @@ static tfe_tensor *int_div(tfe_tensor *a, tfe_tensor *b)
     return r;
 }
 
+/* ONNX's ReduceMean of ints is an int (the sum divided as Div does:
+ * toward zero); tfe's mean of ints is a float. */
+static tfe_tensor *int_mean(tfe_tensor *x, const tfe_attrs *at)
+{
+    tfe_scope s;
+    s.n = 0;
+    s.failed = false;
+    tfe_attrs ca;
+    tfe_attrs_init(&ca);
+    ca.dtype = x->dtype;
+    tfe_tensor *sum = scope_call(&s, OP_SUM, 1, &x, at), *r = NULL;
+    if (sum && tensor_numel(sum) && tensor_numel(x)) {
+        tfe_tensor *cnt = scope_keep(&s, tensor_from_f64((double)(tensor_numel(x) / tensor_numel(sum)), sum->dtype));
+        tfe_tensor *q = cnt ? scope_keep(&s, int_div(sum, cnt)) : NULL;
+        r = scope_call(&s, OP_CAST, 1, &q, &ca);
+    } else if (sum) {
+        r = scope_call(&s, OP_CAST, 1, &sum, &ca); /* nothing to divide: an empty result, or a sum of nothing */
+    }
+    if (r) tensor_incref(r);
+    scope_release(&s);
+    return r;
+}
+
 /* ReduceMax or ReduceMin over an empty axis: onnxruntime's -inf or +inf (an
  * int's lowest or highest), where tfe's max of nothing is an error; the
  * shape is the sum's. NULL (no error set) when no reduced axis is empty. */
@@ -149,6 +172,15 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
         if (n->nin != (unary ? 1 : 2)) return interp_raise(I, "import_onnx(): %s takes %d input%s, not %d", n->op, unary ? 1 : 2, unary ? "" : "s", n->nin);
         if (op == OP_DIV && dtype_is_int(in[0]->dtype) && dtype_is_int(in[1]->dtype)) {
             *out = int_div(in[0], in[1]);
+            return *out ? 0 : interp_raise_tensor_error(I);
+        }
+        if (op == OP_POW && in[0] && in[1] && in[1]->dtype != in[0]->dtype) {
+            /* ONNX's Pow is of the base's type (an int base to a float power: an int) */
+            tfe_tensor *p = tfe_call1(OP_POW, 2, in, &at);
+            if (!p || p->dtype == in[0]->dtype) return (*out = p) ? 0 : interp_raise_tensor_error(I);
+            at.dtype = in[0]->dtype;
+            *out = tfe_call1(OP_CAST, 1, &p, &at);
+            tensor_decref(p);
             return *out ? 0 : interp_raise_tensor_error(I);
         }
         *out = tfe_call1((tfe_op)op, n->nin, in, &at);
@@ -233,6 +265,10 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
         memcpy(at.axes, v, sizeof *v * (size_t)nv);
         a = ox_attr(n, "keepdims");
         at.keepdims = a ? a->i != 0 : true;
+        if (top == OP_MEAN && dtype_is_int(in[0]->dtype)) {
+            *out = int_mean(in[0], &at);
+            return *out ? 0 : interp_raise_tensor_error(I);
+        }
         if (top == OP_MAX || top == OP_MIN) {
             tfe_tensor *r = reduce_empty(in[0], &at, top == OP_MAX);
             if (r == (tfe_tensor *)-1) return interp_raise_tensor_error(I);

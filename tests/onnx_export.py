@@ -913,6 +913,10 @@ def import_ints(work):
                           [("y", T.INT32)]), [a64.astype(I32), b64.astype(I32)]),
         ("cast_f16", model([oh.make_node("Cast", ["a"], ["h"], to=T.FLOAT16), oh.make_node("Cast", ["h"], ["y"], to=T.FLOAT)],
                            [("a", T.FLOAT, [4])], [("y", T.FLOAT)]), [np.array([1.0001, 3.14159, 70000.0, -1e-8], F32)]),
+        ("pow_int_base", model([oh.make_node("Pow", ["a", "b"], ["y"])], [("a", T.INT64, [4]), ("b", T.FLOAT, [4])],
+                               [("y", T.INT64)]), [np.array([2, 3, 4, -2], I64), np.array([0.5, 2.0, 1.5, 3.0], F32)]),
+        ("reducemean_int", model([oh.make_node("ReduceMean", ["a"], ["y"], axes=[1], keepdims=0)], [("a", T.INT64, [2, 3])],
+                                 [("y", T.INT64)]), [np.array([[1, 2, 2], [-1, -2, -2]], I64)]),
         ("reducemax_empty", model([oh.make_node("ReduceMax", ["a"], ["y"], axes=[0], keepdims=0),
                                    oh.make_node("ReduceMin", ["a"], ["z"], axes=[0], keepdims=1)],
                                   [("a", T.FLOAT, [0, 3])], [("y", T.FLOAT), ("z", T.FLOAT)]), [e]),
@@ -946,7 +950,7 @@ def import_ints(work):
     want = "prog.tfe:2:9: error: import_onnx(): Cast to uint8: tfe has no such dtype"
     if r.returncode != 1 or want not in r.stderr:
         fails.append(f"import cast_u8: want {want!r}, got rc {r.returncode}: {r.stderr[-300:]}")
-    print(f"onnx_export: {len(cases)} imported models of int Div, float16 Cast and empty reductions give onnxruntime's values")
+    print(f"onnx_export: {len(cases)} imported models of int Div, float16 Cast and empty reductions give onnxruntime's values (and int Pow, ReduceMean)")
     return fails
 
 

@@ -131,12 +131,19 @@ int emit_op(Ex *E, const GNode *n)
         return rc;
     }
     if (ELEM_UNARY[op]) {
-        /* int -> float ops compute in the result's dtype */
+        /* int -> float ops compute in the result's dtype; a bool result of
+         * arithmetic (abs, relu of bools) in int32, cast back */
+        bool logic = op == OP_LOGICAL_NOT || (tfe_ops[op].flags & F_COMPARISON);
+        tfe_dtype ud = om->dtype == TFE_BOOL && !logic ? TFE_INT32 : om->dtype;
         const char *p = op == OP_LOGICAL_NOT ? ox_cast(E, &t, x, xd, TFE_BOOL)
-                      : (tfe_ops[op].flags & F_COMPARISON) ? x : ox_cast(E, &t, x, xd, om->dtype);
-        if (op == OP_RELU) {
+                      : (tfe_ops[op].flags & F_COMPARISON) ? x : ox_cast(E, &t, x, xd, ud);
+        if (op == OP_ISNAN && !dtype_is_float(xd)) {
+            r = ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", x, x)); /* (IsNaN takes floats: an int is never NaN) */
+        } else if ((op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND) && !dtype_is_float(ud)) {
+            r = p; /* an int rounds to itself (Floor, Ceil, Round take floats) */
+        } else if (op == OP_RELU) {
             /* tfe's x > 0 || isnan(x) ? x : 0: relu(-0.0) is 0.0, and onnxruntime has no int64 Relu */
-            const char *z = ox_const_num(E, &t, om->dtype, 0);
+            const char *z = ox_const_num(E, &t, ud, 0);
             r = where3(E, &t, ox_un(E, &t, "Not", ox_bin(E, &t, "LessOrEqual", p, z)), p, z);
         } else if (op == OP_SIGN && dtype_is_float(om->dtype)) {
             /* tfe's sign keeps a zero's sign (and NaN): x where x is neither > 0 nor < 0 */
@@ -147,6 +154,7 @@ int emit_op(Ex *E, const GNode *n)
         } else {
             r = ox_un(E, &t, ELEM_UNARY[op], p);
         }
+        if (!logic) r = ox_cast(E, &t, r, ud, om->dtype);
     } else if (ELEM_BINARY[op]) {
         tfe_dtype bd = ox_in_meta(E, n, 1)->dtype;
         tfe_dtype cd = om->dtype; /* arithmetic: in the result's dtype */
@@ -236,13 +244,21 @@ int emit_op(Ex *E, const GNode *n)
                     ox_bin(E, &t, "Add", e, ox_const_num(E, &t, om->dtype, 1)));
             break;
         }
-        case OP_ISFINITE: r = ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", x), ox_un(E, &t, "IsInf", x))); break;
+        case OP_ISFINITE:
+            r = !dtype_is_float(xd) ? ox_bin(E, &t, "Equal", x, x) /* (an int is finite: IsNaN, IsInf take floats) */
+                                    : ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", x), ox_un(E, &t, "IsInf", x)));
+            break;
         case OP_LOG2: case OP_LOG10: {
             const char *l = ox_un(E, &t, "Log", ox_cast(E, &t, x, xd, om->dtype));
             r = ox_bin(E, &t, "Div", l, ox_const_num(E, &t, om->dtype, op == OP_LOG2 ? 0.69314718055994530942 : 2.30258509299404568402));
             break;
         }
-        case OP_SQUARE: r = ox_bin(E, &t, "Mul", x, x); break;
+        case OP_SQUARE: {
+            tfe_dtype sd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype; /* (no Mul of bools) */
+            const char *c = ox_cast(E, &t, x, xd, sd);
+            r = ox_cast(E, &t, ox_bin(E, &t, "Mul", c, c), sd, om->dtype);
+            break;
+        }
         case OP_CAST:
             if ((xd == TFE_FLOAT32 || xd == TFE_FLOAT64) && dtype_is_int(at->dtype)) {
                 /* tfe saturates (NaN is 0); ONNX leaves a value out of range
@@ -280,10 +296,11 @@ int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_CLIP: {
-            const char *p = ox_cast(E, &t, x, xd, om->dtype);
-            const char *lo = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
-            const char *hi = ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype);
-            r = ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", p, lo), hi);
+            tfe_dtype kd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype; /* (no Max of bools) */
+            const char *p = ox_cast(E, &t, x, xd, kd);
+            const char *lo = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, kd);
+            const char *hi = ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, kd);
+            r = ox_cast(E, &t, ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", p, lo), hi), kd, om->dtype);
             break;
         }
         case OP_SUM: case OP_MEAN: case OP_PROD: case OP_MAX: case OP_MIN: case OP_LOGSUMEXP: case OP_ANY: case OP_ALL: {

@@ -104,7 +104,8 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     }
     size_t es = ok ? dtype_size(tdt) : 1;
     if (k < 0) snprintf(err, errcap, "a malformed tensor");
-    else if (!ok) snprintf(err, errcap, "a tensor of ONNX data type %lld (tfe reads float, double, int32, int64, bool)", (long long)dt);
+    else if (!ok) snprintf(err, errcap, "a tensor of %s (tfe reads float32, float64, float16, bfloat16, int32, int64, bool)",
+                           ox_dtype_name(dt));
     else if (bad_dims) snprintf(err, errcap, "a tensor with bad dims");
     else {
         /* which form the data has, checked against the dims before anything
@@ -124,6 +125,7 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
                 for (int64_t i = 0; i < numel; i++) {
                     if (tdt == TFE_INT64) ((int64_t *)d)[i] = ivals[i];
                     else if (tdt == TFE_INT32) ((int32_t *)d)[i] = (int32_t)ivals[i];
+                    else if (tdt == TFE_FLOAT16 || tdt == TFE_BFLOAT16) ((uint16_t *)d)[i] = (uint16_t)ivals[i]; /* (the bits) */
                     else ((uint8_t *)d)[i] = ivals[i] != 0;
                 }
             }

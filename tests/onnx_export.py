@@ -901,9 +901,9 @@ def import_ints(work):
     from onnx import helper as oh, TensorProto as T
     fails = []
 
-    def model(nodes, ins, outs):
+    def model(nodes, ins, outs, inits=()):
         g = oh.make_graph(nodes, "g", [oh.make_tensor_value_info(n, t, s) for n, t, s in ins],
-                          [oh.make_tensor_value_info(n, t, None) for n, t in outs])
+                          [oh.make_tensor_value_info(n, t, None) for n, t in outs], list(inits))
         m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
         m.ir_version = 8
         return m
@@ -917,6 +917,13 @@ def import_ints(work):
                           [("y", T.INT32)]), [a64.astype(I32), b64.astype(I32)]),
         ("cast_f16", model([oh.make_node("Cast", ["a"], ["h"], to=T.FLOAT16), oh.make_node("Cast", ["h"], ["y"], to=T.FLOAT)],
                            [("a", T.FLOAT, [4])], [("y", T.FLOAT)]), [np.array([1.0001, 3.14159, 70000.0, -1e-8], F32)]),
+        # a float16 initializer in int32_data (the bits), and one in raw_data
+        ("f16_init", model([oh.make_node("Cast", ["h"], ["hf"], to=T.FLOAT), oh.make_node("Cast", ["r"], ["rf"], to=T.FLOAT),
+                            oh.make_node("Add", ["hf", "rf"], ["s"]), oh.make_node("Add", ["a", "s"], ["y"])],
+                           [("a", T.FLOAT, [3])], [("y", T.FLOAT)],
+                           [oh.make_tensor("h", T.FLOAT16, [3], np.array([1.5, -2.25, 1e-3], np.float16).view(np.uint16).tolist()),
+                            oh.make_tensor("r", T.FLOAT16, [3], np.array([0.1, 7, 65504], np.float16).tobytes(), raw=True)]),
+         [np.array([1.0, 2.0, 3.0], F32)]),
         ("pow_int_base", model([oh.make_node("Pow", ["a", "b"], ["y"])], [("a", T.INT64, [4]), ("b", T.FLOAT, [4])],
                                [("y", T.INT64)]), [np.array([2, 3, 4, -2], I64), np.array([0.5, 2.0, 1.5, 3.0], F32)]),
         ("reducemean_int", model([oh.make_node("ReduceMean", ["a"], ["y"], axes=[1], keepdims=0)], [("a", T.INT64, [2, 3])],

@@ -20,10 +20,12 @@ static const struct { const char *name; tfe_op op; } UNARY[] = {
     {"Neg", OP_NEG}, {"Abs", OP_ABS}, {"Exp", OP_EXP}, {"Log", OP_LOG}, {"Sqrt", OP_SQRT}, {"Tanh", OP_TANH},
     {"Sigmoid", OP_SIGMOID}, {"Relu", OP_RELU}, {"Sin", OP_SIN}, {"Cos", OP_COS}, {"Erf", OP_ERF}, {"Floor", OP_FLOOR},
     {"Ceil", OP_CEIL}, {"Not", OP_LOGICAL_NOT}, {"Sign", OP_SIGN}, {"Tan", OP_TAN},
+    {"IsNaN", OP_ISNAN}, /* (export writes it where NaN decides: max, argmax) */
 };
 static const struct { const char *name; tfe_op op; } BINARY[] = {
     {"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV}, {"Pow", OP_POW}, {"Equal", OP_EQ}, {"Less", OP_LT}, {"LessOrEqual", OP_LE}, {"Greater", OP_GT},
     {"GreaterOrEqual", OP_GE}, {"And", OP_LOGICAL_AND}, {"Or", OP_LOGICAL_OR}, {"MatMul", OP_MATMUL},
+    {"Xor", OP_NE}, /* (of bools: export writes it for a zero's sign) */
 };
 static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Cast", "Unsqueeze",
                               "Squeeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Concat", "Where"};

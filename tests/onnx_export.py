@@ -108,7 +108,7 @@ CASES = {
 }
 TUPLE_RESULT = {"split"}
 # ops whose exported model import_onnx reads back: the same bits as tfe's
-IMPORT_BACK = {"conv2d", "max_pool2d", "avg_pool2d", "maximum", "minimum", "add"}
+IMPORT_BACK = {"conv2d", "max_pool2d", "avg_pool2d", "maximum", "minimum", "add", "max", "min", "sign", "relu"}
 # made at trace time as constants: no node of theirs in graph() (export writes
 # one the same way, as an initializer)
 FOLDED = {"full", "arange", "linspace", "eye", "copy"}

@@ -12,7 +12,6 @@
 #include "tensor/fused.h"
 #include "tensor/profile.h"
 #include "tensor/kernels.h"
-#include "tensor/nn_grad.h"
 #include "graph/plan.h"
 #include "util/xalloc.h"
 
@@ -534,14 +533,9 @@ int grun_plan_instr(GRun *x, PInstr *c)
     x->nops++;
     tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
     for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
-    if (c->pool) /* relu_grad's first input is the pool's dx, not made: x and dy */
-        for (int k = 0; k < 2; k++) in[k] = x->v[x->plan->code[c->pool - 1].in[k]];
     tfe_tensor *out = plan_output(x, c, n);
     int rc = -1;
-    if (out && c->pool) {
-        /* relu_grad(max_pool2d_grad(x, dy), x) in one pass (graph/plan.c) */
-        rc = kn_max_pool2d_grad_relu_into(in[0], in[1], x->g->nodes[x->plan->code[c->pool - 1].node].at, out);
-    } else if (out && c->kind == PI_KERNEL) {
+    if (out && c->kind == PI_KERNEL) {
         const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
         rc = c->kernel(&call);
     } else if (out) {
@@ -597,13 +591,6 @@ int grun_plan(GRun *x)
             int64_t pt0 = prof_hooked ? prof_now() : 0, pa0 = pt0 ? tfe_prof_alloc_total() : 0;
             rc = grun_node(x, c->node);
             if (!rc && pt0 && prof_recording) prof_complete(PROF_PLAN, node_name(n), pt0, NULL, tfe_prof_alloc_total() - pa0, -1);
-        } else if (c->pool && x->keep) {
-            /* an outer tape keeps every value: the pool's dx too */
-            int pool = c->pool;
-            c->pool = 0;
-            rc = grun_plan_instr(x, &p->code[pool - 1]);
-            if (!rc) rc = grun_plan_instr(x, c);
-            c->pool = pool;
         } else
             rc = c->kind == PI_UPDATE ? grun_update(x, c) : grun_plan_instr(x, c);
         if (rc) return -1;

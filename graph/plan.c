@@ -33,7 +33,6 @@
 #include "util/buf.h"
 #include "graph/sched.h"
 #include "tensor/fused.h"
-#include "tensor/nn_grad.h"
 #include "util/xalloc.h"
 
 typedef struct Block { int64_t off, size; } Block;
@@ -205,35 +204,6 @@ static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int 
     }
 }
 
-/* relu_grad(max_pool2d_grad(x, dy), x), the backward of max_pool2d(relu(a))
- * (fuse rewrites relu_grad's mask to read relu(a), the pool's x): when the
- * relu_grad instruction comes just after the pool's and is its only reader,
- * the two run as one pass (PInstr.pool): max pooling's backward already
- * reads each window's maximum of x, the one cell its dy goes to, and masks
- * it there; a separate relu_grad would read dx and x again. The pool's
- * inputs then live until the relu_grad (last[], prod_at[], by top-region
- * index, as for updates). */
-static void plan_pool_relu(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, int *prod_at)
-{
-    for (int i = 1; i < p->ncode; i++) {
-        PInstr *c = &p->code[i], *pc = &p->code[i - 1];
-        const GNode *n = &g->nodes[c->node], *pn = &g->nodes[pc->node];
-        if (c->kind != PI_KERNEL || pc->kind != PI_KERNEL || c->defer || pc->defer || c->pair || pc->pair) continue;
-        if (n->kind != G_OP || n->op != OP_RELU_GRAD || pn->kind != G_OP || pn->op != OP_MAX_POOL2D_GRAD) continue;
-        if (c->nin != 2 || pc->nin != 2 || c->in[0] != pc->out || c->in[1] != pc->in[0] || uses[pc->out] != 1) continue;
-        const tfe_meta *mo = &n->meta[0], *mp = &pn->meta[0], *mx = &g->nodes[pn->in[0].node].meta[pn->in[0].out];
-        const tfe_meta *md = &g->nodes[pn->in[1].node].meta[pn->in[1].out];
-        if (mo->dtype != mp->dtype || mx->dtype != mp->dtype || md->dtype != mp->dtype || mo->weak != mp->weak ||
-            (mp->dtype != TFE_FLOAT32 && mp->dtype != TFE_FLOAT64) || !meta_same_shape(mo, mp) || !meta_same_shape(mx, mp))
-            continue;
-        c->pool = i; /* 1 + (i - 1) */
-        pc->defer = true;
-        prod_at[pos[i]] = pc->node;
-        for (int j = 0; j < pc->nin; j++)
-            if (last[pc->in[j]] == pos[i - 1]) last[pc->in[j]] = pos[i];
-    }
-}
-
 /* Each value of the top region that only its ops read, and no result, is
  * released after the instruction that reads it last (PInstr.drop): its
  * memory goes back as soon as it can, and a variable's value is then held
@@ -328,7 +298,6 @@ ExecPlan *exec_plan_build(const Graph *g)
     int *prod_at = xmalloc(sizeof *prod_at * ((size_t)top->n + 1));
     for (int i = 0; i < top->n; i++) prod_at[i] = -1;
     plan_updates(p, g, pos, uses, last, prod_at);
-    plan_pool_relu(p, g, pos, uses, last, prod_at);
     plan_drops(p, g, pos, last);
     free(uses);
     free(pos);

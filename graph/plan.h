@@ -35,11 +35,7 @@ typedef struct PInstr {
     int pair;             /* 1 + the index of the instruction this one runs at the
                              same time as (graph/sched.c), or 0; the earlier of
                              the two is delayed to the later's place */
-    bool defer;           /* makes a PI_UPDATE's operand, or is the max_pool2d_grad of a
-                             `pool` below: runs with it, not here */
-    int pool;             /* PI_KERNEL relu_grad(max_pool2d_grad(x, dy), x): 1 + the index
-                             of that max_pool2d_grad (deferred), or 0; both run as one
-                             pass (kn_max_pool2d_grad_relu_into) on its x and dy */
+    bool defer;           /* makes a PI_UPDATE's operand: runs with it, not here */
     int prod;             /* PI_UPDATE: the index of the instruction making its operand */
     int mode;             /* PI_UPDATE: GVAR_ASSIGN .. GVAR_DIV (graph/host.h) */
     struct tfe_fkernel *upd; /* PI_UPDATE: inputs (the variable's value, the operand's

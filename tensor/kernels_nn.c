@@ -1228,8 +1228,6 @@ typedef struct pool_ctx {
     char *out;        /* forward: output; backward: dx (zeroed unless tiled) */
     bool f64, max;
     bool tiled;       /* backward: the windows tile dx exactly (each cell in one window) */
-    bool relu;        /* max backward: relu_grad(dx, x) at once (a dy sent to a
-                         maximum that is not > 0 becomes 0: graph/plan.c) */
 } pool_ctx;
 
 /* The clipped window of output cell (oh_i, ow_i): rows [h0, h1), cols [w0, w1).
@@ -1362,11 +1360,10 @@ int k_avg_pool2d(const tfe_opcall *c) { return pool_forward(c, false); }
                         T v0 = s0[ci], v1 = s0[C + ci], v2 = s2[ci], v3 = s2[C + ci]; \
                         if ((v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3)) {    \
                             int64_t b = v0 != v0 ? 0 : v1 != v1 ? 1 : v2 != v2 ? 2 : 3; \
-                            T gn = k->relu ? (T)0 : dy[ci]; /* NaN > 0 is false */  \
-                            d0[ci] = b == 0 ? gn : 0;                               \
-                            d0[C + ci] = b == 1 ? gn : 0;                           \
-                            d2[ci] = b == 2 ? gn : 0;                               \
-                            d2[C + ci] = b == 3 ? gn : 0;                           \
+                            d0[ci] = b == 0 ? dy[ci] : 0;                           \
+                            d0[C + ci] = b == 1 ? dy[ci] : 0;                       \
+                            d2[ci] = b == 2 ? dy[ci] : 0;                           \
+                            d2[C + ci] = b == 3 ? dy[ci] : 0;                       \
                             continue;                                               \
                         }                                                           \
                         int b = 0;                                                  \
@@ -1381,8 +1378,7 @@ int k_avg_pool2d(const tfe_opcall *c) { return pool_forward(c, false); }
                         d2[ci] = 0;                                                 \
                         d2[C + ci] = 0;                                             \
                         T *t = b < 2 ? d0 : d2;                                     \
-                        m = v3 > m ? v3 : m; /* the maximum, at b */               \
-                        t[(b & 1) * C + ci] = k->relu && !(m > (T)0) ? (T)0 : dy[ci]; \
+                        t[(b & 1) * C + ci] = dy[ci];                               \
                     }                                                               \
                     continue;                                                       \
                 }                                                                   \
@@ -1413,13 +1409,12 @@ int k_avg_pool2d(const tfe_opcall *c) { return pool_forward(c, false); }
                                 }                                                   \
                             }                                                       \
                     }                                                               \
-                    T gv = k->relu && !(s[best * C] > (T)0) ? (T)0 : dy[ci];       \
                     if (k->tiled) {                                                 \
                         for (int64_t i = h0; i < h1; i++)                           \
                             for (int64_t j = w0; j < w1; j++) dx[(i * g->w + j) * C + ci] = 0; \
-                        dx[best * C + ci] = gv;                                     \
+                        dx[best * C + ci] = dy[ci];                                 \
                     } else {                                                        \
-                        dx[best * C + ci] += gv;                                    \
+                        dx[best * C + ci] += dy[ci];                                \
                     }                                                               \
                 }                                                                   \
             }                                                                       \
@@ -1434,7 +1429,7 @@ static void pool_bwd_range(int64_t n0, int64_t n1, void *vctx) {
 /* dx (x_shape, contiguous, uninitialised) = the backward of max (x given) or
  * avg (x NULL) pooling. */
 static int pool_backward(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy,
-                         const int64_t *x_shape, const tfe_attrs *at, tfe_tensor *dx, bool relu) {
+                         const int64_t *x_shape, const tfe_attrs *at, tfe_tensor *dx) {
     geom g;
     if (check_float(op, dy) < 0 || make_geom(op, x_shape, NULL, at, &g) < 0 ||
         check_dy(op, &g, dy, x ? x->dtype : dy->dtype) < 0)
@@ -1455,7 +1450,7 @@ static int pool_backward(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy
     }
     pool_ctx k = {.g = &g, .x = xc ? tensor_data(xc) : NULL, .dy = tensor_data(dyc),
                   .out = tensor_data(dx), .f64 = dy->dtype == TFE_FLOAT64, .max = max,
-                  .tiled = tiled, .relu = relu};
+                  .tiled = tiled};
     tfe_parallel_for(g.n, 1, pool_bwd_range, &k);
     if (xc) tensor_decref(xc);
     tensor_decref(dyc);
@@ -1466,7 +1461,7 @@ static int pool_backward(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy
 static tfe_tensor *pool_backward_new(const char *op, bool max, tfe_tensor *x, tfe_tensor *dy,
                                      const int64_t *x_shape, const tfe_attrs *at) {
     tfe_tensor *dx = tensor_new(dy->dtype, 4, x_shape);
-    if (dx && pool_backward(op, max, x, dy, x_shape, at, dx, false) < 0) {
+    if (dx && pool_backward(op, max, x, dy, x_shape, at, dx) < 0) {
         tensor_decref(dx);
         return NULL;
     }
@@ -1491,21 +1486,10 @@ tfe_tensor *tfe_avg_pool2d_grad(tfe_tensor *dy, const int64_t x_shape[4], const 
 
 int kn_max_pool2d_grad_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, tfe_tensor *dx) {
     if (max_pool_check(x) < 0) return -1;
-    return pool_backward("max_pool2d", true, x, dy, x->shape, at, dx, false);
-}
-
-/* relu_grad(max_pool2d_grad(x, dy), x) in one pass, for a plan whose pool
- * input x is a relu's output (graph/plan.c): each dy goes to its window's
- * first maximum m as max_pool2d_grad sends it, then becomes 0 unless m > 0,
- * relu_grad's formula for that cell (every other cell is 0 either way; with
- * overlapping windows each addend is masked by the same test, so the sum
- * is relu_grad's of the sum). */
-int kn_max_pool2d_grad_relu_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, tfe_tensor *dx) {
-    if (max_pool_check(x) < 0) return -1;
-    return pool_backward("max_pool2d", true, x, dy, x->shape, at, dx, true);
+    return pool_backward("max_pool2d", true, x, dy, x->shape, at, dx);
 }
 
 int kn_avg_pool2d_grad_into(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at,
                             tfe_tensor *dx) {
-    return pool_backward("avg_pool2d", false, NULL, dy, x_shape, at, dx, false);
+    return pool_backward("avg_pool2d", false, NULL, dy, x_shape, at, dx);
 }

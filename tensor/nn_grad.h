@@ -31,8 +31,6 @@ int kn_conv2d_grad_input_into(tfe_tensor *dy, tfe_tensor *w, const int64_t x_sha
 int kn_conv2d_grad_filter_into(tfe_tensor *x, tfe_tensor *dy, const int64_t w_shape[4],
                                const tfe_attrs *at, tfe_tensor *dw);
 int kn_max_pool2d_grad_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, tfe_tensor *dx);
-/* relu_grad(max_pool2d_grad(x, dy), x) in one pass (graph/plan.c) */
-int kn_max_pool2d_grad_relu_into(tfe_tensor *x, tfe_tensor *dy, const tfe_attrs *at, tfe_tensor *dx);
 int kn_avg_pool2d_grad_into(tfe_tensor *dy, const int64_t x_shape[4], const tfe_attrs *at,
                             tfe_tensor *dx);
 

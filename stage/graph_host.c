@@ -416,14 +416,17 @@ int stage_first_effect(const Graph *g)
 
 /* A @host function returned r, of another kind than when the call that
  * traced the graph made it (nil where that gave a tensor, or the other way
- * round): the graph was made for that kind. As the run's first effect, the
- * call stops here and goes on with another trace (stage/staged.c); else a
- * located error. */
+ * round): the graph was made for that kind. As the run's first effect (and
+ * with no list or record argument), the call stops here and goes on with
+ * another trace (stage/staged.c); else a located error. */
 static int host_kind_changed(GRun *x, GNode *n, Value r)
 {
     Interp *I = x->host;
     const char *fname = ((Closure *)n->host->obj.u.o)->name;
-    if (I->host_redo.ok && !I->host_redo.pending && stage_first_effect(x->g) == (int)(n - x->g->nodes)) {
+    /* (not with a list or record argument: what the call did to it would
+     * not reach the trace, or the trace would start from what it did) */
+    bool containers = n->host->sync && n->host->sync->nafter;
+    if (I->host_redo.ok && !I->host_redo.pending && !containers && stage_first_effect(x->g) == (int)(n - x->g->nodes)) {
         I->host_redo.pending = true;
         value_incref(n->host->obj);
         I->host_redo.f = n->host->obj;
@@ -431,13 +434,15 @@ static int host_kind_changed(GRun *x, GNode *n, Value r)
         I->host_redo.result = r;
         return raise_at(I, n->loc, "%s() returned another kind of value than when traced", fname);
     }
-    char msg[600];
+    char msg[700];
     I->stage_limit = true;
-    snprintf(msg, sizeof msg, "%s(), a @host function, returned %s here, where in the call that traced the staged "
-                              "function it returned %s: the graph was made for that, and the call cannot trace again "
-                              "from here, as an effect before this call already ran (return one kind at every call, "
-                              "or make the @host call the first effect of the staged function)", fname,
-             r.kind == V_NIL ? "nil" : value_to_tensor(r) ? "a tensor" : value_kind_name(r), n->host_nil ? "nil" : "a tensor");
+    bool tensor = r.kind == V_TENSOR || r.kind == V_SCALAR;
+    snprintf(msg, sizeof msg,
+             "%s(), a @host function, returned %s here, where in the call that traced the staged function it "
+             "returned %s: the graph was made for that, and the call cannot trace again from here, as an effect "
+             "before this call already ran, or a list or record passed to it may have changed (return one kind "
+             "at every call, or make the @host call the first effect of the staged function)",
+             fname, r.kind == V_NIL ? "nil" : tensor ? "a tensor" : value_kind_name(r), n->host_nil ? "nil" : "a tensor");
     return node_error(x, n, msg);
 }
 

@@ -1386,7 +1386,24 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     Value sres = v_nil();
     if (ck.grads) ck.tape_s = tape_begin(&ck);
     I->stage_limit = false;
+    bool redo_ok = I->host_redo.ok;
+    I->host_redo.ok = true;
     int src = run_graph(I, t, lv, &sres);
+    I->host_redo.ok = redo_ok;
+    if (I->host_redo.pending && src) {
+        /* it stopped at its first effect, a @host call that returned another
+         * kind than traced: it goes on with another trace (stage/staged.c),
+         * from the state before the call, the eager run's calls replayed
+         * from the first */
+        state_restore_pre(&ck);
+        ck.cursor = 0;
+        src = stage_host_redo(I, c, e, t, call_loc, &sres);
+    } else if (I->host_redo.pending) {
+        value_decref(I->host_redo.f);
+        value_decref(I->host_redo.result);
+        I->host_redo.f = I->host_redo.result = v_nil();
+        I->host_redo.pending = false;
+    }
     ck.limit = src && I->stage_limit;
     if (ck.grads) tape_end(&ck.tape_s, src ? v_nil() : sres, &ck.target_s);
     I->check_replay = NULL;

@@ -2212,6 +2212,103 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
     }
 }
 
+/* --- a relaxed graph's backward, for one call's sizes -----------------------------------
+ * A relaxed trace's graph (staging.md section 4) has unknown dims in its
+ * inputs and top region, but the nodes inside its conds and loops keep the
+ * sizes of the call that traced it. The backward traces those regions
+ * symbolically from the metas (a loop's params, a cond's outputs, the
+ * shapes of gradients carried through), so it would bake in the traced
+ * sizes and fail, or blame the branches' shapes, on a call with others. So
+ * the backward of such a call is traced from a copy of the graph whose
+ * metas are inferred again from this call's inputs. */
+
+static void infer_region(Graph *g, int r);
+
+/* n takes m's rank and dims (its dtype and weakness stay). */
+static void meta_shape(tfe_meta *n, const tfe_meta *m)
+{
+    n->rank = m->rank;
+    mem_copy(n->shape, m->shape, sizeof(int64_t) * (size_t)m->rank);
+}
+
+static void infer_node(Graph *g, int id)
+{
+    GNode *n = gnode(g, id);
+    if (n->kind == G_OP && n->nout <= 16 && n->nin <= 16) {
+        tfe_tensor *in[16];
+        for (int k = 0; k < n->nin; k++) {
+            tfe_meta *m = &gnode(g, n->in[k].node)->meta[n->in[k].out];
+            in[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
+        }
+        tfe_meta out[16];
+        tfe_tensor *o[32];
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = n->at, .out = o};
+        if (tfe_ops[n->op].infer(&c, out) == 0)
+            for (int k = 0; k < n->nout; k++) n->meta[k] = out[k];
+        tfe_error_clear(); /* a rule that cannot: the meta stays as traced */
+        for (int k = 0; k < n->nin; k++) tensor_decref(in[k]);
+    } else if (n->kind == G_WHILE) {
+        /* a loop keeps its carried values' shapes: those it starts from */
+        for (int w = 0; w < 2; w++) {
+            GRegion *reg = &g->regions[n->regions[w]];
+            for (int k = 0; k < reg->nparams && k < n->nin; k++)
+                meta_shape(&gnode(g, reg->params[k])->meta[0], &gnode(g, n->in[k].node)->meta[n->in[k].out]);
+        }
+        infer_region(g, n->regions[0]);
+        infer_region(g, n->regions[1]);
+        for (int k = 0; k < n->nout && k < n->nin; k++)
+            meta_shape(&n->meta[k], &gnode(g, n->in[k].node)->meta[n->in[k].out]);
+    } else if (n->kind == G_COND) {
+        infer_region(g, n->regions[0]);
+        infer_region(g, n->regions[1]);
+        const GRegion *a = &g->regions[n->regions[0]], *b = &g->regions[n->regions[1]];
+        for (int k = 0; k < n->nout && k < a->nouts && k < b->nouts; k++) {
+            const tfe_meta *x = &gnode(g, a->outs[k].node)->meta[a->outs[k].out];
+            const tfe_meta *y = &gnode(g, b->outs[k].node)->meta[b->outs[k].out];
+            if (x->rank != y->rank) continue;
+            tfe_meta m = *x;
+            for (int d = 0; d < m.rank; d++)
+                if (x->shape[d] != y->shape[d]) m.shape[d] = -1;
+            meta_shape(&n->meta[k], &m);
+        }
+    }
+}
+
+static void infer_region(Graph *g, int r)
+{
+    for (int i = 0; i < g->regions[r].n; i++) infer_node(g, g->regions[r].nodes[i]);
+}
+
+/* A copy of G with its metas inferred from the call's sources in[] (the
+ * plan's: its inputs, then the variables it reads), when G has a cond or
+ * loop and a source of another shape than traced (a relaxed graph's
+ * unknown dims); NULL when G serves as it is. */
+static Graph *sized_for(const Graph *G, const Plan *p, tfe_tensor *const *in, int nin)
+{
+    bool cf = false, other = false;
+    for (int i = 0; i < G->n && !cf; i++) cf = G->nodes[i].kind == G_COND || G->nodes[i].kind == G_WHILE;
+    for (int i = 0; i < nin && cf; i++) {
+        const GNode *n = &G->nodes[p->node[i]];
+        if (n->kind != G_INPUT) continue; /* a variable keeps its shape */
+        const tfe_meta *m = &n->meta[0];
+        if (in[i]->rank != m->rank) return NULL;
+        for (int d = 0; d < m->rank; d++) {
+            if (in[i]->shape[d] < 0) return NULL; /* not known here either */
+            other |= m->shape[d] != in[i]->shape[d];
+        }
+    }
+    if (!cf || !other) return NULL;
+    Graph *S = graph_clone(G);
+    for (int i = 0; i < nin; i++) {
+        GNode *n = gnode(S, p->node[i]);
+        if (n->kind != G_INPUT) continue;
+        n->meta[0].rank = in[i]->rank;
+        mem_copy(n->meta[0].shape, in[i]->shape, sizeof(int64_t) * (size_t)in[i]->rank);
+    }
+    infer_region(S, 0);
+    return S;
+}
+
 /* --- sources that are one tensor ---------------------------------------------------------
  * Two sources of a call can be one tensor: a variable read before a traced
  * if or loop that could assign it (so the graph reads it again after, and
@@ -2642,7 +2739,9 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     /* by source: the slot that has its gradient (-1: none) */
     int *gslot = xmalloc(sizeof *gslot * (size_t)(nin + 1));
     for (int i = 0; i < nin; i++) gslot[i] = c->plan.src[i];
-    Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
+    Graph *SG = sized_for(G, &c->plan, in, nin), *G0 = SG ? SG : G; /* metas for this call's sizes */
+    Graph *BG = one ? one_sources(G0, &c->plan, nin, one, gslot) : G0; /* what is swept */
+    if (BG != G0 && SG) graph_decref(SG), SG = NULL;
     size_t nsl = (size_t)G->nvals + 1 + (size_t)nlr; /* (a slot of its own per logged read after G's) */
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "interp/internal.h"
 #include "graph/exec.h"
+#include "stage/check.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
@@ -1174,11 +1175,24 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         snapshot_envs(T);
         T->nhreads = 0;
     }
-    if (!T->symbolic) {
+    /* a cached call that stopped at this call, its first effect, because the
+     * function returned another kind than traced: its result, not a second
+     * call (stage/staged.c, host_redo) */
+    bool redone = user && I->host_redo.armed && ((Closure *)I->host_redo.f.u.o)->fn == ((Closure *)f.u.o)->fn;
+    if (redone) {
+        result = I->host_redo.result;
+        I->host_redo.result = v_nil();
+        value_decref(I->host_redo.f);
+        I->host_redo.f = v_nil();
+        I->host_redo.armed = false;
+    } else if (!T->symbolic) {
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
         if (user) T->host_reading = T->suspended;
-        rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
+        /* (under the check, tracing again a call whose eager run made them:
+         * that run's calls, stage/check.c) */
+        rc = I->check_replay ? check_host_replay(I, f, argc, argv, nkw, kwnames, kwvals, &result)
+                             : call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
         if (user) T->host_reading = 0;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
@@ -1255,7 +1269,10 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after, outs);
     /* under a tape: the outputs' gradients reach the inputs (a tape outside
      * the trace recorded the function's ops on what it made) */
-    if (nouts && inner_tape)
+    /* (a result made before this trace, or the check's eager run's: no tape
+     * saw the function's ops, so its gradient is the function's own, as a
+     * cached call's) */
+    if (nouts && (inner_tape || ((redone || I->check_replay) && tfe_tapes_active && host_is_differentiable(f))))
         host_record_tape_entry(I, gnode(T->g, id), call_loc, lv.n, lv.t, nouts, outs);
     else if (nouts && tfe_tapes_active && host_is_differentiable(f))
         for (int k = 0; k < nouts; k++) host_record_identity(actual[k], outs[k]);

@@ -33,7 +33,7 @@ static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", 
                               /* the rest of what export writes (run_more) */
                               "Mod", "ArgMax", "ArgMin", "IsInf", "Reciprocal", "ReduceProd",
                               "ReduceLogSumExp", "Expand", "Tile", "CumSum", "Trilu", "Gather", "GatherElements",
-                              "Shape", "Size", "Slice"};
+                              "Shape", "Size", "Slice", "OneHot", "ScatterElements", "ScatterND", "Compress", "Split"};
 
 static int find_op(const char *name, bool *unary)
 {
@@ -158,7 +158,8 @@ static tfe_tensor *reduce_empty(tfe_tensor *x, const tfe_attrs *at, bool is_max)
 }
 
 static const char *MORE[] = {"Mod", "ArgMax", "ArgMin", "IsInf", "Reciprocal", "Expand", "Tile", "CumSum",
-                             "Trilu", "Gather", "GatherElements", "Shape", "Size", "Slice"};
+                             "Trilu", "Gather", "GatherElements", "Shape", "Size", "Slice",
+                             "OneHot", "ScatterElements", "ScatterND", "Compress"};
 static bool is_more(const char *op)
 {
     for (size_t i = 0; i < sizeof MORE / sizeof *MORE; i++)
@@ -257,6 +258,116 @@ static tfe_tensor *run_more(const OxNode *n, tfe_tensor *const *in, char *err, s
         st = st < 0 ? st + x->rank : st, en = en < 0 ? en + x->rank : en;
         st = st < 0 ? 0 : st > x->rank ? x->rank : st, en = en < 0 ? 0 : en > x->rank ? x->rank : en;
         r = scope_keep(&s, i64_vec(x->shape + st, en > st ? (int)(en - st) : 0, false));
+    } else if (!strcmp(op, "OneHot")) {
+        /* where(index == position, on, off), an index wrapped once by depth
+         * (one out of range: all off, as ONNX says) */
+        if (n->nin != 3) return snprintf(err, cap, "OneHot takes 3 inputs, not %d", n->nin), NULL;
+        tfe_tensor *dp = in[1], *vals = in[2];
+        if (dp->storage == NULL || tensor_numel(dp) != 1 || tensor_numel(vals) != 2 || x->rank >= TFE_MAX_RANK)
+            return snprintf(err, cap, "OneHot's depth must be a constant of one value and its values two"), NULL;
+        tfe_attrs ca;
+        tfe_attrs_init(&ca);
+        ca.dtype = TFE_INT64;
+        tfe_tensor *d64 = scope_call(&s, OP_CAST, 1, &dp, &ca), *i64 = scope_call(&s, OP_CAST, 1, &x, &ca);
+        int64_t depth = (int64_t)tensor_load_f64(dp, 0);
+        int64_t axis = attr_i(n, "axis", -1);
+        if (axis < 0) axis += x->rank + 1;
+        if (axis < 0 || axis > x->rank) return snprintf(err, cap, "OneHot's axis %lld of a rank-%d input", (long long)attr_i(n, "axis", -1), x->rank), NULL;
+        tfe_tensor *z = scope_keep(&s, tensor_from_f64(0, TFE_INT64));
+        i64 = scope_where(&s, scope_op2(&s, OP_LT, i64, z), scope_op2(&s, OP_ADD, i64, d64), i64);
+        at.naxes = 1;
+        at.axes[0] = axis;
+        i64 = i64 ? scope_call(&s, OP_EXPAND_DIMS, 1, &i64, &at) : NULL;
+        tfe_attrs ar;
+        tfe_attrs_init(&ar);
+        ar.f[0] = 0, ar.f[1] = (double)depth, ar.f[2] = 1, ar.dtype = TFE_INT64;
+        tfe_tensor *pos = scope_call(&s, OP_ARANGE, 0, NULL, &ar);
+        tfe_attrs rs;
+        tfe_attrs_init(&rs);
+        rs.nints = x->rank + 1;
+        for (int d = 0; d <= x->rank; d++) rs.ints[d] = d == axis ? depth : 1;
+        pos = pos ? scope_call(&s, OP_RESHAPE, 1, &pos, &rs) : NULL;
+        tfe_attrs s0, s1;
+        tfe_attrs_init(&s0);
+        tfe_attrs_init(&s1);
+        s0.naxes = s1.naxes = 1, s0.axes[0] = s1.axes[0] = 0, s0.nints = s1.nints = 3;
+        s0.ints[0] = 0, s0.ints[1] = 1, s0.ints[2] = 1, s1.ints[0] = 1, s1.ints[1] = 2, s1.ints[2] = 1;
+        tfe_tensor *off = scope_call(&s, OP_SLICE, 1, &vals, &s0), *on = scope_call(&s, OP_SLICE, 1, &vals, &s1);
+        r = scope_where(&s, scope_op2(&s, OP_EQ, i64, pos), on, off);
+    } else if (!strcmp(op, "ScatterElements") || !strcmp(op, "ScatterND")) {
+        const OxAttr *ra = ox_attr(n, "reduction");
+        const char *red = ra && ra->s ? ra->s : "none";
+        bool nd = op[7] == 'N', add = !strcmp(red, "add");
+        if (n->nin != 3) return snprintf(err, cap, "%s takes 3 inputs, not %d", op, n->nin), NULL;
+        if (!add && (!nd || strcmp(red, "none")))
+            return snprintf(err, cap, "%s's reduction '%.20s' (tfe imports %s)", op, red, nd ? "none and add" : "add"), NULL;
+        tfe_tensor *idx = in[1];
+        if (nd) {
+            /* indices (..., 1): rows of data along axis 0, the form export writes */
+            if (idx->rank < 1 || idx->shape[idx->rank - 1] != 1)
+                return snprintf(err, cap, "ScatterND with indices of last dim %lld (tfe imports 1)", idx->rank ? (long long)idx->shape[idx->rank - 1] : 0LL), NULL;
+            tfe_attrs sq;
+            tfe_attrs_init(&sq);
+            sq.naxes = 1;
+            sq.axes[0] = -1;
+            idx = scope_call(&s, OP_SQUEEZE, 1, &idx, &sq);
+            at.naxes = 1;
+            at.axes[0] = 0;
+        } else {
+            at.naxes = 1;
+            at.axes[0] = attr_i(n, "axis", 0);
+        }
+        tfe_tensor *si[3] = {x, idx, in[2]};
+        r = idx ? scope_call(&s, nd ? (add ? OP_SCATTER_ADD : OP_SCATTER) : OP_PUT_ALONG_AXIS_ADD, 3, si, &at) : NULL;
+    } else if (!strcmp(op, "Compress")) {
+        /* the slices along axis where the condition holds (no axis: of x flat);
+         * a condition shorter than the axis is false past its end */
+        if (n->nin != 2) return snprintf(err, cap, "Compress takes 2 inputs, not %d", n->nin), NULL;
+        const OxAttr *aa = ox_attr(n, "axis");
+        tfe_tensor *c = in[1], *y = x;
+        if (c->rank != 1) return snprintf(err, cap, "Compress with a rank-%d condition (it takes a vector)", c->rank), NULL;
+        int64_t axis = aa ? aa->i : 0;
+        if (!aa) {
+            tfe_attrs rs;
+            tfe_attrs_init(&rs);
+            rs.nints = 1;
+            rs.ints[0] = -1;
+            y = scope_call(&s, OP_RESHAPE, 1, &y, &rs);
+        }
+        if (!y) return NULL;
+        if (axis < 0) axis += y->rank;
+        if (axis < 0 || axis >= y->rank) return snprintf(err, cap, "Compress's axis %lld of a rank-%d input", (long long)(aa ? aa->i : 0), x->rank), NULL;
+        int64_t len = y->shape[axis];
+        if (c->shape[0] > len) return snprintf(err, cap, "Compress with a condition of %lld values along an axis of %lld", (long long)c->shape[0], (long long)len), NULL;
+        tfe_attrs ca;
+        tfe_attrs_init(&ca);
+        ca.dtype = TFE_BOOL;
+        c = scope_call(&s, OP_CAST, 1, &c, &ca);
+        if (c && c->shape[0] < len) {
+            int64_t pad = len - c->shape[0];
+            tfe_attrs cc;
+            tfe_attrs_init(&cc);
+            cc.naxes = 1;
+            cc.axes[0] = 0;
+            tfe_tensor *parts[2] = {c, scope_keep(&s, tensor_zeros(TFE_BOOL, 1, &pad))};
+            c = parts[1] ? scope_call(&s, OP_CONCAT, 2, parts, &cc) : NULL;
+        }
+        /* axis to the front, masked, back */
+        tfe_attrs tp;
+        tfe_attrs_init(&tp);
+        tp.nints = y->rank;
+        for (int d = 0, k = 1; d < y->rank; d++) tp.ints[d == axis ? 0 : k++] = d;
+        tfe_tensor *t = axis ? scope_call(&s, OP_TRANSPOSE, 1, &y, &tp) : y;
+        tfe_tensor *mi[2] = {t, c};
+        tfe_tensor *m = t && c ? scope_call(&s, OP_BOOL_MASK, 2, mi, NULL) : NULL;
+        if (m && axis) {
+            tfe_attrs bk;
+            tfe_attrs_init(&bk);
+            bk.nints = y->rank;
+            for (int d = 0; d < y->rank; d++) bk.ints[tp.ints[d]] = d;
+            m = scope_call(&s, OP_TRANSPOSE, 1, &m, &bk);
+        }
+        r = m;
     } else if (!strcmp(op, "Size")) {
         int64_t k = tensor_numel(x);
         r = scope_keep(&s, i64_vec(&k, 1, true));
@@ -326,6 +437,43 @@ static tfe_tensor *run_more(const OxNode *n, tfe_tensor *const *in, char *err, s
     if (r) tensor_incref(r);
     scope_release(&s);
     return r;
+}
+
+/* Split: its outputs are slices along axis, of the sizes given or equal
+ * (the one op of several outputs import reads) */
+static int run_split(Interp *I, const OxNode *n, OxEnv *e)
+{
+    tfe_tensor *x = n->in[0][0] ? env_get(e, n->in[0]) : NULL;
+    tfe_tensor *sp = n->nin > 1 && n->in[1][0] ? env_get(e, n->in[1]) : NULL;
+    if (!x) return interp_raise(I, "import_onnx(): Split reads '%s', which nothing made", n->in[0]);
+    int64_t axis = attr_i(n, "axis", 0), v[64];
+    int nv = 0;
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank) return interp_raise(I, "import_onnx(): Split's axis %lld of a rank-%d input", (long long)attr_i(n, "axis", 0), x->rank);
+    int64_t len = x->shape[axis];
+    if (sp) {
+        if (const_ints(sp, v, 64, &nv) || nv != n->nout) return interp_raise(I, "import_onnx(): Split's sizes must be a constant of one per output");
+        int64_t tot = 0;
+        bool neg = false;
+        for (int i = 0; i < nv; i++) tot += v[i], neg |= v[i] < 0;
+        if (neg || tot != len) return interp_raise(I, "import_onnx(): Split's sizes do not add up to the axis' %lld", (long long)len);
+    } else {
+        if (n->nout > 64 || len % n->nout) return interp_raise(I, "import_onnx(): Split of %lld into %d equal parts", (long long)len, n->nout);
+        for (nv = 0; nv < n->nout; nv++) v[nv] = len / n->nout;
+    }
+    int64_t at0 = 0;
+    for (int i = 0; i < nv; i++) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.nints = 3 * x->rank;
+        for (int d = 0; d < x->rank; d++) at.ints[3 * d] = 0, at.ints[3 * d + 1] = x->shape[d], at.ints[3 * d + 2] = 1;
+        at.ints[3 * axis] = at0, at.ints[3 * axis + 1] = at0 + v[i];
+        at0 += v[i];
+        tfe_tensor *o = tfe_call1(OP_SLICE, 1, &x, &at);
+        if (!o) return interp_raise_tensor_error(I);
+        env_put(e, n->out[i], o);
+    }
+    return 0;
 }
 
 static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
@@ -541,6 +689,10 @@ BUILTIN(bi_onnx_call)
     }
     for (int i = 0; i < m->nnodes && !rc; i++) {
         const OxNode *n = &m->nodes[i];
+        if (!strcmp(n->op, "Split") && n->nin >= 1 && n->nout >= 1) {
+            rc = run_split(I, n, &e);
+            continue;
+        }
         if (n->nout != 1 || n->nin < 1) {
             rc = n->nout != 1 ? interp_raise(I, "import_onnx(): %s with %d outputs (tfe imports ops of one)", n->op, n->nout)
                               : interp_raise(I, "import_onnx(): %s with no inputs", n->op);

@@ -216,6 +216,10 @@ static tfe_tensor *run_more(const OxNode *n, tfe_tensor *const *in, char *err, s
         if (n->nin != 2) return snprintf(err, cap, "Mod takes 2 inputs, not %d", n->nin), NULL;
         if (!attr_i(n, "fmod", 0)) {
             r = scope_op2(&s, OP_MOD, x, in[1]); /* tfe's %: the divisor's sign, as fmod 0 */
+        } else if (dtype_is_int(x->dtype) && dtype_is_int(in[1]->dtype)) {
+            /* C's %: a - b trunc(a / b), exact in ints (abs would wrap at the lowest) */
+            tfe_tensor *q = scope_keep(&s, int_div(x, in[1]));
+            r = scope_op2(&s, OP_SUB, x, scope_op2(&s, OP_MUL, q, in[1]));
         } else {
             /* C's fmod: the dividend's sign. |a| mod |b| is fmod of them (no
              * sign to move), exact; then the dividend's sign, -0.0 included */

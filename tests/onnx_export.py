@@ -297,6 +297,8 @@ def import_more(work):
     cases = [
         ("mod_int", [N("Mod", ["a", "b"], ["y"])], [("a", ia), ("b", ib)], [], I64),
         ("mod_int32_fmod", [N("Mod", ["a", "b"], ["y"], fmod=1)], [("a", ia.astype(I32)), ("b", ib.astype(I32))], [], I32),
+        ("mod_int32_fmod_lowest", [N("Mod", ["a", "b"], ["y"], fmod=1)],
+         [("a", np.array([-2**31, 2**31 - 1, -5], I32)), ("b", np.array([3, -7, 2], I32))], [], I32),
         ("mod_float_fmod", [N("Mod", ["a", "b"], ["y"], fmod=1)], [("a", fl), ("b", fr)], [], F32),
         ("argmax_last", [N("ArgMax", ["x"], ["y"], axis=1, keepdims=0, select_last_index=1)], [("x", ties)], [], I64),
         ("argmin_last_keep", [N("ArgMin", ["x"], ["y"], axis=-2, select_last_index=1)], [("x", ties.astype(I32))], [], I64),

@@ -21,6 +21,7 @@ static const struct { const char *name; tfe_op op; } UNARY[] = {
     {"Sigmoid", OP_SIGMOID}, {"Relu", OP_RELU}, {"Sin", OP_SIN}, {"Cos", OP_COS}, {"Erf", OP_ERF}, {"Floor", OP_FLOOR},
     {"Ceil", OP_CEIL}, {"Not", OP_LOGICAL_NOT}, {"Sign", OP_SIGN}, {"Tan", OP_TAN},
     {"IsNaN", OP_ISNAN}, /* (export writes it where NaN decides: max, argmax) */
+    {"Round", OP_ROUND}, {"Softplus", OP_SOFTPLUS}, {"Det", OP_DET},
 };
 static const struct { const char *name; tfe_op op; } BINARY[] = {
     {"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV}, {"Pow", OP_POW}, {"Equal", OP_EQ}, {"Less", OP_LT}, {"LessOrEqual", OP_LE}, {"Greater", OP_GT},
@@ -28,7 +29,11 @@ static const struct { const char *name; tfe_op op; } BINARY[] = {
     {"Xor", OP_NE}, /* (of bools: export writes it for a zero's sign) */
 };
 static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Cast", "Unsqueeze",
-                              "Squeeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Concat", "Where"};
+                              "Squeeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Concat", "Where",
+                              /* the rest of what export writes (run_more) */
+                              "Mod", "ArgMax", "ArgMin", "IsInf", "Reciprocal", "ReduceProd",
+                              "ReduceLogSumExp", "Expand", "Tile", "CumSum", "Trilu", "Gather", "GatherElements",
+                              "Shape", "Size", "Slice", "OneHot", "ScatterElements", "ScatterND", "Compress", "Split"};
 
 static int find_op(const char *name, bool *unary)
 {
@@ -152,6 +157,329 @@ static tfe_tensor *reduce_empty(tfe_tensor *x, const tfe_attrs *at, bool is_max)
     return r ? r : (tfe_tensor *)-1;
 }
 
+static const char *MORE[] = {"Mod", "ArgMax", "ArgMin", "IsInf", "Reciprocal", "Expand", "Tile", "CumSum",
+                             "Trilu", "Gather", "GatherElements", "Shape", "Size", "Slice",
+                             "OneHot", "ScatterElements", "ScatterND", "Compress"};
+static bool is_more(const char *op)
+{
+    for (size_t i = 0; i < sizeof MORE / sizeof *MORE; i++)
+        if (!strcmp(MORE[i], op)) return true;
+    return false;
+}
+
+static int64_t attr_i(const OxNode *n, const char *name, int64_t d)
+{
+    const OxAttr *a = ox_attr(n, name);
+    return a ? a->i : d;
+}
+
+/* an int64 tensor of the values v (Shape, Size) */
+static tfe_tensor *i64_vec(const int64_t *v, int n, bool scalar)
+{
+    int64_t sh[1] = {n};
+    tfe_tensor *t = tensor_zeros(TFE_INT64, scalar ? 0 : 1, sh);
+    if (t) memcpy(tensor_data(t), v, sizeof *v * (size_t)n);
+    return t;
+}
+
+/* x reversed along axis (ArgMax's select_last_index); a stop of -1 is
+ * before index 0 (the slice op does not wrap it) */
+static tfe_tensor *reversed(tfe_scope *s, tfe_tensor *x, int axis)
+{
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = 3 * x->rank;
+    for (int d = 0; d < x->rank; d++) {
+        bool r = d == axis;
+        at.ints[3 * d] = r ? x->shape[d] - 1 : 0;
+        at.ints[3 * d + 1] = r ? -1 : x->shape[d];
+        at.ints[3 * d + 2] = r ? -1 : 1;
+    }
+    return scope_call(s, OP_SLICE, 1, &x, &at);
+}
+
+/* The ops export writes beyond the common ones, each with ONNX's semantics
+ * built from tfe ops (so a tape and a trace see them). NULL on an error:
+ * err set for the model's fault, else the tensor error. */
+static tfe_tensor *run_more(const OxNode *n, tfe_tensor *const *in, char *err, size_t cap)
+{
+    tfe_scope s;
+    s.n = 0;
+    s.failed = false;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    tfe_tensor *x = in[0], *r = NULL;
+    int64_t v[32];
+    int nv = 0;
+    const char *op = n->op;
+    if (!strcmp(op, "Mod")) {
+        if (n->nin != 2) return snprintf(err, cap, "Mod takes 2 inputs, not %d", n->nin), NULL;
+        if (!attr_i(n, "fmod", 0)) {
+            r = scope_op2(&s, OP_MOD, x, in[1]); /* tfe's %: the divisor's sign, as fmod 0 */
+        } else if (dtype_is_int(x->dtype) && dtype_is_int(in[1]->dtype)) {
+            /* C's %: a - b trunc(a / b), exact in ints (abs would wrap at the lowest) */
+            tfe_tensor *q = scope_keep(&s, int_div(x, in[1]));
+            r = scope_op2(&s, OP_SUB, x, scope_op2(&s, OP_MUL, q, in[1]));
+        } else {
+            /* C's fmod: the dividend's sign. |a| mod |b| is fmod of them (no
+             * sign to move), exact; then the dividend's sign, -0.0 included */
+            tfe_tensor *m = scope_op2(&s, OP_MOD, scope_op1(&s, OP_ABS, x), scope_op1(&s, OP_ABS, in[1]));
+            tfe_tensor *z = scope_keep(&s, tensor_from_f64(0, x->dtype)), *neg = scope_op2(&s, OP_LT, x, z);
+            if (dtype_is_float(x->dtype)) {
+                tfe_tensor *one = scope_keep(&s, tensor_from_f64(1, x->dtype));
+                neg = scope_op2(&s, OP_LOGICAL_OR, neg, scope_op2(&s, OP_LT, scope_op2(&s, OP_DIV, one, x), z));
+            }
+            r = scope_where(&s, neg, scope_op1(&s, OP_NEG, m), m);
+        }
+    } else if (!strcmp(op, "ArgMax") || !strcmp(op, "ArgMin")) {
+        int64_t axis = attr_i(n, "axis", 0);
+        if (axis < -x->rank || axis >= x->rank || x->rank == 0)
+            return snprintf(err, cap, "%s's axis %lld of a rank-%d input", op, (long long)axis, x->rank), NULL;
+        if (axis < 0) axis += x->rank;
+        at.naxes = 1;
+        at.axes[0] = axis;
+        at.keepdims = attr_i(n, "keepdims", 1) != 0;
+        tfe_op top = op[3] == 'M' && op[4] == 'a' ? OP_ARGMAX : OP_ARGMIN;
+        if (!attr_i(n, "select_last_index", 0)) {
+            r = scope_call(&s, top, 1, &x, &at);
+        } else {
+            /* the first index in x reversed along axis, counted from the end */
+            tfe_tensor *rx = reversed(&s, x, (int)axis);
+            tfe_tensor *i = rx ? scope_call(&s, top, 1, &rx, &at) : NULL;
+            tfe_tensor *last = scope_keep(&s, tensor_from_f64((double)(x->shape[axis] - 1), TFE_INT64));
+            r = scope_op2(&s, OP_SUB, last, i);
+        }
+    } else if (!strcmp(op, "IsInf")) {
+        if (!dtype_is_float(x->dtype)) return snprintf(err, cap, "IsInf of %s (it takes floats)", dtype_name(x->dtype)), NULL;
+        tfe_tensor *pi = scope_keep(&s, tensor_from_f64(INFINITY, x->dtype)), *ni = scope_keep(&s, tensor_from_f64(-INFINITY, x->dtype));
+        tfe_tensor *p = scope_op2(&s, OP_EQ, x, pi), *q = scope_op2(&s, OP_EQ, x, ni);
+        bool dp = attr_i(n, "detect_positive", 1) != 0, dn = attr_i(n, "detect_negative", 1) != 0;
+        r = dp && dn ? scope_op2(&s, OP_LOGICAL_OR, p, q) : dp ? p : dn ? q : scope_op2(&s, OP_LOGICAL_AND, p, q);
+    } else if (!strcmp(op, "Reciprocal")) {
+        r = scope_op2(&s, OP_DIV, scope_keep(&s, tensor_from_f64(1, x->dtype)), x);
+    } else if (!strcmp(op, "Shape")) {
+        int64_t st = attr_i(n, "start", 0), en = attr_i(n, "end", x->rank);
+        st = st < 0 ? st + x->rank : st, en = en < 0 ? en + x->rank : en;
+        st = st < 0 ? 0 : st > x->rank ? x->rank : st, en = en < 0 ? 0 : en > x->rank ? x->rank : en;
+        r = scope_keep(&s, i64_vec(x->shape + st, en > st ? (int)(en - st) : 0, false));
+    } else if (!strcmp(op, "OneHot")) {
+        /* where(index == position, on, off), an index wrapped once by depth
+         * (one out of range: all off, as ONNX says) */
+        if (n->nin != 3) return snprintf(err, cap, "OneHot takes 3 inputs, not %d", n->nin), NULL;
+        tfe_tensor *dp = in[1], *vals = in[2];
+        if (dp->storage == NULL || tensor_numel(dp) != 1 || tensor_numel(vals) != 2 || x->rank >= TFE_MAX_RANK)
+            return snprintf(err, cap, "OneHot's depth must be a constant of one value and its values two"), NULL;
+        tfe_attrs ca;
+        tfe_attrs_init(&ca);
+        ca.dtype = TFE_INT64;
+        tfe_tensor *d64 = scope_call(&s, OP_CAST, 1, &dp, &ca), *i64 = scope_call(&s, OP_CAST, 1, &x, &ca);
+        int64_t depth = (int64_t)tensor_load_f64(dp, 0);
+        int64_t axis = attr_i(n, "axis", -1);
+        if (axis < 0) axis += x->rank + 1;
+        if (axis < 0 || axis > x->rank) return snprintf(err, cap, "OneHot's axis %lld of a rank-%d input", (long long)attr_i(n, "axis", -1), x->rank), NULL;
+        tfe_tensor *z = scope_keep(&s, tensor_from_f64(0, TFE_INT64));
+        i64 = scope_where(&s, scope_op2(&s, OP_LT, i64, z), scope_op2(&s, OP_ADD, i64, d64), i64);
+        at.naxes = 1;
+        at.axes[0] = axis;
+        i64 = i64 ? scope_call(&s, OP_EXPAND_DIMS, 1, &i64, &at) : NULL;
+        tfe_attrs ar;
+        tfe_attrs_init(&ar);
+        ar.f[0] = 0, ar.f[1] = (double)depth, ar.f[2] = 1, ar.dtype = TFE_INT64;
+        tfe_tensor *pos = scope_call(&s, OP_ARANGE, 0, NULL, &ar);
+        tfe_attrs rs;
+        tfe_attrs_init(&rs);
+        rs.nints = x->rank + 1;
+        for (int d = 0; d <= x->rank; d++) rs.ints[d] = d == axis ? depth : 1;
+        pos = pos ? scope_call(&s, OP_RESHAPE, 1, &pos, &rs) : NULL;
+        tfe_attrs s0, s1;
+        tfe_attrs_init(&s0);
+        tfe_attrs_init(&s1);
+        s0.naxes = s1.naxes = 1, s0.axes[0] = s1.axes[0] = 0, s0.nints = s1.nints = 3;
+        s0.ints[0] = 0, s0.ints[1] = 1, s0.ints[2] = 1, s1.ints[0] = 1, s1.ints[1] = 2, s1.ints[2] = 1;
+        tfe_tensor *off = scope_call(&s, OP_SLICE, 1, &vals, &s0), *on = scope_call(&s, OP_SLICE, 1, &vals, &s1);
+        r = scope_where(&s, scope_op2(&s, OP_EQ, i64, pos), on, off);
+    } else if (!strcmp(op, "ScatterElements") || !strcmp(op, "ScatterND")) {
+        const OxAttr *ra = ox_attr(n, "reduction");
+        const char *red = ra && ra->s ? ra->s : "none";
+        bool nd = op[7] == 'N', add = !strcmp(red, "add");
+        if (n->nin != 3) return snprintf(err, cap, "%s takes 3 inputs, not %d", op, n->nin), NULL;
+        if (!add && (!nd || strcmp(red, "none")))
+            return snprintf(err, cap, "%s's reduction '%.20s' (tfe imports %s)", op, red, nd ? "none and add" : "add"), NULL;
+        tfe_tensor *idx = in[1];
+        if (nd) {
+            /* indices (..., 1): rows of data along axis 0, the form export writes */
+            if (idx->rank < 1 || idx->shape[idx->rank - 1] != 1)
+                return snprintf(err, cap, "ScatterND with indices of last dim %lld (tfe imports 1)", idx->rank ? (long long)idx->shape[idx->rank - 1] : 0LL), NULL;
+            tfe_attrs sq;
+            tfe_attrs_init(&sq);
+            sq.naxes = 1;
+            sq.axes[0] = -1;
+            idx = scope_call(&s, OP_SQUEEZE, 1, &idx, &sq);
+            at.naxes = 1;
+            at.axes[0] = 0;
+        } else {
+            at.naxes = 1;
+            at.axes[0] = attr_i(n, "axis", 0);
+        }
+        tfe_tensor *si[3] = {x, idx, in[2]};
+        r = idx ? scope_call(&s, nd ? (add ? OP_SCATTER_ADD : OP_SCATTER) : OP_PUT_ALONG_AXIS_ADD, 3, si, &at) : NULL;
+    } else if (!strcmp(op, "Compress")) {
+        /* the slices along axis where the condition holds (no axis: of x flat);
+         * a condition shorter than the axis is false past its end */
+        if (n->nin != 2) return snprintf(err, cap, "Compress takes 2 inputs, not %d", n->nin), NULL;
+        const OxAttr *aa = ox_attr(n, "axis");
+        tfe_tensor *c = in[1], *y = x;
+        if (c->rank != 1) return snprintf(err, cap, "Compress with a rank-%d condition (it takes a vector)", c->rank), NULL;
+        int64_t axis = aa ? aa->i : 0;
+        if (!aa) {
+            tfe_attrs rs;
+            tfe_attrs_init(&rs);
+            rs.nints = 1;
+            rs.ints[0] = -1;
+            y = scope_call(&s, OP_RESHAPE, 1, &y, &rs);
+        }
+        if (!y) return NULL;
+        if (axis < 0) axis += y->rank;
+        if (axis < 0 || axis >= y->rank) return snprintf(err, cap, "Compress's axis %lld of a rank-%d input", (long long)(aa ? aa->i : 0), x->rank), NULL;
+        int64_t len = y->shape[axis];
+        if (c->shape[0] > len) return snprintf(err, cap, "Compress with a condition of %lld values along an axis of %lld", (long long)c->shape[0], (long long)len), NULL;
+        tfe_attrs ca;
+        tfe_attrs_init(&ca);
+        ca.dtype = TFE_BOOL;
+        c = scope_call(&s, OP_CAST, 1, &c, &ca);
+        if (c && c->shape[0] < len) {
+            int64_t pad = len - c->shape[0];
+            tfe_attrs cc;
+            tfe_attrs_init(&cc);
+            cc.naxes = 1;
+            cc.axes[0] = 0;
+            tfe_tensor *parts[2] = {c, scope_keep(&s, tensor_zeros(TFE_BOOL, 1, &pad))};
+            c = parts[1] ? scope_call(&s, OP_CONCAT, 2, parts, &cc) : NULL;
+        }
+        /* axis to the front, masked, back */
+        tfe_attrs tp;
+        tfe_attrs_init(&tp);
+        tp.nints = y->rank;
+        for (int d = 0, k = 1; d < y->rank; d++) tp.ints[d == axis ? 0 : k++] = d;
+        tfe_tensor *t = axis ? scope_call(&s, OP_TRANSPOSE, 1, &y, &tp) : y;
+        tfe_tensor *mi[2] = {t, c};
+        tfe_tensor *m = t && c ? scope_call(&s, OP_BOOL_MASK, 2, mi, NULL) : NULL;
+        if (m && axis) {
+            tfe_attrs bk;
+            tfe_attrs_init(&bk);
+            bk.nints = y->rank;
+            for (int d = 0; d < y->rank; d++) bk.ints[tp.ints[d]] = d;
+            m = scope_call(&s, OP_TRANSPOSE, 1, &m, &bk);
+        }
+        r = m;
+    } else if (!strcmp(op, "Size")) {
+        int64_t k = tensor_numel(x);
+        r = scope_keep(&s, i64_vec(&k, 1, true));
+    } else {
+        /* the rest read constant int inputs */
+        if (strncmp(op, "Gather", 6) && n->nin > 1 && in[1] && const_ints(in[1], v, 32, &nv)) return snprintf(err, cap, "%s's input 2 must be a constant", op), NULL;
+        if (!strcmp(op, "Expand")) {
+            /* to the two shapes broadcast together */
+            int rk = nv > x->rank ? nv : x->rank;
+            at.nints = rk;
+            for (int d = 0; d < rk; d++) {
+                int64_t a = d - (rk - x->rank) >= 0 ? x->shape[d - (rk - x->rank)] : 1, b = d - (rk - nv) >= 0 ? v[d - (rk - nv)] : 1;
+                if (a != b && a != 1 && b != 1)
+                    return snprintf(err, cap, "Expand of a dimension %lld to %lld", (long long)a, (long long)b), NULL;
+                at.ints[d] = a == 1 ? b : a;
+            }
+            r = scope_call(&s, OP_BROADCAST_TO, 1, &x, &at);
+        } else if (!strcmp(op, "Tile")) {
+            at.nints = nv;
+            memcpy(at.ints, v, sizeof *v * (size_t)nv);
+            r = scope_call(&s, OP_TILE, 1, &x, &at);
+        } else if (!strcmp(op, "CumSum")) {
+            if (nv != 1) return snprintf(err, cap, "CumSum's axis must be one constant"), NULL;
+            if (attr_i(n, "exclusive", 0)) return snprintf(err, cap, "CumSum's exclusive 1 (tfe's cumsum is inclusive)"), NULL;
+            at.naxes = 1;
+            at.axes[0] = v[0];
+            at.nints = 1;
+            at.ints[0] = attr_i(n, "reverse", 0) != 0;
+            r = scope_call(&s, OP_CUMSUM, 1, &x, &at);
+            if (r && r->dtype != x->dtype) { /* ONNX's is of the input's type (tfe's of an int32: int64) */
+                tfe_attrs ca;
+                tfe_attrs_init(&ca);
+                ca.dtype = x->dtype;
+                r = scope_call(&s, OP_CAST, 1, &r, &ca);
+            }
+        } else if (!strcmp(op, "Trilu")) {
+            at.nints = 1;
+            at.ints[0] = n->nin > 1 && in[1] ? (nv == 1 ? v[0] : (snprintf(err, cap, "Trilu's k must be one constant"), 0)) : 0;
+            if (err[0]) return NULL;
+            r = scope_call(&s, attr_i(n, "upper", 1) ? OP_TRIU : OP_TRIL, 1, &x, &at);
+        } else if (!strcmp(op, "Gather") || !strcmp(op, "GatherElements")) {
+            at.naxes = 1;
+            at.axes[0] = attr_i(n, "axis", 0);
+            tfe_tensor *gi[2] = {x, in[1]};
+            r = scope_call(&s, op[6] ? OP_TAKE_ALONG_AXIS : OP_GATHER, 2, gi, &at);
+        } else { /* Slice: starts, ends, axes, steps, resolved as ONNX clamps them */
+            int64_t e[32], ax[32], st[32];
+            int ne = 0, na = 0, ns = 0;
+            if (n->nin < 3 || const_ints(in[2], e, 32, &ne) || (n->nin > 3 && in[3] && const_ints(in[3], ax, 32, &na)) ||
+                (n->nin > 4 && in[4] && const_ints(in[4], st, 32, &ns)) || ne != nv || (na && na != nv) || (ns && ns != nv))
+                return snprintf(err, cap, "Slice's starts, ends, axes and steps must be constants of one length"), NULL;
+            at.nints = 3 * x->rank;
+            for (int d = 0; d < x->rank; d++) at.ints[3 * d] = 0, at.ints[3 * d + 1] = x->shape[d], at.ints[3 * d + 2] = 1;
+            for (int i = 0; i < nv; i++) {
+                int64_t a = na ? ax[i] : i, step = ns ? st[i] : 1;
+                if (a < 0) a += x->rank;
+                if (a < 0 || a >= x->rank || step == 0) return snprintf(err, cap, "Slice's axis %lld or step %lld", (long long)(na ? ax[i] : i), (long long)step), NULL;
+                int64_t dim = x->shape[a], b = v[i], c = e[i];
+                b = b < 0 ? b + dim : b, c = c < 0 ? c + dim : c;
+                if (step > 0) b = b < 0 ? 0 : b > dim ? dim : b, c = c < 0 ? 0 : c > dim ? dim : c;
+                else b = b < 0 ? 0 : b > dim - 1 ? dim - 1 : b, c = c < -1 ? -1 : c > dim - 1 ? dim - 1 : c;
+                at.ints[3 * a] = b, at.ints[3 * a + 1] = c, at.ints[3 * a + 2] = step;
+            }
+            r = scope_call(&s, OP_SLICE, 1, &x, &at);
+        }
+    }
+    if (r) tensor_incref(r);
+    scope_release(&s);
+    return r;
+}
+
+/* Split: its outputs are slices along axis, of the sizes given or equal
+ * (the one op of several outputs import reads) */
+static int run_split(Interp *I, const OxNode *n, OxEnv *e)
+{
+    tfe_tensor *x = n->in[0][0] ? env_get(e, n->in[0]) : NULL;
+    tfe_tensor *sp = n->nin > 1 && n->in[1][0] ? env_get(e, n->in[1]) : NULL;
+    if (!x) return interp_raise(I, "import_onnx(): Split reads '%s', which nothing made", n->in[0]);
+    int64_t axis = attr_i(n, "axis", 0), v[64];
+    int nv = 0;
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank) return interp_raise(I, "import_onnx(): Split's axis %lld of a rank-%d input", (long long)attr_i(n, "axis", 0), x->rank);
+    int64_t len = x->shape[axis];
+    if (sp) {
+        if (const_ints(sp, v, 64, &nv) || nv != n->nout) return interp_raise(I, "import_onnx(): Split's sizes must be a constant of one per output");
+        int64_t tot = 0;
+        bool neg = false;
+        for (int i = 0; i < nv; i++) tot += v[i], neg |= v[i] < 0;
+        if (neg || tot != len) return interp_raise(I, "import_onnx(): Split's sizes do not add up to the axis' %lld", (long long)len);
+    } else {
+        if (n->nout > 64 || len % n->nout) return interp_raise(I, "import_onnx(): Split of %lld into %d equal parts", (long long)len, n->nout);
+        for (nv = 0; nv < n->nout; nv++) v[nv] = len / n->nout;
+    }
+    int64_t at0 = 0;
+    for (int i = 0; i < nv; i++) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.nints = 3 * x->rank;
+        for (int d = 0; d < x->rank; d++) at.ints[3 * d] = 0, at.ints[3 * d + 1] = x->shape[d], at.ints[3 * d + 2] = 1;
+        at.ints[3 * axis] = at0, at.ints[3 * axis + 1] = at0 + v[i];
+        at0 += v[i];
+        tfe_tensor *o = tfe_call1(OP_SLICE, 1, &x, &at);
+        if (!o) return interp_raise_tensor_error(I);
+        env_put(e, n->out[i], o);
+    }
+    return 0;
+}
+
 static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
 {
     tfe_tensor *in[64] = {0};
@@ -193,6 +521,12 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
     int nv = 0;
     tfe_op top;
     int nin = 1;
+    if (is_more(n->op)) {
+        char err[300] = "";
+        *out = run_more(n, in, err, sizeof err);
+        if (*out) return 0;
+        return err[0] ? interp_raise(I, "import_onnx(): %s", err) : interp_raise_tensor_error(I);
+    }
     if (!strcmp(n->op, "Identity")) {
         tensor_incref(in[0]);
         *out = in[0];
@@ -248,7 +582,8 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
         }
     } else if (!strncmp(n->op, "Reduce", 6)) {
         top = !strcmp(n->op, "ReduceSum") ? OP_SUM : !strcmp(n->op, "ReduceMean") ? OP_MEAN
-            : !strcmp(n->op, "ReduceMax") ? OP_MAX : OP_MIN;
+            : !strcmp(n->op, "ReduceMax") ? OP_MAX : !strcmp(n->op, "ReduceProd") ? OP_PROD
+            : !strcmp(n->op, "ReduceLogSumExp") ? OP_LOGSUMEXP : OP_MIN;
         if (top == OP_SUM) {
             if (n->nin > 1 && in[1] && const_ints(in[1], v, TFE_MAX_RANK, &nv))
                 return interp_raise(I, "import_onnx(): ReduceSum's axes must be a constant");
@@ -358,6 +693,10 @@ BUILTIN(bi_onnx_call)
     }
     for (int i = 0; i < m->nnodes && !rc; i++) {
         const OxNode *n = &m->nodes[i];
+        if (!strcmp(n->op, "Split") && n->nin >= 1 && n->nout >= 1) {
+            rc = run_split(I, n, &e);
+            continue;
+        }
         if (n->nout != 1 || n->nin < 1) {
             rc = n->nout != 1 ? interp_raise(I, "import_onnx(): %s with %d outputs (tfe imports ops of one)", n->op, n->nout)
                               : interp_raise(I, "import_onnx(): %s with no inputs", n->op);

@@ -2888,12 +2888,17 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;
     GRegion *top = &R->regions[0];
+    /* by output: the input it is (a value passed through: a loop that ran
+     * zero times, or ends on a captured input), or -1 */
+    int *same = xmalloc(sizeof *same * ((size_t)top->nouts + 1));
     for (int k = 0; k < top->nouts; k++) {
+        same[k] = -1;
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
         if (!outs[k]) continue;
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;
-        for (int i = 0; i < R->ninputs && !dup; i++) dup = outs[k] == inputs[i];
+        for (int i = 0; i < R->ninputs && !dup; i++)
+            if ((dup = outs[k] == inputs[i])) same[k] = i;
         for (int j = 0; j < k && !dup; j++) dup = outs[k] == outs[j];
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
@@ -3001,13 +3006,20 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             all[top->nouts + c->nhout] = c->saved[i];
             c->hout[c->nhout++] = i;
         }
-        tfe_tape_record_custom(&c->base, nsrc, src, top->nouts + c->nhout, all);
+        /* (to a tape outside any trace in progress: one made in it records
+         * what serves every later call) */
+        int *same_all = xmalloc(sizeof *same_all * ((size_t)(top->nouts + c->nhout) + 1));
+        for (int k = 0; k < top->nouts + c->nhout; k++) same_all[k] = k < top->nouts ? same[k] : -1;
+        tfe_tape_record_custom_same(&c->base, nsrc, src, top->nouts + c->nhout, all, same_all,
+                                    I->tracer ? I->tracer->tapes_at_begin : tfe_tapes_active);
+        free(same_all);
         free(all);
         for (int i = 0; i < nsrc; i++)
             if (src[i]) tensor_decref(src[i]);
         free(src);
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }
+    free(same);
     grun_release(&x);
     return rc;
 }

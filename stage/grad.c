@@ -1138,6 +1138,8 @@ typedef struct GradCtx {
     tfe_tensor *const *dcap; /* loops: the capture gradients so far */
     tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
     const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
+    const bool *pass_dy;     /* conds: the branch ends output k on a captured value, whose
+                                gradient has what reached the output (cond_out_alias) */
     const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
     const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
     /* none flags (traced bools; NULL: real): */
@@ -1205,6 +1207,7 @@ static int grad_branch(BP *b, void *p)
     if (replay_region(b, r)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
+        if (c->pass_dy && c->pass_dy[k]) continue;
         tensor_incref(c->dy[k]);
         if (acc_f(b, slot_of(G, reg->outs[k]), c->dy[k], c->dyf[k])) return -1;
     }
@@ -1313,13 +1316,31 @@ static int check_branch_shapes(BP *b, int id)
     return 0;
 }
 
+static int sweep_cond_rest(BP *b, int id, bool *const *pass);
+
 static int sweep_cond(BP *b, int id)
 {
-    Graph *G = b->G, *g = b->T->g;
+    Graph *G = b->G;
     const GNode *n = &G->nodes[id];
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
-    if (!any) return 0;
+    /* its outputs' aliases (cond_out_alias) end here */
+    bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
+    for (int k = 0; k < n->nout; k++)
+        for (int w = 0; w < 2; w++) {
+            pass[w][k] = b->alias && b->alias[2 * (n->vbase + k) + w] >= 0;
+            alias_set(b, n->vbase + k, w, -1, NULL);
+        }
+    int rc0 = any ? sweep_cond_rest(b, id, pass) : 0;
+    free(pass[0]);
+    free(pass[1]);
+    return rc0;
+}
+
+static int sweep_cond_rest(BP *b, int id, bool *const *pass)
+{
+    Graph *G = b->G, *g = b->T->g;
+    const GNode *n = &G->nodes[id];
     if (check_branch_shapes(b, id)) return -1;
     if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
@@ -1350,7 +1371,7 @@ static int sweep_cond(BP *b, int id)
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
         GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res[br], .nres = caps.n,
-                     .sofar = saved, .zero_dy = zero_dy, .dyf = dyf, .sofarf = saved + caps.n,
+                     .sofar = saved, .zero_dy = zero_dy, .pass_dy = pass[br], .dyf = dyf, .sofarf = saved + caps.n,
                      .resf = resf[br]};
         if (in_region(b, r[br], grad_branch, &c)) {
             unstash(b, &caps, saved);
@@ -2000,11 +2021,43 @@ static int loop_out_alias(BP *b, int id)
     return rc;
 }
 
+/* The same for a cond: its output is, where branch w runs, the captured
+ * value that branch ends it on (alias w); sweep_cond hands on the rest. */
+static int cond_out_alias(BP *b, int id)
+{
+    const Graph *G = b->G;
+    const GNode *n = &G->nodes[id];
+    tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
+    if (!pred || pred->dtype != TFE_BOOL) return 0;
+    tfe_tensor *c[2] = {pred, tfe_call1(OP_LOGICAL_NOT, 1, &pred, NULL)};
+    if (!c[1]) return -1;
+    int rc = 0;
+    for (int k = 0; k < n->nout && !rc; k++) {
+        int os = n->vbase + k;
+        if (!differentiable(&n->meta[k])) continue;
+        for (int w = 0; w < 2 && !rc; w++) {
+            const GRegion *rb = &G->regions[n->regions[w]];
+            if (k >= rb->nouts || node_inside(G, rb->outs[k].node, id) ||
+                !differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out]))
+                continue;
+            int to = slot_of(G, rb->outs[k]);
+            if (to == os) continue;
+            alias_set(b, os, w, to, c[w]);
+            if (b->g[os] && add_if(b, to, b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+        }
+    }
+    tensor_decref(c[1]);
+    return rc;
+}
+
 static int sweep_region(BP *b, int r)
 {
     const GRegion *reg = &b->G->regions[r];
-    for (int i = 0; i < reg->n; i++)
-        if (b->G->nodes[reg->nodes[i]].kind == G_WHILE && loop_out_alias(b, reg->nodes[i])) return -1;
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *n = &b->G->nodes[reg->nodes[i]];
+        if (n->kind == G_WHILE && loop_out_alias(b, reg->nodes[i])) return -1;
+        if (n->kind == G_COND && cond_out_alias(b, reg->nodes[i])) return -1;
+    }
     for (int i = reg->n - 1; i >= 0; i--) {
         int id = reg->nodes[i];
         const GNode *n = &b->G->nodes[id];

@@ -52,7 +52,11 @@ typedef struct BP {
      * variable that started as a captured value, that value's slot, or -1
      * (NULL: none such yet), and a traced bool, true in the loop's first
      * iteration (alias_first[slot], owned). A loop nested in such a loop's
-     * body may have its own: a chain (b = a, a = x). */
+     * body may have its own: a chain (b = a, a = x). Two per slot, by
+     * 2 * slot + w: w = 0 that one, w = 1 a value passed through (a loop's
+     * output that is its initial value where it ran zero times, or a
+     * captured value its body ends on; a param that is such a value after
+     * the first iteration: alias_pass, loop_grad_body), under its own bool. */
     int *alias;
     tfe_tensor **alias_first;
     bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
@@ -149,10 +153,11 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tenso
 static int acc_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 {
     if (!d) return -1;
-    if (b->alias && b->alias[slot] >= 0 && add_if(b, b->alias[slot], d, f, b->alias_first[slot])) {
-        tensor_decref(d);
-        return -1;
-    }
+    for (int w = 0; b->alias && w < 2; w++)
+        if (b->alias[2 * slot + w] >= 0 && add_if(b, b->alias[2 * slot + w], d, f, b->alias_first[2 * slot + w])) {
+            tensor_decref(d);
+            return -1;
+        }
     if (!dtype_is_float(d->dtype)) f = NULL; /* (an int's junk: no gradient, no flag) */
     put(b->none, slot, b->g[slot] ? flag_and(b->none[slot], f) : ref(f));
     return tfe_grad_add(&b->g[slot], d);
@@ -197,15 +202,44 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tenso
             if (was) tensor_decref(was);
         }
         put(b->g, slot, r);
-        if (!(b->alias && b->alias[slot] >= 0)) {
+        if (!(b->alias && (b->alias[2 * slot] >= 0 || b->alias[2 * slot + 1] >= 0))) {
             tensor_decref(cond);
             return 0;
         }
-        tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[slot]);
+        int w = b->alias[2 * slot] >= 0 ? 0 : 1;
+        if (w == 0 && b->alias[2 * slot + 1] >= 0) { /* (two: the second one by itself) */
+            tfe_tensor *c2 = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[2 * slot + 1]);
+            int rc = c2 ? add_if(b, b->alias[2 * slot + 1], d, f, c2) : -1;
+            if (c2) tensor_decref(c2);
+            if (rc) {
+                tensor_decref(cond);
+                return -1;
+            }
+        }
+        tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[2 * slot + w]);
         tensor_decref(cond);
         if (!(cond = both)) return -1;
-        slot = b->alias[slot];
+        slot = b->alias[2 * slot + w];
     }
+}
+
+/* b->alias, made when first needed (none set). */
+static void alias_init(BP *b)
+{
+    if (b->alias) return;
+    int n = 2 * (b->G->nvals + 1);
+    b->alias = xmalloc(sizeof *b->alias * (size_t)n);
+    b->alias_first = xcalloc((size_t)n, sizeof *b->alias_first);
+    for (int s = 0; s < n; s++) b->alias[s] = -1;
+}
+
+/* slot's alias w is to (-1: none), under cond (borrowed). */
+static void alias_set(BP *b, int slot, int w, int to, tfe_tensor *cond)
+{
+    if (to >= 0) alias_init(b);
+    if (!b->alias) return;
+    b->alias[2 * slot + w] = to;
+    put(b->alias_first, 2 * slot + w, to >= 0 ? ref(cond) : NULL);
 }
 
 /* g[slot] = d + g[slot] (takes d; its flag f borrowed): a gradient so far,
@@ -245,7 +279,7 @@ static void bp_free(BP *b)
         if (b->g[i]) tensor_decref(b->g[i]);
     }
     free(b->alias);
-    for (int i = 0; i <= b->G->nvals && b->alias_first; i++)
+    for (int i = 0; i < 2 * (b->G->nvals + 1) && b->alias_first; i++)
         if (b->alias_first[i]) tensor_decref(b->alias_first[i]);
     free(b->alias_first);
     for (int i = 0; i <= b->G->nvals && b->none; i++)
@@ -327,14 +361,15 @@ static Caps captures(const Graph *G, int id)
 static void caps_add_aliases(const BP *b, Caps *c)
 {
     const Graph *G = b->G;
-    for (int i = 0; b->alias && i < c->n; i++) { /* (and those it adds: a chain) */
-        int s = b->alias[c->slot[i]];
-        for (int id = 0; s >= 0 && id < G->n; id++)
-            if (s >= G->nodes[id].vbase && s < G->nodes[id].vbase + G->nodes[id].nout) {
-                caps_add(c, G, (GRef){id, s - G->nodes[id].vbase});
-                break;
-            }
-    }
+    for (int i = 0; b->alias && i < c->n; i++) /* (and those it adds: a chain) */
+        for (int w = 0; w < 2; w++) {
+            int s = b->alias[2 * c->slot[i] + w];
+            for (int id = 0; s >= 0 && id < G->n; id++)
+                if (s >= G->nodes[id].vbase && s < G->nodes[id].vbase + G->nodes[id].nout) {
+                    caps_add(c, G, (GRef){id, s - G->nodes[id].vbase});
+                    break;
+                }
+        }
 }
 
 static void caps_free(Caps *c)
@@ -1103,7 +1138,10 @@ typedef struct GradCtx {
     tfe_tensor *const *dcap; /* loops: the capture gradients so far */
     tfe_tensor *const *sofar; /* conds: the capture gradients before the node (NULL: none) */
     const bool *zero_dy;     /* conds: dy[k] is zeros made for an output no gradient reached */
+    const bool *pass_dy;     /* conds: the branch ends output k on a captured value, whose
+                                gradient has what reached the output (cond_out_alias) */
     const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
+    const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
     /* none flags (traced bools; NULL: real): */
     tfe_tensor *const *dyf;  /* per output of the region (borrowed) */
     tfe_tensor *const *sofarf; /* conds: sofar's; loops: dcap's (borrowed) */
@@ -1169,6 +1207,7 @@ static int grad_branch(BP *b, void *p)
     if (replay_region(b, r)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
+        if (c->pass_dy && c->pass_dy[k]) continue;
         tensor_incref(c->dy[k]);
         if (acc_f(b, slot_of(G, reg->outs[k]), c->dy[k], c->dyf[k])) return -1;
     }
@@ -1277,13 +1316,31 @@ static int check_branch_shapes(BP *b, int id)
     return 0;
 }
 
+static int sweep_cond_rest(BP *b, int id, bool *const *pass);
+
 static int sweep_cond(BP *b, int id)
 {
-    Graph *G = b->G, *g = b->T->g;
+    Graph *G = b->G;
     const GNode *n = &G->nodes[id];
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
-    if (!any) return 0;
+    /* its outputs' aliases (cond_out_alias) end here */
+    bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
+    for (int k = 0; k < n->nout; k++)
+        for (int w = 0; w < 2; w++) {
+            pass[w][k] = b->alias && b->alias[2 * (n->vbase + k) + w] >= 0;
+            alias_set(b, n->vbase + k, w, -1, NULL);
+        }
+    int rc0 = any ? sweep_cond_rest(b, id, pass) : 0;
+    free(pass[0]);
+    free(pass[1]);
+    return rc0;
+}
+
+static int sweep_cond_rest(BP *b, int id, bool *const *pass)
+{
+    Graph *G = b->G, *g = b->T->g;
+    const GNode *n = &G->nodes[id];
     if (check_branch_shapes(b, id)) return -1;
     if (b->in_trace && check_read_assign(b, id)) return -1;
     Caps caps = captures(G, id);
@@ -1314,7 +1371,7 @@ static int sweep_cond(BP *b, int id)
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
         GradCtx c = {.id = id, .branch = br, .caps = &caps, .dy = dy, .res = res[br], .nres = caps.n,
-                     .sofar = saved, .zero_dy = zero_dy, .dyf = dyf, .sofarf = saved + caps.n,
+                     .sofar = saved, .zero_dy = zero_dy, .pass_dy = pass[br], .dyf = dyf, .sofarf = saved + caps.n,
                      .resf = resf[br]};
         if (in_region(b, r[br], grad_branch, &c)) {
             unstash(b, &caps, saved);
@@ -1389,10 +1446,9 @@ static void unalias(BP *b, const GradCtx *c)
 {
     const GRegion *grc = &b->G->regions[b->G->nodes[c->id].regions[0]];
     for (int k = 0; k < grc->nparams && b->alias; k++) {
-        if (c->palias[k] < 0) continue;
         int s = b->G->nodes[grc->params[k]].vbase;
-        b->alias[s] = -1;
-        put(b->alias_first, s, NULL);
+        if (c->palias[k] >= 0) alias_set(b, s, 0, -1, NULL);
+        if (c->ppass[k] >= 0) alias_set(b, s, 1, -1, NULL);
     }
 }
 
@@ -1502,28 +1558,32 @@ static int loop_grad_body(BP *b, void *p)
     }
     if (replay_region(b, n->regions[1])) return -1;
     /* the first iteration: loop variables that started as a capture are it */
+    /* ... and those the body ends on a captured value are it in the later
+     * iterations (the next iteration's value is that tensor) */
     bool aliased = false;
-    for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0;
+    for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0 || c->ppass[k] >= 0;
     if (aliased) {
         tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
         tfe_tensor *first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
+        tfe_tensor *later = zero ? tfe_binary(OP_NE, c->index, zero) : NULL;
         if (zero) tensor_decref(zero);
-        if (!first) return -1;
-        if (!b->alias) {
-            b->alias = xmalloc(sizeof *b->alias * ((size_t)G->nvals + 1));
-            b->alias_first = xcalloc((size_t)G->nvals + 1, sizeof *b->alias_first);
-            for (int s = 0; s <= G->nvals; s++) b->alias[s] = -1;
+        if (!first || !later) {
+            if (first) tensor_decref(first);
+            if (later) tensor_decref(later);
+            return -1;
         }
         for (int k = 0; k < nc; k++) {
-            if (c->palias[k] < 0) continue;
             int s = G->nodes[grc->params[k]].vbase;
-            b->alias[s] = c->caps->slot[c->palias[k]];
-            tensor_incref(first);
-            put(b->alias_first, s, first);
+            if (c->palias[k] >= 0) alias_set(b, s, 0, c->caps->slot[c->palias[k]], first);
+            if (c->ppass[k] >= 0) alias_set(b, s, 1, c->caps->slot[c->ppass[k]], later);
         }
         tensor_decref(first);
+        tensor_decref(later);
     }
     for (int k = 0; k < nc; k++) {
+        /* (one the body ends on a captured value: that value's gradient
+         * has what reached it, by the aliases) */
+        if (c->ppass[k] >= 0) continue;
         tensor_incref(c->dy[k]);
         if (acc_f(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL)) goto fail;
     }
@@ -1570,6 +1630,17 @@ static int sweep_loop(BP *b, int id)
     int nc = grc->nparams;
     bool any = false;
     for (int k = 0; k < nc; k++) any |= b->g[n->vbase + k] != NULL;
+    /* its outputs' aliases (loop_out_alias) end here: the carried
+     * gradients are what reached the outputs themselves */
+    bool *out_a = xcalloc((size_t)nc + 1, sizeof *out_a);
+    int *out_b = xmalloc(sizeof *out_b * ((size_t)nc + 1));
+    for (int k = 0; k < nc; k++) {
+        int os = n->vbase + k;
+        out_a[k] = b->alias && b->alias[2 * os] >= 0;
+        out_b[k] = b->alias ? b->alias[2 * os + 1] : -1;
+        alias_set(b, os, 0, -1, NULL);
+        alias_set(b, os, 1, -1, NULL);
+    }
     /* a loop a backward replayed keeps its iterations' values (outputs nc
      * and on); a gradient reaching those (a second-order gradient through
      * a staged loop) would have to flow back through every iteration's
@@ -1578,9 +1649,17 @@ static int sweep_loop(BP *b, int id)
      * for one iteration count */
     for (int k = nc; k < n->nout; k++)
         if (b->g[n->vbase + k])
+        {
+            free(out_a);
+            free(out_b);
             return bp_error(b, n, "second-order gradients through a loop on a traced tensor are not supported "
                                   "(take them eagerly: run_eagerly(true))");
-    if (!any) return 0;
+        }
+    if (!any) {
+        free(out_a);
+        free(out_b);
+        return 0;
+    }
     Caps caps = captures(G, id);
     /* its logged reads are no captures: each iteration's has a gradient of
      * its own, carried stacked (two values each, after the others) */
@@ -1624,7 +1703,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
-    int *palias = NULL;
+    int *palias = NULL, *ppass = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -1685,6 +1764,12 @@ static int sweep_loop(BP *b, int id)
      * loop there may start from such a variable in turn: a chain); not for
      * a body with a fused node */
     palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
+    ppass = xmalloc(sizeof *ppass * ((size_t)nc + 1));
+    for (int k = 0; k < nc; k++) { /* (the body ends it on a captured value) */
+        ppass[k] = -1;
+        for (int i = 0; i < caps.n && out_b[k] >= 0; i++)
+            if (caps.slot[i] == out_b[k]) ppass[k] = i;
+    }
     bool flat = true;
     const GRegion *grb = &G->regions[n->regions[1]];
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
@@ -1708,7 +1793,7 @@ static int sweep_loop(BP *b, int id)
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .dyf = pflags ? sym + nf : NULL,
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .ppass = ppass, .dyf = pflags ? sym + nf : NULL,
                  .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
                  .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
@@ -1767,8 +1852,9 @@ static int sweep_loop(BP *b, int id)
      * can be both: the loop starts from x and reads x) */
     tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
     tfe_tensor *ran0 = zero ? tfe_binary(OP_EQ, count, zero) : NULL;
+    tfe_tensor *ran1 = zero ? tfe_binary(OP_NE, count, zero) : NULL;
     if (zero) tensor_decref(zero);
-    if (!ran0) rc = -1;
+    if (!ran0 || !ran1) rc = -1;
     for (int i = 0; i < caps.n; i++) { /* (one with a real gradient so far stays real) */
         bool real = capreal[i];
         put(b->g, caps.slot[i], outs[1 + nc + i]);
@@ -1777,7 +1863,10 @@ static int sweep_loop(BP *b, int id)
     }
     for (int k = 0; k < nc; k++) {
         tfe_tensor *f = outs[nf + k];
-        if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
+        if (out_a[k]) { /* where none ran, what reached the output went to its initial value */
+            if (palias[k] < 0 && (!ran0 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, ran1))) rc = -1;
+            tensor_decref(outs[1 + k]);
+        } else if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
             int s = caps.slot[palias[k]];
             if (!ran0 || add_if(b, s, outs[1 + k], f, ran0)) rc = -1;
             tensor_decref(outs[1 + k]);
@@ -1789,6 +1878,7 @@ static int sweep_loop(BP *b, int id)
         tensor_decref(f);
     }
     if (ran0) tensor_decref(ran0);
+    if (ran1) tensor_decref(ran1);
     free(outs);
 out:
     for (int i = 0; i < ncarry; i++) {
@@ -1803,6 +1893,9 @@ out:
     free(capreal);
     free(initreal);
     free(palias);
+    free(ppass);
+    free(out_a);
+    free(out_b);
     free(lw);
     free(lwoff);
     free(lwp);
@@ -1859,7 +1952,7 @@ static int sweep_host(BP *b, const GNode *n)
         in[i] = b->m[slot];
         const GNode *src = &G->nodes[n->in[i].node];
         dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
-        total[i] = dx[i] == NULL && !(b->alias && b->alias[slot] >= 0);
+        total[i] = dx[i] == NULL && !(b->alias && (b->alias[2 * slot] >= 0 || b->alias[2 * slot + 1] >= 0));
         for (int j = 0; j < i && total[i]; j++) total[i] = slot_of(G, n->in[j]) != slot;
         if (total[i]) dx[i] = b->g[slot]; /* borrowed; NULL: none yet */
     }
@@ -1889,9 +1982,82 @@ static int sweep_host(BP *b, const GNode *n)
     return rc ? bp_error(b, n, tfe_error_msg()) : 0;
 }
 
+/* A loop's output is, at run time, a tensor eager code holds by another
+ * name: its initial value where it ran zero times (alias 0), or, where it
+ * ran, the captured value its body ends it on (`acc = x` last; alias 1; not
+ * for a body with a fused node). What reaches the output after the loop is
+ * added to that value's gradient as it comes, there (eager code's one
+ * running sum); sweep_loop hands on only the rest. Set before the region's
+ * sweep (what reached the output already, the region's seed, goes now). */
+static int loop_out_alias(BP *b, int id)
+{
+    const Graph *G = b->G;
+    const GNode *n = &G->nodes[id];
+    const GRegion *grc = &G->regions[n->regions[0]], *grb = &G->regions[n->regions[1]];
+    if (!b->count[id]) return 0;
+    bool flat = true;
+    for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
+    tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
+    tfe_tensor *c[2] = {zero ? tfe_binary(OP_EQ, b->count[id], zero) : NULL,
+                        zero ? tfe_binary(OP_NE, b->count[id], zero) : NULL};
+    int rc = zero && c[0] && c[1] ? 0 : -1;
+    for (int k = 0; k < grc->nparams && k < grb->nouts && !rc; k++) {
+        int os = n->vbase + k;
+        if (!differentiable(&n->meta[k])) continue;
+        int to[2] = {-1, -1};
+        if (differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) to[0] = slot_of(G, n->in[k]);
+        if (flat && !node_inside(G, grb->outs[k].node, id) &&
+            differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
+            to[1] = slot_of(G, grb->outs[k]);
+        for (int w = 0; w < 2 && !rc; w++) {
+            if (to[w] < 0 || to[w] == os) continue;
+            alias_set(b, os, w, to[w], c[w]);
+            if (b->g[os] && add_if(b, to[w], b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+        }
+    }
+    if (zero) tensor_decref(zero);
+    if (c[0]) tensor_decref(c[0]);
+    if (c[1]) tensor_decref(c[1]);
+    return rc;
+}
+
+/* The same for a cond: its output is, where branch w runs, the captured
+ * value that branch ends it on (alias w); sweep_cond hands on the rest. */
+static int cond_out_alias(BP *b, int id)
+{
+    const Graph *G = b->G;
+    const GNode *n = &G->nodes[id];
+    tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
+    if (!pred || pred->dtype != TFE_BOOL) return 0;
+    tfe_tensor *c[2] = {pred, tfe_call1(OP_LOGICAL_NOT, 1, &pred, NULL)};
+    if (!c[1]) return -1;
+    int rc = 0;
+    for (int k = 0; k < n->nout && !rc; k++) {
+        int os = n->vbase + k;
+        if (!differentiable(&n->meta[k])) continue;
+        for (int w = 0; w < 2 && !rc; w++) {
+            const GRegion *rb = &G->regions[n->regions[w]];
+            if (k >= rb->nouts || node_inside(G, rb->outs[k].node, id) ||
+                !differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out]))
+                continue;
+            int to = slot_of(G, rb->outs[k]);
+            if (to == os) continue;
+            alias_set(b, os, w, to, c[w]);
+            if (b->g[os] && add_if(b, to, b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+        }
+    }
+    tensor_decref(c[1]);
+    return rc;
+}
+
 static int sweep_region(BP *b, int r)
 {
     const GRegion *reg = &b->G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *n = &b->G->nodes[reg->nodes[i]];
+        if (n->kind == G_WHILE && loop_out_alias(b, reg->nodes[i])) return -1;
+        if (n->kind == G_COND && cond_out_alias(b, reg->nodes[i])) return -1;
+    }
     for (int i = reg->n - 1; i >= 0; i--) {
         int id = reg->nodes[i];
         const GNode *n = &b->G->nodes[id];
@@ -3029,12 +3195,17 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
     tfe_tapes_active = saved_tapes;
     GRegion *top = &R->regions[0];
+    /* by output: the input it is (a value passed through: a loop that ran
+     * zero times, or ends on a captured input), or -1 */
+    int *same = xmalloc(sizeof *same * ((size_t)top->nouts + 1));
     for (int k = 0; k < top->nouts; k++) {
+        same[k] = -1;
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
         if (!outs[k]) continue;
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;
-        for (int i = 0; i < R->ninputs && !dup; i++) dup = outs[k] == inputs[i];
+        for (int i = 0; i < R->ninputs && !dup; i++)
+            if ((dup = outs[k] == inputs[i])) same[k] = i;
         for (int j = 0; j < k && !dup; j++) dup = outs[k] == outs[j];
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
@@ -3144,13 +3315,20 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             all[top->nouts + c->nhout] = c->saved[i];
             c->hout[c->nhout++] = i;
         }
-        tfe_tape_record_custom(&c->base, nsrc, src, top->nouts + c->nhout, all);
+        /* (to a tape outside any trace in progress: one made in it records
+         * what serves every later call) */
+        int *same_all = xmalloc(sizeof *same_all * ((size_t)(top->nouts + c->nhout) + 1));
+        for (int k = 0; k < top->nouts + c->nhout; k++) same_all[k] = k < top->nouts ? same[k] : -1;
+        tfe_tape_record_custom_same(&c->base, nsrc, src, top->nouts + c->nhout, all, same_all,
+                                    I->tracer ? I->tracer->tapes_at_begin : tfe_tapes_active);
+        free(same_all);
         free(all);
         for (int i = 0; i < nsrc; i++)
             if (src[i]) tensor_decref(src[i]);
         free(src);
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }
+    free(same);
     grun_release(&x);
     return rc;
 }

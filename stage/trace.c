@@ -668,12 +668,9 @@ tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value)
          * variable's reads on such a tape are the tensor's (builtins_
          * autodiff.c, var_read). Not to a tape made inside the call: what
          * it records is traced into the graph, and serves the calls that
-         * assign the variable too. */
-        if (a && T->tapes_at_begin) {
-            static const tfe_attrs none = {.naxes = -1};
-            const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &value, .at = &none, .out = &a};
-            tfe_tape_record_outer(&c, T->tapes_at_begin);
-        }
+         * assign the variable too. The copy is the tensor itself to that
+         * tape (its uses add to the tensor's running sum one by one). */
+        if (a && T->tapes_at_begin) tfe_tape_record_same_outer(value, a, T->tapes_at_begin);
         tensor_decref(value);
         value = a;
     }

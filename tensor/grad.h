@@ -141,6 +141,18 @@ typedef struct tfe_custom_grad {
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
                             tfe_tensor *const *out);
 
+/* The same, where out[j] is at run time the very tensor in[same[j]] (same[j]
+ * >= 0; -1: not), which the entry gave a header of its own: to the first
+ * nsame active tapes (those outside any trace in progress, whose gradients
+ * are of this call's values) the two are one tensor, as to eager code, so
+ * the uses of both add to one running sum in tape order (and the entry gets
+ * no gradient for out[j]). */
+void tfe_tape_record_custom_same(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
+                                 tfe_tensor *const *out, const int *same, int nsame);
+/* An identity entry on the first n active tapes: out is a header of in
+ * (a variable's tensor read again), one tensor to those tapes. */
+void tfe_tape_record_same_outer(tfe_tensor *in, tfe_tensor *out, int n);
+
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is
  * not persistent answers one call; a second is an error. 0 or -1 + error. */

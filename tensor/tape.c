@@ -95,6 +95,8 @@ static void pmap_free(pmap *m) {
 typedef struct entry {
     tfe_op op;
     tfe_custom_grad *custom;  /* a staged call's entry (op unused), or NULL */
+    int *same;                /* by output: the input it is at run time (eager code
+                                 holds one tensor there), or -1; NULL: none is (owned) */
     int nin, nout;
     tfe_attrs at;
     tfe_tensor *t[];
@@ -135,6 +137,7 @@ static void entry_free(entry *e) {
     if (!e) return;
     for (int i = 0; i < e->nin + e->nout; i++) tensor_decref(e->t[i]);
     if (e->custom && --e->custom->refcount == 0) e->custom->release(e->custom);
+    free(e->same);
     free(e);
 }
 
@@ -258,7 +261,7 @@ int tfe_tape_entry_swap_in(tfe_tape *t, int k, int from, const tfe_tensor *old, 
 
 /* Record c on t (one of its inputs is tracked). The tape's bookkeeping never
  * fails (xalloc.h): a dropped record would make a silently wrong gradient. */
-static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom) {
+static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom, const int *same) {
     int n = c->nin + c->nout;
     entry *e = xmalloc(sizeof *e + sizeof(tfe_tensor *) * (size_t)n);
     if (t->nentries == t->capentries) {
@@ -269,6 +272,15 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom)
     e->op = c->op;
     e->custom = custom;
     if (custom) custom->refcount++;
+    e->same = NULL;
+    for (int j = 0; same && j < c->nout; j++)
+        if (same[j] >= 0 && same[j] < c->nin) {
+            if (!e->same) {
+                e->same = xmalloc(sizeof *e->same * (size_t)c->nout);
+                for (int k = 0; k < c->nout; k++) e->same[k] = -1;
+            }
+            e->same[j] = same[j];
+        }
     e->nin = c->nin;
     e->nout = c->nout;
     e->at = *c->at;
@@ -280,7 +292,7 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom)
 }
 
 static void record_active(const tfe_opcall *c, tfe_custom_grad *custom);
-static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n);
+static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n, const int *same, int nsame);
 
 void tfe_tape_record(const tfe_opcall *c) {
     /* Ops without a gradient are not recorded: their outputs are constants to
@@ -291,7 +303,23 @@ void tfe_tape_record(const tfe_opcall *c) {
 
 void tfe_tape_record_outer(const tfe_opcall *c, int n) {
     if (tfe_ops[c->op].flags & F_NODIFF) return;
-    record_first(c, NULL, n < stack->n ? n : stack->n);
+    record_first(c, NULL, n < stack->n ? n : stack->n, NULL, 0);
+}
+
+void tfe_tape_record_same_outer(tfe_tensor *in, tfe_tensor *out, int n) {
+    static const tfe_attrs none = {.naxes = -1};
+    static const int same[1] = {0};
+    const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &in, .at = &none, .out = &out};
+    n = n < stack->n ? n : stack->n;
+    record_first(&c, NULL, n, same, n);
+}
+
+void tfe_tape_record_custom_same(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
+                                 tfe_tensor *const *out, const int *same, int nsame) {
+    static const tfe_attrs none = {.naxes = -1};
+    const tfe_opcall c = {.op = 0, .nin = nin, .nout = nout, .in = in, .at = &none,
+                          .out = (tfe_tensor **)out};
+    record_first(&c, g, stack->n, same, nsame);
 }
 
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
@@ -302,10 +330,13 @@ void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, 
     record_active(&c, g);
 }
 
-static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) { record_first(c, custom, stack->n); }
+static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) {
+    record_first(c, custom, stack->n, NULL, 0);
+}
 
-/* Record c on the first n active tapes (the outermost) that track an input. */
-static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n) {
+/* Record c on the first n active tapes (the outermost) that track an input;
+ * same (NULL: none) on the first nsame of the stack only. */
+static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n, const int *same, int nsame) {
     /* An output that is one of the inputs (an identity) needs no entry: the
      * gradient reaches the tensor either way, and an entry would count it twice. */
     for (int j = 0; j < c->nout; j++)
@@ -320,7 +351,7 @@ static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n) {
         if (dup) continue;
         for (int i = 0; i < c->nin; i++) {
             if (pmap_has(&t->tracked, c->in[i])) {
-                record_on(t, c, custom);
+                record_on(t, c, custom, k < nsame ? same : NULL);
                 break;
             }
         }
@@ -427,6 +458,8 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     t->computing = true;
     int rc = -1;
     pmap reach = {0}, srcset = {0}, gmap = {0}, flags = {0}, al = {0};
+    tfe_tensor **alkeys = NULL; /* the keys of entries' aliases (owned) */
+    int nalkeys = 0;
     bool *needed = NULL;
     bool was_persistent = t->persistent;
     if (keep) t->persistent = true; /* another gradient call follows */
@@ -453,11 +486,27 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             if (!needed[k]) continue;
             for (int j = 0; j < e->nout; j++)
                 pmap_put(&reach, e->t[e->nin + j], false);
+            /* an output that is an input at run time (a staged loop that ran
+             * zero times, a variable read again): eager code holds one
+             * tensor, whose uses add to one running sum, so the output's
+             * gradient is summed under the input's key (its entry then
+             * gets none for it) */
+            for (int j = 0; e->same && j < e->nout; j++) {
+                tfe_tensor *y = e->t[e->nin + j];
+                if (e->same[j] < 0 || pmap_get(&al, y)) continue;
+                tfe_tensor *x = (tfe_tensor *)canon(&al, e->t[e->same[j]]);
+                tensor_incref(x);
+                tensor_incref(y); /* (the key outlives the entry, freed as the sweep goes) */
+                size_t s = pmap_put(&al, y, true);
+                al.vals[s] = x;
+                alkeys = xrealloc(alkeys, sizeof *alkeys * (size_t)(nalkeys + 1));
+                alkeys[nalkeys++] = y;
+            }
         }
         /* Backward pass from the target (ones of its shape: the target is summed). */
         if (pmap_has(&reach, target)) {
             tfe_tensor *seed = tfe_filled_like(target, 1.0);
-            if (!seed || accumulate(&gmap, target, seed)) goto out;
+            if (!seed || accumulate(&gmap, canon(&al, target), seed)) goto out;
         }
     }
     /* gradients so far: what the backward finds adds to them, in its order */
@@ -643,6 +692,8 @@ out:
     pmap_free(&gmap);
     pmap_free(&flags);
     pmap_free(&al);
+    for (int i = 0; i < nalkeys; i++) tensor_decref(alkeys[i]);
+    free(alkeys);
     t->computing = false;
     t->persistent = was_persistent;
     if (!t->persistent && !keep) {

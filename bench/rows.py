@@ -154,3 +154,8 @@ ROWS += [
         ["{tfe}", "{bench}/resnet20_step_staged.tfe"], staged_peers("resnet20_step.py", "--compiled"),
         **dict(MODEL_RATE, work=RESNET20_FLOPS)),
 ]
+ROWS += [
+    Row("bn_step", 19, "batch norm forward + backward (training), ResNet-20's shapes 32x32x16, 16x16x32, "
+        "8x8x64, batch 32 (tfe NHWC batch_norm_train, PyTorch NCHW F.batch_norm)",
+        ["{tfe}", "{bench}/bn_step.tfe"], {"PyTorch": ["{venv}", "{bench}/bn_step.py", "--lib", "torch"]}),
+]

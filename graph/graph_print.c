@@ -430,6 +430,10 @@ static void dot_label(Buf *b, const Graph *g, int id)
         buf_puts(&t, (unsigned)n->op < TFE_NOPS ? tfe_ops[n->op].name : "?op");
         if (n->half) buf_puts(&t, n->half == GH_START ? ".start" : ".wait");
         put_attrs(&t, n);
+        /* a conv with its epilogue (graph/opt_conv.c): the ops it stands for */
+        if ((n->op == OP_CONV2D_BIAS || n->op == OP_CONV2D_BIAS_RELU) && n->loc.src && n->loc.line > 0)
+            bprintf(&t, "\nconv2d + add%s  line %d", n->op == OP_CONV2D_BIAS_RELU ? " + relu" : "",
+                    n->loc.line);
         break;
     case G_VAR_READ: case G_HOST:
         put_host_node(&t, g, n, true);

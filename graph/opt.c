@@ -6,7 +6,7 @@
 #include "graph/opt.h"
 #include "util/xalloc.h"
 
-const char *const opt_pass_names[] = {"dce", "fold", "algebra", "cse", "fuse", NULL};
+const char *const opt_pass_names[] = {"dce", "fold", "algebra", "cse", "conv", "fuse", NULL};
 
 int opt_pass_index(const char *name)
 {
@@ -243,6 +243,7 @@ int graph_optimize(Graph *g, OptReport *r, bool keep_text)
         case 1: rc = opt_fold(g); break;
         case 2: rc = opt_algebra(g); break;
         case 3: rc = opt_cse(g); break;
+        case 4: rc = opt_conv(g); break;
         default: rc = opt_fuse(g, r); break;
         }
         if (rc < 0) return -1;

@@ -88,5 +88,11 @@ int opt_dce(Graph *g);
 int opt_fuse(Graph *g, OptReport *r);
 /* The op of the op table a fused instruction stands for (graph/opt_fuse.c). */
 tfe_op opt_op_of_fop(int fop);
+/* conv2d + bias (+ relu) -> conv2d_bias(_relu) (graph/opt_conv.c). */
+int opt_conv(Graph *g);
+/* A backward's relu mask a > 0 (relu_grad(dy, a), greater(a, 0)) reads
+ * relu(a) instead, where that is computed before it: the same bools, and
+ * then only relu reads a (graph/opt_fuse.c). Returns the rewrites. */
+int opt_relu_masks(Graph *g);
 
 #endif

@@ -15,7 +15,7 @@
  * reduction is bitwise the unfused one, and the tensor is never made. The
  * fused node then keeps the reduction's op and attrs (n->op, n->at).
  *
- * Before grouping, relu's mask moves to relu's output (relu_masks): a
+ * Before grouping, relu's mask moves to relu's output (opt_relu_masks): a
  * backward's `a > 0` becomes `relu(a) > 0`, the same bools, so the forward's
  * pre-activation `a = x @ w + b` is read by relu alone and the bias add and
  * relu fuse into one pass over the matmul's output (the plan runs it in the
@@ -357,7 +357,7 @@ static bool const_zero(const Graph *g, GRef r)
  * backward of relu(x @ w + b) reads the pre-activation only through that
  * mask; after this, only relu reads it, so the add and relu fuse. Returns
  * the number of rewrites. */
-static int relu_masks(Graph *g)
+int opt_relu_masks(Graph *g)
 {
     int *relu_of = xmalloc(sizeof *relu_of * ((size_t)g->n + 1)); /* by node: its first relu reader */
     for (int i = 0; i < g->n; i++) relu_of[i] = -1;
@@ -392,7 +392,7 @@ static int relu_masks(Graph *g)
 
 int opt_fuse(Graph *g, OptReport *rep)
 {
-    relu_masks(g);
+    opt_relu_masks(g);
     Fuser f = {.g = g, .uses = count_uses(g), .gid = 0, .unc = opt_uncertain_dims(g)};
     size_t n1 = (size_t)g->n + 1, v1 = (size_t)g->nvals + 1;
     f.taken = xcalloc(n1, 1);

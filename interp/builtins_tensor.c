@@ -2012,6 +2012,88 @@ done:
     return rc;
 }
 
+/* ---- fused batch normalization (tensor/kernels_bn.c) ------------------------ */
+
+/* Arguments a[0..n) as tensors of one float dtype: float64 if any is, else
+ * float32 (casts are ops, so tapes and traces see them). */
+static int bn_tensors(Interp *I, const char *fn, const char *const *names, const Value *a, int n, tfe_tensor **t)
+{
+    tfe_dtype dt = TFE_FLOAT32;
+    for (int i = 0; i < n; i++) {
+        if (!(t[i] = arg_tensor(I, fn, names[i], a[i]))) return -1;
+        if (t[i]->dtype == TFE_FLOAT64) dt = TFE_FLOAT64;
+    }
+    for (int i = 0; i < n; i++) {
+        if (t[i]->dtype == dt) continue;
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = dt;
+        tfe_tensor *c = tfe_call1(OP_CAST, 1, &t[i], &at);
+        if (!c) return interp_raise_tensor_error(I);
+        tensor_decref(t[i]);
+        t[i] = c;
+    }
+    return 0;
+}
+
+/* eps as an op of dtype dt reads it (a float literal exact in float64) */
+static int bn_eps(Interp *I, const char *fn, Value v, tfe_dtype dt, double *eps)
+{
+    if (v.kind == V_SCALAR && dtype_is_float((tfe_dtype)v.dtype)) {
+        *eps = scalar_f_in(v, dt);
+        return 0;
+    }
+    return arg_number(I, fn, "eps", v, eps, NULL);
+}
+
+/* batch_norm_train(x, gamma, beta, eps=0.001) -> (y, mean, var) over every
+ * axis but the last */
+BUILTIN(bi_batch_norm_train)
+{
+    PARSE("batch_norm_train", "x, gamma, beta, eps=", 4);
+    static const char *const names[3] = {"x", "gamma", "beta"};
+    tfe_tensor *in[3] = {0}, *o[3] = {0};
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.f[0] = 0.001;
+    int rc = -1;
+    if (bn_tensors(I, "batch_norm_train", names, a, 3, in) ||
+        (p[3] && bn_eps(I, "batch_norm_train", a[3], in[0]->dtype, &at.f[0])))
+        goto done;
+    if (!p[3] && in[0]->dtype == TFE_FLOAT32) at.f[0] = (float)0.001;
+    if (tfe_execute(OP_BATCH_NORM_TRAIN, 3, in, &at, o)) {
+        rc = interp_raise_tensor_error(I);
+        goto done;
+    }
+    Seq *s = seq_new(3);
+    for (int i = 0; i < 3; i++) seq_push_take(s, value_from_tensor_take(o[i]));
+    *out = v_obj(V_TUPLE, s);
+    rc = 0;
+done:
+    release(3, in);
+    return rc;
+}
+
+/* batch_norm_infer(x, gamma, beta, mean, var, eps=0.001): the given statistics */
+BUILTIN(bi_batch_norm_infer)
+{
+    PARSE("batch_norm_infer", "x, gamma, beta, mean, var, eps=", 6);
+    static const char *const names[5] = {"x", "gamma", "beta", "mean", "var"};
+    tfe_tensor *in[5] = {0};
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.f[0] = 0.001;
+    int rc = -1;
+    if (bn_tensors(I, "batch_norm_infer", names, a, 5, in) ||
+        (p[5] && bn_eps(I, "batch_norm_infer", a[5], in[0]->dtype, &at.f[0])))
+        goto done;
+    if (!p[5] && in[0]->dtype == TFE_FLOAT32) at.f[0] = (float)0.001;
+    rc = finish(I, tfe_call1(OP_BATCH_NORM_INFER, 5, in, &at), out);
+done:
+    release(5, in);
+    return rc;
+}
+
 /* ---- fields ---------------------------------------------------------------- */
 
 int tensor_getattr(Interp *I, Value x, const char *name, Value *out)
@@ -2106,6 +2188,8 @@ void builtins_tensor_register(Interp *I)
         {"stop_gradient", bi_stop_gradient, 0, 0},
         {"item", bi_item, 0, 0},
         {"tolist", bi_tolist, 0, 0},
+        {"batch_norm_train", bi_batch_norm_train, 0, 0},
+        {"batch_norm_infer", bi_batch_norm_infer, 0, 0},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         interp_define_builtin_flags(I, table[i].name, table[i].fn, (void *)table[i].data, table[i].flags,

@@ -137,6 +137,15 @@ struct Interp {
     bool stage_limit;       /* a graph run stopped at a limit of staging (stage/check.h) */
     struct Tracer *tracer;  /* the trace being recorded, or NULL (stage/trace.h) */
     uint32_t trace_id;      /* its id (0: none); Env/Seq/Record made during it carry it */
+    /* a cached call whose @host call returned another kind (nil, a tensor) than
+     * when it was traced, before any other effect: the call runs another trace
+     * of that kind, or traces again, with that result (stage/staged.c) */
+    struct HostRedo {
+        bool ok;            /* the graph running may stop for it (a cached call's) */
+        bool pending;       /* it stopped: f returned result */
+        bool armed;         /* the next call of f (traced, or a host node) returns result */
+        Value f, result;    /* owned while pending or armed */
+    } host_redo;
 };
 
 /* value.c */

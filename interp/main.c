@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         if (strcmp(a, "--check-staged") == 0) { opt.check_staged = true; continue; }
         if (strncmp(a, "--dump-graph=", 13) == 0) {
             if (opt_pass_index(a + 13) < 0) {
-                fprintf(stderr, "tfe: --dump-graph: no pass '%s' (passes: dce, fold, algebra, cse, fuse)\n", a + 13);
+                fprintf(stderr, "tfe: --dump-graph: no pass '%s' (passes: dce, fold, algebra, cse, conv, fuse)\n", a + 13);
                 return 2;
             }
             opt.dump_pass = a + 13;

@@ -591,8 +591,16 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
     for (int i = 0; i < r.nargs; i++) {
         r.orig[i] = i < argc ? argv[i] : kwvals[i - argc];
         value_incref(r.orig[i]);
-        /* as it is now: the call may change a list or record it gets */
-        r.args[i] = sig_copy_containers(r.orig[i]);
+        /* as it is now: the call may change a list or record it gets; a
+         * variable given to an assign, its value (the call reads it, and
+         * the graph reads it first: stage/trace.c, trace_host_call) */
+        if (value_is_variable(r.orig[i]) && variable_assign_target(f, NULL)) {
+            tfe_tensor *t = variable_peek(r.orig[i]);
+            tensor_incref(t);
+            r.args[i] = v_tensor_take(t);
+        } else {
+            r.args[i] = sig_copy_containers(r.orig[i]);
+        }
     }
     r.kwnames = xmalloc(sizeof *r.kwnames * (size_t)(nkw + 1));
     for (int k = 0; k < nkw; k++) r.kwnames[k] = xstrdup(kwnames[k]->s);
@@ -1378,7 +1386,24 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     Value sres = v_nil();
     if (ck.grads) ck.tape_s = tape_begin(&ck);
     I->stage_limit = false;
+    bool redo_ok = I->host_redo.ok;
+    I->host_redo.ok = true;
     int src = run_graph(I, t, lv, &sres);
+    I->host_redo.ok = redo_ok;
+    if (I->host_redo.pending && src) {
+        /* it stopped at its first effect, a @host call that returned another
+         * kind than traced: it goes on with another trace (stage/staged.c),
+         * from the state before the call, the eager run's calls replayed
+         * from the first */
+        state_restore_pre(&ck);
+        ck.cursor = 0;
+        src = stage_host_redo(I, c, e, t, call_loc, &sres);
+    } else if (I->host_redo.pending) {
+        value_decref(I->host_redo.f);
+        value_decref(I->host_redo.result);
+        I->host_redo.f = I->host_redo.result = v_nil();
+        I->host_redo.pending = false;
+    }
     ck.limit = src && I->stage_limit;
     if (ck.grads) tape_end(&ck.tape_s, src ? v_nil() : sres, &ck.target_s);
     I->check_replay = NULL;

@@ -273,7 +273,11 @@ static int emit_region(Ex *E, const ExportSpec *sp, int r, GraphBuf *out)
         const char *have = E->vn[E->off[o.node] + o.out];
         char *nm = ox_fresh(E, "branch_out");
         ox_node(E, "Identity", 1, &have, 1, (const char *const *)&nm, NULL);
-        value_info(&outputs, 12, nm, &E->g->nodes[o.node].meta[o.out], NULL);
+        /* a region's values keep the sizes of the trace they were made in
+         * (the doubled one of a dynamic export): a symbolic dim leaves them unsaid */
+        tfe_meta mm = E->g->nodes[o.node].meta[o.out];
+        for (int d = 0; E->dynamic && d < mm.rank; d++) mm.shape[d] = -1;
+        value_info(&outputs, 12, nm, &mm, NULL);
         free(nm);
     }
     if (!rc) {
@@ -307,6 +311,8 @@ static void mark_reads(const Graph *g, int r, bool *live)
 int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
 {
     Ex E = {.I = I, .g = g, .slice_se = sp->slice_se};
+    for (int i = 0; i < sp->nargs; i++)
+        for (int d = 0; sp->dims && sp->dims[i] && d < TFE_MAX_RANK; d++) E.dynamic |= sp->dims[i][d] != NULL;
     /* the names the user sees: what the graph makes avoids them */
     const GRegion *top = &g->regions[0];
     char **user = xcalloc((size_t)sp->nargs + (size_t)top->nouts + 1, sizeof *user);
@@ -365,11 +371,13 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         free(w.s);
     } else {
         /* a result downstream of x[mask] has the size the data gives it, not
-         * the traced one: its dims are left unknown */
+         * the traced one, and one of an if or while of a dynamic export the
+         * doubled trace's: its dims are left unknown */
         bool *dyn = xcalloc((size_t)g->n + 1, sizeof *dyn);
         for (int ri = 0; ri < top->n; ri++) {
             const GNode *n = &g->nodes[top->nodes[ri]];
-            bool d = n->kind == G_OP && (tfe_ops[n->op].flags & F_SELFOUT);
+            bool d = (n->kind == G_OP && (tfe_ops[n->op].flags & F_SELFOUT)) ||
+                     (E.dynamic && (n->kind == G_COND || n->kind == G_WHILE)); /* (emit_region) */
             for (int k = 0; k < n->nin; k++) d |= dyn[n->in[k].node];
             dyn[top->nodes[ri]] = d;
         }
@@ -664,10 +672,11 @@ BUILTIN(bi_export)
         if (!rc) rc = export_graph(I, g, &sp, &model);
         if (!rc) {
             char err[400];
+            snprintf(err, sizeof err, "cannot write '%s'", path);
             const void *parts[1] = {model.s};
             size_t sizes[1] = {model.len};
             if (write_file_atomic(path, parts, sizes, 1, err, sizeof err))
-                rc = interp_raise(I, "export(): cannot write '%s': %s", path, err);
+                rc = interp_raise(I, "export(): %s", err); /* (err names the file) */
         }
         free(model.s);
         for (int i = 0; i < nleaf; i++)

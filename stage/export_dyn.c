@@ -49,6 +49,8 @@ static int apply_spec(Interp *I, const char *what, Value v, Value spec, int dept
         *leaf += nleaves(v, depth);
         return 0;
     }
+    if (spec.kind == V_STR && !((Str *)spec.u.o)->s[0])
+        return interp_raise(I, "export(): %s is \"\": a dim needs a name (\"batch\"), or nil for a fixed one", what);
     if (spec.kind == V_STR) {
         /* every tensor leaf of rank >= 1; numbers and 0-d tensors have no dim 0 */
         if (v.kind == V_TENSOR) {
@@ -81,9 +83,9 @@ static int apply_spec(Interp *I, const char *what, Value v, Value spec, int dept
                                 rank);
         for (int d = 0; d < rank; d++) {
             if (s->items[d].kind == V_NIL) continue;
-            if (s->items[d].kind != V_STR)
-                return interp_raise(I, "export(): %s[%d] must be a dim name (a string) or nil, got %s", what, d,
-                                    value_kind_name(s->items[d]));
+            if (s->items[d].kind != V_STR || !((Str *)s->items[d].u.o)->s[0])
+                return interp_raise(I, "export(): %s[%d] must be a dim name (a string, not \"\") or nil, got %s", what,
+                                    d, s->items[d].kind == V_STR ? "\"\"" : value_kind_name(s->items[d]));
             char **dd = dims_of(dims, *leaf);
             free(dd[d]);
             dd[d] = xstrdup(((Str *)s->items[d].u.o)->s);

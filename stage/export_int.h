@@ -26,6 +26,7 @@ typedef struct Ex {
     int nuser;
     int64_t *const *slice_se; /* per node: a dynamic slice's ONNX starts and ends (2 x rank), or NULL */
     char err[300];       /* set: not exportable */
+    bool dynamic;        /* some input dim is symbolic */
 } Ex;
 
 /* Names made while writing one node: freed after it. */

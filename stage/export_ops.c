@@ -1,5 +1,6 @@
 /* export_ops.c — the op table's ONNX forms (opset 17): emit_op writes one
  * op node, export_refusal says why an op has none (docs/export.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,35 @@ static const char *reduce(Ex *E, Tmp *t, const char *op, const char *x, const in
     return ox_op1(E, t, op, 1, &x, &a);
 }
 
+static const char *where3(Ex *E, Tmp *t, const char *c, const char *a, const char *b)
+{
+    const char *w[3] = {c, a, b};
+    return ox_op1(E, t, "Where", 3, w, NULL);
+}
+
+/* Whether a float v is negative or -0.0 (1/v < 0), not NaN. */
+static const char *signbit_of(Ex *E, Tmp *t, tfe_dtype dt, const char *v)
+{
+    const char *z = ox_const_num(E, t, dt, 0);
+    return ox_bin(E, t, "Or", ox_bin(E, t, "Less", v, z), ox_bin(E, t, "Less", ox_bin(E, t, "Div", ox_const_num(E, t, dt, 1), v), z));
+}
+
+/* r with its zeros' signs set: -0.0 where neg, 0.0 elsewhere (onnxruntime's
+ * Where may give 0.0 for a -0.0 it selects, so the sign is set after it:
+ * r times -1 where a zero has the other sign) */
+static const char *neg_zero_where(Ex *E, Tmp *t, tfe_dtype dt, const char *r, const char *neg)
+{
+    const char *z = ox_const_num(E, t, dt, 0);
+    const char *rneg = ox_bin(E, t, "Less", ox_bin(E, t, "Div", ox_const_num(E, t, dt, 1), r), z);
+    const char *w[3] = {ox_bin(E, t, "And", ox_bin(E, t, "Xor", neg, rneg), ox_bin(E, t, "Equal", r, z)),
+                        ox_const_num(E, t, dt, -1), ox_const_num(E, t, dt, 1)};
+    return ox_bin(E, t, "Mul", r, ox_op1(E, t, "Where", 3, w, NULL));
+}
+
+/* NaN where any element reduced is NaN (onnxruntime's ReduceMax and
+ * ReduceMin skip NaN; tfe's max and min give it, as NumPy's) */
+static const char *nan_wins(Ex *E, Tmp *t, tfe_dtype dt, const char *x, const char *r, const int64_t *ax, int nax, bool keep);
+
 static const char *ELEM_UNARY[TFE_NOPS] = {
     [OP_NEG] = "Neg", [OP_ABS] = "Abs", [OP_SIGN] = "Sign", [OP_EXP] = "Exp", [OP_LOG] = "Log",
     [OP_SQRT] = "Sqrt", [OP_SIN] = "Sin", [OP_COS] = "Cos", [OP_TANH] = "Tanh", [OP_SIGMOID] = "Sigmoid",
@@ -65,6 +95,9 @@ const char *export_refusal(tfe_op op)
     case OP_MAX_POOL2D_SELECT:
         return "a gradient op (export writes forward graphs)";
     case OP_ALLREDUCE: case OP_BROADCAST: case OP_ALLGATHER: return "a collective of a distributed run";
+    case OP_CONV2D_BIAS: case OP_CONV2D_BIAS_RELU:
+        return "made by the optimizer from conv2d, add and relu; export reads the graph as traced";
+    case OP_BATCH_NORM_GRAD: return "a gradient op (export writes forward graphs)";
     default: return NULL;
     }
 }
@@ -101,10 +134,30 @@ int emit_op(Ex *E, const GNode *n)
         return rc;
     }
     if (ELEM_UNARY[op]) {
-        /* int -> float ops compute in the result's dtype */
+        /* int -> float ops compute in the result's dtype; a bool result of
+         * arithmetic (abs, relu of bools) in int32, cast back */
+        bool logic = op == OP_LOGICAL_NOT || (tfe_ops[op].flags & F_COMPARISON);
+        tfe_dtype ud = om->dtype == TFE_BOOL && !logic ? TFE_INT32 : om->dtype;
         const char *p = op == OP_LOGICAL_NOT ? ox_cast(E, &t, x, xd, TFE_BOOL)
-                      : (tfe_ops[op].flags & F_COMPARISON) ? x : ox_cast(E, &t, x, xd, om->dtype);
-        r = ox_un(E, &t, ELEM_UNARY[op], p);
+                      : (tfe_ops[op].flags & F_COMPARISON) ? x : ox_cast(E, &t, x, xd, ud);
+        if (op == OP_ISNAN && !dtype_is_float(xd)) {
+            r = ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", x, x)); /* (IsNaN takes floats: an int is never NaN) */
+        } else if ((op == OP_FLOOR || op == OP_CEIL || op == OP_ROUND) && !dtype_is_float(ud)) {
+            r = p; /* an int rounds to itself (Floor, Ceil, Round take floats) */
+        } else if (op == OP_RELU) {
+            /* tfe's x > 0 || isnan(x) ? x : 0: relu(-0.0) is 0.0, and onnxruntime has no int64 Relu */
+            const char *z = ox_const_num(E, &t, ud, 0);
+            r = where3(E, &t, ox_un(E, &t, "Not", ox_bin(E, &t, "LessOrEqual", p, z)), p, z);
+        } else if (op == OP_SIGN && dtype_is_float(om->dtype)) {
+            /* tfe's sign keeps a zero's sign (and NaN): x where x is neither > 0 nor < 0 */
+            const char *z = ox_const_num(E, &t, om->dtype, 0);
+            r = where3(E, &t, ox_bin(E, &t, "Or", ox_bin(E, &t, "Greater", p, z), ox_bin(E, &t, "Less", p, z)),
+                       ox_un(E, &t, "Sign", p), p);
+            r = neg_zero_where(E, &t, om->dtype, r, signbit_of(E, &t, om->dtype, p));
+        } else {
+            r = ox_un(E, &t, ELEM_UNARY[op], p);
+        }
+        if (!logic) r = ox_cast(E, &t, r, ud, om->dtype);
     } else if (ELEM_BINARY[op]) {
         tfe_dtype bd = ox_in_meta(E, n, 1)->dtype;
         tfe_dtype cd = om->dtype; /* arithmetic: in the result's dtype */
@@ -115,7 +168,12 @@ int emit_op(Ex *E, const GNode *n)
             if (op == OP_LOGICAL_AND || op == OP_LOGICAL_OR) cd = TFE_BOOL;
             else if (cd == TFE_BOOL && op != OP_EQ) cd = TFE_INT32; /* Less etc. take no bools */
         }
+        /* bool arithmetic (True + True is True in tfe, as NumPy): in int32, the
+         * result back to bool (ONNX's Add, Mul, Max, Min take no bools) */
+        tfe_dtype rd = cd;
+        if (cd == TFE_BOOL && !(tfe_ops[op].flags & F_COMPARISON)) cd = TFE_INT32;
         r = ox_bin(E, &t, ELEM_BINARY[op], ox_cast(E, &t, x, xd, cd), ox_cast(E, &t, ox_in_name(E, n, 1), bd, cd));
+        r = ox_cast(E, &t, r, cd, rd);
     } else {
         switch ((int)op) { /* int: the cases an enum switch would list are in the tables above */
         case OP_NE: {
@@ -134,7 +192,26 @@ int emit_op(Ex *E, const GNode *n)
                 const char *md = ox_op1(E, &t, "Mod", 2, in, &m);
                 r = op == OP_MOD ? md : ox_bin(E, &t, "Div", ox_bin(E, &t, "Sub", p, md), q);
             } else if (op == OP_FLOORDIV) {
-                r = ox_un(E, &t, "Floor", ox_bin(E, &t, "Div", p, q));
+                /* tfe's kernel (CPython's float_divmod) step by step: Floor(Div)
+                 * differs at an infinite dividend (NaN), an infinite divisor and
+                 * a zero's sign */
+                Buf m = {0};
+                ox_attr_int(&m, "fmod", 1);
+                const char *in[2] = {p, q};
+                const char *md = ox_op1(E, &t, "Mod", 2, in, &m);
+                const char *z = ox_const_num(E, &t, cd, 0), *one = ox_const_num(E, &t, cd, 1);
+                const char *dv = ox_bin(E, &t, "Div", ox_bin(E, &t, "Sub", p, md), q);
+                const char *adj = ox_bin(E, &t, "And", ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", md, z)),
+                                         ox_bin(E, &t, "Xor", ox_bin(E, &t, "Less", q, z), ox_bin(E, &t, "Less", md, z)));
+                dv = where3(E, &t, adj, ox_bin(E, &t, "Sub", dv, one), dv);
+                const char *fd = ox_un(E, &t, "Floor", dv);
+                fd = where3(E, &t, ox_bin(E, &t, "Greater", ox_bin(E, &t, "Sub", dv, fd), ox_const_num(E, &t, cd, 0.5)),
+                            ox_bin(E, &t, "Add", fd, one), fd);
+                const char *qq = ox_bin(E, &t, "Div", p, q), *dz = ox_bin(E, &t, "Equal", dv, z), *qz = ox_bin(E, &t, "Equal", q, z);
+                r = where3(E, &t, qz, qq, where3(E, &t, dz, z, fd));
+                /* a zero quotient has the sign of a / b (copysign(0, a / b)) */
+                r = neg_zero_where(E, &t, cd, r, ox_bin(E, &t, "And", ox_un(E, &t, "Not", qz),
+                                                        ox_bin(E, &t, "And", dz, signbit_of(E, &t, cd, qq))));
             } else {
                 /* fmod, then moved to the divisor's sign */
                 Buf m = {0};
@@ -144,12 +221,23 @@ int emit_op(Ex *E, const GNode *n)
                 const char *z = ox_const_num(E, &t, cd, 0);
                 const char *fix = ox_bin(E, &t, "And", ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", f, z)),
                                       ox_un(E, &t, "Not", ox_bin(E, &t, "Equal", ox_bin(E, &t, "Less", f, z), ox_bin(E, &t, "Less", q, z))));
-                const char *w[3] = {fix, ox_bin(E, &t, "Add", f, q), f};
-                r = ox_op1(E, &t, "Where", 3, w, NULL);
+                r = where3(E, &t, fix, ox_bin(E, &t, "Add", f, q), f);
+                /* a zero result takes the divisor's sign (0.0 % -0.75 is -0.0) */
+                r = neg_zero_where(E, &t, cd, where3(E, &t, ox_bin(E, &t, "Equal", f, z), z, r), ox_bin(E, &t, "Less", q, z));
             }
             break;
         }
-        case OP_LOG1P: r = ox_un(E, &t, "Log", ox_bin(E, &t, "Add", ox_cast(E, &t, x, xd, om->dtype), ox_const_num(E, &t, om->dtype, 1))); break;
+        case OP_LOG1P: {
+            /* log(u) x / (u - 1) with u = 1 + x (Goldberg's form: exact to a few
+             * ulps where Log(1 + x) gives 0 for a tiny x), x where u is 1, u where
+             * u is infinite */
+            const char *c = ox_cast(E, &t, x, xd, om->dtype), *one = ox_const_num(E, &t, om->dtype, 1);
+            const char *u = ox_bin(E, &t, "Add", c, one);
+            const char *g = ox_bin(E, &t, "Div", ox_bin(E, &t, "Mul", ox_un(E, &t, "Log", u), c), ox_bin(E, &t, "Sub", u, one));
+            r = where3(E, &t, ox_bin(E, &t, "Equal", u, one), c, where3(E, &t, ox_un(E, &t, "IsInf", u), u, g));
+            r = neg_zero_where(E, &t, om->dtype, r, signbit_of(E, &t, om->dtype, c)); /* (log1p(-0.0) is -0.0) */
+            break;
+        }
         case OP_RSQRT: r = ox_un(E, &t, "Reciprocal", ox_un(E, &t, "Sqrt", ox_cast(E, &t, x, xd, om->dtype))); break;
         case OP_GELU: {
             /* the exact (erf) form: x/2 (1 + erf(x/sqrt 2)) (opset 17 has no Gelu) */
@@ -159,18 +247,44 @@ int emit_op(Ex *E, const GNode *n)
                     ox_bin(E, &t, "Add", e, ox_const_num(E, &t, om->dtype, 1)));
             break;
         }
-        case OP_ISFINITE: r = ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", x), ox_un(E, &t, "IsInf", x))); break;
+        case OP_ISFINITE:
+            r = !dtype_is_float(xd) ? ox_bin(E, &t, "Equal", x, x) /* (an int is finite: IsNaN, IsInf take floats) */
+                                    : ox_un(E, &t, "Not", ox_bin(E, &t, "Or", ox_un(E, &t, "IsNaN", x), ox_un(E, &t, "IsInf", x)));
+            break;
         case OP_LOG2: case OP_LOG10: {
             const char *l = ox_un(E, &t, "Log", ox_cast(E, &t, x, xd, om->dtype));
             r = ox_bin(E, &t, "Div", l, ox_const_num(E, &t, om->dtype, op == OP_LOG2 ? 0.69314718055994530942 : 2.30258509299404568402));
             break;
         }
-        case OP_SQUARE: r = ox_bin(E, &t, "Mul", x, x); break;
-        case OP_CAST: r = ox_cast(E, &t, x, xd, at->dtype); break;
+        case OP_SQUARE: {
+            tfe_dtype sd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype; /* (no Mul of bools) */
+            const char *c = ox_cast(E, &t, x, xd, sd);
+            r = ox_cast(E, &t, ox_bin(E, &t, "Mul", c, c), sd, om->dtype);
+            break;
+        }
+        case OP_CAST:
+            if ((xd == TFE_FLOAT32 || xd == TFE_FLOAT64) && dtype_is_int(at->dtype)) {
+                /* tfe saturates (NaN is 0); ONNX leaves a value out of range
+                 * undefined (onnxruntime gives the lowest int): clipped to the
+                 * largest float below 2^(bits-1), then the ends and NaN set */
+                double top = ldexp(1, at->dtype == TFE_INT32 ? 31 : 63);
+                double below = xd == TFE_FLOAT32 ? (double)nextafterf((float)top, 0) : nextafter(top, 0);
+                const char *lo = ox_const_num(E, &t, xd, -top);
+                const char *c = ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", x, lo), ox_const_num(E, &t, xd, below));
+                r = ox_cast(E, &t, c, xd, at->dtype);
+                r = where3(E, &t, ox_bin(E, &t, "GreaterOrEqual", x, ox_const_num(E, &t, xd, top)),
+                           ox_const_num(E, &t, at->dtype, at->dtype == TFE_INT32 ? 2147483647.0 : 9223372036854775807.0), r);
+                r = where3(E, &t, ox_un(E, &t, "IsNaN", x), ox_const_num(E, &t, at->dtype, 0), r);
+            } else {
+                r = ox_cast(E, &t, x, xd, at->dtype);
+            }
+            break;
         case OP_WHERE: {
-            const char *w[3] = {ox_cast(E, &t, x, xd, TFE_BOOL), ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype),
-                                ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype)};
-            r = ox_op1(E, &t, "Where", 3, w, NULL);
+            /* onnxruntime has no Where of bools: of int32s, the result back to bool */
+            tfe_dtype wd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype;
+            const char *w[3] = {ox_cast(E, &t, x, xd, TFE_BOOL), ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, wd),
+                                ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, wd)};
+            r = ox_cast(E, &t, ox_op1(E, &t, "Where", 3, w, NULL), wd, om->dtype);
             break;
         }
         case OP_RELU_GRAD: {
@@ -178,15 +292,18 @@ int emit_op(Ex *E, const GNode *n)
             const char *dy = ox_cast(E, &t, x, xd, om->dtype);
             const char *xs = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
             const char *z = ox_const_num(E, &t, om->dtype, 0);
-            const char *w[3] = {ox_bin(E, &t, "Greater", xs, z), dy, z};
-            r = ox_op1(E, &t, "Where", 3, w, NULL);
+            const char *gt = ox_bin(E, &t, "Greater", xs, z);
+            r = where3(E, &t, gt, dy, z);
+            if (dtype_is_float(om->dtype)) /* (a -0.0 of dy stays -0.0) */
+                r = neg_zero_where(E, &t, om->dtype, r, ox_bin(E, &t, "And", gt, signbit_of(E, &t, om->dtype, dy)));
             break;
         }
         case OP_CLIP: {
-            const char *p = ox_cast(E, &t, x, xd, om->dtype);
-            const char *lo = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype);
-            const char *hi = ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, om->dtype);
-            r = ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", p, lo), hi);
+            tfe_dtype kd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype; /* (no Max of bools) */
+            const char *p = ox_cast(E, &t, x, xd, kd);
+            const char *lo = ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, kd);
+            const char *hi = ox_cast(E, &t, ox_in_name(E, n, 2), ox_in_meta(E, n, 2)->dtype, kd);
+            r = ox_cast(E, &t, ox_bin(E, &t, "Min", ox_bin(E, &t, "Max", p, lo), hi), kd, om->dtype);
             break;
         }
         case OP_SUM: case OP_MEAN: case OP_PROD: case OP_MAX: case OP_MIN: case OP_LOGSUMEXP: case OP_ANY: case OP_ALL: {
@@ -195,10 +312,21 @@ int emit_op(Ex *E, const GNode *n)
             static const char *R[TFE_NOPS] = {[OP_SUM] = "ReduceSum", [OP_MEAN] = "ReduceMean", [OP_PROD] = "ReduceProd",
                                               [OP_MAX] = "ReduceMax", [OP_MIN] = "ReduceMin", [OP_LOGSUMEXP] = "ReduceLogSumExp",
                                               [OP_ANY] = "ReduceMax", [OP_ALL] = "ReduceMin"};
-            bool logical = op == OP_ANY || op == OP_ALL;
-            tfe_dtype cd = logical ? TFE_INT32 : om->dtype;
-            r = reduce(E, &t, R[op], ox_cast(E, &t, logical ? ox_cast(E, &t, x, xd, TFE_BOOL) : x, logical ? TFE_BOOL : xd, cd),
-                       ax, nax, at->keepdims);
+            if (op == OP_ANY || op == OP_ALL) {
+                /* a count of the trues (of the falses for all): ReduceMax of
+                 * nothing is the lowest int, which any() of an empty tensor
+                 * would read as true */
+                const char *b = ox_cast(E, &t, x, xd, TFE_BOOL);
+                if (op == OP_ALL) b = ox_un(E, &t, "Not", b);
+                const char *cnt = reduce(E, &t, "ReduceSum", ox_cast(E, &t, b, TFE_BOOL, TFE_INT64), ax, nax, at->keepdims);
+                const char *z = ox_const_num(E, &t, TFE_INT64, 0);
+                r = op == OP_ANY ? ox_bin(E, &t, "Greater", cnt, z) : ox_bin(E, &t, "Equal", cnt, z);
+                r = ox_cast(E, &t, r, TFE_BOOL, om->dtype);
+                break;
+            }
+            tfe_dtype cd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype; /* (no ReduceMax of bools) */
+            r = reduce(E, &t, R[op], ox_cast(E, &t, x, xd, cd), ax, nax, at->keepdims);
+            if ((op == OP_MAX || op == OP_MIN) && dtype_is_float(cd)) r = nan_wins(E, &t, cd, ox_cast(E, &t, x, xd, cd), r, ax, nax, at->keepdims);
             r = ox_cast(E, &t, r, cd, om->dtype);
             break;
         }
@@ -217,11 +345,11 @@ int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_ARGMAX: case OP_ARGMIN: {
-            const char *p = x;
+            const char *p = xd == TFE_BOOL ? ox_cast(E, &t, x, xd, TFE_INT32) : x; /* (no ArgMax of bools) */
             int64_t axis = 0;
             if (at->naxes < 0 || xr == 0) {
                 int64_t m1 = -1;
-                const char *in[2] = {x, ox_const_i64(E, &t, &m1, 1, false)};
+                const char *in[2] = {p, ox_const_i64(E, &t, &m1, 1, false)};
                 p = ox_op1(E, &t, "Reshape", 2, in, NULL);
             } else {
                 axis = at->axes[0] < 0 ? at->axes[0] + xr : at->axes[0];
@@ -229,6 +357,18 @@ int emit_op(Ex *E, const GNode *n)
             ox_attr_int(&a, "axis", axis);
             ox_attr_int(&a, "keepdims", at->naxes < 0 ? 0 : at->keepdims);
             r = ox_op1(E, &t, op == OP_ARGMAX ? "ArgMax" : "ArgMin", 1, &p, &a);
+            if (dtype_is_float(xd)) {
+                /* tfe's (NumPy's): the first NaN's index where there is one */
+                Buf a2 = {0}, a3 = {0};
+                ox_attr_int(&a2, "axis", axis);
+                ox_attr_int(&a2, "keepdims", at->naxes < 0 ? 0 : at->keepdims);
+                ox_attr_ints(&a3, "axes", &axis, 1);
+                ox_attr_int(&a3, "keepdims", at->naxes < 0 ? 0 : at->keepdims);
+                const char *nn = ox_cast(E, &t, ox_un(E, &t, "IsNaN", p), TFE_BOOL, TFE_INT32);
+                const char *first = ox_op1(E, &t, "ArgMax", 1, &nn, &a2);
+                const char *has = ox_op1(E, &t, "ReduceMax", 1, &nn, &a3);
+                r = where3(E, &t, ox_cast(E, &t, has, TFE_INT32, TFE_BOOL), first, r);
+            }
             if (at->naxes < 0 && at->keepdims && xr) {
                 int64_t ones[TFE_MAX_RANK];
                 for (int d = 0; d < xr; d++) ones[d] = 1;
@@ -551,6 +691,36 @@ int emit_op(Ex *E, const GNode *n)
             if (!slc) return ox_tmp_free(&t), free(a.s), -1;
             break;
         }
+        case OP_BATCH_NORM_TRAIN: case OP_BATCH_NORM_INFER: {
+            /* batch norm over every axis but the last (the channels of NHWC),
+             * expanded into ops rather than BatchNormalization: that op
+             * normalises axis 1 (NCHW), and these ops keep tfe's roundings,
+             * (x - mean) * (1 / sqrt(var + eps)) * gamma + beta. Training:
+             * the batch's mean and biased variance, two more outputs. */
+            int64_t ax[TFE_MAX_RANK];
+            for (int d = 0; d < xr - 1; d++) ax[d] = d;
+            const char *g = ox_in_name(E, n, 1), *b = ox_in_name(E, n, 2), *m, *v, *d;
+            if (op == OP_BATCH_NORM_TRAIN) {
+                m = reduce(E, &t, "ReduceMean", x, ax, xr - 1, false);
+                d = ox_bin(E, &t, "Sub", x, m);
+                v = reduce(E, &t, "ReduceMean", ox_bin(E, &t, "Mul", d, d), ax, xr - 1, false);
+            } else {
+                m = ox_in_name(E, n, 3);
+                v = ox_in_name(E, n, 4);
+                d = ox_bin(E, &t, "Sub", x, m);
+            }
+            const char *rs = ox_un(E, &t, "Reciprocal", ox_un(E, &t, "Sqrt", ox_bin(E, &t, "Add", v, ox_const_num(E, &t, xd, at->f[0]))));
+            r = ox_bin(E, &t, "Add", ox_bin(E, &t, "Mul", ox_bin(E, &t, "Mul", d, rs), g), b);
+            if (op == OP_BATCH_NORM_INFER) break;
+            const char *vals[3] = {r, m, v};
+            for (int k = 0; k < 3; k++) {
+                const char *o = ox_out_name(E, n, k);
+                ox_node(E, "Identity", 1, &vals[k], 1, &o, NULL);
+            }
+            free(a.s);
+            ox_tmp_free(&t);
+            return 0;
+        }
         default:
             return ox_tmp_free(&t), free(a.s), ox_refuse(E, "no ONNX form written for it");
         }
@@ -577,8 +747,16 @@ bool export_op_mapped(tfe_op op)
     case OP_SLICE: case OP_CONCAT: case OP_STACK: case OP_SPLIT: case OP_TILE: case OP_GATHER: case OP_ONE_HOT:
     case OP_CONV2D: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_CUMSUM: case OP_TAKE_ALONG_AXIS:
     case OP_PUT_ALONG_AXIS_ADD: case OP_ISCLOSE: case OP_SCATTER: case OP_SCATTER_ADD: case OP_BOOL_MASK: case OP_SET_SLICE:
+    case OP_BATCH_NORM_TRAIN: case OP_BATCH_NORM_INFER:
         return true;
     default: return false;
     }
 }
 
+
+static const char *nan_wins(Ex *E, Tmp *t, tfe_dtype dt, const char *x, const char *r, const int64_t *ax, int nax, bool keep)
+{
+    const char *cnt = reduce(E, t, "ReduceSum", ox_cast(E, t, ox_un(E, t, "IsNaN", x), TFE_BOOL, TFE_INT64), ax, nax, keep);
+    const char *has = ox_bin(E, t, "Greater", cnt, ox_const_num(E, t, TFE_INT64, 0));
+    return where3(E, t, has, ox_const_num(E, t, dt, NAN), r);
+}

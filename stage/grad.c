@@ -2005,12 +2005,54 @@ static tfe_tensor *run_value(const Graph *B, const Graph *R, const int *map, GRu
     return NULL;
 }
 
+/* Source i of this call is a read a traced cond hands on, in the branch the
+ * run went through, before any assign of its variable there (mark_exported),
+ * recorded into a trace by a tape made there: it read t, the variable's
+ * value when the cond started. That is one tensor with an earlier read of t
+ * only on the calls where nothing between assigned the variable (another
+ * traced if, say), where eager code reads another tensor and sums its
+ * gradient apart. So, as a read in the branch not taken (below), it is a
+ * header of its own, noted as a read where its branch runs, and the
+ * gradient merges it with the reads that are one tensor with it on a call
+ * (builtins_autodiff.c, merge_reads); the branch's reads of t, which the
+ * trace of the branch noted as t's, are no longer. One header for all the
+ * run's reads of t there. New ref, or NULL: not such a read. */
+static tfe_tensor *ran_read_own(Interp *I, const Graph *B, const Plan *p, int i, tfe_tensor *t)
+{
+    Tracer *tr = I->tracer;
+    if (!tr || !tr->cf_running) return NULL;
+    for (int k = 0; k < B->n; k++) {
+        const GNode *n = &B->nodes[k];
+        if (n->kind != G_VAR_READ || n->vbase != p->src[i]) continue;
+        if (!n->fresh_region || n->after_assign) return NULL;
+        struct CfStart *cs = trace_cf_entry(tr, n->host->obj.u.o);
+        if (!cs || cs->t != t) return NULL;
+        if (!cs->own) {
+            if (!(cs->own = tensor_alias(t))) return NULL;
+            /* to a tape outside the call (which read t as eager code does)
+             * the header is a copy of t: one sum, as trace_var_read's */
+            if (tr->tapes_at_begin) {
+                static const tfe_attrs none = {.naxes = -1};
+                const tfe_opcall c = {.op = OP_COPY, .nin = 1, .nout = 1, .in = &t, .at = &none, .out = &cs->own};
+                tfe_tape_record_outer(&c, tr->tapes_at_begin);
+            }
+            tapes_read_unnote(tr->id, n->host->obj, t, n->fresh_region, n->fresh_region);
+            tapes_read_fresh(tr->id, n->host->obj, cs->own, n->fresh_region, false, n->at_end);
+        }
+        tensor_incref(cs->own);
+        return cs->own;
+    }
+    return NULL;
+}
+
 /* The value of source i of this call (new ref): a variable read that did not
  * run (a branch not taken) stands for the variable's current value. */
 static tfe_tensor *source_value(Interp *I, const Graph *B, const Graph *R, const int *map, const Plan *p, GRun *x, int i)
 {
     tfe_tensor *t = run_value(B, R, map, x, p->src[i]);
     if (t) {
+        tfe_tensor *own = ran_read_own(I, B, p, i, t);
+        if (own) return own;
         tensor_incref(t);
         return t;
     }
@@ -2168,6 +2210,103 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
         free(old);
         old = next;
     }
+}
+
+/* --- a relaxed graph's backward, for one call's sizes -----------------------------------
+ * A relaxed trace's graph (staging.md section 4) has unknown dims in its
+ * inputs and top region, but the nodes inside its conds and loops keep the
+ * sizes of the call that traced it. The backward traces those regions
+ * symbolically from the metas (a loop's params, a cond's outputs, the
+ * shapes of gradients carried through), so it would bake in the traced
+ * sizes and fail, or blame the branches' shapes, on a call with others. So
+ * the backward of such a call is traced from a copy of the graph whose
+ * metas are inferred again from this call's inputs. */
+
+static void infer_region(Graph *g, int r);
+
+/* n takes m's rank and dims (its dtype and weakness stay). */
+static void meta_shape(tfe_meta *n, const tfe_meta *m)
+{
+    n->rank = m->rank;
+    mem_copy(n->shape, m->shape, sizeof(int64_t) * (size_t)m->rank);
+}
+
+static void infer_node(Graph *g, int id)
+{
+    GNode *n = gnode(g, id);
+    if (n->kind == G_OP && n->nout <= 16 && n->nin <= 16) {
+        tfe_tensor *in[16];
+        for (int k = 0; k < n->nin; k++) {
+            tfe_meta *m = &gnode(g, n->in[k].node)->meta[n->in[k].out];
+            in[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
+        }
+        tfe_meta out[16];
+        tfe_tensor *o[32];
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = n->at, .out = o};
+        if (tfe_ops[n->op].infer(&c, out) == 0)
+            for (int k = 0; k < n->nout; k++) n->meta[k] = out[k];
+        tfe_error_clear(); /* a rule that cannot: the meta stays as traced */
+        for (int k = 0; k < n->nin; k++) tensor_decref(in[k]);
+    } else if (n->kind == G_WHILE) {
+        /* a loop keeps its carried values' shapes: those it starts from */
+        for (int w = 0; w < 2; w++) {
+            GRegion *reg = &g->regions[n->regions[w]];
+            for (int k = 0; k < reg->nparams && k < n->nin; k++)
+                meta_shape(&gnode(g, reg->params[k])->meta[0], &gnode(g, n->in[k].node)->meta[n->in[k].out]);
+        }
+        infer_region(g, n->regions[0]);
+        infer_region(g, n->regions[1]);
+        for (int k = 0; k < n->nout && k < n->nin; k++)
+            meta_shape(&n->meta[k], &gnode(g, n->in[k].node)->meta[n->in[k].out]);
+    } else if (n->kind == G_COND) {
+        infer_region(g, n->regions[0]);
+        infer_region(g, n->regions[1]);
+        const GRegion *a = &g->regions[n->regions[0]], *b = &g->regions[n->regions[1]];
+        for (int k = 0; k < n->nout && k < a->nouts && k < b->nouts; k++) {
+            const tfe_meta *x = &gnode(g, a->outs[k].node)->meta[a->outs[k].out];
+            const tfe_meta *y = &gnode(g, b->outs[k].node)->meta[b->outs[k].out];
+            if (x->rank != y->rank) continue;
+            tfe_meta m = *x;
+            for (int d = 0; d < m.rank; d++)
+                if (x->shape[d] != y->shape[d]) m.shape[d] = -1;
+            meta_shape(&n->meta[k], &m);
+        }
+    }
+}
+
+static void infer_region(Graph *g, int r)
+{
+    for (int i = 0; i < g->regions[r].n; i++) infer_node(g, g->regions[r].nodes[i]);
+}
+
+/* A copy of G with its metas inferred from the call's sources in[] (the
+ * plan's: its inputs, then the variables it reads), when G has a cond or
+ * loop and a source of another shape than traced (a relaxed graph's
+ * unknown dims); NULL when G serves as it is. */
+static Graph *sized_for(const Graph *G, const Plan *p, tfe_tensor *const *in, int nin)
+{
+    bool cf = false, other = false;
+    for (int i = 0; i < G->n && !cf; i++) cf = G->nodes[i].kind == G_COND || G->nodes[i].kind == G_WHILE;
+    for (int i = 0; i < nin && cf; i++) {
+        const GNode *n = &G->nodes[p->node[i]];
+        if (n->kind != G_INPUT) continue; /* a variable keeps its shape */
+        const tfe_meta *m = &n->meta[0];
+        if (in[i]->rank != m->rank) return NULL;
+        for (int d = 0; d < m->rank; d++) {
+            if (in[i]->shape[d] < 0) return NULL; /* not known here either */
+            other |= m->shape[d] != in[i]->shape[d];
+        }
+    }
+    if (!cf || !other) return NULL;
+    Graph *S = graph_clone(G);
+    for (int i = 0; i < nin; i++) {
+        GNode *n = gnode(S, p->node[i]);
+        if (n->kind != G_INPUT) continue;
+        n->meta[0].rank = in[i]->rank;
+        mem_copy(n->meta[0].shape, in[i]->shape, sizeof(int64_t) * (size_t)in[i]->rank);
+    }
+    infer_region(S, 0);
+    return S;
 }
 
 /* --- sources that are one tensor ---------------------------------------------------------
@@ -2600,7 +2739,9 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     /* by source: the slot that has its gradient (-1: none) */
     int *gslot = xmalloc(sizeof *gslot * (size_t)(nin + 1));
     for (int i = 0; i < nin; i++) gslot[i] = c->plan.src[i];
-    Graph *BG = one ? one_sources(G, &c->plan, nin, one, gslot) : G; /* what is swept */
+    Graph *SG = sized_for(G, &c->plan, in, nin), *G0 = SG ? SG : G; /* metas for this call's sizes */
+    Graph *BG = one ? one_sources(G0, &c->plan, nin, one, gslot) : G0; /* what is swept */
+    if (BG != G0 && SG) graph_decref(SG), SG = NULL;
     size_t nsl = (size_t)G->nvals + 1 + (size_t)nlr; /* (a slot of its own per logged read after G's) */
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
@@ -2972,17 +3113,19 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
                     tensor_incref(x.log[k]);
                     src[at++] = x.log[k];
                 }
-        free(map);
         /* an output that is a source too (a variable's read a cond hands on:
-         * stage/trace_cf.c, export_reads) is its own tensor as well */
+         * stage/trace_cf.c, export_reads), or the tensor such a source has
+         * a header of its own for (ran_read_own), is its own tensor as well */
         for (int k = 0; k < top->nouts; k++)
             for (int i = G->ninputs; i < nsrc && outs[k]; i++)
-                if (outs[k] == src[i]) {
+                if (outs[k] == src[i] ||
+                    (i < c->plan.nsrc && outs[k] == run_value(B, R, map, &x, c->plan.src[i]))) {
                     tfe_tensor *a = tensor_alias(outs[k]);
                     tensor_decref(outs[k]);
                     outs[k] = a;
                     break;
                 }
+        free(map);
         /* then the saved host results (each its own tensor too) */
         c->hout = xmalloc(sizeof *c->hout * (size_t)(c->plan.nsaved + 1));
         tfe_tensor **all = xmalloc(sizeof *all * (size_t)(top->nouts + c->plan.nsaved + 1));

@@ -386,6 +386,66 @@ static bool host_arg_source(GRun *x, const GNode *n, int a, Value *v)
 
 static int run_host_untimed(GRun *x, GNode *n);
 
+/* Does region r hold an effect a run cannot undo (anything but a variable
+ * read: a host call, a random draw, a collective)? */
+static bool region_effect(const Graph *g, int r)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *m = &g->nodes[reg->nodes[i]];
+        if (m->kind == G_HOST) return true;
+        if (m->kind == G_OP && (tfe_ops[m->op].flags & (F_RANDOM | F_COLLECTIVE))) return true;
+        if ((m->kind == G_COND || m->kind == G_WHILE) && (region_effect(g, m->regions[0]) || region_effect(g, m->regions[1])))
+            return true;
+    }
+    return false;
+}
+
+int stage_first_effect(const Graph *g)
+{
+    const GRegion *top = &g->regions[0];
+    for (int i = 0; i < top->n; i++) {
+        const GNode *m = &g->nodes[top->nodes[i]];
+        if (m->kind == G_HOST) return top->nodes[i];
+        if (m->kind == G_OP && (tfe_ops[m->op].flags & (F_RANDOM | F_COLLECTIVE))) return top->nodes[i];
+        if ((m->kind == G_COND || m->kind == G_WHILE) && (region_effect(g, m->regions[0]) || region_effect(g, m->regions[1])))
+            return top->nodes[i];
+    }
+    return -1;
+}
+
+/* A @host function returned r, of another kind than when the call that
+ * traced the graph made it (nil where that gave a tensor, or the other way
+ * round): the graph was made for that kind. As the run's first effect (and
+ * with no list or record argument), the call stops here and goes on with
+ * another trace (stage/staged.c); else a located error. */
+static int host_kind_changed(GRun *x, GNode *n, Value r)
+{
+    Interp *I = x->host;
+    const char *fname = ((Closure *)n->host->obj.u.o)->name;
+    /* (not with a list or record argument: what the call did to it would
+     * not reach the trace, or the trace would start from what it did) */
+    bool containers = n->host->sync && n->host->sync->nafter;
+    if (I->host_redo.ok && !I->host_redo.pending && !containers && stage_first_effect(x->g) == (int)(n - x->g->nodes)) {
+        I->host_redo.pending = true;
+        value_incref(n->host->obj);
+        I->host_redo.f = n->host->obj;
+        value_incref(r);
+        I->host_redo.result = r;
+        return raise_at(I, n->loc, "%s() returned another kind of value than when traced", fname);
+    }
+    char msg[700];
+    I->stage_limit = true;
+    bool tensor = r.kind == V_TENSOR || r.kind == V_SCALAR;
+    snprintf(msg, sizeof msg,
+             "%s(), a @host function, returned %s here, where in the call that traced the staged function it "
+             "returned %s: the graph was made for that, and the call cannot trace again from here, as an effect "
+             "before this call already ran, or a list or record passed to it may have changed (return one kind "
+             "at every call, or make the @host call the first effect of the staged function)",
+             fname, r.kind == V_NIL ? "nil" : tensor ? "a tensor" : value_kind_name(r), n->host_nil ? "nil" : "a tensor");
+    return node_error(x, n, msg);
+}
+
 /* The profiler's name of a host call: "host print", "host f". */
 static const char *host_event_name(Value f)
 {
@@ -431,10 +491,27 @@ static int run_host_untimed(GRun *x, GNode *n)
     I->cur_loc = n->loc;
     Value r = v_nil();
     /* under TFE_CHECK_STAGED the eager run made the call: replay it (stage/check.c) */
-    int rc = I->check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
-                              : call_value(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r);
+    bool user = n->host->obj.kind == V_FN;
+    int rc;
+    if (user && I->host_redo.armed && ((Closure *)I->host_redo.f.u.o)->fn == ((Closure *)n->host->obj.u.o)->fn) {
+        /* the result this call already got from the function (staged.c) */
+        I->host_redo.armed = false;
+        r = I->host_redo.result;
+        I->host_redo.result = v_nil();
+        value_decref(I->host_redo.f);
+        I->host_redo.f = v_nil();
+        rc = 0;
+    } else {
+        bool ok = I->host_redo.ok; /* not for graphs the function runs */
+        I->host_redo.ok = false;
+        rc = I->check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
+                             : call_value(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r);
+        I->host_redo.ok = ok;
+    }
     I->cur_loc = saved_loc;
-    if (!rc && !n->host_nil) {
+    if (!rc && user && (n->host_nil ? r.kind != V_NIL : r.kind == V_NIL)) {
+        rc = host_kind_changed(x, n, r);
+    } else if (!rc && !n->host_nil) {
         tfe_tensor *t = value_to_tensor(r);
         if (!t) rc = raise_at(I, n->loc, "a host function called from staged code returned %s, not a tensor",
                               value_kind_name(r));

@@ -47,7 +47,7 @@ BUILTIN(bi_graph_dump)
     const Graph *g = ((GraphObj *)argv[0].u.o)->g;
     const char *name = ((Str *)argv[1].u.o)->s;
     int p = opt_pass_index(name);
-    if (p < 0) return interp_raise(I, "dump(): no pass '%s' (passes: dce, fold, algebra, cse, fuse)", name);
+    if (p < 0) return interp_raise(I, "dump(): no pass '%s' (passes: dce, fold, algebra, cse, conv, fuse)", name);
     if (!g->opt || p >= g->opt->npasses || !g->opt->text[p] || !g->opt->text[p + 1])
         return interp_raise(I, "dump(): this graph was not optimized (--no-optimize)");
     const OptReport *r = g->opt;

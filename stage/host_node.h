@@ -75,6 +75,12 @@ HostSync *host_sync_copy(const HostSync *s);
 void host_sync_free(HostSync *s);
 bool host_sync_same(const HostSync *a, const HostSync *b);
 
+/* The first node of g's top region that is an effect a run cannot undo
+ * (a host call, a random draw, a collective, a cond or while holding one;
+ * a variable read is none), or -1: a call whose graph stops there may be
+ * traced again from its start (Interp.host_redo, stage/staged.c). */
+int stage_first_effect(const Graph *g);
+
 /* Register the interpreter as the graph core's host (graph_set_host); once,
  * before any graph is made (stage_builtins_register). */
 void stage_graph_host_register(void);

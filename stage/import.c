@@ -2,6 +2,7 @@
  * callable that runs its nodes as tfe ops, so a tape sees them (gradients)
  * and a trace records them (inside @staged code it is part of the graph).
  * The op set is what export writes for common models (docs/export.md). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "stage/export.h"
 #include "stage/import_nn.h"
 #include "stage/onnx_model.h"
+#include "tensor/op_scope.h"
 #include "util/xalloc.h"
 
 typedef struct OnnxObj { Object o; OxModel *m; char *path; } OnnxObj;
@@ -18,10 +20,12 @@ static const struct { const char *name; tfe_op op; } UNARY[] = {
     {"Neg", OP_NEG}, {"Abs", OP_ABS}, {"Exp", OP_EXP}, {"Log", OP_LOG}, {"Sqrt", OP_SQRT}, {"Tanh", OP_TANH},
     {"Sigmoid", OP_SIGMOID}, {"Relu", OP_RELU}, {"Sin", OP_SIN}, {"Cos", OP_COS}, {"Erf", OP_ERF}, {"Floor", OP_FLOOR},
     {"Ceil", OP_CEIL}, {"Not", OP_LOGICAL_NOT}, {"Sign", OP_SIGN}, {"Tan", OP_TAN},
+    {"IsNaN", OP_ISNAN}, /* (export writes it where NaN decides: max, argmax) */
 };
 static const struct { const char *name; tfe_op op; } BINARY[] = {
     {"Add", OP_ADD}, {"Sub", OP_SUB}, {"Mul", OP_MUL}, {"Div", OP_DIV}, {"Pow", OP_POW}, {"Equal", OP_EQ}, {"Less", OP_LT}, {"LessOrEqual", OP_LE}, {"Greater", OP_GT},
     {"GreaterOrEqual", OP_GE}, {"And", OP_LOGICAL_AND}, {"Or", OP_LOGICAL_OR}, {"MatMul", OP_MATMUL},
+    {"Xor", OP_NE}, /* (of bools: export writes it for a zero's sign) */
 };
 static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Cast", "Unsqueeze",
                               "Squeeze", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Concat", "Where"};
@@ -71,6 +75,83 @@ static int const_ints(tfe_tensor *t, int64_t *v, int cap, int *n)
     return 0;
 }
 
+/* ONNX's Div of ints truncates toward zero (7 / -2 is -3); tfe's / of ints
+ * is true division: floordiv, plus one where the quotient is negative and
+ * not whole (a remainder, and the operands' signs differ). */
+static tfe_tensor *int_div(tfe_tensor *a, tfe_tensor *b)
+{
+    tfe_scope s;
+    s.n = 0;
+    s.failed = false;
+    tfe_tensor *z = scope_keep(&s, tensor_from_f64(0, a->dtype)), *one = scope_keep(&s, tensor_from_f64(1, a->dtype));
+    tfe_tensor *q = scope_op2(&s, OP_FLOORDIV, a, b), *m = scope_op2(&s, OP_MOD, a, b);
+    tfe_tensor *c = scope_op2(&s, OP_LOGICAL_AND, scope_op2(&s, OP_NE, m, z),
+                              scope_op2(&s, OP_NE, scope_op2(&s, OP_LT, a, z), scope_op2(&s, OP_LT, b, z)));
+    tfe_tensor *r = scope_where(&s, c, scope_op2(&s, OP_ADD, q, one), q);
+    if (r) tensor_incref(r);
+    scope_release(&s);
+    return r;
+}
+
+/* ONNX's ReduceMean of ints is an int (the sum divided as Div does:
+ * toward zero); tfe's mean of ints is a float. */
+static tfe_tensor *int_mean(tfe_tensor *x, const tfe_attrs *at)
+{
+    tfe_scope s;
+    s.n = 0;
+    s.failed = false;
+    tfe_attrs ca;
+    tfe_attrs_init(&ca);
+    ca.dtype = x->dtype;
+    tfe_tensor *sum = scope_call(&s, OP_SUM, 1, &x, at), *r = NULL;
+    if (sum && tensor_numel(sum) && tensor_numel(x)) {
+        tfe_tensor *cnt = scope_keep(&s, tensor_from_f64((double)(tensor_numel(x) / tensor_numel(sum)), sum->dtype));
+        tfe_tensor *q = cnt ? scope_keep(&s, int_div(sum, cnt)) : NULL;
+        r = scope_call(&s, OP_CAST, 1, &q, &ca);
+    } else if (sum) {
+        r = scope_call(&s, OP_CAST, 1, &sum, &ca); /* nothing to divide: an empty result, or a sum of nothing */
+    }
+    if (r) tensor_incref(r);
+    scope_release(&s);
+    return r;
+}
+
+/* ReduceMax or ReduceMin over an empty axis: onnxruntime's -inf or +inf (an
+ * int's lowest or highest), where tfe's max of nothing is an error; the
+ * shape is the sum's. NULL (no error set) when no reduced axis is empty. */
+static tfe_tensor *reduce_empty(tfe_tensor *x, const tfe_attrs *at, bool is_max)
+{
+    bool empty = false;
+    for (int d = 0; d < x->rank; d++) {
+        bool reduced = at->naxes < 0;
+        for (int k = 0; k < at->naxes; k++)
+            if (at->axes[k] == d || at->axes[k] + x->rank == d) reduced = true;
+        if (reduced && x->shape[d] == 0) empty = true;
+    }
+    if (!empty) return NULL;
+    double v = x->dtype == TFE_INT32 ? (is_max ? -2147483648.0 : 2147483647.0)
+             : x->dtype == TFE_INT64 ? (is_max ? -9223372036854775808.0 : 9223372036854775807.0)
+             : x->dtype == TFE_BOOL ? !is_max : is_max ? -INFINITY : INFINITY;
+    tfe_scope s;
+    s.n = 0;
+    s.failed = false;
+    tfe_attrs ca;
+    tfe_attrs_init(&ca);
+    ca.dtype = x->dtype;
+    tfe_tensor *zeros = scope_call(&s, OP_CAST, 1, (tfe_tensor *[]){scope_call(&s, OP_SUM, 1, &x, at)}, &ca);
+    tfe_tensor *fill = scope_keep(&s, tensor_from_f64(v, x->dtype));
+    tfe_attrs ba;
+    tfe_attrs_init(&ba);
+    if (zeros) {
+        ba.nints = zeros->rank;
+        for (int d = 0; d < zeros->rank; d++) ba.ints[d] = zeros->shape[d];
+    }
+    tfe_tensor *r = zeros ? scope_call(&s, OP_BROADCAST_TO, 1, &fill, &ba) : NULL;
+    if (r) tensor_incref(r);
+    scope_release(&s);
+    return r ? r : (tfe_tensor *)-1;
+}
+
 static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
 {
     tfe_tensor *in[64] = {0};
@@ -91,6 +172,19 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
     tfe_attrs_init(&at);
     if (op >= 0) {
         if (n->nin != (unary ? 1 : 2)) return interp_raise(I, "import_onnx(): %s takes %d input%s, not %d", n->op, unary ? 1 : 2, unary ? "" : "s", n->nin);
+        if (op == OP_DIV && dtype_is_int(in[0]->dtype) && dtype_is_int(in[1]->dtype)) {
+            *out = int_div(in[0], in[1]);
+            return *out ? 0 : interp_raise_tensor_error(I);
+        }
+        if (op == OP_POW && in[0] && in[1] && in[1]->dtype != in[0]->dtype) {
+            /* ONNX's Pow is of the base's type (an int base to a float power: an int) */
+            tfe_tensor *p = tfe_call1(OP_POW, 2, in, &at);
+            if (!p || p->dtype == in[0]->dtype) return (*out = p) ? 0 : interp_raise_tensor_error(I);
+            at.dtype = in[0]->dtype;
+            *out = tfe_call1(OP_CAST, 1, &p, &at);
+            tensor_decref(p);
+            return *out ? 0 : interp_raise_tensor_error(I);
+        }
         *out = tfe_call1((tfe_op)op, n->nin, in, &at);
         return *out ? 0 : interp_raise_tensor_error(I);
     }
@@ -129,7 +223,7 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
         bool ok;
         a = ox_attr(n, "to");
         at.dtype = ox_dtype_of(a ? a->i : 0, &ok);
-        if (!ok) return interp_raise(I, "import_onnx(): Cast to ONNX type %lld", a ? (long long)a->i : 0LL);
+        if (!ok) return interp_raise(I, "import_onnx(): Cast to %s: tfe has no such dtype", ox_dtype_name(a ? a->i : 0));
     } else if (!strcmp(n->op, "Unsqueeze") || !strcmp(n->op, "Squeeze")) {
         if (n->nin > 1 && const_ints(in[1], v, 32, &nv)) return interp_raise(I, "import_onnx(): %s's axes must be a constant", n->op);
         if (n->op[0] == 'U') {
@@ -173,6 +267,15 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
         memcpy(at.axes, v, sizeof *v * (size_t)nv);
         a = ox_attr(n, "keepdims");
         at.keepdims = a ? a->i != 0 : true;
+        if (top == OP_MEAN && dtype_is_int(in[0]->dtype)) {
+            *out = int_mean(in[0], &at);
+            return *out ? 0 : interp_raise_tensor_error(I);
+        }
+        if (top == OP_MAX || top == OP_MIN) {
+            tfe_tensor *r = reduce_empty(in[0], &at, top == OP_MAX);
+            if (r == (tfe_tensor *)-1) return interp_raise_tensor_error(I);
+            if (r) return *out = r, 0;
+        }
     } else if (!strcmp(n->op, "Concat")) {
         top = OP_CONCAT;
         a = ox_attr(n, "axis");
@@ -212,7 +315,7 @@ static void type_str(const OxType *ty, const tfe_tensor *t, char *b, size_t cap)
     size_t n;
     if (!t && !ty->elem) n = (size_t)snprintf(b, cap, "any type");
     else if (ok) n = (size_t)snprintf(b, cap, "%s", dtype_name(dt));
-    else n = (size_t)snprintf(b, cap, "ONNX type %lld", (long long)ty->elem);
+    else n = (size_t)snprintf(b, cap, "%s", ox_dtype_name(ty->elem));
     if (rank < 0 || n >= cap) return;
     n += (size_t)snprintf(b + n, cap - n, "[");
     for (int d = 0; d < rank && d < TFE_MAX_RANK && n < cap; d++) {

@@ -45,9 +45,19 @@ tfe_dtype ox_dtype_of(int64_t onnx, bool *ok)
     case 6: return TFE_INT32;
     case 7: return TFE_INT64;
     case 9: return TFE_BOOL;
+    case 10: return TFE_FLOAT16;
     case 11: return TFE_FLOAT64;
+    case 16: return TFE_BFLOAT16;
     default: *ok = false; return TFE_FLOAT32;
     }
+}
+
+const char *ox_dtype_name(int64_t onnx)
+{
+    static const char *N[] = {"ONNX's undefined type", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
+                              "string", "bool", "float16", "float64", "uint32", "uint64", "complex64", "complex128",
+                              "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"};
+    return onnx >= 0 && onnx < (int64_t)(sizeof N / sizeof *N) ? N[onnx] : "an unknown ONNX type";
 }
 
 /* TensorProto -> a tensor (raw_data, or float/int32/int64/double data). */
@@ -94,7 +104,8 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     }
     size_t es = ok ? dtype_size(tdt) : 1;
     if (k < 0) snprintf(err, errcap, "a malformed tensor");
-    else if (!ok) snprintf(err, errcap, "a tensor of ONNX data type %lld (tfe reads float, double, int32, int64, bool)", (long long)dt);
+    else if (!ok) snprintf(err, errcap, "a tensor of %s (tfe reads float32, float64, float16, bfloat16, int32, int64, bool)",
+                           ox_dtype_name(dt));
     else if (bad_dims) snprintf(err, errcap, "a tensor with bad dims");
     else {
         /* which form the data has, checked against the dims before anything
@@ -114,6 +125,7 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
                 for (int64_t i = 0; i < numel; i++) {
                     if (tdt == TFE_INT64) ((int64_t *)d)[i] = ivals[i];
                     else if (tdt == TFE_INT32) ((int32_t *)d)[i] = (int32_t)ivals[i];
+                    else if (tdt == TFE_FLOAT16 || tdt == TFE_BFLOAT16) ((uint16_t *)d)[i] = (uint16_t)ivals[i]; /* (the bits) */
                     else ((uint8_t *)d)[i] = ivals[i] != 0;
                 }
             }

@@ -54,6 +54,8 @@ OxModel *ox_model_read(const void *p, size_t n, char *err, size_t errcap);
 /* The tfe dtype of an ONNX TensorProto data type; *ok false for one tfe
  * does not read (float, double, int32, int64 and bool it does). */
 tfe_dtype ox_dtype_of(int64_t onnx, bool *ok);
+/* An ONNX TensorProto.DataType's name ("uint8", "float16", ...). */
+const char *ox_dtype_name(int64_t onnx);
 void ox_model_free(OxModel *m);
 const OxAttr *ox_attr(const OxNode *n, const char *name);
 

@@ -13,6 +13,7 @@
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "stage/export.h"
+#include "stage/host_node.h"
 #include "stage/trace.h"
 #include "util/profile.h"
 #include "util/xalloc.h"
@@ -668,13 +669,13 @@ static __attribute__((noinline)) void trace_reason(Closure *c, Env *e, StageCach
  * stage_call's frame, which recursion through staged functions stacks up
  * once per level (err_recursion and fn_recursion_deep under ASan). */
 static __attribute__((noinline)) int trace_call(Interp *I, Closure *c, Env *e, StageCache *sc, const SigBuf *sb,
-                                                Loc call_loc, Value *out)
+                                                Loc call_loc, bool norelax, Value *out)
 {
     int rc;
     SigBuf own = {0}; /* the new trace keeps its signature */
     sig_copy(&own, sb);
     Trace *base = NULL;
-    bool *relaxed = relax_against(sc, &own, &base);
+    bool *relaxed = norelax ? NULL : relax_against(sc, &own, &base);
     /* the profiler and TFE_DEBUG=1: why it traces, and how long that took */
     bool seen = prof_recording || prof_debug >= 1;
     char reason[1200];
@@ -693,6 +694,65 @@ static __attribute__((noinline)) int trace_call(Interp *I, Closure *c, Env *e, S
         }
     }
     sig_free(&own);
+    return rc;
+}
+
+/* --- a @host call that returned another kind than traced ----------------------------------- */
+
+static void host_redo_drop(Interp *I)
+{
+    value_decref(I->host_redo.f);
+    value_decref(I->host_redo.result);
+    I->host_redo.f = I->host_redo.result = v_nil();
+    I->host_redo.pending = I->host_redo.armed = false;
+}
+
+/* Is t's graph's first effect a call of f (its code) that returned nil
+ * (want_nil) or a tensor when t was traced? */
+static bool first_host_is(const Trace *t, Value f, bool want_nil)
+{
+    int id = stage_first_effect(t->g);
+    if (id < 0) return false;
+    const GNode *n = &t->g->nodes[id];
+    return n->kind == G_HOST && n->host->obj.kind == V_FN && !(n->host->sync && n->host->sync->env) &&
+           ((Closure *)n->host->obj.u.o)->fn == ((Closure *)f.u.o)->fn && n->host_nil == want_nil;
+}
+
+/* The graph of the call (tried) stopped at its first effect, a @host call
+ * that returned another kind of value (nil, a tensor) than when traced
+ * (graph_host.c): nothing has changed yet, so the call goes on with a trace
+ * of the same signature made for that kind, or traces again; either way the
+ * function is not called again (host_redo.armed: its call gets the result;
+ * under the check, the eager run's calls are replayed from the first). */
+int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, Value *out)
+{
+    StageCache *sc = cache_of(c);
+    error_clear(I);
+    I->host_redo.pending = false;
+    bool want_nil = I->host_redo.result.kind == V_NIL;
+    FnInfo *info = c->fn->info;
+    SigBuf sb = {0}, scratch = {0};
+    Leaves lv = {0};
+    for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &sb, &lv, SIG_INPUT);
+    Trace *alt = NULL;
+    for (int i = 0; i < sc->n && !alt; i++) {
+        Trace *t = sc->traces[i];
+        if (t != tried && first_host_is(t, I->host_redo.f, want_nil) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
+    }
+    if (I->check_replay) host_redo_drop(I);
+    else I->host_redo.armed = true;
+    int rc;
+    if (alt) {
+        sc->last = alt;
+        rc = run_trace(I, alt, &lv, out);
+    } else {
+        /* not relaxed: this trace is for the kind, not for other sizes */
+        rc = trace_call(I, c, e, sc, &sb, call_loc, true, out);
+    }
+    if (I->host_redo.armed) host_redo_drop(I); /* (a trace that did not call it again) */
+    sig_free(&sb);
+    sig_free(&scratch);
+    leaves_free(&lv);
     return rc;
 }
 
@@ -721,12 +781,19 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
         I->stage_call_args = e->slots;
         int64_t pt0 = prof_recording ? prof_now() : 0;
         /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
-        rc = stage_check_on(I) ? stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out)
-                              : run_trace(I, hit, &lv, out);
+        if (stage_check_on(I)) {
+            rc = stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out);
+        } else {
+            bool ok = I->host_redo.ok;
+            I->host_redo.ok = true;
+            rc = run_trace(I, hit, &lv, out);
+            I->host_redo.ok = ok;
+            if (I->host_redo.pending) rc = rc ? stage_host_redo(I, c, e, hit, call_loc, out) : (host_redo_drop(I), rc);
+        }
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;
     } else {
-        rc = trace_call(I, c, e, sc, &sb, call_loc, out);
+        rc = trace_call(I, c, e, sc, &sb, call_loc, false, out);
     }
     leaves_free(&lv);
     return rc;

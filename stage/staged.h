@@ -56,6 +56,13 @@ typedef struct StageCache {
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
 void stage_cache_free(Closure *c);
 
+/* A cached call of t whose graph stopped at its first effect, a @host call
+ * that returned another kind of value than traced (Interp.host_redo
+ * pending): the call goes on with another trace of its signature made for
+ * that kind, or traces again (stage/staged.c). Under the check
+ * (Interp.check_replay) the host calls are the eager run's, from its first. */
+int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, Value *out);
+
 Trace *stage_last_trace(Closure *c);
 /* The trace a call with these positional arguments would run, or NULL. */
 Trace *stage_find(Closure *c, int argc, const Value *argv);

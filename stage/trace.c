@@ -7,6 +7,7 @@
 #include <string.h>
 #include "interp/internal.h"
 #include "graph/exec.h"
+#include "stage/check.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
@@ -260,6 +261,7 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
                 int axis = (int)(at->axes[0] < 0 ? at->axes[0] + m.rank : at->axes[0]);
                 m.shape[axis] = at->ints[k];
             }
+            if ((op == OP_BATCH_NORM_TRAIN || op == OP_BATCH_NORM_GRAD) && k > 0) tfe_batch_norm_out_meta(&c, k, &m);
             out[k] = tensor_symbolic(m.dtype, m.weak, m.rank, m.shape);
         }
         /* a tape inside a loop body or branch traced without values: it
@@ -1106,6 +1108,28 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                     Str *const *kwnames, const Value *kwvals, Value *out)
 {
     Tracer *T = I->tracer;
+    /* v.assign(w) (or v -= w, ...) with a variable w reads w, which an eager
+     * tape notes: the read is a node of its own (also in a branch traced
+     * symbolically, where the call itself does not run), and the call gets
+     * the tensor read */
+    bool reads_var = false;
+    for (int i = 0; i < argc + nkw && !reads_var && variable_assign_target(f, NULL); i++)
+        reads_var = value_is_variable(i < argc ? argv[i] : kwvals[i - argc]);
+    if (reads_var) {
+        int n = argc + nkw, rc = 0;
+        Value *rd = xcalloc((size_t)n, sizeof *rd);
+        for (int i = 0; i < n && !rc; i++) {
+            Value a = i < argc ? argv[i] : kwvals[i - argc];
+            tfe_tensor *t = value_is_variable(a) ? value_to_tensor(a) : NULL;
+            if (t) rd[i] = v_tensor_take(t);
+            else if (value_is_variable(a)) rc = interp_raise_tensor_error(I);
+            else rd[i] = (value_incref(a), a);
+        }
+        if (!rc) rc = trace_host_call(I, f, argc, rd, nkw, kwnames, rd + argc, out);
+        for (int i = 0; i < n; i++) value_decref(rd[i]);
+        free(rd);
+        return rc;
+    }
     const char *fname = f.kind == V_FN ? ((Closure *)f.u.o)->name : ((Builtin *)f.u.o)->name;
     if (T->symbolic && !known_nil(f))
         return trace_fail(I, I->cur_loc, "%s() is called back at run time, and its result cannot be "
@@ -1151,11 +1175,24 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         snapshot_envs(T);
         T->nhreads = 0;
     }
-    if (!T->symbolic) {
+    /* a cached call that stopped at this call, its first effect, because the
+     * function returned another kind than traced: its result, not a second
+     * call (stage/staged.c, host_redo) */
+    bool redone = user && I->host_redo.armed && ((Closure *)I->host_redo.f.u.o)->fn == ((Closure *)f.u.o)->fn;
+    if (redone) {
+        result = I->host_redo.result;
+        I->host_redo.result = v_nil();
+        value_decref(I->host_redo.f);
+        I->host_redo.f = v_nil();
+        I->host_redo.armed = false;
+    } else if (!T->symbolic) {
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
         if (user) T->host_reading = T->suspended;
-        rc = call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
+        /* (under the check, tracing again a call whose eager run made them:
+         * that run's calls, stage/check.c) */
+        rc = I->check_replay ? check_host_replay(I, f, argc, argv, nkw, kwnames, kwvals, &result)
+                             : call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
         if (user) T->host_reading = 0;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
@@ -1232,7 +1269,10 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (sync) host_after_outputs(T, id, has_out ? 1 : 0, argc, argv, kwvals, &after, outs);
     /* under a tape: the outputs' gradients reach the inputs (a tape outside
      * the trace recorded the function's ops on what it made) */
-    if (nouts && inner_tape)
+    /* (a result made before this trace, or the check's eager run's: no tape
+     * saw the function's ops, so its gradient is the function's own, as a
+     * cached call's) */
+    if (nouts && (inner_tape || ((redone || I->check_replay) && tfe_tapes_active && host_is_differentiable(f))))
         host_record_tape_entry(I, gnode(T->g, id), call_loc, lv.n, lv.t, nouts, outs);
     else if (nouts && tfe_tapes_active && host_is_differentiable(f))
         for (int k = 0; k < nouts; k++) host_record_identity(actual[k], outs[k]);

@@ -76,8 +76,10 @@ typedef struct Tracer {
                              this trace noted those reads when it traced them */
     int cf_region;        /* ... and a read it had not (a variable the branch assigns, read
                              again) is in this region: the branch taken, the loop's body */
-    struct CfStart { const Obj *var; tfe_tensor *t; } *cf_start; /* ... and the variables' values
-                             when it started, for reads it hands on (mark_exported; owned) */
+    struct CfStart { const Obj *var; tfe_tensor *t, *own; } *cf_start; /* ... and the variables'
+                             values when it started, for reads it hands on (mark_exported; owned),
+                             with the header of its own its reads of t that ran have (own: owned,
+                             NULL until one ran; stage/grad.c, ran_read_own) */
     int ncf_start;
     struct LoopFresh { const Obj *var; tfe_tensor *start; int kinds; } *loop_fresh; /* a loop that
                              runs as one tape entry, reading and assigning these variables: their
@@ -190,6 +192,8 @@ bool trace_host_harmless(const GNode *x, const Obj *var);
  * in its branch reads it (stage/grad.c), and a read its run makes of another
  * tensor follows an assign there (interp/builtins_autodiff.c). */
 tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var);
+/* Its entry for var, or NULL. */
+struct CfStart *trace_cf_entry(Tracer *T, const Obj *var);
 /* Where a read of var a tape made in this trace noted sits among the nodes
  * at the top of the trace (positions in its list): what can assign var
  * between two reads is at positions [the first's lo, the second's hi); hi

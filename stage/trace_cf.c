@@ -587,8 +587,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         free(n0);
         T->cf_running--;
         T->cf_region = saved_region;
-        for (int k = 0; k < T->ncf_start; k++)
+        for (int k = 0; k < T->ncf_start; k++) {
             if (T->cf_start[k].t) tensor_decref(T->cf_start[k].t);
+            if (T->cf_start[k].own) tensor_decref(T->cf_start[k].own);
+        }
         free(T->cf_start);
         T->cf_start = saved_start;
         T->ncf_start = saved_nstart;
@@ -605,7 +607,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                  * other, the stand-in's value is used by nothing */
                 if (!rc) {
                     const GNode *rn = gnode(T->g, real[k - nout]);
-                    if (rn->region == ran_region) /* (else source_value noted it) */
+                    /* (else source_value noted it: where the branch did not
+                     * run, or, before an assign there, as a header of its
+                     * own, stage/grad.c, ran_read_own) */
+                    if (rn->region == ran_region && read_near_assign(T->g, real[k - nout], true))
                         tapes_read_in_region(T->id, rn->host->obj, all[k], rn->region);
                 }
                 if (!rc) {
@@ -1900,6 +1905,13 @@ int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_
         if (q < 0 || qk < q) q = qk;
     }
     return q;
+}
+
+struct CfStart *trace_cf_entry(Tracer *T, const Obj *var)
+{
+    for (int k = 0; k < T->ncf_start; k++)
+        if (T->cf_start[k].var == var) return &T->cf_start[k];
+    return NULL;
 }
 
 tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)

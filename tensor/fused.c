@@ -54,6 +54,9 @@ enum { IN_SCALAR, IN_CONTIG, IN_STRIDED, IN_ROW };
 typedef struct fin {
     int kind;
     const char *base;                 /* element 0 (IN_CONTIG: of out's flat order) */
+    const char *tile;                 /* IN_ROW, rows shorter than a chunk: the row repeated
+                                         over CHUNK + row length elements, so that every
+                                         chunk is read in place (tile + b % row) */
     int rank;                         /* IN_STRIDED: collapsed geometry over out's shape */
     int64_t shape[TFE_MAX_RANK], strides[TFE_MAX_RANK];
 } fin;
@@ -187,6 +190,10 @@ static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *
                 const fin *in = &pl->in[ins->input];                                          \
                 if (in->kind == IN_CONTIG) { /* no copy: read it where it is */               \
                     ptr[ins->dst] = (const T *)in->base + b;                                  \
+                    continue;                                                                 \
+                }                                                                             \
+                if (in->kind == IN_ROW && in->tile) {                                         \
+                    ptr[ins->dst] = (const T *)in->tile + b % in->shape[1];                   \
                     continue;                                                                 \
                 }                                                                             \
                 if (in->kind == IN_ROW && b % in->shape[1] + n <= in->shape[1]) {             \
@@ -341,6 +348,7 @@ static int plan_input(fin *f, int k, const tfe_tensor *t, const tfe_tensor *out,
     }
     f->rank = r;
     f->base = tensor_data(t);
+    f->tile = NULL;
     if (r == 1 && f->strides[0] == 0) f->kind = IN_SCALAR;
     else if (r == 1 && f->strides[0] == (int64_t)kn_esz(dt)) f->kind = IN_CONTIG;
     else if (r == 2 && f->strides[0] == 0 && f->strides[1] == (int64_t)kn_esz(dt)) f->kind = IN_ROW;
@@ -521,14 +529,33 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
         return -1;
     }
     fin stack_in[16], *in = stack_in;
+    _Alignas(64) char stack_tiles[4 * (CHUNK + CHUNK) * sizeof(double)];
+    char *tiles = NULL;
     if (k->ninputs > 16) in = xmalloc((size_t)k->ninputs * sizeof(fin));
     int r = -1, cost = k->cost;
     tfe_tensor dom = {0};
     int64_t rows = 0, red = 0;
     if (k->red && reduce_domain(k, inputs, out, &dom, &rows, &red)) goto done;
+    size_t tile_bytes = 0, esz = kn_esz(k->dtype);
     for (int i = 0; i < k->ninputs; i++) {
         if (plan_input(&in[i], i, inputs[i], k->red ? &dom : out, k->dtype)) goto done;
-        if (in[i].kind == IN_STRIDED || in[i].kind == IN_ROW) cost += 2 * k->loads[i];
+        if (in[i].kind == IN_ROW && in[i].shape[1] < CHUNK) tile_bytes += (size_t)(CHUNK + in[i].shape[1]) * esz;
+        else if (in[i].kind == IN_STRIDED || in[i].kind == IN_ROW) cost += 2 * k->loads[i];
+    }
+    /* Rows shorter than a chunk (a bias of 6 or 64 channels): every chunk
+     * would cross rows and be gathered element by element, slower than the
+     * unfused broadcast add; a tile of the row repeated is read in place
+     * instead, filled once per call (the same values, so the same bits). */
+    if (tile_bytes) {
+        tiles = tile_bytes <= sizeof stack_tiles ? stack_tiles : xmalloc(tile_bytes);
+        char *t = tiles;
+        for (int i = 0; i < k->ninputs; i++) {
+            if (in[i].kind != IN_ROW || in[i].shape[1] >= CHUNK) continue;
+            int64_t len = in[i].shape[1], nt = CHUNK + len;
+            for (int64_t j = 0; j < nt; j++) memcpy(t + j * (int64_t)esz, in[i].base + (j % len) * (int64_t)esz, esz);
+            in[i].tile = t;
+            t += nt * (int64_t)esz;
+        }
     }
     fplan pl = {.dt = k->dtype, .nregs = k->nregs, .ninstr = k->ninstr, .result = k->result,
                 .code = k->code, .in = in, .last_out = k->last_out, .out = tensor_data(out)};
@@ -558,6 +585,7 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
     }
 done:
     if (in != stack_in) free(in);
+    if (tiles != stack_tiles) free(tiles);
     return r;
 }
 

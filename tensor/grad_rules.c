@@ -912,6 +912,30 @@ RULE(grad_conv2d) {
     END;
 }
 
+/* conv2d_bias(_relu)(x, w, b) = [relu](conv2d(x, w) + b): the rules of relu,
+ * add and conv2d in turn, as a tape runs them, with the same ops. relu's
+ * mask reads the output instead of the pre-activation: relu(a) > 0 exactly
+ * when a > 0 (graph/opt_fuse.c, relu_masks). */
+RULE(grad_conv2d_bias) {
+    BEGIN;
+    tfe_tensor *w = c->in[1], *b = c->in[2];
+    tfe_tensor *dz = c->op == OP_CONV2D_BIAS_RELU ? B(s, OP_RELU_GRAD, G, Y) : G;
+    dz = cast(s, dz, Y->dtype);
+    if (!dz) s->failed = true;
+    if (dz && wants(b)) set_dx(s, &dx[2], dz, b);
+    if (dz && wants(x)) {
+        tfe_attrs at = backprop_attrs(c->at, false, x->shape);
+        tfe_tensor *in[2] = {cast(s, dz, w->dtype), w};
+        set_dx(s, &dx[0], scope_call(s, OP_CONV2D_BACKPROP_INPUT, 2, in, &at), x);
+    }
+    if (dz && wants(w)) {
+        tfe_attrs at = backprop_attrs(c->at, false, w->shape);
+        tfe_tensor *in[2] = {x, cast(s, dz, x->dtype)};
+        set_dx(s, &dx[1], scope_call(s, OP_CONV2D_BACKPROP_FILTER, 2, in, &at), w);
+    }
+    END;
+}
+
 RULE(grad_max_pool2d) {
     BEGIN;
     if (wants(x)) {
@@ -1245,5 +1269,123 @@ RULE(grad_allgather) {
     tfe_tensor *sg = coll(s, OP_ALLREDUCE, G, c->at, 0);
     int64_t rows = x->rank == 0 ? 1 : x->shape[0], q = dist_rank();
     set_dx(s, &dx[0], slice_axis(s, sg, 0, q * rows, (q + 1) * rows, x->rank == 0), x);
+    END;
+}
+
+/* ---- fused batch normalization (tensor/kernels_bn.c) ---------------------------- */
+
+/* per-channel sums: t summed over every axis but the last, to shape (C,) */
+static tfe_tensor *csum(scope *s, tfe_tensor *t, int64_t C) {
+    return t ? scope_keep(s, tfe_unbroadcast(t, 1, &C)) : NULL;
+}
+
+/* the rows N (elements per channel) of x; -1 + error when unknown */
+static double bn_rows(scope *s, const tfe_tensor *x) {
+    int64_t n = 1;
+    for (int i = 0; i < x->rank - 1; i++) {
+        if (x->shape[i] < 0) {
+            tfe_error_set("batch_norm: second derivatives need the batch's shape known when traced");
+            s->failed = true;
+            return -1;
+        }
+        n *= x->shape[i];
+    }
+    return (double)n;
+}
+
+/* batch_norm_train(x, gamma, beta) -> y, mean, var: one batch_norm_grad op
+ * (the closed form, mean's and var's gradients folded in) */
+RULE(grad_batch_norm_train) {
+    BEGIN;
+    tfe_tensor *g = c->in[1], *b = c->in[2];
+    if (!wants(x) && !wants(g) && !wants(b)) END;
+    tfe_tensor *in[7] = {cast(s, G, x->dtype), cast(s, dy[1], x->dtype), cast(s, dy[2], x->dtype), x, g, y[1], y[2]};
+    tfe_tensor *o[3] = {0};
+    for (int i = 0; i < 3; i++)
+        if (!in[i]) s->failed = true;
+    if (!s->failed) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.f[0] = c->at->f[0];
+        if (tfe_execute(OP_BATCH_NORM_GRAD, 7, in, &at, o)) s->failed = true;
+        for (int i = 0; i < 3 && !s->failed; i++) scope_keep(s, o[i]);
+    }
+    if (!s->failed) {
+        if (wants(x)) set_dx(s, &dx[0], o[0], x);
+        if (wants(g)) set_dx(s, &dx[1], o[1], g);
+        if (wants(b)) set_dx(s, &dx[2], o[2], b);
+    }
+    END;
+}
+
+/* batch_norm_grad(dy, dmean, dvar, x, g, m, v): with r = rsqrt(v + eps),
+ * xc = x - m, xh = xc r, S sums over rows, N rows, its outputs are
+ *   dx = g r (dy - S(dy)/N - xh S(dy xh)/N) + dmean/N + 2 dvar xc/N,
+ *   dgamma = S(dy xh), dbeta = S(dy);
+ * this rule is their derivative (second derivatives of batch norm), made of
+ * ops. With Gx, Gg, Gb the upstream and u = Gx g r, w = S(u xh),
+ * K = S(Gx dy) - S(Gx) S(dy)/N - S(Gx xh) S(dy xh)/N:
+ *   d dy = Gb + Gg xh + u - S(u)/N - xh w/N, d dmean = S(Gx)/N,
+ *   d dvar = 2 S(Gx xc)/N, d g = r K,
+ *   d xh = Gg dy - dy w/N - u S(dy xh)/N, d xc = 2 Gx dvar/N + r d xh,
+ *   d r = g K + S(xc d xh), d x = d xc, d m = -S(d xc), d v = -r^3/2 d r. */
+RULE(grad_batch_norm_grad) {
+    BEGIN;
+    tfe_tensor *dyv = c->in[0], *dm = c->in[1], *dv = c->in[2], *xx = c->in[3], *g = c->in[4], *m = c->in[5],
+               *v = c->in[6];
+    int64_t C = xx->rank ? xx->shape[xx->rank - 1] : 1;
+    double N = bn_rows(s, xx);
+    if (s->failed) END;
+    tfe_tensor *Gx = cast(s, G, xx->dtype), *Gg = cast(s, dy[1], xx->dtype), *Gb = cast(s, dy[2], xx->dtype);
+    tfe_tensor *r = U(s, OP_RSQRT, Bc(s, OP_ADD, v, c->at->f[0]));
+    tfe_tensor *xc = B(s, OP_SUB, xx, m), *xh = B(s, OP_MUL, xc, r);
+    tfe_tensor *Sdy = csum(s, dyv, C), *Sdyxh = csum(s, B(s, OP_MUL, dyv, xh), C);
+    tfe_tensor *u = B(s, OP_MUL, Gx, B(s, OP_MUL, g, r));
+    tfe_tensor *w = csum(s, B(s, OP_MUL, u, xh), C);
+    tfe_tensor *SGx = csum(s, Gx, C);
+    tfe_tensor *K = B(s, OP_SUB,
+                      B(s, OP_SUB, csum(s, B(s, OP_MUL, Gx, dyv), C), Bc(s, OP_MUL, B(s, OP_MUL, SGx, Sdy), 1 / N)),
+                      Bc(s, OP_MUL, B(s, OP_MUL, csum(s, B(s, OP_MUL, Gx, xh), C), Sdyxh), 1 / N));
+    if (wants(dyv)) {
+        tfe_tensor *t = B(s, OP_ADD, B(s, OP_ADD, Gb, B(s, OP_MUL, Gg, xh)), u);
+        t = B(s, OP_SUB, t, Bc(s, OP_MUL, csum(s, u, C), 1 / N));
+        t = B(s, OP_SUB, t, Bc(s, OP_MUL, B(s, OP_MUL, xh, w), 1 / N));
+        set_dx(s, &dx[0], t, dyv);
+    }
+    if (wants(dm)) set_dx(s, &dx[1], Bc(s, OP_MUL, SGx, 1 / N), dm);
+    if (wants(dv)) set_dx(s, &dx[2], Bc(s, OP_MUL, csum(s, B(s, OP_MUL, Gx, xc), C), 2 / N), dv);
+    if (wants(g)) set_dx(s, &dx[4], B(s, OP_MUL, r, K), g);
+    if (wants(xx) || wants(m) || wants(v)) {
+        tfe_tensor *dxh = B(s, OP_SUB, B(s, OP_SUB, B(s, OP_MUL, Gg, dyv), Bc(s, OP_MUL, B(s, OP_MUL, dyv, w), 1 / N)),
+                            Bc(s, OP_MUL, B(s, OP_MUL, u, Sdyxh), 1 / N));
+        tfe_tensor *dxc = B(s, OP_ADD, Bc(s, OP_MUL, B(s, OP_MUL, Gx, dv), 2 / N), B(s, OP_MUL, r, dxh));
+        if (wants(xx)) set_dx(s, &dx[3], dxc, xx);
+        if (wants(m)) set_dx(s, &dx[5], U(s, OP_NEG, csum(s, dxc, C)), m);
+        if (wants(v)) {
+            tfe_tensor *dr = B(s, OP_ADD, B(s, OP_MUL, g, K), csum(s, B(s, OP_MUL, xc, dxh), C));
+            tfe_tensor *r3 = B(s, OP_MUL, B(s, OP_MUL, r, r), r);
+            set_dx(s, &dx[6], B(s, OP_MUL, Bc(s, OP_MUL, r3, -0.5), dr), v);
+        }
+    }
+    END;
+}
+
+/* batch_norm_infer(x, g, b, m, v) = (x - m) r g + b, r = rsqrt(v + eps) */
+RULE(grad_batch_norm_infer) {
+    BEGIN;
+    tfe_tensor *g = c->in[1], *b = c->in[2], *m = c->in[3], *v = c->in[4];
+    int64_t C = x->rank ? x->shape[x->rank - 1] : 1;
+    tfe_tensor *Gx = cast(s, G, x->dtype);
+    tfe_tensor *r = U(s, OP_RSQRT, Bc(s, OP_ADD, v, c->at->f[0]));
+    tfe_tensor *xc = B(s, OP_SUB, x, m);
+    tfe_tensor *Ggr = B(s, OP_MUL, Gx, B(s, OP_MUL, g, r));
+    if (wants(x)) set_dx(s, &dx[0], Ggr, x);
+    if (wants(g)) set_dx(s, &dx[1], csum(s, B(s, OP_MUL, B(s, OP_MUL, Gx, xc), r), C), g);
+    if (wants(b)) set_dx(s, &dx[2], csum(s, Gx, C), b);
+    if (wants(m)) set_dx(s, &dx[3], U(s, OP_NEG, csum(s, Ggr, C)), m);
+    if (wants(v)) {
+        tfe_tensor *r3 = B(s, OP_MUL, B(s, OP_MUL, r, r), r);
+        set_dx(s, &dx[4], B(s, OP_MUL, csum(s, B(s, OP_MUL, B(s, OP_MUL, Gx, g), xc), C), Bc(s, OP_MUL, r3, -0.5)), v);
+    }
     END;
 }

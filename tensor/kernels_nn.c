@@ -392,6 +392,89 @@ static bool is_pointwise(const geom *g) {
            g->n * g->oh * g->ow <= INT32_MAX;
 }
 
+/* The epilogue of conv2d_bias and conv2d_bias_relu: each output element t of
+ * channel j becomes t + bias[j] (bias[j] + t when bias_first: the add's
+ * operand order), then relu(t), with the formulas of k_add and k_relu
+ * (tensor/elem.def), so the fused op is bitwise conv2d, add and relu run one
+ * after the other. The passes apply it where they write the output: in the
+ * register tiles' last store (float32 paths), or to each chunk's rows right
+ * after its GEMM (OpenBLAS paths), while they are in cache. */
+typedef struct conv_ep {
+    const void *bias;
+    bool bias_first, relu;
+} conv_ep;
+
+/* y[k] (k < n, from a row's start) with p[k] (the bias repeated), one
+ * variant a loop with the flags constant, so that each vectorizes */
+#define EP_LOOP(T, ADD, RELU)                                                          \
+    for (int64_t k = 0; k < n; k++) {                                                  \
+        T t = ADD;                                                                     \
+        if (RELU) t = t > 0 || t != t ? t : (T)0;                                      \
+        yy[k] = t;                                                                     \
+    }
+/* Rows of few channels (6 in LeNet's first conv) are too short a loop: the
+ * bias is repeated over about 1024 elements, rows back to back, so the
+ * loop runs over those. */
+#define EP_ROWS(T)                                                                     \
+    static void ep_rows_##T(T *y, int64_t rows, int64_t co, const T *b, bool bias_first, \
+                            bool relu) {                                               \
+        T pat[1024];                                                                   \
+        const T *p = b;                                                                \
+        int64_t len = co, total = rows * co;                                           \
+        if (co < 64) {                                                                 \
+            int64_t m = 1024 / co;                                                     \
+            for (int64_t r = 0; r < m; r++)                                            \
+                for (int64_t j = 0; j < co; j++) pat[r * co + j] = b[j];               \
+            p = pat;                                                                   \
+            len = m * co;                                                              \
+        }                                                                              \
+        for (int64_t i0 = 0; i0 < total; i0 += len) {                                  \
+            int64_t n = total - i0 < len ? total - i0 : len;                           \
+            T *restrict yy = y + i0;                                                   \
+            const T *restrict q = p;                                                   \
+            if (bias_first && relu) EP_LOOP(T, q[k] + yy[k], 1)                        \
+            else if (bias_first) EP_LOOP(T, q[k] + yy[k], 0)                           \
+            else if (relu) EP_LOOP(T, yy[k] + q[k], 1)                                 \
+            else EP_LOOP(T, yy[k] + q[k], 0)                                           \
+        }                                                                              \
+    }
+EP_ROWS(float)
+EP_ROWS(double)
+
+static void ep_rows(bool f64, char *y, int64_t rows, int64_t co, const conv_ep *ep) {
+    if (!ep) return;
+    if (f64) ep_rows_double((double *)y, rows, co, ep->bias, ep->bias_first, ep->relu);
+    else ep_rows_float((float *)y, rows, co, ep->bias, ep->bias_first, ep->relu);
+}
+
+typedef struct ep_job {
+    bool f64;
+    char *y;
+    int64_t co;
+    const conv_ep *ep;
+} ep_job;
+
+static void ep_range(int64_t r0, int64_t r1, void *vctx) {
+    const ep_job *e = vctx;
+    ep_rows(e->f64, e->y + (size_t)(r0 * e->co) * (e->f64 ? 8 : 4), r1 - r0, e->co, e->ep);
+}
+
+/* The epilogue over rows of a GEMM's output that OpenBLAS wrote in one call
+ * (pointwise convs, the batched form), split over the threads. */
+static void ep_rows_par(bool f64, char *y, int64_t rows, int64_t co, const conv_ep *ep) {
+    if (!ep || rows * co == 0) return;
+    ep_job e = {.f64 = f64, .y = y, .co = co, .ep = ep};
+    int64_t grain = 16384 / co;
+    tfe_parallel_for(rows, grain < 1 ? 1 : grain, ep_range, &e);
+}
+
+/* The float32 register tiles' form of an epilogue (NULL: none). */
+static const tfe_sgemm_ep *sgemm_ep(const conv_ep *ep, tfe_sgemm_ep *buf) {
+    if (!ep) return NULL;
+    *buf = (tfe_sgemm_ep){.bias = ep->bias, .bias_first = ep->bias_first, .relu = ep->relu};
+    return buf;
+}
+
 /* ---- the conv passes, im2col + GEMM per chunk of images ----------------------
  * All three passes (forward, d/dx, d/dw) walk the batch in chunks of nb
  * images. Small problems (a chunk's GEMM below OpenBLAS's own threading
@@ -423,6 +506,7 @@ typedef struct conv_job {
     size_t colsz;
     int64_t nb, nchunks, nslots, ngroups;
     int64_t next;             /* next chunk (FWD, DX) or group (DW) to claim (atomic) */
+    const conv_ep *ep;        /* FWD: the epilogue, or NULL */
 } conv_job;
 
 /* One chunk (images [ch*nb, ...)) of a pass; DW adds into (or, first,
@@ -446,6 +530,7 @@ static void conv_chunk(const conv_job *j, int64_t ch, char *col, char *acc, bool
         /* y (M x Cout) = col (M x K) @ w (K x Cout) */
         gemm(f64, tr, false, M, g->co, K, col, tr ? M : K, j->w, g->co, false,
              j->out + (size_t)(n0 * P * g->co) * es, g->co);
+        ep_rows(f64, j->out + (size_t)(n0 * P * g->co) * es, M, g->co, j->ep);
         break;
     case CONV_DX:
         /* dcol (M x K) = dy (M x Cout) @ w^T, or its transpose */
@@ -566,6 +651,7 @@ typedef struct f32_job {
     int64_t nq, nb, cpi;      /* rows a chunk (nq < oh) or images a chunk (nb), chunks an image */
     int64_t nchunks, ntasks;
     int64_t next;             /* next task to claim (atomic) */
+    const tfe_sgemm_ep *ep;   /* FWD: the epilogue, or NULL */
 } f32_job;
 
 /* Output rows [*q0, *q1) of chunk ch. */
@@ -604,7 +690,7 @@ static void f32_chunk(const f32_job *j, int64_t ch, float *col, float *acc, bool
     switch (j->kind) {
     case CONV_FWD:
         im2col_float_avx512(g, (const char *)j->x, (char *)col, q0, q1);
-        tfe_sgemm_small(M, g->co, K, col, K, 1, j->w, g->co, j->out + r0 * g->co, g->co, false);
+        tfe_sgemm_small_ep(M, g->co, K, col, K, 1, j->w, g->co, j->out + r0 * g->co, g->co, j->ep);
         break;
     case CONV_DX:
         tfe_sgemm_small(M, K, g->co, j->dy + r0 * g->co, g->co, 1, j->w, K, col, K, false);
@@ -651,9 +737,9 @@ static bool f32_path(bool f64, const geom *g) {
 
 /* Runs one pass (out: y, zeroed dx or dw). */
 static int f32_run(const geom *g, int kind, const void *x, const void *w, const void *dy,
-                   void *out) {
+                   void *out, const tfe_sgemm_ep *ep) {
     int64_t K = g->kh * g->kw * g->c, rowk = g->ow * K;
-    f32_job j = {.g = g, .kind = kind, .x = x, .w = w, .dy = dy, .out = out};
+    f32_job j = {.g = g, .kind = kind, .x = x, .w = w, .dy = dy, .out = out, .ep = ep};
     /* d/dw's chunks are larger: each adds its K x Cout sum into the group's */
     int64_t budget = kind == CONV_DW ? 4 * F32_COL : F32_COL;
     if (g->oh * rowk <= budget) {
@@ -702,6 +788,7 @@ typedef struct direct_job {
     float *out;               /* (N, oh, ow, co) */
     int64_t hp, wp, cs, kh, kw, dh, sh, sw, oh, ow, co;
     int64_t kb;               /* the GEMM's sum blocks */
+    const tfe_sgemm_ep *ep;   /* the epilogue, or NULL */
 } direct_job;
 
 static void direct_rows(int64_t q0, int64_t q1, void *vctx) {
@@ -709,9 +796,9 @@ static void direct_rows(int64_t q0, int64_t q1, void *vctx) {
     for (int64_t q = q0; q < q1 && !tfe_interrupted; q++) {
         int64_t n = q / d->oh, oi = q % d->oh;
         const float *a = d->src + ((n * d->hp + oi * d->sh) * d->wp) * d->cs;
-        tfe_sgemm_small_seg(d->ow, d->co, d->kh, d->kw * d->cs, d->dh * d->wp * d->cs, d->kb, a,
-                            d->sw * d->cs, 1, d->w, d->co, d->out + q * d->ow * d->co, d->co,
-                            false);
+        tfe_sgemm_small_seg_ep(d->ow, d->co, d->kh, d->kw * d->cs, d->dh * d->wp * d->cs, d->kb,
+                               a, d->sw * d->cs, 1, d->w, d->co, d->out + q * d->ow * d->co,
+                               d->co, false, d->ep);
     }
 }
 
@@ -746,7 +833,7 @@ static void pad_images(int64_t n0, int64_t n1, void *vctx) {
 static int direct_conv(const float *src, int64_t n, int64_t h, int64_t w, int64_t cs, int64_t top,
                        int64_t left, int64_t hp, int64_t wp, const float *wv, int64_t kh,
                        int64_t kw, int64_t dh, int64_t sh, int64_t sw, int64_t oh, int64_t ow,
-                       int64_t co, int64_t kb, float *out) {
+                       int64_t co, int64_t kb, float *out, const tfe_sgemm_ep *ep) {
     float *pad = NULL;
     size_t padb = 0;
     if (top || left || hp != h || wp != w) {
@@ -759,7 +846,8 @@ static int direct_conv(const float *src, int64_t n, int64_t h, int64_t w, int64_
         src = pad;
     }
     direct_job d = {.src = src, .w = wv, .out = out, .hp = hp, .wp = wp, .cs = cs, .kh = kh,
-                    .kw = kw, .dh = dh, .sh = sh, .sw = sw, .oh = oh, .ow = ow, .co = co, .kb = kb};
+                    .kw = kw, .dh = dh, .sh = sh, .sw = sw, .oh = oh, .ow = ow, .co = co, .kb = kb,
+                    .ep = ep};
     int64_t per = ow * kh * kw * cs * co, grain = per ? 4 * F32_COL * 16 / per : 1;
     tfe_parallel_for(n * oh, grain < 1 ? 1 : grain, direct_rows, &d);
     if (pad) tfe_free(pad, padb);
@@ -775,11 +863,12 @@ static int64_t padded(int64_t x, int64_t lead, int64_t o, int64_t s, int64_t k, 
 
 static bool f32_direct_fwd(bool f64, const geom *g) { return f32_path(f64, g) && g->dw == 1; }
 
-static int f32_forward(const geom *g, const float *x, const float *w, float *y) {
+static int f32_forward(const geom *g, const float *x, const float *w, float *y,
+                       const tfe_sgemm_ep *ep) {
     return direct_conv(x, g->n, g->h, g->w, g->c, g->pt, g->pl,
                        padded(g->h, g->pt, g->oh, g->sh, g->kh, g->dh),
                        padded(g->w, g->pl, g->ow, g->sw, g->kw, 1), w, g->kh, g->kw, g->dh,
-                       g->sh, g->sw, g->oh, g->ow, g->co, 64, y);
+                       g->sh, g->sw, g->oh, g->ow, g->co, 64, y, ep);
 }
 
 /* d/dx as a forward conv: stride 1, width dilation 1, at least 8 input
@@ -807,7 +896,7 @@ static int f32_grad_input_direct(const geom *g, const float *dy, const float *w,
     int64_t top = (g->kh - 1) * g->dh - g->pt, left = g->kw - 1 - g->pl;
     int rc = direct_conv(dy, g->n, g->oh, g->ow, g->co, top, left, g->h + (g->kh - 1) * g->dh,
                          g->w + g->kw - 1, wf, g->kh, g->kw, g->dh, 1, 1, g->h, g->w, g->c,
-                         g->co, dx);
+                         g->co, dx, NULL);
     tfe_free(wf, wfb);
     return rc;
 }
@@ -939,24 +1028,29 @@ static void col2im_range(int64_t i0, int64_t i1, void *vctx) {
     col2im(k->f64, g, k->col + (size_t)i0 * img, k->dx, (k->n0 + i0) * g->oh, (k->n0 + i1) * g->oh);
 }
 
-/* out (N, OH, OW, Cout) = conv(x, w), x contiguous. */
-static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w, tfe_tensor *out) {
+/* out (N, OH, OW, Cout) = conv(x, w), x contiguous, then the epilogue ep
+ * (NULL: none) as each pass writes its rows. */
+static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w, tfe_tensor *out,
+                        const conv_ep *ep) {
     bool f64 = x->dtype == TFE_FLOAT64;
     size_t es = dtype_size(x->dtype);
     int64_t K = g->kh * g->kw * g->c, P = g->oh * g->ow;
+    tfe_sgemm_ep sep;
     if (g->n * P * g->co == 0) return 0;
     if (is_pointwise(g)) {
         gemm(f64, false, false, g->n * P, g->co, K, tensor_data(x), K ? K : 1, tensor_data(w),
              g->co, false, tensor_data(out), g->co);
+        ep_rows_par(f64, tensor_data(out), g->n * P, g->co, ep);
         return 0;
     }
     if (f32_direct_fwd(f64, g))
         return f32_forward(g, (const float *)tensor_data(x), (const float *)tensor_data(w),
-                           (float *)tensor_data(out));
+                           (float *)tensor_data(out), sgemm_ep(ep, &sep));
     if (f32_path(f64, g))
-        return f32_run(g, CONV_FWD, tensor_data(x), tensor_data(w), NULL, tensor_data(out));
+        return f32_run(g, CONV_FWD, tensor_data(x), tensor_data(w), NULL, tensor_data(out),
+                       sgemm_ep(ep, &sep));
     conv_job j = {.g = g, .kind = CONV_FWD, .f64 = f64, .es = es, .x = tensor_data(x),
-                  .w = tensor_data(w), .out = tensor_data(out)};
+                  .w = tensor_data(w), .out = tensor_data(out), .ep = ep};
     if (conv_plan(g, &j)) return conv_run(&j);
     int64_t nb = chunk_batches(g);
     size_t colbytes;
@@ -971,6 +1065,7 @@ static int conv_forward(const geom *g, const tfe_tensor *x, const tfe_tensor *w,
         im2col_batched(g, f64, tensor_data(x), col, n0, cnt);
         gemm(f64, false, false, cnt * P, g->co, K, col, K ? K : 1, tensor_data(w), g->co, false,
              tensor_data(out) + (size_t)(n0 * P * g->co) * es, g->co);
+        ep_rows_par(f64, tensor_data(out) + (size_t)(n0 * P * g->co) * es, cnt * P, g->co, ep);
     }
     tfe_free(col, colbytes);
     return 0;
@@ -986,9 +1081,48 @@ int k_conv2d(const tfe_opcall *c) {
         tensor_decref(x);
         return -1;
     }
-    int rc = conv_forward(&g, x, w, c->out[0]);
+    int rc = conv_forward(&g, x, w, c->out[0], NULL);
     tensor_decref(w);
     tensor_decref(x);
+    return rc;
+}
+
+/* conv2d_bias(x, w, b) and conv2d_bias_relu(x, w, b) (ops_nn.def): conv2d,
+ * then + b (b a vector of the output channels, x's dtype), then relu; what
+ * the optimizer makes of those ops in a staged graph (graph/opt_conv.c).
+ * ints[5] = 1: b was the add's first operand. */
+static int conv_bias_check(const tfe_opcall *c, geom *g) {
+    if (conv_check(c, g) < 0) return -1;
+    const tfe_tensor *b = c->in[2];
+    if (b->rank != 1 || b->shape[0] != g->co || b->dtype != c->in[0]->dtype) {
+        char s[200];
+        tfe_error_set("%s: the bias must be a %s vector of the %lld output channels, got %s %s",
+                      tfe_ops[c->op].name, dtype_name(c->in[0]->dtype), (long long)g->co,
+                      dtype_name(b->dtype), shape_str(b->rank, b->shape, s));
+        return -1;
+    }
+    return 0;
+}
+
+int infer_conv2d_bias(const tfe_opcall *c, tfe_meta *m) {
+    geom g;
+    if (conv_bias_check(c, &g) < 0) return -1;
+    *m = (tfe_meta){.dtype = c->in[0]->dtype, .rank = 4, .shape = {g.n, g.oh, g.ow, g.co}};
+    return 0;
+}
+
+int k_conv2d_bias(const tfe_opcall *c) {
+    geom g;
+    if (conv_bias_check(c, &g) < 0) return -1;
+    tfe_tensor *in[3] = {NULL, NULL, NULL};
+    int rc = -1;
+    for (int i = 0; i < 3; i++)
+        if (!(in[i] = tensor_contiguous(c->in[i]))) goto out;
+    conv_ep ep = {.bias = tensor_data(in[2]), .bias_first = attr_or(c->at, 5, 0) == 1,
+                  .relu = c->op == OP_CONV2D_BIAS_RELU};
+    rc = conv_forward(&g, in[0], in[1], c->out[0], &ep);
+out:
+    for (int i = 0; i < 3; i++) tensor_decref(in[i]);
     return rc;
 }
 
@@ -1054,7 +1188,7 @@ static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_te
         const float *wv = (const float *)tensor_data(wc);
         for (int64_t k = 0; k < K; k++)
             for (int64_t o = 0; o < g.co; o++) wt[o * K + k] = wv[k * g.co + o];
-        int rc = f32_run(&g, CONV_DX, NULL, wt, tensor_data(dyc), tensor_data(dx));
+        int rc = f32_run(&g, CONV_DX, NULL, wt, tensor_data(dyc), tensor_data(dx), NULL);
         tfe_free(wt, wtb);
         if (rc < 0) goto fail;
     } else if (is_pointwise(&g)) {
@@ -1154,7 +1288,7 @@ static int grad_filter_into(const geom *gp, tfe_tensor *x, tfe_tensor *dy, tfe_t
                                    (float *)tensor_data(dw)) < 0)
             goto fail;
     } else if (f32_path(f64, &g)) {
-        if (f32_run(&g, CONV_DW, tensor_data(xc), NULL, tensor_data(dyc), tensor_data(dw)) < 0)
+        if (f32_run(&g, CONV_DW, tensor_data(xc), NULL, tensor_data(dyc), tensor_data(dw), NULL) < 0)
             goto fail;
     } else if (is_pointwise(&g)) {
         /* dW (Cin, Cout) = x^T (Cin, N*P) @ dy (N*P, Cout) */

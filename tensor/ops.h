@@ -106,6 +106,10 @@ tfe_tensor *tfe_unary(tfe_op op, tfe_tensor *x);
 tfe_tensor *tfe_binary(tfe_op op, tfe_tensor *a, tfe_tensor *b);
 tfe_tensor *tfe_call1(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at);
 
+/* Output k > 0 of batch_norm_train / batch_norm_grad has shape (C,), not
+ * output 0's (the infer rule's): the tracer's symbolic outputs ask here. */
+void tfe_batch_norm_out_meta(const tfe_opcall *c, int k, tfe_meta *m);
+
 /* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */
 int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,
                      int *rank_out, int64_t *shape_out);

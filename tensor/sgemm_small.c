@@ -26,16 +26,34 @@ bool tfe_sgemm_small_ok(void) {
 #define AVX512 __attribute__((target("avx512f")))
 #define SUM_BLOCK 64
 
-/* C = s, or C + s when add (R x V vectors, masks mk). */
+/* C = s, or C + s when add (R x V vectors, masks mk). With an epilogue ep
+ * (the last store of a tile), that sum then gets the bias and the relu, in
+ * registers, with the formulas of k_add and k_relu (tensor/elem.def): the
+ * same float ops on the same values as storing the sum and running the two
+ * ops after. */
 static inline __attribute__((always_inline)) AVX512 void store(const int R, const int V, float *c,
                                                               int64_t ldc, const __mmask16 *mk,
-                                                              __m512 s[12][4], bool add) {
+                                                              __m512 s[12][4], bool add,
+                                                              const tfe_sgemm_ep *ep) {
+    __m512 zero = _mm512_setzero_ps(), bias[4] = {zero, zero, zero, zero};
+    if (ep)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) bias[v] = _mm512_maskz_loadu_ps(mk[v], ep->bias + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++) {
             __m512 t = s[r][v];
             if (add) t = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v), t);
+            if (ep) {
+                t = ep->bias_first ? _mm512_add_ps(bias[v], t) : _mm512_add_ps(t, bias[v]);
+                if (ep->relu) {
+                    /* x > 0 || x != x ? x : 0 */
+                    __mmask16 keep = _mm512_cmp_ps_mask(t, zero, _CMP_GT_OQ) |
+                                     _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+                    t = _mm512_maskz_mov_ps(keep, t);
+                }
+            }
             _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], t);
         }
 }
@@ -46,12 +64,16 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
                                                              const float *b, int64_t ldb, float *c,
                                                              int64_t ldc, bool acc, const __mmask16 *mk,
                                                              int64_t nseg, int64_t segstride,
-                                                             int64_t kb) {
+                                                             int64_t kb, const bool E,
+                                                             const tfe_sgemm_ep *ep) {
+    /* E (a constant where inlined): an epilogue; without one the tile is
+     * compiled as if none existed */
     __m512 s[12][4];
     bool have = acc; /* C holds the running sum */
     for (int64_t sg = 0; sg < nseg; sg++) {
         const float *ak = a + sg * segstride;
         for (int64_t k0 = 0; k0 < k; k0 += kb) {
+            bool last = E && sg == nseg - 1 && k0 + kb >= k;
             int64_t k1 = k - k0 < kb ? k - k0 : kb;
 #pragma GCC unroll 12
             for (int r = 0; r < R; r++)
@@ -68,7 +90,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
                     for (int v = 0; v < V; v++) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
                 }
             }
-            store(R, V, c, ldc, mk, s, have);
+            store(R, V, c, ldc, mk, s, have, E && last ? ep : NULL);
             have = true;
         }
     }
@@ -77,20 +99,20 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
         for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
             for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_ps();
-        store(R, V, c, ldc, mk, s, false);
+        store(R, V, c, ldc, mk, s, false, E ? ep : NULL);
     }
 }
 
 /* The rows of one column block of V vectors, R at a time (RMAX a tile). */
-#define ROWS(V, RMAX, ...)                                                                   \
-    AVX512 static void rows_v##V(int64_t m, int64_t k, const float *a, int64_t ars,          \
+#define ROWS(V, RMAX, E, SUF, ...)                                                           \
+    AVX512 static void rows_v##V##SUF(int64_t m, int64_t k, const float *a, int64_t ars,     \
                                  int64_t aks, const float *b, int64_t ldb, float *c,         \
                                  int64_t ldc, bool acc, const __mmask16 *mk, int64_t nseg,   \
-                                 int64_t segstride, int64_t kb) {                            \
+                                 int64_t segstride, int64_t kb, const tfe_sgemm_ep *ep) {    \
         int64_t r0 = 0;                                                                      \
         for (; r0 + RMAX <= m; r0 += RMAX)                                                   \
             tile(RMAX, V, k, a + r0 * ars, ars, aks, b, ldb, c + r0 * ldc, ldc, acc, mk,     \
-                 nseg, segstride, kb);                                                       \
+                 nseg, segstride, kb, E, ep);                                                \
         const float *ar = a + r0 * ars;                                                      \
         float *cr = c + r0 * ldc;                                                            \
         switch (m - r0) {                                                                    \
@@ -98,25 +120,44 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
         default: break;                                                                      \
         }                                                                                    \
     }
-#define REM(R, V) \
-    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk, nseg, segstride, kb); break;
+#define REM(R, V, E) \
+    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk, nseg, segstride, kb, E, ep); break;
 
-ROWS(1, 12, REM(1, 1) REM(2, 1) REM(3, 1) REM(4, 1) REM(5, 1) REM(6, 1) REM(7, 1) REM(8, 1)
-         REM(9, 1) REM(10, 1) REM(11, 1))
-ROWS(2, 8, REM(1, 2) REM(2, 2) REM(3, 2) REM(4, 2) REM(5, 2) REM(6, 2) REM(7, 2))
-ROWS(3, 6, REM(1, 3) REM(2, 3) REM(3, 3) REM(4, 3) REM(5, 3))
-ROWS(4, 6, REM(1, 4) REM(2, 4) REM(3, 4) REM(4, 4) REM(5, 4))
+/* each twice: without an epilogue, and with one (_ep) */
+#define ALL_ROWS(E, SUF)                                                                     \
+    ROWS(1, 12, E, SUF, REM(1, 1, E) REM(2, 1, E) REM(3, 1, E) REM(4, 1, E) REM(5, 1, E)     \
+         REM(6, 1, E) REM(7, 1, E) REM(8, 1, E) REM(9, 1, E) REM(10, 1, E) REM(11, 1, E))    \
+    ROWS(2, 8, E, SUF, REM(1, 2, E) REM(2, 2, E) REM(3, 2, E) REM(4, 2, E) REM(5, 2, E)      \
+         REM(6, 2, E) REM(7, 2, E))                                                          \
+    ROWS(3, 6, E, SUF, REM(1, 3, E) REM(2, 3, E) REM(3, 3, E) REM(4, 3, E) REM(5, 3, E))     \
+    ROWS(4, 6, E, SUF, REM(1, 4, E) REM(2, 4, E) REM(3, 4, E) REM(4, 4, E) REM(5, 4, E))
+ALL_ROWS(false, )
+ALL_ROWS(true, _ep)
 
 AVX512 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
                             int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
                             bool acc) {
-    tfe_sgemm_small_seg(m, n, 1, k, 0, SUM_BLOCK, a, ars, aks, b, ldb, c, ldc, acc);
+    tfe_sgemm_small_seg_ep(m, n, 1, k, 0, SUM_BLOCK, a, ars, aks, b, ldb, c, ldc, acc, NULL);
+}
+
+AVX512 void tfe_sgemm_small_ep(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                               int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
+                               const tfe_sgemm_ep *ep) {
+    tfe_sgemm_small_seg_ep(m, n, 1, k, 0, SUM_BLOCK, a, ars, aks, b, ldb, c, ldc, false, ep);
 }
 
 AVX512 void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen,
                                 int64_t segstride, int64_t kb, const float *a, int64_t ars,
                                 int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
                                 bool acc) {
+    tfe_sgemm_small_seg_ep(m, n, nseg, seglen, segstride, kb, a, ars, aks, b, ldb, c, ldc, acc,
+                           NULL);
+}
+
+AVX512 void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t seglen,
+                                   int64_t segstride, int64_t kb, const float *a, int64_t ars,
+                                   int64_t aks, const float *b, int64_t ldb, float *c,
+                                   int64_t ldc, bool acc, const tfe_sgemm_ep *ep) {
     int64_t k = seglen;
     if (kb < 1) kb = 1;
     if (m <= 0 || n <= 0) return;
@@ -131,11 +172,27 @@ AVX512 void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t segl
         }
         const float *bj = b + j0;
         float *cj = c + j0;
+        /* the epilogue's bias for this column block */
+        tfe_sgemm_ep epj, *e = NULL;
+        if (ep) {
+            epj = *ep;
+            epj.bias += j0;
+            e = &epj;
+        }
+        if (e) {
+            switch (V) {
+            case 1: rows_v1_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            case 2: rows_v2_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            case 3: rows_v3_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            default: rows_v4_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            }
+            continue;
+        }
         switch (V) {
-        case 1: rows_v1(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
-        case 2: rows_v2(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
-        case 3: rows_v3(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
-        default: rows_v4(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb); break;
+        case 1: rows_v1(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+        case 2: rows_v2(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+        case 3: rows_v3(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+        default: rows_v4(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
         }
     }
 }
@@ -155,6 +212,19 @@ void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int
                          int64_t ldb, float *c, int64_t ldc, bool acc) {
     (void)m, (void)n, (void)nseg, (void)seglen, (void)segstride, (void)kb, (void)a, (void)ars, (void)aks,
         (void)b, (void)ldb, (void)c, (void)ldc, (void)acc;
+}
+
+void tfe_sgemm_small_ep(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t aks,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, const tfe_sgemm_ep *ep) {
+    (void)m, (void)n, (void)k, (void)a, (void)ars, (void)aks, (void)b, (void)ldb, (void)c,
+        (void)ldc, (void)ep;
+}
+
+void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t segstride,
+                            int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
+                            int64_t ldb, float *c, int64_t ldc, bool acc, const tfe_sgemm_ep *ep) {
+    (void)m, (void)n, (void)nseg, (void)seglen, (void)segstride, (void)kb, (void)a, (void)ars,
+        (void)aks, (void)b, (void)ldb, (void)c, (void)ldc, (void)acc, (void)ep;
 }
 
 #endif

@@ -29,6 +29,23 @@ void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int
                          int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
                          int64_t ldb, float *c, int64_t ldc, bool acc);
 
+/* An epilogue of the GEMM's last store: each finished element t of column
+ * j becomes t + bias[j] (bias[j] + t when bias_first), then relu's
+ * (t > 0 || t != t ? t : 0) when relu: the formulas of k_add and k_relu, on
+ * the sum still in registers (conv2d_bias, tensor/kernels_nn.c). */
+typedef struct tfe_sgemm_ep {
+    const float *bias;
+    bool bias_first, relu;
+} tfe_sgemm_ep;
+
+/* tfe_sgemm_small (acc false) and tfe_sgemm_small_seg with an epilogue
+ * (NULL: none). */
+void tfe_sgemm_small_ep(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars, int64_t aks,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, const tfe_sgemm_ep *ep);
+void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t segstride,
+                            int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
+                            int64_t ldb, float *c, int64_t ldc, bool acc, const tfe_sgemm_ep *ep);
+
 /* The attribute that compiles a function for the CPUs tfe_sgemm_small runs on. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define F32_TARGET __attribute__((target("avx512f")))

@@ -382,6 +382,28 @@ def index_cases():
                "return __obj($inner.gradient($o, $X))"],
          ins={"X": arr((3, 4), "away"), "u": arr((3, 4))}, wrt=["u"],
          label="d/du of d/dx sum(relu(x) * u) (nested tapes)")
+    # fused batch norm: the forward's gradient (the op batch_norm_grad, mean's
+    # and var's gradients folded in), the inference form's, and batch_norm_grad's
+    # own (second derivatives, nested tapes)
+    case("batch_norm_train", "batch_norm_train($x, $g, $b, 0.01)[0] * $u",
+         {"x": arr((3, 2, 4)), "g": arr((4,)), "b": arr((4,)), "u": arr((3, 2, 4))}, wrt=["x", "g", "b"],
+         label="y of batch_norm_train")
+    case("batch_norm_train", body=["let ($y, $m, $v) = batch_norm_train($x, $g, $b, 0.01)",
+                                   "return __obj($y * $u + $m * $p + $v * $q)"],
+         ins={"x": arr((5, 3)), "g": arr((3,)), "b": arr((3,)), "u": arr((5, 3)), "p": arr((3,)), "q": arr((3,))},
+         wrt=["x", "g", "b"], label="y, mean and var of batch_norm_train")
+    case("batch_norm_infer", "batch_norm_infer($x, $g, $b, $m, $v, eps=0.01)",
+         {"x": arr((3, 4)), "g": arr((4,)), "b": arr((4,)), "m": arr((4,)), "v": arr((4,), "pos")},
+         label="batch_norm_infer")
+    case("batch_norm_grad",
+         body=["with tape() as $inner {", "    $inner.watch($x)", "    $inner.watch($g)",
+               "    let ($y, $m, $v) = batch_norm_train($x, $g, $b, 0.01)",
+               "    let $o = sum($y * $u + $m * $p + $v * $q)", "}",
+               "let $d = $inner.gradient($o, ($x, $g))",
+               "return __obj($d[0] * $h + $d[1] * $k)"],
+         ins={"x": arr((4, 3)), "g": arr((3,)), "b": arr((3,)), "u": arr((4, 3)), "p": arr((3,)), "q": arr((3,)),
+              "h": arr((4, 3)), "k": arr((3,))},
+         wrt=["x", "g", "u", "p", "q"], label="second derivatives of batch_norm_train (nested tapes)")
     for fwd, xs, us in (("avg_pool2d($X, 2)", (1, 4, 4, 1), (1, 2, 2, 1)),
                         ('avg_pool2d($X, 3, stride=2, padding="same")', (1, 4, 4, 1), (1, 2, 2, 1))):
         case("avg_pool2d_grad",
@@ -389,6 +411,12 @@ def index_cases():
                    "return __obj($inner.gradient($o, $X))"],
              ins={"X": arr(xs), "u": arr(us)}, wrt=["u"],
              label=f"d/du of d/dx sum({fwd} * u) (nested tapes)")
+    # conv2d_bias(_relu): conv2d + b (+ relu) in a staged function, which the
+    # optimizer fuses (graph/opt_conv.c); its gradient, first and second order
+    for op, body in (("conv2d_bias_relu", 'relu(conv2d(x, w, padding="same") + b)'),
+                     ("conv2d_bias", "b + conv2d(x, w, stride=2)")):
+        case(op, body=[f"let $g = staged(fn (x, w, b) {{ return {body} }})", "return __obj($g($x, $w, $b))"],
+             ins={"x": arr((2, 4, 4, 2)), "w": arr((3, 3, 2, 3)), "b": arr((3,))}, label=f"staged {body}")
     case("dropout", "dropout($x, 0.5, seed=3)", {"x": arr((3, 4))})
     case("dropout", "dropout($x, 0.25, seed=11) * $x", {"x": arr((8,))})
     # several integer-tensor indices: one gather over the merged axes

@@ -105,10 +105,12 @@ CASES = {
     "set_slice": ("{ let y = a\n y[1:3, ::-2] = b\n return y }", [R((4, 5)), R((3,))]),
     # only a gradient rule makes it (take_along_axis's): a tape inside the function
     "put_along_axis_add": ("grad_of_take(a, b, c)", [R((3, 4)), R((3, 2), I64, 0, 3), R((3, 2))]),
+    "batch_norm_train": ("batch_norm_train(a, b, c, 0.001)", [R((2, 3, 3, 4)), R((4,)), R((4,))]),
+    "batch_norm_infer": ("batch_norm_infer(a, b, c, b * 0.5, c * c + 0.5, 0.01)", [R((2, 3, 4)), R((4,)), R((4,))]),
 }
-TUPLE_RESULT = {"split"}
+TUPLE_RESULT = {"split", "batch_norm_train"}
 # ops whose exported model import_onnx reads back: the same bits as tfe's
-IMPORT_BACK = {"conv2d", "max_pool2d", "avg_pool2d", "maximum", "minimum", "add"}
+IMPORT_BACK = {"conv2d", "max_pool2d", "avg_pool2d", "maximum", "minimum", "add", "max", "min", "sign", "relu"}
 # made at trace time as constants: no node of theirs in graph() (export writes
 # one the same way, as an initializer)
 FOLDED = {"full", "arange", "linspace", "eye", "copy"}
@@ -710,6 +712,13 @@ NAME_ERRORS = [
     # a slice of a size the body read: no constant bounds
     ("@staged\nfn f(x) { return x[:x.shape[0] - 1] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"b\")\n",
      "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic: f's graph depends on its size"),
+    # a dim needs a name; a file that cannot be written said once
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic=\"\", path=\"{w}/e.onnx\")\n",
+     "prog.tfe:3:1: error: export(): dynamic.x is \"\": a dim needs a name"),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones((2, 3)), dynamic={x: (\"\", nil)}, path=\"{w}/e.onnx\")\n",
+     "prog.tfe:3:1: error: export(): dynamic.x[0] must be a dim name (a string, not \"\") or nil, got \"\""),
+    ("@staged\nfn f(x) { return x }\nexport(f, ones(3), path=\"/nonexistent/dir/m.onnx\")\n",
+     "prog.tfe:3:1: error: export(): cannot write '/nonexistent/dir/m.onnx': No such file or directory\n"),
 ]
 
 
@@ -833,8 +842,171 @@ def dyn_scatter(work):
     return fails
 
 
+def exact(g, w):
+    """The same values bit for bit: NaN where NaN, the sign of a zero too."""
+    if g.dtype != w.dtype or g.shape != w.shape:
+        return False
+    if w.dtype.kind != "f":
+        return np.array_equal(g, w)
+    return bool(np.all((np.isnan(g) & np.isnan(w)) | ((g == w) & (np.signbit(g) == np.signbit(w)))))
+
+
+# (name, body of fn f(a, b), inputs, batch sizes to run at with dynamic="batch" or None)
+SEMANTICS = [
+    # bool arithmetic: tfe promotes as NumPy does (bool + bool is int64 ...)
+    ("bool_add", "(a > 1.0) + (a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_mul", "(a > 1.0) * (a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_max", "maximum(a > 1.0, a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_min", "minimum(a > 1.0, a > 2.0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_argmax", "argmax(a > 2.0, axis=0)", [np.array([0.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_argmin", "argmin(a > 2.0)", [np.array([2.5, 1.5, 2.5, 3.0], F32)], None),
+    ("bool_unary", "{ return (abs(a > 0.0), relu(a > 0.0), square(a > 0.0), floor(a > 0.0), clip(a > 0.0, false, true)) }",
+     [np.array([-1.5, 0.0, 2.5, np.nan], F32)], None),
+    ("int_unary", "{ let i = cast(a, int32)\n return (round(i), ceil(cast(a, int64)), isnan(i), isfinite(i), isfinite(a > 0.0)) }",
+     [np.array([-1.5, 0.0, 2.5, 7.0], F32)], None),
+    ("relu_int", "relu(a)", [np.array([-3, 0, 5, -9223372036854775807], I64)], None),
+    ("relu_int32", "relu(a)", [np.array([-3, 0, 5], I32)], None),
+    ("where_bool", "where(a > 0.0, a > 1.0, a < -1.0)", [np.array([-2.0, -0.5, 0.5, 2.0], F32)], None),
+    # reductions and argmax with NaN, empty any/all
+    ("any_empty", "any(a[0:0] > 0.0)", [np.array([1.0, 2.0], F32)], None),
+    ("all_empty", "all(a[0:0] > 0.0)", [np.array([1.0, 2.0], F32)], None),
+    ("max_nan", "{ return (max(a), min(a), max(a, axis=1), min(a, axis=0)) }",
+     [np.array([[1.0, np.nan, 0.0, 2.0], [1.0, 3.0, -1.0, 2.0]], F32)], None),
+    ("argmax_nan", "{ return (argmax(a, axis=1), argmin(a, axis=1), argmax(a), argmin(a)) }",
+     [np.array([[1.0, np.nan, 0.0, np.nan], [1.0, 3.0, -1.0, 2.0]], F32)], None),
+    ("maximum_nan", "{ return (maximum(a, 0.0), minimum(a, 0.0), clip(a, -1.0, 1.0)) }",
+     [np.array([1.0, np.nan, -2.0], F32)], None),
+    # signed zeros and the like
+    ("relu_negzero", "relu(a)", [np.array([-0.0, 0.0, -1.0, 2.0], F32)], None),
+    ("sign_negzero", "sign(a)", [np.array([-0.0, 0.0, -1.0, 2.0, np.nan], F32)], None),
+    ("mod_zero", "{ return (a % -0.75, a % 0.75) }", [np.array([0.0, -0.0, 1.5, -1.5, 0.3], F32)], None),
+    ("floordiv_inf", "a // 0.75", [np.array([-np.inf, np.inf, 1.0, -0.3], F32)], None),
+    ("floordiv_inf_divisor", "a // b", [np.array([1.0, -1.0, 0.0, -0.0, np.inf], F32), np.array(-np.inf, F32)], None),
+    ("cast_saturates", "{ return (cast(a, int32), cast(a, int64), cast(cast(a, float64) * 1e10, int64)) }",
+     [np.array([3e9, -3e9, np.nan, 1e20, -1e20, 2147483520.0, -7.9, 7.9, np.inf], F32)], None),
+    ("relu_grad_negzero", "relu_grad(a, b)", [np.array([-0.0, -0.0, 1.0, -2.0], F32), np.array([1.0, -1.0, 0.0, 2.0], F32)], None),
+    ("log1p_small", "log1p(a)", [np.array([1e-10, -1e-10, 1e-5, 0.5, -0.0], F32)], None),
+    # traced if and while with a dynamic batch
+    ("dyn_if", "{ let y = a\n if sum(a) > 0.0 { y = a * 2.0 } else { y = -a }\n return (y,) }",
+     [np.arange(4, dtype=F32) - 1.0], (4, 3, 9)),
+    ("dyn_while", "{ let y = a\n while sum(y) < 100.0 { y = y * 2.0 + 1.0 }\n return (y,) }",
+     [np.arange(4, dtype=F32)], (4, 3, 9)),
+    ("dyn_nested", "{ let y = a\n while sum(y) < 100.0 {\n if sum(y) > 0.0 { y = y * 2.0 + 1.0 } else { y = y - 1.0 }\n }\n"
+     " return (y, sum(y)) }", [np.arange(4, dtype=F32)], (4, 3, 9)),
+]
+
+
+def import_ints(work):
+    """import_onnx computes what onnxruntime does: int Div truncates toward
+    zero, Cast to float16, ReduceMax and ReduceMin over an empty axis; a
+    Cast to a type tfe lacks names it."""
+    from onnx import helper as oh, TensorProto as T
+    fails = []
+
+    def model(nodes, ins, outs, inits=()):
+        g = oh.make_graph(nodes, "g", [oh.make_tensor_value_info(n, t, s) for n, t, s in ins],
+                          [oh.make_tensor_value_info(n, t, None) for n, t in outs], list(inits))
+        m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m
+
+    a64, b64 = np.array([7, -7, 7, -7, 6, 0, -9], I64), np.array([2, 2, -2, -2, 3, -5, 4], I64)
+    e = np.zeros((0, 3), F32)
+    cases = [
+        ("div_i64", model([oh.make_node("Div", ["a", "b"], ["y"])], [("a", T.INT64, [7]), ("b", T.INT64, [7])],
+                          [("y", T.INT64)]), [a64, b64]),
+        ("div_i32", model([oh.make_node("Div", ["a", "b"], ["y"])], [("a", T.INT32, [7]), ("b", T.INT32, [7])],
+                          [("y", T.INT32)]), [a64.astype(I32), b64.astype(I32)]),
+        ("cast_f16", model([oh.make_node("Cast", ["a"], ["h"], to=T.FLOAT16), oh.make_node("Cast", ["h"], ["y"], to=T.FLOAT)],
+                           [("a", T.FLOAT, [4])], [("y", T.FLOAT)]), [np.array([1.0001, 3.14159, 70000.0, -1e-8], F32)]),
+        # a float16 initializer in int32_data (the bits), and one in raw_data
+        ("f16_init", model([oh.make_node("Cast", ["h"], ["hf"], to=T.FLOAT), oh.make_node("Cast", ["r"], ["rf"], to=T.FLOAT),
+                            oh.make_node("Add", ["hf", "rf"], ["s"]), oh.make_node("Add", ["a", "s"], ["y"])],
+                           [("a", T.FLOAT, [3])], [("y", T.FLOAT)],
+                           [oh.make_tensor("h", T.FLOAT16, [3], np.array([1.5, -2.25, 1e-3], np.float16).view(np.uint16).tolist()),
+                            oh.make_tensor("r", T.FLOAT16, [3], np.array([0.1, 7, 65504], np.float16).tobytes(), raw=True)]),
+         [np.array([1.0, 2.0, 3.0], F32)]),
+        ("pow_int_base", model([oh.make_node("Pow", ["a", "b"], ["y"])], [("a", T.INT64, [4]), ("b", T.FLOAT, [4])],
+                               [("y", T.INT64)]), [np.array([2, 3, 4, -2], I64), np.array([0.5, 2.0, 1.5, 3.0], F32)]),
+        ("reducemean_int", model([oh.make_node("ReduceMean", ["a"], ["y"], axes=[1], keepdims=0)], [("a", T.INT64, [2, 3])],
+                                 [("y", T.INT64)]), [np.array([[1, 2, 2], [-1, -2, -2]], I64)]),
+        ("reducemax_empty", model([oh.make_node("ReduceMax", ["a"], ["y"], axes=[0], keepdims=0),
+                                   oh.make_node("ReduceMin", ["a"], ["z"], axes=[0], keepdims=1)],
+                                  [("a", T.FLOAT, [0, 3])], [("y", T.FLOAT), ("z", T.FLOAT)]), [e]),
+    ]
+    for name, m, ins in cases:
+        path = f"{work}/ii_{name}.onnx"
+        onnx.save(m, path)
+        try:
+            want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {
+                i.name: x for i, x in zip(m.graph.input, ins)})
+        except Exception as ex:  # noqa: BLE001
+            fails.append(f"import {name}: onnxruntime: {ex}")
+            continue
+        prog = [f'let m = import_onnx("{path}")']
+        for k, x in enumerate(ins):
+            np.save(f"{work}/ii_{name}_{k}.npy", x)
+        args = ", ".join(f'load_npy("{work}/ii_{name}_{k}.npy")' for k in range(len(ins)))
+        prog.append(f"let r = m({args})\nlet rs = " + ("r" if len(want) > 1 else "(r,)"))
+        prog.append(f'for i in range(len(rs)) {{ save_npy("{work}/ii_{name}_out" + str(i) + ".npy", rs[i]) }}')
+        r = tfe("\n".join(prog) + "\n", work)
+        if r.returncode:
+            fails.append(f"import {name}: {r.stderr[-400:]}")
+            continue
+        for i, w in enumerate(want):
+            g = np.load(f"{work}/ii_{name}_out{i}.npy")
+            if not exact(g, w):
+                fails.append(f"import {name}: output {i} {g.dtype}{g.shape} {g}, onnxruntime's {w.dtype}{w.shape} {w}")
+    path = f"{work}/ii_cast_u8.onnx"
+    onnx.save(model([oh.make_node("Cast", ["a"], ["y"], to=T.UINT8)], [("a", T.FLOAT, [2])], [("y", T.UINT8)]), path)
+    r = tfe(f'let m = import_onnx("{path}")\nlet y = m(ones(2))\n', work)
+    want = "prog.tfe:2:9: error: import_onnx(): Cast to uint8: tfe has no such dtype"
+    if r.returncode != 1 or want not in r.stderr:
+        fails.append(f"import cast_u8: want {want!r}, got rc {r.returncode}: {r.stderr[-300:]}")
+    print(f"onnx_export: {len(cases)} imported models of int Div, float16 Cast and empty reductions give onnxruntime's values (and int Pow, ReduceMean)")
+    return fails
+
+
+def semantics(work):
+    """What tfe computes is what the model computes, bit for bit: bool
+    arithmetic, NaN in reductions and arg-reductions, empty any, signed
+    zeros; and a traced if or while with a dynamic batch at several sizes."""
+    fails = []
+    for name, body, ins, sizes in SEMANTICS:
+        runs = [ins] if sizes is None else [[np.resize(ins[0], (b,))] + ins[1:] for b in sizes]
+        names = "abc"[:len(ins)]
+        lines = [f"@staged\nfn f({', '.join(names)}) " + (body if body.startswith("{") else f"{{ return ({body},) }}")]
+        for k, xs in enumerate(runs):
+            for nm, x in zip(names, xs):
+                np.save(f"{work}/se_{name}_{k}{nm}.npy", x)
+            args = ", ".join(f'load_npy("{work}/se_{name}_{k}{nm}.npy")' for nm in names)
+            lines.append(f"let rs{k} = f({args})")
+            lines.append(f'for i in range(len(rs{k})) {{ save_npy("{work}/se_{name}_{k}_out" + str(i) + ".npy", rs{k}[i]) }}')
+        args = ", ".join(f'load_npy("{work}/se_{name}_0{nm}.npy")' for nm in names)
+        dyn = ', dynamic="batch"' if sizes else ""
+        lines.append(f'export(f, {args}, path="{work}/se_{name}.onnx"{dyn})')
+        r = tfe("\n".join(lines) + "\n", work)
+        if r.returncode:
+            fails.append(f"{name}: tfe failed:\n{r.stderr.strip()[-500:]}")
+            continue
+        for k, xs in enumerate(runs):
+            try:
+                s, got = run_model(f"{work}/se_{name}.onnx", {i.name: x for i, x in zip(
+                    ort.InferenceSession(f"{work}/se_{name}.onnx", providers=["CPUExecutionProvider"]).get_inputs(), xs)})
+            except Exception as e:  # noqa: BLE001
+                fails.append(f"{name} (size {len(xs[0])}): {type(e).__name__}: {str(e)[:300]}")
+                break
+            for i, g in enumerate(got):
+                want = np.load(f"{work}/se_{name}_{k}_out{i}.npy")
+                if not exact(g, want):
+                    fails.append(f"{name} (size {len(xs[0])}) output {i}: {g.dtype}{g.shape} {g} want {want.dtype}{want.shape} {want}")
+    print(f"onnx_export: {len(SEMANTICS)} functions whose model computes tfe's values bit for bit")
+    return fails
+
+
 def later(work):
-    return names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
+    return (names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
+            + semantics(work) + import_ints(work))
 
 
 if __name__ == "__main__":

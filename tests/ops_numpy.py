@@ -1088,6 +1088,74 @@ def nn_grad_cases():
                  pre=["with tape() as $t { $t.watch($x); let $l = sum(relu($x) * $dy) }"],
                  tol=None, needs="tape", label=f"gradient of relu {xs}")
 
+    # conv2d_bias / conv2d_bias_relu: what the optimizer makes of conv2d + b
+    # (+ relu) in a staged function (graph/opt_conv.c); one case a conv path
+    # of tensor/kernels_nn.c (direct float32, register tiles with dilation,
+    # chunked OpenBLAS with few channels, pointwise, float64 batched)
+    fused = [((2, 6, 6, 3), (3, 3, 3, 8), (1, 1), (1, 1), True),
+             ((2, 7, 6, 2), (2, 3, 2, 4), (1, 1), (1, 1), True),
+             ((2, 9, 8, 3), (3, 3, 3, 8), (2, 2), (1, 2), False),
+             ((3, 4, 4, 5), (1, 1, 5, 6), (1, 1), (1, 1), False),
+             ((2, 32, 32, 8), (3, 3, 8, 8), (1, 1), (1, 1), True)]
+    for dt in (F32, F64):
+        for xs, ws, st, dl, same in fused:
+            args = []
+            if st != (1, 1):
+                args.append(f"stride={pair_text(st)}")
+            if same:
+                args.append('padding="same"')
+            if dl != (1, 1):
+                args.append(f"dilation={pair_text(dl)}")
+            extra = "".join(", " + a for a in args)
+            for op, body in (("conv2d_bias_relu", f"relu(conv2d(x, w{extra}) + b)"),
+                             ("conv2d_bias", f"b + conv2d(x, w{extra})")):
+                def ref(x, w, b, st=st, dl=dl, same=same, relu=op.endswith("relu")):
+                    y = conv_ref(x, w, st, dl, same) + b
+                    return np.maximum(y, 0).astype(y.dtype) if relu else y
+                case(op, "$f($x, $w, $b)", {"x": arr(xs, dt), "w": arr(ws, dt), "b": arr(ws[3:], dt)},
+                     ref, pre=[f"let $f = staged(fn (x, w, b) {{ return {body} }})",
+                               "$f($x, $w, $b)"],  # the first call traces; the second runs the graph
+                     tol=tol_for(dt, "sum"),
+                     label=f"staged {body}")
+    # fused batch normalization over the last axis (tensor/kernels_bn.c): the
+    # forward with its batch statistics, the inference form, and the gradient
+    # (the op batch_norm_grad) in closed form; the large case runs by parts
+    def bn_ref(x, g, b, eps):
+        ax = tuple(range(x.ndim - 1))
+        m = x.astype(np.float64).mean(axis=ax)
+        v = x.astype(np.float64).var(axis=ax)
+        y = (x - m) / np.sqrt(v + eps) * g + b
+        return [y.astype(x.dtype), m.astype(x.dtype), v.astype(x.dtype)]
+
+    def bn_grad_ref(x, g, dy, eps):
+        ax = tuple(range(x.ndim - 1))
+        x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+        n = x.size // x.shape[-1]
+        m, v = x64.mean(axis=ax), x64.var(axis=ax)
+        r = 1 / np.sqrt(v + eps)
+        xh = (x64 - m) * r
+        db, dg = dy64.sum(axis=ax), (dy64 * xh).sum(axis=ax)
+        dx = g * r * (dy64 - db / n - xh * dg / n)
+        return [dx.astype(x.dtype), dg.astype(x.dtype), db.astype(x.dtype)]
+
+    for dt in (F32, F64):
+        for xs in ((6, 3), (2, 3, 4, 5), (8, 8, 8, 64)):
+            x, g, b, dy = arr(xs, dt), arr(xs[-1:], dt), arr(xs[-1:], dt), arr(xs, dt)
+            tol = tol_for(dt, "sum")
+            case("batch_norm_train", ["$y", "$m", "$v"], {"x": x, "g": g, "b": b},
+                 lambda x, g, b: bn_ref(x, g, b, 1e-3), pre=["let ($y, $m, $v) = batch_norm_train($x, $g, $b, 0.001)"],
+                 tol=tol, label=f"batch_norm_train {xs}")
+            case("batch_norm_infer", "batch_norm_infer($x, $g, $b, $m, $v, eps=0.01)",
+                 {"x": x, "g": g, "b": b, "m": arr(xs[-1:], dt), "v": np.abs(arr(xs[-1:], dt)) + 0.5},
+                 lambda x, g, b, m, v: ((x - m) / np.sqrt(v + 0.01) * g + b).astype(x.dtype),
+                 tol=tol, label=f"batch_norm_infer {xs}")
+            case("batch_norm_grad", ["$g2[0]", "$g2[1]", "$g2[2]"], {"x": x, "g": g, "b": b, "dy": dy},
+                 lambda x, g, b, dy: bn_grad_ref(x, g, dy, 1e-3),
+                 pre=["with tape() as $t { $t.watch($x); $t.watch($g); $t.watch($b); "
+                      "let $l = sum(batch_norm_train($x, $g, $b, 0.001)[0] * $dy) }",
+                      "let $g2 = $t.gradient($l, ($x, $g, $b))"],
+                 tol=tol, needs="tape", label=f"gradient of batch_norm_train {xs}")
+
 
 # ---- random ops -----------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """opt_property.py — a property test of the graph optimizer (graph/opt*.c:
-dce, fold, algebra, cse, fuse), run by `make check` via opt_property.sh.
+dce, fold, algebra, cse, conv, fuse), run by `make check` via opt_property.sh.
 
 It generates N random tfe programs (default 40, fixed seed) and runs each
 three ways:

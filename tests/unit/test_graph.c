@@ -245,7 +245,7 @@ static void test_optimize_plan(void)
 
     OptReport r;
     CHECK(graph_optimize(g, &r, true) == 0, "graph_optimize: %s", tfe_error_msg());
-    CHECK(r.npasses == 5 && r.before[0] == before, "report: %d passes, %d nodes before", r.npasses, r.before[0]);
+    CHECK(r.npasses == 6 && r.before[0] == before, "report: %d passes, %d nodes before", r.npasses, r.before[0]);
     CHECK(top_nodes(g) < before, "optimized: %d nodes, traced %d", top_nodes(g), before);
     CHECK(r.text[0] && r.text[r.npasses], "the text before and after");
     char *line = opt_report_line(&r);

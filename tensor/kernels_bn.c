@@ -1,0 +1,428 @@
+/* kernels_bn.c — fused batch normalization over the last (channel) axis:
+ * the training forward (y, batch mean, biased batch variance), its backward
+ * (dx, dgamma, dbeta in two passes) and the inference form (given stats). */
+#if defined(__GNUC__) && !defined(__clang__)
+/* no fused multiply-adds (the avx512f clones could contract): y's roundings
+ * are those of the unfused ops */
+#pragma GCC optimize("O3", "fp-contract=off")
+#endif
+#include "tensor/kernels.h"
+
+/* Layout: x is seen as rows of C channels (NHWC: the channel axis is the
+ * last, as tfe's conv2d makes it), so every pass streams whole rows and the
+ * per-channel work is a short contiguous loop that vectorizes.
+ *
+ * Statistics are summed by parts of rows fixed by the sizes alone (those of
+ * k_reduce's column sums: one part below 2 KN_GRAIN elements, else about
+ * KN_GRAIN elements each, at most 64), each part from zero in row order,
+ * the parts added in order: any thread count gives the same bits. The mean
+ * is mean(x, axis=0)'s (float sums of the dtype, then / N), the variance
+ * var(x, axis=0)'s (a two-pass sum in double around the double mean). */
+
+static const char *NAME_OF(const tfe_opcall *c) { return kn_opname(c); }
+
+/* ---- infer rules ------------------------------------------------------------------ */
+
+static int64_t channels(const tfe_tensor *x) { return x->rank ? x->shape[x->rank - 1] : 1; }
+
+static int check_float(const tfe_opcall *c, const tfe_tensor *t, const char *what) {
+    if (t->dtype != TFE_FLOAT32 && t->dtype != TFE_FLOAT64) {
+        tfe_error_set("%s: %s must be float32 or float64, got %s", NAME_OF(c), what, dtype_name(t->dtype));
+        return -1;
+    }
+    return 0;
+}
+
+/* t is float of x's dtype with shape (C,) (C = x's last dim; -1: unknown) */
+static int check_vec(const tfe_opcall *c, const tfe_tensor *x, const tfe_tensor *t, const char *what) {
+    char b1[200], b2[200];
+    int64_t C = channels(x);
+    if (t->dtype != x->dtype) {
+        tfe_error_set("%s: %s is %s, x is %s", NAME_OF(c), what, dtype_name(t->dtype), dtype_name(x->dtype));
+        return -1;
+    }
+    if (t->rank != 1 || (C >= 0 && t->shape[0] >= 0 && t->shape[0] != C)) {
+        tfe_error_set("%s: %s must have shape (%lld,) (the channels of x %s), got %s", NAME_OF(c), what,
+                      (long long)C, shape_str(x->rank, x->shape, b1), shape_str(t->rank, t->shape, b2));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_x(const tfe_opcall *c, const tfe_tensor *x, const char *what) {
+    if (check_float(c, x, what)) return -1;
+    if (x->rank < 1) {
+        tfe_error_set("%s: %s must have rank 1 or more (channels last), got a scalar", NAME_OF(c), what);
+        return -1;
+    }
+    return 0;
+}
+
+/* x, gamma, beta -> y (x's shape); outputs 1, 2 (mean, var) are (C,) */
+int infer_batch_norm_train(const tfe_opcall *c, tfe_meta *m) {
+    const tfe_tensor *x = c->in[0];
+    if (check_x(c, x, "x") || check_vec(c, x, c->in[1], "gamma") || check_vec(c, x, c->in[2], "beta")) return -1;
+    kn_meta_set(m, x->dtype, false, x->rank, x->shape);
+    return 0;
+}
+
+/* dy, dmean, dvar, x, gamma, mean, var -> dx (x's shape); dgamma, dbeta (C,) */
+int infer_batch_norm_grad(const tfe_opcall *c, tfe_meta *m) {
+    const tfe_tensor *dy = c->in[0], *x = c->in[3];
+    if (check_x(c, x, "x") || check_x(c, dy, "dy")) return -1;
+    bool same = dy->rank == x->rank && dy->dtype == x->dtype;
+    for (int i = 0; same && i < x->rank; i++) same = dy->shape[i] == x->shape[i];
+    if (!same) {
+        char b1[200], b2[200];
+        tfe_error_set("%s: dy (%s %s) must be x's dtype and shape (%s %s)", NAME_OF(c), dtype_name(dy->dtype),
+                      shape_str(dy->rank, dy->shape, b1), dtype_name(x->dtype), shape_str(x->rank, x->shape, b2));
+        return -1;
+    }
+    if (check_vec(c, x, c->in[1], "dmean") || check_vec(c, x, c->in[2], "dvar") || check_vec(c, x, c->in[4], "gamma") ||
+        check_vec(c, x, c->in[5], "mean") || check_vec(c, x, c->in[6], "var"))
+        return -1;
+    kn_meta_set(m, x->dtype, false, x->rank, x->shape);
+    return 0;
+}
+
+/* x, gamma, beta, mean, var -> y (x's shape) */
+int infer_batch_norm_infer(const tfe_opcall *c, tfe_meta *m) {
+    const tfe_tensor *x = c->in[0];
+    if (check_x(c, x, "x") || check_vec(c, x, c->in[1], "gamma") || check_vec(c, x, c->in[2], "beta") ||
+        check_vec(c, x, c->in[3], "mean") || check_vec(c, x, c->in[4], "var"))
+        return -1;
+    kn_meta_set(m, x->dtype, false, x->rank, x->shape);
+    return 0;
+}
+
+/* The metadata of output k of a batch-norm op (the tracer's symbolic
+ * outputs: the infer rule describes output 0): (C,) past output 0. */
+void tfe_batch_norm_out_meta(const tfe_opcall *c, int k, tfe_meta *m) {
+    if (k == 0) return;
+    const tfe_tensor *x = c->in[c->op == OP_BATCH_NORM_GRAD ? 3 : 0];
+    int64_t C = channels(x);
+    kn_meta_set(m, x->dtype, false, 1, &C);
+}
+
+/* ---- parts ---------------------------------------------------------------------- */
+
+/* Threads from 8 KN_GRAIN elements (a tensor of 1 MiB): every pass is
+ * cheap and memory-bound (~15 us for ResNet-20's 32x8x8x64 on one core),
+ * less than a worker's wake-up and join cost, and four passes each way
+ * would pay it four times (on a loaded machine a late worker stalls them). */
+#define BN_THREADS (8 * KN_GRAIN)
+
+typedef struct bn_parts { int64_t n, chunk; bool threads; } bn_parts;
+
+/* k_reduce's run_colparts split of rows R of C channels */
+static bn_parts parts_of(int64_t R, int64_t C) {
+    int64_t total = R * C;
+    int64_t n = total < 2 * KN_GRAIN ? 1 : total / KN_GRAIN;
+    if (n > 64) n = 64;
+    if (n > R) n = R;
+    if (n < 1) n = 1;
+    int64_t chunk = (R + n - 1) / n;
+    if (chunk < 1) chunk = 1;
+    n = R ? (R + chunk - 1) / chunk : 1;
+    return (bn_parts){n, chunk, total >= BN_THREADS};
+}
+
+/* elementwise passes: chunks of rows of at least 2 KN_GRAIN elements, on
+ * several threads only from BN_THREADS elements */
+static void rows_for(int64_t R, int64_t C, tfe_range_fn fn, void *ctx) {
+    if (R * C < BN_THREADS) {
+        fn(0, R, ctx);
+        return;
+    }
+    int64_t grain = 2 * KN_GRAIN / (C ? C : 1);
+    tfe_parallel_for(R, grain ? grain : 1, fn, ctx);
+}
+
+/* ---- the kernels, per dtype ------------------------------------------------------- */
+
+/* Each pass is compiled for AVX-512, AVX2 and the baseline, picked at load
+ * time: every channel has its own accumulator, summed in row order, so the
+ * vector width changes no bit. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CLONES
+#endif
+
+typedef struct bn_ctx {
+    const void *x, *dy, *g, *b;
+    void *y;
+    int64_t R, C;
+    bn_parts p;
+    void *fs;          /* per part: sums in the dtype (the mean), C each */
+    double *ds, *ds2;  /* per part: double sums, C each */
+    double *md;        /* the double mean (the variance's centre) */
+    void *m, *rs, *k1, *k2, *k3; /* per channel, the dtype: mean, 1/sqrt(var+eps), coefficients */
+} bn_ctx;
+
+#define BN_FNS(SUF, T)                                                             \
+    /* pass 1: per part, sums of x in T and in double */                           \
+    CLONES static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        for (int64_t k = b; k < e; k++) {                                          \
+            T *restrict fs = (T *)c->fs + k * C;                                   \
+            double *restrict ds = c->ds + k * C;                                   \
+            for (int64_t j = 0; j < C; j++) fs[j] = 0, ds[j] = 0;                  \
+            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
+            for (int64_t r = r0; r < r1; r++) {                                    \
+                const T *restrict x = (const T *)c->x + r * C;                     \
+                for (int64_t j = 0; j < C; j++) fs[j] += x[j];                     \
+                for (int64_t j = 0; j < C; j++) ds[j] += x[j];                     \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* pass 2: per part, sums of squares around the double mean */                 \
+    CLONES static void sq_##SUF(int64_t b, int64_t e, void *vc) {                         \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const double *restrict md = c->md;                                         \
+        for (int64_t k = b; k < e; k++) {                                          \
+            double *restrict ss = c->ds + k * C;                                   \
+            for (int64_t j = 0; j < C; j++) ss[j] = 0;                             \
+            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
+            for (int64_t r = r0; r < r1; r++) {                                    \
+                const T *restrict x = (const T *)c->x + r * C;                     \
+                for (int64_t j = 0; j < C; j++) {                                  \
+                    double d = x[j] - md[j];                                       \
+                    ss[j] += d * d;                                                \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* y = ((x - m) * rs) * g + b: the unfused ops' roundings, in their order */   \
+    CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                       \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
+        for (int64_t r = b; r < e; r++) {                                          \
+            const T *restrict x = (const T *)c->x + r * C;                         \
+            T *restrict y = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = x[j] - m[j];                                                 \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                y[j] = t + bb[j];                                                  \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* backward pass 1: per part, sums of dy and of dy * xhat, in double */        \
+    CLONES static void gsum_##SUF(int64_t b, int64_t e, void *vc) {                       \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs;                          \
+        for (int64_t k = b; k < e; k++) {                                          \
+            double *restrict s1 = c->ds + k * C, *restrict s2 = c->ds2 + k * C;    \
+            for (int64_t j = 0; j < C; j++) s1[j] = 0, s2[j] = 0;                  \
+            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
+            for (int64_t r = r0; r < r1; r++) {                                    \
+                const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
+                for (int64_t j = 0; j < C; j++) {                                  \
+                    T xh = (x[j] - m[j]) * rs[j];                                  \
+                    s1[j] += dy[j];                                                \
+                    s2[j] += (double)dy[j] * xh;                                   \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* backward pass 2: dx = (k1 dy + k2 (x - m)) + k3 */                          \
+    CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                        \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
+        for (int64_t r = b; r < e; r++) {                                          \
+            const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
+            T *restrict dx = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
+        }                                                                          \
+    }
+BN_FNS(f, float)
+BN_FNS(d, double)
+
+static void run_parts(bn_ctx *c, tfe_range_fn fn) {
+    if (c->p.threads && c->p.n > 1) tfe_parallel_for(c->p.n, 1, fn, c);
+    else fn(0, c->p.n, c);
+}
+
+/* x, gamma, beta contiguous in the op's dtype (the infer rule checked the
+ * dtypes; a view is copied) */
+static const void *contig(tfe_tensor *t, tfe_tensor **keep) {
+    *keep = NULL;
+    if (tensor_is_contiguous(t)) return tensor_data(t);
+    if (!(*keep = kn_contig_as(t, t->dtype))) return NULL;
+    return tensor_data(*keep);
+}
+
+#define NKEEP 8
+static void release(tfe_tensor **keep) {
+    for (int i = 0; i < NKEEP; i++)
+        if (keep[i]) tensor_decref(keep[i]);
+}
+
+/* per-channel scratch: n doubles or elements, zeroed */
+static void *scratch(size_t bytes, void **list, size_t *sizes, int *n) {
+    void *p = tfe_alloc(bytes ? bytes : 8);
+    if (!p) return NULL;
+    memset(p, 0, bytes);
+    list[*n] = p;
+    sizes[(*n)++] = bytes ? bytes : 8;
+    return p;
+}
+
+int k_batch_norm_train(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
+    bool f32 = x->dtype == TFE_FLOAT32;
+    size_t es = f32 ? 4 : 8;
+    int64_t C = channels(x), R = C ? tensor_numel(x) / C : 0;
+    double eps = c->at->f[0];
+    void *mem[8];
+    size_t sizes[8];
+    int nmem = 0, rc = -1;
+    tfe_tensor *mo = tensor_new(x->dtype, 1, &C), *vo = mo ? tensor_new(x->dtype, 1, &C) : NULL;
+    if (!vo) goto out;
+    bn_ctx b = {.x = contig(x, &keep[0]), .g = contig(c->in[1], &keep[1]), .b = contig(c->in[2], &keep[2]),
+                .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
+    if (!b.x || !b.g || !b.b) goto out;
+    size_t pc = (size_t)(b.p.n * C);
+    if (!(b.fs = scratch(pc * es, mem, sizes, &nmem)) || !(b.ds = scratch(pc * 8, mem, sizes, &nmem)) ||
+        !(b.md = scratch((size_t)C * 8, mem, sizes, &nmem)) || !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)))
+        goto out;
+    b.m = tensor_data(mo);
+    run_parts(&b, f32 ? sum_f : sum_d);
+    /* the parts in order, from zero: mean(x, axis=0)'s column sum */
+    for (int64_t j = 0; j < C; j++) {
+        double s = 0;
+        if (f32) {
+            float a = 0;
+            for (int64_t k = 0; k < b.p.n; k++) a += ((float *)b.fs)[k * C + j];
+            ((float *)b.m)[j] = a / (float)R;
+        } else {
+            double a = 0;
+            for (int64_t k = 0; k < b.p.n; k++) a += ((double *)b.fs)[k * C + j];
+            ((double *)b.m)[j] = a / (double)R;
+        }
+        for (int64_t k = 0; k < b.p.n; k++) s += b.ds[k * C + j];
+        b.md[j] = s / (double)R;
+    }
+    run_parts(&b, f32 ? sq_f : sq_d);
+    for (int64_t j = 0; j < C; j++) {
+        double ss = 0;
+        for (int64_t k = 0; k < b.p.n; k++) ss += b.ds[k * C + j];
+        if (f32) {
+            float v = (float)(ss / (double)R);
+            ((float *)tensor_data(vo))[j] = v;
+            ((float *)b.rs)[j] = 1.0f / sqrtf(v + (float)eps); /* rsqrt(v + eps), as the ops */
+        } else {
+            double v = ss / (double)R;
+            ((double *)tensor_data(vo))[j] = v;
+            ((double *)b.rs)[j] = 1.0 / sqrt(v + eps);
+        }
+    }
+    rows_for(R, C, f32 ? norm_f : norm_d, &b);
+    rc = kn_poll();
+out:
+    for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
+    release(keep);
+    if (rc) {
+        if (mo) tensor_decref(mo);
+        if (vo) tensor_decref(vo);
+        return -1;
+    }
+    c->out[1] = mo;
+    c->out[2] = vo;
+    return 0;
+}
+
+/* The closed form, with mean/var's own gradients folded in (they are zeros
+ * when no one used them): xh = (x - m) rs, A = g rs,
+ *   dbeta = sum dy, dgamma = sum dy xh,
+ *   dx = A (dy - dbeta/N - xh dgamma/N) + dmean/N + 2 dvar (x - m)/N
+ *      = (A dy + k2 (x - m)) + k3, k2 = 2 dvar/N - A rs dgamma/N,
+ *        k3 = dmean/N - A dbeta/N (per channel, in double, then the dtype). */
+int k_batch_norm_grad(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[3], *keep[NKEEP] = {0};
+    bool f32 = x->dtype == TFE_FLOAT32;
+    size_t es = f32 ? 4 : 8;
+    int64_t C = channels(x), R = C ? tensor_numel(x) / C : 0;
+    double eps = c->at->f[0];
+    void *mem[8];
+    size_t sizes[8];
+    int nmem = 0, rc = -1;
+    tfe_tensor *go = tensor_new(x->dtype, 1, &C), *bo = go ? tensor_new(x->dtype, 1, &C) : NULL;
+    if (!bo) goto out;
+    const void *dm = contig(c->in[1], &keep[1]), *dv = contig(c->in[2], &keep[2]), *g = contig(c->in[4], &keep[4]),
+               *v = contig(c->in[6], &keep[6]);
+    bn_ctx b = {.dy = contig(c->in[0], &keep[0]), .x = contig(x, &keep[3]), .m = (void *)contig(c->in[5], &keep[5]),
+                .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
+    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v) goto out;
+    size_t pc = (size_t)(b.p.n * C);
+    if (!(b.ds = scratch(pc * 8, mem, sizes, &nmem)) || !(b.ds2 = scratch(pc * 8, mem, sizes, &nmem)) ||
+        !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)) || !(b.k1 = scratch((size_t)C * es, mem, sizes, &nmem)) ||
+        !(b.k2 = scratch((size_t)C * es, mem, sizes, &nmem)) || !(b.k3 = scratch((size_t)C * es, mem, sizes, &nmem)))
+        goto out;
+    for (int64_t j = 0; j < C; j++) {
+        if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
+        else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
+    }
+    run_parts(&b, f32 ? gsum_f : gsum_d);
+    double N = (double)R;
+    for (int64_t j = 0; j < C; j++) {
+        double s1 = 0, s2 = 0;
+        for (int64_t k = 0; k < b.p.n; k++) s1 += b.ds[k * C + j], s2 += b.ds2[k * C + j];
+#define GET(p) (f32 ? (double)((const float *)(p))[j] : ((const double *)(p))[j])
+        double rs = GET(b.rs), A = GET(g) * rs;
+        double k2 = 2 * GET(dv) / N - A * rs * s2 / N, k3 = GET(dm) / N - A * s1 / N;
+#undef GET
+        if (f32) {
+            ((float *)b.k1)[j] = (float)A, ((float *)b.k2)[j] = (float)k2, ((float *)b.k3)[j] = (float)k3;
+            ((float *)tensor_data(go))[j] = (float)s2, ((float *)tensor_data(bo))[j] = (float)s1;
+        } else {
+            ((double *)b.k1)[j] = A, ((double *)b.k2)[j] = k2, ((double *)b.k3)[j] = k3;
+            ((double *)tensor_data(go))[j] = s2, ((double *)tensor_data(bo))[j] = s1;
+        }
+    }
+    rows_for(R, C, f32 ? gdx_f : gdx_d, &b);
+    rc = kn_poll();
+out:
+    for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
+    release(keep);
+    if (rc) {
+        if (go) tensor_decref(go);
+        if (bo) tensor_decref(bo);
+        return -1;
+    }
+    c->out[1] = go;
+    c->out[2] = bo;
+    return 0;
+}
+
+/* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */
+int k_batch_norm_infer(const tfe_opcall *c) {
+    tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
+    bool f32 = x->dtype == TFE_FLOAT32;
+    int64_t C = channels(x), R = C ? tensor_numel(x) / C : 0;
+    double eps = c->at->f[0];
+    void *mem[2];
+    size_t sizes[2];
+    int nmem = 0, rc = -1;
+    const void *v = contig(c->in[4], &keep[4]);
+    bn_ctx b = {.x = contig(x, &keep[0]), .g = contig(c->in[1], &keep[1]), .b = contig(c->in[2], &keep[2]),
+                .m = (void *)contig(c->in[3], &keep[3]), .y = tensor_data(c->out[0]), .R = R, .C = C};
+    if (!b.x || !b.g || !b.b || !b.m || !v || !(b.rs = scratch((size_t)C * (f32 ? 4 : 8), mem, sizes, &nmem)))
+        goto out;
+    for (int64_t j = 0; j < C; j++) {
+        if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
+        else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
+    }
+    rows_for(R, C, f32 ? norm_f : norm_d, &b);
+    rc = kn_poll();
+out:
+    for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
+    release(keep);
+    return rc;
+}

@@ -542,6 +542,112 @@ BUILTIN(bi_check_labels)
     return rc;
 }
 
+/* --- structural checks for the stdlib (optim.tfe, nn.tfe) ---
+ * A learner's mistake (a list of variables for an optimizer, a function in
+ * nn.sequential, a second positional argument to a layer) would otherwise
+ * fail later, inside the library, or not at all. They look only at the
+ * kinds of values, which a trace's signature fixes, so they are not effects:
+ * a staged caller runs them while it traces. */
+
+/* "a"/"an" before a kind name */
+static const char *article(const char *w) { return strchr("aeiou", w[0]) ? "an" : "a"; }
+
+/* check_params(where, ps): ps is a record of variables (params(model)). */
+BUILTIN(bi_check_params)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "check_params", "where, ps", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR) return interp_raise(I, "check_params: where must be a string");
+    const char *where = ((Str *)a[0].u.o)->s, *k = value_kind_name(a[1]);
+    *out = v_nil();
+    if (a[1].kind != V_RECORD)
+        return raise_at_caller(I, "%s: the parameters must be a record of variables (path -> variable, as params(model) "
+                                  "returns), got %s %s; pass params(model), or name them: {w: w, b: b}",
+                               where, article(k), k);
+    Record *r = (Record *)a[1].u.o;
+    for (int i = 0; i < r->n; i++)
+        if (!value_is_variable(r->vals[i])) {
+            k = value_kind_name(r->vals[i]);
+            return raise_at_caller(I, "%s: the parameters must be variables, but [\"%s\"] is %s %s; pass params(model), "
+                                      "or make it a variable: variable(x)",
+                                   where, r->keys[i]->s, article(k), k);
+        }
+    return 0;
+}
+
+/* check_grads(where, grads, ps): grads is a record with every key of ps. */
+BUILTIN(bi_check_grads)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_grads", "where, grads, ps", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_RECORD)
+        return interp_raise(I, "check_grads: where must be a string and ps a record");
+    const char *where = ((Str *)a[0].u.o)->s, *k = value_kind_name(a[1]);
+    *out = v_nil();
+    if (a[1].kind != V_RECORD)
+        return raise_at_caller(I, "%s: the gradients must be a record with the parameters' paths, as "
+                                  "t.gradient(loss, ps) returns for the record ps the optimizer was built with; got %s %s",
+                               where, article(k), k);
+    Record *g = (Record *)a[1].u.o, *ps = (Record *)a[2].u.o;
+    for (int i = 0; i < ps->n; i++)
+        if (!record_get(g, ps->keys[i]->s, strlen(ps->keys[i]->s)))
+            return raise_at_caller(I, "%s: the gradients have no entry \"%s\"; the optimizer updates every parameter it "
+                                      "was built with: pass t.gradient(loss, ps) for that same record ps",
+                                   where, ps->keys[i]->s);
+    return 0;
+}
+
+/* check_layers(where, layers): every item is a layer (a record with call). */
+BUILTIN(bi_check_layers)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "check_layers", "where, layers", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || (a[1].kind != V_TUPLE && a[1].kind != V_LIST))
+        return interp_raise(I, "check_layers: where must be a string and layers a tuple or list");
+    const char *where = ((Str *)a[0].u.o)->s;
+    *out = v_nil();
+    Seq *s = (Seq *)a[1].u.o;
+    for (int i = 0; i < s->n; i++) {
+        Value v = s->items[i];
+        if ((v.kind == V_RECORD || v.kind == V_MODULE) && record_get((Record *)v.u.o, "call", 4)) continue;
+        const char *k = value_kind_name(v);
+        if (v.kind == V_BUILTIN || v.kind == V_FN) {
+            const char *name = v.kind == V_BUILTIN ? ((Builtin *)v.u.o)->name : "f";
+            return raise_at_caller(I, "%s: layer %d is a function, not a layer; wrap a function of one tensor as a "
+                                      "layer: nn.lambda_layer(%s)", where, i, name);
+        }
+        return raise_at_caller(I, "%s: layer %d is %s %s, not a layer (a record with a call field, such as "
+                                  "nn.dense(...) returns)", where, i, article(k), k);
+    }
+    return 0;
+}
+
+/* check_training(where, training): true or false (a layer's call takes one
+ * input; a second positional argument would be taken as training). */
+BUILTIN(bi_check_training)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "check_training", "where, training", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR) return interp_raise(I, "check_training: where must be a string");
+    *out = v_nil();
+    Value t = a[1];
+    if ((t.kind == V_SCALAR && t.dtype == TFE_BOOL) ||
+        (t.kind == V_TENSOR && t.u.t->rank == 0 && t.u.t->dtype == TFE_BOOL))
+        return 0;
+    const char *k = value_kind_name(t);
+    return raise_at_caller(I, "%s: training must be true or false, got %s %s; a layer takes one input: call it as "
+                              "layer(x), or layer(x, training=true) by name",
+                           ((Str *)a[0].u.o)->s, article(k), k);
+}
+
 /* enumerate(xs, start=0), zip(a, b, ...): lists of tuples, walking each
  * iterable as 'for' does (tensors along axis 0, tuples, lists, ranges,
  * record keys, strings); zip stops at the shortest. */
@@ -633,4 +739,8 @@ void builtins_register(Interp *I)
         }
         define_value(I, cnames[i], c);
     }
+    interp_define_builtin(I, "check_params", bi_check_params, NULL);
+    interp_define_builtin(I, "check_grads", bi_check_grads, NULL);
+    interp_define_builtin(I, "check_layers", bi_check_layers, NULL);
+    interp_define_builtin(I, "check_training", bi_check_training, NULL);
 }

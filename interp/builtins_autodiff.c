@@ -869,6 +869,10 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                                    "gradient would be zeros; watch it inside the with block (t.watch(v))",
                                 fn, source_name(path, "the source", buf, sizeof buf), who);
         }
+    } else if (path->len) { /* a model passed whole: name the field, say what to pass */
+        return interp_raise(I, "%s: %s is a %s; sources must be tensors or variables (or tuples, lists, records of "
+                               "them): for a model's parameters pass params(model), as in t.gradient(loss, params(model))",
+                            fn, source_name(path, "the source", buf, sizeof buf), value_kind_name(v));
     } else {
         return interp_raise(I, "%s: sources must be tensors or variables (or tuples, lists, records of them), got %s",
                             fn, value_kind_name(v));

@@ -427,11 +427,24 @@ BUILTIN(bi_arange)
     if (def == TFE_BOOL) def = TFE_INT64;
     tfe_dtype dt = TFE_FLOAT32;
     if (get_dtype(I, "arange", a[3], def, &dt)) return -1;
+    /* The length is NumPy's ceil((stop - start) / step) in double from the
+     * values as written (a float literal's double, not its float32 rounding:
+     * arange(0.0, 0.3, 0.1) has 3 elements); it travels in ints[0] so that
+     * shape inference, eager or staged, uses the same count. */
+    double raw[3];
+    for (int i = 0; i < 3; i++)
+        raw[i] = vals[i].kind == V_SCALAR && vals[i].lit && dtype_is_float((tfe_dtype)vals[i].dtype)
+                     ? vals[i].u.f : lim[i];
+    double n = ceil((raw[1] - raw[0]) / raw[2]);
+    if (!(n > 0)) n = 0;
+    if (n > 4e18) return interp_raise(I, "arange: too many elements");
     for (int i = 0; i < 3; i++) lim[i] = lit_value(vals[i], lim[i], dt);
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = dt;
     memcpy(at.f, lim, sizeof lim);
+    at.ints[0] = (int64_t)n;
+    at.nints = 1;
     return finish(I, tfe_call1(OP_ARANGE, 0, NULL, &at), out);
 }
 

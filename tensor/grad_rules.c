@@ -786,6 +786,36 @@ RULE(grad_scatter_add) {
  * the kernel writes in order) gets it; the others were overwritten and get 0.
  * The winner is found with ops: scattering the positions 0..n-1 into a
  * vector of the axis length leaves the last position at each index. */
+/* boolean_mask(x, m), m over x's leading axes: each selected row's gradient
+ * goes back to its position, zeros elsewhere (PyTorch's masked_select).
+ * Written as a gather so that G's data-dependent length (the number of
+ * selected rows) never becomes a shape: row i of the flattened mask takes
+ * row cumsum(m)[i] of [0; G] where m[i], else row 0 (the zero row). */
+RULE(grad_bool_mask) {
+    BEGIN;
+    if (wants(x)) {
+        tfe_tensor *m = c->in[1];
+        int mr = m->rank, rr = x->rank - mr;
+        int64_t n = 1, zshape[TFE_MAX_RANK];
+        for (int i = 0; i < mr; i++) n *= m->shape[i];
+        zshape[0] = 1;
+        for (int i = 0; i < rr; i++) zshape[1 + i] = x->shape[mr + i];
+        tfe_tensor *flat = reshape(s, m, 1, &n);
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.naxes = 1;
+        at.axes[0] = 0;
+        tfe_tensor *pos = flat ? scope_call(s, OP_CUMSUM, 1, &flat, &at) : NULL; /* int64 */
+        tfe_tensor *idx = B(s, OP_MUL, pos, cast(s, flat, TFE_INT64));
+        tfe_tensor *cat[2] = {scope_full(s, 0, G->dtype, 1 + rr, zshape), G};
+        tfe_tensor *padded = cat[0] && G ? scope_call(s, OP_CONCAT, 2, cat, &at) : NULL;
+        tfe_tensor *gin[2] = {padded, idx};
+        tfe_tensor *g = padded && idx ? scope_call(s, OP_GATHER, 2, gin, &at) : NULL;
+        set_dx(s, &dx[0], reshape(s, g, x->rank, x->shape), x);
+    }
+    END;
+}
+
 RULE(grad_scatter) {
     BEGIN;
     tfe_tensor *idx = c->in[1], *v = c->in[2];

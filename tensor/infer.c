@@ -39,7 +39,9 @@ int infer_arange(const tfe_opcall *c, tfe_meta *m) {
         tfe_error_set("arange: step must be nonzero");
         return -1;
     }
-    double n = ceil((stop - start) / step);
+    /* ints[0], when given, is the length the caller computed from the values
+     * as written (bi_arange); f[] may hold their dtype roundings */
+    double n = c->at->nints == 1 ? (double)c->at->ints[0] : ceil((stop - start) / step);
     if (!(n > 0)) n = 0;
     if (n > 4e18) {
         tfe_error_set("arange: too many elements");

@@ -331,6 +331,11 @@ def index_cases():
          ins={"x": arr((4, 2)), "i": np.array([1, -1]), "v": arr((2,))}, label="y[i] = row (broadcast)")
     case("scatter", body=["let $y = $x", "$y[:, $i] = $v", "return __obj($y)"],
          ins={"x": arr((2, 4)), "i": np.array([2, 0]), "v": arr((2, 2))}, label="y[:, i] = v")
+    # x[mask]: the selected rows' gradients go back to their positions
+    case("boolean_mask", "$x[$m > 0]", {"x": arr((4, 3)), "m": np.array([1, 0, 1, 1])}, label="x[row mask]")
+    case("boolean_mask", "$x[$m > 0]", {"x": arr((2, 3)), "m": np.array([[0, 1, 1], [1, 0, 0]])},
+         label="x[elementwise mask]")
+    case("boolean_mask", "$x[:, $m > 0]", {"x": arr((2, 3, 2)), "m": np.array([1, 0, 1])}, label="x[:, mask]")
     # scatter_add is the gradient of gather: its gradient is reached by
     # differentiating a gradient (nested tapes). g(u) = d/dX sum(gather(X, i) * u)
     # = scatter_add(0, i, u), so d/du sum(W * g(u)) = gather(W, i).

@@ -230,7 +230,7 @@ static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
         GraphBuf br[2] = {{{0}}, {{0}}};
         int rc = emit_region(E, sp, n->regions[0], &br[0]);
         if (!rc) rc = emit_region(E, sp, n->regions[1], &br[1]);
-        E->at = n;
+        if (!rc) E->at = n; /* (else the branch's node that failed is named) */
         if (!rc) {
             Tmp t = {0};
             Buf a = {0};
@@ -308,6 +308,40 @@ static void mark_reads(const Graph *g, int r, bool *live)
     }
 }
 
+/* The error for the node n that has no ONNX form, why saying what it is. */
+static int not_exportable(Interp *I, const Graph *g, const GNode *n, const char *why)
+{
+    Buf w = {0};
+    if (n->kind == G_HOST && graph_host.put_operation) {
+        graph_host.put_operation(&w, g, n, true); /* "host print" */
+        buf_add(&w, "", 1);
+    }
+    const char *what = n->kind == G_OP ? tfe_ops[n->op].name : n->kind == G_HOST ? (w.s ? w.s + 5 : "host call")
+                     : n->kind == G_COND ? "cond" : n->kind == G_WHILE ? "while" : "node";
+    int rc = raise_at(I, n->loc, "export(): not exportable: %s at line %d (%s)", what, n->loc.line, why);
+    free(w.s);
+    return rc;
+}
+
+/* The first node of region r, in the order export_graph writes them, that
+ * is an effect (-1: the error raised), or one of another kind it refuses
+ * (0: export_graph names it). An effect comes first: running f again at the
+ * doubled size would run it again, and its graph need not be the same. */
+static int first_effect(Interp *I, const Graph *g, int r, bool *stop)
+{
+    const GRegion *R = &g->regions[r];
+    for (int i = 0; i < R->n && !*stop; i++) {
+        const GNode *n = &g->nodes[R->nodes[i]];
+        if (n->kind == G_HOST) return not_exportable(I, g, n, kind_word(n));
+        if (n->kind == G_FUSED || (n->kind == G_OP && ((tfe_ops[n->op].flags & F_RANDOM) || !export_op_mapped(n->op))))
+            *stop = true;
+        if (n->kind == G_COND || n->kind == G_WHILE)
+            for (int b = 0; b < 2 && !*stop; b++)
+                if (first_effect(I, g, n->regions[b], stop)) return -1;
+    }
+    return 0;
+}
+
 int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
 {
     Ex E = {.I = I, .g = g, .slice_se = sp->slice_se};
@@ -358,17 +392,8 @@ int export_graph(Interp *I, Graph *g, const ExportSpec *sp, Buf *model)
         rc = emit_node(&E, sp, &inputs, id);
     }
     if (rc) {
-        const GNode *n = E.at;
-        Buf w = {0};
-        if (n->kind == G_HOST && graph_host.put_operation) {
-            graph_host.put_operation(&w, g, n, true); /* "host print" */
-            buf_add(&w, "", 1);
-        }
-        const char *what = n->kind == G_OP ? tfe_ops[n->op].name : n->kind == G_HOST ? (w.s ? w.s + 5 : "host call")
-                         : n->kind == G_COND ? "cond" : n->kind == G_WHILE ? "while" : "node";
         if (!E.err[0]) snprintf(E.err, sizeof E.err, "%s", tfe_error_msg());
-        raise_at(I, n->loc, "export(): not exportable: %s at line %d (%s)", what, n->loc.line, E.err);
-        free(w.s);
+        not_exportable(I, g, E.at, E.err);
     } else {
         /* a result downstream of x[mask] has the size the data gives it, not
          * the traced one, and one of an if or while of a dynamic export the
@@ -574,7 +599,8 @@ BUILTIN(bi_export)
     Graph *merged = NULL;
     int64_t **slice_se = NULL;
     Value *dargs = NULL;
-    if (!rc && !named_dims_free(t ? export_source(t) : NULL, dims, nleaf)) {
+    bool stop = false;
+    if (!rc && !named_dims_free(t ? export_source(t) : NULL, dims, nleaf) && !(rc = first_effect(I, export_source(t), 0, &stop))) {
         bool read = t->shape_read;
         dargs = xcalloc((size_t)nargs + 1, sizeof *dargs);
         rc = ex_retrace_doubled(I, argv[0], nargs, args, dims, dargs);
@@ -611,7 +637,17 @@ BUILTIN(bi_export)
             }
         }
     }
-    Graph *g = merged ? merged : t ? export_source(t) : NULL;
+    Graph *g = merged ? merged : t ? export_source(t) : NULL, *own = NULL;
+    /* the sizes the model declares follow the unknown dims through the ops */
+    bool any_unknown = false;
+    for (int i = 0; !rc && g && i < g->ninputs; i++) {
+        const tfe_meta *m = &g->nodes[g->inputs[i]].meta[0];
+        for (int d = 0; d < m->rank; d++) any_unknown |= m->shape[d] < 0;
+    }
+    if (any_unknown) {
+        if (!merged) g = own = graph_clone(g);
+        ex_dyn_metas(g, true);
+    }
     ExportSpec sp = {0};
     char ***ldims = NULL;
     const char **onames = NULL;
@@ -691,6 +727,7 @@ BUILTIN(bi_export)
     free(ldims);
     free(sp.in_names);
     free(sp.baked);
+    if (own) graph_decref(own);
     if (merged) {
         ex_free_slices(slice_se, merged->n);
         graph_decref(merged);

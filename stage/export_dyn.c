@@ -326,3 +326,93 @@ void ex_free_slices(int64_t **se, int n)
     for (int i = 0; se && i < n; i++) free(se[i]);
     free(se);
 }
+
+/* --- the sizes a dynamic model declares ----------------------------------------------------- */
+
+static bool has_unknown(const tfe_meta *m)
+{
+    for (int d = 0; d < m->rank; d++)
+        if (m->shape[d] < 0) return true;
+    return false;
+}
+
+static void all_unknown(tfe_meta *m)
+{
+    for (int d = 0; d < m->rank; d++) m->shape[d] = -1;
+}
+
+/* A slice of an unknown dim picks as many as its bounds clamp to at the
+ * run's size (x[:3] of 2 rows is 2 rows, x[4::-1] too): unknown, whatever
+ * the traces picked. (Indexed axes, at->axes, are dropped from the result.) */
+static void slice_meta(const tfe_meta *x, const tfe_attrs *at, tfe_meta *m)
+{
+    unsigned drop = 0;
+    for (int i = 0; i < at->naxes; i++) {
+        int a = at->axes[i] < 0 ? at->axes[i] + x->rank : at->axes[i];
+        if (a >= 0 && a < x->rank) drop |= 1u << a;
+    }
+    for (int k = 0, j = 0; k < x->rank && j < m->rank; k++)
+        if (!(drop & (1u << k))) {
+            if (x->shape[k] < 0) m->shape[j] = -1;
+            j++;
+        }
+}
+
+/* Output k > 0 of an op of several outputs whose inputs have unknown dims
+ * (output 0 is its infer rule's): split's sections keep their sizes along
+ * the axis and take the others from x; batch_norm_train's mean and variance
+ * are x's channels (its last dim); any other's dims are left unknown. */
+static void other_output_meta(const GNode *n, const tfe_meta *x, int k, tfe_meta *m)
+{
+    if (n->op == OP_SPLIT && m->rank == x->rank) {
+        int axis = n->at->axes[0] < 0 ? n->at->axes[0] + x->rank : n->at->axes[0];
+        for (int d = 0; d < m->rank; d++)
+            if (d != axis) m->shape[d] = x->shape[d];
+        if (axis >= 0 && axis < m->rank && k < n->at->nints) m->shape[axis] = n->at->ints[k];
+    } else if (n->op == OP_BATCH_NORM_TRAIN && m->rank == 1 && x->rank >= 1) {
+        m->shape[0] = x->shape[x->rank - 1];
+    } else {
+        all_unknown(m);
+    }
+}
+
+void ex_dyn_metas(Graph *g, bool dynamic)
+{
+    GRegion *top = &g->regions[0];
+    for (int i = 0; i < top->n; i++) {
+        GNode *n = &g->nodes[top->nodes[i]];
+        if (n->kind == G_COND || n->kind == G_WHILE) {
+            /* made at the doubled trace's size (emit_region leaves them unsaid) */
+            for (int k = 0; dynamic && k < n->nout; k++) all_unknown(&n->meta[k]);
+            continue;
+        }
+        if (n->kind != G_OP || n->nout < 1) continue;
+        bool unknown = false;
+        for (int k = 0; k < n->nin; k++) unknown |= has_unknown(&g->nodes[n->in[k].node].meta[n->in[k].out]);
+        if (!unknown) continue;
+        const tfe_meta *x = n->nin ? &g->nodes[n->in[0].node].meta[n->in[0].out] : NULL;
+        if (n->op == OP_SLICE && x && n->at) {
+            slice_meta(x, n->at, &n->meta[0]);
+            continue;
+        }
+        /* output 0 by the op's infer rule on the inputs' (unknown) dims; a
+         * dim it leaves unknown or that differs from the trace's is unknown,
+         * and all of them when the rule cannot work with unknown dims */
+        bool ok = n->nin <= 16;
+        tfe_tensor *in[16];
+        for (int k = 0; ok && k < n->nin; k++) {
+            const tfe_meta *m = &g->nodes[n->in[k].node].meta[n->in[k].out];
+            in[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
+        }
+        tfe_meta out;
+        tfe_tensor *o[32];
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = n->at, .out = o};
+        ok = ok && tfe_ops[n->op].infer(&c, &out) == 0 && out.rank == n->meta[0].rank;
+        tfe_error_clear();
+        for (int k = 0; n->nin <= 16 && k < n->nin; k++) tensor_decref(in[k]);
+        tfe_meta *m0 = &n->meta[0];
+        for (int d = 0; d < m0->rank; d++)
+            if (!ok || out.shape[d] < 0 || out.shape[d] != m0->shape[d]) m0->shape[d] = -1;
+        for (int k = 1; k < n->nout; k++) other_output_meta(n, x, k, &n->meta[k]);
+    }
+}

@@ -24,4 +24,11 @@ int ex_retrace_doubled(Interp *I, Value f, int argc, const Value *argv, char ***
 Graph *ex_merge_traces(const Graph *g1, Graph *g2, int64_t ***slice_se, int *bad);
 void ex_free_slices(int64_t **se, int n);
 
+/* The sizes the model declares, in g's top region (a copy export owns):
+ * from inputs with unknown dims, each op's by its infer rule, a slice's dim
+ * unknown where its input's is (its bounds clamp to the run's size), the
+ * later outputs of an op of several outputs (split, batch_norm_train) by
+ * their own rule; with dynamic, the results of an if or while unknown. */
+void ex_dyn_metas(Graph *g, bool dynamic);
+
 #endif

@@ -847,6 +847,18 @@ NAME_ERRORS = [
      "prog.tfe:3:1: error: export(): dynamic.x[0] must be a dim name (a string, not \"\") or nil, got \"\""),
     ("@staged\nfn f(x) { return x }\nexport(f, ones(3), path=\"/nonexistent/dir/m.onnx\")\n",
      "prog.tfe:3:1: error: export(): cannot write '/nonexistent/dir/m.onnx': No such file or directory\n"),
+    # an effect is named before dynamic= compares traces (not as a size the graph depends on)
+    ("let mm = variable(zeros(3))\n@staged\nfn f(x) { mm.assign(ones(3)); return x * 2.0 }\n"
+     "export(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "prog.tfe:3:14: error: export(): not exportable: assign at line 3 (an effect"),
+    ("@staged\nfn f(x) { if sum(x) > 0.0 { print(1) }\n return x * 2.0 }\n"
+     "export(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "prog.tfe:2:29: error: export(): not exportable: print at line 2 (an effect"),
+    ("@staged\nfn f(x) { if sum(x) > 0.0 { print(1) }\n return x * 2.0 }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:2:29: error: export(): not exportable: print at line 2 (an effect"),
+    ("import nn\nlet bn = nn.batch_norm(3)\n@staged\nfn f(x) { return bn.call(x, training=true) }\n"
+     "export(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "error: export(): not exportable: assign at line"),
 ]
 
 
@@ -906,6 +918,66 @@ save_npy("{work}/dsm_y.npy", predict(x))
     if not same(got[0], np.load(f"{work}/dsm_y.npy")):
         fails.append("dynamic slices (mlp): other results for a batch of 9")
     print(f"onnx_export: slices of a dynamic dim run for batches {sizes} and 9")
+    return fails
+
+
+def dyn_meta(work):
+    """The sizes a dynamic model declares for its outputs are the ones every
+    batch size gives (onnxruntime warns of any other): the outputs of an op
+    of several outputs (batch_norm_train, split) and what is computed from
+    them, a slice whose fixed bound clamps against a dynamic dim (x[:3] of 2
+    rows is 2 rows), each at batch sizes around the example's."""
+    fails = []
+    cases = [  # (name, fn f(x) body returning a tuple, example shape, dynamic spec, sizes to run at)
+        ("bn", "return batch_norm_train(x, ones((4,)), zeros((4,)), 0.001)", (10, 4), '{x: ("n", nil)}', (2, 10, 13)),
+        ("bn_then", "let r = batch_norm_train(x, ones((3,)), zeros((3,)), 0.001)\n return (r[0] * 2.0 + 1.0,)",
+         (4, 3), '"batch"', (2, 4, 9)),
+        ("bn_nhwc", "let r = batch_norm_train(x, ones((4,)), zeros((4,)), 0.001)\n return (r[0], r[1] + 1.0)",
+         (4, 5, 5, 4), '"batch"', (2, 4, 7)),
+        ("split", "let p = split(x, (1, 2), axis=1)\n return (p[0] * 2.0, p[1], p[0] + p[1])", (10, 3), '"batch"',
+         (2, 10, 21)),
+        ("split_dyn1", "let p = split(x, (1, 2), axis=0)\n return (p[0] * 2.0, p[1])", (3, 6), '{x: (nil, "k")}',
+         (2, 6, 9)),
+        ("clamp_stop", "return (x[:3] + 0.0,)", (10, 4), '"batch"', (2, 3, 10, 12)),
+        ("clamp_rev", "return (x[4::-1],)", (10, 2), '"batch"', (2, 5, 10)),
+        ("clamp_mid", "return (x[1:3], x[-3:], x[2:5] * 2.0)", (10, 2), '"batch"', (2, 4, 10)),
+    ]
+    prog, runs = [], ["run_eagerly(true)"]  # (tfe's values: eager, the function's meaning)
+    for name, body, shape, spec, sizes in cases:
+        prog.append(f"@staged\nfn f_{name}(x) {{\n {body}\n}}")
+        np.save(f"{work}/dm_{name}.npy", R(shape))
+        prog.append(f'export(f_{name}, load_npy("{work}/dm_{name}.npy"), path="{work}/dm_{name}.onnx", dynamic={spec})')
+        for b in sizes:
+            axis = 1 if "k" in spec else 0
+            x = R(tuple(b if d == axis else n for d, n in enumerate(shape)))
+            np.save(f"{work}/dm_{name}_x{b}.npy", x)
+            runs.append(f'let r_{name}_{b} = f_{name}(load_npy("{work}/dm_{name}_x{b}.npy"))')
+            runs.append(f'for i in range(len(r_{name}_{b})) {{ save_npy("{work}/dm_{name}_y{b}_" + str(i) + ".npy", r_{name}_{b}[i]) }}')
+    r = tfe("\n".join(prog + runs) + "\n", work)
+    if r.returncode:
+        return [f"dynamic declared sizes: tfe failed:\n{r.stderr}"]
+    for name, body, shape, spec, sizes in cases:
+        path = f"{work}/dm_{name}.onnx"
+        try:
+            m = onnx.load(path)
+            declared = [[d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim]
+                        for o in m.graph.output]
+            # onnx's own inference from the inputs' dims agrees with what is declared
+            onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+            for b in sizes:
+                x = np.load(f"{work}/dm_{name}_x{b}.npy")
+                _, got = run_model(path, {"x": x})
+                for i, g in enumerate(got):
+                    want = np.load(f"{work}/dm_{name}_y{b}_{i}.npy")
+                    if g.shape != want.shape or not np.allclose(g, want, rtol=1e-5, atol=1e-5):
+                        fails.append(f"dynamic declared sizes: {name} at {b}: output {i} {g.shape}, tfe's {want.shape}")
+                    dd = declared[i]
+                    if len(dd) != g.ndim or any(d is not None and d != n for d, n in zip(dd, g.shape)):
+                        fails.append(f"dynamic declared sizes: {name}: output {i} declared {dd}, "
+                                     f"but is {list(g.shape)} for an input of {list(x.shape)}")
+        except Exception as e:  # noqa: BLE001
+            fails.append(f"dynamic declared sizes: {name}: {type(e).__name__}: {str(e)[:300]}")
+    print(f"onnx_export: {len(cases)} dynamic models declare the sizes every batch gives them")
     return fails
 
 
@@ -1134,7 +1206,7 @@ def semantics(work):
 
 def later(work):
     return (names(work) + name_errors(work) + dyn_slices(work) + tuple_leaves(work) + dyn_scatter(work)
-            + semantics(work) + import_ints(work))
+            + semantics(work) + import_ints(work) + dyn_meta(work))
 
 
 if __name__ == "__main__":

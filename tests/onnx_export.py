@@ -753,10 +753,18 @@ print(abs(fd - sum(g * d)) <= 1e-3 * sum(g * d))
 
 
 def run_model(path, feeds):
-    """onnx.checker (full) on the file, then onnxruntime's outputs for feeds."""
-    onnx.checker.check_model(onnx.load(path), full_check=True)
+    """onnx.checker (full) on the file, then onnxruntime's outputs for feeds,
+    each of the size the model declares for it (a dim_value is a promise
+    for every size of the inputs' symbolic dims)."""
+    m = onnx.load(path)
+    onnx.checker.check_model(m, full_check=True)
     s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return s, s.run(None, feeds)
+    got = s.run(None, feeds)
+    for o, g in zip(m.graph.output, got):
+        dd = [d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim]
+        if len(dd) != np.ndim(g) or any(d is not None and d != n for d, n in zip(dd, np.shape(g))):
+            raise AssertionError(f"{os.path.basename(path)}: output {o.name} declared {dd}, but is {list(np.shape(g))}")
+    return s, got
 
 
 def same(got, want):

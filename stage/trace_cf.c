@@ -576,10 +576,38 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         int ninner = T->I->tapes.n - T->tapes_at_begin;
         int *n0 = xmalloc(sizeof *n0 * (size_t)(ninner > 0 ? ninner : 1));
         for (int k = 0; k < ninner; k++) n0[k] = tfe_tape_nentries(T->I->tapes.active[T->tapes_at_begin + k]);
+        /* a loop's result is, where it ran zero times, the value it started
+         * from: to a tape made in this trace, one tensor there (eager
+         * code's), under the traced bool (tfe_tape_cond_same) */
+        tfe_tensor *zero_trip = NULL;
+        if (n->kind == G_WHILE && ninner > 0) {
+            tfe_tensor *runs = stage_loop_runs(T, id, false);
+            if (runs) zero_trip = tfe_call1(OP_LOGICAL_NOT, 1, &runs, NULL);
+            if (runs) tensor_decref(runs);
+        }
         T->suspended++;
         T->cf_running++;
         int rc = stage_graph_call(T->I, m, in, all);
         T->suspended--;
+        if (!rc && zero_trip) {
+            const GRegion *top = &m->regions[0];
+            int *csame = xmalloc(sizeof *csame * ((size_t)nout + 1));
+            tfe_tensor **cc = xmalloc(sizeof *cc * ((size_t)nout + 1));
+            for (int k = 0; k < nout; k++) {
+                csame[k] = -1;
+                cc[k] = zero_trip;
+                if (k >= top->nouts || !all[k] || !dtype_is_float(all[k]->dtype)) continue;
+                const GNode *w = &m->nodes[top->outs[k].node];
+                if (w->kind != G_WHILE || top->outs[k].out >= w->nin) continue;
+                GRef init = w->in[top->outs[k].out];
+                for (int i = 0; i < m->ninputs; i++)
+                    if (m->inputs[i] == init.node && init.out == 0) csame[k] = i;
+            }
+            tfe_tape_cond_same(T->tapes_at_begin, nout, all, csame, cc);
+            free(csame);
+            free(cc);
+        }
+        if (zero_trip) tensor_decref(zero_trip);
         free(in);
         free(caps);
         T->cf_region = 0;

@@ -152,6 +152,12 @@ void tfe_tape_record_custom_same(tfe_custom_grad *g, int nin, tfe_tensor *const 
 /* An identity entry on the first n active tapes: out is a header of in
  * (a variable's tensor read again), one tensor to those tapes. */
 void tfe_tape_record_same_outer(tfe_tensor *in, tfe_tensor *out, int n);
+/* On the active tapes from index from on (those made in a trace in
+ * progress), the entry just recorded with outputs out: its out[j] is in[csame[j]]
+ * (-1: never) where the traced bool ccond[j] is true (a traced loop that ran
+ * zero times), so what reaches out[j] is added there to that input's
+ * running sum as it comes, as eager code's one tensor. */
+void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *csame, tfe_tensor *const *ccond);
 
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is

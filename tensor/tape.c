@@ -97,6 +97,10 @@ typedef struct entry {
     tfe_custom_grad *custom;  /* a staged call's entry (op unused), or NULL */
     int *same;                /* by output: the input it is at run time (eager code
                                  holds one tensor there), or -1; NULL: none is (owned) */
+    int *csame;               /* by output: the input it is where ccond (a traced bool,
+                                 owned) is true (a loop in a trace that may run zero
+                                 times), or -1; NULL: none (tfe_tape_cond_same) */
+    tfe_tensor **ccond;
     int nin, nout;
     tfe_attrs at;
     tfe_tensor *t[];
@@ -138,6 +142,10 @@ static void entry_free(entry *e) {
     for (int i = 0; i < e->nin + e->nout; i++) tensor_decref(e->t[i]);
     if (e->custom && --e->custom->refcount == 0) e->custom->release(e->custom);
     free(e->same);
+    for (int j = 0; e->csame && j < e->nout; j++)
+        if (e->ccond[j]) tensor_decref(e->ccond[j]);
+    free(e->csame);
+    free(e->ccond);
     free(e);
 }
 
@@ -273,6 +281,8 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom,
     e->custom = custom;
     if (custom) custom->refcount++;
     e->same = NULL;
+    e->csame = NULL;
+    e->ccond = NULL;
     for (int j = 0; same && j < c->nout; j++)
         if (same[j] >= 0 && same[j] < c->nin) {
             if (!e->same) {
@@ -320,6 +330,20 @@ void tfe_tape_record_custom_same(tfe_custom_grad *g, int nin, tfe_tensor *const 
     const tfe_opcall c = {.op = 0, .nin = nin, .nout = nout, .in = in, .at = &none,
                           .out = (tfe_tensor **)out};
     record_first(&c, g, stack->n, same, nsame);
+}
+
+void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *csame, tfe_tensor *const *ccond) {
+    for (int k = from; k < stack->n && nout > 0; k++) {
+        tfe_tape *t = stack->active[k];
+        entry *e = t->nentries ? t->entries[t->nentries - 1] : NULL;
+        if (!e || e->nout < nout || e->csame || e->t[e->nin] != out[0]) continue;
+        e->csame = xmalloc(sizeof *e->csame * (size_t)e->nout);
+        e->ccond = xcalloc((size_t)e->nout, sizeof *e->ccond);
+        for (int j = 0; j < e->nout; j++) {
+            e->csame[j] = j < nout && csame[j] < e->nin && ccond[j] ? csame[j] : -1;
+            if (e->csame[j] >= 0) e->ccond[j] = (tensor_incref(ccond[j]), ccond[j]);
+        }
+    }
 }
 
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
@@ -412,6 +436,73 @@ static int accumulate_f(pmap *grads, pmap *flags, const tfe_tensor *key, tfe_ten
     return accumulate(grads, key, g);
 }
 
+/* Conditional aliases (entry.csame): y is x where the traced bool c is. */
+typedef struct calias {
+    int n;
+    const tfe_tensor **y, **x;
+    tfe_tensor **c;
+} calias;
+
+static int cal_find(const calias *ca, const tfe_tensor *key) {
+    for (int i = 0; i < ca->n; i++)
+        if (ca->y[i] == key) return i;
+    return -1;
+}
+
+/* c ? a : b for flags (borrowed; NULL: real), new ref or NULL. */
+static tfe_tensor *cflag_where(tfe_tensor *c, tfe_tensor *a, tfe_tensor *b) {
+    if (!a && !b) return NULL;
+    tfe_tensor *fa = a ? (tensor_incref(a), a) : tensor_from_i64(0, TFE_BOOL);
+    tfe_tensor *fb = b ? (tensor_incref(b), b) : tensor_from_i64(0, TFE_BOOL);
+    tfe_tensor *in[3] = {c, fa, fb};
+    tfe_tensor *r = fa && fb ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    if (fa) tensor_decref(fa);
+    if (fb) tensor_decref(fb);
+    return r;
+}
+
+/* grads[key] = on ? grads[key] + g : grads[key] (g, f borrowed; on a traced
+ * bool): with no gradient so far, -0.0s flagged none, which adding leaves
+ * exact. */
+static int accumulate_where(pmap *grads, pmap *flags, const tfe_tensor *key, tfe_tensor *g, tfe_tensor *f,
+                            tfe_tensor *on) {
+    tfe_tensor *old = pmap_get(grads, key);
+    tfe_tensor *base = old ? (tensor_incref(old), old) : tfe_filled_like(g, -0.0);
+    tfe_tensor *sum = base ? tfe_binary(OP_ADD, base, g) : NULL;
+    tfe_tensor *in[3] = {on, sum, base};
+    tfe_tensor *r = sum ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+    tfe_tensor *fold = old ? pmap_get(flags, key) : tensor_from_i64(1, TFE_BOOL); /* (owned when !old) */
+    tfe_tensor *fsum = fold ? tfe_grad_flag_and(fold, f) : NULL;
+    tfe_tensor *fnew = r ? cflag_where(on, fsum, fold) : NULL;
+    if (fsum) tensor_decref(fsum);
+    if (!old && fold) tensor_decref(fold);
+    if (base) tensor_decref(base);
+    if (sum) tensor_decref(sum);
+    if (!r) {
+        if (fnew) tensor_decref(fnew);
+        return -1;
+    }
+    size_t i = pmap_put(grads, key, true);
+    if (grads->vals[i]) tensor_decref(grads->vals[i]);
+    grads->vals[i] = r;
+    flag_set(flags, key, fnew);
+    return 0;
+}
+
+/* grads[key] += g (takes g; flag f borrowed), where key is, under a
+ * traced bool, another tensor (calias): there to that one's sum instead. */
+static int accumulate_c(pmap *grads, pmap *flags, const calias *ca, const tfe_tensor *key, tfe_tensor *g,
+                        tfe_tensor *f) {
+    int i = cal_find(ca, key);
+    if (i < 0) return accumulate_f(grads, flags, key, g, f);
+    tfe_tensor *no = tfe_call1(OP_LOGICAL_NOT, 1, &ca->c[i], NULL);
+    int rc = no && !accumulate_where(grads, flags, ca->x[i], g, f, ca->c[i]) &&
+                     !accumulate_where(grads, flags, key, g, f, no) ? 0 : -1;
+    if (no) tensor_decref(no);
+    tensor_decref(g);
+    return rc;
+}
+
 int tfe_tape_gradient(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources, tfe_tensor **grads) {
     return tfe_tape_gradient_from(t, target, n, sources, NULL, grads);
 }
@@ -458,6 +549,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     t->computing = true;
     int rc = -1;
     pmap reach = {0}, srcset = {0}, gmap = {0}, flags = {0}, al = {0};
+    calias ca = {0};
     tfe_tensor **alkeys = NULL; /* the keys of entries' aliases (owned) */
     int nalkeys = 0;
     bool *needed = NULL;
@@ -502,11 +594,25 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                 alkeys = xrealloc(alkeys, sizeof *alkeys * (size_t)(nalkeys + 1));
                 alkeys[nalkeys++] = y;
             }
+            /* ... or is so where a traced bool is (a loop in a trace that
+             * may run zero times: tfe_tape_cond_same): what reaches it is
+             * added, there, to the input's sum as it comes */
+            for (int j = 0; e->csame && j < e->nout; j++) {
+                tfe_tensor *y = e->t[e->nin + j];
+                if (e->csame[j] < 0 || pmap_get(&al, y) || cal_find(&ca, y) >= 0) continue;
+                ca.y = xrealloc(ca.y, sizeof *ca.y * (size_t)(ca.n + 1));
+                ca.x = xrealloc(ca.x, sizeof *ca.x * (size_t)(ca.n + 1));
+                ca.c = xrealloc(ca.c, sizeof *ca.c * (size_t)(ca.n + 1));
+                tensor_incref(y); /* (the key outlives the entry) */
+                ca.y[ca.n] = y;
+                ca.x[ca.n] = canon(&al, e->t[e->csame[j]]);
+                ca.c[ca.n++] = (tensor_incref(e->ccond[j]), e->ccond[j]);
+            }
         }
         /* Backward pass from the target (ones of its shape: the target is summed). */
         if (pmap_has(&reach, target)) {
             tfe_tensor *seed = tfe_filled_like(target, 1.0);
-            if (!seed || accumulate(&gmap, canon(&al, target), seed)) goto out;
+            if (!seed || accumulate_c(&gmap, &flags, &ca, canon(&al, target), seed, NULL)) goto out;
         }
     }
     /* gradients so far: what the backward finds adds to them, in its order */
@@ -546,7 +652,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                 if (!dx[i]) continue;
                 /* inputs that no source reaches need no gradient */
                 if (!pmap_has(&reach, e->t[i])) tensor_decref(dx[i]);
-                else if (accumulate_f(&gmap, &flags, canon(&al, e->t[i]), dx[i], enone)) fail = true;
+                else if (accumulate_c(&gmap, &flags, &ca, canon(&al, e->t[i]), dx[i], enone)) fail = true;
                 dx[i] = NULL;
             }
             for (int i = 0; i < e->nin; i++)
@@ -588,7 +694,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
              * as usual. */
             bool totb[64], *total = e->nin <= 64 ? totb : xmalloc(sizeof *total * (size_t)e->nin);
             for (int i = 0; i < e->nin; i++) {
-                total[i] = e->custom->totals && dx[i] == NULL;
+                total[i] = e->custom->totals && dx[i] == NULL && cal_find(&ca, canon(&al, e->t[i])) < 0;
                 for (int j = 0; j < i && total[i]; j++) total[i] = canon(&al, e->t[j]) != canon(&al, e->t[i]);
                 if (total[i] && !fail) dx[i] = pmap_get(&gmap, canon(&al, e->t[i])); /* borrowed */
                 if (total[i] && dxfin) dxfin[i] = pmap_get(&flags, canon(&al, e->t[i]));
@@ -634,7 +740,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                     gmap.vals[s] = dx[i];
                     flag_set(&flags, canon(&al, e->t[i]), fi);
                     fi = NULL;
-                } else if (accumulate_f(&gmap, &flags, canon(&al, e->t[i]), dx[i], fi)) fail = true;
+                } else if (accumulate_c(&gmap, &flags, &ca, canon(&al, e->t[i]), dx[i], fi)) fail = true;
                 if (fi) tensor_decref(fi);
             }
             for (int j = 0; j < e->nout; j++)
@@ -693,6 +799,13 @@ out:
     pmap_free(&flags);
     pmap_free(&al);
     for (int i = 0; i < nalkeys; i++) tensor_decref(alkeys[i]);
+    for (int i = 0; i < ca.n; i++) {
+        tensor_decref((tfe_tensor *)ca.y[i]);
+        tensor_decref(ca.c[i]);
+    }
+    free(ca.y);
+    free(ca.x);
+    free(ca.c);
     free(alkeys);
     t->computing = false;
     t->persistent = was_persistent;

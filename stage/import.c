@@ -745,9 +745,10 @@ static int run_if(Interp *I, const OxNode *n, OxEnv *e)
 }
 
 /* ONNX's Loop as a while on the carried values (iteration, cond, v...):
- * it goes on while iteration < M (when M is given) and cond (when cond is
- * given); each pass runs the body on them and counts. */
-typedef struct LoopCtx { Interp *I; const OxNode *n; OxEnv *e; tfe_tensor *M; bool has_cond; int nv; } LoopCtx;
+ * it goes on while iteration < M (when M is given) and cond (true when not
+ * given); each pass runs the body on them, whose cond output is the next
+ * cond (onnxruntime's reading: a body's false ends a loop of M only too). */
+typedef struct LoopCtx { Interp *I; const OxNode *n; OxEnv *e; tfe_tensor *M; int nv; } LoopCtx;
 
 static int loop_part(void *ctx, int part, tfe_tensor *const *in, tfe_tensor **outs)
 {
@@ -761,13 +762,11 @@ static int loop_part(void *ctx, int part, tfe_tensor *const *in, tfe_tensor **ou
             r = tfe_call1(OP_LT, 2, ab, &at);
             if (!r) return interp_raise_tensor_error(c->I);
         }
-        if (c->has_cond) {
-            tfe_tensor *ab[2] = {r, in[1]};
-            tfe_tensor *q = r ? tfe_call1(OP_LOGICAL_AND, 2, ab, &at) : (tensor_incref(in[1]), in[1]);
-            if (r) tensor_decref(r);
-            if (!q) return interp_raise_tensor_error(c->I);
-            r = q;
-        }
+        tfe_tensor *ab[2] = {r, in[1]};
+        tfe_tensor *q = r ? tfe_call1(OP_LOGICAL_AND, 2, ab, &at) : (tensor_incref(in[1]), in[1]);
+        if (r) tensor_decref(r);
+        if (!q) return interp_raise_tensor_error(c->I);
+        r = q;
         outs[0] = r;
         return 0;
     }
@@ -784,8 +783,7 @@ static int loop_part(void *ctx, int part, tfe_tensor *const *in, tfe_tensor **ou
     }
     if (!rc) {
         /* the body's cond: a bool of one element (it decides only when the loop has a cond) */
-        tfe_tensor *bc = c->has_cond ? bo[0] : in[1];
-        at.dtype = TFE_BOOL;
+        tfe_tensor *bc = bo[0];
         if (bc->dtype != TFE_BOOL || tensor_numel(bc) != 1 || bc->rank)
             rc = interp_raise(c->I, "import_onnx(): the body of the Loop making '%s' gives a condition of %s with %lld "
                               "elements (a bool scalar it must be)", c->n->out[0], dtype_name(bc->dtype),
@@ -823,7 +821,7 @@ static int run_loop(Interp *I, const OxNode *n, OxEnv *e)
             v[2 + i - 2] = t;
         }
     }
-    LoopCtx cx = {I, n, e, in[0], in[1] != NULL, nv};
+    LoopCtx cx = {I, n, e, in[0], nv};
     if (!rc && in[0] && (in[0]->dtype != TFE_INT64 || tensor_numel(in[0]) != 1))
         rc = interp_raise(I, "import_onnx(): the trip count M of the Loop making '%s' is %s with %lld elements (an int64 "
                           "scalar it must be)", n->nout ? n->out[0] : "?", dtype_name(in[0]->dtype), (long long)tensor_numel(in[0]));
@@ -857,8 +855,7 @@ static int run_loop(Interp *I, const OxNode *n, OxEnv *e)
         tfe_tensor *c = NULL;
         bool go = false;
         rc = loop_part(&cx, 0, v, &c);
-        if (!rc && c) rc = truth_of(I, n, c, &go);
-        else if (!rc) go = true;
+        if (!rc) rc = truth_of(I, n, c, &go);
         if (c) tensor_decref(c);
         if (rc) break;
         if (!go) break;
@@ -1046,8 +1043,6 @@ static int check_graph(const OxModel *g, int depth, char *why, size_t cap)
             const OxModel *b = attr_graph(n, "body");
             int nv = n->nin - 2 > 0 ? n->nin - 2 : 0;
             if (!b) return snprintf(why, cap, "the Loop making '%s' has no body graph", node_name(n, nm, sizeof nm)), -1;
-            if (n->nin < 2 || ((!n->in[0][0]) && !n->in[1][0]))
-                return snprintf(why, cap, "the Loop making '%s' has neither a trip count M nor a condition: it would never end", node_name(n, nm, sizeof nm)), -1;
             if (b->ninputs != nv + 2)
                 return snprintf(why, cap, "the body of the Loop making '%s' takes %d inputs, not %d (iteration, condition and %d carried)", node_name(n, nm, sizeof nm), b->ninputs, nv + 2, nv), -1;
             if (b->noutputs < nv + 1)

@@ -1,7 +1,9 @@
 /* import.c — import_onnx(path): an ONNX model (stage/onnx_model.c) as a
  * callable that runs its nodes as tfe ops, so a tape sees them (gradients)
  * and a trace records them (inside @staged code it is part of the graph).
- * The op set is what export writes for common models (docs/export.md). */
+ * The op set is what export writes for common models (docs/export.md);
+ * If and Loop run their subgraphs eagerly, or as a graph cond/while when
+ * traced (trace_cond_fn, trace_while_fn: stage/trace_cf.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1140,7 +1140,7 @@ def semantics(work):
 def import_cf(work):
     """If and Loop: tfe's traced if and while exported and imported back give
     tfe's values bit for bit, eagerly and inside @staged (a graph cond/while:
-    one trace for every condition value), gradients through an If included;
+    one trace for every condition value), gradients through If and Loop included;
     models made with onnx.helper (Loop with M, cond or both; If reading outer
     values; nested) give onnxruntime's; malformed subgraphs a located error."""
     from onnx import helper as oh, TensorProto as otp, numpy_helper as onh
@@ -1207,17 +1207,23 @@ for x in xs {{
         let (y1, i1) = mg(x, tensor(n))
         let (y2, i2) = sg(x, tensor(n))
         if not (same(y, y1) and same(i, i1) and same(y, y2) and same(i, i2)) {{ print("while differs at", x, n); ok = false }}
+        with tape() as t {{ t.watch(x); let l = sum(sin(g(x, tensor(n))[0])) }}
+        with tape() as t1 {{ t1.watch(x); let l1 = sum(sin(mg(x, tensor(n))[0])) }}
+        with tape() as t2 {{ t2.watch(x); let l2 = sum(sin(sg(x, tensor(n))[0])) }}
+        let gw = t.gradient(l, x)
+        if not (same(gw, t1.gradient(l1, x)) and same(gw, t2.gradient(l2, x))) {{ print("while gradient differs at", x, n); ok = false }}
         let z = h(x, tensor(n))
         if not (same(z, mh(x, tensor(n))) and same(z, sh(x, tensor(n)))) {{ print("nested differs at", x, n); ok = false }}
     }}
 }}
-print(ok, trace_count(sf), trace_count(sg), trace_count(sh))
+# (one trace without a tape and one under it at most, as for tfe's own staged g: not one per value)
+print(ok, trace_count(sf) <= 2 and trace_count(sg) <= 2 and trace_count(sh) <= 2)
 print(graph(sf, xs[0], tensor(2.0)))
 print(graph(sg, xs[0], tensor(2)))
 """
     r = tfe(prog, work)
     lines = r.stdout.splitlines()
-    if r.returncode or not lines or lines[0] != "true 1 1 1" or " cond(" not in r.stdout or " while(" not in r.stdout:
+    if r.returncode or not lines or lines[0] != "true true" or " cond(" not in r.stdout or " while(" not in r.stdout:
         fails.append(f"import of If/Loop: {r.stdout[:1500]} {r.stderr[-800:]}")
     # models made with onnx.helper, against onnxruntime
     N, V = oh.make_node, oh.make_tensor_value_info
@@ -1301,7 +1307,7 @@ print(graph(sg, xs[0], tensor(2)))
                     if not exact(got, w):
                         fails.append(f"import {name} {'staged ' if kind == 's' else ''}case {k} output {i}: {got} want {w}")
             n += 1
-    print(f"onnx_export: If and Loop import: tfe's if/while round trip bit for bit (eager, staged, gradients); "
+    print(f"onnx_export: If and Loop import: tfe's if/while round trip bit for bit (eager, staged, gradients through both); "
           f"{len(cases)} helper models at {n} inputs give onnxruntime's values")
     # malformed subgraphs: located errors
     vx = [("x", F, [3])]

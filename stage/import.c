@@ -1,7 +1,9 @@
 /* import.c — import_onnx(path): an ONNX model (stage/onnx_model.c) as a
  * callable that runs its nodes as tfe ops, so a tape sees them (gradients)
  * and a trace records them (inside @staged code it is part of the graph).
- * The op set is what export writes for common models (docs/export.md). */
+ * The op set is what export writes for common models (docs/export.md);
+ * If and Loop run their subgraphs eagerly, or as a graph cond/while when
+ * traced (trace_cond_fn, trace_while_fn: stage/trace_cf.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "stage/export.h"
 #include "stage/import_nn.h"
 #include "stage/onnx_model.h"
+#include "stage/trace.h"
 #include "tensor/op_scope.h"
 #include "util/xalloc.h"
 
@@ -33,7 +36,8 @@ static const char *OTHER[] = {"Identity", "Softmax", "LogSoftmax", "Transpose", 
                               /* the rest of what export writes (run_more) */
                               "Mod", "ArgMax", "ArgMin", "IsInf", "Reciprocal", "ReduceProd",
                               "ReduceLogSumExp", "Expand", "Tile", "CumSum", "Trilu", "Gather", "GatherElements",
-                              "Shape", "Size", "Slice", "OneHot", "ScatterElements", "ScatterND", "Compress", "Split"};
+                              "Shape", "Size", "Slice", "OneHot", "ScatterElements", "ScatterND", "Compress", "Split",
+                              "If", "Loop"};
 
 static int find_op(const char *name, bool *unary)
 {
@@ -626,6 +630,256 @@ static int run_node(Interp *I, const OxNode *n, OxEnv *e, tfe_tensor **out)
     return *out ? 0 : interp_raise_tensor_error(I);
 }
 
+static int run_if(Interp *I, const OxNode *n, OxEnv *e);
+static int run_loop(Interp *I, const OxNode *n, OxEnv *e);
+
+/* A graph's nodes in order, each output into e by name. */
+static int run_nodes(Interp *I, const OxModel *m, OxEnv *e)
+{
+    int rc = 0;
+    for (int i = 0; i < m->nnodes && !rc; i++) {
+        const OxNode *n = &m->nodes[i];
+        if (!strcmp(n->op, "If")) {
+            rc = run_if(I, n, e);
+            continue;
+        }
+        if (!strcmp(n->op, "Loop")) {
+            rc = run_loop(I, n, e);
+            continue;
+        }
+        if (!strcmp(n->op, "Split") && n->nin >= 1 && n->nout >= 1) {
+            rc = run_split(I, n, e);
+            continue;
+        }
+        if (n->nout != 1 || n->nin < 1) {
+            rc = n->nout != 1 ? interp_raise(I, "import_onnx(): %s with %d outputs (tfe imports ops of one)", n->op, n->nout)
+                              : interp_raise(I, "import_onnx(): %s with no inputs", n->op);
+            break;
+        }
+        tfe_tensor *o = NULL;
+        rc = run_node(I, n, e, &o);
+        if (!rc) env_put(e, n->out[0], o);
+    }
+    return rc;
+}
+
+/* --- If and Loop: subgraphs that read the values around them by name --------------------- */
+
+/* Subgraph g run in e (its nodes see e's values by name; its inputs are
+ * ins), its outputs (new refs) into outs; e is as it was after. */
+static int run_sub(Interp *I, const OxModel *g, OxEnv *e, tfe_tensor *const *ins, tfe_tensor **outs)
+{
+    int base = e->n, rc = 0;
+    for (int i = 0; i < g->ninits; i++) {
+        tensor_incref(g->inits[i]);
+        env_put(e, g->init_names[i], g->inits[i]);
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        tensor_incref(ins[i]);
+        env_put(e, g->inputs[i], ins[i]);
+    }
+    rc = run_nodes(I, g, e);
+    for (int k = 0; k < g->noutputs && !rc; k++) {
+        outs[k] = env_get(e, g->outputs[k]);
+        if (!outs[k]) rc = interp_raise(I, "import_onnx(): nothing in the subgraph makes its output '%s'", g->outputs[k]);
+        else tensor_incref(outs[k]);
+    }
+    if (rc)
+        for (int k = 0; k < g->noutputs; k++)
+            if (outs[k]) tensor_decref(outs[k]), outs[k] = NULL;
+    for (int i = base; i < e->n; i++) tensor_decref(e->t[i]);
+    e->n = base;
+    return rc;
+}
+
+static const OxModel *attr_graph(const OxNode *n, const char *name)
+{
+    const OxAttr *a = ox_attr(n, name);
+    return a ? a->g : NULL;
+}
+
+/* Does t stand for a traced value (a trace records it; inside a traced
+ * branch it has no value)? Then a condition on it is a graph cond/while. */
+static bool traced(Interp *I, const tfe_tensor *t) { return trace_recording(I) && (t->node || !t->storage); }
+
+/* The truth of a one-element condition; in a trace, a read of its value
+ * that the trace depends on (as tfe's own if on a value at trace time). */
+static int truth_of(Interp *I, const OxNode *n, tfe_tensor *c, bool *out)
+{
+    if (tensor_numel(c) != 1)
+        return interp_raise(I, "import_onnx(): the condition of the %s making '%s' has %lld elements, not one", n->op,
+                            n->nout ? n->out[0] : "?", (long long)tensor_numel(c));
+    *out = tensor_get_f64(c, 0) != 0;
+    return I->has_error ? -1 : 0;
+}
+
+typedef struct IfCtx { Interp *I; const OxNode *n; OxEnv *e; } IfCtx;
+
+static int if_branch(void *ctx, int part, tfe_tensor *const *in, tfe_tensor **outs)
+{
+    (void)in;
+    IfCtx *c = ctx;
+    return run_sub(c->I, attr_graph(c->n, part == 0 ? "then_branch" : "else_branch"), c->e, NULL, outs);
+}
+
+static int run_if(Interp *I, const OxNode *n, OxEnv *e)
+{
+    tfe_tensor *c = env_get(e, n->in[0]);
+    if (!c) return interp_raise(I, "import_onnx(): If reads '%s', which nothing made", n->in[0]);
+    tfe_tensor **outs = xcalloc((size_t)n->nout + 1, sizeof *outs);
+    IfCtx cx = {I, n, e};
+    int rc = 1;
+    if (traced(I, c)) {
+        if (tensor_numel(c) != 1)
+            rc = interp_raise(I, "import_onnx(): the condition of the If making '%s' has %lld elements, not one", n->out[0],
+                              (long long)tensor_numel(c));
+        else rc = trace_cond_fn(I, I->cur_loc, c, n->nout, if_branch, &cx, outs);
+    }
+    if (rc == 1) { /* eagerly, or decided at trace time */
+        bool t = false;
+        rc = truth_of(I, n, c, &t);
+        if (!rc) rc = if_branch(&cx, t ? 0 : 1, NULL, outs);
+    }
+    if (!rc)
+        for (int k = 0; k < n->nout; k++) env_put(e, n->out[k], outs[k]);
+    free(outs);
+    return rc;
+}
+
+/* ONNX's Loop as a while on the carried values (iteration, cond, v...):
+ * it goes on while iteration < M (when M is given) and cond (true when not
+ * given); each pass runs the body on them, whose cond output is the next
+ * cond (onnxruntime's reading: a body's false ends a loop of M only too). */
+typedef struct LoopCtx { Interp *I; const OxNode *n; OxEnv *e; tfe_tensor *M; int nv; } LoopCtx;
+
+static int loop_part(void *ctx, int part, tfe_tensor *const *in, tfe_tensor **outs)
+{
+    LoopCtx *c = ctx;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    if (part == 0) {
+        tfe_tensor *r = NULL;
+        if (c->M) {
+            tfe_tensor *ab[2] = {in[0], c->M};
+            r = tfe_call1(OP_LT, 2, ab, &at);
+            if (!r) return interp_raise_tensor_error(c->I);
+        }
+        tfe_tensor *ab[2] = {r, in[1]};
+        tfe_tensor *q = r ? tfe_call1(OP_LOGICAL_AND, 2, ab, &at) : (tensor_incref(in[1]), in[1]);
+        if (r) tensor_decref(r);
+        if (!q) return interp_raise_tensor_error(c->I);
+        r = q;
+        outs[0] = r;
+        return 0;
+    }
+    const OxModel *body = attr_graph(c->n, "body");
+    tfe_tensor **bo = xcalloc((size_t)body->noutputs + 1, sizeof *bo);
+    int rc = run_sub(c->I, body, c->e, in, bo);
+    if (!rc) {
+        tfe_tensor *one = tensor_from_f64(1, TFE_INT64);
+        tfe_tensor *ab[2] = {in[0], one};
+        if (one) one->weak = false;
+        outs[0] = one ? tfe_call1(OP_ADD, 2, ab, &at) : NULL;
+        if (one) tensor_decref(one);
+        if (!outs[0]) rc = interp_raise_tensor_error(c->I);
+    }
+    if (!rc) {
+        /* the body's cond: a bool of one element (it decides only when the loop has a cond) */
+        tfe_tensor *bc = bo[0];
+        if (bc->dtype != TFE_BOOL || tensor_numel(bc) != 1 || bc->rank)
+            rc = interp_raise(c->I, "import_onnx(): the body of the Loop making '%s' gives a condition of %s with %lld "
+                              "elements (a bool scalar it must be)", c->n->out[0], dtype_name(bc->dtype),
+                              (long long)tensor_numel(bc));
+        else {
+            tensor_incref(bc);
+            outs[1] = bc;
+        }
+        for (int k = 0; k < c->nv && !rc; k++) {
+            tensor_incref(bo[1 + k]);
+            outs[2 + k] = bo[1 + k];
+        }
+    }
+    for (int k = 0; k < body->noutputs; k++)
+        if (bo[k]) tensor_decref(bo[k]);
+    free(bo);
+    if (rc)
+        for (int k = 0; k < c->nv + 2; k++)
+            if (outs[k]) tensor_decref(outs[k]), outs[k] = NULL;
+    return rc;
+}
+
+static int run_loop(Interp *I, const OxNode *n, OxEnv *e)
+{
+    int nv = n->nin - 2 > 0 ? n->nin - 2 : 0, rc = 0;
+    tfe_tensor **v = xcalloc((size_t)nv + 2, sizeof *v), **nx = xcalloc((size_t)nv + 2, sizeof *nx);
+    tfe_tensor *in[2] = {NULL, NULL};
+    for (int i = 0; i < n->nin && !rc; i++) {
+        if (!n->in[i][0]) continue;
+        tfe_tensor *t = env_get(e, n->in[i]);
+        if (!t) rc = interp_raise(I, "import_onnx(): Loop reads '%s', which nothing made", n->in[i]);
+        else if (i < 2) in[i] = t;
+        else {
+            tensor_incref(t);
+            v[2 + i - 2] = t;
+        }
+    }
+    LoopCtx cx = {I, n, e, in[0], nv};
+    if (!rc && in[0] && (in[0]->dtype != TFE_INT64 || tensor_numel(in[0]) != 1))
+        rc = interp_raise(I, "import_onnx(): the trip count M of the Loop making '%s' is %s with %lld elements (an int64 "
+                          "scalar it must be)", n->nout ? n->out[0] : "?", dtype_name(in[0]->dtype), (long long)tensor_numel(in[0]));
+    if (!rc && in[1] && (in[1]->dtype != TFE_BOOL || tensor_numel(in[1]) != 1))
+        rc = interp_raise(I, "import_onnx(): the condition of the Loop making '%s' is %s with %lld elements (a bool "
+                          "scalar it must be)", n->nout ? n->out[0] : "?", dtype_name(in[1]->dtype), (long long)tensor_numel(in[1]));
+    if (!rc) {
+        /* (iteration, cond) carried first; the body's cond input is a scalar */
+        tfe_tensor *it = tensor_from_f64(0, TFE_INT64), *c0 = NULL;
+        it->weak = false;
+        v[0] = it;
+        if (in[1]) {
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            at.nints = 0;
+            c0 = in[1]->rank ? tfe_call1(OP_RESHAPE, 1, &in[1], &at) : (tensor_incref(in[1]), in[1]);
+            if (!c0) rc = interp_raise_tensor_error(I);
+        } else {
+            c0 = tensor_from_f64(1, TFE_BOOL);
+            c0->weak = false;
+        }
+        v[1] = c0;
+    }
+    int nc = nv + 2;
+    rc = rc ? rc : 1;
+    if (rc == 1 && trace_recording(I)) rc = trace_while_fn(I, I->cur_loc, nc, v, loop_part, &cx, nx);
+    if (rc == 0) {
+        for (int k = 0; k < nc; k++) tensor_decref(v[k]), v[k] = nx[k], nx[k] = NULL;
+    }
+    while (rc == 1) { /* eagerly, or decided at trace time */
+        tfe_tensor *c = NULL;
+        bool go = false;
+        rc = loop_part(&cx, 0, v, &c);
+        if (!rc) rc = truth_of(I, n, c, &go);
+        if (c) tensor_decref(c);
+        if (rc) break;
+        if (!go) break;
+        rc = loop_part(&cx, 1, v, nx);
+        if (rc) break;
+        for (int k = 0; k < nc; k++) tensor_decref(v[k]), v[k] = nx[k], nx[k] = NULL;
+        rc = 1;
+    }
+    if (rc == 1) rc = 0;
+    for (int k = 0; k < n->nout && !rc; k++) {
+        tensor_incref(v[2 + k]);
+        env_put(e, n->out[k], v[2 + k]);
+    }
+    for (int k = 0; k < nc; k++) {
+        if (v[k]) tensor_decref(v[k]);
+        if (nx[k]) tensor_decref(nx[k]);
+    }
+    free(v);
+    free(nx);
+    return rc;
+}
+
 /* Whether a call's argument is of its input's declared dtype, rank and
  * fixed sizes (a model run on another shape computes something else, or
  * fails deep inside with a message about a node). */
@@ -691,21 +945,7 @@ BUILTIN(bi_onnx_call)
             tensor_decref(t);
         } else env_put(&e, m->inputs[i], t);
     }
-    for (int i = 0; i < m->nnodes && !rc; i++) {
-        const OxNode *n = &m->nodes[i];
-        if (!strcmp(n->op, "Split") && n->nin >= 1 && n->nout >= 1) {
-            rc = run_split(I, n, &e);
-            continue;
-        }
-        if (n->nout != 1 || n->nin < 1) {
-            rc = n->nout != 1 ? interp_raise(I, "import_onnx(): %s with %d outputs (tfe imports ops of one)", n->op, n->nout)
-                              : interp_raise(I, "import_onnx(): %s with no inputs", n->op);
-            break;
-        }
-        tfe_tensor *o = NULL;
-        rc = run_node(I, n, &e, &o);
-        if (!rc) env_put(&e, n->out[0], o);
-    }
+    if (!rc) rc = run_nodes(I, m, &e);
     Value res = v_nil();
     if (!rc) {
         Seq *t = m->noutputs == 1 ? NULL : seq_new(m->noutputs);
@@ -751,6 +991,77 @@ static char *onnxobj_repr(Obj *o)
 
 static const ObjectClass onnx_class = {.name = "onnx model", .free = onnxobj_free, .repr = onnxobj_repr};
 
+/* The ops of g and its subgraphs that import does not read, each once
+ * (seen: the names listed so far). */
+static void collect_bad(const OxModel *g, const char ***seen, int *nbad, Buf *bad)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        const OxNode *n = &g->nodes[i];
+        const char *op = n->op;
+        bool listed = supported(op);
+        for (int j = 0; j < *nbad && !listed; j++) listed = !strcmp((*seen)[j], op);
+        if (!listed) {
+            *seen = xrealloc(*seen, sizeof **seen * (size_t)(*nbad + 1));
+            (*seen)[*nbad] = op;
+            if ((*nbad)++) buf_puts(bad, ", ");
+            /* a name from the file: printable ASCII only in the message */
+            for (const char *c = op; *c && c - op < 60; c++) buf_add(bad, (*c >= 32 && *c < 127) ? c : "?", 1);
+            if (!*op) buf_puts(bad, "(no op type)");
+        }
+        for (int a = 0; a < n->nat; a++)
+            if (n->at[a].g) collect_bad(n->at[a].g, seen, nbad, bad);
+    }
+}
+
+/* The node's name in a message: its first output (printable ASCII). */
+static const char *node_name(const OxNode *n, char *b, size_t cap)
+{
+    size_t k = 0;
+    const char *o = n->nout ? n->out[0] : "";
+    for (; *o && k + 1 < cap && k < 60; o++) b[k++] = (*o >= 32 && *o < 127) ? *o : '?';
+    b[k] = 0;
+    return b;
+}
+
+/* What import cannot run, said before a call: an op's attributes
+ * (import_nn_check), an If's or a Loop's subgraphs of the wrong form. */
+static int check_graph(const OxModel *g, int depth, char *why, size_t cap)
+{
+    for (int i = 0; i < g->nnodes; i++) {
+        const OxNode *n = &g->nodes[i];
+        char nm[64];
+        if (import_nn_handles(n->op) && import_nn_check(n, why, cap)) return -1;
+        if (!strcmp(n->op, "If")) {
+            const OxModel *b[2] = {attr_graph(n, "then_branch"), attr_graph(n, "else_branch")};
+            if (n->nin != 1) return snprintf(why, cap, "the If making '%s' has %d inputs, not 1 (its condition)", node_name(n, nm, sizeof nm), n->nin), -1;
+            for (int k = 0; k < 2; k++) {
+                const char *bn = k ? "else_branch" : "then_branch";
+                if (!b[k]) return snprintf(why, cap, "the If making '%s' has no %s graph", node_name(n, nm, sizeof nm), bn), -1;
+                if (b[k]->ninputs) return snprintf(why, cap, "the %s of the If making '%s' has %d inputs (a branch takes none)", bn, node_name(n, nm, sizeof nm), b[k]->ninputs), -1;
+                if (b[k]->noutputs != n->nout)
+                    return snprintf(why, cap, "the %s of the If making '%s' has %d outputs, the If %d", bn, node_name(n, nm, sizeof nm), b[k]->noutputs, n->nout), -1;
+            }
+        } else if (!strcmp(n->op, "Loop")) {
+            const OxModel *b = attr_graph(n, "body");
+            int nv = n->nin - 2 > 0 ? n->nin - 2 : 0;
+            if (!b) return snprintf(why, cap, "the Loop making '%s' has no body graph", node_name(n, nm, sizeof nm)), -1;
+            if (b->ninputs != nv + 2)
+                return snprintf(why, cap, "the body of the Loop making '%s' takes %d inputs, not %d (iteration, condition and %d carried)", node_name(n, nm, sizeof nm), b->ninputs, nv + 2, nv), -1;
+            if (b->noutputs < nv + 1)
+                return snprintf(why, cap, "the body of the Loop making '%s' has %d outputs, not %d (condition and %d carried)", node_name(n, nm, sizeof nm), b->noutputs, nv + 1, nv), -1;
+            if (b->noutputs > nv + 1 || n->nout > nv) {
+                int ns = b->noutputs - nv - 1;
+                return snprintf(why, cap, "the Loop making '%s' has %d scan output%s ('%.60s'...), which tfe does not import "
+                                "(only loop-carried values)", node_name(n, nm, sizeof nm), ns > 0 ? ns : n->nout - nv, ns == 1 ? "" : "s",
+                                ns > 0 ? b->outputs[nv + 1] : n->out[nv]), -1;
+            }
+        }
+        for (int a = 0; a < n->nat; a++)
+            if (n->at[a].g && check_graph(n->at[a].g, depth + 1, why, cap)) return -1;
+    }
+    return 0;
+}
+
 /* import_onnx(path): the model as a callable (docs/export.md, "Importing"). */
 BUILTIN(bi_import_onnx)
 {
@@ -771,23 +1082,15 @@ BUILTIN(bi_import_onnx)
     OxModel *m = ox_model_read(b.s ? b.s : "", b.len, err, sizeof err);
     free(b.s);
     if (!m) return interp_raise(I, "import_onnx(): '%s': %s", path, err);
-    /* every unsupported op at once */
+    /* every unsupported op at once (subgraphs' included) */
     Buf bad = {0};
     int nbad = 0;
-    for (int i = 0; i < m->nnodes; i++) {
-        const char *op = m->nodes[i].op;
-        if (supported(op)) continue;
-        bool seen = false;
-        for (int j = 0; j < i && !seen; j++) seen = !strcmp(m->nodes[j].op, op);
-        if (seen) continue;
-        if (nbad++) buf_puts(&bad, ", ");
-        /* a name from the file: printable ASCII only in the message */
-        for (const char *c = op; *c && c - op < 60; c++) buf_add(&bad, (*c >= 32 && *c < 127) ? c : "?", 1);
-        if (!*op) buf_puts(&bad, "(no op type)");
-    }
-    for (int i = 0; i < m->nnodes && !nbad; i++) {
-        char why[300];
-        if (import_nn_handles(m->nodes[i].op) && import_nn_check(&m->nodes[i], why, sizeof why)) {
+    const char **seen = NULL;
+    collect_bad(m, &seen, &nbad, &bad);
+    free(seen);
+    if (!nbad) {
+        char why[300] = "";
+        if (check_graph(m, 0, why, sizeof why)) {
             int rc = interp_raise(I, "import_onnx(): '%s': %s", path, why);
             ox_model_free(m);
             return rc;

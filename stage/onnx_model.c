@@ -139,7 +139,10 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     return rc;
 }
 
-static int read_attr(const PbField *af, OxAttr *a, char *err, size_t errcap)
+static int read_graph(const PbField *gf, OxModel *m, int depth, char *err, size_t errcap);
+static void attr_free(OxAttr *a);
+
+static int read_attr(const PbField *af, OxAttr *a, int depth, char *err, size_t errcap)
 {
     PbReader r = pbr_init(af->p, af->n);
     PbField f;
@@ -155,6 +158,11 @@ static int read_attr(const PbField *af, OxAttr *a, char *err, size_t errcap)
         else if (f.field == 5 && f.wire == 2) {
             if (a->t) tensor_decref(a->t), a->t = NULL;
             if (read_tensor(f.p, f.n, &a->t, NULL, err, errcap)) return -1;
+        } else if (f.field == 6 && f.wire == 2) { /* g: a subgraph */
+            if (depth >= OX_MAX_DEPTH) FAIL("subgraphs nested more than %d deep", OX_MAX_DEPTH);
+            if (a->g) ox_model_free(a->g);
+            a->g = xcalloc(1, sizeof *a->g);
+            if (read_graph(&f, a->g, depth + 1, err, errcap)) return -1;
         }
     }
     if (k < 0) FAIL("a malformed attribute");
@@ -162,7 +170,7 @@ static int read_attr(const PbField *af, OxAttr *a, char *err, size_t errcap)
     return 0;
 }
 
-static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
+static int read_node(const PbField *nf, OxNode *n, int depth, char *err, size_t errcap)
 {
     PbReader r = pbr_init(nf->p, nf->n);
     PbField f;
@@ -182,11 +190,8 @@ static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
         }
         else if (f.field == 5) {
             n->at = xrealloc(n->at, sizeof *n->at * (size_t)(n->nat + 1));
-            if (read_attr(&f, &n->at[n->nat], err, errcap)) {
-                free(n->at[n->nat].name);
-                free(n->at[n->nat].s);
-                free(n->at[n->nat].ints);
-                if (n->at[n->nat].t) tensor_decref(n->at[n->nat].t); /* (a tensor before the bad bytes) */
+            if (read_attr(&f, &n->at[n->nat], depth, err, errcap)) {
+                attr_free(&n->at[n->nat]); /* (a tensor or graph before the bad bytes) */
                 return -1;
             }
             n->nat++;
@@ -197,7 +202,8 @@ static int read_node(const PbField *nf, OxNode *n, char *err, size_t errcap)
     /* an empty name leaves an optional input out: at the end it is the
      * same as not listing it; before another input tfe has no form for it */
     while (n->nin && !n->in[n->nin - 1][0]) free(n->in[--n->nin]);
-    for (int i = 0; i < n->nin; i++)
+    bool loop = !strcmp(n->op, "Loop"); /* (its M and cond are optional: import reads "" there) */
+    for (int i = loop ? 2 : 0; i < n->nin; i++)
         if (!n->in[i][0]) FAIL("%s leaves out its optional input %d, which tfe does not import", n->op, i);
     return 0;
 }
@@ -251,7 +257,7 @@ static void type_free(OxType *ty)
     for (int d = 0; d < TFE_MAX_RANK; d++) free(ty->dnames[d]);
 }
 
-static int read_graph(const PbField *gf, OxModel *m, char *err, size_t errcap)
+static int read_graph(const PbField *gf, OxModel *m, int depth, char *err, size_t errcap)
 {
     PbReader r = pbr_init(gf->p, gf->n);
     PbField f;
@@ -264,7 +270,7 @@ static int read_graph(const PbField *gf, OxModel *m, char *err, size_t errcap)
         if (f.field == 1) {
             m->nodes = xrealloc(m->nodes, sizeof *m->nodes * (size_t)(m->nnodes + 1));
             memset(&m->nodes[m->nnodes], 0, sizeof *m->nodes);
-            int rc = read_node(&f, &m->nodes[m->nnodes], err, errcap);
+            int rc = read_node(&f, &m->nodes[m->nnodes], depth, err, errcap);
             m->nnodes++;
             if (rc) goto fail;
         } else if (f.field == 5) {
@@ -324,7 +330,7 @@ OxModel *ox_model_read(const void *p, size_t n, char *err, size_t errcap)
             if (std) opset = v;
         } else if (f.field == 7 && f.wire == 2) {
             if (graphs++) { snprintf(err, errcap, "two graphs"); k = -2; break; }
-            if (read_graph(&f, m, err, errcap)) { k = -2; break; }
+            if (read_graph(&f, m, 0, err, errcap)) { k = -2; break; }
         }
     }
     if (k == -1) snprintf(err, errcap, "not an ONNX model (malformed protobuf)");
@@ -355,12 +361,7 @@ void ox_model_free(OxModel *m)
         for (int j = 0; j < n->nout; j++) free(n->out[j]);
         free(n->in);
         free(n->out);
-        for (int j = 0; j < n->nat; j++) {
-            free(n->at[j].name);
-            free(n->at[j].s);
-            free(n->at[j].ints);
-            if (n->at[j].t) tensor_decref(n->at[j].t);
-        }
+        for (int j = 0; j < n->nat; j++) attr_free(&n->at[j]);
         free(n->at);
     }
     free(m->nodes);
@@ -376,6 +377,15 @@ void ox_model_free(OxModel *m)
     free(m->inputs);
     free(m->outputs);
     free(m);
+}
+
+static void attr_free(OxAttr *a)
+{
+    free(a->name);
+    free(a->s);
+    free(a->ints);
+    if (a->t) tensor_decref(a->t);
+    ox_model_free(a->g);
 }
 
 const OxAttr *ox_attr(const OxNode *n, const char *name)

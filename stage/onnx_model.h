@@ -1,7 +1,8 @@
 /* onnx_model.h — an ONNX model read from its bytes (stage/onnx_model.c) with
  * the bounds-checked reader util/pbr.h: the top graph's nodes, initializers,
- * inputs and outputs. Subgraphs (If, Loop) are not read: such a node keeps
- * its op type, which import refuses. */
+ * inputs and outputs; a GRAPH attribute (If's branches, Loop's body) is
+ * read the same way into a model of its own (OxAttr.g), nested at most
+ * OX_MAX_DEPTH deep. */
 #ifndef TFE_STAGE_ONNX_MODEL_H
 #define TFE_STAGE_ONNX_MODEL_H
 
@@ -16,7 +17,11 @@ typedef struct OxAttr {
     int64_t *ints;
     int nints;
     tfe_tensor *t;       /* owned, or NULL */
+    struct OxModel *g;   /* a GRAPH attribute's graph (owned), or NULL */
 } OxAttr;
+
+/* how deep subgraphs may nest (a malformed file could nest without end) */
+#define OX_MAX_DEPTH 16
 
 typedef struct OxNode {
     char *op;

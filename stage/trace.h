@@ -141,6 +141,17 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 /* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
  * caller runs the loop eagerly: the trace then depends on the bounds). */
 int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs);
+/* A cond (while) node for code without an AST (import_onnx's If, Loop):
+ * run(ctx, part, in, outs) traces, symbolically, a cond's branch part (0
+ * then, 1 else; in NULL) into its nout outputs, or a loop's condition (part
+ * 0: one bool into outs[0]) or body (part 1: nc next values) from the
+ * carried values in; new refs, 0 or -1 with an error raised. Returns 0
+ * with outs (new refs, traced), -1, or 1 when it cannot be a node and the
+ * caller runs it at trace time, reading the condition's value (tensor_get_f64:
+ * the trace then depends on it), as for tfe's own if and while. */
+typedef int (*TraceRunFn)(void *ctx, int part, tfe_tensor *const *in, tfe_tensor **outs);
+int trace_cond_fn(Interp *I, Loc loc, tfe_tensor *pred, int nout, TraceRunFn run, void *ctx, tfe_tensor **outs);
+int trace_while_fn(Interp *I, Loc loc, int nc, tfe_tensor *const *init, TraceRunFn run, void *ctx, tfe_tensor **outs);
 tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value); /* takes value; new ref */
 void trace_var_reread(Tracer *T, Value var, tfe_tensor *value);      /* value: var's tensor now */
 void trace_share_reads(Tracer *T, int id); /* cond or while id, just traced: reads of a variable read before it */

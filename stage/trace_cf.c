@@ -1949,3 +1949,182 @@ tfe_tensor *trace_cf_start(const Tracer *T, const Obj *var)
     return NULL;
 }
 
+
+/* --- a cond or while for code without an AST (import_onnx's If and Loop) ------------------ */
+
+/* As trace_cond and loop_core build theirs, with the branches (the
+ * condition and body) run by a callback instead of the interpreter: the
+ * same regions, node, run on the trace's values and tape entry. */
+int trace_cond_fn(Interp *I, Loc loc, tfe_tensor *pred, int nout, TraceRunFn run, void *ctx, tfe_tensor **outs)
+{
+    Tracer *T = I->tracer;
+    Graph *g = T->g;
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    Mark mark = mark_of(T);
+    tfe_tensor **bo[2];
+    int r[2], rc = 0;
+    for (int b = 0; b < 2; b++) {
+        bo[b] = xcalloc((size_t)nout + 1, sizeof *bo[b]);
+        r[b] = graph_add_region(g, T->region);
+    }
+    T->symbolic = true;
+    for (int b = 0; b < 2; b++) {
+        T->region = r[b];
+        T->last_effect = -1;
+        if (run(ctx, b, NULL, bo[b]) || T->failed) goto failed;
+    }
+    for (int k = 0; k < nout; k++) {
+        tfe_tensor *t0 = bo[0][k], *t1 = bo[1][k];
+        if (t0->dtype != t1->dtype || t0->rank != t1->rank) {
+            raise_at(I, loc, "output %d of this conditional is %s of rank %d in one branch and %s of rank %d in the "
+                     "other (staged code needs the same dtype and rank from both)", k, dtype_name(t0->dtype), t0->rank,
+                     dtype_name(t1->dtype), t1->rank);
+            goto failed;
+        }
+        if (!same_shape(t0, t1)) goto failed; /* decided at trace time (same_shape says why) */
+    }
+    for (int b = 0; b < 2; b++) {
+        T->region = r[b];
+        GRegion *reg = &g->regions[r[b]];
+        reg->nouts = nout;
+        reg->outs = xcalloc((size_t)(nout ? nout : 1), sizeof *reg->outs);
+        for (int k = 0; k < nout; k++) {
+            GRef ref = trace_ref(T, bo[b][k]);
+            g->regions[r[b]].outs[k] = ref;
+        }
+    }
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    rewind_random(mark);
+    {
+        I->cur_loc = loc;
+        GRef cref = trace_ref(T, pred);
+        int id = graph_add(g, T->region, G_COND, 1, nout);
+        GNode *cn = gnode(g, id);
+        cn->loc = loc;
+        cn->frames = T->last_frames;
+        cn->regions[0] = r[0];
+        cn->regions[1] = r[1];
+        cn->in[0] = cref;
+        for (int k = 0; k < nout; k++) {
+            tfe_tensor *t0 = bo[0][k], *t1 = bo[1][k];
+            tfe_meta *m = &cn->meta[k];
+            m->dtype = t0->dtype;
+            m->weak = t0->weak && t1->weak;
+            m->rank = t0->rank;
+            for (int d = 0; d < t0->rank; d++) m->shape[d] = t0->shape[d] == t1->shape[d] ? t0->shape[d] : -1;
+        }
+        rc = bind_outputs(T, id, NULL, NULL, 0, outs);
+    }
+    goto done;
+failed:
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    rc = give_up(I, T, loc, "this conditional on a traced tensor");
+    if (rc == 1) roll_back(T, mark);
+done:
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < nout; k++)
+            if (bo[b][k]) tensor_decref(bo[b][k]);
+        free(bo[b]);
+    }
+    return rc;
+}
+
+int trace_while_fn(Interp *I, Loc loc, int nc, tfe_tensor *const *init, TraceRunFn run, void *ctx, tfe_tensor **outs)
+{
+    Tracer *T = I->tracer;
+    Graph *g = T->g;
+    int saved_region = T->region, saved_effect = T->last_effect;
+    bool saved_sym = T->symbolic;
+    Mark mark = mark_of(T);
+    tfe_tensor **sp = xcalloc((size_t)nc + 1, sizeof *sp), **nx = xcalloc((size_t)nc + 1, sizeof *nx), *c = NULL;
+    int rc = 0;
+    int rcond = graph_add_region(g, T->region);
+    int rbody = graph_add_region(g, rcond);
+    GRegion *reg = &g->regions[rcond];
+    reg->params = xcalloc((size_t)(nc ? nc : 1), sizeof *reg->params);
+    reg->nparams = nc;
+    T->symbolic = true;
+    for (int k = 0; k < nc; k++) {
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        GNode *pn = gnode(g, p);
+        pn->loc = loc;
+        pn->meta[0] = (tfe_meta){.dtype = init[k]->dtype, .weak = init[k]->weak, .rank = init[k]->rank};
+        mem_copy(pn->meta[0].shape, init[k]->shape, sizeof(int64_t) * (size_t)init[k]->rank);
+        g->regions[rcond].params[k] = p;
+        sp[k] = tensor_symbolic(init[k]->dtype, init[k]->weak, init[k]->rank, init[k]->shape);
+        trace_note(T, sp[k], (GRef){p, 0});
+    }
+    T->region = rcond;
+    T->last_effect = -1;
+    if (run(ctx, 0, sp, &c) || T->failed) goto failed;
+    if (tensor_numel(c) != 1) {
+        raise_at(I, loc, "the condition of this loop has %lld elements, not one", (long long)tensor_numel(c));
+        goto failed;
+    }
+    reg = &g->regions[rcond];
+    reg->outs = xmalloc(sizeof *reg->outs);
+    reg->outs[0] = trace_ref(T, c);
+    reg->nouts = 1;
+    T->region = rbody;
+    T->last_effect = -1;
+    if (run(ctx, 1, sp, nx) || T->failed) goto failed;
+    g->regions[rbody].outs = xcalloc((size_t)(nc ? nc : 1), sizeof(GRef));
+    g->regions[rbody].nouts = nc;
+    for (int k = 0; k < nc; k++) {
+        tfe_tensor *t = nx[k];
+        if (t->dtype != init[k]->dtype || t->rank != init[k]->rank ||
+            mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank)) {
+            char s1[200], s2[200];
+            raise_at(I, loc, "loop value %d changes from %s %s to %s %s in one iteration; staged loops must keep "
+                     "the dtype and shape of what they carry", k, dtype_name(init[k]->dtype),
+                     shape_str(init[k]->rank, init[k]->shape, s1), dtype_name(t->dtype), shape_str(t->rank, t->shape, s2));
+            goto failed;
+        }
+        GRef ref = trace_ref(T, t);
+        g->regions[rbody].outs[k] = ref;
+    }
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    if (tape_meets_draw(T, g, rcond) || tape_meets_draw(T, g, rbody)) {
+        raise_at(I, loc, "a tape cannot differentiate a random draw inside a staged loop");
+        goto failed;
+    }
+    rewind_random(mark);
+    {
+        I->cur_loc = loc;
+        GRef *refs = xcalloc((size_t)nc + 1, sizeof *refs);
+        for (int k = 0; k < nc; k++) refs[k] = trace_ref(T, init[k]);
+        int id = graph_add(g, T->region, G_WHILE, nc, nc);
+        GNode *wn = gnode(g, id);
+        wn->loc = loc;
+        wn->frames = T->last_frames;
+        wn->regions[0] = rcond;
+        wn->regions[1] = rbody;
+        mem_copy(wn->in, refs, sizeof *refs * (size_t)nc);
+        free(refs);
+        for (int k = 0; k < nc; k++) wn->meta[k] = gnode(g, g->regions[rcond].params[k])->meta[0];
+        rc = bind_outputs(T, id, NULL, NULL, 0, outs);
+    }
+    goto done;
+failed:
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    rc = give_up(I, T, loc, "this loop on a traced tensor");
+    if (rc == 1) roll_back(T, mark);
+done:
+    if (c) tensor_decref(c);
+    for (int k = 0; k < nc; k++) {
+        if (sp[k]) tensor_decref(sp[k]); /* (the notes keep them) */
+        if (nx[k]) tensor_decref(nx[k]);
+    }
+    free(sp);
+    free(nx);
+    return rc;
+}

@@ -39,10 +39,13 @@ typedef struct Block { int64_t off, size; } Block;
 
 static int64_t align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
+/* An op of several outputs (batch_norm_train, batch_norm_grad) is one when
+ * it is neither a view nor sized by its data: its kernel writes into the
+ * outputs 1.. it is given, and makes those it is not (tensor/ops.h). */
 static bool plannable_op(const GNode *n)
 {
     if (n->kind == G_FUSED) return n->nout == 1;
-    if (n->kind != G_OP || n->nout != 1) return false;
+    if (n->kind != G_OP || n->nout < 1) return false;
     unsigned f = tfe_ops[n->op].flags;
     /* a collective runs through the walker (run_op), the one place that
      * calls it, so that an executor that overlaps them has one to change */
@@ -60,6 +63,14 @@ static bool meta_known(const tfe_meta *m)
     bool known = m->dtype < TFE_FLOAT16;
     for (int d = 0; d < m->rank; d++) known &= m->shape[d] >= 0;
     return known;
+}
+
+/* Are all of n's outputs' shapes known (known[], by value slot)? */
+static bool outs_known(const GNode *n, const bool *known)
+{
+    bool all = true;
+    for (int k = 0; k < n->nout; k++) all &= known[n->vbase + k];
+    return all;
 }
 
 /* Does the fused program write its result with its last instruction (then
@@ -106,8 +117,10 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known, int *po
                 stat[n->vbase] = ins_static && meta_known(&n->meta[0]);
                 break;
             }
-            if (!ins_static || !plannable_op(n) || !known[n->vbase]) break;
-            stat[n->vbase] = true;
+            if (!ins_static || !plannable_op(n) || !outs_known(n, known)) break;
+            for (int k = 0; k < n->nout; k++) stat[n->vbase + k] = true;
+            c->nout = n->nout;
+            c->view = xcalloc((size_t)n->nout, sizeof *c->view);
             c->kind = n->kind == G_FUSED ? PI_FUSED : PI_KERNEL;
             c->kernel = n->kind == G_OP ? tfe_ops[n->op].cpu_kernel : NULL;
             c->nin = n->nin;
@@ -267,7 +280,8 @@ ExecPlan *exec_plan_build(const Graph *g)
     bool *known = xcalloc((size_t)nv + 1, sizeof *known);
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
-        if (plannable_op(n)) ok[n->vbase] = known[n->vbase] = meta_known(&n->meta[0]);
+        for (int k = 0; plannable_op(n) && k < n->nout; k++)
+            ok[n->vbase + k] = known[n->vbase + k] = meta_known(&n->meta[k]);
     }
     for (int id = 0; id < g->n; id++) {
         const GNode *n = &g->nodes[id];
@@ -319,27 +333,35 @@ ExecPlan *exec_plan_build(const Graph *g)
                     inplace = is;
             }
         }
-        if (inplace >= 0) {
-            p->offset[s] = p->offset[inplace];
-            p->sum_bytes += (size_t)value_bytes(&n->meta[0]);
-            p->nplanned++;
-            p->ninplace++;
-        } else if (n->nout == 1 && ok[s] && last[s] > i) {
-            int64_t size = value_bytes(&n->meta[0]);
-            int best = -1;
-            for (int b = 0; b < nfree; b++)
-                if (freeb[b].size >= size && (best < 0 || freeb[b].size < freeb[best].size)) best = b;
-            if (best >= 0) {
-                p->offset[s] = freeb[best].off;
-                freeb[best].off += size;
-                freeb[best].size -= size;
-                if (freeb[best].size == 0) freeb[best] = freeb[--nfree]; /* used up: the list stays short */
-            } else {
-                p->offset[s] = end;
-                end += size;
+        int nunread = 0; /* outputs placed that nothing reads: freed right after */
+        for (int o = 0; o < n->nout; o++) {
+            /* every output of an op of several outputs has a block, read
+             * or not: its kernel writes them all, and the arena's bytes
+             * cost nothing per call, a new tensor does */
+            bool unread = n->nout > 1 && ok[s + o] && last[s + o] < 0;
+            if (o == 0 && inplace >= 0) {
+                p->offset[s] = p->offset[inplace];
+                p->sum_bytes += (size_t)value_bytes(&n->meta[0]);
+                p->nplanned++;
+                p->ninplace++;
+            } else if (ok[s + o] && (last[s + o] > i || unread)) {
+                int64_t size = value_bytes(&n->meta[o]);
+                int best = -1;
+                for (int b = 0; b < nfree; b++)
+                    if (freeb[b].size >= size && (best < 0 || freeb[b].size < freeb[best].size)) best = b;
+                if (best >= 0) {
+                    p->offset[s + o] = freeb[best].off;
+                    freeb[best].off += size;
+                    freeb[best].size -= size;
+                    if (freeb[best].size == 0) freeb[best] = freeb[--nfree]; /* used up: the list stays short */
+                } else {
+                    p->offset[s + o] = end;
+                    end += size;
+                }
+                p->sum_bytes += (size_t)size;
+                p->nplanned++;
+                nunread += unread;
             }
-            p->sum_bytes += (size_t)size;
-            p->nplanned++;
         }
         /* inputs read here for the last time free their blocks (after the
          * output took its own: an output never overlaps its inputs); an
@@ -353,6 +375,8 @@ ExecPlan *exec_plan_build(const Graph *g)
                 if (dup) continue;
                 freeb[nfree++] = (Block){p->offset[is], value_bytes(&g->nodes[rn->in[k].node].meta[rn->in[k].out])};
             }
+        for (int o = 0; nunread && o < n->nout; o++)
+            if (p->offset[s + o] >= 0 && last[s + o] < 0) freeb[nfree++] = (Block){p->offset[s + o], value_bytes(&n->meta[o])};
     }
     free(prod_at);
     p->arena_bytes = (size_t)end;
@@ -370,7 +394,9 @@ void exec_plan_free(ExecPlan *p)
         free(p->code[i].in);
         free(p->code[i].drop);
         if (p->code[i].upd) tfe_fused_free(p->code[i].upd);
-        if (p->code[i].view) tensor_decref(p->code[i].view);
+        for (int k = 0; k < p->code[i].nout; k++)
+            if (p->code[i].view[k]) tensor_decref(p->code[i].view[k]);
+        free(p->code[i].view);
     }
     free(p->code);
     if (p->arena) tensor_decref(p->arena);
@@ -462,6 +488,20 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                 }
         } else if (c->kind != PI_NODE) {
             buf_puts(&b, " new");
+        }
+        /* the other outputs of an op of several (never in place) */
+        for (int k = 1; n->kind == G_OP && n->meta && k < n->nout; k++) {
+            buf_puts(&b, ", ");
+            graph_put_ref(&b, g, (GRef){c->node, k});
+            buf_puts(&b, " ");
+            graph_put_meta(&b, &n->meta[k]);
+            off = n->vbase + k < p->nslots ? p->offset[n->vbase + k] : -1;
+            if (off >= 0) {
+                snprintf(line, sizeof line, " @%lld", (long long)off);
+                buf_puts(&b, line);
+            } else if (c->kind != PI_NODE) {
+                buf_puts(&b, " new");
+            }
         }
         buf_puts(&b, "\n");
     }

@@ -274,6 +274,13 @@ static void *scratch(size_t bytes, void **list, size_t *sizes, int *n) {
     return p;
 }
 
+/* Output k (1 or 2, of shape (C,)): the tensor the caller placed there (the
+ * executor's arena, graph/plan.c: contiguous, of the inferred dtype and
+ * shape), or a new one when it is NULL (eager dispatch passes NULLs). */
+static tfe_tensor *given_or_new(const tfe_opcall *c, int k, tfe_dtype dt, int64_t C) {
+    return c->out[k] ? c->out[k] : tensor_new(dt, 1, &C);
+}
+
 int k_batch_norm_train(const tfe_opcall *c) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
@@ -283,7 +290,7 @@ int k_batch_norm_train(const tfe_opcall *c) {
     void *mem[8];
     size_t sizes[8];
     int nmem = 0, rc = -1;
-    tfe_tensor *mo = tensor_new(x->dtype, 1, &C), *vo = mo ? tensor_new(x->dtype, 1, &C) : NULL;
+    tfe_tensor *mo = given_or_new(c, 1, x->dtype, C), *vo = mo ? given_or_new(c, 2, x->dtype, C) : NULL;
     if (!vo) goto out;
     bn_ctx b = {.x = contig(x, &keep[0]), .g = contig(c->in[1], &keep[1]), .b = contig(c->in[2], &keep[2]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
@@ -329,8 +336,8 @@ out:
     for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
     release(keep);
     if (rc) {
-        if (mo) tensor_decref(mo);
-        if (vo) tensor_decref(vo);
+        if (mo && mo != c->out[1]) tensor_decref(mo);
+        if (vo && vo != c->out[2]) tensor_decref(vo);
         return -1;
     }
     c->out[1] = mo;
@@ -353,7 +360,7 @@ int k_batch_norm_grad(const tfe_opcall *c) {
     void *mem[8];
     size_t sizes[8];
     int nmem = 0, rc = -1;
-    tfe_tensor *go = tensor_new(x->dtype, 1, &C), *bo = go ? tensor_new(x->dtype, 1, &C) : NULL;
+    tfe_tensor *go = given_or_new(c, 1, x->dtype, C), *bo = go ? given_or_new(c, 2, x->dtype, C) : NULL;
     if (!bo) goto out;
     const void *dm = contig(c->in[1], &keep[1]), *dv = contig(c->in[2], &keep[2]), *g = contig(c->in[4], &keep[4]),
                *v = contig(c->in[6], &keep[6]);
@@ -392,8 +399,8 @@ out:
     for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
     release(keep);
     if (rc) {
-        if (go) tensor_decref(go);
-        if (bo) tensor_decref(bo);
+        if (go && go != c->out[1]) tensor_decref(go);
+        if (bo && bo != c->out[2]) tensor_decref(bo);
         return -1;
     }
     c->out[1] = go;

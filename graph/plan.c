@@ -14,18 +14,22 @@
  * value after its last read (PInstr.drop) are planned here too.
  *
  * Arena: a value is planned when an op of the top region makes it (not a
- * view, not a data-dependent shape, not a random draw), its shape is fully
+ * view, not a data-dependent shape, not a random draw; every output of an op
+ * of several, batch_norm_train's mean and variance too), its shape is fully
  * known, and only ops and fused nodes of the top region read it: not a result
  * of the graph (results outlive the call, the arena does not), not a host
  * call's argument (it could keep it), not a value a cond/while region reads,
  * and not the input of a view op (the view would share its bytes). Walking
  * the top region in order, a planned output takes a free block (first fit) or
  * the end of the arena, and the blocks of the inputs read for the last time
- * are freed after it, so an output never overlaps what it is computed from —
+ * are freed after it (and those of outputs of an op of several that nothing
+ * reads: the kernel writes them all), so an output never overlaps what it is
+ * computed from, nor another output of its op —
  * except in place: a fused group's output takes the block of an input of its
  * own type and shape that dies there (tensor/fused.c reads every element of
  * a chunk before it writes the result's, so reading and writing one buffer is
- * safe; the op kernels' loops are `restrict` and never run in place). */
+ * safe), and so does a batch norm's y (dx) that of its x (dy) (op_in_place_input);
+ * the other op kernels' loops are `restrict` and never run in place. */
 #include <stdlib.h>
 #include <string.h>
 #include "graph/host.h"
@@ -79,6 +83,17 @@ static bool fused_in_place_ok(const GNode *n)
 {
     const tfe_fprog *p = n->prog;
     return p && !p->red && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
+}
+
+/* The input whose block an op's output 0 may take (see the top), or -1:
+ * the batch-norm kernels (tensor/kernels_bn.c) read all of x (dy) before
+ * they write y (dx) row by row, each row of the output from the same row of
+ * that input, and have a loop for the two being one buffer. */
+static int op_in_place_input(const GNode *n)
+{
+    bool bn = n->kind == G_OP &&
+              (n->op == OP_BATCH_NORM_TRAIN || n->op == OP_BATCH_NORM_INFER || n->op == OP_BATCH_NORM_GRAD);
+    return bn ? 0 : -1;
 }
 
 /* The instruction list of the top region; stat[slot]: the value's shape is
@@ -332,6 +347,16 @@ ExecPlan *exec_plan_build(const Graph *g)
                     meta_same_shape(&g->nodes[n->in[k].node].meta[n->in[k].out], &n->meta[0]))
                     inplace = is;
             }
+        }
+        int ik = op_in_place_input(n);
+        if (ik >= 0 && ok[s] && last[s] > i) {
+            int is = g->nodes[n->in[ik].node].vbase + n->in[ik].out;
+            bool alone = true; /* not also another input, which the kernel reads apart */
+            for (int k = 0; k < n->nin; k++)
+                alone &= k == ik || g->nodes[n->in[k].node].vbase + n->in[k].out != is;
+            if (alone && p->offset[is] >= 0 && last[is] == i &&
+                meta_same_shape(&g->nodes[n->in[ik].node].meta[n->in[ik].out], &n->meta[0]))
+                inplace = is;
         }
         int nunread = 0; /* outputs placed that nothing reads: freed right after */
         for (int o = 0; o < n->nout; o++) {

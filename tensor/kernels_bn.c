@@ -200,7 +200,16 @@ typedef struct bn_ctx {
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
-        for (int64_t r = b; r < e; r++) {                                          \
+        for (int64_t r = b; r < e && c->y == c->x; r++) { /* in place (graph/plan.c) */ \
+            T *restrict xy = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = xy[j] - m[j];                                                \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                xy[j] = t + bb[j];                                                 \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->x; r++) {                         \
             const T *restrict x = (const T *)c->x + r * C;                         \
             T *restrict y = (T *)c->y + r * C;                                     \
             for (int64_t j = 0; j < C; j++) {                                      \
@@ -235,7 +244,12 @@ typedef struct bn_ctx {
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
-        for (int64_t r = b; r < e; r++) {                                          \
+        for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy (graph/plan.c) */ \
+            const T *restrict x = (const T *)c->x + r * C;                         \
+            T *restrict d = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) d[j] = (k1[j] * d[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->dy; r++) {                        \
             const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
             T *restrict dx = (T *)c->y + r * C;                                    \
             for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \

@@ -181,8 +181,11 @@ static int run_op(GRun *x, GNode *n)
         tfe_error_clear();
     }
     if (planned) {
+        /* outputs 1.. (an op of several): made by the kernel, as eager
+         * code does (only output 0's shape is checked here) */
         out[0] = planned;
-        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = at, .out = out};
+        for (int k = 1; k < n->nout; k++) out[k] = NULL;
+        const tfe_opcall c = {.op = n->op, .nin = n->nin, .nout = n->nout, .in = in, .at = at, .out = out};
         if (tfe_ops[n->op].cpu_kernel(&c)) {
             tensor_decref(planned);
             rc = -1;
@@ -477,15 +480,16 @@ int grun_node(GRun *x, int id)
     return 0;
 }
 
-/* A planned instruction's output: the arena view (made once, then reused
- * by every run), or a new tensor of the traced type and shape. */
-static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n)
+/* A planned instruction's output k: the arena view (made once, then reused
+ * by every run), or a new tensor of the traced type and shape (output 0;
+ * NULL for the others, which the kernel then makes as eager code does). */
+static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n, int k)
 {
-    const tfe_meta *m = &n->meta[0];
-    if (!c->view && x->plan->offset[c->out] >= 0) c->view = exec_plan_tensor(x->plan, c->out, m);
-    tfe_tensor *o = c->view;
+    const tfe_meta *m = &n->meta[k];
+    if (!c->view[k] && x->plan->offset[c->out + k] >= 0) c->view[k] = exec_plan_tensor(x->plan, c->out + k, m);
+    tfe_tensor *o = c->view[k];
     if (o) tensor_incref(o);
-    else if ((o = tensor_new(m->dtype, m->rank, m->shape))) o->weak = m->weak;
+    else if (k == 0 && (o = tensor_new(m->dtype, m->rank, m->shape))) o->weak = m->weak;
     return o;
 }
 
@@ -508,7 +512,7 @@ static void pair_task(int64_t b, int64_t e, void *ctx)
     }
 }
 
-static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n);
+static tfe_tensor *plan_output(GRun *x, PInstr *c, const GNode *n, int k);
 
 /* Runs code[i] and code[j] (i < j) at once; errors reported in program
  * order: i's first. */
@@ -522,7 +526,7 @@ static int run_pair(GRun *x, int i, int j)
         x->nops++;
         in[t][0] = x->v[c[t]->in[0]];
         in[t][1] = x->v[c[t]->in[1]];
-        out[t] = plan_output(x, c[t], n[t]);
+        out[t] = plan_output(x, c[t], n[t], 0);
         if (!out[t]) {
             if (t) tensor_decref(out[0]);
             return node_error(x, n[t], tfe_error_msg());
@@ -553,14 +557,18 @@ int grun_plan_instr(GRun *x, PInstr *c)
     x->nops++;
     tfe_tensor *inb[16], **in = c->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)c->nin);
     for (int k = 0; k < c->nin; k++) in[k] = x->v[c->in[k]];
-    tfe_tensor *out = plan_output(x, c, n);
+    /* outputs 1.. (batch_norm_train's mean and variance): their arena
+     * views, which the kernel writes into, or NULL, which it fills */
+    tfe_tensor *out[32] = {NULL};
+    out[0] = plan_output(x, c, n, 0);
+    for (int k = 1; k < c->nout; k++) out[k] = plan_output(x, c, n, k);
     int rc = -1;
-    if (out && c->kind == PI_KERNEL) {
-        const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = 1, .in = in, .at = n->at, .out = &out};
+    if (out[0] && c->kind == PI_KERNEL) {
+        const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = c->nout, .in = in, .at = n->at, .out = out};
         rc = c->kernel(&call);
-    } else if (out) {
+    } else if (out[0]) {
         tfe_fkernel *k = fused_kernel(n);
-        rc = k ? tfe_fused_exec(k, in, out) : -1;
+        rc = k ? tfe_fused_exec(k, in, out[0]) : -1;
     }
     if (pt0 && !rc && prof_recording) {
         char sh[512];
@@ -569,14 +577,15 @@ int grun_plan_instr(GRun *x, PInstr *c)
                       tfe_prof_alloc_total() - pa0, tfe_prof_device(c->nin, in));
     }
     if (pt0 && !rc && prof_debug >= 2)
-        tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, 1, &out,
+        tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, c->nout, out,
                           prof_ns(prof_now() - pt0));
     if (in != inb) free(in);
     if (rc) {
-        if (out) tensor_decref(out);
+        for (int k = 0; k < c->nout; k++)
+            if (out[k]) tensor_decref(out[k]);
         return node_error(x, n, tfe_error_msg());
     }
-    grun_set(x, c->out, out);
+    for (int k = 0; k < c->nout; k++) grun_set(x, c->out + k, out[k]);
     if (pt0 && prof_recording) tfe_prof_live_bytes();
     return 0;
 }

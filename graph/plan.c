@@ -14,18 +14,22 @@
  * value after its last read (PInstr.drop) are planned here too.
  *
  * Arena: a value is planned when an op of the top region makes it (not a
- * view, not a data-dependent shape, not a random draw), its shape is fully
+ * view, not a data-dependent shape, not a random draw; every output of an op
+ * of several, batch_norm_train's mean and variance too), its shape is fully
  * known, and only ops and fused nodes of the top region read it: not a result
  * of the graph (results outlive the call, the arena does not), not a host
  * call's argument (it could keep it), not a value a cond/while region reads,
  * and not the input of a view op (the view would share its bytes). Walking
  * the top region in order, a planned output takes a free block (first fit) or
  * the end of the arena, and the blocks of the inputs read for the last time
- * are freed after it, so an output never overlaps what it is computed from —
+ * are freed after it (and those of outputs of an op of several that nothing
+ * reads: the kernel writes them all), so an output never overlaps what it is
+ * computed from, nor another output of its op —
  * except in place: a fused group's output takes the block of an input of its
  * own type and shape that dies there (tensor/fused.c reads every element of
  * a chunk before it writes the result's, so reading and writing one buffer is
- * safe; the op kernels' loops are `restrict` and never run in place). */
+ * safe), and so does a batch norm's y (dx) that of its x (dy) (op_in_place_input);
+ * the other op kernels' loops are `restrict` and never run in place. */
 #include <stdlib.h>
 #include <string.h>
 #include "graph/host.h"
@@ -39,10 +43,13 @@ typedef struct Block { int64_t off, size; } Block;
 
 static int64_t align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
+/* An op of several outputs (batch_norm_train, batch_norm_grad) is one when
+ * it is neither a view nor sized by its data: its kernel writes into the
+ * outputs 1.. it is given, and makes those it is not (tensor/ops.h). */
 static bool plannable_op(const GNode *n)
 {
     if (n->kind == G_FUSED) return n->nout == 1;
-    if (n->kind != G_OP || n->nout != 1) return false;
+    if (n->kind != G_OP || n->nout < 1) return false;
     unsigned f = tfe_ops[n->op].flags;
     /* a collective runs through the walker (run_op), the one place that
      * calls it, so that an executor that overlaps them has one to change */
@@ -62,12 +69,31 @@ static bool meta_known(const tfe_meta *m)
     return known;
 }
 
+/* Are all of n's outputs' shapes known (known[], by value slot)? */
+static bool outs_known(const GNode *n, const bool *known)
+{
+    bool all = true;
+    for (int k = 0; k < n->nout; k++) all &= known[n->vbase + k];
+    return all;
+}
+
 /* Does the fused program write its result with its last instruction (then
  * its output may share a buffer with an input it reads: see the top)? */
 static bool fused_in_place_ok(const GNode *n)
 {
     const tfe_fprog *p = n->prog;
     return p && !p->red && p->ninstr > 0 && p->code[p->ninstr - 1].dst == p->result;
+}
+
+/* The input whose block an op's output 0 may take (see the top), or -1:
+ * the batch-norm kernels (tensor/kernels_bn.c) read all of x (dy) before
+ * they write y (dx) row by row, each row of the output from the same row of
+ * that input, and have a loop for the two being one buffer. */
+static int op_in_place_input(const GNode *n)
+{
+    bool bn = n->kind == G_OP &&
+              (n->op == OP_BATCH_NORM_TRAIN || n->op == OP_BATCH_NORM_INFER || n->op == OP_BATCH_NORM_GRAD);
+    return bn ? 0 : -1;
 }
 
 /* The instruction list of the top region; stat[slot]: the value's shape is
@@ -106,8 +132,10 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known, int *po
                 stat[n->vbase] = ins_static && meta_known(&n->meta[0]);
                 break;
             }
-            if (!ins_static || !plannable_op(n) || !known[n->vbase]) break;
-            stat[n->vbase] = true;
+            if (!ins_static || !plannable_op(n) || !outs_known(n, known)) break;
+            for (int k = 0; k < n->nout; k++) stat[n->vbase + k] = true;
+            c->nout = n->nout;
+            c->view = xcalloc((size_t)n->nout, sizeof *c->view);
             c->kind = n->kind == G_FUSED ? PI_FUSED : PI_KERNEL;
             c->kernel = n->kind == G_OP ? tfe_ops[n->op].cpu_kernel : NULL;
             c->nin = n->nin;
@@ -267,7 +295,8 @@ ExecPlan *exec_plan_build(const Graph *g)
     bool *known = xcalloc((size_t)nv + 1, sizeof *known);
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
-        if (plannable_op(n)) ok[n->vbase] = known[n->vbase] = meta_known(&n->meta[0]);
+        for (int k = 0; plannable_op(n) && k < n->nout; k++)
+            ok[n->vbase + k] = known[n->vbase + k] = meta_known(&n->meta[k]);
     }
     for (int id = 0; id < g->n; id++) {
         const GNode *n = &g->nodes[id];
@@ -319,27 +348,45 @@ ExecPlan *exec_plan_build(const Graph *g)
                     inplace = is;
             }
         }
-        if (inplace >= 0) {
-            p->offset[s] = p->offset[inplace];
-            p->sum_bytes += (size_t)value_bytes(&n->meta[0]);
-            p->nplanned++;
-            p->ninplace++;
-        } else if (n->nout == 1 && ok[s] && last[s] > i) {
-            int64_t size = value_bytes(&n->meta[0]);
-            int best = -1;
-            for (int b = 0; b < nfree; b++)
-                if (freeb[b].size >= size && (best < 0 || freeb[b].size < freeb[best].size)) best = b;
-            if (best >= 0) {
-                p->offset[s] = freeb[best].off;
-                freeb[best].off += size;
-                freeb[best].size -= size;
-                if (freeb[best].size == 0) freeb[best] = freeb[--nfree]; /* used up: the list stays short */
-            } else {
-                p->offset[s] = end;
-                end += size;
+        int ik = op_in_place_input(n);
+        if (ik >= 0 && ok[s] && last[s] > i) {
+            int is = g->nodes[n->in[ik].node].vbase + n->in[ik].out;
+            bool alone = true; /* not also another input, which the kernel reads apart */
+            for (int k = 0; k < n->nin; k++)
+                alone &= k == ik || g->nodes[n->in[k].node].vbase + n->in[k].out != is;
+            if (alone && p->offset[is] >= 0 && last[is] == i &&
+                meta_same_shape(&g->nodes[n->in[ik].node].meta[n->in[ik].out], &n->meta[0]))
+                inplace = is;
+        }
+        int nunread = 0; /* outputs placed that nothing reads: freed right after */
+        for (int o = 0; o < n->nout; o++) {
+            /* every output of an op of several outputs has a block, read
+             * or not: its kernel writes them all, and the arena's bytes
+             * cost nothing per call, a new tensor does */
+            bool unread = n->nout > 1 && ok[s + o] && last[s + o] < 0;
+            if (o == 0 && inplace >= 0) {
+                p->offset[s] = p->offset[inplace];
+                p->sum_bytes += (size_t)value_bytes(&n->meta[0]);
+                p->nplanned++;
+                p->ninplace++;
+            } else if (ok[s + o] && (last[s + o] > i || unread)) {
+                int64_t size = value_bytes(&n->meta[o]);
+                int best = -1;
+                for (int b = 0; b < nfree; b++)
+                    if (freeb[b].size >= size && (best < 0 || freeb[b].size < freeb[best].size)) best = b;
+                if (best >= 0) {
+                    p->offset[s + o] = freeb[best].off;
+                    freeb[best].off += size;
+                    freeb[best].size -= size;
+                    if (freeb[best].size == 0) freeb[best] = freeb[--nfree]; /* used up: the list stays short */
+                } else {
+                    p->offset[s + o] = end;
+                    end += size;
+                }
+                p->sum_bytes += (size_t)size;
+                p->nplanned++;
+                nunread += unread;
             }
-            p->sum_bytes += (size_t)size;
-            p->nplanned++;
         }
         /* inputs read here for the last time free their blocks (after the
          * output took its own: an output never overlaps its inputs); an
@@ -353,6 +400,8 @@ ExecPlan *exec_plan_build(const Graph *g)
                 if (dup) continue;
                 freeb[nfree++] = (Block){p->offset[is], value_bytes(&g->nodes[rn->in[k].node].meta[rn->in[k].out])};
             }
+        for (int o = 0; nunread && o < n->nout; o++)
+            if (p->offset[s + o] >= 0 && last[s + o] < 0) freeb[nfree++] = (Block){p->offset[s + o], value_bytes(&n->meta[o])};
     }
     free(prod_at);
     p->arena_bytes = (size_t)end;
@@ -370,7 +419,9 @@ void exec_plan_free(ExecPlan *p)
         free(p->code[i].in);
         free(p->code[i].drop);
         if (p->code[i].upd) tfe_fused_free(p->code[i].upd);
-        if (p->code[i].view) tensor_decref(p->code[i].view);
+        for (int k = 0; k < p->code[i].nout; k++)
+            if (p->code[i].view[k]) tensor_decref(p->code[i].view[k]);
+        free(p->code[i].view);
     }
     free(p->code);
     if (p->arena) tensor_decref(p->arena);
@@ -462,6 +513,20 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                 }
         } else if (c->kind != PI_NODE) {
             buf_puts(&b, " new");
+        }
+        /* the other outputs of an op of several (never in place) */
+        for (int k = 1; n->kind == G_OP && n->meta && k < n->nout; k++) {
+            buf_puts(&b, ", ");
+            graph_put_ref(&b, g, (GRef){c->node, k});
+            buf_puts(&b, " ");
+            graph_put_meta(&b, &n->meta[k]);
+            off = n->vbase + k < p->nslots ? p->offset[n->vbase + k] : -1;
+            if (off >= 0) {
+                snprintf(line, sizeof line, " @%lld", (long long)off);
+                buf_puts(&b, line);
+            } else if (c->kind != PI_NODE) {
+                buf_puts(&b, " new");
+            }
         }
         buf_puts(&b, "\n");
     }

@@ -30,8 +30,10 @@ typedef struct PInstr {
     int *in;              /* value slots of the inputs (PI_KERNEL, PI_FUSED) */
     int out;              /* value slot of the output */
     tfe_kernel_fn kernel; /* PI_KERNEL */
-    tfe_tensor *view;     /* the output's place in the arena, made at the first run
-                             and kept (owned), or NULL: a new tensor per run */
+    int nout;             /* outputs (PI_KERNEL, PI_FUSED): slots out, out + 1, ... */
+    tfe_tensor **view;    /* by output: its place in the arena, made at the first
+                             run and kept (owned), or NULL: a new tensor per run
+                             (output 0) or one the kernel makes (the others) */
     int pair;             /* 1 + the index of the instruction this one runs at the
                              same time as (graph/sched.c), or 0; the earlier of
                              the two is delayed to the later's place */

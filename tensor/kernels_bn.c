@@ -200,7 +200,16 @@ typedef struct bn_ctx {
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
-        for (int64_t r = b; r < e; r++) {                                          \
+        for (int64_t r = b; r < e && c->y == c->x; r++) { /* in place (graph/plan.c) */ \
+            T *restrict xy = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = xy[j] - m[j];                                                \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                xy[j] = t + bb[j];                                                 \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->x; r++) {                         \
             const T *restrict x = (const T *)c->x + r * C;                         \
             T *restrict y = (T *)c->y + r * C;                                     \
             for (int64_t j = 0; j < C; j++) {                                      \
@@ -235,7 +244,12 @@ typedef struct bn_ctx {
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
-        for (int64_t r = b; r < e; r++) {                                          \
+        for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy (graph/plan.c) */ \
+            const T *restrict x = (const T *)c->x + r * C;                         \
+            T *restrict d = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) d[j] = (k1[j] * d[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->dy; r++) {                        \
             const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
             T *restrict dx = (T *)c->y + r * C;                                    \
             for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
@@ -274,6 +288,13 @@ static void *scratch(size_t bytes, void **list, size_t *sizes, int *n) {
     return p;
 }
 
+/* Output k (1 or 2, of shape (C,)): the tensor the caller placed there (the
+ * executor's arena, graph/plan.c: contiguous, of the inferred dtype and
+ * shape), or a new one when it is NULL (eager dispatch passes NULLs). */
+static tfe_tensor *given_or_new(const tfe_opcall *c, int k, tfe_dtype dt, int64_t C) {
+    return c->out[k] ? c->out[k] : tensor_new(dt, 1, &C);
+}
+
 int k_batch_norm_train(const tfe_opcall *c) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
@@ -283,7 +304,7 @@ int k_batch_norm_train(const tfe_opcall *c) {
     void *mem[8];
     size_t sizes[8];
     int nmem = 0, rc = -1;
-    tfe_tensor *mo = tensor_new(x->dtype, 1, &C), *vo = mo ? tensor_new(x->dtype, 1, &C) : NULL;
+    tfe_tensor *mo = given_or_new(c, 1, x->dtype, C), *vo = mo ? given_or_new(c, 2, x->dtype, C) : NULL;
     if (!vo) goto out;
     bn_ctx b = {.x = contig(x, &keep[0]), .g = contig(c->in[1], &keep[1]), .b = contig(c->in[2], &keep[2]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
@@ -329,8 +350,8 @@ out:
     for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
     release(keep);
     if (rc) {
-        if (mo) tensor_decref(mo);
-        if (vo) tensor_decref(vo);
+        if (mo && mo != c->out[1]) tensor_decref(mo);
+        if (vo && vo != c->out[2]) tensor_decref(vo);
         return -1;
     }
     c->out[1] = mo;
@@ -353,7 +374,7 @@ int k_batch_norm_grad(const tfe_opcall *c) {
     void *mem[8];
     size_t sizes[8];
     int nmem = 0, rc = -1;
-    tfe_tensor *go = tensor_new(x->dtype, 1, &C), *bo = go ? tensor_new(x->dtype, 1, &C) : NULL;
+    tfe_tensor *go = given_or_new(c, 1, x->dtype, C), *bo = go ? given_or_new(c, 2, x->dtype, C) : NULL;
     if (!bo) goto out;
     const void *dm = contig(c->in[1], &keep[1]), *dv = contig(c->in[2], &keep[2]), *g = contig(c->in[4], &keep[4]),
                *v = contig(c->in[6], &keep[6]);
@@ -392,8 +413,8 @@ out:
     for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
     release(keep);
     if (rc) {
-        if (go) tensor_decref(go);
-        if (bo) tensor_decref(bo);
+        if (go && go != c->out[1]) tensor_decref(go);
+        if (bo && bo != c->out[2]) tensor_decref(bo);
         return -1;
     }
     c->out[1] = go;

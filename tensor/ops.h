@@ -17,7 +17,10 @@ enum {
     F_RANDOM      = 1 << 7,  /* consumes the random stream (stateful) */
     F_NODIFF      = 1 << 8,  /* no gradient (int/bool results, argmax, comparisons) */
     F_CREATE      = 1 << 9,  /* no tensor inputs */
-    F_SELFOUT     = 1 << 10, /* kernel allocates out[] itself (shape depends on data) */
+    F_SELFOUT     = 1 << 10, /* kernel allocates out[] itself (shape depends on data);
+                                an op of several outputs with neither F_VIEW nor this
+                                gets out[0] made and out[1..] NULL (it makes them) or
+                                given (graph/plan.c's arena: it writes into them) */
     F_GPU         = 1 << 11, /* has a GPU kernel (gpu/) */
     F_HALF        = 1 << 12, /* the CPU kernel takes float16/bfloat16 (conversions, views, matmul) */
     F_MAYFAIL     = 1 << 13, /* can fail on its inputs' values (not only their shapes or

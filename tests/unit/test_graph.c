@@ -342,6 +342,86 @@ static void test_concurrent_pairs(void)
     }
 }
 
+/* An op node of nout outputs (metas m[0..]) on the nin inputs in[]. */
+static int op_n(Graph *g, tfe_op o, int nin, const GRef *in, int nout, const tfe_meta *m)
+{
+    int id = graph_add(g, 0, G_OP, nin, nout);
+    GNode *n = &g->nodes[id];
+    n->op = o;
+    n->at = malloc(sizeof *n->at);
+    tfe_attrs_init(n->at);
+    n->at->f[0] = 1e-5;
+    for (int k = 0; k < nin; k++) n->in[k] = in[k];
+    for (int k = 0; k < nout; k++) n->meta[k] = m[k];
+    return id;
+}
+
+/* Ops of several outputs (batch_norm_train, batch_norm_grad) are planned
+ * like the others: kernel instructions, every output in the arena, so a
+ * planned run allocates none of them (only its results and the kernels'
+ * per-channel scratch), with the walker's bits at every run, also where
+ * their output 0 takes the block of an input that dies there. */
+static void test_plan_multi_output(void)
+{
+    int64_t sx[4] = {8, 4, 4, 8}, sc[1] = {8};
+    tfe_meta mx = f32(4, sx), mc = f32(1, sc);
+    Graph *g = graph_new("bn");
+    GRef x = input(g, mx), ga = input(g, mc), be = input(g, mc);
+    GRef tin[3] = {x, ga, be};
+    tfe_meta tm[3] = {mx, mc, mc};
+    int t = op_n(g, OP_BATCH_NORM_TRAIN, 3, tin, 3, tm);
+    GRef y = {t, 0}, mean = {t, 1}, var = {t, 2};
+    GRef dy = op(g, OP_MUL, 2, y, y, mx); /* any dy, dmean, dvar; dy dies at the gradient */
+    GRef gin[7] = {dy, mean, var, x, ga, mean, var};
+    int d = op_n(g, OP_BATCH_NORM_GRAD, 7, gin, 3, tm);
+    GRef z = op(g, OP_ADD, 2, (GRef){d, 0}, y, mx); /* dies at the second batch norm */
+    GRef t2in[3] = {z, ga, be};
+    int t2 = op_n(g, OP_BATCH_NORM_TRAIN, 3, t2in, 3, tm);
+    GRef outs[2] = {op(g, OP_MUL, 2, (GRef){t2, 0}, y, mx), op(g, OP_ADD, 2, (GRef){d, 1}, (GRef){d, 2}, mc)};
+    set_outputs(g, 2, outs);
+    tfe_tensor *in[3] = {filled(1024, 1, 0.37f), filled(8, 1, 1.1f), filled(8, 1, 0.3f)};
+    int64_t stx[4] = {512, 128, 32, 4}, stc[1] = {4};
+    tfe_tensor *v[3] = {tensor_view(in[0], 4, sx, stx, 0), tensor_view(in[1], 1, sc, stc, 0),
+                        tensor_view(in[2], 1, sc, stc, 0)};
+    for (int k = 0; k < 3; k++) {
+        REQUIRE(v[k], "reshape: %s", tfe_error_msg());
+        tensor_decref(in[k]);
+        in[k] = v[k];
+    }
+    tfe_tensor *want[2] = {run(g, in, 0, false), run(g, in, 1, false)};
+    REQUIRE(want[0] && want[1], "walker run: %s", tfe_error_msg());
+    g->plan = exec_plan_build(g);
+    REQUIRE(g->plan, "a plan");
+    for (int i = 0; i < g->plan->ncode; i++) {
+        const PInstr *c = &g->plan->code[i];
+        const GNode *n = &g->nodes[c->node];
+        if (n->op != OP_BATCH_NORM_TRAIN && n->op != OP_BATCH_NORM_GRAD) continue;
+        CHECK(c->kind == PI_KERNEL && c->nout == 3, "%s: a kernel instruction of 3 outputs", tfe_ops[n->op].name);
+        for (int k = 0; k < 3; k++)
+            CHECK(g->plan->offset[n->vbase + k] >= 0, "%s output %d: not in the arena", tfe_ops[n->op].name, k);
+    }
+    /* dx takes dy's block, the second y z's (the kernels' in-place loops) */
+    CHECK(g->plan->ninplace == 2, "2 in place, got %d", g->plan->ninplace);
+    CHECK(g->plan->offset[g->nodes[d].vbase] == g->plan->offset[g->nodes[dy.node].vbase], "dx in place of dy");
+    CHECK(g->plan->offset[g->nodes[t2].vbase] == g->plan->offset[g->nodes[z.node].vbase], "y in place of x");
+    for (int rep = 0; rep < 3; rep++) {
+        size_t before = tfe_alloc_get_stats().total_bytes;
+        tfe_tensor *got[2] = {run(g, in, 0, true), run(g, in, 1, true)};
+        size_t bytes = (tfe_alloc_get_stats().total_bytes - before) / 2; /* one run */
+        REQUIRE(got[0] && got[1], "planned run: %s", tfe_error_msg());
+        CHECK(!memcmp(tensor_data(got[0]), tensor_data(want[0]), 1024 * sizeof(float)) &&
+                  !memcmp(tensor_data(got[1]), tensor_data(want[1]), 8 * sizeof(float)),
+              "planned run %d: not the walker's bits", rep);
+        /* the results (4096 + 64 bytes) and the kernels' scratch (896: a
+         * few 64-byte blocks each), no value of x's size */
+        if (rep) CHECK(bytes <= 4096 + 64 + 1024, "planned run %d allocated %zu bytes", rep, bytes);
+        for (int k = 0; k < 2; k++) tensor_decref(got[k]);
+    }
+    for (int k = 0; k < 2; k++) tensor_decref(want[k]);
+    for (int k = 0; k < 3; k++) tensor_decref(in[k]);
+    graph_decref(g);
+}
+
 int main(void)
 {
     setenv("TFE_NUM_THREADS", "2", 0); /* pairs need two threads (any machine) */
@@ -351,5 +431,6 @@ int main(void)
     test_optimize_plan();
     test_error_without_host();
     test_concurrent_pairs();
+    test_plan_multi_output();
     return check_done("test_graph");
 }

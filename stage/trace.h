@@ -137,6 +137,14 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
  * of the function being traced (an early return folds them into the
  * branch that does not return), else NULL. */
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int k, int *xs);
+/* The condition c of an if, a while or `a if c else b` while tracing: its
+ * value, where an `and` or `or` on a tensor whose value varies from call to
+ * call (a variable's, a host call's, a draw's) is a traced logical_and or
+ * logical_or rather than a value read at trace time (stage/trace_cf.c). */
+int trace_cond_value(Interp *I, Node *c, Env *env, Value *out);
+/* Does t's value come from a variable, a host call or a random draw (it
+ * can change between calls with one signature)? Marks nothing. */
+bool trace_value_varies(Interp *I, const tfe_tensor *t);
 int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 /* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
  * caller runs the loop eagerly: the trace then depends on the bounds). */

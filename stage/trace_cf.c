@@ -1971,6 +1971,14 @@ static bool pure_list(Interp *I, const NodeList *l, Env *env)
 /* Is v a one-element tensor of the trace (a value the graph computes)? */
 static bool traced_one(Value v) { return v.kind == V_TENSOR && v.u.t->node && tensor_numel(v.u.t) == 1; }
 
+/* Is v such a tensor whose value cannot be read at trace time: one that
+ * varies from call to call, or one of a region traced symbolically (no
+ * value until the graph runs)? */
+static bool unreadable(Interp *I, Value v)
+{
+    return traced_one(v) && (!v.u.t->storage || trace_value_varies(I, v.u.t));
+}
+
 /* v as a traced bool tensor (v != 0), or NULL with an error raised. */
 static tfe_tensor *truth_tensor(Interp *I, Value v)
 {
@@ -1995,7 +2003,7 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
     Value a, b;
     bool t;
     if (trace_cond_value(I, c->a, env, &a)) return -1;
-    if (!(traced_one(a) && trace_value_varies(I, a.u.t))) {
+    if (!unreadable(I, a)) {
         /* the left operand's truth is read as eager code reads it */
         int rc = value_truth(I, a, c->a->loc, &t);
         value_decref(a);
@@ -2005,7 +2013,7 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
             return 0;
         }
         if (trace_cond_value(I, c->b, env, &b)) return -1;
-        if (traced_one(b) && trace_value_varies(I, b.u.t)) {
+        if (unreadable(I, b)) {
             tfe_tensor *r = truth_tensor(I, b);
             value_decref(b);
             if (!r) return -1;
@@ -2022,11 +2030,16 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
      * changes nothing eager code would see */
     uint64_t k0, c0, k1, c1;
     tfe_random_state(&k0, &c0);
-    int effect = T->last_effect, nhost = T->nhost;
+    int n0 = T->g->n, nhost = T->nhost;
     bool pure = pure_expr(I, c->b, env);
     int rc = pure ? trace_cond_value(I, c->b, env, &b) : -1;
     tfe_random_state(&k1, &c1);
-    if (!rc && (k0 != k1 || c0 != c1 || T->last_effect != effect || T->nhost != nhost)) {
+    bool effect = k0 != k1 || c0 != c1 || T->nhost != nhost;
+    for (int id = n0; id < T->g->n && !effect; id++) { /* (a variable read is none) */
+        const GNode *m = &T->g->nodes[id];
+        effect = m->kind == G_HOST || (m->kind == G_OP && (tfe_ops[m->op].flags & (F_RANDOM | F_COLLECTIVE)));
+    }
+    if (!rc && effect) {
         value_decref(b);
         rc = -1;
     }
@@ -2036,8 +2049,9 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
         error_clear(I);
         return trace_fail(I, c->loc,
                           "'%s' here needs at trace time the value of its left operand, a tensor that comes from a "
-                          "variable, a host call or a random draw (it can change from call to call), as its right "
-                          "operand %s; write the condition with tensor ops, logical_%s(a, b), which computes both",
+                          "variable, a host call or a random draw, or is computed inside a staged conditional or "
+                          "loop (its value is not known until the graph runs), as its right operand %s; write the "
+                          "condition with tensor ops, logical_%s(a, b), which computes both",
                           word, pure ? "failed or had an effect" : "may have an effect or fail", word);
     }
     tfe_tensor *ta = truth_tensor(I, a);

@@ -2048,11 +2048,13 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
         if (T->failed) return -1;
         error_clear(I);
         return trace_fail(I, c->loc,
-                          "'%s' here needs at trace time the value of its left operand, a tensor that comes from a "
-                          "variable, a host call or a random draw, or is computed inside a staged conditional or "
-                          "loop (its value is not known until the graph runs), as its right operand %s; write the "
-                          "condition with tensor ops, logical_%s(a, b), which computes both",
-                          word, pure ? "failed or had an effect" : "may have an effect or fail", word);
+                          "'%s' here would need at trace time the value of its left operand, a tensor that comes from "
+                          "a variable, a host call or a random draw, or is computed in a staged conditional or loop "
+                          "(not known until the graph runs); eager code evaluates the right operand only when the "
+                          "left one is %s, and that one %s; write the condition with tensor ops, logical_%s(a, b), "
+                          "which computes both, or test the left operand in an if of its own",
+                          word, is_and ? "true" : "false", pure ? "failed or had an effect here" : "may have an effect or fail",
+                          word);
     }
     tfe_tensor *ta = truth_tensor(I, a);
     value_decref(a);

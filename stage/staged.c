@@ -476,9 +476,10 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
     t->shape_read = T->shape_read;
-    /* a body that read a shape may have read a @host result's: its dims
-     * are then part of what the trace assumed of it (graph_host.c) */
-    for (int i = 0; T->shape_read && i < g->n; i++)
+    /* a body that read a shape may have read a @host result's, and a
+     * zeros_like of one is a constant of its shape: its dims are then part
+     * of what the trace assumed of it (graph_host.c) */
+    for (int i = 0; (T->shape_read || T->host_size_used) && i < g->n; i++)
         if (g->nodes[i].kind == G_HOST && g->nodes[i].host) g->nodes[i].host->dims_fixed = true;
     t->desc = xstrdup(desc);
     for (int i = 0; i < info->nparams; i++) sig_hold(args[i], &t->held, &t->nheld);

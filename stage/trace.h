@@ -59,6 +59,9 @@ typedef struct Tracer {
     bool *static_in;      /* inputs whose value the trace depends on */
     int cap_static;
     bool shape_read;      /* a shape was read as a value: no relaxation */
+    bool host_size_used;  /* a built-in made something of the size of a value
+                             computed from a @host result (zeros_like): the
+                             host calls' dims are part of their results' kind */
     bool *walked;         /* by node: its ancestors were checked by a value read
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
@@ -290,5 +293,8 @@ static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 {
     if (I->tracer && t && t->node) I->tracer->shape_read = true;
 }
+/* A built-in makes a constant of t's shape (zeros_like): where t comes from
+ * a @host result, the trace is for that result's sizes (stage/trace.c). */
+void trace_size_used(Interp *I, const tfe_tensor *t);
 
 #endif

@@ -296,5 +296,12 @@ static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 /* A built-in makes a constant of t's shape (zeros_like): where t comes from
  * a @host result, the trace is for that result's sizes (stage/trace.c). */
 void trace_size_used(Interp *I, const tfe_tensor *t);
+/* A gradient taken while tracing: its ops (the sums that undo a broadcast,
+ * the seed) are made for the sizes of this call, so the @host calls made so
+ * far are traced for their results' sizes. */
+static inline void trace_gradient_taken(Interp *I)
+{
+    if (I->tracer && I->tracer->nhost) I->tracer->host_size_used = true;
+}
 
 #endif

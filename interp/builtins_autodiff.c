@@ -1536,6 +1536,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
 {
     tfe_tensor *target = target_tensor(I, fn, y);
     if (!target) return -1;
+    trace_gradient_taken(I);
     Flat f = {0};
     int rc = -1;
     bool called = false; /* the tape's one call is used only if it was made */

@@ -381,6 +381,7 @@ BUILTIN(bi_like)
     tfe_tensor *x = arg_tensor(I, fn, "x", a[0]);
     if (!x) return -1;
     tfe_dtype dt = TFE_FLOAT32;
+    if (I->tracer) trace_size_used(I, x); /* a constant of x's shape */
     int rc = get_dtype(I, fn, a[1], x->dtype, &dt);
     if (!rc) rc = make_full(I, x->rank, x->shape, data ? 1.0 : 0.0, dt, out);
     tensor_decref(x);

@@ -1185,7 +1185,7 @@ static __attribute__((noinline)) int eval_ifexpr(Interp *I, Node *n, Env *env, V
 {
     Node *s = n->a;
     Value c;
-    if (eval(I, s->a, env, &c)) return -1;
+    if (I->tracer ? trace_cond_value(I, s->a, env, &c) : eval(I, s->a, env, &c)) return -1;
     if (__builtin_expect(I->tracer != NULL, 0) && trace_recording(I) && c.kind == V_TENSOR && c.u.t->node &&
         tensor_numel(c.u.t) == 1) {
         int xs = XS_OK;
@@ -1872,7 +1872,7 @@ static inline __attribute__((always_inline)) int eval_cond(Interp *I, Node *c, E
 static __attribute__((noinline)) int exec_if_traced(Interp *I, Node *n, Env *env, NodeList *rest, int k)
 {
     Value c;
-    if (eval(I, n->a, env, &c)) return XS_ERR;
+    if (trace_cond_value(I, n->a, env, &c)) return XS_ERR;
     if (trace_recording(I) && c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
         int xs = XS_OK;
         int rc = trace_cond(I, n, env, c, rest, k, &xs);
@@ -1894,7 +1894,7 @@ static __attribute__((noinline)) int exec_if_traced(Interp *I, Node *n, Env *env
 static __attribute__((noinline)) int while_cond_traced(Interp *I, Node *n, Env *env, bool *t)
 {
     Value c;
-    if (eval(I, n->a, env, &c)) return XS_ERR;
+    if (trace_cond_value(I, n->a, env, &c)) return XS_ERR;
     if (c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
         int xs = XS_OK;
         int rc = trace_loop(I, n, env, c, &xs);

@@ -114,6 +114,7 @@ static HostNode *hnode_copy(const HostNode *o)
     n->obj = o->obj;
     value_incref(n->obj);
     n->nhargs = o->nhargs;
+    n->dims_fixed = o->dims_fixed;
     if (o->nhargs) {
         n->hargs = xmalloc(sizeof *n->hargs * (size_t)o->nhargs);
         for (int a = 0; a < o->nhargs; a++) {
@@ -139,7 +140,8 @@ static bool hnode_same(const GNode *gx, const GNode *gy)
 {
     const HostNode *x = gx->host, *y = gy->host;
     if (gx->kind == G_VAR_READ) return x->obj.u.o == y->obj.u.o;
-    if (x->obj.u.o != y->obj.u.o || x->nhargs != y->nhargs || x->nhkw != y->nhkw) return false;
+    if (x->obj.u.o != y->obj.u.o || x->nhargs != y->nhargs || x->nhkw != y->nhkw || x->dims_fixed != y->dims_fixed)
+        return false;
     for (int k = 0; k < x->nhargs; k++) {
         int err = 0;
         if (x->hargs[k].nleaves != y->hargs[k].nleaves) return false;
@@ -414,11 +416,53 @@ int stage_first_effect(const Graph *g)
     return -1;
 }
 
+bool host_kind_same(const GNode *n, Value r)
+{
+    if (n->host_nil || r.kind == V_NIL) return n->host_nil == (r.kind == V_NIL);
+    if (r.kind != V_TENSOR && r.kind != V_SCALAR) return true; /* (an error of its own) */
+    tfe_tensor *t = value_to_tensor(r);
+    if (!t) return true;
+    const tfe_meta *m = &n->meta[0];
+    bool same = t->dtype == m->dtype && t->weak == m->weak && t->rank == m->rank;
+    for (int i = 0; same && n->host->dims_fixed && i < t->rank; i++) same = m->shape[i] < 0 || t->shape[i] == m->shape[i];
+    tensor_decref(t);
+    return same;
+}
+
+/* "nil", "a tensor", or with what differs from the traced kind (node n):
+ * "a float64 tensor of shape [1]", "a weak float32 scalar". */
+static void kind_text(char *b, size_t cap, const GNode *n, Value r, bool traced)
+{
+    if (traced ? n->host_nil : r.kind == V_NIL) {
+        snprintf(b, cap, "nil");
+        return;
+    }
+    if (!traced && r.kind != V_TENSOR && r.kind != V_SCALAR) {
+        snprintf(b, cap, "%s", value_kind_name(r));
+        return;
+    }
+    if (n->host_nil || r.kind == V_NIL) {
+        snprintf(b, cap, "a tensor");
+        return;
+    }
+    tfe_tensor *t = traced ? NULL : value_to_tensor(r);
+    tfe_meta m = n->meta[0];
+    if (t) {
+        m.dtype = t->dtype, m.weak = t->weak, m.rank = t->rank;
+        for (int i = 0; i < t->rank; i++) m.shape[i] = t->shape[i];
+        tensor_decref(t);
+    }
+    int k = snprintf(b, cap, "a %s%s %s", m.weak ? "weak " : "", dtype_name(m.dtype), m.rank ? "tensor of shape [" : "scalar");
+    for (int i = 0; i < m.rank && k < (int)cap; i++) k += snprintf(b + k, cap - (size_t)k, "%s%lld", i ? ", " : "", (long long)m.shape[i]);
+    if (m.rank && k < (int)cap) snprintf(b + k, cap - (size_t)k, "]");
+}
+
 /* A @host function returned r, of another kind than when the call that
  * traced the graph made it (nil where that gave a tensor, or the other way
- * round): the graph was made for that kind. As the run's first effect (and
- * with no list or record argument), the call stops here and goes on with
- * another trace (stage/staged.c); else a located error. */
+ * round, or a tensor of another dtype or rank, or dims the trace relied on:
+ * host_kind_same): the graph was made for that kind. As the run's first
+ * effect (and with no list or record argument), the call stops here and
+ * goes on with another trace (stage/staged.c); else a located error. */
 static int host_kind_changed(GRun *x, GNode *n, Value r)
 {
     Interp *I = x->host;
@@ -434,15 +478,16 @@ static int host_kind_changed(GRun *x, GNode *n, Value r)
         I->host_redo.result = r;
         return raise_at(I, n->loc, "%s() returned another kind of value than when traced", fname);
     }
-    char msg[700];
+    char msg[900], now[200], then[200];
     I->stage_limit = true;
-    bool tensor = r.kind == V_TENSOR || r.kind == V_SCALAR;
+    kind_text(now, sizeof now, n, r, false);
+    kind_text(then, sizeof then, n, r, true);
     snprintf(msg, sizeof msg,
              "%s(), a @host function, returned %s here, where in the call that traced the staged function it "
              "returned %s: the graph was made for that, and the call cannot trace again from here, as an effect "
              "before this call already ran, or a list or record passed to it may have changed (return one kind "
              "at every call, or make the @host call the first effect of the staged function)",
-             fname, r.kind == V_NIL ? "nil" : tensor ? "a tensor" : value_kind_name(r), n->host_nil ? "nil" : "a tensor");
+             fname, now, then);
     return node_error(x, n, msg);
 }
 
@@ -509,7 +554,7 @@ static int run_host_untimed(GRun *x, GNode *n)
         I->host_redo.ok = ok;
     }
     I->cur_loc = saved_loc;
-    if (!rc && user && (n->host_nil ? r.kind != V_NIL : r.kind == V_NIL)) {
+    if (!rc && user && !host_kind_same(n, r)) {
         rc = host_kind_changed(x, n, r);
     } else if (!rc && !n->host_nil) {
         tfe_tensor *t = value_to_tensor(r);

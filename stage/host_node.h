@@ -69,6 +69,8 @@ typedef struct HostNode {
     int nhargs, nhkw;
     Str **hkwnames;      /* owned refs */
     HostSync *sync;      /* G_HOST: see HostSync (owned), or NULL */
+    bool dims_fixed;     /* G_HOST: the trace read a shape as a value, so the result's
+                            dims are part of its kind (host_kind_same) */
 } HostNode;
 
 HostSync *host_sync_copy(const HostSync *s);
@@ -80,6 +82,13 @@ bool host_sync_same(const HostSync *a, const HostSync *b);
  * a variable read is none), or -1: a call whose graph stops there may be
  * traced again from its start (Interp.host_redo, stage/staged.c). */
 int stage_first_effect(const Graph *g);
+
+/* Is r, what a @host call (node n) returned, of the kind the graph was made
+ * for: nil where n returned nil when traced, else a tensor of the traced
+ * dtype, weakness and rank, and of its dims where n->host->dims_fixed? The
+ * graph's ops, constants and promotions were made for those; the sizes of
+ * dims are computed when the graph runs. */
+bool host_kind_same(const GNode *n, Value r);
 
 /* Register the interpreter as the graph core's host (graph_set_host); once,
  * before any graph is made (stage_builtins_register). */

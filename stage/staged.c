@@ -476,6 +476,11 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
     t->shape_read = T->shape_read;
+    /* a body that read a shape may have read a @host result's, and a
+     * zeros_like of one is a constant of its shape: its dims are then part
+     * of what the trace assumed of it (graph_host.c) */
+    for (int i = 0; (T->shape_read || T->host_size_used) && i < g->n; i++)
+        if (g->nodes[i].kind == G_HOST && g->nodes[i].host) g->nodes[i].host->dims_fixed = true;
     t->desc = xstrdup(desc);
     for (int i = 0; i < info->nparams; i++) sig_hold(args[i], &t->held, &t->nheld);
     /* outputs: the result's leaves, then each assigned outside binding's */
@@ -707,15 +712,15 @@ static void host_redo_drop(Interp *I)
     I->host_redo.pending = I->host_redo.armed = false;
 }
 
-/* Is t's graph's first effect a call of f (its code) that returned nil
- * (want_nil) or a tensor when t was traced? */
-static bool first_host_is(const Trace *t, Value f, bool want_nil)
+/* Is t's graph's first effect a call of f (its code) that returned a value
+ * of r's kind (host_kind_same) when t was traced? */
+static bool first_host_is(const Trace *t, Value f, Value r)
 {
     int id = stage_first_effect(t->g);
     if (id < 0) return false;
     const GNode *n = &t->g->nodes[id];
     return n->kind == G_HOST && n->host->obj.kind == V_FN && !(n->host->sync && n->host->sync->env) &&
-           ((Closure *)n->host->obj.u.o)->fn == ((Closure *)f.u.o)->fn && n->host_nil == want_nil;
+           ((Closure *)n->host->obj.u.o)->fn == ((Closure *)f.u.o)->fn && host_kind_same(n, r);
 }
 
 /* The graph of the call (tried) stopped at its first effect, a @host call
@@ -729,7 +734,6 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
     StageCache *sc = cache_of(c);
     error_clear(I);
     I->host_redo.pending = false;
-    bool want_nil = I->host_redo.result.kind == V_NIL;
     FnInfo *info = c->fn->info;
     SigBuf sb = {0}, scratch = {0};
     Leaves lv = {0};
@@ -737,7 +741,7 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
     Trace *alt = NULL;
     for (int i = 0; i < sc->n && !alt; i++) {
         Trace *t = sc->traces[i];
-        if (t != tried && first_host_is(t, I->host_redo.f, want_nil) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
+        if (t != tried && first_host_is(t, I->host_redo.f, I->host_redo.result) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
     }
     if (I->check_replay) host_redo_drop(I);
     else I->host_redo.armed = true;

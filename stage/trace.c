@@ -343,6 +343,50 @@ static const char *value_source_problem(Tracer *T, int id)
     return NULL;
 }
 
+static bool varies_from(const Graph *g, int id, bool *seen)
+{
+    if (seen[id]) return false;
+    seen[id] = true;
+    const GNode *n = &g->nodes[id];
+    if (n->kind == G_VAR_READ || n->kind == G_HOST) return true;
+    if (n->kind == G_OP && (tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))) return true;
+    for (int i = 0; i < n->nin; i++)
+        if (varies_from(g, n->in[i].node, seen)) return true;
+    return false;
+}
+
+bool trace_value_varies(Interp *I, const tfe_tensor *t)
+{
+    Tracer *T = I->tracer;
+    const TNote *note = t->node;
+    if (!T || T->failed || T->suspended || !note || note->ref.node >= T->g->n) return false;
+    bool *seen = xcalloc((size_t)T->g->n, sizeof *seen);
+    bool v = varies_from(T->g, note->ref.node, seen);
+    free(seen);
+    return v;
+}
+
+static bool from_host(const Graph *g, int id, bool *seen)
+{
+    if (seen[id]) return false;
+    seen[id] = true;
+    const GNode *n = &g->nodes[id];
+    if (n->kind == G_HOST) return true;
+    for (int i = 0; i < n->nin; i++)
+        if (from_host(g, n->in[i].node, seen)) return true;
+    return false;
+}
+
+void trace_size_used(Interp *I, const tfe_tensor *t)
+{
+    Tracer *T = I->tracer;
+    const TNote *note = t ? t->node : NULL;
+    if (!T || T->failed || T->suspended || T->host_size_used || !T->nhost || !note || note->ref.node >= T->g->n) return;
+    bool *seen = xcalloc((size_t)T->g->n, sizeof *seen);
+    T->host_size_used = from_host(T->g, note->ref.node, seen);
+    free(seen);
+}
+
 static bool trace_value_read(const tfe_tensor *t)
 {
     Tracer *T = trace_current(); /* a hook of the tensor layer: no Interp */

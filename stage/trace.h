@@ -59,6 +59,9 @@ typedef struct Tracer {
     bool *static_in;      /* inputs whose value the trace depends on */
     int cap_static;
     bool shape_read;      /* a shape was read as a value: no relaxation */
+    bool host_size_used;  /* a built-in made something of the size of a value
+                             computed from a @host result (zeros_like): the
+                             host calls' dims are part of their results' kind */
     bool *walked;         /* by node: its ancestors were checked by a value read
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
@@ -137,6 +140,14 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
  * of the function being traced (an early return folds them into the
  * branch that does not return), else NULL. */
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int k, int *xs);
+/* The condition c of an if, a while or `a if c else b` while tracing: its
+ * value, where an `and` or `or` on a tensor whose value varies from call to
+ * call (a variable's, a host call's, a draw's) is a traced logical_and or
+ * logical_or rather than a value read at trace time (stage/trace_cf.c). */
+int trace_cond_value(Interp *I, Node *c, Env *env, Value *out);
+/* Does t's value come from a variable, a host call or a random draw (it
+ * can change between calls with one signature)? Marks nothing. */
+bool trace_value_varies(Interp *I, const tfe_tensor *t);
 int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 /* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
  * caller runs the loop eagerly: the trace then depends on the bounds). */
@@ -292,6 +303,16 @@ void trace_leave_fn(Interp *I, Node *fn);
 static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 {
     if (I->tracer && t && t->node) I->tracer->shape_read = true;
+}
+/* A built-in makes a constant of t's shape (zeros_like): where t comes from
+ * a @host result, the trace is for that result's sizes (stage/trace.c). */
+void trace_size_used(Interp *I, const tfe_tensor *t);
+/* A gradient taken while tracing: its ops (the sums that undo a broadcast,
+ * the seed) are made for the sizes of this call, so the @host calls made so
+ * far are traced for their results' sizes. */
+static inline void trace_gradient_taken(Interp *I)
+{
+    if (I->tracer && I->tracer->nhost) I->tracer->host_size_used = true;
 }
 
 #endif

@@ -1202,7 +1202,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     T->last_effect = -1;
     Value cv;
     if (h->cond) {
-        if (interp_eval_expr(I, h->cond, env, &cv) || T->failed) goto failed;
+        if (trace_cond_value(I, h->cond, env, &cv) || T->failed) goto failed;
     } else {
         I->cur_loc = loop_loc;
         tfe_tensor *c = tfe_binary(h->down ? OP_GT : OP_LT, counter_param, h->stop);
@@ -2127,4 +2127,169 @@ done:
     free(sp);
     free(nx);
     return rc;
+}
+
+/* --- `and` / `or` in a traced condition ------------------------------------------------------
+ * Eager code reads the truth of an `and`'s left operand and, unless that
+ * decides, the right one's. A left operand whose value varies from call to
+ * call (it comes from a variable, a host call or a draw) cannot be read at
+ * trace time; where evaluating the right operand does nothing but compute
+ * (names, literals, operators, indexing, builtins that are no effects) and
+ * cannot fail, computing both and combining their truths with logical_and
+ * (logical_or) gives what eager code decides: the if or while then traces
+ * on that tensor. Otherwise a located error says how to write it. */
+
+static bool pure_list(Interp *I, const NodeList *l, Env *env);
+
+static bool pure_expr(Interp *I, Node *n, Env *env)
+{
+    if (!n) return true;
+    switch (n->kind) {
+    case N_INT: case N_FLOAT: case N_STR: case N_TRUE: case N_FALSE: case N_NIL: case N_NAME: case N_ELLIPSIS:
+        return true;
+    case N_BINOP: case N_UNOP: case N_AND: case N_OR: case N_NOT: case N_INDEX: case N_SLICE: case N_FIELD:
+    case N_ARRAY: case N_TUPLE: case N_KWARG:
+        return pure_expr(I, n->a, env) && pure_expr(I, n->b, env) && pure_expr(I, n->c, env) &&
+               pure_list(I, &n->list, env);
+    case N_CALL: {
+        if (!n->a || n->a->kind != N_NAME || !pure_list(I, &n->list, env) || !pure_list(I, &n->list2, env))
+            return false;
+        Value f;
+        if (interp_eval_expr(I, n->a, env, &f)) {
+            error_clear(I);
+            return false;
+        }
+        bool ok = f.kind == V_BUILTIN && !((Builtin *)f.u.o)->effect && !((Builtin *)f.u.o)->unstageable;
+        value_decref(f);
+        return ok;
+    }
+    default:
+        return false;
+    }
+}
+
+static bool pure_list(Interp *I, const NodeList *l, Env *env)
+{
+    for (int i = 0; i < l->n; i++)
+        if (!pure_expr(I, l->items[i], env)) return false;
+    return true;
+}
+
+/* Is v a one-element tensor of the trace (a value the graph computes)? */
+static bool traced_one(Value v) { return v.kind == V_TENSOR && v.u.t->node && tensor_numel(v.u.t) == 1; }
+
+/* Is v such a tensor whose value cannot be read at trace time: one that
+ * varies from call to call, or one of a region traced symbolically (no
+ * value until the graph runs)? */
+static bool unreadable(Interp *I, Value v)
+{
+    return traced_one(v) && (!v.u.t->storage || trace_value_varies(I, v.u.t));
+}
+
+/* v as a traced bool tensor (v != 0), or NULL with an error raised. */
+static tfe_tensor *truth_tensor(Interp *I, Value v)
+{
+    tfe_tensor *t = v.u.t;
+    if (t->dtype == TFE_BOOL) {
+        tensor_incref(t);
+        return t;
+    }
+    tfe_tensor *zero = tensor_from_f64(0.0, t->dtype);
+    tfe_tensor *r = zero ? tfe_binary(OP_NE, t, zero) : NULL;
+    if (zero) tensor_decref(zero);
+    if (!r) interp_raise_tensor_error(I);
+    return r;
+}
+
+int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
+{
+    if ((c->kind != N_AND && c->kind != N_OR) || !trace_recording(I)) return interp_eval_expr(I, c, env, out);
+    Tracer *T = I->tracer;
+    bool is_and = c->kind == N_AND;
+    const char *word = is_and ? "and" : "or";
+    Value a, b;
+    bool t;
+    if (trace_cond_value(I, c->a, env, &a)) return -1;
+    if (!unreadable(I, a)) {
+        /* the left operand's truth is read as eager code reads it */
+        int rc = value_truth(I, a, c->a->loc, &t);
+        value_decref(a);
+        if (rc) return -1;
+        if (is_and ? !t : t) {
+            *out = v_bool(t);
+            return 0;
+        }
+        if (trace_cond_value(I, c->b, env, &b)) return -1;
+        if (unreadable(I, b)) {
+            tfe_tensor *r = truth_tensor(I, b);
+            value_decref(b);
+            if (!r) return -1;
+            *out = v_tensor_take(r);
+            return 0;
+        }
+        rc = value_truth(I, b, c->b->loc, &t);
+        value_decref(b);
+        if (rc) return -1;
+        *out = v_bool(t);
+        return 0;
+    }
+    /* the right operand runs whatever the left one's value: only when that
+     * changes nothing eager code would see */
+    uint64_t k0, c0, k1, c1;
+    tfe_random_state(&k0, &c0);
+    int n0 = T->g->n, nhost = T->nhost;
+    bool pure = pure_expr(I, c->b, env);
+    int rc = pure ? trace_cond_value(I, c->b, env, &b) : -1;
+    tfe_random_state(&k1, &c1);
+    bool effect = k0 != k1 || c0 != c1 || T->nhost != nhost;
+    for (int id = n0; id < T->g->n && !effect; id++) { /* (a variable read is none) */
+        const GNode *m = &T->g->nodes[id];
+        effect = m->kind == G_HOST || (m->kind == G_OP && (tfe_ops[m->op].flags & (F_RANDOM | F_COLLECTIVE)));
+    }
+    if (!rc && effect) {
+        value_decref(b);
+        rc = -1;
+    }
+    if (rc) {
+        value_decref(a);
+        if (T->failed) return -1;
+        error_clear(I);
+        return trace_fail(I, c->loc,
+                          "'%s' here would need at trace time the value of its left operand, a tensor that comes from "
+                          "a variable, a host call or a random draw, or is computed in a staged conditional or loop "
+                          "(not known until the graph runs); eager code evaluates the right operand only when the "
+                          "left one is %s, and that one %s; write the condition with tensor ops, logical_%s(a, b), "
+                          "which computes both, or test the left operand in an if of its own",
+                          word, is_and ? "true" : "false", pure ? "failed or had an effect here" : "may have an effect or fail",
+                          word);
+    }
+    tfe_tensor *ta = truth_tensor(I, a);
+    value_decref(a);
+    if (!ta) {
+        value_decref(b);
+        return -1;
+    }
+    if (traced_one(b)) {
+        tfe_tensor *tb = truth_tensor(I, b);
+        value_decref(b);
+        tfe_tensor *r = tb ? tfe_binary(is_and ? OP_LOGICAL_AND : OP_LOGICAL_OR, ta, tb) : NULL;
+        tensor_decref(ta);
+        if (tb) tensor_decref(tb);
+        if (!r) return tb ? interp_raise_tensor_error(I) : -1;
+        *out = v_tensor_take(r);
+        return 0;
+    }
+    rc = value_truth(I, b, c->b->loc, &t);
+    value_decref(b);
+    if (rc) {
+        tensor_decref(ta);
+        return -1;
+    }
+    if (is_and ? t : !t) {
+        *out = v_tensor_take(ta); /* a and true, a or false: a's truth */
+    } else {
+        tensor_decref(ta);
+        *out = v_bool(t); /* a and false, a or true: decided */
+    }
+    return 0;
 }

@@ -59,6 +59,8 @@ typedef struct Tracer {
     bool *static_in;      /* inputs whose value the trace depends on */
     int cap_static;
     bool shape_read;      /* a shape was read as a value: no relaxation */
+    bool data_shaped;     /* it has an op whose result's shape depends on the data
+                             (x[mask]): a shape read may be a value read */
     bool *walked;         /* by node: its ancestors were checked by a value read
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
@@ -277,10 +279,17 @@ int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g);
 void host_record_identity(tfe_tensor *from, tfe_tensor *to);
 void trace_leave_fn(Interp *I, Node *fn);
 
+/* A shape of a tensor computed from x[mask] read as a value: a value of the
+ * data read at trace time, like int(x) (stage/trace.c). */
+void trace_data_shape_read(Interp *I, const tfe_tensor *t);
+
 /* A shape read as a value: the trace is for these dims only (no relaxation). */
 static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 {
-    if (I->tracer && t && t->node) I->tracer->shape_read = true;
+    if (I->tracer && t && t->node) {
+        I->tracer->shape_read = true;
+        if (I->tracer->data_shaped) trace_data_shape_read(I, t);
+    }
 }
 
 #endif

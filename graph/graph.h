@@ -65,7 +65,9 @@ typedef struct GBwd {
     bool *has;           /* per source: does it get a gradient (g's outputs are those);
                             has[n + i], n sources: and a flag after them, true when none
                             (a loop ran zero times: stage/grad.c) */
-    tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for */
+    tfe_meta *key;       /* per input of g: the dtype, weakness and shape it was traced for;
+                            then the shapes the forward's data-shaped values (x[mask]) had
+                            (stage/grad.c, data_shapes) */
     int nkey;
     bool *acc;           /* per source: was its gradient so far an input (after the others) */
     int nsrc;

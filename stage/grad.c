@@ -2280,6 +2280,11 @@ typedef struct GCallGrad {
      * plan's (nlog in all), read j's in iteration order */
     int nlr, *lr_node, *lr_loop, *lr_count, nlog;
     int *lr_role, *lr_mate, *lr_pre, *lr_post; /* (logged_roles) */
+    /* the shapes of this call's values whose shape depends on the data
+     * (data_shapes): part of its backward graph's key (-1: not known, so
+     * no backward graph is kept or taken for it) */
+    tfe_meta *dd;
+    int ndd;
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -2301,6 +2306,7 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->lr_pre);
     free(c->lr_post);
     free(c->draws);
+    free(c->dd);
     free(c->plan.src);
     free(c->plan.node);
     free(c->plan.saved);
@@ -2310,6 +2316,43 @@ static void gcall_release(tfe_custom_grad *self)
 }
 
 /* --- cached backward graphs ------------------------------------------------------------ */
+
+/* Does G have an op whose result's shape depends on the data (x[mask],
+ * unique, bincount: F_SELFOUT)? Its backward is traced from one call's
+ * values, so that size is in it as any other (sum's gradient broadcasts to
+ * it, mean's divides by it), though no input's shape tells it. */
+static bool data_shaped(const Graph *G)
+{
+    for (int i = 0; i < G->n; i++)
+        if (G->nodes[i].kind == G_OP && (tfe_ops[G->nodes[i].op].flags & F_SELFOUT)) return true;
+    return false;
+}
+
+/* The shapes of those values in this call (run x of B), for the backward
+ * graph's key; x NULL (B did not run as itself): not known. */
+static void data_shapes(GCallGrad *c, const Graph *B, GRun *x)
+{
+    if (!data_shaped(B)) return;
+    if (!x) {
+        c->ndd = -1;
+        return;
+    }
+    c->dd = xcalloc((size_t)B->nvals + 1, sizeof *c->dd);
+    for (int i = 0; i < B->n; i++) {
+        const GNode *n = &B->nodes[i];
+        if (n->kind != G_OP || !(tfe_ops[n->op].flags & F_SELFOUT)) continue;
+        for (int k = 0; k < n->nout; k++) {
+            const tfe_tensor *t = x->v[n->vbase + k];
+            if (!t) {
+                free(c->dd);
+                c->dd = NULL;
+                c->ndd = -1;
+                return;
+            }
+            meta_of(&c->dd[c->ndd++], t);
+        }
+    }
+}
 
 /* A backward graph is traced from one call's values, so the sizes it was
  * traced with are in it (a mean's divisor, a broadcast's target shape): it
@@ -2327,10 +2370,10 @@ static void meta_of(tfe_meta *m, const tfe_tensor *t)
 }
 
 static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres, int npres, const int *one,
-                      int nin)
+                      int nin, const GCallGrad *c)
 {
     for (GBwd *w = G->bwd; w; w = w->next) {
-        if (w->nkey != nb || w->nsrc != npres || !w->same != !one) continue;
+        if (w->nkey != nb + c->ndd || w->nsrc != npres || !w->same != !one) continue;
         bool same = true;
         for (int i = 0; i < npres && same; i++) same = w->acc[i] == pres[i];
         for (int i = 0; i < nin && one && same; i++) same = w->same[i] == one[i];
@@ -2339,15 +2382,17 @@ static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres
             meta_of(&m, bin[i]);
             same = m.weak == w->key[i].weak && meta_same_shape(&m, &w->key[i]);
         }
+        for (int i = 0; i < c->ndd && same; i++) same = meta_same_shape(&c->dd[i], &w->key[nb + i]);
         if (same) return w;
     }
     return NULL;
 }
 
 /* Keep bg (takes a reference; takes has, one) as G's backward for these
- * inputs, newest first; the oldest beyond BWD_KEEP is dropped. */
+ * inputs and c's data-shaped values, newest first; the oldest beyond
+ * BWD_KEEP is dropped. */
 static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int nb, const bool *pres, int npres,
-                    int *one)
+                    int *one, const GCallGrad *c)
 {
     GBwd *w = xcalloc(1, sizeof *w);
     w->nsrc = npres;
@@ -2357,9 +2402,10 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
     w->g = bg;
     bg->refcount++;
     w->has = has;
-    w->nkey = nb;
-    w->key = xcalloc((size_t)nb + 1, sizeof *w->key);
+    w->nkey = nb + c->ndd;
+    w->key = xcalloc((size_t)w->nkey + 1, sizeof *w->key);
     for (int i = 0; i < nb; i++) meta_of(&w->key[i], bin[i]);
+    for (int i = 0; i < c->ndd; i++) w->key[nb + i] = c->dd[i];
     w->next = G->bwd;
     G->bwd = w;
     GBwd *last = G->bwd;
@@ -2851,7 +2897,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     }
     int *one = same_sources(G, &c->plan, nin, inn, I->tracer != NULL);
     free(inn);
-    GBwd *w = I->tracer ? NULL : bwd_find(G, bin, nb + nlr, pres, npres, one, nin);
+    GBwd *w = I->tracer || c->ndd < 0 ? NULL : bwd_find(G, bin, nb + nlr, pres, npres, one, nin, c);
     if (w) {
         free(one);
         /* outputs: the gradients, then the none flags, then the logged
@@ -3056,7 +3102,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     if (!rc && own && !T->failed) {
         /* a graph that draws random numbers: this backward replays this
          * call's draws, so it cannot serve another call */
-        bool reusable = c->draws == NULL && !b.drew;
+        bool reusable = c->draws == NULL && !b.drew && c->ndd >= 0;
         for (int i = 0; i < T->g->ninputs && T->static_in; i++) reusable &= !T->static_in[i];
         if (reusable) {
             /* outputs: the gradients, then the none flags (has[nin + i]),
@@ -3080,7 +3126,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             }
             set_outs(T->g, 0, k, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb + nlr, pres, npres, one);
+            bwd_add(G, T->g, has, bin, nb + nlr, pres, npres, one, c);
             one = NULL;
         }
     }
@@ -3182,10 +3228,14 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
      * arena hold no value of the traced one); its results are the same
      * bits, as the optimizer's are eager's */
     Graph *K = saved_tapes ? keep_graph(I, G) : NULL, *R = K ? K : G;
+    /* ... and so does one with an op whose result's shape depends on the
+     * data (x[mask]): its backward graph is for those sizes (data_shapes) */
+    Graph *D = saved_tapes && !K && !I->tracer && data_shaped(G->raw ? G->raw : G) ? (G->raw ? G->raw : G) : NULL;
+    if (D) R = D;
     grun_init(&x, I, R, inputs);
     /* the plan calls CPU kernels into a host arena: only while no tensor has
      * gone to another device (then every op goes through device dispatch) */
-    if (!K && !tfe_devices_used) grun_use_plan(&x);
+    if (!K && !D && !tfe_devices_used) grun_use_plan(&x);
     x.keep = saved_tapes != 0; /* the backward's saved values are read from the run below */
     /* a loop that reads a variable it assigns reads a new tensor of it at
      * every iteration: the backward needs each (logged reads) */
@@ -3220,6 +3270,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
          * run in the order an eager tape's do (bitwise the same gradients) */
         Graph *B = K ? K : G->raw ? G->raw : G;
         int *map = B != R ? effect_map(B, R) : NULL;
+        data_shapes(c, B, B == R ? &x : NULL);
         if (B != R && !map) B = R;
         c->G = B;
         B->refcount++;

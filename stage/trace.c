@@ -285,6 +285,7 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
         if (!is_input) trace_note(T, out[k], (GRef){id, k});
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);
+    if (info->flags & F_SELFOUT) T->data_shaped = true;
     if (info->flags & F_RANDOM) {
         effect_chain(T, id);
         /* the same draw again (a gradient rule replaying dropout's mask):
@@ -416,6 +417,35 @@ static bool trace_value_read(const tfe_tensor *t)
                                       "which can change from call to call (keep it a tensor, or use a @host function)", p);
     }
     return false;
+}
+
+/* Is node id's result computed from an op whose result's shape depends on
+ * the data (x[mask], then anything of it)? Then its shape, read as a value
+ * (len(x[mask])), tells the data: the inputs it comes from join the
+ * signature by value, as for int(x). (Conservative: sum(x[mask]).shape
+ * counts too.) */
+void trace_data_shape_read(Interp *I, const tfe_tensor *t)
+{
+    Tracer *T = I->tracer;
+    if (!T || T->failed || T->suspended || !t->node) return;
+    const TNote *note = t->node;
+    int n = T->g->n, top = 0;
+    int *stack = xmalloc(sizeof *stack * (size_t)(n + 1));
+    bool *seen = xcalloc((size_t)n + 1, sizeof *seen), found = false;
+    stack[top++] = note->ref.node;
+    seen[note->ref.node] = true;
+    while (top && !found) {
+        const GNode *x = gnode(T->g, stack[--top]);
+        found = x->kind == G_OP && (tfe_ops[x->op].flags & F_SELFOUT);
+        for (int i = 0; i < x->nin && !found; i++)
+            if (!seen[x->in[i].node]) {
+                seen[x->in[i].node] = true;
+                stack[top++] = x->in[i].node;
+            }
+    }
+    free(stack);
+    free(seen);
+    if (found) trace_value_read(t);
 }
 
 /* --- outside bindings ------------------------------------------------------------------------- */

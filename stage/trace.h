@@ -62,6 +62,8 @@ typedef struct Tracer {
     bool host_size_used;  /* a built-in made something of the size of a value
                              computed from a @host result (zeros_like): the
                              host calls' dims are part of their results' kind */
+    bool data_shaped;     /* it has an op whose result's shape depends on the data
+                             (x[mask]): a shape read may be a value read */
     bool *walked;         /* by node: its ancestors were checked by a value read
                              (stage/trace.c; node ids are never reused) */
     int capwalked;
@@ -299,10 +301,17 @@ int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g);
 void host_record_identity(tfe_tensor *from, tfe_tensor *to);
 void trace_leave_fn(Interp *I, Node *fn);
 
+/* A shape of a tensor computed from x[mask] read as a value: a value of the
+ * data read at trace time, like int(x) (stage/trace.c). */
+void trace_data_shape_read(Interp *I, const tfe_tensor *t);
+
 /* A shape read as a value: the trace is for these dims only (no relaxation). */
 static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 {
-    if (I->tracer && t && t->node) I->tracer->shape_read = true;
+    if (I->tracer && t && t->node) {
+        I->tracer->shape_read = true;
+        if (I->tracer->data_shaped) trace_data_shape_read(I, t);
+    }
 }
 /* A built-in makes a constant of t's shape (zeros_like): where t comes from
  * a @host result, the trace is for that result's sizes (stage/trace.c). */

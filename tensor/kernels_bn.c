@@ -295,6 +295,23 @@ static tfe_tensor *given_or_new(const tfe_opcall *c, int k, tfe_dtype dt, int64_
     return c->out[k] ? c->out[k] : tensor_new(dt, 1, &C);
 }
 
+/* The end of the two ops with three outputs: scratch and copies freed, and
+ * outputs 1 and 2 handed to the caller (or, on an error, the ones this
+ * kernel made freed). */
+static int finish3(const tfe_opcall *c, int rc, tfe_tensor *o1, tfe_tensor *o2, void **mem, size_t *sizes,
+                   int nmem, tfe_tensor **keep) {
+    for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
+    release(keep);
+    if (rc) {
+        if (o1 && o1 != c->out[1]) tensor_decref(o1);
+        if (o2 && o2 != c->out[2]) tensor_decref(o2);
+        return -1;
+    }
+    c->out[1] = o1;
+    c->out[2] = o2;
+    return 0;
+}
+
 int k_batch_norm_train(const tfe_opcall *c) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
@@ -347,16 +364,7 @@ int k_batch_norm_train(const tfe_opcall *c) {
     rows_for(R, C, f32 ? norm_f : norm_d, &b);
     rc = kn_poll();
 out:
-    for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
-    release(keep);
-    if (rc) {
-        if (mo && mo != c->out[1]) tensor_decref(mo);
-        if (vo && vo != c->out[2]) tensor_decref(vo);
-        return -1;
-    }
-    c->out[1] = mo;
-    c->out[2] = vo;
-    return 0;
+    return finish3(c, rc, mo, vo, mem, sizes, nmem, keep);
 }
 
 /* The closed form, with mean/var's own gradients folded in (they are zeros
@@ -410,16 +418,7 @@ int k_batch_norm_grad(const tfe_opcall *c) {
     rows_for(R, C, f32 ? gdx_f : gdx_d, &b);
     rc = kn_poll();
 out:
-    for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);
-    release(keep);
-    if (rc) {
-        if (go && go != c->out[1]) tensor_decref(go);
-        if (bo && bo != c->out[2]) tensor_decref(bo);
-        return -1;
-    }
-    c->out[1] = go;
-    c->out[2] = bo;
-    return 0;
+    return finish3(c, rc, go, bo, mem, sizes, nmem, keep);
 }
 
 /* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */

@@ -453,9 +453,10 @@ static void set_outs(Graph *g, int region, int n, tfe_tensor *const *vals, Trace
 
 /* The values of cond id's branches that its backward reads, handed out of
  * the replayed cond after its outputs: the outputs of the ops of each
- * branch's own region (not random, not collective, of known shape) that
- * are not the branch's results (those are the cond's outputs already).
- * Each is branch br's; the other branch gives zeros in its place. */
+ * branch's own region (not random, not collective) that are not the
+ * branch's results (those are the cond's outputs already), where the
+ * replay gave them a known shape. Each is branch br's; the other branch
+ * gives zeros of its shape in its place. */
 typedef struct CondX { int n, *slot, *br; } CondX;
 
 static bool is_branch_out(const GRegion *reg, int node, int out)
@@ -465,14 +466,9 @@ static bool is_branch_out(const GRegion *reg, int node, int out)
     return false;
 }
 
-static bool x_node(const Graph *G, const GNode *x)
+static bool x_node(const GNode *x)
 {
-    if (x->kind != G_OP || (tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE))) return false;
-    for (int k = 0; k < x->nout; k++)
-        for (int d = 0; d < x->meta[k].rank; d++)
-            if (x->meta[k].shape[d] < 0) return false;
-    (void)G;
-    return true;
+    return x->kind == G_OP && !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE));
 }
 
 static CondX cond_x(const Graph *G, const GNode *n)
@@ -483,7 +479,7 @@ static CondX cond_x(const Graph *G, const GNode *n)
         const GRegion *reg = &G->regions[n->regions[br]];
         for (int i = 0; i < reg->n; i++) {
             const GNode *y = &G->nodes[reg->nodes[i]];
-            if (!x_node(G, y)) continue;
+            if (!x_node(y)) continue;
             for (int k = 0; k < y->nout; k++) {
                 if (is_branch_out(reg, reg->nodes[i], k)) continue;
                 if (x.n == cap) {
@@ -499,26 +495,11 @@ static CondX cond_x(const Graph *G, const GNode *n)
     return x;
 }
 
-static const tfe_meta *slot_meta(const Graph *G, int slot)
-{
-    for (int i = 0; i < G->n; i++)
-        if (slot >= G->nodes[i].vbase && slot < G->nodes[i].vbase + G->nodes[i].nout)
-            return &G->nodes[i].meta[slot - G->nodes[i].vbase];
-    return NULL;
-}
+static void meta_of(tfe_meta *m, const tfe_tensor *t);
 
-static tfe_tensor *zeros_of(const tfe_meta *m)
-{
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.dtype = m->dtype;
-    at.nints = m->rank;
-    for (int i = 0; i < m->rank; i++) at.ints[i] = m->shape[i];
-    at.f[0] = 0.0;
-    return tfe_call1(OP_FULL, 0, NULL, &at);
-}
-
-typedef struct CondCtx { int id, branch; tfe_tensor **outs; const CondX *x; tfe_tensor **fill; } CondCtx;
+/* vals: per branch, the outputs, then the handed-out values (borrowed) and
+ * the other branch's zeros in their places (fill: owned) */
+typedef struct CondCtx { int id, branch; tfe_tensor **outs; const CondX *x; tfe_tensor **fill, **other; } CondCtx;
 
 static int replay_branch(BP *b, void *p)
 {
@@ -528,16 +509,30 @@ static int replay_branch(BP *b, void *p)
     if (replay_region(b, r)) return -1;
     const GRegion *reg = &b->G->regions[r];
     for (int k = 0; k < reg->nouts; k++) c->outs[k] = b->m[slot_of(b->G, reg->outs[k])];
+    for (int j = 0; j < c->x->n; j++)
+        if (c->x->br[j] == c->branch) c->outs[n->nout + j] = b->m[c->x->slot[j]];
+    return 0;
+}
+
+/* In branch c->branch's region: zeros for the other branch's values. */
+static int fill_branch(BP *b, void *p)
+{
+    CondCtx *c = p;
+    const GNode *n = &b->G->nodes[c->id];
     for (int j = 0; j < c->x->n; j++) {
-        if (c->x->br[j] == c->branch) {
-            c->outs[n->nout + j] = b->m[c->x->slot[j]];
-            continue;
-        }
-        const tfe_meta *m = slot_meta(b->G, c->x->slot[j]);
-        if (!(c->fill[j] = zeros_of(m))) return -1;
+        if (c->x->br[j] == c->branch) continue;
+        if (!(c->fill[j] = filled(c->other[n->nout + j], 0.0))) return -1;
         c->outs[n->nout + j] = c->fill[j];
     }
     return 0;
+}
+
+static bool known_shape(const tfe_tensor *t)
+{
+    if (!t) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 0) return false;
+    return true;
 }
 
 static int replay_cond(BP *b, int id)
@@ -548,13 +543,29 @@ static int replay_cond(BP *b, int id)
     CondX x = cond_x(G, n);
     int nall = nout + x.n;
     int r[2];
-    tfe_tensor **vals = xcalloc((size_t)(nall ? nall : 1), sizeof *vals);
-    tfe_tensor **fill = xcalloc((size_t)x.n + 1, sizeof *fill);
+    tfe_tensor **vals[2], **fill = xcalloc((size_t)x.n + 1, sizeof *fill);
+    for (int br = 0; br < 2; br++) vals[br] = xcalloc((size_t)(nall ? nall : 1), sizeof *vals[br]);
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
-        CondCtx c = {id, br, vals, &x, fill};
-        int rc = in_region(b, r[br], replay_branch, &c);
-        if (!rc) set_outs(g, r[br], nall, vals, b->T);
+        CondCtx c = {id, br, vals[br], &x, fill, NULL};
+        if (in_region(b, r[br], replay_branch, &c)) goto fail;
+    }
+    /* (a value of unknown size is replayed again in the backward instead) */
+    int nx = 0;
+    for (int j = 0; j < x.n; j++) {
+        tfe_tensor *t = vals[x.br[j]][nout + j];
+        if (!known_shape(t)) continue;
+        x.slot[nx] = x.slot[j];
+        x.br[nx] = x.br[j];
+        for (int br = 0; br < 2; br++) vals[br][nout + nx] = vals[br][nout + j];
+        nx++;
+    }
+    x.n = nx;
+    nall = nout + nx;
+    for (int br = 0; br < 2; br++) {
+        CondCtx c = {id, br, vals[br], &x, fill, vals[1 - br]};
+        int rc = in_region(b, r[br], fill_branch, &c);
+        if (!rc) set_outs(g, r[br], nall, vals[br], b->T);
         for (int j = 0; j < x.n; j++)
             if (fill[j]) tensor_decref(fill[j]), fill[j] = NULL;
         if (rc) goto fail;
@@ -565,7 +576,7 @@ static int replay_cond(BP *b, int id)
     nn->regions[0] = r[0];
     nn->regions[1] = r[1];
     mem_copy(nn->meta, G->nodes[id].meta, sizeof *nn->meta * (size_t)nout);
-    for (int j = 0; j < x.n; j++) nn->meta[nout + j] = *slot_meta(G, x.slot[j]);
+    for (int j = 0; j < x.n; j++) meta_of(&nn->meta[nout + j], vals[x.br[j]][nout + j]);
     tfe_tensor **outs = xcalloc((size_t)(nall ? nall : 1), sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
@@ -580,7 +591,7 @@ static int replay_cond(BP *b, int id)
         const GRegion *reg = &G->regions[n->regions[br]];
         for (int k = 0; k < reg->nouts && k < nout; k++) {
             const GNode *y = &G->nodes[reg->outs[k].node];
-            if (y->region != n->regions[br] || !x_node(G, y)) continue;
+            if (y->region != n->regions[br] || !x_node(y)) continue;
             int s = slot_of(G, reg->outs[k]);
             if (b->xv[s] && b->xv_reg[s] == b->T->region) continue; /* (the first output it is) */
             put(b->xv, s, ref(outs[k]));
@@ -602,13 +613,15 @@ static int replay_cond(BP *b, int id)
         put(b->m, G->nodes[id].vbase + k, outs[k]);
     }
     free(outs);
-    free(vals);
+    free(vals[0]);
+    free(vals[1]);
     free(fill);
     free(x.slot);
     free(x.br);
     return 0;
 fail:
-    free(vals);
+    free(vals[0]);
+    free(vals[1]);
     free(fill);
     free(x.slot);
     free(x.br);

@@ -77,6 +77,22 @@ typedef struct BP {
      * read after the loop's, or a slot of its own, after G's, for the
      * caller's gradient so far), or -1 */
     int *lr_pslot;
+    /* by G slot of an op in a branch of a replayed cond: that value as an
+     * output of the replayed cond (owned; NULL: none), and the region the
+     * cond was replayed into (xv_reg). The cond's backward reads these
+     * rather than replaying the branch again: to a tape that records the
+     * backward (a higher order), a value the rules read is then the one
+     * tensor the forward made, as in eager code, not a second tanh(x)
+     * whose gradient would be summed apart (replay_cond, grad_branch) */
+    tfe_tensor **xv;
+    int *xv_reg;
+    /* by G slot of an output of a cond of the top region that is an output
+     * of the graph: the tensor the forward call gave (owned; NULL:
+     * none). Its replay reads that one, as an eager rule reads the output
+     * the tape recorded, so a tape recording this backward (a higher
+     * order) adds what reaches it there and through the forward's output
+     * as one sum (backward_run) */
+    tfe_tensor **fo;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -290,6 +306,13 @@ static void bp_free(BP *b)
         if (b->fused) fused_free(b->fused[i]);
     }
     free(b->fused);
+    for (int i = 0; i <= b->G->nvals && b->xv; i++)
+        if (b->xv[i]) tensor_decref(b->xv[i]);
+    for (int i = 0; i <= b->G->nvals && b->fo; i++)
+        if (b->fo[i]) tensor_decref(b->fo[i]);
+    free(b->fo);
+    free(b->xv);
+    free(b->xv_reg);
     free(b->m);
     free(b->g);
     free(b->count);
@@ -428,7 +451,55 @@ static void set_outs(Graph *g, int region, int n, tfe_tensor *const *vals, Trace
     T->region = saved;
 }
 
-typedef struct CondCtx { int id, branch; tfe_tensor **outs; } CondCtx;
+/* The values of cond id's branches that its backward reads, handed out of
+ * the replayed cond after its outputs: the outputs of the ops of each
+ * branch's own region (not random, not collective) that are not the
+ * branch's results (those are the cond's outputs already), where the
+ * replay gave them a known shape. Each is branch br's; the other branch
+ * gives zeros of its shape in its place. */
+typedef struct CondX { int n, *slot, *br; } CondX;
+
+static bool is_branch_out(const GRegion *reg, int node, int out)
+{
+    for (int k = 0; k < reg->nouts; k++)
+        if (reg->outs[k].node == node && reg->outs[k].out == out) return true;
+    return false;
+}
+
+static bool x_node(const GNode *x)
+{
+    return x->kind == G_OP && !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE));
+}
+
+static CondX cond_x(const Graph *G, const GNode *n)
+{
+    CondX x = {0, NULL, NULL};
+    int cap = 0;
+    for (int br = 0; br < 2; br++) {
+        const GRegion *reg = &G->regions[n->regions[br]];
+        for (int i = 0; i < reg->n; i++) {
+            const GNode *y = &G->nodes[reg->nodes[i]];
+            if (!x_node(y)) continue;
+            for (int k = 0; k < y->nout; k++) {
+                if (is_branch_out(reg, reg->nodes[i], k)) continue;
+                if (x.n == cap) {
+                    cap = cap ? 2 * cap : 8;
+                    x.slot = xrealloc(x.slot, sizeof *x.slot * (size_t)cap);
+                    x.br = xrealloc(x.br, sizeof *x.br * (size_t)cap);
+                }
+                x.slot[x.n] = y->vbase + k;
+                x.br[x.n++] = br;
+            }
+        }
+    }
+    return x;
+}
+
+static void meta_of(tfe_meta *m, const tfe_tensor *t);
+
+/* vals: per branch, the outputs, then the handed-out values (borrowed) and
+ * the other branch's zeros in their places (fill: owned) */
+typedef struct CondCtx { int id, branch; tfe_tensor **outs; const CondX *x; tfe_tensor **fill, **other; } CondCtx;
 
 static int replay_branch(BP *b, void *p)
 {
@@ -438,7 +509,30 @@ static int replay_branch(BP *b, void *p)
     if (replay_region(b, r)) return -1;
     const GRegion *reg = &b->G->regions[r];
     for (int k = 0; k < reg->nouts; k++) c->outs[k] = b->m[slot_of(b->G, reg->outs[k])];
+    for (int j = 0; j < c->x->n; j++)
+        if (c->x->br[j] == c->branch) c->outs[n->nout + j] = b->m[c->x->slot[j]];
     return 0;
+}
+
+/* In branch c->branch's region: zeros for the other branch's values. */
+static int fill_branch(BP *b, void *p)
+{
+    CondCtx *c = p;
+    const GNode *n = &b->G->nodes[c->id];
+    for (int j = 0; j < c->x->n; j++) {
+        if (c->x->br[j] == c->branch) continue;
+        if (!(c->fill[j] = filled(c->other[n->nout + j], 0.0))) return -1;
+        c->outs[n->nout + j] = c->fill[j];
+    }
+    return 0;
+}
+
+static bool known_shape(const tfe_tensor *t)
+{
+    if (!t) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] < 0) return false;
+    return true;
 }
 
 static int replay_cond(BP *b, int id)
@@ -446,31 +540,91 @@ static int replay_cond(BP *b, int id)
     Graph *G = b->G, *g = b->T->g;
     const GNode *n = &G->nodes[id];
     int nout = n->nout;
+    CondX x = cond_x(G, n);
+    int nall = nout + x.n;
     int r[2];
-    tfe_tensor **vals = xcalloc((size_t)(nout ? nout : 1), sizeof *vals);
+    tfe_tensor **vals[2], **fill = xcalloc((size_t)x.n + 1, sizeof *fill);
+    for (int br = 0; br < 2; br++) vals[br] = xcalloc((size_t)(nall ? nall : 1), sizeof *vals[br]);
     for (int br = 0; br < 2; br++) {
         r[br] = graph_add_region(g, b->T->region);
-        CondCtx c = {id, br, vals};
+        CondCtx c = {id, br, vals[br], &x, fill, NULL};
         if (in_region(b, r[br], replay_branch, &c)) goto fail;
-        set_outs(g, r[br], nout, vals, b->T);
+    }
+    /* (a value of unknown size is replayed again in the backward instead) */
+    int nx = 0;
+    for (int j = 0; j < x.n; j++) {
+        tfe_tensor *t = vals[x.br[j]][nout + j];
+        if (!known_shape(t)) continue;
+        x.slot[nx] = x.slot[j];
+        x.br[nx] = x.br[j];
+        for (int br = 0; br < 2; br++) vals[br][nout + nx] = vals[br][nout + j];
+        nx++;
+    }
+    x.n = nx;
+    nall = nout + nx;
+    for (int br = 0; br < 2; br++) {
+        CondCtx c = {id, br, vals[br], &x, fill, vals[1 - br]};
+        int rc = in_region(b, r[br], fill_branch, &c);
+        if (!rc) set_outs(g, r[br], nall, vals[br], b->T);
+        for (int j = 0; j < x.n; j++)
+            if (fill[j]) tensor_decref(fill[j]), fill[j] = NULL;
+        if (rc) goto fail;
     }
     tfe_tensor *pred = b->m[slot_of(G, n->in[0])];
-    int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, nout);
+    int nid = new_cf_node(b, G_COND, n->loc, 1, &pred, nall);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = r[0];
     nn->regions[1] = r[1];
     mem_copy(nn->meta, G->nodes[id].meta, sizeof *nn->meta * (size_t)nout);
-    tfe_tensor **outs = xcalloc((size_t)(nout ? nout : 1), sizeof *outs);
+    for (int j = 0; j < x.n; j++) meta_of(&nn->meta[nout + j], vals[x.br[j]][nout + j]);
+    tfe_tensor **outs = xcalloc((size_t)(nall ? nall : 1), sizeof *outs);
     if (trace_node_outputs(b->T, nid, outs)) {
         free(outs);
         goto fail;
     }
-    for (int k = 0; k < nout; k++) put(b->m, G->nodes[id].vbase + k, outs[k]);
+    if (!b->xv) {
+        b->xv = xcalloc((size_t)G->nvals + 1, sizeof *b->xv);
+        b->xv_reg = xcalloc((size_t)G->nvals + 1, sizeof *b->xv_reg);
+    }
+    /* a branch's result is the cond's output: the backward reads that one */
+    for (int br = 0; br < 2; br++) {
+        const GRegion *reg = &G->regions[n->regions[br]];
+        for (int k = 0; k < reg->nouts && k < nout; k++) {
+            const GNode *y = &G->nodes[reg->outs[k].node];
+            if (y->region != n->regions[br] || !x_node(y)) continue;
+            int s = slot_of(G, reg->outs[k]);
+            if (b->xv[s] && b->xv_reg[s] == b->T->region) continue; /* (the first output it is) */
+            put(b->xv, s, ref(outs[k]));
+            b->xv_reg[s] = b->T->region;
+        }
+    }
+    for (int j = 0; j < x.n; j++) {
+        put(b->xv, x.slot[j], outs[nout + j]);
+        b->xv_reg[x.slot[j]] = b->T->region;
+    }
+    for (int k = 0; k < nout; k++) {
+        tfe_tensor *f = b->fo && n->region == 0 ? b->fo[n->vbase + k] : NULL;
+        if (f) { /* the forward's own output: what the backward reads of it */
+            for (int s = 0; s <= G->nvals; s++)
+                if (b->xv[s] == outs[k]) put(b->xv, s, ref(f));
+            tensor_decref(outs[k]);
+            outs[k] = ref(f);
+        }
+        put(b->m, G->nodes[id].vbase + k, outs[k]);
+    }
     free(outs);
-    free(vals);
+    free(vals[0]);
+    free(vals[1]);
+    free(fill);
+    free(x.slot);
+    free(x.br);
     return 0;
 fail:
-    free(vals);
+    free(vals[0]);
+    free(vals[1]);
+    free(fill);
+    free(x.slot);
+    free(x.br);
     return -1;
 }
 
@@ -1197,6 +1351,26 @@ static int region_result(BP *b, int slot, tfe_tensor **res, tfe_tensor **resf)
     return 0;
 }
 
+/* Branch r replayed for its backward, traced in a region of region outer:
+ * an op whose values the cond replayed there handed out (replay_cond) takes
+ * them, the rest run again. */
+static int replay_kept(BP *b, int r, int outer)
+{
+    const GRegion *reg = &b->G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &b->G->nodes[reg->nodes[i]];
+        bool kept = x->kind == G_OP && b->xv && x->nout > 0;
+        for (int k = 0; kept && k < x->nout; k++)
+            kept = b->xv[x->vbase + k] && b->xv_reg[x->vbase + k] == outer;
+        if (!kept) {
+            if (replay_node(b, reg->nodes[i])) return -1;
+            continue;
+        }
+        for (int k = 0; k < x->nout; k++) put(b->m, x->vbase + k, ref(b->xv[x->vbase + k]));
+    }
+    return 0;
+}
+
 static int grad_branch(BP *b, void *p)
 {
     GradCtx *c = p;
@@ -1204,7 +1378,7 @@ static int grad_branch(BP *b, void *p)
     const GNode *n = &G->nodes[c->id];
     int r = n->regions[c->branch];
     const GRegion *reg = &G->regions[r];
-    if (replay_region(b, r)) return -1;
+    if (replay_kept(b, r, b->T->g->regions[b->T->region].parent)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         if (c->pass_dy && c->pass_dy[k]) continue;
@@ -2878,7 +3052,16 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     int nk = c->nkept && !tfe_tapes_active && !I->tracer ? c->nkept : 0;
     int ns = c->plan.nsaved + nk; /* saved, then kept */
     int nb = nin + ns + ndy + nacc;
-    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb + nlr + 1));
+    /* the outputs of conds of the top region that are the graph's: the
+     * forward's tensors, after the others (BP.fo) */
+    int ngo = G->regions[0].nouts, nfo = 0;
+    int *fok = xmalloc(sizeof *fok * (size_t)(ngo + 1));
+    for (int k = 0; k < ngo && k < nout && !nk; k++) {
+        const GNode *x = &G->nodes[G->regions[0].outs[k].node];
+        if (out && out[k] && x->kind == G_COND && x->region == 0) fok[nfo++] = k;
+    }
+    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb + nlr + nfo + 1));
+    for (int q = 0; q < nfo; q++) bin[nb + nlr + q] = out[fok[q]];
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int j = 0; j < nlr; j++) bin[nb + j] = lst[j]; /* (after the others) */
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
@@ -2897,7 +3080,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     }
     int *one = same_sources(G, &c->plan, nin, inn, I->tracer != NULL);
     free(inn);
-    GBwd *w = I->tracer || c->ndd < 0 ? NULL : bwd_find(G, bin, nb + nlr, pres, npres, one, nin, c);
+    GBwd *w = I->tracer || c->ndd < 0 ? NULL : bwd_find(G, bin, nb + nlr + nfo, pres, npres, one, nin, c);
     if (w) {
         free(one);
         /* outputs: the gradients, then the none flags, then the logged
@@ -2934,6 +3117,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             if (bo[k]) tensor_decref(bo[k]);
         free(bo);
         free(bin);
+        free(fok);
         free(sofar);
         free(outk);
         free(pres);
@@ -2958,7 +3142,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
-            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (nlr) {
         b.nlr = nlr;
         b.lr_node = c->lr_node;
@@ -3014,7 +3198,8 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             tensor_incref(BG->nodes[i].value);
             b.m[BG->nodes[i].vbase] = BG->nodes[i].value;
         }
-    for (int i = 0; i < nb + nlr; i++) {
+    if (nfo) b.fo = xcalloc((size_t)G->nvals + 1, sizeof *b.fo);
+    for (int i = 0; i < nb + nlr + nfo; i++) {
         tfe_tensor *t = bin[i];
         if (own) {
             if (t->node) { /* the same tensor twice: two inputs */
@@ -3034,7 +3219,10 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         } else {
             tensor_incref(t);
         }
-        if (i >= nb) b.lr_in[i - nb] = t;
+        if (i >= nb + nlr) {
+            int q = i - nb - nlr;
+            put(b.fo, slot_of(G, G->regions[0].outs[fok[q]]), t);
+        } else if (i >= nb) b.lr_in[i - nb] = t;
         else if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + ns) put(b.m, c->kslot[i - nin - c->plan.nsaved], t);
@@ -3126,7 +3314,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             }
             set_outs(T->g, 0, k, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb + nlr, pres, npres, one, c);
+            bwd_add(G, T->g, has, bin, nb + nlr + nfo, pres, npres, one, c);
             one = NULL;
         }
     }
@@ -3176,6 +3364,7 @@ done:
         tensor_decref(lst[j]);
     }
     free(bin);
+    free(fok);
     free(sofar);
     free(outk);
     free(pres);

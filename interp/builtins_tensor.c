@@ -1562,8 +1562,18 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
                 interp_raise(I, "index: slice step cannot be zero");
                 goto fail;
             }
-            norm_slice(size, it->start.kind != V_NIL, st, it->stop.kind != V_NIL, sp, step,
-                       &sl[3 * axis]);
+            int64_t len = norm_slice(size, it->start.kind != V_NIL, st, it->stop.kind != V_NIL, sp, step,
+                                     &sl[3 * axis]);
+            /* A bound clamped to the size (or an empty slice) gives bounds
+             * that hold for this size only, though they look the same at
+             * other sizes: a relaxed trace would use them where Python
+             * clamps otherwise, so the trace keeps its sizes. */
+            bool clamped = len == 0;
+            for (int j = 0; j < 2; j++) {
+                int64_t v = j ? sp : st;
+                if (parts[j]->kind != V_NIL && (v < -size || v > size || (step < 0 && v >= size))) clamped = true;
+            }
+            if (clamped) trace_shape_read(I, x);
             if (sl[3 * axis] != 0 || sl[3 * axis + 1] != size || sl[3 * axis + 2] != 1) pl->trivial = false;
             axis++;
         } else if (arg_as_int(it->v, &k)) {

@@ -1398,6 +1398,11 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
         state_restore_pre(&ck);
         ck.cursor = 0;
         src = stage_host_redo(I, c, e, t, call_loc, &sres);
+    } else if (src && stage_relaxed_redo_ok(t)) {
+        /* a relaxed graph failed at these sizes: a trace for them instead */
+        state_restore_pre(&ck);
+        ck.cursor = 0;
+        src = stage_relaxed_redo(I, c, e, call_loc, &sres);
     } else if (I->host_redo.pending) {
         value_decref(I->host_redo.f);
         value_decref(I->host_redo.result);

@@ -568,7 +568,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
      * sizes, and neither trace relaxes again. */
     if (relaxed) {
         const Graph *bg = base->g->raw ? base->g->raw : base->g;
-        if (!graph_same_but_dims(g, bg)) {
+        /* (a shape read, or a slice bound clamped to this size, at the new sizes) */
+        if (t->shape_read || !graph_same_but_dims(g, bg)) {
             free(relaxed);
             relaxed = t->relaxed = NULL;
             t->shape_specialised = base->shape_specialised = true;
@@ -760,6 +761,31 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
     return rc;
 }
 
+/* A relaxed graph failed for this call's sizes: a slice bound that holds at
+ * the traced sizes is out of range at these (Python clamps it), or an index
+ * is out of range. With no effect run yet, the call traces for its own sizes
+ * instead, as eager would run it: its result, or eager's error. */
+bool stage_relaxed_redo_ok(const Trace *t)
+{
+    if (!t->relaxed || stage_first_effect(t->g) >= 0) return false;
+    for (int i = 0; i < t->nouts; i++)
+        if (t->outs[i].assigned) return false;
+    return true;
+}
+
+int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
+{
+    error_clear(I);
+    FnInfo *info = c->fn->info;
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &sb, &lv, SIG_INPUT);
+    int rc = trace_call(I, c, e, cache_of(c), &sb, call_loc, true, out);
+    sig_free(&sb);
+    leaves_free(&lv);
+    return rc;
+}
+
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
 {
     FnInfo *info = c->fn->info;
@@ -793,6 +819,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
             rc = run_trace(I, hit, &lv, out);
             I->host_redo.ok = ok;
             if (I->host_redo.pending) rc = rc ? stage_host_redo(I, c, e, hit, call_loc, out) : (host_redo_drop(I), rc);
+            else if (rc && stage_relaxed_redo_ok(hit)) rc = stage_relaxed_redo(I, c, e, call_loc, out);
         }
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;

@@ -62,6 +62,11 @@ void stage_cache_free(Closure *c);
  * that kind, or traces again (stage/staged.c). Under the check
  * (Interp.check_replay) the host calls are the eager run's, from its first. */
 int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, Value *out);
+/* A relaxed trace t failed at the call's sizes with no effect run yet
+ * (stage_relaxed_redo_ok): the call traces for its own sizes instead, as
+ * eager would run it (a slice bound past the end clamps, docs/staging.md). */
+bool stage_relaxed_redo_ok(const Trace *t);
+int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
 
 Trace *stage_last_trace(Closure *c);
 /* The trace a call with these positional arguments would run, or NULL. */

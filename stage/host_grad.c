@@ -209,6 +209,17 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
         saved[i] = *slot;
         *slot = sig_rebuild(h->ctx[i].tmpl, own, &kk, false, 0);
     }
+    /* an output's gradient that is the very tensor of a leaf (an optimized
+     * graph hands `1 * x` on as x) gets an identity of its own, else the
+     * tape below would differentiate through it too; a tape outside still
+     * sees it as that tensor (higher order) */
+    tfe_tensor **dyl = xcalloc((size_t)h->nouts + 1, sizeof *dyl);
+    for (int j = 0; j < h->nouts; j++) {
+        bool same = false;
+        for (int i = 0; dy[j] && i < nl && !same; i++) same = dy[j] == leaves[i] || dy[j] == own[i];
+        dyl[j] = !dy[j] ? NULL : same ? tensor_alias(dy[j]) : (tensor_incref(dy[j]), dy[j]);
+        if (same && tfe_tapes_active) host_record_identity(dy[j], dyl[j]);
+    }
     tfe_tape *tape = tfe_tape_new(false);
     tfe_tape_push(tape);
     tfe_tape_watch(tape, own[k]);
@@ -229,7 +240,7 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     }
     free(saved);
     tfe_tensor *target = NULL;
-    if (!rc) rc = weighted(I, h, r, args, dy, &target);
+    if (!rc) rc = weighted(I, h, r, args, dyl, &target);
     tfe_tape_pop(tape);
     *dx = NULL;
     if (!rc && !target) /* no output has a gradient */
@@ -240,6 +251,9 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
         else *dx = g;
     }
     tfe_tape_free(tape);
+    for (int j = 0; j < h->nouts; j++)
+        if (dyl[j]) tensor_decref(dyl[j]);
+    free(dyl);
     if (target) tensor_decref(target);
     value_decref(r);
     for (int a = 0; a < h->nhargs; a++) value_decref(args[a]);

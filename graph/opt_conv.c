@@ -51,9 +51,9 @@ static bool is_op(const GNode *n, tfe_op op, int nin)
 static bool conv_add(const Graph *g, int a, const int *uses, const bool *unc, int *k)
 {
     const GNode *an = &g->nodes[a];
+    if (!is_op(an, OP_ADD, 2)) return false; /* (a node without outputs has no metas) */
     const tfe_meta *am = &an->meta[0];
-    if (!is_op(an, OP_ADD, 2) || (am->dtype != TFE_FLOAT32 && am->dtype != TFE_FLOAT64) || am->weak)
-        return false;
+    if ((am->dtype != TFE_FLOAT32 && am->dtype != TFE_FLOAT64) || am->weak) return false;
     for (*k = 0; *k < 2; (*k)++) {
         GRef c = an->in[*k], b = an->in[1 - *k];
         const GNode *cn = &g->nodes[c.node];

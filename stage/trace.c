@@ -414,7 +414,9 @@ static bool trace_value_read(const tfe_tensor *t)
                                       "print(\"loss\", loss), or format it in a @host function)", p);
         else if (!I->has_error)
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "
-                                      "which can change from call to call (keep it a tensor, or use a @host function)", p);
+                                      "which can change from call to call (keep it a tensor, or %s)", p,
+                       strcmp(p, "a host call") ? "use a @host function"
+                                                : "do this inside the @host function and return what the body needs");
     }
     return false;
 }

@@ -465,7 +465,7 @@ static void set_outs(Graph *g, int region, int n, tfe_tensor *const *vals, Trace
  * branch's results (those are the cond's outputs already), where the
  * replay gave them a known shape. Each is branch br's; the other branch
  * gives zeros of its shape in its place. */
-typedef struct CondX { int n, *slot, *br; } CondX;
+typedef struct CondX { int n, *slot, *br, *node; } CondX; /* node: whose value slot[j] is */
 
 static bool is_branch_out(const GRegion *reg, int node, int out)
 {
@@ -479,28 +479,52 @@ static bool x_node(const GNode *x)
     return x->kind == G_OP && !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE));
 }
 
-static CondX cond_x(const Graph *G, const GNode *n)
+static void cond_x_add(CondX *x, int *cap, int slot, int br, int node)
 {
-    CondX x = {0, NULL, NULL};
-    int cap = 0;
-    for (int br = 0; br < 2; br++) {
-        const GRegion *reg = &G->regions[n->regions[br]];
-        for (int i = 0; i < reg->n; i++) {
-            const GNode *y = &G->nodes[reg->nodes[i]];
-            if (!x_node(y)) continue;
-            for (int k = 0; k < y->nout; k++) {
-                if (is_branch_out(reg, reg->nodes[i], k)) continue;
-                if (x.n == cap) {
-                    cap = cap ? 2 * cap : 8;
-                    x.slot = xrealloc(x.slot, sizeof *x.slot * (size_t)cap);
-                    x.br = xrealloc(x.br, sizeof *x.br * (size_t)cap);
-                }
-                x.slot[x.n] = y->vbase + k;
-                x.br[x.n++] = br;
-            }
+    if (x->n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        x->slot = xrealloc(x->slot, sizeof *x->slot * (size_t)*cap);
+        x->br = xrealloc(x->br, sizeof *x->br * (size_t)*cap);
+        x->node = xrealloc(x->node, sizeof *x->node * (size_t)*cap);
+    }
+    x->slot[x->n] = slot;
+    x->br[x->n] = br;
+    x->node[x->n++] = node;
+}
+
+/* The values of region r (branch br's, or a region inside it): its ops'
+ * that are not its results, and those of the conds in it: their outputs
+ * (that are not r's results) and, inside them, the same again. A nested
+ * cond hands those out of its own replay (replay_cond), so the outermost
+ * one hands out every value its backward reads, at every depth. */
+static void cond_x_region(const Graph *G, int r, int br, CondX *x, int *cap)
+{
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *y = &G->nodes[reg->nodes[i]];
+        if (!x_node(y) && y->kind != G_COND) continue;
+        for (int k = 0; k < y->nout; k++)
+            if (!is_branch_out(reg, reg->nodes[i], k)) cond_x_add(x, cap, y->vbase + k, br, reg->nodes[i]);
+        if (y->kind == G_COND) {
+            cond_x_region(G, y->regions[0], br, x, cap);
+            cond_x_region(G, y->regions[1], br, x, cap);
         }
     }
+}
+
+static CondX cond_x(const Graph *G, const GNode *n)
+{
+    CondX x = {0, NULL, NULL, NULL};
+    int cap = 0;
+    for (int br = 0; br < 2; br++) cond_x_region(G, n->regions[br], br, &x, &cap);
     return x;
+}
+
+static void cond_x_free(CondX *x)
+{
+    free(x->slot);
+    free(x->br);
+    free(x->node);
 }
 
 static void meta_of(tfe_meta *m, const tfe_tensor *t);
@@ -517,8 +541,16 @@ static int replay_branch(BP *b, void *p)
     if (replay_region(b, r)) return -1;
     const GRegion *reg = &b->G->regions[r];
     for (int k = 0; k < reg->nouts; k++) c->outs[k] = b->m[slot_of(b->G, reg->outs[k])];
-    for (int j = 0; j < c->x->n; j++)
-        if (c->x->br[j] == c->branch) c->outs[n->nout + j] = b->m[c->x->slot[j]];
+    for (int j = 0; j < c->x->n; j++) {
+        if (c->x->br[j] != c->branch) continue;
+        int s = c->x->slot[j];
+        /* a value inside a nested cond: what its replay here handed out
+         * (none: replayed again in the backward) */
+        if (b->G->nodes[c->x->node[j]].region != r)
+            c->outs[n->nout + j] = b->xv && b->xv_reg[s] == b->T->region ? b->xv[s] : NULL;
+        else
+            c->outs[n->nout + j] = b->m[s];
+    }
     return 0;
 }
 
@@ -565,6 +597,7 @@ static int replay_cond(BP *b, int id)
         if (!known_shape(t)) continue;
         x.slot[nx] = x.slot[j];
         x.br[nx] = x.br[j];
+        x.node[nx] = x.node[j];
         for (int br = 0; br < 2; br++) vals[br][nout + nx] = vals[br][nout + j];
         nx++;
     }
@@ -599,7 +632,7 @@ static int replay_cond(BP *b, int id)
         const GRegion *reg = &G->regions[n->regions[br]];
         for (int k = 0; k < reg->nouts && k < nout; k++) {
             const GNode *y = &G->nodes[reg->outs[k].node];
-            if (y->region != n->regions[br] || !x_node(y)) continue;
+            if (y->region != n->regions[br] || (!x_node(y) && y->kind != G_COND)) continue;
             int s = slot_of(G, reg->outs[k]);
             if (b->xv[s] && b->xv_reg[s] == b->T->region) continue; /* (the first output it is) */
             put(b->xv, s, ref(outs[k]));
@@ -629,15 +662,13 @@ static int replay_cond(BP *b, int id)
     free(vals[0]);
     free(vals[1]);
     free(fill);
-    free(x.slot);
-    free(x.br);
+    cond_x_free(&x);
     return 0;
 fail:
     free(vals[0]);
     free(vals[1]);
     free(fill);
-    free(x.slot);
-    free(x.br);
+    cond_x_free(&x);
     return -1;
 }
 
@@ -1364,22 +1395,36 @@ static int region_result(BP *b, int slot, tfe_tensor **res, tfe_tensor **resf)
     return 0;
 }
 
-/* Branch r replayed for its backward, traced in a region of region outer:
- * an op whose values the cond replayed there handed out (replay_cond) takes
- * them, the rest run again. */
-static int replay_kept(BP *b, int r, int outer)
+/* Branch r replayed for its backward, traced in a region inside the one the
+ * cond was replayed in: an op, or a nested cond, whose values a replayed
+ * cond handed out where they are seen from here (replay_cond) takes them,
+ * the rest run again. A nested cond taken so is not replayed: its branches'
+ * values (handed out by the outer cond too) serve its own backward, and its
+ * branches' results are its outputs. */
+static int replay_kept(BP *b, int r)
 {
     const GRegion *reg = &b->G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &b->G->nodes[reg->nodes[i]];
-        bool kept = x->kind == G_OP && b->xv && x->nout > 0;
+        bool kept = (x->kind == G_OP || x->kind == G_COND) && b->xv && x->nout > 0;
         for (int k = 0; kept && k < x->nout; k++)
-            kept = b->xv[x->vbase + k] && b->xv_reg[x->vbase + k] == outer;
+            kept = b->xv[x->vbase + k] && graph_region_visible(b->T->g, b->xv_reg[x->vbase + k], b->T->region);
         if (!kept) {
             if (replay_node(b, reg->nodes[i])) return -1;
             continue;
         }
         for (int k = 0; k < x->nout; k++) put(b->m, x->vbase + k, ref(b->xv[x->vbase + k]));
+        for (int br = 0; br < 2 && x->kind == G_COND; br++) {
+            const GRegion *xr = &b->G->regions[x->regions[br]];
+            for (int k = 0; k < xr->nouts && k < x->nout; k++) {
+                const GNode *y = &b->G->nodes[xr->outs[k].node];
+                int s = slot_of(b->G, xr->outs[k]);
+                if (y->region != x->regions[br] || (!x_node(y) && y->kind != G_COND) || b->xv[s] == b->xv[x->vbase + k])
+                    continue;
+                put(b->xv, s, ref(b->xv[x->vbase + k]));
+                b->xv_reg[s] = b->xv_reg[x->vbase + k];
+            }
+        }
     }
     return 0;
 }
@@ -1391,7 +1436,7 @@ static int grad_branch(BP *b, void *p)
     const GNode *n = &G->nodes[c->id];
     int r = n->regions[c->branch];
     const GRegion *reg = &G->regions[r];
-    if (replay_kept(b, r, b->T->g->regions[b->T->region].parent)) return -1;
+    if (replay_kept(b, r)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         if (c->pass_dy && c->pass_dy[k]) continue;
@@ -1505,6 +1550,19 @@ static int check_branch_shapes(BP *b, int id)
 
 static int sweep_cond_rest(BP *b, int id, bool *const *pass);
 
+/* Has a value of region r (or of one inside it) a gradient? */
+static bool region_reached(const BP *b, int r)
+{
+    const GRegion *reg = &b->G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &b->G->nodes[reg->nodes[i]];
+        for (int k = 0; k < x->nout && (x->kind == G_OP || x->kind == G_COND); k++) /* (a read: a source) */
+            if (b->g[x->vbase + k]) return true;
+        if (x->kind == G_COND && (region_reached(b, x->regions[0]) || region_reached(b, x->regions[1]))) return true;
+    }
+    return false;
+}
+
 static int sweep_cond(BP *b, int id)
 {
     Graph *G = b->G;
@@ -1513,12 +1571,7 @@ static int sweep_cond(BP *b, int id)
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
     /* (or a value in a branch that was an output of the call, kept: the
      * gradient reached it there) */
-    for (int br = 0; br < 2 && !any; br++) {
-        const GRegion *reg = &G->regions[n->regions[br]];
-        for (int i = 0; i < reg->n && !any; i++)
-            for (int k = 0; k < G->nodes[reg->nodes[i]].nout && !any; k++)
-                any = b->g[G->nodes[reg->nodes[i]].vbase + k] != NULL;
-    }
+    any = any || region_reached(b, n->regions[0]) || region_reached(b, n->regions[1]);
     /* its outputs' aliases (cond_out_alias) end here */
     bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
     for (int k = 0; k < n->nout; k++)
@@ -3468,8 +3521,7 @@ static int branch_kept(const Graph *G, GRun *x, int **slots)
             if (n == cap) *slots = xrealloc(*slots, sizeof **slots * (size_t)(cap = cap ? 2 * cap : 8));
             (*slots)[n++] = cx.slot[j];
         }
-        free(cx.slot);
-        free(cx.br);
+        cond_x_free(&cx);
     }
     return n;
 }

@@ -93,6 +93,11 @@ typedef struct BP {
      * order) adds what reaches it there and through the forward's output
      * as one sum (backward_run) */
     tfe_tensor **fo;
+    /* by G slot of a value in the branch that ran of a cond of the top
+     * region: the tensor the forward call kept of it, an output of its
+     * entry (owned; NULL: none; GCallGrad.xslot). The replayed cond hands
+     * that one out in its place (replay_cond), as fo for the outputs */
+    tfe_tensor **fx;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -310,7 +315,10 @@ static void bp_free(BP *b)
         if (b->xv[i]) tensor_decref(b->xv[i]);
     for (int i = 0; i <= b->G->nvals && b->fo; i++)
         if (b->fo[i]) tensor_decref(b->fo[i]);
+    for (int i = 0; i <= b->G->nvals && b->fx; i++)
+        if (b->fx[i]) tensor_decref(b->fx[i]);
     free(b->fo);
+    free(b->fx);
     free(b->xv);
     free(b->xv_reg);
     free(b->m);
@@ -457,7 +465,7 @@ static void set_outs(Graph *g, int region, int n, tfe_tensor *const *vals, Trace
  * branch's results (those are the cond's outputs already), where the
  * replay gave them a known shape. Each is branch br's; the other branch
  * gives zeros of its shape in its place. */
-typedef struct CondX { int n, *slot, *br; } CondX;
+typedef struct CondX { int n, *slot, *br, *node; } CondX; /* node: whose value slot[j] is */
 
 static bool is_branch_out(const GRegion *reg, int node, int out)
 {
@@ -471,28 +479,52 @@ static bool x_node(const GNode *x)
     return x->kind == G_OP && !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE));
 }
 
-static CondX cond_x(const Graph *G, const GNode *n)
+static void cond_x_add(CondX *x, int *cap, int slot, int br, int node)
 {
-    CondX x = {0, NULL, NULL};
-    int cap = 0;
-    for (int br = 0; br < 2; br++) {
-        const GRegion *reg = &G->regions[n->regions[br]];
-        for (int i = 0; i < reg->n; i++) {
-            const GNode *y = &G->nodes[reg->nodes[i]];
-            if (!x_node(y)) continue;
-            for (int k = 0; k < y->nout; k++) {
-                if (is_branch_out(reg, reg->nodes[i], k)) continue;
-                if (x.n == cap) {
-                    cap = cap ? 2 * cap : 8;
-                    x.slot = xrealloc(x.slot, sizeof *x.slot * (size_t)cap);
-                    x.br = xrealloc(x.br, sizeof *x.br * (size_t)cap);
-                }
-                x.slot[x.n] = y->vbase + k;
-                x.br[x.n++] = br;
-            }
+    if (x->n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        x->slot = xrealloc(x->slot, sizeof *x->slot * (size_t)*cap);
+        x->br = xrealloc(x->br, sizeof *x->br * (size_t)*cap);
+        x->node = xrealloc(x->node, sizeof *x->node * (size_t)*cap);
+    }
+    x->slot[x->n] = slot;
+    x->br[x->n] = br;
+    x->node[x->n++] = node;
+}
+
+/* The values of region r (branch br's, or a region inside it): its ops'
+ * that are not its results, and those of the conds in it: their outputs
+ * (that are not r's results) and, inside them, the same again. A nested
+ * cond hands those out of its own replay (replay_cond), so the outermost
+ * one hands out every value its backward reads, at every depth. */
+static void cond_x_region(const Graph *G, int r, int br, CondX *x, int *cap)
+{
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *y = &G->nodes[reg->nodes[i]];
+        if (!x_node(y) && y->kind != G_COND) continue;
+        for (int k = 0; k < y->nout; k++)
+            if (!is_branch_out(reg, reg->nodes[i], k)) cond_x_add(x, cap, y->vbase + k, br, reg->nodes[i]);
+        if (y->kind == G_COND) {
+            cond_x_region(G, y->regions[0], br, x, cap);
+            cond_x_region(G, y->regions[1], br, x, cap);
         }
     }
+}
+
+static CondX cond_x(const Graph *G, const GNode *n)
+{
+    CondX x = {0, NULL, NULL, NULL};
+    int cap = 0;
+    for (int br = 0; br < 2; br++) cond_x_region(G, n->regions[br], br, &x, &cap);
     return x;
+}
+
+static void cond_x_free(CondX *x)
+{
+    free(x->slot);
+    free(x->br);
+    free(x->node);
 }
 
 static void meta_of(tfe_meta *m, const tfe_tensor *t);
@@ -509,8 +541,16 @@ static int replay_branch(BP *b, void *p)
     if (replay_region(b, r)) return -1;
     const GRegion *reg = &b->G->regions[r];
     for (int k = 0; k < reg->nouts; k++) c->outs[k] = b->m[slot_of(b->G, reg->outs[k])];
-    for (int j = 0; j < c->x->n; j++)
-        if (c->x->br[j] == c->branch) c->outs[n->nout + j] = b->m[c->x->slot[j]];
+    for (int j = 0; j < c->x->n; j++) {
+        if (c->x->br[j] != c->branch) continue;
+        int s = c->x->slot[j];
+        /* a value inside a nested cond: what its replay here handed out
+         * (none: replayed again in the backward) */
+        if (b->G->nodes[c->x->node[j]].region != r)
+            c->outs[n->nout + j] = b->xv && b->xv_reg[s] == b->T->region ? b->xv[s] : NULL;
+        else
+            c->outs[n->nout + j] = b->m[s];
+    }
     return 0;
 }
 
@@ -557,6 +597,7 @@ static int replay_cond(BP *b, int id)
         if (!known_shape(t)) continue;
         x.slot[nx] = x.slot[j];
         x.br[nx] = x.br[j];
+        x.node[nx] = x.node[j];
         for (int br = 0; br < 2; br++) vals[br][nout + nx] = vals[br][nout + j];
         nx++;
     }
@@ -591,7 +632,7 @@ static int replay_cond(BP *b, int id)
         const GRegion *reg = &G->regions[n->regions[br]];
         for (int k = 0; k < reg->nouts && k < nout; k++) {
             const GNode *y = &G->nodes[reg->outs[k].node];
-            if (y->region != n->regions[br] || !x_node(y)) continue;
+            if (y->region != n->regions[br] || (!x_node(y) && y->kind != G_COND)) continue;
             int s = slot_of(G, reg->outs[k]);
             if (b->xv[s] && b->xv_reg[s] == b->T->region) continue; /* (the first output it is) */
             put(b->xv, s, ref(outs[k]));
@@ -599,6 +640,11 @@ static int replay_cond(BP *b, int id)
         }
     }
     for (int j = 0; j < x.n; j++) {
+        tfe_tensor *f = b->fx && n->region == 0 ? b->fx[x.slot[j]] : NULL;
+        if (f) { /* the forward's own value (kept): what the backward reads of it */
+            tensor_decref(outs[nout + j]);
+            outs[nout + j] = ref(f);
+        }
         put(b->xv, x.slot[j], outs[nout + j]);
         b->xv_reg[x.slot[j]] = b->T->region;
     }
@@ -616,15 +662,13 @@ static int replay_cond(BP *b, int id)
     free(vals[0]);
     free(vals[1]);
     free(fill);
-    free(x.slot);
-    free(x.br);
+    cond_x_free(&x);
     return 0;
 fail:
     free(vals[0]);
     free(vals[1]);
     free(fill);
-    free(x.slot);
-    free(x.br);
+    cond_x_free(&x);
     return -1;
 }
 
@@ -1351,22 +1395,36 @@ static int region_result(BP *b, int slot, tfe_tensor **res, tfe_tensor **resf)
     return 0;
 }
 
-/* Branch r replayed for its backward, traced in a region of region outer:
- * an op whose values the cond replayed there handed out (replay_cond) takes
- * them, the rest run again. */
-static int replay_kept(BP *b, int r, int outer)
+/* Branch r replayed for its backward, traced in a region inside the one the
+ * cond was replayed in: an op, or a nested cond, whose values a replayed
+ * cond handed out where they are seen from here (replay_cond) takes them,
+ * the rest run again. A nested cond taken so is not replayed: its branches'
+ * values (handed out by the outer cond too) serve its own backward, and its
+ * branches' results are its outputs. */
+static int replay_kept(BP *b, int r)
 {
     const GRegion *reg = &b->G->regions[r];
     for (int i = 0; i < reg->n; i++) {
         const GNode *x = &b->G->nodes[reg->nodes[i]];
-        bool kept = x->kind == G_OP && b->xv && x->nout > 0;
+        bool kept = (x->kind == G_OP || x->kind == G_COND) && b->xv && x->nout > 0;
         for (int k = 0; kept && k < x->nout; k++)
-            kept = b->xv[x->vbase + k] && b->xv_reg[x->vbase + k] == outer;
+            kept = b->xv[x->vbase + k] && graph_region_visible(b->T->g, b->xv_reg[x->vbase + k], b->T->region);
         if (!kept) {
             if (replay_node(b, reg->nodes[i])) return -1;
             continue;
         }
         for (int k = 0; k < x->nout; k++) put(b->m, x->vbase + k, ref(b->xv[x->vbase + k]));
+        for (int br = 0; br < 2 && x->kind == G_COND; br++) {
+            const GRegion *xr = &b->G->regions[x->regions[br]];
+            for (int k = 0; k < xr->nouts && k < x->nout; k++) {
+                const GNode *y = &b->G->nodes[xr->outs[k].node];
+                int s = slot_of(b->G, xr->outs[k]);
+                if (y->region != x->regions[br] || (!x_node(y) && y->kind != G_COND) || b->xv[s] == b->xv[x->vbase + k])
+                    continue;
+                put(b->xv, s, ref(b->xv[x->vbase + k]));
+                b->xv_reg[s] = b->xv_reg[x->vbase + k];
+            }
+        }
     }
     return 0;
 }
@@ -1378,7 +1436,7 @@ static int grad_branch(BP *b, void *p)
     const GNode *n = &G->nodes[c->id];
     int r = n->regions[c->branch];
     const GRegion *reg = &G->regions[r];
-    if (replay_kept(b, r, b->T->g->regions[b->T->region].parent)) return -1;
+    if (replay_kept(b, r)) return -1;
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         if (c->pass_dy && c->pass_dy[k]) continue;
@@ -1492,12 +1550,28 @@ static int check_branch_shapes(BP *b, int id)
 
 static int sweep_cond_rest(BP *b, int id, bool *const *pass);
 
+/* Has a value of region r (or of one inside it) a gradient? */
+static bool region_reached(const BP *b, int r)
+{
+    const GRegion *reg = &b->G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &b->G->nodes[reg->nodes[i]];
+        for (int k = 0; k < x->nout && (x->kind == G_OP || x->kind == G_COND); k++) /* (a read: a source) */
+            if (b->g[x->vbase + k]) return true;
+        if (x->kind == G_COND && (region_reached(b, x->regions[0]) || region_reached(b, x->regions[1]))) return true;
+    }
+    return false;
+}
+
 static int sweep_cond(BP *b, int id)
 {
     Graph *G = b->G;
     const GNode *n = &G->nodes[id];
     bool any = false;
     for (int k = 0; k < n->nout; k++) any |= b->g[n->vbase + k] != NULL;
+    /* (or a value in a branch that was an output of the call, kept: the
+     * gradient reached it there) */
+    any = any || region_reached(b, n->regions[0]) || region_reached(b, n->regions[1]);
     /* its outputs' aliases (cond_out_alias) end here */
     bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
     for (int k = 0; k < n->nout; k++)
@@ -2444,6 +2518,16 @@ typedef struct GCallGrad {
      * reads them, and a tape outside it (a higher order) reaches the host
      * call's inputs through them */
     int *hout, nhout;
+    /* kept branch values: the values of the ops in the branch that ran of
+     * a cond of the top region, which the cond's backward reads (CondX),
+     * outputs of the entry after the saved host results, by slot of G
+     * (xslot); only where G is a cond of a trace in progress, run as one
+     * tape entry (Graph.noted_loops: the tracing call). A backward reads
+     * them rather than a replay of them, so to a tape recording it (a
+     * higher order) a value a rule reads is the tensor the forward made,
+     * as in eager code: what reaches it through the backward and through
+     * the forward adds to one sum (branch_kept, replay_cond) */
+    int *xslot, nx;
     /* the values of the forward's ops, kept from its run (owned), by slot
      * of G: a backward with no tape watching it reads them instead of
      * replaying the forward (nkept 0: none kept) */
@@ -2472,6 +2556,7 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->kept);
     free(c->kslot);
     free(c->hout);
+    free(c->xslot);
     free(c->lr_node);
     free(c->lr_loop);
     free(c->lr_count);
@@ -3060,8 +3145,12 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         const GNode *x = &G->nodes[G->regions[0].outs[k].node];
         if (out && out[k] && x->kind == G_COND && x->region == 0) fok[nfo++] = k;
     }
-    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb + nlr + nfo + 1));
+    /* the kept branch values (GCallGrad.xslot), after those: a backward
+     * recorded into a trace reads the replay (they are no values of it) */
+    int nto = G->regions[0].nouts, nfx = I->tracer || nk || !out ? 0 : c->nx;
+    tfe_tensor **bin = xmalloc(sizeof *bin * (size_t)(nb + nlr + nfo + nfx + 1));
     for (int q = 0; q < nfo; q++) bin[nb + nlr + q] = out[fok[q]];
+    for (int j = 0; j < nfx; j++) bin[nb + nlr + nfo + j] = out[nto + c->nhout + j];
     for (int i = 0; i < nin; i++) bin[i] = in[i];
     for (int j = 0; j < nlr; j++) bin[nb + j] = lst[j]; /* (after the others) */
     for (int i = 0; i < c->plan.nsaved; i++) bin[nin + i] = c->saved[i];
@@ -3080,7 +3169,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     }
     int *one = same_sources(G, &c->plan, nin, inn, I->tracer != NULL);
     free(inn);
-    GBwd *w = I->tracer || c->ndd < 0 ? NULL : bwd_find(G, bin, nb + nlr + nfo, pres, npres, one, nin, c);
+    GBwd *w = I->tracer || c->ndd < 0 ? NULL : bwd_find(G, bin, nb + nlr + nfo + nfx, pres, npres, one, nin, c);
     if (w) {
         free(one);
         /* outputs: the gradients, then the none flags, then the logged
@@ -3142,7 +3231,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
-            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (nlr) {
         b.nlr = nlr;
         b.lr_node = c->lr_node;
@@ -3199,7 +3288,8 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             b.m[BG->nodes[i].vbase] = BG->nodes[i].value;
         }
     if (nfo) b.fo = xcalloc((size_t)G->nvals + 1, sizeof *b.fo);
-    for (int i = 0; i < nb + nlr + nfo; i++) {
+    if (nfx) b.fx = xcalloc((size_t)G->nvals + 1, sizeof *b.fx);
+    for (int i = 0; i < nb + nlr + nfo + nfx; i++) {
         tfe_tensor *t = bin[i];
         if (own) {
             if (t->node) { /* the same tensor twice: two inputs */
@@ -3219,7 +3309,9 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         } else {
             tensor_incref(t);
         }
-        if (i >= nb + nlr) {
+        if (i >= nb + nlr + nfo) {
+            put(b.fx, c->xslot[i - nb - nlr - nfo], t);
+        } else if (i >= nb + nlr) {
             int q = i - nb - nlr;
             put(b.fo, slot_of(G, G->regions[0].outs[fok[q]]), t);
         } else if (i >= nb) b.lr_in[i - nb] = t;
@@ -3227,10 +3319,13 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
         else if (i < nin + ns) put(b.m, c->kslot[i - nin - c->plan.nsaved], t);
         else if (i < nin + ns + ndy) {
-            int k = outk[i - nin - ns], nto = BG->regions[0].nouts;
-            if (acc_f(&b, k < nto ? slot_of(BG, BG->regions[0].outs[k]) : c->plan.saved[c->hout[k - nto]], t,
-                      self->dy_none ? self->dy_none[k] : NULL))
-                goto done;
+            /* an output of the graph, a saved host result, or a kept branch
+             * value (its gradient so far: the cond's backward adds to it) */
+            int k = outk[i - nin - ns];
+            int slot = k < nto ? slot_of(BG, BG->regions[0].outs[k])
+                       : k < nto + c->nhout ? c->plan.saved[c->hout[k - nto]]
+                                            : c->xslot[k - nto - c->nhout];
+            if (acc_f(&b, slot, t, self->dy_none ? self->dy_none[k] : NULL)) goto done;
         } else {
             accin[i - (nin + ns + ndy)] = t; /* placed below */
         }
@@ -3314,7 +3409,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             }
             set_outs(T->g, 0, k, outs, T);
             free(outs);
-            bwd_add(G, T->g, has, bin, nb + nlr + nfo, pres, npres, one, c);
+            bwd_add(G, T->g, has, bin, nb + nlr + nfo + nfx, pres, npres, one, c);
             one = NULL;
         }
     }
@@ -3406,6 +3501,29 @@ static Graph *keep_graph(Interp *I, Graph *G)
             return NULL;
     }
     return B;
+}
+
+/* The kept branch values of run x of G (GCallGrad.xslot): the slots of
+ * the values, in the branch that ran, that the backward of a cond of G's
+ * top region reads (cond_x), of known shape. *slots: owned. */
+static int branch_kept(const Graph *G, GRun *x, int **slots)
+{
+    int n = 0, cap = 0;
+    *slots = NULL;
+    const GRegion *top = &G->regions[0];
+    for (int i = 0; i < top->n; i++) {
+        const GNode *c = &G->nodes[top->nodes[i]];
+        if (c->kind != G_COND) continue;
+        CondX cx = cond_x(G, c);
+        for (int j = 0; j < cx.n; j++) {
+            const tfe_tensor *t = x->v[cx.slot[j]];
+            if (!t || !known_shape(t)) continue;
+            if (n == cap) *slots = xrealloc(*slots, sizeof **slots * (size_t)(cap = cap ? 2 * cap : 8));
+            (*slots)[n++] = cx.slot[j];
+        }
+        cond_x_free(&cx);
+    }
+    return n;
 }
 
 int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs)
@@ -3555,12 +3673,31 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             all[top->nouts + c->nhout] = c->saved[i];
             c->hout[c->nhout++] = i;
         }
+        /* then the kept branch values (each its own tensor too) */
+        int nall = top->nouts + c->nhout, nxo = 0;
+        tfe_tensor **xo = NULL; /* (owned until the tapes hold them) */
+        if (B->noted_loops && B == R) {
+            int cap = branch_kept(B, &x, &c->xslot);
+            all = xrealloc(all, sizeof *all * (size_t)(nall + cap + 1));
+            xo = xcalloc((size_t)cap + 1, sizeof *xo);
+            for (int j = 0; j < cap; j++) {
+                tfe_tensor *t = x.v[c->xslot[j]];
+                bool dup = false;
+                for (int i = 0; i < nsrc && !dup; i++) dup = t == src[i];
+                for (int i = 0; i < nall && !dup; i++) dup = t == all[i];
+                if (!(t = dup ? tensor_alias(t) : (tensor_incref(t), t))) continue;
+                c->xslot[c->nx++] = c->xslot[j];
+                all[nall++] = xo[nxo++] = t;
+            }
+        }
         /* (to a tape outside any trace in progress: one made in it records
          * what serves every later call) */
-        int *same_all = xmalloc(sizeof *same_all * ((size_t)(top->nouts + c->nhout) + 1));
-        for (int k = 0; k < top->nouts + c->nhout; k++) same_all[k] = k < top->nouts ? same[k] : -1;
-        tfe_tape_record_custom_same(&c->base, nsrc, src, top->nouts + c->nhout, all, same_all,
+        int *same_all = xmalloc(sizeof *same_all * ((size_t)nall + 1));
+        for (int k = 0; k < nall; k++) same_all[k] = k < top->nouts ? same[k] : -1;
+        tfe_tape_record_custom_same(&c->base, nsrc, src, nall, all, same_all,
                                     I->tracer ? I->tracer->tapes_at_begin : tfe_tapes_active);
+        for (int j = 0; j < nxo; j++) tensor_decref(xo[j]);
+        free(xo);
         free(same_all);
         free(all);
         for (int i = 0; i < nsrc; i++)

@@ -472,6 +472,68 @@ static int export_reads(Tracer *T, int id, int **real)
     return added;
 }
 
+/* A cond under a tape made inside this trace: the values of its branches'
+ * ops that a backward recorded here reads (gradient rules read an op's
+ * inputs and outputs: sigmoid's its output, batch_norm_train's its mean
+ * and variance) are outputs of the cond too, kept values (the other branch
+ * hands out zeros in their places). A backward reads the very tensor the
+ * forward made, as in eager code, not a replay of it (stage/grad.c,
+ * replay_cond): a tape recording that backward (a higher order) adds what
+ * reaches such a value through the backward and through the forward to one
+ * sum. The ops of each branch's own region, not random, not collective, of
+ * known shape, whose values are not the branch's results already. Returns
+ * how many outputs were added. */
+static int keep_branch_values(Tracer *T, int id)
+{
+    Graph *g = T->g;
+    if (g->nodes[id].kind != G_COND || tfe_tapes_active <= T->tapes_at_begin) return 0;
+    int added = 0;
+    int n0[2] = {g->regions[g->nodes[id].regions[0]].n, g->regions[g->nodes[id].regions[1]].n};
+    for (int br = 0; br < 2; br++) {
+        int r = g->nodes[id].regions[br], other = g->nodes[id].regions[1 - br];
+        for (int i = 0; i < n0[br]; i++) { /* (not the zeros added here) */
+            int xid = g->regions[r].nodes[i];
+            if (g->nodes[xid].kind != G_OP || (tfe_ops[g->nodes[xid].op].flags & (F_RANDOM | F_COLLECTIVE)))
+                continue;
+            for (int k = 0; k < g->nodes[xid].nout; k++) {
+                const GRegion *reg = &g->regions[r];
+                bool out = false, known = true;
+                for (int j = 0; j < reg->nouts && !out; j++) out = reg->outs[j].node == xid && reg->outs[j].out == k;
+                tfe_meta m = g->nodes[xid].meta[k];
+                for (int d = 0; d < m.rank; d++) known &= m.shape[d] >= 0;
+                if (out || !known) continue;
+                /* the other branch's zeros */
+                int zid = graph_add(g, other, G_OP, 0, 1);
+                GNode *z = &g->nodes[zid];
+                z->op = OP_FULL;
+                z->at = xmalloc(sizeof *z->at);
+                tfe_attrs_init(z->at);
+                z->at->dtype = m.dtype;
+                z->at->nints = m.rank;
+                for (int d = 0; d < m.rank; d++) z->at->ints[d] = m.shape[d];
+                z->at->f[0] = 0.0;
+                z->meta[0] = m;
+                z->loc = g->nodes[xid].loc;
+                z->frames = g->nodes[xid].frames;
+                /* one more output of the cond, with new value slots */
+                GNode *c = &g->nodes[id];
+                int o = c->nout++;
+                c->meta = xrealloc(c->meta, sizeof *c->meta * (size_t)c->nout);
+                c->meta[o] = m;
+                c->vbase = g->nvals;
+                g->nvals += c->nout;
+                for (int b = 0; b < 2; b++) {
+                    GRegion *rb = &g->regions[c->regions[b]];
+                    rb->outs = xrealloc(rb->outs, sizeof *rb->outs * (size_t)(rb->nouts + 1));
+                    rb->outs[rb->nouts++] = b == br ? (GRef){xid, k} : (GRef){zid, 0};
+                }
+                added++;
+            }
+        }
+    }
+    return added;
+}
+
 /* Does read rid of var follow an assign of var in its region (before:
  * true), or precede one (before: false)? */
 static bool read_near_assign(const Graph *g, int rid, bool before)
@@ -546,6 +608,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
          * whose backward is traced like any staged call's (stage/grad.c) */
         int *real = NULL; /* per handed-on read, the read node it stands for */
         int nextra = export_reads(T, id, &real);
+        int nkeep = keep_branch_values(T, id), nmore = nextra + nkeep;
+        n = gnode(T->g, id); /* (nodes were added) */
         GRef *caps;
         int ncaps;
         Graph *m = graph_extract(T->g, id, &caps, &ncaps);
@@ -553,7 +617,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (nextra) mark_exported(T->g, id, m, real, nextra);
         tfe_tensor **in = xcalloc((size_t)ncaps + 1, sizeof *in);
         for (int i = 0; i < ncaps; i++) in[i] = T->concrete[gnode(T->g, caps[i].node)->vbase + caps[i].out];
-        tfe_tensor **all = nextra ? xcalloc((size_t)(nout + nextra), sizeof *all) : outs;
+        tfe_tensor **all = nmore ? xcalloc((size_t)(nout + nmore), sizeof *all) : outs;
         /* (its reads are the ones a tape made in this trace noted, with
          * where they are, when the branches were traced: builtins_autodiff.c) */
         int saved_region = T->cf_region;
@@ -623,7 +687,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         T->cf_start = saved_start;
         T->ncf_start = saved_nstart;
         graph_decref(m);
-        if (nextra) {
+        if (nmore) {
             /* the handed-on reads: only a backward recorded here uses them
              * (stage/grad.c finds them by their slots); a header of their
              * own, as the tensor may stand for something else here */
@@ -646,6 +710,13 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                     trace_note(T, a, (GRef){id, k});
                     tensor_decref(a); /* the note keeps it */
                 }
+                tensor_decref(all[k]);
+            }
+            /* the kept values: the tensors the entry gave, which a backward
+             * recorded here reads, are these outputs of the node */
+            for (int k = nout + nextra; k < nout + nmore; k++) {
+                if (!all[k]) continue;
+                if (!rc && !all[k]->node) trace_note(T, all[k], (GRef){id, k});
                 tensor_decref(all[k]);
             }
             free(all);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "tensor/blas.h"
 #include "tensor/tensor.h"
 
@@ -153,13 +154,16 @@ void tfe_blas_pool_enter(void)
  *    differently for some shapes). A GEMM's bits then no longer depend on
  *    the thread count. Each part keeps at least SPLIT_MIN multiply-adds, far
  *    above the size where OpenBLAS switches to its small-matrix kernels
- *    (10^6), whose sums could be ordered differently.
- * Blocks start at multiples of SPLIT_ALIGN rows or columns. The longer of m
- * and n is split; a GEMM neither of whose sides can be split, and one in a
+ *    (10^6), whose sums could be ordered differently; the last, shorter
+ *    block at least SPLIT_LAST.
+ * Blocks start at multiples of SPLIT_ALIGN rows or columns. A GEMM neither
+ * of whose sides can be split (m and n under 2 * SPLIT_ALIGN, about), and one in a
  * pool task, runs whole (on OpenBLAS's threads when its size gives it
  * several, as before). Only row-major calls (all of tfe's) are split. */
 #define SPLIT_MIN ((int64_t)1 << 21)
-#define SPLIT_ALIGN 32
+#define SPLIT_ALIGN 16
+#define SPLIT_ROWS 64
+#define SPLIT_LAST ((int64_t)1 << 20)
 
 typedef struct Split {
     bool dbl;
@@ -169,12 +173,14 @@ typedef struct Split {
     double alpha, beta;
     const void *a, *b;
     void *c;
+    char ran[64]; /* by part: the pool skips chunks after a Ctrl-C */
 } Split;
 
 static void split_part(int64_t lo, int64_t hi, void *ctx)
 {
-    const Split *s = ctx;
+    Split *s = ctx;
     for (int64_t p = lo; p < hi; p++) {
+        s->ran[p] = 1;
         blasint len = s->by_n ? s->n : s->m, b0 = (blasint)p * s->step;
         if (b0 >= len) continue;
         blasint e = b0 + s->step < len ? b0 + s->step : len;
@@ -196,25 +202,47 @@ static void split_part(int64_t lo, int64_t hi, void *ctx)
     }
 }
 
+/* How many blocks of len rows (or columns), each worth macs multiply-adds,
+ * for at most parts of them: blocks of *step (a multiple of SPLIT_ALIGN),
+ * the last one shorter but still SPLIT_LAST or more. 0 or 1: do not split. */
+static int64_t split_blocks(blasint len, double macs, int64_t parts, blasint *step)
+{
+    for (; parts >= 2; parts--) {
+        int64_t per = (len + parts - 1) / parts;
+        *step = (blasint)((per + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN);
+        int64_t np = (len + *step - 1) / *step, last = len - (np - 1) * *step;
+        if (np >= 2 && macs * (double)last >= (double)SPLIT_LAST) return np;
+    }
+    return 0;
+}
+
 /* Runs s as blocks over the pool when it should and can; false: run it whole. */
 static bool split_run(Split *s, const enum CBLAS_ORDER order)
 {
     if (order != CblasRowMajor || !split_on || tfe_in_parallel() || !p_set_threads) return false;
     double mnk = (double)s->m * (double)s->n * (double)s->k;
     if (mnk <= (double)mt_max1 || max_threads < 2) return false;
-    int64_t parts = (int64_t)(mnk / (double)SPLIT_MIN);
-    if (parts > max_threads) parts = max_threads;
-    s->by_n = s->n >= s->m;
-    blasint len = s->by_n ? s->n : s->m;
-    int64_t fit = len / SPLIT_ALIGN; /* parts of at least SPLIT_ALIGN */
-    if (parts > fit) parts = fit;
-    if (parts < 2) return false;
-    int64_t per = (len + parts - 1) / parts;
-    s->step = (blasint)((per + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN);
-    parts = (len + s->step - 1) / s->step;
-    if (parts < 2) return false;
+    int64_t want = (int64_t)(mnk / (double)SPLIT_MIN), parts;
+    if (want > max_threads) want = max_threads;
+    if (want > (int64_t)sizeof s->ran) want = (int64_t)sizeof s->ran;
+    /* rows when each block gets SPLIT_ROWS of them, else columns: a row
+     * block of a short C (64 rows: a batch) runs slower than a column
+     * block (bench/gemm_split.c); the other side when that one is too short */
+    s->by_n = s->m < SPLIT_ROWS * want;
+    for (int side = 0;; side++) {
+        blasint len = s->by_n ? s->n : s->m;
+        parts = split_blocks(len, mnk / (double)len, want, &s->step);
+        if (parts >= 2) break;
+        if (side) return false;
+        s->by_n = !s->by_n;
+    }
     /* one chunk per part; tfe_parallel_for sets OpenBLAS to one thread */
+    memset(s->ran, 0, sizeof s->ran);
     tfe_parallel_for(parts, 1, split_part, s);
+    /* a part the pool skipped (Ctrl-C) runs here: a GEMM's result is
+     * always whole, as OpenBLAS's own threads leave it */
+    for (int64_t p = 0; p < parts; p++)
+        if (!s->ran[p]) split_part(p, p + 1, s);
     return true;
 }
 

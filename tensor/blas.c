@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "tensor/blas.h"
 #include "tensor/tensor.h"
 
@@ -96,6 +97,7 @@ static void load(void)
 static void (*p_set_threads)(int);
 static int max_threads = 1, cur_threads = 1;
 static int64_t mt_max1 = GEMM_MT_MAX1;
+static bool split_on = true; /* TFE_GEMM_SPLIT=0: OpenBLAS's threads, for measuring */
 
 static void threads_init(void *h)
 {
@@ -107,6 +109,8 @@ static void threads_init(void *h)
     if (max_threads < 1) max_threads = 1;
     const char *e = getenv("TFE_GEMM_MT_MAX1"); /* for measuring the crossover */
     if (e && *e) mt_max1 = strtoll(e, NULL, 10);
+    e = getenv("TFE_GEMM_SPLIT");
+    if (e && *e == '0') split_on = false;
     cur_threads = tfe_in_parallel() ? 1 : max_threads; /* loaded by a GEMM in a pool task: one */
     p_set_threads(cur_threads);
 }
@@ -136,12 +140,121 @@ void tfe_blas_pool_enter(void)
     if (p_set_threads && !tfe_in_parallel()) set_threads(1);
 }
 
+/* ---- splitting a large GEMM over the pool ------------------------------------
+ * A GEMM that gets several threads (tfe_blas_gemm_threads) runs as P
+ * row or column blocks of its result, each one one-thread OpenBLAS GEMM on
+ * a thread of tfe's pool, instead of on OpenBLAS's threaded driver. Why:
+ *  - speed: on this 2-core machine OpenBLAS's two threads gain 1.1-1.4x on
+ *    the MLP's 12.8M-multiply-add GEMMs, the two halves 1.6-1.9x
+ *    (docs/benchmarks.md, "Large GEMMs split over the pool"), and no
+ *    OpenBLAS worker is left spinning in sched_yield after it;
+ *  - bits: each element of C is summed by the one-thread driver, whose k
+ *    blocks depend on k alone, so a block of rows or columns gets the bits
+ *    the whole one-thread GEMM gives (the threaded driver blocks k
+ *    differently for some shapes). A GEMM's bits then no longer depend on
+ *    the thread count. Each part keeps at least SPLIT_MIN multiply-adds, far
+ *    above the size where OpenBLAS switches to its small-matrix kernels
+ *    (10^6), whose sums could be ordered differently; the last, shorter
+ *    block at least SPLIT_LAST.
+ * Blocks start at multiples of SPLIT_ALIGN rows or columns. A GEMM neither
+ * of whose sides can be split (m and n under 2 * SPLIT_ALIGN, about), and one in a
+ * pool task, runs whole (on OpenBLAS's threads when its size gives it
+ * several, as before). Only row-major calls (all of tfe's) are split. */
+#define SPLIT_MIN ((int64_t)1 << 21)
+#define SPLIT_ALIGN 16
+#define SPLIT_ROWS 64
+#define SPLIT_LAST ((int64_t)1 << 20)
+
+typedef struct Split {
+    bool dbl;
+    enum CBLAS_TRANSPOSE ta, tb;
+    blasint m, n, k, lda, ldb, ldc, step; /* step: rows or columns per part */
+    bool by_n;                            /* column blocks, else row blocks */
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+    char ran[64]; /* by part: the pool skips chunks after a Ctrl-C */
+} Split;
+
+static void split_part(int64_t lo, int64_t hi, void *ctx)
+{
+    Split *s = ctx;
+    for (int64_t p = lo; p < hi; p++) {
+        s->ran[p] = 1;
+        blasint len = s->by_n ? s->n : s->m, b0 = (blasint)p * s->step;
+        if (b0 >= len) continue;
+        blasint e = b0 + s->step < len ? b0 + s->step : len;
+        size_t ao = 0, bo = 0, co;
+        if (s->by_n) { /* columns b0..e of C: those of op(B) */
+            bo = s->tb == CblasNoTrans ? (size_t)b0 : (size_t)b0 * (size_t)s->ldb;
+            co = (size_t)b0;
+        } else {       /* rows b0..e of C: those of op(A) */
+            ao = s->ta == CblasNoTrans ? (size_t)b0 * (size_t)s->lda : (size_t)b0;
+            co = (size_t)b0 * (size_t)s->ldc;
+        }
+        blasint mm = s->by_n ? s->m : e - b0, nn = s->by_n ? e - b0 : s->n;
+        if (s->dbl)
+            p_dgemm(CblasRowMajor, s->ta, s->tb, mm, nn, s->k, s->alpha, (const double *)s->a + ao, s->lda,
+                    (const double *)s->b + bo, s->ldb, s->beta, (double *)s->c + co, s->ldc);
+        else
+            p_sgemm(CblasRowMajor, s->ta, s->tb, mm, nn, s->k, (float)s->alpha, (const float *)s->a + ao,
+                    s->lda, (const float *)s->b + bo, s->ldb, (float)s->beta, (float *)s->c + co, s->ldc);
+    }
+}
+
+/* How many blocks of len rows (or columns), each worth macs multiply-adds,
+ * for at most parts of them: blocks of *step (a multiple of SPLIT_ALIGN),
+ * the last one shorter but still SPLIT_LAST or more. 0 or 1: do not split. */
+static int64_t split_blocks(blasint len, double macs, int64_t parts, blasint *step)
+{
+    for (; parts >= 2; parts--) {
+        int64_t per = (len + parts - 1) / parts;
+        *step = (blasint)((per + SPLIT_ALIGN - 1) / SPLIT_ALIGN * SPLIT_ALIGN);
+        int64_t np = (len + *step - 1) / *step, last = len - (np - 1) * *step;
+        if (np >= 2 && macs * (double)last >= (double)SPLIT_LAST) return np;
+    }
+    return 0;
+}
+
+/* Runs s as blocks over the pool when it should and can; false: run it whole. */
+static bool split_run(Split *s, const enum CBLAS_ORDER order)
+{
+    if (order != CblasRowMajor || !split_on || tfe_in_parallel() || !p_set_threads) return false;
+    double mnk = (double)s->m * (double)s->n * (double)s->k;
+    if (mnk <= (double)mt_max1 || max_threads < 2) return false;
+    int64_t want = (int64_t)(mnk / (double)SPLIT_MIN), parts;
+    if (want > max_threads) want = max_threads;
+    if (want > (int64_t)sizeof s->ran) want = (int64_t)sizeof s->ran;
+    /* rows when each block gets SPLIT_ROWS of them, else columns: a row
+     * block of a short C (64 rows: a batch) runs slower than a column
+     * block (bench/gemm_split.c); the other side when that one is too short */
+    s->by_n = s->m < SPLIT_ROWS * want;
+    for (int side = 0;; side++) {
+        blasint len = s->by_n ? s->n : s->m;
+        parts = split_blocks(len, mnk / (double)len, want, &s->step);
+        if (parts >= 2) break;
+        if (side) return false;
+        s->by_n = !s->by_n;
+    }
+    /* one chunk per part; tfe_parallel_for sets OpenBLAS to one thread */
+    memset(s->ran, 0, sizeof s->ran);
+    tfe_parallel_for(parts, 1, split_part, s);
+    /* a part the pool skipped (Ctrl-C) runs here: a GEMM's result is
+     * always whole, as OpenBLAS's own threads leave it */
+    for (int64_t p = 0; p < parts; p++)
+        if (!s->ran[p]) split_part(p, p + 1, s);
+    return true;
+}
+
 void tfe_blas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const enum CBLAS_TRANSPOSE tb, const blasint m, const blasint n, const blasint k,
                     const float alpha, const float *a, const blasint lda, const float *b,
                     const blasint ldb, const float beta, float *c, const blasint ldc)
 {
     pthread_once(&once, load);
+    Split s = {.dbl = false, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+               .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
+    if (split_run(&s, order)) return;
     gemm_threads(m, n, k);
     p_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -152,6 +265,9 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const blasint ldb, const double beta, double *c, const blasint ldc)
 {
     pthread_once(&once, load);
+    Split s = {.dbl = true, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+               .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
+    if (split_run(&s, order)) return;
     gemm_threads(m, n, k);
     p_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -19,8 +19,10 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const double alpha, const double *a, const blasint lda, const double *b,
                     const blasint ldb, const double beta, double *c, const blasint ldc);
 
-/* The OpenBLAS threads a GEMM of m x k by k x n gets (tensor/blas.c): 1
- * below a size, else all (TFE_NUM_THREADS, at most OpenBLAS's own count). */
+/* The threads a GEMM of m x k by k x n gets (tensor/blas.c): 1 below a
+ * size, else all (TFE_NUM_THREADS, at most OpenBLAS's own count): blocks of
+ * its result on the pool, one OpenBLAS thread each, or OpenBLAS's threads
+ * for a GEMM too narrow to cut. */
 int tfe_blas_gemm_threads(int64_t m, int64_t n, int64_t k);
 /* tfe_parallel_for calls it before it wakes the pool: GEMMs inside pool
  * tasks run on one OpenBLAS thread each. It does not load OpenBLAS. */

@@ -978,8 +978,12 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
         for (int64_t ch = c0; ch < c1 && !tfe_interrupted; ch++) {
             float *sum = ch == c0 ? acc : j->tmp + s0 * kc;
             int64_t q0 = ch * j->rows, q1 = q0 + j->rows < nq ? q0 + j->rows : nq;
-            for (int64_t q = q0; q < q1; q++) {
+            /* the chunk's rows in runs within one image: one GEMM a run and
+             * filter row, its output rows the segments of k (blocks of 64
+             * restarting at each: the sums of one GEMM a row) */
+            for (int64_t q = q0, qe; q < q1; q = qe) {
                 int64_t n = q / g->oh, oi = q % g->oh;
+                qe = (n + 1) * g->oh < q1 ? (n + 1) * g->oh : q1;
                 const float *xn = j->xp + (size_t)n * isz;
                 if (img) {
                     /* a slot pads its images one at a time, in L2 */
@@ -991,8 +995,9 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
                 }
                 for (int64_t a = 0; a < g->kh; a++) {
                     const float *xr = xn + ((oi * g->sh + a * g->dh) * j->wp) * g->c;
-                    tfe_sgemm_small(seg, g->co, g->ow, xr, 1, g->sw * g->c, j->dy + q * g->ow * g->co,
-                                    g->co, sum + a * seg * g->co, g->co, q > q0);
+                    tfe_sgemm_small_seg(seg, g->co, qe - q, g->ow, g->sh * j->wp * g->c, 64, xr, 1,
+                                        g->sw * g->c, j->dy + q * g->ow * g->co, g->co,
+                                        sum + a * seg * g->co, g->co, q > q0);
                 }
             }
             if (ch > c0)

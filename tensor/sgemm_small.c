@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
          * to the stack, reloaded at every k) */
         const float *p[4];
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) p[i] = a + sg * segstride + 3 * i * ars;
+        for (int i = 0; i < (R + 2) / 3; i++) p[i] = a + sg * segstride + 3 * i * ars;
         for (int64_t k0 = 0; k0 < k; k0 += kb) {
             bool last = E && sg == nseg - 1 && k0 + kb >= k;
             int64_t k1 = k - k0 < kb ? k - k0 : kb;
@@ -96,7 +96,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
                     for (int v = 0; v < V; v++) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
                 }
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) p[i] += aks;
+                for (int i = 0; i < (R + 2) / 3; i++) p[i] += aks; /* only the tile's rows */
             }
             store(R, V, c, ldc, mk, s, have, E && last ? ep : NULL);
             have = true;

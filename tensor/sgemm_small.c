@@ -71,7 +71,13 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
     __m512 s[12][4];
     bool have = acc; /* C holds the running sum */
     for (int64_t sg = 0; sg < nseg; sg++) {
-        const float *ak = a + sg * segstride;
+        /* row r's element is p[r / 3][(r % 3) * ars]: one base pointer per
+         * 3 rows, the rest an index register scaled by 4 or 8, so the
+         * 12-row tile needs 4 pointers, not 12 row offsets (those spilled
+         * to the stack, reloaded at every k) */
+        const float *p[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < (R + 2) / 3; i++) p[i] = a + sg * segstride + 3 * i * ars;
         for (int64_t k0 = 0; k0 < k; k0 += kb) {
             bool last = E && sg == nseg - 1 && k0 + kb >= k;
             int64_t k1 = k - k0 < kb ? k - k0 : kb;
@@ -79,16 +85,18 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
             for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
                 for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_ps();
-            for (int64_t kk = 0; kk < k1; kk++, ak += aks, b += ldb) {
+            for (int64_t kk = 0; kk < k1; kk++, b += ldb) {
                 __m512 bv[4];
 #pragma GCC unroll 4
                 for (int v = 0; v < V; v++) bv[v] = _mm512_maskz_loadu_ps(mk[v], b + 16 * v);
 #pragma GCC unroll 12
                 for (int r = 0; r < R; r++) {
-                    __m512 av = _mm512_set1_ps(ak[r * ars]);
+                    __m512 av = _mm512_set1_ps(p[r / 3][(r % 3) * ars]);
 #pragma GCC unroll 4
                     for (int v = 0; v < V; v++) s[r][v] = _mm512_fmadd_ps(av, bv[v], s[r][v]);
                 }
+#pragma GCC unroll 4
+                for (int i = 0; i < (R + 2) / 3; i++) p[i] += aks; /* only the tile's rows */
             }
             store(R, V, c, ldc, mk, s, have, E && last ? ep : NULL);
             have = true;

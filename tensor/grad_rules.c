@@ -137,7 +137,7 @@ static bool want_(const tfe_opcall *c, uint64_t skip, const tfe_tensor *t) {
     return true;
 }
 
-static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, bool dyn);
+static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, const tfe_tensor *x);
 
 /* Stores the gradient g of input x in *dx: broadcasting undone, cast to x's
  * dtype. x not float: *dx stays NULL. g NULL: an op failed (error set). */
@@ -148,7 +148,7 @@ static void set_dx(scope *s, tfe_tensor **dx, tfe_tensor *g, const tfe_tensor *x
         s->failed = true;
         return;
     }
-    tfe_tensor *u = scope_keep(s, unbroadcast(g, x->rank, x->shape, tfe_dyn_dims(x) != 0));
+    tfe_tensor *u = scope_keep(s, unbroadcast(g, x->rank, x->shape, x));
     u = cast(s, u, x->dtype);
     if (u) {
         tensor_incref(u);
@@ -189,22 +189,31 @@ static int finish(scope *s, const tfe_opcall *c, tfe_tensor **dx) {
 /* ---- tfe_unbroadcast -------------------------------------------------------------- */
 
 tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape) {
-    return unbroadcast(g, rank, shape, false);
+    return unbroadcast(g, rank, shape, NULL);
 }
 
-/* dyn: shape has sizes that come from the data (tfe_dyn_dims): the axes
- * summed are kept and the leading ones squeezed, rather than a reshape to
- * shape (the same sum: keepdims changes only the shape) */
-static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, bool dyn) {
+/* x (NULL: none) is the tensor of that shape: where its sizes, or g's,
+ * come from the data (tfe_dyn_dims), the traced sizes do not decide alone.
+ * A dim of g from the data against a 1 of x's own is summed (x was
+ * broadcast there at every call); x's data-sized dim of 1 against another
+ * size may be broadcast in this call only, so the trace reads the data
+ * (baked). And the axes summed are kept and the leading ones squeezed,
+ * rather than a reshape to shape (the same sum: keepdims changes only the
+ * shape). */
+static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, const tfe_tensor *x) {
     char b1[200], b2[200];
     int lead = g->rank - rank;
+    uint32_t xd = tfe_dyn_dims(x), gd = tfe_dyn_dims(g);
+    bool dyn = xd != 0;
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.naxes = 0;
     bool ok = lead >= 0;
     for (int i = 0; ok && i < g->rank; i++) {
         if (i < lead) at.axes[at.naxes++] = i;
+        else if (((gd >> i) & 1) && !((xd >> (i - lead)) & 1) && shape[i - lead] == 1) at.axes[at.naxes++] = i;
         else if (g->shape[i] != shape[i - lead]) {
+            if (((xd >> (i - lead)) & 1) && tfe_value_read_hook) tfe_value_read_hook(x);
             if (shape[i - lead] == 1) at.axes[at.naxes++] = i;
             else ok = false;
         }

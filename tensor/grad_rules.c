@@ -192,6 +192,26 @@ tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape) {
     return unbroadcast(g, rank, shape, NULL);
 }
 
+/* g summed over at's axes (keepdims), but where its axes in one (sizes
+ * from the data) have size 1 in this call, summed over the others only:
+ * eager code sums no axis of size 1, and a sum of one -0.0 is 0.0 (the
+ * product over a size-1 axis is its element; of none, 1, not an error) */
+static tfe_tensor *sum_unless_one(tfe_tensor *g, const tfe_attrs *at, unsigned one) {
+    scope S_, *s = &S_;
+    S_.n = 0, S_.failed = false;
+    unsigned rest = 0, all = g->rank >= 32 ? ~0u : (1u << g->rank) - 1;
+    for (int i = 0; i < at->naxes; i++)
+        if (!(one & (1u << at->axes[i]))) rest |= 1u << at->axes[i];
+    tfe_tensor *A = scope_call(s, OP_SUM, 1, &g, at);
+    tfe_tensor *Bv = scope_reduce(s, OP_SUM, scope_reduce(s, OP_PROD, g, one, true), rest, true);
+    tfe_tensor *line = scope_reduce(s, OP_ANY, all_true(s, g), all & ~one, false);
+    tfe_tensor *n = line ? scope_reduce(s, OP_SUM, line, line->rank >= 32 ? ~0u : (1u << line->rank) - 1, false) : NULL;
+    tfe_tensor *r = scope_where(s, B(s, OP_EQ, n, scope_full(s, 1, TFE_INT64, 0, NULL)), Bv, A);
+    if (r) tensor_incref(r);
+    scope_release(s);
+    return r;
+}
+
 /* x (NULL: none) is the tensor of that shape: where its sizes, or g's,
  * come from the data (tfe_dyn_dims), the traced sizes do not decide alone.
  * A dim of g from the data against a 1 of x's own is summed (x was
@@ -204,6 +224,7 @@ static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, co
     char b1[200], b2[200];
     int lead = g->rank - rank;
     uint32_t xd = tfe_dyn_dims(x), gd = tfe_dyn_dims(g);
+    unsigned one = 0; /* the axes summed by that first rule */
     bool dyn = xd != 0;
     tfe_attrs at;
     tfe_attrs_init(&at);
@@ -211,7 +232,10 @@ static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, co
     bool ok = lead >= 0;
     for (int i = 0; ok && i < g->rank; i++) {
         if (i < lead) at.axes[at.naxes++] = i;
-        else if (((gd >> i) & 1) && !((xd >> (i - lead)) & 1) && shape[i - lead] == 1) at.axes[at.naxes++] = i;
+        else if (((gd >> i) & 1) && !((xd >> (i - lead)) & 1) && shape[i - lead] == 1) {
+            one |= 1u << i;
+            at.axes[at.naxes++] = i;
+        }
         else if (g->shape[i] != shape[i - lead]) {
             if (((xd >> (i - lead)) & 1) && tfe_value_read_hook) tfe_value_read_hook(x);
             if (shape[i - lead] == 1) at.axes[at.naxes++] = i;
@@ -239,8 +263,8 @@ static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, co
     } else {
         tensor_incref(gs);
     }
-    at.keepdims = dyn && at.axes[at.naxes - 1] >= lead;
-    tfe_tensor *r = tfe_call1(OP_SUM, 1, &gs, &at);
+    at.keepdims = one || (dyn && at.axes[at.naxes - 1] >= lead);
+    tfe_tensor *r = one ? sum_unless_one(gs, &at, one) : tfe_call1(OP_SUM, 1, &gs, &at);
     tensor_decref(gs);
     if (!r || r->rank == rank) return r; /* only leading axes were summed */
     if (at.keepdims) {

@@ -821,13 +821,14 @@ static tfe_tensor *slice_axis(scope *s, tfe_tensor *t, int axis, int64_t lo, int
     return scope_call(s, OP_SLICE, 1, &t, &at);
 }
 
-/* concat with an input whose length along the axis comes from the data
- * (the zero row and x[mask]'s gradient of boolean_mask's rule): each
- * input's part of G is gathered at its positions, counted at run time (the
- * same values a slice gives). False: no such input. */
+/* concat with an input whose sizes come from the data (the zero row and
+ * x[mask]'s gradient of boolean_mask's rule): each input's part of G is
+ * gathered at its positions along the axis, counted at run time (the same
+ * values a slice gives, whose bounds would fix every dim up to the axis).
+ * False: no such input. */
 static bool concat_dyn(scope *s, const tfe_opcall *c, tfe_tensor **dx, tfe_tensor *G, int axis, uint64_t skip_) {
     bool dyn = false;
-    for (int i = 0; i < c->nin; i++) dyn |= (tfe_dyn_dims(c->in[i]) >> axis) & 1;
+    for (int i = 0; i < c->nin; i++) dyn |= tfe_dyn_dims(c->in[i]) != 0;
     if (!dyn) return false;
     tfe_attrs ax;
     tfe_attrs_init(&ax);

@@ -10,6 +10,7 @@
 #include "stage/check.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
+#include "tensor/base.h" /* kn_axes_mask */
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
@@ -19,6 +20,7 @@ static uint32_t next_trace_id = 1;
 
 static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
 static bool trace_value_read(const tfe_tensor *t);
+static uint32_t trace_dyn_dims(const tfe_tensor *t);
 
 /* --- start and end ------------------------------------------------------------------ */
 
@@ -38,6 +40,7 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     I->trace_id = T->id;
     tfe_trace_hook = trace_execute;
     tfe_value_read_hook = trace_value_read;
+    tfe_dyn_dims_hook = trace_dyn_dims;
     return T;
 }
 
@@ -64,12 +67,14 @@ void trace_end(Tracer *T)
     free(T->hreads);
     free(T->static_in);
     free(T->walked);
+    free(T->dyn);
     free(T->sym_fns);
     free(T->fail_msg);
     T->I->tracer = NULL;
     T->I->trace_id = 0;
     tfe_trace_hook = NULL;
     tfe_value_read_hook = NULL;
+    tfe_dyn_dims_hook = NULL;
     free(T);
 }
 
@@ -448,6 +453,105 @@ void trace_data_shape_read(Interp *I, const tfe_tensor *t)
     free(stack);
     free(seen);
     if (found) trace_value_read(t);
+}
+
+/* --- sizes that depend on the data ------------------------------------------------------------
+ * The number of rows x[mask] selects is known only when the graph runs, and
+ * so are the sizes of what is computed from it. A gradient rule traced by a
+ * tape inside the staged function must not make a shape of such a size (a
+ * broadcast to it, a mean's divisor): it asks which dims of a value are such
+ * (tfe_dyn_dims) and reads them from the value at run time instead. */
+
+static uint32_t all_dims(int rank) { return rank <= 0 ? 0 : rank >= 32 ? ~0u : (1u << rank) - 1; }
+
+/* The data-sized dims of node n's output k, from its inputs' (in[i]). */
+static uint32_t node_dyn_dims(const Graph *g, const GNode *n, int k, const uint32_t *in, bool any)
+{
+    int rank = n->meta[k].rank;
+    if (n->kind != G_OP) return any ? all_dims(rank) : 0;
+    unsigned f = tfe_ops[n->op].flags;
+    if (n->op == OP_BOOL_MASK) { /* the selected rows, then x's dims past the mask's */
+        int mr = g->nodes[n->in[1].node].meta[n->in[1].out].rank;
+        return (1u | (in[0] >> mr) << 1) & all_dims(rank);
+    }
+    if (f & F_SELFOUT) return all_dims(rank);
+    if (!any) return 0;
+    if (f & F_ELEMWISE) { /* broadcasting: dims aligned at the right */
+        uint32_t d = 0;
+        for (int i = 0; i < n->nin; i++) {
+            int r = g->nodes[n->in[i].node].meta[n->in[i].out].rank;
+            for (int j = 0; j < r; j++)
+                if (in[i] & (1u << j)) d |= 1u << (rank - r + j);
+        }
+        return d & all_dims(rank);
+    }
+    int r0 = n->nin > 0 ? g->nodes[n->in[0].node].meta[n->in[0].out].rank : 0;
+    if (f & F_REDUCTION) {
+        unsigned mask;
+        if (kn_axes_mask(tfe_ops[n->op].name, n->at, r0, &mask)) {
+            tfe_error_clear();
+            return all_dims(rank);
+        }
+        uint32_t d = 0;
+        for (int j = 0, o = 0; j < r0; j++) {
+            bool red = mask & (1u << j);
+            if (red && !n->at->keepdims) continue;
+            if (!red && (in[0] & (1u << j))) d |= 1u << o;
+            o++;
+        }
+        return d & all_dims(rank);
+    }
+    if (n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX || n->op == OP_CUMSUM || n->op == OP_CUMPROD)
+        return in[0] & all_dims(rank); /* x's shape */
+    if (n->op == OP_TRANSPOSE) {
+        uint32_t d = 0;
+        for (int j = 0; j < rank; j++) {
+            int p = n->at->nints ? (int)n->at->ints[j] : rank - 1 - j;
+            if (in[0] & (1u << p)) d |= 1u << j;
+        }
+        return d;
+    }
+    if (n->op == OP_EXPAND_DIMS) {
+        int a = (int)n->at->axes[0];
+        if (a < 0) a += rank;
+        uint32_t low = in[0] & all_dims(a);
+        return low | ((in[0] & ~all_dims(a)) << 1);
+    }
+    if (n->op == OP_RESHAPE) { /* only a -1 dim takes its size from the input */
+        uint32_t d = 0;
+        for (int j = 0; j < n->at->nints && j < rank; j++)
+            if (n->at->ints[j] < 0) d |= 1u << j;
+        return d ? d : all_dims(rank);
+    }
+    return all_dims(rank); /* not known which: all of them */
+}
+
+static uint32_t trace_dyn_dims(const tfe_tensor *t)
+{
+    Tracer *T = trace_current(); /* a hook of the tensor layer: no Interp */
+    const TNote *note = t->node;
+    if (!T || !T->data_shaped || !note || note->ref.node >= T->g->n) return 0;
+    const Graph *g = T->g;
+    if (T->capdyn < g->nvals) {
+        int cap = g->nvals * 2 + 16;
+        T->dyn = xrealloc(T->dyn, sizeof *T->dyn * (size_t)cap);
+        T->capdyn = cap;
+    }
+    for (; T->ndyn < g->n; T->ndyn++) {
+        const GNode *n = &g->nodes[T->ndyn];
+        uint32_t in[64];
+        bool any = false;
+        for (int i = 0; i < n->nin; i++) {
+            const GNode *x = &g->nodes[n->in[i].node];
+            /* an input made later (a region's parameter): not known, so data-sized */
+            uint32_t d = n->in[i].node < T->ndyn ? T->dyn[x->vbase + n->in[i].out] : ~0u;
+            if (i < 64) in[i] = d;
+            any |= d != 0;
+        }
+        for (int k = 0; k < n->nout; k++)
+            T->dyn[n->vbase + k] = n->nin > 64 ? (any ? all_dims(n->meta[k].rank) : 0) : node_dyn_dims(g, n, k, in, any);
+    }
+    return T->dyn[g->nodes[note->ref.node].vbase + note->ref.out];
 }
 
 /* --- outside bindings ------------------------------------------------------------------------- */

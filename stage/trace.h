@@ -64,6 +64,9 @@ typedef struct Tracer {
                              host calls' dims are part of their results' kind */
     bool data_shaped;     /* it has an op whose result's shape depends on the data
                              (x[mask]): a shape read may be a value read */
+    uint32_t *dyn;        /* by value slot: its dims whose size depends on the data
+                             (a bit per dim; trace_dyn_dims), for nodes < ndyn */
+    int ndyn, capdyn;
     bool *walked;         /* by node: its ancestors were checked by a value read
                              (stage/trace.c; node ids are never reused) */
     int capwalked;

@@ -59,6 +59,58 @@ static tfe_tensor *broadcast_to(scope *s, tfe_tensor *x, int rank, const int64_t
     return scope_call(s, OP_BROADCAST_TO, 1, &x, &at);
 }
 
+static tfe_tensor *expand_dims(scope *s, tfe_tensor *x, int axis) {
+    if (!x) return NULL;
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    at.axes[0] = axis;
+    return scope_call(s, OP_EXPAND_DIMS, 1, &x, &at);
+}
+
+/* --- sizes that depend on the data ------------------------------------------------
+ * While a tape inside a staged function records, the rows x[mask] selects
+ * (and the sizes of what is computed from them) are known only when the
+ * graph runs: tfe_dyn_dims(t) names such dims of t. A rule that needs them
+ * reads them from the value at run time (a bool of x's shape, ones of it, a
+ * reshape's -1); where it cannot, baked(t) makes the trace read the data as
+ * a value, so its inputs join the signature by value (a trace per value, as
+ * for int(x)): never a size of another call. */
+static void baked(const tfe_tensor *t) {
+    if (tfe_dyn_dims(t) && tfe_value_read_hook) tfe_value_read_hook(t);
+}
+
+/* a bool of x's shape, every element true */
+static tfe_tensor *all_true(scope *s, tfe_tensor *x) {
+    tfe_tensor *b = U(s, OP_ISNAN, x);
+    return B(s, OP_EQ, b, b);
+}
+
+/* the number of elements of x in each group of the reduced axes (mask),
+ * counted at run time, in dtype dt (keepdims shape) */
+static tfe_tensor *group_count(scope *s, tfe_tensor *x, unsigned mask, tfe_dtype dt) {
+    return cast(s, scope_reduce(s, OP_SUM, all_true(s, x), mask, true), dt); /* int64: exact */
+}
+
+/* g broadcast to x's shape: a view, or, where x's sizes come from the data,
+ * g times ones of x's shape (the same bits: g * 1 is g; and its gradient is
+ * the same sum) */
+static tfe_tensor *broadcast_like(scope *s, tfe_tensor *g, tfe_tensor *x) {
+    if (!g) return NULL;
+    if (tfe_dyn_dims(x) && g->dtype < TFE_FLOAT16) {
+        tfe_tensor *one = cast(s, scope_keep(s, tfe_filled_like(x, 1.0)), g->dtype);
+        return one ? B(s, OP_MUL, g, one) : NULL;
+    }
+    baked(x);
+    return broadcast_to(s, g, x->rank, x->shape);
+}
+
+/* zeros of x's shape in dtype dt */
+static tfe_tensor *zeros_as(scope *s, tfe_dtype dt, tfe_tensor *x) {
+    if (tfe_dyn_dims(x)) return cast(s, scope_keep(s, tfe_filled_like(x, 0.0)), dt);
+    return scope_full(s, 0, dt, x->rank, x->shape);
+}
+
 /* the last two axes swapped (matmul) */
 static tfe_tensor *mT(scope *s, tfe_tensor *x) {
     if (!x) return NULL;
@@ -85,6 +137,8 @@ static bool want_(const tfe_opcall *c, uint64_t skip, const tfe_tensor *t) {
     return true;
 }
 
+static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, const tfe_tensor *x);
+
 /* Stores the gradient g of input x in *dx: broadcasting undone, cast to x's
  * dtype. x not float: *dx stays NULL. g NULL: an op failed (error set). */
 static void set_dx(scope *s, tfe_tensor **dx, tfe_tensor *g, const tfe_tensor *x) {
@@ -94,7 +148,7 @@ static void set_dx(scope *s, tfe_tensor **dx, tfe_tensor *g, const tfe_tensor *x
         s->failed = true;
         return;
     }
-    tfe_tensor *u = scope_keep(s, tfe_unbroadcast(g, x->rank, x->shape));
+    tfe_tensor *u = scope_keep(s, unbroadcast(g, x->rank, x->shape, x));
     u = cast(s, u, x->dtype);
     if (u) {
         tensor_incref(u);
@@ -135,15 +189,55 @@ static int finish(scope *s, const tfe_opcall *c, tfe_tensor **dx) {
 /* ---- tfe_unbroadcast -------------------------------------------------------------- */
 
 tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape) {
+    return unbroadcast(g, rank, shape, NULL);
+}
+
+/* g summed over at's axes (keepdims), but where its axes in one (sizes
+ * from the data) have size 1 in this call, summed over the others only:
+ * eager code sums no axis of size 1, and a sum of one -0.0 is 0.0 (the
+ * product over a size-1 axis is its element; of none, 1, not an error) */
+static tfe_tensor *sum_unless_one(tfe_tensor *g, const tfe_attrs *at, unsigned one) {
+    scope S_, *s = &S_;
+    S_.n = 0, S_.failed = false;
+    unsigned rest = 0, all = g->rank >= 32 ? ~0u : (1u << g->rank) - 1;
+    for (int i = 0; i < at->naxes; i++)
+        if (!(one & (1u << at->axes[i]))) rest |= 1u << at->axes[i];
+    tfe_tensor *A = scope_call(s, OP_SUM, 1, &g, at);
+    tfe_tensor *Bv = scope_reduce(s, OP_SUM, scope_reduce(s, OP_PROD, g, one, true), rest, true);
+    tfe_tensor *line = scope_reduce(s, OP_ANY, all_true(s, g), all & ~one, false);
+    tfe_tensor *n = line ? scope_reduce(s, OP_SUM, line, line->rank >= 32 ? ~0u : (1u << line->rank) - 1, false) : NULL;
+    tfe_tensor *r = scope_where(s, B(s, OP_EQ, n, scope_full(s, 1, TFE_INT64, 0, NULL)), Bv, A);
+    if (r) tensor_incref(r);
+    scope_release(s);
+    return r;
+}
+
+/* x (NULL: none) is the tensor of that shape: where its sizes, or g's,
+ * come from the data (tfe_dyn_dims), the traced sizes do not decide alone.
+ * A dim of g from the data against a 1 of x's own is summed (x was
+ * broadcast there at every call); x's data-sized dim of 1 against another
+ * size may be broadcast in this call only, so the trace reads the data
+ * (baked). And the axes summed are kept and the leading ones squeezed,
+ * rather than a reshape to shape (the same sum: keepdims changes only the
+ * shape). */
+static tfe_tensor *unbroadcast(tfe_tensor *g, int rank, const int64_t *shape, const tfe_tensor *x) {
     char b1[200], b2[200];
     int lead = g->rank - rank;
+    uint32_t xd = tfe_dyn_dims(x), gd = tfe_dyn_dims(g);
+    unsigned one = 0; /* the axes summed by that first rule */
+    bool dyn = xd != 0;
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.naxes = 0;
     bool ok = lead >= 0;
     for (int i = 0; ok && i < g->rank; i++) {
         if (i < lead) at.axes[at.naxes++] = i;
+        else if (((gd >> i) & 1) && !((xd >> (i - lead)) & 1) && shape[i - lead] == 1) {
+            one |= 1u << i;
+            at.axes[at.naxes++] = i;
+        }
         else if (g->shape[i] != shape[i - lead]) {
+            if (((xd >> (i - lead)) & 1) && tfe_value_read_hook) tfe_value_read_hook(x);
             if (shape[i - lead] == 1) at.axes[at.naxes++] = i;
             else ok = false;
         }
@@ -169,9 +263,19 @@ tfe_tensor *tfe_unbroadcast(tfe_tensor *g, int rank, const int64_t *shape) {
     } else {
         tensor_incref(gs);
     }
-    tfe_tensor *r = tfe_call1(OP_SUM, 1, &gs, &at);
+    at.keepdims = one || (dyn && at.axes[at.naxes - 1] >= lead);
+    tfe_tensor *r = one ? sum_unless_one(gs, &at, one) : tfe_call1(OP_SUM, 1, &gs, &at);
     tensor_decref(gs);
     if (!r || r->rank == rank) return r; /* only leading axes were summed */
+    if (at.keepdims) {
+        tfe_attrs qt;
+        tfe_attrs_init(&qt);
+        qt.naxes = lead;
+        for (int i = 0; i < lead; i++) qt.axes[i] = i;
+        tfe_tensor *o = tfe_call1(OP_SQUEEZE, 1, &r, &qt);
+        tensor_decref(r);
+        return o;
+    }
     tfe_attrs rt;
     tfe_attrs_init(&rt);
     rt.nints = rank;
@@ -205,7 +309,7 @@ RULE(grad_abs) {
 /* sign is piecewise constant: a zero gradient (also at 0) */
 RULE(grad_sign) {
     BEGIN;
-    if (wants(x)) set_dx(s, &dx[0], scope_full(s, 0, G->dtype, x->rank, x->shape), x);
+    if (wants(x)) set_dx(s, &dx[0], zeros_as(s, G->dtype, x), x);
     END;
 }
 
@@ -459,7 +563,13 @@ static int red_geom_of(const tfe_opcall *c, red_geom *r) {
  * axes kept as size 1, so that it broadcasts against x */
 static tfe_tensor *keepdims(scope *s, const tfe_opcall *c, const red_geom *r, tfe_tensor *t) {
     if (!t || c->at->keepdims) return t;
-    return reshape(s, t, c->in[0]->rank, r->kshape);
+    const tfe_tensor *x = c->in[0];
+    if (tfe_dyn_dims(x) & ~r->mask) { /* sizes of the data: the kept axes as they come */
+        for (int i = 0; i < x->rank && t; i++)
+            if (r->mask & (1u << i)) t = expand_dims(s, t, i);
+        return t;
+    }
+    return reshape(s, t, x->rank, r->kshape);
 }
 
 #define RED_BEGIN                                           \
@@ -472,14 +582,20 @@ static tfe_tensor *keepdims(scope *s, const tfe_opcall *c, const red_geom *r, tf
 
 RULE(grad_sum) {
     RED_BEGIN;
-    set_dx(s, &dx[0], broadcast_to(s, Gk, x->rank, x->shape), x);
+    set_dx(s, &dx[0], broadcast_like(s, Gk, x), x);
     END;
 }
 
 RULE(grad_mean) {
     RED_BEGIN;
-    tfe_tensor *g = Bc(s, OP_DIV, Gk, (double)rg.count);
-    set_dx(s, &dx[0], broadcast_to(s, g, x->rank, x->shape), x);
+    tfe_tensor *g;
+    if ((tfe_dyn_dims(x) & rg.mask) && Gk && Gk->dtype < TFE_FLOAT16) {
+        g = B(s, OP_DIV, Gk, group_count(s, x, rg.mask, Gk->dtype));
+    } else {
+        if (tfe_dyn_dims(x) & rg.mask) baked(x);
+        g = Bc(s, OP_DIV, Gk, (double)rg.count);
+    }
+    set_dx(s, &dx[0], broadcast_like(s, g, x), x);
     END;
 }
 
@@ -529,10 +645,24 @@ static tfe_tensor *centered(scope *s, tfe_tensor *x, const red_geom *rg) {
     return B(s, OP_SUB, x, scope_reduce(s, OP_MEAN, x, rg->mask, true));
 }
 
+/* num / (n - ddof) in t's dtype, n the group's count: a constant, or, where
+ * the count comes from the data, the same double arithmetic at run time */
+static tfe_tensor *per_dof(scope *s, const tfe_opcall *c, const red_geom *rg, double num, tfe_tensor *t) {
+    tfe_tensor *x = c->in[0];
+    if (!t) return NULL;
+    if (!(tfe_dyn_dims(x) & rg->mask) || t->dtype >= TFE_FLOAT16) {
+        if (tfe_dyn_dims(x) & rg->mask) baked(x);
+        return scope_const(s, num / (double)(rg->count - c->at->ints[0]), t);
+    }
+    tfe_tensor *n = group_count(s, x, rg->mask, TFE_FLOAT64);
+    tfe_tensor *dof = B(s, OP_SUB, n, scope_full(s, (double)c->at->ints[0], TFE_FLOAT64, 0, NULL));
+    return cast(s, B(s, OP_DIV, scope_full(s, num, TFE_FLOAT64, 0, NULL), dof), t->dtype);
+}
+
 RULE(grad_var) {
     RED_BEGIN;
-    double dof = (double)(rg.count - c->at->ints[0]);
-    tfe_tensor *d = Bc(s, OP_MUL, centered(s, x, &rg), 2.0 / dof);
+    tfe_tensor *xc = centered(s, x, &rg);
+    tfe_tensor *d = B(s, OP_MUL, xc, per_dof(s, c, &rg, 2.0, xc));
     set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
     END;
 }
@@ -541,10 +671,10 @@ RULE(grad_var) {
  * is constant and the gradient 0 (std replaced by 1 in the division). */
 RULE(grad_std) {
     RED_BEGIN;
-    double dof = (double)(rg.count - c->at->ints[0]);
     tfe_tensor *Yk = keepdims(s, c, &rg, Y);
     tfe_tensor *ys = scope_where(s, B(s, OP_EQ, Yk, scope_const(s, 0, Yk)), scope_const(s, 1, Yk), Yk);
-    tfe_tensor *d = B(s, OP_DIV, Bc(s, OP_MUL, centered(s, x, &rg), 1.0 / dof), ys);
+    tfe_tensor *xc = centered(s, x, &rg);
+    tfe_tensor *d = B(s, OP_DIV, B(s, OP_MUL, xc, per_dof(s, c, &rg, 1.0, xc)), ys);
     set_dx(s, &dx[0], B(s, OP_MUL, Gk, d), x);
     END;
 }
@@ -612,7 +742,25 @@ RULE(grad_matmul) {
 /* ---- shape ---------------------------------------------------------------------------- */
 
 /* reshape, expand_dims, squeeze: G back to x's shape */
-RULE(grad_reshape) { BEGIN; if (wants(x)) set_dx(s, &dx[0], reshape(s, G, x->rank, x->shape), x); END; }
+RULE(grad_reshape) {
+    BEGIN;
+    if (wants(x)) {
+        /* one dim whose size comes from the data: the reshape infers it (-1) */
+        uint32_t d = tfe_dyn_dims(x);
+        int64_t sh[TFE_MAX_RANK], rest = 1;
+        int at = d && !(d & (d - 1)) ? __builtin_ctz(d) : -1;
+        for (int i = 0; i < x->rank; i++) {
+            sh[i] = i == at ? -1 : x->shape[i];
+            if (i != at) rest *= x->shape[i];
+        }
+        if (at < 0 || rest == 0) {
+            baked(x);
+            if (at >= 0) sh[at] = x->shape[at];
+        }
+        set_dx(s, &dx[0], reshape(s, G, x->rank, sh), x);
+    }
+    END;
+}
 RULE(grad_expand_dims) { return grad_reshape(c, y, dy, dx); }
 RULE(grad_squeeze) { return grad_reshape(c, y, dy, dx); }
 
@@ -673,10 +821,48 @@ static tfe_tensor *slice_axis(scope *s, tfe_tensor *t, int axis, int64_t lo, int
     return scope_call(s, OP_SLICE, 1, &t, &at);
 }
 
+/* concat with an input whose sizes come from the data (the zero row and
+ * x[mask]'s gradient of boolean_mask's rule): each input's part of G is
+ * gathered at its positions along the axis, counted at run time (the same
+ * values a slice gives, whose bounds would fix every dim up to the axis).
+ * False: no such input. */
+static bool concat_dyn(scope *s, const tfe_opcall *c, tfe_tensor **dx, tfe_tensor *G, int axis, uint64_t skip_) {
+    bool dyn = false;
+    for (int i = 0; i < c->nin; i++) dyn |= tfe_dyn_dims(c->in[i]) != 0;
+    if (!dyn) return false;
+    tfe_attrs ax;
+    tfe_attrs_init(&ax);
+    ax.naxes = 1;
+    ax.axes[0] = axis;
+    tfe_tensor *off = scope_full(s, 0, TFE_INT64, 0, NULL);
+    for (int i = 0; i < c->nin && off; i++) {
+        tfe_tensor *t = c->in[i];
+        /* a bool of t's length along the axis (all true): the other axes reduced */
+        unsigned other = 0;
+        for (int k = 0; k < t->rank; k++)
+            if (k != axis) other |= 1u << k;
+        tfe_tensor *line = scope_reduce(s, OP_ANY, all_true(s, t), other, false);
+        tfe_attrs cs;
+        tfe_attrs_init(&cs);
+        cs.naxes = 1;
+        cs.axes[0] = 0;
+        tfe_tensor *pos = line ? scope_call(s, OP_CUMSUM, 1, &line, &cs) : NULL; /* 1, 2, ..: int64 */
+        tfe_tensor *idx = B(s, OP_ADD, B(s, OP_SUB, pos, scope_full(s, 1, TFE_INT64, 0, NULL)), off);
+        if (wants(t)) {
+            tfe_tensor *in[2] = {G, idx};
+            set_dx(s, &dx[i], idx ? scope_call(s, OP_GATHER, 2, in, &ax) : NULL, t);
+        }
+        off = B(s, OP_ADD, off, scope_reduce(s, OP_SUM, line, 1u, false));
+    }
+    if (!off) s->failed = true;
+    return true;
+}
+
 RULE(grad_concat) {
     BEGIN;
     int axis;
     if (kn_axis("concat", c->at->axes[0], x->rank, &axis)) return -1;
+    if (concat_dyn(s, c, dx, G, axis, skip_)) END;
     int64_t off = 0;
     for (int i = 0; i < c->nin; i++) {
         int64_t len = c->in[i]->shape[axis];
@@ -754,7 +940,7 @@ static tfe_attrs axis_attrs(const tfe_opcall *c) {
 static void back_gather(scope *s, const tfe_opcall *c, tfe_tensor **dx, tfe_tensor *G, tfe_op add) {
     tfe_tensor *x = c->in[0];
     tfe_attrs at = axis_attrs(c);
-    tfe_tensor *in[3] = {scope_full(s, 0, G->dtype, x->rank, x->shape), c->in[1], G};
+    tfe_tensor *in[3] = {zeros_as(s, G->dtype, x), c->in[1], G};
     set_dx(s, &dx[0], scope_call(s, add, 3, in, &at), x);
 }
 
@@ -800,6 +986,9 @@ RULE(grad_bool_mask) {
         for (int i = 0; i < mr; i++) n *= m->shape[i];
         zshape[0] = 1;
         for (int i = 0; i < rr; i++) zshape[1 + i] = x->shape[mr + i];
+        /* sizes from the data (a mask of x[mask]'s rows): read at run time */
+        if (tfe_dyn_dims(m)) n = -1;
+        if (tfe_dyn_dims(x) >> mr) baked(x);
         tfe_tensor *flat = reshape(s, m, 1, &n);
         tfe_attrs at;
         tfe_attrs_init(&at);
@@ -811,7 +1000,12 @@ RULE(grad_bool_mask) {
         tfe_tensor *padded = cat[0] && G ? scope_call(s, OP_CONCAT, 2, cat, &at) : NULL;
         tfe_tensor *gin[2] = {padded, idx};
         tfe_tensor *g = padded && idx ? scope_call(s, OP_GATHER, 2, gin, &at) : NULL;
-        set_dx(s, &dx[0], reshape(s, g, x->rank, x->shape), x);
+        if (mr == 1 && tfe_dyn_dims(x)) { /* g has x's shape, at run time too */
+            set_dx(s, &dx[0], g, x);
+        } else {
+            baked(x);
+            set_dx(s, &dx[0], reshape(s, g, x->rank, x->shape), x);
+        }
     }
     END;
 }

@@ -62,6 +62,17 @@ int tfe_grad_place(tfe_tensor **d, const tfe_tensor *x) {
     return moved ? 0 : -1;
 }
 
+/* Does op's rule read the sizes that come from the data (tfe_dyn_dims) at
+ * run time? Elementwise ops, reductions and the reshapes do
+ * (tensor/grad_rules.c); the others make shapes of their tensors' sizes. */
+static bool dyn_safe(tfe_op op) {
+    unsigned f = tfe_ops[op].flags;
+    if (f & (F_ELEMWISE | F_REDUCTION)) return true;
+    return op == OP_SOFTMAX || op == OP_LOG_SOFTMAX || op == OP_RESHAPE || op == OP_EXPAND_DIMS ||
+           op == OP_SQUEEZE || op == OP_TRANSPOSE || op == OP_BROADCAST_TO || op == OP_BOOL_MASK || op == OP_CUMSUM ||
+           op == OP_CONCAT || op == OP_GATHER;
+}
+
 int tfe_grad_step(const tfe_opcall *c, tfe_tensor *const *dy_in, tfe_tensor *const *dyflag,
                   const bool *skip, tfe_tensor **dx, tfe_tensor **none) {
     *none = NULL;
@@ -83,6 +94,15 @@ int tfe_grad_step(const tfe_opcall *c, tfe_tensor *const *dy_in, tfe_tensor *con
         else made[j] = true;
     }
     for (int i = 0; i < c->nin; i++) dx[i] = skip && skip[i] ? TFE_GRAD_SKIP : NULL;
+    if (!rc && tfe_dyn_dims_hook && !dyn_safe(c->op)) {
+        /* a rule that makes shapes of its tensors' traced sizes: where some
+         * come from the data (x[mask]), the trace reads it as a value, so it
+         * is for this call's data (tensor/grad_rules.c, baked) */
+        for (int i = 0; i < c->nin; i++)
+            if (tfe_dyn_dims(c->in[i]) && tfe_value_read_hook) tfe_value_read_hook(c->in[i]);
+        for (int j = 0; j < c->nout; j++)
+            if (tfe_dyn_dims(c->out[j]) && tfe_value_read_hook) tfe_value_read_hook(c->out[j]);
+    }
     if (!rc) rc = rule(c, c->out, dy, dx);
     for (int i = 0; i < c->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;

@@ -387,6 +387,24 @@ static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n, co
 /* full(shape of like, v) of like's dtype, made by an op so that an outer tape
  * or (later) a trace sees it as a constant like any other. */
 tfe_tensor *tfe_filled_like(const tfe_tensor *like, double v) {
+    if (tfe_dyn_dims(like)) {
+        /* while a trace records, like's sizes come from the data (x[mask]):
+         * where(b, v, v), b a bool of like's shape, has them at run time */
+        if (like->dtype < TFE_FLOAT16) {
+            tfe_tensor *b = tfe_binary(OP_EQ, (tfe_tensor *)like, (tfe_tensor *)like);
+            tfe_attrs ct;
+            tfe_attrs_init(&ct);
+            ct.dtype = like->dtype;
+            ct.f[0] = v;
+            tfe_tensor *c = b ? tfe_call1(OP_FULL, 0, NULL, &ct) : NULL;
+            tfe_tensor *in[3] = {b, c, c};
+            tfe_tensor *r = c ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+            if (c) tensor_decref(c);
+            if (b) tensor_decref(b);
+            return r;
+        }
+        if (tfe_value_read_hook) tfe_value_read_hook(like); /* the trace is for these sizes */
+    }
     tfe_attrs at;
     tfe_attrs_init(&at);
     at.dtype = like->dtype;

@@ -207,6 +207,7 @@ static int64_t flat_offset(const tfe_tensor *t, int64_t flat) {
 }
 
 bool (*tfe_value_read_hook)(const tfe_tensor *t);
+uint32_t (*tfe_dyn_dims_hook)(const tfe_tensor *t);
 
 /* While a trace records, reading the value of a traced tensor on the host is
  * something the trace must know about (stage/trace.c); a symbolic tensor has

@@ -89,6 +89,15 @@ tfe_tensor *tensor_alias(tfe_tensor *t);
 /* Called (while a trace records) when the host reads the value of a tensor
  * whose node is set; returns true when there is no value to read. */
 extern bool (*tfe_value_read_hook)(const tfe_tensor *t);
+/* While a trace records: the dims of traced tensor t whose size depends on
+ * the data (the rows x[mask] selects, and what is computed from them), a bit
+ * per dim; a gradient rule reads those at run time rather than making a
+ * shape of their traced sizes (stage/trace.c). NULL when no trace records. */
+extern uint32_t (*tfe_dyn_dims_hook)(const tfe_tensor *t);
+static inline uint32_t tfe_dyn_dims(const tfe_tensor *t)
+{
+    return t && t->node && tfe_dyn_dims_hook ? tfe_dyn_dims_hook(t) : 0;
+}
 
 static inline void tensor_incref(tfe_tensor *t) { t->refcount++; }
 void tensor_decref(tfe_tensor *t);

@@ -93,6 +93,12 @@ typedef struct BP {
      * order) adds what reaches it there and through the forward's output
      * as one sum (backward_run) */
     tfe_tensor **fo;
+    /* by G slot of a loop's param, the replay's flags, stacked: in iteration
+     * i the variable is the value its body hands it on as only under an if's
+     * predicate (loop_cond_target: a captured value, or another variable's
+     * value); by slot of the loop's output, the last iteration's flag
+     * (owned; NULL: none such) */
+    tfe_tensor **af_hist, **af_last;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -311,6 +317,12 @@ static void bp_free(BP *b)
     for (int i = 0; i <= b->G->nvals && b->fo; i++)
         if (b->fo[i]) tensor_decref(b->fo[i]);
     free(b->fo);
+    for (int i = 0; i <= b->G->nvals && b->af_hist; i++) {
+        if (b->af_hist[i]) tensor_decref(b->af_hist[i]);
+        if (b->af_last[i]) tensor_decref(b->af_last[i]);
+    }
+    free(b->af_hist);
+    free(b->af_last);
     free(b->xv);
     free(b->xv_reg);
     free(b->m);
@@ -631,12 +643,19 @@ fail:
 /* A while replayed for a backward: outputs are the carried values, then
  * each carried value of every iteration stacked (shape (n, ...)), then n. */
 static int logged_values_at(BP *b, int id, int region, tfe_tensor *i);
+static tfe_tensor *alias_flag(BP *b, int body, GRef v, int target, int depth, bool *err);
 
 typedef struct LoopCtx {
     int id;
     tfe_tensor **vals;
     tfe_tensor *counter; /* a loop with logged reads: the iteration, a param of its own (else NULL) */
     tfe_tensor *next;    /* ... and its next value (owned) */
+    /* variables that are another value on some iterations (loop_cond_target):
+     * fk[q] the variable, ft[q] the value's slot, carried from fl0 on, as
+     * the flag of whether the body ends it on that value (fl[q], owned) */
+    int nfl, fl0;
+    int *fk, *ft;
+    tfe_tensor **fl;
 } LoopCtx;
 
 static int replay_loop_cond(BP *b, void *p)
@@ -664,6 +683,14 @@ static int replay_loop_body(BP *b, void *p)
         if (one) tensor_decref(one);
         if (!c->next) return -1;
         c->vals[rb->nouts] = c->next;
+    }
+    for (int q = 0; q < c->nfl; q++) {
+        bool err = false;
+        tfe_tensor *f = alias_flag(b, n->regions[1], rb->outs[c->fk[q]], c->ft[q], 0, &err);
+        if (!f && !err) f = flag_const(false);
+        if (!f) return -1;
+        put(c->fl, q, f);
+        c->vals[c->fl0 + q] = f;
     }
     return 0;
 }
@@ -916,6 +943,83 @@ static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
     return 0;
 }
 
+/* --- loop variables that are another value on some iterations only --------------------- */
+
+/* A loop variable k whose body ends it on an if's result, where a branch
+ * ends that on a captured value (`if c { b = x }`) or on the value the
+ * body ends another variable q on (`if c { b = acc }`), is that tensor in
+ * the next iteration (and after the loop) only where the branch ran: eager
+ * code adds what reaches it to that tensor's one running sum. The value it
+ * may be, by slot in G (the captured value, or q's value in the body;
+ * *kp = q or -1), or -1: none such (ifs directly in the body only; not for
+ * a body with a fused node, nor one ending it on a captured value always:
+ * loop_out_alias). */
+static int leaf_of(const Graph *G, int id, int k, GRef v, int depth, int *kp)
+{
+    const GNode *w = &G->nodes[id], *c = &G->nodes[v.node];
+    const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
+    if (depth > 8 || c->kind != G_COND || c->region != w->regions[1]) return -1;
+    for (int br = 0; br < 2; br++) {
+        const GRegion *r = &G->regions[c->regions[br]];
+        if (v.out >= r->nouts) continue;
+        GRef o = r->outs[v.out];
+        if (node_inside(G, o.node, v.node) || !differentiable(&G->nodes[o.node].meta[o.out])) continue;
+        if (!node_inside(G, o.node, id)) {
+            *kp = -1;
+            return slot_of(G, o);
+        }
+        for (int q = 0; q < rb->nouts && q < rc->nparams; q++)
+            if (q != k && slot_of(G, rb->outs[q]) == slot_of(G, o)) {
+                *kp = q;
+                return slot_of(G, o);
+            }
+        int t = leaf_of(G, id, k, o, depth + 1, kp);
+        if (t >= 0) return t;
+    }
+    return -1;
+}
+
+static int loop_cond_target(const Graph *G, int id, int k, int *kp)
+{
+    const GNode *w = &G->nodes[id];
+    const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
+    *kp = -1;
+    if (k >= rb->nouts || k >= rc->nparams || !differentiable(&w->meta[k])) return -1;
+    for (int i = 0; i < rb->n; i++)
+        if (G->nodes[rb->nodes[i]].kind == G_FUSED) return -1;
+    return leaf_of(G, id, k, rb->outs[k], 0, kp);
+}
+
+/* Whether v (a value of loop body region body, as replayed) is the value
+ * at slot target: a traced bool (new ref), NULL where never; *err on a
+ * failure. */
+static tfe_tensor *alias_flag(BP *b, int body, GRef v, int target, int depth, bool *err)
+{
+    const Graph *G = b->G;
+    if (slot_of(G, v) == target) return flag_const(true);
+    const GNode *c = &G->nodes[v.node];
+    if (depth > 8 || c->kind != G_COND || c->region != body) return NULL;
+    tfe_tensor *pred = b->m[slot_of(G, c->in[0])];
+    if (!pred || pred->dtype != TFE_BOOL) return NULL;
+    tfe_tensor *f[2] = {NULL, NULL};
+    for (int br = 0; br < 2; br++) {
+        const GRegion *r = &G->regions[c->regions[br]];
+        if (v.out < r->nouts && !node_inside(G, r->outs[v.out].node, v.node))
+            f[br] = alias_flag(b, body, r->outs[v.out], target, depth + 1, err);
+    }
+    tfe_tensor *res = NULL;
+    if (f[0] || f[1]) {
+        for (int br = 0; br < 2; br++)
+            if (!f[br]) f[br] = flag_const(false);
+        tfe_tensor *in[3] = {pred, f[0], f[1]};
+        res = f[0] && f[1] ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+        if (!res) *err = true;
+    }
+    for (int br = 0; br < 2; br++)
+        if (f[br]) tensor_decref(f[br]);
+    return res;
+}
+
 static int replay_loop(BP *b, int id)
 {
     /* A variable read in the loop is a source of the backward with one
@@ -948,7 +1052,15 @@ static int replay_loop(BP *b, int id)
     /* a while replayed for a backward has 2 nw + 1 outputs; one with logged
      * reads carries its iteration too (nw = nc + 1) */
     bool logged = loop_logged(b, id);
-    int nw = nc + logged;
+    int *fk = xcalloc((size_t)nc + 1, sizeof *fk), *ft = xcalloc((size_t)nc + 1, sizeof *ft), nfl = 0;
+    for (int k = 0; k < nc; k++) {
+        int kp, t = loop_cond_target(G, id, k, &kp);
+        if (t < 0) continue;
+        fk[nfl] = k;
+        ft[nfl++] = t;
+    }
+    tfe_tensor **fl = xcalloc((size_t)nfl + 1, sizeof *fl), **finit = xcalloc((size_t)nfl + 1, sizeof *finit);
+    int nw = nc + logged + nfl;
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     tfe_tensor **sym = xcalloc((size_t)nw + 1, sizeof *sym);
@@ -957,7 +1069,7 @@ static int replay_loop(BP *b, int id)
     tfe_tensor *zero = NULL;
     int rc = -1;
     make_params(b, rcond, nc, n->meta, grc->params, sym);
-    LoopCtx c = {id, vals, NULL, NULL};
+    LoopCtx c = {id, vals, NULL, NULL, nfl, nc + logged, fk, ft, fl};
     if (logged) {
         GRegion *reg = &g->regions[rcond];
         reg->params = xrealloc(reg->params, sizeof *reg->params * (size_t)nw);
@@ -970,6 +1082,18 @@ static int replay_loop(BP *b, int id)
         sym[nc] = c.counter = sp;
         tensor_decref(sp); /* the tracer's note keeps it */
     }
+    for (int q = 0; q < nfl; q++) { /* the flags: params of their own */
+        GRegion *reg = &g->regions[rcond];
+        reg->params = xrealloc(reg->params, sizeof *reg->params * (size_t)(nc + logged + q + 1));
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        gnode(g, p)->meta[0] = (tfe_meta){.dtype = TFE_BOOL, .rank = 0};
+        g->regions[rcond].params[nc + logged + q] = p;
+        g->regions[rcond].nparams = nc + logged + q + 1;
+        tfe_tensor *sp = tensor_symbolic(TFE_BOOL, false, 0, NULL);
+        trace_note(b->T, sp, (GRef){p, 0});
+        sym[nc + logged + q] = sp;
+        tensor_decref(sp);
+    }
     if (in_region(b, rcond, replay_loop_cond, &c)) goto out;
     set_outs(g, rcond, 1, vals, b->T);
     if (in_region(b, rbody, replay_loop_body, &c)) goto out;
@@ -979,12 +1103,16 @@ static int replay_loop(BP *b, int id)
         if (!(zero = tensor_from_i64(0, TFE_INT64))) goto out;
         init[nc] = zero;
     }
+    for (int q = 0; q < nfl; q++) /* (the first iteration's variable is its initial value) */
+        if (!(init[nc + logged + q] = finit[q] = flag_const(false))) goto out;
     int nid = new_cf_node(b, G_WHILE, n->loc, nw, init, 2 * nw + 1);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = rcond;
     nn->regions[1] = rbody;
     for (int k = 0; k < nw; k++) {
-        nn->meta[k] = k < nc ? n->meta[k] : (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+        nn->meta[k] = k < nc ? n->meta[k]
+                      : k >= nc + logged ? (tfe_meta){.dtype = TFE_BOOL, .rank = 0}
+                                         : (tfe_meta){.dtype = TFE_INT64, .rank = 0};
         tfe_meta h = nn->meta[k];
         mem_move(h.shape + 1, h.shape, sizeof(int64_t) * (size_t)h.rank);
         h.shape[0] = -1;
@@ -1012,13 +1140,29 @@ static int replay_loop(BP *b, int id)
     put(b->count, id, outs[2 * nw]);
     if (logged) { /* (the iteration's: unused) */
         tensor_decref(outs[nc]);
-        tensor_decref(outs[2 * nw - 1]);
+        tensor_decref(outs[nw + nc]);
+    }
+    for (int q = 0; q < nfl; q++) { /* the flags: the last one, and by iteration */
+        if (!b->af_hist) {
+            b->af_hist = xcalloc((size_t)G->nvals + 1, sizeof *b->af_hist);
+            b->af_last = xcalloc((size_t)G->nvals + 1, sizeof *b->af_last);
+        }
+        put(b->af_last, n->vbase + fk[q], outs[nc + logged + q]);
+        put(b->af_hist, G->nodes[grc->params[fk[q]]].vbase, outs[nw + nc + logged + q]);
     }
     free(outs);
     rc = 0;
 out:
     if (c.next) tensor_decref(c.next);
     if (zero) tensor_decref(zero);
+    for (int q = 0; q < nfl; q++) {
+        if (fl[q]) tensor_decref(fl[q]);
+        if (finit[q]) tensor_decref(finit[q]);
+    }
+    free(fl);
+    free(finit);
+    free(fk);
+    free(ft);
     free(sym);
     free(vals);
     free(init);
@@ -1296,6 +1440,9 @@ typedef struct GradCtx {
                                 gradient has what reached the output (cond_out_alias) */
     const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
     const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
+    const int *pcs, *pct;    /* loops: by carried value, the value it is where the previous
+                                iteration's flag says so (BP.af_hist; the capture's slot, or
+                                another param's), and that value's slot in the body, or -1 */
     /* none flags (traced bools; NULL: real): */
     tfe_tensor *const *dyf;  /* per output of the region (borrowed) */
     tfe_tensor *const *sofarf; /* conds: sofar's; loops: dcap's (borrowed) */
@@ -1622,7 +1769,7 @@ static void unalias(BP *b, const GradCtx *c)
     for (int k = 0; k < grc->nparams && b->alias; k++) {
         int s = b->G->nodes[grc->params[k]].vbase;
         if (c->palias[k] >= 0) alias_set(b, s, 0, -1, NULL);
-        if (c->ppass[k] >= 0) alias_set(b, s, 1, -1, NULL);
+        if (c->ppass[k] >= 0 || c->pcs[k] >= 0) alias_set(b, s, 1, -1, NULL);
     }
 }
 
@@ -1754,10 +1901,37 @@ static int loop_grad_body(BP *b, void *p)
         tensor_decref(first);
         tensor_decref(later);
     }
+    /* a variable that is, where the previous iteration's flag says so,
+     * another value (a captured one, or another variable's): what reaches
+     * it adds to that value's gradient as it comes */
+    for (int k = 0; k < nc; k++) {
+        if (c->pcs[k] < 0) continue;
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.axes[0] = 0;
+        at.naxes = 1;
+        tfe_tensor *in[2] = {b->af_hist[G->nodes[grc->params[k]].vbase], c->index};
+        tfe_tensor *fh = tfe_call1(OP_GATHER, 2, in, &at);
+        if (!fh) goto fail;
+        alias_set(b, G->nodes[grc->params[k]].vbase, 1, c->pcs[k], fh);
+        tensor_decref(fh);
+    }
     for (int k = 0; k < nc; k++) {
         /* (one the body ends on a captured value: that value's gradient
          * has what reached it, by the aliases) */
         if (c->ppass[k] >= 0) continue;
+        if (c->pct[k] >= 0) { /* ... where this iteration's flag says so */
+            bool err = false;
+            tfe_tensor *f = alias_flag(b, n->regions[1], grb->outs[k], c->pct[k], 0, &err);
+            tfe_tensor *nf = f ? tfe_call1(OP_LOGICAL_NOT, 1, &f, NULL) : NULL;
+            int rc = nf ? add_if(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL, nf) : -1;
+            if (f) tensor_decref(f);
+            if (nf) tensor_decref(nf);
+            if (f || err) {
+                if (rc) goto fail;
+                continue;
+            }
+        }
         tensor_incref(c->dy[k]);
         if (acc_f(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL)) goto fail;
     }
@@ -1877,7 +2051,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
-    int *palias = NULL, *ppass = NULL;
+    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -1939,13 +2113,24 @@ static int sweep_loop(BP *b, int id)
      * a body with a fused node */
     palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
     ppass = xmalloc(sizeof *ppass * ((size_t)nc + 1));
+    const GRegion *grb = &G->regions[n->regions[1]];
     for (int k = 0; k < nc; k++) { /* (the body ends it on a captured value) */
         ppass[k] = -1;
-        for (int i = 0; i < caps.n && out_b[k] >= 0; i++)
+        bool direct = k < grb->nouts && !node_inside(G, grb->outs[k].node, id);
+        for (int i = 0; i < caps.n && out_b[k] >= 0 && direct; i++)
             if (caps.slot[i] == out_b[k]) ppass[k] = i;
     }
+    /* (... on some iterations: loop_cond_target) */
+    pcs = xmalloc(sizeof *pcs * ((size_t)nc + 1));
+    pct = xmalloc(sizeof *pct * ((size_t)nc + 1));
+    for (int k = 0; k < nc; k++) {
+        int kp;
+        pcs[k] = pct[k] = -1;
+        if (!b->af_hist || !b->af_hist[G->nodes[grc->params[k]].vbase]) continue;
+        if ((pct[k] = loop_cond_target(G, id, k, &kp)) < 0) continue;
+        pcs[k] = kp >= 0 ? G->nodes[grc->params[kp]].vbase : pct[k];
+    }
     bool flat = true;
-    const GRegion *grb = &G->regions[n->regions[1]];
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc; k++) {
         palias[k] = -1;
@@ -1967,7 +2152,7 @@ static int sweep_loop(BP *b, int id)
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .ppass = ppass, .dyf = pflags ? sym + nf : NULL,
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
                  .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
                  .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
@@ -2068,6 +2253,8 @@ out:
     free(initreal);
     free(palias);
     free(ppass);
+    free(pcs);
+    free(pct);
     free(out_a);
     free(out_b);
     free(lw);
@@ -2183,10 +2370,18 @@ static int loop_out_alias(BP *b, int id)
         if (flat && !node_inside(G, grb->outs[k].node, id) &&
             differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
             to[1] = slot_of(G, grb->outs[k]);
+        /* (or, where the last iteration's flag says so, the value an if
+         * in the body ends it on: loop_cond_target) */
+        tfe_tensor *cw[2] = {c[0], c[1]};
+        int kp, t = to[1] < 0 && b->af_last && b->af_last[os] ? loop_cond_target(G, id, k, &kp) : -1;
+        if (t >= 0) {
+            to[1] = kp >= 0 ? n->vbase + kp : t;
+            cw[1] = b->af_last[os];
+        }
         for (int w = 0; w < 2 && !rc; w++) {
             if (to[w] < 0 || to[w] == os) continue;
-            alias_set(b, os, w, to[w], c[w]);
-            if (b->g[os] && add_if(b, to[w], b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+            alias_set(b, os, w, to[w], cw[w]);
+            if (b->g[os] && add_if(b, to[w], b->g[os], b->none ? b->none[os] : NULL, cw[w])) rc = -1;
         }
     }
     if (zero) tensor_decref(zero);
@@ -3142,7 +3337,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
-            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (nlr) {
         b.nlr = nlr;
         b.lr_node = c->lr_node;

@@ -28,6 +28,8 @@
 
 /* --- state of one backward ------------------------------------------------------------- */
 
+#define NAL 4 /* aliases per slot (BP.alias) */
+
 typedef struct BP {
     Interp *I;
     Tracer *T;
@@ -53,10 +55,12 @@ typedef struct BP {
      * (NULL: none such yet), and a traced bool, true in the loop's first
      * iteration (alias_first[slot], owned). A loop nested in such a loop's
      * body may have its own: a chain (b = a, a = x). Two per slot, by
-     * 2 * slot + w: w = 0 that one, w = 1 a value passed through (a loop's
+     * NAL * slot + w: w = 0 that one, w = 1 a value passed through (a loop's
      * output that is its initial value where it ran zero times, or a
      * captured value its body ends on; a param that is such a value after
-     * the first iteration: alias_pass, loop_grad_body), under its own bool. */
+     * the first iteration: alias_pass, loop_grad_body), under its own bool;
+     * w = 2, 3 a value an if in the body ends it on, where the flags say so
+     * (loop_cond_targets). */
     int *alias;
     tfe_tensor **alias_first;
     bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
@@ -93,11 +97,12 @@ typedef struct BP {
      * order) adds what reaches it there and through the forward's output
      * as one sum (backward_run) */
     tfe_tensor **fo;
-    /* by G slot of a loop's param, the replay's flags, stacked: in iteration
-     * i the variable is the value its body hands it on as only under an if's
-     * predicate (loop_cond_target: a captured value, or another variable's
-     * value); by slot of the loop's output, the last iteration's flag
-     * (owned; NULL: none such) */
+    /* by 2 * G slot of a loop's param + j, the replay's flags, stacked:
+     * whether in iteration i the variable is the value an if in the body
+     * ends it on, where that if's predicates say so (loop_cond_targets'
+     * target j: a captured value, or another variable's value); by 2 * slot
+     * of the loop's output + j, the last iteration's flag (owned; NULL: none
+     * such) */
     tfe_tensor **af_hist, **af_last;
 } BP;
 
@@ -175,8 +180,8 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tenso
 static int acc_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 {
     if (!d) return -1;
-    for (int w = 0; b->alias && w < 2; w++)
-        if (b->alias[2 * slot + w] >= 0 && add_if(b, b->alias[2 * slot + w], d, f, b->alias_first[2 * slot + w])) {
+    for (int w = 0; b->alias && w < NAL; w++)
+        if (b->alias[NAL * slot + w] >= 0 && add_if(b, b->alias[NAL * slot + w], d, f, b->alias_first[NAL * slot + w])) {
             tensor_decref(d);
             return -1;
         }
@@ -198,7 +203,7 @@ static int acc(BP *b, int slot, tfe_tensor *d) { return acc_f(b, slot, d, NULL);
 static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tensor *cond)
 {
     tensor_incref(cond);
-    for (;;) {
+    {
         tfe_tensor *cur = b->g[slot];
         tfe_tensor *sum = cur ? tfe_binary(OP_ADD, cur, (tfe_tensor *)d) : filled(d, -0.0);
         if (sum && !cur) { /* -0.0 + d: d */
@@ -224,32 +229,35 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tenso
             if (was) tensor_decref(was);
         }
         put(b->g, slot, r);
-        if (!(b->alias && (b->alias[2 * slot] >= 0 || b->alias[2 * slot + 1] >= 0))) {
-            tensor_decref(cond);
-            return 0;
-        }
-        int w = b->alias[2 * slot] >= 0 ? 0 : 1;
-        if (w == 0 && b->alias[2 * slot + 1] >= 0) { /* (two: the second one by itself) */
-            tfe_tensor *c2 = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[2 * slot + 1]);
-            int rc = c2 ? add_if(b, b->alias[2 * slot + 1], d, f, c2) : -1;
-            if (c2) tensor_decref(c2);
-            if (rc) {
-                tensor_decref(cond);
-                return -1;
-            }
-        }
-        tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[2 * slot + w]);
-        tensor_decref(cond);
-        if (!(cond = both)) return -1;
-        slot = b->alias[2 * slot + w];
     }
+    /* on along the chain: each alias under its own bool too */
+    for (int w = 0; b->alias && w < NAL; w++) {
+        if (b->alias[NAL * slot + w] < 0) continue;
+        tfe_tensor *c2 = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[NAL * slot + w]);
+        int rc = c2 ? add_if(b, b->alias[NAL * slot + w], d, f, c2) : -1;
+        if (c2) tensor_decref(c2);
+        if (rc) {
+            tensor_decref(cond);
+            return -1;
+        }
+    }
+    tensor_decref(cond);
+    return 0;
+}
+
+/* Does slot have an alias (BP.alias)? */
+static bool has_alias(const BP *b, int slot)
+{
+    for (int w = 0; b->alias && w < NAL; w++)
+        if (b->alias[NAL * slot + w] >= 0) return true;
+    return false;
 }
 
 /* b->alias, made when first needed (none set). */
 static void alias_init(BP *b)
 {
     if (b->alias) return;
-    int n = 2 * (b->G->nvals + 1);
+    int n = NAL * (b->G->nvals + 1);
     b->alias = xmalloc(sizeof *b->alias * (size_t)n);
     b->alias_first = xcalloc((size_t)n, sizeof *b->alias_first);
     for (int s = 0; s < n; s++) b->alias[s] = -1;
@@ -260,8 +268,8 @@ static void alias_set(BP *b, int slot, int w, int to, tfe_tensor *cond)
 {
     if (to >= 0) alias_init(b);
     if (!b->alias) return;
-    b->alias[2 * slot + w] = to;
-    put(b->alias_first, 2 * slot + w, to >= 0 ? ref(cond) : NULL);
+    b->alias[NAL * slot + w] = to;
+    put(b->alias_first, NAL * slot + w, to >= 0 ? ref(cond) : NULL);
 }
 
 /* g[slot] = d + g[slot] (takes d; its flag f borrowed): a gradient so far,
@@ -301,7 +309,7 @@ static void bp_free(BP *b)
         if (b->g[i]) tensor_decref(b->g[i]);
     }
     free(b->alias);
-    for (int i = 0; i < 2 * (b->G->nvals + 1) && b->alias_first; i++)
+    for (int i = 0; i < NAL * (b->G->nvals + 1) && b->alias_first; i++)
         if (b->alias_first[i]) tensor_decref(b->alias_first[i]);
     free(b->alias_first);
     for (int i = 0; i <= b->G->nvals && b->none; i++)
@@ -317,7 +325,7 @@ static void bp_free(BP *b)
     for (int i = 0; i <= b->G->nvals && b->fo; i++)
         if (b->fo[i]) tensor_decref(b->fo[i]);
     free(b->fo);
-    for (int i = 0; i <= b->G->nvals && b->af_hist; i++) {
+    for (int i = 0; i < 2 * (b->G->nvals + 1) && b->af_hist; i++) {
         if (b->af_hist[i]) tensor_decref(b->af_hist[i]);
         if (b->af_last[i]) tensor_decref(b->af_last[i]);
     }
@@ -397,8 +405,8 @@ static void caps_add_aliases(const BP *b, Caps *c)
 {
     const Graph *G = b->G;
     for (int i = 0; b->alias && i < c->n; i++) /* (and those it adds: a chain) */
-        for (int w = 0; w < 2; w++) {
-            int s = b->alias[2 * c->slot[i] + w];
+        for (int w = 0; w < NAL; w++) {
+            int s = b->alias[NAL * c->slot[i] + w];
             for (int id = 0; s >= 0 && id < G->n; id++)
                 if (s >= G->nodes[id].vbase && s < G->nodes[id].vbase + G->nodes[id].nout) {
                     caps_add(c, G, (GRef){id, s - G->nodes[id].vbase});
@@ -650,7 +658,7 @@ typedef struct LoopCtx {
     tfe_tensor **vals;
     tfe_tensor *counter; /* a loop with logged reads: the iteration, a param of its own (else NULL) */
     tfe_tensor *next;    /* ... and its next value (owned) */
-    /* variables that are another value on some iterations (loop_cond_target):
+    /* variables that are another value on some iterations (loop_cond_targets):
      * fk[q] the variable, ft[q] the value's slot, carried from fl0 on, as
      * the flag of whether the body ends it on that value (fl[q], owned) */
     int nfl, fl0;
@@ -949,45 +957,50 @@ static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
  * ends that on a captured value (`if c { b = x }`) or on the value the
  * body ends another variable q on (`if c { b = acc }`), is that tensor in
  * the next iteration (and after the loop) only where the branch ran: eager
- * code adds what reaches it to that tensor's one running sum. The value it
- * may be, by slot in G (the captured value, or q's value in the body;
- * *kp = q or -1), or -1: none such (ifs directly in the body only; not for
- * a body with a fused node, nor one ending it on a captured value always:
- * loop_out_alias). */
-static int leaf_of(const Graph *G, int id, int k, GRef v, int depth, int *kp)
+ * code adds what reaches it to that tensor's one running sum. The values
+ * it may be (at most two), by slot in G (t[j]: the captured value, or q's
+ * value in the body; kp[j] = q or -1); returns how many (ifs directly in
+ * the body only, nested in branches too; not for a body with a fused node,
+ * nor one ending it on a captured value always: loop_out_alias). */
+static void leaves_of(const Graph *G, int id, int k, GRef v, int depth, int *t, int *kp, int *n)
 {
     const GNode *w = &G->nodes[id], *c = &G->nodes[v.node];
     const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
-    if (depth > 8 || c->kind != G_COND || c->region != w->regions[1]) return -1;
-    for (int br = 0; br < 2; br++) {
+    if (depth > 8 || c->kind != G_COND || c->region != w->regions[1]) return;
+    for (int br = 0; br < 2 && *n < 2; br++) {
         const GRegion *r = &G->regions[c->regions[br]];
         if (v.out >= r->nouts) continue;
         GRef o = r->outs[v.out];
         if (node_inside(G, o.node, v.node) || !differentiable(&G->nodes[o.node].meta[o.out])) continue;
-        if (!node_inside(G, o.node, id)) {
-            *kp = -1;
-            return slot_of(G, o);
-        }
-        for (int q = 0; q < rb->nouts && q < rc->nparams; q++)
-            if (q != k && slot_of(G, rb->outs[q]) == slot_of(G, o)) {
-                *kp = q;
-                return slot_of(G, o);
+        int s = slot_of(G, o), q = -1;
+        bool leaf = !node_inside(G, o.node, id);
+        for (int p = 0; p < rb->nouts && p < rc->nparams && !leaf; p++)
+            if (p != k && slot_of(G, rb->outs[p]) == s) {
+                q = p;
+                leaf = true;
             }
-        int t = leaf_of(G, id, k, o, depth + 1, kp);
-        if (t >= 0) return t;
+        if (!leaf) {
+            leaves_of(G, id, k, o, depth + 1, t, kp, n);
+            continue;
+        }
+        bool seen = false;
+        for (int j = 0; j < *n; j++) seen |= t[j] == s;
+        if (seen) continue;
+        t[*n] = s;
+        kp[(*n)++] = q;
     }
-    return -1;
 }
 
-static int loop_cond_target(const Graph *G, int id, int k, int *kp)
+static int loop_cond_targets(const Graph *G, int id, int k, int *t, int *kp)
 {
     const GNode *w = &G->nodes[id];
     const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
-    *kp = -1;
-    if (k >= rb->nouts || k >= rc->nparams || !differentiable(&w->meta[k])) return -1;
+    int n = 0;
+    if (k >= rb->nouts || k >= rc->nparams || !differentiable(&w->meta[k])) return 0;
     for (int i = 0; i < rb->n; i++)
-        if (G->nodes[rb->nodes[i]].kind == G_FUSED) return -1;
-    return leaf_of(G, id, k, rb->outs[k], 0, kp);
+        if (G->nodes[rb->nodes[i]].kind == G_FUSED) return 0;
+    leaves_of(G, id, k, rb->outs[k], 0, t, kp, &n);
+    return n;
 }
 
 /* Whether v (a value of loop body region body, as replayed) is the value
@@ -1052,12 +1065,13 @@ static int replay_loop(BP *b, int id)
     /* a while replayed for a backward has 2 nw + 1 outputs; one with logged
      * reads carries its iteration too (nw = nc + 1) */
     bool logged = loop_logged(b, id);
-    int *fk = xcalloc((size_t)nc + 1, sizeof *fk), *ft = xcalloc((size_t)nc + 1, sizeof *ft), nfl = 0;
-    for (int k = 0; k < nc; k++) {
-        int kp, t = loop_cond_target(G, id, k, &kp);
-        if (t < 0) continue;
-        fk[nfl] = k;
-        ft[nfl++] = t;
+    int *fk = xcalloc((size_t)(2 * nc) + 1, sizeof *fk), *ft = xcalloc((size_t)(2 * nc) + 1, sizeof *ft), nfl = 0;
+    for (int k = 0; k < nc; k++) { /* (flag q: variable fk[q]'s target q - first one of it) */
+        int t[2], kp[2], nt = loop_cond_targets(G, id, k, t, kp);
+        for (int j = 0; j < nt; j++) {
+            fk[nfl] = k;
+            ft[nfl++] = t[j];
+        }
     }
     tfe_tensor **fl = xcalloc((size_t)nfl + 1, sizeof *fl), **finit = xcalloc((size_t)nfl + 1, sizeof *finit);
     int nw = nc + logged + nfl;
@@ -1144,11 +1158,12 @@ static int replay_loop(BP *b, int id)
     }
     for (int q = 0; q < nfl; q++) { /* the flags: the last one, and by iteration */
         if (!b->af_hist) {
-            b->af_hist = xcalloc((size_t)G->nvals + 1, sizeof *b->af_hist);
-            b->af_last = xcalloc((size_t)G->nvals + 1, sizeof *b->af_last);
+            b->af_hist = xcalloc((size_t)(2 * (G->nvals + 1)), sizeof *b->af_hist);
+            b->af_last = xcalloc((size_t)(2 * (G->nvals + 1)), sizeof *b->af_last);
         }
-        put(b->af_last, n->vbase + fk[q], outs[nc + logged + q]);
-        put(b->af_hist, G->nodes[grc->params[fk[q]]].vbase, outs[nw + nc + logged + q]);
+        int j = q > 0 && fk[q - 1] == fk[q]; /* (its variable's first target or second) */
+        put(b->af_last, 2 * (n->vbase + fk[q]) + j, outs[nc + logged + q]);
+        put(b->af_hist, 2 * G->nodes[grc->params[fk[q]]].vbase + j, outs[nw + nc + logged + q]);
     }
     free(outs);
     rc = 0;
@@ -1649,9 +1664,11 @@ static int sweep_cond(BP *b, int id)
     bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
     for (int k = 0; k < n->nout; k++)
         for (int w = 0; w < 2; w++) {
-            pass[w][k] = b->alias && b->alias[2 * (n->vbase + k) + w] >= 0;
+            pass[w][k] = b->alias && b->alias[NAL * (n->vbase + k) + w] >= 0;
             alias_set(b, n->vbase + k, w, -1, NULL);
         }
+    for (int k = 0; k < n->nout; k++) /* (a cond's output has those two only) */
+        for (int w = 2; w < NAL; w++) alias_set(b, n->vbase + k, w, -1, NULL);
     int rc0 = any ? sweep_cond_rest(b, id, pass) : 0;
     free(pass[0]);
     free(pass[1]);
@@ -1769,7 +1786,9 @@ static void unalias(BP *b, const GradCtx *c)
     for (int k = 0; k < grc->nparams && b->alias; k++) {
         int s = b->G->nodes[grc->params[k]].vbase;
         if (c->palias[k] >= 0) alias_set(b, s, 0, -1, NULL);
-        if (c->ppass[k] >= 0 || c->pcs[k] >= 0) alias_set(b, s, 1, -1, NULL);
+        if (c->ppass[k] >= 0) alias_set(b, s, 1, -1, NULL);
+        for (int j = 0; j < 2; j++)
+            if (c->pcs[2 * k + j] >= 0) alias_set(b, s, 2 + j, -1, NULL);
     }
 }
 
@@ -1904,25 +1923,36 @@ static int loop_grad_body(BP *b, void *p)
     /* a variable that is, where the previous iteration's flag says so,
      * another value (a captured one, or another variable's): what reaches
      * it adds to that value's gradient as it comes */
-    for (int k = 0; k < nc; k++) {
-        if (c->pcs[k] < 0) continue;
+    for (int q = 0; q < 2 * nc; q++) {
+        if (c->pcs[q] < 0) continue;
         tfe_attrs at;
         tfe_attrs_init(&at);
         at.axes[0] = 0;
         at.naxes = 1;
-        tfe_tensor *in[2] = {b->af_hist[G->nodes[grc->params[k]].vbase], c->index};
+        int s = G->nodes[grc->params[q / 2]].vbase;
+        tfe_tensor *in[2] = {b->af_hist[2 * s + q % 2], c->index};
         tfe_tensor *fh = tfe_call1(OP_GATHER, 2, in, &at);
         if (!fh) goto fail;
-        alias_set(b, G->nodes[grc->params[k]].vbase, 1, c->pcs[k], fh);
+        alias_set(b, s, 2 + q % 2, c->pcs[q], fh);
         tensor_decref(fh);
     }
     for (int k = 0; k < nc; k++) {
         /* (one the body ends on a captured value: that value's gradient
          * has what reached it, by the aliases) */
         if (c->ppass[k] >= 0) continue;
-        if (c->pct[k] >= 0) { /* ... where this iteration's flag says so */
+        if (c->pct[2 * k] >= 0) { /* ... where this iteration's flags say so */
             bool err = false;
-            tfe_tensor *f = alias_flag(b, n->regions[1], grb->outs[k], c->pct[k], 0, &err);
+            tfe_tensor *f = alias_flag(b, n->regions[1], grb->outs[k], c->pct[2 * k], 0, &err);
+            tfe_tensor *f2 = c->pct[2 * k + 1] >= 0 ? alias_flag(b, n->regions[1], grb->outs[k], c->pct[2 * k + 1], 0, &err) : NULL;
+            if (f && f2) {
+                tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, f, f2);
+                tensor_decref(f);
+                tensor_decref(f2);
+                f = o;
+                err |= !o;
+            } else if (f2) {
+                f = f2;
+            }
             tfe_tensor *nf = f ? tfe_call1(OP_LOGICAL_NOT, 1, &f, NULL) : NULL;
             int rc = nf ? add_if(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL, nf) : -1;
             if (f) tensor_decref(f);
@@ -1984,10 +2014,9 @@ static int sweep_loop(BP *b, int id)
     int *out_b = xmalloc(sizeof *out_b * ((size_t)nc + 1));
     for (int k = 0; k < nc; k++) {
         int os = n->vbase + k;
-        out_a[k] = b->alias && b->alias[2 * os] >= 0;
-        out_b[k] = b->alias ? b->alias[2 * os + 1] : -1;
-        alias_set(b, os, 0, -1, NULL);
-        alias_set(b, os, 1, -1, NULL);
+        out_a[k] = b->alias && b->alias[NAL * os] >= 0;
+        out_b[k] = b->alias ? b->alias[NAL * os + 1] : -1;
+        for (int w = 0; w < NAL; w++) alias_set(b, os, w, -1, NULL);
     }
     /* a loop a backward replayed keeps its iterations' values (outputs nc
      * and on); a gradient reaching those (a second-order gradient through
@@ -2120,15 +2149,17 @@ static int sweep_loop(BP *b, int id)
         for (int i = 0; i < caps.n && out_b[k] >= 0 && direct; i++)
             if (caps.slot[i] == out_b[k]) ppass[k] = i;
     }
-    /* (... on some iterations: loop_cond_target) */
-    pcs = xmalloc(sizeof *pcs * ((size_t)nc + 1));
-    pct = xmalloc(sizeof *pct * ((size_t)nc + 1));
+    /* (... on some iterations: loop_cond_targets) */
+    pcs = xmalloc(sizeof *pcs * ((size_t)(2 * nc) + 1));
+    pct = xmalloc(sizeof *pct * ((size_t)(2 * nc) + 1));
     for (int k = 0; k < nc; k++) {
-        int kp;
-        pcs[k] = pct[k] = -1;
-        if (!b->af_hist || !b->af_hist[G->nodes[grc->params[k]].vbase]) continue;
-        if ((pct[k] = loop_cond_target(G, id, k, &kp)) < 0) continue;
-        pcs[k] = kp >= 0 ? G->nodes[grc->params[kp]].vbase : pct[k];
+        int t[2], kp[2], nt = b->af_hist ? loop_cond_targets(G, id, k, t, kp) : 0;
+        for (int j = 0; j < 2; j++) {
+            pcs[2 * k + j] = pct[2 * k + j] = -1;
+            if (j >= nt || !b->af_hist[2 * G->nodes[grc->params[k]].vbase + j]) continue;
+            pct[2 * k + j] = t[j];
+            pcs[2 * k + j] = kp[j] >= 0 ? G->nodes[grc->params[kp[j]]].vbase : t[j];
+        }
     }
     bool flat = true;
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
@@ -2313,7 +2344,7 @@ static int sweep_host(BP *b, const GNode *n)
         in[i] = b->m[slot];
         const GNode *src = &G->nodes[n->in[i].node];
         dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
-        total[i] = dx[i] == NULL && !(b->alias && (b->alias[2 * slot] >= 0 || b->alias[2 * slot + 1] >= 0));
+        total[i] = dx[i] == NULL && !has_alias(b, slot);
         for (int j = 0; j < i && total[i]; j++) total[i] = slot_of(G, n->in[j]) != slot;
         if (total[i]) dx[i] = b->g[slot]; /* borrowed; NULL: none yet */
     }
@@ -2365,20 +2396,18 @@ static int loop_out_alias(BP *b, int id)
     for (int k = 0; k < grc->nparams && k < grb->nouts && !rc; k++) {
         int os = n->vbase + k;
         if (!differentiable(&n->meta[k])) continue;
-        int to[2] = {-1, -1};
+        int to[NAL] = {-1, -1, -1, -1};
         if (differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) to[0] = slot_of(G, n->in[k]);
         if (flat && !node_inside(G, grb->outs[k].node, id) &&
             differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
             to[1] = slot_of(G, grb->outs[k]);
-        /* (or, where the last iteration's flag says so, the value an if
-         * in the body ends it on: loop_cond_target) */
-        tfe_tensor *cw[2] = {c[0], c[1]};
-        int kp, t = to[1] < 0 && b->af_last && b->af_last[os] ? loop_cond_target(G, id, k, &kp) : -1;
-        if (t >= 0) {
-            to[1] = kp >= 0 ? n->vbase + kp : t;
-            cw[1] = b->af_last[os];
-        }
-        for (int w = 0; w < 2 && !rc; w++) {
+        /* (or, where the last iteration's flags say so, a value an if in
+         * the body ends it on: loop_cond_targets; aliases 2 and 3) */
+        tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL};
+        int t[2], kp[2], nt = to[1] < 0 && b->af_last ? loop_cond_targets(G, id, k, t, kp) : 0;
+        for (int j = 0; j < nt; j++)
+            if ((cw[2 + j] = b->af_last[2 * os + j])) to[2 + j] = kp[j] >= 0 ? n->vbase + kp[j] : t[j];
+        for (int w = 0; w < NAL && !rc; w++) {
             if (to[w] < 0 || to[w] == os) continue;
             alias_set(b, os, w, to[w], cw[w]);
             if (b->g[os] && add_if(b, to[w], b->g[os], b->none ? b->none[os] : NULL, cw[w])) rc = -1;
@@ -3547,7 +3576,7 @@ done:
         trace_end(T);
         if (G->bwd && G->bwd->g == bg) {
             graph_compact(bg);
-            stage_optimize(bg);
+            if (!getenv("XNOOPT")) stage_optimize(bg);
             if (nk) note_kept_use(G, bg, c, nin + c->plan.nsaved, nk);
         }
         graph_decref(bg);

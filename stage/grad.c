@@ -1454,6 +1454,9 @@ typedef struct GradCtx {
     const bool *pass_dy;     /* conds: the branch ends output k on a captured value, whose
                                 gradient has what reached the output (cond_out_alias) */
     const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
+    const int *pinit;        /* loops: by 2 * carried value + w, the capture its initial value
+                                (an if's result) is where branch w ran (pcin[...], borrowed), or -1 */
+    tfe_tensor *const *pcin;
     const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
     const int *pcs, *pct;    /* loops: by carried value, the value it is where the previous
                                 iteration's flag says so (BP.af_hist; the capture's slot, or
@@ -1785,8 +1788,8 @@ static void unalias(BP *b, const GradCtx *c)
     const GRegion *grc = &b->G->regions[b->G->nodes[c->id].regions[0]];
     for (int k = 0; k < grc->nparams && b->alias; k++) {
         int s = b->G->nodes[grc->params[k]].vbase;
-        if (c->palias[k] >= 0) alias_set(b, s, 0, -1, NULL);
-        if (c->ppass[k] >= 0) alias_set(b, s, 1, -1, NULL);
+        if (c->palias[k] >= 0 || c->pinit[2 * k] >= 0) alias_set(b, s, 0, -1, NULL);
+        if (c->ppass[k] >= 0 || c->pinit[2 * k + 1] >= 0) alias_set(b, s, 1, -1, NULL);
         for (int j = 0; j < 2; j++)
             if (c->pcs[2 * k + j] >= 0) alias_set(b, s, 2 + j, -1, NULL);
     }
@@ -1901,7 +1904,8 @@ static int loop_grad_body(BP *b, void *p)
     /* ... and those the body ends on a captured value are it in the later
      * iterations (the next iteration's value is that tensor) */
     bool aliased = false;
-    for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0 || c->ppass[k] >= 0;
+    for (int k = 0; k < nc; k++)
+        aliased |= c->palias[k] >= 0 || c->ppass[k] >= 0 || c->pinit[2 * k] >= 0 || c->pinit[2 * k + 1] >= 0;
     if (aliased) {
         tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
         tfe_tensor *first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
@@ -1916,6 +1920,19 @@ static int loop_grad_body(BP *b, void *p)
             int s = G->nodes[grc->params[k]].vbase;
             if (c->palias[k] >= 0) alias_set(b, s, 0, c->caps->slot[c->palias[k]], first);
             if (c->ppass[k] >= 0) alias_set(b, s, 1, c->caps->slot[c->ppass[k]], later);
+            /* (one that started as an if's result: the capture the branch
+             * that ran ended it on, there) */
+            for (int w = 0; w < 2; w++) {
+                if (c->pinit[2 * k + w] < 0) continue;
+                tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, first, c->pcin[2 * k + w]);
+                if (!both) {
+                    tensor_decref(first);
+                    tensor_decref(later);
+                    return -1;
+                }
+                alias_set(b, s, w, c->pinit[2 * k + w], both);
+                tensor_decref(both);
+            }
         }
         tensor_decref(first);
         tensor_decref(later);
@@ -2080,7 +2097,8 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
-    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL;
+    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL, *pinit = NULL;
+    tfe_tensor **pcin = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -2168,6 +2186,23 @@ static int sweep_loop(BP *b, int id)
         for (int i = 0; i < caps.n && flat; i++)
             if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
     }
+    /* one that starts as an if's result, which is a value the body
+     * captures where a branch ran (cond_out_alias): that value there */
+    pinit = xmalloc(sizeof *pinit * ((size_t)(2 * nc) + 1));
+    pcin = xcalloc((size_t)(2 * nc) + 1, sizeof *pcin);
+    for (int k = 0; k < nc; k++) {
+        int is = slot_of(G, n->in[k]);
+        for (int w = 0; w < 2; w++) {
+            pinit[2 * k + w] = -1;
+            if (!flat || palias[k] >= 0 || !b->alias || G->nodes[n->in[k].node].kind != G_COND) continue;
+            if (w == 1 && ppass[k] >= 0) continue; /* (its alias 1 is that one's) */
+            for (int i = 0; i < caps.n; i++)
+                if (b->alias[NAL * is + w] == caps.slot[i]) {
+                    pinit[2 * k + w] = caps.slot[i];
+                    pcin[2 * k + w] = b->alias_first[NAL * is + w];
+                }
+        }
+    }
     tfe_tensor **saved = stash(b, &caps);
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
@@ -2183,7 +2218,7 @@ static int sweep_loop(BP *b, int id)
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .pinit = pinit, .pcin = pcin, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
                  .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
                  .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
@@ -2253,7 +2288,29 @@ static int sweep_loop(BP *b, int id)
     }
     for (int k = 0; k < nc; k++) {
         tfe_tensor *f = outs[nf + k];
-        if (out_a[k]) { /* where none ran, what reached the output went to its initial value */
+        /* (one that started as an if's result: where the loop ran and the
+         * branch ended it on a captured value, its first iteration went to
+         * that value) */
+        tfe_tensor *went = NULL, *rest = NULL;
+        for (int w = 0; w < 2 && !rc; w++) {
+            if (pinit[2 * k + w] < 0) continue;
+            tfe_tensor *t = went ? tfe_binary(OP_LOGICAL_OR, went, pcin[2 * k + w]) : ref(pcin[2 * k + w]);
+            if (went) tensor_decref(went);
+            if (!(went = t)) rc = -1;
+        }
+        if (went) {
+            tfe_tensor *w1 = ran1 ? tfe_binary(OP_LOGICAL_AND, ran1, went) : NULL;
+            rest = w1 ? tfe_call1(OP_LOGICAL_NOT, 1, &w1, NULL) : NULL; /* none ran, or not there */
+            if (w1) tensor_decref(w1);
+            tensor_decref(went);
+            if (!rest) rc = -1;
+        }
+        if (rest && (out_a[k] || differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out]))) {
+            tfe_tensor *r2 = out_a[k] && ran1 ? tfe_binary(OP_LOGICAL_AND, ran1, rest) : ref(rest);
+            if (!r2 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, r2)) rc = -1;
+            if (r2) tensor_decref(r2);
+            tensor_decref(outs[1 + k]);
+        } else if (out_a[k]) { /* where none ran, what reached the output went to its initial value */
             if (palias[k] < 0 && (!ran0 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, ran1))) rc = -1;
             tensor_decref(outs[1 + k]);
         } else if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
@@ -2265,6 +2322,7 @@ static int sweep_loop(BP *b, int id)
         } else if (acc_f(b, slot_of(G, n->in[k]), outs[1 + k], f)) {
             rc = -1;
         }
+        if (rest) tensor_decref(rest);
         tensor_decref(f);
     }
     if (ran0) tensor_decref(ran0);
@@ -2283,6 +2341,8 @@ out:
     free(capreal);
     free(initreal);
     free(palias);
+    free(pinit);
+    free(pcin);
     free(ppass);
     free(pcs);
     free(pct);

@@ -3636,7 +3636,7 @@ done:
         trace_end(T);
         if (G->bwd && G->bwd->g == bg) {
             graph_compact(bg);
-            if (!getenv("XNOOPT")) stage_optimize(bg);
+            stage_optimize(bg);
             if (nk) note_kept_use(G, bg, c, nin + c->plan.nsaved, nk);
         }
         graph_decref(bg);
@@ -3913,4 +3913,80 @@ tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
     graph_decref(m);
     free(caps);
     return res;
+}
+
+/* May region r (of G, recursively) be replayed for its values: ops that
+ * draw nothing and talk to no one, ifs and loops of such? */
+static bool replayable(const Graph *G, int r)
+{
+    const GRegion *reg = &G->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &G->nodes[reg->nodes[i]];
+        if (x->kind == G_OP && (tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE))) return false;
+        if (x->kind == G_COND || x->kind == G_WHILE) {
+            if (!replayable(G, x->regions[0]) || !replayable(G, x->regions[1])) return false;
+        } else if (x->kind != G_OP && x->kind != G_CONST && x->kind != G_PARAM) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int stage_loop_end_aliases(Tracer *T, int id, int cap, int *outk, int *to, tfe_tensor **cond)
+{
+    GRef *caps;
+    int ncaps, n = 0;
+    Graph *m = graph_extract(T->g, id, &caps, &ncaps);
+    int w = -1;
+    for (int i = 0; i < m->regions[0].n; i++)
+        if (m->nodes[m->regions[0].nodes[i]].kind == G_WHILE) w = m->regions[0].nodes[i];
+    bool ok = w >= 0 && replayable(m, m->nodes[w].regions[0]) && replayable(m, m->nodes[w].regions[1]);
+    const GRegion *top = &m->regions[0];
+    bool any = false;
+    for (int k = 0; k < top->nouts && ok; k++) {
+        int t[2], kp[2];
+        any |= top->outs[k].node == w && loop_cond_targets(m, w, top->outs[k].out, t, kp) > 0;
+    }
+    if (!ok || !any) {
+        graph_decref(m);
+        free(caps);
+        return 0;
+    }
+    BP b = {T->I, T, m, xcalloc((size_t)m->nvals + 1, sizeof(tfe_tensor *)),
+            xcalloc((size_t)m->nvals + 1, sizeof(tfe_tensor *)), xcalloc((size_t)m->n + 1, sizeof(tfe_tensor *)),
+            .in_trace = true};
+    for (int i = 0; i < m->ninputs && ok; i++) {
+        int slot = T->g->nodes[caps[i].node].vbase + caps[i].out;
+        tfe_tensor *t = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        if (!(ok = t != NULL)) break;
+        b.m[m->nodes[m->inputs[i]].vbase] = ref(t);
+    }
+    for (int i = 0; i < m->n && ok; i++)
+        if (m->nodes[i].kind == G_CONST) put(b.m, m->nodes[i].vbase, ref(m->nodes[i].value));
+    /* (the replay is no op of the program: no tape records it) */
+    int saved_tapes = tfe_tapes_active;
+    tfe_tapes_active = 0;
+    ok = ok && !replay_node(&b, w);
+    tfe_tapes_active = saved_tapes;
+    for (int k = 0; k < top->nouts && ok && b.af_last; k++) {
+        GRef o = top->outs[k];
+        int t[2], kp[2], nt = o.node == w ? loop_cond_targets(m, w, o.out, t, kp) : 0;
+        for (int j = 0; j < nt && n < cap; j++) {
+            tfe_tensor *f = b.af_last[2 * (m->nodes[w].vbase + o.out) + j];
+            int at = INT32_MIN;
+            for (int q = 0; q < top->nouts && kp[j] >= 0; q++)
+                if (top->outs[q].node == w && top->outs[q].out == kp[j]) at = -2 - q;
+            for (int i = 0; i < m->ninputs && kp[j] < 0; i++)
+                if (m->nodes[m->inputs[i]].vbase == t[j]) at = i;
+            if (!f || at == INT32_MIN) continue;
+            outk[n] = k;
+            to[n] = at;
+            cond[n++] = ref(f);
+        }
+    }
+    if (!ok) tfe_error_clear();
+    bp_free(&b);
+    graph_decref(m);
+    free(caps);
+    return n;
 }

@@ -271,15 +271,6 @@ int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_
  * the value the variable had when the loop started (trace_read_at_start);
  * else such a loop gives NULL. */
 tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads);
-/* Where traced loop id's last iteration ends a variable on another value
- * (an if in the body ends it on a captured value, or on another
- * variable's), for a tape made in the trace: up to cap (output, value,
- * traced bool) triples, as tfe_tape_cond_alias takes them for the loop's
- * entry (graph_extract's graph: value >= 0 its input, -2 - k its output k;
- * the bools new refs). The loop is replayed into the trace, unrecorded by
- * tapes, for its flags; 0 where it cannot be (a host call, a variable
- * read, a random draw in it) (stage/grad.c). */
-int stage_loop_end_aliases(Tracer *T, int id, int cap, int *outk, int *to, tfe_tensor **cond);
 /* A traced tensor (borrowed) with the value var had when node id started:
  * a read of it just before the node, or just after it, with nothing that
  * could assign var between (the node included, for a read after it). NULL

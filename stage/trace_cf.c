@@ -652,17 +652,11 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             free(csame);
             free(cc);
         }
-        /* ... and, where its last iteration ended a variable on another
-         * value (an if in the body: b = x, or b = acc), that value */
-        if (!rc && n->kind == G_WHILE && ninner > 0) {
-            int outk[16], to[16];
-            tfe_tensor *cc[16];
-            int na = stage_loop_end_aliases(T, id, 16, outk, to, cc);
-            if (na) tfe_tape_cond_alias(T->tapes_at_begin, nout, all, na, outk, to, cc);
-            for (int i = 0; i < na; i++) tensor_decref(cc[i]);
-        }
         /* an if's result is, where the branch that ran ends it on a value
-         * from outside it (b = x), that value: one tensor to such a tape */
+         * from outside it (b = x), that value: one tensor to such a tape.
+         * (A loop whose body holds an if is never such an entry: under a
+         * tape made in this trace it runs at trace time, its ifs traced one
+         * by one, each aliased so.) */
         if (!rc && n->kind == G_COND && ninner > 0) cond_pass_aliases(T, m, in, nout, all);
         if (zero_trip) tensor_decref(zero_trip);
         free(in);

@@ -159,9 +159,9 @@ void tfe_tape_record_same_outer(tfe_tensor *in, tfe_tensor *out, int n);
  * running sum as it comes, as eager code's one tensor. */
 void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *csame, tfe_tensor *const *ccond);
 /* The same, any number of them: out[outk[i]] is, where the traced bool
- * cond[i] is true, the entry's input to[i] (to[i] >= 0) or its output
- * -2 - to[i] (a loop whose last iteration ended a variable on another
- * variable's value); one output may have several, under exclusive bools. */
+ * cond[i] is true, the entry's input to[i] (a traced if's result, where the
+ * branch that ran ends it on a value from outside it); one output may have
+ * several, under exclusive bools. */
 void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, const int *outk, const int *to,
                          tfe_tensor *const *cond);
 

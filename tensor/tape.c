@@ -97,10 +97,10 @@ typedef struct entry {
     tfe_custom_grad *custom;  /* a staged call's entry (op unused), or NULL */
     int *same;                /* by output: the input it is at run time (eager code
                                  holds one tensor there), or -1; NULL: none is (owned) */
-    /* conditional aliases (tfe_tape_cond_alias): output cs_out[i] is t[cs_to[i]]
-     * (an input, or another output) where the traced bool cs_c[i] (owned) is
-     * true (a loop in a trace that may run zero times, or whose last
-     * iteration may end a variable on another value) */
+    /* conditional aliases (tfe_tape_cond_alias): output cs_out[i] is input
+     * cs_to[i] where the traced bool cs_c[i] (owned) is true (a loop in a
+     * trace that may run zero times, an if whose branch ends it on a value
+     * from outside it) */
     int ncs;
     int *cs_out, *cs_to;
     tfe_tensor **cs_c;
@@ -343,15 +343,12 @@ void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, cons
         entry *e = t->nentries ? t->entries[t->nentries - 1] : NULL;
         if (!e || e->nout < nout || e->t[e->nin] != out[0]) continue;
         for (int i = 0; i < n; i++) {
-            int ti = to[i] >= 0 ? to[i] : e->nin + (-2 - to[i]);
-            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || to[i] >= e->nin || ti < 0 || ti >= e->nin + e->nout ||
-                ti == e->nin + outk[i])
-                continue;
+            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || to[i] < 0 || to[i] >= e->nin) continue;
             e->cs_out = xrealloc(e->cs_out, sizeof *e->cs_out * (size_t)(e->ncs + 1));
             e->cs_to = xrealloc(e->cs_to, sizeof *e->cs_to * (size_t)(e->ncs + 1));
             e->cs_c = xrealloc(e->cs_c, sizeof *e->cs_c * (size_t)(e->ncs + 1));
             e->cs_out[e->ncs] = outk[i];
-            e->cs_to[e->ncs] = ti;
+            e->cs_to[e->ncs] = to[i];
             e->cs_c[e->ncs++] = (tensor_incref(cond[i]), cond[i]);
         }
     }

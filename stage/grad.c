@@ -962,16 +962,31 @@ static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
  * value in the body; kp[j] = q or -1); returns how many (ifs directly in
  * the body only, nested in branches too; not for a body with a fused node,
  * nor one ending it on a captured value always: loop_out_alias). */
+/* Is node x a cond directly in region body, or directly in a branch of
+ * one (whose predicate the replay of that one hands out: replay_cond)? */
+static bool body_cond(const Graph *G, int body, int x)
+{
+    const GNode *c = &G->nodes[x];
+    if (c->kind != G_COND) return false;
+    if (c->region == body) return true;
+    for (int i = 0; i < G->regions[body].n; i++) {
+        const GNode *y = &G->nodes[G->regions[body].nodes[i]];
+        if (y->kind == G_COND && (y->regions[0] == c->region || y->regions[1] == c->region)) return true;
+    }
+    return false;
+}
+
 static void leaves_of(const Graph *G, int id, int k, GRef v, int depth, int *t, int *kp, int *n)
 {
     const GNode *w = &G->nodes[id], *c = &G->nodes[v.node];
     const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
-    if (depth > 8 || c->kind != G_COND || c->region != w->regions[1]) return;
+    if (depth > 8 || !body_cond(G, w->regions[1], v.node)) return;
     for (int br = 0; br < 2 && *n < 2; br++) {
         const GRegion *r = &G->regions[c->regions[br]];
         if (v.out >= r->nouts) continue;
         GRef o = r->outs[v.out];
-        if (node_inside(G, o.node, v.node) || !differentiable(&G->nodes[o.node].meta[o.out])) continue;
+        if (!differentiable(&G->nodes[o.node].meta[o.out])) continue;
+        if (node_inside(G, o.node, v.node) && !body_cond(G, w->regions[1], o.node)) continue;
         int s = slot_of(G, o), q = -1;
         bool leaf = !node_inside(G, o.node, id);
         for (int p = 0; p < rb->nouts && p < rc->nparams && !leaf; p++)
@@ -1011,13 +1026,19 @@ static tfe_tensor *alias_flag(BP *b, int body, GRef v, int target, int depth, bo
     const Graph *G = b->G;
     if (slot_of(G, v) == target) return flag_const(true);
     const GNode *c = &G->nodes[v.node];
-    if (depth > 8 || c->kind != G_COND || c->region != body) return NULL;
-    tfe_tensor *pred = b->m[slot_of(G, c->in[0])];
+    if (depth > 8 || !body_cond(G, body, v.node)) return NULL;
+    /* (the predicate of one in a branch: the value the branch's replay
+     * handed out, false where the other branch ran, which the outer
+     * predicate masks) */
+    int ps = slot_of(G, c->in[0]);
+    const GNode *pn = &G->nodes[c->in[0].node];
+    bool handed = c->region != body && pn->region == c->region;
+    tfe_tensor *pred = handed ? (b->xv ? b->xv[ps] : NULL) : b->m[ps];
     if (!pred || pred->dtype != TFE_BOOL) return NULL;
     tfe_tensor *f[2] = {NULL, NULL};
     for (int br = 0; br < 2; br++) {
         const GRegion *r = &G->regions[c->regions[br]];
-        if (v.out < r->nouts && !node_inside(G, r->outs[v.out].node, v.node))
+        if (v.out < r->nouts && (!node_inside(G, r->outs[v.out].node, v.node) || body_cond(G, body, r->outs[v.out].node)))
             f[br] = alias_flag(b, body, r->outs[v.out], target, depth + 1, err);
     }
     tfe_tensor *res = NULL;

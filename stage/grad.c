@@ -28,6 +28,8 @@
 
 /* --- state of one backward ------------------------------------------------------------- */
 
+#define NAL 4 /* aliases per slot (BP.alias) */
+
 typedef struct BP {
     Interp *I;
     Tracer *T;
@@ -53,10 +55,12 @@ typedef struct BP {
      * (NULL: none such yet), and a traced bool, true in the loop's first
      * iteration (alias_first[slot], owned). A loop nested in such a loop's
      * body may have its own: a chain (b = a, a = x). Two per slot, by
-     * 2 * slot + w: w = 0 that one, w = 1 a value passed through (a loop's
+     * NAL * slot + w: w = 0 that one, w = 1 a value passed through (a loop's
      * output that is its initial value where it ran zero times, or a
      * captured value its body ends on; a param that is such a value after
-     * the first iteration: alias_pass, loop_grad_body), under its own bool. */
+     * the first iteration: alias_pass, loop_grad_body), under its own bool;
+     * w = 2, 3 a value an if in the body ends it on, where the flags say so
+     * (loop_cond_targets). */
     int *alias;
     tfe_tensor **alias_first;
     bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
@@ -98,6 +102,13 @@ typedef struct BP {
      * entry (owned; NULL: none; GCallGrad.xslot). The replayed cond hands
      * that one out in its place (replay_cond), as fo for the outputs */
     tfe_tensor **fx;
+    /* by 2 * G slot of a loop's param + j, the replay's flags, stacked:
+     * whether in iteration i the variable is the value an if in the body
+     * ends it on, where that if's predicates say so (loop_cond_targets'
+     * target j: a captured value, or another variable's value); by 2 * slot
+     * of the loop's output + j, the last iteration's flag (owned; NULL: none
+     * such) */
+    tfe_tensor **af_hist, **af_last;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -174,8 +185,8 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tenso
 static int acc_f(BP *b, int slot, tfe_tensor *d, tfe_tensor *f)
 {
     if (!d) return -1;
-    for (int w = 0; b->alias && w < 2; w++)
-        if (b->alias[2 * slot + w] >= 0 && add_if(b, b->alias[2 * slot + w], d, f, b->alias_first[2 * slot + w])) {
+    for (int w = 0; b->alias && w < NAL; w++)
+        if (b->alias[NAL * slot + w] >= 0 && add_if(b, b->alias[NAL * slot + w], d, f, b->alias_first[NAL * slot + w])) {
             tensor_decref(d);
             return -1;
         }
@@ -197,7 +208,7 @@ static int acc(BP *b, int slot, tfe_tensor *d) { return acc_f(b, slot, d, NULL);
 static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tensor *cond)
 {
     tensor_incref(cond);
-    for (;;) {
+    {
         tfe_tensor *cur = b->g[slot];
         tfe_tensor *sum = cur ? tfe_binary(OP_ADD, cur, (tfe_tensor *)d) : filled(d, -0.0);
         if (sum && !cur) { /* -0.0 + d: d */
@@ -223,32 +234,35 @@ static int add_if(BP *b, int slot, const tfe_tensor *d, tfe_tensor *f, tfe_tenso
             if (was) tensor_decref(was);
         }
         put(b->g, slot, r);
-        if (!(b->alias && (b->alias[2 * slot] >= 0 || b->alias[2 * slot + 1] >= 0))) {
-            tensor_decref(cond);
-            return 0;
-        }
-        int w = b->alias[2 * slot] >= 0 ? 0 : 1;
-        if (w == 0 && b->alias[2 * slot + 1] >= 0) { /* (two: the second one by itself) */
-            tfe_tensor *c2 = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[2 * slot + 1]);
-            int rc = c2 ? add_if(b, b->alias[2 * slot + 1], d, f, c2) : -1;
-            if (c2) tensor_decref(c2);
-            if (rc) {
-                tensor_decref(cond);
-                return -1;
-            }
-        }
-        tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[2 * slot + w]);
-        tensor_decref(cond);
-        if (!(cond = both)) return -1;
-        slot = b->alias[2 * slot + w];
     }
+    /* on along the chain: each alias under its own bool too */
+    for (int w = 0; b->alias && w < NAL; w++) {
+        if (b->alias[NAL * slot + w] < 0) continue;
+        tfe_tensor *c2 = tfe_binary(OP_LOGICAL_AND, cond, b->alias_first[NAL * slot + w]);
+        int rc = c2 ? add_if(b, b->alias[NAL * slot + w], d, f, c2) : -1;
+        if (c2) tensor_decref(c2);
+        if (rc) {
+            tensor_decref(cond);
+            return -1;
+        }
+    }
+    tensor_decref(cond);
+    return 0;
+}
+
+/* Does slot have an alias (BP.alias)? */
+static bool has_alias(const BP *b, int slot)
+{
+    for (int w = 0; b->alias && w < NAL; w++)
+        if (b->alias[NAL * slot + w] >= 0) return true;
+    return false;
 }
 
 /* b->alias, made when first needed (none set). */
 static void alias_init(BP *b)
 {
     if (b->alias) return;
-    int n = 2 * (b->G->nvals + 1);
+    int n = NAL * (b->G->nvals + 1);
     b->alias = xmalloc(sizeof *b->alias * (size_t)n);
     b->alias_first = xcalloc((size_t)n, sizeof *b->alias_first);
     for (int s = 0; s < n; s++) b->alias[s] = -1;
@@ -259,8 +273,8 @@ static void alias_set(BP *b, int slot, int w, int to, tfe_tensor *cond)
 {
     if (to >= 0) alias_init(b);
     if (!b->alias) return;
-    b->alias[2 * slot + w] = to;
-    put(b->alias_first, 2 * slot + w, to >= 0 ? ref(cond) : NULL);
+    b->alias[NAL * slot + w] = to;
+    put(b->alias_first, NAL * slot + w, to >= 0 ? ref(cond) : NULL);
 }
 
 /* g[slot] = d + g[slot] (takes d; its flag f borrowed): a gradient so far,
@@ -300,7 +314,7 @@ static void bp_free(BP *b)
         if (b->g[i]) tensor_decref(b->g[i]);
     }
     free(b->alias);
-    for (int i = 0; i < 2 * (b->G->nvals + 1) && b->alias_first; i++)
+    for (int i = 0; i < NAL * (b->G->nvals + 1) && b->alias_first; i++)
         if (b->alias_first[i]) tensor_decref(b->alias_first[i]);
     free(b->alias_first);
     for (int i = 0; i <= b->G->nvals && b->none; i++)
@@ -319,6 +333,12 @@ static void bp_free(BP *b)
         if (b->fx[i]) tensor_decref(b->fx[i]);
     free(b->fo);
     free(b->fx);
+    for (int i = 0; i < 2 * (b->G->nvals + 1) && b->af_hist; i++) {
+        if (b->af_hist[i]) tensor_decref(b->af_hist[i]);
+        if (b->af_last[i]) tensor_decref(b->af_last[i]);
+    }
+    free(b->af_hist);
+    free(b->af_last);
     free(b->xv);
     free(b->xv_reg);
     free(b->m);
@@ -393,8 +413,8 @@ static void caps_add_aliases(const BP *b, Caps *c)
 {
     const Graph *G = b->G;
     for (int i = 0; b->alias && i < c->n; i++) /* (and those it adds: a chain) */
-        for (int w = 0; w < 2; w++) {
-            int s = b->alias[2 * c->slot[i] + w];
+        for (int w = 0; w < NAL; w++) {
+            int s = b->alias[NAL * c->slot[i] + w];
             for (int id = 0; s >= 0 && id < G->n; id++)
                 if (s >= G->nodes[id].vbase && s < G->nodes[id].vbase + G->nodes[id].nout) {
                     caps_add(c, G, (GRef){id, s - G->nodes[id].vbase});
@@ -675,12 +695,19 @@ fail:
 /* A while replayed for a backward: outputs are the carried values, then
  * each carried value of every iteration stacked (shape (n, ...)), then n. */
 static int logged_values_at(BP *b, int id, int region, tfe_tensor *i);
+static tfe_tensor *alias_flag(BP *b, int body, GRef v, int target, int depth, bool *err);
 
 typedef struct LoopCtx {
     int id;
     tfe_tensor **vals;
     tfe_tensor *counter; /* a loop with logged reads: the iteration, a param of its own (else NULL) */
     tfe_tensor *next;    /* ... and its next value (owned) */
+    /* variables that are another value on some iterations (loop_cond_targets):
+     * fk[q] the variable, ft[q] the value's slot, carried from fl0 on, as
+     * the flag of whether the body ends it on that value (fl[q], owned) */
+    int nfl, fl0;
+    int *fk, *ft;
+    tfe_tensor **fl;
 } LoopCtx;
 
 static int replay_loop_cond(BP *b, void *p)
@@ -708,6 +735,14 @@ static int replay_loop_body(BP *b, void *p)
         if (one) tensor_decref(one);
         if (!c->next) return -1;
         c->vals[rb->nouts] = c->next;
+    }
+    for (int q = 0; q < c->nfl; q++) {
+        bool err = false;
+        tfe_tensor *f = alias_flag(b, n->regions[1], rb->outs[c->fk[q]], c->ft[q], 0, &err);
+        if (!f && !err) f = flag_const(false);
+        if (!f) return -1;
+        put(c->fl, q, f);
+        c->vals[c->fl0 + q] = f;
     }
     return 0;
 }
@@ -960,6 +995,109 @@ static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
     return 0;
 }
 
+/* --- loop variables that are another value on some iterations only --------------------- */
+
+/* A loop variable k whose body ends it on an if's result, where a branch
+ * ends that on a captured value (`if c { b = x }`) or on the value the
+ * body ends another variable q on (`if c { b = acc }`), is that tensor in
+ * the next iteration (and after the loop) only where the branch ran: eager
+ * code adds what reaches it to that tensor's one running sum. The values
+ * it may be (at most two), by slot in G (t[j]: the captured value, or q's
+ * value in the body; kp[j] = q or -1); returns how many (ifs directly in
+ * the body only, nested in branches too; not for a body with a fused node,
+ * nor one ending it on a captured value always: loop_out_alias). */
+/* Is node x a cond directly in region body, or directly in a branch of
+ * one (whose predicate the replay of that one hands out: replay_cond)? */
+static bool body_cond(const Graph *G, int body, int x)
+{
+    const GNode *c = &G->nodes[x];
+    if (c->kind != G_COND) return false;
+    if (c->region == body) return true;
+    for (int i = 0; i < G->regions[body].n; i++) {
+        const GNode *y = &G->nodes[G->regions[body].nodes[i]];
+        if (y->kind == G_COND && (y->regions[0] == c->region || y->regions[1] == c->region)) return true;
+    }
+    return false;
+}
+
+static void leaves_of(const Graph *G, int id, int k, GRef v, int depth, int *t, int *kp, int *n)
+{
+    const GNode *w = &G->nodes[id], *c = &G->nodes[v.node];
+    const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
+    if (depth > 8 || !body_cond(G, w->regions[1], v.node)) return;
+    for (int br = 0; br < 2 && *n < 2; br++) {
+        const GRegion *r = &G->regions[c->regions[br]];
+        if (v.out >= r->nouts) continue;
+        GRef o = r->outs[v.out];
+        if (!differentiable(&G->nodes[o.node].meta[o.out])) continue;
+        if (node_inside(G, o.node, v.node) && !body_cond(G, w->regions[1], o.node)) continue;
+        int s = slot_of(G, o), q = -1;
+        bool leaf = !node_inside(G, o.node, id);
+        for (int p = 0; p < rb->nouts && p < rc->nparams && !leaf; p++)
+            if (p != k && slot_of(G, rb->outs[p]) == s) {
+                q = p;
+                leaf = true;
+            }
+        if (!leaf) {
+            leaves_of(G, id, k, o, depth + 1, t, kp, n);
+            continue;
+        }
+        bool seen = false;
+        for (int j = 0; j < *n; j++) seen |= t[j] == s;
+        if (seen) continue;
+        t[*n] = s;
+        kp[(*n)++] = q;
+    }
+}
+
+static int loop_cond_targets(const Graph *G, int id, int k, int *t, int *kp)
+{
+    const GNode *w = &G->nodes[id];
+    const GRegion *rc = &G->regions[w->regions[0]], *rb = &G->regions[w->regions[1]];
+    int n = 0;
+    if (k >= rb->nouts || k >= rc->nparams || !differentiable(&w->meta[k])) return 0;
+    for (int i = 0; i < rb->n; i++)
+        if (G->nodes[rb->nodes[i]].kind == G_FUSED) return 0;
+    leaves_of(G, id, k, rb->outs[k], 0, t, kp, &n);
+    return n;
+}
+
+/* Whether v (a value of loop body region body, as replayed) is the value
+ * at slot target: a traced bool (new ref), NULL where never; *err on a
+ * failure. */
+static tfe_tensor *alias_flag(BP *b, int body, GRef v, int target, int depth, bool *err)
+{
+    const Graph *G = b->G;
+    if (slot_of(G, v) == target) return flag_const(true);
+    const GNode *c = &G->nodes[v.node];
+    if (depth > 8 || !body_cond(G, body, v.node)) return NULL;
+    /* (the predicate of one in a branch: the value the branch's replay
+     * handed out, false where the other branch ran, which the outer
+     * predicate masks) */
+    int ps = slot_of(G, c->in[0]);
+    const GNode *pn = &G->nodes[c->in[0].node];
+    bool handed = c->region != body && pn->region == c->region;
+    tfe_tensor *pred = handed ? (b->xv ? b->xv[ps] : NULL) : b->m[ps];
+    if (!pred || pred->dtype != TFE_BOOL) return NULL;
+    tfe_tensor *f[2] = {NULL, NULL};
+    for (int br = 0; br < 2; br++) {
+        const GRegion *r = &G->regions[c->regions[br]];
+        if (v.out < r->nouts && (!node_inside(G, r->outs[v.out].node, v.node) || body_cond(G, body, r->outs[v.out].node)))
+            f[br] = alias_flag(b, body, r->outs[v.out], target, depth + 1, err);
+    }
+    tfe_tensor *res = NULL;
+    if (f[0] || f[1]) {
+        for (int br = 0; br < 2; br++)
+            if (!f[br]) f[br] = flag_const(false);
+        tfe_tensor *in[3] = {pred, f[0], f[1]};
+        res = f[0] && f[1] ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+        if (!res) *err = true;
+    }
+    for (int br = 0; br < 2; br++)
+        if (f[br]) tensor_decref(f[br]);
+    return res;
+}
+
 static int replay_loop(BP *b, int id)
 {
     /* A variable read in the loop is a source of the backward with one
@@ -992,7 +1130,16 @@ static int replay_loop(BP *b, int id)
     /* a while replayed for a backward has 2 nw + 1 outputs; one with logged
      * reads carries its iteration too (nw = nc + 1) */
     bool logged = loop_logged(b, id);
-    int nw = nc + logged;
+    int *fk = xcalloc((size_t)(2 * nc) + 1, sizeof *fk), *ft = xcalloc((size_t)(2 * nc) + 1, sizeof *ft), nfl = 0;
+    for (int k = 0; k < nc; k++) { /* (flag q: variable fk[q]'s target q - first one of it) */
+        int t[2], kp[2], nt = loop_cond_targets(G, id, k, t, kp);
+        for (int j = 0; j < nt; j++) {
+            fk[nfl] = k;
+            ft[nfl++] = t[j];
+        }
+    }
+    tfe_tensor **fl = xcalloc((size_t)nfl + 1, sizeof *fl), **finit = xcalloc((size_t)nfl + 1, sizeof *finit);
+    int nw = nc + logged + nfl;
     int rcond = graph_add_region(g, b->T->region);
     int rbody = graph_add_region(g, rcond);
     tfe_tensor **sym = xcalloc((size_t)nw + 1, sizeof *sym);
@@ -1001,7 +1148,7 @@ static int replay_loop(BP *b, int id)
     tfe_tensor *zero = NULL;
     int rc = -1;
     make_params(b, rcond, nc, n->meta, grc->params, sym);
-    LoopCtx c = {id, vals, NULL, NULL};
+    LoopCtx c = {id, vals, NULL, NULL, nfl, nc + logged, fk, ft, fl};
     if (logged) {
         GRegion *reg = &g->regions[rcond];
         reg->params = xrealloc(reg->params, sizeof *reg->params * (size_t)nw);
@@ -1014,6 +1161,18 @@ static int replay_loop(BP *b, int id)
         sym[nc] = c.counter = sp;
         tensor_decref(sp); /* the tracer's note keeps it */
     }
+    for (int q = 0; q < nfl; q++) { /* the flags: params of their own */
+        GRegion *reg = &g->regions[rcond];
+        reg->params = xrealloc(reg->params, sizeof *reg->params * (size_t)(nc + logged + q + 1));
+        int p = graph_add(g, rcond, G_PARAM, 0, 1);
+        gnode(g, p)->meta[0] = (tfe_meta){.dtype = TFE_BOOL, .rank = 0};
+        g->regions[rcond].params[nc + logged + q] = p;
+        g->regions[rcond].nparams = nc + logged + q + 1;
+        tfe_tensor *sp = tensor_symbolic(TFE_BOOL, false, 0, NULL);
+        trace_note(b->T, sp, (GRef){p, 0});
+        sym[nc + logged + q] = sp;
+        tensor_decref(sp);
+    }
     if (in_region(b, rcond, replay_loop_cond, &c)) goto out;
     set_outs(g, rcond, 1, vals, b->T);
     if (in_region(b, rbody, replay_loop_body, &c)) goto out;
@@ -1023,12 +1182,16 @@ static int replay_loop(BP *b, int id)
         if (!(zero = tensor_from_i64(0, TFE_INT64))) goto out;
         init[nc] = zero;
     }
+    for (int q = 0; q < nfl; q++) /* (the first iteration's variable is its initial value) */
+        if (!(init[nc + logged + q] = finit[q] = flag_const(false))) goto out;
     int nid = new_cf_node(b, G_WHILE, n->loc, nw, init, 2 * nw + 1);
     GNode *nn = gnode(g, nid);
     nn->regions[0] = rcond;
     nn->regions[1] = rbody;
     for (int k = 0; k < nw; k++) {
-        nn->meta[k] = k < nc ? n->meta[k] : (tfe_meta){.dtype = TFE_INT64, .rank = 0};
+        nn->meta[k] = k < nc ? n->meta[k]
+                      : k >= nc + logged ? (tfe_meta){.dtype = TFE_BOOL, .rank = 0}
+                                         : (tfe_meta){.dtype = TFE_INT64, .rank = 0};
         tfe_meta h = nn->meta[k];
         mem_move(h.shape + 1, h.shape, sizeof(int64_t) * (size_t)h.rank);
         h.shape[0] = -1;
@@ -1056,13 +1219,30 @@ static int replay_loop(BP *b, int id)
     put(b->count, id, outs[2 * nw]);
     if (logged) { /* (the iteration's: unused) */
         tensor_decref(outs[nc]);
-        tensor_decref(outs[2 * nw - 1]);
+        tensor_decref(outs[nw + nc]);
+    }
+    for (int q = 0; q < nfl; q++) { /* the flags: the last one, and by iteration */
+        if (!b->af_hist) {
+            b->af_hist = xcalloc((size_t)(2 * (G->nvals + 1)), sizeof *b->af_hist);
+            b->af_last = xcalloc((size_t)(2 * (G->nvals + 1)), sizeof *b->af_last);
+        }
+        int j = q > 0 && fk[q - 1] == fk[q]; /* (its variable's first target or second) */
+        put(b->af_last, 2 * (n->vbase + fk[q]) + j, outs[nc + logged + q]);
+        put(b->af_hist, 2 * G->nodes[grc->params[fk[q]]].vbase + j, outs[nw + nc + logged + q]);
     }
     free(outs);
     rc = 0;
 out:
     if (c.next) tensor_decref(c.next);
     if (zero) tensor_decref(zero);
+    for (int q = 0; q < nfl; q++) {
+        if (fl[q]) tensor_decref(fl[q]);
+        if (finit[q]) tensor_decref(finit[q]);
+    }
+    free(fl);
+    free(finit);
+    free(fk);
+    free(ft);
     free(sym);
     free(vals);
     free(init);
@@ -1339,7 +1519,13 @@ typedef struct GradCtx {
     const bool *pass_dy;     /* conds: the branch ends output k on a captured value, whose
                                 gradient has what reached the output (cond_out_alias) */
     const int *palias;       /* loops: by carried value, the capture it started as, or -1 */
+    const int *pinit;        /* loops: by 2 * carried value + w, the capture its initial value
+                                (an if's result) is where branch w ran (pcin[...], borrowed), or -1 */
+    tfe_tensor *const *pcin;
     const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
+    const int *pcs, *pct;    /* loops: by carried value, the value it is where the previous
+                                iteration's flag says so (BP.af_hist; the capture's slot, or
+                                another param's), and that value's slot in the body, or -1 */
     /* none flags (traced bools; NULL: real): */
     tfe_tensor *const *dyf;  /* per output of the region (borrowed) */
     tfe_tensor *const *sofarf; /* conds: sofar's; loops: dcap's (borrowed) */
@@ -1576,9 +1762,11 @@ static int sweep_cond(BP *b, int id)
     bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
     for (int k = 0; k < n->nout; k++)
         for (int w = 0; w < 2; w++) {
-            pass[w][k] = b->alias && b->alias[2 * (n->vbase + k) + w] >= 0;
+            pass[w][k] = b->alias && b->alias[NAL * (n->vbase + k) + w] >= 0;
             alias_set(b, n->vbase + k, w, -1, NULL);
         }
+    for (int k = 0; k < n->nout; k++) /* (a cond's output has those two only) */
+        for (int w = 2; w < NAL; w++) alias_set(b, n->vbase + k, w, -1, NULL);
     int rc0 = any ? sweep_cond_rest(b, id, pass) : 0;
     free(pass[0]);
     free(pass[1]);
@@ -1695,8 +1883,10 @@ static void unalias(BP *b, const GradCtx *c)
     const GRegion *grc = &b->G->regions[b->G->nodes[c->id].regions[0]];
     for (int k = 0; k < grc->nparams && b->alias; k++) {
         int s = b->G->nodes[grc->params[k]].vbase;
-        if (c->palias[k] >= 0) alias_set(b, s, 0, -1, NULL);
-        if (c->ppass[k] >= 0) alias_set(b, s, 1, -1, NULL);
+        if (c->palias[k] >= 0 || c->pinit[2 * k] >= 0) alias_set(b, s, 0, -1, NULL);
+        if (c->ppass[k] >= 0 || c->pinit[2 * k + 1] >= 0) alias_set(b, s, 1, -1, NULL);
+        for (int j = 0; j < 2; j++)
+            if (c->pcs[2 * k + j] >= 0) alias_set(b, s, 2 + j, -1, NULL);
     }
 }
 
@@ -1809,7 +1999,8 @@ static int loop_grad_body(BP *b, void *p)
     /* ... and those the body ends on a captured value are it in the later
      * iterations (the next iteration's value is that tensor) */
     bool aliased = false;
-    for (int k = 0; k < nc; k++) aliased |= c->palias[k] >= 0 || c->ppass[k] >= 0;
+    for (int k = 0; k < nc; k++)
+        aliased |= c->palias[k] >= 0 || c->ppass[k] >= 0 || c->pinit[2 * k] >= 0 || c->pinit[2 * k + 1] >= 0;
     if (aliased) {
         tfe_tensor *zero = tensor_from_i64(0, TFE_INT64);
         tfe_tensor *first = zero ? tfe_binary(OP_EQ, c->index, zero) : NULL;
@@ -1824,14 +2015,65 @@ static int loop_grad_body(BP *b, void *p)
             int s = G->nodes[grc->params[k]].vbase;
             if (c->palias[k] >= 0) alias_set(b, s, 0, c->caps->slot[c->palias[k]], first);
             if (c->ppass[k] >= 0) alias_set(b, s, 1, c->caps->slot[c->ppass[k]], later);
+            /* (one that started as an if's result: the capture the branch
+             * that ran ended it on, there) */
+            for (int w = 0; w < 2; w++) {
+                if (c->pinit[2 * k + w] < 0) continue;
+                tfe_tensor *both = tfe_binary(OP_LOGICAL_AND, first, c->pcin[2 * k + w]);
+                if (!both) {
+                    tensor_decref(first);
+                    tensor_decref(later);
+                    return -1;
+                }
+                alias_set(b, s, w, c->pinit[2 * k + w], both);
+                tensor_decref(both);
+            }
         }
         tensor_decref(first);
         tensor_decref(later);
+    }
+    /* a variable that is, where the previous iteration's flag says so,
+     * another value (a captured one, or another variable's): what reaches
+     * it adds to that value's gradient as it comes */
+    for (int q = 0; q < 2 * nc; q++) {
+        if (c->pcs[q] < 0) continue;
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.axes[0] = 0;
+        at.naxes = 1;
+        int s = G->nodes[grc->params[q / 2]].vbase;
+        tfe_tensor *in[2] = {b->af_hist[2 * s + q % 2], c->index};
+        tfe_tensor *fh = tfe_call1(OP_GATHER, 2, in, &at);
+        if (!fh) goto fail;
+        alias_set(b, s, 2 + q % 2, c->pcs[q], fh);
+        tensor_decref(fh);
     }
     for (int k = 0; k < nc; k++) {
         /* (one the body ends on a captured value: that value's gradient
          * has what reached it, by the aliases) */
         if (c->ppass[k] >= 0) continue;
+        if (c->pct[2 * k] >= 0) { /* ... where this iteration's flags say so */
+            bool err = false;
+            tfe_tensor *f = alias_flag(b, n->regions[1], grb->outs[k], c->pct[2 * k], 0, &err);
+            tfe_tensor *f2 = c->pct[2 * k + 1] >= 0 ? alias_flag(b, n->regions[1], grb->outs[k], c->pct[2 * k + 1], 0, &err) : NULL;
+            if (f && f2) {
+                tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, f, f2);
+                tensor_decref(f);
+                tensor_decref(f2);
+                f = o;
+                err |= !o;
+            } else if (f2) {
+                f = f2;
+            }
+            tfe_tensor *nf = f ? tfe_call1(OP_LOGICAL_NOT, 1, &f, NULL) : NULL;
+            int rc = nf ? add_if(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL, nf) : -1;
+            if (f) tensor_decref(f);
+            if (nf) tensor_decref(nf);
+            if (f || err) {
+                if (rc) goto fail;
+                continue;
+            }
+        }
         tensor_incref(c->dy[k]);
         if (acc_f(b, slot_of(G, grb->outs[k]), c->dy[k], c->dyf ? c->dyf[k] : NULL)) goto fail;
     }
@@ -1884,10 +2126,9 @@ static int sweep_loop(BP *b, int id)
     int *out_b = xmalloc(sizeof *out_b * ((size_t)nc + 1));
     for (int k = 0; k < nc; k++) {
         int os = n->vbase + k;
-        out_a[k] = b->alias && b->alias[2 * os] >= 0;
-        out_b[k] = b->alias ? b->alias[2 * os + 1] : -1;
-        alias_set(b, os, 0, -1, NULL);
-        alias_set(b, os, 1, -1, NULL);
+        out_a[k] = b->alias && b->alias[NAL * os] >= 0;
+        out_b[k] = b->alias ? b->alias[NAL * os + 1] : -1;
+        for (int w = 0; w < NAL; w++) alias_set(b, os, w, -1, NULL);
     }
     /* a loop a backward replayed keeps its iterations' values (outputs nc
      * and on); a gradient reaching those (a second-order gradient through
@@ -1951,7 +2192,8 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
-    int *palias = NULL, *ppass = NULL;
+    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL, *pinit = NULL;
+    tfe_tensor **pcin = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
     tfe_tensor *count = b->count[id];
@@ -2013,18 +2255,48 @@ static int sweep_loop(BP *b, int id)
      * a body with a fused node */
     palias = xmalloc(sizeof *palias * ((size_t)nc + 1));
     ppass = xmalloc(sizeof *ppass * ((size_t)nc + 1));
+    const GRegion *grb = &G->regions[n->regions[1]];
     for (int k = 0; k < nc; k++) { /* (the body ends it on a captured value) */
         ppass[k] = -1;
-        for (int i = 0; i < caps.n && out_b[k] >= 0; i++)
+        bool direct = k < grb->nouts && !node_inside(G, grb->outs[k].node, id);
+        for (int i = 0; i < caps.n && out_b[k] >= 0 && direct; i++)
             if (caps.slot[i] == out_b[k]) ppass[k] = i;
     }
+    /* (... on some iterations: loop_cond_targets) */
+    pcs = xmalloc(sizeof *pcs * ((size_t)(2 * nc) + 1));
+    pct = xmalloc(sizeof *pct * ((size_t)(2 * nc) + 1));
+    for (int k = 0; k < nc; k++) {
+        int t[2], kp[2], nt = b->af_hist ? loop_cond_targets(G, id, k, t, kp) : 0;
+        for (int j = 0; j < 2; j++) {
+            pcs[2 * k + j] = pct[2 * k + j] = -1;
+            if (j >= nt || !b->af_hist[2 * G->nodes[grc->params[k]].vbase + j]) continue;
+            pct[2 * k + j] = t[j];
+            pcs[2 * k + j] = kp[j] >= 0 ? G->nodes[grc->params[kp[j]]].vbase : t[j];
+        }
+    }
     bool flat = true;
-    const GRegion *grb = &G->regions[n->regions[1]];
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc; k++) {
         palias[k] = -1;
         for (int i = 0; i < caps.n && flat; i++)
             if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
+    }
+    /* one that starts as an if's result, which is a value the body
+     * captures where a branch ran (cond_out_alias): that value there */
+    pinit = xmalloc(sizeof *pinit * ((size_t)(2 * nc) + 1));
+    pcin = xcalloc((size_t)(2 * nc) + 1, sizeof *pcin);
+    for (int k = 0; k < nc; k++) {
+        int is = slot_of(G, n->in[k]);
+        for (int w = 0; w < 2; w++) {
+            pinit[2 * k + w] = -1;
+            if (!flat || palias[k] >= 0 || !b->alias || G->nodes[n->in[k].node].kind != G_COND) continue;
+            if (w == 1 && ppass[k] >= 0) continue; /* (its alias 1 is that one's) */
+            for (int i = 0; i < caps.n; i++)
+                if (b->alias[NAL * is + w] == caps.slot[i]) {
+                    pinit[2 * k + w] = caps.slot[i];
+                    pcin[2 * k + w] = b->alias_first[NAL * is + w];
+                }
+        }
     }
     tfe_tensor **saved = stash(b, &caps);
     int rcond = graph_add_region(g, b->T->region);
@@ -2041,7 +2313,7 @@ static int sweep_loop(BP *b, int id)
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .ppass = ppass, .dyf = pflags ? sym + nf : NULL,
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .pinit = pinit, .pcin = pcin, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
                  .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
                  .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
@@ -2111,7 +2383,29 @@ static int sweep_loop(BP *b, int id)
     }
     for (int k = 0; k < nc; k++) {
         tfe_tensor *f = outs[nf + k];
-        if (out_a[k]) { /* where none ran, what reached the output went to its initial value */
+        /* (one that started as an if's result: where the loop ran and the
+         * branch ended it on a captured value, its first iteration went to
+         * that value) */
+        tfe_tensor *went = NULL, *rest = NULL;
+        for (int w = 0; w < 2 && !rc; w++) {
+            if (pinit[2 * k + w] < 0) continue;
+            tfe_tensor *t = went ? tfe_binary(OP_LOGICAL_OR, went, pcin[2 * k + w]) : ref(pcin[2 * k + w]);
+            if (went) tensor_decref(went);
+            if (!(went = t)) rc = -1;
+        }
+        if (went) {
+            tfe_tensor *w1 = ran1 ? tfe_binary(OP_LOGICAL_AND, ran1, went) : NULL;
+            rest = w1 ? tfe_call1(OP_LOGICAL_NOT, 1, &w1, NULL) : NULL; /* none ran, or not there */
+            if (w1) tensor_decref(w1);
+            tensor_decref(went);
+            if (!rest) rc = -1;
+        }
+        if (rest && (out_a[k] || differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out]))) {
+            tfe_tensor *r2 = out_a[k] && ran1 ? tfe_binary(OP_LOGICAL_AND, ran1, rest) : ref(rest);
+            if (!r2 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, r2)) rc = -1;
+            if (r2) tensor_decref(r2);
+            tensor_decref(outs[1 + k]);
+        } else if (out_a[k]) { /* where none ran, what reached the output went to its initial value */
             if (palias[k] < 0 && (!ran0 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, ran1))) rc = -1;
             tensor_decref(outs[1 + k]);
         } else if (palias[k] >= 0) { /* its first iteration went to the capture: only when none ran */
@@ -2123,6 +2417,7 @@ static int sweep_loop(BP *b, int id)
         } else if (acc_f(b, slot_of(G, n->in[k]), outs[1 + k], f)) {
             rc = -1;
         }
+        if (rest) tensor_decref(rest);
         tensor_decref(f);
     }
     if (ran0) tensor_decref(ran0);
@@ -2141,7 +2436,11 @@ out:
     free(capreal);
     free(initreal);
     free(palias);
+    free(pinit);
+    free(pcin);
     free(ppass);
+    free(pcs);
+    free(pct);
     free(out_a);
     free(out_b);
     free(lw);
@@ -2200,7 +2499,7 @@ static int sweep_host(BP *b, const GNode *n)
         in[i] = b->m[slot];
         const GNode *src = &G->nodes[n->in[i].node];
         dx[i] = differentiable(&src->meta[n->in[i].out]) && src->kind != G_CONST ? NULL : TFE_GRAD_SKIP;
-        total[i] = dx[i] == NULL && !(b->alias && (b->alias[2 * slot] >= 0 || b->alias[2 * slot + 1] >= 0));
+        total[i] = dx[i] == NULL && !has_alias(b, slot);
         for (int j = 0; j < i && total[i]; j++) total[i] = slot_of(G, n->in[j]) != slot;
         if (total[i]) dx[i] = b->g[slot]; /* borrowed; NULL: none yet */
     }
@@ -2252,15 +2551,21 @@ static int loop_out_alias(BP *b, int id)
     for (int k = 0; k < grc->nparams && k < grb->nouts && !rc; k++) {
         int os = n->vbase + k;
         if (!differentiable(&n->meta[k])) continue;
-        int to[2] = {-1, -1};
+        int to[NAL] = {-1, -1, -1, -1};
         if (differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) to[0] = slot_of(G, n->in[k]);
         if (flat && !node_inside(G, grb->outs[k].node, id) &&
             differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
             to[1] = slot_of(G, grb->outs[k]);
-        for (int w = 0; w < 2 && !rc; w++) {
+        /* (or, where the last iteration's flags say so, a value an if in
+         * the body ends it on: loop_cond_targets; aliases 2 and 3) */
+        tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL};
+        int t[2], kp[2], nt = to[1] < 0 && b->af_last ? loop_cond_targets(G, id, k, t, kp) : 0;
+        for (int j = 0; j < nt; j++)
+            if ((cw[2 + j] = b->af_last[2 * os + j])) to[2 + j] = kp[j] >= 0 ? n->vbase + kp[j] : t[j];
+        for (int w = 0; w < NAL && !rc; w++) {
             if (to[w] < 0 || to[w] == os) continue;
-            alias_set(b, os, w, to[w], c[w]);
-            if (b->g[os] && add_if(b, to[w], b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+            alias_set(b, os, w, to[w], cw[w]);
+            if (b->g[os] && add_if(b, to[w], b->g[os], b->none ? b->none[os] : NULL, cw[w])) rc = -1;
         }
     }
     if (zero) tensor_decref(zero);
@@ -3231,7 +3536,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
-            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (nlr) {
         b.nlr = nlr;
         b.lr_node = c->lr_node;

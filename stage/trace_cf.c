@@ -599,6 +599,51 @@ static int cf_run_region(Tracer *T, int id)
 
 /* The outputs of node id as traced tensors: run now when the trace has
  * values, symbolic otherwise. */
+/* For the tapes made in trace T: the entry of cond graph m (graph_extract's,
+ * its inputs in[], its outputs all[]) has output k, where the branch that
+ * ran ends it on a value from outside the cond (one of m's inputs), that
+ * value (tfe_tape_cond_alias, under the predicate or its negation). */
+static void cond_pass_aliases(Tracer *T, const Graph *m, tfe_tensor *const *in, int nout, tfe_tensor *const *all)
+{
+    const GRegion *top = &m->regions[0];
+    int c = -1;
+    for (int i = 0; i < top->n; i++)
+        if (m->nodes[top->nodes[i]].kind == G_COND) c = top->nodes[i];
+    if (c < 0) return;
+    const GNode *cn = &m->nodes[c];
+    int pi = -1;
+    for (int i = 0; i < m->ninputs; i++)
+        if (m->inputs[i] == cn->in[0].node && cn->in[0].out == 0) pi = i;
+    if (pi < 0 || !in[pi] || in[pi]->dtype != TFE_BOOL) return;
+    tfe_tensor *pc[2] = {in[pi], tfe_call1(OP_LOGICAL_NOT, 1, (tfe_tensor **)&in[pi], NULL)};
+    if (!pc[1]) {
+        tfe_error_clear();
+        return;
+    }
+    int *outk = xmalloc(sizeof *outk * (size_t)(2 * nout + 1)), *to = xmalloc(sizeof *to * (size_t)(2 * nout + 1)), na = 0;
+    tfe_tensor **cc = xmalloc(sizeof *cc * (size_t)(2 * nout + 1));
+    for (int k = 0; k < nout && k < top->nouts; k++) {
+        GRef o = top->outs[k];
+        if (o.node != c || !all[k] || !dtype_is_float(all[k]->dtype)) continue;
+        for (int w = 0; w < 2; w++) {
+            const GRegion *rb = &m->regions[cn->regions[w]];
+            if (o.out >= rb->nouts) continue;
+            GRef r = rb->outs[o.out];
+            for (int i = 0; i < m->ninputs; i++)
+                if (m->inputs[i] == r.node && r.out == 0 && in[i] && dtype_is_float(in[i]->dtype)) {
+                    outk[na] = k;
+                    to[na] = i;
+                    cc[na++] = pc[w];
+                }
+        }
+    }
+    if (na) tfe_tape_cond_alias(T->tapes_at_begin, nout, all, na, outk, to, cc);
+    tensor_decref(pc[1]);
+    free(outk);
+    free(to);
+    free(cc);
+}
+
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
@@ -671,6 +716,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             free(csame);
             free(cc);
         }
+        /* an if's result is, where the branch that ran ends it on a value
+         * from outside it (b = x), that value: one tensor to such a tape.
+         * (A loop whose body holds an if is never such an entry: under a
+         * tape made in this trace it runs at trace time, its ifs traced one
+         * by one, each aliased so.) */
+        if (!rc && n->kind == G_COND && ninner > 0) cond_pass_aliases(T, m, in, nout, all);
         if (zero_trip) tensor_decref(zero_trip);
         free(in);
         free(caps);

@@ -158,6 +158,12 @@ void tfe_tape_record_same_outer(tfe_tensor *in, tfe_tensor *out, int n);
  * zero times), so what reaches out[j] is added there to that input's
  * running sum as it comes, as eager code's one tensor. */
 void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *csame, tfe_tensor *const *ccond);
+/* The same, any number of them: out[outk[i]] is, where the traced bool
+ * cond[i] is true, the entry's input to[i] (a traced if's result, where the
+ * branch that ran ends it on a value from outside it); one output may have
+ * several, under exclusive bools. */
+void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, const int *outk, const int *to,
+                         tfe_tensor *const *cond);
 
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is

@@ -97,10 +97,13 @@ typedef struct entry {
     tfe_custom_grad *custom;  /* a staged call's entry (op unused), or NULL */
     int *same;                /* by output: the input it is at run time (eager code
                                  holds one tensor there), or -1; NULL: none is (owned) */
-    int *csame;               /* by output: the input it is where ccond (a traced bool,
-                                 owned) is true (a loop in a trace that may run zero
-                                 times), or -1; NULL: none (tfe_tape_cond_same) */
-    tfe_tensor **ccond;
+    /* conditional aliases (tfe_tape_cond_alias): output cs_out[i] is input
+     * cs_to[i] where the traced bool cs_c[i] (owned) is true (a loop in a
+     * trace that may run zero times, an if whose branch ends it on a value
+     * from outside it) */
+    int ncs;
+    int *cs_out, *cs_to;
+    tfe_tensor **cs_c;
     int nin, nout;
     tfe_attrs at;
     tfe_tensor *t[];
@@ -142,10 +145,10 @@ static void entry_free(entry *e) {
     for (int i = 0; i < e->nin + e->nout; i++) tensor_decref(e->t[i]);
     if (e->custom && --e->custom->refcount == 0) e->custom->release(e->custom);
     free(e->same);
-    for (int j = 0; e->csame && j < e->nout; j++)
-        if (e->ccond[j]) tensor_decref(e->ccond[j]);
-    free(e->csame);
-    free(e->ccond);
+    for (int i = 0; i < e->ncs; i++) tensor_decref(e->cs_c[i]);
+    free(e->cs_out);
+    free(e->cs_to);
+    free(e->cs_c);
     free(e);
 }
 
@@ -281,8 +284,9 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom,
     e->custom = custom;
     if (custom) custom->refcount++;
     e->same = NULL;
-    e->csame = NULL;
-    e->ccond = NULL;
+    e->ncs = 0;
+    e->cs_out = e->cs_to = NULL;
+    e->cs_c = NULL;
     for (int j = 0; same && j < c->nout; j++)
         if (same[j] >= 0 && same[j] < c->nin) {
             if (!e->same) {
@@ -332,18 +336,38 @@ void tfe_tape_record_custom_same(tfe_custom_grad *g, int nin, tfe_tensor *const 
     record_first(&c, g, stack->n, same, nsame);
 }
 
-void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *csame, tfe_tensor *const *ccond) {
+void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, const int *outk, const int *to,
+                         tfe_tensor *const *cond) {
     for (int k = from; k < stack->n && nout > 0; k++) {
         tfe_tape *t = stack->active[k];
         entry *e = t->nentries ? t->entries[t->nentries - 1] : NULL;
-        if (!e || e->nout < nout || e->csame || e->t[e->nin] != out[0]) continue;
-        e->csame = xmalloc(sizeof *e->csame * (size_t)e->nout);
-        e->ccond = xcalloc((size_t)e->nout, sizeof *e->ccond);
-        for (int j = 0; j < e->nout; j++) {
-            e->csame[j] = j < nout && csame[j] < e->nin && ccond[j] ? csame[j] : -1;
-            if (e->csame[j] >= 0) e->ccond[j] = (tensor_incref(ccond[j]), ccond[j]);
+        if (!e || e->nout < nout || e->t[e->nin] != out[0]) continue;
+        for (int i = 0; i < n; i++) {
+            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || to[i] < 0 || to[i] >= e->nin) continue;
+            e->cs_out = xrealloc(e->cs_out, sizeof *e->cs_out * (size_t)(e->ncs + 1));
+            e->cs_to = xrealloc(e->cs_to, sizeof *e->cs_to * (size_t)(e->ncs + 1));
+            e->cs_c = xrealloc(e->cs_c, sizeof *e->cs_c * (size_t)(e->ncs + 1));
+            e->cs_out[e->ncs] = outk[i];
+            e->cs_to[e->ncs] = to[i];
+            e->cs_c[e->ncs++] = (tensor_incref(cond[i]), cond[i]);
         }
     }
+}
+
+void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *csame, tfe_tensor *const *ccond) {
+    int *outk = xmalloc(sizeof *outk * ((size_t)nout + 1)), n = 0;
+    int *to = xmalloc(sizeof *to * ((size_t)nout + 1));
+    tfe_tensor **c = xmalloc(sizeof *c * ((size_t)nout + 1));
+    for (int j = 0; j < nout; j++)
+        if (csame[j] >= 0 && ccond[j]) {
+            outk[n] = j;
+            to[n] = csame[j];
+            c[n++] = ccond[j];
+        }
+    tfe_tape_cond_alias(from, nout, out, n, outk, to, c);
+    free(outk);
+    free(to);
+    free(c);
 }
 
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
@@ -454,7 +478,7 @@ static int accumulate_f(pmap *grads, pmap *flags, const tfe_tensor *key, tfe_ten
     return accumulate(grads, key, g);
 }
 
-/* Conditional aliases (entry.csame): y is x where the traced bool c is. */
+/* Conditional aliases (entry.cs_*): y is x where the traced bool c is. */
 typedef struct calias {
     int n;
     const tfe_tensor **y, **x;
@@ -513,10 +537,21 @@ static int accumulate_c(pmap *grads, pmap *flags, const calias *ca, const tfe_te
                         tfe_tensor *f) {
     int i = cal_find(ca, key);
     if (i < 0) return accumulate_f(grads, flags, key, g, f);
-    tfe_tensor *no = tfe_call1(OP_LOGICAL_NOT, 1, &ca->c[i], NULL);
-    int rc = no && !accumulate_where(grads, flags, ca->x[i], g, f, ca->c[i]) &&
-                     !accumulate_where(grads, flags, key, g, f, no) ? 0 : -1;
+    /* (a key may have several, under exclusive bools: each adds there; the
+     * key keeps what none of them takes) */
+    tfe_tensor *any = NULL;
+    int rc = 0;
+    for (; i < ca->n && !rc; i++) {
+        if (ca->y[i] != key) continue;
+        if (accumulate_where(grads, flags, ca->x[i], g, f, ca->c[i])) rc = -1;
+        tfe_tensor *a2 = any ? tfe_binary(OP_LOGICAL_OR, any, ca->c[i]) : (tensor_incref(ca->c[i]), ca->c[i]);
+        if (any) tensor_decref(any);
+        if (!(any = a2)) rc = -1;
+    }
+    tfe_tensor *no = any ? tfe_call1(OP_LOGICAL_NOT, 1, &any, NULL) : NULL;
+    if (!rc && (!no || accumulate_where(grads, flags, key, g, f, no))) rc = -1;
     if (no) tensor_decref(no);
+    if (any) tensor_decref(any);
     tensor_decref(g);
     return rc;
 }
@@ -615,16 +650,16 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             /* ... or is so where a traced bool is (a loop in a trace that
              * may run zero times: tfe_tape_cond_same): what reaches it is
              * added, there, to the input's sum as it comes */
-            for (int j = 0; e->csame && j < e->nout; j++) {
-                tfe_tensor *y = e->t[e->nin + j];
-                if (e->csame[j] < 0 || pmap_get(&al, y) || cal_find(&ca, y) >= 0) continue;
+            for (int i = 0; i < e->ncs; i++) {
+                tfe_tensor *y = e->t[e->nin + e->cs_out[i]];
+                if (pmap_get(&al, y)) continue;
                 ca.y = xrealloc(ca.y, sizeof *ca.y * (size_t)(ca.n + 1));
                 ca.x = xrealloc(ca.x, sizeof *ca.x * (size_t)(ca.n + 1));
                 ca.c = xrealloc(ca.c, sizeof *ca.c * (size_t)(ca.n + 1));
                 tensor_incref(y); /* (the key outlives the entry) */
                 ca.y[ca.n] = y;
-                ca.x[ca.n] = canon(&al, e->t[e->csame[j]]);
-                ca.c[ca.n++] = (tensor_incref(e->ccond[j]), e->ccond[j]);
+                ca.x[ca.n] = canon(&al, e->t[e->cs_to[i]]);
+                ca.c[ca.n++] = (tensor_incref(e->cs_c[i]), e->cs_c[i]);
             }
         }
         /* Backward pass from the target (ones of its shape: the target is summed). */

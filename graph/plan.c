@@ -434,7 +434,8 @@ tfe_tensor *exec_plan_tensor(ExecPlan *p, int slot, const tfe_meta *m)
     if (slot >= p->nslots || p->offset[slot] < 0) return NULL;
     if (!p->arena) {
         int64_t n = (int64_t)p->arena_bytes;
-        if (!(p->arena = tensor_new(TFE_BOOL, 1, &n))) {
+        /* its exact size: a size class would round 5.5 MB up to 6 MB */
+        if (!(p->arena = tensor_new_exact(n))) {
             tfe_error_clear();
             return NULL;
         }

@@ -33,9 +33,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "graph/host.h"
+#include "graph/opt.h"
 #include "graph/plan.h"
 #include "util/buf.h"
 #include "graph/sched.h"
+#include "tensor/device.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
@@ -232,6 +234,62 @@ static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int 
     }
 }
 
+/* Batch-norm epilogues (no op of their own: tensor/ops.h). A relu that
+ * reads the y of the batch_norm_train just before it, y read by nothing
+ * else, runs inside that kernel, which writes relu(y) into the relu's
+ * output, and y gets no block (the relu skips: PInstr.skip). A
+ * batch_norm_grad whose dy is the relu_grad(dy', a) just before it, read
+ * by nothing else, reads dy' and a and computes relu_grad's value where it
+ * reads dy (two passes over dy' and a instead of one more pass writing dy,
+ * and no block for dy); dy' and a then live until it. Each element gets
+ * the two ops' own formulas in their order (tensor/kernels_bn.c), so the
+ * bits are the unfused ones. Only with both on the CPU, in the same dtype
+ * and shape (no broadcast), and neither making an update's operand. */
+static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, bool *ok,
+                              int *prod_at)
+{
+    if (tfe_devices_used) return;
+    for (int i = 0; i + 1 < p->ncode; i++) {
+        PInstr *c = &p->code[i], *d = &p->code[i + 1];
+        if (c->kind != PI_KERNEL || d->kind != PI_KERNEL || c->defer || d->defer || c->skip || d->skip || c->epi)
+            continue;
+        const GNode *cn = &g->nodes[c->node], *dn = &g->nodes[d->node];
+        if (cn->kind != G_OP || dn->kind != G_OP || d->in[0] != c->out || uses[c->out] != 1 || !ok[c->out]) continue;
+        const tfe_meta *m = &cn->meta[0];
+        if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) continue;
+        if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && dn->op == OP_RELU && d->nin == 1 &&
+            dn->nout == 1 && opt_same_meta(&dn->meta[0], m)) {
+            c->kernel = k_batch_norm_train_relu;
+            c->epi = i + 2;
+            d->skip = true;
+            ok[c->out] = false; /* never made */
+            p->nbnrelu++;
+            continue;
+        }
+        if (cn->op == OP_RELU_GRAD && c->nin == 2 && cn->nout == 1 && dn->op == OP_BATCH_NORM_GRAD &&
+            d->kernel == tfe_ops[OP_BATCH_NORM_GRAD].cpu_kernel && d->nin == 7) {
+            const tfe_meta *a = &g->nodes[cn->in[0].node].meta[cn->in[0].out];
+            const tfe_meta *b = &g->nodes[cn->in[1].node].meta[cn->in[1].out];
+            const tfe_meta *xm = &g->nodes[dn->in[3].node].meta[dn->in[3].out];
+            if (!opt_same_meta(a, m) || !opt_same_meta(b, m) || !opt_same_meta(xm, m) || a->weak || b->weak) continue;
+            int *in = xmalloc(sizeof *in * 8);
+            for (int k = 0; k < 7; k++) in[k] = d->in[k];
+            in[0] = c->in[0];
+            in[7] = c->in[1];
+            free(d->in);
+            d->in = in;
+            d->nin = 8;
+            d->kernel = k_batch_norm_grad_relu;
+            c->skip = true;
+            ok[c->out] = false;
+            prod_at[pos[i + 1]] = c->node; /* the arena: its inputs are read there */
+            for (int k = 0; k < 2; k++)
+                if (last[c->in[k]] == pos[i]) last[c->in[k]] = pos[i + 1];
+            p->nbnrelu++;
+        }
+    }
+}
+
 /* Each value of the top region that only its ops read, and no result, is
  * released after the instruction that reads it last (PInstr.drop): its
  * memory goes back as soon as it can, and a variable's value is then held
@@ -327,6 +385,7 @@ ExecPlan *exec_plan_build(const Graph *g)
     int *prod_at = xmalloc(sizeof *prod_at * ((size_t)top->n + 1));
     for (int i = 0; i < top->n; i++) prod_at[i] = -1;
     plan_updates(p, g, pos, uses, last, prod_at);
+    plan_bn_epilogues(p, g, pos, uses, last, ok, prod_at);
     plan_drops(p, g, pos, last);
     free(uses);
     free(pos);
@@ -350,12 +409,16 @@ ExecPlan *exec_plan_build(const Graph *g)
         }
         int ik = op_in_place_input(n);
         if (ik >= 0 && ok[s] && last[s] > i) {
-            int is = g->nodes[n->in[ik].node].vbase + n->in[ik].out;
+            /* a batch_norm_grad with a relu_grad fused in: in place of dy' */
+            const GNode *rg = prod_at[i] >= 0 && n->op == OP_BATCH_NORM_GRAD ? &g->nodes[prod_at[i]] : NULL;
+            GRef ir = rg ? rg->in[0] : n->in[ik];
+            int is = g->nodes[ir.node].vbase + ir.out;
             bool alone = true; /* not also another input, which the kernel reads apart */
             for (int k = 0; k < n->nin; k++)
                 alone &= k == ik || g->nodes[n->in[k].node].vbase + n->in[k].out != is;
+            if (rg) alone &= g->nodes[rg->in[1].node].vbase + rg->in[1].out != is;
             if (alone && p->offset[is] >= 0 && last[is] == i &&
-                meta_same_shape(&g->nodes[n->in[ik].node].meta[n->in[ik].out], &n->meta[0]))
+                meta_same_shape(&g->nodes[ir.node].meta[ir.out], &n->meta[0]))
                 inplace = is;
         }
         int nunread = 0; /* outputs placed that nothing reads: freed right after */

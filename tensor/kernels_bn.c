@@ -151,6 +151,7 @@ static void rows_for(int64_t R, int64_t C, tfe_range_fn fn, void *ctx) {
 
 typedef struct bn_ctx {
     const void *x, *dy, *g, *b;
+    const void *mk;    /* batch_norm_grad_relu: relu_grad's mask input a (dy' where a > 0) */
     void *y;
     int64_t R, C;
     bn_parts p;
@@ -254,6 +255,76 @@ typedef struct bn_ctx {
             T *restrict dx = (T *)c->y + r * C;                                    \
             for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
         }                                                                          \
+    }                                                                              \
+    /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
+    CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
+        for (int64_t r = b; r < e && c->y == c->x; r++) {                          \
+            T *restrict xy = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = xy[j] - m[j];                                                \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                t = t + bb[j];                                                     \
+                xy[j] = t > 0 || t != t ? t : (T)0;                                \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->x; r++) {                         \
+            const T *restrict x = (const T *)c->x + r * C;                         \
+            T *restrict y = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = x[j] - m[j];                                                 \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                t = t + bb[j];                                                     \
+                y[j] = t > 0 || t != t ? t : (T)0;                                 \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* gsum and gdx reading dy as relu_grad(dy', a) = a > 0 ? dy' : 0 */           \
+    CLONES static void gsumr_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs;                          \
+        for (int64_t k = b; k < e; k++) {                                          \
+            double *restrict s1 = c->ds + k * C, *restrict s2 = c->ds2 + k * C;    \
+            for (int64_t j = 0; j < C; j++) s1[j] = 0, s2[j] = 0;                  \
+            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
+            for (int64_t r = r0; r < r1; r++) {                                    \
+                const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
+                const T *restrict a = (const T *)c->mk + r * C;                    \
+                for (int64_t j = 0; j < C; j++) {                                  \
+                    T d = a[j] > (T)0 ? dy[j] : (T)0;                              \
+                    T xh = (x[j] - m[j]) * rs[j];                                  \
+                    s1[j] += d;                                                    \
+                    s2[j] += (double)d * xh;                                       \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
+        for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy' */   \
+            const T *restrict x = (const T *)c->x + r * C, *restrict a = (const T *)c->mk + r * C; \
+            T *restrict d = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T dd = a[j] > (T)0 ? d[j] : (T)0;                                  \
+                d[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];               \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->dy; r++) {                        \
+            const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
+            const T *restrict a = (const T *)c->mk + r * C;                        \
+            T *restrict dx = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T dd = a[j] > (T)0 ? dy[j] : (T)0;                                 \
+                dx[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];              \
+            }                                                                      \
+        }                                                                          \
     }
 BN_FNS(f, float)
 BN_FNS(d, double)
@@ -312,7 +383,7 @@ static int finish3(const tfe_opcall *c, int rc, tfe_tensor *o1, tfe_tensor *o2, 
     return 0;
 }
 
-int k_batch_norm_train(const tfe_opcall *c) {
+static int bn_train(const tfe_opcall *c, bool relu) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -361,11 +432,14 @@ int k_batch_norm_train(const tfe_opcall *c) {
             ((double *)b.rs)[j] = 1.0 / sqrt(v + eps);
         }
     }
-    rows_for(R, C, f32 ? norm_f : norm_d, &b);
+    rows_for(R, C, relu ? (f32 ? normr_f : normr_d) : (f32 ? norm_f : norm_d), &b);
     rc = kn_poll();
 out:
     return finish3(c, rc, mo, vo, mem, sizes, nmem, keep);
 }
+
+int k_batch_norm_train(const tfe_opcall *c) { return bn_train(c, false); }
+int k_batch_norm_train_relu(const tfe_opcall *c) { return bn_train(c, true); }
 
 /* The closed form, with mean/var's own gradients folded in (they are zeros
  * when no one used them): xh = (x - m) rs, A = g rs,
@@ -373,7 +447,7 @@ out:
  *   dx = A (dy - dbeta/N - xh dgamma/N) + dmean/N + 2 dvar (x - m)/N
  *      = (A dy + k2 (x - m)) + k3, k2 = 2 dvar/N - A rs dgamma/N,
  *        k3 = dmean/N - A dbeta/N (per channel, in double, then the dtype). */
-int k_batch_norm_grad(const tfe_opcall *c) {
+static int bn_grad(const tfe_opcall *c, bool relu) {
     tfe_tensor *x = c->in[3], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -388,7 +462,8 @@ int k_batch_norm_grad(const tfe_opcall *c) {
                *v = contig(c->in[6], &keep[6]);
     bn_ctx b = {.dy = contig(c->in[0], &keep[0]), .x = contig(x, &keep[3]), .m = (void *)contig(c->in[5], &keep[5]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
-    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v) goto out;
+    if (relu) b.mk = contig(c->in[7], &keep[7]);
+    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v || (relu && !b.mk)) goto out;
     size_t pc = (size_t)(b.p.n * C);
     if (!(b.ds = scratch(pc * 8, mem, sizes, &nmem)) || !(b.ds2 = scratch(pc * 8, mem, sizes, &nmem)) ||
         !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)) || !(b.k1 = scratch((size_t)C * es, mem, sizes, &nmem)) ||
@@ -398,7 +473,7 @@ int k_batch_norm_grad(const tfe_opcall *c) {
         if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
         else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
     }
-    run_parts(&b, f32 ? gsum_f : gsum_d);
+    run_parts(&b, relu ? (f32 ? gsumr_f : gsumr_d) : (f32 ? gsum_f : gsum_d));
     double N = (double)R;
     for (int64_t j = 0; j < C; j++) {
         double s1 = 0, s2 = 0;
@@ -415,11 +490,14 @@ int k_batch_norm_grad(const tfe_opcall *c) {
             ((double *)tensor_data(go))[j] = s2, ((double *)tensor_data(bo))[j] = s1;
         }
     }
-    rows_for(R, C, f32 ? gdx_f : gdx_d, &b);
+    rows_for(R, C, relu ? (f32 ? gdxr_f : gdxr_d) : (f32 ? gdx_f : gdx_d), &b);
     rc = kn_poll();
 out:
     return finish3(c, rc, go, bo, mem, sizes, nmem, keep);
 }
+
+int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, false); }
+int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, true); }
 
 /* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */
 int k_batch_norm_infer(const tfe_opcall *c) {

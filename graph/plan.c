@@ -245,19 +245,36 @@ static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int 
  * the two ops' own formulas in their order (tensor/kernels_bn.c), so the
  * bits are the unfused ones. Only with both on the CPU, in the same dtype
  * and shape (no broadcast), and neither making an update's operand. */
+/* Is the fused node dn (instruction d) relu(a + b) with y (slot) one of a
+ * and b and the other another value? The position of y's operand in the
+ * add (0: y + h, 1: h + y), or -1. */
+static int add_relu_y(const GNode *dn, const PInstr *d, int y)
+{
+    const tfe_fprog *pr = dn->prog;
+    if (!pr || pr->red || pr->ninputs != 2 || pr->ninstr != 4 || d->nin != 2 || d->in[0] == d->in[1]) return -1;
+    const tfe_finstr *l0 = &pr->code[0], *l1 = &pr->code[1], *ad = &pr->code[2], *re = &pr->code[3];
+    if (l0->op != FOP_LOAD || l1->op != FOP_LOAD || l0->dst == l1->dst || ad->op != OP_ADD || re->op != OP_RELU ||
+        re->a != ad->dst || re->dst != pr->result)
+        return -1;
+    int in_a = ad->a == l0->dst ? l0->input : ad->a == l1->dst ? l1->input : -1;
+    int in_b = ad->b == l0->dst ? l0->input : ad->b == l1->dst ? l1->input : -1;
+    if (in_a < 0 || in_b < 0 || in_a == in_b) return -1;
+    return d->in[in_a] == y ? 0 : d->in[in_b] == y ? 1 : -1;
+}
+
 static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, bool *ok,
                               int *prod_at)
 {
     if (tfe_devices_used) return;
     for (int i = 0; i + 1 < p->ncode; i++) {
         PInstr *c = &p->code[i], *d = &p->code[i + 1];
-        if (c->kind != PI_KERNEL || d->kind != PI_KERNEL || c->defer || d->defer || c->skip || d->skip || c->epi)
+        if (c->kind != PI_KERNEL || (d->kind != PI_KERNEL && d->kind != PI_FUSED) || c->defer || d->defer || c->skip || d->skip || c->epi)
             continue;
         const GNode *cn = &g->nodes[c->node], *dn = &g->nodes[d->node];
-        if (cn->kind != G_OP || dn->kind != G_OP || d->in[0] != c->out || uses[c->out] != 1 || !ok[c->out]) continue;
+        if (cn->kind != G_OP || uses[c->out] != 1 || !ok[c->out]) continue;
         const tfe_meta *m = &cn->meta[0];
         if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) continue;
-        if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && dn->op == OP_RELU && d->nin == 1 &&
+        if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && dn->kind == G_OP && dn->op == OP_RELU && d->nin == 1 && d->in[0] == c->out &&
             dn->nout == 1 && opt_same_meta(&dn->meta[0], m)) {
             c->kernel = k_batch_norm_train_relu;
             c->epi = i + 2;
@@ -266,7 +283,25 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
             p->nbnrelu++;
             continue;
         }
-        if (cn->op == OP_RELU_GRAD && c->nin == 2 && cn->nout == 1 && dn->op == OP_BATCH_NORM_GRAD &&
+        int ia = d->kind == PI_FUSED ? add_relu_y(dn, d, c->out) : -1;
+        if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && ia >= 0 &&
+            opt_same_meta(&dn->meta[0], m) &&
+            opt_same_meta(&g->nodes[dn->in[1 - ia].node].meta[dn->in[1 - ia].out], m)) {
+            int *in = xmalloc(sizeof *in * 4);
+            for (int k = 0; k < 3; k++) in[k] = c->in[k];
+            in[3] = d->in[1 - ia];
+            free(c->in);
+            c->in = in;
+            c->nin = 4;
+            c->kernel = ia == 0 ? k_batch_norm_train_add_relu : k_batch_norm_train_radd_relu;
+            c->epi = i + 2;
+            d->skip = true;
+            ok[c->out] = false;
+            p->nbnrelu++;
+            continue;
+        }
+        if (cn->op == OP_RELU_GRAD && c->nin == 2 && cn->nout == 1 && dn->kind == G_OP && d->in[0] == c->out &&
+            dn->op == OP_BATCH_NORM_GRAD &&
             d->kernel == tfe_ops[OP_BATCH_NORM_GRAD].cpu_kernel && d->nin == 7) {
             const tfe_meta *a = &g->nodes[cn->in[0].node].meta[cn->in[0].out];
             const tfe_meta *b = &g->nodes[cn->in[1].node].meta[cn->in[1].out];
@@ -530,10 +565,15 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
 {
     Buf b = {0};
     char line[200];
-    snprintf(line, sizeof line, "%d instructions (%d kernel, %d fused, %d node), arena %zu bytes for %zu, %d in place\n",
+    snprintf(line, sizeof line, "%d instructions (%d kernel, %d fused, %d node), arena %zu bytes for %zu, %d in place",
              p->ncode, p->nkernel, p->nfused, p->ncode - p->nkernel - p->nfused, p->arena_bytes, p->sum_bytes,
              p->ninplace);
     buf_puts(&b, line);
+    if (p->nbnrelu) {
+        snprintf(line, sizeof line, ", %d batch-norm epilogues", p->nbnrelu);
+        buf_puts(&b, line);
+    }
+    buf_puts(&b, "\n");
     for (int i = 0; i < p->ncode; i++) {
         const PInstr *c = &p->code[i];
         const GNode *n = &g->nodes[c->node];
@@ -575,7 +615,9 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                     graph_put_ref(&b, g, slot_ref(g, c->in[k]));
                     break;
                 }
-        } else if (c->kind != PI_NODE) {
+        } else if (c->epi) {
+            buf_puts(&b, " not made (the kernel writes the relu's output)");
+        } else if (c->kind != PI_NODE && !c->skip) {
             buf_puts(&b, " new");
         }
         /* the other outputs of an op of several (never in place) */
@@ -592,6 +634,7 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                 buf_puts(&b, " new");
             }
         }
+        if (c->skip) buf_puts(&b, " (runs inside the batch-norm kernel next to it)");
         buf_puts(&b, "\n");
     }
     if (!b.s) buf_puts(&b, "");

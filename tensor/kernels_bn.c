@@ -152,9 +152,11 @@ static void rows_for(int64_t R, int64_t C, tfe_range_fn fn, void *ctx) {
 typedef struct bn_ctx {
     const void *x, *dy, *g, *b;
     const void *mk;    /* batch_norm_grad_relu: relu_grad's mask input a (dy' where a > 0) */
+    const void *h;     /* batch_norm_train_add_relu: the value added to y before relu */
     void *y;
     int64_t R, C;
     bn_parts p;
+    bool hfirst;       /* h + y rather than y + h */
     void *fs;          /* per part: sums in the dtype (the mean), C each */
     double *ds, *ds2;  /* per part: double sums, C each */
     double *md;        /* the double mean (the variance's centre) */
@@ -283,6 +285,27 @@ typedef struct bn_ctx {
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* norm, then y + h (h + y when hfirst: NaN payloads follow the operand       \
+     * order) and relu: batch_norm_train_add_relu. y may be x's or h's buffer:     \
+     * no restrict, each element is read before it is written */                   \
+    CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
+        const bool hf = c->hfirst;                                                 \
+        for (int64_t r = b; r < e; r++) {                                          \
+            const T *x = (const T *)c->x + r * C, *h = (const T *)c->h + r * C;    \
+            T *y = (T *)c->y + r * C;                                              \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = x[j] - m[j];                                                 \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                t = t + bb[j];                                                     \
+                t = hf ? h[j] + t : t + h[j];                                      \
+                y[j] = t > 0 || t != t ? t : (T)0;                                 \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
     /* gsum and gdx reading dy as relu_grad(dy', a) = a > 0 ? dy' : 0 */           \
     CLONES static void gsumr_##SUF(int64_t b, int64_t e, void *vc) {               \
         bn_ctx *c = vc;                                                            \
@@ -383,7 +406,8 @@ static int finish3(const tfe_opcall *c, int rc, tfe_tensor *o1, tfe_tensor *o2, 
     return 0;
 }
 
-static int bn_train(const tfe_opcall *c, bool relu) {
+/* ep: 0 y, 1 relu(y), 2 relu(y + h), 3 relu(h + y) (h: input 3) */
+static int bn_train(const tfe_opcall *c, int ep) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -396,7 +420,8 @@ static int bn_train(const tfe_opcall *c, bool relu) {
     if (!vo) goto out;
     bn_ctx b = {.x = contig(x, &keep[0]), .g = contig(c->in[1], &keep[1]), .b = contig(c->in[2], &keep[2]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
-    if (!b.x || !b.g || !b.b) goto out;
+    if (ep >= 2) b.h = contig(c->in[3], &keep[3]), b.hfirst = ep == 3;
+    if (!b.x || !b.g || !b.b || (ep >= 2 && !b.h)) goto out;
     size_t pc = (size_t)(b.p.n * C);
     if (!(b.fs = scratch(pc * es, mem, sizes, &nmem)) || !(b.ds = scratch(pc * 8, mem, sizes, &nmem)) ||
         !(b.md = scratch((size_t)C * 8, mem, sizes, &nmem)) || !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)))
@@ -432,14 +457,17 @@ static int bn_train(const tfe_opcall *c, bool relu) {
             ((double *)b.rs)[j] = 1.0 / sqrt(v + eps);
         }
     }
-    rows_for(R, C, relu ? (f32 ? normr_f : normr_d) : (f32 ? norm_f : norm_d), &b);
+    static const tfe_range_fn fns[2][3] = {{norm_d, normr_d, norma_d}, {norm_f, normr_f, norma_f}};
+    rows_for(R, C, fns[f32][ep < 2 ? ep : 2], &b);
     rc = kn_poll();
 out:
     return finish3(c, rc, mo, vo, mem, sizes, nmem, keep);
 }
 
-int k_batch_norm_train(const tfe_opcall *c) { return bn_train(c, false); }
-int k_batch_norm_train_relu(const tfe_opcall *c) { return bn_train(c, true); }
+int k_batch_norm_train(const tfe_opcall *c) { return bn_train(c, 0); }
+int k_batch_norm_train_relu(const tfe_opcall *c) { return bn_train(c, 1); }
+int k_batch_norm_train_add_relu(const tfe_opcall *c) { return bn_train(c, 2); }
+int k_batch_norm_train_radd_relu(const tfe_opcall *c) { return bn_train(c, 3); }
 
 /* The closed form, with mean/var's own gradients folded in (they are zeros
  * when no one used them): xh = (x - m) rs, A = g rs,

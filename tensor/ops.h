@@ -118,6 +118,11 @@ void tfe_batch_norm_out_meta(const tfe_opcall *c, int k, tfe_meta *m);
  * with dy' as input 0 and a as an 8th input, computing relu_grad's value
  * where it reads dy. The same float operations as the two ops. */
 int k_batch_norm_train_relu(const tfe_opcall *c);
+/* batch_norm_train whose y only a fused {add relu} reads (a residual
+ * block's end): input 3 is the other operand h, the output relu(y + h)
+ * (radd: relu(h + y)), of y's dtype and shape */
+int k_batch_norm_train_add_relu(const tfe_opcall *c);
+int k_batch_norm_train_radd_relu(const tfe_opcall *c);
 int k_batch_norm_grad_relu(const tfe_opcall *c);
 
 /* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */

@@ -163,7 +163,20 @@ typedef struct bn_ctx {
     void *m, *rs, *k1, *k2, *k3; /* per channel, the dtype: mean, 1/sqrt(var+eps), coefficients */
 } bn_ctx;
 
-#define BN_FNS(SUF, T)                                                             \
+/* c ? v : +0.0 without a branch (a relu mask is random: a branch
+ * mispredicts half the time, and GCC does not if-convert the select):
+ * v's bits, or all-zero bits, which are +0.0: exactly the select's value */
+#define KEEP_IF(U, T, c, v)                                                        \
+    __extension__({                                                                \
+        T v_ = (v);                                                                \
+        U b_;                                                                      \
+        memcpy(&b_, &v_, sizeof b_);                                               \
+        b_ &= (U)0 - (U)(c);                                                       \
+        memcpy(&v_, &b_, sizeof v_);                                               \
+        v_;                                                                        \
+    })
+
+#define BN_FNS(SUF, T, U)                                                           \
     /* pass 1: per part, sums of x in T and in double */                           \
     CLONES static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
         bn_ctx *c = vc;                                                            \
@@ -270,7 +283,7 @@ typedef struct bn_ctx {
                 t = t * rs[j];                                                     \
                 t = t * g[j];                                                      \
                 t = t + bb[j];                                                     \
-                xy[j] = t > 0 || t != t ? t : (T)0;                                \
+                xy[j] = KEEP_IF(U, T, t > 0 || t != t, t); /* relu */            \
             }                                                                      \
         }                                                                          \
         for (int64_t r = b; r < e && c->y != c->x; r++) {                         \
@@ -281,7 +294,7 @@ typedef struct bn_ctx {
                 t = t * rs[j];                                                     \
                 t = t * g[j];                                                      \
                 t = t + bb[j];                                                     \
-                y[j] = t > 0 || t != t ? t : (T)0;                                 \
+                y[j] = KEEP_IF(U, T, t > 0 || t != t, t); /* relu */             \
             }                                                                      \
         }                                                                          \
     }                                                                              \
@@ -302,7 +315,7 @@ typedef struct bn_ctx {
                 t = t * g[j];                                                      \
                 t = t + bb[j];                                                     \
                 t = hf ? h[j] + t : t + h[j];                                      \
-                y[j] = t > 0 || t != t ? t : (T)0;                                 \
+                y[j] = KEEP_IF(U, T, t > 0 || t != t, t); /* relu */             \
             }                                                                      \
         }                                                                          \
     }                                                                              \
@@ -319,7 +332,7 @@ typedef struct bn_ctx {
                 const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
                 const T *restrict a = (const T *)c->mk + r * C;                    \
                 for (int64_t j = 0; j < C; j++) {                                  \
-                    T d = a[j] > (T)0 ? dy[j] : (T)0;                              \
+                    T d = KEEP_IF(U, T, a[j] > (T)0, dy[j]); /* relu_grad */         \
                     T xh = (x[j] - m[j]) * rs[j];                                  \
                     s1[j] += d;                                                    \
                     s2[j] += (double)d * xh;                                       \
@@ -335,7 +348,7 @@ typedef struct bn_ctx {
             const T *restrict x = (const T *)c->x + r * C, *restrict a = (const T *)c->mk + r * C; \
             T *restrict d = (T *)c->y + r * C;                                     \
             for (int64_t j = 0; j < C; j++) {                                      \
-                T dd = a[j] > (T)0 ? d[j] : (T)0;                                  \
+                T dd = KEEP_IF(U, T, a[j] > (T)0, d[j]);                          \
                 d[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];               \
             }                                                                      \
         }                                                                          \
@@ -344,13 +357,13 @@ typedef struct bn_ctx {
             const T *restrict a = (const T *)c->mk + r * C;                        \
             T *restrict dx = (T *)c->y + r * C;                                    \
             for (int64_t j = 0; j < C; j++) {                                      \
-                T dd = a[j] > (T)0 ? dy[j] : (T)0;                                 \
+                T dd = KEEP_IF(U, T, a[j] > (T)0, dy[j]);                         \
                 dx[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];              \
             }                                                                      \
         }                                                                          \
     }
-BN_FNS(f, float)
-BN_FNS(d, double)
+BN_FNS(f, float, uint32_t)
+BN_FNS(d, double, uint64_t)
 
 static void run_parts(bn_ctx *c, tfe_range_fn fn) {
     if (c->p.threads && c->p.n > 1) tfe_parallel_for(c->p.n, 1, fn, c);

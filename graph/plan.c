@@ -274,6 +274,17 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
         if (cn->kind != G_OP || uses[c->out] != 1 || !ok[c->out]) continue;
         const tfe_meta *m = &cn->meta[0];
         if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) continue;
+        /* batch_norm_train: the output written for the next instruction
+         * is placed after this one's blocks are freed, so it could take the
+         * block of a value the kernel reads while it writes (gamma, beta,
+         * or its own mean and variance when nothing reads them): only when
+         * those live on (or are not in the arena). x's block is safe: the
+         * same size, so the very same bytes, and the kernel reads each
+         * element before it writes it there. */
+        bool live_on = true;
+        for (int k = 1; k < 3 && cn->op == OP_BATCH_NORM_TRAIN && c->nin == 3; k++)
+            live_on &= (!ok[c->in[k]] || last[c->in[k]] > pos[i + 1]) && (!ok[c->out + k] || last[c->out + k] > pos[i + 1]);
+        if (!live_on) continue;
         if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && dn->kind == G_OP && dn->op == OP_RELU && d->nin == 1 && d->in[0] == c->out &&
             dn->nout == 1 && opt_same_meta(&dn->meta[0], m)) {
             c->kernel = k_batch_norm_train_relu;

@@ -234,17 +234,6 @@ static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int 
     }
 }
 
-/* Batch-norm epilogues (no op of their own: tensor/ops.h). A relu that
- * reads the y of the batch_norm_train just before it, y read by nothing
- * else, runs inside that kernel, which writes relu(y) into the relu's
- * output, and y gets no block (the relu skips: PInstr.skip). A
- * batch_norm_grad whose dy is the relu_grad(dy', a) just before it, read
- * by nothing else, reads dy' and a and computes relu_grad's value where it
- * reads dy (two passes over dy' and a instead of one more pass writing dy,
- * and no block for dy); dy' and a then live until it. Each element gets
- * the two ops' own formulas in their order (tensor/kernels_bn.c), so the
- * bits are the unfused ones. Only with both on the CPU, in the same dtype
- * and shape (no broadcast), and neither making an update's operand. */
 /* Is the fused node dn (instruction d) relu(a + b) with y (slot) one of a
  * and b and the other another value? The position of y's operand in the
  * add (0: y + h, 1: h + y), or -1. */
@@ -262,13 +251,26 @@ static int add_relu_y(const GNode *dn, const PInstr *d, int y)
     return d->in[in_a] == y ? 0 : d->in[in_b] == y ? 1 : -1;
 }
 
+/* Batch-norm epilogues (no op of their own: tensor/ops.h). A relu that
+ * reads the y of the batch_norm_train just before it, or a fused group
+ * that is relu(y + h) or relu(h + y) (a residual block's end), y read by
+ * nothing else, runs inside that kernel, which writes the relu's output,
+ * and y gets no block (the relu or group skips: PInstr.skip). A
+ * batch_norm_grad whose dy is the relu_grad(dy', a) just before it, read
+ * by nothing else, reads dy' and a and computes relu_grad's value where it
+ * reads dy (two passes over dy' and a instead of one more pass writing dy,
+ * and no block for dy); dy' and a then live until it. Each element gets
+ * the two ops' own formulas in their order (tensor/kernels_bn.c), so the
+ * bits are the unfused ones. Only with both on the CPU, in the same dtype
+ * and shape (no broadcast), and neither making an update's operand. */
 static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, bool *ok,
                               int *prod_at)
 {
     if (tfe_devices_used) return;
     for (int i = 0; i + 1 < p->ncode; i++) {
         PInstr *c = &p->code[i], *d = &p->code[i + 1];
-        if (c->kind != PI_KERNEL || (d->kind != PI_KERNEL && d->kind != PI_FUSED) || c->defer || d->defer || c->skip || d->skip || c->epi)
+        if (c->kind != PI_KERNEL || (d->kind != PI_KERNEL && d->kind != PI_FUSED) || c->defer || d->defer ||
+            c->skip || d->skip || c->epi)
             continue;
         const GNode *cn = &g->nodes[c->node], *dn = &g->nodes[d->node];
         if (cn->kind != G_OP || uses[c->out] != 1 || !ok[c->out]) continue;
@@ -283,10 +285,12 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
          * element before it writes it there. */
         bool live_on = true;
         for (int k = 1; k < 3 && cn->op == OP_BATCH_NORM_TRAIN && c->nin == 3; k++)
-            live_on &= (!ok[c->in[k]] || last[c->in[k]] > pos[i + 1]) && (!ok[c->out + k] || last[c->out + k] > pos[i + 1]);
+            live_on &= (!ok[c->in[k]] || last[c->in[k]] > pos[i + 1]) &&
+                       (!ok[c->out + k] || last[c->out + k] > pos[i + 1]);
         if (!live_on) continue;
-        if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && dn->kind == G_OP && dn->op == OP_RELU && d->nin == 1 && d->in[0] == c->out &&
-            dn->nout == 1 && opt_same_meta(&dn->meta[0], m)) {
+        bool bn = cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel;
+        if (bn && dn->kind == G_OP && dn->op == OP_RELU && d->nin == 1 && d->in[0] == c->out && dn->nout == 1 &&
+            opt_same_meta(&dn->meta[0], m)) {
             c->kernel = k_batch_norm_train_relu;
             c->epi = i + 2;
             d->skip = true;
@@ -295,8 +299,7 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
             continue;
         }
         int ia = d->kind == PI_FUSED ? add_relu_y(dn, d, c->out) : -1;
-        if (cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel && ia >= 0 &&
-            opt_same_meta(&dn->meta[0], m) &&
+        if (bn && ia >= 0 && opt_same_meta(&dn->meta[0], m) &&
             opt_same_meta(&g->nodes[dn->in[1 - ia].node].meta[dn->in[1 - ia].out], m)) {
             int *in = xmalloc(sizeof *in * 4);
             for (int k = 0; k < 3; k++) in[k] = c->in[k];
@@ -312,8 +315,7 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
             continue;
         }
         if (cn->op == OP_RELU_GRAD && c->nin == 2 && cn->nout == 1 && dn->kind == G_OP && d->in[0] == c->out &&
-            dn->op == OP_BATCH_NORM_GRAD &&
-            d->kernel == tfe_ops[OP_BATCH_NORM_GRAD].cpu_kernel && d->nin == 7) {
+            dn->op == OP_BATCH_NORM_GRAD && d->kernel == tfe_ops[OP_BATCH_NORM_GRAD].cpu_kernel && d->nin == 7) {
             const tfe_meta *a = &g->nodes[cn->in[0].node].meta[cn->in[0].out];
             const tfe_meta *b = &g->nodes[cn->in[1].node].meta[cn->in[1].out];
             const tfe_meta *xm = &g->nodes[dn->in[3].node].meta[dn->in[3].out];

@@ -560,11 +560,14 @@ int grun_plan_instr(GRun *x, PInstr *c)
     /* outputs 1.. (batch_norm_train's mean and variance): their arena
      * views, which the kernel writes into, or NULL, which it fills */
     tfe_tensor *out[32] = {NULL};
-    out[0] = plan_output(x, c, n, 0);
+    /* a batch_norm_train with the relu after it fused in writes the
+     * relu's output (graph/plan.c, plan_bn_epilogues) */
+    PInstr *ep = c->epi ? &x->plan->code[c->epi - 1] : NULL;
+    out[0] = ep ? plan_output(x, ep, &x->g->nodes[ep->node], 0) : plan_output(x, c, n, 0);
     for (int k = 1; k < c->nout; k++) out[k] = plan_output(x, c, n, k);
     int rc = -1;
     if (out[0] && c->kind == PI_KERNEL) {
-        const tfe_opcall call = {.op = n->op, .nin = n->nin, .nout = c->nout, .in = in, .at = n->at, .out = out};
+        const tfe_opcall call = {.op = n->op, .nin = c->nin, .nout = c->nout, .in = in, .at = n->at, .out = out};
         rc = c->kernel(&call);
     } else if (out[0]) {
         tfe_fkernel *k = fused_kernel(n);
@@ -585,7 +588,7 @@ int grun_plan_instr(GRun *x, PInstr *c)
             if (out[k]) tensor_decref(out[k]);
         return node_error(x, n, tfe_error_msg());
     }
-    for (int k = 0; k < c->nout; k++) grun_set(x, c->out + k, out[k]);
+    for (int k = 0; k < c->nout; k++) grun_set(x, k == 0 && ep ? ep->out : c->out + k, out[k]);
     if (pt0 && prof_recording) tfe_prof_live_bytes();
     return 0;
 }
@@ -607,6 +610,10 @@ int grun_plan(GRun *x)
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
         if (c->defer) continue; /* runs with the update after it */
+        if (c->skip) { /* runs inside a batch-norm kernel next to it */
+            grun_drop(x, c);
+            continue;
+        }
         if (x->coll) grun_coll_step(x, n); /* Open MPI moves requests in flight only inside MPI calls */
         if (pairs && c->pair) {
             if (c->pair - 1 > i) continue; /* delayed to its partner's place */

@@ -367,7 +367,8 @@ int opt_relu_masks(Graph *g)
         if (n->kind != G_OP || n->nin < 1) continue;
         GRef a = n->in[0];
         const GNode *an = &g->nodes[a.node];
-        if (n->op == OP_RELU && n->nin == 1 && a.out == 0 && an->nout == 1 && relu_of[a.node] < 0) {
+        /* (output 0 of any node: batch_norm_train's y too) */
+        if (n->op == OP_RELU && n->nin == 1 && a.out == 0 && relu_of[a.node] < 0) {
             relu_of[a.node] = id;
             continue;
         }
@@ -376,8 +377,8 @@ int opt_relu_masks(Graph *g)
         if (k) {
             a = n->in[1];
             an = &g->nodes[a.node];
-            if (a.out != 0 || an->nout != 1) continue;
-        } else if (n->op != OP_GT || n->nin != 2 || a.out != 0 || an->nout != 1 || !const_zero(g, n->in[1]))
+            if (a.out != 0) continue;
+        } else if (n->op != OP_GT || n->nin != 2 || a.out != 0 || !const_zero(g, n->in[1]))
             continue;
         int r = relu_of[a.node];
         if (r < 0 || g->nodes[r].region != n->region) continue;

@@ -33,9 +33,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "graph/host.h"
+#include "graph/opt.h"
 #include "graph/plan.h"
 #include "util/buf.h"
 #include "graph/sched.h"
+#include "tensor/device.h"
 #include "tensor/fused.h"
 #include "util/xalloc.h"
 
@@ -232,6 +234,110 @@ static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int 
     }
 }
 
+/* Is the fused node dn (instruction d) relu(a + b) with y (slot) one of a
+ * and b and the other another value? The position of y's operand in the
+ * add (0: y + h, 1: h + y), or -1. */
+static int add_relu_y(const GNode *dn, const PInstr *d, int y)
+{
+    const tfe_fprog *pr = dn->prog;
+    if (!pr || pr->red || pr->ninputs != 2 || pr->ninstr != 4 || d->nin != 2 || d->in[0] == d->in[1]) return -1;
+    const tfe_finstr *l0 = &pr->code[0], *l1 = &pr->code[1], *ad = &pr->code[2], *re = &pr->code[3];
+    if (l0->op != FOP_LOAD || l1->op != FOP_LOAD || l0->dst == l1->dst || ad->op != OP_ADD || re->op != OP_RELU ||
+        re->a != ad->dst || re->dst != pr->result)
+        return -1;
+    int in_a = ad->a == l0->dst ? l0->input : ad->a == l1->dst ? l1->input : -1;
+    int in_b = ad->b == l0->dst ? l0->input : ad->b == l1->dst ? l1->input : -1;
+    if (in_a < 0 || in_b < 0 || in_a == in_b) return -1;
+    return d->in[in_a] == y ? 0 : d->in[in_b] == y ? 1 : -1;
+}
+
+/* Batch-norm epilogues (no op of their own: tensor/ops.h). A relu that
+ * reads the y of the batch_norm_train just before it, or a fused group
+ * that is relu(y + h) or relu(h + y) (a residual block's end), y read by
+ * nothing else, runs inside that kernel, which writes the relu's output,
+ * and y gets no block (the relu or group skips: PInstr.skip). A
+ * batch_norm_grad whose dy is the relu_grad(dy', a) just before it, read
+ * by nothing else, reads dy' and a and computes relu_grad's value where it
+ * reads dy (two passes over dy' and a instead of one more pass writing dy,
+ * and no block for dy); dy' and a then live until it. Each element gets
+ * the two ops' own formulas in their order (tensor/kernels_bn.c), so the
+ * bits are the unfused ones. Only with both on the CPU, in the same dtype
+ * and shape (no broadcast), and neither making an update's operand. */
+static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, bool *ok,
+                              int *prod_at)
+{
+    if (tfe_devices_used) return;
+    for (int i = 0; i + 1 < p->ncode; i++) {
+        PInstr *c = &p->code[i], *d = &p->code[i + 1];
+        if (c->kind != PI_KERNEL || (d->kind != PI_KERNEL && d->kind != PI_FUSED) || c->defer || d->defer ||
+            c->skip || d->skip || c->epi)
+            continue;
+        const GNode *cn = &g->nodes[c->node], *dn = &g->nodes[d->node];
+        if (cn->kind != G_OP || uses[c->out] != 1 || !ok[c->out]) continue;
+        const tfe_meta *m = &cn->meta[0];
+        if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) continue;
+        /* batch_norm_train: the output written for the next instruction
+         * is placed after this one's blocks are freed, so it could take the
+         * block of a value the kernel reads while it writes (gamma, beta,
+         * or its own mean and variance when nothing reads them): only when
+         * those live on (or are not in the arena). x's block is safe: the
+         * same size, so the very same bytes, and the kernel reads each
+         * element before it writes it there. */
+        bool live_on = true;
+        for (int k = 1; k < 3 && cn->op == OP_BATCH_NORM_TRAIN && c->nin == 3; k++)
+            live_on &= (!ok[c->in[k]] || last[c->in[k]] > pos[i + 1]) &&
+                       (!ok[c->out + k] || last[c->out + k] > pos[i + 1]);
+        if (!live_on) continue;
+        bool bn = cn->op == OP_BATCH_NORM_TRAIN && c->kernel == tfe_ops[OP_BATCH_NORM_TRAIN].cpu_kernel;
+        if (bn && dn->kind == G_OP && dn->op == OP_RELU && d->nin == 1 && d->in[0] == c->out && dn->nout == 1 &&
+            opt_same_meta(&dn->meta[0], m)) {
+            c->kernel = k_batch_norm_train_relu;
+            c->epi = i + 2;
+            d->skip = true;
+            ok[c->out] = false; /* never made */
+            p->nbnrelu++;
+            continue;
+        }
+        int ia = d->kind == PI_FUSED ? add_relu_y(dn, d, c->out) : -1;
+        if (bn && ia >= 0 && opt_same_meta(&dn->meta[0], m) &&
+            opt_same_meta(&g->nodes[dn->in[1 - ia].node].meta[dn->in[1 - ia].out], m)) {
+            int *in = xmalloc(sizeof *in * 4);
+            for (int k = 0; k < 3; k++) in[k] = c->in[k];
+            in[3] = d->in[1 - ia];
+            free(c->in);
+            c->in = in;
+            c->nin = 4;
+            c->kernel = ia == 0 ? k_batch_norm_train_add_relu : k_batch_norm_train_radd_relu;
+            c->epi = i + 2;
+            d->skip = true;
+            ok[c->out] = false;
+            p->nbnrelu++;
+            continue;
+        }
+        if (cn->op == OP_RELU_GRAD && c->nin == 2 && cn->nout == 1 && dn->kind == G_OP && d->in[0] == c->out &&
+            dn->op == OP_BATCH_NORM_GRAD && d->kernel == tfe_ops[OP_BATCH_NORM_GRAD].cpu_kernel && d->nin == 7) {
+            const tfe_meta *a = &g->nodes[cn->in[0].node].meta[cn->in[0].out];
+            const tfe_meta *b = &g->nodes[cn->in[1].node].meta[cn->in[1].out];
+            const tfe_meta *xm = &g->nodes[dn->in[3].node].meta[dn->in[3].out];
+            if (!opt_same_meta(a, m) || !opt_same_meta(b, m) || !opt_same_meta(xm, m) || a->weak || b->weak) continue;
+            int *in = xmalloc(sizeof *in * 8);
+            for (int k = 0; k < 7; k++) in[k] = d->in[k];
+            in[0] = c->in[0];
+            in[7] = c->in[1];
+            free(d->in);
+            d->in = in;
+            d->nin = 8;
+            d->kernel = k_batch_norm_grad_relu;
+            c->skip = true;
+            ok[c->out] = false;
+            prod_at[pos[i + 1]] = c->node; /* the arena: its inputs are read there */
+            for (int k = 0; k < 2; k++)
+                if (last[c->in[k]] == pos[i]) last[c->in[k]] = pos[i + 1];
+            p->nbnrelu++;
+        }
+    }
+}
+
 /* Each value of the top region that only its ops read, and no result, is
  * released after the instruction that reads it last (PInstr.drop): its
  * memory goes back as soon as it can, and a variable's value is then held
@@ -327,6 +433,7 @@ ExecPlan *exec_plan_build(const Graph *g)
     int *prod_at = xmalloc(sizeof *prod_at * ((size_t)top->n + 1));
     for (int i = 0; i < top->n; i++) prod_at[i] = -1;
     plan_updates(p, g, pos, uses, last, prod_at);
+    plan_bn_epilogues(p, g, pos, uses, last, ok, prod_at);
     plan_drops(p, g, pos, last);
     free(uses);
     free(pos);
@@ -350,12 +457,16 @@ ExecPlan *exec_plan_build(const Graph *g)
         }
         int ik = op_in_place_input(n);
         if (ik >= 0 && ok[s] && last[s] > i) {
-            int is = g->nodes[n->in[ik].node].vbase + n->in[ik].out;
+            /* a batch_norm_grad with a relu_grad fused in: in place of dy' */
+            const GNode *rg = prod_at[i] >= 0 && n->op == OP_BATCH_NORM_GRAD ? &g->nodes[prod_at[i]] : NULL;
+            GRef ir = rg ? rg->in[0] : n->in[ik];
+            int is = g->nodes[ir.node].vbase + ir.out;
             bool alone = true; /* not also another input, which the kernel reads apart */
             for (int k = 0; k < n->nin; k++)
                 alone &= k == ik || g->nodes[n->in[k].node].vbase + n->in[k].out != is;
+            if (rg) alone &= g->nodes[rg->in[1].node].vbase + rg->in[1].out != is;
             if (alone && p->offset[is] >= 0 && last[is] == i &&
-                meta_same_shape(&g->nodes[n->in[ik].node].meta[n->in[ik].out], &n->meta[0]))
+                meta_same_shape(&g->nodes[ir.node].meta[ir.out], &n->meta[0]))
                 inplace = is;
         }
         int nunread = 0; /* outputs placed that nothing reads: freed right after */
@@ -434,7 +545,8 @@ tfe_tensor *exec_plan_tensor(ExecPlan *p, int slot, const tfe_meta *m)
     if (slot >= p->nslots || p->offset[slot] < 0) return NULL;
     if (!p->arena) {
         int64_t n = (int64_t)p->arena_bytes;
-        if (!(p->arena = tensor_new(TFE_BOOL, 1, &n))) {
+        /* its exact size: a size class would round 5.5 MB up to 6 MB */
+        if (!(p->arena = tensor_new_exact(n))) {
             tfe_error_clear();
             return NULL;
         }
@@ -466,10 +578,15 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
 {
     Buf b = {0};
     char line[200];
-    snprintf(line, sizeof line, "%d instructions (%d kernel, %d fused, %d node), arena %zu bytes for %zu, %d in place\n",
+    snprintf(line, sizeof line, "%d instructions (%d kernel, %d fused, %d node), arena %zu bytes for %zu, %d in place",
              p->ncode, p->nkernel, p->nfused, p->ncode - p->nkernel - p->nfused, p->arena_bytes, p->sum_bytes,
              p->ninplace);
     buf_puts(&b, line);
+    if (p->nbnrelu) {
+        snprintf(line, sizeof line, ", %d batch-norm epilogues", p->nbnrelu);
+        buf_puts(&b, line);
+    }
+    buf_puts(&b, "\n");
     for (int i = 0; i < p->ncode; i++) {
         const PInstr *c = &p->code[i];
         const GNode *n = &g->nodes[c->node];
@@ -511,7 +628,9 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                     graph_put_ref(&b, g, slot_ref(g, c->in[k]));
                     break;
                 }
-        } else if (c->kind != PI_NODE) {
+        } else if (c->epi) {
+            buf_puts(&b, " not made (the kernel writes the relu's output)");
+        } else if (c->kind != PI_NODE && !c->skip) {
             buf_puts(&b, " new");
         }
         /* the other outputs of an op of several (never in place) */
@@ -528,6 +647,7 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                 buf_puts(&b, " new");
             }
         }
+        if (c->skip) buf_puts(&b, " (runs inside the batch-norm kernel next to it)");
         buf_puts(&b, "\n");
     }
     if (!b.s) buf_puts(&b, "");

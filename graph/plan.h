@@ -42,6 +42,11 @@ typedef struct PInstr {
     int mode;             /* PI_UPDATE: GVAR_ASSIGN .. GVAR_DIV (graph/host.h) */
     struct tfe_fkernel *upd; /* PI_UPDATE: inputs (the variable's value, the operand's
                              inputs), the operand's program then the update (owned) */
+    bool skip;            /* fused into its neighbour (bn_epilogues in graph/plan.c):
+                             runs nothing, only releases its drops */
+    int epi;              /* 1 + the index of the skipped relu whose output this
+                             instruction writes as its output 0 (batch_norm_train
+                             with relu), or 0 */
     int *drop;            /* value slots read here for the last time, released after
                              it (not results, not read by a region) */
     int ndrop;
@@ -59,6 +64,7 @@ typedef struct ExecPlan {
     int ninplace;         /* planned values that took the place of a dead input */
     int npairs;           /* concurrent pairs (graph/sched.c) */
     int nupdates;         /* PI_UPDATE instructions */
+    int nbnrelu;          /* relu / relu_grad run inside a batch-norm kernel */
     tfe_tensor *arena;    /* made at the first run, kept for the next (owned) */
     bool busy;            /* a run uses it (a run inside a run allocates as usual) */
 } ExecPlan;

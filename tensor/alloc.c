@@ -112,6 +112,35 @@ void tfe_free(void *p, size_t nbytes) {
     st.cached_bytes += rounded;
 }
 
+void *tfe_alloc_exact(size_t nbytes) {
+    size_t limit = tfe_alloc_get_limit(), rounded = nbytes ? (nbytes + 63) & ~(size_t)63 : 64;
+    if (limit && (rounded > limit || st.live_bytes > limit - rounded)) {
+        tfe_error_set("out of memory allocating %zu bytes (TFE_MAX_ALLOC_BYTES is %zu)", nbytes, limit);
+        return NULL;
+    }
+    if (nbytes > ((size_t)1 << 62)) {
+        tfe_error_set("out of memory allocating %zu bytes", nbytes);
+        return NULL;
+    }
+    if (alloc_fault() || (nbytes > SMALL_TENSOR_BYTES && alloc_fault_large())) return no_memory(nbytes);
+    void *b = aligned_alloc(64, rounded);
+    if (!b) {
+        tfe_alloc_trim();
+        if (!(b = aligned_alloc(64, rounded))) return no_memory(nbytes);
+    }
+    st.n_malloc++;
+    st.live_bytes += rounded;
+    st.total_bytes += rounded;
+    if (st.live_bytes > st.peak_bytes) st.peak_bytes = st.live_bytes;
+    return b;
+}
+
+void tfe_free_exact(void *p, size_t nbytes) {
+    if (!p) return;
+    st.live_bytes -= nbytes ? (nbytes + 63) & ~(size_t)63 : 64;
+    free(p);
+}
+
 void tfe_alloc_trim(void) {
     for (int c = 0; c < NCLASSES; c++) {
         block *b = free_lists[c];

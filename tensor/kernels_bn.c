@@ -151,16 +151,32 @@ static void rows_for(int64_t R, int64_t C, tfe_range_fn fn, void *ctx) {
 
 typedef struct bn_ctx {
     const void *x, *dy, *g, *b;
+    const void *mk;    /* batch_norm_grad_relu: relu_grad's mask input a (dy' where a > 0) */
+    const void *h;     /* batch_norm_train_add_relu: the value added to y before relu */
     void *y;
     int64_t R, C;
     bn_parts p;
+    bool hfirst;       /* h + y rather than y + h */
     void *fs;          /* per part: sums in the dtype (the mean), C each */
     double *ds, *ds2;  /* per part: double sums, C each */
     double *md;        /* the double mean (the variance's centre) */
     void *m, *rs, *k1, *k2, *k3; /* per channel, the dtype: mean, 1/sqrt(var+eps), coefficients */
 } bn_ctx;
 
-#define BN_FNS(SUF, T)                                                             \
+/* c ? v : +0.0 without a branch (a relu mask is random: a branch
+ * mispredicts half the time, and GCC does not if-convert the select):
+ * v's bits, or all-zero bits, which are +0.0: exactly the select's value */
+#define KEEP_IF(U, T, c, v)                                                        \
+    __extension__({                                                                \
+        T v_ = (v);                                                                \
+        U b_;                                                                      \
+        memcpy(&b_, &v_, sizeof b_);                                               \
+        b_ &= (U)0 - (U)(c);                                                       \
+        memcpy(&v_, &b_, sizeof v_);                                               \
+        v_;                                                                        \
+    })
+
+#define BN_FNS(SUF, T, U)                                                           \
     /* pass 1: per part, sums of x in T and in double */                           \
     CLONES static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
         bn_ctx *c = vc;                                                            \
@@ -254,9 +270,100 @@ typedef struct bn_ctx {
             T *restrict dx = (T *)c->y + r * C;                                    \
             for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
         }                                                                          \
+    }                                                                              \
+    /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
+    CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
+        for (int64_t r = b; r < e && c->y == c->x; r++) {                          \
+            T *restrict xy = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = xy[j] - m[j];                                                \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                t = t + bb[j];                                                     \
+                xy[j] = KEEP_IF(U, T, t > 0 || t != t, t); /* relu */            \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->x; r++) {                         \
+            const T *restrict x = (const T *)c->x + r * C;                         \
+            T *restrict y = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = x[j] - m[j];                                                 \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                t = t + bb[j];                                                     \
+                y[j] = KEEP_IF(U, T, t > 0 || t != t, t); /* relu */             \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* norm, then y + h (h + y when hfirst: NaN payloads follow the operand       \
+     * order) and relu: batch_norm_train_add_relu. y may be x's or h's buffer:     \
+     * no restrict, each element is read before it is written */                   \
+    CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
+        const bool hf = c->hfirst;                                                 \
+        for (int64_t r = b; r < e; r++) {                                          \
+            const T *x = (const T *)c->x + r * C, *h = (const T *)c->h + r * C;    \
+            T *y = (T *)c->y + r * C;                                              \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T t = x[j] - m[j];                                                 \
+                t = t * rs[j];                                                     \
+                t = t * g[j];                                                      \
+                t = t + bb[j];                                                     \
+                t = hf ? h[j] + t : t + h[j];                                      \
+                y[j] = KEEP_IF(U, T, t > 0 || t != t, t); /* relu */             \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* gsum and gdx reading dy as relu_grad(dy', a) = a > 0 ? dy' : 0 */           \
+    CLONES static void gsumr_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict rs = c->rs;                          \
+        for (int64_t k = b; k < e; k++) {                                          \
+            double *restrict s1 = c->ds + k * C, *restrict s2 = c->ds2 + k * C;    \
+            for (int64_t j = 0; j < C; j++) s1[j] = 0, s2[j] = 0;                  \
+            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
+            for (int64_t r = r0; r < r1; r++) {                                    \
+                const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
+                const T *restrict a = (const T *)c->mk + r * C;                    \
+                for (int64_t j = 0; j < C; j++) {                                  \
+                    T d = KEEP_IF(U, T, a[j] > (T)0, dy[j]); /* relu_grad */         \
+                    T xh = (x[j] - m[j]) * rs[j];                                  \
+                    s1[j] += d;                                                    \
+                    s2[j] += (double)d * xh;                                       \
+                }                                                                  \
+            }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
+        for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy' */   \
+            const T *restrict x = (const T *)c->x + r * C, *restrict a = (const T *)c->mk + r * C; \
+            T *restrict d = (T *)c->y + r * C;                                     \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T dd = KEEP_IF(U, T, a[j] > (T)0, d[j]);                          \
+                d[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];               \
+            }                                                                      \
+        }                                                                          \
+        for (int64_t r = b; r < e && c->y != c->dy; r++) {                        \
+            const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
+            const T *restrict a = (const T *)c->mk + r * C;                        \
+            T *restrict dx = (T *)c->y + r * C;                                    \
+            for (int64_t j = 0; j < C; j++) {                                      \
+                T dd = KEEP_IF(U, T, a[j] > (T)0, dy[j]);                         \
+                dx[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];              \
+            }                                                                      \
+        }                                                                          \
     }
-BN_FNS(f, float)
-BN_FNS(d, double)
+BN_FNS(f, float, uint32_t)
+BN_FNS(d, double, uint64_t)
 
 static void run_parts(bn_ctx *c, tfe_range_fn fn) {
     if (c->p.threads && c->p.n > 1) tfe_parallel_for(c->p.n, 1, fn, c);
@@ -312,7 +419,8 @@ static int finish3(const tfe_opcall *c, int rc, tfe_tensor *o1, tfe_tensor *o2, 
     return 0;
 }
 
-int k_batch_norm_train(const tfe_opcall *c) {
+/* ep: 0 y, 1 relu(y), 2 relu(y + h), 3 relu(h + y) (h: input 3) */
+static int bn_train(const tfe_opcall *c, int ep) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -325,7 +433,8 @@ int k_batch_norm_train(const tfe_opcall *c) {
     if (!vo) goto out;
     bn_ctx b = {.x = contig(x, &keep[0]), .g = contig(c->in[1], &keep[1]), .b = contig(c->in[2], &keep[2]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
-    if (!b.x || !b.g || !b.b) goto out;
+    if (ep >= 2) b.h = contig(c->in[3], &keep[3]), b.hfirst = ep == 3;
+    if (!b.x || !b.g || !b.b || (ep >= 2 && !b.h)) goto out;
     size_t pc = (size_t)(b.p.n * C);
     if (!(b.fs = scratch(pc * es, mem, sizes, &nmem)) || !(b.ds = scratch(pc * 8, mem, sizes, &nmem)) ||
         !(b.md = scratch((size_t)C * 8, mem, sizes, &nmem)) || !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)))
@@ -361,11 +470,17 @@ int k_batch_norm_train(const tfe_opcall *c) {
             ((double *)b.rs)[j] = 1.0 / sqrt(v + eps);
         }
     }
-    rows_for(R, C, f32 ? norm_f : norm_d, &b);
+    static const tfe_range_fn fns[2][3] = {{norm_d, normr_d, norma_d}, {norm_f, normr_f, norma_f}};
+    rows_for(R, C, fns[f32][ep < 2 ? ep : 2], &b);
     rc = kn_poll();
 out:
     return finish3(c, rc, mo, vo, mem, sizes, nmem, keep);
 }
+
+int k_batch_norm_train(const tfe_opcall *c) { return bn_train(c, 0); }
+int k_batch_norm_train_relu(const tfe_opcall *c) { return bn_train(c, 1); }
+int k_batch_norm_train_add_relu(const tfe_opcall *c) { return bn_train(c, 2); }
+int k_batch_norm_train_radd_relu(const tfe_opcall *c) { return bn_train(c, 3); }
 
 /* The closed form, with mean/var's own gradients folded in (they are zeros
  * when no one used them): xh = (x - m) rs, A = g rs,
@@ -373,7 +488,7 @@ out:
  *   dx = A (dy - dbeta/N - xh dgamma/N) + dmean/N + 2 dvar (x - m)/N
  *      = (A dy + k2 (x - m)) + k3, k2 = 2 dvar/N - A rs dgamma/N,
  *        k3 = dmean/N - A dbeta/N (per channel, in double, then the dtype). */
-int k_batch_norm_grad(const tfe_opcall *c) {
+static int bn_grad(const tfe_opcall *c, bool relu) {
     tfe_tensor *x = c->in[3], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -388,7 +503,8 @@ int k_batch_norm_grad(const tfe_opcall *c) {
                *v = contig(c->in[6], &keep[6]);
     bn_ctx b = {.dy = contig(c->in[0], &keep[0]), .x = contig(x, &keep[3]), .m = (void *)contig(c->in[5], &keep[5]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
-    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v) goto out;
+    if (relu) b.mk = contig(c->in[7], &keep[7]);
+    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v || (relu && !b.mk)) goto out;
     size_t pc = (size_t)(b.p.n * C);
     if (!(b.ds = scratch(pc * 8, mem, sizes, &nmem)) || !(b.ds2 = scratch(pc * 8, mem, sizes, &nmem)) ||
         !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)) || !(b.k1 = scratch((size_t)C * es, mem, sizes, &nmem)) ||
@@ -398,7 +514,7 @@ int k_batch_norm_grad(const tfe_opcall *c) {
         if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
         else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
     }
-    run_parts(&b, f32 ? gsum_f : gsum_d);
+    run_parts(&b, relu ? (f32 ? gsumr_f : gsumr_d) : (f32 ? gsum_f : gsum_d));
     double N = (double)R;
     for (int64_t j = 0; j < C; j++) {
         double s1 = 0, s2 = 0;
@@ -415,11 +531,14 @@ int k_batch_norm_grad(const tfe_opcall *c) {
             ((double *)tensor_data(go))[j] = s2, ((double *)tensor_data(bo))[j] = s1;
         }
     }
-    rows_for(R, C, f32 ? gdx_f : gdx_d, &b);
+    rows_for(R, C, relu ? (f32 ? gdxr_f : gdxr_d) : (f32 ? gdx_f : gdx_d), &b);
     rc = kn_poll();
 out:
     return finish3(c, rc, go, bo, mem, sizes, nmem, keep);
 }
+
+int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, false); }
+int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, true); }
 
 /* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */
 int k_batch_norm_infer(const tfe_opcall *c) {

@@ -112,6 +112,18 @@ tfe_tensor *tfe_call1(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs
 /* Output k > 0 of batch_norm_train / batch_norm_grad has shape (C,), not
  * output 0's (the infer rule's): the tracer's symbolic outputs ask here. */
 void tfe_batch_norm_out_meta(const tfe_opcall *c, int k, tfe_meta *m);
+/* Epilogues a plan fuses into the batch-norm kernels (graph/plan.c), no ops
+ * of their own: batch_norm_train whose y only relu reads, writing relu(y)
+ * as it writes y; batch_norm_grad whose dy is relu_grad(dy', a), called
+ * with dy' as input 0 and a as an 8th input, computing relu_grad's value
+ * where it reads dy. The same float operations as the two ops. */
+int k_batch_norm_train_relu(const tfe_opcall *c);
+/* batch_norm_train whose y only a fused {add relu} reads (a residual
+ * block's end): input 3 is the other operand h, the output relu(y + h)
+ * (radd: relu(h + y)), of y's dtype and shape */
+int k_batch_norm_train_add_relu(const tfe_opcall *c);
+int k_batch_norm_train_radd_relu(const tfe_opcall *c);
+int k_batch_norm_grad_relu(const tfe_opcall *c);
 
 /* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */
 int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,

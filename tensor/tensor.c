@@ -46,11 +46,11 @@ static tfe_tensor *tensor_struct(void) {
     return xmalloc(sizeof *t);
 }
 
-static tfe_storage *storage_new(size_t nbytes) {
+static tfe_storage *storage_new(size_t nbytes, bool exact) {
     tfe_storage *s = free_storages;
     if (s) free_storages = s->data;
     else s = xmalloc(sizeof *s);
-    s->data = tfe_alloc(nbytes);
+    s->data = exact ? tfe_alloc_exact(nbytes) : tfe_alloc(nbytes);
     if (!s->data) {
         s->data = free_storages;
         free_storages = s;
@@ -59,6 +59,7 @@ static tfe_storage *storage_new(size_t nbytes) {
     s->refcount = 1;
     s->device = 0;
     s->nbytes = nbytes;
+    s->exact = exact;
     return s;
 }
 
@@ -66,6 +67,7 @@ static void storage_decref(tfe_storage *s) {
     if (!s) return; /* a symbolic tensor (stage/trace.c) has none */
     if (--s->refcount > 0) return;
     if (s->device) tfe_device_free(s->device, s->data, s->nbytes); /* tensor/device.c */
+    else if (s->exact) tfe_free_exact(s->data, s->nbytes);
     else tfe_free(s->data, s->nbytes);
     s->data = free_storages;
     free_storages = s;
@@ -94,7 +96,13 @@ int64_t tensor_numel(const tfe_tensor *t) {
     return n;
 }
 
-tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape) {
+static tfe_tensor *tensor_alloc(tfe_dtype dt, int rank, const int64_t *shape, bool exact);
+
+tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape) { return tensor_alloc(dt, rank, shape, false); }
+
+tfe_tensor *tensor_new_exact(int64_t nbytes) { return tensor_alloc(TFE_BOOL, 1, &nbytes, true); }
+
+static tfe_tensor *tensor_alloc(tfe_dtype dt, int rank, const int64_t *shape, bool exact) {
     size_t esz = kn_esz(dt);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= shape[i];
@@ -108,7 +116,7 @@ tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape) {
     }
     tfe_tensor *t = tensor_struct();
     if (!t) return NULL;
-    tfe_storage *s = storage_new((size_t)n * esz);
+    tfe_storage *s = storage_new((size_t)n * esz, exact);
     if (!s) {
         t->node = free_tensors;
         free_tensors = t;

@@ -34,6 +34,7 @@ typedef struct tfe_storage {
     int device;
     size_t nbytes;
     void *data;          /* from the caching allocator (tensor/alloc.c) */
+    bool exact;          /* from tfe_alloc_exact (a plan's arena), not a size class */
 } tfe_storage;
 
 typedef struct tfe_tensor {
@@ -62,6 +63,11 @@ extern volatile int tfe_interrupted;
 /* Caching allocator (sized free lists; 64-byte aligned). */
 void *tfe_alloc(size_t nbytes);     /* NULL + error set on failure */
 void tfe_free(void *p, size_t nbytes);
+/* A block of nbytes rounded up to 64 only, not to a size class (which can
+ * add a quarter): for a long-lived block made once, a plan's arena
+ * (graph/plan.c); it is never cached, tfe_free_exact returns it. */
+void *tfe_alloc_exact(size_t nbytes);
+void tfe_free_exact(void *p, size_t nbytes);
 void tfe_alloc_trim(void);          /* return cached blocks to the system */
 /* total_bytes: every block handed out so far, rounded (the profiler's "bytes allocated") */
 typedef struct tfe_alloc_stats { size_t live_bytes, cached_bytes, peak_bytes, n_malloc, n_hits, total_bytes; } tfe_alloc_stats;
@@ -74,6 +80,7 @@ size_t tfe_alloc_get_limit(void);
 
 /* Construction. New tensors are contiguous (row-major) on the CPU. */
 tfe_tensor *tensor_new(tfe_dtype dt, int rank, const int64_t *shape);      /* uninitialised */
+tfe_tensor *tensor_new_exact(int64_t nbytes); /* bool[nbytes], uninitialised, from tfe_alloc_exact */
 tfe_tensor *tensor_zeros(tfe_dtype dt, int rank, const int64_t *shape);
 tfe_tensor *tensor_from_f64(double v, tfe_dtype dt);                        /* 0-d */
 tfe_tensor *tensor_from_i64(int64_t v, tfe_dtype dt);                       /* 0-d */

@@ -13,6 +13,8 @@
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
+static void host_vars_clear(Tracer *T);
+
 /* process-wide, so that no two traces share an id even across interpreters
  * (an id stamps the Env/Seq/Record made during a trace) */
 static uint32_t next_trace_id = 1;
@@ -62,6 +64,7 @@ void trace_end(Tracer *T)
     for (int i = 0; i < T->npre; i++) value_decref(T->pre[i].v);
     free(T->pre);
     free(T->hreads);
+    host_vars_clear(T);
     free(T->static_in);
     free(T->walked);
     free(T->sym_fns);
@@ -994,7 +997,7 @@ static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n)
         Leaves l = {0};
         sig_flatten(o->traced, &sb, &l, SIG_OUTPUT);
         sig_free(&sb);
-        bool fl = false;
+        bool fl = o->orig.kind == V_SCALAR; /* (an int too: the function's backward reads it) */
         for (int k = 0; k < l.n; k++) fl |= dtype_is_float(l.t[k]->dtype);
         if (fl) {
             ctx = xrealloc(ctx, sizeof *ctx * (size_t)(*n + 1));
@@ -1040,6 +1043,60 @@ static void note_host_read(Tracer *T, Env *e, int slot, const char *name)
     T->hreads[T->nhreads++] = (struct HostRead){e, slot, name};
 }
 
+/* While a @host function runs at trace time: the variables it reads (float
+ * ones: a gradient can reach them), with the value of the first read. */
+void trace_note_host_var(Tracer *T, Value var, const tfe_tensor *value)
+{
+    if (!T || !T->host_reading || T->suspended != T->host_reading || !value || !dtype_is_float(value->dtype)) return;
+    for (int i = 0; i < T->nhvars; i++)
+        if (T->hvars[i].var.u.o == var.u.o) return;
+    T->hvars = xrealloc(T->hvars, sizeof *T->hvars * (size_t)(T->nhvars + 1));
+    value_incref(var);
+    tensor_incref((tfe_tensor *)value);
+    T->hvars[T->nhvars++] = (struct HostVar){var, (tfe_tensor *)value};
+}
+
+static void host_vars_clear(Tracer *T)
+{
+    for (int i = 0; i < T->nhvars; i++) {
+        value_decref(T->hvars[i].var);
+        tensor_decref(T->hvars[i].t);
+    }
+    free(T->hvars);
+    T->hvars = NULL;
+    T->nhvars = 0;
+}
+
+/* After a @host call at trace time: the variables it read become inputs of
+ * its node too, reads of them before it (their values at the call), so its
+ * gradient reaches them, and its backward runs the function again with
+ * these values (stage/host_grad.c), not the ones at gradient time. A
+ * variable the function assigned before reading it gets none (its value
+ * then came from the call). tapes: the read is one to the tapes (the call
+ * is one tape entry for them, whose inputs these are). */
+static void host_read_vars(Tracer *T, Leaves *lv, struct HostCtx **pctx, int *n, bool tapes)
+{
+    for (int i = 0; i < T->nhvars; i++) {
+        Value var = T->hvars[i].var;
+        tfe_tensor *now = variable_peek(var);
+        bool seen = false;
+        for (int j = 0; j < *n && !seen; j++) seen = !(*pctx)[j].env && (*pctx)[j].tmpl.u.o == var.u.o;
+        if (seen || now != T->hvars[i].t) continue;
+        tfe_tensor *t;
+        if (tapes) t = value_to_tensor(var);
+        else {
+            tensor_incref(now);
+            t = trace_var_read(T, var, now);
+        }
+        if (!t) continue;
+        *pctx = xrealloc(*pctx, sizeof **pctx * (size_t)(*n + 1));
+        value_incref(var);
+        (*pctx)[(*n)++] = (struct HostCtx){.env = NULL, .slot = -1, .tmpl = var, .nleaves = 1};
+        leaves_push(lv, t);
+    }
+    host_vars_clear(T);
+}
+
 /* Before a @host call: every outside binding's value (what the call sees). */
 static void snapshot_envs(Tracer *T)
 {
@@ -1065,7 +1122,9 @@ static void host_read_context(Tracer *T, Leaves *lv, struct HostCtx **ctx, int *
         /* a big container (a data set in a global) would make every call
          * flatten it: such a binding gets no gradient (docs/staging.md) */
         int nt = count_tensors(before, 64);
-        if (nt == 0 || nt > 64) continue;
+        /* a number: its backward runs the function with the value of the call */
+        bool number = before.kind == V_SCALAR && before.dtype != TFE_BOOL && !before.lit;
+        if ((nt == 0 && !number) || nt > 64) continue;
         Outside *o = find_outside(T, h->env, h->slot);
         if (!o) o = add_outside_value(T, h->env, h->slot, h->name, before);
         if (o->synced < T->nhost && outside_read_node_of(T, o, before)) continue;
@@ -1247,6 +1306,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (user) {
         snapshot_envs(T);
         T->nhreads = 0;
+        host_vars_clear(T);
     }
     /* a cached call that stopped at this call, its first effect, because the
      * function returned another kind than traced: its result, not a second
@@ -1277,6 +1337,11 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->nhost++;
         rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, src, &sync, &after);
     }
+    /* (whether the call is one entry to the tapes: see below) */
+    bool entry = (result.kind != V_NIL || after.n) &&
+                 (inner_tape || ((redone || I->check_replay) && tfe_tapes_active && host_is_differentiable(f)));
+    if (!rc && user && host_is_differentiable(f)) host_read_vars(T, &lv, &ctx, &nctx, entry);
+    else if (user) host_vars_clear(T);
     free(src);
     if (nctx) {
         if (!sync) sync = xcalloc(1, sizeof *sync), sync->tmpl = v_nil();

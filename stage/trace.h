@@ -92,6 +92,9 @@ typedef struct Tracer {
     int nloop_fresh;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
+    struct HostVar { Value var; tfe_tensor *t; } *hvars; /* the variables it read, and the
+                             value each had at its first read (owned) */
+    int nhvars;
     int nargs;
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */
@@ -166,6 +169,9 @@ typedef int (*TraceRunFn)(void *ctx, int part, tfe_tensor *const *in, tfe_tensor
 int trace_cond_fn(Interp *I, Loc loc, tfe_tensor *pred, int nout, TraceRunFn run, void *ctx, tfe_tensor **outs);
 int trace_while_fn(Interp *I, Loc loc, int nc, tfe_tensor *const *init, TraceRunFn run, void *ctx, tfe_tensor **outs);
 tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value); /* takes value; new ref */
+/* var (its value now: value, borrowed) is read by a @host function running
+ * at trace time: its node gets the variable's read as an input (its gradient) */
+void trace_note_host_var(Tracer *T, Value var, const tfe_tensor *value);
 void trace_var_reread(Tracer *T, Value var, tfe_tensor *value);      /* value: var's tensor now */
 void trace_share_reads(Tracer *T, int id); /* cond or while id, just traced: reads of a variable read before it */
 /* A call of an effect builtin or a @host function: records a G_HOST node

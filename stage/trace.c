@@ -936,8 +936,10 @@ static int outside_read_node_of(Tracer *T, Outside *o, Value v)
     T->suspended++; /* comparing values is not a use of them (no signature by value) */
     for (int k = 0; pass && k < lv.n; k++) n->host->sync->changed |= !sig_same_leaf(lv.t[k], bl.t[k]);
     T->suspended--;
-    /* numbers the body never assigned: nothing a tape watches led to them */
-    if (!o->written && count_tensors(o->orig, 0) == 0) n->host->sync->changed = false;
+    /* numbers (0-d tensors too: they are unboxed) the body never assigned,
+     * and the call left numbers: nothing a tape watches led to them (a
+     * tensor the call made of them, c = c + x, may come from its input) */
+    if (!o->written && count_tensors(o->orig, 0) == 0 && count_tensors(v, 0) == 0) n->host->sync->changed = false;
     if (T->region == 0) effect_chain(T, id);
     tfe_tensor **al = xmalloc(sizeof *al * (size_t)(lv.n ? lv.n : 1));
     for (int k = 0; k < lv.n; k++) {

@@ -1376,6 +1376,8 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
             if (trace_read_outside(I, e, n->slot, n->str, &v)) return -1;
         } else {
             v = e->slots[n->slot];
+            /* (a @host closure made in the body reading the body's values) */
+            if (I->tracer->host_env && trace_host_reads_body(I, e, v, n->str, n->loc)) return -1;
             value_incref(v);
         }
     }

@@ -1045,6 +1045,31 @@ static void note_host_read(Tracer *T, Env *e, int slot, const char *name)
     T->hreads[T->nhreads++] = (struct HostRead){e, slot, name};
 }
 
+/* A @host function made inside the staged body (host(fn () => y + 1.0), a
+ * nested @host fn) reads a binding of the body: the graph's host node calls
+ * that very closure at every call, whose Env holds the values of the call
+ * that traced, so a value the body computed would be stale. */
+int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc)
+{
+    Tracer *T = I->tracer;
+    if (!T || !T->host_env || T->failed || !T->host_reading || T->suspended != T->host_reading) return 0;
+    bool captured = false;
+    for (Env *x = T->host_env; x && !captured; x = x->parent) captured = x == e;
+    if (!captured) return 0;
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    sig_flatten(v, &sb, &lv, SIG_OUTPUT);
+    bool traced = false;
+    for (int k = 0; k < lv.n && !traced; k++) traced = lv.t[k]->node != NULL;
+    leaves_free(&lv);
+    sig_free(&sb);
+    if (!traced) return 0;
+    return trace_fail(I, loc, "a @host function made inside the staged function reads '%s', a value of the body "
+                              "that is not known until the graph runs (the function would keep the value of the "
+                              "call that traced it): pass '%s' to the function as an argument, or define the "
+                              "function outside the staged function", name, name);
+}
+
 /* While a @host function runs at trace time: the variables it reads (float
  * ones: a gradient can reach them), with the value of the first read. */
 void trace_note_host_var(Tracer *T, Value var, const tfe_tensor *value)
@@ -1324,11 +1349,16 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
         if (user) T->host_reading = T->suspended;
+        if (user) {
+            Env *ce = ((Closure *)f.u.o)->env;
+            T->host_env = ce && ce->trace_id == T->id ? ce : NULL;
+        }
         /* (under the check, tracing again a call whose eager run made them:
          * that run's calls, stage/check.c) */
         rc = I->check_replay ? check_host_replay(I, f, argc, argv, nkw, kwnames, kwvals, &result)
                              : call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
         if (user) T->host_reading = 0;
+        T->host_env = NULL;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
     }

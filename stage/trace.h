@@ -76,6 +76,7 @@ typedef struct Tracer {
     struct StartSlot *pre; /* the same, before the @host call being traced (owned) */
     int npre;
     int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
+    Env *host_env;        /* ... made inside the staged body: the Env it closes over (borrowed) */
     int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
                              are made again after it (trace_node_outputs): a tape made in
                              this trace noted those reads when it traced them */
@@ -138,6 +139,9 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n);
 
 /* The interpreter's hooks (interp/eval.c, value.c, builtins). */
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out);
+/* A @host function made inside the staged body reads e's binding (a body's
+ * Env): a traced value there is an error (the function keeps this call's). */
+int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc);
 int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v); /* takes v */
 int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
 /* if on a traced tensor (cond is traced and has one element): 0 with *xs

@@ -1337,7 +1337,7 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
             /* a value not known at trace time (in a traced branch or loop
              * body) failed the trace: the branch runs at trace time instead,
              * as for print(x) or str(x), never with "<traced tensor>" */
-            if (s && __builtin_expect(I->tracer != NULL, 0) && I->has_error) {
+            if (s && __builtin_expect(I->tracer != NULL, 0) && I->tracer->symbolic && I->has_error) {
                 free(s);
                 rc = -1;
             } else if (!s) {

@@ -178,6 +178,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
 {
     tfe_tensor *t = v->value, *stored = t;
     tensor_incref(t);
+    if (tr) trace_note_host_var(tr, v_obj(V_OBJECT, v), t); /* (a @host function's read) */
     if (tr) t = trace_var_read(tr, v_obj(V_OBJECT, v), t);
     bool sym = tr && tr->symbolic;
     if (t && v->trainable && nwatching)

@@ -1334,7 +1334,13 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
             s = format_values(p->str, strlen(p->str), argc, argv, &err);
             I->formatting = false;
             I->cur_loc = saved;
-            if (!s) {
+            /* a value not known at trace time (in a traced branch or loop
+             * body) failed the trace: the branch runs at trace time instead,
+             * as for print(x) or str(x), never with "<traced tensor>" */
+            if (s && __builtin_expect(I->tracer != NULL, 0) && I->tracer->symbolic && I->has_error) {
+                free(s);
+                rc = -1;
+            } else if (!s) {
                 const char *m = err ? err : "format: failed";
                 if (strncmp(m, "format: ", 8) == 0) m += 8;
                 rc = raise_at(I, p->opl, "f-string: %s", m);
@@ -1370,6 +1376,8 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
             if (trace_read_outside(I, e, n->slot, n->str, &v)) return -1;
         } else {
             v = e->slots[n->slot];
+            /* (a @host closure made in the body reading the body's values) */
+            if (I->tracer->host_env && trace_host_reads_body(I, e, v, n->str, n->loc)) return -1;
             value_incref(v);
         }
     }

@@ -42,7 +42,7 @@ HostSync *host_sync_copy(const HostSync *s)
     d->ctx = s->nctx ? xmalloc(sizeof *d->ctx * (size_t)s->nctx) : NULL;
     for (int i = 0; i < s->nctx; i++) {
         d->ctx[i] = s->ctx[i];
-        d->ctx[i].env->h.refcount++;
+        if (d->ctx[i].env) d->ctx[i].env->h.refcount++;
         value_incref(d->ctx[i].tmpl);
     }
     return d;
@@ -60,7 +60,7 @@ void host_sync_free(HostSync *s)
     }
     free(s->after);
     for (int i = 0; i < s->nctx; i++) {
-        env_decref(s->ctx[i].env);
+        if (s->ctx[i].env) env_decref(s->ctx[i].env);
         value_decref(s->ctx[i].tmpl);
     }
     free(s->ctx);
@@ -74,7 +74,8 @@ bool host_sync_same(const HostSync *a, const HostSync *b)
         mem_cmp(a->sig, b->sig, a->nsig) || a->nafter != b->nafter || a->nctx != b->nctx)
         return false;
     for (int i = 0; i < a->nctx; i++)
-        if (a->ctx[i].env != b->ctx[i].env || a->ctx[i].slot != b->ctx[i].slot || a->ctx[i].nleaves != b->ctx[i].nleaves)
+        if (a->ctx[i].env != b->ctx[i].env || a->ctx[i].slot != b->ctx[i].slot || a->ctx[i].nleaves != b->ctx[i].nleaves ||
+            (!a->ctx[i].env && a->ctx[i].tmpl.u.o != b->ctx[i].tmpl.u.o))
             return false;
     for (int i = 0; i < a->nafter; i++) {
         const HostAfter *x = &a->after[i], *y = &b->after[i];

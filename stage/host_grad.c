@@ -45,7 +45,7 @@ static void hostfn_free(Obj *o)
     free(h->vjp_name);
     free(h->after);
     for (int i = 0; i < h->nctx; i++) {
-        env_decref(h->ctx[i].env);
+        if (h->ctx[i].env) env_decref(h->ctx[i].env);
         value_decref(h->ctx[i].tmpl);
     }
     free(h->ctx);
@@ -99,7 +99,7 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     h->ctx = h->nctx ? xmalloc(sizeof *h->ctx * (size_t)h->nctx) : NULL;
     for (int i = 0; i < h->nctx; i++) {
         h->ctx[i] = n->host->sync->ctx[i];
-        h->ctx[i].env->h.refcount++;
+        if (h->ctx[i].env) h->ctx[i].env->h.refcount++;
         value_incref(h->ctx[i].tmpl);
     }
     return h;
@@ -202,9 +202,18 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
             value_incref(args[a]);
         }
     }
-    /* the outside bindings it may read hold this call's values (restored after) */
+    /* the outside bindings and variables it may read hold this call's
+     * values (restored after) */
     Value *saved = xcalloc((size_t)(h->nctx ? h->nctx : 1), sizeof *saved);
     for (int i = 0; i < h->nctx; i++) {
+        if (!h->ctx[i].env) {
+            tfe_tensor *old = variable_peek(h->ctx[i].tmpl);
+            tensor_incref(old);
+            saved[i] = v_tensor_take(old);
+            tensor_incref(own[kk]);
+            variable_replace_take(h->ctx[i].tmpl, own[kk++]);
+            continue;
+        }
         Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
         saved[i] = *slot;
         *slot = sig_rebuild(h->ctx[i].tmpl, own, &kk, false, 0);
@@ -234,6 +243,11 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     if (I->tracer) I->tracer->suspended--;
     tfe_random_restore(rkey, rcounter);
     for (int i = 0; i < h->nctx; i++) {
+        if (!h->ctx[i].env) {
+            variable_replace_take(h->ctx[i].tmpl, value_to_tensor(saved[i]));
+            value_decref(saved[i]);
+            continue;
+        }
         Value *slot = &h->ctx[i].env->slots[h->ctx[i].slot];
         value_decref(*slot);
         *slot = saved[i];

@@ -58,7 +58,9 @@ typedef struct HostSync {
     int nafter;
     /* env NULL: outside bindings the body assigned before the call, which the
      * function may read: their leaves are the node's last inputs (after the
-     * arguments'), so its gradient reaches them (stage/host_grad.c) */
+     * arguments'), so its gradient reaches them (stage/host_grad.c); then
+     * the variables it read (env NULL, tmpl the variable, one leaf: its
+     * value at the call) */
     struct HostCtx { Env *env; int slot; Value tmpl; int nleaves; } *ctx;
     int nctx;
 } HostSync;

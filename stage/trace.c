@@ -14,6 +14,8 @@
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
+static void host_vars_clear(Tracer *T);
+
 /* process-wide, so that no two traces share an id even across interpreters
  * (an id stamps the Env/Seq/Record made during a trace) */
 static uint32_t next_trace_id = 1;
@@ -65,6 +67,7 @@ void trace_end(Tracer *T)
     for (int i = 0; i < T->npre; i++) value_decref(T->pre[i].v);
     free(T->pre);
     free(T->hreads);
+    host_vars_clear(T);
     free(T->static_in);
     free(T->walked);
     free(T->dyn);
@@ -1037,8 +1040,10 @@ static int outside_read_node_of(Tracer *T, Outside *o, Value v)
     T->suspended++; /* comparing values is not a use of them (no signature by value) */
     for (int k = 0; pass && k < lv.n; k++) n->host->sync->changed |= !sig_same_leaf(lv.t[k], bl.t[k]);
     T->suspended--;
-    /* numbers the body never assigned: nothing a tape watches led to them */
-    if (!o->written && count_tensors(o->orig, 0) == 0) n->host->sync->changed = false;
+    /* numbers (0-d tensors too: they are unboxed) the body never assigned,
+     * and the call left numbers: nothing a tape watches led to them (a
+     * tensor the call made of them, c = c + x, may come from its input) */
+    if (!o->written && count_tensors(o->orig, 0) == 0 && count_tensors(v, 0) == 0) n->host->sync->changed = false;
     if (T->region == 0) effect_chain(T, id);
     tfe_tensor **al = xmalloc(sizeof *al * (size_t)(lv.n ? lv.n : 1));
     for (int k = 0; k < lv.n; k++) {
@@ -1098,7 +1103,7 @@ static void add_ctx(Outside *o, Leaves *lv, struct HostCtx **pctx, int *n)
         Leaves l = {0};
         sig_flatten(o->traced, &sb, &l, SIG_OUTPUT);
         sig_free(&sb);
-        bool fl = false;
+        bool fl = o->orig.kind == V_SCALAR; /* (an int too: the function's backward reads it) */
         for (int k = 0; k < l.n; k++) fl |= dtype_is_float(l.t[k]->dtype);
         if (fl) {
             ctx = xrealloc(ctx, sizeof *ctx * (size_t)(*n + 1));
@@ -1144,6 +1149,85 @@ static void note_host_read(Tracer *T, Env *e, int slot, const char *name)
     T->hreads[T->nhreads++] = (struct HostRead){e, slot, name};
 }
 
+/* A @host function made inside the staged body (host(fn () => y + 1.0), a
+ * nested @host fn) reads a binding of the body: the graph's host node calls
+ * that very closure at every call, whose Env holds the values of the call
+ * that traced, so a value the body computed would be stale. */
+int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc)
+{
+    Tracer *T = I->tracer;
+    if (!T || !T->host_env || T->failed || !T->host_reading || T->suspended != T->host_reading) return 0;
+    bool captured = false;
+    for (Env *x = T->host_env; x && !captured; x = x->parent) captured = x == e;
+    if (!captured) return 0;
+    SigBuf sb = {0};
+    Leaves lv = {0};
+    sig_flatten(v, &sb, &lv, SIG_OUTPUT);
+    bool traced = false;
+    for (int k = 0; k < lv.n && !traced; k++) traced = lv.t[k]->node != NULL;
+    leaves_free(&lv);
+    sig_free(&sb);
+    if (!traced) return 0;
+    return trace_fail(I, loc, "a @host function made inside the staged function reads '%s', a value of the body "
+                              "that is not known until the graph runs (the function would keep the value of the "
+                              "call that traced it): pass '%s' to the function as an argument, or define the "
+                              "function outside the staged function", name, name);
+}
+
+/* While a @host function runs at trace time: the variables it reads (float
+ * ones: a gradient can reach them), with the value of the first read. */
+void trace_note_host_var(Tracer *T, Value var, const tfe_tensor *value)
+{
+    if (!T || !T->host_reading || T->suspended != T->host_reading || !value || !dtype_is_float(value->dtype)) return;
+    for (int i = 0; i < T->nhvars; i++)
+        if (T->hvars[i].var.u.o == var.u.o) return;
+    T->hvars = xrealloc(T->hvars, sizeof *T->hvars * (size_t)(T->nhvars + 1));
+    value_incref(var);
+    tensor_incref((tfe_tensor *)value);
+    T->hvars[T->nhvars++] = (struct HostVar){var, (tfe_tensor *)value};
+}
+
+static void host_vars_clear(Tracer *T)
+{
+    for (int i = 0; i < T->nhvars; i++) {
+        value_decref(T->hvars[i].var);
+        tensor_decref(T->hvars[i].t);
+    }
+    free(T->hvars);
+    T->hvars = NULL;
+    T->nhvars = 0;
+}
+
+/* After a @host call at trace time: the variables it read become inputs of
+ * its node too, reads of them before it (their values at the call), so its
+ * gradient reaches them, and its backward runs the function again with
+ * these values (stage/host_grad.c), not the ones at gradient time. A
+ * variable the function assigned before reading it gets none (its value
+ * then came from the call). tapes: the read is one to the tapes (the call
+ * is one tape entry for them, whose inputs these are). */
+static void host_read_vars(Tracer *T, Leaves *lv, struct HostCtx **pctx, int *n, bool tapes)
+{
+    for (int i = 0; i < T->nhvars; i++) {
+        Value var = T->hvars[i].var;
+        tfe_tensor *now = variable_peek(var);
+        bool seen = false;
+        for (int j = 0; j < *n && !seen; j++) seen = !(*pctx)[j].env && (*pctx)[j].tmpl.u.o == var.u.o;
+        if (seen || now != T->hvars[i].t) continue;
+        tfe_tensor *t;
+        if (tapes) t = value_to_tensor(var);
+        else {
+            tensor_incref(now);
+            t = trace_var_read(T, var, now);
+        }
+        if (!t) continue;
+        *pctx = xrealloc(*pctx, sizeof **pctx * (size_t)(*n + 1));
+        value_incref(var);
+        (*pctx)[(*n)++] = (struct HostCtx){.env = NULL, .slot = -1, .tmpl = var, .nleaves = 1};
+        leaves_push(lv, t);
+    }
+    host_vars_clear(T);
+}
+
 /* Before a @host call: every outside binding's value (what the call sees). */
 static void snapshot_envs(Tracer *T)
 {
@@ -1169,7 +1253,9 @@ static void host_read_context(Tracer *T, Leaves *lv, struct HostCtx **ctx, int *
         /* a big container (a data set in a global) would make every call
          * flatten it: such a binding gets no gradient (docs/staging.md) */
         int nt = count_tensors(before, 64);
-        if (nt == 0 || nt > 64) continue;
+        /* a number: its backward runs the function with the value of the call */
+        bool number = before.kind == V_SCALAR && before.dtype != TFE_BOOL && !before.lit;
+        if ((nt == 0 && !number) || nt > 64) continue;
         Outside *o = find_outside(T, h->env, h->slot);
         if (!o) o = add_outside_value(T, h->env, h->slot, h->name, before);
         if (o->synced < T->nhost && outside_read_node_of(T, o, before)) continue;
@@ -1351,6 +1437,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     if (user) {
         snapshot_envs(T);
         T->nhreads = 0;
+        host_vars_clear(T);
     }
     /* a cached call that stopped at this call, its first effect, because the
      * function returned another kind than traced: its result, not a second
@@ -1366,11 +1453,16 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
         if (user) T->host_reading = T->suspended;
+        if (user) {
+            Env *ce = ((Closure *)f.u.o)->env;
+            T->host_env = ce && ce->trace_id == T->id ? ce : NULL;
+        }
         /* (under the check, tracing again a call whose eager run made them:
          * that run's calls, stage/check.c) */
         rc = I->check_replay ? check_host_replay(I, f, argc, argv, nkw, kwnames, kwvals, &result)
                              : call_value(I, f, argc, argv, nkw, kwnames, kwvals, &result);
         if (user) T->host_reading = 0;
+        T->host_env = NULL;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
     }
@@ -1381,6 +1473,11 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->nhost++;
         rc = host_after_args(T, fname, call_loc, argc, nargs, argv, kwvals, ha, pre, &lv, src, &sync, &after);
     }
+    /* (whether the call is one entry to the tapes: see below) */
+    bool entry = (result.kind != V_NIL || after.n) &&
+                 (inner_tape || ((redone || I->check_replay) && tfe_tapes_active && host_is_differentiable(f)));
+    if (!rc && user && host_is_differentiable(f)) host_read_vars(T, &lv, &ctx, &nctx, entry);
+    else if (user) host_vars_clear(T);
     free(src);
     if (nctx) {
         if (!sync) sync = xcalloc(1, sizeof *sync), sync->tmpl = v_nil();

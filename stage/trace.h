@@ -79,6 +79,7 @@ typedef struct Tracer {
     struct StartSlot *pre; /* the same, before the @host call being traced (owned) */
     int npre;
     int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
+    Env *host_env;        /* ... made inside the staged body: the Env it closes over (borrowed) */
     int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
                              are made again after it (trace_node_outputs): a tape made in
                              this trace noted those reads when it traced them */
@@ -95,6 +96,9 @@ typedef struct Tracer {
     int nloop_fresh;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
+    struct HostVar { Value var; tfe_tensor *t; } *hvars; /* the variables it read, and the
+                             value each had at its first read (owned) */
+    int nhvars;
     int nargs;
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */
@@ -138,6 +142,9 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n);
 
 /* The interpreter's hooks (interp/eval.c, value.c, builtins). */
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out);
+/* A @host function made inside the staged body reads e's binding (a body's
+ * Env): a traced value there is an error (the function keeps this call's). */
+int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc);
 int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v); /* takes v */
 int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
 /* if on a traced tensor (cond is traced and has one element): 0 with *xs
@@ -169,6 +176,9 @@ typedef int (*TraceRunFn)(void *ctx, int part, tfe_tensor *const *in, tfe_tensor
 int trace_cond_fn(Interp *I, Loc loc, tfe_tensor *pred, int nout, TraceRunFn run, void *ctx, tfe_tensor **outs);
 int trace_while_fn(Interp *I, Loc loc, int nc, tfe_tensor *const *init, TraceRunFn run, void *ctx, tfe_tensor **outs);
 tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value); /* takes value; new ref */
+/* var (its value now: value, borrowed) is read by a @host function running
+ * at trace time: its node gets the variable's read as an input (its gradient) */
+void trace_note_host_var(Tracer *T, Value var, const tfe_tensor *value);
 void trace_var_reread(Tracer *T, Value var, tfe_tensor *value);      /* value: var's tensor now */
 void trace_share_reads(Tracer *T, int id); /* cond or while id, just traced: reads of a variable read before it */
 /* A call of an effect builtin or a @host function: records a G_HOST node

@@ -648,6 +648,25 @@ BUILTIN(bi_check_training)
                            ((Str *)a[0].u.o)->s, article(k), k);
 }
 
+/* check_arg(where, cond, message): nil, or the error "where: message" at the
+ * caller's call when cond is false (a library function's own argument
+ * checks: data.batches, nn.layer_norm), located at the user's line as the
+ * other checks are. */
+BUILTIN(bi_check_arg)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_arg", "where, cond, message", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_STR)
+        return interp_raise(I, "check_arg: where and message must be strings");
+    bool t;
+    if (value_truth(I, a[1], I->cur_loc, &t)) return -1;
+    *out = v_nil();
+    if (t) return 0;
+    return raise_at_caller(I, "%s: %s", ((Str *)a[0].u.o)->s, ((Str *)a[2].u.o)->s);
+}
+
 /* enumerate(xs, start=0), zip(a, b, ...): lists of tuples, walking each
  * iterable as 'for' does (tensors along axis 0, tuples, lists, ranges,
  * record keys, strings); zip stops at the shortest. */
@@ -743,4 +762,5 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_grads", bi_check_grads, NULL);
     interp_define_builtin(I, "check_layers", bi_check_layers, NULL);
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
+    interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

@@ -531,8 +531,12 @@ BUILTIN(bi_check_labels)
                     k += (size_t)snprintf(at + k, sizeof at - k, d ? ", %lld" : "%lld", (long long)idx[d]);
                 if (k < sizeof at - 1) strcat(at, "]");
             }
-            rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
-                                 where, (long long)v, at, (long long)n, (long long)n);
+            if (!strcmp(name, "ids")) /* nn.embedding's table rows */
+                rc = raise_at_caller(I, "%s: id %lld%s is outside [0, %lld): the table has %lld rows (vocab_size)",
+                                     where, (long long)v, at, (long long)n, (long long)n);
+            else
+                rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
+                                     where, (long long)v, at, (long long)n, (long long)n);
             break;
         }
         tensor_decref(h);

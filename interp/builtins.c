@@ -597,11 +597,27 @@ BUILTIN(bi_check_grads)
                                   "t.gradient(loss, ps) returns for the record ps the optimizer was built with; got %s %s",
                                where, article(k), k);
     Record *g = (Record *)a[1].u.o, *ps = (Record *)a[2].u.o;
-    for (int i = 0; i < ps->n; i++)
-        if (!record_get(g, ps->keys[i]->s, strlen(ps->keys[i]->s)))
+    for (int i = 0; i < ps->n; i++) {
+        Value *gv = record_get(g, ps->keys[i]->s, strlen(ps->keys[i]->s));
+        if (!gv)
             return raise_at_caller(I, "%s: the gradients have no entry \"%s\"; the optimizer updates every parameter it "
                                       "was built with: pass t.gradient(loss, ps) for that same record ps",
                                    where, ps->keys[i]->s);
+        /* a gradient that only broadcasts to its parameter ((1,) for (2, 1))
+         * would update every element alike */
+        if ((gv->kind != V_TENSOR && gv->kind != V_SCALAR) || !value_is_variable(ps->vals[i])) continue;
+        const tfe_tensor *w = variable_peek(ps->vals[i]);
+        int grank = gv->kind == V_TENSOR ? gv->u.t->rank : 0;
+        const int64_t *gshape = gv->kind == V_TENSOR ? gv->u.t->shape : NULL;
+        bool same = grank == w->rank;
+        for (int d = 0; same && d < grank; d++) same = gshape[d] == w->shape[d];
+        if (!same) {
+            char s1[200], s2[200];
+            return raise_at_caller(I, "%s: the gradient for '%s' has shape %s, the parameter %s; each gradient must "
+                                      "have its parameter's shape, as t.gradient(loss, ps) returns",
+                                   where, ps->keys[i]->s, shape_str(grank, gshape, s1), shape_str(w->rank, w->shape, s2));
+        }
+    }
     return 0;
 }
 

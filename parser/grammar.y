@@ -27,6 +27,7 @@ static void yyerror(Loc *loc, Lexer *lx, const char *msg);
 static Node *mk(NodeKind k, Loc loc) { return node_new(k, loc); }
 static Node *mk2(NodeKind k, Loc loc, Node *a, Node *b);
 static Node *binop(int op, Loc loc, Loc opl, Node *a, Node *b);
+static bool deep(Lexer *lx, Node *n);
 static void list_move(NodeList *dst, Node *carrier);
 static Node *assign(Lexer *lx, int op, Loc loc, Loc opl, Node *t, Node *v);
 static Node *ifexpr(Loc loc, Loc opl, Node *cond, Node *then, Node *other);
@@ -257,21 +258,21 @@ lambda
 
 or_expr
     : and_expr
-    | or_expr "or" and_expr         { $$ = mk2(N_OR, @$, $1, $3); $$->opl = @2; }
+    | or_expr "or" and_expr         { $$ = mk2(N_OR, @$, $1, $3); $$->opl = @2; if (deep(lx, $$)) YYABORT; }
     ;
 and_expr
     : not_expr
-    | and_expr "and" not_expr       { $$ = mk2(N_AND, @$, $1, $3); $$->opl = @2; }
+    | and_expr "and" not_expr       { $$ = mk2(N_AND, @$, $1, $3); $$->opl = @2; if (deep(lx, $$)) YYABORT; }
     ;
 not_expr
     : cmp
-    | "not" not_expr                { $$ = mk(N_NOT, @$); $$->a = $2; $$->opl = @1; }
+    | "not" not_expr                { $$ = mk(N_NOT, @$); $$->a = $2; $$->opl = @1; if (deep(lx, $$)) YYABORT; }
     ;
 
 /* comparisons do not chain: a < b < c parses only to be refused with a hint */
 cmp
     : sum
-    | sum cmpop sum                 { $$ = binop($2, @$, @2, $1, $3); }
+    | sum cmpop sum                 { $$ = binop($2, @$, @2, $1, $3); if (deep(lx, $$)) YYABORT; }
     | sum cmpop sum cmpop {
           /* refused as soon as the second operator is seen; the cleanup
              frees the symbols already on the stack */
@@ -290,12 +291,12 @@ cmpop
 
 sum
     : term
-    | sum "+" term                  { $$ = binop(AOP_ADD, @$, @2, $1, $3); }
-    | sum "-" term                  { $$ = binop(AOP_SUB, @$, @2, $1, $3); }
+    | sum "+" term                  { $$ = binop(AOP_ADD, @$, @2, $1, $3); if (deep(lx, $$)) YYABORT; }
+    | sum "-" term                  { $$ = binop(AOP_SUB, @$, @2, $1, $3); if (deep(lx, $$)) YYABORT; }
     ;
 term
     : unary
-    | term mulop unary              { $$ = binop($2, @$, @2, $1, $3); }
+    | term mulop unary              { $$ = binop($2, @$, @2, $1, $3); if (deep(lx, $$)) YYABORT; }
     ;
 mulop
     : "*" { $$ = AOP_MUL; } | "/" { $$ = AOP_DIV; } | "//" { $$ = AOP_FLOORDIV; }
@@ -305,21 +306,21 @@ mulop
 /* -2 ** 2 is -(2 ** 2); 2 ** -1 parses; ** is right-associative */
 unary
     : power
-    | "-" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_NEG; $$->a = $2; $$->opl = @1; }
-    | "+" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_POS; $$->a = $2; $$->opl = @1; }
+    | "-" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_NEG; $$->a = $2; $$->opl = @1; if (deep(lx, $$)) YYABORT; }
+    | "+" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_POS; $$->a = $2; $$->opl = @1; if (deep(lx, $$)) YYABORT; }
     ;
 power
     : postfix
-    | postfix "**" unary            { $$ = binop(AOP_POW, @$, @2, $1, $3); }
+    | postfix "**" unary            { $$ = binop(AOP_POW, @$, @2, $1, $3); if (deep(lx, $$)) YYABORT; }
     ;
 
 postfix
     : primary
-    | postfix "(" args ")"          { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; }
-    | postfix "[" items "]"         { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; }
+    | postfix "(" args ")"          { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; if (deep(lx, $$)) YYABORT; }
+    | postfix "[" items "]"         { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; if (deep(lx, $$)) YYABORT; }
     | postfix "." NAME {
           $$ = mk(N_FIELD, @$); $$->a = $1; $$->str = $3->str; $3->str = NULL;
-          $$->opl = $3->loc; ast_free($3);
+          $$->opl = $3->loc; ast_free($3); if (deep(lx, $$)) YYABORT;
       }
     ;
 
@@ -333,19 +334,19 @@ primary
     | "nil"                         { $$ = mk(N_NIL, @$); }
     | "(" ")"                       { $$ = mk(N_TUPLE, @$); }
     | "(" expr ")"                  { $$ = $2; }
-    | "(" expr "," ")"              { $$ = mk(N_TUPLE, @$); nodelist_push(&$$->list, $2); }
+    | "(" expr "," ")"              { $$ = mk(N_TUPLE, @$); nodelist_push(&$$->list, $2); if (deep(lx, $$)) YYABORT; }
     | "(" expr "," expr_list opt_comma ")" {
           $$ = $4; $$->kind = N_TUPLE; $$->loc = @$;
           nodelist_push(&$$->list, NULL);
           memmove($$->list.items + 1, $$->list.items, sizeof(Node *) * ($$->list.n - 1));
-          $$->list.items[0] = $2;
+          $$->list.items[0] = $2; if (deep(lx, $$)) YYABORT;
       }
     | "[" "]"                       { $$ = mk(N_ARRAY, @$); }
-    | "[" expr_list opt_comma "]"   { $$ = $2; $$->kind = N_ARRAY; $$->loc = @$; }
-    | "[" expr comp_clauses "]"     { $$ = $3; $$->a = $2; $$->loc = @$; }
+    | "[" expr_list opt_comma "]"   { $$ = $2; $$->kind = N_ARRAY; $$->loc = @$; if (deep(lx, $$)) YYABORT; }
+    | "[" expr comp_clauses "]"     { $$ = $3; $$->a = $2; $$->loc = @$; if (deep(lx, $$)) YYABORT; }
     | FSTRING
     | "{" "}"                       { $$ = mk(N_RECORD, @$); }
-    | "{" fields opt_comma "}"      { $$ = $2; $$->loc = @$; }
+    | "{" fields opt_comma "}"      { $$ = $2; $$->loc = @$; if (deep(lx, $$)) YYABORT; }
     ;
 
 /* [e for x in xs if c ...]: N_COMP, a = e, list = clauses (N_FOR with a =
@@ -447,6 +448,36 @@ static Node *mk2(NodeKind k, Loc loc, Node *a, Node *b)
     n->a = a;
     n->b = b;
     return n;
+}
+
+/* The deepest expression the parser builds. The resolver, the evaluator
+ * and ast_free recurse once or more per level (a chain 1 + 1 + ... + 1 of
+ * 100000 terms overflowed the C stack; ASan's larger frames overflow near
+ * 30000 levels), and brackets alone cannot bound it (a chain needs none),
+ * so operators, calls, indexing and fields count here, each node one more
+ * than its deepest child. */
+#define MAX_EXPR_DEPTH 3000
+
+static int child_depth(const Node *c) { return c ? c->edepth : 0; }
+
+/* Sets n's depth; past the limit, a located error, n freed (with the
+ * symbols it took over) and true: the action aborts. */
+static bool deep(Lexer *lx, Node *n)
+{
+    int d = child_depth(n->a);
+    if (child_depth(n->b) > d) d = child_depth(n->b);
+    if (child_depth(n->c) > d) d = child_depth(n->c);
+    for (int i = 0; i < n->list.n; i++)
+        if (child_depth(n->list.items[i]) > d) d = child_depth(n->list.items[i]);
+    for (int i = 0; i < n->list2.n; i++)
+        if (child_depth(n->list2.items[i]) > d) d = child_depth(n->list2.items[i]);
+    n->edepth = d + 1;
+    if (n->edepth <= MAX_EXPR_DEPTH) return false;
+    lex_error_final(lx, n->opl.len ? n->opl : n->loc,
+                    "expression nested too deeply (more than %d operators, calls or indexings in one expression: "
+                    "split it into steps with let)", MAX_EXPR_DEPTH);
+    ast_free(n);
+    return true;
 }
 
 static Node *binop(int op, Loc loc, Loc opl, Node *a, Node *b)

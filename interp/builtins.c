@@ -531,8 +531,12 @@ BUILTIN(bi_check_labels)
                     k += (size_t)snprintf(at + k, sizeof at - k, d ? ", %lld" : "%lld", (long long)idx[d]);
                 if (k < sizeof at - 1) strcat(at, "]");
             }
-            rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
-                                 where, (long long)v, at, (long long)n, (long long)n);
+            if (!strcmp(name, "ids")) /* nn.embedding's table rows */
+                rc = raise_at_caller(I, "%s: id %lld%s is outside [0, %lld): the table has %lld rows (vocab_size)",
+                                     where, (long long)v, at, (long long)n, (long long)n);
+            else
+                rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
+                                     where, (long long)v, at, (long long)n, (long long)n);
             break;
         }
         tensor_decref(h);
@@ -593,11 +597,27 @@ BUILTIN(bi_check_grads)
                                   "t.gradient(loss, ps) returns for the record ps the optimizer was built with; got %s %s",
                                where, article(k), k);
     Record *g = (Record *)a[1].u.o, *ps = (Record *)a[2].u.o;
-    for (int i = 0; i < ps->n; i++)
-        if (!record_get(g, ps->keys[i]->s, strlen(ps->keys[i]->s)))
+    for (int i = 0; i < ps->n; i++) {
+        Value *gv = record_get(g, ps->keys[i]->s, strlen(ps->keys[i]->s));
+        if (!gv)
             return raise_at_caller(I, "%s: the gradients have no entry \"%s\"; the optimizer updates every parameter it "
                                       "was built with: pass t.gradient(loss, ps) for that same record ps",
                                    where, ps->keys[i]->s);
+        /* a gradient that only broadcasts to its parameter ((1,) for (2, 1))
+         * would update every element alike */
+        if ((gv->kind != V_TENSOR && gv->kind != V_SCALAR) || !value_is_variable(ps->vals[i])) continue;
+        const tfe_tensor *w = variable_peek(ps->vals[i]);
+        int grank = gv->kind == V_TENSOR ? gv->u.t->rank : 0;
+        const int64_t *gshape = gv->kind == V_TENSOR ? gv->u.t->shape : NULL;
+        bool same = grank == w->rank;
+        for (int d = 0; same && d < grank; d++) same = gshape[d] == w->shape[d];
+        if (!same) {
+            char s1[200], s2[200];
+            return raise_at_caller(I, "%s: the gradient for '%s' has shape %s, the parameter %s; each gradient must "
+                                      "have its parameter's shape, as t.gradient(loss, ps) returns",
+                                   where, ps->keys[i]->s, shape_str(grank, gshape, s1), shape_str(w->rank, w->shape, s2));
+        }
+    }
     return 0;
 }
 
@@ -646,6 +666,25 @@ BUILTIN(bi_check_training)
     return raise_at_caller(I, "%s: training must be true or false, got %s %s; a layer takes one input: call it as "
                               "layer(x), or layer(x, training=true) by name",
                            ((Str *)a[0].u.o)->s, article(k), k);
+}
+
+/* check_arg(where, cond, message): nil, or the error "where: message" at the
+ * caller's call when cond is false (a library function's own argument
+ * checks: data.batches, nn.layer_norm), located at the user's line as the
+ * other checks are. */
+BUILTIN(bi_check_arg)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_arg", "where, cond, message", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_STR)
+        return interp_raise(I, "check_arg: where and message must be strings");
+    bool t;
+    if (value_truth(I, a[1], I->cur_loc, &t)) return -1;
+    *out = v_nil();
+    if (t) return 0;
+    return raise_at_caller(I, "%s: %s", ((Str *)a[0].u.o)->s, ((Str *)a[2].u.o)->s);
 }
 
 /* enumerate(xs, start=0), zip(a, b, ...): lists of tuples, walking each
@@ -743,4 +782,5 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_grads", bi_check_grads, NULL);
     interp_define_builtin(I, "check_layers", bi_check_layers, NULL);
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
+    interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

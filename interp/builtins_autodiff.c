@@ -300,17 +300,17 @@ BUILTIN(bi_var_assign)
         tensor_decref(x);
         return rc;
     }
-    /* assign needs the variable's shape; assign_add/sub take what
-     * broadcasts to it (trailing dims equal or 1) */
+    /* assign needs the variable's shape; the in-place updates take that
+     * shape or a single number (v -= 0.1 * g, v *= 0.5): a (1,) update of a
+     * (2, 1) variable would change every row alike, a (1,) gradient being
+     * the likely slip */
     const tfe_tensor *w = v->value;
-    bool fits = mode == 0 ? x->rank == w->rank : x->rank <= w->rank;
-    for (int i = 1; fits && i <= x->rank; i++) {
-        int64_t xd = x->shape[x->rank - i], wd = w->shape[w->rank - i];
-        fits = xd == wd || (mode != 0 && xd == 1);
-    }
+    bool fits = x->rank == w->rank || (mode != 0 && x->rank == 0);
+    for (int i = 0; fits && i < x->rank; i++) fits = x->shape[i] == w->shape[i];
     if (!fits) {
-        int rc = interp_raise(I, "%s: %s has shape %s, got %s", fn, who, shape_str(w->rank, w->shape, s1),
-                              shape_str(x->rank, x->shape, s2));
+        int rc = interp_raise(I, "%s: %s has shape %s, got %s%s", fn, who, shape_str(w->rank, w->shape, s1),
+                              shape_str(x->rank, x->shape, s2),
+                              mode ? " (an in-place update takes the variable's shape or a single number)" : "");
         tensor_decref(x);
         return rc;
     }

@@ -207,7 +207,12 @@ BUILTIN(bi_load_npy)
             /* name the shape as written (up to its ')'), bounded by the header's end */
             int sl = 0;
             while (sl < 80 && sh[sl] && sh[sl] != ')') sl++;
-            interp_raise(I, "load_npy(): '%s' has a bad shape %.*s%s", path, sl, sh, sh[sl] == ')' ? ")" : "");
+            bool cut = sh[sl] && sh[sl] != ')';
+            /* a long one is cut after a whole dimension, not inside a number */
+            if (cut)
+                while (sl > 1 && sh[sl - 1] != ',') sl--;
+            interp_raise(I, "load_npy(): '%s' has a bad shape %.*s%s", path, sl, sh,
+                         sh[sl] == ')' ? ")" : cut ? " ..." : "");
             goto out;
         }
         shape[rank++] = v;

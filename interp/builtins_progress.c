@@ -14,6 +14,7 @@
  * progress_print_end draws the bar again below it. Without that the printed
  * text would land after the bar on its line and the next redraw (\r) would
  * overwrite it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,8 @@ static void draw(Progress *p, int64_t done, bool final)
 {
     double t = now_s(), el = t - p->start;
     double rate = el > 0 && done > 0 ? done / el : 0;
-    int pct = p->total > 0 ? (int)(done * 100 / p->total) : 100;
+    /* rounded as tqdm's {percentage:3.0f} (2 of 3 is 67%, not 66%) */
+    int pct = p->total > 0 ? (int)rint((double)done * 100.0 / (double)p->total) : 100;
     char e[32], eta[32], r[32];
     fmt_time(el, e, sizeof e);
     if (done >= p->total) fmt_time(0, eta, sizeof eta);

@@ -8,6 +8,7 @@
 
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
+#include "tensor/device.h"
 #include "tensor/ops.h"
 
 #define PARSE(fname, spec, n)                                                          \
@@ -86,6 +87,23 @@ BUILTIN(bi_normal_uniform)
             v.weak = true;
         }
         if (!(par[i] = arg_tensor(I, fn, names[i], v))) goto done;
+    }
+    /* NumPy's normal raises for scale < 0, which would flip the draws
+     * silently; a uniform with hi < lo is NumPy's too (it mirrors). Values
+     * a trace computes are not read (no value until the graph runs). */
+    if (!uni && !par[1]->node) {
+        tfe_tensor *h = tensor_to_device(par[1], 0);
+        int64_t n = tensor_numel(h), bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if (tensor_load_f64(h, i) < 0) bad = i;
+        if (bad >= 0) {
+            double sv = tensor_load_f64(h, bad);
+            tensor_decref(h);
+            interp_raise(I, "normal: std must be >= 0 (a standard deviation), got %g%s", sv,
+                         n > 1 ? " in the std tensor" : "");
+            goto done;
+        }
+        tensor_decref(h);
     }
     int brank;
     int64_t bshape[TFE_MAX_RANK];

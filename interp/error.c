@@ -37,6 +37,35 @@ static void gather_close(FILE *m, char **buf, size_t *len, FILE *f)
     free(*buf);
 }
 
+/* The code point of the UTF-8 sequence at s[*i] (advancing *i past it; a
+ * stray byte is one code point of its own). */
+static unsigned utf8_next(const char *s, size_t end, size_t *i)
+{
+    unsigned char c = (unsigned char)s[(*i)++];
+    int more = c >= 0xF0 && c < 0xF8 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+    unsigned cp = more == 3 ? c & 7u : more == 2 ? c & 15u : more == 1 ? c & 31u : c;
+    if (c >= 0xF8) more = 0;
+    while (more-- > 0 && *i < end && ((unsigned char)s[*i] & 0xC0) == 0x80)
+        cp = cp << 6 | ((unsigned char)s[(*i)++] & 0x3Fu);
+    return cp;
+}
+
+/* Terminal columns of a code point: 0 for combining marks, 2 for East
+ * Asian wide and full-width characters and emoji (the main blocks of
+ * Unicode's EastAsianWidth W and F), else 1. */
+static int cp_width(unsigned cp)
+{
+    if ((cp >= 0x300 && cp <= 0x36F) || (cp >= 0x200B && cp <= 0x200F)) return 0;
+    static const unsigned wide[][2] = {
+        {0x1100, 0x115F}, {0x2E80, 0x303E}, {0x3041, 0x33FF}, {0x3400, 0x4DBF}, {0x4E00, 0x9FFF},
+        {0xA000, 0xA4CF}, {0xAC00, 0xD7A3}, {0xF900, 0xFAFF}, {0xFE30, 0xFE4F}, {0xFF00, 0xFF60},
+        {0xFFE0, 0xFFE6}, {0x1F300, 0x1F64F}, {0x1F900, 0x1F9FF}, {0x20000, 0x3FFFD},
+    };
+    for (size_t k = 0; k < sizeof wide / sizeof *wide; k++)
+        if (cp >= wide[k][0] && cp <= wide[k][1]) return 2;
+    return 1;
+}
+
 static void diag_write(FILE *f, Loc loc, const char *msg)
 {
     const char *name = loc.src ? loc.src->name : "<unknown>";
@@ -54,10 +83,17 @@ static void diag_write(FILE *f, Loc loc, const char *msg)
     int w = snprintf(num, sizeof num, "%d", loc.line);
     fprintf(f, " %s | %.*s\n", num, (int)(end - start), text + start);
     fprintf(f, " %*s | ", w, "");
-    for (size_t i = start; i < off; i++) fputc(text[i] == '\t' ? '\t' : ' ', f);
+    /* the caret goes under the text as a terminal shows it: one column per
+     * code point (two for wide characters), not per byte */
+    for (size_t i = start; i < off;) {
+        if (text[i] == '\t') { fputc('\t', f); i++; continue; }
+        for (int k = cp_width(utf8_next(text, off, &i)); k > 0; k--) fputc(' ', f);
+    }
     fputc('^', f);
-    size_t span = loc.len > 1 ? (size_t)loc.len : 1;
-    for (size_t i = off + 1; i < off + span && i < end; i++) fputc('~', f);
+    size_t span = loc.len > 1 ? (size_t)loc.len : 1, stop = off + span < end ? off + span : end;
+    int cols = 0;
+    for (size_t i = off; i < stop;) cols += cp_width(utf8_next(text, stop, &i)); /* a tab: one '~' */
+    for (int k = 1; k < cols; k++) fputc('~', f);
     fputc('\n', f);
 }
 

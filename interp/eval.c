@@ -412,6 +412,9 @@ int value_truth(Interp *I, Value v, Loc loc, bool *out)
         return raise_at(I, loc, "condition must be a bool or a one-element tensor, got a tensor of shape %s (use any() or all())",
                         shape_str(v.u.t->rank, v.u.t->shape, sh));
     }
+    if (v.kind == V_NIL) /* "got a nil" read badly; Python's truthy nil is a test in tfe */
+        return raise_at(I, loc, "condition must be a bool or a one-element tensor, got nil "
+                                "(test for it: x == nil, x != nil)");
     return raise_at(I, loc, "condition must be a bool or a one-element tensor, got %s %s",
                     strchr("aeiou", value_kind_name(v)[0]) ? "an" : "a", value_kind_name(v));
 }
@@ -2168,7 +2171,22 @@ int module_search_dirs(Interp *I, char **dirs, int cap)
             dirs[nd++] = xstrdup(tok);
         free(copy);
     }
-    return nd;
+    /* one folder named twice (the build tree's stdlib again in TFE_PATH)
+     * is searched, and listed in a not-found error, once */
+    int kept = 0;
+    for (int i = 0; i < nd; i++) {
+        bool dup = false;
+        char *ri = realpath(dirs[i], NULL);
+        for (int j = 0; j < kept && !dup; j++) {
+            char *rj = realpath(dirs[j], NULL);
+            dup = ri && rj ? !strcmp(ri, rj) : !strcmp(dirs[i], dirs[j]);
+            free(rj);
+        }
+        free(ri);
+        if (dup) free(dirs[i]);
+        else dirs[kept++] = dirs[i];
+    }
+    return kept;
 }
 
 /* import nn: the first of module_search_dirs holding nn.tfe. */

@@ -106,6 +106,7 @@ struct Node {
     int64_t ival;
     double fval;
     bool is_lambda, is_path;
+    int edepth;          /* parser: the expression's depth (grammar.y: deep()) */
     /* filled by the resolver (interp/resolve.c) */
     int slot, depth, nslots;
     void *info;          /* resolver data for functions/blocks */

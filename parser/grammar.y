@@ -27,6 +27,19 @@ static void yyerror(Loc *loc, Lexer *lx, const char *msg);
 static Node *mk(NodeKind k, Loc loc) { return node_new(k, loc); }
 static Node *mk2(NodeKind k, Loc loc, Node *a, Node *b);
 static Node *binop(int op, Loc loc, Loc opl, Node *a, Node *b);
+static bool deep(Lexer *lx, Node *n, int weight);
+
+/* The deepest expression the parser builds. The resolver, the evaluator
+ * and ast_free recurse once or more per level (a chain 1 + 1 + ... + 1 of
+ * 100000 terms overflowed the C stack; ASan's larger frames overflow near
+ * 30000 levels), and brackets alone cannot bound it (a chain needs none),
+ * so operators, calls, indexing and fields count here, each node more
+ * than its deepest child. */
+#define MAX_EXPR_DEPTH 3000
+/* A call, an indexing or a field costs the evaluator about three times an
+ * operator's stack (an ASan build ran 3000 indexings in 6 to 8 MiB, 3000
+ * additions in under 4), so each counts three: at most 1000 in a chain. */
+#define POSTFIX_WEIGHT 3
 static void list_move(NodeList *dst, Node *carrier);
 static Node *assign(Lexer *lx, int op, Loc loc, Loc opl, Node *t, Node *v);
 static Node *ifexpr(Loc loc, Loc opl, Node *cond, Node *then, Node *other);
@@ -257,21 +270,21 @@ lambda
 
 or_expr
     : and_expr
-    | or_expr "or" and_expr         { $$ = mk2(N_OR, @$, $1, $3); $$->opl = @2; }
+    | or_expr "or" and_expr         { $$ = mk2(N_OR, @$, $1, $3); $$->opl = @2; if (deep(lx, $$, 1)) YYABORT; }
     ;
 and_expr
     : not_expr
-    | and_expr "and" not_expr       { $$ = mk2(N_AND, @$, $1, $3); $$->opl = @2; }
+    | and_expr "and" not_expr       { $$ = mk2(N_AND, @$, $1, $3); $$->opl = @2; if (deep(lx, $$, 1)) YYABORT; }
     ;
 not_expr
     : cmp
-    | "not" not_expr                { $$ = mk(N_NOT, @$); $$->a = $2; $$->opl = @1; }
+    | "not" not_expr                { $$ = mk(N_NOT, @$); $$->a = $2; $$->opl = @1; if (deep(lx, $$, 1)) YYABORT; }
     ;
 
 /* comparisons do not chain: a < b < c parses only to be refused with a hint */
 cmp
     : sum
-    | sum cmpop sum                 { $$ = binop($2, @$, @2, $1, $3); }
+    | sum cmpop sum                 { $$ = binop($2, @$, @2, $1, $3); if (deep(lx, $$, 1)) YYABORT; }
     | sum cmpop sum cmpop {
           /* refused as soon as the second operator is seen; the cleanup
              frees the symbols already on the stack */
@@ -290,12 +303,12 @@ cmpop
 
 sum
     : term
-    | sum "+" term                  { $$ = binop(AOP_ADD, @$, @2, $1, $3); }
-    | sum "-" term                  { $$ = binop(AOP_SUB, @$, @2, $1, $3); }
+    | sum "+" term                  { $$ = binop(AOP_ADD, @$, @2, $1, $3); if (deep(lx, $$, 1)) YYABORT; }
+    | sum "-" term                  { $$ = binop(AOP_SUB, @$, @2, $1, $3); if (deep(lx, $$, 1)) YYABORT; }
     ;
 term
     : unary
-    | term mulop unary              { $$ = binop($2, @$, @2, $1, $3); }
+    | term mulop unary              { $$ = binop($2, @$, @2, $1, $3); if (deep(lx, $$, 1)) YYABORT; }
     ;
 mulop
     : "*" { $$ = AOP_MUL; } | "/" { $$ = AOP_DIV; } | "//" { $$ = AOP_FLOORDIV; }
@@ -305,21 +318,21 @@ mulop
 /* -2 ** 2 is -(2 ** 2); 2 ** -1 parses; ** is right-associative */
 unary
     : power
-    | "-" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_NEG; $$->a = $2; $$->opl = @1; }
-    | "+" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_POS; $$->a = $2; $$->opl = @1; }
+    | "-" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_NEG; $$->a = $2; $$->opl = @1; if (deep(lx, $$, 1)) YYABORT; }
+    | "+" unary                     { $$ = mk(N_UNOP, @$); $$->op = AOP_POS; $$->a = $2; $$->opl = @1; if (deep(lx, $$, 1)) YYABORT; }
     ;
 power
     : postfix
-    | postfix "**" unary            { $$ = binop(AOP_POW, @$, @2, $1, $3); }
+    | postfix "**" unary            { $$ = binop(AOP_POW, @$, @2, $1, $3); if (deep(lx, $$, 1)) YYABORT; }
     ;
 
 postfix
     : primary
-    | postfix "(" args ")"          { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; }
-    | postfix "[" items "]"         { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; }
+    | postfix "(" args ")"          { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; if (deep(lx, $$, POSTFIX_WEIGHT)) YYABORT; }
+    | postfix "[" items "]"         { $$ = $3; $$->a = $1; $$->loc = @$; $$->opl = @2; if (deep(lx, $$, POSTFIX_WEIGHT)) YYABORT; }
     | postfix "." NAME {
           $$ = mk(N_FIELD, @$); $$->a = $1; $$->str = $3->str; $3->str = NULL;
-          $$->opl = $3->loc; ast_free($3);
+          $$->opl = $3->loc; ast_free($3); if (deep(lx, $$, POSTFIX_WEIGHT)) YYABORT;
       }
     ;
 
@@ -333,19 +346,19 @@ primary
     | "nil"                         { $$ = mk(N_NIL, @$); }
     | "(" ")"                       { $$ = mk(N_TUPLE, @$); }
     | "(" expr ")"                  { $$ = $2; }
-    | "(" expr "," ")"              { $$ = mk(N_TUPLE, @$); nodelist_push(&$$->list, $2); }
+    | "(" expr "," ")"              { $$ = mk(N_TUPLE, @$); nodelist_push(&$$->list, $2); if (deep(lx, $$, 1)) YYABORT; }
     | "(" expr "," expr_list opt_comma ")" {
           $$ = $4; $$->kind = N_TUPLE; $$->loc = @$;
           nodelist_push(&$$->list, NULL);
           memmove($$->list.items + 1, $$->list.items, sizeof(Node *) * ($$->list.n - 1));
-          $$->list.items[0] = $2;
+          $$->list.items[0] = $2; if (deep(lx, $$, 1)) YYABORT;
       }
     | "[" "]"                       { $$ = mk(N_ARRAY, @$); }
-    | "[" expr_list opt_comma "]"   { $$ = $2; $$->kind = N_ARRAY; $$->loc = @$; }
-    | "[" expr comp_clauses "]"     { $$ = $3; $$->a = $2; $$->loc = @$; }
+    | "[" expr_list opt_comma "]"   { $$ = $2; $$->kind = N_ARRAY; $$->loc = @$; if (deep(lx, $$, 1)) YYABORT; }
+    | "[" expr comp_clauses "]"     { $$ = $3; $$->a = $2; $$->loc = @$; if (deep(lx, $$, 1)) YYABORT; }
     | FSTRING
     | "{" "}"                       { $$ = mk(N_RECORD, @$); }
-    | "{" fields opt_comma "}"      { $$ = $2; $$->loc = @$; }
+    | "{" fields opt_comma "}"      { $$ = $2; $$->loc = @$; if (deep(lx, $$, 1)) YYABORT; }
     ;
 
 /* [e for x in xs if c ...]: N_COMP, a = e, list = clauses (N_FOR with a =
@@ -447,6 +460,29 @@ static Node *mk2(NodeKind k, Loc loc, Node *a, Node *b)
     n->a = a;
     n->b = b;
     return n;
+}
+
+static int child_depth(const Node *c) { return c ? c->edepth : 0; }
+
+/* Sets n's depth (weight more than its deepest child's); past the limit,
+ * a located error, n freed (with the symbols it took over) and true: the
+ * action aborts. */
+static bool deep(Lexer *lx, Node *n, int weight)
+{
+    int d = child_depth(n->a);
+    if (child_depth(n->b) > d) d = child_depth(n->b);
+    if (child_depth(n->c) > d) d = child_depth(n->c);
+    for (int i = 0; i < n->list.n; i++)
+        if (child_depth(n->list.items[i]) > d) d = child_depth(n->list.items[i]);
+    for (int i = 0; i < n->list2.n; i++)
+        if (child_depth(n->list2.items[i]) > d) d = child_depth(n->list2.items[i]);
+    n->edepth = d + weight;
+    if (n->edepth <= MAX_EXPR_DEPTH) return false;
+    lex_error_final(lx, n->opl.len ? n->opl : n->loc,
+                    "expression nested too deeply (more than %d operators, or %d calls, indexings or fields, in one "
+                    "expression: split it into steps with let)", MAX_EXPR_DEPTH, MAX_EXPR_DEPTH / POSTFIX_WEIGHT);
+    ast_free(n);
+    return true;
 }
 
 static Node *binop(int op, Loc loc, Loc opl, Node *a, Node *b)

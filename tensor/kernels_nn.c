@@ -30,7 +30,8 @@ static int64_t attr_or(const tfe_attrs *at, int i, int64_t dflt) {
 
 static int check_float(const char *op, const tfe_tensor *t) {
     if (t->dtype != TFE_FLOAT32 && t->dtype != TFE_FLOAT64) {
-        tfe_error_set("%s: expected float32 or float64, got %s", op, dtype_name(t->dtype));
+        tfe_error_set("%s: expected float32 or float64, got %s%s", op, dtype_name(t->dtype),
+                      dtype_is_int(t->dtype) || t->dtype == TFE_BOOL ? " (cast it: cast(x, float32))" : "");
         return -1;
     }
     return 0;
@@ -63,9 +64,11 @@ static int make_geom(const char *op, const int64_t *xs, const int64_t *ws, const
         g->kw = ws[1];
         g->co = ws[3];
         if (ws[2] != g->c) {
+            /* PyTorch's images are NCHW: channels on axis 1 is the likely slip */
             tfe_error_set("%s: input channels %lld do not match filter input channels %lld "
-                          "(input %s, filter %s)", op, (long long)g->c, (long long)ws[2],
-                          shape_str(4, xs, b1), shape_str(4, ws, b2));
+                          "(input %s, filter %s)%s", op, (long long)g->c, (long long)ws[2],
+                          shape_str(4, xs, b1), shape_str(4, ws, b2),
+                          xs[1] == ws[2] ? "; images are NHWC: transpose(x, (0, 2, 3, 1)) turns NCHW into NHWC" : "");
             return -1;
         }
         if (g->kh < 1 || g->kw < 1) {

@@ -113,7 +113,7 @@ train: 100% 100/100
  40% 40/100
  45% 45/100
 short:  33% 1/3
-short:  66% 2/3
+short:  67% 2/3
 short: 100% 3/3'
 [ "$got" = "$want" ] || { fail "ten.tfe: plain lines differ:"; printf '%s\n--- wanted\n%s\n' "$got" "$want"; }
 grep -Eq '^train: 100% 100/100 \[[0-9]{2}:[0-9]{2}<00:00, [0-9.]+ it/s\]$' "$tmp/err" ||

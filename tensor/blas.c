@@ -151,8 +151,9 @@ void tfe_blas_pool_enter(void)
  *  - bits: each element of C is summed by the one-thread driver, whose k
  *    blocks depend on k alone, so a block of rows or columns gets the bits
  *    the whole one-thread GEMM gives (the threaded driver blocks k
- *    differently for some shapes). A GEMM's bits then no longer depend on
- *    the thread count. Each part keeps at least SPLIT_MIN multiply-adds, far
+ *    differently for some shapes). A GEMM that can be cut then has bits
+ *    that do not depend on the thread count (one too narrow to cut still
+ *    runs on OpenBLAS's threads, e.g. 33x70000x2). Each part keeps at least SPLIT_MIN multiply-adds, far
  *    above the size where OpenBLAS switches to its small-matrix kernels
  *    (10^6), whose sums could be ordered differently; the last, shorter
  *    block at least SPLIT_LAST.

@@ -4,7 +4,10 @@
  * gradient of the graph: the forward nodes are replayed (recomputed from the
  * call's inputs, so that an outer tape sees how every value depends on them:
  * higher order works) and then swept in reverse with the ops' gradient
- * rules. The first backward of a graph runs under a tracer of its own, so
+ * rules (a call under two tapes or more hands out its forward's values as
+ * outputs of its tape entry instead, and a backward a tape records reads
+ * those: held values, GCallGrad.hold). The first backward of a graph runs
+ * under a tracer of its own, so
  * it is recorded as the backward graph and cached on the forward graph;
  * later backwards run that graph (itself one tape entry, whose backward is
  * built the same way). Inside a trace, the same code records into the trace.

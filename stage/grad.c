@@ -3544,10 +3544,10 @@ static Graph *keep_graph(Interp *I, Graph *G)
 
 /* Does a call of G under two tapes or more hand out its values for a
  * higher order (GCallGrad.hold)? Where G as traced is ops (no random draw
- * or collective), conds, and variable reads and host calls of its top
- * region (their values are saved) or host calls with no value (a print in
- * a branch): the values the backward reads are then all computed by a run
- * of it (no loop's iterations, no value a replay would not give). */
+ * or collective), conds, variable reads of its top region and host calls
+ * with no value (a print): the values the backward reads are then all
+ * computed by a run of it (no loop's iterations, no host call's, whose
+ * gradient runs the function again). */
 static Graph *hold_graph(Interp *I, Graph *G)
 {
     if (I->tracer) return NULL; /* recorded into a trace: the replay is recorded */
@@ -3558,7 +3558,7 @@ static Graph *hold_graph(Interp *I, Graph *G)
         bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))
                                   : n->kind == G_INPUT || n->kind == G_CONST || n->kind == G_COND ||
                                         (n->kind == G_VAR_READ && n->region == 0) ||
-                                        (n->kind == G_HOST && (n->region == 0 || !n->nout));
+                                        (n->kind == G_HOST && !n->nout);
         if (!ok) return NULL;
     }
     return B;

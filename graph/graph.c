@@ -106,6 +106,7 @@ void graph_decref(Graph *g)
         free(b->key);
         free(b->acc);
         free(b->same);
+        free(b->held);
         free(b);
     }
     graph_decref(g->raw);

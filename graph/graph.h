@@ -74,6 +74,9 @@ typedef struct GBwd {
     int *same;           /* per source: the first one that was the same tensor (its
                             gradient is that one's: stage/grad.c, same_sources), or -1;
                             NULL: none */
+    int *held, nheld;    /* the slots whose tensors it reads from the forward call's tape
+                            entry, in input order, after a flag (1: a call that hands them
+                            out for a higher order): stage/grad.c, GCallGrad.xslot */
     struct GBwd *next;
 } GBwd;
 

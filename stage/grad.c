@@ -4,7 +4,10 @@
  * gradient of the graph: the forward nodes are replayed (recomputed from the
  * call's inputs, so that an outer tape sees how every value depends on them:
  * higher order works) and then swept in reverse with the ops' gradient
- * rules. The first backward of a graph runs under a tracer of its own, so
+ * rules (a call under two tapes or more hands out its forward's values as
+ * outputs of its tape entry instead, and a backward a tape records reads
+ * those: held values, GCallGrad.hold). The first backward of a graph runs
+ * under a tracer of its own, so
  * it is recorded as the backward graph and cached on the forward graph;
  * later backwards run that graph (itself one tape entry, whose backward is
  * built the same way). Inside a trace, the same code records into the trace.
@@ -133,6 +136,14 @@ static void fused_free(FusedVals *f)
 }
 
 static inline int slot_of(const Graph *G, GRef r) { return G->nodes[r.node].vbase + r.out; }
+
+/* The node whose output slot s of G is. */
+static const GNode *slot_node(const Graph *G, int s)
+{
+    for (int i = 0; i < G->n; i++)
+        if (s >= G->nodes[i].vbase && s < G->nodes[i].vbase + G->nodes[i].nout) return &G->nodes[i];
+    return NULL;
+}
 
 static void put(tfe_tensor **a, int slot, tfe_tensor *t)
 {
@@ -2831,8 +2842,16 @@ typedef struct GCallGrad {
      * them rather than a replay of them, so to a tape recording it (a
      * higher order) a value a rule reads is the tensor the forward made,
      * as in eager code: what reaches it through the backward and through
-     * the forward adds to one sum (branch_kept, replay_cond) */
+     * the forward adds to one sum (branch_kept, replay_cond).
+     * With hold set (a call under two tapes or more, either of which may
+     * record the backward, a higher order: held_slots), they are instead
+     * every value of the forward that is no output of the graph: its top
+     * region's ops' and conds' outputs and the values of the branches
+     * that ran (the backward puts the ops' in BP.m, the conds' outputs in
+     * BP.fo, the branch values in BP.fx), and a backward recorded by a tape reads them (and
+     * the graph's outputs that are ops' values) rather than a replay */
     int *xslot, nx;
+    bool hold;
     /* the values of the forward's ops, kept from its run (owned), by slot
      * of G: a backward with no tape watching it reads them instead of
      * replaying the forward (nkept 0: none kept) */
@@ -2947,6 +2966,9 @@ static GBwd *bwd_find(Graph *G, tfe_tensor *const *bin, int nb, const bool *pres
             same = m.weak == w->key[i].weak && meta_same_shape(&m, &w->key[i]);
         }
         for (int i = 0; i < c->ndd && same; i++) same = meta_same_shape(&c->dd[i], &w->key[nb + i]);
+        /* (the forward tensors it reads stand for those slots) */
+        same = same && w->nheld == 1 + c->nx && w->held[0] == c->hold;
+        for (int j = 0; j < c->nx && same; j++) same = w->held[1 + j] == c->xslot[j];
         if (same) return w;
     }
     return NULL;
@@ -2970,6 +2992,10 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
     w->key = xcalloc((size_t)w->nkey + 1, sizeof *w->key);
     for (int i = 0; i < nb; i++) meta_of(&w->key[i], bin[i]);
     for (int i = 0; i < c->ndd; i++) w->key[nb + i] = c->dd[i];
+    w->nheld = 1 + c->nx;
+    w->held = xmalloc(sizeof *w->held * (size_t)w->nheld);
+    w->held[0] = c->hold;
+    mem_copy(w->held + 1, c->xslot, sizeof *c->xslot * (size_t)c->nx);
     w->next = G->bwd;
     G->bwd = w;
     GBwd *last = G->bwd;
@@ -2983,6 +3009,7 @@ static void bwd_add(Graph *G, Graph *bg, bool *has, tfe_tensor *const *bin, int 
         free(old->key);
         free(old->acc);
         free(old->same);
+        free(old->held);
         free(old);
         old = next;
     }
@@ -3444,11 +3471,16 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     int nb = nin + ns + ndy + nacc;
     /* the outputs of conds of the top region that are the graph's: the
      * forward's tensors, after the others (BP.fo) */
+    /* (a call that held its values for a higher order: those that are
+     * ops' too, the first output each is) */
+    bool hold = c->hold && !I->tracer && !nk && out;
     int ngo = G->regions[0].nouts, nfo = 0;
     int *fok = xmalloc(sizeof *fok * (size_t)(ngo + 1));
     for (int k = 0; k < ngo && k < nout && !nk; k++) {
         const GNode *x = &G->nodes[G->regions[0].outs[k].node];
-        if (out && out[k] && x->kind == G_COND && x->region == 0) fok[nfo++] = k;
+        bool first = true;
+        for (int q = 0; q < k && first; q++) first = slot_of(G, G->regions[0].outs[q]) != slot_of(G, G->regions[0].outs[k]);
+        if (out && out[k] && x->region == 0 && (x->kind == G_COND || (hold && first && x_node(x)))) fok[nfo++] = k;
     }
     /* the kept branch values (GCallGrad.xslot), after those: a backward
      * recorded into a trace reads the replay (they are no values of it) */
@@ -3615,10 +3647,17 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
             tensor_incref(t);
         }
         if (i >= nb + nlr + nfo) {
-            put(b.fx, c->xslot[i - nb - nlr - nfo], t);
+            /* (a held value: an op's of the top region is not replayed, a
+             * cond's output or a branch value replaces the replay's) */
+            int slot = c->xslot[i - nb - nlr - nfo];
+            const GNode *x = slot_node(G, slot);
+            if (x->region != 0) put(b.fx, slot, t);
+            else if (x->kind == G_COND) put(b.fo ? b.fo : (b.fo = xcalloc((size_t)G->nvals + 1, sizeof *b.fo)), slot, t);
+            else put(b.m, slot, t);
         } else if (i >= nb + nlr) {
-            int q = i - nb - nlr;
-            put(b.fo, slot_of(G, G->regions[0].outs[fok[q]]), t);
+            int q = i - nb - nlr, slot = slot_of(G, G->regions[0].outs[fok[q]]);
+            if (G->nodes[G->regions[0].outs[fok[q]].node].kind == G_COND) put(b.fo, slot, t);
+            else put(b.m, slot, t); /* (held: an op's value, not replayed) */
         } else if (i >= nb) b.lr_in[i - nb] = t;
         else if (i < nin) put(b.m, c->plan.src[i], t);
         else if (i < nin + c->plan.nsaved) put(b.m, c->plan.saved[i - nin], t);
@@ -3808,6 +3847,57 @@ static Graph *keep_graph(Interp *I, Graph *G)
     return B;
 }
 
+/* Does a call of G under two tapes or more hand out its values for a
+ * higher order (GCallGrad.hold)? Where G as traced is ops (no random draw
+ * or collective), conds, variable reads of its top region and host calls
+ * with no value (a print): the values the backward reads are then all
+ * computed by a run of it (no loop's iterations, no host call's, whose
+ * gradient runs the function again). */
+static Graph *hold_graph(Interp *I, Graph *G)
+{
+    if (I->tracer) return NULL; /* recorded into a trace: the replay is recorded */
+    Graph *B = G->raw ? G->raw : G;
+    if (B->ninputs != G->ninputs || B->regions[0].nouts != G->regions[0].nouts) return NULL;
+    for (int i = 0; i < B->n; i++) {
+        const GNode *n = &B->nodes[i];
+        bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))
+                                  : n->kind == G_INPUT || n->kind == G_CONST || n->kind == G_COND ||
+                                        (n->kind == G_VAR_READ && n->region == 0) ||
+                                        (n->kind == G_HOST && !n->nout);
+        if (!ok) return NULL;
+    }
+    return B;
+}
+
+/* The held values of run x of G (GCallGrad.xslot, hold): the values of
+ * its top region's ops and conds that are not outputs of the graph, and
+ * those of the branches that ran of its conds (cond_x), of known shape,
+ * run x's. *slots: owned. */
+static int held_slots(const Graph *G, GRun *x, int **slots)
+{
+    int n = 0, cap = 0;
+    *slots = NULL;
+    const GRegion *top = &G->regions[0];
+    bool *isout = xcalloc((size_t)G->nvals + 1, sizeof *isout);
+    for (int k = 0; k < top->nouts; k++) isout[slot_of(G, top->outs[k])] = true;
+    for (int i = 0; i < top->n; i++) {
+        const GNode *c = &G->nodes[top->nodes[i]];
+        if (!x_node(c) && c->kind != G_COND) continue;
+        CondX cx = {0, NULL, NULL, NULL};
+        if (c->kind == G_COND) cx = cond_x(G, c);
+        for (int j = -c->nout; j < cx.n; j++) {
+            int s = j < 0 ? c->vbase + c->nout + j : cx.slot[j];
+            const tfe_tensor *t = x->v[s];
+            if (!t || isout[s] || (j >= 0 && !known_shape(t))) continue;
+            if (n == cap) *slots = xrealloc(*slots, sizeof **slots * (size_t)(cap = cap ? 2 * cap : 8));
+            (*slots)[n++] = s;
+        }
+        cond_x_free(&cx);
+    }
+    free(isout);
+    return n;
+}
+
 /* The kept branch values of run x of G (GCallGrad.xslot): the slots of
  * the values, in the branch that ran, that the backward of a cond of G's
  * top region reads (cond_x), of known shape. *slots: owned. */
@@ -3840,14 +3930,19 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
      * arena hold no value of the traced one); its results are the same
      * bits, as the optimizer's are eager's */
     Graph *K = saved_tapes ? keep_graph(I, G) : NULL, *R = K ? K : G;
+    /* ... and so does one under two tapes or more (either may record the
+     * other's gradient, a higher order) whose values it can hand out as
+     * outputs of its tape entry (hold_graph, GCallGrad.hold) */
+    Graph *H = saved_tapes && tfe_tapes_recording() >= 2 ? hold_graph(I, G) : NULL;
+    if (H) R = H;
     /* ... and so does one with an op whose result's shape depends on the
      * data (x[mask]): its backward graph is for those sizes (data_shapes) */
-    Graph *D = saved_tapes && !K && !I->tracer && data_shaped(G->raw ? G->raw : G) ? (G->raw ? G->raw : G) : NULL;
+    Graph *D = saved_tapes && !K && !H && !I->tracer && data_shaped(G->raw ? G->raw : G) ? (G->raw ? G->raw : G) : NULL;
     if (D) R = D;
     grun_init(&x, I, R, inputs);
     /* the plan calls CPU kernels into a host arena: only while no tensor has
      * gone to another device (then every op goes through device dispatch) */
-    if (!K && !D && !tfe_devices_used) grun_use_plan(&x);
+    if (!K && !H && !D && !tfe_devices_used) grun_use_plan(&x);
     x.keep = saved_tapes != 0; /* the backward's saved values are read from the run below */
     /* a loop that reads a variable it assigns reads a new tensor of it at
      * every iteration: the backward needs each (logged reads) */
@@ -3880,7 +3975,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums
          * run in the order an eager tape's do (bitwise the same gradients) */
-        Graph *B = K ? K : G->raw ? G->raw : G;
+        Graph *B = K ? K : H ? H : G->raw ? G->raw : G;
         int *map = B != R ? effect_map(B, R) : NULL;
         data_shapes(c, B, B == R ? &x : NULL);
         if (B != R && !map) B = R;
@@ -3978,11 +4073,13 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
             all[top->nouts + c->nhout] = c->saved[i];
             c->hout[c->nhout++] = i;
         }
-        /* then the kept branch values (each its own tensor too) */
+        /* then the kept branch values, or the held values (each its own
+         * tensor too; one that is not is left to the backward's replay) */
         int nall = top->nouts + c->nhout, nxo = 0;
         tfe_tensor **xo = NULL; /* (owned until the tapes hold them) */
-        if (B->noted_loops && B == R) {
-            int cap = branch_kept(B, &x, &c->xslot);
+        c->hold = H && B == R && !B->noted_loops;
+        if ((B->noted_loops || c->hold) && B == R) {
+            int cap = c->hold ? held_slots(B, &x, &c->xslot) : branch_kept(B, &x, &c->xslot);
             all = xrealloc(all, sizeof *all * (size_t)(nall + cap + 1));
             xo = xcalloc((size_t)cap + 1, sizeof *xo);
             for (int j = 0; j < cap; j++) {
@@ -3990,6 +4087,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
                 bool dup = false;
                 for (int i = 0; i < nsrc && !dup; i++) dup = t == src[i];
                 for (int i = 0; i < nall && !dup; i++) dup = t == all[i];
+                if (dup && c->hold) continue;
                 if (!(t = dup ? tensor_alias(t) : (tensor_incref(t), t))) continue;
                 c->xslot[c->nx++] = c->xslot[j];
                 all[nall++] = xo[nxo++] = t;

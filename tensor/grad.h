@@ -106,6 +106,10 @@ extern int tfe_tapes_active;         /* number of active tapes (0: no recording 
 typedef struct tfe_tape_stack { tfe_tape **active; int n, cap; } tfe_tape_stack;
 void tfe_tape_stack_use(tfe_tape_stack *s);
 void tfe_tape_record(const tfe_opcall *c);
+/* How many distinct active tapes can record now (tracking something, not
+ * computing their own gradient, not spent): two or more can record a
+ * backward computed under them (a higher order). */
+int tfe_tapes_recording(void);
 /* The same, on the n outermost active tapes only (those a trace began under). */
 void tfe_tape_record_outer(const tfe_opcall *c, int n);
 /* A tape entry whose backward is not an op's rule: a staged call records

@@ -382,6 +382,18 @@ static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) {
     record_first(c, custom, stack->n, NULL, 0);
 }
 
+int tfe_tapes_recording(void) {
+    int n = 0;
+    for (int k = 0; k < stack->n; k++) {
+        tfe_tape *t = stack->active[k];
+        if (t->computing || t->spent || !t->tracked.n) continue;
+        bool dup = false;
+        for (int j = k + 1; j < stack->n && !dup; j++) dup = stack->active[j] == t;
+        n += !dup;
+    }
+    return n;
+}
+
 /* Record c on the first n active tapes (the outermost) that track an input;
  * same (NULL: none) on the first nsame of the stack only. */
 static void record_first(const tfe_opcall *c, tfe_custom_grad *custom, int n, const int *same, int nsame) {

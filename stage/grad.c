@@ -4,7 +4,7 @@
  * gradient of the graph: the forward nodes are replayed (recomputed from the
  * call's inputs, so that an outer tape sees how every value depends on them:
  * higher order works) and then swept in reverse with the ops' gradient
- * rules (a call under two tapes or more hands out its forward's values as
+ * rules (a call under exactly two recording tapes hands out its forward's values as
  * outputs of its tape entry instead, and a backward a tape records reads
  * those: held values, GCallGrad.hold). The first backward of a graph runs
  * under a tracer of its own, so
@@ -2843,7 +2843,7 @@ typedef struct GCallGrad {
      * higher order) a value a rule reads is the tensor the forward made,
      * as in eager code: what reaches it through the backward and through
      * the forward adds to one sum (branch_kept, replay_cond).
-     * With hold set (a call under two tapes or more, either of which may
+     * With hold set (a call under exactly two recording tapes, either of which may
      * record the backward, a higher order: held_slots), they are instead
      * every value of the forward that is no output of the graph: its top
      * region's ops' and conds' outputs and the values of the branches
@@ -3847,7 +3847,7 @@ static Graph *keep_graph(Interp *I, Graph *G)
     return B;
 }
 
-/* Does a call of G under two tapes or more hand out its values for a
+/* Does a call of G under exactly two recording tapes hand out its values for a
  * higher order (GCallGrad.hold)? Where G as traced is ops (no random draw
  * or collective), conds, variable reads of its top region and host calls
  * with no value (a print): the values the backward reads are then all
@@ -3930,10 +3930,12 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
      * arena hold no value of the traced one); its results are the same
      * bits, as the optimizer's are eager's */
     Graph *K = saved_tapes ? keep_graph(I, G) : NULL, *R = K ? K : G;
-    /* ... and so does one under two tapes or more (either may record the
+    /* ... and so does one under exactly two recording tapes (either may record the
      * other's gradient, a higher order) whose values it can hand out as
      * outputs of its tape entry (hold_graph, GCallGrad.hold) */
-    Graph *H = saved_tapes && tfe_tapes_recording() >= 2 ? hold_graph(I, G) : NULL;
+    Graph *H = saved_tapes && tfe_tapes_recording() == 2 ? hold_graph(I, G) : NULL;
+    /* (three or more: the replaying path, which gives eager's third order;
+     * held values there gave wrong third-order gradients, stage_grad3_cached) */
     if (H) R = H;
     /* ... and so does one with an op whose result's shape depends on the
      * data (x[mask]): its backward graph is for those sizes (data_shapes) */

@@ -3817,6 +3817,17 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
 {
     Interp *I = ((GCallGrad *)self)->I;
     Loc at = I->cur_loc;
+    /* A tape that began after the call records this backward: to it eager
+     * code's inner values of the call are constants, made before it, while
+     * the backward's replay of the forward would be differentiated (a
+     * second derivative through them, silently not eager's) */
+    if (tfe_tapes_late(nin, in, nout, out)) {
+        tfe_error_set("gradient: a tape that began after this staged call records its gradient; "
+                      "eager code would treat the call's inner values as constants to that tape, "
+                      "which a staged call's backward cannot: begin that tape before the call "
+                      "(make the call inside its with block), or call the function eagerly");
+        return -1;
+    }
     int rc = backward_run(self, nin, in, nout, out, dy, dx);
     I->cur_loc = at;
     if (rc && I->has_error) {

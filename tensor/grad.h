@@ -110,6 +110,9 @@ void tfe_tape_record(const tfe_opcall *c);
  * computing their own gradient, not spent): two or more can record a
  * backward computed under them (a higher order). */
 int tfe_tapes_recording(void);
+/* A recording tape tracks one of in[] but none of out[]: it began after
+ * the op that made out ran (tensor/tape.c). */
+bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out);
 /* The same, on the n outermost active tapes only (those a trace began under). */
 void tfe_tape_record_outer(const tfe_opcall *c, int n);
 /* A tape entry whose backward is not an op's rule: a staged call records

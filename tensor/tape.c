@@ -382,6 +382,22 @@ static void record_active(const tfe_opcall *c, tfe_custom_grad *custom) {
     record_first(c, custom, stack->n, NULL, 0);
 }
 
+/* A recording tape that tracks one of an entry's inputs but holds none of
+ * its outputs began after the entry ran: to it the entry's forward values
+ * are constants (eager code computed them before it), which a backward that
+ * replays the forward under it would not give (stage/grad.c). */
+bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out) {
+    for (int k = 0; k < stack->n; k++) {
+        tfe_tape *t = stack->active[k];
+        if (t->computing || t->spent || !t->tracked.n) continue;
+        bool tracks = false, made = false;
+        for (int i = 0; i < nin && !tracks; i++) tracks = in[i] && pmap_has(&t->tracked, in[i]);
+        for (int j = 0; j < nout && !made; j++) made = out[j] && pmap_has(&t->tracked, out[j]);
+        if (tracks && !made) return true;
+    }
+    return false;
+}
+
 int tfe_tapes_recording(void) {
     int n = 0;
     for (int k = 0; k < stack->n; k++) {

@@ -773,7 +773,12 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             e->custom->dy_none = NULL;
             e->custom->dx_none_in = NULL;
             e->custom->dx_none = NULL;
-            for (int i = 0; i < e->nin; i++) {
+            /* the totals first: a total replaces its tensor's gradient so
+             * far, which another input's part may add to (an input that is
+             * that tensor where a traced bool says so: tfe_tape_cond_alias) */
+            for (int q = 0; q < 2 * e->nin; q++) {
+                int i = q % e->nin;
+                if (total[i] != (q < e->nin)) continue;
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
                 /* dx[i]'s flag: the backward's, or, where it does not say,
                  * where all outputs' are none */

@@ -783,14 +783,30 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             e->custom->dy_none = dyf;
             e->custom->dx_none_in = dxfin;
             e->custom->dx_none = dxf;
+            /* an input this sweep sums under another's key (a traced if's
+             * result that is a value from outside it, b = x, in the call
+             * that traces) is that tensor to the backward too, so that it
+             * sums the uses of both into one gradient as eager code does */
+            tfe_tensor *cinb[64], **cin = e->t;
+            for (int i = 0; i < e->nin && al.n && cin == e->t; i++)
+                if (canon(&al, e->t[i]) != e->t[i]) {
+                    cin = e->nin <= 64 ? cinb : xmalloc(sizeof *cin * (size_t)e->nin);
+                    for (int j = 0; j < e->nin; j++) cin[j] = (tfe_tensor *)canon(&al, e->t[j]);
+                }
             int64_t pt0 = prof_recording ? prof_now() : 0;
-            if (!fail && e->custom->backward(e->custom, e->nin, e->t, e->nout, e->t + e->nin, dy, dx))
+            if (!fail && e->custom->backward(e->custom, e->nin, cin, e->nout, e->t + e->nin, dy, dx))
                 fail = true;
+            if (cin != e->t && cin != cinb) free(cin);
             if (pt0) prof_complete(PROF_BWD, "backward staged call", pt0, NULL, -1, -1);
             e->custom->dy_none = NULL;
             e->custom->dx_none_in = NULL;
             e->custom->dx_none = NULL;
-            for (int i = 0; i < e->nin; i++) {
+            /* the totals first: a total replaces its tensor's gradient so
+             * far, which another input's part may add to (an input that is
+             * that tensor where a traced bool says so: tfe_tape_cond_alias) */
+            for (int q = 0; q < 2 * e->nin; q++) {
+                int i = q % e->nin;
+                if (total[i] != (q < e->nin)) continue;
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
                 /* dx[i]'s flag: the backward's, or, where it does not say,
                  * where all outputs' are none */

@@ -502,19 +502,36 @@ static int keep_branch_values(Tracer *T, int id)
                 tfe_meta m = g->nodes[xid].meta[k];
                 for (int d = 0; d < m.rank; d++) known &= m.shape[d] >= 0;
                 if (out || !known) continue;
-                /* the other branch's zeros */
-                int zid = graph_add(g, other, G_OP, 0, 1);
-                GNode *z = &g->nodes[zid];
-                z->op = OP_FULL;
-                z->at = xmalloc(sizeof *z->at);
-                tfe_attrs_init(z->at);
-                z->at->dtype = m.dtype;
-                z->at->nints = m.rank;
-                for (int d = 0; d < m.rank; d++) z->at->ints[d] = m.shape[d];
-                z->at->f[0] = 0.0;
-                z->meta[0] = m;
-                z->loc = g->nodes[xid].loc;
-                z->frames = g->nodes[xid].frames;
+                /* the other branch's zeros: one scalar zero broadcast to
+                 * the shape (a view, no storage of that size), as no
+                 * backward reads them (the backward's cond takes the
+                 * branch the forward took) */
+                int sid = graph_add(g, other, G_OP, 0, 1);
+                GNode *s = &g->nodes[sid];
+                s->op = OP_FULL;
+                s->at = xmalloc(sizeof *s->at);
+                tfe_attrs_init(s->at);
+                s->at->dtype = m.dtype;
+                s->at->nints = 0;
+                s->at->f[0] = 0.0;
+                s->meta[0] = m;
+                s->meta[0].rank = 0;
+                s->loc = g->nodes[xid].loc;
+                s->frames = g->nodes[xid].frames;
+                int zid = sid;
+                if (m.rank > 0) {
+                    zid = graph_add(g, other, G_OP, 1, 1);
+                    GNode *z = &g->nodes[zid];
+                    z->op = OP_BROADCAST_TO;
+                    z->in[0] = (GRef){sid, 0};
+                    z->at = xmalloc(sizeof *z->at);
+                    tfe_attrs_init(z->at);
+                    z->at->nints = m.rank;
+                    for (int d = 0; d < m.rank; d++) z->at->ints[d] = m.shape[d];
+                    z->meta[0] = m;
+                    z->loc = g->nodes[xid].loc;
+                    z->frames = g->nodes[xid].frames;
+                }
                 /* one more output of the cond, with new value slots */
                 GNode *c = &g->nodes[id];
                 int o = c->nout++;

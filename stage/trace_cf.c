@@ -551,6 +551,58 @@ static int keep_branch_values(Tracer *T, int id)
     return added;
 }
 
+/* Does a node of g (in any region, or a region's results) read output k
+ * of node c? */
+static bool output_read(const Graph *g, int c, int k)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (g->nodes[i].in[j].node == c && g->nodes[i].in[j].out == k) return true;
+    for (int r = 0; r < g->nregions; r++)
+        for (int j = 0; j < g->regions[r].nouts; j++)
+            if (g->regions[r].outs[j].node == c && g->regions[r].outs[j].out == k) return true;
+    return false;
+}
+
+/* Cond c no longer has output k: the later ones move down one (their value
+ * slots too: c's slots stay reserved), and each branch's result k goes (its
+ * node, unread now, is dead code). */
+static void drop_output(Graph *g, int c, int k)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (g->nodes[i].in[j].node == c && g->nodes[i].in[j].out > k) g->nodes[i].in[j].out--;
+    for (int r = 0; r < g->nregions; r++)
+        for (int j = 0; j < g->regions[r].nouts; j++)
+            if (g->regions[r].outs[j].node == c && g->regions[r].outs[j].out > k) g->regions[r].outs[j].out--;
+    GNode *n = &g->nodes[c];
+    mem_move(&n->meta[k], &n->meta[k + 1], sizeof *n->meta * (size_t)(n->nout - k - 1));
+    n->nout--;
+    for (int b = 0; b < 2; b++) {
+        GRegion *rb = &g->regions[n->regions[b]];
+        mem_move(&rb->outs[k], &rb->outs[k + 1], sizeof *rb->outs * (size_t)(rb->nouts - k - 1));
+        rb->nouts--;
+    }
+}
+
+/* The trace is finished: a kept branch value that no backward recorded in
+ * it read (a gradient rule reads only some of an op's inputs and outputs,
+ * and only the ops the gradients asked for run backward) is no output of
+ * its cond, so the branch that made it frees it as eager code does, and
+ * the other branch makes no stand-in for it. */
+void trace_prune_kept(Tracer *T)
+{
+    Graph *g = T->g;
+    for (int e = T->nkept - 1; e >= 0; e--) {
+        const struct Kept *kp = &T->kept[e];
+        for (int k = kp->first + kp->n - 1; k >= kp->first; k--)
+            if (!output_read(g, kp->id, k)) drop_output(g, kp->id, k);
+    }
+    free(T->kept);
+    T->kept = NULL;
+    T->nkept = 0;
+}
+
 /* Does read rid of var follow an assign of var in its region (before:
  * true), or precede one (before: false)? */
 static bool read_near_assign(const Graph *g, int rid, bool before)
@@ -671,6 +723,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         int *real = NULL; /* per handed-on read, the read node it stands for */
         int nextra = export_reads(T, id, &real);
         int nkeep = keep_branch_values(T, id), nmore = nextra + nkeep;
+        if (nkeep) { /* (trace_prune_kept drops those nothing reads) */
+            T->kept = xrealloc(T->kept, sizeof *T->kept * (size_t)(T->nkept + 1));
+            T->kept[T->nkept++] = (struct Kept){id, nout + nextra, nkeep};
+        }
         n = gnode(T->g, id); /* (nodes were added) */
         GRef *caps;
         int ncaps;

@@ -472,6 +472,50 @@ static int export_reads(Tracer *T, int id, int **real)
     return added;
 }
 
+/* A node of the op given with the attributes' dtype, appended to region
+ * r, at node at's location. */
+static int add_op(Graph *g, int r, tfe_op op, int nin, tfe_dtype dtype, int at)
+{
+    int id = graph_add(g, r, G_OP, nin, 1);
+    GNode *x = &g->nodes[id];
+    x->op = op;
+    x->at = xmalloc(sizeof *x->at);
+    tfe_attrs_init(x->at);
+    x->at->dtype = dtype;
+    x->loc = g->nodes[at].loc;
+    x->frames = g->nodes[at].frames;
+    return id;
+}
+
+/* A scalar zero of dtype in branch r of cond c (for kept value xid): made
+ * from the predicate, false where r runs, so that no constant folding turns
+ * its broadcast into a constant of the full size (graph/opt_fold.c folds up
+ * to a million elements, which a run then copies). A predicate that is no
+ * scalar bool: a zero constant. */
+static int zero_scalar(Graph *g, int c, int r, tfe_dtype dtype, int xid)
+{
+    GRef p = g->nodes[c].in[0];
+    tfe_meta pm = g->nodes[p.node].meta[p.out];
+    if (pm.dtype != TFE_BOOL || pm.rank != 0) {
+        int sid = add_op(g, r, OP_FULL, 0, dtype, xid);
+        g->nodes[sid].at->f[0] = 0.0;
+        g->nodes[sid].meta[0] = (tfe_meta){.dtype = dtype};
+        return sid;
+    }
+    /* not p in the then branch, not not p in the else branch: false */
+    GRef f = p;
+    for (int i = 0; i < (r == g->nodes[c].regions[0] ? 1 : 2); i++) {
+        int nid = add_op(g, r, OP_LOGICAL_NOT, 1, TFE_BOOL, xid);
+        g->nodes[nid].in[0] = f;
+        g->nodes[nid].meta[0] = (tfe_meta){.dtype = TFE_BOOL};
+        f = (GRef){nid, 0};
+    }
+    int sid = add_op(g, r, OP_CAST, 1, dtype, xid);
+    g->nodes[sid].in[0] = f;
+    g->nodes[sid].meta[0] = (tfe_meta){.dtype = dtype};
+    return sid;
+}
+
 /* A cond under a tape made inside this trace: the values of its branches'
  * ops that a backward recorded here reads (gradient rules read an op's
  * inputs and outputs: sigmoid's its output, batch_norm_train's its mean
@@ -481,8 +525,10 @@ static int export_reads(Tracer *T, int id, int **real)
  * replay_cond): a tape recording that backward (a higher order) adds what
  * reaches such a value through the backward and through the forward to one
  * sum. The ops of each branch's own region, not random, not collective, of
- * known shape, whose values are not the branch's results already. Returns
- * how many outputs were added. */
+ * known shape, whose values are not the branch's results already; which
+ * of them a backward reads is known only when the trace ends, and
+ * trace_prune_kept then drops the others. Returns how many outputs were
+ * added. */
 static int keep_branch_values(Tracer *T, int id)
 {
     Graph *g = T->g;
@@ -506,18 +552,7 @@ static int keep_branch_values(Tracer *T, int id)
                  * the shape (a view, no storage of that size), as no
                  * backward reads them (the backward's cond takes the
                  * branch the forward took) */
-                int sid = graph_add(g, other, G_OP, 0, 1);
-                GNode *s = &g->nodes[sid];
-                s->op = OP_FULL;
-                s->at = xmalloc(sizeof *s->at);
-                tfe_attrs_init(s->at);
-                s->at->dtype = m.dtype;
-                s->at->nints = 0;
-                s->at->f[0] = 0.0;
-                s->meta[0] = m;
-                s->meta[0].rank = 0;
-                s->loc = g->nodes[xid].loc;
-                s->frames = g->nodes[xid].frames;
+                int sid = zero_scalar(g, id, other, m.dtype, xid);
                 int zid = sid;
                 if (m.rank > 0) {
                     zid = graph_add(g, other, G_OP, 1, 1);

@@ -559,6 +559,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     for (int i = 0; i < T->nouts; i++)
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
+    trace_prune_kept(T);
     trace_end(T);
     graph_compact(g); /* what failed attempts at conds and loops left behind */
     /* Relaxation is sound only when the size was never made into something:

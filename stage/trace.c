@@ -73,6 +73,7 @@ void trace_end(Tracer *T)
     free(T->dyn);
     free(T->sym_fns);
     free(T->fail_msg);
+    free(T->kept);
     T->I->tracer = NULL;
     T->I->trace_id = 0;
     tfe_trace_hook = NULL;

@@ -90,6 +90,9 @@ typedef struct Tracer {
                              with the header of its own its reads of t that ran have (own: owned,
                              NULL until one ran; stage/grad.c, ran_read_own) */
     int ncf_start;
+    struct Kept { int id, first, n; } *kept; /* conds whose outputs first.. first+n-1 are kept
+                             branch values (keep_branch_values), for trace_prune_kept */
+    int nkept;
     struct LoopFresh { const Obj *var; tfe_tensor *start; int kinds; } *loop_fresh; /* a loop that
                              runs as one tape entry, reading and assigning these variables: their
                              values when it started (owned), how it reads them (TL_*; loop_core) */
@@ -121,6 +124,9 @@ static inline Tracer *trace_current(void)
 /* Start and end a trace of the body of the staged function `name`. */
 Tracer *trace_begin(Interp *I, const char *name, bool implicit);
 void trace_end(Tracer *T);      /* clears every t->node, frees the tracer (not the graph) */
+/* A finished trace (its results set, before trace_end): drops the kept
+ * branch values of its conds that nothing in the graph reads. */
+void trace_prune_kept(Tracer *T);
 
 /* A staging failure at loc: an implicit trace stops recording and the
  * program goes on eagerly (returns 0); an explicit one raises (returns -1). */

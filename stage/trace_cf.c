@@ -472,6 +472,50 @@ static int export_reads(Tracer *T, int id, int **real)
     return added;
 }
 
+/* A node of the op given with the attributes' dtype, appended to region
+ * r, at node at's location. */
+static int add_op(Graph *g, int r, tfe_op op, int nin, tfe_dtype dtype, int at)
+{
+    int id = graph_add(g, r, G_OP, nin, 1);
+    GNode *x = &g->nodes[id];
+    x->op = op;
+    x->at = xmalloc(sizeof *x->at);
+    tfe_attrs_init(x->at);
+    x->at->dtype = dtype;
+    x->loc = g->nodes[at].loc;
+    x->frames = g->nodes[at].frames;
+    return id;
+}
+
+/* A scalar zero of dtype in branch r of cond c (for kept value xid): made
+ * from the predicate, false where r runs, so that no constant folding turns
+ * its broadcast into a constant of the full size (graph/opt_fold.c folds up
+ * to a million elements, which a run then copies). A predicate that is no
+ * scalar bool: a zero constant. */
+static int zero_scalar(Graph *g, int c, int r, tfe_dtype dtype, int xid)
+{
+    GRef p = g->nodes[c].in[0];
+    tfe_meta pm = g->nodes[p.node].meta[p.out];
+    if (pm.dtype != TFE_BOOL || pm.rank != 0) {
+        int sid = add_op(g, r, OP_FULL, 0, dtype, xid);
+        g->nodes[sid].at->f[0] = 0.0;
+        g->nodes[sid].meta[0] = (tfe_meta){.dtype = dtype};
+        return sid;
+    }
+    /* not p in the then branch, not not p in the else branch: false */
+    GRef f = p;
+    for (int i = 0; i < (r == g->nodes[c].regions[0] ? 1 : 2); i++) {
+        int nid = add_op(g, r, OP_LOGICAL_NOT, 1, TFE_BOOL, xid);
+        g->nodes[nid].in[0] = f;
+        g->nodes[nid].meta[0] = (tfe_meta){.dtype = TFE_BOOL};
+        f = (GRef){nid, 0};
+    }
+    int sid = add_op(g, r, OP_CAST, 1, dtype, xid);
+    g->nodes[sid].in[0] = f;
+    g->nodes[sid].meta[0] = (tfe_meta){.dtype = dtype};
+    return sid;
+}
+
 /* A cond under a tape made inside this trace: the values of its branches'
  * ops that a backward recorded here reads (gradient rules read an op's
  * inputs and outputs: sigmoid's its output, batch_norm_train's its mean
@@ -481,8 +525,10 @@ static int export_reads(Tracer *T, int id, int **real)
  * replay_cond): a tape recording that backward (a higher order) adds what
  * reaches such a value through the backward and through the forward to one
  * sum. The ops of each branch's own region, not random, not collective, of
- * known shape, whose values are not the branch's results already. Returns
- * how many outputs were added. */
+ * known shape, whose values are not the branch's results already; which
+ * of them a backward reads is known only when the trace ends, and
+ * trace_prune_kept then drops the others. Returns how many outputs were
+ * added. */
 static int keep_branch_values(Tracer *T, int id)
 {
     Graph *g = T->g;
@@ -502,19 +548,25 @@ static int keep_branch_values(Tracer *T, int id)
                 tfe_meta m = g->nodes[xid].meta[k];
                 for (int d = 0; d < m.rank; d++) known &= m.shape[d] >= 0;
                 if (out || !known) continue;
-                /* the other branch's zeros */
-                int zid = graph_add(g, other, G_OP, 0, 1);
-                GNode *z = &g->nodes[zid];
-                z->op = OP_FULL;
-                z->at = xmalloc(sizeof *z->at);
-                tfe_attrs_init(z->at);
-                z->at->dtype = m.dtype;
-                z->at->nints = m.rank;
-                for (int d = 0; d < m.rank; d++) z->at->ints[d] = m.shape[d];
-                z->at->f[0] = 0.0;
-                z->meta[0] = m;
-                z->loc = g->nodes[xid].loc;
-                z->frames = g->nodes[xid].frames;
+                /* the other branch's zeros: one scalar zero broadcast to
+                 * the shape (a view, no storage of that size), as no
+                 * backward reads them (the backward's cond takes the
+                 * branch the forward took) */
+                int sid = zero_scalar(g, id, other, m.dtype, xid);
+                int zid = sid;
+                if (m.rank > 0) {
+                    zid = graph_add(g, other, G_OP, 1, 1);
+                    GNode *z = &g->nodes[zid];
+                    z->op = OP_BROADCAST_TO;
+                    z->in[0] = (GRef){sid, 0};
+                    z->at = xmalloc(sizeof *z->at);
+                    tfe_attrs_init(z->at);
+                    z->at->nints = m.rank;
+                    for (int d = 0; d < m.rank; d++) z->at->ints[d] = m.shape[d];
+                    z->meta[0] = m;
+                    z->loc = g->nodes[xid].loc;
+                    z->frames = g->nodes[xid].frames;
+                }
                 /* one more output of the cond, with new value slots */
                 GNode *c = &g->nodes[id];
                 int o = c->nout++;
@@ -532,6 +584,58 @@ static int keep_branch_values(Tracer *T, int id)
         }
     }
     return added;
+}
+
+/* Does a node of g (in any region, or a region's results) read output k
+ * of node c? */
+static bool output_read(const Graph *g, int c, int k)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (g->nodes[i].in[j].node == c && g->nodes[i].in[j].out == k) return true;
+    for (int r = 0; r < g->nregions; r++)
+        for (int j = 0; j < g->regions[r].nouts; j++)
+            if (g->regions[r].outs[j].node == c && g->regions[r].outs[j].out == k) return true;
+    return false;
+}
+
+/* Cond c no longer has output k: the later ones move down one (their value
+ * slots too: c's slots stay reserved), and each branch's result k goes (its
+ * node, unread now, is dead code). */
+static void drop_output(Graph *g, int c, int k)
+{
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nin; j++)
+            if (g->nodes[i].in[j].node == c && g->nodes[i].in[j].out > k) g->nodes[i].in[j].out--;
+    for (int r = 0; r < g->nregions; r++)
+        for (int j = 0; j < g->regions[r].nouts; j++)
+            if (g->regions[r].outs[j].node == c && g->regions[r].outs[j].out > k) g->regions[r].outs[j].out--;
+    GNode *n = &g->nodes[c];
+    mem_move(&n->meta[k], &n->meta[k + 1], sizeof *n->meta * (size_t)(n->nout - k - 1));
+    n->nout--;
+    for (int b = 0; b < 2; b++) {
+        GRegion *rb = &g->regions[n->regions[b]];
+        mem_move(&rb->outs[k], &rb->outs[k + 1], sizeof *rb->outs * (size_t)(rb->nouts - k - 1));
+        rb->nouts--;
+    }
+}
+
+/* The trace is finished: a kept branch value that no backward recorded in
+ * it read (a gradient rule reads only some of an op's inputs and outputs,
+ * and only the ops the gradients asked for run backward) is no output of
+ * its cond, so the branch that made it frees it as eager code does, and
+ * the other branch makes no stand-in for it. */
+void trace_prune_kept(Tracer *T)
+{
+    Graph *g = T->g;
+    for (int e = T->nkept - 1; e >= 0; e--) {
+        const struct Kept *kp = &T->kept[e];
+        for (int k = kp->first + kp->n - 1; k >= kp->first; k--)
+            if (!output_read(g, kp->id, k)) drop_output(g, kp->id, k);
+    }
+    free(T->kept);
+    T->kept = NULL;
+    T->nkept = 0;
 }
 
 /* Does read rid of var follow an assign of var in its region (before:
@@ -654,6 +758,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         int *real = NULL; /* per handed-on read, the read node it stands for */
         int nextra = export_reads(T, id, &real);
         int nkeep = keep_branch_values(T, id), nmore = nextra + nkeep;
+        if (nkeep) { /* (trace_prune_kept drops those nothing reads) */
+            T->kept = xrealloc(T->kept, sizeof *T->kept * (size_t)(T->nkept + 1));
+            T->kept[T->nkept++] = (struct Kept){id, nout + nextra, nkeep};
+        }
         n = gnode(T->g, id); /* (nodes were added) */
         GRef *caps;
         int ncaps;

@@ -3471,16 +3471,16 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     int nb = nin + ns + ndy + nacc;
     /* the outputs of conds of the top region that are the graph's: the
      * forward's tensors, after the others (BP.fo) */
-    /* (a call that held its values for a higher order: those that are
-     * ops' too, the first output each is) */
-    bool hold = c->hold && !I->tracer && !nk && out;
+    /* (a call that held its values for a higher order replays the ops
+     * whose values are its results: reading the call's output tensors for
+     * them gave wrong second-order gradients where the target reduces the
+     * result outside the call, sum(f(x)) of `return sigmoid(x)`:
+     * 0.0539 for eager's 0.0364; stage_grad2_cached_result) */
     int ngo = G->regions[0].nouts, nfo = 0;
     int *fok = xmalloc(sizeof *fok * (size_t)(ngo + 1));
     for (int k = 0; k < ngo && k < nout && !nk; k++) {
         const GNode *x = &G->nodes[G->regions[0].outs[k].node];
-        bool first = true;
-        for (int q = 0; q < k && first; q++) first = slot_of(G, G->regions[0].outs[q]) != slot_of(G, G->regions[0].outs[k]);
-        if (out && out[k] && x->region == 0 && (x->kind == G_COND || (hold && first && x_node(x)))) fok[nfo++] = k;
+        if (out && out[k] && x->region == 0 && x->kind == G_COND) fok[nfo++] = k;
     }
     /* the kept branch values (GCallGrad.xslot), after those: a backward
      * recorded into a trace reads the replay (they are no values of it) */

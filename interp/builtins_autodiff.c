@@ -500,6 +500,9 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
                                    "floats (watch a float: 3.0 rather than 3, or float(x))",
                                 dtype_name(v.u.t->dtype));
         tfe_tape_watch(T->tape, v.u.t);
+        /* a traced number: eager code boxes the binding it watches, and
+         * arithmetic on it then stays boxed (trace.h) */
+        if (I->tracer) trace_unmark_number(v);
         return 0;
     case V_TUPLE: case V_LIST: {
         Seq *s = (Seq *)v.u.o;

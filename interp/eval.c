@@ -326,7 +326,16 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
 {
     if (op == AOP_IN || op == AOP_NOTIN) return contains_value(I, op == AOP_NOTIN, a, b, loc, out);
     if (a.kind == V_SCALAR && b.kind == V_SCALAR && scalar_binop(op, a, b, out) == 0) return 0;
-    if (is_numeric(a) && is_numeric(b)) return tensor_binop(I, binop_to_op[op], a, b, loc, out);
+    if (is_numeric(a) && is_numeric(b)) {
+        if (tensor_binop(I, binop_to_op[op], a, b, loc, out)) return -1;
+        /* traced numbers: eager code would take the fast path above and
+         * hold a number, which a staged call then writes back (trace.h) */
+        Value x, y, r;
+        if (__builtin_expect(I->tracer != NULL, 0) && trace_eager_number(a, &x) && trace_eager_number(b, &y) &&
+            scalar_binop(op, x, y, &r) == 0)
+            trace_mark_number(*out);
+        return 0;
+    }
     if (op == AOP_EQ || op == AOP_NE) {
         int err = 0;
         bool eq = value_equal(a, b, &err);
@@ -389,6 +398,8 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
         tensor_decref(t);
         if (!r) return raise_msg_at(I, loc, tfe_error_msg());
         *out = value_from_tensor_take(r);
+        Value x;
+        if (__builtin_expect(I->tracer != NULL, 0) && trace_eager_number(a, &x)) trace_mark_number(*out);
         return 0;
     }
     return raise_at(I, loc, "unsupported operand type for unary %s: %s", op == AOP_NEG ? "-" : "+",

@@ -151,6 +151,12 @@ Value value_from_tensor_take(tfe_tensor *t)
     /* while a tape records, results keep their identity (the tape knows them
      * by pointer), so they stay boxed */
     if (t->rank != 0 || t->node || t->storage->device != 0 || tfe_tapes_active) return v_tensor_take(t);
+    return value_number_take(t);
+}
+
+Value value_number_take(tfe_tensor *t)
+{
+    if (t->rank != 0 || !t->storage || t->storage->device != 0) return v_tensor_take(t);
     Value v = {0};
     v.kind = V_SCALAR;
     v.dtype = (uint8_t)t->dtype;

@@ -158,6 +158,9 @@ void record_set_take(Record *r, const char *key, size_t len, Value v);
 tfe_tensor *value_to_tensor(Value v);
 /* A 0-d tensor result becomes an unboxed scalar again (takes the ref). */
 Value value_from_tensor_take(tfe_tensor *t);
+/* The same, tape or not: a number eager code holds unboxed (a staged call's
+ * result that eager arithmetic on numbers made; stage/staged.c). */
+Value value_number_take(tfe_tensor *t);
 
 /* Printing per docs/language.md "Values" (interp/print.c). str: how print() shows the
  * value (strings bare); repr: how it shows inside containers (strings quoted).

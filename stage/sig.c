@@ -198,6 +198,10 @@ static Value rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, 
     case V_TENSOR: {
         tfe_tensor *t = leaves[(*k)++];
         tensor_incref(t);
+        /* a number in the template is one eager code holds unboxed, even
+         * while a tape records (its arithmetic on numbers stays numbers);
+         * a traced one stays a tensor (the trace knows it by identity) */
+        if (unbox && tmpl.kind == V_SCALAR && !t->node) return value_number_take(t);
         return unbox ? value_from_tensor_take(t) : v_tensor_take(t);
     }
     case V_TUPLE: case V_LIST: case V_RECORD:

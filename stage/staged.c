@@ -560,6 +560,18 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     for (int i = 0; i < T->nouts; i++)
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
     trace_prune_kept(T);
+    /* numbers eager code would hold unboxed (arithmetic on numbers) are
+     * numbers in the result and the bindings written back, this call's and
+     * every graph run's (sig.c's rebuild), tape or not: a tape that watches
+     * a copy of one must not see the tensor the next call reads */
+    ret = trace_unbox_numbers(ret);
+    t->ret_tmpl = trace_unbox_numbers(t->ret_tmpl);
+    for (int i = 0; i < T->nouts; i++) {
+        if (!t->outs[i].assigned) continue;
+        t->outs[i].tmpl = trace_unbox_numbers(t->outs[i].tmpl);
+        Value *slot = &t->outs[i].env->slots[t->outs[i].slot];
+        *slot = trace_unbox_numbers(*slot);
+    }
     trace_end(T);
     graph_compact(g); /* what failed attempts at conds and loops left behind */
     /* Relaxation is sound only when the size was never made into something:

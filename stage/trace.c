@@ -157,6 +157,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     TNote *n = xmalloc(sizeof *n);
     n->t = t;
     n->ref = ref;
+    n->number = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -226,6 +227,7 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n)
     for (int i = 0; i < lv.n; i++) trace_input(T, lv.t[i]);
     Value r = v;
     if (v.kind == V_SCALAR && lv.n == 1) { /* a number: its boxed tensor stands for it */
+        if (lv.t[0]->node) ((TNote *)lv.t[0]->node)->number = true;
         tensor_incref(lv.t[0]);
         r = v_tensor_take(lv.t[0]);
     } else {
@@ -234,6 +236,52 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n)
     leaves_free(&lv);
     sig_free(&s);
     return r;
+}
+
+bool trace_eager_number(Value v, Value *as)
+{
+    if (v.kind == V_SCALAR) {
+        *as = v;
+        return v.dtype != TFE_BOOL;
+    }
+    if (v.kind != V_TENSOR || v.u.t->rank != 0 || !v.u.t->node || !((const TNote *)v.u.t->node)->number) return false;
+    /* its value is not needed: the fast path's choice depends on dtypes
+     * (a divisor of 1 keeps an int floordiv on it) */
+    *as = dtype_is_float(v.u.t->dtype) ? v_float(1.0, v.u.t->dtype) : v_int(1);
+    as->dtype = (uint8_t)v.u.t->dtype;
+    as->weak = v.u.t->weak;
+    return true;
+}
+
+void trace_mark_number(Value out)
+{
+    if (out.kind == V_TENSOR && out.u.t->rank == 0 && out.u.t->dtype != TFE_BOOL && out.u.t->node)
+        ((TNote *)out.u.t->node)->number = true;
+}
+
+void trace_unmark_number(Value v)
+{
+    if (v.kind == V_TENSOR && v.u.t->node) ((TNote *)v.u.t->node)->number = false;
+}
+
+Value trace_unbox_numbers(Value v)
+{
+    if (v.kind == V_TENSOR) {
+        const TNote *n = v.u.t->node;
+        if (!n || !n->number || !v.u.t->storage || v.u.t->rank != 0) return v;
+        tensor_incref(v.u.t);
+        Value r = value_number_take(v.u.t);
+        value_decref(v);
+        return r;
+    }
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++) q->items[i] = trace_unbox_numbers(q->items[i]);
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) r->vals[i] = trace_unbox_numbers(r->vals[i]);
+    }
+    return v;
 }
 
 /* --- the tfe_execute hook ------------------------------------------------------------------ */

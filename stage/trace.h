@@ -18,7 +18,12 @@
 
 /* A traced tensor's t->node points to one of these (owned by the tracer,
  * which also holds a reference to t, and clears t->node when it ends). */
-typedef struct TNote { tfe_tensor *t; GRef ref; } TNote;
+typedef struct TNote {
+    tfe_tensor *t;
+    GRef ref;
+    bool number;   /* eager code would hold it unboxed: a number passed in, or
+                      arithmetic on such numbers (interp/eval.c's fast path) */
+} TNote;
 
 /* A binding outside the trace (a free variable of the body or of a function
  * it calls) that the body read or assigned. Its leaves are graph inputs. */
@@ -145,6 +150,15 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref); /* t now stands for ref */
  * binding): v itself, its tensors now graph inputs [*first, *first + *n);
  * a number becomes a boxed tensor. New reference. */
 Value trace_value_leaves(Tracer *T, Value v, int *first, int *n);
+/* Eager numbers: v is one (a number, or a 0-d traced tensor that stands for
+ * one) and *as is a number of its dtype; mark the traced result of eager's
+ * number arithmetic as one; and, at the trace's end, put numbers in place of
+ * the marked tensors of v (top level or in lists, tuples and records the
+ * body made), so the call's results are boxed as eagerly. */
+bool trace_eager_number(Value v, Value *as);
+void trace_mark_number(Value out);
+void trace_unmark_number(Value v);    /* a watched one is boxed */
+Value trace_unbox_numbers(Value v);   /* takes v */
 
 /* The interpreter's hooks (interp/eval.c, value.c, builtins). */
 int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out);

@@ -1206,10 +1206,17 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             free(outs);
             goto done;
         }
+        /* a binding both branches leave a number (arithmetic on numbers)
+         * is one after the if, as eagerly (trace.h, trace_eager_number) */
+        Value as;
+        for (int k = 0; k < npairs; k++)
+            if (trace_eager_number(after[0][pairs[k].slot], &as) && trace_eager_number(after[1][pairs[k].slot], &as))
+                trace_mark_number(env->slots[pairs[k].slot]);
         if (x[0] == XS_RETURN) {
             int kk = 0;
             value_decref(I->retval);
             I->retval = sig_rebuild(ret[0], outs + npairs, &kk, false, T->id);
+            if (trace_eager_number(ret[0], &as) && trace_eager_number(ret[1], &as)) trace_mark_number(I->retval);
             for (int k = npairs; k < nout; k++) tensor_decref(outs[k]);
             *xs = XS_RETURN;
         } else {
@@ -1380,6 +1387,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     bool *local = xcalloc((size_t)ns + 1, 1), *assigned = xcalloc((size_t)ns + 1, 1);
     int *carried = xcalloc((size_t)ns + 1, sizeof *carried), nc = 0;
     tfe_tensor **init = xcalloc((size_t)ns + 1, sizeof *init);
+    bool *number = xcalloc((size_t)ns + 1, 1), numbers = true;
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
     Mark mark = mark_of(T);
@@ -1423,6 +1431,15 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         tfe_tensor *sp = tensor_symbolic(init[k]->dtype, init[k]->weak, init[k]->rank, init[k]->shape);
         trace_note(T, sp, (GRef){p, 0});
         if (k == 0 && h->counter >= 0) counter_param = sp;
+        Value as;
+        if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
+            /* a number it starts with (a loop variable counts in numbers):
+             * the body sees one, as eagerly (trace.h) */
+            Value spv = {.kind = V_TENSOR};
+            spv.u.t = sp;
+            trace_mark_number(spv);
+            number[k] = true;
+        }
         Value old = env->slots[carried[k]];
         env->slots[carried[k]] = v_tensor_take(sp);
         value_decref(old);
@@ -1480,6 +1497,10 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         if (is_lit(v))
             FAIL(where ? where->loc : n->loc, "'%s' becomes a float literal in a %s on a traced tensor "
                  "(a tensor would round it to float32)", name, what);
+        Value as;
+        /* a number that the body leaves a tensor: eager code's kind after
+         * the loop depends on its count; then none is marked (as before) */
+        if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) numbers = false;
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
@@ -1598,6 +1619,8 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
             free(outs);
             goto done;
         }
+        for (int k = 0; k < nc && numbers; k++)
+            if (number[k]) trace_mark_number(env->slots[carried[k]]);
         for (int k = 0; k < ncv; k++) {
             /* (the values it carries that a read of the variable reaches) */
             bool *reach = xcalloc((size_t)ntot + 1, 1);
@@ -1619,6 +1642,7 @@ done:
     for (int k = 0; k < (ntot > nc ? ntot : nc); k++)
         if (init[k]) tensor_decref(init[k]);
     free(init);
+    free(number);
     free(carried);
     free(cvars);
     free(ckinds);

@@ -829,7 +829,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
          * (A loop whose body holds an if is never such an entry: under a
          * tape made in this trace it runs at trace time, its ifs traced one
          * by one, each aliased so.) */
-        if (!rc && n->kind == G_COND && ninner > 0) cond_pass_aliases(T, m, in, nout, all);
+        /* (gnode again: n may be stale, running the node added nodes) */
+        if (!rc && gnode(T->g, id)->kind == G_COND && ninner > 0) cond_pass_aliases(T, m, in, nout, all);
         if (zero_trip) tensor_decref(zero_trip);
         free(in);
         free(caps);

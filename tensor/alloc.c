@@ -64,17 +64,32 @@ static void *no_memory(size_t nbytes) {
     return NULL;
 }
 
-void *tfe_alloc(size_t nbytes) {
+/* The checks before any allocation: the TFE_MAX_ALLOC_BYTES cap (on
+ * `counted`, what the block will count as live), a size no system has, and
+ * injected faults. true: refused, the error set. */
+static bool alloc_refused(size_t nbytes, size_t counted) {
     size_t limit = tfe_alloc_get_limit();
-    if (limit && (nbytes > limit || st.live_bytes > limit - nbytes)) {
+    if (limit && (counted > limit || st.live_bytes > limit - counted)) {
         tfe_error_set("out of memory allocating %zu bytes (TFE_MAX_ALLOC_BYTES is %zu)", nbytes, limit);
-        return NULL;
+        return true;
     }
     if (nbytes > ((size_t)1 << 62)) { /* size_class would overflow; no system has this */
         tfe_error_set("out of memory allocating %zu bytes", nbytes);
-        return NULL;
+        return true;
     }
-    if (alloc_fault() || (nbytes > SMALL_TENSOR_BYTES && alloc_fault_large())) return no_memory(nbytes);
+    if (alloc_fault() || (nbytes > SMALL_TENSOR_BYTES && alloc_fault_large())) return !no_memory(nbytes);
+    return false;
+}
+
+/* A block of `rounded` bytes is live now. */
+static void count_live(size_t rounded) {
+    st.live_bytes += rounded;
+    st.total_bytes += rounded;
+    if (st.live_bytes > st.peak_bytes) st.peak_bytes = st.live_bytes;
+}
+
+void *tfe_alloc(size_t nbytes) {
+    if (alloc_refused(nbytes, nbytes)) return NULL;
     size_t rounded;
     int c = size_class(nbytes, &rounded);
     block *b = c < NCLASSES ? free_lists[c] : NULL;
@@ -91,9 +106,7 @@ void *tfe_alloc(size_t nbytes) {
         }
         st.n_malloc++;
     }
-    st.live_bytes += rounded;
-    st.total_bytes += rounded;
-    if (st.live_bytes > st.peak_bytes) st.peak_bytes = st.live_bytes;
+    count_live(rounded);
     return b;
 }
 
@@ -113,25 +126,16 @@ void tfe_free(void *p, size_t nbytes) {
 }
 
 void *tfe_alloc_exact(size_t nbytes) {
-    size_t limit = tfe_alloc_get_limit(), rounded = nbytes ? (nbytes + 63) & ~(size_t)63 : 64;
-    if (limit && (rounded > limit || st.live_bytes > limit - rounded)) {
-        tfe_error_set("out of memory allocating %zu bytes (TFE_MAX_ALLOC_BYTES is %zu)", nbytes, limit);
-        return NULL;
-    }
-    if (nbytes > ((size_t)1 << 62)) {
-        tfe_error_set("out of memory allocating %zu bytes", nbytes);
-        return NULL;
-    }
-    if (alloc_fault() || (nbytes > SMALL_TENSOR_BYTES && alloc_fault_large())) return no_memory(nbytes);
+    /* (a size past 2^62 is refused before its rounding could wrap) */
+    size_t rounded = nbytes > ((size_t)1 << 62) ? nbytes : nbytes ? (nbytes + 63) & ~(size_t)63 : 64;
+    if (alloc_refused(nbytes, rounded)) return NULL;
     void *b = aligned_alloc(64, rounded);
     if (!b) {
         tfe_alloc_trim();
         if (!(b = aligned_alloc(64, rounded))) return no_memory(nbytes);
     }
     st.n_malloc++;
-    st.live_bytes += rounded;
-    st.total_bytes += rounded;
-    if (st.live_bytes > st.peak_bytes) st.peak_bytes = st.live_bytes;
+    count_live(rounded);
     return b;
 }
 

@@ -66,6 +66,38 @@ static tfe_dtype dtype_arg(Interp *I, const char *fn, Value v, tfe_dtype def, in
     return (tfe_dtype)d;
 }
 
+/* Raises normal's error when a std element is negative (NaN passes, as in
+ * NumPy); returns whether it raised. */
+static bool std_negative(Interp *I, tfe_tensor *std)
+{
+    tfe_tensor *h = tensor_to_device(std, 0);
+    if (!h) return interp_raise_tensor_error(I), true;
+    int64_t n = tensor_numel(h), bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (tensor_load_f64(h, i) < 0) bad = i;
+    double sv = bad >= 0 ? tensor_load_f64(h, bad) : 0;
+    tensor_decref(h);
+    if (bad < 0) return false;
+    interp_raise(I, "normal: std must be >= 0 (a standard deviation), got %g%s", sv, n > 1 ? " in the std tensor" : "");
+    return true;
+}
+
+/* _check_normal_std(std): normal's check of a std a staged function
+ * computes, made by the graph at every call (a host node). */
+BUILTIN(bi_check_normal_std)
+{
+    (void)data;
+    Value a[1];
+    bool p[1];
+    if (args_parse(I, "normal", "std", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    tfe_tensor *t = arg_tensor(I, "normal", "std", a[0]);
+    if (!t) return -1;
+    bool bad = std_negative(I, t);
+    tensor_decref(t);
+    *out = v_nil();
+    return bad ? -1 : 0;
+}
+
 /* normal(mean=0.0, std=1.0, shape=nil, dtype=nil) and uniform(lo=0.0,
  * hi=1.0, shape=nil, dtype=nil): mean + std * randn(shape) and
  * lo + (hi - lo) * rand(shape), NumPy's formulas. data: 0 normal, 1 uniform.
@@ -89,21 +121,20 @@ BUILTIN(bi_normal_uniform)
         if (!(par[i] = arg_tensor(I, fn, names[i], v))) goto done;
     }
     /* NumPy's normal raises for scale < 0, which would flip the draws
-     * silently; a uniform with hi < lo is NumPy's too (it mirrors). Values
-     * a trace computes are not read (no value until the graph runs). */
-    if (!uni && !par[1]->node) {
-        tfe_tensor *h = tensor_to_device(par[1], 0);
-        int64_t n = tensor_numel(h), bad = -1;
-        for (int64_t i = 0; i < n && bad < 0; i++)
-            if (tensor_load_f64(h, i) < 0) bad = i;
-        if (bad >= 0) {
-            double sv = tensor_load_f64(h, bad);
-            tensor_decref(h);
-            interp_raise(I, "normal: std must be >= 0 (a standard deviation), got %g%s", sv,
-                         n > 1 ? " in the std tensor" : "");
-            goto done;
-        }
-        tensor_decref(h);
+     * silently; a uniform with hi < lo is NumPy's too (it mirrors). A std
+     * a trace computes has no value until the graph runs: the check is then
+     * a call of _check_normal_std, an effect, so the graph makes it at every
+     * call, with that call's std, and raises eager code's error there. */
+    if (!uni && par[1]->node && I->tracer) {
+        int k = builtin_index(I, "_check_normal_std");
+        tensor_incref(par[1]);
+        Value sv = v_tensor_take(par[1]), nil = v_nil();
+        int crc = k < 0 ? -1 : call_value(I, I->builtin_vals[k], 1, &sv, 0, NULL, NULL, &nil);
+        value_decref(sv);
+        value_decref(nil);
+        if (crc) goto done;
+    } else if (!uni && std_negative(I, par[1])) {
+        goto done;
     }
     int brank;
     int64_t bshape[TFE_MAX_RANK];
@@ -307,6 +338,8 @@ void builtins_random_register(Interp *I)
     interp_define_builtin(I, "normal", bi_normal_uniform, NULL);
     interp_define_builtin(I, "uniform", bi_normal_uniform, (void *)1);
     interp_define_builtin(I, "choice", bi_choice, NULL);
+    interp_define_builtin_flags(I, "_check_normal_std", bi_check_normal_std, NULL, BF_EFFECT, NULL);
+    ((Builtin *)I->builtin_vals[builtin_index(I, "_check_normal_std")].u.o)->value_check = true;
     interp_define_builtin(I, "shuffle", bi_shuffle, NULL);
     interp_define_builtin(I, "permutation", bi_permutation, NULL);
 }

@@ -87,6 +87,12 @@ typedef struct Builtin {
      * call of a staged function): 1 returns nil, 2 returns a value. Set at
      * registration (BF_EFFECT, BF_EFFECT_VALUE in interp/interp.h). */
     uint8_t effect;
+    /* An effect that only checks its arguments' values (it returns nil or
+     * raises, and changes nothing): staged code calls it at every call, as
+     * any effect, and --check-staged runs it in both runs rather than
+     * matching the graph's call with the eager run's (stage/check.c), since
+     * an eager run checks such values inline, without a call. */
+    bool value_check;
     /* Why a staged function cannot call it (BF_NOT_STAGEABLE), or NULL. */
     const char *unstageable;
 } Builtin;

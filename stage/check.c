@@ -539,6 +539,13 @@ static void note_changes(Check *ck, HostRec *r)
     }
 }
 
+/* A builtin that only checks values (Builtin.value_check): an eager run
+ * checks inline, with no call to match, so both runs call it for real. */
+static bool is_value_check(Value f)
+{
+    return f.kind == V_BUILTIN && ((const Builtin *)f.u.o)->value_check;
+}
+
 /* A call that computes a gradient inside a graph (f.vjp, the check that a
  * gradient is zero): not an effect of the body, so never recorded or
  * replayed; it runs for real in whichever run makes it (the eager run's
@@ -576,7 +583,7 @@ int check_host_eager(Interp *I, Value f, int argc, const Value *argv, int nkw,
                      Str *const *kwnames, const Value *kwvals, Value *out)
 {
     Check *ck = I->check_eager;
-    if (host_is_gradient_call(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
+    if (host_is_gradient_call(f) || is_value_check(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
     if (ck->nrec == ck->caprec) {
         ck->caprec = ck->caprec ? ck->caprec * 2 : 8;
         ck->recs = xrealloc(ck->recs, sizeof *ck->recs * (size_t)ck->caprec);
@@ -758,7 +765,7 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     Check *ck = I->check_replay;
     const char *name = callee_name(f);
     *out = v_nil();
-    if (host_is_gradient_call(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
+    if (host_is_gradient_call(f) || is_value_check(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
     if (ck->cursor >= ck->nrec)
         return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
     HostRec *r = &ck->recs[ck->cursor++];

@@ -1938,6 +1938,7 @@ bool trace_host_harmless(const GNode *x, const Obj *var)
     if (x->host->obj.kind != V_BUILTIN) return false;
     const Builtin *b = (const Builtin *)x->host->obj.u.o;
     if (value_is_variable(b->self)) return b->self.u.o != var;
+    if (b->value_check) return true;
     /* (the effects a traced branch can hold; restore assigns variables) */
     static const char *const harmless[] = {"print", "save_npy", "seed", "assert", "check_labels",
                                            "check_same_shape", "plot", "save", "write_text"};

@@ -1047,6 +1047,7 @@ static void sources_collect(Check *ck, Leaves *lv)
 static tfe_tape *tape_begin(Check *ck)
 {
     tfe_tape *t = tfe_tape_new(false);
+    tfe_tape_set_aside(t); /* (a second order takes the program's path: tfe_tapes_recording) */
     tfe_tape_push(t);
     for (int i = 0; i < ck->nsrc; i++) tfe_tape_watch(t, ck->src[i]);
     return t;

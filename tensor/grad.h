@@ -110,6 +110,12 @@ void tfe_tape_record(const tfe_opcall *c);
  * computing their own gradient, not spent): two or more can record a
  * backward computed under them (a higher order). */
 int tfe_tapes_recording(void);
+/* t takes one first-order gradient of what it records, right after, and
+ * that gradient is no part of the program's (--check-staged's tape, which
+ * compares a staged call's gradient with the eager run's: stage/check.c):
+ * tfe_tapes_recording does not count it, so the program's tapes decide
+ * how a staged call under them records itself, as without the check. */
+void tfe_tape_set_aside(tfe_tape *t);
 /* A recording tape tracks one of in[] but none of out[]: it began after
  * the op that made out ran (tensor/tape.c). */
 bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out);

@@ -123,6 +123,8 @@ struct tfe_tape {
     bool keep_view;     /* tape(draw=true): a gradient call keeps the entries and every
                            gradient it computed, for t.graph() (tfe_tape_keep_view) */
     pmap view_grads;    /* ... those gradients, by tensor, of the last call (owned) */
+    bool aside;         /* --check-staged's own (tfe_tape_set_aside): not counted by
+                           tfe_tapes_recording */
 };
 
 /* The active tapes, innermost last: the stack of whoever runs the program
@@ -398,11 +400,13 @@ bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const 
     return false;
 }
 
+void tfe_tape_set_aside(tfe_tape *t) { t->aside = true; }
+
 int tfe_tapes_recording(void) {
     int n = 0;
     for (int k = 0; k < stack->n; k++) {
         tfe_tape *t = stack->active[k];
-        if (t->computing || t->spent || !t->tracked.n) continue;
+        if (t->computing || t->spent || t->aside || !t->tracked.n) continue;
         bool dup = false;
         for (int j = k + 1; j < stack->n && !dup; j++) dup = stack->active[j] == t;
         n += !dup;

@@ -1753,6 +1753,7 @@ static __attribute__((noinline)) int for_range_traced(Interp *I, Node *n, Env *e
     if (rc == 2) { /* an ordinary range (reading a traced bound specialises the trace) */
         I->cur_loc = call->a->loc;
         rc = call_value(I, I->builtin_vals[call->a->slot], argc, args, 0, NULL, NULL, it) ? -1 : 1;
+        trace_fallback_done(I);
     }
     for (int i = 0; i < argc; i++) value_decref(args[i]);
     return rc == -1 ? XS_ERR : rc == 0 ? XS_DONE : XS_OK;
@@ -1926,6 +1927,7 @@ static __attribute__((noinline)) int while_cond_traced(Interp *I, Node *n, Env *
         }
     }
     int rc = value_truth(I, c, n->a->loc, t);
+    trace_fallback_done(I);
     value_decref(c);
     return rc ? XS_ERR : XS_OK;
 }

@@ -73,6 +73,7 @@ void trace_end(Tracer *T)
     free(T->dyn);
     free(T->sym_fns);
     free(T->fail_msg);
+    free(T->fallback_why);
     free(T->kept);
     T->I->tracer = NULL;
     T->I->trace_id = 0;
@@ -469,6 +470,13 @@ static bool trace_value_read(const tfe_tensor *t)
             trace_fail(I, I->cur_loc, "an f-string formats at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call (print the tensor itself, "
                                       "print(\"loss\", loss), or format it in a @host function)", p);
+        else if (!I->has_error && T->fallback_why)
+            /* the condition or bounds of an if or loop that runs at trace
+             * time: why it could not be a node is what to change */
+            trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "
+                                      "which can change from call to call: this conditional or loop runs "
+                                      "at trace time, as it could not be traced (line %d: %s)", p,
+                       T->fallback_line, T->fallback_why);
         else if (!I->has_error)
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call (keep it a tensor, or %s)", p,

@@ -49,6 +49,12 @@ typedef struct Tracer {
     bool failed;          /* implicit and failed: recording stopped */
     char *fail_msg;
     Loc fail_loc;
+    /* Why the if or loop about to run at trace time could not be a node
+     * (the error its attempt gave, and where): a read of its own condition's
+     * or bounds' value that cannot be made at trace time says so
+     * (trace_value_read); set by give_up, dropped by trace_fallback_done. */
+    char *fallback_why;
+    int fallback_line;
     int last_effect;      /* last effect node of the current region */
     int last_cf;          /* the newest cond or while node (-1: none): a read
                              of a variable before it may be stale after it */
@@ -184,6 +190,10 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 /* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
  * caller runs the loop eagerly: the trace then depends on the bounds). */
 int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, int *xs);
+/* After an if or loop that could not be a node has read its condition's or
+ * bounds' value at trace time: a later read's error no longer gives its
+ * reason (Tracer.fallback_why). */
+void trace_fallback_done(Interp *I);
 /* A cond (while) node for code without an AST (import_onnx's If, Loop):
  * run(ctx, part, in, outs) traces, symbolically, a cond's branch part (0
  * then, 1 else; in NULL) into its nout outputs, or a loop's condition (part

@@ -948,6 +948,14 @@ static int give_up(Interp *I, Tracer *T, Loc loc, const char *what)
     return 1;
 }
 
+void trace_fallback_done(Interp *I)
+{
+    Tracer *T = I->tracer;
+    if (!T) return;
+    free(T->fallback_why);
+    T->fallback_why = NULL;
+}
+
 /* Where a trace stood before an attempt at a cond or while node, so that a
  * failed attempt leaves nothing behind: constants it added to the top region
  * are taken out again, and tensors noted for its nodes forget them (its
@@ -991,6 +999,10 @@ static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, i
     T->symbolic = sym;
     T->last_effect = effect;
     restore(env, before);
+    /* (the reason, for an error reading its condition or bounds now) */
+    free(T->fallback_why);
+    T->fallback_why = !sym && I->has_error && I->err_msg ? xstrdup(I->err_msg) : NULL;
+    T->fallback_line = I->has_error ? I->err_loc.line : 0;
     int rc = give_up(I, T, loc, what);
     if (rc == 1) roll_back(T, mark);
     return rc;
@@ -1135,9 +1147,13 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             if (is_leafy(a0) && is_leafy(a1))
                 FAIL(where ? where->loc : n->loc, "%s is a float literal after a branch of this if on a traced "
                      "tensor (a tensor would round it to float32)", quoted(name, qn, sizeof qn));
+            /* (a variable itself, b = v, is an object a graph cannot hand
+             * on; its value, b = v.value, is a tensor read where it runs) */
             FAIL(where ? where->loc : n->loc, "%s is %s after one branch of this if on a traced tensor and %s "
-                 "after the other; staged code needs tensors (or equal values) in both",
-                 quoted(name, qn, sizeof qn), kind_with_article(a0), kind_with_article(a1));
+                 "after the other; staged code needs tensors (or equal values) in both%s",
+                 quoted(name, qn, sizeof qn), kind_with_article(a0), kind_with_article(a1),
+                 value_is_variable(a0) || value_is_variable(a1)
+                     ? "; to hand on the variable's value, read it with .value" : "");
         }
         tfe_tensor *t0 = as_tensor(a0), *t1 = as_tensor(a1);
         pairs[npairs++] = (Pair){s, {t0, t1}};
@@ -1233,6 +1249,7 @@ failed:
     if (rc == 1) {
         bool t = false;
         rc = value_truth(I, cond, n->a->loc, &t);
+        trace_fallback_done(I);
         if (!rc) {
             Node *body = t ? n->b : n->c;
             *xs = body ? interp_exec_branch(I, body, env) : XS_OK;

@@ -400,7 +400,14 @@ static void retrace_warning(Interp *I, Closure *c, StageCache *sc, const char *p
         p = pe ? pe + 1 : NULL;
         q = qe ? qe + 1 : NULL;
     }
-    if (!any) fprintf(stderr, "%s  the arguments are alike: what changed is a value read at trace time or a binding outside it\n", pre);
+    /* (a tensor argument is described by its dtype and shape: one whose
+     * value the trace read, int(sum(x)), is part of the signature by value
+     * but reads the same here; a long list or record is cut at 60
+     * characters) */
+    if (!any)
+        fprintf(stderr, "%s  no argument changed as described here (kind, dtype, shape): what changed is a value "
+                        "of a tensor argument that the trace read (as int(x) reads it), or a binding outside "
+                        "the function\n", pre);
     fflush(stderr);
 }
 

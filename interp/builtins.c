@@ -508,7 +508,17 @@ BUILTIN(bi_check_labels)
         n = cls->shape[cls->rank - 1];
         bool fits = lab->rank == cls->rank - 1;
         for (int i = 0; fits && i < lab->rank; i++) fits = lab->shape[i] == cls->shape[i];
-        if (!fits)
+        /* scores of the labels' own shape are most likely class ids
+         * already (argmax taken before the call) */
+        bool same = !fits && lab->rank == cls->rank;
+        for (int i = 0; same && i < lab->rank; i++) same = lab->shape[i] == cls->shape[i];
+        if (same)
+            rc = raise_at_caller(I, "%s: the scores have shape %s, the %s' own shape; the scores must be one row of "
+                                    "class scores (logits or probabilities) per label, shape (batch, classes), as the "
+                                    "model gives them (predicted class ids are compared directly: "
+                                    "mean(cast(preds == %s, float32)))",
+                                 where, shape_str(cls->rank, cls->shape, s2), name, name);
+        else if (!fits)
             rc = raise_at_caller(I, "%s: %s have shape %s but the scores have shape %s; %s must have the scores' "
                                     "shape without its last axis (one class id per row)",
                                  where, name, shape_str(lab->rank, lab->shape, s1), shape_str(cls->rank, cls->shape, s2),
@@ -603,9 +613,18 @@ BUILTIN(bi_check_grads)
             return raise_at_caller(I, "%s: the gradients have no entry \"%s\"; the optimizer updates every parameter it "
                                       "was built with: pass t.gradient(loss, ps) for that same record ps",
                                    where, ps->keys[i]->s);
+        /* nil (a gradient of nothing: a source given as nil) or a string
+         * would fail inside the update, in the library's code */
+        if (gv->kind != V_TENSOR && gv->kind != V_SCALAR) {
+            const char *gk = value_kind_name(*gv);
+            return raise_at_caller(I, "%s: the gradient for '%s' is %s%s%s, not a tensor; pass t.gradient(loss, ps) "
+                                      "for the record ps the optimizer was built with",
+                                   where, ps->keys[i]->s, gv->kind == V_NIL ? "" : article(gk),
+                                   gv->kind == V_NIL ? "" : " ", gk);
+        }
         /* a gradient that only broadcasts to its parameter ((1,) for (2, 1))
          * would update every element alike */
-        if ((gv->kind != V_TENSOR && gv->kind != V_SCALAR) || !value_is_variable(ps->vals[i])) continue;
+        if (!value_is_variable(ps->vals[i])) continue;
         const tfe_tensor *w = variable_peek(ps->vals[i]);
         int grank = gv->kind == V_TENSOR ? gv->u.t->rank : 0;
         const int64_t *gshape = gv->kind == V_TENSOR ? gv->u.t->shape : NULL;
@@ -646,6 +665,40 @@ BUILTIN(bi_check_layers)
                                   "nn.dense(...) returns)", where, i, article(k), k);
     }
     return 0;
+}
+
+/* check_fn(where, name, f, what, hint="", nil_ok=true): nil, or an error at
+ * the caller's call unless f is callable (or nil, when nil_ok) (a function, a builtin, a record with a call
+ * function): a layer's activation="relu" or an optimizer's schedule=0.01
+ * would otherwise fail at the first call, inside the library. what says
+ * which functions fit ("a function of one tensor (relu, tanh, ...)"). */
+BUILTIN(bi_check_fn)
+{
+    (void)data;
+    Value a[6];
+    bool p[6];
+    if (args_parse(I, "check_fn", "where, name, f, what, hint=, nil_ok=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR || a[3].kind != V_STR || (p[4] && a[4].kind != V_STR))
+        return interp_raise(I, "check_fn: where, name, what and hint must be strings");
+    bool nil_ok = true;
+    if (p[5] && value_truth(I, a[5], I->cur_loc, &nil_ok)) return -1;
+    *out = v_nil();
+    Value f = a[2];
+    if ((f.kind == V_NIL && nil_ok) || f.kind == V_FN || f.kind == V_BUILTIN || f.kind == V_OBJECT) return 0;
+    if (f.kind == V_RECORD || f.kind == V_MODULE) {
+        Value *c = record_get((Record *)f.u.o, "call", 4);
+        if (c && (c->kind == V_FN || c->kind == V_BUILTIN)) return 0;
+    }
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[1].u.o)->s, *k = value_kind_name(f);
+    if (f.kind == V_STR) {
+        const char *sv = ((Str *)f.u.o)->s;
+        return raise_at_caller(I, "%s: %s must be %s%s, got the string \"%s\"; pass the function itself, not its "
+                                  "name in quotes",
+                               where, name, ((Str *)a[3].u.o)->s, nil_ok ? " or nil" : "", sv);
+    }
+    return raise_at_caller(I, "%s: %s must be %s%s, got %s %s%s", where, name, ((Str *)a[3].u.o)->s,
+                           nil_ok ? " or nil" : "", article(k), k, p[4] ? ((Str *)a[4].u.o)->s : "");
 }
 
 /* check_training(where, training): true or false (a layer's call takes one
@@ -782,5 +835,6 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_grads", bi_check_grads, NULL);
     interp_define_builtin(I, "check_layers", bi_check_layers, NULL);
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
+    interp_define_builtin(I, "check_fn", bi_check_fn, NULL);
     interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

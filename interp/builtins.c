@@ -428,11 +428,17 @@ static int raise_at_caller(Interp *I, const char *fmt, ...)
     return rc;
 }
 
+static const char *article(const char *w);
+
 /* A tensor argument of a check (new ref), or NULL after raising. */
 static tfe_tensor *check_tensor(Interp *I, const char *where, const char *name, Value v)
 {
     tfe_tensor *t = value_to_tensor(v);
-    if (!t) arg_error(I, where, name, "a tensor", v);
+    if (!t) { /* at the user's call of the library function, as the checks' other errors */
+        const char *k = value_kind_name(v);
+        raise_at_caller(I, "%s: %s must be a tensor, got %s %s%s", where, name, article(k), k,
+                        v.kind == V_LIST || v.kind == V_TUPLE ? " (make one: tensor(xs))" : "");
+    }
     return t;
 }
 
@@ -701,6 +707,32 @@ BUILTIN(bi_check_fn)
                            nil_ok ? " or nil" : "", article(k), k, p[4] ? ((Str *)a[4].u.o)->s : "");
 }
 
+/* check_number(where, name, x): nil, or an error at the caller's call
+ * unless x is a number (or a one-element tensor, or a variable holding
+ * one): an optimizer's lr="0.1" would otherwise fail inside the library. */
+BUILTIN(bi_check_number)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_number", "where, name, x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR) return interp_raise(I, "check_number: where and name must be strings");
+    *out = v_nil();
+    Value x = a[2];
+    if (x.kind == V_SCALAR && x.dtype != TFE_BOOL) return 0;
+    if (x.kind == V_TENSOR && tensor_numel(x.u.t) == 1 && x.u.t->dtype != TFE_BOOL) return 0;
+    if (value_is_variable(x)) {
+        const tfe_tensor *w = variable_peek(x);
+        if (tensor_numel(w) == 1 && w->dtype != TFE_BOOL) return 0;
+    }
+    const char *k = value_kind_name(x);
+    if (x.kind == V_STR)
+        return raise_at_caller(I, "%s: %s must be a number, got the string \"%s\"; write the number without quotes",
+                               ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s, ((Str *)x.u.o)->s);
+    return raise_at_caller(I, "%s: %s must be a number, got %s %s", ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s,
+                           article(k), k);
+}
+
 /* check_training(where, training): true or false (a layer's call takes one
  * input; a second positional argument would be taken as training). */
 BUILTIN(bi_check_training)
@@ -836,5 +868,6 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_layers", bi_check_layers, NULL);
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
     interp_define_builtin(I, "check_fn", bi_check_fn, NULL);
+    interp_define_builtin(I, "check_number", bi_check_number, NULL);
     interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

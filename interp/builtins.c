@@ -550,6 +550,13 @@ BUILTIN(bi_check_labels)
             if (!strcmp(name, "ids")) /* nn.embedding's table rows */
                 rc = raise_at_caller(I, "%s: id %lld%s is outside [0, %lld): the table has %lld rows (vocab_size)",
                                      where, (long long)v, at, (long long)n, (long long)n);
+            else if (n == 1 && cls->rank > 0) /* one score per row: a binary classifier's */
+                rc = raise_at_caller(I, "%s: label %lld%s is outside [0, 1): the scores have one column, so there is "
+                                        "1 class; for two classes with one score per row use %s, with the scores "
+                                        "reshaped to the labels' shape (reshape(scores, (-1,)))",
+                                     where, (long long)v, at,
+                                     !strncmp(where, "losses.", 7) ? "losses.binary_cross_entropy(logits, cast(labels, float32))"
+                                                                   : "metrics.binary_accuracy(probs, labels)");
             else
                 rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
                                      where, (long long)v, at, (long long)n, (long long)n);

@@ -406,6 +406,19 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
                     value_kind_name(a));
 }
 
+int value_truth_op(Interp *I, Value v, Loc loc, bool *out, const char *word)
+{
+    if (v.kind == V_TENSOR && tensor_numel(v.u.t) != 1) {
+        char sh[200];
+        return raise_at(I, loc, "'%s' takes bools (or one-element tensors), got a tensor of shape %s: for masks "
+                                "element by element write logical_%s(%s) (NumPy's %s); for one bool, any() or all()",
+                        word, shape_str(v.u.t->rank, v.u.t->shape, sh), word,
+                        !strcmp(word, "not") ? "x" : "a, b",
+                        !strcmp(word, "and") ? "a & b" : !strcmp(word, "or") ? "a | b" : "~x");
+    }
+    return value_truth(I, v, loc, out);
+}
+
 /* A condition must be a bool or a one-element tensor. */
 int value_truth(Interp *I, Value v, Loc loc, bool *out)
 {
@@ -1462,13 +1475,14 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
         Value a;
         bool t;
         if (eval(I, n->a, env, &a)) return -1;
-        int rc = value_truth(I, a, n->a->loc, &t);
+        const char *word = n->kind == N_AND ? "and" : "or";
+        int rc = value_truth_op(I, a, n->a->loc, &t, word);
         value_decref(a);
         if (rc) return -1;
         if (n->kind == N_AND ? !t : t) { *out = v_bool(t); return 0; }
         Value b;
         if (eval(I, n->b, env, &b)) return -1;
-        rc = value_truth(I, b, n->b->loc, &t);
+        rc = value_truth_op(I, b, n->b->loc, &t, word);
         value_decref(b);
         if (rc) return -1;
         *out = v_bool(t);
@@ -1478,7 +1492,7 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
         Value a;
         bool t;
         if (eval(I, n->a, env, &a)) return -1;
-        int rc = value_truth(I, a, n->a->loc, &t);
+        int rc = value_truth_op(I, a, n->a->loc, &t, "not");
         value_decref(a);
         if (rc) return -1;
         *out = v_bool(!t);

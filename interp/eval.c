@@ -1624,6 +1624,29 @@ static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
 
 /* target = v (takes v). For x[i] = v on a tensor the updated copy is bound
  * back to x (value semantics), recursively through fields and indices. */
+/* r.w = tensor where r.w holds a variable: the record would drop the
+ * variable for a constant, so a model keeps reading the old variable (or a
+ * params() record stops reaching it) and training silently stops updating
+ * it: the trap of `ps[k] = ps[k] - lr * g` for `ps[k] -= lr * g`
+ * (PyTorch refuses a tensor for a parameter too). A variable, nil or any
+ * other value may still replace it. Takes v on error. */
+static int refuse_variable_replace(Interp *I, Record *r, const Node *base, const char *key, size_t len, Value *v,
+                                   bool field, Loc loc)
+{
+    if (v->kind != V_TENSOR && v->kind != V_SCALAR) return 0;
+    Value *old = record_get(r, key, len);
+    if (!old || !value_is_variable(*old)) return 0;
+    value_decref(*v);
+    char at[300];
+    const char *b = base->kind == N_NAME ? base->str : "r"; /* the record's name as written, where it has one */
+    if (field) snprintf(at, sizeof at, "%s.%.*s", b, (int)len, key);
+    else snprintf(at, sizeof at, "%s[\"%.*s\"]", b, (int)len, key);
+    return raise_at(I, loc, "cannot replace the variable at %s with a tensor: the model would keep the old variable "
+                            "(or read a constant), and training would silently stop updating it; update the variable "
+                            "in place: %s -= lr * g, or %s.assign(x)",
+                    at, at, at);
+}
+
 static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
 {
     switch (t->kind) {
@@ -1649,8 +1672,12 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             value_decref(v);
             rc = -1;
         } else if (base.kind == V_RECORD) {
-            if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
-            record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+            if (refuse_variable_replace(I, (Record *)base.u.o, t->a, t->str, strlen(t->str), &v, true, t->opl)) {
+                rc = -1;
+            } else {
+                if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
+                record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+            }
         }
         else {
             value_decref(v);
@@ -1691,6 +1718,10 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
                 goto done;
             }
             Str *key = (Str *)items[0].v.u.o;
+            if (refuse_variable_replace(I, (Record *)base.u.o, t->a, key->s, key->len, &v, false, t->loc)) {
+                rc = -1;
+                goto done;
+            }
             record_set_take((Record *)base.u.o, key->s, key->len, v);
         } else if (base.kind == V_TENSOR || base.kind == V_SCALAR) {
             Value upd;
@@ -1702,9 +1733,14 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             if (!rc) rc = assign_to(I, t->a, upd, env, loc);
         } else {
             value_decref(v);
-            rc = raise_at(I, t->loc, base.kind == V_TUPLE ? "cannot assign to an element of a tuple (tuples are immutable)"
-                                                          : "cannot assign to an element of a value of type %s",
-                          value_kind_name(base));
+            if (value_is_variable(base)) /* PyTorch's w[0] = 1.0 under no_grad */
+                rc = raise_at(I, t->loc, "cannot assign to an element of a variable: a variable changes only as a whole, "
+                                         "through assign; update a copy of its value and assign that: "
+                                         "let a = v.value; a[i] = x; v.assign(a)");
+            else
+                rc = raise_at(I, t->loc, base.kind == V_TUPLE ? "cannot assign to an element of a tuple (tuples are immutable)"
+                                                              : "cannot assign to an element of a value of type %s",
+                              value_kind_name(base));
         }
     done:
         free_index_items(items, k);

@@ -421,10 +421,20 @@ static int raise_at_caller(Interp *I, const char *fmt, ...)
     va_end(ap);
     if (!I->nframes) return raise_msg_at(I, I->cur_loc, buf);
     /* the library function's own frame is where the error is, so it is
-     * left out of the traceback */
-    I->nframes--;
-    int rc = raise_msg_at(I, I->frames[I->nframes].call_loc, buf);
-    I->nframes++;
+     * left out of the traceback; so are the stdlib's frames that called it
+     * (a layer inside nn.sequential, opt.step inside optim.minimize): the
+     * error is at the user's call */
+    int saved = I->nframes, k = I->nframes - 1;
+    while (k > 0 && I->frames[k].call_loc.src && I->frames[k].call_loc.src->library) k--;
+    /* the skipped frame the library function was called in names the part
+     * (nn.sequential's "layers.1 (dense)") */
+    if (k < saved - 1 && I->frames[saved - 1].fname) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " (in %s)", I->frames[saved - 1].fname);
+    }
+    I->nframes = k;
+    int rc = raise_msg_at(I, I->frames[k].call_loc, buf);
+    I->nframes = saved;
     return rc;
 }
 

@@ -2250,23 +2250,32 @@ int module_search_dirs(Interp *I, char **dirs, int cap)
     return kept;
 }
 
-/* import nn: the first of module_search_dirs holding nn.tfe. */
-static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+/* import nn: the first of module_search_dirs holding nn.tfe; *library:
+ * found in the stdlib's folder (the build tree's or the installed one). */
+static char *find_module(Interp *I, const char *name, char *searched, size_t cap, bool *library)
 {
     char *dirs[64];
     int nd = module_search_dirs(I, dirs, 63);
-    char *found = NULL;
+    char *found = NULL, *ed = exe_dir(), *built = NULL;
+    if (ed && asprintf(&built, "%s/stdlib", ed) < 0) built = NULL;
+    free(ed);
     searched[0] = 0;
+    *library = false;
     for (int i = 0; i < nd; i++) {
         char *p;
         if (!found && asprintf(&p, "%s/%s.tfe", dirs[i], name) >= 0) {
-            if (file_exists(p)) found = p;
-            else free(p);
+            if (file_exists(p)) {
+                found = p;
+                *library = !strcmp(dirs[i], TFE_STDLIB_DIR) || (built && !strcmp(dirs[i], built));
+            } else {
+                free(p);
+            }
         }
         size_t len = strlen(searched);
         snprintf(searched + len, cap - len, "%s%s", len ? ", " : "", dirs[i]);
         free(dirs[i]);
     }
+    free(built);
     return found;
 }
 
@@ -2283,13 +2292,14 @@ static void file_stamp(const char *path, char *buf, size_t n)
 int import_module(Interp *I, Node *n, Value *out)
 {
     char *path = NULL;
+    bool library = false;
     if (n->is_path) {
         const char *base = n->loc.src && n->loc.src->dir ? n->loc.src->dir : ".";
         if (n->str[0] == '/') path = xstrdup(n->str);
         else if (asprintf(&path, "%s/%s", base, n->str) < 0) path = NULL;
     } else {
         char searched[2048];
-        path = find_module(I, n->str, searched, sizeof searched);
+        path = find_module(I, n->str, searched, sizeof searched, &library);
         if (!path) {
             static const char *const python[] = { "numpy", "torch", "tensorflow", "jax", "math", "random", NULL };
             for (int i = 0; python[i]; i++)
@@ -2326,6 +2336,7 @@ int import_module(Interp *I, Node *n, Value *out)
         free(path);
         return rc;
     }
+    src->library = library;
     record_set_take(I->modules, key, strlen(key), v_nil());
     ParseError pe;
     Node *root = parse_program(src, &pe);

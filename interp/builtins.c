@@ -746,8 +746,13 @@ BUILTIN(bi_check_number)
     if (x.kind == V_STR)
         return raise_at_caller(I, "%s: %s must be a number, got the string \"%s\"; write the number without quotes",
                                ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s, ((Str *)x.u.o)->s);
-    return raise_at_caller(I, "%s: %s must be a number, got %s %s", ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s,
-                           article(k), k);
+    char sh[220] = "";
+    if (x.kind == V_TENSOR) {
+        char s1[200];
+        snprintf(sh, sizeof sh, " of shape %s", shape_str(x.u.t->rank, x.u.t->shape, s1));
+    }
+    return raise_at_caller(I, "%s: %s must be a number, got %s %s%s", ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s,
+                           article(k), k, sh);
 }
 
 /* check_training(where, training): true or false (a layer's call takes one

@@ -1614,9 +1614,17 @@ static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
         }
     }
     if (!s) return raise_at(I, p->loc, "cannot destructure a value of type %s (a tuple or list is needed)", value_kind_name(v));
-    if (s->n != p->list.n)
+    if (s->n != p->list.n) {
+        /* enumerate's (i, (x, y)) taken as i, x, y: the pairs nest */
+        Seq *last = s->n >= 1 ? seq_as(s->items[s->n - 1]) : NULL;
+        if (last && s->n < p->list.n && last->n == p->list.n - s->n + 1)
+            return raise_at(I, p->loc, "cannot destructure a %s of %d values into %d names: its last value is itself "
+                                       "a %s of %d; nest the names as the values nest, as in "
+                                       "for i, (x, y) in enumerate(pairs)",
+                            value_kind_name(v), s->n, p->list.n, value_kind_name(s->items[s->n - 1]), last->n);
         return raise_at(I, p->loc, "cannot destructure a %s of %d value%s into %d names", value_kind_name(v),
                         s->n, s->n == 1 ? "" : "s", p->list.n);
+    }
     for (int i = 0; i < s->n; i++)
         if (bind_pattern(I, p->list.items[i], s->items[i], env)) return -1;
     return 0;

@@ -48,6 +48,15 @@ static int get_dtype(Interp *I, const char *fn, Value v, tfe_dtype def, tfe_dtyp
         *out = def;
         return 0;
     }
+    if (v.kind == V_BUILTIN && (!strcmp(((Builtin *)v.u.o)->name, "float") || !strcmp(((Builtin *)v.u.o)->name, "int"))) {
+        /* NumPy's astype(float) / astype(int), PyTorch's .to(float): the
+         * conversion functions, not dtypes; NumPy takes them as 64 bits */
+        const char *nm = ((Builtin *)v.u.o)->name;
+        return interp_raise(I, "%s: dtype must be a dtype name, got the function %s; write %s (NumPy's "
+                               "astype(%s) is %s)", fn, nm,
+                            !strcmp(nm, "float") ? "float32 or float64" : "int64 or int32", nm,
+                            !strcmp(nm, "float") ? "float64" : "int64");
+    }
     if (v.kind != V_STR)
         return arg_error(I, fn, "dtype", "a string such as \"float32\"", v);
     int d = dtype_from_name(str_of(v));

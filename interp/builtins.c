@@ -446,7 +446,8 @@ static tfe_tensor *check_tensor(Interp *I, const char *where, const char *name, 
     tfe_tensor *t = value_to_tensor(v);
     if (!t) { /* at the user's call of the library function, as the checks' other errors */
         const char *k = value_kind_name(v);
-        raise_at_caller(I, "%s: %s must be a tensor, got %s %s%s", where, name, article(k), k,
+        raise_at_caller(I, "%s: %s must be a tensor, got %s%s%s%s", where, name, v.kind == V_NIL ? "" : article(k),
+                        v.kind == V_NIL ? "" : " ", k,
                         v.kind == V_LIST || v.kind == V_TUPLE ? " (make one: tensor(xs))" : "");
     }
     return t;
@@ -755,6 +756,23 @@ BUILTIN(bi_check_number)
                            article(k), k, sh);
 }
 
+/* check_tensor(where, name, x): nil, or an error at the caller's call
+ * unless x is a tensor (or a number): data.batches given lists or nil
+ * would otherwise fail at a line of data.tfe. */
+BUILTIN(bi_check_tensor)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_tensor", "where, name, x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR) return interp_raise(I, "check_tensor: where and name must be strings");
+    *out = v_nil();
+    tfe_tensor *t = check_tensor(I, ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s, a[2]);
+    if (!t) return -1;
+    tensor_decref(t);
+    return 0;
+}
+
 /* check_training(where, training): true or false (a layer's call takes one
  * input; a second positional argument would be taken as training). */
 BUILTIN(bi_check_training)
@@ -891,5 +909,6 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
     interp_define_builtin(I, "check_fn", bi_check_fn, NULL);
     interp_define_builtin(I, "check_number", bi_check_number, NULL);
+    interp_define_builtin(I, "check_tensor", bi_check_tensor, NULL);
     interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

@@ -773,6 +773,41 @@ BUILTIN(bi_check_tensor)
     return 0;
 }
 
+/* check_features(where, x, n, name, rank2=false): nil, or an error at the
+ * caller's call unless x's last axis is a layer's n inputs (and x has rank
+ * 2 with rank2: a recurrent cell's (batch, features)); the layer's matmul
+ * would otherwise fail at a line of nn.tfe. It reads only x's rank and last
+ * axis, and not as a shape read by the program: a staged layer's graph
+ * stays free of the batch size (export's dynamic dims). */
+BUILTIN(bi_check_features)
+{
+    (void)data;
+    Value a[5];
+    bool p[5];
+    if (args_parse(I, "check_features", "where, x, n, name, rank2=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[3].kind != V_STR) return interp_raise(I, "check_features: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[3].u.o)->s;
+    *out = v_nil();
+    int64_t n;
+    if (arg_int(I, "check_features", "n", a[2], &n)) return -1;
+    bool rank2 = false;
+    if (p[4] && value_truth(I, a[4], I->cur_loc, &rank2)) return -1;
+    tfe_tensor *x = check_tensor(I, where, "x", a[1]);
+    if (!x) return -1;
+    bool ok = x->rank > 0 && x->shape[x->rank - 1] == n && (!rank2 || x->rank == 2);
+    int rc = 0;
+    if (!ok) {
+        char s1[200];
+        rc = raise_at_caller(I, "%s: x has shape %s; %s must be the layer's %lld inputs (%s=%lld)", where,
+                             shape_str(x->rank, x->shape, s1),
+                             rank2 ? "it must be (batch, features), and its last axis" : "its last axis (features)",
+                             (long long)n, name, (long long)n);
+    }
+    tensor_decref(x);
+    return rc;
+}
+
 /* check_training(where, training): true or false (a layer's call takes one
  * input; a second positional argument would be taken as training). */
 BUILTIN(bi_check_training)
@@ -909,6 +944,7 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
     interp_define_builtin(I, "check_fn", bi_check_fn, NULL);
     interp_define_builtin(I, "check_number", bi_check_number, NULL);
+    interp_define_builtin(I, "check_features", bi_check_features, NULL);
     interp_define_builtin(I, "check_tensor", bi_check_tensor, NULL);
     interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

@@ -541,7 +541,9 @@ BUILTIN(bi_check_labels)
                                  where, name, shape_str(lab->rank, lab->shape, s1), shape_str(cls->rank, cls->shape, s2),
                                  name);
     }
-    if (!rc && n < 0) rc = interp_raise(I, "check_labels: classes must be an int or a tensor of scores");
+    if (!rc && n < 0) /* a float count (num_classes=2.0, or n / k) */
+        rc = raise_at_caller(I, "%s: the number of classes must be an int, got %s (int(n) converts it)", where,
+                             dtype_name(cls->dtype));
     if (!rc) {
         tfe_tensor *h = tensor_to_device(lab, 0);
         int64_t m = tensor_numel(h);

@@ -421,18 +421,35 @@ static int raise_at_caller(Interp *I, const char *fmt, ...)
     va_end(ap);
     if (!I->nframes) return raise_msg_at(I, I->cur_loc, buf);
     /* the library function's own frame is where the error is, so it is
-     * left out of the traceback */
-    I->nframes--;
-    int rc = raise_msg_at(I, I->frames[I->nframes].call_loc, buf);
-    I->nframes++;
+     * left out of the traceback; so are the stdlib's frames that called it
+     * (a layer inside nn.sequential, opt.step inside optim.minimize): the
+     * error is at the user's call */
+    int saved = I->nframes, k = I->nframes - 1;
+    while (k > 0 && I->frames[k].call_loc.src && I->frames[k].call_loc.src->library) k--;
+    /* the skipped frame the library function was called in names the part
+     * (nn.sequential's "layers.1 (dense)") */
+    if (k < saved - 1 && I->frames[saved - 1].fname) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " (in %s)", I->frames[saved - 1].fname);
+    }
+    I->nframes = k;
+    int rc = raise_msg_at(I, I->frames[k].call_loc, buf);
+    I->nframes = saved;
     return rc;
 }
+
+static const char *article(const char *w);
 
 /* A tensor argument of a check (new ref), or NULL after raising. */
 static tfe_tensor *check_tensor(Interp *I, const char *where, const char *name, Value v)
 {
     tfe_tensor *t = value_to_tensor(v);
-    if (!t) arg_error(I, where, name, "a tensor", v);
+    if (!t) { /* at the user's call of the library function, as the checks' other errors */
+        const char *k = value_kind_name(v);
+        raise_at_caller(I, "%s: %s must be a tensor, got %s%s%s%s", where, name, v.kind == V_NIL ? "" : article(k),
+                        v.kind == V_NIL ? "" : " ", k,
+                        v.kind == V_LIST || v.kind == V_TUPLE ? " (make one: tensor(xs))" : "");
+    }
     return t;
 }
 
@@ -508,13 +525,25 @@ BUILTIN(bi_check_labels)
         n = cls->shape[cls->rank - 1];
         bool fits = lab->rank == cls->rank - 1;
         for (int i = 0; fits && i < lab->rank; i++) fits = lab->shape[i] == cls->shape[i];
-        if (!fits)
+        /* scores of the labels' own shape are most likely class ids
+         * already (argmax taken before the call) */
+        bool same = !fits && lab->rank == cls->rank;
+        for (int i = 0; same && i < lab->rank; i++) same = lab->shape[i] == cls->shape[i];
+        if (same)
+            rc = raise_at_caller(I, "%s: the scores have shape %s, the %s' own shape; the scores must be one row of "
+                                    "class scores (logits or probabilities) per label, shape (batch, classes), as the "
+                                    "model gives them (predicted class ids are compared directly: "
+                                    "mean(cast(preds == %s, float32)))",
+                                 where, shape_str(cls->rank, cls->shape, s2), name, name);
+        else if (!fits)
             rc = raise_at_caller(I, "%s: %s have shape %s but the scores have shape %s; %s must have the scores' "
                                     "shape without its last axis (one class id per row)",
                                  where, name, shape_str(lab->rank, lab->shape, s1), shape_str(cls->rank, cls->shape, s2),
                                  name);
     }
-    if (!rc && n < 0) rc = interp_raise(I, "check_labels: classes must be an int or a tensor of scores");
+    if (!rc && n < 0) /* a float count (num_classes=2.0, or n / k) */
+        rc = raise_at_caller(I, "%s: the number of classes must be an int, got %s (int(n) converts it)", where,
+                             dtype_name(cls->dtype));
     if (!rc) {
         tfe_tensor *h = tensor_to_device(lab, 0);
         int64_t m = tensor_numel(h);
@@ -534,6 +563,13 @@ BUILTIN(bi_check_labels)
             if (!strcmp(name, "ids")) /* nn.embedding's table rows */
                 rc = raise_at_caller(I, "%s: id %lld%s is outside [0, %lld): the table has %lld rows (vocab_size)",
                                      where, (long long)v, at, (long long)n, (long long)n);
+            else if (n == 1 && cls->rank > 0) /* one score per row: a binary classifier's */
+                rc = raise_at_caller(I, "%s: label %lld%s is outside [0, 1): the scores have one column, so there is "
+                                        "1 class; for two classes with one score per row use %s, with the scores "
+                                        "reshaped to the labels' shape (reshape(scores, (-1,)))",
+                                     where, (long long)v, at,
+                                     !strncmp(where, "losses.", 7) ? "losses.binary_cross_entropy(logits, cast(labels, float32))"
+                                                                   : "metrics.binary_accuracy(probs, labels)");
             else
                 rc = raise_at_caller(I, "%s: label %lld%s is outside [0, %lld): there are %lld classes",
                                      where, (long long)v, at, (long long)n, (long long)n);
@@ -603,9 +639,18 @@ BUILTIN(bi_check_grads)
             return raise_at_caller(I, "%s: the gradients have no entry \"%s\"; the optimizer updates every parameter it "
                                       "was built with: pass t.gradient(loss, ps) for that same record ps",
                                    where, ps->keys[i]->s);
+        /* nil (a gradient of nothing: a source given as nil) or a string
+         * would fail inside the update, in the library's code */
+        if (gv->kind != V_TENSOR && gv->kind != V_SCALAR) {
+            const char *gk = value_kind_name(*gv);
+            return raise_at_caller(I, "%s: the gradient for '%s' is %s%s%s, not a tensor; pass t.gradient(loss, ps) "
+                                      "for the record ps the optimizer was built with",
+                                   where, ps->keys[i]->s, gv->kind == V_NIL ? "" : article(gk),
+                                   gv->kind == V_NIL ? "" : " ", gk);
+        }
         /* a gradient that only broadcasts to its parameter ((1,) for (2, 1))
          * would update every element alike */
-        if ((gv->kind != V_TENSOR && gv->kind != V_SCALAR) || !value_is_variable(ps->vals[i])) continue;
+        if (!value_is_variable(ps->vals[i])) continue;
         const tfe_tensor *w = variable_peek(ps->vals[i]);
         int grank = gv->kind == V_TENSOR ? gv->u.t->rank : 0;
         const int64_t *gshape = gv->kind == V_TENSOR ? gv->u.t->shape : NULL;
@@ -646,6 +691,123 @@ BUILTIN(bi_check_layers)
                                   "nn.dense(...) returns)", where, i, article(k), k);
     }
     return 0;
+}
+
+/* check_fn(where, name, f, what, hint="", nil_ok=true): nil, or an error at
+ * the caller's call unless f is callable (or nil, when nil_ok) (a function, a builtin, a record with a call
+ * function): a layer's activation="relu" or an optimizer's schedule=0.01
+ * would otherwise fail at the first call, inside the library. what says
+ * which functions fit ("a function of one tensor (relu, tanh, ...)"). */
+BUILTIN(bi_check_fn)
+{
+    (void)data;
+    Value a[6];
+    bool p[6];
+    if (args_parse(I, "check_fn", "where, name, f, what, hint=, nil_ok=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR || a[3].kind != V_STR || (p[4] && a[4].kind != V_STR))
+        return interp_raise(I, "check_fn: where, name, what and hint must be strings");
+    bool nil_ok = true;
+    if (p[5] && value_truth(I, a[5], I->cur_loc, &nil_ok)) return -1;
+    *out = v_nil();
+    Value f = a[2];
+    if ((f.kind == V_NIL && nil_ok) || f.kind == V_FN || f.kind == V_BUILTIN || f.kind == V_OBJECT) return 0;
+    if (f.kind == V_RECORD || f.kind == V_MODULE) {
+        Value *c = record_get((Record *)f.u.o, "call", 4);
+        if (c && (c->kind == V_FN || c->kind == V_BUILTIN)) return 0;
+    }
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[1].u.o)->s, *k = value_kind_name(f);
+    if (f.kind == V_STR) {
+        const char *sv = ((Str *)f.u.o)->s;
+        return raise_at_caller(I, "%s: %s must be %s%s, got the string \"%s\"; pass the function itself, not its "
+                                  "name in quotes",
+                               where, name, ((Str *)a[3].u.o)->s, nil_ok ? " or nil" : "", sv);
+    }
+    return raise_at_caller(I, "%s: %s must be %s%s, got %s %s%s", where, name, ((Str *)a[3].u.o)->s,
+                           nil_ok ? " or nil" : "", article(k), k, p[4] ? ((Str *)a[4].u.o)->s : "");
+}
+
+/* check_number(where, name, x): nil, or an error at the caller's call
+ * unless x is a number (or a one-element tensor, or a variable holding
+ * one): an optimizer's lr="0.1" would otherwise fail inside the library. */
+BUILTIN(bi_check_number)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_number", "where, name, x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR) return interp_raise(I, "check_number: where and name must be strings");
+    *out = v_nil();
+    Value x = a[2];
+    if (x.kind == V_SCALAR && x.dtype != TFE_BOOL) return 0;
+    if (x.kind == V_TENSOR && tensor_numel(x.u.t) == 1 && x.u.t->dtype != TFE_BOOL) return 0;
+    if (value_is_variable(x)) {
+        const tfe_tensor *w = variable_peek(x);
+        if (tensor_numel(w) == 1 && w->dtype != TFE_BOOL) return 0;
+    }
+    const char *k = value_kind_name(x);
+    if (x.kind == V_STR)
+        return raise_at_caller(I, "%s: %s must be a number, got the string \"%s\"; write the number without quotes",
+                               ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s, ((Str *)x.u.o)->s);
+    char sh[220] = "";
+    if (x.kind == V_TENSOR) {
+        char s1[200];
+        snprintf(sh, sizeof sh, " of shape %s", shape_str(x.u.t->rank, x.u.t->shape, s1));
+    }
+    return raise_at_caller(I, "%s: %s must be a number, got %s %s%s", ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s,
+                           article(k), k, sh);
+}
+
+/* check_tensor(where, name, x): nil, or an error at the caller's call
+ * unless x is a tensor (or a number): data.batches given lists or nil
+ * would otherwise fail at a line of data.tfe. */
+BUILTIN(bi_check_tensor)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_tensor", "where, name, x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR) return interp_raise(I, "check_tensor: where and name must be strings");
+    *out = v_nil();
+    tfe_tensor *t = check_tensor(I, ((Str *)a[0].u.o)->s, ((Str *)a[1].u.o)->s, a[2]);
+    if (!t) return -1;
+    tensor_decref(t);
+    return 0;
+}
+
+/* check_features(where, x, n, name, rank2=false): nil, or an error at the
+ * caller's call unless x's last axis is a layer's n inputs (and x has rank
+ * 2 with rank2: a recurrent cell's (batch, features)); the layer's matmul
+ * would otherwise fail at a line of nn.tfe. It reads only x's rank and last
+ * axis, and not as a shape read by the program: a staged layer's graph
+ * stays free of the batch size (export's dynamic dims). */
+BUILTIN(bi_check_features)
+{
+    (void)data;
+    Value a[5];
+    bool p[5];
+    if (args_parse(I, "check_features", "where, x, n, name, rank2=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[3].kind != V_STR) return interp_raise(I, "check_features: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[3].u.o)->s;
+    *out = v_nil();
+    int64_t n;
+    if (arg_int(I, "check_features", "n", a[2], &n)) return -1;
+    bool rank2 = false;
+    if (p[4] && value_truth(I, a[4], I->cur_loc, &rank2)) return -1;
+    tfe_tensor *x = check_tensor(I, where, "x", a[1]);
+    if (!x) return -1;
+    bool ok = x->rank > 0 && x->shape[x->rank - 1] == n && (!rank2 || x->rank == 2);
+    int rc = 0;
+    if (!ok) {
+        char s1[200];
+        rc = raise_at_caller(I, "%s: x has shape %s; %s must be the layer's %lld inputs (%s=%lld)", where,
+                             shape_str(x->rank, x->shape, s1),
+                             rank2 ? "it must be (batch, features), and its last axis" : "its last axis (features)",
+                             (long long)n, name, (long long)n);
+    }
+    tensor_decref(x);
+    return rc;
 }
 
 /* check_training(where, training): true or false (a layer's call takes one
@@ -782,5 +944,9 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_grads", bi_check_grads, NULL);
     interp_define_builtin(I, "check_layers", bi_check_layers, NULL);
     interp_define_builtin(I, "check_training", bi_check_training, NULL);
+    interp_define_builtin(I, "check_fn", bi_check_fn, NULL);
+    interp_define_builtin(I, "check_number", bi_check_number, NULL);
+    interp_define_builtin(I, "check_features", bi_check_features, NULL);
+    interp_define_builtin(I, "check_tensor", bi_check_tensor, NULL);
     interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

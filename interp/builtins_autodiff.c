@@ -1540,6 +1540,16 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
 {
     tfe_tensor *target = target_tensor(I, fn, y);
     if (!target) return -1;
+    /* An int or bool target (a loss through cast(..., int64), argmax or a
+     * comparison) has no gradient: every one would be zeros (PyTorch and
+     * TensorFlow refuse it too). */
+    if (!dtype_is_float(target->dtype)) {
+        const char *dn = dtype_name(target->dtype);
+        tensor_decref(target);
+        return interp_raise(I, "%s: the target is %s; gradients are taken of a float target (cast, argmax and "
+                               "comparisons give ints or bools, which carry no gradient: compute the loss from "
+                               "floats)", fn, dn);
+    }
     trace_gradient_taken(I);
     Flat f = {0};
     int rc = -1;

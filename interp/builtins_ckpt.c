@@ -521,6 +521,16 @@ static int st_open(Interp *I, const char *fn, const char *path, StFile *sf)
         return interp_raise(I, "%s(): '%s' is not a safetensors file: it is %llu bytes, too short for the header length",
                             fn, path, (unsigned long long)fsize);
     }
+    /* files of other formats a learner mixes up with a checkpoint: say
+     * which reader takes them */
+    const char *other = !memcmp(len8, "\x93NUMPY", 6) ? " (it is a NumPy .npy file: read it with load_npy(path))"
+                        : !memcmp(len8, "PK\x03\x04", 4) ? " (it is a zip archive, such as NumPy's .npz or PyTorch's .pt: "
+                                                           "save the arrays as .npy or safetensors to read them)"
+                        : NULL;
+    if (other) {
+        st_close(sf);
+        return interp_raise(I, "%s(): '%s' is not a safetensors file%s", fn, path, other);
+    }
     uint64_t hlen = 0;
     for (int k = 0; k < 8; k++) hlen |= (uint64_t)len8[k] << (8 * k);
     if (hlen > fsize - 8 || hlen > ST_MAX_HEADER) {

@@ -186,7 +186,13 @@ BUILTIN(bi_load_npy)
     else if (!strcmp(descr, "<i8")) dt = TFE_INT64;
     else if (!strcmp(descr, "|b1")) dt = TFE_BOOL;
     else if (!strcmp(descr, "<f2")) dt = TFE_FLOAT16;
-    else { interp_raise(I, "load_npy(): '%s' has unsupported dtype '%s'", path, descr); goto out; }
+    else {
+        /* uint8 images, int16 audio, big-endian data: say what fits and how */
+        interp_raise(I, "load_npy(): '%s' has unsupported dtype '%s' (tfe reads little-endian float16, float32, "
+                        "float64, int32, int64 and bool: '<f2' '<f4' '<f8' '<i4' '<i8' '|b1'; convert it in NumPy "
+                        "first, e.g. np.save(path, a.astype(np.float32)))", path, descr);
+        goto out;
+    }
     /* fortran_order must be a Python bool: reading anything else as False
      * would silently load the data with its axes reversed */
     bool fortran = strncmp(fo, "True", 4) == 0;
@@ -426,8 +432,18 @@ BUILTIN(bi_load_csv)
                 int words = 0;
                 for (int k = 0; k < fs.n; k++) words += csv_wordlike(fs.f[k]);
                 bool header = rows == 0 && !skip && 2 * words >= fs.n; /* not when it was skipped */
+                /* a field holding another common delimiter: the file is
+                 * split at something else (a European ';' CSV, a TSV) */
+                const char *other = NULL;
+                static const char *const seps[][2] = {{";", "\";\""}, {"\t", "\"\\t\""}, {"|", "\"|\""}, {",", "\",\""}};
+                for (size_t k = 0; k < sizeof seps / sizeof *seps && !other; k++)
+                    if (seps[k][0][0] != delim && strchr(fs.f[c], seps[k][0][0])) other = seps[k][1];
+                char hint[120] = "";
+                if (other)
+                    snprintf(hint, sizeof hint, " (its fields look separated by %s: pass delimiter=%s)", other, other);
                 rc = interp_raise(I, "load_csv(): '%s' line %d: field %d is not a number%s", path, lineno, c + 1,
-                                  header ? " (a header line? pass skip_header=true)"
+                                  other ? hint
+                                  : header ? " (a header line? pass skip_header=true)"
                                   : csv_wordlike(fs.f[c]) ? " (a text column? read_csv() reads named columns, text too)"
                                   : "");
                 goto out;

@@ -48,6 +48,15 @@ static int get_dtype(Interp *I, const char *fn, Value v, tfe_dtype def, tfe_dtyp
         *out = def;
         return 0;
     }
+    if (v.kind == V_BUILTIN && (!strcmp(((Builtin *)v.u.o)->name, "float") || !strcmp(((Builtin *)v.u.o)->name, "int"))) {
+        /* NumPy's astype(float) / astype(int), PyTorch's .to(float): the
+         * conversion functions, not dtypes; NumPy takes them as 64 bits */
+        const char *nm = ((Builtin *)v.u.o)->name;
+        return interp_raise(I, "%s: dtype must be a dtype name, got the function %s; write %s (NumPy's "
+                               "astype(%s) is %s)", fn, nm,
+                            !strcmp(nm, "float") ? "float32 or float64" : "int64 or int32", nm,
+                            !strcmp(nm, "float") ? "float64" : "int64");
+    }
     if (v.kind != V_STR)
         return arg_error(I, fn, "dtype", "a string such as \"float32\"", v);
     int d = dtype_from_name(str_of(v));
@@ -693,6 +702,32 @@ BUILTIN(bi_flatten)
 /* transpose(x, perm=nil): nil reverses the axes */
 BUILTIN(bi_transpose)
 {
+    /* x.transpose(i, j): two axes, NumPy's permutation but PyTorch's swap
+     * of axes i and j. They agree on a matrix's (1, 0); (0, 1) would leave
+     * a matrix as it is where PyTorch transposes it, and on another rank
+     * the two ints are no permutation: errors that say how to write it. */
+    if (argc == 3 && nkw == 0 && argv[1].kind == V_SCALAR && argv[2].kind == V_SCALAR &&
+        dtype_is_int((tfe_dtype)argv[1].dtype) && dtype_is_int((tfe_dtype)argv[2].dtype) &&
+        (argv[0].kind == V_TENSOR || argv[0].kind == V_SCALAR)) {
+        int r = argv[0].kind == V_TENSOR ? argv[0].u.t->rank : 0;
+        int64_t i = argv[1].u.i, j = argv[2].u.i;
+        if (r == 2 && (i == 0 || i == -2) && (j == 1 || j == -1))
+            return interp_raise(I, "transpose: x.transpose(%lld, %lld) is the identity permutation (NumPy's meaning), "
+                                   "which leaves the matrix as it is; PyTorch's transpose(0, 1) swaps the axes: "
+                                   "write x.T or x.transpose(1, 0)", (long long)i, (long long)j);
+        if (r > 2 && i >= -r && i < r && j >= -r && j < r) {
+            int a0 = (int)(i < 0 ? i + r : i), b0 = (int)(j < 0 ? j + r : j);
+            char perm[160];
+            size_t k = 0;
+            for (int d = 0; d < r && k < sizeof perm; d++)
+                k += (size_t)snprintf(perm + k, sizeof perm - k, d ? ", %d" : "(%d", d == a0 ? b0 : d == b0 ? a0 : d);
+            if (k < sizeof perm - 1) strcat(perm, ")");
+            return interp_raise(I, "transpose: x.transpose(%lld, %lld) on a tensor of rank %d: tfe's transpose takes "
+                                   "the whole permutation, as NumPy's; to swap axes %d and %d as PyTorch's "
+                                   "transpose(%lld, %lld) does, write x.transpose(%s)",
+                                (long long)i, (long long)j, r, a0, b0, (long long)i, (long long)j, perm);
+        }
+    }
     SHAPE_VARARGS(bi_transpose, 1);
     PARSE("transpose", "x, perm=", 2);
     tfe_tensor *x = arg_tensor(I, "transpose", "x", a[0]);

@@ -406,6 +406,19 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
                     value_kind_name(a));
 }
 
+int value_truth_op(Interp *I, Value v, Loc loc, bool *out, const char *word)
+{
+    if (v.kind == V_TENSOR && tensor_numel(v.u.t) != 1) {
+        char sh[200];
+        return raise_at(I, loc, "'%s' takes bools (or one-element tensors), got a tensor of shape %s: for masks "
+                                "element by element write logical_%s(%s) (NumPy's %s); for one bool, any() or all()",
+                        word, shape_str(v.u.t->rank, v.u.t->shape, sh), word,
+                        !strcmp(word, "not") ? "x" : "a, b",
+                        !strcmp(word, "and") ? "a & b" : !strcmp(word, "or") ? "a | b" : "~x");
+    }
+    return value_truth(I, v, loc, out);
+}
+
 /* A condition must be a bool or a one-element tensor. */
 int value_truth(Interp *I, Value v, Loc loc, bool *out)
 {
@@ -1462,13 +1475,14 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
         Value a;
         bool t;
         if (eval(I, n->a, env, &a)) return -1;
-        int rc = value_truth(I, a, n->a->loc, &t);
+        const char *word = n->kind == N_AND ? "and" : "or";
+        int rc = value_truth_op(I, a, n->a->loc, &t, word);
         value_decref(a);
         if (rc) return -1;
         if (n->kind == N_AND ? !t : t) { *out = v_bool(t); return 0; }
         Value b;
         if (eval(I, n->b, env, &b)) return -1;
-        rc = value_truth(I, b, n->b->loc, &t);
+        rc = value_truth_op(I, b, n->b->loc, &t, word);
         value_decref(b);
         if (rc) return -1;
         *out = v_bool(t);
@@ -1478,7 +1492,7 @@ static __attribute__((noinline)) int eval_other(Interp *I, Node *n, Env *env, Va
         Value a;
         bool t;
         if (eval(I, n->a, env, &a)) return -1;
-        int rc = value_truth(I, a, n->a->loc, &t);
+        int rc = value_truth_op(I, a, n->a->loc, &t, "not");
         value_decref(a);
         if (rc) return -1;
         *out = v_bool(!t);
@@ -1600,9 +1614,17 @@ static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
         }
     }
     if (!s) return raise_at(I, p->loc, "cannot destructure a value of type %s (a tuple or list is needed)", value_kind_name(v));
-    if (s->n != p->list.n)
+    if (s->n != p->list.n) {
+        /* enumerate's (i, (x, y)) taken as i, x, y: the pairs nest */
+        Seq *last = s->n >= 1 ? seq_as(s->items[s->n - 1]) : NULL;
+        if (last && s->n < p->list.n && last->n == p->list.n - s->n + 1)
+            return raise_at(I, p->loc, "cannot destructure a %s of %d values into %d names: its last value is itself "
+                                       "a %s of %d; nest the names as the values nest, as in "
+                                       "for i, (x, y) in enumerate(pairs)",
+                            value_kind_name(v), s->n, p->list.n, value_kind_name(s->items[s->n - 1]), last->n);
         return raise_at(I, p->loc, "cannot destructure a %s of %d value%s into %d names", value_kind_name(v),
                         s->n, s->n == 1 ? "" : "s", p->list.n);
+    }
     for (int i = 0; i < s->n; i++)
         if (bind_pattern(I, p->list.items[i], s->items[i], env)) return -1;
     return 0;
@@ -1610,6 +1632,29 @@ static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
 
 /* target = v (takes v). For x[i] = v on a tensor the updated copy is bound
  * back to x (value semantics), recursively through fields and indices. */
+/* r.w = tensor where r.w holds a variable: the record would drop the
+ * variable for a constant, so a model keeps reading the old variable (or a
+ * params() record stops reaching it) and training silently stops updating
+ * it: the trap of `ps[k] = ps[k] - lr * g` for `ps[k] -= lr * g`
+ * (PyTorch refuses a tensor for a parameter too). A variable, nil or any
+ * other value may still replace it. Takes v on error. */
+static int refuse_variable_replace(Interp *I, Record *r, const Node *base, const char *key, size_t len, Value *v,
+                                   bool field, Loc loc)
+{
+    if (v->kind != V_TENSOR && v->kind != V_SCALAR) return 0;
+    Value *old = record_get(r, key, len);
+    if (!old || !value_is_variable(*old)) return 0;
+    value_decref(*v);
+    char at[300];
+    const char *b = base->kind == N_NAME ? base->str : "r"; /* the record's name as written, where it has one */
+    if (field) snprintf(at, sizeof at, "%s.%.*s", b, (int)len, key);
+    else snprintf(at, sizeof at, "%s[\"%.*s\"]", b, (int)len, key);
+    return raise_at(I, loc, "cannot replace the variable at %s with a tensor: the model would keep the old variable "
+                            "(or read a constant), and training would silently stop updating it; update the variable "
+                            "in place: %s -= lr * g, or %s.assign(x)",
+                    at, at, at);
+}
+
 static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
 {
     switch (t->kind) {
@@ -1635,8 +1680,12 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             value_decref(v);
             rc = -1;
         } else if (base.kind == V_RECORD) {
-            if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
-            record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+            if (refuse_variable_replace(I, (Record *)base.u.o, t->a, t->str, strlen(t->str), &v, true, t->opl)) {
+                rc = -1;
+            } else {
+                if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
+                record_set_take((Record *)base.u.o, t->str, strlen(t->str), v);
+            }
         }
         else {
             value_decref(v);
@@ -1677,6 +1726,10 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
                 goto done;
             }
             Str *key = (Str *)items[0].v.u.o;
+            if (refuse_variable_replace(I, (Record *)base.u.o, t->a, key->s, key->len, &v, false, t->loc)) {
+                rc = -1;
+                goto done;
+            }
             record_set_take((Record *)base.u.o, key->s, key->len, v);
         } else if (base.kind == V_TENSOR || base.kind == V_SCALAR) {
             Value upd;
@@ -1688,9 +1741,14 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             if (!rc) rc = assign_to(I, t->a, upd, env, loc);
         } else {
             value_decref(v);
-            rc = raise_at(I, t->loc, base.kind == V_TUPLE ? "cannot assign to an element of a tuple (tuples are immutable)"
-                                                          : "cannot assign to an element of a value of type %s",
-                          value_kind_name(base));
+            if (value_is_variable(base)) /* PyTorch's w[0] = 1.0 under no_grad */
+                rc = raise_at(I, t->loc, "cannot assign to an element of a variable: a variable changes only as a whole, "
+                                         "through assign; update a copy of its value and assign that: "
+                                         "let a = v.value; a[i] = x; v.assign(a)");
+            else
+                rc = raise_at(I, t->loc, base.kind == V_TUPLE ? "cannot assign to an element of a tuple (tuples are immutable)"
+                                                              : "cannot assign to an element of a value of type %s",
+                              value_kind_name(base));
         }
     done:
         free_index_items(items, k);
@@ -2202,23 +2260,32 @@ int module_search_dirs(Interp *I, char **dirs, int cap)
     return kept;
 }
 
-/* import nn: the first of module_search_dirs holding nn.tfe. */
-static char *find_module(Interp *I, const char *name, char *searched, size_t cap)
+/* import nn: the first of module_search_dirs holding nn.tfe; *library:
+ * found in the stdlib's folder (the build tree's or the installed one). */
+static char *find_module(Interp *I, const char *name, char *searched, size_t cap, bool *library)
 {
     char *dirs[64];
     int nd = module_search_dirs(I, dirs, 63);
-    char *found = NULL;
+    char *found = NULL, *ed = exe_dir(), *built = NULL;
+    if (ed && asprintf(&built, "%s/stdlib", ed) < 0) built = NULL;
+    free(ed);
     searched[0] = 0;
+    *library = false;
     for (int i = 0; i < nd; i++) {
         char *p;
         if (!found && asprintf(&p, "%s/%s.tfe", dirs[i], name) >= 0) {
-            if (file_exists(p)) found = p;
-            else free(p);
+            if (file_exists(p)) {
+                found = p;
+                *library = !strcmp(dirs[i], TFE_STDLIB_DIR) || (built && !strcmp(dirs[i], built));
+            } else {
+                free(p);
+            }
         }
         size_t len = strlen(searched);
         snprintf(searched + len, cap - len, "%s%s", len ? ", " : "", dirs[i]);
         free(dirs[i]);
     }
+    free(built);
     return found;
 }
 
@@ -2235,13 +2302,14 @@ static void file_stamp(const char *path, char *buf, size_t n)
 int import_module(Interp *I, Node *n, Value *out)
 {
     char *path = NULL;
+    bool library = false;
     if (n->is_path) {
         const char *base = n->loc.src && n->loc.src->dir ? n->loc.src->dir : ".";
         if (n->str[0] == '/') path = xstrdup(n->str);
         else if (asprintf(&path, "%s/%s", base, n->str) < 0) path = NULL;
     } else {
         char searched[2048];
-        path = find_module(I, n->str, searched, sizeof searched);
+        path = find_module(I, n->str, searched, sizeof searched, &library);
         if (!path) {
             static const char *const python[] = { "numpy", "torch", "tensorflow", "jax", "math", "random", NULL };
             for (int i = 0; python[i]; i++)
@@ -2278,6 +2346,7 @@ int import_module(Interp *I, Node *n, Value *out)
         free(path);
         return rc;
     }
+    src->library = library;
     record_set_take(I->modules, key, strlen(key), v_nil());
     ParseError pe;
     Node *root = parse_program(src, &pe);

@@ -208,6 +208,9 @@ int eval_program(Interp *I, Program *p, bool echo);
 int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
                Str *const *kwnames, const Value *kwvals, Value *out);
 int value_truth(Interp *I, Value v, Loc loc, bool *out);
+/* value_truth for an operand of and, or, not (word): a tensor of several
+ * elements (a mask) says logical_and / logical_or / logical_not. */
+int value_truth_op(Interp *I, Value v, Loc loc, bool *out, const char *word);
 int import_module(Interp *I, Node *n, Value *out);
 int module_search_dirs(Interp *I, char **dirs, int cap); /* import's folders, in order */
 /* The i-th item of an iterable as 'for' walks it (tensors along axis 0,

@@ -192,6 +192,49 @@ const char *kwarg_hint(const char *kw, const char *const *params, int n, char *b
     return suggest_text(&sg, buf, bufn);
 }
 
+/* The stdlib's modules and functions named without their import, and
+ * NumPy's / PyTorch's names for tfe's built-ins. */
+static const char *stdlib_name_hint(const char *name)
+{
+    static const char *const modules[] = {"nn", "optim", "losses", "metrics", "data", "dist", "summary"};
+    static char buf[120]; /* read at once by raise_undefined */
+    for (size_t i = 0; i < sizeof modules / sizeof *modules; i++)
+        if (!strcmp(name, modules[i])) {
+            snprintf(buf, sizeof buf, " (a module of tfe's stdlib: write 'import %s' at the top of the file)", name);
+            return buf;
+        }
+    static const char *const hints[][2] = {
+        {"mse", " (it is losses.mse: import losses)"},
+        {"softmax_cross_entropy", " (it is losses.softmax_cross_entropy: import losses)"},
+        {"sparse_softmax_cross_entropy", " (it is losses.sparse_softmax_cross_entropy: import losses)"},
+        {"binary_cross_entropy", " (it is losses.binary_cross_entropy: import losses)"},
+        {"cross_entropy", " (tfe writes losses.sparse_softmax_cross_entropy(logits, labels) for class ids, "
+                          "losses.softmax_cross_entropy(logits, targets) for one-hot targets: import losses)"},
+        {"accuracy", " (it is metrics.accuracy: import metrics)"},
+        {"binary_accuracy", " (it is metrics.binary_accuracy: import metrics)"},
+        {"confusion_matrix", " (it is metrics.confusion_matrix: import metrics)"},
+        {"sgd", " (it is optim.sgd: import optim)"},
+        {"adam", " (it is optim.adam: import optim)"},
+        {"adamw", " (it is optim.adamw: import optim)"},
+        {"rmsprop", " (it is optim.rmsprop: import optim)"},
+        {"dense", " (it is nn.dense: import nn)"},
+        {"sequential", " (it is nn.sequential: import nn)"},
+        {"Linear", " (tfe writes nn.dense(n_in, n_out): import nn)"},
+        {"concatenate", " (tfe writes concat((a, b), axis=0))"},
+        {"cat", " (tfe writes concat((a, b), axis=0))"},
+        {"unsqueeze", " (tfe writes expand_dims(x, axis))"},
+        {"clamp", " (tfe writes clip(x, lo, hi))"},
+        {"permute", " (tfe writes transpose(x, perm))"},
+        {"view", " (tfe writes reshape(x, shape))"},
+        {"array", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
+        {"asarray", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
+        {"dot", " (tfe writes a @ b, or matmul(a, b))"},
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof *hints; i++)
+        if (!strcmp(name, hints[i][0])) return hints[i][1];
+    return NULL;
+}
+
 /* Python's spellings of tfe's words. */
 static const char *python_name_hint(const char *name)
 {
@@ -208,7 +251,7 @@ static const char *python_name_hint(const char *name)
     if (strcmp(name, "no_grad") == 0)
         return " (only a tape records gradients: outside with tape() { ... } nothing is recorded)";
     if (strcmp(name, "sorted") == 0) return " (tfe writes sort(x) for a tensor)";
-    return NULL;
+    return stdlib_name_hint(name);
 }
 
 int raise_undefined(Interp *I, Loc loc, const char *name, void *scope)

@@ -576,6 +576,13 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
         }
         [\x21-\x7e] {
             *loc = take(lx, s, CUR);
+            /* NumPy's and PyTorch's bitwise operators on masks */
+            if (*s == '&' || *s == '|' || *s == '~') {
+                const char *w = *s == '&' ? "and" : *s == '|' ? "or" : "not";
+                LEXFAIL(*loc, "unexpected character '%c' (tfe writes '%s' for bools; for masks element by element, "
+                              "logical_%s(%s))", *s, w, w, *s == '~' ? "x" : "a, b");
+            }
+            if (*s == '^') LEXFAIL(*loc, "unexpected character '^' (a power is x ** 2)");
             LEXFAIL(*loc, "unexpected character '%c'", *s);
         }
         * {

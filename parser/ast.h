@@ -17,6 +17,7 @@ typedef struct Source {
     char *text;   /* NUL-terminated copy of the text */
     size_t len;
     char *dir;    /* folder of the file (for import), or NULL */
+    bool library; /* a stdlib module (import found it in the stdlib's folder) */
 } Source;
 
 Source *source_new(const char *name, const char *text, size_t len);

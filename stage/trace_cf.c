@@ -2485,7 +2485,7 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
     if (trace_cond_value(I, c->a, env, &a)) return -1;
     if (!unreadable(I, a)) {
         /* the left operand's truth is read as eager code reads it */
-        int rc = value_truth(I, a, c->a->loc, &t);
+        int rc = value_truth_op(I, a, c->a->loc, &t, word);
         value_decref(a);
         if (rc) return -1;
         if (is_and ? !t : t) {
@@ -2500,7 +2500,7 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out)
             *out = v_tensor_take(r);
             return 0;
         }
-        rc = value_truth(I, b, c->b->loc, &t);
+        rc = value_truth_op(I, b, c->b->loc, &t, word);
         value_decref(b);
         if (rc) return -1;
         *out = v_bool(t);

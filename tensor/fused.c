@@ -4,10 +4,7 @@
  * The per-op formulas are tensor/elem.def's, the text kernels_elem.c's loops
  * are made from, so fused and unfused results are bitwise equal. */
 #if defined(__GNUC__) && !defined(__clang__)
-/* as kernels_elem.c: the chunk loops must vectorise; no fused multiply-adds
- * (run_share's AVX clones could contract a formula's a * b + c: eager's
- * kernels, compiled for the baseline, round the product) */
-#pragma GCC optimize("O3", "fp-contract=off")
+#pragma GCC optimize("O3") /* as kernels_elem.c: the chunk loops must vectorise */
 #endif
 #include "tensor/fused.h"
 
@@ -174,16 +171,6 @@ static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *
 #undef T
 #undef F
 
-/* range_ and psum_, where the chunk loops are inlined, are compiled for
- * AVX-512, AVX2 and the baseline, picked at load time: 16 floats an
- * instruction instead of SSE's 4. Each element's formula is the same float
- * ops whatever the width, so the bits are eager's (kernels_elem.c). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define FUSED_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FUSED_CLONES
-#endif
-
 #define DEFINE_EXEC(SUF, T, GATHER_FN)                                                   \
     static void fill_##SUF(T *d, int64_t n, T v) {                                            \
         for (int64_t i = 0; i < n; i++) d[i] = v;                                             \
@@ -239,16 +226,14 @@ static inline __attribute__((always_inline)) void apply_d(int op, int64_t n, T *
             fill_##SUF(buf + (size_t)ins->dst * CHUNK, CHUNK, v);                             \
         }                                                                                     \
     }                                                                                         \
-    FUSED_CLONES static void range_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, \
-                                         const T **ptr) {                                     \
+    static void range_##SUF(const fplan *pl, int64_t begin, int64_t end, T *buf, const T **ptr) { \
         setup_##SUF(pl, buf, ptr);                                                            \
         for (int64_t b = begin; b < end; b += CHUNK)                                          \
             exec_##SUF(pl, b, end - b < CHUNK ? end - b : CHUNK, buf, ptr, (T *)pl->out + b); \
     }                                                                                         \
     /* The pairwise sum of elements [b, b+n) of the domain: kn_sum's recursion, \
      * its leaves (at most 128 elements) computed by the program. */            \
-    FUSED_CLONES static T psum_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf,           \
-                                     const T **ptr) {                                         \
+    static T psum_##SUF(const fplan *pl, int64_t b, int64_t n, T *buf, const T **ptr) {      \
         if (n == 0) return 0; /* an empty row (the gather must not see a 0 dim) */            \
         if (n <= 128) {                                                                       \
             T leaf[128];                                                                      \

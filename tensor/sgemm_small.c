@@ -76,7 +76,8 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
     /* E (a constant where inlined): an epilogue; without one the tile is
      * compiled as if none existed */
     __m512 s[12][4], tot[12][4];
-    bool have = acc; /* C (T: tot) holds the running sum */
+    bool have = acc;     /* C (T: tot) holds the running sum */
+    bool summed = false; /* T: a block was added to tot (else C stays as it is) */
     if (T)
 #pragma GCC unroll 12
         for (int r = 0; r < R; r++)
@@ -117,6 +118,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
             }
             if (T) {
                 /* store()'s add: C (here the total) + the block sum */
+                summed = true;
 #pragma GCC unroll 12
                 for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
@@ -127,7 +129,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
             have = true;
         }
     }
-    if (T && have) {
+    if (T && summed) {
         store(R, V, c, ldc, mk, tot, false, E ? ep : NULL);
         return;
     }

@@ -281,9 +281,8 @@ BN_ROWS(d, double, uint64_t)
         }                                                                          \
     }                                                                              \
     /* y = ((x - m) * rs) * g + b: the unfused ops' roundings, in their order */   \
-    CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                       \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void norm_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
         for (int64_t r = b; r < e && c->y == c->x; r++) { /* in place (graph/plan.c) */ \
             T *restrict xy = (T *)c->y + r * C;                                    \
@@ -305,6 +304,17 @@ BN_ROWS(d, double, uint64_t)
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                                    \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: norm_body_##SUF(c, b, e, 16); break;                                     \
+        case 32: norm_body_##SUF(c, b, e, 32); break;                                     \
+        case 64: norm_body_##SUF(c, b, e, 64); break;                                     \
+        default: norm_body_##SUF(c, b, e, c->C); break;                                  \
+        }                                                                          \
+    } \
     /* backward pass 1: per part, sums of dy and of dy * xhat, in double */        \
     CLONES static void gsum_##SUF(int64_t b, int64_t e, void *vc) {                       \
         bn_ctx *c = vc;                                                            \
@@ -332,9 +342,8 @@ BN_ROWS(d, double, uint64_t)
         }                                                                          \
     }                                                                              \
     /* backward pass 2: dx = (k1 dy + k2 (x - m)) + k3 */                          \
-    CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                        \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void gdx_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
         for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy (graph/plan.c) */ \
             const T *restrict x = (const T *)c->x + r * C;                         \
@@ -347,10 +356,20 @@ BN_ROWS(d, double, uint64_t)
             for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
         }                                                                          \
     }                                                                              \
-    /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
-    CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {               \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                                     \
         bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+        switch (c->C) {                                                            \
+        case 16: gdx_body_##SUF(c, b, e, 16); break;                                      \
+        case 32: gdx_body_##SUF(c, b, e, 32); break;                                      \
+        case 64: gdx_body_##SUF(c, b, e, 64); break;                                      \
+        default: gdx_body_##SUF(c, b, e, c->C); break;                                   \
+        }                                                                          \
+    } \
+    /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
+    static inline __attribute__((always_inline)) void normr_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
         for (int64_t r = b; r < e && c->y == c->x; r++) {                          \
             T *restrict xy = (T *)c->y + r * C;                                    \
@@ -374,12 +393,22 @@ BN_ROWS(d, double, uint64_t)
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {                                   \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: normr_body_##SUF(c, b, e, 16); break;                                    \
+        case 32: normr_body_##SUF(c, b, e, 32); break;                                    \
+        case 64: normr_body_##SUF(c, b, e, 64); break;                                    \
+        default: normr_body_##SUF(c, b, e, c->C); break;                                 \
+        }                                                                          \
+    } \
     /* norm, then y + h (h + y when hfirst: NaN payloads follow the operand       \
      * order) and relu: batch_norm_train_add_relu. y may be x's or h's buffer:     \
      * no restrict, each element is read before it is written */                   \
-    CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {               \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void norma_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
         const bool hf = c->hfirst;                                                 \
         for (int64_t r = b; r < e; r++) {                                          \
@@ -395,6 +424,17 @@ BN_ROWS(d, double, uint64_t)
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {                                   \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: norma_body_##SUF(c, b, e, 16); break;                                    \
+        case 32: norma_body_##SUF(c, b, e, 32); break;                                    \
+        case 64: norma_body_##SUF(c, b, e, 64); break;                                    \
+        default: norma_body_##SUF(c, b, e, c->C); break;                                 \
+        }                                                                          \
+    } \
     /* gsum and gdx reading dy as relu_grad(dy', a) = a > 0 ? dy' : 0 */           \
     CLONES static void gsumr_##SUF(int64_t b, int64_t e, void *vc) {               \
         bn_ctx *c = vc;                                                            \
@@ -423,9 +463,8 @@ BN_ROWS(d, double, uint64_t)
             }                                                                      \
         }                                                                          \
     }                                                                              \
-    CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void gdxr_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
         for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy' */   \
             const T *restrict x = (const T *)c->x + r * C, *restrict a = (const T *)c->mk + r * C; \
@@ -443,6 +482,17 @@ BN_ROWS(d, double, uint64_t)
                 T dd = KEEP_IF(U, T, a[j] > (T)0, dy[j]);                         \
                 dx[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];              \
             }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                                    \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: gdxr_body_##SUF(c, b, e, 16); break;                                     \
+        case 32: gdxr_body_##SUF(c, b, e, 32); break;                                     \
+        case 64: gdxr_body_##SUF(c, b, e, 64); break;                                     \
+        default: gdxr_body_##SUF(c, b, e, c->C); break;                                  \
         }                                                                          \
     }
 BN_FNS(f, float, uint32_t)

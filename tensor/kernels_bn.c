@@ -176,6 +176,61 @@ typedef struct bn_ctx {
         v_;                                                                        \
     })
 
+/* The sums of the statistics passes for a channel count CC known at
+ * compile time (16, 32, 64: ResNet-20's), rows [r0, r1): the running sums
+ * live in registers rather than in the part's arrays, which the generic
+ * loop loads and stores at every row (a store-to-load chain a row: these
+ * read-only passes ran as slowly as the passes that also write). The same
+ * adds in the same order, so the same bits. Inlined into each clone. */
+#define BN_ROWS(SUF, T, U)                                                          \
+    static inline __attribute__((always_inline)) void sum_rows_##SUF(               \
+        const int CC, const T *restrict xs, int64_t r0, int64_t r1, T *restrict fs,  \
+        double *restrict ds) {                                                     \
+        T f[64];                                                                   \
+        double d[64];                                                              \
+        for (int j = 0; j < CC; j++) f[j] = fs[j], d[j] = ds[j];                   \
+        for (int64_t r = r0; r < r1; r++) {                                        \
+            const T *restrict x = xs + r * CC;                                     \
+            for (int j = 0; j < CC; j++) f[j] += x[j];                             \
+            for (int j = 0; j < CC; j++) d[j] += x[j];                             \
+        }                                                                          \
+        for (int j = 0; j < CC; j++) fs[j] = f[j], ds[j] = d[j];                   \
+    }                                                                              \
+    static inline __attribute__((always_inline)) void sq_rows_##SUF(                \
+        const int CC, const T *restrict xs, int64_t r0, int64_t r1,                 \
+        const double *restrict md, double *restrict ss) {                          \
+        double q[64], mm[64];                                                      \
+        for (int j = 0; j < CC; j++) q[j] = ss[j], mm[j] = md[j];                  \
+        for (int64_t r = r0; r < r1; r++) {                                        \
+            const T *restrict x = xs + r * CC;                                     \
+            for (int j = 0; j < CC; j++) {                                         \
+                double e = x[j] - mm[j];                                           \
+                q[j] += e * e;                                                     \
+            }                                                                      \
+        }                                                                          \
+        for (int j = 0; j < CC; j++) ss[j] = q[j];                                 \
+    }                                                                              \
+    /* gsum (as NULL) and gsumr (as: relu_grad's mask input) */                    \
+    static inline __attribute__((always_inline)) void gsum_rows_##SUF(              \
+        const int CC, const T *restrict xs, const T *restrict dys,                  \
+        const T *restrict as, int64_t r0, int64_t r1, const T *restrict m,          \
+        const T *restrict rs, double *restrict s1, double *restrict s2) {          \
+        double a1[64], a2[64];                                                     \
+        for (int j = 0; j < CC; j++) a1[j] = s1[j], a2[j] = s2[j];                 \
+        for (int64_t r = r0; r < r1; r++) {                                        \
+            const T *restrict x = xs + r * CC, *restrict dy = dys + r * CC;         \
+            for (int j = 0; j < CC; j++) {                                         \
+                T d = as ? KEEP_IF(U, T, as[r * CC + j] > (T)0, dy[j]) : dy[j];     \
+                T xh = (x[j] - m[j]) * rs[j];                                      \
+                a1[j] += d;                                                        \
+                a2[j] += (double)d * xh;                                           \
+            }                                                                      \
+        }                                                                          \
+        for (int j = 0; j < CC; j++) s1[j] = a1[j], s2[j] = a2[j];                 \
+    }
+BN_ROWS(f, float, uint32_t)
+BN_ROWS(d, double, uint64_t)
+
 #define BN_FNS(SUF, T, U)                                                           \
     /* pass 1: per part, sums of x in T and in double */                           \
     CLONES static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
@@ -186,10 +241,17 @@ typedef struct bn_ctx {
             double *restrict ds = c->ds + k * C;                                   \
             for (int64_t j = 0; j < C; j++) fs[j] = 0, ds[j] = 0;                  \
             int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
-            for (int64_t r = r0; r < r1; r++) {                                    \
-                const T *restrict x = (const T *)c->x + r * C;                     \
-                for (int64_t j = 0; j < C; j++) fs[j] += x[j];                     \
-                for (int64_t j = 0; j < C; j++) ds[j] += x[j];                     \
+            const T *xs = (const T *)c->x;                                         \
+            switch (C) {                                                           \
+            case 16: sum_rows_##SUF(16, xs, r0, r1, fs, ds); break;                \
+            case 32: sum_rows_##SUF(32, xs, r0, r1, fs, ds); break;                \
+            case 64: sum_rows_##SUF(64, xs, r0, r1, fs, ds); break;                \
+            default:                                                               \
+                for (int64_t r = r0; r < r1; r++) {                                \
+                    const T *restrict x = xs + r * C;                              \
+                    for (int64_t j = 0; j < C; j++) fs[j] += x[j];                 \
+                    for (int64_t j = 0; j < C; j++) ds[j] += x[j];                 \
+                }                                                                  \
             }                                                                      \
         }                                                                          \
     }                                                                              \
@@ -202,19 +264,25 @@ typedef struct bn_ctx {
             double *restrict ss = c->ds + k * C;                                   \
             for (int64_t j = 0; j < C; j++) ss[j] = 0;                             \
             int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
-            for (int64_t r = r0; r < r1; r++) {                                    \
-                const T *restrict x = (const T *)c->x + r * C;                     \
-                for (int64_t j = 0; j < C; j++) {                                  \
-                    double d = x[j] - md[j];                                       \
-                    ss[j] += d * d;                                                \
+            const T *xs = (const T *)c->x;                                         \
+            switch (C) {                                                           \
+            case 16: sq_rows_##SUF(16, xs, r0, r1, md, ss); break;                 \
+            case 32: sq_rows_##SUF(32, xs, r0, r1, md, ss); break;                 \
+            case 64: sq_rows_##SUF(64, xs, r0, r1, md, ss); break;                 \
+            default:                                                               \
+                for (int64_t r = r0; r < r1; r++) {                                \
+                    const T *restrict x = xs + r * C;                              \
+                    for (int64_t j = 0; j < C; j++) {                              \
+                        double d = x[j] - md[j];                                   \
+                        ss[j] += d * d;                                            \
+                    }                                                              \
                 }                                                                  \
             }                                                                      \
         }                                                                          \
     }                                                                              \
     /* y = ((x - m) * rs) * g + b: the unfused ops' roundings, in their order */   \
-    CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                       \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void norm_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
         for (int64_t r = b; r < e && c->y == c->x; r++) { /* in place (graph/plan.c) */ \
             T *restrict xy = (T *)c->y + r * C;                                    \
@@ -236,6 +304,17 @@ typedef struct bn_ctx {
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                                    \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: norm_body_##SUF(c, b, e, 16); break;                                     \
+        case 32: norm_body_##SUF(c, b, e, 32); break;                                     \
+        case 64: norm_body_##SUF(c, b, e, 64); break;                                     \
+        default: norm_body_##SUF(c, b, e, c->C); break;                                  \
+        }                                                                          \
+    } \
     /* backward pass 1: per part, sums of dy and of dy * xhat, in double */        \
     CLONES static void gsum_##SUF(int64_t b, int64_t e, void *vc) {                       \
         bn_ctx *c = vc;                                                            \
@@ -245,20 +324,26 @@ typedef struct bn_ctx {
             double *restrict s1 = c->ds + k * C, *restrict s2 = c->ds2 + k * C;    \
             for (int64_t j = 0; j < C; j++) s1[j] = 0, s2[j] = 0;                  \
             int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
-            for (int64_t r = r0; r < r1; r++) {                                    \
-                const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
-                for (int64_t j = 0; j < C; j++) {                                  \
-                    T xh = (x[j] - m[j]) * rs[j];                                  \
-                    s1[j] += dy[j];                                                \
-                    s2[j] += (double)dy[j] * xh;                                   \
+            const T *xs = (const T *)c->x, *dys = (const T *)c->dy;               \
+            switch (C) {                                                           \
+            case 16: gsum_rows_##SUF(16, xs, dys, NULL, r0, r1, m, rs, s1, s2); break; \
+            case 32: gsum_rows_##SUF(32, xs, dys, NULL, r0, r1, m, rs, s1, s2); break; \
+            case 64: gsum_rows_##SUF(64, xs, dys, NULL, r0, r1, m, rs, s1, s2); break; \
+            default:                                                               \
+                for (int64_t r = r0; r < r1; r++) {                                \
+                    const T *restrict x = xs + r * C, *restrict dy = dys + r * C;  \
+                    for (int64_t j = 0; j < C; j++) {                              \
+                        T xh = (x[j] - m[j]) * rs[j];                              \
+                        s1[j] += dy[j];                                            \
+                        s2[j] += (double)dy[j] * xh;                               \
+                    }                                                              \
                 }                                                                  \
             }                                                                      \
         }                                                                          \
     }                                                                              \
     /* backward pass 2: dx = (k1 dy + k2 (x - m)) + k3 */                          \
-    CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                        \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void gdx_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
         for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy (graph/plan.c) */ \
             const T *restrict x = (const T *)c->x + r * C;                         \
@@ -271,10 +356,20 @@ typedef struct bn_ctx {
             for (int64_t j = 0; j < C; j++) dx[j] = (k1[j] * dy[j] + k2[j] * (x[j] - m[j])) + k3[j]; \
         }                                                                          \
     }                                                                              \
-    /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
-    CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {               \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                                     \
         bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+        switch (c->C) {                                                            \
+        case 16: gdx_body_##SUF(c, b, e, 16); break;                                      \
+        case 32: gdx_body_##SUF(c, b, e, 32); break;                                      \
+        case 64: gdx_body_##SUF(c, b, e, 64); break;                                      \
+        default: gdx_body_##SUF(c, b, e, c->C); break;                                   \
+        }                                                                          \
+    } \
+    /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
+    static inline __attribute__((always_inline)) void normr_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
         for (int64_t r = b; r < e && c->y == c->x; r++) {                          \
             T *restrict xy = (T *)c->y + r * C;                                    \
@@ -298,12 +393,22 @@ typedef struct bn_ctx {
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {                                   \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: normr_body_##SUF(c, b, e, 16); break;                                    \
+        case 32: normr_body_##SUF(c, b, e, 32); break;                                    \
+        case 64: normr_body_##SUF(c, b, e, 64); break;                                    \
+        default: normr_body_##SUF(c, b, e, c->C); break;                                 \
+        }                                                                          \
+    } \
     /* norm, then y + h (h + y when hfirst: NaN payloads follow the operand       \
      * order) and relu: batch_norm_train_add_relu. y may be x's or h's buffer:     \
      * no restrict, each element is read before it is written */                   \
-    CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {               \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void norma_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict rs = c->rs, *restrict g = c->g, *restrict bb = c->b; \
         const bool hf = c->hfirst;                                                 \
         for (int64_t r = b; r < e; r++) {                                          \
@@ -319,6 +424,17 @@ typedef struct bn_ctx {
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {                                   \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: norma_body_##SUF(c, b, e, 16); break;                                    \
+        case 32: norma_body_##SUF(c, b, e, 32); break;                                    \
+        case 64: norma_body_##SUF(c, b, e, 64); break;                                    \
+        default: norma_body_##SUF(c, b, e, c->C); break;                                 \
+        }                                                                          \
+    } \
     /* gsum and gdx reading dy as relu_grad(dy', a) = a > 0 ? dy' : 0 */           \
     CLONES static void gsumr_##SUF(int64_t b, int64_t e, void *vc) {               \
         bn_ctx *c = vc;                                                            \
@@ -328,21 +444,27 @@ typedef struct bn_ctx {
             double *restrict s1 = c->ds + k * C, *restrict s2 = c->ds2 + k * C;    \
             for (int64_t j = 0; j < C; j++) s1[j] = 0, s2[j] = 0;                  \
             int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
-            for (int64_t r = r0; r < r1; r++) {                                    \
-                const T *restrict x = (const T *)c->x + r * C, *restrict dy = (const T *)c->dy + r * C; \
-                const T *restrict a = (const T *)c->mk + r * C;                    \
-                for (int64_t j = 0; j < C; j++) {                                  \
-                    T d = KEEP_IF(U, T, a[j] > (T)0, dy[j]); /* relu_grad */         \
-                    T xh = (x[j] - m[j]) * rs[j];                                  \
-                    s1[j] += d;                                                    \
-                    s2[j] += (double)d * xh;                                       \
+            const T *xs = (const T *)c->x, *dys = (const T *)c->dy, *as = (const T *)c->mk; \
+            switch (C) {                                                           \
+            case 16: gsum_rows_##SUF(16, xs, dys, as, r0, r1, m, rs, s1, s2); break; \
+            case 32: gsum_rows_##SUF(32, xs, dys, as, r0, r1, m, rs, s1, s2); break; \
+            case 64: gsum_rows_##SUF(64, xs, dys, as, r0, r1, m, rs, s1, s2); break; \
+            default:                                                               \
+                for (int64_t r = r0; r < r1; r++) {                                \
+                    const T *restrict x = xs + r * C, *restrict dy = dys + r * C;  \
+                    const T *restrict a = as + r * C;                              \
+                    for (int64_t j = 0; j < C; j++) {                              \
+                        T d = KEEP_IF(U, T, a[j] > (T)0, dy[j]); /* relu_grad */     \
+                        T xh = (x[j] - m[j]) * rs[j];                              \
+                        s1[j] += d;                                                \
+                        s2[j] += (double)d * xh;                                   \
+                    }                                                              \
                 }                                                                  \
             }                                                                      \
         }                                                                          \
     }                                                                              \
-    CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
+    static inline __attribute__((always_inline)) void gdxr_body_##SUF(      \
+        bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
         for (int64_t r = b; r < e && c->y == c->dy; r++) { /* in place of dy' */   \
             const T *restrict x = (const T *)c->x + r * C, *restrict a = (const T *)c->mk + r * C; \
@@ -360,6 +482,17 @@ typedef struct bn_ctx {
                 T dd = KEEP_IF(U, T, a[j] > (T)0, dy[j]);                         \
                 dx[j] = (k1[j] * dd + k2[j] * (x[j] - m[j])) + k3[j];              \
             }                                                                      \
+        }                                                                          \
+    }                                                                              \
+    /* C of 16, 32, 64 (ResNet-20's) a constant: the channel loop unrolled,    \
+     * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
+    CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                                    \
+        bn_ctx *c = vc;                                                            \
+        switch (c->C) {                                                            \
+        case 16: gdxr_body_##SUF(c, b, e, 16); break;                                     \
+        case 32: gdxr_body_##SUF(c, b, e, 32); break;                                     \
+        case 64: gdxr_body_##SUF(c, b, e, 64); break;                                     \
+        default: gdxr_body_##SUF(c, b, e, c->C); break;                                  \
         }                                                                          \
     }
 BN_FNS(f, float, uint32_t)

@@ -705,9 +705,17 @@ static void f32_chunk(const f32_job *j, int64_t ch, float *col, float *acc, bool
          * sums made it (the first chunk sums in acc itself) */
         float *sum = first ? acc : col + j->colsz - K * g->co;
         im2col_float_avx512(g, (const char *)j->x, (char *)col, q0, q1);
-        for (int64_t m0 = 0; m0 < M; m0 += F32_SUM)
-            tfe_sgemm_small(K, g->co, M - m0 < F32_SUM ? M - m0 : F32_SUM, col + m0 * K, 1, K,
-                            j->dy + (r0 + m0) * g->co, g->co, sum, g->co, m0 > 0);
+        /* the whole runs of F32_SUM rows in one call, as segments (its
+         * blocks restart at each: the same sums, added in the same order,
+         * as one call a run, and the running sum stays in registers), then
+         * the short run left */
+        int64_t full = M / F32_SUM;
+        if (full > 0)
+            tfe_sgemm_small_seg(K, g->co, full, F32_SUM, F32_SUM * K, F32_SUM, col, 1, K,
+                                j->dy + r0 * g->co, g->co, sum, g->co, false);
+        if (M > full * F32_SUM)
+            tfe_sgemm_small(K, g->co, M - full * F32_SUM, col + full * F32_SUM * K, 1, K,
+                            j->dy + (r0 + full * F32_SUM) * g->co, g->co, sum, g->co, full > 0);
         if (!first)
             for (int64_t i = 0; i < K * g->co; i++) acc[i] += sum[i];
         break;

@@ -58,18 +58,36 @@ static inline __attribute__((always_inline)) AVX512 void store(const int R, cons
         }
 }
 
-/* One R x V tile: C rows [0, R), vectors [0, V) (mask mk[v] for vector v). */
+/* One R x V tile: C rows [0, R), vectors [0, V) (mask mk[v] for vector v).
+ * T (a constant where inlined): the running total of the block sums stays
+ * in registers (tot), and C is read once (acc) and written once at the end,
+ * instead of loaded, added and stored after every block. The adds are the
+ * same (total + block sum, in block order), so the bits are too; it needs
+ * twice the accumulators, so T tiles have fewer rows (ROWS_T below). Worth
+ * it where blocks are short: d/dw's blocks are an output row (8 to 32
+ * terms), the 16-channel passes' a filter row (48). */
 static inline __attribute__((always_inline)) AVX512 void tile(const int R, const int V, int64_t k,
                                                              const float *a, int64_t ars, int64_t aks,
                                                              const float *b, int64_t ldb, float *c,
                                                              int64_t ldc, bool acc, const __mmask16 *mk,
                                                              int64_t nseg, int64_t segstride,
-                                                             int64_t kb, const bool E,
+                                                             int64_t kb, const bool E, const bool T,
                                                              const tfe_sgemm_ep *ep) {
     /* E (a constant where inlined): an epilogue; without one the tile is
      * compiled as if none existed */
-    __m512 s[12][4];
-    bool have = acc; /* C holds the running sum */
+    __m512 s[12][4], tot[12][4];
+    bool have = acc;     /* C (T: tot) holds the running sum */
+    bool summed = false; /* T: a block was added to tot (else C stays as it is) */
+    if (T)
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) tot[r][v] = _mm512_setzero_ps(); /* never read unset */
+    if (T && acc)
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) tot[r][v] = _mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v);
     for (int64_t sg = 0; sg < nseg; sg++) {
         /* row r's element is p[r / 3][(r % 3) * ars]: one base pointer per
          * 3 rows, the rest an index register scaled by 4 or 8, so the
@@ -98,9 +116,22 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
 #pragma GCC unroll 4
                 for (int i = 0; i < (R + 2) / 3; i++) p[i] += aks; /* only the tile's rows */
             }
-            store(R, V, c, ldc, mk, s, have, E && last ? ep : NULL);
+            if (T) {
+                /* store()'s add: C (here the total) + the block sum */
+                summed = true;
+#pragma GCC unroll 12
+                for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+                    for (int v = 0; v < V; v++)
+                        tot[r][v] = have ? _mm512_add_ps(tot[r][v], s[r][v]) : s[r][v];
+            } else
+                store(R, V, c, ldc, mk, s, have, E && last ? ep : NULL);
             have = true;
         }
+    }
+    if (T && summed) {
+        store(R, V, c, ldc, mk, tot, false, E ? ep : NULL);
+        return;
     }
     if (!have) {
 #pragma GCC unroll 12
@@ -112,7 +143,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
 }
 
 /* The rows of one column block of V vectors, R at a time (RMAX a tile). */
-#define ROWS(V, RMAX, E, SUF, ...)                                                           \
+#define ROWS(V, RMAX, E, T, SUF, ...)                                                        \
     AVX512 static void rows_v##V##SUF(int64_t m, int64_t k, const float *a, int64_t ars,     \
                                  int64_t aks, const float *b, int64_t ldb, float *c,         \
                                  int64_t ldc, bool acc, const __mmask16 *mk, int64_t nseg,   \
@@ -120,7 +151,7 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
         int64_t r0 = 0;                                                                      \
         for (; r0 + RMAX <= m; r0 += RMAX)                                                   \
             tile(RMAX, V, k, a + r0 * ars, ars, aks, b, ldb, c + r0 * ldc, ldc, acc, mk,     \
-                 nseg, segstride, kb, E, ep);                                                \
+                 nseg, segstride, kb, E, T, ep);                                             \
         const float *ar = a + r0 * ars;                                                      \
         float *cr = c + r0 * ldc;                                                            \
         switch (m - r0) {                                                                    \
@@ -128,19 +159,34 @@ static inline __attribute__((always_inline)) AVX512 void tile(const int R, const
         default: break;                                                                      \
         }                                                                                    \
     }
-#define REM(R, V, E) \
-    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk, nseg, segstride, kb, E, ep); break;
+#define REM(R, V, E, T) \
+    case R: tile(R, V, k, ar, ars, aks, b, ldb, cr, ldc, acc, mk, nseg, segstride, kb, E, T, ep); break;
 
-/* each twice: without an epilogue, and with one (_ep) */
+/* each twice: without an epilogue, and with one (_ep); and again with the
+ * totals in registers (_t, _t_ep), in tiles of at most 12 x 1, 7 x 2, 4 x 3
+ * and 3 x 4 vectors: s, tot and B's row take 25 to 30 of the 32 registers */
 #define ALL_ROWS(E, SUF)                                                                     \
-    ROWS(1, 12, E, SUF, REM(1, 1, E) REM(2, 1, E) REM(3, 1, E) REM(4, 1, E) REM(5, 1, E)     \
-         REM(6, 1, E) REM(7, 1, E) REM(8, 1, E) REM(9, 1, E) REM(10, 1, E) REM(11, 1, E))    \
-    ROWS(2, 8, E, SUF, REM(1, 2, E) REM(2, 2, E) REM(3, 2, E) REM(4, 2, E) REM(5, 2, E)      \
-         REM(6, 2, E) REM(7, 2, E))                                                          \
-    ROWS(3, 6, E, SUF, REM(1, 3, E) REM(2, 3, E) REM(3, 3, E) REM(4, 3, E) REM(5, 3, E))     \
-    ROWS(4, 6, E, SUF, REM(1, 4, E) REM(2, 4, E) REM(3, 4, E) REM(4, 4, E) REM(5, 4, E))
+    ROWS(1, 12, E, false, SUF, REM(1, 1, E, false) REM(2, 1, E, false) REM(3, 1, E, false)  \
+         REM(4, 1, E, false) REM(5, 1, E, false) REM(6, 1, E, false) REM(7, 1, E, false)     \
+         REM(8, 1, E, false) REM(9, 1, E, false) REM(10, 1, E, false) REM(11, 1, E, false))  \
+    ROWS(2, 8, E, false, SUF, REM(1, 2, E, false) REM(2, 2, E, false) REM(3, 2, E, false)   \
+         REM(4, 2, E, false) REM(5, 2, E, false) REM(6, 2, E, false) REM(7, 2, E, false))    \
+    ROWS(3, 6, E, false, SUF, REM(1, 3, E, false) REM(2, 3, E, false) REM(3, 3, E, false)   \
+         REM(4, 3, E, false) REM(5, 3, E, false))                                            \
+    ROWS(4, 6, E, false, SUF, REM(1, 4, E, false) REM(2, 4, E, false) REM(3, 4, E, false)   \
+         REM(4, 4, E, false) REM(5, 4, E, false))
+#define ALL_ROWS_T(E, SUF)                                                                   \
+    ROWS(1, 12, E, true, SUF, REM(1, 1, E, true) REM(2, 1, E, true) REM(3, 1, E, true)      \
+         REM(4, 1, E, true) REM(5, 1, E, true) REM(6, 1, E, true) REM(7, 1, E, true)         \
+         REM(8, 1, E, true) REM(9, 1, E, true) REM(10, 1, E, true) REM(11, 1, E, true))      \
+    ROWS(2, 7, E, true, SUF, REM(1, 2, E, true) REM(2, 2, E, true) REM(3, 2, E, true)       \
+         REM(4, 2, E, true) REM(5, 2, E, true) REM(6, 2, E, true))                           \
+    ROWS(3, 4, E, true, SUF, REM(1, 3, E, true) REM(2, 3, E, true) REM(3, 3, E, true))      \
+    ROWS(4, 3, E, true, SUF, REM(1, 4, E, true) REM(2, 4, E, true))
 ALL_ROWS(false, )
 ALL_ROWS(true, _ep)
+ALL_ROWS_T(false, _t)
+ALL_ROWS_T(true, _t_ep)
 
 AVX512 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
                             int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
@@ -186,6 +232,30 @@ AVX512 void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t s
             epj = *ep;
             epj.bias += j0;
             e = &epj;
+        }
+        /* the totals in registers where a tile's blocks are short (at
+         * most 48 terms: the stores of C cost more than the smaller tile)
+         * and the smaller tile does not leave a short one over m (a
+         * 16-row C in tiles of 7, 7 and 2 ran 1.8x slower) */
+        int64_t kbe = kb < k ? kb : k;
+        bool t = kbe <= 48 && (nseg > 1 || k > kb) && (V == 1 || m >= 48);
+        if (e && t) {
+            switch (V) {
+            case 1: rows_v1_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            case 2: rows_v2_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            case 3: rows_v3_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            default: rows_v4_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
+            }
+            continue;
+        }
+        if (t) {
+            switch (V) {
+            case 1: rows_v1_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+            case 2: rows_v2_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+            case 3: rows_v3_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+            default: rows_v4_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
+            }
+            continue;
         }
         if (e) {
             switch (V) {

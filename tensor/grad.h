@@ -143,6 +143,11 @@ typedef struct tfe_custom_grad {
     tfe_tensor *const *dy_none;
     tfe_tensor *const *dx_none_in;
     tfe_tensor **dx_none;
+    /* Set by the tape around a call of backward (inside a trace): inputs
+     * that are one tensor (the same header twice) are that one tensor at
+     * every call of the graph, which the tape picks by a traced bool
+     * (tfe_tape_cond_alias), so the backward sums their uses as one. */
+    bool one_inputs;
 } tfe_custom_grad;
 /* Record a custom entry on every active tape that tracks one of in[]. */
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,

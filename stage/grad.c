@@ -2195,13 +2195,15 @@ static int sweep_loop(BP *b, int id)
      * eager code all the same: what reaches the variable there adds to w's
      * running sum as it comes, after what reached w after the loop. So it
      * counts as a capture the body does not use (palias below), which
-     * starts from w's gradient so far; not for a body with a fused node */
+     * starts from w's gradient so far; only where something reached w
+     * already (else the sum starts from nothing either way: no carried
+     * value more), not for a body with a fused node */
     bool flat0 = true;
     const GRegion *rb0 = &G->regions[n->regions[1]];
     for (int i = 0; i < rb0->n; i++) flat0 &= G->nodes[rb0->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc && flat0; k++)
         if (G->nodes[n->in[k].node].kind != G_CONST && G->nodes[n->in[k].node].kind != G_COND &&
-            G->nodes[n->in[k].node].kind != G_WHILE)
+            G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])])
             caps_add(&caps, G, n->in[k]);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
@@ -4015,6 +4017,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->base.refcount = 0;
         c->base.backward = gcall_backward;
         c->base.totals = true; /* backward_run adds to the gradients so far */
+        /* (a second run of the backward, the tape's merge_pick, is seen by
+         * nothing where no host code runs in it: no host call in G) */
+        c->base.rerun = true;
+        for (int i = 0; i < G->n; i++) c->base.rerun &= G->nodes[i].kind != G_HOST;
         c->base.release = gcall_release;
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums

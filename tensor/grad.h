@@ -148,6 +148,9 @@ typedef struct tfe_custom_grad {
      * every call of the graph, which the tape picks by a traced bool
      * (tfe_tape_cond_alias), so the backward sums their uses as one. */
     bool one_inputs;
+    /* Its backward may run twice for one entry with nothing seen of the
+     * second run but its results (no host code in it): set by its maker. */
+    bool rerun;
 } tfe_custom_grad;
 /* Record a custom entry on every active tape that tracks one of in[]. */
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,

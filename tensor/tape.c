@@ -929,7 +929,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
              * (merge_pick), once per such x */
             MergeGroup *mg = NULL;
             int nmg = 0;
-            for (int j = 0; j < e->nin && ca.n && !fail && e->custom->totals; j++) {
+            for (int j = 0; j < e->nin && ca.n && !fail && e->custom->totals && e->custom->rerun; j++) {
                 if (dx[j] == TFE_GRAD_SKIP || total[j] || e->t[j] != cin[j]) continue;
                 for (int r = 0; r < ca.n; r++) {
                     if (ca.y[r] != canon(&al, e->t[j])) continue;

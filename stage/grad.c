@@ -2197,13 +2197,15 @@ static int sweep_loop(BP *b, int id)
      * counts as a capture the body does not use (palias below), which
      * starts from w's gradient so far; only where something reached w
      * already (else the sum starts from nothing either way: no carried
-     * value more), not for a body with a fused node */
+     * value more), for a loop at the top (one nested in another's body
+     * crashed a cached backward: a none flag with no value), not for a
+     * body with a fused node */
     bool flat0 = true;
     const GRegion *rb0 = &G->regions[n->regions[1]];
     for (int i = 0; i < rb0->n; i++) flat0 &= G->nodes[rb0->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc && flat0; k++)
         if (G->nodes[n->in[k].node].kind != G_CONST && G->nodes[n->in[k].node].kind != G_COND &&
-            G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])])
+            G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])] && n->region == 0)
             caps_add(&caps, G, n->in[k]);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */

@@ -1082,6 +1082,16 @@ static int loop_cond_targets(const Graph *G, int id, int k, int *t, int *kp)
     if (k >= rb->nouts || k >= rc->nparams || !differentiable(&w->meta[k])) return 0;
     for (int i = 0; i < rb->n; i++)
         if (G->nodes[rb->nodes[i]].kind == G_FUSED) return 0;
+    /* (a body that always ends it on the value it ends an earlier variable
+     * q on, b = acc last: that value at every iteration, flag true) */
+    int s = slot_of(G, rb->outs[k]);
+    for (int q = 0; q < k && q < rc->nparams; q++)
+        if (slot_of(G, rb->outs[q]) == s && node_inside(G, rb->outs[k].node, id) &&
+            differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out])) {
+            t[0] = s;
+            kp[0] = q;
+            return 1;
+        }
     leaves_of(G, id, k, rb->outs[k], 0, t, kp, &n);
     return n;
 }
@@ -4011,7 +4021,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         bool dup = false;
         for (int i = 0; i < R->ninputs && !dup; i++)
             if ((dup = outs[k] == inputs[i])) same[k] = i;
-        for (int j = 0; j < k && !dup; j++) dup = outs[k] == outs[j];
+        /* (one tensor twice, b = acc last in a loop's body: eager code's
+         * one tensor, whose uses add to one sum; -2 - j: output j) */
+        for (int j = 0; j < k && !dup; j++)
+            if ((dup = outs[k] == outs[j])) same[k] = -2 - j;
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
     if (!rc && saved_tapes) {
@@ -4148,7 +4161,8 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         /* (to a tape outside any trace in progress: one made in it records
          * what serves every later call) */
         int *same_all = xmalloc(sizeof *same_all * ((size_t)nall + 1));
-        for (int k = 0; k < nall; k++) same_all[k] = k < top->nouts ? same[k] : -1;
+        for (int k = 0; k < nall; k++) /* (an earlier output: its place among in, then out) */
+            same_all[k] = k >= top->nouts ? -1 : same[k] <= -2 ? nsrc + (-2 - same[k]) : same[k];
         tfe_tape_record_custom_same(&c->base, nsrc, src, nall, all, same_all,
                                     I->tracer ? I->tracer->tapes_at_begin : tfe_tapes_active);
         for (int j = 0; j < nxo; j++) tensor_decref(xo[j]);

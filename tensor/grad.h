@@ -157,7 +157,7 @@ void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, 
                             tfe_tensor *const *out);
 
 /* The same, where out[j] is at run time the very tensor in[same[j]] (same[j]
- * >= 0; -1: not), which the entry gave a header of its own: to the first
+ * >= 0; -1: not; nin + k, k < j: out[k], one tensor twice among them), which the entry gave a header of its own: to the first
  * nsame active tapes (those outside any trace in progress, whose gradients
  * are of this call's values) the two are one tensor, as to eager code, so
  * the uses of both add to one running sum in tape order (and the entry gets

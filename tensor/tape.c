@@ -288,7 +288,7 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom,
     e->cs_out = e->cs_to = NULL;
     e->cs_c = NULL;
     for (int j = 0; same && j < c->nout; j++)
-        if (same[j] >= 0 && same[j] < c->nin) {
+        if (same[j] >= 0 && same[j] < c->nin + j) { /* (an input, or an earlier output) */
             if (!e->same) {
                 e->same = xmalloc(sizeof *e->same * (size_t)c->nout);
                 for (int k = 0; k < c->nout; k++) e->same[k] = -1;

@@ -343,12 +343,14 @@ void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, cons
         entry *e = t->nentries ? t->entries[t->nentries - 1] : NULL;
         if (!e || e->nout < nout || e->t[e->nin] != out[0]) continue;
         for (int i = 0; i < n; i++) {
-            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || to[i] < 0 || to[i] >= e->nin) continue;
+            /* (to[i] <= -2: the entry's earlier output -2 - to[i]) */
+            int tt = to[i] <= -2 && -2 - to[i] < outk[i] ? e->nin + (-2 - to[i]) : to[i];
+            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || tt < 0 || (tt >= e->nin && to[i] >= 0)) continue;
             e->cs_out = xrealloc(e->cs_out, sizeof *e->cs_out * (size_t)(e->ncs + 1));
             e->cs_to = xrealloc(e->cs_to, sizeof *e->cs_to * (size_t)(e->ncs + 1));
             e->cs_c = xrealloc(e->cs_c, sizeof *e->cs_c * (size_t)(e->ncs + 1));
             e->cs_out[e->ncs] = outk[i];
-            e->cs_to[e->ncs] = to[i];
+            e->cs_to[e->ncs] = tt;
             e->cs_c[e->ncs++] = (tensor_incref(cond[i]), cond[i]);
         }
     }

@@ -1017,18 +1017,31 @@ static int logged_values_at(BP *b, int id, int region, tfe_tensor *i)
  * value in the body; kp[j] = q or -1); returns how many (ifs directly in
  * the body only, nested in branches too; not for a body with a fused node,
  * nor one ending it on a captured value always: loop_out_alias). */
-/* Is node x a cond directly in region body, or directly in a branch of
- * one (whose predicate the replay of that one hands out: replay_cond)? */
+/* Is region r a branch of a cond directly in region body, or of one in
+ * such a branch, and so on (up to depth 8)? The replay of the outermost
+ * such cond hands out the values of every branch inside it, at every depth
+ * (cond_x_region, replay_cond). */
+static bool in_body_branch(const Graph *G, int body, int r, int depth)
+{
+    if (depth > 8 || r < 0 || r == body) return false;
+    int p = G->regions[r].parent;
+    if (p < 0) return false;
+    const GRegion *pr = &G->regions[p];
+    for (int i = 0; i < pr->n; i++) {
+        const GNode *y = &G->nodes[pr->nodes[i]];
+        if (y->kind == G_COND && (y->regions[0] == r || y->regions[1] == r))
+            return p == body || in_body_branch(G, body, p, depth + 1);
+    }
+    return false;
+}
+
+/* Is node x a cond directly in region body, or in a branch of one, at any
+ * depth (whose predicate the replay of the outermost hands out)? */
 static bool body_cond(const Graph *G, int body, int x)
 {
     const GNode *c = &G->nodes[x];
     if (c->kind != G_COND) return false;
-    if (c->region == body) return true;
-    for (int i = 0; i < G->regions[body].n; i++) {
-        const GNode *y = &G->nodes[G->regions[body].nodes[i]];
-        if (y->kind == G_COND && (y->regions[0] == c->region || y->regions[1] == c->region)) return true;
-    }
-    return false;
+    return c->region == body || in_body_branch(G, body, c->region, 0);
 }
 
 static void leaves_of(const Graph *G, int id, int k, GRef v, int depth, int *t, int *kp, int *n)
@@ -1069,6 +1082,16 @@ static int loop_cond_targets(const Graph *G, int id, int k, int *t, int *kp)
     if (k >= rb->nouts || k >= rc->nparams || !differentiable(&w->meta[k])) return 0;
     for (int i = 0; i < rb->n; i++)
         if (G->nodes[rb->nodes[i]].kind == G_FUSED) return 0;
+    /* (a body that always ends it on the value it ends an earlier variable
+     * q on, b = acc last: that value at every iteration, flag true) */
+    int s = slot_of(G, rb->outs[k]);
+    for (int q = 0; q < k && q < rc->nparams; q++)
+        if (slot_of(G, rb->outs[q]) == s && node_inside(G, rb->outs[k].node, id) &&
+            differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out])) {
+            t[0] = s;
+            kp[0] = q;
+            return 1;
+        }
     leaves_of(G, id, k, rb->outs[k], 0, t, kp, &n);
     return n;
 }
@@ -1082,12 +1105,12 @@ static tfe_tensor *alias_flag(BP *b, int body, GRef v, int target, int depth, bo
     if (slot_of(G, v) == target) return flag_const(true);
     const GNode *c = &G->nodes[v.node];
     if (depth > 8 || !body_cond(G, body, v.node)) return NULL;
-    /* (the predicate of one in a branch: the value the branch's replay
-     * handed out, false where the other branch ran, which the outer
-     * predicate masks) */
+    /* (a predicate made in a branch, at any depth: the value the outermost
+     * cond's replay handed out, false where another branch ran, which the
+     * outer predicates mask) */
     int ps = slot_of(G, c->in[0]);
     const GNode *pn = &G->nodes[c->in[0].node];
-    bool handed = c->region != body && pn->region == c->region;
+    bool handed = in_body_branch(G, body, pn->region, 0);
     tfe_tensor *pred = handed ? (b->xv ? b->xv[ps] : NULL) : b->m[ps];
     if (!pred || pred->dtype != TFE_BOOL) return NULL;
     tfe_tensor *f[2] = {NULL, NULL};
@@ -2177,6 +2200,23 @@ static int sweep_loop(BP *b, int id)
             }
     }
     caps_add_aliases(b, &caps);
+    /* an initial value the body does not read (acc = w before the loop, w
+     * nowhere in it) is, in the first iteration, the variable's tensor to
+     * eager code all the same: what reaches the variable there adds to w's
+     * running sum as it comes, after what reached w after the loop. So it
+     * counts as a capture the body does not use (palias below), which
+     * starts from w's gradient so far; only where something reached w
+     * already (else the sum starts from nothing either way: no carried
+     * value more), for a loop at the top (one nested in another's body
+     * crashed a cached backward: a none flag with no value), not for a
+     * body with a fused node */
+    bool flat0 = true;
+    const GRegion *rb0 = &G->regions[n->regions[1]];
+    for (int i = 0; i < rb0->n; i++) flat0 &= G->nodes[rb0->nodes[i]].kind != G_FUSED;
+    for (int k = 0; k < nc && flat0; k++)
+        if (G->nodes[n->in[k].node].kind != G_CONST && G->nodes[n->in[k].node].kind != G_COND &&
+            G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])] && n->region == 0)
+            caps_add(&caps, G, n->in[k]);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry0 = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
@@ -3179,15 +3219,20 @@ static int group_home(const Graph *G, const Plan *p, int nin, const int *one, in
  * call counts: the reads of a variable in a graph with no host call (no
  * assign between them; trace_cf.c runs a traced if or loop under a tape
  * as such a graph). */
-static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in, bool traced)
+static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *const *in, bool traced, bool inputs)
 {
     int *one = NULL;
     for (int k = 0; traced && k < G->n; k++)
         if (G->nodes[k].kind == G_HOST) return NULL;
-    for (int i = traced ? G->ninputs + 1 : 1; i < nin; i++) {
+    /* (inputs: the tape hands the graph's inputs as one tensor where that
+     * is so at every call, tfe_custom_grad.one_inputs; a variable's reads
+     * stay apart from them) */
+    for (int i = traced && !inputs ? G->ninputs + 1 : 1; i < nin; i++) {
         if (!in[i] || !dtype_is_float(in[i]->dtype)) continue;
-        int j = traced ? G->ninputs : 0;
-        while (j < i && (in[j] != in[i] || (traced && G->nodes[p->node[j]].host->obj.u.o != G->nodes[p->node[i]].host->obj.u.o)))
+        int j = traced && (!inputs || i >= G->ninputs) ? G->ninputs : 0;
+        while (j < i && (in[j] != in[i] ||
+                         (traced && i >= G->ninputs &&
+                          G->nodes[p->node[j]].host->obj.u.o != G->nodes[p->node[i]].host->obj.u.o)))
             j++;
         if (j == i) continue;
         if (!one) {
@@ -3504,7 +3549,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         for (int j = 0; j < c->nlr; j++)
             if (c->plan.node[i] == c->lr_node[j]) inn[i] = NULL;
     }
-    int *one = same_sources(G, &c->plan, nin, inn, I->tracer != NULL);
+    int *one = same_sources(G, &c->plan, nin, inn, I->tracer != NULL, c->base.one_inputs);
     free(inn);
     GBwd *w = I->tracer || c->ndd < 0 ? NULL : bwd_find(G, bin, nb + nlr + nfo + nfx, pres, npres, one, nin, c);
     if (w) {
@@ -3976,7 +4021,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         bool dup = false;
         for (int i = 0; i < R->ninputs && !dup; i++)
             if ((dup = outs[k] == inputs[i])) same[k] = i;
-        for (int j = 0; j < k && !dup; j++) dup = outs[k] == outs[j];
+        /* (one tensor twice, b = acc last in a loop's body: eager code's
+         * one tensor, whose uses add to one sum; -2 - j: output j) */
+        for (int j = 0; j < k && !dup; j++)
+            if ((dup = outs[k] == outs[j])) same[k] = -2 - j;
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
     if (!rc && saved_tapes) {
@@ -3984,6 +4032,10 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         c->base.refcount = 0;
         c->base.backward = gcall_backward;
         c->base.totals = true; /* backward_run adds to the gradients so far */
+        /* (a second run of the backward, the tape's merge_pick, is seen by
+         * nothing where no host code runs in it: no host call in G) */
+        c->base.rerun = true;
+        for (int i = 0; i < G->n; i++) c->base.rerun &= G->nodes[i].kind != G_HOST;
         c->base.release = gcall_release;
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums
@@ -4109,7 +4161,8 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         /* (to a tape outside any trace in progress: one made in it records
          * what serves every later call) */
         int *same_all = xmalloc(sizeof *same_all * ((size_t)nall + 1));
-        for (int k = 0; k < nall; k++) same_all[k] = k < top->nouts ? same[k] : -1;
+        for (int k = 0; k < nall; k++) /* (an earlier output: its place among in, then out) */
+            same_all[k] = k >= top->nouts ? -1 : same[k] <= -2 ? nsrc + (-2 - same[k]) : same[k];
         tfe_tape_record_custom_same(&c->base, nsrc, src, nall, all, same_all,
                                     I->tracer ? I->tracer->tapes_at_begin : tfe_tapes_active);
         for (int j = 0; j < nxo; j++) tensor_decref(xo[j]);

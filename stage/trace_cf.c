@@ -821,6 +821,32 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                     if (m->inputs[i] == init.node && init.out == 0) csame[k] = i;
             }
             tfe_tape_cond_same(T->tapes_at_begin, nout, all, csame, cc);
+            /* ... and where it ran, a result whose body always ends it on
+             * the value it ends an earlier one on (b = acc last) is that
+             * one's tensor (-2 - q: the entry's output q) */
+            tfe_tensor *ran = tfe_call1(OP_LOGICAL_NOT, 1, &zero_trip, NULL);
+            int *outk = xmalloc(sizeof *outk * ((size_t)nout + 1)), na = 0;
+            for (int k = 0; k < nout && ran; k++) {
+                if (k >= top->nouts || !all[k] || !dtype_is_float(all[k]->dtype)) continue;
+                GRef o = top->outs[k];
+                const GNode *w = &m->nodes[o.node];
+                if (w->kind != G_WHILE) continue;
+                const GRegion *rb = &m->regions[w->regions[1]];
+                for (int q = 0; q < k && o.out < rb->nouts; q++) {
+                    GRef oq = top->outs[q];
+                    if (oq.node != o.node || oq.out >= rb->nouts || oq.out == o.out) continue;
+                    GRef a = rb->outs[o.out], bq = rb->outs[oq.out];
+                    if (a.node != bq.node || a.out != bq.out || m->nodes[a.node].region == 0) continue;
+                    outk[na] = k;
+                    csame[na] = -2 - q;
+                    cc[na++] = ran;
+                    break;
+                }
+            }
+            if (na) tfe_tape_cond_alias(T->tapes_at_begin, nout, all, na, outk, csame, cc);
+            if (ran) tensor_decref(ran);
+            else tfe_error_clear();
+            free(outk);
             free(csame);
             free(cc);
         }

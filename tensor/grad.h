@@ -149,13 +149,21 @@ typedef struct tfe_custom_grad {
     tfe_tensor *const *dy_none;
     tfe_tensor *const *dx_none_in;
     tfe_tensor **dx_none;
+    /* Set by the tape around a call of backward (inside a trace): inputs
+     * that are one tensor (the same header twice) are that one tensor at
+     * every call of the graph, which the tape picks by a traced bool
+     * (tfe_tape_cond_alias), so the backward sums their uses as one. */
+    bool one_inputs;
+    /* Its backward may run twice for one entry with nothing seen of the
+     * second run but its results (no host code in it): set by its maker. */
+    bool rerun;
 } tfe_custom_grad;
 /* Record a custom entry on every active tape that tracks one of in[]. */
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,
                             tfe_tensor *const *out);
 
 /* The same, where out[j] is at run time the very tensor in[same[j]] (same[j]
- * >= 0; -1: not), which the entry gave a header of its own: to the first
+ * >= 0; -1: not; nin + k, k < j: out[k], one tensor twice among them), which the entry gave a header of its own: to the first
  * nsame active tapes (those outside any trace in progress, whose gradients
  * are of this call's values) the two are one tensor, as to eager code, so
  * the uses of both add to one running sum in tape order (and the entry gets

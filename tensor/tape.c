@@ -290,7 +290,7 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom,
     e->cs_out = e->cs_to = NULL;
     e->cs_c = NULL;
     for (int j = 0; same && j < c->nout; j++)
-        if (same[j] >= 0 && same[j] < c->nin) {
+        if (same[j] >= 0 && same[j] < c->nin + j) { /* (an input, or an earlier output) */
             if (!e->same) {
                 e->same = xmalloc(sizeof *e->same * (size_t)c->nout);
                 for (int k = 0; k < c->nout; k++) e->same[k] = -1;
@@ -345,12 +345,14 @@ void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, cons
         entry *e = t->nentries ? t->entries[t->nentries - 1] : NULL;
         if (!e || e->nout < nout || e->t[e->nin] != out[0]) continue;
         for (int i = 0; i < n; i++) {
-            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || to[i] < 0 || to[i] >= e->nin) continue;
+            /* (to[i] <= -2: the entry's earlier output -2 - to[i]) */
+            int tt = to[i] <= -2 && -2 - to[i] < outk[i] ? e->nin + (-2 - to[i]) : to[i];
+            if (outk[i] < 0 || outk[i] >= nout || !cond[i] || tt < 0 || (tt >= e->nin && to[i] >= 0)) continue;
             e->cs_out = xrealloc(e->cs_out, sizeof *e->cs_out * (size_t)(e->ncs + 1));
             e->cs_to = xrealloc(e->cs_to, sizeof *e->cs_to * (size_t)(e->ncs + 1));
             e->cs_c = xrealloc(e->cs_c, sizeof *e->cs_c * (size_t)(e->ncs + 1));
             e->cs_out[e->ncs] = outk[i];
-            e->cs_to[e->ncs] = to[i];
+            e->cs_to[e->ncs] = tt;
             e->cs_c[e->ncs++] = (tensor_incref(cond[i]), cond[i]);
         }
     }
@@ -563,28 +565,157 @@ static int accumulate_where(pmap *grads, pmap *flags, const tfe_tensor *key, tfe
     return 0;
 }
 
-/* grads[key] += g (takes g; flag f borrowed), where key is, under a
- * traced bool, another tensor (calias): there to that one's sum instead. */
-static int accumulate_c(pmap *grads, pmap *flags, const calias *ca, const tfe_tensor *key, tfe_tensor *g,
-                        tfe_tensor *f) {
-    int i = cal_find(ca, key);
-    if (i < 0) return accumulate_f(grads, flags, key, g, f);
+/* grads[key] += g where the traced bool on is (NULL: everywhere; g, f
+ * borrowed), and where key is, under a traced bool, another tensor
+ * (calias), there to that one's sum instead, and so on along a chain (a
+ * loop's result that is its initial value where it ran zero times, which
+ * is an if's result that is x where its branch ran). */
+static int accumulate_on(pmap *grads, pmap *flags, const calias *ca, const tfe_tensor *key, tfe_tensor *g,
+                         tfe_tensor *f, tfe_tensor *on, int depth) {
+    int i = depth < 8 ? cal_find(ca, key) : -1;
+    if (i < 0) {
+        if (on) return accumulate_where(grads, flags, key, g, f, on);
+        tensor_incref(g);
+        return accumulate_f(grads, flags, key, g, f);
+    }
     /* (a key may have several, under exclusive bools: each adds there; the
      * key keeps what none of them takes) */
     tfe_tensor *any = NULL;
     int rc = 0;
     for (; i < ca->n && !rc; i++) {
         if (ca->y[i] != key) continue;
-        if (accumulate_where(grads, flags, ca->x[i], g, f, ca->c[i])) rc = -1;
+        tfe_tensor *ci = on ? tfe_binary(OP_LOGICAL_AND, on, ca->c[i]) : (tensor_incref(ca->c[i]), ca->c[i]);
+        if (!ci || accumulate_on(grads, flags, ca, ca->x[i], g, f, ci, depth + 1)) rc = -1;
+        if (ci) tensor_decref(ci);
         tfe_tensor *a2 = any ? tfe_binary(OP_LOGICAL_OR, any, ca->c[i]) : (tensor_incref(ca->c[i]), ca->c[i]);
         if (any) tensor_decref(any);
         if (!(any = a2)) rc = -1;
     }
     tfe_tensor *no = any ? tfe_call1(OP_LOGICAL_NOT, 1, &any, NULL) : NULL;
-    if (!rc && (!no || accumulate_where(grads, flags, key, g, f, no))) rc = -1;
+    tfe_tensor *here = no && on ? tfe_binary(OP_LOGICAL_AND, on, no) : no ? (tensor_incref(no), no) : NULL;
+    if (!rc && (!here || accumulate_where(grads, flags, key, g, f, here))) rc = -1;
+    if (here) tensor_decref(here);
     if (no) tensor_decref(no);
     if (any) tensor_decref(any);
+    return rc;
+}
+
+/* grads[key] += g (takes g; flag f borrowed), where key is, under a
+ * traced bool, another tensor (calias): there to that one's sum instead. */
+static int accumulate_c(pmap *grads, pmap *flags, const calias *ca, const tfe_tensor *key, tfe_tensor *g,
+                        tfe_tensor *f) {
+    if (cal_find(ca, key) < 0) return accumulate_f(grads, flags, key, g, f);
+    int rc = accumulate_on(grads, flags, ca, key, g, f, NULL, 0);
     tensor_decref(g);
+    return rc;
+}
+
+/* A custom entry (a traced loop, say) whose input j is, where a traced bool
+ * says so, the tensor x (tfe_tape_cond_alias: `if p { acc = x }`, then a
+ * loop reading acc, and x too or not, with a tape made inside the staged
+ * function): eager code holds one tensor there, and the loop's uses of it
+ * add to x's one running sum in the order they come, which the entry's
+ * backward gives only when it is handed the one tensor in all its places
+ * and starts from x's gradient so far. The sweep runs the backward with
+ * them apart (what the other calls need); this runs it again so (a merge
+ * of the places, acc's given x's tensor), then picks x's gradient by the
+ * bool: the merged sum where the alias holds.
+ * A group: key (x's, canon), xi (x's own place among the inputs, with a
+ * total, or -1), in_grp[k] (acc's places), c (where the alias holds,
+ * borrowed), oldg/oldf (x's gradient so far and its flag before the first
+ * run, borrowed; NULL: none). Returns 0, or -1 on failure. */
+typedef struct MergeGroup {
+    const tfe_tensor *key, *y; /* (y: acc's key; another one for the same x: none of this) */
+    bool mixed;
+    int xi;
+    bool *in_grp;
+    tfe_tensor *c, *oldg, *oldf;
+} MergeGroup;
+
+static int merge_pick(entry *e, tfe_tensor *const *cin, tfe_tensor *const *dy, tfe_tensor **dyf, tfe_tensor *enone,
+                      const MergeGroup *mg, pmap *gmap, pmap *flags) {
+    int nin = e->nin, rc = -1, fst = -1;
+    tfe_tensor **cin2 = xcalloc((size_t)nin + 1, sizeof *cin2), **dx = xcalloc((size_t)nin + 1, sizeof *dx);
+    tfe_tensor **dxf = xcalloc((size_t)nin + 1, sizeof *dxf), **dxfin = NULL;
+    bool *grp = xcalloc((size_t)nin + 1, sizeof *grp);
+    tfe_tensor *tot = NULL, *totf = NULL;
+    for (int k = 0; k < nin; k++) {
+        grp[k] = mg->in_grp[k] || k == mg->xi;
+        if (grp[k] && fst < 0) fst = k;
+    }
+    /* (the one tensor: x's where x is an input, else the first acc's) */
+    for (int k = 0; k < nin; k++) cin2[k] = grp[k] ? cin[mg->xi >= 0 ? mg->xi : fst] : cin[k];
+    /* the group's first place takes x's gradient so far (a total, as the
+     * sweep gives a tensor passed twice), its others a part; the other
+     * inputs are the first run's */
+    for (int k = 0; k < nin; k++) dx[k] = !grp[k] ? TFE_GRAD_SKIP : k == fst ? mg->oldg : NULL;
+    if (dyf) {
+        dxfin = xcalloc((size_t)nin + 1, sizeof *dxfin);
+        dxfin[fst] = mg->oldf;
+    }
+    e->custom->dy_none = dyf;
+    e->custom->dx_none_in = dxfin;
+    e->custom->dx_none = dxf;
+    e->custom->one_inputs = true;
+    int brc = e->custom->backward(e->custom, nin, cin2, e->nout, e->t + nin, dy, dx);
+    e->custom->one_inputs = false;
+    e->custom->dy_none = NULL;
+    e->custom->dx_none_in = NULL;
+    e->custom->dx_none = NULL;
+    for (int k = 0; k < nin; k++) /* (the total's place holds a new reference, as in the sweep) */
+        if (dx[k] == TFE_GRAD_SKIP || (k == fst && dx[k] == mg->oldg)) dx[k] = NULL;
+    if (brc || !dx[fst]) goto out;
+    /* the total, then the parts, as the sweep adds them */
+    if (tfe_grad_place(&dx[fst], e->t[fst])) goto out;
+    tot = dx[fst];
+    totf = dxf[fst];
+    dx[fst] = dxf[fst] = NULL;
+    for (int k = 0; k < nin; k++) {
+        if (!grp[k] || k == fst || !dx[k]) continue;
+        tfe_tensor *fk = dxf[k];
+        dxf[k] = NULL;
+        if (!fk && enone) {
+            tfe_tensor *m = tfe_grad_flag_fill(enone, dx[k], -0.0);
+            tensor_decref(dx[k]);
+            if (!(dx[k] = m)) goto out;
+            fk = (tensor_incref(enone), enone);
+        }
+        tfe_tensor *sum = tfe_grad_place(&dx[k], e->t[k]) ? NULL : tfe_binary(OP_ADD, tot, dx[k]);
+        tfe_tensor *sf = sum && (totf || fk) ? tfe_grad_flag_and(totf, fk) : NULL;
+        if (fk) tensor_decref(fk);
+        if (!sum) goto out;
+        tensor_decref(tot);
+        tot = sum;
+        if (totf) tensor_decref(totf);
+        totf = sf;
+    }
+    /* x's gradient: the merged sum where the alias holds, else the first run's */
+    tfe_tensor *old = pmap_get(gmap, mg->key);
+    if (!old) { /* (the first run gave none: keep that) */
+        rc = 0;
+        goto out;
+    }
+    tfe_tensor *in[3] = {mg->c, tot, old};
+    tfe_tensor *r = tfe_call1(OP_WHERE, 3, in, NULL);
+    if (!r) goto out;
+    tfe_tensor *f = totf || pmap_get(flags, mg->key) ? cflag_where(mg->c, totf, pmap_get(flags, mg->key)) : NULL;
+    size_t s = pmap_put(gmap, mg->key, true);
+    tensor_decref(gmap->vals[s]);
+    gmap->vals[s] = r;
+    flag_set(flags, mg->key, f);
+    rc = 0;
+out:
+    for (int k = 0; k < nin; k++) {
+        if (dx[k]) tensor_decref(dx[k]);
+        if (dxf[k]) tensor_decref(dxf[k]);
+    }
+    if (tot) tensor_decref(tot);
+    if (totf) tensor_decref(totf);
+    free(cin2);
+    free(dx);
+    free(dxf);
+    free(dxfin);
+    free(grp);
     return rc;
 }
 
@@ -797,10 +928,46 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                     cin = e->nin <= 64 ? cinb : xmalloc(sizeof *cin * (size_t)e->nin);
                     for (int j = 0; j < e->nin; j++) cin[j] = (tfe_tensor *)canon(&al, e->t[j]);
                 }
+            /* an input that is, under a traced bool, a tensor x that is
+             * another input with a total, or no input (tfe_tape_cond_alias):
+             * the backward runs again with the one tensor in those places,
+             * from x's gradient so far, picked where the bool holds
+             * (merge_pick), once per such x */
+            MergeGroup *mg = NULL;
+            int nmg = 0;
+            for (int j = 0; j < e->nin && ca.n && !fail && e->custom->totals && e->custom->rerun; j++) {
+                if (dx[j] == TFE_GRAD_SKIP || total[j] || e->t[j] != cin[j]) continue;
+                for (int r = 0; r < ca.n; r++) {
+                    if (ca.y[r] != canon(&al, e->t[j])) continue;
+                    int xi = -1;
+                    bool other = false; /* (x an input with no total: as before) */
+                    for (int k2 = 0; k2 < e->nin; k2++)
+                        if (canon(&al, e->t[k2]) == ca.x[r]) {
+                            if (total[k2] && e->t[k2] == cin[k2] && xi < 0) xi = k2;
+                            else if (!total[k2] && k2 != j) other = true;
+                        }
+                    if (other) continue;
+                    int g = 0;
+                    while (g < nmg && mg[g].key != ca.x[r]) g++;
+                    if (g == nmg) {
+                        mg = xrealloc(mg, sizeof *mg * (size_t)(nmg + 1));
+                        tfe_tensor *old = pmap_get(&gmap, ca.x[r]), *of = pmap_get(&flags, ca.x[r]);
+                        mg[nmg++] = (MergeGroup){ca.x[r], ca.y[r], false, xi,
+                                                 xcalloc((size_t)e->nin, sizeof(bool)), NULL,
+                                                 old ? (tensor_incref(old), old) : NULL,
+                                                 of ? (tensor_incref(of), of) : NULL};
+                    }
+                    mg[g].mixed |= mg[g].y != ca.y[r];
+                    mg[g].in_grp[j] = true;
+                    tfe_tensor *c2 = mg[g].c ? tfe_binary(OP_LOGICAL_OR, mg[g].c, ca.c[r])
+                                             : (tensor_incref(ca.c[r]), ca.c[r]);
+                    if (mg[g].c) tensor_decref(mg[g].c);
+                    if (!(mg[g].c = c2)) fail = true;
+                }
+            }
             int64_t pt0 = prof_recording ? prof_now() : 0;
             if (!fail && e->custom->backward(e->custom, e->nin, cin, e->nout, e->t + e->nin, dy, dx))
                 fail = true;
-            if (cin != e->t && cin != cinb) free(cin);
             if (pt0) prof_complete(PROF_BWD, "backward staged call", pt0, NULL, -1, -1);
             e->custom->dy_none = NULL;
             e->custom->dx_none_in = NULL;
@@ -844,6 +1011,15 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                 } else if (accumulate_c(&gmap, &flags, &ca, canon(&al, e->t[i]), dx[i], fi)) fail = true;
                 if (fi) tensor_decref(fi);
             }
+            for (int g = 0; g < nmg; g++) {
+                if (!fail && !mg[g].mixed && merge_pick(e, cin, dy, dyf, enone, &mg[g], &gmap, &flags)) fail = true;
+                if (mg[g].c) tensor_decref(mg[g].c);
+                if (mg[g].oldg) tensor_decref(mg[g].oldg);
+                if (mg[g].oldf) tensor_decref(mg[g].oldf);
+                free(mg[g].in_grp);
+            }
+            free(mg);
+            if (cin != e->t && cin != cinb) free(cin);
             for (int j = 0; j < e->nout; j++)
                 if (made[j]) tensor_decref(dy[j]);
             for (int i = 0; i < e->nin; i++)

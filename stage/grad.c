@@ -3859,11 +3859,14 @@ static Graph *keep_graph(Interp *I, Graph *G)
 }
 
 /* Does a call of G under exactly two recording tapes hand out its values for a
- * higher order (GCallGrad.hold)? Where G as traced is ops (no random draw
- * or collective), conds, variable reads of its top region and host calls
- * with no value (a print): the values the backward reads are then all
- * computed by a run of it (no loop's iterations, no host call's, whose
- * gradient runs the function again). */
+ * higher order (GCallGrad.hold)? Where G as traced is ops (no collective),
+ * conds, variable reads and host calls with no value (a print): the values
+ * the backward reads are then all computed by a run of it (no loop's
+ * iterations, no host call's, whose gradient runs the function again). A
+ * variable read anywhere is a source of the entry (plan_of), in a branch
+ * too; a random draw's value is the run's (saved in the top region, drawn
+ * again with the run's seed and counter in a branch) and has no gradient
+ * (stage_grad2_cached_branch_rand). */
 static Graph *hold_graph(Interp *I, Graph *G)
 {
     if (I->tracer) return NULL; /* recorded into a trace: the replay is recorded */
@@ -3871,9 +3874,9 @@ static Graph *hold_graph(Interp *I, Graph *G)
     if (B->ninputs != G->ninputs || B->regions[0].nouts != G->regions[0].nouts) return NULL;
     for (int i = 0; i < B->n; i++) {
         const GNode *n = &B->nodes[i];
-        bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))
+        bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & F_COLLECTIVE)
                                   : n->kind == G_INPUT || n->kind == G_CONST || n->kind == G_COND ||
-                                        (n->kind == G_VAR_READ && n->region == 0) ||
+                                        n->kind == G_VAR_READ ||
                                         (n->kind == G_HOST && !n->nout);
         if (!ok) return NULL;
     }

@@ -17,8 +17,7 @@ ran=0
 # (Also those that measure what the check itself changes: memory().)
 EXCLUDE="stage_err_grad_cond_shapes its staged gradient is an error eager code does not give (a limit, docs/staging.md section 7), which the check reports as a difference
 memory_staged_peak it compares a staged step's peak memory() with an eager step's, and the check runs every staged call eagerly too, so the staged peak holds an eager step's
-stage_grad_if_keep_mem it bounds a staged call's peak memory(), and the check runs every staged call eagerly too, so the peak holds an eager call's as well
-stage_grad2_cached the check's own tape is a third recording tape, and under three a cached call replays its forward rather than holding its values (docs/staging.md section 11), so its second order can differ in the last bit there"
+stage_grad_if_keep_mem it bounds a staged call's peak memory(), and the check runs every staged call eagerly too, so the peak holds an eager call's as well"
 
 excluded() {
     printf '%s\n' "$EXCLUDE" | grep -q "^$1 "

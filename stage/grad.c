@@ -3860,13 +3860,15 @@ static Graph *keep_graph(Interp *I, Graph *G)
 
 /* Does a call of G under two recording tapes or more hand out its values for a
  * higher order (GCallGrad.hold)? Where G as traced is ops (no collective),
- * conds, variable reads and host calls with no value (a print): the values
- * the backward reads are then all computed by a run of it (no loop's
- * iterations, no host call's, whose gradient runs the function again). A
- * variable read anywhere is a source of the entry (plan_of), in a branch
- * too; a random draw's value is the run's (saved in the top region, drawn
- * again with the run's seed and counter in a branch) and has no gradient
- * (stage_grad2_cached_branch_rand). */
+ * conds, variable reads of its top region and host calls with no value (a
+ * print): the values the backward reads are then all computed by a run of
+ * it (no loop's iterations, no host call's, whose gradient runs the
+ * function again). A random draw's value is the run's (saved in the top
+ * region, drawn again with the run's seed and counter in a branch) and has
+ * no gradient (stage_grad2_cached_rand). (A variable read in a branch is a
+ * source too, but holding such a graph's values gave second orders that
+ * differ from eager's in the last bit where a replay did not, with ifs
+ * nested in branches: docs/staging.md section 14.) */
 static Graph *hold_graph(Interp *I, Graph *G)
 {
     if (I->tracer) return NULL; /* recorded into a trace: the replay is recorded */
@@ -3876,7 +3878,7 @@ static Graph *hold_graph(Interp *I, Graph *G)
         const GNode *n = &B->nodes[i];
         bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & F_COLLECTIVE)
                                   : n->kind == G_INPUT || n->kind == G_CONST || n->kind == G_COND ||
-                                        n->kind == G_VAR_READ ||
+                                        (n->kind == G_VAR_READ && n->region == 0) ||
                                         (n->kind == G_HOST && !n->nout);
         if (!ok) return NULL;
     }

@@ -4,7 +4,7 @@
  * gradient of the graph: the forward nodes are replayed (recomputed from the
  * call's inputs, so that an outer tape sees how every value depends on them:
  * higher order works) and then swept in reverse with the ops' gradient
- * rules (a call under exactly two recording tapes hands out its forward's values as
+ * rules (a call under two recording tapes or more hands out its forward's values as
  * outputs of its tape entry instead, and a backward a tape records reads
  * those: held values, GCallGrad.hold). The first backward of a graph runs
  * under a tracer of its own, so
@@ -2883,7 +2883,7 @@ typedef struct GCallGrad {
      * higher order) a value a rule reads is the tensor the forward made,
      * as in eager code: what reaches it through the backward and through
      * the forward adds to one sum (branch_kept, replay_cond).
-     * With hold set (a call under exactly two recording tapes, either of which may
+     * With hold set (a call under two recording tapes or more, any of which may
      * record the backward, a higher order: held_slots), they are instead
      * every value of the forward that is no output of the graph: its top
      * region's ops' and conds' outputs and the values of the branches
@@ -3903,12 +3903,17 @@ static Graph *keep_graph(Interp *I, Graph *G)
     return B;
 }
 
-/* Does a call of G under exactly two recording tapes hand out its values for a
- * higher order (GCallGrad.hold)? Where G as traced is ops (no random draw
- * or collective), conds, variable reads of its top region and host calls
- * with no value (a print): the values the backward reads are then all
- * computed by a run of it (no loop's iterations, no host call's, whose
- * gradient runs the function again). */
+/* Does a call of G under two recording tapes or more hand out its values for a
+ * higher order (GCallGrad.hold)? Where G as traced is ops (no collective),
+ * conds, variable reads of its top region and host calls with no value (a
+ * print): the values the backward reads are then all computed by a run of
+ * it (no loop's iterations, no host call's, whose gradient runs the
+ * function again). A random draw's value is the run's (saved in the top
+ * region, drawn again with the run's seed and counter in a branch) and has
+ * no gradient (stage_grad2_cached_rand). (A variable read in a branch is a
+ * source too, but holding such a graph's values gave second orders that
+ * differ from eager's in the last bit where a replay did not, with ifs
+ * nested in branches: docs/staging.md section 14.) */
 static Graph *hold_graph(Interp *I, Graph *G)
 {
     if (I->tracer) return NULL; /* recorded into a trace: the replay is recorded */
@@ -3916,7 +3921,7 @@ static Graph *hold_graph(Interp *I, Graph *G)
     if (B->ninputs != G->ninputs || B->regions[0].nouts != G->regions[0].nouts) return NULL;
     for (int i = 0; i < B->n; i++) {
         const GNode *n = &B->nodes[i];
-        bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & (F_RANDOM | F_COLLECTIVE))
+        bool ok = n->kind == G_OP ? !(tfe_ops[n->op].flags & F_COLLECTIVE)
                                   : n->kind == G_INPUT || n->kind == G_CONST || n->kind == G_COND ||
                                         (n->kind == G_VAR_READ && n->region == 0) ||
                                         (n->kind == G_HOST && !n->nout);
@@ -3986,12 +3991,19 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
      * arena hold no value of the traced one); its results are the same
      * bits, as the optimizer's are eager's */
     Graph *K = saved_tapes ? keep_graph(I, G) : NULL, *R = K ? K : G;
-    /* ... and so does one under exactly two recording tapes (either may record the
-     * other's gradient, a higher order) whose values it can hand out as
+    /* ... and so does one under two recording tapes or more (any may record
+     * another's gradient, a higher order) whose values it can hand out as
      * outputs of its tape entry (hold_graph, GCallGrad.hold) */
-    Graph *H = saved_tapes && tfe_tapes_recording() == 2 ? hold_graph(I, G) : NULL;
-    /* (three or more: the replaying path, which gives eager's third order;
-     * held values there gave wrong third-order gradients, stage_grad3_cached) */
+    Graph *H = saved_tapes && tfe_tapes_recording() >= 2 ? hold_graph(I, G) : NULL;
+    /* (under three or more too: the backward graph's own call, under the
+     * outer tapes, holds its values in turn, so a third or fourth order is
+     * eager's where the target reads the call's result and the lower
+     * orders' gradients, which the replay's two sums were not,
+     * stage_grad3_cached_targets; held values had given wrong third orders
+     * before a held call replayed the ops of its results,
+     * stage_grad2_cached_result, stage_grad3_cached. Still open: a graph
+     * with an if nested in a branch, whose third order can differ in the
+     * last bit on a call that runs its cached backward graphs) */
     if (H) R = H;
     /* ... and so does one with an op whose result's shape depends on the
      * data (x[mask]): its backward graph is for those sizes (data_shapes) */

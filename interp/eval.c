@@ -1665,9 +1665,12 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             value_decref(v);
             return raise_at(I, t->loc, "assignment to undeclared name '%s' (declare it with 'let')", t->str);
         }
-        if (__builtin_expect(I->tracer != NULL, 0) && e->trace_id != I->trace_id) {
-            I->cur_loc = loc;
-            return trace_write_outside(I, e, t->slot, t->str, v);
+        if (__builtin_expect(I->tracer != NULL, 0)) {
+            if (e->trace_id != I->trace_id) {
+                I->cur_loc = loc;
+                return trace_write_outside(I, e, t->slot, t->str, v);
+            }
+            if (I->tracer->symbolic) trace_note_write(I->tracer, e, t->slot, t);
         }
         slot_set_take(slot, v);
         return 0;

@@ -46,6 +46,39 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     return T;
 }
 
+void trace_note_write(Tracer *T, Env *e, int slot, Node *target)
+{
+    if (T->nwrites == T->capwrites) {
+        T->capwrites = T->capwrites ? 2 * T->capwrites : 16;
+        T->writes = xrealloc(T->writes, sizeof *T->writes * (size_t)T->capwrites);
+    }
+    e->h.refcount++; /* (a closure's Env may go while the if or loop still undoes its writes) */
+    value_incref(e->slots[slot]);
+    T->writes[T->nwrites++] = (struct SymWrite){e, slot, target, e->slots[slot]};
+}
+
+void trace_writes_drop(Tracer *T, int from)
+{
+    for (int i = T->nwrites - 1; i >= from; i--) {
+        value_decref(T->writes[i].old);
+        env_decref(T->writes[i].env);
+    }
+    if (from < T->nwrites) T->nwrites = from;
+}
+
+void trace_writes_undo(Tracer *T, int from)
+{
+    for (int i = T->nwrites - 1; i >= from; i--) {
+        struct SymWrite *w = &T->writes[i];
+        Value cur = w->env->slots[w->slot];
+        w->env->slots[w->slot] = w->old;
+        w->old = v_nil();
+        value_decref(cur);
+        env_decref(w->env);
+    }
+    if (from < T->nwrites) T->nwrites = from;
+}
+
 void trace_end(Tracer *T)
 {
     for (int i = 0; i < T->nnotes; i++) {
@@ -71,6 +104,8 @@ void trace_end(Tracer *T)
     free(T->static_in);
     free(T->walked);
     free(T->dyn);
+    trace_writes_drop(T, 0);
+    free(T->writes);
     free(T->sym_fns);
     free(T->fail_msg);
     free(T->fallback_why);

@@ -117,6 +117,13 @@ typedef struct Tracer {
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */
     bool retrace;         /* not the function's first trace: no new variables */
+    /* Every assignment to a binding of the trace made while tracing symbolically
+     * (a branch, a loop's condition or body, and the functions they call), in
+     * order, with the value it replaced: a traced if or loop finds there the
+     * bindings it changes that its own statements do not name (a closure's
+     * `c += 1`, an enclosing function's binding), and undoes them (owned) */
+    struct SymWrite { Env *env; int slot; Node *at; Value old; } *writes;
+    int nwrites, capwrites;
     Node **sym_fns;       /* functions entered in symbolic mode (recursion) */
     int nsym_fns, capsym_fns;
 } Tracer;
@@ -172,6 +179,12 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
  * Env): a traced value there is an error (the function keeps this call's). */
 int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc);
 int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v); /* takes v */
+/* While tracing symbolically: target (an N_NAME) is about to assign slot of
+ * e, a binding of the trace (Tracer.writes). */
+void trace_note_write(Tracer *T, Env *e, int slot, Node *target);
+/* Undo (newest first) and forget the writes noted since the first `from`. */
+void trace_writes_undo(Tracer *T, int from);
+void trace_writes_drop(Tracer *T, int from);
 int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
 /* if on a traced tensor (cond is traced and has one element): 0 with *xs
  * set, or -1. rest[k..]: the statements after it when it is in the body

@@ -91,6 +91,7 @@ typedef struct Tracer {
     int npre;
     int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
     Env *host_env;        /* ... made inside the staged body: the Env it closes over (borrowed) */
+    uint64_t host_born;   /* ... and env_next_born() when it started: the body's Envs are older */
     int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
                              are made again after it (trace_node_outputs): a tape made in
                              this trace noted those reads when it traced them */
@@ -178,6 +179,9 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
 /* A @host function made inside the staged body reads e's binding (a body's
  * Env): a traced value there is an error (the function keeps this call's). */
 int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc);
+/* A @host function running at trace time assigns name, a binding of the
+ * body (slot of e): a located error (-1), else 0. */
+int trace_host_writes_body(Interp *I, Env *e, const char *name, Loc loc);
 int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v); /* takes v */
 /* While tracing symbolically: target (an N_NAME) is about to assign slot of
  * e, a binding of the trace (Tracer.writes). */

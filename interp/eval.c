@@ -1404,7 +1404,7 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
         } else {
             v = e->slots[n->slot];
             /* (a @host closure made in the body reading the body's values) */
-            if (I->tracer->host_env && trace_host_reads_body(I, e, v, n->str, n->loc)) return -1;
+            if (I->tracer->host_reading && trace_host_reads_body(I, e, v, n->str, n->loc)) return -1;
             value_incref(v);
         }
     }
@@ -1665,9 +1665,16 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             value_decref(v);
             return raise_at(I, t->loc, "assignment to undeclared name '%s' (declare it with 'let')", t->str);
         }
-        if (__builtin_expect(I->tracer != NULL, 0) && e->trace_id != I->trace_id) {
-            I->cur_loc = loc;
-            return trace_write_outside(I, e, t->slot, t->str, v);
+        if (__builtin_expect(I->tracer != NULL, 0)) {
+            if (e->trace_id != I->trace_id) {
+                I->cur_loc = loc;
+                return trace_write_outside(I, e, t->slot, t->str, v);
+            }
+            if (I->tracer->symbolic) trace_note_write(I->tracer, e, t->slot, t);
+            else if (I->tracer->host_reading && trace_host_writes_body(I, e, t->str, t->loc)) {
+                value_decref(v);
+                return -1;
+            }
         }
         slot_set_take(slot, v);
         return 0;

@@ -27,7 +27,12 @@ typedef struct Env {
     Value *slots;
     Value inline_slots[8];
     uint32_t trace_id;    /* the trace that made it (0: none; stage/trace.h) */
+    uint64_t born;        /* env_new's count when it was made: a traced if or loop
+                             tells the Envs that were there before it (stage/trace_cf.c) */
 } Env;
+
+/* The count env_new gives the next Env (Env.born). */
+uint64_t env_next_born(void);
 
 /* Resolver facts about one function literal (Node.info of an N_FN). */
 typedef struct FnInfo {

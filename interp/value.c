@@ -276,6 +276,9 @@ void record_set_take(Record *r, const char *key, size_t len, Value v)
 /* Function calls make and drop an Env each: keep freed ones for reuse. */
 static Env *env_freelist;
 static int env_nfree;
+static uint64_t env_born;
+
+uint64_t env_next_born(void) { return env_born; }
 
 Env *env_new(Interp *I, int nslots, Env *parent)
 {
@@ -290,6 +293,7 @@ Env *env_new(Interp *I, int nslots, Env *parent)
     for (int i = 0; i < nslots; i++) e->slots[i] = v_nil();
     e->parent = parent;
     e->trace_id = I->trace_id;
+    e->born = env_born++;
     if (parent) parent->h.refcount++;
     /* Envs are not tracked: only closures refer to Envs, so clearing every
      * tracked closure at exit already breaks each cycle through an Env. */

@@ -976,9 +976,13 @@ static int report_value(Check *ck, Leaves *lv, Value eres, Loc call_loc, const c
     char msg[2400], nwhat[900] = "";
     Graph *B = NULL;
     const GNode *bad = first_bad_node(ck, lv, eres, &B, nwhat, sizeof nwhat);
-    if (bad) {
+    /* (a node with no line, an input or a constant, is not where the
+     * difference starts: the call is) */
+    if (bad && bad->loc.line > 0) {
         const char *kind = bad->kind == G_OP ? tfe_ops[bad->op].name : bad->kind == G_COND ? "cond"
-                         : bad->kind == G_WHILE ? "while" : bad->kind == G_HOST ? "host" : "var_read";
+                         : bad->kind == G_WHILE ? "while" : bad->kind == G_HOST ? "host"
+                         : bad->kind == G_VAR_READ ? "var_read" : bad->kind == G_INPUT ? "input"
+                         : bad->kind == G_CONST ? "const" : bad->kind == G_PARAM ? "param" : "fused";
         snprintf(msg, sizeof msg, "check-staged: %s(...) differs from eager: %s; first %s that differs: "
                  "%%%d = %s, line %d%s", ck->c->name, what, bad->kind == G_OP ? "op" : "node",
                  (int)(bad - B->nodes), kind, bad->loc.line, nwhat);

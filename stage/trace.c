@@ -46,6 +46,39 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     return T;
 }
 
+void trace_note_write(Tracer *T, Env *e, int slot, Node *target)
+{
+    if (T->nwrites == T->capwrites) {
+        T->capwrites = T->capwrites ? 2 * T->capwrites : 16;
+        T->writes = xrealloc(T->writes, sizeof *T->writes * (size_t)T->capwrites);
+    }
+    e->h.refcount++; /* (a closure's Env may go while the if or loop still undoes its writes) */
+    value_incref(e->slots[slot]);
+    T->writes[T->nwrites++] = (struct SymWrite){e, slot, target, e->slots[slot]};
+}
+
+void trace_writes_drop(Tracer *T, int from)
+{
+    for (int i = T->nwrites - 1; i >= from; i--) {
+        value_decref(T->writes[i].old);
+        env_decref(T->writes[i].env);
+    }
+    if (from < T->nwrites) T->nwrites = from;
+}
+
+void trace_writes_undo(Tracer *T, int from)
+{
+    for (int i = T->nwrites - 1; i >= from; i--) {
+        struct SymWrite *w = &T->writes[i];
+        Value cur = w->env->slots[w->slot];
+        w->env->slots[w->slot] = w->old;
+        w->old = v_nil();
+        value_decref(cur);
+        env_decref(w->env);
+    }
+    if (from < T->nwrites) T->nwrites = from;
+}
+
 void trace_end(Tracer *T)
 {
     for (int i = 0; i < T->nnotes; i++) {
@@ -71,6 +104,8 @@ void trace_end(Tracer *T)
     free(T->static_in);
     free(T->walked);
     free(T->dyn);
+    trace_writes_drop(T, 0);
+    free(T->writes);
     free(T->sym_fns);
     free(T->fail_msg);
     free(T->fallback_why);
@@ -1210,13 +1245,20 @@ static void note_host_read(Tracer *T, Env *e, int slot, const char *name)
  * nested @host fn) reads a binding of the body: the graph's host node calls
  * that very closure at every call, whose Env holds the values of the call
  * that traced, so a value the body computed would be stale. */
+/* A function of the body handed to a @host function (call_it(fn () => y),
+ * in a list or record too) is the same: the graph hands the host node the
+ * closure of the call that traced. An Env of the body is one of this trace
+ * made before the @host call began (T->host_born). */
+static bool body_env(const Tracer *T, const Env *e) { return e->trace_id == T->id && e->born < T->host_born; }
+
 int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc)
 {
     Tracer *T = I->tracer;
-    if (!T || !T->host_env || T->failed || !T->host_reading || T->suspended != T->host_reading) return 0;
+    if (!T || T->failed || !T->host_reading || T->suspended != T->host_reading) return 0;
     bool captured = false;
     for (Env *x = T->host_env; x && !captured; x = x->parent) captured = x == e;
-    if (!captured) return 0;
+    bool handed = !captured && body_env(T, e);
+    if (!captured && !handed) return 0;
     SigBuf sb = {0};
     Leaves lv = {0};
     sig_flatten(v, &sb, &lv, SIG_OUTPUT);
@@ -1225,10 +1267,28 @@ int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc)
     leaves_free(&lv);
     sig_free(&sb);
     if (!traced) return 0;
+    if (handed)
+        return trace_fail(I, loc, "a function of the staged function, called by a @host function, reads '%s', a "
+                                  "value of the body that is not known until the graph runs (the function would "
+                                  "keep the value of the call that traced it): pass '%s' to the @host function as "
+                                  "an argument instead", name, name);
     return trace_fail(I, loc, "a @host function made inside the staged function reads '%s', a value of the body "
                               "that is not known until the graph runs (the function would keep the value of the "
                               "call that traced it): pass '%s' to the function as an argument, or define the "
                               "function outside the staged function", name, name);
+}
+
+/* The graph's host node calls the closure of the call that traced, whose
+ * Env is that call's: an assignment there would never reach the body of a
+ * later call. */
+int trace_host_writes_body(Interp *I, Env *e, const char *name, Loc loc)
+{
+    Tracer *T = I->tracer;
+    if (!T || T->failed || !T->host_reading || T->suspended != T->host_reading || !body_env(T, e)) return 0;
+    return trace_fail(I, loc, "a function called at run time by the staged function's graph (a @host function, "
+                              "or a function handed to one) assigns '%s', a binding of the staged function: the "
+                              "graph would call it with the bindings of the call that traced it; return the new "
+                              "value and assign '%s' in the staged function", name, name);
 }
 
 /* While a @host function runs at trace time: the variables it reads (float
@@ -1458,6 +1518,17 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
      * effects do not): the body's assignments go first */
     bool user = f.kind == V_FN && !T->symbolic;
     if (user && check_reachable(T, fname, I->cur_loc)) return -1;
+    /* a method of a traced tensor (x.sum) holds the tensor of the call that
+     * traced: the graph would hand the host node that one at every call */
+    for (int i = 0; user && i < argc + nkw; i++) {
+        Value a = i < argc ? argv[i] : kwvals[i - argc];
+        if (a.kind != V_BUILTIN) continue;
+        Value self = ((Builtin *)a.u.o)->self;
+        if (self.kind == V_TENSOR && self.u.t->node)
+            return trace_fail(I, I->cur_loc, "argument %d of %s() is the method %s of a tensor of the staged "
+                              "function: the graph would hand it the tensor of the call that traced; pass the "
+                              "tensor and call the method in %s()", i + 1, fname, ((Builtin *)a.u.o)->name, fname);
+    }
     if (user) flush_outsides(T);
     if (user && !T->nhost) remember_start(T);
     /* leaves of every argument become the node's inputs; each argument is
@@ -1510,6 +1581,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
         if (user) T->host_reading = T->suspended;
+        if (user) T->host_born = env_next_born();
         if (user) {
             Env *ce = ((Closure *)f.u.o)->env;
             T->host_env = ce && ce->trace_id == T->id ? ce : NULL;

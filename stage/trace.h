@@ -91,6 +91,7 @@ typedef struct Tracer {
     int npre;
     int host_reading;     /* >0: a @host function runs at trace time (its reads are noted) */
     Env *host_env;        /* ... made inside the staged body: the Env it closes over (borrowed) */
+    uint64_t host_born;   /* ... and env_next_born() when it started: the body's Envs are older */
     int cf_running;       /* >0: a traced cond or loop runs as one tape entry, or its reads
                              are made again after it (trace_node_outputs): a tape made in
                              this trace noted those reads when it traced them */
@@ -117,6 +118,13 @@ typedef struct Tracer {
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */
     bool retrace;         /* not the function's first trace: no new variables */
+    /* Every assignment to a binding of the trace made while tracing symbolically
+     * (a branch, a loop's condition or body, and the functions they call), in
+     * order, with the value it replaced: a traced if or loop finds there the
+     * bindings it changes that its own statements do not name (a closure's
+     * `c += 1`, an enclosing function's binding), and undoes them (owned) */
+    struct SymWrite { Env *env; int slot; Node *at; Value old; } *writes;
+    int nwrites, capwrites;
     Node **sym_fns;       /* functions entered in symbolic mode (recursion) */
     int nsym_fns, capsym_fns;
 } Tracer;
@@ -171,7 +179,16 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
 /* A @host function made inside the staged body reads e's binding (a body's
  * Env): a traced value there is an error (the function keeps this call's). */
 int trace_host_reads_body(Interp *I, Env *e, Value v, const char *name, Loc loc);
+/* A @host function running at trace time assigns name, a binding of the
+ * body (slot of e): a located error (-1), else 0. */
+int trace_host_writes_body(Interp *I, Env *e, const char *name, Loc loc);
 int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v); /* takes v */
+/* While tracing symbolically: target (an N_NAME) is about to assign slot of
+ * e, a binding of the trace (Tracer.writes). */
+void trace_note_write(Tracer *T, Env *e, int slot, Node *target);
+/* Undo (newest first) and forget the writes noted since the first `from`. */
+void trace_writes_undo(Tracer *T, int from);
+void trace_writes_drop(Tracer *T, int from);
 int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc);
 /* if on a traced tensor (cond is traced and has one element): 0 with *xs
  * set, or -1. rest[k..]: the statements after it when it is in the body

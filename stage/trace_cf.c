@@ -986,11 +986,11 @@ void trace_fallback_done(Interp *I)
  * failed attempt leaves nothing behind: constants it added to the top region
  * are taken out again, and tensors noted for its nodes forget them (its
  * regions are simply never used). */
-typedef struct Mark { int nodes, top, notes; uint64_t rkey, rcounter; } Mark;
+typedef struct Mark { int nodes, top, notes; uint64_t rkey, rcounter; int writes; uint64_t born; } Mark;
 
 static Mark mark_of(Tracer *T)
 {
-    Mark m = {T->g->n, T->g->regions[0].n, T->nnotes, 0, 0};
+    Mark m = {T->g->n, T->g->regions[0].n, T->nnotes, 0, 0, T->nwrites, env_next_born()};
     tfe_random_state(&m.rkey, &m.rcounter);
     return m;
 }
@@ -1024,6 +1024,7 @@ static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, i
     T->region = region;
     T->symbolic = sym;
     T->last_effect = effect;
+    trace_writes_undo(T, mark.writes); /* (bindings of other functions it assigned) */
     restore(env, before);
     /* (the reason, for an error reading its condition or bounds now) */
     free(T->fallback_why);
@@ -1059,6 +1060,31 @@ static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
 
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
+
+/* --- assignments that the statements of a block do not name --------------------------- */
+
+/* Where slot of env was first assigned by the writes noted since `from`
+ * (a closure's `c += 1`), or NULL. */
+static Node *noted_assign(const Tracer *T, int from, const Env *env, int slot)
+{
+    for (int i = from; i < T->nwrites; i++)
+        if (T->writes[i].env == env && T->writes[i].slot == slot) return T->writes[i].at;
+    return NULL;
+}
+
+/* The first write noted since `from` to a binding of another function that
+ * was there before the if or loop began (born before `born`): an enclosing
+ * function's, or a closure's made earlier. Such a binding is not in the
+ * bindings the if or loop hands on, so it cannot be one of its outputs. */
+static const struct SymWrite *foreign_write(const Tracer *T, int from, const Env *env, uint64_t born)
+{
+    for (int i = from; i < T->nwrites; i++)
+        if (T->writes[i].env != env && T->writes[i].env->born < born) return &T->writes[i];
+    return NULL;
+}
+
+#define FOREIGN_HOW "; return the new value from the function and assign it where the binding is declared, " \
+                    "or make the condition a plain value (not a traced tensor)"
 
 /* --- if --------------------------------------------------------------------------------- */
 
@@ -1118,6 +1144,11 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         after[b] = snapshot(env);
         restore(env, before);
         if (x[b] == XS_ERR || T->failed) break;
+        const struct SymWrite *fw = foreign_write(T, mark.writes, env, mark.born);
+        if (fw)
+            FAIL(fw->at->loc, "'%s' is a binding of an enclosing function, assigned in this if on a traced "
+                 "tensor inside a function; a traced if can change only the bindings of the function it is "
+                 "in" FOREIGN_HOW, fw->at->str);
     }
     if (x[0] == XS_ERR || x[1] == XS_ERR || T->failed) goto failed;
     for (int b = 0; b < 2; b++)
@@ -1147,6 +1178,11 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         after[b] = snapshot(env);
         restore(env, before);
         if (x[b] == XS_ERR || T->failed) goto failed;
+        const struct SymWrite *fw = foreign_write(T, mark.writes, env, mark.born);
+        if (fw)
+            FAIL(fw->at->loc, "'%s' is a binding of an enclosing function, assigned in this if on a traced "
+                 "tensor inside a function; a traced if can change only the bindings of the function it is "
+                 "in" FOREIGN_HOW, fw->at->str);
         if (x[b] != XS_RETURN) FAIL(n->loc, "'break' or 'continue' after an early return on a traced tensor");
     }
 
@@ -1160,6 +1196,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         if (same_value(a0, b0) && same_value(a1, b0)) continue;
         Node *where = find_assign(n->b, s);
         if (!where) where = find_assign(n->c, s);
+        if (!where) where = noted_assign(T, mark.writes, env, s); /* (by a function it calls) */
         char qn[96];
         const char *name = where ? where->str : "a binding";
         if (!is_leafy(a0) || !is_leafy(a1) || is_lit(a0) || is_lit(a1)) {
@@ -1297,6 +1334,7 @@ done:
     drop(before, ns);
     free(local);
     free(assigned);
+    if (!saved_sym) trace_writes_drop(T, mark.writes); /* (nothing above undoes them) */
     return rc;
 }
 
@@ -1313,6 +1351,7 @@ typedef struct LoopHooks {
 } LoopHooks;
 
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs);
+static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra);
 
 /* How loop (condition region rc, body rb) reads var, which its body assigns
  * at its top: TL_* (trace.h), 0 when it does not both read and assign it.
@@ -1420,7 +1459,19 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     return loop_core(I, n, env, &h, xs);
 }
 
+/* The loop carries the bindings its statements assign; one that only a
+ * function it calls assigns (a closure's `c += 1`) is found when its body has
+ * been traced, and the loop is traced again carrying that one too. */
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
+{
+    Node **extra = xcalloc((size_t)env->nslots + 1, sizeof *extra); /* by slot: where a called function assigns it */
+    int rc;
+    while ((rc = loop_attempt(I, n, env, h, xs, extra)) == 3) {}
+    free(extra);
+    return rc;
+}
+
+static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra)
 {
     Tracer *T = I->tracer;
     Graph *g = T->g;
@@ -1441,6 +1492,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     int *ckinds = NULL, ncv = 0, ntot = 0;
 
     scan_block(h->body, local, assigned, ns);
+    for (int s = 0; s < ns; s++) assigned[s] |= extra[s] != NULL;
     if (h->counter >= 0) { /* the loop variable counts: carried first */
         init[nc] = as_tensor(before[h->counter]);
         carried[nc++] = h->counter;
@@ -1449,6 +1501,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
         if (!assigned[s] || local[s] || s == h->counter) continue;
         Value v = before[s];
         Node *where = find_assign(h->body, s);
+        if (!where) where = extra[s];
         if (!is_leafy(v))
             FAIL(where ? where->loc : n->loc, "'%s' is %s changed by a %s on a traced tensor; "
                  "staged loops can only change tensors and numbers", where ? where->str : "a binding",
@@ -1494,6 +1547,16 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     Value cv;
     if (h->cond) {
         if (trace_cond_value(I, h->cond, env, &cv) || T->failed) goto failed;
+        /* (a function the condition calls assigns a binding: the value the
+         * loop ends with would miss the last test's assignment) */
+        const struct SymWrite *cw = NULL;
+        for (int i = mark.writes; !cw && i < T->nwrites; i++)
+            if (T->writes[i].env->born < mark.born) cw = &T->writes[i];
+        if (cw) {
+            value_decref(cv);
+            FAIL(cw->at->loc, "'%s' is assigned by a function that the condition of this while loop on a traced "
+                 "tensor calls; staged code cannot carry it: assign it in the loop's body instead", cw->at->str);
+        }
     } else {
         I->cur_loc = loop_loc;
         tfe_tensor *c = tfe_binary(h->down ? OP_GT : OP_LT, counter_param, h->stop);
@@ -1517,8 +1580,34 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     /* the body */
     T->region = rbody;
     T->last_effect = -1;
+    int wbody = T->nwrites;
     int xb = interp_exec_branch(I, h->body, env);
     if (xb == XS_ERR || T->failed) goto failed;
+    {
+        const struct SymWrite *fw = foreign_write(T, wbody, env, mark.born);
+        if (fw)
+            FAIL(fw->at->loc, "'%s' is a binding of an enclosing function, assigned in this %s on a traced "
+                 "tensor inside a function; a traced loop can change only the bindings of the function it "
+                 "is in" FOREIGN_HOW, fw->at->str, what);
+        bool more = false; /* bindings of this function that only a function it calls assigns */
+        for (int i = wbody; i < T->nwrites; i++) {
+            int s = T->writes[i].slot;
+            if (T->writes[i].env == env && s < ns && !local[s] && !assigned[s] && s != h->counter && !extra[s]) {
+                extra[s] = T->writes[i].at;
+                more = true;
+            }
+        }
+        if (more) {
+            T->region = saved_region;
+            T->symbolic = saved_sym;
+            T->last_effect = saved_effect;
+            trace_writes_undo(T, mark.writes);
+            restore(env, before);
+            roll_back(T, mark);
+            rc = 3;
+            goto done;
+        }
+    }
     if (xb != XS_OK)
         FAIL(n->loc, "'%s' inside a %s on a traced tensor is not supported",
              xb == XS_BREAK ? "break" : xb == XS_CONTINUE ? "continue" : "return", what);
@@ -1535,6 +1624,7 @@ static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
     for (int k = 0; k < nc; k++) {
         Value v = env->slots[carried[k]];
         Node *where = find_assign(h->body, carried[k]);
+        if (!where) where = noted_assign(T, wbody, env, carried[k]);
         const char *name = where ? where->str : "a binding";
         if (!is_leafy(v))
             FAIL(where ? where->loc : n->loc, "'%s' becomes %s in a %s on a traced tensor", name, kind_with_article(v), what);
@@ -1693,6 +1783,7 @@ done:
     drop(before, ns);
     free(local);
     free(assigned);
+    if (!saved_sym && rc != 3) trace_writes_drop(T, mark.writes); /* (nothing above undoes them) */
     return rc;
 }
 

@@ -772,7 +772,32 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
     if (f.kind == V_BUILTIN && ((Builtin *)f.u.o)->box_names) {
         for (int i = 0; i < argc; i++) {
             Node *a = n->list.items[i];
-            if (argv[i].kind != V_SCALAR || a->kind != N_NAME || a->op == 2) continue;
+            if (a->kind != N_NAME || a->op == 2) continue;
+            if (argv[i].kind == V_TENSOR && __builtin_expect(I->tracer != NULL, 0) &&
+                trace_watch_unboxed(argv[i].u.t)) {
+                /* a traced tensor that stands for a number: boxed as
+                 * eagerly, into a tensor of its own (trace.h) */
+                Env *e = env_up(env, a->depth);
+                if (e->trace_id != I->trace_id) {
+                    I->cur_loc = a->loc;
+                    if (trace_fail(I, a->loc, "watch: '%s', a number bound outside the staged function, is "
+                                              "watched in it; eager code boxes that binding itself, for later "
+                                              "calls too, which a graph cannot do: bind it to a name of the "
+                                              "function first (let y0 = %s; t.watch(y0))", a->str, a->str)) {
+                        rc = -1;
+                        goto out;
+                    }
+                } /* (--stage-all: the call goes on eagerly, and boxes it so) */
+                tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t);
+                if (!box) { rc = interp_raise_tensor_error(I); goto out; }
+                Value bv = v_tensor_take(box);
+                value_incref(bv);
+                slot_set_take(&e->slots[a->slot], bv);
+                value_decref(argv[i]);
+                argv[i] = bv;
+                continue;
+            }
+            if (argv[i].kind != V_SCALAR) continue;
             Value boxed = v_tensor_take(value_to_tensor(argv[i]));
             value_incref(boxed);
             slot_set_take(&env_up(env, a->depth)->slots[a->slot], boxed);

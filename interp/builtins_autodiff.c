@@ -525,7 +525,7 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
                                 dtype_name(v.u.t->dtype));
         /* (a tensor the branch made itself exists only where it runs) */
         if (tape_in_branch(I, T) && !tfe_tape_watches(T->tape, v.u.t) && !trace_made_in_region(I->tracer, v.u.t))
-            return watch_in_branch(I, "a tensor from outside it");
+            return watch_in_branch(I, "a tensor made outside the branch or loop body");
         tfe_tape_watch(T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
          * arithmetic on it then stays boxed (trace.h) */

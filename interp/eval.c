@@ -778,16 +778,10 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
                 /* a traced tensor that stands for a number: boxed as
                  * eagerly, into a tensor of its own (trace.h) */
                 Env *e = env_up(env, a->depth);
-                if (e->trace_id != I->trace_id) {
-                    I->cur_loc = a->loc;
-                    if (trace_fail(I, a->loc, "watch: '%s', a number bound outside the staged function, is "
-                                              "watched in it; eager code boxes that binding itself, for later "
-                                              "calls too, which a graph cannot do: bind it to a name of the "
-                                              "function first (let y0 = %s; t.watch(y0))", a->str, a->str)) {
-                        rc = -1;
-                        goto out;
-                    }
-                } /* (--stage-all: the call goes on eagerly, and boxes it so) */
+                /* (a binding outside the staged function: watched as the
+                 * graph input it is, unmarked as a number, which the
+                 * write-back of outside bindings keeps boxed: trace.c) */
+                if (e->trace_id != I->trace_id) continue;
                 tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t);
                 if (!box) { rc = interp_raise_tensor_error(I); goto out; }
                 Value bv = v_tensor_take(box);

@@ -345,6 +345,15 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
     Variable *v = (Variable *)o;
     if (!strcmp(name, "value")) {
         tfe_tensor *t = var_read(I->tracer, v);
+        /* a 0-d value read with no tape active is a number of its own in
+         * eager code (value_from_tensor_take), not the tensor other reads
+         * share: so in a trace too, for a watch of it (trace.h) */
+        if (t && t->node && t->rank == 0 && !tfe_tapes_active && I->tracer) {
+            tfe_tensor *own = trace_watch_box(I->tracer, t, true);
+            tensor_decref(t);
+            if (!own) return interp_raise_tensor_error(I);
+            t = own;
+        }
         *out = value_from_tensor_take(t);
         return 0;
     }

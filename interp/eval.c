@@ -782,7 +782,7 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
                  * graph input it is, unmarked as a number, which the
                  * write-back of outside bindings keeps boxed: trace.c) */
                 if (e->trace_id != I->trace_id) continue;
-                tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t);
+                tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t, false);
                 if (!box) { rc = interp_raise_tensor_error(I); goto out; }
                 Value bv = v_tensor_take(box);
                 value_incref(bv);

@@ -274,10 +274,18 @@ bool trace_watch_unboxed(const tfe_tensor *t)
     return d == TFE_FLOAT32 || d == TFE_FLOAT64 || d == TFE_INT32 || d == TFE_INT64 || d == TFE_BOOL;
 }
 
-tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t)
+tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
 {
     tfe_tensor *a = tensor_alias(t);
-    if (a) trace_note(T, a, ((TNote *)t->node)->ref); /* (a number no more: watched) */
+    if (!a) return NULL;
+    GRef ref = ((TNote *)t->node)->ref;
+    int slot = gnode(T->g, ref.node)->vbase + ref.out;
+    tfe_tensor *was = slot < T->capconcrete ? T->concrete[slot] : NULL;
+    trace_note(T, a, ref);
+    ((TNote *)a->node)->unboxed = unboxed;
+    /* the graph value's tensor stays the variable's (a read's copy is no
+     * tensor the tape machinery knows); a watched box is it from now on */
+    if (unboxed && slot < T->capconcrete) T->concrete[slot] = was;
     return a;
 }
 

@@ -171,10 +171,12 @@ void trace_unmark_number(Value v);    /* a watched one is boxed */
  * (a number argument, arithmetic on numbers, a 0-d result made with no tape
  * active): eager code boxes the name's number into a tensor of its own, so
  * the tape tracks that name only, not the other names that hold the number
- * (let k = y) nor its uses before the watch. *box is then such a tensor of
- * the trace, the same graph value (new ref); 0 and *box NULL otherwise. */
+ * (let k = y) nor its uses before the watch. trace_watch_box makes such a
+ * tensor of the trace, the same graph value (new ref); with unboxed, one
+ * that stands for a number itself (a variable's 0-d value read with no tape
+ * active, which eager code unboxes at every read). */
 bool trace_watch_unboxed(const tfe_tensor *t);
-tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t);
+tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed);
 Value trace_unbox_numbers(Value v);   /* takes v */
 
 /* The interpreter's hooks (interp/eval.c, value.c, builtins). */

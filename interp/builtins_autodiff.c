@@ -60,6 +60,7 @@ typedef struct Tape {
                            and every gradient, for t.graph() (interp/tape_view.c) */
     bool symbolic;      /* started inside a branch or loop body a trace records symbolically */
     uint32_t trace;     /* the trace recording when it started (I->trace_id; 0: none) */
+    int region;         /* ... and the trace's region it started in */
     VarRead *reads;
     int nreads, capreads;
     struct LoopNote *loops; /* the traced loops that read and assign a variable (tapes_loop_count) */
@@ -344,6 +345,15 @@ static int variable_getattr(Interp *I, Obj *o, const char *name, Value *out)
     Variable *v = (Variable *)o;
     if (!strcmp(name, "value")) {
         tfe_tensor *t = var_read(I->tracer, v);
+        /* a 0-d value read with no tape active is a number of its own in
+         * eager code (value_from_tensor_take), not the tensor other reads
+         * share: so in a trace too, for a watch of it (trace.h) */
+        if (t && t->node && t->rank == 0 && !tfe_tapes_active && I->tracer) {
+            tfe_tensor *own = trace_watch_box(I->tracer, t, true);
+            tensor_decref(t);
+            if (!own) return interp_raise_tensor_error(I);
+            t = own;
+        }
         *out = value_from_tensor_take(t);
         return 0;
     }
@@ -431,6 +441,7 @@ static void tape_start(Interp *I, Tape *T)
     T->entered = true;
     T->symbolic = I->tracer && I->tracer->symbolic;
     T->trace = I->trace_id;
+    T->region = I->tracer ? I->tracer->region : 0;
     if (!T->autowatch) return;
     if (nwatching == capwatching) {
         capwatching = capwatching ? capwatching * 2 : 8;
@@ -488,6 +499,28 @@ static int tape_exit(Interp *I, Obj *o, bool failed)
     return 0;
 }
 
+/* Is the trace recording a branch or loop body symbolically that tape T
+ * was not started in? What T does there (a watch, a gradient call) happens
+ * in eager code only on the calls that run it. */
+static bool tape_in_branch(Interp *I, const Tape *T)
+{
+    const Tracer *tr = I->tracer;
+    return tr && tr->symbolic && (T->trace != tr->id || !T->symbolic || T->region != tr->region);
+}
+
+/* Such a branch or loop body watching a tensor or variable: eager code
+ * watches it only on the calls that run it, and a gradient with respect to
+ * it is "never watched" on the others, which a graph cannot raise. So the
+ * attempt fails, and the if or loop runs at trace time (on this call's
+ * condition: staging.md section 7), as eagerly. */
+static int watch_in_branch(Interp *I, const char *what)
+{
+    return trace_fail(I, I->cur_loc, "watch: %s is watched inside a staged conditional or loop, so eager code "
+                                     "watches it only on the calls that run it (a gradient with respect to it is "
+                                     "an error on the others, which a graph cannot raise); watch it before the if "
+                                     "or loop", what) ? -1 : 0;
+}
+
 /* watch one value: tensors, variables, and tuples/lists/records of them */
 static int watch_value(Interp *I, Tape *T, Value v, int depth)
 {
@@ -499,6 +532,9 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
             return interp_raise(I, "watch: cannot watch a tensor of dtype %s; gradients are taken with respect to "
                                    "floats (watch a float: 3.0 rather than 3, or float(x))",
                                 dtype_name(v.u.t->dtype));
+        /* (a tensor the branch made itself exists only where it runs) */
+        if (tape_in_branch(I, T) && !tfe_tape_watches(T->tape, v.u.t) && !trace_made_in_region(I->tracer, v.u.t))
+            return watch_in_branch(I, "a tensor made outside the branch or loop body");
         tfe_tape_watch(T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
          * arithmetic on it then stays boxed (trace.h) */
@@ -525,6 +561,11 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
             if (!dtype_is_float(dt))
                 return interp_raise(I, "watch: cannot watch a variable of dtype %s; gradients are taken with respect "
                                        "to floats (make it a float variable)", dtype_name(dt));
+            /* a trainable one is a source watched or not (zeros where it is
+             * not read: the regions below); a non-trainable one only once
+             * watched */
+            if (!((Variable *)v.u.o)->trainable && tape_in_branch(I, T))
+                return watch_in_branch(I, "a non-trainable variable");
             Tracer *tr = I->tracer; /* watched in a branch traced symbolically: as var_read */
             int region = tr && tr->symbolic && !T->symbolic && T->trace == tr->id ? tr->region : 0;
             tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value, region, false);
@@ -1549,6 +1590,19 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
         return interp_raise(I, "%s: the target is %s; gradients are taken of a float target (cast, argmax and "
                                "comparisons give ints or bools, which carry no gradient: compute the loss from "
                                "floats)", fn, dn);
+    }
+    /* A non-persistent tape's one gradient call, made inside a staged
+     * conditional or loop body: eager code uses the tape up only on the
+     * calls that run it, and a graph cannot tell the code after it. The
+     * attempt fails before the tape is used (its if or loop runs at trace
+     * time, as eagerly; staging.md section 7). */
+    if (!T->persistent && tape_in_branch(I, T)) {
+        tensor_decref(target);
+        return trace_fail(I, I->cur_loc, "gradient: a non-persistent tape's one gradient call is made inside a "
+                                         "staged conditional or loop, which eager code makes only on the calls "
+                                         "that run it (the tape is used up there, and not on the others); use "
+                                         "tape(persistent=true), or take the gradient after the if or loop")
+                   ? -1 : 0;
     }
     trace_gradient_taken(I);
     Flat f = {0};

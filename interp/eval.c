@@ -772,7 +772,26 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
     if (f.kind == V_BUILTIN && ((Builtin *)f.u.o)->box_names) {
         for (int i = 0; i < argc; i++) {
             Node *a = n->list.items[i];
-            if (argv[i].kind != V_SCALAR || a->kind != N_NAME || a->op == 2) continue;
+            if (a->kind != N_NAME || a->op == 2) continue;
+            if (argv[i].kind == V_TENSOR && __builtin_expect(I->tracer != NULL, 0) &&
+                trace_watch_unboxed(argv[i].u.t)) {
+                /* a traced tensor that stands for a number: boxed as
+                 * eagerly, into a tensor of its own (trace.h) */
+                Env *e = env_up(env, a->depth);
+                /* (a binding outside the staged function: watched as the
+                 * graph input it is, unmarked as a number, which the
+                 * write-back of outside bindings keeps boxed: trace.c) */
+                if (e->trace_id != I->trace_id) continue;
+                tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t, false);
+                if (!box) { rc = interp_raise_tensor_error(I); goto out; }
+                Value bv = v_tensor_take(box);
+                value_incref(bv);
+                slot_set_take(&e->slots[a->slot], bv);
+                value_decref(argv[i]);
+                argv[i] = bv;
+                continue;
+            }
+            if (argv[i].kind != V_SCALAR) continue;
             Value boxed = v_tensor_take(value_to_tensor(argv[i]));
             value_incref(boxed);
             slot_set_take(&env_up(env, a->depth)->slots[a->slot], boxed);

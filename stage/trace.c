@@ -194,6 +194,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->t = t;
     n->ref = ref;
     n->number = false;
+    n->unboxed = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -300,6 +301,29 @@ void trace_unmark_number(Value v)
     if (v.kind == V_TENSOR && v.u.t->node) ((TNote *)v.u.t->node)->number = false;
 }
 
+bool trace_watch_unboxed(const tfe_tensor *t)
+{
+    const TNote *n = t->node;
+    if (!n || t->rank != 0 || !(n->number || n->unboxed)) return false;
+    tfe_dtype d = t->dtype; /* the dtypes value_number_take unboxes */
+    return d == TFE_FLOAT32 || d == TFE_FLOAT64 || d == TFE_INT32 || d == TFE_INT64 || d == TFE_BOOL;
+}
+
+tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
+{
+    tfe_tensor *a = tensor_alias(t);
+    if (!a) return NULL;
+    GRef ref = ((TNote *)t->node)->ref;
+    int slot = gnode(T->g, ref.node)->vbase + ref.out;
+    tfe_tensor *was = slot < T->capconcrete ? T->concrete[slot] : NULL;
+    trace_note(T, a, ref);
+    ((TNote *)a->node)->unboxed = unboxed;
+    /* the graph value's tensor stays the variable's (a read's copy is no
+     * tensor the tape machinery knows); a watched box is it from now on */
+    if (unboxed && slot < T->capconcrete) T->concrete[slot] = was;
+    return a;
+}
+
 Value trace_unbox_numbers(Value v)
 {
     if (v.kind == V_TENSOR) {
@@ -375,7 +399,12 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
         meta_of(&n->meta[k], out[k]);
         bool is_input = false;
         for (int i = 0; i < nin; i++) is_input |= out[k] == in[i];
-        if (!is_input) trace_note(T, out[k], (GRef){id, k});
+        if (!is_input) {
+            trace_note(T, out[k], (GRef){id, k});
+            /* (value_from_tensor_take's rule: a number in eager code) */
+            ((TNote *)out[k]->node)->unboxed = out[k]->rank == 0 && !tfe_tapes_active &&
+                                                (!out[k]->storage || out[k]->storage->device == 0);
+        }
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);
     if (info->flags & F_SELFOUT) T->data_shaped = true;

@@ -23,6 +23,9 @@ typedef struct TNote {
     GRef ref;
     bool number;   /* eager code would hold it unboxed: a number passed in, or
                       arithmetic on such numbers (interp/eval.c's fast path) */
+    bool unboxed;  /* a 0-d result made while no tape was active, which eager code
+                      holds as a number too (value_from_tensor_take), though
+                      arithmetic on it is a tensor op as any (trace_watch_box) */
 } TNote;
 
 /* A binding outside the trace (a free variable of the body or of a function
@@ -172,6 +175,16 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n);
 bool trace_eager_number(Value v, Value *as);
 void trace_mark_number(Value out);
 void trace_unmark_number(Value v);    /* a watched one is boxed */
+/* t.watch(name) of a traced 0-d tensor that eager code holds as a number
+ * (a number argument, arithmetic on numbers, a 0-d result made with no tape
+ * active): eager code boxes the name's number into a tensor of its own, so
+ * the tape tracks that name only, not the other names that hold the number
+ * (let k = y) nor its uses before the watch. trace_watch_box makes such a
+ * tensor of the trace, the same graph value (new ref); with unboxed, one
+ * that stands for a number itself (a variable's 0-d value read with no tape
+ * active, which eager code unboxes at every read). */
+bool trace_watch_unboxed(const tfe_tensor *t);
+tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed);
 Value trace_unbox_numbers(Value v);   /* takes v */
 
 /* The interpreter's hooks (interp/eval.c, value.c, builtins). */
@@ -265,6 +278,9 @@ int trace_region_runs(Tracer *T, int region, tfe_tensor **runs);
 /* Whether the branch or loop body being traced symbolically (or one it is
  * in) assigned var before this point. */
 bool trace_branch_assigned(Tracer *T, Value var);
+/* Whether traced tensor t was made in the region being traced (so it
+ * exists only where that region runs). */
+bool trace_made_in_region(const Tracer *T, const tfe_tensor *t);
 /* pred ? (b ? a + b : a) : e as a traced cond (new ref; NULL on error). */
 tfe_tensor *trace_pick(Tracer *T, tfe_tensor *pred, tfe_tensor *a, tfe_tensor *b, tfe_tensor *e);
 /* Host node x cannot assign var: a built-in effect that returns nil and

@@ -1943,6 +1943,12 @@ bool trace_branch_assigned(Tracer *T, Value var)
     return false;
 }
 
+bool trace_made_in_region(const Tracer *T, const tfe_tensor *t)
+{
+    const TNote *n = t->node;
+    return n && n->ref.node >= 0 && n->ref.node < T->g->n && T->g->nodes[n->ref.node].region == T->region;
+}
+
 /* A one-element predicate as a bool scalar, negated when neg (new ref). */
 static tfe_tensor *truth(tfe_tensor *t, bool neg)
 {

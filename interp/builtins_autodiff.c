@@ -406,8 +406,8 @@ BUILTIN(bi_variable)
      * (stage/trace_cf.c, give_up), where it has, as eagerly. */
     if (!t->storage && I->tracer && I->tracer->symbolic) {
         tensor_decref(t);
-        return raise_at(I, I->cur_loc, "variable() inside a staged conditional or loop on a traced tensor needs "
-                        "the value of its initial value, which is not known until the graph runs (create the "
+        return raise_at(I, I->cur_loc, "variable() inside a staged conditional or loop on a traced tensor needs its "
+                        "initial value here, which is not known until the graph runs (create the "
                         "variable outside the staged function, or before the conditional or loop)");
     }
     /* a copy: the variable's value is its own, whatever happens to init */

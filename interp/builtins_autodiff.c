@@ -410,6 +410,16 @@ BUILTIN(bi_variable)
         return -1;
     tfe_tensor *t = value_to_tensor(a[0]);
     if (!t) return arg_error(I, "variable", "init", "a tensor", a[0]);
+    /* Inside a conditional or loop on a traced tensor, traced without
+     * values, an initial value computed there has none yet (a draw, x * 2):
+     * the error makes that conditional or loop run at trace time instead
+     * (stage/trace_cf.c, give_up), where it has, as eagerly. */
+    if (!t->storage && I->tracer && I->tracer->symbolic) {
+        tensor_decref(t);
+        return raise_at(I, I->cur_loc, "variable() inside a staged conditional or loop on a traced tensor needs its "
+                        "initial value here, which is not known until the graph runs (create the "
+                        "variable outside the staged function, or before the conditional or loop)");
+    }
     /* a copy: the variable's value is its own, whatever happens to init */
     tfe_tensor *c = tensor_copy(t);
     tensor_decref(t);

@@ -2365,6 +2365,19 @@ int import_module(Interp *I, Node *n, Value *out)
         free(path);
         return rc;
     }
+    /* A module runs once per process, eagerly, where the import first
+     * runs. Inside a conditional or loop on a traced tensor, traced
+     * without values (both branches, the body whatever its trip count),
+     * that place is not known: the error makes it run at trace time
+     * instead (stage/trace_cf.c, give_up), where the import runs or not,
+     * as eagerly. It stays an error only where that cannot be. */
+    if (trace_recording(I) && I->tracer->symbolic) {
+        free(real);
+        free(path);
+        return raise_at(I, n->loc, "module '%s' is imported for the first time inside a staged conditional or "
+                        "loop on a traced tensor, where it is not known whether the import runs (import it "
+                        "before the conditional or loop, or at the top of the program)", n->str);
+    }
     Source *src = source_from_file(path);
     if (!src) {
         int rc = raise_at(I, n->loc, "cannot open module '%s': %s", n->str, strerror(errno));
@@ -2386,7 +2399,14 @@ int import_module(Interp *I, Node *n, Value *out)
         p->src = src;
         source_incref(src);
         p->root = root;
-        /* run the module in globals of its own */
+        /* run the module in globals of its own; under a trace (an import
+         * inside a staged function), as at the top of the program: its
+         * code is no part of the graph, and its values are real ones */
+        TraceAside aside;
+        trace_set_aside(I, &aside);
+        /* (and the place of the code running goes back to the import: the
+         * module's Source may be freed below, when nothing keeps it) */
+        Loc saved_loc = I->cur_loc;
         Scope *saved_scope = I->global_scope;
         Env *saved_globals = I->globals;
         I->global_scope = global_scope_new();
@@ -2411,6 +2431,8 @@ int import_module(Interp *I, Node *n, Value *out)
         env_decref(I->globals);
         I->global_scope = saved_scope;
         I->globals = saved_globals;
+        trace_put_back(I, &aside);
+        I->cur_loc = saved_loc;
         program_decref(p);
     }
     source_decref(src);

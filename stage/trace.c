@@ -118,6 +118,29 @@ void trace_end(Tracer *T)
     free(T);
 }
 
+void trace_set_aside(Interp *I, TraceAside *a)
+{
+    a->tracer = I->tracer;
+    a->trace_id = I->trace_id;
+    a->exec_hook = tfe_trace_hook;
+    a->read_hook = tfe_value_read_hook;
+    a->dyn_hook = tfe_dyn_dims_hook;
+    I->tracer = NULL;
+    I->trace_id = 0;
+    tfe_trace_hook = NULL;
+    tfe_value_read_hook = NULL;
+    tfe_dyn_dims_hook = NULL;
+}
+
+void trace_put_back(Interp *I, const TraceAside *a)
+{
+    I->tracer = a->tracer;
+    I->trace_id = a->trace_id;
+    tfe_trace_hook = a->exec_hook;
+    tfe_value_read_hook = a->read_hook;
+    tfe_dyn_dims_hook = a->dyn_hook;
+}
+
 int trace_fail(Interp *I, Loc loc, const char *fmt, ...)
 {
     Tracer *T = I->tracer;

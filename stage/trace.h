@@ -146,6 +146,21 @@ static inline Tracer *trace_current(void)
 /* Start and end a trace of the body of the staged function `name`. */
 Tracer *trace_begin(Interp *I, const char *name, bool implicit);
 void trace_end(Tracer *T);      /* clears every t->node, frees the tracer (not the graph) */
+/* Code that runs as at the top of the program while a trace records (an
+ * import's module, run once per process: eagerly its effects happen once,
+ * so they are no part of any graph): the trace is set aside, so nothing
+ * is recorded, the Envs, lists and records the code makes belong to no
+ * trace, and a staged function it calls runs as from the top; then put
+ * back. Nests (a module importing another). */
+typedef struct TraceAside {
+    struct Tracer *tracer;
+    uint32_t trace_id;
+    int (*exec_hook)(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out);
+    bool (*read_hook)(const tfe_tensor *t);
+    uint32_t (*dyn_hook)(const tfe_tensor *t);
+} TraceAside;
+void trace_set_aside(Interp *I, TraceAside *a);
+void trace_put_back(Interp *I, const TraceAside *a);
 /* A finished trace (its results set, before trace_end): drops the kept
  * branch values of its conds that nothing in the graph reads. */
 void trace_prune_kept(Tracer *T);

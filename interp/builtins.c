@@ -529,7 +529,16 @@ BUILTIN(bi_check_labels)
          * already (argmax taken before the call) */
         bool same = !fits && lab->rank == cls->rank;
         for (int i = 0; same && i < lab->rank; i++) same = lab->shape[i] == cls->shape[i];
-        if (same)
+        /* one score per row, shape (n, 1): a binary model's output, for
+         * which argmax is always 0 (binary_accuracy/binary_cross_entropy) */
+        const char *binary = !strcmp(where, "metrics.accuracy") ? "metrics.binary_accuracy(probs, labels)"
+                             : !strcmp(where, "losses.sparse_softmax_cross_entropy") ? "losses.binary_cross_entropy(logits, targets)"
+                                                                                      : NULL;
+        if (same && binary && cls->rank >= 1 && cls->shape[cls->rank - 1] == 1)
+            rc = raise_at_caller(I, "%s: the scores have shape %s: one score per row, a binary model's output, whose "
+                                    "argmax is always class 0; for 0/1 %s of that shape use %s",
+                                 where, shape_str(cls->rank, cls->shape, s2), name, binary);
+        else if (same)
             rc = raise_at_caller(I, "%s: the scores have shape %s, the %s' own shape; the scores must be one row of "
                                     "class scores (logits or probabilities) per label, shape (batch, classes), as the "
                                     "model gives them (predicted class ids are compared directly: "

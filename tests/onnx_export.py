@@ -420,6 +420,9 @@ ERRORS = [
      "prog.tfe:3:3: error: export(): not exportable: print at line 3"),
     ("@staged\nfn f(x) { return x + randn((3,)) }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
      "error: export(): not exportable: randn at line 2 (a random draw"),
+    # a traced std: normal() checks it (a host value check), then draws; the draw is named
+    ("@staged\nfn f(x, s) { return x + normal(0.0, exp(s), shape(x)) }\nexport(f, ones(3), tensor(0.5), path=\"{w}/e.onnx\")\n",
+     "error: export(): not exportable: randn at line 2 (a random draw"),
     ("@staged\nfn f(x) { return inv(x) }\nexport(f, eye(3), path=\"{w}/e.onnx\")\n",
      "error: export(): not exportable: inv at line 2 (ONNX has no matrix inverse"),
     ("fn f(x) { return x }\nexport(f, ones(3))\n",

@@ -529,7 +529,16 @@ BUILTIN(bi_check_labels)
          * already (argmax taken before the call) */
         bool same = !fits && lab->rank == cls->rank;
         for (int i = 0; same && i < lab->rank; i++) same = lab->shape[i] == cls->shape[i];
-        if (same)
+        /* one score per row, shape (n, 1): a binary model's output, for
+         * which argmax is always 0 (binary_accuracy/binary_cross_entropy) */
+        const char *binary = !strcmp(where, "metrics.accuracy") ? "metrics.binary_accuracy(probs, labels)"
+                             : !strcmp(where, "losses.sparse_softmax_cross_entropy") ? "losses.binary_cross_entropy(logits, targets)"
+                                                                                      : NULL;
+        if (same && binary && cls->rank >= 1 && cls->shape[cls->rank - 1] == 1)
+            rc = raise_at_caller(I, "%s: the scores have shape %s: one score per row, a binary model's output, whose "
+                                    "argmax is always class 0; for 0/1 %s of that shape use %s",
+                                 where, shape_str(cls->rank, cls->shape, s2), name, binary);
+        else if (same)
             rc = raise_at_caller(I, "%s: the scores have shape %s, the %s' own shape; the scores must be one row of "
                                     "class scores (logits or probabilities) per label, shape (batch, classes), as the "
                                     "model gives them (predicted class ids are compared directly: "
@@ -775,18 +784,21 @@ BUILTIN(bi_check_tensor)
     return 0;
 }
 
-/* check_features(where, x, n, name, rank2=false): nil, or an error at the
- * caller's call unless x's last axis is a layer's n inputs (and x has rank
- * 2 with rank2: a recurrent cell's (batch, features)); the layer's matmul
- * would otherwise fail at a line of nn.tfe. It reads only x's rank and last
- * axis, and not as a shape read by the program: a staged layer's graph
- * stays free of the batch size (export's dynamic dims). */
+/* check_features(where, x, n, name, rank2=false, channels=false): nil, or an
+ * error at the caller's call unless x's last axis is a layer's n inputs (and
+ * x has rank 2 with rank2: a recurrent cell's (batch, features)); the
+ * layer's matmul would otherwise fail at a line of nn.tfe. With channels (a
+ * conv layer) only a rank-4 x is checked (the conv op names other ranks),
+ * the axis is called channels, and an x whose axis 1 holds the channels is
+ * told that images are NHWC. It reads only x's rank and its axes, and not as
+ * a shape read by the program: a staged layer's graph stays free of the
+ * batch size (export's dynamic dims). */
 BUILTIN(bi_check_features)
 {
     (void)data;
-    Value a[5];
-    bool p[5];
-    if (args_parse(I, "check_features", "where, x, n, name, rank2=", argc, argv, nkw, kwnames, kwvals, a, p))
+    Value a[6];
+    bool p[6];
+    if (args_parse(I, "check_features", "where, x, n, name, rank2=, channels=", argc, argv, nkw, kwnames, kwvals, a, p))
         return -1;
     if (a[0].kind != V_STR || a[3].kind != V_STR) return interp_raise(I, "check_features: where and name must be strings");
     const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[3].u.o)->s;
@@ -795,11 +807,21 @@ BUILTIN(bi_check_features)
     if (arg_int(I, "check_features", "n", a[2], &n)) return -1;
     bool rank2 = false;
     if (p[4] && value_truth(I, a[4], I->cur_loc, &rank2)) return -1;
+    bool channels = false;
+    if (p[5] && value_truth(I, a[5], I->cur_loc, &channels)) return -1;
     tfe_tensor *x = check_tensor(I, where, "x", a[1]);
     if (!x) return -1;
     bool ok = x->rank > 0 && x->shape[x->rank - 1] == n && (!rank2 || x->rank == 2);
     int rc = 0;
-    if (!ok) {
+    if (channels) {
+        if (x->rank == 4 && x->shape[3] != n) {
+            char s1[200];
+            rc = raise_at_caller(I, "%s: x has shape %s, whose last axis (channels) must be the layer's %lld input channels%s",
+                                 where, shape_str(x->rank, x->shape, s1), (long long)n,
+                                 x->shape[1] == n ? "; images are NHWC: transpose(x, (0, 2, 3, 1)) turns NCHW into NHWC"
+                                                  : "");
+        }
+    } else if (!ok) {
         char s1[200];
         rc = raise_at_caller(I, "%s: x has shape %s; %s must be the layer's %lld inputs (%s=%lld)", where,
                              shape_str(x->rank, x->shape, s1),

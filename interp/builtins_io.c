@@ -379,6 +379,19 @@ static bool csv_blank(const char *line)
     return !*line;
 }
 
+/* A field such as 1,5 or -0,25e3: digits, one comma, digits (a number
+ * written with a decimal comma). */
+static bool csv_decimal_comma(const char *f)
+{
+    while (*f == ' ' || *f == '\t') f++;
+    if (*f == '-' || *f == '+') f++;
+    int before = 0, after = 0;
+    while (isdigit((unsigned char)*f)) f++, before++;
+    if (*f++ != ',') return false;
+    while (isdigit((unsigned char)*f)) f++, after++;
+    return before > 0 && after > 0;
+}
+
 static int csv_delimiter(Interp *I, const char *fn, Value v, bool given, char *out)
 {
     *out = ',';
@@ -404,6 +417,7 @@ BUILTIN(bi_load_csv)
     if (p[1] && arg_bool(I, "load_csv()", "skip_header", s[1], &skip)) return -1;
     char delim;
     if (csv_delimiter(I, "load_csv()", s[2], p[2], &delim)) return -1;
+    bool delim_given = p[2] && s[2].kind != V_NIL;
     errno = 0;
     gzFile f = gzopen(path, "rb");
     if (!f) return interp_raise(I, "load_csv(): cannot open '%s': %s", path, errno ? strerror(errno) : "out of memory");
@@ -433,16 +447,22 @@ BUILTIN(bi_load_csv)
                 for (int k = 0; k < fs.n; k++) words += csv_wordlike(fs.f[k]);
                 bool header = rows == 0 && !skip && 2 * words >= fs.n; /* not when it was skipped */
                 /* a field holding another common delimiter: the file is
-                 * split at something else (a European ';' CSV, a TSV) */
+                 * split at something else (a European ';' CSV, a TSV);
+                 * only when the program did not choose the delimiter */
                 const char *other = NULL;
                 static const char *const seps[][2] = {{";", "\";\""}, {"\t", "\"\\t\""}, {"|", "\"|\""}, {",", "\",\""}};
-                for (size_t k = 0; k < sizeof seps / sizeof *seps && !other; k++)
+                for (size_t k = 0; k < sizeof seps / sizeof *seps && !other && !delim_given; k++)
                     if (seps[k][0][0] != delim && strchr(fs.f[c], seps[k][0][0])) other = seps[k][1];
+                /* 1,5 in a field split at something else: a decimal comma
+                 * (a European CSV read with delimiter=";") */
+                bool decimal_comma = delim != ',' && csv_decimal_comma(fs.f[c]);
                 char hint[120] = "";
                 if (other)
                     snprintf(hint, sizeof hint, " (its fields look separated by %s: pass delimiter=%s)", other, other);
                 rc = interp_raise(I, "load_csv(): '%s' line %d: field %d is not a number%s", path, lineno, c + 1,
-                                  other ? hint
+                                  decimal_comma ? " (a decimal comma? load_csv() reads numbers with a decimal point: "
+                                                  "replace the file's decimal commas with points)"
+                                  : other ? hint
                                   : header ? " (a header line? pass skip_header=true)"
                                   : csv_wordlike(fs.f[c]) ? " (a text column? read_csv() reads named columns, text too)"
                                   : "");

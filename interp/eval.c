@@ -1651,27 +1651,48 @@ static int bind_pattern(Interp *I, Node *p, Value v, Env *env)
 
 /* target = v (takes v). For x[i] = v on a tensor the updated copy is bound
  * back to x (value semantics), recursively through fields and indices. */
-/* r.w = tensor where r.w holds a variable: the record would drop the
- * variable for a constant, so a model keeps reading the old variable (or a
- * params() record stops reaching it) and training silently stops updating
- * it: the trap of `ps[k] = ps[k] - lr * g` for `ps[k] -= lr * g`
- * (PyTorch refuses a tensor for a parameter too). A variable, nil or any
- * other value may still replace it. Takes v on error. */
-static int refuse_variable_replace(Interp *I, Record *r, const Node *base, const char *key, size_t len, Value *v,
-                                   bool field, Loc loc)
+/* r.w = tensor where r.w holds a variable (or xs[i] = tensor where a list
+ * slot holds one): the record would drop the variable for a constant, so a
+ * model keeps reading the old variable (or a params() record stops
+ * reaching it) and training silently stops updating it: the trap of
+ * `ps[k] = ps[k] - lr * g` for `ps[k] -= lr * g` (PyTorch refuses a tensor
+ * for a parameter too). A number (opt.lr = 0.01) is told to assign; a
+ * tensor is told to update in place, or to give a variable to replace it
+ * on purpose (freezing). A variable, nil or any other value may still
+ * replace it. old: the slot's value (NULL: none); at: the target as
+ * written. Takes v on error. */
+static int refuse_variable_replace(Interp *I, const Value *old, const char *at, Value *v, Loc loc)
 {
     if (v->kind != V_TENSOR && v->kind != V_SCALAR) return 0;
-    Value *old = record_get(r, key, len);
     if (!old || !value_is_variable(*old)) return 0;
+    if (v->kind == V_SCALAR) {
+        char *txt = value_repr(*v);
+        const char *shown = txt && strlen(txt) <= 24 ? txt : "x";
+        int rc = raise_at(I, loc, "cannot replace the variable at %s with a number: whatever holds it (a model, an "
+                                  "optimizer) would keep reading the old variable, and the number would be silently "
+                                  "lost; set the variable in place: %s.assign(%s)",
+                          at, at, shown);
+        free(txt);
+        value_decref(*v);
+        return rc;
+    }
     value_decref(*v);
-    char at[300];
-    const char *b = base->kind == N_NAME ? base->str : "r"; /* the record's name as written, where it has one */
-    if (field) snprintf(at, sizeof at, "%s.%.*s", b, (int)len, key);
-    else snprintf(at, sizeof at, "%s[\"%.*s\"]", b, (int)len, key);
     return raise_at(I, loc, "cannot replace the variable at %s with a tensor: the model would keep the old variable "
                             "(or read a constant), and training would silently stop updating it; update the variable "
-                            "in place: %s -= lr * g, or %s.assign(x)",
-                    at, at, at);
+                            "in place: %s -= lr * g, or %s.assign(x); to replace it on purpose (to freeze it, say), "
+                            "give a variable: %s = variable(x, trainable=false)",
+                    at, at, at, at);
+}
+
+/* The target as written (r.key, r["key"], xs[i]) for refuse_variable_replace:
+ * the base's name where it is a name, else dflt. */
+static void target_text(char *at, size_t n, const Node *base, const char *dflt, const char *key, size_t len,
+                        bool field, bool quoted)
+{
+    const char *b = base->kind == N_NAME ? base->str : dflt;
+    if (field) snprintf(at, n, "%s.%.*s", b, (int)len, key);
+    else if (quoted) snprintf(at, n, "%s[\"%.*s\"]", b, (int)len, key);
+    else snprintf(at, n, "%s[%.*s]", b, (int)len, key);
 }
 
 static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
@@ -1706,7 +1727,9 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
             value_decref(v);
             rc = -1;
         } else if (base.kind == V_RECORD) {
-            if (refuse_variable_replace(I, (Record *)base.u.o, t->a, t->str, strlen(t->str), &v, true, t->opl)) {
+            char at[300];
+            target_text(at, sizeof at, t->a, "r", t->str, strlen(t->str), true, false);
+            if (refuse_variable_replace(I, record_get((Record *)base.u.o, t->str, strlen(t->str)), at, &v, t->opl)) {
                 rc = -1;
             } else {
                 if (v.kind >= V_TUPLE) name_stored(I, (Record *)base.u.o, t->str, v);
@@ -1744,6 +1767,13 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
                 rc = raise_at(I, t->loc, "list index %lld is out of range (length %d)", (long long)i, s->n);
                 goto done;
             }
+            char at[300], ix[32];
+            snprintf(ix, sizeof ix, "%lld", (long long)i);
+            target_text(at, sizeof at, t->a, "xs", ix, strlen(ix), false, false);
+            if (refuse_variable_replace(I, &s->items[j], at, &v, t->loc)) {
+                rc = -1;
+                goto done;
+            }
             slot_set_take(&s->items[j], v);
         } else if (base.kind == V_RECORD) {
             if (k != 1 || items[0].kind != IX_VALUE || items[0].v.kind != V_STR) {
@@ -1752,7 +1782,9 @@ static int assign_to(Interp *I, Node *t, Value v, Env *env, Loc loc)
                 goto done;
             }
             Str *key = (Str *)items[0].v.u.o;
-            if (refuse_variable_replace(I, (Record *)base.u.o, t->a, key->s, key->len, &v, false, t->loc)) {
+            char at[300];
+            target_text(at, sizeof at, t->a, "r", key->s, key->len, false, true);
+            if (refuse_variable_replace(I, record_get((Record *)base.u.o, key->s, key->len), at, &v, t->loc)) {
                 rc = -1;
                 goto done;
             }

@@ -582,7 +582,7 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
                 LEXFAIL(*loc, "unexpected character '%c' (tfe writes '%s' for bools; for masks element by element, "
                               "logical_%s(%s))", *s, w, w, *s == '~' ? "x" : "a, b");
             }
-            if (*s == '^') LEXFAIL(*loc, "unexpected character '^' (a power is x ** 2)");
+            if (*s == '^') LEXFAIL(*loc, "unexpected character '^' (a power is x ** 2; for two masks, XOR is a != b)");
             LEXFAIL(*loc, "unexpected character '%c'", *s);
         }
         * {

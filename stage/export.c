@@ -59,8 +59,27 @@ static char *clean_name(const char *s)
     return c;
 }
 
+/* A host node that only checks an argument's value (Builtin.value_check:
+ * normal()'s _check_normal_std for a traced std): it changes nothing, and
+ * what it guards is what export cannot write. */
+static bool is_value_check(const GNode *n)
+{
+    return n->kind == G_HOST && n->host && n->host->obj.kind == V_BUILTIN &&
+           ((const Builtin *)n->host->obj.u.o)->value_check;
+}
+
+/* The first random draw of g (its order), or NULL: what a value check
+ * guards (a traced normal() std checks it, then draws). */
+static const GNode *first_random(const Graph *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].kind == G_OP && (tfe_ops[g->nodes[i].op].flags & F_RANDOM)) return &g->nodes[i];
+    return NULL;
+}
+
 static const char *kind_word(const GNode *n)
 {
+    if (is_value_check(n)) return "a check of an argument's value that ONNX cannot run";
     if (n->kind == G_HOST) return "an effect: a call back into the interpreter (print, an assignment, a @host function)";
     if (n->kind == G_COND) return "an if that depends on a tensor (cond)";
     if (n->kind == G_WHILE) return "a loop that depends on a tensor (while)";
@@ -254,7 +273,12 @@ static int emit_node(Ex *E, const ExportSpec *sp, Buf *inputs, int id)
     case G_WHILE: return emit_while(E, sp, n);
     case G_PARAM: return 0; /* named by its loop (emit_while) */
     case G_FUSED: return ox_refuse(E, "a fused group (export reads the graph before fusion)");
-    default: return ox_refuse(E, kind_word(n));
+    default:
+        if (is_value_check(n) && first_random(E->g)) { /* the draw it guards, named as a draw */
+            E->at = first_random(E->g);
+            return ox_refuse(E, "a random draw");
+        }
+        return ox_refuse(E, kind_word(n));
     }
 }
 
@@ -332,6 +356,8 @@ static int first_effect(Interp *I, const Graph *g, int r, bool *stop)
     const GRegion *R = &g->regions[r];
     for (int i = 0; i < R->n && !*stop; i++) {
         const GNode *n = &g->nodes[R->nodes[i]];
+        if (is_value_check(n) && first_random(g)) /* not an effect: the draw it guards is refused */
+            return not_exportable(I, g, first_random(g), "a random draw");
         if (n->kind == G_HOST) return not_exportable(I, g, n, kind_word(n));
         if (n->kind == G_FUSED || (n->kind == G_OP && ((tfe_ops[n->op].flags & F_RANDOM) || !export_op_mapped(n->op))))
             *stop = true;

@@ -420,6 +420,9 @@ ERRORS = [
      "prog.tfe:3:3: error: export(): not exportable: print at line 3"),
     ("@staged\nfn f(x) { return x + randn((3,)) }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
      "error: export(): not exportable: randn at line 2 (a random draw"),
+    # a traced std: normal() checks it (a host value check), then draws; the draw is named
+    ("@staged\nfn f(x, s) { return x + normal(0.0, exp(s), shape(x)) }\nexport(f, ones(3), tensor(0.5), path=\"{w}/e.onnx\")\n",
+     "error: export(): not exportable: randn at line 2 (a random draw"),
     ("@staged\nfn f(x) { return inv(x) }\nexport(f, eye(3), path=\"{w}/e.onnx\")\n",
      "error: export(): not exportable: inv at line 2 (ONNX has no matrix inverse"),
     ("fn f(x) { return x }\nexport(f, ones(3))\n",
@@ -526,6 +529,30 @@ export(f, ones((2, 3)), ones((3, 4)), path="{work}/d.onnx", dynamic={{x: ("batch
     got = s.run(None, {"x": x, "y": y})
     if not (np.allclose(got[0], (x * 2).sum(axis=1), rtol=1e-5) and np.allclose(got[1], x @ y, rtol=1e-5)):
         fails.append("dynamic: other sizes give other results")
+    # an nn.conv2d layer: its channel check reads no shape into the graph,
+    # so the batch dim can be dynamic
+    prog = f"""import nn
+seed(0)
+let conv = nn.conv2d(3, 8, 3, padding="same")
+@staged
+fn predict(x) {{ return conv.call(x) }}
+export(predict, randn((2, 8, 8, 3)), path="{work}/dc.onnx", dynamic="batch")
+let x5 = randn((5, 8, 8, 3))
+save_npy("{work}/dc_x.npy", x5)
+save_npy("{work}/dc_y.npy", predict(x5))
+"""
+    r = tfe(prog, work)
+    if r.returncode:
+        return fails + [f"dynamic conv2d: {r.stderr}"]
+    m = onnx.load(f"{work}/dc.onnx")
+    onnx.checker.check_model(m, full_check=True)
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in m.graph.input]
+    if dims != [["batch", 8, 8, 3]]:
+        fails.append(f"dynamic conv2d: input dims {dims}")
+    s = ort.InferenceSession(f"{work}/dc.onnx", providers=["CPUExecutionProvider"])
+    got = s.run(None, {m.graph.input[0].name: np.load(f"{work}/dc_x.npy")})[0]
+    if not np.allclose(got, np.load(f"{work}/dc_y.npy"), rtol=1e-5, atol=1e-5):
+        fails.append("dynamic conv2d: a batch of 5 gives other results than tfe")
     return fails
 
 

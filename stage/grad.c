@@ -2676,6 +2676,14 @@ static int sweep_region(BP *b, int r)
     return 0;
 }
 
+/* Is t the value of one of G's constants? */
+static bool const_value(const Graph *G, const tfe_tensor *t)
+{
+    for (int i = 0; i < G->n; i++)
+        if (G->nodes[i].kind == G_CONST && G->nodes[i].value == t) return true;
+    return false;
+}
+
 /* --- a graph call as one tape entry ------------------------------------------------------- */
 
 /* Which forward values a backward starts from: the graph's inputs and the
@@ -3674,7 +3682,13 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     for (int i = 0; i < nb + nlr + nfo + nfx; i++) {
         tfe_tensor *t = bin[i];
         if (own) {
-            if (t->node) { /* the same tensor twice: two inputs */
+            /* the same tensor twice: two inputs; and a tensor that is
+             * also one of BG's constants (a cond that yields a constant
+             * hands that very tensor out as its output, fo): the replay
+             * reads the constant as itself, so the input must be another
+             * tensor, or the recorded backward reads the input where the
+             * constant stood and a later call's output there */
+            if (t->node || const_value(BG, t)) {
                 tfe_tensor *a = tensor_alias(t);
                 /* to a tape recording this backward (higher order), the
                  * second is a copy of the first: the ops on it reach it */

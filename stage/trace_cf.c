@@ -1031,7 +1031,13 @@ static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, i
     T->fallback_why = !sym && I->has_error && I->err_msg ? xstrdup(I->err_msg) : NULL;
     T->fallback_line = I->has_error ? I->err_loc.line : 0;
     int rc = give_up(I, T, loc, what);
-    if (rc == 1) roll_back(T, mark);
+    if (rc == 1) {
+        roll_back(T, mark);
+        /* the statement now reads its condition's (or bounds') value at
+         * trace time: an error about that value points at it, not at the
+         * place inside the attempt (a nested if's condition) it stopped */
+        I->cur_loc = loc;
+    }
     return rc;
 }
 

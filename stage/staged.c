@@ -824,7 +824,11 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     Trace *hit = NULL;
     for (int i = 0; i < sc->n && !hit; i++)
         if (trace_matches(sc->traces[i], &sb, &lv, &scratch)) hit = sc->traces[i];
-    if (hit) {
+    /* a relaxed trace whose slices would stop at this call's sizes (eager
+     * code clamps the bound, or raises for an index): the call traces for
+     * its sizes before anything ran, so it gets eager's result or error */
+    bool unfit = hit && hit->relaxed && !stage_relaxed_fits(hit, lv.t);
+    if (hit && !unfit) {
         sc->hits++;
         sc->last = hit;
         const Value *saved_args = I->stage_call_args;
@@ -844,7 +848,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;
     } else {
-        rc = trace_call(I, c, e, sc, &sb, call_loc, false, out);
+        rc = trace_call(I, c, e, sc, &sb, call_loc, unfit, out);
     }
     leaves_free(&lv);
     return rc;

@@ -66,6 +66,10 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
  * (stage_relaxed_redo_ok): the call traces for its own sizes instead, as
  * eager would run it (a slice bound past the end clamps, docs/staging.md). */
 bool stage_relaxed_redo_ok(const Trace *t);
+/* Do a relaxed trace's slices fit the sizes of these inputs (t's graph's,
+ * borrowed)? A call at whose sizes one does not traces for them instead,
+ * before anything runs (stage/relax_fit.c). */
+bool stage_relaxed_fits(const Trace *t, tfe_tensor *const *inputs);
 int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
 
 Trace *stage_last_trace(Closure *c);

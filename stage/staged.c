@@ -540,7 +540,11 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         t->narg_objs = nc;
         t->nparams = info->nparams;
         for (int j = 0; j < nc; j++) {
-            const Value *cp = sig_memo_find(&snap, cs[j].u.o);
+            /* (a fresh default list or record the body may have changed: the
+             * result holds its copy in the template, rebuilt) */
+            bool fresh = (cs[j].kind == V_LIST && ((Seq *)cs[j].u.o)->trace_id == TRACE_ID_FRESH) ||
+                         (cs[j].kind == V_RECORD && ((Record *)cs[j].u.o)->trace_id == TRACE_ID_FRESH);
+            const Value *cp = fresh ? NULL : sig_memo_find(&snap, cs[j].u.o);
             t->arg_objs[j] = cp ? *cp : v_nil();
             value_incref(t->arg_objs[j]);
         }

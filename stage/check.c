@@ -1423,6 +1423,8 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
         state_restore_pre(&ck);
         ck.cursor = 0;
         src = stage_relaxed_redo(I, c, e, call_loc, &sres);
+    } else if (src && t->relaxed && !I->host_redo.pending) {
+        stage_relaxed_slice_limit(I);
     } else if (I->host_redo.pending) {
         value_decref(I->host_redo.f);
         value_decref(I->host_redo.result);

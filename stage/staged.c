@@ -810,6 +810,25 @@ int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     return rc;
 }
 
+/* A relaxed graph stopped at a slice that did not fit this call's sizes,
+ * which could not be seen before the run (stage/relax_fit.c: the shape it
+ * slices came from a @host call or a loop), after an effect ran: a located
+ * limit that says how to write it (docs/staging.md, section 14). */
+void stage_relaxed_slice_limit(Interp *I)
+{
+    if (!I->has_error || !I->err_msg || strncmp(I->err_msg, "slice: index ", 13)) return;
+    char msg[1400];
+    snprintf(msg, sizeof msg,
+             "%s, in a graph traced for other sizes, which cannot trace again for these sizes as an effect "
+             "before the slice already ran (eager code clamps a slice bound past the end): slice what the "
+             "function's arguments give rather than a @host call's result or a loop's carried value, or "
+             "call it with sizes the slice fits",
+             I->err_msg);
+    free(I->err_msg);
+    I->err_msg = xstrdup(msg);
+    I->stage_limit = true;
+}
+
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
 {
     FnInfo *info = c->fn->info;
@@ -848,6 +867,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
             I->host_redo.ok = ok;
             if (I->host_redo.pending) rc = rc ? stage_host_redo(I, c, e, hit, call_loc, out) : (host_redo_drop(I), rc);
             else if (rc && stage_relaxed_redo_ok(hit)) rc = stage_relaxed_redo(I, c, e, call_loc, out);
+            else if (rc && hit->relaxed) stage_relaxed_slice_limit(I);
         }
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;

@@ -71,6 +71,9 @@ bool stage_relaxed_redo_ok(const Trace *t);
  * before anything runs (stage/relax_fit.c). */
 bool stage_relaxed_fits(const Trace *t, tfe_tensor *const *inputs);
 int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
+/* ... and one that could not trace again (an effect ran): the slice's error
+ * says so, a located limit (I->stage_limit). */
+void stage_relaxed_slice_limit(Interp *I);
 
 Trace *stage_last_trace(Closure *c);
 /* The trace a call with these positional arguments would run, or NULL. */

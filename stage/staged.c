@@ -26,6 +26,7 @@ static void trace_free(Trace *t)
     graph_decref(t->g);
     sig_free(&t->sig);
     free(t->relaxed);
+    free(t->fit_dims);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         env_decref(o->env);
@@ -814,6 +815,20 @@ int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
  * which could not be seen before the run (stage/relax_fit.c: the shape it
  * slices came from a @host call or a loop), after an effect ran: a located
  * limit that says how to write it (docs/staging.md, section 14). */
+/* stage_relaxed_fits, asked once for the dims of a run of calls (a
+ * training loop's batches): the last dims that fitted are kept. */
+static bool relaxed_fits_memo(Trace *t, const SigBuf *sb, tfe_tensor *const *inputs)
+{
+    if (t->fit_dims && t->nfit_dims == sb->nd && !mem_cmp(t->fit_dims, sb->dims, sizeof *sb->dims * (size_t)sb->nd))
+        return true;
+    if (!stage_relaxed_fits(t, inputs)) return false;
+    free(t->fit_dims);
+    t->fit_dims = xmalloc(sizeof *t->fit_dims * (size_t)(sb->nd + 1));
+    mem_copy(t->fit_dims, sb->dims, sizeof *sb->dims * (size_t)sb->nd);
+    t->nfit_dims = sb->nd;
+    return true;
+}
+
 void stage_relaxed_slice_limit(Interp *I)
 {
     if (!I->has_error || !I->err_msg || strncmp(I->err_msg, "slice: index ", 13)) return;
@@ -850,7 +865,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     /* a relaxed trace whose slices would stop at this call's sizes (eager
      * code clamps the bound, or raises for an index): the call traces for
      * its sizes before anything ran, so it gets eager's result or error */
-    bool unfit = hit && hit->relaxed && !stage_relaxed_fits(hit, lv.t);
+    bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
     if (hit && !unfit) {
         sc->hits++;
         sc->last = hit;

@@ -38,6 +38,9 @@ typedef struct Trace {
     char *desc;          /* "x: float32 (3,)" for the retrace warning */
     Value *held;         /* objects the signature names by identity (owned) */
     int nheld;
+    int64_t *fit_dims;   /* a relaxed trace: the dims of the last call its slices fitted
+                            (stage_relaxed_fits, not asked again for them), or NULL */
+    int nfit_dims;
 } Trace;
 
 typedef struct StageCache {

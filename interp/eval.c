@@ -459,6 +459,20 @@ static int push_frame(Interp *I, const char *name, Loc loc)
     return 0;
 }
 
+/* Mark v, a parameter's default value, as made for the call (stamp
+ * TRACE_ID_FRESH), or unmark it (0), when it is a list or record that only
+ * the parameter holds. */
+static void fresh_default(Value v, uint32_t stamp)
+{
+    if (v.kind == V_LIST && (((Seq *)v.u.o)->h.refcount == 1 || !stamp)) {
+        Seq *q = (Seq *)v.u.o;
+        if (stamp || q->trace_id == TRACE_ID_FRESH) q->trace_id = stamp;
+    } else if (v.kind == V_RECORD && (((Record *)v.u.o)->h.refcount == 1 || !stamp)) {
+        Record *r = (Record *)v.u.o;
+        if (stamp || r->trace_id == TRACE_ID_FRESH) r->trace_id = stamp;
+    }
+}
+
 /* Run a closure's body in its fresh Env e (arguments already in their slots;
  * set[i] false marks a parameter that takes its default; set NULL: all given). */
 static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure *c, Env *e, const bool *set, Loc call_loc, Value *out)
@@ -489,7 +503,14 @@ static inline __attribute__((always_inline)) int run_closure(Interp *I, Closure 
             if (!rc) rc = c->stage_forced ? stage_call(I, c, e, call_loc, out) : interp_run_body(I, c, e, out);
             trace_leave_fn(I, fn);
         } else if (__builtin_expect(c->stage_forced, 0)) {
+            /* a list or record a default made for this call, which nothing
+             * else holds, is the call's own: its trace may mutate it as one
+             * it made (TRACE_ID_FRESH), and only for this call */
+            for (int i = 0; set && i < info->nparams; i++)
+                if (!set[i]) fresh_default(e->slots[i], TRACE_ID_FRESH);
             rc = stage_call(I, c, e, call_loc, out);
+            for (int i = 0; set && i < info->nparams; i++)
+                if (!set[i]) fresh_default(e->slots[i], 0);
         } else if (fn->is_lambda) {
             rc = eval(I, fn->a, e, out);
         } else {

@@ -50,6 +50,11 @@ typedef struct TrackLink { struct TrackLink *prev, *next; Obj *obj; } TrackLink;
 typedef struct Str { Obj h; size_t len; uint64_t hash; char s[]; } Str;
 /* trace_id: the trace that made it (0: none); staged code may mutate only
  * the lists and records its own trace made (stage/trace.c). */
+/* TRACE_ID_FRESH: a list or record that a default argument made for this
+ * call of a staged function and nothing else holds (docs/language.md: a
+ * default is made at each call): its trace may mutate it, as one it made
+ * (interp/eval.c, run_closure; the signature tells it from one passed in). */
+#define TRACE_ID_FRESH UINT32_MAX
 typedef struct Seq { Obj h; int n, cap; Value *items; TrackLink link; uint32_t trace_id; } Seq;
 /* Records keep insertion order; printing and iteration follow it. */
 typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name; TrackLink link; uint32_t trace_id; } Record;

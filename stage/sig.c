@@ -145,14 +145,16 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
     }
     case V_TUPLE: case V_LIST: {
         Seq *q = (Seq *)v.u.o;
-        put_tag(s, v.kind == V_TUPLE ? '(' : '[');
+        /* a fresh default list (TRACE_ID_FRESH) is not the caller's: its
+         * trace may mutate it, so a list passed in must not match it */
+        put_tag(s, v.kind == V_TUPLE ? '(' : q->trace_id == TRACE_ID_FRESH ? ']' : '[');
         put(s, &q->n, sizeof q->n);
         for (int i = 0; i < q->n; i++) flatten(q->items[i], s, lv, mode, depth + 1);
         break;
     }
     case V_RECORD: {
         Record *r = (Record *)v.u.o;
-        put_tag(s, '{');
+        put_tag(s, r->trace_id == TRACE_ID_FRESH ? '}' : '{');
         put(s, &r->n, sizeof r->n);
         for (int i = 0; i < r->n; i++) {
             put(s, &r->keys[i]->len, sizeof r->keys[i]->len);

@@ -26,6 +26,7 @@ static void trace_free(Trace *t)
     graph_decref(t->g);
     sig_free(&t->sig);
     free(t->relaxed);
+    free(t->fit_dims);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         env_decref(o->env);
@@ -540,7 +541,11 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         t->narg_objs = nc;
         t->nparams = info->nparams;
         for (int j = 0; j < nc; j++) {
-            const Value *cp = sig_memo_find(&snap, cs[j].u.o);
+            /* (a fresh default list or record the body may have changed: the
+             * result holds its copy in the template, rebuilt) */
+            bool fresh = (cs[j].kind == V_LIST && ((Seq *)cs[j].u.o)->trace_id == TRACE_ID_FRESH) ||
+                         (cs[j].kind == V_RECORD && ((Record *)cs[j].u.o)->trace_id == TRACE_ID_FRESH);
+            const Value *cp = fresh ? NULL : sig_memo_find(&snap, cs[j].u.o);
             t->arg_objs[j] = cp ? *cp : v_nil();
             value_incref(t->arg_objs[j]);
         }
@@ -806,6 +811,39 @@ int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     return rc;
 }
 
+/* A relaxed graph stopped at a slice that did not fit this call's sizes,
+ * which could not be seen before the run (stage/relax_fit.c: the shape it
+ * slices came from a @host call or a loop), after an effect ran: a located
+ * limit that says how to write it (docs/staging.md, section 14). */
+/* stage_relaxed_fits, asked once for the dims of a run of calls (a
+ * training loop's batches): the last dims that fitted are kept. */
+static bool relaxed_fits_memo(Trace *t, const SigBuf *sb, tfe_tensor *const *inputs)
+{
+    if (t->fit_dims && t->nfit_dims == sb->nd && !mem_cmp(t->fit_dims, sb->dims, sizeof *sb->dims * (size_t)sb->nd))
+        return true;
+    if (!stage_relaxed_fits(t, inputs)) return false;
+    free(t->fit_dims);
+    t->fit_dims = xmalloc(sizeof *t->fit_dims * (size_t)(sb->nd + 1));
+    mem_copy(t->fit_dims, sb->dims, sizeof *sb->dims * (size_t)sb->nd);
+    t->nfit_dims = sb->nd;
+    return true;
+}
+
+void stage_relaxed_slice_limit(Interp *I)
+{
+    if (!I->has_error || !I->err_msg || strncmp(I->err_msg, "slice: index ", 13)) return;
+    char msg[1400];
+    snprintf(msg, sizeof msg,
+             "%s, in a graph traced for other sizes, which cannot trace again for these sizes as an effect "
+             "before the slice already ran (eager code clamps a slice bound past the end): slice what the "
+             "function's arguments give rather than a @host call's result or a loop's carried value, or "
+             "call it with sizes the slice fits",
+             I->err_msg);
+    free(I->err_msg);
+    I->err_msg = xstrdup(msg);
+    I->stage_limit = true;
+}
+
 int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
 {
     FnInfo *info = c->fn->info;
@@ -824,7 +862,11 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     Trace *hit = NULL;
     for (int i = 0; i < sc->n && !hit; i++)
         if (trace_matches(sc->traces[i], &sb, &lv, &scratch)) hit = sc->traces[i];
-    if (hit) {
+    /* a relaxed trace whose slices would stop at this call's sizes (eager
+     * code clamps the bound, or raises for an index): the call traces for
+     * its sizes before anything ran, so it gets eager's result or error */
+    bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
+    if (hit && !unfit) {
         sc->hits++;
         sc->last = hit;
         const Value *saved_args = I->stage_call_args;
@@ -840,11 +882,12 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
             I->host_redo.ok = ok;
             if (I->host_redo.pending) rc = rc ? stage_host_redo(I, c, e, hit, call_loc, out) : (host_redo_drop(I), rc);
             else if (rc && stage_relaxed_redo_ok(hit)) rc = stage_relaxed_redo(I, c, e, call_loc, out);
+            else if (rc && hit->relaxed) stage_relaxed_slice_limit(I);
         }
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;
     } else {
-        rc = trace_call(I, c, e, sc, &sb, call_loc, false, out);
+        rc = trace_call(I, c, e, sc, &sb, call_loc, unfit, out);
     }
     leaves_free(&lv);
     return rc;

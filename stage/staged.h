@@ -38,6 +38,9 @@ typedef struct Trace {
     char *desc;          /* "x: float32 (3,)" for the retrace warning */
     Value *held;         /* objects the signature names by identity (owned) */
     int nheld;
+    int64_t *fit_dims;   /* a relaxed trace: the dims of the last call its slices fitted
+                            (stage_relaxed_fits, not asked again for them), or NULL */
+    int nfit_dims;
 } Trace;
 
 typedef struct StageCache {
@@ -66,7 +69,14 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
  * (stage_relaxed_redo_ok): the call traces for its own sizes instead, as
  * eager would run it (a slice bound past the end clamps, docs/staging.md). */
 bool stage_relaxed_redo_ok(const Trace *t);
+/* Do a relaxed trace's slices fit the sizes of these inputs (t's graph's,
+ * borrowed)? A call at whose sizes one does not traces for them instead,
+ * before anything runs (stage/relax_fit.c). */
+bool stage_relaxed_fits(const Trace *t, tfe_tensor *const *inputs);
 int stage_relaxed_redo(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out);
+/* ... and one that could not trace again (an effect ran): the slice's error
+ * says so, a located limit (I->stage_limit). */
+void stage_relaxed_slice_limit(Interp *I);
 
 Trace *stage_last_trace(Closure *c);
 /* The trace a call with these positional arguments would run, or NULL. */

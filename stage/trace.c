@@ -814,7 +814,7 @@ int trace_check_mutation(Interp *I, uint32_t stamp, Loc loc)
 {
     Tracer *T = I->tracer;
     if (!trace_recording(I)) return 0;
-    if (stamp != T->id)
+    if (stamp != T->id && stamp != TRACE_ID_FRESH)
         return trace_fail(I, loc, "a staged function cannot mutate a list or record made outside it "
                                   "(return a new one instead)");
     if (T->symbolic)

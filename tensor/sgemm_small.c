@@ -188,6 +188,17 @@ ALL_ROWS(true, _ep)
 ALL_ROWS_T(false, _t)
 ALL_ROWS_T(true, _t_ep)
 
+/* the rows functions by [totals in registers][epilogue][V - 1] */
+typedef void rows_fn(int64_t m, int64_t k, const float *a, int64_t ars, int64_t aks,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, bool acc,
+                     const __mmask16 *mk, int64_t nseg, int64_t segstride, int64_t kb,
+                     const tfe_sgemm_ep *ep);
+static rows_fn *const rows_fns[2][2][4] = {
+    {{rows_v1, rows_v2, rows_v3, rows_v4}, {rows_v1_ep, rows_v2_ep, rows_v3_ep, rows_v4_ep}},
+    {{rows_v1_t, rows_v2_t, rows_v3_t, rows_v4_t},
+     {rows_v1_t_ep, rows_v2_t_ep, rows_v3_t_ep, rows_v4_t_ep}},
+};
+
 AVX512 void tfe_sgemm_small(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
                             int64_t aks, const float *b, int64_t ldb, float *c, int64_t ldc,
                             bool acc) {
@@ -239,39 +250,8 @@ AVX512 void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t s
          * 16-row C in tiles of 7, 7 and 2 ran 1.8x slower) */
         int64_t kbe = kb < k ? kb : k;
         bool t = kbe <= 48 && (nseg > 1 || k > kb) && (V == 1 || m >= 48);
-        if (e && t) {
-            switch (V) {
-            case 1: rows_v1_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            case 2: rows_v2_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            case 3: rows_v3_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            default: rows_v4_t_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            }
-            continue;
-        }
-        if (t) {
-            switch (V) {
-            case 1: rows_v1_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-            case 2: rows_v2_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-            case 3: rows_v3_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-            default: rows_v4_t(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-            }
-            continue;
-        }
-        if (e) {
-            switch (V) {
-            case 1: rows_v1_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            case 2: rows_v2_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            case 3: rows_v3_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            default: rows_v4_ep(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, e); break;
-            }
-            continue;
-        }
-        switch (V) {
-        case 1: rows_v1(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-        case 2: rows_v2(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-        case 3: rows_v3(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-        default: rows_v4(m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg, segstride, kb, NULL); break;
-        }
+        rows_fns[t][e != NULL][V - 1](m, k, a, ars, aks, bj, ldb, cj, ldc, acc, mk, nseg,
+                                      segstride, kb, e);
     }
 }
 

@@ -2,6 +2,7 @@
  * range, str, int, float, list, time, argv, dtype names, the argument checks
  * of library functions (check_same_shape, check_labels), and argument binding
  * (args_parse) shared by every builtin. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -784,43 +785,90 @@ BUILTIN(bi_check_tensor)
     return 0;
 }
 
-/* check_features(where, x, n, name, rank2=false, channels=false): nil, or an
- * error at the caller's call unless x's last axis is a layer's n inputs (and
- * x has rank 2 with rank2: a recurrent cell's (batch, features)); the
- * layer's matmul would otherwise fail at a line of nn.tfe. With channels (a
- * conv layer) only a rank-4 x is checked (the conv op names other ranks),
- * the axis is called channels, and an x whose axis 1 holds the channels is
- * told that images are NHWC. It reads only x's rank and its axes, and not as
- * a shape read by the program: a staged layer's graph stays free of the
- * batch size (export's dynamic dims). */
+/* The error for an image layer's x (conv, pools) whose rank is not 4, with
+ * the way to make a batch of NHWC images of what was given; n is the
+ * layer's input channels, or 0 when it has none (a pool). */
+static int images_rank_error(Interp *I, const char *where, const tfe_tensor *x, int64_t n)
+{
+    char s1[200], hint[300] = "";
+    shape_str(x->rank, x->shape, s1);
+    if (x->rank == 2)
+        snprintf(hint, sizeof hint, "; one grayscale image (h, w) is reshape(x, (1, %lld, %lld, 1))",
+                 (long long)x->shape[0], (long long)x->shape[1]);
+    else if (x->rank == 3 && n > 0 && x->shape[2] == n)
+        snprintf(hint, sizeof hint, "; one image (h, w, c) is expand_dims(x, 0)");
+    else if (x->rank == 3 && n == 1)
+        snprintf(hint, sizeof hint, "; a batch of one-channel images (n, h, w) is expand_dims(x, -1)");
+    else if (x->rank == 3 && n == 0)
+        snprintf(hint, sizeof hint, "; one image (h, w, c) is expand_dims(x, 0), a batch of one-channel images "
+                                    "(n, h, w) expand_dims(x, -1)");
+    return raise_at_caller(I, "%s: x must be a batch of NHWC images (n, h, w, c), got shape %s%s", where, s1, hint);
+}
+
+/* A layer's size given to a check: an int, or the layer's own variable (or
+ * tensor) whose axis `axis` holds it (nn.dense's w: its n_in is w's axis
+ * 0): read from the variable's static shape, the check keeps the layer's
+ * outside ints out of a staged graph's inputs. */
+static int check_size_arg(Interp *I, const char *fn, Value v, int axis, int64_t *n)
+{
+    const tfe_tensor *t = NULL;
+    if (value_is_variable(v)) t = variable_peek(v);
+    else if (v.kind == V_TENSOR && v.u.t->rank > 0) t = v.u.t;
+    if (t) {
+        if (axis >= t->rank) return interp_raise(I, "%s: n's rank %d has no axis %d", fn, t->rank, axis);
+        *n = t->shape[axis];
+        return 0;
+    }
+    return arg_int(I, fn, "n", v, n);
+}
+
+/* check_features(where, x, n, name, rank2=false, channels=false, what=nil):
+ * nil, or an error at the caller's call unless x's last axis is a layer's n
+ * inputs (and x has rank 2 with rank2: a recurrent cell's (batch,
+ * features)); the layer's matmul would otherwise fail at a line of nn.tfe.
+ * n is an int or the layer's weight (its axis 0; a conv kernel's axis 2).
+ * With channels (a conv layer) x must have rank 4 (NHWC images), the axis is
+ * called channels, and an x whose axis 1 holds the channels is told that
+ * images are NHWC. what, when given, names what the last axis must be ("the
+ * 3 columns that ..." instead of "the layer's 3 inputs (name=3)"). It reads
+ * only x's rank and its axes, and not as a shape read by the program: a
+ * staged layer's graph stays free of the batch size (export's dynamic
+ * dims). */
 BUILTIN(bi_check_features)
 {
     (void)data;
-    Value a[6];
-    bool p[6];
-    if (args_parse(I, "check_features", "where, x, n, name, rank2=, channels=", argc, argv, nkw, kwnames, kwvals, a, p))
+    Value a[7];
+    bool p[7];
+    if (args_parse(I, "check_features", "where, x, n, name, rank2=, channels=, what=", argc, argv, nkw, kwnames,
+                   kwvals, a, p))
         return -1;
-    if (a[0].kind != V_STR || a[3].kind != V_STR) return interp_raise(I, "check_features: where and name must be strings");
+    if (a[0].kind != V_STR || a[3].kind != V_STR || (p[6] && a[6].kind != V_STR))
+        return interp_raise(I, "check_features: where, name and what must be strings");
     const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[3].u.o)->s;
     *out = v_nil();
-    int64_t n;
-    if (arg_int(I, "check_features", "n", a[2], &n)) return -1;
     bool rank2 = false;
     if (p[4] && value_truth(I, a[4], I->cur_loc, &rank2)) return -1;
     bool channels = false;
     if (p[5] && value_truth(I, a[5], I->cur_loc, &channels)) return -1;
+    int64_t n;
+    if (check_size_arg(I, "check_features", a[2], channels ? 2 : 0, &n)) return -1;
     tfe_tensor *x = check_tensor(I, where, "x", a[1]);
     if (!x) return -1;
     bool ok = x->rank > 0 && x->shape[x->rank - 1] == n && (!rank2 || x->rank == 2);
     int rc = 0;
     if (channels) {
-        if (x->rank == 4 && x->shape[3] != n) {
+        if (x->rank != 4) rc = images_rank_error(I, where, x, n);
+        else if (x->shape[3] != n) {
             char s1[200];
             rc = raise_at_caller(I, "%s: x has shape %s, whose last axis (channels) must be the layer's %lld input channels%s",
                                  where, shape_str(x->rank, x->shape, s1), (long long)n,
                                  x->shape[1] == n ? "; images are NHWC: transpose(x, (0, 2, 3, 1)) turns NCHW into NHWC"
                                                   : "");
         }
+    } else if (!ok && p[6]) {
+        char s1[200];
+        rc = raise_at_caller(I, "%s: x has shape %s; its last axis must be the %lld %s", where,
+                             shape_str(x->rank, x->shape, s1), (long long)n, ((Str *)a[6].u.o)->s);
     } else if (!ok) {
         char s1[200];
         rc = raise_at_caller(I, "%s: x has shape %s; %s must be the layer's %lld inputs (%s=%lld)", where,
@@ -830,6 +878,127 @@ BUILTIN(bi_check_features)
     }
     tensor_decref(x);
     return rc;
+}
+
+/* check_images(where, x): nil, or an error at the caller's call unless x
+ * has rank 4 (a pool's NHWC images; the op would fail at a line of nn.tfe).
+ * It reads only the rank: no effect, nothing in a staged graph. */
+BUILTIN(bi_check_images)
+{
+    (void)data;
+    Value a[2];
+    bool p[2];
+    if (args_parse(I, "check_images", "where, x", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR) return interp_raise(I, "check_images: where must be a string");
+    *out = v_nil();
+    tfe_tensor *x = check_tensor(I, ((Str *)a[0].u.o)->s, "x", a[1]);
+    if (!x) return -1;
+    int rc = x->rank == 4 ? 0 : images_rank_error(I, ((Str *)a[0].u.o)->s, x, 0);
+    tensor_decref(x);
+    return rc;
+}
+
+/* check_state(where, what, s, x, n): nil, or an error at the caller's call
+ * unless the recurrent state s has shape (x's batch, n): a state of batch 1
+ * would broadcast against a batch-2 input. n is an int or the cell's
+ * recurrent weight u (its axis 0). As check_features it reads the shapes
+ * in C, not as the program's shape reads, and is no effect: a staged cell
+ * exports (docs/export.md). */
+BUILTIN(bi_check_state)
+{
+    (void)data;
+    Value a[5];
+    bool p[5];
+    if (args_parse(I, "check_state", "where, what, s, x, n", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR) return interp_raise(I, "check_state: where and what must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *what = ((Str *)a[1].u.o)->s;
+    *out = v_nil();
+    int64_t n;
+    if (check_size_arg(I, "check_state", a[4], 0, &n)) return -1;
+    tfe_tensor *x = check_tensor(I, where, "x", a[3]);
+    if (!x) return -1;
+    tfe_tensor *s = check_tensor(I, where, what, a[2]);
+    if (!s) { tensor_decref(x); return -1; }
+    int rc = 0;
+    int64_t batch = x->rank > 0 ? x->shape[0] : 1;
+    if (s->rank != 2 || s->shape[0] != batch || s->shape[1] != n) {
+        char s1[200], s2[200];
+        rc = raise_at_caller(I, "%s: %s has shape %s, but x %s needs (%lld, %lld), (batch, n_hidden); pass nil for zeros",
+                             where, what, shape_str(s->rank, s->shape, s1), shape_str(x->rank, x->shape, s2),
+                             (long long)batch, (long long)n);
+    }
+    tensor_decref(s);
+    tensor_decref(x);
+    return rc;
+}
+
+/* check_size(where, name, n): nil, or an error at the caller's call unless
+ * n is a positive int: a layer's size 3.0 (n / 2 is a float) would fail in
+ * an initialiser inside nn.tfe. */
+BUILTIN(bi_check_size)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_size", "where, name, n", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[1].kind != V_STR) return interp_raise(I, "check_size: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[1].u.o)->s;
+    *out = v_nil();
+    int64_t n;
+    Value v = a[2];
+    if (v.kind != V_SCALAR || v.dtype != TFE_BOOL) {
+        if (arg_as_int(v, &n)) {
+            if (n > 0) return 0;
+            return raise_at_caller(I, "%s: %s must be a positive int, got %lld", where, name, (long long)n);
+        }
+    }
+    double f;
+    tfe_dtype dt;
+    if (v.kind != V_STR && !(v.kind == V_SCALAR && v.dtype == TFE_BOOL) && arg_as_number(v, &f, &dt)) {
+        char *r = value_repr(v);
+        int rc;
+        if (f == floor(f) && f > 0)
+            rc = raise_at_caller(I, "%s: %s must be a positive int, got %s; int(...) converts it, and // divides into an int",
+                                 where, name, r);
+        else
+            rc = raise_at_caller(I, "%s: %s must be a positive int, got %s", where, name, r);
+        free(r);
+        return rc;
+    }
+    const char *k = value_kind_name(v);
+    if (v.kind == V_STR)
+        return raise_at_caller(I, "%s: %s must be a positive int, got the string \"%s\"; write the number without quotes",
+                               where, name, ((Str *)v.u.o)->s);
+    return raise_at_caller(I, "%s: %s must be a positive int, got %s %s", where, name, article(k), k);
+}
+
+/* check_data_file(where, dir, file): nil, or an error at the caller's call
+ * unless dir is nil (the bundled copy) or a folder (a string) with a
+ * readable file in it: a data loader's dir="data" with no such file would
+ * otherwise fail at load_csv's line in data.tfe. */
+BUILTIN(bi_check_data_file)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_data_file", "where, dir, file", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_STR) return interp_raise(I, "check_data_file: where and file must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *file = ((Str *)a[2].u.o)->s;
+    *out = v_nil();
+    if (a[1].kind == V_NIL) return 0;
+    if (a[1].kind != V_STR) {
+        const char *k = value_kind_name(a[1]);
+        return raise_at_caller(I, "%s: dir must be a folder's name (a string) or nil, got %s %s", where, article(k), k);
+    }
+    const char *dir = ((Str *)a[1].u.o)->s;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) { fclose(f); return 0; }
+    return raise_at_caller(I, "%s: cannot open '%s': %s; dir is the folder that holds %s (relative to the current "
+                              "directory); leave dir out to load the copy bundled with tfe",
+                           where, path, errno ? strerror(errno) : "out of memory", file);
 }
 
 /* check_training(where, training): true or false (a layer's call takes one
@@ -969,6 +1138,10 @@ void builtins_register(Interp *I)
     interp_define_builtin(I, "check_fn", bi_check_fn, NULL);
     interp_define_builtin(I, "check_number", bi_check_number, NULL);
     interp_define_builtin(I, "check_features", bi_check_features, NULL);
+    interp_define_builtin(I, "check_images", bi_check_images, NULL);
+    interp_define_builtin(I, "check_state", bi_check_state, NULL);
+    interp_define_builtin(I, "check_size", bi_check_size, NULL);
+    interp_define_builtin(I, "check_data_file", bi_check_data_file, NULL);
     interp_define_builtin(I, "check_tensor", bi_check_tensor, NULL);
     interp_define_builtin_flags(I, "check_arg", bi_check_arg, NULL, BF_EFFECT, NULL);
 }

@@ -4051,6 +4051,12 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
          * one tensor, whose uses add to one sum; -2 - j: output j) */
         for (int j = 0; j < k && !dup; j++)
             if ((dup = outs[k] == outs[j])) same[k] = -2 - j;
+        /* (a graph constant, directly or through a branch that left a
+         * binding on it, is handed out as a tensor of its own: eager code
+         * makes a new one at every call, and a caller that passes it back
+         * in must not be the constant to the tape) */
+        GKind ok = R->nodes[top->outs[k].node].kind;
+        if (!dup && (ok == G_CONST || ok == G_COND || ok == G_WHILE)) dup = const_value(R, outs[k]);
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
     }
     if (!rc && saved_tapes) {

@@ -1676,7 +1676,11 @@ static int once_later(Interp *I, Tape *T)
                                        "tape(persistent=true)") ? -1 : 1;
     if (!rc && nargs) {
         Value chk = builtin_new("gradient", tape_once_check, NULL), res = v_nil();
-        ((Builtin *)chk.u.o)->effect = 1; /* (an effect that returns nil: stage/trace.c) */
+        /* an effect that returns nil (stage/trace.c) and only checks a
+         * value: --check-staged runs it in the staged run too (eager code
+         * checks inline) */
+        ((Builtin *)chk.u.o)->effect = 1;
+        ((Builtin *)chk.u.o)->value_check = true;
         rc = trace_host_call(I, chk, nargs, args, 0, NULL, NULL, &res);
         value_decref(chk);
         value_decref(res);

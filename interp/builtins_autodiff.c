@@ -1675,7 +1675,7 @@ static int once_later(Interp *I, Tape *T)
                                        "staged conditional, and whether its branch ran cannot be told here; use "
                                        "tape(persistent=true)") ? -1 : 1;
     if (!rc && nargs) {
-        Value chk = builtin_new("gradient", tape_once_check, NULL), res = v_nil();
+        Value chk = builtin_new("tape_once_check", tape_once_check, NULL), res = v_nil();
         /* an effect that returns nil (stage/trace.c) and only checks a
          * value: --check-staged runs it in the staged run too (eager code
          * checks inline) */

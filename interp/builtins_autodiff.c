@@ -61,6 +61,11 @@ typedef struct Tape {
     bool symbolic;      /* started inside a branch or loop body a trace records symbolically */
     uint32_t trace;     /* the trace recording when it started (I->trace_id; 0: none) */
     int region;         /* ... and the trace's region it started in */
+    uint32_t made;      /* the trace recording when tape() made it (0: none) */
+    int *once_regions;  /* not persistent, made at the top of trace `made`, and its one gradient
+                           call made in these branches of traced ifs at the top (owned): used up
+                           on the calls that run one, which a later call checks at run time */
+    int nonce;
     VarRead *reads;
     int nreads, capreads;
     struct LoopNote *loops; /* the traced loops that read and assign a variable (tapes_loop_count) */
@@ -478,12 +483,15 @@ static void tape_stop(Tape *T)
     }
 }
 
+static void once_clear(Tape *T);
+
 static void tape_free(Obj *o)
 {
     Tape *T = (Tape *)o;
     tape_stop(T);
     tfe_tape_free(T->tape);
     tape_clear_reads(T);
+    once_clear(T);
     free(T);
 }
 
@@ -1587,6 +1595,101 @@ static int variant_build(Flat *f, int mask, tfe_tensor **alias, struct Variant *
     return 0;
 }
 
+/* The check a later gradient call of a tape used up in a branch makes at
+ * every call (a host call, an effect): eager's error where one of those
+ * branches ran. argv: by branch, whether it ran in this call (bool
+ * scalars). */
+static int tape_once_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                           const Value *kwvals, Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    *out = v_nil();
+    for (int i = 0; i < argc; i++) {
+        bool ran = false;
+        if (value_truth(I, argv[i], I->cur_loc, &ran)) return -1;
+        if (ran)
+            return interp_raise(I, "gradient: a non-persistent tape can be used for only one gradient call "
+                                   "(use tape(persistent=true))");
+    }
+    return 0;
+}
+
+static void once_clear(Tape *T)
+{
+    free(T->once_regions);
+    T->once_regions = NULL;
+    T->nonce = 0;
+}
+
+/* A non-persistent tape's gradient call inside a traced if: eager code
+ * uses the tape up only on the calls that take the branch. For a tape made
+ * at the top of this trace and an if at the top, the call is made there as
+ * a persistent one's (the recording kept), the branch noted
+ * (once_regions), and a later gradient call of the tape checks at run time
+ * whether one of those branches ran (once_later: eager's error at that
+ * call). Elsewhere (a loop body, an if nested in a branch, a tape made
+ * outside the staged function or in a branch, a second call in the same
+ * branch) the attempt fails as before. */
+static bool once_branch(Interp *I, const Tape *T)
+{
+    Tracer *tr = I->tracer;
+    if (!tr || !tr->symbolic || !tape_in_branch(I, T)) return false;
+    if (T->made != tr->id || T->trace != tr->id || T->symbolic || T->region != 0) return false;
+    if (tr->region <= 0 || (tr->region != tr->if_regions[0] && tr->region != tr->if_regions[1])) return false;
+    if (tr->g->regions[tr->region].parent != 0) return false;
+    for (int k = 0; k < T->nonce; k++)
+        if (T->once_regions[k] == tr->region) return false;
+    return true;
+}
+
+/* A gradient call of a tape whose one call was made in traced branches
+ * (once_regions): where one of them ran, eager's error at this call,
+ * checked at run time by a host call (in a branch too: it runs where the
+ * branch does). 0: the call goes on, -1: an error, 1: the attempt failed
+ * (trace_fail). */
+static int once_later(Interp *I, Tape *T)
+{
+    Tracer *tr = I->tracer;
+    if (!tr || tr->id != T->made) {
+        /* (the tape left its trace: what it did there was that call's) */
+        once_clear(T);
+        T->spent = true;
+        return 0;
+    }
+    Value *args = xcalloc((size_t)T->nonce, sizeof *args);
+    int nargs = 0, rc = 0;
+    bool always = false;
+    for (int k = 0; k < T->nonce && !rc && !always; k++) {
+        int r = T->once_regions[k];
+        /* (the other branch of the if being traced: only one of them runs) */
+        if (tr->symbolic && r != tr->region && (r == tr->if_regions[0] || r == tr->if_regions[1])) continue;
+        tfe_tensor *runs = NULL;
+        int st = trace_region_runs(tr, r, &runs);
+        if (st < 0) rc = interp_raise_tensor_error(I);
+        else if (st == 1) always = true;
+        else if (st == 2) args[nargs++] = v_tensor_take(runs);
+        /* (0: an attempt rolled back, whose if then ran at trace time) */
+    }
+    if (!rc && always)
+        rc = trace_fail(I, I->cur_loc, "gradient: this non-persistent tape's one gradient call was made in a "
+                                       "staged conditional, and whether its branch ran cannot be told here; use "
+                                       "tape(persistent=true)") ? -1 : 1;
+    if (!rc && nargs) {
+        Value chk = builtin_new("tape_once_check", tape_once_check, NULL), res = v_nil();
+        /* an effect that returns nil (stage/trace.c) and only checks a
+         * value: --check-staged runs it in the staged run too (eager code
+         * checks inline) */
+        ((Builtin *)chk.u.o)->effect = 1;
+        ((Builtin *)chk.u.o)->value_check = true;
+        rc = trace_host_call(I, chk, nargs, args, 0, NULL, NULL, &res);
+        value_decref(chk);
+        value_decref(res);
+    }
+    for (int k = 0; k < nargs; k++) value_decref(args[k]);
+    free(args);
+    return rc;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1606,7 +1709,16 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
      * calls that run it, and a graph cannot tell the code after it. The
      * attempt fails before the tape is used (its if or loop runs at trace
      * time, as eagerly; staging.md section 7). */
-    if (!T->persistent && tape_in_branch(I, T)) {
+    if (T->nonce) {
+        int lr = once_later(I, T);
+        if (lr) {
+            tensor_decref(target);
+            return lr < 0 ? -1 : 0;
+        }
+    }
+    /* the gradient call of a branch that may not run (once_branch) */
+    bool once = !T->persistent && !T->spent && once_branch(I, T);
+    if (!T->persistent && tape_in_branch(I, T) && !once) {
         tensor_decref(target);
         return trace_fail(I, I->cur_loc, "gradient: a non-persistent tape's one gradient call is made inside a "
                                          "staged conditional or loop, which eager code makes only on the calls "
@@ -1640,7 +1752,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
             tfe_tensor **alias = xcalloc(nb, sizeof *alias);
             f.vars[m].g = xcalloc(nb, sizeof *f.vars[m].g);
             int vrc = variant_build(&f, m, alias, &f.vars[m]);
-            if (!vrc) vrc = tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias, m + 1 < nv, f.vars[m].g);
+            if (!vrc) vrc = tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, alias, m + 1 < nv || once, f.vars[m].g);
             free(alias);
             if (vrc || pick_cond_sources(&f, nbase, f.vars[m].g)) {
                 rc = interp_raise_tensor_error(I);
@@ -1652,7 +1764,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
             g[i] = f.vars[0].g[i];
             if (g[i]) tensor_incref(g[i]);
         }
-    } else if (tfe_tape_gradient(T->tape, target, f.n, f.ts, g) || pick_cond_sources(&f, nbase, g)) {
+    } else if (tfe_tape_gradient_alias(T->tape, target, f.n, f.ts, NULL, once, g) || pick_cond_sources(&f, nbase, g)) {
         rc = interp_raise_tensor_error(I);
         goto done;
     }
@@ -1665,7 +1777,11 @@ done:
     free(g);
     flat_free(&f);
     tensor_decref(target);
-    if (!T->persistent && called) {
+    if (once && called) { /* (kept: a later call checks at run time) */
+        T->once_regions = xrealloc(T->once_regions, sizeof *T->once_regions * (size_t)(T->nonce + 1));
+        T->once_regions[T->nonce++] = I->tracer->region;
+    } else if (!T->persistent && called) {
+        once_clear(T);
         T->spent = true;
         if (!T->draw) tape_clear_reads(T);
     }
@@ -1736,6 +1852,7 @@ BUILTIN(bi_tape)
     if (p[1] && arg_bool(I, "tape", "draw", a[1], &draw)) return -1;
     Tape *T = tape_alloc(persistent, true);
     if (!T) return interp_raise_tensor_error(I);
+    T->made = I->tracer ? I->trace_id : 0;
     T->draw = draw;
     tfe_tape_keep_view(T->tape, draw);
     *out = v_obj(V_OBJECT, T);

@@ -48,6 +48,9 @@ typedef struct Tracer {
     uint32_t id;
     int region;           /* where nodes go */
     bool symbolic;        /* inside a traced branch or loop body: no values */
+    int if_regions[2];    /* the branches of the if whose branch is being traced
+                             symbolically (trace_cond; 0: none): a non-persistent
+                             tape's gradient call there (interp/builtins_autodiff.c) */
     bool implicit;        /* --stage-all: a failure falls back to eager */
     bool failed;          /* implicit and failed: recording stopped */
     char *fail_msg;

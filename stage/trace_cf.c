@@ -1136,8 +1136,11 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     bool *local = xcalloc((size_t)ns + 1, 1), *assigned = xcalloc((size_t)ns + 1, 1);
     int rc = 0;
     Mark mark = mark_of(T);
+    int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
 
     T->symbolic = true;
+    T->if_regions[0] = r[0];
+    T->if_regions[1] = r[1];
     for (int b = 0; b < 2; b++) {
         T->region = r[b];
         T->last_effect = -1;
@@ -1170,6 +1173,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         drop(after[b], ns);
         r[b] = graph_add_region(g, saved_region);
         T->region = r[b];
+        T->if_regions[b] = r[b];
         T->last_effect = -1;
         Node *body = b == 0 ? n->b : n->c;
         x[b] = body ? interp_exec_branch(I, body, env) : XS_OK;
@@ -1262,6 +1266,8 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->region = saved_region;
     T->symbolic = saved_sym;
     T->last_effect = saved_effect;
+    T->if_regions[0] = saved_if[0];
+    T->if_regions[1] = saved_if[1];
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;
@@ -1313,6 +1319,8 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     goto done;
 
 failed:
+    T->if_regions[0] = saved_if[0];
+    T->if_regions[1] = saved_if[1];
     rc = attempt_failed(I, T, env, before, saved_region, saved_sym, saved_effect, mark, n->a->loc,
                         "this if on a traced tensor");
     if (rc == 1) {

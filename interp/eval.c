@@ -2339,6 +2339,25 @@ int module_search_dirs(Interp *I, char **dirs, int cap)
     return kept;
 }
 
+/* Whether folder d is the stdlib's: the installed one, the build tree's
+ * next to the binary (built), or the source tree's, which a build in
+ * another folder (make distcheck's) finds through TFE_PATH; compared as
+ * real paths (TFE_PATH may hold "sub/../../stdlib"). */
+static bool is_stdlib_dir(const char *d, const char *built)
+{
+    const char *known[] = {TFE_STDLIB_DIR, built, TFE_SRC_STDLIB_DIR};
+    char *rd = realpath(d, NULL);
+    bool yes = false;
+    for (size_t i = 0; i < sizeof known / sizeof *known && !yes; i++) {
+        if (!known[i]) continue;
+        char *rk = realpath(known[i], NULL);
+        yes = rd && rk ? !strcmp(rd, rk) : !strcmp(d, known[i]);
+        free(rk);
+    }
+    free(rd);
+    return yes;
+}
+
 /* import nn: the first of module_search_dirs holding nn.tfe; *library:
  * found in the stdlib's folder (the build tree's or the installed one). */
 static char *find_module(Interp *I, const char *name, char *searched, size_t cap, bool *library)
@@ -2355,7 +2374,7 @@ static char *find_module(Interp *I, const char *name, char *searched, size_t cap
         if (!found && asprintf(&p, "%s/%s.tfe", dirs[i], name) >= 0) {
             if (file_exists(p)) {
                 found = p;
-                *library = !strcmp(dirs[i], TFE_STDLIB_DIR) || (built && !strcmp(dirs[i], built));
+                *library = is_stdlib_dir(dirs[i], built);
             } else {
                 free(p);
             }

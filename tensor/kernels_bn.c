@@ -231,6 +231,17 @@ typedef struct bn_ctx {
 BN_ROWS(f, float, uint32_t)
 BN_ROWS(d, double, uint64_t)
 
+/* body(c, b, e, C) with C a constant for 16, 32 and 64 channels
+ * (ResNet-20's: the channel loop unrolled, the per-channel rows in
+ * registers), else with c->C */
+#define BY_CHANNELS(body, c, b, e)                     \
+    switch ((c)->C) {                                  \
+    case 16: body(c, b, e, 16); break;                 \
+    case 32: body(c, b, e, 32); break;                 \
+    case 64: body(c, b, e, 64); break;                 \
+    default: body(c, b, e, (c)->C); break;             \
+    }
+
 #define BN_FNS(SUF, T, U)                                                           \
     /* pass 1: per part, sums of x in T and in double */                           \
     CLONES static void sum_##SUF(int64_t b, int64_t e, void *vc) {                        \
@@ -308,12 +319,7 @@ BN_ROWS(d, double, uint64_t)
      * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
     CLONES static void norm_##SUF(int64_t b, int64_t e, void *vc) {                                    \
         bn_ctx *c = vc;                                                            \
-        switch (c->C) {                                                            \
-        case 16: norm_body_##SUF(c, b, e, 16); break;                                     \
-        case 32: norm_body_##SUF(c, b, e, 32); break;                                     \
-        case 64: norm_body_##SUF(c, b, e, 64); break;                                     \
-        default: norm_body_##SUF(c, b, e, c->C); break;                                  \
-        }                                                                          \
+        BY_CHANNELS(norm_body_##SUF, c, b, e);                                                        \
     } \
     /* backward pass 1: per part, sums of dy and of dy * xhat, in double */        \
     CLONES static void gsum_##SUF(int64_t b, int64_t e, void *vc) {                       \
@@ -360,12 +366,7 @@ BN_ROWS(d, double, uint64_t)
      * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
     CLONES static void gdx_##SUF(int64_t b, int64_t e, void *vc) {                                     \
         bn_ctx *c = vc;                                                            \
-        switch (c->C) {                                                            \
-        case 16: gdx_body_##SUF(c, b, e, 16); break;                                      \
-        case 32: gdx_body_##SUF(c, b, e, 32); break;                                      \
-        case 64: gdx_body_##SUF(c, b, e, 64); break;                                      \
-        default: gdx_body_##SUF(c, b, e, c->C); break;                                   \
-        }                                                                          \
+        BY_CHANNELS(gdx_body_##SUF, c, b, e);                                                         \
     } \
     /* norm, then relu's formula (elem.def) on each y: batch_norm_train_relu */    \
     static inline __attribute__((always_inline)) void normr_body_##SUF(      \
@@ -397,12 +398,7 @@ BN_ROWS(d, double, uint64_t)
      * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
     CLONES static void normr_##SUF(int64_t b, int64_t e, void *vc) {                                   \
         bn_ctx *c = vc;                                                            \
-        switch (c->C) {                                                            \
-        case 16: normr_body_##SUF(c, b, e, 16); break;                                    \
-        case 32: normr_body_##SUF(c, b, e, 32); break;                                    \
-        case 64: normr_body_##SUF(c, b, e, 64); break;                                    \
-        default: normr_body_##SUF(c, b, e, c->C); break;                                 \
-        }                                                                          \
+        BY_CHANNELS(normr_body_##SUF, c, b, e);                                                       \
     } \
     /* norm, then y + h (h + y when hfirst: NaN payloads follow the operand       \
      * order) and relu: batch_norm_train_add_relu. y may be x's or h's buffer:     \
@@ -428,12 +424,7 @@ BN_ROWS(d, double, uint64_t)
      * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
     CLONES static void norma_##SUF(int64_t b, int64_t e, void *vc) {                                   \
         bn_ctx *c = vc;                                                            \
-        switch (c->C) {                                                            \
-        case 16: norma_body_##SUF(c, b, e, 16); break;                                    \
-        case 32: norma_body_##SUF(c, b, e, 32); break;                                    \
-        case 64: norma_body_##SUF(c, b, e, 64); break;                                    \
-        default: norma_body_##SUF(c, b, e, c->C); break;                                 \
-        }                                                                          \
+        BY_CHANNELS(norma_body_##SUF, c, b, e);                                                       \
     } \
     /* gsum and gdx reading dy as relu_grad(dy', a) = a > 0 ? dy' : 0 */           \
     CLONES static void gsumr_##SUF(int64_t b, int64_t e, void *vc) {               \
@@ -488,12 +479,7 @@ BN_ROWS(d, double, uint64_t)
      * the per-channel rows (m, rs, g, b or k1..k3) kept in registers */        \
     CLONES static void gdxr_##SUF(int64_t b, int64_t e, void *vc) {                                    \
         bn_ctx *c = vc;                                                            \
-        switch (c->C) {                                                            \
-        case 16: gdxr_body_##SUF(c, b, e, 16); break;                                     \
-        case 32: gdxr_body_##SUF(c, b, e, 32); break;                                     \
-        case 64: gdxr_body_##SUF(c, b, e, 64); break;                                     \
-        default: gdxr_body_##SUF(c, b, e, c->C); break;                                  \
-        }                                                                          \
+        BY_CHANNELS(gdxr_body_##SUF, c, b, e);                                                        \
     }
 BN_FNS(f, float, uint32_t)
 BN_FNS(d, double, uint64_t)

@@ -799,15 +799,44 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
                 /* a traced tensor that stands for a number: boxed as
                  * eagerly, into a tensor of its own (trace.h) */
                 Env *e = env_up(env, a->depth);
-                /* (a binding outside the staged function: watched as the
-                 * graph input it is, unmarked as a number, which the
-                 * write-back of outside bindings keeps boxed: trace.c) */
-                if (e->trace_id != I->trace_id) continue;
+                bool outside = e->trace_id != I->trace_id;
+                /* A binding outside the staged function (a global, an
+                 * enclosing function's): eager code boxes that binding
+                 * itself, so the names of the body that read it before
+                 * hold the number still, and it is a tensor after the
+                 * call (and at the next one). In a branch or loop body
+                 * traced symbolically it would be boxed only on the calls
+                 * that run it, which a graph's write-back cannot tell:
+                 * the attempt fails and the if or loop runs at trace time
+                 * (staging.md section 7), as eagerly. */
+                if (outside && I->tracer->symbolic && trace_recording(I)) {
+                    I->cur_loc = a->loc;
+                    if (trace_fail(I, a->loc,
+                                   "watch: '%s', a number bound outside the staged function, is watched inside a "
+                                   "staged conditional or loop, so eager code makes that binding a tensor only on "
+                                   "the calls that run it, which a graph cannot tell; watch it before the if or "
+                                   "loop, or bind it to a name of the function first (let y0 = %s; t.watch(y0))",
+                                   a->str, a->str)) {
+                        rc = -1;
+                        goto out;
+                    }
+                }
                 tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t, false);
                 if (!box) { rc = interp_raise_tensor_error(I); goto out; }
                 Value bv = v_tensor_take(box);
                 value_incref(bv);
-                slot_set_take(&e->slots[a->slot], bv);
+                if (outside && trace_recording(I)) {
+                    /* the box is what later reads see, and what the call
+                     * writes back (a tensor: not marked as a number) */
+                    I->cur_loc = a->loc;
+                    if (trace_write_outside(I, e, a->slot, a->str, bv)) {
+                        value_decref(bv);
+                        rc = -1;
+                        goto out;
+                    }
+                } else {
+                    slot_set_take(&e->slots[a->slot], bv);
+                }
                 value_decref(argv[i]);
                 argv[i] = bv;
                 continue;

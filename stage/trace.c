@@ -218,6 +218,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->ref = ref;
     n->number = false;
     n->unboxed = false;
+    n->boxed = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -341,6 +342,7 @@ tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
     tfe_tensor *was = slot < T->capconcrete ? T->concrete[slot] : NULL;
     trace_note(T, a, ref);
     ((TNote *)a->node)->unboxed = unboxed;
+    ((TNote *)a->node)->boxed = !unboxed;
     /* the graph value's tensor stays the variable's (a read's copy is no
      * tensor the tape machinery knows); a watched box is it from now on */
     if (unboxed && slot < T->capconcrete) T->concrete[slot] = was;
@@ -351,6 +353,8 @@ Value trace_unbox_numbers(Value v)
 {
     if (v.kind == V_TENSOR) {
         const TNote *n = v.u.t->node;
+        /* (a watch's box is a tensor in eager code: kept so by sig.c's rebuild) */
+        if (n && n->boxed && v.u.t->rank == 0) v.boxed = true;
         if (!n || !n->number || !v.u.t->storage || v.u.t->rank != 0) return v;
         tensor_incref(v.u.t);
         Value r = value_number_take(v.u.t);

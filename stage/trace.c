@@ -349,6 +349,12 @@ tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
     return a;
 }
 
+void trace_box_constant(Tracer *T, tfe_tensor *t)
+{
+    trace_ref(T, t);
+    if (t->node) ((TNote *)t->node)->boxed = true;
+}
+
 Value trace_unbox_numbers(Value v)
 {
     if (v.kind == V_TENSOR) {

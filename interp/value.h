@@ -37,7 +37,8 @@ typedef struct Value {
     bool lit;
     /* V_TENSOR in what a staged call rebuilds its result and written-back
      * bindings from (stage/sig.c): a 0-d tensor eager code holds boxed (a
-     * watched number's box, interp/eval.c), which must stay a tensor there
+     * watched number's box, a result made while a tape of the body records:
+     * stage/trace.c, trace_unbox_numbers), which must stay a tensor there
      * rather than become a number. False everywhere else. */
     bool boxed;
     union {

@@ -359,8 +359,9 @@ Value trace_unbox_numbers(Value v)
 {
     if (v.kind == V_TENSOR) {
         const TNote *n = v.u.t->node;
-        /* (a watch's box is a tensor in eager code: kept so by sig.c's rebuild) */
-        if (n && n->boxed && v.u.t->rank == 0) v.boxed = true;
+        /* (a watch's box, a result made while a tape of the body records:
+         * tensors in eager code, kept so by sig.c's rebuild) */
+        if (n && n->boxed && !n->number && v.u.t->rank == 0) v.boxed = true;
         if (!n || !n->number || !v.u.t->storage || v.u.t->rank != 0) return v;
         tensor_incref(v.u.t);
         Value r = value_number_take(v.u.t);
@@ -437,6 +438,10 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             /* (value_from_tensor_take's rule: a number in eager code) */
             ((TNote *)out[k]->node)->unboxed = out[k]->rank == 0 && !tfe_tapes_active &&
                                                 (!out[k]->storage || out[k]->storage->device == 0);
+            /* ... and a tensor, made while a tape of the body records: kept
+             * one where the call hands it back (a tape outside the call is
+             * not one of every call's: there the call's rule decides) */
+            ((TNote *)out[k]->node)->boxed = out[k]->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
         }
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);

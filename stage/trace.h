@@ -26,8 +26,9 @@ typedef struct TNote {
     bool unboxed;  /* a 0-d result made while no tape was active, which eager code
                       holds as a number too (value_from_tensor_take), though
                       arithmetic on it is a tensor op as any (trace_watch_box) */
-    bool boxed;    /* a watch's box of a number: a tensor in eager code, which
-                      the call's result and write-back keep (trace_unbox_numbers) */
+    bool boxed;    /* a tensor in eager code (a watch's box of a number, a 0-d
+                      result made while a tape of the body records), which the
+                      call's result and write-back keep (trace_unbox_numbers) */
 } TNote;
 
 /* A binding outside the trace (a free variable of the body or of a function

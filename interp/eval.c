@@ -783,9 +783,8 @@ static __attribute__((noinline)) int box_watched_traced(Interp *I, Node *a, Env 
         trace_fail(I, a->loc,
                    "watch: '%s', a number bound outside the staged function, is watched inside a staged "
                    "conditional or loop, so eager code makes that binding a tensor only on the calls that run "
-                   "it, which a graph cannot tell; watch it before the if or loop, or bind it to a name of the "
-                   "function first (let y0 = %s; t.watch(y0))",
-                   a->str, a->str))
+                   "it, which a graph cannot tell; watch it before the if or loop",
+                   a->str))
         return -1;
     tfe_tensor *box = traced ? trace_watch_box(I->tracer, arg->u.t, false) : value_to_tensor(*arg);
     if (!box) return interp_raise_tensor_error(I);

@@ -204,6 +204,8 @@ static Value rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, 
          * while a tape records (its arithmetic on numbers stays numbers);
          * a traced one stays a tensor (the trace knows it by identity) */
         if (unbox && tmpl.kind == V_SCALAR && !t->node) return value_number_take(t);
+        /* a watch's box (trace_unbox_numbers): a tensor in eager code too */
+        if (tmpl.kind == V_TENSOR && tmpl.boxed) return v_tensor_take(t);
         return unbox ? value_from_tensor_take(t) : v_tensor_take(t);
     }
     case V_TUPLE: case V_LIST: case V_RECORD:

@@ -218,6 +218,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->ref = ref;
     n->number = false;
     n->unboxed = false;
+    n->boxed = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -341,16 +342,26 @@ tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
     tfe_tensor *was = slot < T->capconcrete ? T->concrete[slot] : NULL;
     trace_note(T, a, ref);
     ((TNote *)a->node)->unboxed = unboxed;
+    ((TNote *)a->node)->boxed = !unboxed;
     /* the graph value's tensor stays the variable's (a read's copy is no
      * tensor the tape machinery knows); a watched box is it from now on */
     if (unboxed && slot < T->capconcrete) T->concrete[slot] = was;
     return a;
 }
 
+void trace_box_constant(Tracer *T, tfe_tensor *t)
+{
+    trace_ref(T, t);
+    if (t->node) ((TNote *)t->node)->boxed = true;
+}
+
 Value trace_unbox_numbers(Value v)
 {
     if (v.kind == V_TENSOR) {
         const TNote *n = v.u.t->node;
+        /* (a watch's box, a result made while a tape of the body records:
+         * tensors in eager code, kept so by sig.c's rebuild) */
+        if (n && n->boxed && !n->number && v.u.t->rank == 0) v.boxed = true;
         if (!n || !n->number || !v.u.t->storage || v.u.t->rank != 0) return v;
         tensor_incref(v.u.t);
         Value r = value_number_take(v.u.t);
@@ -427,6 +438,10 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             /* (value_from_tensor_take's rule: a number in eager code) */
             ((TNote *)out[k]->node)->unboxed = out[k]->rank == 0 && !tfe_tapes_active &&
                                                 (!out[k]->storage || out[k]->storage->device == 0);
+            /* ... and a tensor, made while a tape of the body records: kept
+             * one where the call hands it back (a tape outside the call is
+             * not one of every call's: there the call's rule decides) */
+            ((TNote *)out[k]->node)->boxed = out[k]->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
         }
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);

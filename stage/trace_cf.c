@@ -1064,6 +1064,20 @@ static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
     return !T->symbolic && tfe_tapes_active && region_draws(g, r);
 }
 
+/* An if met with values (not in a branch traced symbolically) while four
+ * tapes or more record (a fourth order may be taken): run as a tape entry,
+ * its backward graphs, run again under the outer tapes, gave fourth orders
+ * that differ from eager's in the last bit (stage_grad4_if). It runs at
+ * trace time instead, so the tapes see its branch's ops one by one, as
+ * eagerly; the trace then depends on its condition's value (section 7 of
+ * docs/staging.md). */
+static bool tapes_meet_if(const Tracer *T)
+{
+    if (T->symbolic || !tfe_tapes_active) return false;
+    tfe_tape *also[16];
+    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 4;
+}
+
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
@@ -1268,6 +1282,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->last_effect = saved_effect;
     T->if_regions[0] = saved_if[0];
     T->if_regions[1] = saved_if[1];
+    if (tapes_meet_if(T)) goto failed;
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;

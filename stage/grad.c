@@ -3973,13 +3973,12 @@ bool stage_grad_runs_eagerly(Interp *I, Graph *G)
     const Graph *B = G->raw ? G->raw : G;
     int nrec = tapes_recording_call(B);
     if (nrec < 2) return false;
-    /* under three or more (a third order may be taken), an if nested in a
-     * branch of a traced if, and under four or more any traced if: the
-     * held values' backward graphs, cached and run again, gave third and
-     * fourth orders that can differ from eager's in the last bit
-     * (stage_grad3_nested_if, stage_grad4_if) */
+    /* under three or more (a third order may be taken), a traced if: the
+     * held values' backward graphs, cached and run again under the outer
+     * tapes, gave third and fourth orders that can differ from eager's in
+     * the last bit (stage_grad3_if, stage_grad3_nested_if, stage_grad4_if) */
     for (int i = 0; i < B->n && nrec >= 3; i++)
-        if (B->nodes[i].kind == G_COND && (B->nodes[i].region != 0 || nrec >= 4)) return true;
+        if (B->nodes[i].kind == G_COND) return true;
     if (hold_graph(I, G)) return false;
     for (int i = 0; i < B->n; i++) {
         const GNode *n = &B->nodes[i];

@@ -1064,18 +1064,19 @@ static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
     return !T->symbolic && tfe_tapes_active && region_draws(g, r);
 }
 
-/* An if met with values (not in a branch traced symbolically) while four
- * tapes or more record (a fourth order may be taken): run as a tape entry,
- * its backward graphs, run again under the outer tapes, gave fourth orders
- * that differ from eager's in the last bit (stage_grad4_if). It runs at
- * trace time instead, so the tapes see its branch's ops one by one, as
- * eagerly; the trace then depends on its condition's value (section 7 of
- * docs/staging.md). */
+/* An if met with values (not in a branch traced symbolically) while three
+ * tapes or more record (a third order may be taken): run as a tape entry,
+ * its backward graphs, run again under the outer tapes, gave third and
+ * fourth orders that differ from eager's in the last bit (stage_grad3_if,
+ * stage_grad3_nested_if, stage_grad4_if). It runs at trace time instead, so
+ * the tapes see its branch's ops one by one, as eagerly (an if nested there
+ * is met with values in turn); the trace then depends on its condition's
+ * value (section 7 of docs/staging.md). */
 static bool tapes_meet_if(const Tracer *T)
 {
     if (T->symbolic || !tfe_tapes_active) return false;
     tfe_tape *also[16];
-    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 4;
+    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
 }
 
 /* A symbolic-context check that fails the whole attempt. */

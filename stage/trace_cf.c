@@ -1072,9 +1072,12 @@ static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
  * the tapes see its branch's ops one by one, as eagerly (an if nested there
  * is met with values in turn); the trace then depends on its condition's
  * value (section 7 of docs/staging.md). */
-static bool tapes_meet_if(const Tracer *T)
+static bool tapes_meet_if(Tracer *T, const tfe_tensor *pred)
 {
-    if (T->symbolic || !tfe_tapes_active) return false;
+    /* (a condition whose value varies from call to call, from a variable,
+     * a draw or a host call, cannot be read at trace time: the if stays a
+     * node, section 14) */
+    if (T->symbolic || !tfe_tapes_active || trace_value_varies(T->I, pred)) return false;
     tfe_tape *also[16];
     return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
 }
@@ -1283,7 +1286,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->last_effect = saved_effect;
     T->if_regions[0] = saved_if[0];
     T->if_regions[1] = saved_if[1];
-    if (tapes_meet_if(T)) goto failed;
+    if (tapes_meet_if(T, cond.u.t)) goto failed;
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;

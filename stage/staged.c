@@ -866,6 +866,13 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
      * code clamps the bound, or raises for an index): the call traces for
      * its sizes before anything ran, so it gets eager's result or error */
     bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
+    /* a higher order through a graph whose backward would replay values
+     * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
+    if (hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) {
+        sc->hits++;
+        leaves_free(&lv);
+        return interp_run_body(I, c, e, out);
+    }
     if (hit && !unfit) {
         sc->hits++;
         sc->last = hit;

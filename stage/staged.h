@@ -86,6 +86,11 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
 
+/* A cached call of g that runs its body eagerly instead: under two
+ * recording tapes or more, a graph whose backward would replay values eager
+ * code shares between the forward and a higher order (stage/grad.c). */
+bool stage_grad_runs_eagerly(Interp *I, Graph *g);
+
 void stage_builtins_register(Interp *I);
 void stage_optimize(Graph *g); /* the optimizer over a finished graph (graph/opt.h) */
 void stage_graph_builtins_register(Interp *I); /* graph(f, args...) (stage/graph_value.c) */

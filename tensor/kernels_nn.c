@@ -924,6 +924,20 @@ static void direct_images(int64_t s0, int64_t s1, void *vctx) {
     if (i1 > d->oh) i1 = d->oh;
     if (j1 > d->ow) j1 = d->ow;
     bool inside = i1 > i0 && j1 > j0;
+    if (inside) {
+        /* the parts run more, smaller tiles than whole rows, and every tile
+         * reads all of the filter (B): where B is over ~24 KB (L1 is 32 KB
+         * here) the extra tiles' reads of B from L2 cost more than the copy
+         * saves (16x16x32 stride 1: 36 tiles of 8 and 6 rows for 32 of 8,
+         * ~5% slower), so there only where the parts need no more tiles
+         * (8x8x64: 12 for 16) */
+        int64_t kl = d->kw * d->cs, ni = i1 - i0, nj = j1 - j0;
+#define TILES(m) tfe_sgemm_small_tiles(m, d->co, d->kh, kl, d->kb)
+        int64_t whole = d->oh * TILES(d->ow);
+        int64_t parts = ni * TILES(nj) + (d->oh - ni) * TILES(d->ow) + (d->ow - nj) * TILES(ni);
+#undef TILES
+        inside = d->kh * kl * d->co * (int64_t)sizeof(float) <= 24 * 1024 || parts <= whole;
+    }
     for (;;) {
         int64_t n = __atomic_fetch_add(&d->next, 1, __ATOMIC_RELAXED);
         if (n >= d->n || tfe_interrupted) break;

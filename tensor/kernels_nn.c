@@ -925,12 +925,13 @@ static void direct_images(int64_t s0, int64_t s1, void *vctx) {
     if (j1 > d->ow) j1 = d->ow;
     bool inside = i1 > i0 && j1 > j0;
     if (inside) {
-        /* the parts run more, smaller tiles than whole rows, and every tile
-         * reads all of the filter (B): where B is over ~24 KB (L1 is 32 KB
-         * here) the extra tiles' reads of B from L2 cost more than the copy
-         * saves (16x16x32 stride 1: 36 tiles of 8 and 6 rows for 32 of 8,
-         * ~5% slower), so there only where the parts need no more tiles
-         * (8x8x64: 12 for 16) */
+        /* the parts run more, smaller tiles than whole rows, each reading
+         * all of the filter (B). Measured (benchmarks.md): faster with a
+         * small filter (32x32x16: 9 KB) and where the parts need fewer
+         * tiles (8x8x64: 12 for 16), ~5% slower for 16x16x32 (36 KB, 36
+         * tiles of 8 and 6 rows for 32 of 8; why is not settled: keeping
+         * a block of B in L1 did not help), so only in the first two
+         * cases: B at most 24 KB (L1 is 32 KB), or no more tiles */
         int64_t kl = d->kw * d->cs, ni = i1 - i0, nj = j1 - j0;
 #define TILES(m) tfe_sgemm_small_tiles(m, d->co, d->kh, kl, d->kb)
         int64_t whole = d->oh * TILES(d->ow);

@@ -70,6 +70,10 @@ typedef struct Tape {
     int nreads, capreads;
     struct LoopNote *loops; /* the traced loops that read and assign a variable (tapes_loop_count) */
     int nloops;
+    uint64_t *wins;     /* its with blocks, as pairs of tensor serials (tfe_tensor_serial_now at
+                           the start and the end; UINT64_MAX while it runs): a target made
+                           outside all of them was never seen by the tape (target_recorded) */
+    int nwins;
 } Tape;
 
 /* A traced loop, met while a tape made in this trace was active, that reads
@@ -454,6 +458,10 @@ static void tape_start(Interp *I, Tape *T)
 {
     tfe_tape_push(T->tape);
     T->entered = true;
+    T->wins = xrealloc(T->wins, sizeof *T->wins * (size_t)(2 * T->nwins + 2));
+    T->wins[2 * T->nwins] = tfe_tensor_serial_now();
+    T->wins[2 * T->nwins + 1] = UINT64_MAX;
+    T->nwins++;
     T->symbolic = I->tracer && I->tracer->symbolic;
     T->trace = I->trace_id;
     T->region = I->tracer ? I->tracer->region : 0;
@@ -470,6 +478,7 @@ static void tape_stop(Tape *T)
     if (!T->entered) return;
     T->entered = false;
     tfe_tape_pop(T->tape);
+    T->wins[2 * T->nwins - 1] = tfe_tensor_serial_now();
     for (int i = nwatching - 1; i >= 0; i--)
         if (watching[i] == T) {
             memmove(watching + i, watching + i + 1, sizeof *watching * (size_t)(nwatching - i - 1));
@@ -492,6 +501,7 @@ static void tape_free(Obj *o)
     tfe_tape_free(T->tape);
     tape_clear_reads(T);
     once_clear(T);
+    free(T->wins);
     free(T);
 }
 
@@ -1690,6 +1700,37 @@ static int once_later(Interp *I, Tape *T)
     return rc;
 }
 
+/* A user tape's target must be one it could have recorded: a tensor it
+ * tracks (a watched one, an output of an op it recorded), or one made
+ * while its with block ran (a constant there: its gradients are zeros, as
+ * for any source it does not depend on). A number, or a tensor made before
+ * the block began or after it ended (`let loss = sum(p * p)` after the
+ * block), was never seen by the tape, and every gradient would be zeros:
+ * an error that says where to compute it. A variable target is its value
+ * as read (not checked); grad()'s tape runs the whole function, so it has
+ * no such mistake to catch. Eager and traced code decide alike: a traced
+ * number (trace_eager_number) is one, and a traced tensor's serial is
+ * when the trace made it, in the program's order. */
+static int target_recorded(Interp *I, const Tape *T, Value y)
+{
+    if (T->spent || is_variable(y)) return 0;
+    Value as;
+    bool number = y.kind == V_SCALAR || trace_eager_number(y, &as);
+    if (number) {
+        if (y.kind == V_SCALAR ? y.dtype == TFE_BOOL || !dtype_is_float(y.dtype) : !dtype_is_float(y.u.t->dtype))
+            return 0; /* (tape_gradient's own error) */
+    } else {
+        if (y.kind != V_TENSOR || !dtype_is_float(y.u.t->dtype) || tfe_tape_is_watched(T->tape, y.u.t)) return 0;
+        for (int k = 0; k < T->nwins; k++)
+            if (y.u.t->serial > T->wins[2 * k] && y.u.t->serial <= T->wins[2 * k + 1]) return 0;
+    }
+    /* one message for all three: eager code holds a 0-d result made after
+     * the block as a number, a trace as a tensor made then */
+    return interp_raise(I, "gradient: this tape did not record the target: it was computed after the tape "
+                           "stopped recording (after its with block ended), or before it started, so every "
+                           "gradient would be zeros; compute the target inside the with tape() block");
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1736,6 +1777,8 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.target = target;
     f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
+    /* (grad()'s tape, which watches no variable read, ran the function) */
+    if (T->autowatch && target_recorded(I, T, y)) goto done;
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);

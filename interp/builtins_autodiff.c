@@ -1711,6 +1711,65 @@ static int once_later(Interp *I, Tape *T)
  * no such mistake to catch. Eager and traced code decide alike: a traced
  * number (trace_eager_number) is one, and a traced tensor's serial is
  * when the trace made it, in the program's order. */
+#define TARGET_NOT_RECORDED \
+    "gradient: this tape did not record the target: it was computed after the tape stopped recording (after its " \
+    "with block ended), or before it started, so every gradient would be zeros; compute the target inside the " \
+    "with tape() block"
+
+/* Would target_recorded refuse x, a float tensor, statically? */
+static bool target_refused(const Tape *T, tfe_tensor *x)
+{
+    Value as, v = {.kind = V_TENSOR};
+    v.u.t = x;
+    if (trace_eager_number(v, &as)) return true;
+    if (tfe_tape_is_watched(T->tape, x)) return false;
+    for (int k = 0; k < T->nwins; k++)
+        if (x->serial > T->wins[2 * k] && x->serial <= T->wins[2 * k + 1]) return false;
+    return true;
+}
+
+/* In a trace, a tracked target may be a traced if's or loop's output that
+ * is at run time a value from before it (an if with no else, a loop that
+ * ran zero times), which eager code would refuse: the flags where it is
+ * one, joined into *any (a new reference, or NULL), nested ones too. */
+static int target_refused_where(const Tape *T, tfe_tensor *x, tfe_tensor *cond, tfe_tensor **any, int depth)
+{
+    tfe_tensor *ins[16], *flags[16];
+    int n = depth > 32 ? 0 : tfe_tape_cond_aliases(T->tape, x, 16, ins, flags);
+    for (int i = 0; i < n; i++) {
+        tfe_tensor *f = cond ? tfe_binary(OP_LOGICAL_AND, cond, flags[i]) : (tensor_incref(flags[i]), flags[i]);
+        if (!f) return -1;
+        int rc = 0;
+        if (target_refused(T, ins[i])) {
+            tfe_tensor *o = *any ? tfe_binary(OP_LOGICAL_OR, *any, f) : (tensor_incref(f), f);
+            if (!o) rc = -1;
+            else {
+                tensor_decref(*any);
+                *any = o;
+            }
+        } else if (tfe_tape_is_watched(T->tape, ins[i]) && ins[i] != x) {
+            rc = target_refused_where(T, ins[i], f, any, depth + 1);
+        }
+        tensor_decref(f);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* the run-time check of target_refused_where's flag */
+static int target_recorded_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                                 const Value *kwvals, Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    *out = v_nil();
+    for (int i = 0; i < argc; i++) {
+        bool refused = false;
+        if (value_truth(I, argv[i], I->cur_loc, &refused)) return -1;
+        if (refused) return interp_raise(I, TARGET_NOT_RECORDED);
+    }
+    return 0;
+}
+
 static int target_recorded(Interp *I, const Tape *T, Value y)
 {
     if (T->spent || is_variable(y)) return 0;
@@ -1720,15 +1779,30 @@ static int target_recorded(Interp *I, const Tape *T, Value y)
         if (y.kind == V_SCALAR ? y.dtype == TFE_BOOL || !dtype_is_float(y.dtype) : !dtype_is_float(y.u.t->dtype))
             return 0; /* (tape_gradient's own error) */
     } else {
-        if (y.kind != V_TENSOR || !dtype_is_float(y.u.t->dtype) || tfe_tape_is_watched(T->tape, y.u.t)) return 0;
-        for (int k = 0; k < T->nwins; k++)
-            if (y.u.t->serial > T->wins[2 * k] && y.u.t->serial <= T->wins[2 * k + 1]) return 0;
+        if (y.kind != V_TENSOR || !dtype_is_float(y.u.t->dtype)) return 0;
+        if (!target_refused(T, y.u.t)) {
+            if (!I->tracer || !tfe_tape_is_watched(T->tape, y.u.t)) return 0;
+            tfe_tensor *any = NULL;
+            if (target_refused_where(T, y.u.t, NULL, &any, 0)) {
+                tensor_decref(any);
+                return interp_raise_tensor_error(I);
+            }
+            if (!any) return 0;
+            Value chk = builtin_new("target_recorded_check", target_recorded_check, NULL), res = v_nil();
+            Value arg = v_tensor_take(any);
+            /* an effect that only checks a value, as tape_once_check */
+            ((Builtin *)chk.u.o)->effect = 1;
+            ((Builtin *)chk.u.o)->value_check = true;
+            int rc = trace_host_call(I, chk, 1, &arg, 0, NULL, NULL, &res);
+            value_decref(chk);
+            value_decref(res);
+            value_decref(arg);
+            return rc < 0 ? -1 : 0;
+        }
     }
     /* one message for all three: eager code holds a 0-d result made after
      * the block as a number, a trace as a tensor made then */
-    return interp_raise(I, "gradient: this tape did not record the target: it was computed after the tape "
-                           "stopped recording (after its with block ended), or before it started, so every "
-                           "gradient would be zeros; compute the target inside the with tape() block");
+    return interp_raise(I, TARGET_NOT_RECORDED);
 }
 
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
@@ -2347,3 +2421,4 @@ void builtins_autodiff_register(Interp *I)
     interp_define_builtin(I, "grad", bi_grad, (void *)(intptr_t)0);
     interp_define_builtin(I, "value_and_grad", bi_grad, (void *)(intptr_t)1);
 }
+

@@ -70,6 +70,9 @@ typedef struct Tape {
     int nreads, capreads;
     struct LoopNote *loops; /* the traced loops that read and assign a variable (tapes_loop_count) */
     int nloops;
+    tfe_tensor **wt;    /* the tensors t.watch was called on (borrowed: the tape keeps them) ... */
+    uint64_t *wt_at;    /* ... and tfe_tensor_serial_now then, at the first watch */
+    int nwt;
     uint64_t *wins;     /* its with blocks, as pairs of tensor serials (tfe_tensor_serial_now at
                            the start and the end; UINT64_MAX while it runs): a target made
                            outside all of them was never seen by the tape (target_recorded) */
@@ -502,6 +505,8 @@ static void tape_free(Obj *o)
     tape_clear_reads(T);
     once_clear(T);
     free(T->wins);
+    free(T->wt);
+    free(T->wt_at);
     free(T);
 }
 
@@ -563,6 +568,12 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
         /* (a tensor the branch made itself exists only where it runs) */
         if (tape_in_branch(I, T) && !tfe_tape_watches(T->tape, v.u.t) && !trace_made_in_region(I->tracer, v.u.t))
             return watch_in_branch(I, "a tensor made outside the branch or loop body");
+        if (!T->spent && !tfe_tape_watches(T->tape, v.u.t)) { /* (for watched_late) */
+            T->wt = xrealloc(T->wt, sizeof *T->wt * (size_t)(T->nwt + 1));
+            T->wt_at = xrealloc(T->wt_at, sizeof *T->wt_at * (size_t)(T->nwt + 1));
+            T->wt[T->nwt] = v.u.t;
+            T->wt_at[T->nwt++] = tfe_tensor_serial_now();
+        }
         tfe_tape_watch(T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
          * arithmetic on it then stays boxed (trace.h) */
@@ -1805,6 +1816,23 @@ static int target_recorded(Interp *I, const Tape *T, Value y)
     return interp_raise(I, TARGET_NOT_RECORDED);
 }
 
+/* A target the tape does not track (it depends on nothing watched), made
+ * before one of the sources was watched (`let y = sum(x * x)` then
+ * `t.watch(x)`): the tape never saw how it depends on that source, and its
+ * gradient would be zeros. (A target made after every watch that still
+ * depends on none is a constant: zeros, as the contract says.) */
+static int watched_late(Interp *I, const Tape *T, Value y, int n, tfe_tensor *const *ts)
+{
+    if (T->spent || y.kind != V_TENSOR || tfe_tape_is_watched(T->tape, y.u.t)) return 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < T->nwt; k++)
+            if (T->wt[k] == ts[i] && T->wt_at[k] >= y.u.t->serial)
+                return interp_raise(I, "gradient: the target was computed before t.watch of the source, so the "
+                                       "tape never saw how it depends on it and its gradient would be zeros; "
+                                       "call t.watch(x) before computing with x");
+    return 0;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1852,7 +1880,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */
-    if (T->autowatch && target_recorded(I, T, y)) goto done;
+    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts))) goto done;
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);

@@ -1724,8 +1724,8 @@ static int once_later(Interp *I, Tape *T)
  * when the trace made it, in the program's order. */
 #define TARGET_NOT_RECORDED \
     "gradient: this tape did not record the target: it was computed after the tape stopped recording (after its " \
-    "with block ended), or before it started, so every gradient would be zeros; compute the target inside the " \
-    "with tape() block"
+    "with block ended) or before it started, or it is a number no tape records (a literal, arithmetic on numbers), " \
+    "so every gradient would be zeros; compute the target inside the with tape() block, from what the tape watches"
 
 /* Would target_recorded refuse x, a float tensor, statically? */
 static bool target_refused(const Tape *T, tfe_tensor *x)
@@ -1751,7 +1751,10 @@ static int target_refused_where(const Tape *T, tfe_tensor *x, tfe_tensor *cond, 
         tfe_tensor *f = cond ? tfe_binary(OP_LOGICAL_AND, cond, flags[i]) : (tensor_incref(flags[i]), flags[i]);
         if (!f) return -1;
         int rc = 0;
-        if (target_refused(T, ins[i])) {
+        /* (a weak 0-d tensor there is a literal the trace boxed for the if
+         * or loop, which eager code holds as a number: `let loss = 0.0`) */
+        bool literal = ins[i]->rank == 0 && ins[i]->weak && !tfe_tape_is_watched(T->tape, ins[i]);
+        if (literal || target_refused(T, ins[i])) {
             tfe_tensor *o = *any ? tfe_binary(OP_LOGICAL_OR, *any, f) : (tensor_incref(f), f);
             if (!o) rc = -1;
             else {

@@ -308,8 +308,18 @@ BUILTIN(bi_var_assign)
         x = c;
     }
     if (x->dtype != v->value->dtype) {
-        int rc = interp_raise(I, "%s: %s has dtype %s, got %s", fn, who, dtype_name(v->value->dtype),
-                              dtype_name(x->dtype));
+        /* say how to write it: NumPy and PyTorch cast an int update into a
+         * float array in place, which tfe does only for a bare number */
+        const char *vd = dtype_name(v->value->dtype);
+        char how[200];
+        if (dtype_is_float(v->value->dtype) && !dtype_is_float(x->dtype))
+            snprintf(how, sizeof how, " (write a float value, [1.0, 2.0] rather than [1, 2], or cast(x, %s))", vd);
+        else if (dtype_is_float(v->value->dtype))
+            snprintf(how, sizeof how, " (cast(x, %s), or make the variable %s)", vd, dtype_name(x->dtype));
+        else
+            snprintf(how, sizeof how, " (it would be truncated to %s: make the variable a float one, "
+                     "variable(3.0) rather than variable(3))", vd);
+        int rc = interp_raise(I, "%s: %s has dtype %s, got %s%s", fn, who, vd, dtype_name(x->dtype), how);
         tensor_decref(x);
         return rc;
     }

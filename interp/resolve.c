@@ -225,6 +225,8 @@ static const char *stdlib_name_hint(const char *name)
         {"unsqueeze", " (tfe writes expand_dims(x, axis))"},
         {"clamp", " (tfe writes clip(x, lo, hi))"},
         {"permute", " (tfe writes transpose(x, perm))"},
+        {"swapaxes", " (tfe writes transpose(x, perm): transpose(x, (0, 2, 1)) swaps the last two axes)"},
+        {"moveaxis", " (tfe writes transpose(x, perm) with the axes in their new order)"},
         {"view", " (tfe writes reshape(x, shape))"},
         {"array", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
         {"asarray", " (brackets make a tensor: [1, 2]; or tensor(xs))"},

@@ -1734,8 +1734,9 @@ static int once_later(Interp *I, Tape *T)
  * when the trace made it, in the program's order. */
 #define TARGET_NOT_RECORDED \
     "gradient: this tape did not record the target: it was computed after the tape stopped recording (after its " \
-    "with block ended) or before it started, or it is a number no tape records (a literal, arithmetic on numbers), " \
-    "so every gradient would be zeros; compute the target inside the with tape() block, from what the tape watches"
+    "with block ended) or before it started, or it is a number no tape records (a literal, arithmetic on numbers, " \
+    "float(x)), so every gradient would be zeros; compute the target inside the with tape() block, from what the " \
+    "tape watches"
 
 /* Would target_recorded refuse x, a float tensor, statically? */
 static bool target_refused(const Tape *T, tfe_tensor *x)

@@ -70,6 +70,13 @@ typedef struct Tape {
     int nreads, capreads;
     struct LoopNote *loops; /* the traced loops that read and assign a variable (tapes_loop_count) */
     int nloops;
+    tfe_tensor **wt;    /* the tensors t.watch was called on (borrowed: the tape keeps them) ... */
+    uint64_t *wt_at;    /* ... and tfe_tensor_serial_now then, at the first watch */
+    int nwt;
+    uint64_t *wins;     /* its with blocks, as pairs of tensor serials (tfe_tensor_serial_now at
+                           the start and the end; UINT64_MAX while it runs): a target made
+                           outside all of them was never seen by the tape (target_recorded) */
+    int nwins;
 } Tape;
 
 /* A traced loop, met while a tape made in this trace was active, that reads
@@ -301,8 +308,18 @@ BUILTIN(bi_var_assign)
         x = c;
     }
     if (x->dtype != v->value->dtype) {
-        int rc = interp_raise(I, "%s: %s has dtype %s, got %s", fn, who, dtype_name(v->value->dtype),
-                              dtype_name(x->dtype));
+        /* say how to write it: NumPy and PyTorch cast an int update into a
+         * float array in place, which tfe does only for a bare number */
+        const char *vd = dtype_name(v->value->dtype);
+        char how[200];
+        if (dtype_is_float(v->value->dtype) && !dtype_is_float(x->dtype))
+            snprintf(how, sizeof how, " (write a float value, [1.0, 2.0] rather than [1, 2], or cast(x, %s))", vd);
+        else if (dtype_is_float(v->value->dtype))
+            snprintf(how, sizeof how, " (cast(x, %s), or make the variable %s)", vd, dtype_name(x->dtype));
+        else
+            snprintf(how, sizeof how, " (it would be truncated to %s: make the variable a float one, "
+                     "variable(3.0) rather than variable(3))", vd);
+        int rc = interp_raise(I, "%s: %s has dtype %s, got %s%s", fn, who, vd, dtype_name(x->dtype), how);
         tensor_decref(x);
         return rc;
     }
@@ -454,6 +471,10 @@ static void tape_start(Interp *I, Tape *T)
 {
     tfe_tape_push(T->tape);
     T->entered = true;
+    T->wins = xrealloc(T->wins, sizeof *T->wins * (size_t)(2 * T->nwins + 2));
+    T->wins[2 * T->nwins] = tfe_tensor_serial_now();
+    T->wins[2 * T->nwins + 1] = UINT64_MAX;
+    T->nwins++;
     T->symbolic = I->tracer && I->tracer->symbolic;
     T->trace = I->trace_id;
     T->region = I->tracer ? I->tracer->region : 0;
@@ -481,6 +502,7 @@ static void tape_stop(Tape *T)
     if (!T->entered) return;
     T->entered = false;
     tfe_tape_pop(T->tape);
+    T->wins[2 * T->nwins - 1] = tfe_tensor_serial_now();
     for (int i = nwatching - 1; i >= 0; i--)
         if (watching[i] == T) {
             memmove(watching + i, watching + i + 1, sizeof *watching * (size_t)(nwatching - i - 1));
@@ -503,6 +525,9 @@ static void tape_free(Obj *o)
     tfe_tape_free(T->tape);
     tape_clear_reads(T);
     once_clear(T);
+    free(T->wins);
+    free(T->wt);
+    free(T->wt_at);
     free(T);
 }
 
@@ -564,6 +589,12 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
         /* (a tensor the branch made itself exists only where it runs) */
         if (tape_in_branch(I, T) && !tfe_tape_watches(T->tape, v.u.t) && !trace_made_in_region(I->tracer, v.u.t))
             return watch_in_branch(I, "a tensor made outside the branch or loop body");
+        if (!T->spent && !tfe_tape_watches(T->tape, v.u.t)) { /* (for watched_late) */
+            T->wt = xrealloc(T->wt, sizeof *T->wt * (size_t)(T->nwt + 1));
+            T->wt_at = xrealloc(T->wt_at, sizeof *T->wt_at * (size_t)(T->nwt + 1));
+            T->wt[T->nwt] = v.u.t;
+            T->wt_at[T->nwt++] = tfe_tensor_serial_now();
+        }
         tfe_tape_watch(T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
          * arithmetic on it then stays boxed (trace.h) */
@@ -1701,6 +1732,132 @@ static int once_later(Interp *I, Tape *T)
     return rc;
 }
 
+/* A user tape's target must be one it could have recorded: a tensor it
+ * tracks (a watched one, an output of an op it recorded), or one made
+ * while its with block ran (a constant there: its gradients are zeros, as
+ * for any source it does not depend on). A number, or a tensor made before
+ * the block began or after it ended (`let loss = sum(p * p)` after the
+ * block), was never seen by the tape, and every gradient would be zeros:
+ * an error that says where to compute it. A variable target is its value
+ * as read (not checked); grad()'s tape runs the whole function, so it has
+ * no such mistake to catch. Eager and traced code decide alike: a traced
+ * number (trace_eager_number) is one, and a traced tensor's serial is
+ * when the trace made it, in the program's order. */
+#define TARGET_NOT_RECORDED \
+    "gradient: this tape did not record the target: it was computed after the tape stopped recording (after its " \
+    "with block ended) or before it started, or it is a number no tape records (a literal, arithmetic on numbers, " \
+    "float(x)), so every gradient would be zeros; compute the target inside the with tape() block, from what the " \
+    "tape watches"
+
+/* Would target_recorded refuse x, a float tensor, statically? */
+static bool target_refused(const Tape *T, tfe_tensor *x)
+{
+    Value as, v = {.kind = V_TENSOR};
+    v.u.t = x;
+    if (trace_eager_number(v, &as)) return true;
+    if (tfe_tape_is_watched(T->tape, x)) return false;
+    for (int k = 0; k < T->nwins; k++)
+        if (x->serial > T->wins[2 * k] && x->serial <= T->wins[2 * k + 1]) return false;
+    return true;
+}
+
+/* In a trace, a tracked target may be a traced if's or loop's output that
+ * is at run time a value from before it (an if with no else, a loop that
+ * ran zero times), which eager code would refuse: the flags where it is
+ * one, joined into *any (a new reference, or NULL), nested ones too. */
+static int target_refused_where(const Tape *T, tfe_tensor *x, tfe_tensor *cond, tfe_tensor **any, int depth)
+{
+    tfe_tensor *ins[16], *flags[16];
+    int n = depth > 32 ? 0 : tfe_tape_cond_aliases(T->tape, x, 16, ins, flags);
+    for (int i = 0; i < n; i++) {
+        tfe_tensor *f = cond ? tfe_binary(OP_LOGICAL_AND, cond, flags[i]) : (tensor_incref(flags[i]), flags[i]);
+        if (!f) return -1;
+        int rc = 0;
+        /* (a weak 0-d tensor there is a literal the trace boxed for the if
+         * or loop, which eager code holds as a number: `let loss = 0.0`) */
+        bool literal = ins[i]->rank == 0 && ins[i]->weak && !tfe_tape_is_watched(T->tape, ins[i]);
+        if (literal || target_refused(T, ins[i])) {
+            tfe_tensor *o = *any ? tfe_binary(OP_LOGICAL_OR, *any, f) : (tensor_incref(f), f);
+            if (!o) rc = -1;
+            else {
+                tensor_decref(*any);
+                *any = o;
+            }
+        } else if (tfe_tape_is_watched(T->tape, ins[i]) && ins[i] != x) {
+            rc = target_refused_where(T, ins[i], f, any, depth + 1);
+        }
+        tensor_decref(f);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* the run-time check of target_refused_where's flag */
+static int target_recorded_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                                 const Value *kwvals, Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    *out = v_nil();
+    for (int i = 0; i < argc; i++) {
+        bool refused = false;
+        if (value_truth(I, argv[i], I->cur_loc, &refused)) return -1;
+        if (refused) return interp_raise(I, TARGET_NOT_RECORDED);
+    }
+    return 0;
+}
+
+static int target_recorded(Interp *I, const Tape *T, Value y)
+{
+    if (T->spent || is_variable(y)) return 0;
+    Value as;
+    bool number = y.kind == V_SCALAR || trace_eager_number(y, &as);
+    if (number) {
+        if (y.kind == V_SCALAR ? y.dtype == TFE_BOOL || !dtype_is_float(y.dtype) : !dtype_is_float(y.u.t->dtype))
+            return 0; /* (tape_gradient's own error) */
+    } else {
+        if (y.kind != V_TENSOR || !dtype_is_float(y.u.t->dtype)) return 0;
+        if (!target_refused(T, y.u.t)) {
+            if (!I->tracer || !tfe_tape_is_watched(T->tape, y.u.t)) return 0;
+            tfe_tensor *any = NULL;
+            if (target_refused_where(T, y.u.t, NULL, &any, 0)) {
+                tensor_decref(any);
+                return interp_raise_tensor_error(I);
+            }
+            if (!any) return 0;
+            Value chk = builtin_new("target_recorded_check", target_recorded_check, NULL), res = v_nil();
+            Value arg = v_tensor_take(any);
+            /* an effect that only checks a value, as tape_once_check */
+            ((Builtin *)chk.u.o)->effect = 1;
+            ((Builtin *)chk.u.o)->value_check = true;
+            int rc = trace_host_call(I, chk, 1, &arg, 0, NULL, NULL, &res);
+            value_decref(chk);
+            value_decref(res);
+            value_decref(arg);
+            return rc < 0 ? -1 : 0;
+        }
+    }
+    /* one message for all three: eager code holds a 0-d result made after
+     * the block as a number, a trace as a tensor made then */
+    return interp_raise(I, TARGET_NOT_RECORDED);
+}
+
+/* A target the tape does not track (it depends on nothing watched), made
+ * before one of the sources was watched (`let y = sum(x * x)` then
+ * `t.watch(x)`): the tape never saw how it depends on that source, and its
+ * gradient would be zeros. (A target made after every watch that still
+ * depends on none is a constant: zeros, as the contract says.) */
+static int watched_late(Interp *I, const Tape *T, Value y, int n, tfe_tensor *const *ts)
+{
+    if (T->spent || y.kind != V_TENSOR || tfe_tape_is_watched(T->tape, y.u.t)) return 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < T->nwt; k++)
+            if (T->wt[k] == ts[i] && T->wt_at[k] >= y.u.t->serial)
+                return interp_raise(I, "gradient: the target was computed before t.watch of the source, so the "
+                                       "tape never saw how it depends on it and its gradient would be zeros; "
+                                       "call t.watch(x) before computing with x");
+    return 0;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1747,6 +1904,8 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.target = target;
     f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
+    /* (grad()'s tape, which watches no variable read, ran the function) */
+    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts))) goto done;
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);
@@ -2315,3 +2474,4 @@ void builtins_autodiff_register(Interp *I)
     interp_define_builtin(I, "grad", bi_grad, (void *)(intptr_t)0);
     interp_define_builtin(I, "value_and_grad", bi_grad, (void *)(intptr_t)1);
 }
+

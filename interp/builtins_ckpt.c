@@ -671,6 +671,12 @@ BUILTIN(bi_load)
     const char *path;
     if (arg_string(I, "load()", "path", a[0], &path)) return -1;
     bool flat = false;
+    /* load(path, model): PyTorch's load_state_dict and Keras' load_weights
+     * put the values into a model, which here is restore */
+    if (p[1] && (a[1].kind == V_RECORD || a[1].kind == V_MODULE || a[1].kind == V_OBJECT || a[1].kind == V_LIST || a[1].kind == V_TUPLE))
+        return interp_raise(I, "load(path) returns the checkpoint's tensors as a record; its second argument is "
+                               "flat=true or false, got %s (to assign the saved values into a model's variables, "
+                               "write restore(path, model))", value_kind_name(a[1]));
     if (p[1] && arg_bool(I, "load()", "flat", a[1], &flat)) return -1;
     StFile sf;
     if (st_open(I, "load", path, &sf)) return -1;

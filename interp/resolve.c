@@ -225,6 +225,8 @@ static const char *stdlib_name_hint(const char *name)
         {"unsqueeze", " (tfe writes expand_dims(x, axis))"},
         {"clamp", " (tfe writes clip(x, lo, hi))"},
         {"permute", " (tfe writes transpose(x, perm))"},
+        {"swapaxes", " (tfe writes transpose(x, perm): transpose(x, (0, 2, 1)) swaps the last two axes)"},
+        {"moveaxis", " (tfe writes transpose(x, perm) with the axes in their new order)"},
         {"view", " (tfe writes reshape(x, shape))"},
         {"array", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
         {"asarray", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
@@ -251,6 +253,12 @@ static const char *python_name_hint(const char *name)
     if (strcmp(name, "no_grad") == 0)
         return " (only a tape records gradients: outside with tape() { ... } nothing is recorded)";
     if (strcmp(name, "sorted") == 0) return " (tfe writes sort(x) for a tensor)";
+    /* NumPy's and PyTorch's other dtypes (images come as uint8): say which there are */
+    if (!strcmp(name, "uint8") || !strcmp(name, "int8") || !strcmp(name, "int16") || !strcmp(name, "uint16") ||
+        !strcmp(name, "uint32") || !strcmp(name, "uint64") || !strcmp(name, "complex64") ||
+        !strcmp(name, "complex128") || !strcmp(name, "half") || !strcmp(name, "double"))
+        return " (tfe's dtypes are bool, int32, int64, float16, bfloat16, float32 and float64: for 0..255 pixel "
+               "values use int32, or float32 / 255.0)";
     return stdlib_name_hint(name);
 }
 

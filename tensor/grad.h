@@ -84,6 +84,10 @@ bool tfe_tape_watches(const tfe_tape *t, const tfe_tensor *x); /* watched by t.w
 /* how many recorded ops read x whose outputs the target depends on */
 int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target);
 bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x);     /* x is a recorded op's output */
+/* x, the output of a recorded op with conditional aliases (a traced if or
+ * loop, tfe_tape_cond_alias): up to max pairs of the input x is at run time
+ * (ins) and the traced bool that says where (flags; borrowed). */
+int tfe_tape_cond_aliases(const tfe_tape *t, const tfe_tensor *x, int max, tfe_tensor **ins, tfe_tensor **flags);
 /* How many entries t holds; in entry k, the inputs from the from-th on
  * that are old become new (a tensor of the same value that stands for
  * another read of it: stage/trace_cf.c, reread_vars). Returns how many. */

@@ -216,6 +216,23 @@ bool tfe_tape_made(const tfe_tape *t, const tfe_tensor *x) {
     return false;
 }
 
+int tfe_tape_cond_aliases(const tfe_tape *t, const tfe_tensor *x, int max, tfe_tensor **ins, tfe_tensor **flags) {
+    for (int k = t->nentries - 1; k >= 0; k--) {
+        const entry *e = t->entries[k];
+        for (int j = 0; e && j < e->nout; j++) {
+            if (e->t[e->nin + j] != x) continue;
+            int n = 0;
+            for (int i = 0; i < e->ncs && n < max; i++)
+                if (e->cs_out[i] == j) {
+                    ins[n] = e->t[e->cs_to[i]];
+                    flags[n++] = e->cs_c[i];
+                }
+            return n;
+        }
+    }
+    return 0;
+}
+
 int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *target) {
     /* from the target back: the entries whose outputs it depends on */
     pmap reach = {0};

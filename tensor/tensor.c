@@ -37,13 +37,16 @@ int kn_poll(void) {
 static tfe_tensor *free_tensors;
 static tfe_storage *free_storages;
 
+static uint64_t serial_last;
+
+uint64_t tfe_tensor_serial_now(void) { return serial_last; }
+
 static tfe_tensor *tensor_struct(void) {
     tfe_tensor *t = free_tensors;
-    if (t) {
-        free_tensors = t->node;
-        return t;
-    }
-    return xmalloc(sizeof *t);
+    if (t) free_tensors = t->node;
+    else t = xmalloc(sizeof *t);
+    t->serial = ++serial_last;
+    return t;
 }
 
 static tfe_storage *storage_new(size_t nbytes, bool exact) {
@@ -274,7 +277,9 @@ tfe_tensor *tensor_symbolic(tfe_dtype dt, bool weak, int rank, const int64_t *sh
 tfe_tensor *tensor_alias(tfe_tensor *t) {
     tfe_tensor *a = tensor_struct();
     if (!a) return NULL;
+    uint64_t serial = a->serial;
     *a = *t;
+    a->serial = serial; /* a new tensor, made now */
     a->refcount = 1;
     a->node = NULL;
     if (a->storage) a->storage->refcount++;

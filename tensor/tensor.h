@@ -47,7 +47,12 @@ typedef struct tfe_tensor {
     int64_t offset;                   /* in bytes from storage->data */
     tfe_storage *storage;
     void *node;                       /* while tracing: the tracer's TNote (stage/trace.c); else NULL */
+    uint64_t serial;                  /* when it was made: tfe_tensor_serial_now() then (a tape's
+                                         gradient tells a target made outside its with block) */
 } tfe_tensor;
+
+/* The serial of the latest tensor made (each new tensor gets the next). */
+uint64_t tfe_tensor_serial_now(void);
 
 /* The error slot: a failing tensor function sets the message (which names the
  * op and the shapes/dtypes) and returns NULL / -1. The interpreter adds the

@@ -799,15 +799,27 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
                 /* a traced tensor that stands for a number: boxed as
                  * eagerly, into a tensor of its own (trace.h) */
                 Env *e = env_up(env, a->depth);
-                /* (a binding outside the staged function: watched as the
-                 * graph input it is, unmarked as a number, which the
-                 * write-back of outside bindings keeps boxed: trace.c) */
-                if (e->trace_id != I->trace_id) continue;
                 tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t, false);
                 if (!box) { rc = interp_raise_tensor_error(I); goto out; }
                 Value bv = v_tensor_take(box);
                 value_incref(bv);
-                slot_set_take(&e->slots[a->slot], bv);
+                if (e->trace_id != I->trace_id) {
+                    /* a binding outside the staged function (a global): its
+                     * graph input is what every name that read it holds
+                     * (`let k0 = k`), where eager code boxes the binding
+                     * alone; so it gets a box of its own too, an outside
+                     * write that stays a tensor after the call, as the
+                     * binding does eagerly (TNote.boxed, trace.h) */
+                    I->cur_loc = a->loc;
+                    if (trace_write_outside(I, e, a->slot, a->str, bv)) {
+                        value_decref(argv[i]);
+                        argv[i] = bv; /* the reference out: drops */
+                        rc = -1;
+                        goto out;
+                    }
+                } else {
+                    slot_set_take(&e->slots[a->slot], bv);
+                }
                 value_decref(argv[i]);
                 argv[i] = bv;
                 continue;

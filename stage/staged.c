@@ -34,6 +34,7 @@ static void trace_free(Trace *t)
         value_decref(o->tmpl);
     }
     free(t->outs);
+    free(t->keep_boxed);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
@@ -195,6 +196,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
     SigMemo memo = {0}; /* one list in two places stays one list */
+    memo.keep = t->keep_boxed;
     seed_arg_objs(&memo, t->arg_objs, t->narg_objs, I->stage_call_args, t->nparams);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
@@ -531,6 +533,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         }
     }
     leaves_free(&argleaves);
+    /* outputs eager code holds as 0-d tensors though no tape is active */
+    for (int i = 0; i < rl.n; i++) {
+        const TNote *nt = rl.t[i]->node;
+        if (!nt || !nt->boxed || nt->number || rl.t[i]->rank != 0) continue;
+        if (!t->keep_boxed) t->keep_boxed = xcalloc((size_t)rl.n, sizeof *t->keep_boxed);
+        t->keep_boxed[i] = true;
+    }
     /* the arguments' copies in the templates: what stands for the call's
      * own argument objects there */
     {
@@ -625,7 +634,18 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
         int kk = 0;
+        /* (which of its leaves stay boxed: the outputs they are) */
+        bool *keep = NULL;
+        for (int j = 0; t->keep_boxed && j < wl.n; j++)
+            for (int q = t->nret; q < rl.n; q++)
+                if (rl.t[q] == wl.t[j] && t->keep_boxed[q]) {
+                    if (!keep) keep = xcalloc((size_t)wl.n, sizeof *keep);
+                    keep[j] = true;
+                }
+        memo.keep = keep;
         Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
+        memo.keep = NULL;
+        free(keep);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
@@ -634,6 +654,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     /* this call's result: what the traced (eager) run computed */
     int k = 0;
+    memo.keep = t->keep_boxed; /* (its first nret entries are the result's) */
     *out = sig_rebuild_shared(ret, rl.t, &k, true, 0, &memo);
     sig_memo_free(&memo);
     values_free(args, info->nparams);

@@ -25,6 +25,9 @@ typedef struct Trace {
     bool *relaxed;       /* per dim of sig: unknown (any size matches); NULL: none */
     bool shape_specialised; /* the body read a shape: no relaxation from this trace */
     bool shape_read;     /* the body read a shape itself (export: no dynamic dims) */
+    bool *keep_boxed;    /* per output (result leaves, then outside ones): a 0-d value eager
+                            code holds as a tensor (TNote.boxed), which a call hands back
+                            boxed though no tape is active; NULL: none */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;

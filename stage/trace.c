@@ -218,6 +218,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->ref = ref;
     n->number = false;
     n->unboxed = false;
+    n->boxed = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -341,6 +342,7 @@ tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
     tfe_tensor *was = slot < T->capconcrete ? T->concrete[slot] : NULL;
     trace_note(T, a, ref);
     ((TNote *)a->node)->unboxed = unboxed;
+    ((TNote *)a->node)->boxed = !unboxed; /* eager code's binding is a tensor from now on */
     /* the graph value's tensor stays the variable's (a read's copy is no
      * tensor the tape machinery knows); a watched box is it from now on */
     if (unboxed && slot < T->capconcrete) T->concrete[slot] = was;
@@ -427,6 +429,9 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             /* (value_from_tensor_take's rule: a number in eager code) */
             ((TNote *)out[k]->node)->unboxed = out[k]->rank == 0 && !tfe_tapes_active &&
                                                 (!out[k]->storage || out[k]->storage->device == 0);
+            /* (a tape of the body's own records at every call; one from
+             * outside may not be there at the next) */
+            ((TNote *)out[k]->node)->boxed = out[k]->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
         }
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);

@@ -218,7 +218,9 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->ref = ref;
     n->number = false;
     n->unboxed = false;
-    n->boxed = false;
+    /* (a tape of the body's own records at every call; one from outside
+     * may not be there at the next): ops, conds and loops, reads alike */
+    n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -429,9 +431,6 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             /* (value_from_tensor_take's rule: a number in eager code) */
             ((TNote *)out[k]->node)->unboxed = out[k]->rank == 0 && !tfe_tapes_active &&
                                                 (!out[k]->storage || out[k]->storage->device == 0);
-            /* (a tape of the body's own records at every call; one from
-             * outside may not be there at the next) */
-            ((TNote *)out[k]->node)->boxed = out[k]->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
         }
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);

@@ -35,6 +35,7 @@ static void trace_free(Trace *t)
     }
     free(t->outs);
     free(t->keep_boxed);
+    free(t->same_out);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
@@ -193,6 +194,13 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
         if (outs != outbuf) free(outs);
         return -1;
     }
+    /* a boxed value in several places is one tensor there, as eagerly */
+    for (int i = 0; t->same_out && i < nouts && i < t->nkeep; i++)
+        if (t->same_out[i] >= 0) {
+            tensor_incref(outs[t->same_out[i]]);
+            tensor_decref(outs[i]);
+            outs[i] = outs[t->same_out[i]];
+        }
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
     SigMemo memo = {0}; /* one list in two places stays one list */
@@ -537,8 +545,18 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     for (int i = 0; i < rl.n; i++) {
         const TNote *nt = rl.t[i]->node;
         if (!nt || !nt->boxed || nt->number || rl.t[i]->rank != 0) continue;
-        if (!t->keep_boxed) t->keep_boxed = xcalloc((size_t)rl.n, sizeof *t->keep_boxed);
+        if (!t->keep_boxed) {
+            t->keep_boxed = xcalloc((size_t)rl.n, sizeof *t->keep_boxed);
+            t->nkeep = rl.n;
+            t->same_out = xmalloc(sizeof *t->same_out * (size_t)rl.n);
+            for (int j = 0; j < rl.n; j++) t->same_out[j] = -1;
+        }
         t->keep_boxed[i] = true;
+        for (int j = 0; j < i; j++)
+            if (rl.t[j] == rl.t[i]) {
+                t->same_out[i] = j;
+                break;
+            }
     }
     /* the arguments' copies in the templates: what stands for the call's
      * own argument objects there */

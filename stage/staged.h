@@ -28,6 +28,9 @@ typedef struct Trace {
     bool *keep_boxed;    /* per output (result leaves, then outside ones): a 0-d value eager
                             code holds as a tensor (TNote.boxed), which a call hands back
                             boxed though no tape is active; NULL: none */
+    int nkeep;           /* the length of keep_boxed and same_out */
+    int *same_out;       /* with keep_boxed: per output, the earlier output that is the same
+                            tensor at trace time (one object in both places, as eagerly), or -1 */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;

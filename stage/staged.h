@@ -28,9 +28,10 @@ typedef struct Trace {
     bool *keep_boxed;    /* per output (result leaves, then outside ones): a 0-d value eager
                             code holds as a tensor (TNote.boxed), which a call hands back
                             boxed though no tape is active; NULL: none */
-    int nkeep;           /* the length of keep_boxed and same_out */
-    int *same_out;       /* with keep_boxed: per output, the earlier output that is the same
-                            tensor at trace time (one object in both places, as eagerly), or -1 */
+    int nkeep;           /* the length of keep_boxed and same_out: the outputs */
+    int *same_out;       /* per output: the earlier output j that is the same tensor at trace
+                            time, or -2 - i for graph input i passed straight through (one
+                            object in every place, as eagerly), or -1; NULL: none */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;

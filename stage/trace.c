@@ -221,6 +221,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     /* (a tape of the body's own records at every call; one from outside
      * may not be there at the next): ops, conds and loops, reads alike */
     n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
+    n->input = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -276,7 +277,10 @@ int trace_input(Tracer *T, tfe_tensor *t)
         memset(T->static_in + T->cap_static, 0, sizeof *T->static_in * (size_t)(ncap - T->cap_static));
         T->cap_static = ncap;
     }
-    if (!t->node) trace_note(T, t, (GRef){id, 0});
+    if (!t->node) {
+        trace_note(T, t, (GRef){id, 0});
+        ((TNote *)t->node)->input = true;
+    }
     return id;
 }
 

@@ -26,6 +26,7 @@ typedef struct TNote {
     bool unboxed;  /* a 0-d result made while no tape was active, which eager code
                       holds as a number too (value_from_tensor_take), though
                       arithmetic on it is a tensor op as any (trace_watch_box) */
+    bool input;    /* the tensor a graph input was made for (trace_input): it stands for it */
     bool boxed;    /* a 0-d value eager code holds as a tensor at every call: made
                       while a tape made inside the staged function was recording,
                       or a number boxed by t.watch. A call's result or outside

@@ -465,6 +465,17 @@ static void tape_start(Interp *I, Tape *T)
     watching[nwatching++] = T;
 }
 
+/* The tapes of the user tapes whose with block runs, not spent, that watch
+ * a variable when it is read (a staged call that reads one is recorded by
+ * them though they track nothing yet): up to cap into out; how many. */
+int tapes_watching_vars(tfe_tape **out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < nwatching && n < cap; i++)
+        if (!watching[i]->spent) out[n++] = watching[i]->tape;
+    return n;
+}
+
 static void tape_stop(Tape *T)
 {
     if (!T->entered) return;

@@ -760,6 +760,50 @@ static int eval_list_of(Interp *I, Node *arr, Env *env, Value *out)
     return 0;
 }
 
+/* t.watch(name) while a trace records, of a name that holds a number (a
+ * number itself, or a traced tensor that stands for one: trace.h): boxed
+ * as eagerly, into a tensor of its own bound to that name, which a later
+ * result or write-back keeps a tensor (trace_unbox_numbers). For a binding
+ * outside the staged function (a global, an enclosing function's) eager
+ * code boxes that binding itself: the names of the body that read it
+ * before hold the number still, and it is a tensor after the call (and at
+ * the next one), so the box is written to it as an assignment would be.
+ * In a branch or loop body traced symbolically that would happen only on
+ * the calls that run it, which a graph's write-back cannot tell: the
+ * attempt fails, and the if or loop runs at trace time (staging.md
+ * section 7), as eagerly. */
+static __attribute__((noinline)) int box_watched_traced(Interp *I, Node *a, Env *env, Value *arg)
+{
+    bool traced = arg->kind == V_TENSOR && trace_watch_unboxed(arg->u.t);
+    if (!traced && arg->kind != V_SCALAR) return 0;
+    Env *e = env_up(env, a->depth);
+    bool outside = e->trace_id != I->trace_id && trace_recording(I);
+    I->cur_loc = a->loc;
+    if (outside && I->tracer->symbolic &&
+        trace_fail(I, a->loc,
+                   "watch: '%s', a number bound outside the staged function, is watched inside a staged "
+                   "conditional or loop, so eager code makes that binding a tensor only on the calls that run "
+                   "it, which a graph cannot tell; watch it before the if or loop",
+                   a->str))
+        return -1;
+    tfe_tensor *box = traced ? trace_watch_box(I->tracer, arg->u.t, false) : value_to_tensor(*arg);
+    if (!box) return interp_raise_tensor_error(I);
+    if (!traced && trace_recording(I)) trace_box_constant(I->tracer, box);
+    Value bv = v_tensor_take(box);
+    value_incref(bv);
+    if (outside) {
+        if (trace_write_outside(I, e, a->slot, a->str, bv)) {
+            value_decref(bv);
+            return -1;
+        }
+    } else {
+        slot_set_take(&e->slots[a->slot], bv);
+    }
+    value_decref(*arg);
+    *arg = bv;
+    return 0;
+}
+
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
     if (n->a->kind == N_NAME && n->list2.n == 0 && !I->tracer && !I->check_recording) {
@@ -794,34 +838,8 @@ static int eval_call(Interp *I, Node *n, Env *env, Value *out)
         for (int i = 0; i < argc; i++) {
             Node *a = n->list.items[i];
             if (a->kind != N_NAME || a->op == 2) continue;
-            if (argv[i].kind == V_TENSOR && __builtin_expect(I->tracer != NULL, 0) &&
-                trace_watch_unboxed(argv[i].u.t)) {
-                /* a traced tensor that stands for a number: boxed as
-                 * eagerly, into a tensor of its own (trace.h) */
-                Env *e = env_up(env, a->depth);
-                tfe_tensor *box = trace_watch_box(I->tracer, argv[i].u.t, false);
-                if (!box) { rc = interp_raise_tensor_error(I); goto out; }
-                Value bv = v_tensor_take(box);
-                value_incref(bv);
-                if (e->trace_id != I->trace_id) {
-                    /* a binding outside the staged function (a global): its
-                     * graph input is what every name that read it holds
-                     * (`let k0 = k`), where eager code boxes the binding
-                     * alone; so it gets a box of its own too, an outside
-                     * write that stays a tensor after the call, as the
-                     * binding does eagerly (TNote.boxed, trace.h) */
-                    I->cur_loc = a->loc;
-                    if (trace_write_outside(I, e, a->slot, a->str, bv)) {
-                        value_decref(argv[i]);
-                        argv[i] = bv; /* the reference out: drops */
-                        rc = -1;
-                        goto out;
-                    }
-                } else {
-                    slot_set_take(&e->slots[a->slot], bv);
-                }
-                value_decref(argv[i]);
-                argv[i] = bv;
+            if (__builtin_expect(I->tracer != NULL, 0)) {
+                if (box_watched_traced(I, a, env, &argv[i])) { rc = -1; goto out; }
                 continue;
             }
             if (argv[i].kind != V_SCALAR) continue;

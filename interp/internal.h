@@ -272,6 +272,9 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx);
 bool value_is_variable(Value v);
 int variable_update(Interp *I, Value var, int aop, Value x); /* var op= x in place; x borrowed */
 tfe_tensor *variable_peek(Value var);               /* its value, borrowed; no tape sees it */
+/* The user tapes in their with blocks that watch variables as they are
+ * read (not spent): their tensor-layer tapes, up to cap into out; how many. */
+int tapes_watching_vars(tfe_tape **out, int cap);
 int variable_assign_target(Value callable, tfe_tensor ***slot); /* graph/exec_update.c: see there */
 /* The tapes made in trace trace_id (stage/trace_cf.c, export_reads): their
  * read of var as t, which the run of a traced if made as a value it hands

@@ -35,6 +35,12 @@ typedef struct Value {
      * double is its value); anywhere else it is u.f rounded to float32
      * (scalar_f). Copies keep it; any computed value has it false. */
     bool lit;
+    /* V_TENSOR in what a staged call rebuilds its result and written-back
+     * bindings from (stage/sig.c): a 0-d tensor eager code holds boxed (a
+     * watched number's box, a result made while a tape of the body records:
+     * stage/trace.c, trace_unbox_numbers), which must stay a tensor there
+     * rather than become a number. False everywhere else. */
+    bool boxed;
     union {
         int64_t i;  /* bool and int scalars */
         double f;   /* float scalars (float32 kept rounded to float) */

@@ -3917,6 +3917,18 @@ static Graph *keep_graph(Interp *I, Graph *G)
     return B;
 }
 
+/* How many tapes record a call of G: those tracking something, and, where
+ * G reads a variable, the user tapes that watch it as it is read (a tape
+ * with no watch of its own, second_v of stage_grad2_replay_var_branch). */
+static int tapes_recording_call(const Graph *G)
+{
+    bool reads = false;
+    for (int i = 0; i < G->n && !reads; i++) reads = G->nodes[i].kind == G_VAR_READ;
+    tfe_tape *also[16];
+    int nalso = reads ? tapes_watching_vars(also, 16) : 0;
+    return tfe_tapes_recording_or(also, nalso);
+}
+
 /* Does a call of G under two recording tapes or more hand out its values for a
  * higher order (GCallGrad.hold)? Where G as traced is ops (no collective),
  * conds, variable reads of its top region and host calls with no value (a
@@ -3942,6 +3954,39 @@ static Graph *hold_graph(Interp *I, Graph *G)
         if (!ok) return NULL;
     }
     return B;
+}
+
+/* Should a cached call of G run its body eagerly instead (stage_call)?
+ * Under two recording tapes or more (a higher order may be taken), a graph
+ * that cannot hold its values (hold_graph) has a backward that replays the
+ * forward, and an outer tape then reaches a value a rule reads through the
+ * replay and through the call's entry: two sums, where eager code has one
+ * running sum in tape order, so the last bit can differ. That happens with
+ * a host call with a value (its gradient runs the function again under a
+ * tape of its own), a variable read in a branch, or a collective:
+ * stage_grad2_replay_host, stage_grad2_replay_var_branch. Run eagerly, the
+ * call is eager code to every tape, bit for bit. (A loop keeps its graph:
+ * a second order through it is refused where it is reached.) */
+bool stage_grad_runs_eagerly(Interp *I, Graph *G)
+{
+    if (I->tracer || !tfe_tapes_active) return false;
+    const Graph *B = G->raw ? G->raw : G;
+    int nrec = tapes_recording_call(B);
+    if (nrec < 2) return false;
+    /* under three or more (a third order may be taken), a traced if: the
+     * held values' backward graphs, cached and run again under the outer
+     * tapes, gave third and fourth orders that can differ from eager's in
+     * the last bit (stage_grad3_if, stage_grad3_nested_if, stage_grad4_if) */
+    for (int i = 0; i < B->n && nrec >= 3; i++)
+        if (B->nodes[i].kind == G_COND) return true;
+    if (hold_graph(I, G)) return false;
+    for (int i = 0; i < B->n; i++) {
+        const GNode *n = &B->nodes[i];
+        if ((n->kind == G_HOST && n->nout) || (n->kind == G_VAR_READ && n->region != 0) ||
+            (n->kind == G_OP && (tfe_ops[n->op].flags & F_COLLECTIVE)))
+            return true;
+    }
+    return false;
 }
 
 /* The held values of run x of G (GCallGrad.xslot, hold): the values of
@@ -4008,7 +4053,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     /* ... and so does one under two recording tapes or more (any may record
      * another's gradient, a higher order) whose values it can hand out as
      * outputs of its tape entry (hold_graph, GCallGrad.hold) */
-    Graph *H = saved_tapes && tfe_tapes_recording() >= 2 ? hold_graph(I, G) : NULL;
+    Graph *H = saved_tapes && tapes_recording_call(G->raw ? G->raw : G) >= 2 ? hold_graph(I, G) : NULL;
     /* (under three or more too: the backward graph's own call, under the
      * outer tapes, holds its values in turn, so a third or fourth order is
      * eager's where the target reads the call's result and the lower

@@ -198,14 +198,14 @@ static Value rebuild(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, 
         if (tmpl.dtype == TFE_BOOL || tmpl.lit) return tmpl; /* by value (flatten) */
         /* fall through */
     case V_TENSOR: {
-        int at = (*k)++;
-        tfe_tensor *t = leaves[at];
+        tfe_tensor *t = leaves[(*k)++];
         tensor_incref(t);
         /* a number in the template is one eager code holds unboxed, even
          * while a tape records (its arithmetic on numbers stays numbers);
          * a traced one stays a tensor (the trace knows it by identity) */
         if (unbox && tmpl.kind == V_SCALAR && !t->node) return value_number_take(t);
-        if (m && m->keep && m->keep[at]) return v_tensor_take(t);
+        /* a watch's box (trace_unbox_numbers): a tensor in eager code too */
+        if (tmpl.kind == V_TENSOR && tmpl.boxed) return v_tensor_take(t);
         return unbox ? value_from_tensor_take(t) : v_tensor_take(t);
     }
     case V_TUPLE: case V_LIST: case V_RECORD:

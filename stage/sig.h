@@ -54,12 +54,7 @@ void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k);
  * more than once (`(xs, xs)`) is rebuilt once, and every place holds that one
  * object, as in tmpl. One memo can serve several rebuilds (a call's result
  * and the bindings it writes back); sig_memo_free releases it. */
-typedef struct SigMemo {
-    const void **from; Value *to; int n, cap;
-    /* per leaf index (*k), or NULL: a 0-d leaf that stays a tensor when
-     * unboxing (a value eager code holds boxed: staged.h, Trace.keep_boxed) */
-    const bool *keep;
-} SigMemo;
+typedef struct SigMemo { const void **from; Value *to; int n, cap; } SigMemo;
 Value sig_rebuild_shared(Value tmpl, tfe_tensor *const *leaves, int *k, bool unbox, uint32_t stamp, SigMemo *m);
 void sig_memo_free(SigMemo *m);
 /* Rebuild the object from as `to` (a new reference is taken). */

@@ -34,7 +34,6 @@ static void trace_free(Trace *t)
         value_decref(o->tmpl);
     }
     free(t->outs);
-    free(t->keep_boxed);
     free(t->same_out);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
@@ -207,7 +206,6 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
     SigMemo memo = {0}; /* one list in two places stays one list */
-    memo.keep = t->keep_boxed;
     seed_arg_objs(&memo, t->arg_objs, t->narg_objs, I->stage_call_args, t->nparams);
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
@@ -544,13 +542,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         }
     }
     leaves_free(&argleaves);
-    /* outputs eager code holds as 0-d tensors though no tape is active */
-    for (int i = 0; i < rl.n; i++) {
-        const TNote *nt = rl.t[i]->node;
-        if (!nt || !nt->boxed || nt->number || rl.t[i]->rank != 0) continue;
-        if (!t->keep_boxed) t->keep_boxed = xcalloc((size_t)rl.n, sizeof *t->keep_boxed);
-        t->keep_boxed[i] = true;
-    }
     /* outputs that are one tensor in eager code: the same tensor as an
      * earlier output, or an input's own tensor (an argument or outside
      * binding passed straight through), at trace time, when the body runs
@@ -669,18 +660,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
         int kk = 0;
-        /* (which of its leaves stay boxed: the outputs they are) */
-        bool *keep = NULL;
-        for (int j = 0; t->keep_boxed && j < wl.n; j++)
-            for (int q = t->nret; q < rl.n; q++)
-                if (rl.t[q] == wl.t[j] && t->keep_boxed[q]) {
-                    if (!keep) keep = xcalloc((size_t)wl.n, sizeof *keep);
-                    keep[j] = true;
-                }
-        memo.keep = keep;
         Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
-        memo.keep = NULL;
-        free(keep);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
@@ -689,7 +669,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     /* this call's result: what the traced (eager) run computed */
     int k = 0;
-    memo.keep = t->keep_boxed; /* (its first nret entries are the result's) */
     *out = sig_rebuild_shared(ret, rl.t, &k, true, 0, &memo);
     sig_memo_free(&memo);
     values_free(args, info->nparams);
@@ -922,6 +901,13 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
      * code clamps the bound, or raises for an index): the call traces for
      * its sizes before anything ran, so it gets eager's result or error */
     bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
+    /* a higher order through a graph whose backward would replay values
+     * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
+    if (hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) {
+        sc->hits++;
+        leaves_free(&lv);
+        return interp_run_body(I, c, e, out);
+    }
     if (hit && !unfit) {
         sc->hits++;
         sc->last = hit;

@@ -25,10 +25,7 @@ typedef struct Trace {
     bool *relaxed;       /* per dim of sig: unknown (any size matches); NULL: none */
     bool shape_specialised; /* the body read a shape: no relaxation from this trace */
     bool shape_read;     /* the body read a shape itself (export: no dynamic dims) */
-    bool *keep_boxed;    /* per output (result leaves, then outside ones): a 0-d value eager
-                            code holds as a tensor (TNote.boxed), which a call hands back
-                            boxed though no tape is active; NULL: none */
-    int nkeep;           /* the length of keep_boxed and same_out: the outputs */
+    int nkeep;           /* the length of same_out: the outputs */
     int *same_out;       /* per output: the earlier output j that is the same tensor at trace
                             time, or -2 - i for graph input i passed straight through (one
                             object in every place, as eagerly), or -1; NULL: none */
@@ -92,6 +89,11 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
+
+/* A cached call of g that runs its body eagerly instead: under two
+ * recording tapes or more, a graph whose backward would replay values eager
+ * code shares between the forward and a higher order (stage/grad.c). */
+bool stage_grad_runs_eagerly(Interp *I, Graph *g);
 
 void stage_builtins_register(Interp *I);
 void stage_optimize(Graph *g); /* the optimizer over a finished graph (graph/opt.h) */

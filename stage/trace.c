@@ -218,8 +218,10 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->ref = ref;
     n->number = false;
     n->unboxed = false;
-    /* (a tape of the body's own records at every call; one from outside
-     * may not be there at the next): ops, conds and loops, reads alike */
+    /* a 0-d value made while a tape of the body's own records is a tensor
+     * to eager code at every call (a tape from outside may not be there at
+     * the next): op results, and conds', loops', host calls' and variable
+     * reads' alike */
     n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
     n->input = false;
     tensor_incref(t);
@@ -348,17 +350,26 @@ tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed)
     tfe_tensor *was = slot < T->capconcrete ? T->concrete[slot] : NULL;
     trace_note(T, a, ref);
     ((TNote *)a->node)->unboxed = unboxed;
-    ((TNote *)a->node)->boxed = !unboxed; /* eager code's binding is a tensor from now on */
+    ((TNote *)a->node)->boxed = !unboxed;
     /* the graph value's tensor stays the variable's (a read's copy is no
      * tensor the tape machinery knows); a watched box is it from now on */
     if (unboxed && slot < T->capconcrete) T->concrete[slot] = was;
     return a;
 }
 
+void trace_box_constant(Tracer *T, tfe_tensor *t)
+{
+    trace_ref(T, t);
+    if (t->node) ((TNote *)t->node)->boxed = true;
+}
+
 Value trace_unbox_numbers(Value v)
 {
     if (v.kind == V_TENSOR) {
         const TNote *n = v.u.t->node;
+        /* (a watch's box, a result made while a tape of the body records:
+         * tensors in eager code, kept so by sig.c's rebuild) */
+        if (n && n->boxed && !n->number && v.u.t->rank == 0) v.boxed = true;
         if (!n || !n->number || !v.u.t->storage || v.u.t->rank != 0) return v;
         tensor_incref(v.u.t);
         Value r = value_number_take(v.u.t);
@@ -435,6 +446,10 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
             /* (value_from_tensor_take's rule: a number in eager code) */
             ((TNote *)out[k]->node)->unboxed = out[k]->rank == 0 && !tfe_tapes_active &&
                                                 (!out[k]->storage || out[k]->storage->device == 0);
+            /* ... and a tensor, made while a tape of the body records: kept
+             * one where the call hands it back (a tape outside the call is
+             * not one of every call's: there the call's rule decides) */
+            ((TNote *)out[k]->node)->boxed = out[k]->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
         }
     }
     if (info->flags & F_COLLECTIVE) effect_chain(T, id);
@@ -797,15 +812,7 @@ int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
     }
     if (trace_recording(I)) {
         if (sig_has_function(v)) {
-            /* the lazy-build pattern (`if m == nil { m = nn.dense(...) }`)
-             * lands here with a record (a layer, a model, an optimizer):
-             * the graph's write-back cannot make the closures eager code
-             * makes, so name the value and say where to build it */
-            const char *what = v.kind == V_FN ? "a function"
-                               : v.kind == V_RECORD ? "a record holding functions (a layer, a model, an optimizer)"
-                                                    : "a list or tuple holding functions";
-            if (trace_fail(I, I->cur_loc, "a staged function cannot store %s in '%s', a binding outside it: "
-                                          "make it outside the staged function, before its first call", what, name)) {
+            if (trace_fail(I, I->cur_loc, "a staged function cannot store a function in '%s', a binding outside it", name)) {
                 value_decref(v);
                 return -1;
             }

@@ -26,12 +26,11 @@ typedef struct TNote {
     bool unboxed;  /* a 0-d result made while no tape was active, which eager code
                       holds as a number too (value_from_tensor_take), though
                       arithmetic on it is a tensor op as any (trace_watch_box) */
-    bool input;    /* the tensor a graph input was made for (trace_input): it stands for it */
-    bool boxed;    /* a 0-d value eager code holds as a tensor at every call: made
-                      while a tape made inside the staged function was recording,
-                      or a number boxed by t.watch. A call's result or outside
-                      binding holding it stays a tensor (Trace.keep_boxed), where
-                      other 0-d results are numbers when no tape is active */
+    bool boxed;    /* a tensor in eager code (a watch's box of a number, a 0-d
+                      result made while a tape of the body records), which the
+                      call's result and write-back keep (trace_unbox_numbers) */
+    bool input;    /* the tensor a graph input was made for (trace_input): it stands
+                      for it, so a result that is it is the input (Trace.same_out) */
 } TNote;
 
 /* A binding outside the trace (a free variable of the body or of a function
@@ -209,6 +208,10 @@ void trace_unmark_number(Value v);    /* a watched one is boxed */
  * active, which eager code unboxes at every read). */
 bool trace_watch_unboxed(const tfe_tensor *t);
 tfe_tensor *trace_watch_box(Tracer *T, tfe_tensor *t, bool unboxed);
+/* t, a watch's box of a number that was no traced tensor (a literal such
+ * as 0.1, which a signature holds by value): a constant of the trace that
+ * stays a tensor in the call's result and write-back, as the box it is. */
+void trace_box_constant(Tracer *T, tfe_tensor *t);
 Value trace_unbox_numbers(Value v);   /* takes v */
 
 /* The interpreter's hooks (interp/eval.c, value.c, builtins). */

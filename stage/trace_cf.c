@@ -1064,6 +1064,24 @@ static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
     return !T->symbolic && tfe_tapes_active && region_draws(g, r);
 }
 
+/* An if met with values (not in a branch traced symbolically) while three
+ * tapes or more record (a third order may be taken): run as a tape entry,
+ * its backward graphs, run again under the outer tapes, gave third and
+ * fourth orders that differ from eager's in the last bit (stage_grad3_if,
+ * stage_grad3_nested_if, stage_grad4_if). It runs at trace time instead, so
+ * the tapes see its branch's ops one by one, as eagerly (an if nested there
+ * is met with values in turn); the trace then depends on its condition's
+ * value (section 7 of docs/staging.md). */
+static bool tapes_meet_if(Tracer *T, const tfe_tensor *pred)
+{
+    /* (a condition whose value varies from call to call, from a variable,
+     * a draw or a host call, cannot be read at trace time: the if stays a
+     * node, section 14) */
+    if (T->symbolic || !tfe_tapes_active || trace_value_varies(T->I, pred)) return false;
+    tfe_tape *also[16];
+    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
+}
+
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
@@ -1268,6 +1286,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->last_effect = saved_effect;
     T->if_regions[0] = saved_if[0];
     T->if_regions[1] = saved_if[1];
+    if (tapes_meet_if(T, cond.u.t)) goto failed;
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;

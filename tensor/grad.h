@@ -110,6 +110,9 @@ void tfe_tape_record(const tfe_opcall *c);
  * computing their own gradient, not spent): two or more can record a
  * backward computed under them (a higher order). */
 int tfe_tapes_recording(void);
+/* The same, counting also the tapes also[] (nalso) that track nothing yet
+ * but will (a user tape watches a variable a staged call reads). */
+int tfe_tapes_recording_or(tfe_tape *const *also, int nalso);
 /* t takes one first-order gradient of what it records, right after, and
  * that gradient is no part of the program's (--check-staged's tape, which
  * compares a staged call's gradient with the eager run's: stage/check.c):

@@ -838,17 +838,114 @@ static void pad_one(const float *src, float *d, int64_t h, int64_t w, int64_t c,
     memset(d + (top + h) * row, 0, (size_t)(hp - top - h) * row * sizeof(float));
 }
 
-/* Slot s0 pads the images it claims into its own buffer (hp*wp*cs, in L2),
- * then runs their output rows: the padded batch (2.4 MB for a 32x32x16
- * CIFAR batch) no longer goes out to memory and back. */
+/* Padded rows [r0, r1), padded columns [c0, c1) of one image x (h, w, c)
+ * that lies at (top, left) in its zero padding, into d (rows of (c1-c0)*c). */
+static void pad_part(const float *x, float *d, int64_t h, int64_t w, int64_t c, int64_t top,
+                     int64_t left, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    int64_t row = (c1 - c0) * c;
+    /* the columns of x inside [c0, c1): [x0, x1) in padded coordinates */
+    int64_t x0 = c0 > left ? c0 : left, x1 = c1 < left + w ? c1 : left + w;
+    for (int64_t r = r0; r < r1; r++) {
+        float *o = d + (r - r0) * row;
+        int64_t i = r - top;
+        if (i < 0 || i >= h || x1 <= x0) {
+            memset(o, 0, (size_t)row * sizeof(float));
+            continue;
+        }
+        memset(o, 0, (size_t)((x0 - c0) * c) * sizeof(float));
+        memcpy(o + (x0 - c0) * c, x + (i * w + x0 - left) * c, (size_t)((x1 - x0) * c) * sizeof(float));
+        memset(o + (x1 - c0) * c, 0, (size_t)((c1 - x1) * c) * sizeof(float));
+    }
+}
+
+/* One image's output rows without a padded copy of the whole image: the
+ * outputs whose windows lie inside x, rows [i0, i1) by columns [j0, j1),
+ * read x where it lies; only the border's windows read padded copies of
+ * the few rows (top and bottom) or columns (left and right) they reach,
+ * made in buf. Each output is the same GEMM sum over the same values in
+ * the same k order as from the padded image (tfe_sgemm_small_seg: an
+ * element's value depends on neither m nor the tiling), so the bits are
+ * those of the padded copy's; the copy of a 32x32x16 image, read from
+ * memory and written to L2 on every pass, was ~6% of a ResNet-20 step. */
+static void direct_image_parts(const direct_job *d, int64_t n, float *buf, int64_t i0, int64_t i1,
+                               int64_t j0, int64_t j1) {
+    int64_t cs = d->cs, co = d->co, sh = d->sh, sw = d->sw, reach = (d->kh - 1) * d->dh + 1;
+    const float *x = d->x + (size_t)n * d->h * d->wd * cs;
+    float *out = d->out + (size_t)n * d->oh * d->ow * co;
+    int64_t seglen = d->kw * cs;
+    /* the inside: one GEMM an output row over columns [j0, j1) */
+    for (int64_t oi = i0; oi < i1; oi++)
+        tfe_sgemm_small_seg_ep(j1 - j0, co, d->kh, seglen, d->dh * d->wd * cs, d->kb,
+                               x + ((oi * sh - d->top) * d->wd + j0 * sw - d->left) * cs, sw * cs,
+                               1, d->w, co, out + (oi * d->ow + j0) * co, co, false, d->ep);
+    /* the top rows [0, i0) and the bottom rows [i1, oh), whole: their
+     * padded rows at full padded width */
+    for (int part = 0; part < 2; part++) {
+        int64_t q0 = part ? i1 : 0, q1 = part ? d->oh : i0;
+        if (q1 <= q0) continue;
+        int64_t r0 = q0 * sh, r1 = (q1 - 1) * sh + reach;
+        pad_part(x, buf, d->h, d->wd, cs, d->top, d->left, r0, r1, 0, d->wp);
+        for (int64_t oi = q0; oi < q1; oi++)
+            tfe_sgemm_small_seg_ep(d->ow, co, d->kh, seglen, d->dh * d->wp * cs, d->kb,
+                                   buf + (oi * sh - r0) * d->wp * cs, sw * cs, 1, d->w, co,
+                                   out + oi * d->ow * co, co, false, d->ep);
+    }
+    /* the left columns [0, j0) and the right columns [j1, ow) of the inside
+     * rows: a strip of the padded columns they reach, one GEMM a column
+     * over the rows */
+    if (i1 <= i0) return;
+    for (int part = 0; part < 2; part++) {
+        int64_t p0 = part ? j1 : 0, p1 = part ? d->ow : j0;
+        if (p1 <= p0) continue;
+        int64_t c0 = p0 * sw, c1 = (p1 - 1) * sw + d->kw, sl = c1 - c0;
+        int64_t r0 = i0 * sh, r1 = (i1 - 1) * sh + reach;
+        pad_part(x, buf, d->h, d->wd, cs, d->top, d->left, r0, r1, c0, c1);
+        for (int64_t oj = p0; oj < p1; oj++)
+            tfe_sgemm_small_seg_ep(i1 - i0, co, d->kh, seglen, d->dh * sl * cs, d->kb,
+                                   buf + (oj - p0) * sw * cs, sh * sl * cs, 1, d->w, co,
+                                   out + (i0 * d->ow + oj) * co, d->ow * co, false, d->ep);
+    }
+}
+
+/* Slot s0 runs the images it claims; those with an inside (outputs whose
+ * windows need no padding) read x in place, the others are padded into
+ * the slot's own buffer (hp*wp*cs, in L2), not the whole batch. */
 static void direct_images(int64_t s0, int64_t s1, void *vctx) {
     direct_job *d = vctx;
     size_t isz = (size_t)(d->hp * d->wp * d->cs);
     float *img = d->img + (size_t)s0 * isz;
     (void)s1;
+    /* the inside: rows oi with oi*sh - top >= 0 and oi*sh - top + reach <= h
+     * (columns the same with kw) */
+    int64_t reach = (d->kh - 1) * d->dh + 1;
+    int64_t i0 = (d->top + d->sh - 1) / d->sh, j0 = (d->left + d->sw - 1) / d->sw;
+    int64_t i1 = d->h - reach + d->top < 0 ? 0 : (d->h - reach + d->top) / d->sh + 1;
+    int64_t j1 = d->wd - d->kw + d->left < 0 ? 0 : (d->wd - d->kw + d->left) / d->sw + 1;
+    if (i1 > d->oh) i1 = d->oh;
+    if (j1 > d->ow) j1 = d->ow;
+    bool inside = i1 > i0 && j1 > j0;
+    if (inside) {
+        /* the parts run more, smaller tiles than whole rows, each reading
+         * all of the filter (B). Measured (benchmarks.md): faster with a
+         * small filter (32x32x16: 9 KB) and where the parts need fewer
+         * tiles (8x8x64: 12 for 16), ~5% slower for 16x16x32 (36 KB, 36
+         * tiles of 8 and 6 rows for 32 of 8; why is not settled: keeping
+         * a block of B in L1 did not help), so only in the first two
+         * cases: B at most 24 KB (L1 is 32 KB), or no more tiles */
+        int64_t kl = d->kw * d->cs, ni = i1 - i0, nj = j1 - j0;
+#define TILES(m) tfe_sgemm_small_tiles(m, d->co, d->kh, kl, d->kb)
+        int64_t whole = d->oh * TILES(d->ow);
+        int64_t parts = ni * TILES(nj) + (d->oh - ni) * TILES(d->ow) + (d->ow - nj) * TILES(ni);
+#undef TILES
+        inside = d->kh * kl * d->co * (int64_t)sizeof(float) <= 24 * 1024 || parts <= whole;
+    }
     for (;;) {
         int64_t n = __atomic_fetch_add(&d->next, 1, __ATOMIC_RELAXED);
         if (n >= d->n || tfe_interrupted) break;
+        if (inside) {
+            direct_image_parts(d, n, img, i0, i1, j0, j1);
+            continue;
+        }
         pad_one(d->x + (size_t)n * d->h * d->wd * d->cs, img, d->h, d->wd, d->cs, d->hp, d->wp,
                 d->top, d->left);
         direct_run_rows(d, img, n, n * d->oh, (n + 1) * d->oh);

@@ -255,6 +255,20 @@ AVX512 void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t s
     }
 }
 
+/* The register tiles a tfe_sgemm_small_seg call runs (the choice above). */
+int64_t tfe_sgemm_small_tiles(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t kb) {
+    static const int64_t rmax[2][4] = {{12, 8, 6, 6}, {12, 7, 4, 3}}; /* ALL_ROWS(_T) */
+    int64_t tiles = 0, k = seglen;
+    if (kb < 1) kb = 1;
+    if (m <= 0 || n <= 0) return 0;
+    for (int64_t j0 = 0; j0 < n; j0 += 64) {
+        int64_t w = n - j0 < 64 ? n - j0 : 64, V = (w + 15) / 16, kbe = kb < k ? kb : k;
+        bool t = kbe <= 48 && (nseg > 1 || k > kb) && (V == 1 || m >= 48);
+        tiles += (m + rmax[t][V - 1] - 1) / rmax[t][V - 1];
+    }
+    return tiles;
+}
+
 #else
 
 bool tfe_sgemm_small_ok(void) { return false; }
@@ -276,6 +290,11 @@ void tfe_sgemm_small_ep(int64_t m, int64_t n, int64_t k, const float *a, int64_t
                         const float *b, int64_t ldb, float *c, int64_t ldc, const tfe_sgemm_ep *ep) {
     (void)m, (void)n, (void)k, (void)a, (void)ars, (void)aks, (void)b, (void)ldb, (void)c,
         (void)ldc, (void)ep;
+}
+
+int64_t tfe_sgemm_small_tiles(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t kb) {
+    (void)m, (void)n, (void)nseg, (void)seglen, (void)kb;
+    return 0;
 }
 
 void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t segstride,

@@ -46,6 +46,10 @@ void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t seglen, 
                             int64_t kb, const float *a, int64_t ars, int64_t aks, const float *b,
                             int64_t ldb, float *c, int64_t ldc, bool acc, const tfe_sgemm_ep *ep);
 
+/* How many register tiles tfe_sgemm_small_seg(m, n, nseg, seglen, ..., kb)
+ * runs; each reads all of its k rows of B (a conv's filter). */
+int64_t tfe_sgemm_small_tiles(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int64_t kb);
+
 /* The attribute that compiles a function for the CPUs tfe_sgemm_small runs on. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define F32_TARGET __attribute__((target("avx512f")))

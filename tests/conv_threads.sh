@@ -2,8 +2,13 @@
 # conv_threads.sh — conv2d and both of its gradients give the same bits at
 # 1, 2 and 3 threads (TFE_NUM_THREADS), for float32 and float64, over shapes
 # that take each of the chunked paths (tensor/kernels_nn.c): LeNet's and
-# ResNet-20's layers, a strided and a dilated one. Each run saves its results
-# with save_npy; the files must be byte-identical.
+# ResNet-20's layers, a strided and a dilated one. With two images a thread
+# or more, the forward and the stride-1 d/dx run image by image, else on
+# the whole batch padded (4 images: image by image at 1 and 2 threads, the
+# batch at 3): image by image, an image with an inside is read in place and
+# only its border padded (the 5x4 kernels at strides 1 and 2: uneven
+# borders of two rows and columns), a 3x3 image under a 5x5 kernel padded
+# whole. Each run saves its results with save_npy; the files must be byte-identical.
 : "${TFE:?TFE is not set (run through make check)}"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/conv_threads.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
@@ -18,6 +23,9 @@ let cases = (
     ((3, 16, 16, 32), (3, 3, 32, 64), 2, 1, "same", "float32"),
     ((2, 70, 90, 5), (3, 4, 5, 20), 2, 1, "same", "float32"),
     ((3, 12, 12, 8), (3, 3, 8, 8), 1, 2, "same", "float32"),
+    ((4, 9, 11, 8), (5, 4, 8, 9), 1, 1, "same", "float32"),
+    ((4, 10, 13, 12), (5, 4, 12, 20), 2, 1, "same", "float32"),
+    ((4, 3, 3, 8), (5, 5, 8, 8), 1, 1, "same", "float32"),
     ((9, 28, 28, 1), (5, 5, 1, 6), 1, 1, "same", "float64"),
     ((4, 16, 16, 16), (3, 3, 16, 16), 1, 1, "same", "float64")
 )
@@ -55,5 +63,5 @@ for f in "$dir"/t1/*.npy; do
         fi
     done
 done
-[ "$(cat "$dir/out1")" = 10 ] || { echo "conv_threads: unexpected output: $(cat "$dir/out1")"; fail=1; }
+[ "$(cat "$dir/out1")" = 13 ] || { echo "conv_threads: unexpected output: $(cat "$dir/out1")"; fail=1; }
 exit $fail

@@ -53,7 +53,9 @@ Rules:
 Excluded on purpose (documented limits, docs/staging.md section 14): an
 outer tape around a call of a function that takes a gradient inside a loop,
 or around a loop (a second-order gradient through a loop on a traced tensor
-is an error when staged, not eagerly).
+is an error when staged, not eagerly); a variable write in a loop inside
+a tape's block (with the tape made in the function, a gradient through a
+staged loop that assigns a variable it reads is a located error).
 
 Environment: $TFE (the binary), $TFE_SRCDIR, $TFE_TEST_WRAPPER (optional
 prefix). Options: -n N (programs), --seed S, -j N (parallel programs),
@@ -98,6 +100,7 @@ class Fn:
         self.carried = []           # [(name, shape)]
         self.accs = []              # [(name, shape)] gradient accumulators
         self.ntape = 0
+        self.in_tape_block = False   # generating a control inside a tape's block
         self.nloop = 0
         self.has_loop = False
         self.tape_in_loop = False   # a gradient taken inside a loop
@@ -236,7 +239,9 @@ class Fn:
             # a tape around a loop or a cond (not inside another one: a
             # staged trace refuses that, stage/trace_cf.c)
             self.tape_around_loop = True
+            self.in_tape_block = True
             self.control(ind + 1, depth - 1, in_loop)
+            self.in_tape_block = False
             # the control may rebind w to a tensor the tape never saw: the
             # gradient with respect to it would be an error (watch it again)
             if not any(w == n for n, _ in self.vars):
@@ -245,7 +250,7 @@ class Fn:
         self.emit(ind + 1, "let %s = sum(%s(%s * %s) + %s)" % (
             l, r.choice(["tanh", "sin", "sigmoid", ""]), w, e, e))
         self.emit(ind, "}")
-        if any(w == n for n, _ in self.vars) and r.random() < 0.5:
+        if any(w == n for n, _ in self.vars) and r.random() < 0.5 and not (in_loop and self.in_tape_block):
             self.sgd = True
             self.var_write_in_loop |= in_loop
             self.emit(ind, "%s.assign_sub(%s * tanh(%s.gradient(%s, %s)))" % (
@@ -258,8 +263,17 @@ class Fn:
         k = self.rng.random()
         if k < 0.45 and self.carried:
             self.update(ind)
-        elif k < 0.7 or (k < 0.45 and not self.carried):
+        elif (k < 0.7 or (k < 0.45 and not self.carried)) and not (in_loop and self.in_tape_block):
             self.var_write(ind, in_loop)
+        elif k < 0.7:
+            # no variable write in a loop inside a tape's block: a gradient
+            # through a staged loop that assigns a variable it reads, with
+            # the tape made in the function, is a located error (a
+            # documented limit, docs/staging.md section 14; seed 67392)
+            if self.carried:
+                self.update(ind)
+            else:
+                self.tape(ind, in_loop, depth)
         else:
             self.tape(ind, in_loop, depth)
 

@@ -812,7 +812,15 @@ int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
     }
     if (trace_recording(I)) {
         if (sig_has_function(v)) {
-            if (trace_fail(I, I->cur_loc, "a staged function cannot store a function in '%s', a binding outside it", name)) {
+            /* the lazy-build pattern (`if m == nil { m = nn.dense(...) }`)
+             * lands here with a record (a layer, a model, an optimizer):
+             * the graph's write-back cannot make the closures eager code
+             * makes, so name the value and say where to build it */
+            const char *what = v.kind == V_FN ? "a function"
+                               : v.kind == V_RECORD ? "a record holding functions (a layer, a model, an optimizer)"
+                                                    : "a list or tuple holding functions";
+            if (trace_fail(I, I->cur_loc, "a staged function cannot store %s in '%s', a binding outside it: "
+                                          "make it outside the staged function, before its first call", what, name)) {
                 value_decref(v);
                 return -1;
             }

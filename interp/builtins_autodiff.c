@@ -2306,6 +2306,16 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
         *out = v_tensor_take(t);
         return 0;
     }
+    if (v.kind == V_TENSOR && I->tracer && trace_watch_unboxed(v.u.t)) {
+        /* a traced tensor that stands for a number: boxed as eagerly (a
+         * tensor of its own, which the function's ops keep a tensor and a
+         * result made from it stays one: trace.h, TNote.boxed) */
+        tfe_tensor *box = trace_watch_box(I->tracer, v.u.t, false);
+        if (!box) return interp_raise_tensor_error(I);
+        tfe_tape_watch(T->tape, box);
+        *out = v_tensor_take(box);
+        return 0;
+    }
     if (v.kind == V_TENSOR) {
         tfe_tape_watch(T->tape, v.u.t);
     } else if (is_variable(v)) {

@@ -34,6 +34,7 @@ static void trace_free(Trace *t)
         value_decref(o->tmpl);
     }
     free(t->outs);
+    free(t->same_out);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
@@ -191,6 +192,16 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     if (stage_graph_call(I, t->g, lv->t, outs)) {
         if (outs != outbuf) free(outs);
         return -1;
+    }
+    /* one tensor in several places, or an input passed through, is that
+     * one tensor there, as eagerly (Trace.same_out) */
+    for (int i = 0; t->same_out && i < nouts && i < t->nkeep; i++) {
+        int s = t->same_out[i];
+        tfe_tensor *one = s >= 0 ? outs[s] : s <= -2 && -2 - s < lv->n ? lv->t[-2 - s] : NULL;
+        if (!one || !outs[i]) continue;
+        tensor_incref(one);
+        tensor_decref(outs[i]);
+        outs[i] = one;
     }
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
@@ -531,6 +542,30 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         }
     }
     leaves_free(&argleaves);
+    /* outputs that are one tensor in eager code: the same tensor as an
+     * earlier output, or an input's own tensor (an argument or outside
+     * binding passed straight through), at trace time, when the body runs
+     * on real tensors. A graph run hands each out as its own tensor (the
+     * tape entry of a call under a tape knows them apart), so run_trace
+     * gives the caller the one tensor again: a tape after the call adds
+     * the uses of every place to one sum, as eagerly. (By trace-time
+     * identity, not run-time: the optimizer merges duplicate nodes that
+     * eager code computes as two tensors.) */
+    for (int i = 0; i < rl.n; i++) {
+        const TNote *nt = rl.t[i]->node;
+        int same = -1;
+        for (int j = 0; j < i && same == -1; j++)
+            if (rl.t[j] == rl.t[i]) same = j;
+        if (same == -1 && nt && nt->input && gnode(g, nt->ref.node)->kind == G_INPUT)
+            same = -2 - gnode(g, nt->ref.node)->input_index;
+        if (same == -1) continue;
+        if (!t->same_out) {
+            t->same_out = xmalloc(sizeof *t->same_out * (size_t)rl.n);
+            for (int j = 0; j < rl.n; j++) t->same_out[j] = -1;
+        }
+        t->same_out[i] = same;
+    }
+    t->nkeep = rl.n;
     /* the arguments' copies in the templates: what stands for the call's
      * own argument objects there */
     {

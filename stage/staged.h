@@ -25,6 +25,10 @@ typedef struct Trace {
     bool *relaxed;       /* per dim of sig: unknown (any size matches); NULL: none */
     bool shape_specialised; /* the body read a shape: no relaxation from this trace */
     bool shape_read;     /* the body read a shape itself (export: no dynamic dims) */
+    int nkeep;           /* the length of same_out: the outputs */
+    int *same_out;       /* per output: the earlier output j that is the same tensor at trace
+                            time, or -2 - i for graph input i passed straight through (one
+                            object in every place, as eagerly), or -1; NULL: none */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;

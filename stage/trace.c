@@ -218,7 +218,12 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->ref = ref;
     n->number = false;
     n->unboxed = false;
-    n->boxed = false;
+    /* a 0-d value made while a tape of the body's own records is a tensor
+     * to eager code at every call (a tape from outside may not be there at
+     * the next): op results, and conds', loops', host calls' and variable
+     * reads' alike */
+    n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
+    n->input = false;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {
@@ -274,7 +279,10 @@ int trace_input(Tracer *T, tfe_tensor *t)
         memset(T->static_in + T->cap_static, 0, sizeof *T->static_in * (size_t)(ncap - T->cap_static));
         T->cap_static = ncap;
     }
-    if (!t->node) trace_note(T, t, (GRef){id, 0});
+    if (!t->node) {
+        trace_note(T, t, (GRef){id, 0});
+        ((TNote *)t->node)->input = true;
+    }
     return id;
 }
 
@@ -804,7 +812,15 @@ int trace_write_outside(Interp *I, Env *e, int slot, const char *name, Value v)
     }
     if (trace_recording(I)) {
         if (sig_has_function(v)) {
-            if (trace_fail(I, I->cur_loc, "a staged function cannot store a function in '%s', a binding outside it", name)) {
+            /* the lazy-build pattern (`if m == nil { m = nn.dense(...) }`)
+             * lands here with a record (a layer, a model, an optimizer):
+             * the graph's write-back cannot make the closures eager code
+             * makes, so name the value and say where to build it */
+            const char *what = v.kind == V_FN ? "a function"
+                               : v.kind == V_RECORD ? "a record holding functions (a layer, a model, an optimizer)"
+                                                    : "a list or tuple holding functions";
+            if (trace_fail(I, I->cur_loc, "a staged function cannot store %s in '%s', a binding outside it: "
+                                          "make it outside the staged function, before its first call", what, name)) {
                 value_decref(v);
                 return -1;
             }

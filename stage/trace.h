@@ -29,6 +29,8 @@ typedef struct TNote {
     bool boxed;    /* a tensor in eager code (a watch's box of a number, a 0-d
                       result made while a tape of the body records), which the
                       call's result and write-back keep (trace_unbox_numbers) */
+    bool input;    /* the tensor a graph input was made for (trace_input): it stands
+                      for it, so a result that is it is the input (Trace.same_out) */
 } TNote;
 
 /* A binding outside the trace (a free variable of the body or of a function

@@ -101,10 +101,28 @@ static bool dims_match(const SigBuf *want, const bool *relaxed, const int64_t *d
 }
 
 
+/* Does v hold a number that tensor ops made (not weak: not from literals
+ * and number arithmetic on them alone)? */
+static bool holds_op_number(Value v)
+{
+    if (v.kind == V_SCALAR) return !v.weak && !v.lit && v.dtype != TFE_BOOL;
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        const Seq *q = (const Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (holds_op_number(q->items[i])) return true;
+    } else if (v.kind == V_RECORD) {
+        const Record *r = (const Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (holds_op_number(r->vals[i])) return true;
+    }
+    return false;
+}
+
 /* Does the call (its args' signature and leaves) match t? On a match the
  * outside bindings' leaves are appended to lv (the graph's inputs). */
 static bool trace_matches(Trace *t, const SigBuf *sb, Leaves *lv, SigBuf *scratch)
 {
+    if (t->tapes_key >= 0 && t->tapes_key != (tfe_tapes_active > 0)) return false;
     if (t->sig.n != sb->n || mem_cmp(t->sig.b, sb->b, sb->n)) return false;
     if (!dims_match(&t->sig, t->relaxed, sb->dims, sb->nd)) return false;
     int nargs = lv->n;
@@ -607,6 +625,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     for (int i = 0; i < T->nouts; i++)
         label_inputs(g, T->outs[i].name, T->outs[i].first_input, T->outs[i].ninputs, " (outside)");
     trace_prune_kept(T);
+    /* a number made from tensors with no tape recording (a 0-d result of
+     * ops on constants, value_from_tensor_take) would be a tensor under a
+     * tape, and the other way round: the trace is for this state only */
+    bool op_number = holds_op_number(ret);
+    for (int i = 0; i < T->nouts && !op_number; i++)
+        if (t->outs[i].assigned) op_number = holds_op_number(t->outs[i].env->slots[t->outs[i].slot]);
+    t->tapes_key = op_number ? tfe_tapes_active > 0 : -1;
     /* numbers eager code would hold unboxed (arithmetic on numbers) are
      * numbers in the result and the bindings written back, this call's and
      * every graph run's (sig.c's rebuild), tape or not: a tape that watches

@@ -45,6 +45,12 @@ typedef struct Trace {
     int64_t *fit_dims;   /* a relaxed trace: the dims of the last call its slices fitted
                             (stage_relaxed_fits, not asked again for them), or NULL */
     int nfit_dims;
+    /* 1 or 0: whether tapes recorded when it traced, where that decides
+     * what eager code would hand back (a 0-d result of ops on constants is
+     * a number with no tape recording, a tensor under one: the trace saw
+     * one of the two, so a call in the other state traces again); -1: it
+     * does not decide */
+    int tapes_key;
 } Trace;
 
 typedef struct StageCache {

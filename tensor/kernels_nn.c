@@ -928,17 +928,18 @@ static void direct_images(int64_t s0, int64_t s1, void *vctx) {
         /* the parts run more, smaller tiles than whole rows, each reading
          * all of the filter (B). Measured (benchmarks.md): faster with a
          * small filter (32x32x16: 9 KB) and where the parts need fewer
-         * tiles (8x8x64: 12 for 16); for 16x16x32 (36 KB, 36 tiles for
-         * 32) as fast or faster since the 14-row parts run as 7 + 7 rows
-         * (tfe_sgemm_small: a 6-row tile of 2 vectors ran at ~89 GFLOP/s,
-         * 8 rows ~100, 7 rows ~97); so unless B is at most 24 KB (L1 is
-         * 32 KB), only where the parts need at most 1/8 more tiles */
+         * tiles (8x8x64: 12 for 16), ~5% slower for 16x16x32 (36 KB, 36
+         * tiles for 32) while its 14-row parts ran as 8 + 6 rows, a 6 x 2
+         * tile being ~10% slower than 8 x 2. As 7 + 7 (tfe_sgemm_small
+         * now) the parts were no faster there in the staged step (forward
+         * ~1% faster, d/dx ~1% slower), so only in the first two cases:
+         * B at most 24 KB (L1 is 32 KB), or no more tiles */
         int64_t kl = d->kw * d->cs, ni = i1 - i0, nj = j1 - j0;
 #define TILES(m) tfe_sgemm_small_tiles(m, d->co, d->kh, kl, d->kb)
         int64_t whole = d->oh * TILES(d->ow);
         int64_t parts = ni * TILES(nj) + (d->oh - ni) * TILES(d->ow) + (d->ow - nj) * TILES(ni);
 #undef TILES
-        inside = d->kh * kl * d->co * (int64_t)sizeof(float) <= 24 * 1024 || 8 * parts <= 9 * whole;
+        inside = d->kh * kl * d->co * (int64_t)sizeof(float) <= 24 * 1024 || parts <= whole;
     }
     for (;;) {
         int64_t n = __atomic_fetch_add(&d->next, 1, __ATOMIC_RELAXED);

@@ -929,9 +929,11 @@ static void direct_images(int64_t s0, int64_t s1, void *vctx) {
          * all of the filter (B). Measured (benchmarks.md): faster with a
          * small filter (32x32x16: 9 KB) and where the parts need fewer
          * tiles (8x8x64: 12 for 16), ~5% slower for 16x16x32 (36 KB, 36
-         * tiles of 8 and 6 rows for 32 of 8; why is not settled: keeping
-         * a block of B in L1 did not help), so only in the first two
-         * cases: B at most 24 KB (L1 is 32 KB), or no more tiles */
+         * tiles for 32) while its 14-row parts ran as 8 + 6 rows, a 6 x 2
+         * tile being ~10% slower than 8 x 2. As 7 + 7 (tfe_sgemm_small
+         * now) the parts were no faster there in the staged step (forward
+         * ~1% faster, d/dx ~1% slower), so only in the first two cases:
+         * B at most 24 KB (L1 is 32 KB), or no more tiles */
         int64_t kl = d->kw * d->cs, ni = i1 - i0, nj = j1 - j0;
 #define TILES(m) tfe_sgemm_small_tiles(m, d->co, d->kh, kl, d->kb)
         int64_t whole = d->oh * TILES(d->ow);

@@ -52,6 +52,8 @@ typedef struct StageCache {
     Trace *last;         /* the trace the last call ran (graph()) */
     Loc *sites;          /* call sites that traced */
     int nsites;
+    bool eager_under_tapes; /* a trace met a @host call whose gradient it takes under a
+                               tape outside it: calls under a recording tape run eagerly */
 } StageCache;
 
 /* Calls of staged functions (interp/eval.c calls a closure marked staged

@@ -8,6 +8,7 @@
 #include "interp/internal.h"
 #include "graph/exec.h"
 #include "stage/check.h"
+#include "stage/host_node.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/base.h" /* kn_axes_mask */
@@ -1551,6 +1552,17 @@ static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Valu
 /* A builtin whose call is an effect, and whether it returns nil. */
 static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o)->effect == 1; }
 
+/* Has the trace T done nothing that a run of the body again would do
+ * twice: no effect (a host call, a variable assign, a draw), no outside
+ * binding written? */
+static bool nothing_done(const Tracer *T)
+{
+    if (stage_first_effect(T->g) >= 0) return false;
+    for (int i = 0; i < T->nouts; i++)
+        if (T->outs[i].written) return false;
+    return true;
+}
+
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                     Str *const *kwnames, const Value *kwvals, Value *out)
 {
@@ -1595,6 +1607,42 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
             return trace_fail(I, I->cur_loc, "argument %d of %s() is the method %s of a tensor of the staged "
                               "function: the graph would hand it the tensor of the call that traced; pass the "
                               "tensor and call the method in %s()", i + 1, fname, ((Builtin *)a.u.o)->name, fname);
+    }
+    /* a tape made in this trace would take the call's gradient (a host
+     * node: its backward runs the function again under a tape of its own),
+     * while a tape outside the trace records it too (a higher order): to that
+     * tape the function's values would be those of the forward and of the
+     * run again, two sums where eager code has one, so the last bit can
+     * differ. The call of the staged function runs eagerly instead, where
+     * nothing has happened yet (stage/staged.c); else a located error */
+    if (user && T->tapes_at_begin && tfe_tapes_active > T->tapes_at_begin && host_is_differentiable(f) &&
+        !I->check_replay && !I->host_redo.armed) {
+        SigBuf hs = {0};
+        Leaves hl = {0};
+        for (int i = 0; i < argc + nkw; i++) sig_flatten(i < argc ? argv[i] : kwvals[i - argc], &hs, &hl, SIG_OUTPUT);
+        bool outer = tfe_tapes_outer_track(T->tapes_at_begin, hl.n, hl.t);
+        sig_free(&hs);
+        leaves_free(&hl);
+        if (outer && nothing_done(T)) {
+            T->host_grad_outer = true;
+            return raise_at(I, I->cur_loc, "(the call runs eagerly)");
+        }
+        /* (--stage-all: the function goes on eagerly from here) */
+        if (outer && T->implicit) {
+            if (trace_fail(I, I->cur_loc, "the gradient of %s(), a @host call, is taken inside it under a tape "
+                                          "outside it (a higher order)", fname))
+                return -1;
+            return call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
+        }
+        if (outer) {
+            return raise_at(I, I->cur_loc,
+                            "the gradient of %s(), a @host call, is taken inside this staged function while a "
+                            "tape outside it records the call (a higher order), after an effect of the call "
+                            "ran: the staged gradient would not be eager's bit for bit; make the @host call "
+                            "before the call's other effects (the call then runs eagerly under that tape), or "
+                            "run it eagerly (run_eagerly(true))",
+                            fname);
+        }
     }
     if (user) flush_outsides(T);
     if (user && !T->nhost) remember_start(T);

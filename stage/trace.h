@@ -68,6 +68,9 @@ typedef struct Tracer {
     int last_cf;          /* the newest cond or while node (-1: none): a read
                              of a variable before it may be stale after it */
     int tapes_at_begin;   /* tfe_tapes_active when the trace began */
+    bool host_grad_outer; /* stopped at a @host call whose gradient a tape made in the
+                             trace takes while a tape outside it records: the call
+                             runs eagerly instead (trace_host_call, stage/staged.c) */
     int frame_base;       /* I->nframes when the body started */
     GFrames *last_frames;
     TNote **notes;

@@ -402,6 +402,16 @@ bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const 
     return false;
 }
 
+bool tfe_tapes_outer_track(int n, int nin, tfe_tensor *const *in) {
+    for (int k = 0; k < n && k < stack->n; k++) {
+        tfe_tape *t = stack->active[k];
+        if (t->computing || t->spent || t->aside || !t->tracked.n) continue;
+        for (int i = 0; i < nin; i++)
+            if (in[i] && pmap_has(&t->tracked, in[i])) return true;
+    }
+    return false;
+}
+
 void tfe_tape_set_aside(tfe_tape *t) { t->aside = true; }
 
 int tfe_tapes_recording_or(tfe_tape *const *also, int nalso) {

@@ -454,11 +454,15 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     int rc = interp_run_body(I, c, e, &ret);
     if (!rc && !T->failed && sig_has_function(ret))
         rc = trace_fail(I, call_loc, "staged function '%s' returns a function, which a graph cannot", c->name);
-    if (rc && T->host_grad_outer) {
-        /* a @host call's gradient taken in the trace under a tape outside it
-         * (trace.c), with nothing done yet: the call runs eagerly, as do
-         * later ones under a recording tape (eager's bits to every tape) */
+    if (rc && T->eager_redo) {
+        /* the trace stopped where the tapes recording the call would not get
+         * eager's gradients (a @host call's gradient taken in it under a tape
+         * outside, an if on a varying condition under three tapes: trace.c,
+         * trace_cf.c), with nothing done yet: the call runs eagerly from the
+         * same random state, as do later ones under as many recording tapes */
+        int ntapes = T->eager_redo;
         error_clear(I);
+        tfe_random_restore(T->rkey, T->rcounter);
         value_decref(ret);
         graph_decref(T->g);
         trace_end(T);
@@ -469,7 +473,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
             e->slots[i] = args[i];
         }
         free(args);
-        sc->eager_under_tapes = true;
+        if (!sc->eager_under_tapes || ntapes < sc->eager_under_tapes) sc->eager_under_tapes = ntapes;
         return interp_run_body(I, c, e, out);
     }
     if (rc) {
@@ -888,7 +892,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     /* a higher order through a graph whose backward would replay values
      * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
     if ((hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) ||
-        (sc->eager_under_tapes && tfe_tapes_active && tfe_tapes_recording())) {
+        (sc->eager_under_tapes && tfe_tapes_active && tfe_tapes_recording() >= sc->eager_under_tapes)) {
         if (hit) sc->hits++;
         leaves_free(&lv);
         return interp_run_body(I, c, e, out);

@@ -52,8 +52,9 @@ typedef struct StageCache {
     Trace *last;         /* the trace the last call ran (graph()) */
     Loc *sites;          /* call sites that traced */
     int nsites;
-    bool eager_under_tapes; /* a trace met a @host call whose gradient it takes under a
-                               tape outside it: calls under a recording tape run eagerly */
+    int eager_under_tapes; /* a trace stopped where the gradients of the tapes recording
+                              the call could not be eager's (Tracer.eager_redo): calls
+                              under this many recording tapes or more run eagerly; 0: none */
 } StageCache;
 
 /* Calls of staged functions (interp/eval.c calls a closure marked staged

@@ -38,6 +38,7 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     T->last_effect = -1;
     T->last_cf = -1;
     T->tapes_at_begin = tfe_tapes_active;
+    tfe_random_state(&T->rkey, &T->rcounter);
     T->frame_base = I->nframes;
     I->tracer = T;
     I->trace_id = T->id;
@@ -193,6 +194,7 @@ static int new_node_in(Tracer *T, int region, GKind k, int nin, int nout)
     GNode *n = gnode(T->g, id);
     n->loc = T->I->cur_loc;
     n->frames = frames_now(T);
+    if (tfe_tapes_active - T->tapes_at_begin > T->g->inner_tapes) T->g->inner_tapes = tfe_tapes_active - T->tapes_at_begin;
     return id;
 }
 
@@ -1553,14 +1555,33 @@ static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Valu
 static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o)->effect == 1; }
 
 /* Has the trace T done nothing that a run of the body again would do
- * twice: no effect (a host call, a variable assign, a draw), no outside
- * binding written? */
+ * twice: no effect (a host call, a variable assign, a collective), no
+ * outside binding written? (A draw is drawn again from the state the trace
+ * began with: staged.c rewinds it.) */
 static bool nothing_done(const Tracer *T)
 {
-    if (stage_first_effect(T->g) >= 0) return false;
+    for (int i = 0; i < T->g->n; i++) {
+        const GNode *m = &T->g->nodes[i];
+        if (m->kind == G_HOST || (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE))) return false;
+    }
     for (int i = 0; i < T->nouts; i++)
         if (T->outs[i].written) return false;
     return true;
+}
+
+int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
+{
+    Tracer *T = I->tracer;
+    if (nothing_done(T)) {
+        T->eager_redo = ntapes < 1 ? 1 : ntapes;
+        return raise_at(I, loc, "(the call runs eagerly)");
+    }
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return raise_at(I, loc, "%s", buf);
 }
 
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
@@ -1623,19 +1644,15 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         bool outer = tfe_tapes_outer_track(T->tapes_at_begin, hl.n, hl.t);
         sig_free(&hs);
         leaves_free(&hl);
-        if (outer && nothing_done(T)) {
-            T->host_grad_outer = true;
-            return raise_at(I, I->cur_loc, "(the call runs eagerly)");
-        }
         /* (--stage-all: the function goes on eagerly from here) */
-        if (outer && T->implicit) {
+        if (outer && T->implicit && !nothing_done(T)) {
             if (trace_fail(I, I->cur_loc, "the gradient of %s(), a @host call, is taken inside it under a tape "
                                           "outside it (a higher order)", fname))
                 return -1;
             return call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
         }
         if (outer) {
-            return raise_at(I, I->cur_loc,
+            return trace_redo_eagerly(I, I->cur_loc, 1,
                             "the gradient of %s(), a @host call, is taken inside this staged function while a "
                             "tape outside it records the call (a higher order), after an effect of the call "
                             "ran: the staged gradient would not be eager's bit for bit; make the @host call "

@@ -892,7 +892,8 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     /* a higher order through a graph whose backward would replay values
      * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
     if ((hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) ||
-        (sc->eager_under_tapes && tfe_tapes_active && tfe_tapes_recording() >= sc->eager_under_tapes)) {
+        (sc->eager_under_tapes &&
+         (sc->eager_under_tapes == 1 || (tfe_tapes_active && tfe_tapes_recording() >= sc->eager_under_tapes - 1)))) {
         if (hit) sc->hits++;
         leaves_free(&lv);
         return interp_run_body(I, c, e, out);

@@ -54,7 +54,8 @@ typedef struct StageCache {
     int nsites;
     int eager_under_tapes; /* a trace stopped where the gradients of the tapes recording
                               the call could not be eager's (Tracer.eager_redo): calls
-                              under this many recording tapes or more run eagerly; 0: none */
+                              under this many recording tapes less one or more run eagerly
+                              (1: every call); 0: none */
 } StageCache;
 
 /* Calls of staged functions (interp/eval.c calls a closure marked staged

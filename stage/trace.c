@@ -1558,7 +1558,7 @@ static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o
  * twice: no effect (a host call, a variable assign, a collective), no
  * outside binding written? (A draw is drawn again from the state the trace
  * began with: staged.c rewinds it.) */
-static bool nothing_done(const Tracer *T)
+bool trace_nothing_done(const Tracer *T)
 {
     for (int i = 0; i < T->g->n; i++) {
         const GNode *m = &T->g->nodes[i];
@@ -1572,8 +1572,8 @@ static bool nothing_done(const Tracer *T)
 int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
 {
     Tracer *T = I->tracer;
-    if (nothing_done(T)) {
-        T->eager_redo = ntapes < 1 ? 1 : ntapes;
+    if (trace_nothing_done(T)) {
+        T->eager_redo = (ntapes < 0 ? 0 : ntapes) + 1;
         return raise_at(I, loc, "(the call runs eagerly)");
     }
     char buf[1024];
@@ -1581,7 +1581,8 @@ int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return raise_at(I, loc, "%s", buf);
+    /* (--stage-all: 0, the function goes on eagerly from here) */
+    return trace_fail(I, loc, "%s", buf);
 }
 
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
@@ -1631,35 +1632,33 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     }
     /* a tape made in this trace would take the call's gradient (a host
      * node: its backward runs the function again under a tape of its own),
-     * while a tape outside the trace records it too (a higher order): to that
-     * tape the function's values would be those of the forward and of the
-     * run again, two sums where eager code has one, so the last bit can
-     * differ. The call of the staged function runs eagerly instead, where
-     * nothing has happened yet (stage/staged.c); else a located error */
-    if (user && T->tapes_at_begin && tfe_tapes_active > T->tapes_at_begin && host_is_differentiable(f) &&
-        !I->check_replay && !I->host_redo.armed) {
+     * while another tape records it too (a higher order: one outside the
+     * trace, or a second one made in it): to that tape the function's values
+     * would be those of the forward and of the run again, two sums where
+     * eager code has one, so the last bit can differ. The call of the staged
+     * function runs eagerly instead, where nothing has happened yet
+     * (stage/staged.c); else a located error */
+    if (user && tfe_tapes_active > T->tapes_at_begin && host_is_differentiable(f) && !I->check_replay &&
+        !I->host_redo.armed) {
         SigBuf hs = {0};
         Leaves hl = {0};
         for (int i = 0; i < argc + nkw; i++) sig_flatten(i < argc ? argv[i] : kwvals[i - argc], &hs, &hl, SIG_OUTPUT);
-        bool outer = tfe_tapes_outer_track(T->tapes_at_begin, hl.n, hl.t);
+        int nouter = tfe_tapes_tracking(0, T->tapes_at_begin, hl.n, hl.t);
+        int ninner = tfe_tapes_tracking(T->tapes_at_begin, tfe_tapes_active, hl.n, hl.t);
         sig_free(&hs);
         leaves_free(&hl);
-        /* (--stage-all: the function goes on eagerly from here) */
-        if (outer && T->implicit && !nothing_done(T)) {
-            if (trace_fail(I, I->cur_loc, "the gradient of %s(), a @host call, is taken inside it under a tape "
-                                          "outside it (a higher order)", fname))
-                return -1;
-            return call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
-        }
-        if (outer) {
-            return trace_redo_eagerly(I, I->cur_loc, 1,
-                            "the gradient of %s(), a @host call, is taken inside this staged function while a "
-                            "tape outside it records the call (a higher order), after an effect of the call "
-                            "ran: the staged gradient would not be eager's bit for bit; make the @host call "
-                            "before the call's other effects (the call then runs eagerly under that tape), or "
-                            "run it eagerly (run_eagerly(true))",
-                            fname);
-        }
+        bool higher = ninner >= 1 && nouter + ninner >= 2;
+        /* (later calls run eagerly under as many tapes outside as made it so;
+         * --stage-all, after an effect: the function goes on eagerly) */
+        if (higher && trace_redo_eagerly(I, I->cur_loc, ninner >= 2 ? 0 : 1,
+                                      "the gradient of %s(), a @host call, is taken inside this staged function "
+                                      "while another tape records the call (a higher order), after an effect of "
+                                      "the call ran: the staged gradient would not be eager's bit for bit; make "
+                                      "the @host call before the call's other effects (the call then runs "
+                                      "eagerly), or run it eagerly (run_eagerly(true))",
+                                      fname))
+            return -1;
+        if (higher) return call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
     }
     if (user) flush_outsides(T);
     if (user && !T->nhost) remember_start(T);

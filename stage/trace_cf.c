@@ -1170,18 +1170,11 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     Mark mark = mark_of(T);
     int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
 
-    if (tapes_meet_varying_if(T, cond.u.t)) {
-        /* --stage-all: the function goes on eagerly from here */
-        if (T->implicit) {
-            trace_fail(I, n->a->loc, "an if on a value that varies from call to call, under three recording "
-                                     "tapes or more (a third order)");
-            goto failed;
-        }
-        rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "this if's condition varies from call to call (a variable, a draw or "
-                                "a @host call's value), and three tapes or more record the call (a third order), "
-                                "after an effect of the call ran: its staged gradients would not be eager's bit "
-                                "for bit; make the call's effects after the if, or run it eagerly "
-                                "(run_eagerly(true))");
+    /* (after an effect the call cannot run again: the if stays a node, and
+     * its third and fourth orders can still differ in the last bit,
+     * docs/staging.md section 14) */
+    if (tapes_meet_varying_if(T, cond.u.t) && trace_nothing_done(T)) {
+        rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
         goto done;
     }
     T->symbolic = true;

@@ -402,14 +402,17 @@ bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const 
     return false;
 }
 
-bool tfe_tapes_outer_track(int n, int nin, tfe_tensor *const *in) {
-    for (int k = 0; k < n && k < stack->n; k++) {
+int tfe_tapes_tracking(int from, int to, int nin, tfe_tensor *const *in) {
+    int n = 0;
+    for (int k = from; k < to && k < stack->n; k++) {
         tfe_tape *t = stack->active[k];
         if (t->computing || t->spent || t->aside || !t->tracked.n) continue;
-        for (int i = 0; i < nin; i++)
-            if (in[i] && pmap_has(&t->tracked, in[i])) return true;
+        bool dup = false, tracks = false;
+        for (int j = k + 1; j < stack->n && !dup; j++) dup = stack->active[j] == t;
+        for (int i = 0; i < nin && !tracks; i++) tracks = in[i] && pmap_has(&t->tracked, in[i]);
+        n += tracks && !dup;
     }
-    return false;
+    return n;
 }
 
 void tfe_tape_set_aside(tfe_tape *t) { t->aside = true; }

@@ -149,6 +149,9 @@ typedef struct Graph {
     bool busy;           /* scratch is in use (a run inside a run takes its own) */
     bool *keep_use;      /* by slot: a value a backward graph read where a call under a
                             tape kept it (stage/grad.c, keep_graph), or NULL: none built */
+    int inner_tapes;     /* the most tapes made inside the trace active at once while it
+                            recorded a node: a tape outside a call of the graph takes a
+                            gradient of that order plus one (stage/grad.c) */
     bool noted_loops;    /* a cond or loop of a trace in progress, run as one tape entry: a
                             tape made in that trace notes its loops (stage/trace_cf.c) */
 } Graph;

@@ -3972,6 +3972,16 @@ bool stage_grad_runs_eagerly(Interp *I, Graph *G)
     if (I->tracer || !tfe_tapes_active) return false;
     const Graph *B = G->raw ? G->raw : G;
     int nrec = tapes_recording_call(B);
+    /* a @host call's gradient taken inside the graph (a vjp host node): to
+     * a tape recording the call, the function's values are those of its
+     * forward and of its run again, two sums where eager code has one (as
+     * in the call that traces, stage/trace.c) */
+    for (int i = 0; i < B->n && nrec >= 1; i++)
+        if (B->nodes[i].kind == G_HOST && B->nodes[i].nout && host_is_gradient_call(B->nodes[i].host->obj)) return true;
+    /* tapes made inside the trace took gradients that are now ops of the
+     * graph: a tape outside takes one order more of them (grad(g3), g3
+     * staged taking grad(g2), g2 taking grad(f)): they count as recording */
+    if (nrec >= 1) nrec += G->inner_tapes;
     if (nrec < 2) return false;
     /* under three or more (a third order may be taken), a traced if: the
      * held values' backward graphs, cached and run again under the outer

@@ -457,6 +457,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     sc->last = NULL; /* until this trace succeeds */
     Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_by_call);
     T->retrace = sc->ntraced > 0;
+    uint32_t saved_trace_id = e->trace_id;
     e->trace_id = T->id; /* the body's own bindings are inside the trace */
     trace_enter_fn(I, c->fn, c->name, call_loc);
     /* the arguments as called: the body may assign to a parameter (s = ...
@@ -482,6 +483,28 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     int rc = interp_run_body(I, c, e, &ret);
     if (!rc && !T->failed && sig_has_function(ret))
         rc = trace_fail(I, call_loc, "staged function '%s' returns a function, which a graph cannot", c->name);
+    if (rc && T->eager_redo) {
+        /* the trace stopped where the tapes recording the call would not get
+         * eager's gradients (a @host call's gradient taken in it under a tape
+         * outside, an if on a varying condition under three tapes: trace.c,
+         * trace_cf.c), with nothing done yet: the call runs eagerly from the
+         * same random state, as do later ones under as many recording tapes */
+        int ntapes = T->eager_redo;
+        error_clear(I);
+        tfe_random_restore(T->rkey, T->rcounter);
+        value_decref(ret);
+        graph_decref(T->g);
+        trace_end(T);
+        free(relaxed);
+        e->trace_id = saved_trace_id;
+        for (int i = 0; i < info->nparams; i++) {
+            value_decref(e->slots[i]);
+            e->slots[i] = args[i];
+        }
+        free(args);
+        if (!sc->eager_under_tapes || ntapes < sc->eager_under_tapes) sc->eager_under_tapes = ntapes;
+        return interp_run_body(I, c, e, out);
+    }
     if (rc) {
         value_decref(ret);
         graph_decref(T->g);
@@ -928,8 +951,10 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
     /* a higher order through a graph whose backward would replay values
      * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
-    if (hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) {
-        sc->hits++;
+    if ((hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) ||
+        (sc->eager_under_tapes &&
+         (sc->eager_under_tapes == 1 || (tfe_tapes_active && tfe_tapes_recording() >= sc->eager_under_tapes - 1)))) {
+        if (hit) sc->hits++;
         leaves_free(&lv);
         return interp_run_body(I, c, e, out);
     }

@@ -62,6 +62,10 @@ typedef struct StageCache {
     Trace *last;         /* the trace the last call ran (graph()) */
     Loc *sites;          /* call sites that traced */
     int nsites;
+    int eager_under_tapes; /* a trace stopped where the gradients of the tapes recording
+                              the call could not be eager's (Tracer.eager_redo): calls
+                              under this many recording tapes less one or more run eagerly
+                              (1: every call); 0: none */
 } StageCache;
 
 /* Calls of staged functions (interp/eval.c calls a closure marked staged

@@ -8,6 +8,7 @@
 #include "interp/internal.h"
 #include "graph/exec.h"
 #include "stage/check.h"
+#include "stage/host_node.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/base.h" /* kn_axes_mask */
@@ -37,6 +38,7 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     T->last_effect = -1;
     T->last_cf = -1;
     T->tapes_at_begin = tfe_tapes_active;
+    tfe_random_state(&T->rkey, &T->rcounter);
     T->frame_base = I->nframes;
     I->tracer = T;
     I->trace_id = T->id;
@@ -192,6 +194,7 @@ static int new_node_in(Tracer *T, int region, GKind k, int nin, int nout)
     GNode *n = gnode(T->g, id);
     n->loc = T->I->cur_loc;
     n->frames = frames_now(T);
+    if (tfe_tapes_active - T->tapes_at_begin > T->g->inner_tapes) T->g->inner_tapes = tfe_tapes_active - T->tapes_at_begin;
     return id;
 }
 
@@ -1567,6 +1570,37 @@ static void host_after_outputs(Tracer *T, int id, int out0, int argc, const Valu
 /* A builtin whose call is an effect, and whether it returns nil. */
 static bool known_nil(Value f) { return f.kind == V_BUILTIN && ((Builtin *)f.u.o)->effect == 1; }
 
+/* Has the trace T done nothing that a run of the body again would do
+ * twice: no effect (a host call, a variable assign, a collective), no
+ * outside binding written? (A draw is drawn again from the state the trace
+ * began with: staged.c rewinds it.) */
+bool trace_nothing_done(const Tracer *T)
+{
+    for (int i = 0; i < T->g->n; i++) {
+        const GNode *m = &T->g->nodes[i];
+        if (m->kind == G_HOST || (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE))) return false;
+    }
+    for (int i = 0; i < T->nouts; i++)
+        if (T->outs[i].written) return false;
+    return true;
+}
+
+int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
+{
+    Tracer *T = I->tracer;
+    if (trace_nothing_done(T)) {
+        T->eager_redo = (ntapes < 0 ? 0 : ntapes) + 1;
+        return raise_at(I, loc, "(the call runs eagerly)");
+    }
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    /* (--stage-all: 0, the function goes on eagerly from here) */
+    return trace_fail(I, loc, "%s", buf);
+}
+
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                     Str *const *kwnames, const Value *kwvals, Value *out)
 {
@@ -1611,6 +1645,36 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
             return trace_fail(I, I->cur_loc, "argument %d of %s() is the method %s of a tensor of the staged "
                               "function: the graph would hand it the tensor of the call that traced; pass the "
                               "tensor and call the method in %s()", i + 1, fname, ((Builtin *)a.u.o)->name, fname);
+    }
+    /* a tape made in this trace would take the call's gradient (a host
+     * node: its backward runs the function again under a tape of its own),
+     * while another tape records it too (a higher order: one outside the
+     * trace, or a second one made in it): to that tape the function's values
+     * would be those of the forward and of the run again, two sums where
+     * eager code has one, so the last bit can differ. The call of the staged
+     * function runs eagerly instead, where nothing has happened yet
+     * (stage/staged.c); else a located error */
+    if (user && tfe_tapes_active > T->tapes_at_begin && host_is_differentiable(f) && !I->check_replay &&
+        !I->host_redo.armed) {
+        SigBuf hs = {0};
+        Leaves hl = {0};
+        for (int i = 0; i < argc + nkw; i++) sig_flatten(i < argc ? argv[i] : kwvals[i - argc], &hs, &hl, SIG_OUTPUT);
+        int nouter = tfe_tapes_tracking(0, T->tapes_at_begin, hl.n, hl.t);
+        int ninner = tfe_tapes_tracking(T->tapes_at_begin, tfe_tapes_active, hl.n, hl.t);
+        sig_free(&hs);
+        leaves_free(&hl);
+        bool higher = ninner >= 1 && nouter + ninner >= 2;
+        /* (later calls run eagerly under as many tapes outside as made it so;
+         * --stage-all, after an effect: the function goes on eagerly) */
+        if (higher && trace_redo_eagerly(I, I->cur_loc, ninner >= 2 ? 0 : 1,
+                                      "the gradient of %s(), a @host call, is taken inside this staged function "
+                                      "while another tape records the call (a higher order), after an effect of "
+                                      "the call ran: the staged gradient would not be eager's bit for bit; make "
+                                      "the @host call before the call's other effects (the call then runs "
+                                      "eagerly), or run it eagerly (run_eagerly(true))",
+                                      fname))
+            return -1;
+        if (higher) return call_value(I, f, argc, argv, nkw, kwnames, kwvals, out);
     }
     if (user) flush_outsides(T);
     if (user && !T->nhost) remember_start(T);

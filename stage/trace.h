@@ -70,6 +70,12 @@ typedef struct Tracer {
     int last_cf;          /* the newest cond or while node (-1: none): a read
                              of a variable before it may be stale after it */
     int tapes_at_begin;   /* tfe_tapes_active when the trace began */
+    int eager_redo;       /* stopped where its tapes' gradients could not be eager's
+                             (trace_redo_eagerly), with nothing done yet: the call
+                             runs eagerly instead, as do later ones under this many
+                             recording tapes less one (1: all; stage/staged.c); 0: not
+                             stopped */
+    uint64_t rkey, rcounter; /* the random state when the trace began (for that run) */
     int frame_base;       /* I->nframes when the body started */
     GFrames *last_frames;
     TNote **notes;
@@ -176,6 +182,18 @@ void trace_prune_kept(Tracer *T);
 /* A staging failure at loc: an implicit trace stops recording and the
  * program goes on eagerly (returns 0); an explicit one raises (returns -1). */
 int trace_fail(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Has the trace done nothing that a run of the body again would do twice
+ * (no effect, no outside binding written; a draw is drawn again from the
+ * same random state)? */
+bool trace_nothing_done(const Tracer *T);
+/* The call being traced cannot give eager's gradients to the tapes that
+ * record it (a higher order): where the trace has done nothing a run again
+ * would do twice (no effect, no outside binding written; a draw is drawn
+ * again from the same state), an error that makes the call run eagerly
+ * (stage/staged.c), and later ones under ntapes recording tapes or more
+ * outside; else the located error fmt (trace_fail: under --stage-all, 0,
+ * and the function goes on eagerly from here). */
+int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static inline bool trace_recording(const Interp *I)
 {
     const Tracer *T = I->tracer;

@@ -1082,6 +1082,20 @@ static bool tapes_meet_if(Tracer *T, const tfe_tensor *pred)
     return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
 }
 
+/* The same if met with values, whose condition varies from call to call
+ * (from a variable, a draw or a host call: not readable at trace time, so
+ * it stays a node), while three tapes or more record: its tape entry would
+ * give third and fourth orders that can differ from eager's in the last
+ * bit, so the whole call runs eagerly instead (trace_redo_eagerly), and so
+ * do later calls whose cached graph has an if under three tapes
+ * (stage_grad_runs_eagerly) */
+static bool tapes_meet_varying_if(Tracer *T, const tfe_tensor *pred)
+{
+    if (T->symbolic || !tfe_tapes_active || !trace_value_varies(T->I, pred)) return false;
+    tfe_tape *also[16];
+    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
+}
+
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
@@ -1156,6 +1170,13 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     Mark mark = mark_of(T);
     int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
 
+    /* (after an effect the call cannot run again: the if stays a node, and
+     * its third and fourth orders can still differ in the last bit,
+     * docs/staging.md section 14) */
+    if (tapes_meet_varying_if(T, cond.u.t) && trace_nothing_done(T)) {
+        rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
+        goto done;
+    }
     T->symbolic = true;
     T->if_regions[0] = r[0];
     T->if_regions[1] = r[1];

@@ -126,6 +126,10 @@ void tfe_tape_set_aside(tfe_tape *t);
 /* A recording tape tracks one of in[] but none of out[]: it began after
  * the op that made out ran (tensor/tape.c). */
 bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out);
+/* How many distinct recording tapes among the active ones from..to-1 (the
+ * outermost first) track one of in[] (a trace's outer tapes: 0 to the
+ * count it began under; those made in it: from there on)? */
+int tfe_tapes_tracking(int from, int to, int nin, tfe_tensor *const *in);
 /* The same, on the n outermost active tapes only (those a trace began under). */
 void tfe_tape_record_outer(const tfe_opcall *c, int n);
 /* A tape entry whose backward is not an op's rule: a staged call records

@@ -419,6 +419,19 @@ bool tfe_tapes_late(int nin, tfe_tensor *const *in, int nout, tfe_tensor *const 
     return false;
 }
 
+int tfe_tapes_tracking(int from, int to, int nin, tfe_tensor *const *in) {
+    int n = 0;
+    for (int k = from; k < to && k < stack->n; k++) {
+        tfe_tape *t = stack->active[k];
+        if (t->computing || t->spent || t->aside || !t->tracked.n) continue;
+        bool dup = false, tracks = false;
+        for (int j = k + 1; j < stack->n && !dup; j++) dup = stack->active[j] == t;
+        for (int i = 0; i < nin && !tracks; i++) tracks = in[i] && pmap_has(&t->tracked, in[i]);
+        n += tracks && !dup;
+    }
+    return n;
+}
+
 void tfe_tape_set_aside(tfe_tape *t) { t->aside = true; }
 
 int tfe_tapes_recording_or(tfe_tape *const *also, int nalso) {

@@ -1858,6 +1858,72 @@ static int watched_late(Interp *I, const Tape *T, Value y, int n, tfe_tensor *co
     return 0;
 }
 
+#define NOTHING_READ "gradient: the target does not depend on the sources: none of the variables was read, and " \
+    "nothing was watched, while this tape was recording (a forward pass run before the with block, such as " \
+    "pred = model(x) before it and the loss from pred inside it, or under an earlier tape, is not recorded), so " \
+    "every gradient would be zeros; call the model inside the with tape() block"
+
+/* the run-time check of nothing_read: argv[0] is whether a read ran */
+static int nothing_read_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                              const Value *kwvals, Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    *out = v_nil();
+    bool ran = true;
+    if (argc > 0 && value_truth(I, argv[0], I->cur_loc, &ran)) return -1;
+    return ran ? 0 : interp_raise(I, NOTHING_READ);
+}
+
+/* Sources that are all variables, on a tape that watched no tensor and read
+ * no variable while it recorded: the target depends on nothing the tape
+ * watched, and every gradient is zeros. That is a forward pass run before
+ * the block (pred = model(x) outside, the loss inside) or under an earlier
+ * tape: refused rather than zeros. Decided on what the call ran, so that
+ * eager code, graphs and --stage-all agree: a read that a traced if or loop
+ * makes counts only on the calls that run it (read_runs), and where one may
+ * be the only read the graph checks it when it runs, as target_recorded.
+ * (A tape that watched a tensor or read any variable keeps its zeros: a
+ * source it did not use is simply unconnected.) */
+static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
+{
+    if (T->spent || T->nwt || is_variable(y) || !f->nleaves) return 0;
+    for (int i = 0; i < f->nleaves; i++)
+        if (!is_variable(f->leaves[i].v)) return 0;
+    Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
+    tfe_tensor *any = NULL;
+    for (int i = 0; i < T->nreads; i++) {
+        tfe_tensor *ran = NULL;
+        int st = tr && T->reads[i].nregs ? read_runs(tr, &T->reads[i], &ran) : 1;
+        if (st < 0) {
+            if (any) tensor_decref(any);
+            return interp_raise_tensor_error(I);
+        }
+        if (st == 1) {
+            if (any) tensor_decref(any);
+            return 0;
+        }
+        if (st == 2 && any) {
+            tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, any, ran);
+            tensor_decref(ran);
+            tensor_decref(any);
+            if (!(any = o)) return interp_raise_tensor_error(I);
+        } else if (st == 2) {
+            any = ran;
+        }
+    }
+    if (!any) return interp_raise(I, NOTHING_READ);
+    Value chk = builtin_new("nothing_read_check", nothing_read_check, NULL), res = v_nil();
+    Value arg = v_tensor_take(any);
+    /* an effect that only checks a value, as tape_once_check */
+    ((Builtin *)chk.u.o)->effect = 1;
+    ((Builtin *)chk.u.o)->value_check = true;
+    int rc = trace_host_call(I, chk, 1, &arg, 0, NULL, NULL, &res);
+    value_decref(chk);
+    value_decref(res);
+    value_decref(arg);
+    return rc < 0 ? -1 : 0;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1905,7 +1971,8 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */
-    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts))) goto done;
+    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts) || nothing_read(I, T, y, &f)))
+        goto done;
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);

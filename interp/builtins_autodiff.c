@@ -1911,6 +1911,15 @@ static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
             any = ran;
         }
     }
+    /* the traced loops that read and assign a variable: their reads ran
+     * where the body did (or the condition, which reads it too) */
+    for (int i = 0; i < T->nloops; i++) {
+        tfe_tensor *ran = count_at_least(T->loops[i].count, (T->loops[i].kinds & TL_COND) ? 0.0 : 1.0);
+        tfe_tensor *o = ran && any ? tfe_binary(OP_LOGICAL_OR, any, ran) : ran;
+        if (ran && any) tensor_decref(ran);
+        if (any) tensor_decref(any);
+        if (!(any = o)) return interp_raise_tensor_error(I);
+    }
     if (!any) return interp_raise(I, NOTHING_READ);
     Value chk = builtin_new("nothing_read_check", nothing_read_check, NULL), res = v_nil();
     Value arg = v_tensor_take(any);

@@ -73,6 +73,10 @@ typedef struct Tape {
     tfe_tensor **wt;    /* the tensors t.watch was called on (borrowed: the tape keeps them) ... */
     uint64_t *wt_at;    /* ... and tfe_tensor_serial_now then, at the first watch */
     int nwt;
+    bool wt_top;        /* one of them watched outside any branch or loop body traced symbolically */
+    int *wt_regs;       /* ... and the trace's regions of such bodies the others were watched in
+                           (nothing_read: a watch counts only where it ran) */
+    int nwt_regs;
     uint64_t *wins;     /* its with blocks, as pairs of tensor serials (tfe_tensor_serial_now at
                            the start and the end; UINT64_MAX while it runs): a target made
                            outside all of them was never seen by the tape (target_recorded) */
@@ -528,6 +532,7 @@ static void tape_free(Obj *o)
     free(T->wins);
     free(T->wt);
     free(T->wt_at);
+    free(T->wt_regs);
     free(T);
 }
 
@@ -594,6 +599,14 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
             T->wt_at = xrealloc(T->wt_at, sizeof *T->wt_at * (size_t)(T->nwt + 1));
             T->wt[T->nwt] = v.u.t;
             T->wt_at[T->nwt++] = tfe_tensor_serial_now();
+            Tracer *tr = I->tracer; /* (where it is watched, as var_read's region) */
+            int region = tr && tr->symbolic && !T->symbolic && T->trace == tr->id ? tr->region : 0;
+            if (!region) {
+                T->wt_top = true;
+            } else {
+                T->wt_regs = xrealloc(T->wt_regs, sizeof *T->wt_regs * (size_t)(T->nwt_regs + 1));
+                T->wt_regs[T->nwt_regs++] = region;
+            }
         }
         tfe_tape_watch(T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
@@ -1886,7 +1899,7 @@ static int nothing_read_check(Interp *I, int argc, const Value *argv, int nkw, S
  * source it did not use is simply unconnected.) */
 static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
 {
-    if (T->spent || T->nwt || is_variable(y) || !f->nleaves) return 0;
+    if (T->spent || T->wt_top || is_variable(y) || !f->nleaves) return 0;
     for (int i = 0; i < f->nleaves; i++)
         if (!is_variable(f->leaves[i].v)) return 0;
     Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
@@ -1910,6 +1923,23 @@ static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
         } else if (st == 2) {
             any = ran;
         }
+    }
+    /* tensors watched in a branch or loop body traced symbolically: where
+     * it ran */
+    for (int i = 0; i < T->nwt_regs; i++) {
+        tfe_tensor *ran = NULL;
+        int st = tr ? trace_region_runs(tr, T->wt_regs[i], &ran) : 1;
+        if (st == 1 || st < 0) {
+            if (any) tensor_decref(any);
+            return st < 0 ? interp_raise_tensor_error(I) : 0;
+        }
+        if (st == 0) continue;
+        tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : ran;
+        if (any) {
+            tensor_decref(ran);
+            tensor_decref(any);
+        }
+        if (!(any = o)) return interp_raise_tensor_error(I);
     }
     /* the traced loops that read and assign a variable: their reads ran
      * where the body did (or the condition, which reads it too) */

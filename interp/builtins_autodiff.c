@@ -1944,6 +1944,10 @@ static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
     /* the traced loops that read and assign a variable: their reads ran
      * where the body did (or the condition, which reads it too) */
     for (int i = 0; i < T->nloops; i++) {
+        if (!tr) { /* (not in the trace that noted them: taken as read) */
+            if (any) tensor_decref(any);
+            return 0;
+        }
         tfe_tensor *ran = count_at_least(T->loops[i].count, (T->loops[i].kinds & TL_COND) ? 0.0 : 1.0);
         tfe_tensor *o = ran && any ? tfe_binary(OP_LOGICAL_OR, any, ran) : ran;
         if (ran && any) tensor_decref(ran);

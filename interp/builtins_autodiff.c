@@ -73,6 +73,10 @@ typedef struct Tape {
     tfe_tensor **wt;    /* the tensors t.watch was called on (borrowed: the tape keeps them) ... */
     uint64_t *wt_at;    /* ... and tfe_tensor_serial_now then, at the first watch */
     int nwt;
+    bool wt_top;        /* one of them watched outside any branch or loop body traced symbolically */
+    int *wt_regs;       /* ... and the trace's regions of such bodies the others were watched in
+                           (nothing_read: a watch counts only where it ran) */
+    int nwt_regs;
     uint64_t *wins;     /* its with blocks, as pairs of tensor serials (tfe_tensor_serial_now at
                            the start and the end; UINT64_MAX while it runs): a target made
                            outside all of them was never seen by the tape (target_recorded) */
@@ -528,6 +532,7 @@ static void tape_free(Obj *o)
     free(T->wins);
     free(T->wt);
     free(T->wt_at);
+    free(T->wt_regs);
     free(T);
 }
 
@@ -594,6 +599,14 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
             T->wt_at = xrealloc(T->wt_at, sizeof *T->wt_at * (size_t)(T->nwt + 1));
             T->wt[T->nwt] = v.u.t;
             T->wt_at[T->nwt++] = tfe_tensor_serial_now();
+            Tracer *tr = I->tracer; /* (where it is watched, as var_read's region) */
+            int region = tr && tr->symbolic && !T->symbolic && T->trace == tr->id ? tr->region : 0;
+            if (!region) {
+                T->wt_top = true;
+            } else {
+                T->wt_regs = xrealloc(T->wt_regs, sizeof *T->wt_regs * (size_t)(T->nwt_regs + 1));
+                T->wt_regs[T->nwt_regs++] = region;
+            }
         }
         tfe_tape_watch(T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
@@ -1858,6 +1871,102 @@ static int watched_late(Interp *I, const Tape *T, Value y, int n, tfe_tensor *co
     return 0;
 }
 
+#define NOTHING_READ "gradient: the target does not depend on the sources: none of the variables was read, and " \
+    "nothing was watched, while this tape was recording (a forward pass run before the with block, such as " \
+    "pred = model(x) before it and the loss from pred inside it, or under an earlier tape, is not recorded), so " \
+    "every gradient would be zeros; call the model inside the with tape() block"
+
+/* the run-time check of nothing_read: argv[0] is whether a read ran */
+static int nothing_read_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                              const Value *kwvals, Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    *out = v_nil();
+    bool ran = true;
+    if (argc > 0 && value_truth(I, argv[0], I->cur_loc, &ran)) return -1;
+    return ran ? 0 : interp_raise(I, NOTHING_READ);
+}
+
+/* Sources that are all variables, on a tape that watched no tensor and read
+ * no variable while it recorded: the target depends on nothing the tape
+ * watched, and every gradient is zeros. That is a forward pass run before
+ * the block (pred = model(x) outside, the loss inside) or under an earlier
+ * tape: refused rather than zeros. Decided on what the call ran, so that
+ * eager code, graphs and --stage-all agree: a read that a traced if or loop
+ * makes counts only on the calls that run it (read_runs), and where one may
+ * be the only read the graph checks it when it runs, as target_recorded.
+ * (A tape that watched a tensor or read any variable keeps its zeros: a
+ * source it did not use is simply unconnected.) */
+static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
+{
+    if (T->spent || T->wt_top || is_variable(y) || !f->nleaves) return 0;
+    for (int i = 0; i < f->nleaves; i++)
+        if (!is_variable(f->leaves[i].v)) return 0;
+    Tracer *tr = I->tracer && I->tracer->id == T->trace && !T->symbolic ? I->tracer : NULL;
+    tfe_tensor *any = NULL;
+    for (int i = 0; i < T->nreads; i++) {
+        tfe_tensor *ran = NULL;
+        int st = tr && T->reads[i].nregs ? read_runs(tr, &T->reads[i], &ran) : 1;
+        if (st < 0) {
+            if (any) tensor_decref(any);
+            return interp_raise_tensor_error(I);
+        }
+        if (st == 1) {
+            if (any) tensor_decref(any);
+            return 0;
+        }
+        if (st == 2 && any) {
+            tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, any, ran);
+            tensor_decref(ran);
+            tensor_decref(any);
+            if (!(any = o)) return interp_raise_tensor_error(I);
+        } else if (st == 2) {
+            any = ran;
+        }
+    }
+    /* tensors watched in a branch or loop body traced symbolically: where
+     * it ran */
+    for (int i = 0; i < T->nwt_regs; i++) {
+        tfe_tensor *ran = NULL;
+        int st = tr ? trace_region_runs(tr, T->wt_regs[i], &ran) : 1;
+        if (st == 1 || st < 0) {
+            if (any) tensor_decref(any);
+            return st < 0 ? interp_raise_tensor_error(I) : 0;
+        }
+        if (st == 0) continue;
+        tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ran) : ran;
+        if (any) {
+            tensor_decref(ran);
+            tensor_decref(any);
+        }
+        if (!(any = o)) return interp_raise_tensor_error(I);
+    }
+    /* the traced loops that read and assign a variable: their reads ran
+     * where the body did (or the condition, which reads it too) */
+    for (int i = 0; i < T->nloops; i++) {
+        if (!tr) { /* (not in the trace that noted them: taken as read) */
+            if (any) tensor_decref(any);
+            return 0;
+        }
+        tfe_tensor *ran = count_at_least(T->loops[i].count, (T->loops[i].kinds & TL_COND) ? 0.0 : 1.0);
+        tfe_tensor *o = ran && any ? tfe_binary(OP_LOGICAL_OR, any, ran) : ran;
+        if (ran && any) tensor_decref(ran);
+        if (any) tensor_decref(any);
+        if (!(any = o)) return interp_raise_tensor_error(I);
+    }
+    if (!any) return interp_raise(I, NOTHING_READ);
+    Value chk = builtin_new("nothing_read_check", nothing_read_check, NULL), res = v_nil();
+    Value arg = v_tensor_take(any);
+    /* an effect that only checks a value, as tape_once_check */
+    ((Builtin *)chk.u.o)->effect = 1;
+    ((Builtin *)chk.u.o)->value_check = true;
+    int rc = trace_host_call(I, chk, 1, &arg, 0, NULL, NULL, &res);
+    value_decref(chk);
+    value_decref(res);
+    value_decref(arg);
+    return rc < 0 ? -1 : 0;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1905,7 +2014,8 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */
-    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts))) goto done;
+    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts) || nothing_read(I, T, y, &f)))
+        goto done;
     int nbase = f.n;
     push_pass_sources(&f);
     g = xcalloc((size_t)(f.n ? f.n : 1), sizeof *g);

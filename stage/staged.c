@@ -642,7 +642,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     tfe_tensor **passed_t = NULL;
     for (int i = 0; i < t->nret; i++) {
         const TNote *nt = rl.t[i]->node;
-        if (!nt || nt->passed < 0 || nt->passed >= g->ninputs || (t->same_out && t->same_out[i] != -1)) continue;
+        int j = t->same_out ? t->same_out[i] : -1;
+        if (j >= 0 && passed_t && passed_t[j]) { /* (one tensor in both places) */
+            tensor_incref(passed_t[j]);
+            passed_t[i] = passed_t[j];
+            continue;
+        }
+        if (!nt || nt->passed < 0 || nt->passed >= g->ninputs || j != -1) continue;
         int slot = gnode(g, g->inputs[nt->passed])->vbase;
         tfe_tensor *in = slot < T->capconcrete ? T->concrete[slot] : NULL;
         if (!in) continue;

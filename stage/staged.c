@@ -199,7 +199,7 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     /* a result that this run's if or loop made an input it handed on
      * unchanged (the branch that ran ends on it, the loop ran zero times)
      * is that input's own tensor, as eagerly (Trace.pass_ok) */
-    for (int i = 0; t->pass_ok && i < nouts && i < t->nret; i++) {
+    for (int i = 0; t->pass_ok && i < nouts && i < t->nkeep; i++) {
         int s = same_in[i];
         if (!t->pass_ok[i] || s < 0 || s >= lv->n || !outs[i]) continue;
         tensor_incref(lv->t[s]);
@@ -485,7 +485,7 @@ static void mark_pass_ok(Trace *t)
 {
     Graph *g = t->g, *raw = g->raw ? g->raw : g;
     const GRegion *top = &g->regions[0], *rtop = &raw->regions[0];
-    for (int k = 0; k < t->nret && k < top->nouts && k < rtop->nouts; k++) {
+    for (int k = 0; k < t->nkeep && k < top->nouts && k < rtop->nouts; k++) {
         bool ok = false, bad = false;
         for (int i = 0; i < g->ninputs && i < raw->ninputs && !bad; i++) {
             int wr = pass_ways(raw, rtop->outs[k], i, 0);
@@ -493,7 +493,7 @@ static void mark_pass_ok(Trace *t)
             ok |= wr > 0;
         }
         if (!ok || bad) continue;
-        if (!t->pass_ok) t->pass_ok = xcalloc((size_t)t->nret, sizeof *t->pass_ok);
+        if (!t->pass_ok) t->pass_ok = xcalloc((size_t)t->nkeep, sizeof *t->pass_ok);
         t->pass_ok[k] = true;
     }
 }
@@ -640,7 +640,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
      * times: TNote.passed): eager code's result is the input itself, so
      * this call hands it out (cached calls: Trace.pass_ok) */
     tfe_tensor **passed_t = NULL;
-    for (int i = 0; i < t->nret; i++) {
+    for (int i = 0; i < rl.n; i++) {
         const TNote *nt = rl.t[i]->node;
         int j = t->same_out ? t->same_out[i] : -1;
         if (j >= 0 && passed_t && passed_t[j]) { /* (one tensor in both places) */
@@ -750,6 +750,15 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         SigBuf ws = {0};
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
+        /* (an input an if or loop handed on, as in the result below) */
+        for (int m = 0; passed_t && m < wl.n; m++)
+            for (int j = 0; j < rl.n; j++)
+                if (passed_t[j] && wl.t[m] == rl.t[j]) {
+                    tensor_incref(passed_t[j]);
+                    tensor_decref(wl.t[m]);
+                    wl.t[m] = passed_t[j];
+                    break;
+                }
         int kk = 0;
         Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
         Value old = o->env->slots[o->slot];

@@ -4053,6 +4053,11 @@ static int branch_kept(const Graph *G, GRun *x, int **slots)
 
 int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs)
 {
+    return stage_graph_call_same(I, G, inputs, outs, NULL);
+}
+
+int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in)
+{
     GRun x;
     int saved_tapes = tfe_tapes_active;
     /* under a tape, a graph whose backward can read its values runs as
@@ -4096,6 +4101,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
     int *same = xmalloc(sizeof *same * ((size_t)top->nouts + 1));
     for (int k = 0; k < top->nouts; k++) {
         same[k] = -1;
+        if (same_in) same_in[k] = -1;
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
         if (!outs[k]) continue;
         /* each output its own tensor (the tape knows tensors by identity) */
@@ -4113,6 +4119,7 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
         GKind ok = R->nodes[top->outs[k].node].kind;
         if (!dup && (ok == G_CONST || ok == G_COND || ok == G_WHILE)) dup = const_value(R, outs[k]);
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
+        if (same_in) same_in[k] = same[k];
     }
     if (!rc && saved_tapes) {
         GCallGrad *c = xcalloc(1, sizeof *c);

@@ -35,6 +35,7 @@ static void trace_free(Trace *t)
     }
     free(t->outs);
     free(t->same_out);
+    free(t->pass_ok);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
@@ -207,10 +208,23 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     Graph *g = t->g;
     int nouts = g->regions[0].nouts;
     tfe_tensor *outbuf[16], **outs = nouts <= 16 ? outbuf : xcalloc((size_t)nouts, sizeof *outs);
-    if (stage_graph_call(I, t->g, lv->t, outs)) {
+    int samebuf[16], *same_in = nouts <= 16 ? samebuf : xmalloc(sizeof *same_in * (size_t)nouts);
+    if (stage_graph_call_same(I, t->g, lv->t, outs, same_in)) {
         if (outs != outbuf) free(outs);
+        if (same_in != samebuf) free(same_in);
         return -1;
     }
+    /* a result that this run's if or loop made an input it handed on
+     * unchanged (the branch that ran ends on it, the loop ran zero times)
+     * is that input's own tensor, as eagerly (Trace.pass_ok) */
+    for (int i = 0; t->pass_ok && i < nouts && i < t->nkeep; i++) {
+        int s = same_in[i];
+        if (!t->pass_ok[i] || s < 0 || s >= lv->n || !outs[i]) continue;
+        tensor_incref(lv->t[s]);
+        tensor_decref(outs[i]);
+        outs[i] = lv->t[s];
+    }
+    if (same_in != samebuf) free(same_in);
     /* one tensor in several places, or an input passed through, is that
      * one tensor there, as eagerly (Trace.same_out) */
     for (int i = 0; t->same_out && i < nouts && i < t->nkeep; i++) {
@@ -447,6 +461,61 @@ static void values_free(Value *v, int n)
     free(v);
 }
 
+/* How many ways value r of g can be graph input i handed on unchanged: i
+ * itself, or a cond's output whose branch ends on such a value, or a
+ * loop's whose start value or body's end is one. */
+static int pass_ways(const Graph *g, GRef r, int i, int depth)
+{
+    const GNode *n = &g->nodes[r.node];
+    if (depth > 32) return 1000; /* (a loop's params that go round: many) */
+    if (n->kind == G_INPUT) return n->input_index == i;
+    if (n->kind == G_COND) {
+        int w = 0;
+        for (int b = 0; b < 2; b++) {
+            const GRegion *reg = &g->regions[n->regions[b]];
+            if (r.out < reg->nouts) w += pass_ways(g, reg->outs[r.out], i, depth + 1);
+        }
+        return w;
+    }
+    if (n->kind == G_WHILE && r.out < n->nin) {
+        const GRegion *rc = &g->regions[n->regions[0]], *rb = &g->regions[n->regions[1]];
+        int w = pass_ways(g, n->in[r.out], i, depth + 1);
+        if (r.out < rb->nouts) {
+            GRef e = rb->outs[r.out];
+            int p = -1;
+            for (int k = 0; k < rc->nparams; k++)
+                if (rc->params[k] == e.node) p = k;
+            /* (a body that ends it on its own carried value: its start) */
+            if (p == r.out) return w;
+            w += p >= 0 ? pass_ways(g, (GRef){r.node, p}, i, depth + 1) : pass_ways(g, e, i, depth + 1);
+        }
+        return w;
+    }
+    return 0;
+}
+
+/* Trace.pass_ok: per result, whether a graph run that hands an input on
+ * as it (stage_graph_call_same) did so where the graph as traced does:
+ * the optimizer makes x * 1.0 and a reshape to x's own shape x itself,
+ * which eager code computes as a tensor of its own. So only where the
+ * optimized graph has as many ways to be each input as the traced one. */
+static void mark_pass_ok(Trace *t)
+{
+    Graph *g = t->g, *raw = g->raw ? g->raw : g;
+    const GRegion *top = &g->regions[0], *rtop = &raw->regions[0];
+    for (int k = 0; k < t->nkeep && k < top->nouts && k < rtop->nouts; k++) {
+        bool ok = false, bad = false;
+        for (int i = 0; i < g->ninputs && i < raw->ninputs && !bad; i++) {
+            int wr = pass_ways(raw, rtop->outs[k], i, 0);
+            bad = wr != pass_ways(g, top->outs[k], i, 0);
+            ok |= wr > 0;
+        }
+        if (!ok || bad) continue;
+        if (!t->pass_ok) t->pass_ok = xcalloc((size_t)t->nkeep, sizeof *t->pass_ok);
+        t->pass_ok[k] = true;
+    }
+}
+
 static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, Trace *base, Loc call_loc,
                      Value *out)
 {
@@ -607,6 +676,27 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         t->same_out[i] = same;
     }
     t->nkeep = rl.n;
+    /* results that are, in this (tracing) run, an input a traced if or loop
+     * handed on unchanged (a branch that ends `r = y` ran, a loop ran zero
+     * times: TNote.passed): eager code's result is the input itself, so
+     * this call hands it out (cached calls: Trace.pass_ok) */
+    tfe_tensor **passed_t = NULL;
+    for (int i = 0; i < rl.n; i++) {
+        const TNote *nt = rl.t[i]->node;
+        int j = t->same_out ? t->same_out[i] : -1;
+        if (j >= 0 && passed_t && passed_t[j]) { /* (one tensor in both places) */
+            tensor_incref(passed_t[j]);
+            passed_t[i] = passed_t[j];
+            continue;
+        }
+        if (!nt || nt->passed < 0 || nt->passed >= g->ninputs || j != -1) continue;
+        int slot = gnode(g, g->inputs[nt->passed])->vbase;
+        tfe_tensor *in = slot < T->capconcrete ? T->concrete[slot] : NULL;
+        if (!in) continue;
+        if (!passed_t) passed_t = xcalloc((size_t)rl.n, sizeof *passed_t);
+        tensor_incref(in);
+        passed_t[i] = in;
+    }
     /* the arguments' copies in the templates: what stands for the call's
      * own argument objects there */
     {
@@ -691,6 +781,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     }
     if (relaxed) relax_metas(g);
     optimize_trace(g, t->static_val);
+    mark_pass_ok(t);
     /* assigned outside bindings hold what a graph run would write back
      * (numbers unboxed), so the next call's signature matches */
     SigMemo memo = {0}; /* one list in two places stays one list */
@@ -707,6 +798,15 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         SigBuf ws = {0};
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
+        /* (an input an if or loop handed on, as in the result below) */
+        for (int m = 0; passed_t && m < wl.n; m++)
+            for (int j = 0; j < rl.n; j++)
+                if (passed_t[j] && wl.t[m] == rl.t[j]) {
+                    tensor_incref(passed_t[j]);
+                    tensor_decref(wl.t[m]);
+                    wl.t[m] = passed_t[j];
+                    break;
+                }
         int kk = 0;
         Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
         Value old = o->env->slots[o->slot];
@@ -716,6 +816,12 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         sig_free(&ws);
     }
     /* this call's result: what the traced (eager) run computed */
+    for (int i = 0; passed_t && i < rl.n; i++)
+        if (passed_t[i]) {
+            tensor_decref(rl.t[i]);
+            rl.t[i] = passed_t[i]; /* (the reference moves) */
+        }
+    free(passed_t);
     int k = 0;
     *out = sig_rebuild_shared(ret, rl.t, &k, true, 0, &memo);
     sig_memo_free(&memo);

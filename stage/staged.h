@@ -29,6 +29,9 @@ typedef struct Trace {
     int *same_out;       /* per output: the earlier output j that is the same tensor at trace
                             time, or -2 - i for graph input i passed straight through (one
                             object in every place, as eagerly), or -1; NULL: none */
+    bool *pass_ok;       /* per output (as same_out): a run whose if or loop hands an input on
+                            unchanged as it (stage_graph_call_same) hands out that input's
+                            own tensor, as eagerly (mark_pass_ok); NULL: none */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;
@@ -99,6 +102,10 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
+/* The same, and per output k, same_in[k]: the input this run passed through
+ * unchanged as output k (a branch that ran ends on it, a loop that ran zero
+ * times), which outs[k] is a tensor of its own for, or -1 */
+int stage_graph_call_same(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in);
 
 /* A cached call of g that runs its body eagerly instead: under two
  * recording tapes or more, a graph whose backward would replay values eager

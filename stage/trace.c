@@ -227,6 +227,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
      * reads' alike */
     n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
     n->input = false;
+    n->passed = -1;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {

@@ -31,6 +31,10 @@ typedef struct TNote {
                       call's result and write-back keep (trace_unbox_numbers) */
     bool input;    /* the tensor a graph input was made for (trace_input): it stands
                       for it, so a result that is it is the input (Trace.same_out) */
+    int passed;    /* a cond's or loop's output that is, at trace time, graph input
+                      `passed` handed on unchanged (the branch that ran ends on it,
+                      the loop ran zero times): eager code's result is the input
+                      itself (Trace.pass_ok); -1: none */
 } TNote;
 
 /* A binding outside the trace (a free variable of the body or of a function

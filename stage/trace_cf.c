@@ -748,10 +748,23 @@ static void cond_pass_aliases(Tracer *T, const Graph *m, tfe_tensor *const *in, 
     free(cc);
 }
 
+/* The graph input t is at trace time (its tensor, or a cond's or loop's
+ * output that handed it on), or -1. */
+static int passed_input(Tracer *T, const tfe_tensor *t)
+{
+    const TNote *n = t ? t->node : NULL;
+    if (!n) return -1;
+    const GNode *g = gnode(T->g, n->ref.node);
+    return n->input && g->kind == G_INPUT ? g->input_index : n->passed;
+}
+
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
     int nout = n->nout;
+    /* per output, the graph input it hands on unchanged in this run (TNote.passed) */
+    int *pin = xmalloc(sizeof *pin * ((size_t)nout + 1));
+    for (int k = 0; k < nout; k++) pin[k] = -1;
     if (!T->symbolic && tfe_tapes_active) {
         /* under a tape: the node runs as a graph of its own, one tape entry
          * whose backward is traced like any staged call's (stage/grad.c) */
@@ -804,8 +817,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         }
         T->suspended++;
         T->cf_running++;
-        int rc = stage_graph_call(T->I, m, in, all);
+        int *same_in = xmalloc(sizeof *same_in * ((size_t)(nout + nmore) + 1));
+        int rc = stage_graph_call_same(T->I, m, in, all, same_in);
         T->suspended--;
+        for (int k = 0; k < nout && !rc; k++)
+            if (same_in[k] >= 0 && same_in[k] < ncaps) pin[k] = passed_input(T, in[same_in[k]]);
+        free(same_in);
         if (!rc && zero_trip) {
             const GRegion *top = &m->regions[0];
             int *csame = xmalloc(sizeof *csame * ((size_t)nout + 1));
@@ -909,7 +926,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         }
         free(real);
         tapes_reads_settle(T->id);
-        if (rc) return -1;
+        if (rc) {
+            free(pin);
+            return -1;
+        }
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
                 tfe_tensor *a = tensor_alias(outs[k]);
@@ -917,8 +937,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                 outs[k] = a;
             }
     } else if (!T->symbolic) {
-        if (run_now(T, id, outs)) return -1;
+        if (run_now(T, id, outs)) {
+            free(pin);
+            return -1;
+        }
         for (int k = 0; k < nout; k++) { /* one header per value: the note is the node's */
+            pin[k] = passed_input(T, outs[k]);
             tfe_tensor *a = tensor_alias(outs[k]);
             tensor_decref(outs[k]);
             outs[k] = a;
@@ -927,16 +951,22 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         /* A tape made inside this branch or loop body (traced without
          * values) has no entry for a nested cond or loop: its gradient
          * through it would be zero. Refuse rather than be silently wrong. */
-        if (tfe_tapes_active > T->tapes_at_begin)
+        if (tfe_tapes_active > T->tapes_at_begin) {
+            free(pin);
             return trace_fail(T->I, gnode(T->g, id)->loc,
                               "a tape inside a staged conditional or loop cannot differentiate through "
                               "another conditional or loop inside it");
+        }
         for (int k = 0; k < nout; k++) {
             tfe_meta *m = &gnode(T->g, id)->meta[k];
             outs[k] = tensor_symbolic(m->dtype, m->weak, m->rank, m->shape);
         }
     }
-    for (int k = 0; k < nout; k++) trace_note(T, outs[k], (GRef){id, k});
+    for (int k = 0; k < nout; k++) {
+        trace_note(T, outs[k], (GRef){id, k});
+        ((TNote *)outs[k]->node)->passed = pin[k];
+    }
+    free(pin);
     return 0;
 }
 

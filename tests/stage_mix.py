@@ -204,6 +204,10 @@ def scene_relax(P, k, last):
     body = bounded(r, ["x", "w"], r.randint(1, 3))
     if not re.search(r"\bx\b", outside_reductions(body)):
         body = "(%s * x)" % body        # x's shape (a matmul follows)
+    if not re.search(r"\bw\b", body):
+        # the gradient is taken with respect to w: a tape that never read
+        # the variable w stands for is an error (docs/autodiff.md)
+        body = "(%s * w)" % body
     red = reduce_src(r, "h")
     mm = feat and r.random() < 0.3
     P.emit("@staged", "fn %s_f(x, w) {" % s,
@@ -464,6 +468,11 @@ def scene_host(P, k, last):
         parts = ["log", "pure"]  # the others show known classes
     parts = r.sample(parts, r.randint(1, min(3, len(parts))))
     outer = "gradh" in parts
+    if outer and "stale" in parts and "update" in parts:
+        # a gradient through a binding that the body assigns and a @host
+        # call changed is a documented located error (docs/staging.md
+        # section 14); seed 96254
+        parts.remove("update")
     P.emit("# %s: host %s" % (s, " ".join(sorted(parts))))
     P.emit("let %s_c = 0.0" % s, "let %s_m = 0.0" % s,
            "let %s_log = list()" % s)

@@ -1650,24 +1650,40 @@ static int variant_build(Flat *f, int mask, tfe_tensor **alias, struct Variant *
     return 0;
 }
 
-/* The check a later gradient call of a tape used up in a branch makes at
- * every call (a host call, an effect): eager's error where one of those
- * branches ran. argv: by branch, whether it ran in this call (bool
- * scalars). */
-static int tape_once_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
-                           const Value *kwvals, Value *out, void *data)
+/* A run-time check traced as an effect that returns nil (stage/trace.c)
+ * and only checks values: --check-staged runs it in the staged run too
+ * (eager code checks inline). argv: bool scalars, one per condition;
+ * data: the error raised where one holds. */
+static int any_flag_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                          const Value *kwvals, Value *out, void *data)
 {
-    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    (void)nkw, (void)kwnames, (void)kwvals;
     *out = v_nil();
     for (int i = 0; i < argc; i++) {
-        bool ran = false;
-        if (value_truth(I, argv[i], I->cur_loc, &ran)) return -1;
-        if (ran)
-            return interp_raise(I, "gradient: a non-persistent tape can be used for only one gradient call "
-                                   "(use tape(persistent=true))");
+        bool holds = false;
+        if (value_truth(I, argv[i], I->cur_loc, &holds)) return -1;
+        if (holds) return interp_raise(I, (const char *)data);
     }
     return 0;
 }
+
+/* Traces fn (named name, data its message) as such a check on args. */
+static int trace_check(Interp *I, const char *name, BuiltinFn fn, const char *msg, int nargs, Value *args)
+{
+    Value chk = builtin_new(name, fn, (void *)msg), res = v_nil();
+    ((Builtin *)chk.u.o)->effect = 1;
+    ((Builtin *)chk.u.o)->value_check = true;
+    int rc = trace_host_call(I, chk, nargs, args, 0, NULL, NULL, &res);
+    value_decref(chk);
+    value_decref(res);
+    return rc;
+}
+
+/* The check a later gradient call of a tape used up in a branch makes at
+ * every call (a host call, an effect): eager's error where one of those
+ * branches ran. argv: by branch, whether it ran in this call. */
+#define TAPE_USED_TWICE "gradient: a non-persistent tape can be used for only one gradient call " \
+                        "(use tape(persistent=true))"
 
 static void once_clear(Tape *T)
 {
@@ -1730,15 +1746,7 @@ static int once_later(Interp *I, Tape *T)
                                        "staged conditional, and whether its branch ran cannot be told here; use "
                                        "tape(persistent=true)") ? -1 : 1;
     if (!rc && nargs) {
-        Value chk = builtin_new("tape_once_check", tape_once_check, NULL), res = v_nil();
-        /* an effect that returns nil (stage/trace.c) and only checks a
-         * value: --check-staged runs it in the staged run too (eager code
-         * checks inline) */
-        ((Builtin *)chk.u.o)->effect = 1;
-        ((Builtin *)chk.u.o)->value_check = true;
-        rc = trace_host_call(I, chk, nargs, args, 0, NULL, NULL, &res);
-        value_decref(chk);
-        value_decref(res);
+        rc = trace_check(I, "tape_once_check", any_flag_check, TAPE_USED_TWICE, nargs, args);
     }
     for (int k = 0; k < nargs; k++) value_decref(args[k]);
     free(args);
@@ -1805,19 +1813,6 @@ static int target_refused_where(const Tape *T, tfe_tensor *x, tfe_tensor *cond, 
     return 0;
 }
 
-/* the run-time check of target_refused_where's flag */
-static int target_recorded_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
-                                 const Value *kwvals, Value *out, void *data)
-{
-    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
-    *out = v_nil();
-    for (int i = 0; i < argc; i++) {
-        bool refused = false;
-        if (value_truth(I, argv[i], I->cur_loc, &refused)) return -1;
-        if (refused) return interp_raise(I, TARGET_NOT_RECORDED);
-    }
-    return 0;
-}
 
 static int target_recorded(Interp *I, const Tape *T, Value y)
 {
@@ -1837,14 +1832,9 @@ static int target_recorded(Interp *I, const Tape *T, Value y)
                 return interp_raise_tensor_error(I);
             }
             if (!any) return 0;
-            Value chk = builtin_new("target_recorded_check", target_recorded_check, NULL), res = v_nil();
+            /* (the run-time check of target_refused_where's flag) */
             Value arg = v_tensor_take(any);
-            /* an effect that only checks a value, as tape_once_check */
-            ((Builtin *)chk.u.o)->effect = 1;
-            ((Builtin *)chk.u.o)->value_check = true;
-            int rc = trace_host_call(I, chk, 1, &arg, 0, NULL, NULL, &res);
-            value_decref(chk);
-            value_decref(res);
+            int rc = trace_check(I, "target_recorded_check", any_flag_check, TARGET_NOT_RECORDED, 1, &arg);
             value_decref(arg);
             return rc < 0 ? -1 : 0;
         }
@@ -1880,11 +1870,11 @@ static int watched_late(Interp *I, const Tape *T, Value y, int n, tfe_tensor *co
 static int nothing_read_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
                               const Value *kwvals, Value *out, void *data)
 {
-    (void)nkw, (void)kwnames, (void)kwvals, (void)data;
+    (void)nkw, (void)kwnames, (void)kwvals;
     *out = v_nil();
     bool ran = true;
     if (argc > 0 && value_truth(I, argv[0], I->cur_loc, &ran)) return -1;
-    return ran ? 0 : interp_raise(I, NOTHING_READ);
+    return ran ? 0 : interp_raise(I, (const char *)data);
 }
 
 /* Sources that are all variables, on a tape that watched no tensor and read
@@ -1955,14 +1945,8 @@ static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
         if (!(any = o)) return interp_raise_tensor_error(I);
     }
     if (!any) return interp_raise(I, NOTHING_READ);
-    Value chk = builtin_new("nothing_read_check", nothing_read_check, NULL), res = v_nil();
     Value arg = v_tensor_take(any);
-    /* an effect that only checks a value, as tape_once_check */
-    ((Builtin *)chk.u.o)->effect = 1;
-    ((Builtin *)chk.u.o)->value_check = true;
-    int rc = trace_host_call(I, chk, 1, &arg, 0, NULL, NULL, &res);
-    value_decref(chk);
-    value_decref(res);
+    int rc = trace_check(I, "nothing_read_check", nothing_read_check, NOTHING_READ, 1, &arg);
     value_decref(arg);
     return rc < 0 ? -1 : 0;
 }

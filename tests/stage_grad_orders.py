@@ -61,12 +61,11 @@ Options: the driver's (-n, --seed, -j, --keep, -v, --show), --seeds a,b,c
 import argparse
 import os
 import random
-import shlex
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from opt_property import add_common_args, diff, drive  # noqa: E402
-from stage_mix import CHATTER, run  # noqa: E402
+from stage_mix import run_all_modes  # noqa: E402
 
 COND_KINDS = ["arg", "arg", "data", "var", "rand", "host"]
 # conditions whose value a trace cannot read: an `if` on one may hold no
@@ -247,16 +246,7 @@ MODES = [("optimized", []), ("no-optimize", ["--no-optimize"]),
 def check_program(seed, args, workdir):
     prog = gen_program(seed)
     path = os.path.join(workdir, "stage_grad_orders_%d.tfe" % seed)
-    with open(path, "w") as f:
-        f.write(prog)
-    res, problems = {}, []
-    for mode, flags in MODES:
-        cmd = args.wrapper + [args.tfe] + flags
-        rc, out, err = run(cmd, path, args.timeout)
-        res[mode] = (rc, out, CHATTER.sub("", err))
-        if rc == "timeout":
-            problems.append("%s: timed out after %g s" % (
-                " ".join(shlex.quote(c) for c in cmd + [path]), args.timeout))
+    res, problems = run_all_modes(prog, path, args, MODES)
     erc, eout, eerr = res["eager"]
     if erc != 0 and erc != "timeout":
         problems.append("--eager fails (a generator bug):\n" + eerr)

@@ -825,12 +825,14 @@ def check_program(seed, args, workdir):
     return seed, path, prog, check_source(prog, can_fail, path, args)
 
 
-def check_source(prog, can_fail, path, args):
-    """Writes prog to path, runs it in every mode: the problems found."""
+def run_all_modes(prog, path, args, modes=None):
+    """Writes prog to path and runs it in every mode: {mode: (status,
+    stdout, stderr without the run-mode chatter)} and the timeouts and
+    crashes found (a list of problems)."""
     with open(path, "w") as f:
         f.write(prog)
     res, problems = {}, []
-    for mode, flags in MODES:
+    for mode, flags in modes or MODES:
         cmd = args.wrapper + [args.tfe] + flags
         rc, out, err = run(cmd, path, args.timeout)
         res[mode] = (rc, out, CHATTER.sub("", err))
@@ -840,6 +842,12 @@ def check_source(prog, can_fail, path, args):
         elif rc < 0 or rc > 1:
             problems.append("%s: crashed (exit status %d):\n%s" % (
                 " ".join(shlex.quote(c) for c in cmd + [path]), rc, err.rstrip()))
+    return res, problems
+
+
+def check_source(prog, can_fail, path, args):
+    """Writes prog to path, runs it in every mode: the problems found."""
+    res, problems = run_all_modes(prog, path, args)
     erc, eout, eerr = res["eager"]
     if erc != 0 and not can_fail and erc != "timeout":
         problems.append("--eager fails in a program that should not:\n" + eerr)

@@ -19,7 +19,39 @@ typedef struct Variable {
     tfe_tensor *value;  /* owned; replaced (never changed in place) by assign */
     char *name;         /* NULL when unnamed */
     bool trainable;
+    uint64_t prov;      /* its provenance bit (tfe_tensor.prov; 0: none, not trainable) */
 } Variable;
+
+/* --- provenance ----------------------------------------------------------------------
+ * Each trainable variable gets one of 64 bits, the one fewest live variables
+ * have (so up to 64 live ones have a bit each); its value and every read of
+ * it carry the bit, and each op's result the bits of its inputs (tensor/
+ * dispatch.c, tfe_prov_propagate), so a tensor knows, as a bloom, which
+ * variables it was computed from, wherever that ran: before a tape, under an
+ * earlier one, in a graph (stage/grad.c, graph_out_prov). early_read checks
+ * it at t.gradient, only where a bit is one variable's alone (exact). */
+static int prov_live[64];
+static int prov_next; /* round robin among the least used */
+
+static uint64_t prov_take(void)
+{
+    int best = -1;
+    for (int k = 0; k < 64; k++) {
+        int b = (prov_next + k) & 63;
+        if (best < 0 || prov_live[b] < prov_live[best]) best = b;
+    }
+    prov_live[best]++;
+    prov_next = (best + 1) & 63;
+    return (uint64_t)1 << best;
+}
+
+static void prov_drop(uint64_t bit)
+{
+    if (bit) prov_live[__builtin_ctzll(bit)]--;
+}
+
+/* whether bit is one live variable's alone */
+static bool prov_unique(uint64_t bit) { return bit && prov_live[__builtin_ctzll(bit)] == 1; }
 
 static const ObjectClass variable_class;
 
@@ -197,6 +229,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
     tensor_incref(t);
     if (tr) trace_note_host_var(tr, v_obj(V_OBJECT, v), t); /* (a @host function's read) */
     if (tr) t = trace_var_read(tr, v_obj(V_OBJECT, v), t);
+    if (t) t->prov |= v->prov;
     bool sym = tr && tr->symbolic;
     if (t && v->trainable && nwatching)
         for (int i = 0; i < nwatching; i++) {
@@ -242,6 +275,7 @@ static tfe_tensor *variable_to_tensor(Obj *o) { return var_read(trace_current(),
 static void variable_free(Obj *o)
 {
     Variable *v = (Variable *)o;
+    prov_drop(v->prov);
     tensor_decref(v->value);
     free(v->name);
     free(v);
@@ -348,6 +382,7 @@ BUILTIN(bi_var_assign)
     }
     tensor_decref(x);
     nv->weak = false;
+    nv->prov = v->prov; /* the variable's value is the variable, whatever it was computed from */
     tensor_decref(v->value);
     v->value = nv;
     *out = v_nil();
@@ -455,6 +490,8 @@ BUILTIN(bi_variable)
     v->value = c;
     v->name = name ? xstrdup(name) : NULL;
     v->trainable = trainable;
+    v->prov = trainable ? prov_take() : 0;
+    c->prov = v->prov;
     *out = v_obj(V_OBJECT, v);
     return 0;
 }
@@ -1951,6 +1988,79 @@ static int nothing_read(Interp *I, const Tape *T, Value y, const Flat *f)
     return rc < 0 ? -1 : 0;
 }
 
+/* The path of the first leaf of the sources xs that is variable v. */
+static bool variable_path(Value xs, const Obj *v, SrcPath *path, int depth)
+{
+    if (depth > 100) return false;
+    if (xs.kind == V_TUPLE || xs.kind == V_LIST) {
+        Seq *s = (Seq *)xs.u.o;
+        for (int i = 0; i < s->n; i++) {
+            size_t was = path_push(path, false, NULL, i);
+            if (variable_path(s->items[i], v, path, depth + 1)) return true;
+            path->len = was;
+            path->s[was] = 0;
+        }
+        return false;
+    }
+    if (xs.kind == V_RECORD) {
+        Record *r = (Record *)xs.u.o;
+        for (int i = 0; i < r->n; i++) {
+            size_t was = path_push(path, true, r->keys[i]->s, 0);
+            if (variable_path(r->vals[i], v, path, depth + 1)) return true;
+            path->len = was;
+            path->s[was] = 0;
+        }
+        return false;
+    }
+    return is_variable(xs) && xs.u.o == v;
+}
+
+/* A variable source that gets no gradient (no entry this tape recorded on
+ * the way to the target reads it) while the target was computed from it
+ * (the provenance bloom of tfe_tensor.prov, where the bit is that variable's
+ * alone): the target depends on it through a tensor made outside the
+ * tape's recording, a forward pass run before the with block (pred =
+ * model(x) outside it, the loss inside) or under an earlier tape, and its
+ * gradient would be zeros. The tape read another variable (else
+ * nothing_read said so). Not an error: a source the target does not depend
+ * on at all (unused in this step), a constant target from other variables
+ * (a frozen teacher, a DQN target network), a tensor the tape watched that
+ * carries the bit (the user cut the path there), and stop_gradient or any
+ * op without a gradient (their results carry no provenance). Decided on
+ * what ran: eagerly, and in a trace on the values it runs with (a staged
+ * call's outputs carry the bits of what it read, stage/grad.c). */
+static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f)
+{
+    const tfe_tensor *target = f->target;
+    if (T->spent || is_variable(y) || !target || !target->prov) return 0;
+    for (int i = 0; i < f->nleaves; i++) {
+        Value v = f->leaves[i].v;
+        if (!is_variable(v)) continue;
+        Variable *var = (Variable *)v.u.o;
+        uint64_t bit = var->prov;
+        if (!(target->prov & bit) || !prov_unique(bit)) continue;
+        bool cut = false;
+        for (int k = 0; k < T->nwt && !cut; k++) cut = (T->wt[k]->prov & bit) != 0;
+        for (int k = f->leaves[i].start; k < f->leaves[i].start + f->leaves[i].count && !cut; k++)
+            cut = f->ts[k] == target || tfe_tape_uses(T->tape, f->ts[k], target) > 0;
+        if (cut) continue;
+        SrcPath path = {.len = 0};
+        path.s[0] = 0;
+        char buf[480], who[300];
+        if (!variable_path(xs, &var->o.h, &path, 0)) path.len = 0, path.s[0] = 0;
+        if (var->name) snprintf(who, sizeof who, " (variable '%s')", var->name);
+        else who[0] = 0;
+        return interp_raise(I, "gradient: %s%s gets no gradient from this tape, but the target was computed from "
+                               "it through a tensor made outside the tape's recording (a forward pass run before "
+                               "the with block, such as pred = model(x) before it and the loss from pred inside "
+                               "it, or under an earlier tape), so its gradient would be zeros; compute the "
+                               "prediction inside the with tape() block (or stop_gradient(x) a tensor meant "
+                               "as a constant)",
+                            source_name(&path, "the source", buf, sizeof buf), who);
+    }
+    return 0;
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -1998,7 +2108,8 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     f.tape = T;
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */
-    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts) || nothing_read(I, T, y, &f)))
+    if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts) || nothing_read(I, T, y, &f) ||
+                         early_read(I, T, y, xs, &f)))
         goto done;
     int nbase = f.n;
     push_pass_sources(&f);
@@ -2310,6 +2421,8 @@ int variable_update(Interp *I, Value var, int aop, Value x)
 
 tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
 
+uint64_t variable_prov(Value var) { return is_variable(var) ? ((Variable *)var.u.o)->prov : 0; }
+
 /* Staged code's fused variable updates (graph/exec_update.c): the mode of a
  * bound v.assign(x) / assign_add / assign_sub / `v op= x` (1 + its mode: 1
  * assign, 2 add, 3 sub, 4 mul, 5 div), and where the variable keeps its
@@ -2327,6 +2440,7 @@ void variable_replace_take(Value var, tfe_tensor *t)
 {
     Variable *v = (Variable *)var.u.o;
     t->weak = false;
+    t->prov = v->prov;
     tensor_decref(v->value);
     v->value = t;
 }

@@ -35,8 +35,21 @@ int (*tfe_trace_hook)(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs
 int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, tfe_tensor **out) {
     /* Staging (stage/trace.c): while a trace records, the tracer decides
      * whether to add a node, run the kernel, or both. */
-    if (tfe_trace_hook) return tfe_trace_hook(op, nin, in, at, out);
+    if (tfe_trace_hook) {
+        int rc = tfe_trace_hook(op, nin, in, at, out);
+        if (!rc) tfe_prov_propagate(op, nin, in, tfe_ops[op].nout >= 0 ? tfe_ops[op].nout : at ? at->nints : 0, out);
+        return rc;
+    }
     return tfe_execute_eager(op, nin, in, at, out);
+}
+
+void tfe_prov_propagate(int op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out) {
+    if (tfe_ops[op].flags & F_NODIFF) return;
+    uint64_t m = 0;
+    for (int i = 0; i < nin; i++) m |= in[i] ? in[i]->prov : 0;
+    if (!m) return; /* (the common case: nothing computed from a variable) */
+    for (int k = 0; k < nout; k++)
+        if (out[k] && dtype_is_float(out[k]->dtype)) out[k]->prov |= m;
 }
 
 /* Eager execution. The only path from the interpreter, the tracer, the
@@ -97,6 +110,7 @@ int tfe_execute_kernel(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
     }
     /* autodiff: record (op, in, at, out) on the active tapes here, after the
      * kernel succeeded (F_VIEW/F_SELFOUT kernels included). */
+    tfe_prov_propagate(op, nin, in, nout, out);
     if (record && tfe_tapes_active) tfe_tape_record(&c);
     return 0;
 }
@@ -240,8 +254,9 @@ int tfe_device_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attr
             tensor_decref(out[i]);
             out[i] = NULL;
         }
-    } else if (tfe_tapes_active) {
-        tfe_tape_record(&c); /* with the caller's inputs: gradients reach them */
+    } else {
+        tfe_prov_propagate(op, nin, in, nout, out); /* the caller's inputs' (not the copies') */
+        if (tfe_tapes_active) tfe_tape_record(&c); /* with the caller's inputs: gradients reach them */
     }
     for (int i = 0; i < ncopied; i++) tensor_decref(tmp[i]);
     if (tmp != small) free(tmp);

@@ -46,6 +46,7 @@ static tfe_tensor *tensor_struct(void) {
     if (t) free_tensors = t->node;
     else t = xmalloc(sizeof *t);
     t->serial = ++serial_last;
+    t->prov = 0;
     return t;
 }
 

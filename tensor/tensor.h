@@ -49,7 +49,17 @@ typedef struct tfe_tensor {
     void *node;                       /* while tracing: the tracer's TNote (stage/trace.c); else NULL */
     uint64_t serial;                  /* when it was made: tfe_tensor_serial_now() then (a tape's
                                          gradient tells a target made outside its with block) */
+    uint64_t prov;                    /* provenance: a bloom of the trainable variables it was computed
+                                         from (each has a bit; an op's output or's its inputs' unless
+                                         the op has no gradient), so a tape's gradient can tell a
+                                         target that depends on a source through a tensor made before
+                                         the tape recorded (interp/builtins_autodiff.c, early_read) */
 } tfe_tensor;
+
+/* The provenance of an op's outputs (tfe_tensor.prov): or'ed from its inputs
+ * when the op has a gradient and an output is a float; nothing otherwise (a
+ * comparison, argmax, stop_gradient, an int result carry no gradient). */
+void tfe_prov_propagate(int op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out);
 
 /* The serial of the latest tensor made (each new tensor gets the next). */
 uint64_t tfe_tensor_serial_now(void);

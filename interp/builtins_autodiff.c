@@ -9,6 +9,7 @@
 #include "interp/internal.h"
 #include "interp/tape_view.h"
 #include "tensor/grad.h"
+#include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
 
@@ -2029,16 +2030,55 @@ static bool variable_path(Value xs, const Obj *v, SrcPath *path, int depth)
  * op without a gradient (their results carry no provenance). Decided on
  * what ran: eagerly, and in a trace on the values it runs with (a staged
  * call's outputs carry the bits of what it read, stage/grad.c). */
+/* The run-time check of early_read in a graph: the sources that were not
+ * connected when it was traced, and their names (owned by early_checks,
+ * which keeps them while any graph may run them). */
+typedef struct EarlyCheck {
+    struct EarlyCheck *next;
+    int n;
+    uint64_t *bits;
+    char **names;
+} EarlyCheck;
+static EarlyCheck *early_checks;
+
+static int early_raise(Interp *I, const char *name)
+{
+    return interp_raise(I, "gradient: %s gets no gradient from this tape, but the target was computed from "
+                           "it through a tensor made outside the tape's recording (a forward pass run before "
+                           "the with block, such as pred = model(x) before it and the loss from pred inside "
+                           "it, or under an earlier tape), so its gradient would be zeros; compute the "
+                           "prediction inside the with tape() block (or stop_gradient(x) a tensor meant "
+                           "as a constant)",
+                        name);
+}
+
+/* argv: the graph's inputs the target was computed from, as this call has
+ * them: what they were computed from is this call's */
+static int early_read_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
+                            const Value *kwvals, Value *out, void *data)
+{
+    (void)nkw, (void)kwnames, (void)kwvals;
+    *out = v_nil();
+    const EarlyCheck *c = data;
+    uint64_t m = 0;
+    for (int i = 0; i < argc; i++)
+        if (argv[i].kind == V_TENSOR) m |= argv[i].u.t->prov;
+    for (int j = 0; j < c->n; j++)
+        if ((m & c->bits[j]) && prov_unique(c->bits[j])) return early_raise(I, c->names[j]);
+    return 0;
+}
+
 static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f)
 {
     const tfe_tensor *target = f->target;
-    if (T->spent || is_variable(y) || !target || !target->prov) return 0;
+    if (T->spent || is_variable(y) || !target) return 0;
+    EarlyCheck *later = NULL; /* the sources a later call's inputs may carry */
     for (int i = 0; i < f->nleaves; i++) {
         Value v = f->leaves[i].v;
         if (!is_variable(v)) continue;
         Variable *var = (Variable *)v.u.o;
         uint64_t bit = var->prov;
-        if (!(target->prov & bit) || !prov_unique(bit)) continue;
+        if (!prov_unique(bit)) continue;
         bool cut = false;
         for (int k = 0; k < T->nwt && !cut; k++) cut = (T->wt[k]->prov & bit) != 0;
         for (int k = f->leaves[i].start; k < f->leaves[i].start + f->leaves[i].count && !cut; k++)
@@ -2046,19 +2086,55 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
         if (cut) continue;
         SrcPath path = {.len = 0};
         path.s[0] = 0;
-        char buf[480], who[300];
+        char buf[480], who[800];
         if (!variable_path(xs, &var->o.h, &path, 0)) path.len = 0, path.s[0] = 0;
-        if (var->name) snprintf(who, sizeof who, " (variable '%s')", var->name);
-        else who[0] = 0;
-        return interp_raise(I, "gradient: %s%s gets no gradient from this tape, but the target was computed from "
-                               "it through a tensor made outside the tape's recording (a forward pass run before "
-                               "the with block, such as pred = model(x) before it and the loss from pred inside "
-                               "it, or under an earlier tape), so its gradient would be zeros; compute the "
-                               "prediction inside the with tape() block (or stop_gradient(x) a tensor meant "
-                               "as a constant)",
-                            source_name(&path, "the source", buf, sizeof buf), who);
+        snprintf(who, sizeof who, "%s%s%s%s", source_name(&path, "the source", buf, sizeof buf),
+                 var->name ? " (variable '" : "", var->name ? var->name : "", var->name ? "')" : "");
+        if (target->prov & bit) {
+            if (later) {
+                for (int j = 0; j < later->n; j++) free(later->names[j]);
+                free(later->names);
+                free(later->bits);
+                free(later);
+            }
+            return early_raise(I, who);
+        }
+        if (!later) later = xcalloc(1, sizeof *later);
+        later->bits = xrealloc(later->bits, sizeof *later->bits * (size_t)(later->n + 1));
+        later->names = xrealloc(later->names, sizeof *later->names * (size_t)(later->n + 1));
+        later->bits[later->n] = bit;
+        later->names[later->n++] = xstrdup(who);
     }
-    return 0;
+    if (!later) return 0;
+    /* In a trace, a later call of the graph may have inputs computed from a
+     * source where this one's were not (a prediction passed in): the graph
+     * checks the inputs the target is computed from when it runs. */
+    Tracer *tr = I->tracer;
+    TNote *note = tr && !tr->symbolic ? target->node : NULL;
+    uint64_t ins = note ? graph_value_inputs(tr->g, note->ref) : 0;
+    Value args[64];
+    int nargs = 0;
+    for (int i = 0; ins && i < tr->g->ninputs && nargs < 64; i++) {
+        if (!((ins >> (i < 63 ? i : 63)) & 1)) continue;
+        for (int k = 0; k < tr->nnotes; k++)
+            if (tr->notes[k] && tr->notes[k]->ref.node == tr->g->inputs[i] && tr->notes[k]->t) {
+                tensor_incref(tr->notes[k]->t);
+                args[nargs++] = v_tensor_take(tr->notes[k]->t);
+                break;
+            }
+    }
+    if (!nargs) {
+        for (int j = 0; j < later->n; j++) free(later->names[j]);
+        free(later->names);
+        free(later->bits);
+        free(later);
+        return 0;
+    }
+    later->next = early_checks;
+    early_checks = later;
+    int rc = trace_check(I, "early_read_check", early_read_check, (const char *)later, nargs, args);
+    for (int i = 0; i < nargs; i++) value_decref(args[i]);
+    return rc < 0 ? -1 : 0;
 }
 
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)

@@ -86,6 +86,16 @@ static const uint64_t *graph_prov(Graph *g)
     return g->prov;
 }
 
+uint64_t graph_value_inputs(const Graph *g, GRef r)
+{
+    Prov *p = xcalloc((size_t)g->nvals + 1, sizeof *p);
+    for (int round = 0; round < 64 && prov_pass(g, p); round++) {
+    }
+    uint64_t in = r.node >= 0 && r.node < g->n ? p[g->nodes[r.node].vbase + r.out].in : 0;
+    free(p);
+    return in;
+}
+
 void graph_out_prov(Graph *g, int ninputs, tfe_tensor *const *inputs, int nouts, tfe_tensor *const *outs)
 {
     const uint64_t *gp = graph_prov(g);

@@ -132,6 +132,46 @@ static const char *node_name(const GNode *n)
     return "node";
 }
 
+/* The provenance (tfe_tensor.prov) of outputs made here rather than by
+ * tfe_execute (a planned kernel, a fused program): what eager code's ops
+ * would give them. Set, not or'ed: an arena view serves every run. */
+static bool is_input(tfe_tensor *t, int nin, tfe_tensor *const *in)
+{
+    for (int i = 0; i < nin; i++)
+        if (in[i] == t) return true;
+    return false;
+}
+
+static void prov_set(tfe_op op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < nin && !(tfe_ops[op].flags & F_NODIFF); i++) m |= in[i]->prov;
+    for (int k = 0; k < nout; k++)
+        if (out[k] && !is_input(out[k], nin, in)) out[k]->prov = dtype_is_float(out[k]->dtype) ? m : 0;
+}
+
+/* ... of a fused program's output: the inputs its result is computed from
+ * through instructions with a gradient */
+static void prov_set_fused(const tfe_fprog *pg, int nin, tfe_tensor *const *in, tfe_tensor *out)
+{
+    uint64_t r[64] = {0}, m = 0;
+    if (pg->nregs > 64 || pg->ninputs > 64) {
+        for (int i = 0; i < nin; i++) m |= in[i]->prov;
+    } else {
+        for (int i = 0; i < pg->ninstr; i++) {
+            const tfe_finstr *f = &pg->code[i];
+            uint64_t v = 0;
+            if (f->op == FOP_LOAD) v = (uint64_t)1 << f->input;
+            else if (f->op < TFE_NOPS && !(tfe_ops[f->op].flags & F_NODIFF))
+                v = r[f->a] | (tfe_ops[f->op].nin == 2 ? r[f->b] : 0);
+            r[f->dst] = v;
+        }
+        for (int i = 0; i < nin && i < 64; i++)
+            if ((r[pg->result] >> i) & 1) m |= in[i]->prov;
+    }
+    if (out && !is_input(out, nin, in)) out->prov = m;
+}
+
 /* A fused node's kernel: its program checked once, at the first run. */
 static tfe_fkernel *fused_kernel(GNode *n)
 {
@@ -193,6 +233,7 @@ static int run_op(GRun *x, GNode *n)
     } else if (!rc) {
         rc = tfe_execute_eager(n->op, n->nin, in, at, out);
     }
+    if (!rc) prov_set(n->op, n->nin, in, n->nout, out);
     if (in != inb) free(in);
     if (rc) return node_error(x, n, tfe_error_msg());
     for (int k = 0; k < n->nout; k++) grun_set(x, n->vbase + k, out[k]);
@@ -310,6 +351,7 @@ static int run_fused_timed(GRun *x, GNode *n)
         tfe_fkernel *k = out ? fused_kernel(n) : NULL;
         rc = k ? tfe_fused_exec(k, in, out) : -1;
     }
+    if (!rc) prov_set_fused(pg, n->nin, in, out);
     if (in != inb) free(in);
     if (rc) {
         if (out) tensor_decref(out);
@@ -545,6 +587,7 @@ static int run_pair(GRun *x, int i, int j)
             return node_error(x, n[t], tfe_error_msg());
         }
     }
+    for (int t = 0; t < 2; t++) prov_set(n[t]->op, 2, in[t], 1, &out[t]);
     grun_set(x, c[0]->out, out[0]);
     grun_set(x, c[1]->out, out[1]);
     return 0;
@@ -582,6 +625,8 @@ int grun_plan_instr(GRun *x, PInstr *c)
     if (pt0 && !rc && prof_debug >= 2)
         tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, c->nout, out,
                           prof_ns(prof_now() - pt0));
+    if (!rc && c->kind == PI_KERNEL) prov_set(n->op, c->nin, in, c->nout, out);
+    else if (!rc) prov_set_fused(n->prog, c->nin, in, out[0]);
     if (in != inb) free(in);
     if (rc) {
         for (int k = 0; k < c->nout; k++)

@@ -117,7 +117,6 @@ void graph_decref(Graph *g)
     }
     free(g->scratch);
     free(g->keep_use);
-    free(g->prov);
     free(g->regions);
     free(g->nodes);
     free(g->inputs);

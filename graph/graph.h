@@ -152,8 +152,6 @@ typedef struct Graph {
     int inner_tapes;     /* the most tapes made inside the trace active at once while it
                             recorded a node: a tape outside a call of the graph takes a
                             gradient of that order plus one (stage/grad.c) */
-    uint64_t *prov;      /* by output, the variables (a tfe_tensor.prov) and the inputs it is
-                            computed from (stage/graph_prov.c), once asked; or NULL */
     bool noted_loops;    /* a cond or loop of a trace in progress, run as one tape entry: a
                             tape made in that trace notes its loops (stage/trace_cf.c) */
 } Graph;

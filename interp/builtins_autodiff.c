@@ -9,7 +9,6 @@
 #include "interp/internal.h"
 #include "interp/tape_view.h"
 #include "tensor/grad.h"
-#include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
 
@@ -2081,8 +2080,13 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
         if (!prov_unique(bit)) continue;
         bool cut = false;
         for (int k = 0; k < T->nwt && !cut; k++) cut = (T->wt[k]->prov & bit) != 0;
-        for (int k = f->leaves[i].start; k < f->leaves[i].start + f->leaves[i].count && !cut; k++)
-            cut = f->ts[k] == target || tfe_tape_uses(T->tape, f->ts[k], target) > 0;
+        /* (a variable read while the tape recorded is not checked: its
+         * gradient is what those reads give, a semi-gradient target made
+         * before the tape from the same network among them; and a read in
+         * a traced loop or branch is noted where the graph runs) */
+        cut = cut || f->leaves[i].count > 0;
+        for (int k = 0; k < T->nreads && !cut; k++) cut = T->reads[k].var == var;
+        for (int k = 0; k < T->nloops && !cut; k++) cut = T->loops[k].var == var;
         if (cut) continue;
         SrcPath path = {.len = 0};
         path.s[0] = 0;
@@ -2108,22 +2112,10 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
     if (!later) return 0;
     /* In a trace, a later call of the graph may have inputs computed from a
      * source where this one's were not (a prediction passed in): the graph
-     * checks the inputs the target is computed from when it runs. */
+     * checks what its target was computed from when it runs (graph/exec.c
+     * marks what it computes as eager ops do). */
     Tracer *tr = I->tracer;
-    TNote *note = tr && !tr->symbolic ? target->node : NULL;
-    uint64_t ins = note ? graph_value_inputs(tr->g, note->ref) : 0;
-    Value args[64];
-    int nargs = 0;
-    for (int i = 0; ins && i < tr->g->ninputs && nargs < 64; i++) {
-        if (!((ins >> (i < 63 ? i : 63)) & 1)) continue;
-        for (int k = 0; k < tr->nnotes; k++)
-            if (tr->notes[k] && tr->notes[k]->ref.node == tr->g->inputs[i] && tr->notes[k]->t) {
-                tensor_incref(tr->notes[k]->t);
-                args[nargs++] = v_tensor_take(tr->notes[k]->t);
-                break;
-            }
-    }
-    if (!nargs) {
+    if (!tr || tr->symbolic || y.kind != V_TENSOR || !y.u.t->node) {
         for (int j = 0; j < later->n; j++) free(later->names[j]);
         free(later->names);
         free(later->bits);
@@ -2132,8 +2124,16 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
     }
     later->next = early_checks;
     early_checks = later;
-    int rc = trace_check(I, "early_read_check", early_read_check, (const char *)later, nargs, args);
-    for (int i = 0; i < nargs; i++) value_decref(args[i]);
+    /* (as a 1-d tensor: a 0-d one reaches a host call as a number) */
+    tfe_attrs at;
+    tfe_attrs_init(&at);
+    at.nints = 1;
+    at.ints[0] = -1;
+    tfe_tensor *flat = unrecorded(OP_RESHAPE, y.u.t, NULL, &at);
+    if (!flat) return interp_raise_tensor_error(I);
+    Value arg = v_tensor_take(flat);
+    int rc = trace_check(I, "early_read_check", early_read_check, (const char *)later, 1, &arg);
+    value_decref(arg);
     return rc < 0 ? -1 : 0;
 }
 

@@ -4121,9 +4121,6 @@ int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_te
         outs[k] = dup ? tensor_alias(outs[k]) : (tensor_incref(outs[k]), outs[k]);
         if (same_in) same_in[k] = same[k];
     }
-    /* the variables and inputs each output was computed from, as eager
-     * code's ops would have marked it (graph_prov.c) */
-    if (!rc) graph_out_prov(G->raw ? G->raw : G, R->ninputs, inputs, top->nouts, outs);
     if (!rc && saved_tapes) {
         GCallGrad *c = xcalloc(1, sizeof *c);
         c->base.refcount = 0;

@@ -102,12 +102,6 @@ Trace *stage_find(Closure *c, int argc, const Value *argv);
 /* Run t's graph on inputs (borrowed) into outs (new refs). Under a tape it
  * is one entry, whose backward is a graph too (stage/grad.c). */
 int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs);
-/* stage/graph_prov.c: or the provenance (tfe_tensor.prov) of the variables
- * and inputs each output of a run of g was computed from into it */
-void graph_out_prov(Graph *g, int ninputs, tfe_tensor *const *inputs, int nouts, tfe_tensor *const *outs);
-/* ... and the inputs (bit i: input i; bit 63: 63 and later) value r of g,
- * a trace in progress too, was computed from through ops with a gradient */
-uint64_t graph_value_inputs(const Graph *g, GRef r);
 /* The same, and per output k, same_in[k]: the input this run passed through
  * unchanged as output k (a branch that ran ends on it, a loop that ran zero
  * times), which outs[k] is a tensor of its own for, or -1 */

@@ -142,33 +142,50 @@ static bool is_input(tfe_tensor *t, int nin, tfe_tensor *const *in)
     return false;
 }
 
-static void prov_set(tfe_op op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
+static void prov_set_slow(tfe_op op, uint64_t m, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
 {
-    uint64_t m = 0;
-    for (int i = 0; i < nin && !(tfe_ops[op].flags & F_NODIFF); i++) m |= in[i]->prov;
+    if (tfe_ops[op].flags & F_NODIFF) m = 0;
     for (int k = 0; k < nout; k++)
-        if (out[k] && !is_input(out[k], nin, in)) out[k]->prov = dtype_is_float(out[k]->dtype) ? m : 0;
+        if (out[k] && out[k]->prov != m && !is_input(out[k], nin, in))
+            out[k]->prov = dtype_is_float(out[k]->dtype) ? m : 0;
 }
 
-/* ... of a fused program's output: the inputs its result is computed from
- * through instructions with a gradient */
-static void prov_set_fused(const tfe_fprog *pg, int nin, tfe_tensor *const *in, tfe_tensor *out)
+static inline void prov_set(tfe_op op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
 {
-    uint64_t r[64] = {0}, m = 0;
-    if (pg->nregs > 64 || pg->ninputs > 64) {
-        for (int i = 0; i < nin; i++) m |= in[i]->prov;
-    } else {
-        for (int i = 0; i < pg->ninstr; i++) {
-            const tfe_finstr *f = &pg->code[i];
-            uint64_t v = 0;
-            if (f->op == FOP_LOAD) v = (uint64_t)1 << f->input;
-            else if (f->op < TFE_NOPS && !(tfe_ops[f->op].flags & F_NODIFF))
-                v = r[f->a] | (tfe_ops[f->op].nin == 2 ? r[f->b] : 0);
-            r[f->dst] = v;
+    /* (one or two inputs and one output most often: no loop set-up for those) */
+    uint64_t m = nin > 0 ? in[0]->prov : 0, o = nout > 0 && out[0] ? out[0]->prov : 0;
+    if (nin > 1) m |= in[1]->prov;
+    for (int i = 2; i < nin; i++) m |= in[i]->prov;
+    for (int k = 1; k < nout; k++) o |= out[k] ? out[k]->prov : 0;
+    if (__builtin_expect(m | o, 0)) prov_set_slow(op, m, nin, in, nout, out); /* (most often 0 and 0) */
+}
+
+/* ... of a fused node's output: from the inputs its result is computed
+ * from through instructions with a gradient (found at the first run that
+ * needs it, GNode.prov_reach); nothing to do where no input carries any */
+static void prov_set_fused(GNode *n, int nin, tfe_tensor *const *in, tfe_tensor *out)
+{
+    uint64_t any = 0, m = 0;
+    for (int i = 0; i < nin; i++) any |= in[i]->prov;
+    if (any && !n->prov_known) {
+        const tfe_fprog *pg = n->prog;
+        uint64_t r[64] = {0};
+        n->prov_reach = ~(uint64_t)0; /* (a program too large to follow: every input) */
+        if (pg->nregs <= 64 && pg->ninputs <= 64) {
+            for (int i = 0; i < pg->ninstr; i++) {
+                const tfe_finstr *f = &pg->code[i];
+                uint64_t v = 0;
+                if (f->op == FOP_LOAD) v = (uint64_t)1 << f->input;
+                else if (f->op < TFE_NOPS && !(tfe_ops[f->op].flags & F_NODIFF))
+                    v = r[f->a] | (tfe_ops[f->op].nin == 2 ? r[f->b] : 0);
+                r[f->dst] = v;
+            }
+            n->prov_reach = r[pg->result];
         }
-        for (int i = 0; i < nin && i < 64; i++)
-            if ((r[pg->result] >> i) & 1) m |= in[i]->prov;
+        n->prov_known = true;
     }
+    for (int i = 0; any && i < nin; i++)
+        if (i >= 64 || ((n->prov_reach >> i) & 1)) m |= in[i]->prov;
     if (out && !is_input(out, nin, in)) out->prov = m;
 }
 
@@ -351,7 +368,7 @@ static int run_fused_timed(GRun *x, GNode *n)
         tfe_fkernel *k = out ? fused_kernel(n) : NULL;
         rc = k ? tfe_fused_exec(k, in, out) : -1;
     }
-    if (!rc) prov_set_fused(pg, n->nin, in, out);
+    if (!rc) prov_set_fused(n, n->nin, in, out);
     if (in != inb) free(in);
     if (rc) {
         if (out) tensor_decref(out);
@@ -626,7 +643,7 @@ int grun_plan_instr(GRun *x, PInstr *c)
         tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, c->nout, out,
                           prof_ns(prof_now() - pt0));
     if (!rc && c->kind == PI_KERNEL) prov_set(n->op, c->nin, in, c->nout, out);
-    else if (!rc) prov_set_fused(n->prog, c->nin, in, out[0]);
+    else if (!rc) prov_set_fused(n, c->nin, in, out[0]);
     if (in != inb) free(in);
     if (rc) {
         for (int k = 0; k < c->nout; k++)

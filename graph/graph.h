@@ -116,6 +116,9 @@ typedef struct GNode {
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
     struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
+    uint64_t prov_reach; /* G_FUSED, once prov_known: the inputs (bit i) its result is computed
+                            from through instructions with a gradient (graph/exec.c) */
+    bool prov_known;
     int *fused_lines;    /* G_FUSED: per instruction of prog, the source line of the op it
                             computes (0: a load or a constant), for graph_to_dot (owned) */
     uint8_t half;        /* G_OP allreduce split by graph/overlap.c: GH_START or GH_WAIT; else GH_WHOLE */

@@ -2030,15 +2030,28 @@ static bool variable_path(Value xs, const Obj *v, SrcPath *path, int depth)
  * what ran: eagerly, and in a trace on the values it runs with (a staged
  * call's outputs carry the bits of what it read, stage/grad.c). */
 /* The run-time check of early_read in a graph: the sources that were not
- * connected when it was traced, and their names (owned by early_checks,
- * which keeps them while any graph may run them). */
+ * read on every call when it was traced, their names and, for one read
+ * only in traced branches or loop bodies, which argument says whether
+ * one ran (-1: none was noted); owned by early_checks, which keeps them
+ * while any graph may run them. */
 typedef struct EarlyCheck {
     struct EarlyCheck *next;
     int n;
     uint64_t *bits;
     char **names;
+    int *ran;
 } EarlyCheck;
 static EarlyCheck *early_checks;
+
+static void early_free(EarlyCheck *c)
+{
+    if (!c) return;
+    for (int j = 0; j < c->n; j++) free(c->names[j]);
+    free(c->names);
+    free(c->bits);
+    free(c->ran);
+    free(c);
+}
 
 static int early_raise(Interp *I, const char *name)
 {
@@ -2051,90 +2064,136 @@ static int early_raise(Interp *I, const char *name)
                         name);
 }
 
-/* argv: the graph's inputs the target was computed from, as this call has
- * them: what they were computed from is this call's */
+/* argv[0]: the target, as this call computed it (graph/exec.c marks what
+ * a graph computes as eager ops do); then the flags of the reads made only
+ * in traced branches or loop bodies: whether one ran in this call */
 static int early_read_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
                             const Value *kwvals, Value *out, void *data)
 {
     (void)nkw, (void)kwnames, (void)kwvals;
     *out = v_nil();
     const EarlyCheck *c = data;
-    uint64_t m = 0;
-    for (int i = 0; i < argc; i++)
-        if (argv[i].kind == V_TENSOR) m |= argv[i].u.t->prov;
-    for (int j = 0; j < c->n; j++)
-        if ((m & c->bits[j]) && prov_unique(c->bits[j])) return early_raise(I, c->names[j]);
+    uint64_t m = argc > 0 && argv[0].kind == V_TENSOR ? argv[0].u.t->prov : 0;
+    for (int j = 0; j < c->n; j++) {
+        if (!(m & c->bits[j]) || !prov_unique(c->bits[j])) continue;
+        bool ran = false;
+        if (c->ran[j] >= 0 && 1 + c->ran[j] < argc && value_truth(I, argv[1 + c->ran[j]], I->cur_loc, &ran))
+            return -1;
+        if (!ran) return early_raise(I, c->names[j]);
+    }
     return 0;
+}
+
+/* Whether the tape read var while it recorded: 1 on every call, 0 not at
+ * all, 2 only in traced branches or loop bodies of this trace, with *ran
+ * (a new ref) the traced bool of whether one ran; -1 on a tensor error. */
+static int early_var_read(const Tape *T, Tracer *tr, const Variable *var, tfe_tensor **ran)
+{
+    *ran = NULL;
+    for (int k = 0; k < T->nloops; k++)
+        if (T->loops[k].var == var) return 1;
+    int st = 0;
+    for (int k = 0; k < T->nreads; k++) {
+        if (T->reads[k].var != var) continue;
+        tfe_tensor *r1 = NULL;
+        int s1 = tr && T->reads[k].nregs ? read_runs(tr, &T->reads[k], &r1) : 1;
+        if (s1 == 1 || s1 < 0) {
+            tensor_decref(*ran);
+            *ran = NULL;
+            return s1;
+        }
+        if (s1 == 0) continue;
+        if (*ran) {
+            tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, *ran, r1);
+            tensor_decref(r1);
+            tensor_decref(*ran);
+            if (!(*ran = o)) return -1;
+        } else {
+            *ran = r1;
+        }
+        st = 2;
+    }
+    return st;
 }
 
 static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f)
 {
     const tfe_tensor *target = f->target;
     if (T->spent || is_variable(y) || !target) return 0;
-    EarlyCheck *later = NULL; /* the sources a later call's inputs may carry */
-    for (int i = 0; i < f->nleaves; i++) {
+    Tracer *tr = I->tracer && !I->tracer->symbolic ? I->tracer : NULL;
+    /* (reads noted in regions of this trace: counted where they ran) */
+    Tracer *rtr = tr && tr->id == T->trace && !T->symbolic ? tr : NULL;
+    EarlyCheck *later = xcalloc(1, sizeof *later); /* the sources a later call may catch */
+    Value args[65];
+    int nargs = 1, rc = 0;
+    for (int i = 0; i < f->nleaves && !rc; i++) {
         Value v = f->leaves[i].v;
         if (!is_variable(v)) continue;
         Variable *var = (Variable *)v.u.o;
         uint64_t bit = var->prov;
         if (!prov_unique(bit)) continue;
+        /* a tensor the tape watched that carries the bit: the path was cut
+         * there on purpose */
         bool cut = false;
         for (int k = 0; k < T->nwt && !cut; k++) cut = (T->wt[k]->prov & bit) != 0;
-        /* (a variable read while the tape recorded is not checked: its
-         * gradient is what those reads give, a semi-gradient target made
-         * before the tape from the same network among them; and a read in
-         * a traced loop or branch is noted where the graph runs) */
-        cut = cut || f->leaves[i].count > 0;
-        for (int k = 0; k < T->nreads && !cut; k++) cut = T->reads[k].var == var;
-        for (int k = 0; k < T->nloops && !cut; k++) cut = T->loops[k].var == var;
         if (cut) continue;
+        /* a variable read while the tape recorded is not checked: its
+         * gradient is what those reads give (a semi-gradient target made
+         * before the tape from the same network among them) */
+        tfe_tensor *ran = NULL;
+        int st = early_var_read(T, rtr, var, &ran);
+        if (st < 0) {
+            rc = interp_raise_tensor_error(I);
+            break;
+        }
+        if (st == 1 || (st == 2 && nargs == 65)) {
+            tensor_decref(ran);
+            continue;
+        }
         SrcPath path = {.len = 0};
         path.s[0] = 0;
         char buf[480], who[800];
         if (!variable_path(xs, &var->o.h, &path, 0)) path.len = 0, path.s[0] = 0;
         snprintf(who, sizeof who, "%s%s%s%s", source_name(&path, "the source", buf, sizeof buf),
                  var->name ? " (variable '" : "", var->name ? var->name : "", var->name ? "')" : "");
-        if (target->prov & bit) {
-            if (later) {
-                for (int j = 0; j < later->n; j++) free(later->names[j]);
-                free(later->names);
-                free(later->bits);
-                free(later);
-            }
-            return early_raise(I, who);
+        if (!ran && (target->prov & bit)) {
+            rc = early_raise(I, who);
+            break;
         }
-        if (!later) later = xcalloc(1, sizeof *later);
         later->bits = xrealloc(later->bits, sizeof *later->bits * (size_t)(later->n + 1));
         later->names = xrealloc(later->names, sizeof *later->names * (size_t)(later->n + 1));
+        later->ran = xrealloc(later->ran, sizeof *later->ran * (size_t)(later->n + 1));
         later->bits[later->n] = bit;
+        later->ran[later->n] = ran ? nargs - 1 : -1;
         later->names[later->n++] = xstrdup(who);
+        if (ran) args[nargs++] = v_tensor_take(ran);
     }
-    if (!later) return 0;
     /* In a trace, a later call of the graph may have inputs computed from a
-     * source where this one's were not (a prediction passed in): the graph
-     * checks what its target was computed from when it runs (graph/exec.c
-     * marks what it computes as eager ops do). */
-    Tracer *tr = I->tracer;
-    if (!tr || tr->symbolic || y.kind != V_TENSOR || !y.u.t->node) {
-        for (int j = 0; j < later->n; j++) free(later->names[j]);
-        free(later->names);
-        free(later->bits);
-        free(later);
-        return 0;
+     * source where this one's were not (a prediction passed in), or skip
+     * the branch that read it: the graph checks its target when it runs
+     * (and this call now, as eager code does). */
+    if (!rc && later->n && tr && y.kind == V_TENSOR) {
+        /* (as a 1-d tensor: a 0-d one reaches a host call as a number) */
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.nints = 1;
+        at.ints[0] = -1;
+        tfe_tensor *flat = unrecorded(OP_RESHAPE, y.u.t, NULL, &at);
+        if (!flat) {
+            rc = interp_raise_tensor_error(I);
+        } else {
+            args[0] = v_tensor_take(flat);
+            later->next = early_checks;
+            early_checks = later;
+            later = NULL;
+            rc = trace_check(I, "early_read_check", early_read_check, (const char *)early_checks, nargs, args) < 0
+                     ? -1 : 0;
+            value_decref(args[0]);
+        }
     }
-    later->next = early_checks;
-    early_checks = later;
-    /* (as a 1-d tensor: a 0-d one reaches a host call as a number) */
-    tfe_attrs at;
-    tfe_attrs_init(&at);
-    at.nints = 1;
-    at.ints[0] = -1;
-    tfe_tensor *flat = unrecorded(OP_RESHAPE, y.u.t, NULL, &at);
-    if (!flat) return interp_raise_tensor_error(I);
-    Value arg = v_tensor_take(flat);
-    int rc = trace_check(I, "early_read_check", early_read_check, (const char *)later, 1, &arg);
-    value_decref(arg);
-    return rc < 0 ? -1 : 0;
+    for (int k = 1; k < nargs; k++) value_decref(args[k]);
+    early_free(later);
+    return rc;
 }
 
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)

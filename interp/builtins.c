@@ -778,10 +778,18 @@ BUILTIN(bi_check_grads)
     Value a[3];
     bool p[3];
     if (args_parse(I, "check_grads", "where, grads, ps", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR || a[2].kind != V_RECORD)
-        return interp_raise(I, "check_grads: where must be a string and ps a record");
+    if (a[0].kind != V_STR || (a[2].kind != V_RECORD && a[2].kind != V_NIL))
+        return interp_raise(I, "check_grads: where must be a string and ps a record or nil");
     const char *where = ((Str *)a[0].u.o)->s, *k = value_kind_name(a[1]);
     *out = v_nil();
+    /* ps nil: a record of gradients of any keys (optim.clip_by_global_norm) */
+    if (a[2].kind == V_NIL) {
+        if (a[1].kind == V_RECORD) return 0;
+        return raise_at_caller(I, "%s: the gradients must be a record (path -> gradient), as t.gradient(loss, ps) "
+                                  "returns for a record ps such as params(model); got %s %s (the gradient of one "
+                                  "variable w is a record too when asked for one: t.gradient(loss, {w: w}))",
+                               where, article(k), k);
+    }
     if (a[1].kind != V_RECORD)
         return raise_at_caller(I, "%s: the gradients must be a record with the parameters' paths, as "
                                   "t.gradient(loss, ps) returns for the record ps the optimizer was built with; got %s %s",

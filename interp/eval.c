@@ -657,6 +657,17 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             value_decref(cv);
             return rc;
         }
+        /* a record of one function (data.standardize's {mean, std,
+         * transform}): say which field to call */
+        Record *r = (Record *)f.u.o;
+        const char *only = NULL;
+        int nfn = 0;
+        for (int i = 0; i < r->n; i++)
+            if (r->vals[i].kind == V_FN || r->vals[i].kind == V_BUILTIN) { nfn++; only = r->keys[i]->s; }
+        if (!c && nfn == 1)
+            return interp_raise(I, "cannot call a record without a 'call' field (a record is callable when its 'call' "
+                                   "field is a function; this one's one function is its field '%s', called as .%s(...))",
+                                only, only);
         return interp_raise(I, "cannot call a record %s (a record is callable when its 'call' field is a function)",
                             c ? "whose 'call' field is not a function" : "without a 'call' field");
     }

@@ -863,9 +863,10 @@ BUILTIN(bi_check_layers)
 BUILTIN(bi_check_fn)
 {
     (void)data;
-    Value a[6];
-    bool p[6];
-    if (args_parse(I, "check_fn", "where, name, f, what, hint=, nil_ok=", argc, argv, nkw, kwnames, kwvals, a, p))
+    Value a[7];
+    bool p[7];
+    if (args_parse(I, "check_fn", "where, name, f, what, hint=, nil_ok=, nargs=", argc, argv, nkw, kwnames, kwvals, a,
+                   p))
         return -1;
     if (a[0].kind != V_STR || a[1].kind != V_STR || a[3].kind != V_STR || (p[4] && a[4].kind != V_STR))
         return interp_raise(I, "check_fn: where, name, what and hint must be strings");
@@ -873,6 +874,29 @@ BUILTIN(bi_check_fn)
     if (p[5] && value_truth(I, a[5], I->cur_loc, &nil_ok)) return -1;
     *out = v_nil();
     Value f = a[2];
+    int64_t nargs = -1;
+    if (p[6] && arg_int(I, "check_fn", "nargs", a[6], &nargs)) return -1;
+    if (f.kind == V_FN && nargs >= 0) {
+        /* a function that needs more arguments than the library passes
+         * (opt.minimize(fn (x) => ...)) would fail at the library's call */
+        const FnInfo *fi = (const FnInfo *)((Closure *)f.u.o)->fn->info;
+        int required = 0;
+        char names[200] = "";
+        for (int i = 0; i < fi->nparams; i++) {
+            if (fi->defaults && fi->defaults[i]) continue;
+            size_t len = strlen(names);
+            snprintf(names + len, sizeof names - len, "%s%s", required ? ", " : "", fi->param_names[i]);
+            required++;
+        }
+        if (fi->nparams < nargs) /* fn () => 0.1 as a schedule: called with the step, too many */
+            return raise_at_caller(I, "%s: %s must be %s, got a function of %d argument%s", ((Str *)a[0].u.o)->s,
+                                   ((Str *)a[1].u.o)->s, ((Str *)a[3].u.o)->s, fi->nparams,
+                                   fi->nparams == 1 ? "" : "s");
+        if (required > nargs)
+            return raise_at_caller(I, "%s: %s must be %s, got a function of %d argument%s (%s)", ((Str *)a[0].u.o)->s,
+                                   ((Str *)a[1].u.o)->s, ((Str *)a[3].u.o)->s, required,
+                                   required == 1 ? "" : "s", names);
+    }
     if ((f.kind == V_NIL && nil_ok) || f.kind == V_FN || f.kind == V_BUILTIN || f.kind == V_OBJECT) return 0;
     if (f.kind == V_RECORD || f.kind == V_MODULE) {
         Value *c = record_get((Record *)f.u.o, "call", 4);

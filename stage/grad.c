@@ -4058,6 +4058,12 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
 
 int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in)
 {
+    return stage_graph_call_which(I, G, inputs, outs, same_in, NULL);
+}
+
+int stage_graph_call_which(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
+                           int *which)
+{
     GRun x;
     int saved_tapes = tfe_tapes_active;
     /* under a tape, a graph whose backward can read its values runs as
@@ -4103,6 +4109,11 @@ int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_te
         same[k] = -1;
         if (same_in) same_in[k] = -1;
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
+        if (which) {
+            const GNode *w = &R->nodes[top->outs[k].node];
+            int way = x.ran && (w->kind == G_COND || w->kind == G_WHILE) && w->region == 0 ? x.ran[top->outs[k].node] : 0;
+            which[k] = way - 1;
+        }
         if (!outs[k]) continue;
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;

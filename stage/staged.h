@@ -32,6 +32,10 @@ typedef struct Trace {
     bool *pass_ok;       /* per output (as same_out): a run whose if or loop hands an input on
                             unchanged as it (stage_graph_call_same) hands out that input's
                             own tensor, as eagerly (mark_pass_ok); NULL: none */
+    signed char (*run_kind)[2]; /* per output (as same_out): an if's or loop's 0-d result that
+                            eager code holds as a number after one way and a tensor after the
+                            other (TNote.run_kind, TK_*), by the way the run went
+                            (stage_graph_call_which); {0, 0}: not so; NULL: none */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;
@@ -106,6 +110,12 @@ int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor 
  * unchanged as output k (a branch that ran ends on it, a loop that ran zero
  * times), which outs[k] is a tensor of its own for, or -1 */
 int stage_graph_call_same(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in);
+/* The same, and per output k, which[k] (NULL: not wanted): where output k is
+ * one of a cond or loop of g's top region, the way it went (0: its first
+ * branch ran, or the loop ran zero times; 1: its other branch, or the loop
+ * ran: GRun.ran), else -1 */
+int stage_graph_call_which(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
+                           int *which);
 
 /* A cached call of g that runs its body eagerly instead: under two
  * recording tapes or more, a graph whose backward would replay values eager

@@ -228,6 +228,8 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
     n->input = false;
     n->passed = -1;
+    n->run_kind[0] = n->run_kind[1] = TK_NONE;
+    n->ran = -1;
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {

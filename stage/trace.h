@@ -35,7 +35,20 @@ typedef struct TNote {
                       `passed` handed on unchanged (the branch that ran ends on it,
                       the loop ran zero times): eager code's result is the input
                       itself (Trace.pass_ok); -1: none */
+    /* An output of a cond or loop of the top region whose kind (TK_*) eager
+     * code gives by the way it went: run_kind[0] where the first branch ran
+     * (a loop: ran zero times, the kind it started with), run_kind[1] the
+     * other branch (the loop ran: the kind its body leaves). TK_NONE in both
+     * where the kind does not depend on it. ran: the way it went in the
+     * tracing run (0, 1), or -1 (Trace.run_kind). */
+    signed char run_kind[2];
+    signed char ran;
 } TNote;
+
+/* What eager code holds a 0-d value as: a number, a tensor (a watch's box,
+ * one made while a tape of the body records), or what an op's result is
+ * (a number where no tape is active, a tensor under one). */
+enum { TK_NONE, TK_DEFAULT, TK_NUMBER, TK_BOXED };
 
 /* A binding outside the trace (a free variable of the body or of a function
  * it calls) that the body read or assigned. Its leaves are graph inputs. */

@@ -178,7 +178,7 @@ static const char *quoted(const char *name, char *buf, size_t n)
 }
 
 /* Run node id (a cond or while just traced) on the trace's values. */
-static int run_now(Tracer *T, int id, tfe_tensor **outs)
+static int run_now(Tracer *T, int id, tfe_tensor **outs, int *ran)
 {
     Graph *g = T->g;
     GRun x;
@@ -192,6 +192,7 @@ static int run_now(Tracer *T, int id, tfe_tensor **outs)
     T->suspended++;
     int rc = grun_node(&x, id);
     T->suspended--;
+    *ran = x.ran ? x.ran[id] - 1 : -1; /* (the way a cond or loop went: TNote.ran) */
     GNode *n = gnode(g, id);
     for (int k = 0; k < n->nout; k++) {
         outs[k] = rc ? NULL : x.v[n->vbase + k];
@@ -765,6 +766,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     /* per output, the graph input it hands on unchanged in this run (TNote.passed) */
     int *pin = xmalloc(sizeof *pin * ((size_t)nout + 1));
     for (int k = 0; k < nout; k++) pin[k] = -1;
+    int way = -1; /* the way it went in this run (TNote.ran) */
     if (!T->symbolic && tfe_tapes_active) {
         /* under a tape: the node runs as a graph of its own, one tape entry
          * whose backward is traced like any staged call's (stage/grad.c) */
@@ -818,7 +820,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         T->suspended++;
         T->cf_running++;
         int *same_in = xmalloc(sizeof *same_in * ((size_t)(nout + nmore) + 1));
-        int rc = stage_graph_call_same(T->I, m, in, all, same_in);
+        int *which = xmalloc(sizeof *which * ((size_t)(nout + nmore) + 1));
+        int rc = stage_graph_call_which(T->I, m, in, all, same_in, which);
+        for (int k = 0; k < nout && !rc && way < 0; k++) way = which[k];
+        free(which);
         T->suspended--;
         for (int k = 0; k < nout && !rc; k++)
             if (same_in[k] >= 0 && same_in[k] < ncaps) pin[k] = passed_input(T, in[same_in[k]]);
@@ -937,7 +942,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                 outs[k] = a;
             }
     } else if (!T->symbolic) {
-        if (run_now(T, id, outs)) {
+        if (run_now(T, id, outs, &way)) {
             free(pin);
             return -1;
         }
@@ -965,6 +970,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     for (int k = 0; k < nout; k++) {
         trace_note(T, outs[k], (GRef){id, k});
         ((TNote *)outs[k]->node)->passed = pin[k];
+        ((TNote *)outs[k]->node)->ran = (signed char)way;
     }
     free(pin);
     return 0;
@@ -973,6 +979,50 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 /* The last steps for a new cond or while node: it joins the effect chain,
  * its outputs are computed (or made symbolic) into outs, and the first
  * nbind of them become the bindings at slots (the references move there). */
+/* What eager code holds v, a binding or result at the end of a branch or
+ * loop body, as (TK_*): TK_NONE where that varies from call to call (an
+ * output of a nested cond or loop that has a rule of its own). */
+static signed char value_kind(Value v)
+{
+    Value as;
+    if (trace_eager_number(v, &as)) return TK_NUMBER;
+    if (v.kind != V_TENSOR || !v.u.t->node) return TK_DEFAULT;
+    const TNote *nt = v.u.t->node;
+    if (nt->run_kind[0]) return TK_NONE;
+    return nt->boxed ? TK_BOXED : TK_DEFAULT;
+}
+
+/* The target-th number/tensor leaf of v, in sig_flatten's order, or nil. */
+static Value leaf_value(Value v, int *k, int target)
+{
+    if ((v.kind == V_SCALAR && v.dtype != TFE_BOOL && !v.lit) || v.kind == V_TENSOR) return (*k)++ == target ? v : v_nil();
+    Value r = v_nil();
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n && r.kind == V_NIL && *k <= target; i++) r = leaf_value(q->items[i], k, target);
+    } else if (v.kind == V_RECORD) {
+        Record *rc = (Record *)v.u.o;
+        for (int i = 0; i < rc->n && r.kind == V_NIL && *k <= target; i++) r = leaf_value(rc->vals[i], k, target);
+    }
+    return r;
+}
+
+/* Output t (0-d, not bool) of a cond or loop of the top region, whose
+ * branches (start and body) leave kinds k0 and k1: eager code's kind after
+ * the call is the one of the way it went (TNote.run_kind); where both are
+ * tensors, a tensor whatever the tape. */
+static void note_run_kind(tfe_tensor *t, signed char k0, signed char k1)
+{
+    TNote *nt = t->node;
+    if (!nt || t->rank != 0 || t->dtype == TFE_BOOL || nt->number || !k0 || !k1) return;
+    if (k0 == k1) {
+        if (k0 == TK_BOXED) nt->boxed = true;
+        return;
+    }
+    nt->run_kind[0] = k0;
+    nt->run_kind[1] = k1;
+}
+
 static int bind_outputs(Tracer *T, int id, Env *env, const int *slots, int nbind, tfe_tensor **outs)
 {
     gnode(T->g, id)->effect_dep = T->last_effect;
@@ -1374,6 +1424,16 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         for (int k = 0; k < npairs; k++)
             if (trace_eager_number(after[0][pairs[k].slot], &as) && trace_eager_number(after[1][pairs[k].slot], &as))
                 trace_mark_number(env->slots[pairs[k].slot]);
+        /* ... and one a branch leaves a number and the other a tensor is
+         * what the branch that ran left, at every call (TNote.run_kind) */
+        for (int k = 0; k < nout && T->region == 0; k++) {
+            signed char kb[2];
+            for (int b = 0; b < 2; b++) {
+                int kk = 0;
+                kb[b] = value_kind(k < npairs ? after[b][pairs[k].slot] : leaf_value(ret[b], &kk, k - npairs));
+            }
+            note_run_kind(outs[k], kb[0], kb[1]);
+        }
         if (x[0] == XS_RETURN) {
             int kk = 0;
             value_decref(I->retval);
@@ -1567,6 +1627,9 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     int *carried = xcalloc((size_t)ns + 1, sizeof *carried), nc = 0;
     tfe_tensor **init = xcalloc((size_t)ns + 1, sizeof *init);
     bool *number = xcalloc((size_t)ns + 1, 1), numbers = true;
+    /* per carried value: the kind it starts with, the kind the body leaves
+     * (TK_*: note_run_kind) */
+    signed char *startk = xcalloc((size_t)ns + 1, 1), *bodyk = xcalloc((size_t)ns + 1, 1);
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
     Mark mark = mark_of(T);
@@ -1613,6 +1676,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         trace_note(T, sp, (GRef){p, 0});
         if (k == 0 && h->counter >= 0) counter_param = sp;
         Value as;
+        startk[k] = k == 0 && h->counter >= 0 ? TK_NONE : value_kind(before[carried[k]]);
         if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
             /* a number it starts with (a loop variable counts in numbers):
              * the body sees one, as eagerly (trace.h) */
@@ -1719,6 +1783,11 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         /* a number that the body leaves a tensor: eager code's kind after
          * the loop depends on its count; then none is marked (as before) */
         if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) numbers = false;
+        /* (a body that ends it on a carried value: its kind at the second
+         * iteration is that value's after the first, not told here) */
+        bodyk[k] = value_kind(v);
+        if (v.kind == V_TENSOR && v.u.t->node && gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM)
+            bodyk[k] = TK_NONE;
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
@@ -1839,6 +1908,12 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         }
         for (int k = 0; k < nc && numbers; k++)
             if (number[k]) trace_mark_number(env->slots[carried[k]]);
+        /* a number that the body leaves a tensor (or the other way round)
+         * is what eager code holds after as many iterations as ran: the
+         * kind it started with where none did (TNote.run_kind) */
+        for (int k = 0; k < nc && saved_region == 0; k++)
+            if (!(number[k] && numbers) && env->slots[carried[k]].kind == V_TENSOR)
+                note_run_kind(env->slots[carried[k]].u.t, startk[k], bodyk[k]);
         for (int k = 0; k < ncv; k++) {
             /* (the values it carries that a read of the variable reaches) */
             bool *reach = xcalloc((size_t)ntot + 1, 1);
@@ -1861,6 +1936,8 @@ done:
         if (init[k]) tensor_decref(init[k]);
     free(init);
     free(number);
+    free(startk);
+    free(bodyk);
     free(carried);
     free(cvars);
     free(ckinds);

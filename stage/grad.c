@@ -4058,11 +4058,11 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
 
 int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in)
 {
-    return stage_graph_call_which(I, G, inputs, outs, same_in, NULL);
+    return stage_graph_call_ran(I, G, inputs, outs, same_in, NULL, NULL);
 }
 
-int stage_graph_call_which(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
-                           int *which)
+int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
+                         signed char **ran, const Graph **ran_g)
 {
     GRun x;
     int saved_tapes = tfe_tapes_active;
@@ -4109,11 +4109,6 @@ int stage_graph_call_which(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_t
         same[k] = -1;
         if (same_in) same_in[k] = -1;
         outs[k] = rc ? NULL : grun_value(&x, top->outs[k]);
-        if (which) {
-            const GNode *w = &R->nodes[top->outs[k].node];
-            int way = x.ran && (w->kind == G_COND || w->kind == G_WHILE) && w->region == 0 ? x.ran[top->outs[k].node] : 0;
-            which[k] = way - 1;
-        }
         if (!outs[k]) continue;
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;
@@ -4280,6 +4275,11 @@ int stage_graph_call_which(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_t
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }
     free(same);
+    if (ran) { /* (the ways its ifs and loops went: the caller's now) */
+        *ran = x.ran;
+        *ran_g = R;
+        x.ran = NULL;
+    }
     grun_release(&x);
     return rc;
 }

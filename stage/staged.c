@@ -36,7 +36,8 @@ static void trace_free(Trace *t)
     free(t->outs);
     free(t->same_out);
     free(t->pass_ok);
-    free(t->run_kind);
+    free(t->krules);
+    free(t->kroot);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
@@ -224,7 +225,7 @@ static Value *tmpl_leaf(Value *v, int *k, int target)
 /* sig_rebuild_shared, where leaf i (counted from *k on) is, by want[i]
  * (TK_*; TK_NONE: as the template says), a number, a tensor, or what an
  * op's result is under the tapes now: an if's or loop's result whose kind
- * the way it went decides (Trace.run_kind). The template's leaves say so
+ * the way it went decides (Trace.krules). The template's leaves say so
  * during the rebuild only. */
 static Value rebuild_kinds(Value tmpl, tfe_tensor *const *leaves, int *k, SigMemo *memo, const signed char *want,
                            int nwant)
@@ -257,28 +258,71 @@ static Value rebuild_kinds(Value tmpl, tfe_tensor *const *leaves, int *k, SigMem
     return v;
 }
 
+/* Rule r (Trace.krules) for value ref of g, by the ways a run of g went
+ * (GRun.ran): the kind eager code holds it as, or TK_NONE where that
+ * cannot be told (then the template says). */
+static signed char krule_resolve(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int depth)
+{
+    if (r < 0 || !ran || depth > 32 || ref.node < 0) return TK_NONE;
+    const GNode *n = &g->nodes[ref.node];
+    if ((n->kind != G_COND && n->kind != G_WHILE) || !ran[ref.node]) return TK_NONE;
+    int way = ran[ref.node] - 1;
+    signed char k = rules[r].k[way];
+    if (k != TK_FOLLOW) return k;
+    GRef next;
+    if (n->kind == G_COND || way == 1) { /* the branch that ran, the loop's body: what it ended on */
+        const GRegion *reg = &g->regions[n->regions[n->kind == G_COND ? way : 1]];
+        if (ref.out >= reg->nouts) return TK_NONE;
+        next = reg->outs[ref.out];
+    } else { /* a loop that ran zero times: what it started from */
+        if (ref.out >= n->nin) return TK_NONE;
+        next = n->in[ref.out];
+    }
+    return krule_resolve(g, ran, next, rules, rules[r].sub[way], depth + 1);
+}
+
+/* TNote nt's rule as Trace.krules (its index), or -1. */
+static int krule_add(Trace *t, const TNote *nt, int depth)
+{
+    if (!nt || !nt->run_kind[0] || depth > 32) return -1;
+    int i = t->nkrules++;
+    t->krules = xrealloc(t->krules, sizeof *t->krules * (size_t)t->nkrules);
+    for (int b = 0; b < 2; b++) {
+        t->krules[i].k[b] = nt->run_kind[b];
+        t->krules[i].sub[b] = -1;
+    }
+    for (int b = 0; b < 2; b++) {
+        if (nt->run_kind[b] != TK_FOLLOW) continue;
+        int sub = krule_add(t, nt->sub[b], depth + 1);
+        t->krules[i].sub[b] = sub;
+        if (sub < 0) t->krules[i].k[b] = TK_NONE;
+    }
+    return i;
+}
+
 static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 {
     Graph *g = t->g;
     int nouts = g->regions[0].nouts;
     tfe_tensor *outbuf[16], **outs = nouts <= 16 ? outbuf : xcalloc((size_t)nouts, sizeof *outs);
     int samebuf[16], *same_in = nouts <= 16 ? samebuf : xmalloc(sizeof *same_in * (size_t)nouts);
-    int *which = t->run_kind ? xmalloc(sizeof *which * ((size_t)nouts + 1)) : NULL;
-    if (stage_graph_call_which(I, t->g, lv->t, outs, same_in, which)) {
+    signed char *ran = NULL;
+    const Graph *rg = NULL;
+    if (stage_graph_call_ran(I, t->g, lv->t, outs, same_in, t->kroot ? &ran : NULL, &rg)) {
         if (outs != outbuf) free(outs);
         if (same_in != samebuf) free(same_in);
-        free(which);
+        free(ran);
         return -1;
     }
     /* a result an if or loop left a number one way and a tensor the other
-     * is what the way this run went left (Trace.run_kind) */
+     * is what the way this run went left (Trace.krules) */
     signed char *want = NULL;
-    for (int i = 0; which && i < nouts && i < t->nkeep; i++) {
-        if (!t->run_kind[i][0] || which[i] < 0) continue;
+    for (int i = 0; ran && i < nouts && i < t->nkeep; i++) {
+        if (t->kroot[i] < 0) continue;
         if (!want) want = xcalloc((size_t)nouts, 1);
-        want[i] = t->run_kind[i][which[i]];
+        want[i] = krule_resolve(rg, ran, rg->regions[0].outs[i], t->krules, t->kroot[i], 0);
     }
-    free(which);
+    free(ran);
     /* a result that this run's if or loop made an input it handed on
      * unchanged (the branch that ran ends on it, the loop ran zero times)
      * is that input's own tensor, as eagerly (Trace.pass_ok) */
@@ -796,13 +840,16 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     for (int i = 0; i < rl.n; i++) {
         const TNote *nt = rl.t[i]->node;
         if (!nt || !nt->run_kind[0]) continue;
-        if (!t->run_kind) {
-            t->run_kind = xcalloc((size_t)rl.n, sizeof *t->run_kind);
+        if (!t->kroot) {
+            t->kroot = xmalloc(sizeof *t->kroot * (size_t)rl.n);
+            for (int j = 0; j < rl.n; j++) t->kroot[j] = -1;
             want_now = xcalloc((size_t)rl.n, 1);
         }
-        t->run_kind[i][0] = nt->run_kind[0];
-        t->run_kind[i][1] = nt->run_kind[1];
-        if (nt->ran >= 0) want_now[i] = nt->run_kind[nt->ran];
+        t->kroot[i] = krule_add(t, nt, 0);
+        if (nt->ran_rec >= 0 && nt->ran_rec < T->nrans) {
+            const struct RanRec *rr = &T->rans[nt->ran_rec];
+            want_now[i] = krule_resolve(rr->rg, rr->ran, nt->ran_ref, t->krules, t->kroot[i], 0);
+        }
     }
     t->g_ninputs = g->ninputs;
     for (int i = 0; i < g->ninputs; i++) {

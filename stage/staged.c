@@ -834,7 +834,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     T->region = 0;
     for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
     /* results whose number-or-tensor kind the way an if or loop went
-     * decides (TNote.run_kind): at every run (Trace.run_kind), and in this
+     * decides (TNote.run_kind): at every run (Trace.krules), and in this
      * call by the way the tracing run went (want_now) */
     signed char *want_now = NULL;
     for (int i = 0; i < rl.n; i++) {

@@ -608,7 +608,10 @@ static int pass_ways(const Graph *g, GRef r, int i, int depth)
  * as it (stage_graph_call_same) did so where the graph as traced does:
  * the optimizer makes x * 1.0 and a reshape to x's own shape x itself,
  * which eager code computes as a tensor of its own. So only where the
- * optimized graph has as many ways to be each input as the traced one. */
+ * optimized graph has as many ways to be each input as the traced one.
+ * (graph/opt_algebra.c keeps such an op where a branch or loop body ends
+ * on it, pinned_values, so a result an if or loop hands on keeps its
+ * ways; this check is for what is left: `return reshape(r)`.) */
 static void mark_pass_ok(Trace *t)
 {
     Graph *g = t->g, *raw = g->raw ? g->raw : g;

@@ -20,6 +20,7 @@ void grun_init(GRun *x, void *host, Graph *g, tfe_tensor *const *inputs)
     x->host = host;
     x->g = g;
     x->draws = NULL;
+    x->ran = NULL;
     x->plan = NULL;
     x->coll = NULL;
     x->nops = 0;
@@ -70,6 +71,8 @@ void grun_release(GRun *x)
     x->v = NULL;
     free(x->draws);
     x->draws = NULL;
+    free(x->ran);
+    x->ran = NULL;
     if (x->plan) x->plan->busy = false;
     x->plan = NULL;
 }
@@ -393,11 +396,19 @@ static int truth(GRun *x, GNode *n, GRef r, bool *t)
     return 0;
 }
 
+/* GRun.ran: the way node n went in this run */
+static void note_ran(GRun *x, const GNode *n, int way)
+{
+    if (!x->ran) x->ran = xcalloc((size_t)x->g->n + 1, sizeof *x->ran);
+    x->ran[n - x->g->nodes] = (signed char)(1 + way);
+}
+
 static int run_cond(GRun *x, GNode *n)
 {
     bool t;
     if (truth(x, n, n->in[0], &t)) return -1;
     int r = n->regions[t ? 0 : 1];
+    note_ran(x, n, t ? 0 : 1);
     if (grun_region(x, r)) return -1;
     GRegion *reg = &x->g->regions[r];
     for (int k = 0; k < n->nout; k++) {
@@ -490,6 +501,7 @@ static int run_while(GRun *x, GNode *n)
         }
         grun_set(x, n->vbase + 2 * nc, tensor_from_i64(niter, TFE_INT64));
     }
+    note_ran(x, n, niter > 0);
     rcode = 0;
 out:
     if (keep) {

@@ -18,6 +18,10 @@ typedef struct GRun {
     struct GColl *coll;  /* the run's collectives: requests in flight, statistics (graph/
                             exec_dist.c); NULL until it meets one */
     long nops;           /* op and fused nodes run (for those statistics) */
+    signed char *ran;    /* by node: 1 + the way a cond (0: regions[0] ran, 1: regions[1]) or a
+                            loop (0: it ran zero times, 1: it ran) went in its last run; 0:
+                            not run. NULL until one runs (owned). A staged call's result
+                            is a number or a tensor by it (stage/staged.c, Trace.krules) */
     bool keep;           /* keep every value to the end of a planned run (the caller
                             reads some afterwards): no early release, no update in place */
     /* logreads: every run of a variable read inside a branch or loop body

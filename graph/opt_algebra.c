@@ -3,9 +3,12 @@
  * a cast or a reshape-like view to the type and shape x already has, a
  * transpose of a transpose that gives the order back, and a reshape of a
  * reshape (one reshape does). Only where the result has x's dtype, weak flag
- * and shape, so nothing downstream can tell. */
+ * and shape, so nothing downstream can tell, and not where that would make
+ * an if's branch or a loop hand on an input unchanged (pinned_values). */
 #include <math.h>
+#include <stdlib.h>
 #include "graph/opt.h"
+#include "util/xalloc.h"
 
 /* Is every element of c equal to v (and, for floats, of v's sign)? */
 static bool all_equal(const tfe_tensor *c, double v)
@@ -69,10 +72,40 @@ static GRef simpler(const Graph *g, int id)
     return none;
 }
 
+/* Could r be an input handed on unchanged (what stage/staged.c's pass_ways
+ * follows: an input, a loop's carried value, a cond's or loop's result)? */
+static bool may_pass(const Graph *g, GRef r)
+{
+    GKind k = g->nodes[r.node].kind;
+    return k == G_INPUT || k == G_PARAM || k == G_COND || k == G_WHILE;
+}
+
+/* The values that a branch or a loop body ends on, or a loop starts from.
+ * A run hands out an input that an if or loop passed on unchanged as that
+ * input itself, as eager code does (stage/staged.c, Trace.pass_ok); were
+ * `r = y * 1.0` in one branch made y, the run could not tell that branch
+ * from one that ends `r = y`, where eager code has a new tensor. Such a
+ * value keeps its op where the op's input may be an input handed on. */
+static bool *pinned_values(const Graph *g)
+{
+    bool *pin = xcalloc((size_t)g->nvals + 1, sizeof *pin);
+    for (int r = 1; r < g->nregions; r++) {
+        const GRegion *reg = &g->regions[r];
+        for (int k = 0; k < reg->nouts; k++) pin[g->nodes[reg->outs[k].node].vbase + reg->outs[k].out] = true;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const GNode *n = &g->nodes[i];
+        if (n->kind != G_WHILE) continue;
+        for (int k = 0; k < n->nin; k++) pin[g->nodes[n->in[k].node].vbase + n->in[k].out] = true;
+    }
+    return pin;
+}
+
 int opt_algebra(Graph *g)
 {
     int rewrites = 0;
     GRef *map = opt_redirect_new(g); /* replaced values: one pass over the uses at the end */
+    bool *pin = pinned_values(g);
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];
         if (n->kind != G_OP) continue;
@@ -86,11 +119,13 @@ int opt_algebra(Graph *g)
             }
         }
         GRef r = simpler(g, id);
+        if (r.node >= 0 && pin[n->vbase] && may_pass(g, opt_redirect_get(g, map, r))) continue;
         if (r.node >= 0) {
             map[n->vbase] = r;
             rewrites++;
         }
     }
+    free(pin);
     opt_redirect_apply(g, map);
     return rewrites;
 }

@@ -4058,6 +4058,12 @@ int stage_graph_call(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor 
 
 int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in)
 {
+    return stage_graph_call_ran(I, G, inputs, outs, same_in, NULL, NULL);
+}
+
+int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
+                         signed char **ran, const Graph **ran_g)
+{
     GRun x;
     int saved_tapes = tfe_tapes_active;
     /* under a tape, a graph whose backward can read its values runs as
@@ -4269,6 +4275,11 @@ int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_te
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }
     free(same);
+    if (ran) { /* (the ways its ifs and loops went: the caller's now) */
+        *ran = x.ran;
+        *ran_g = R;
+        x.ran = NULL;
+    }
     grun_release(&x);
     return rc;
 }

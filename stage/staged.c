@@ -36,6 +36,8 @@ static void trace_free(Trace *t)
     free(t->outs);
     free(t->same_out);
     free(t->pass_ok);
+    free(t->krules);
+    free(t->kroot);
     for (int i = 0; i < t->g_ninputs; i++)
         if (t->static_val && t->static_val[i]) tensor_decref(t->static_val[i]);
     free(t->static_val);
@@ -203,17 +205,124 @@ static void seed_arg_objs(SigMemo *m, const Value *traced, int n, const Value *n
     free(cs);
 }
 
+/* The target-th number/tensor leaf of template v, in sig.c's rebuild order
+ * (a list held in two places counts in both), or NULL. */
+static Value *tmpl_leaf(Value *v, int *k, int target)
+{
+    if ((v->kind == V_SCALAR && v->dtype != TFE_BOOL && !v->lit) || v->kind == V_TENSOR)
+        return (*k)++ == target ? v : NULL;
+    Value *r = NULL;
+    if (v->kind == V_TUPLE || v->kind == V_LIST) {
+        Seq *q = (Seq *)v->u.o;
+        for (int i = 0; i < q->n && !r && *k <= target; i++) r = tmpl_leaf(&q->items[i], k, target);
+    } else if (v->kind == V_RECORD) {
+        Record *rc = (Record *)v->u.o;
+        for (int i = 0; i < rc->n && !r && *k <= target; i++) r = tmpl_leaf(&rc->vals[i], k, target);
+    }
+    return r;
+}
+
+/* sig_rebuild_shared, where leaf i (counted from *k on) is, by want[i]
+ * (TK_*; TK_NONE: as the template says), a number, a tensor, or what an
+ * op's result is under the tapes now: an if's or loop's result whose kind
+ * the way it went decides (Trace.krules). The template's leaves say so
+ * during the rebuild only. */
+static Value rebuild_kinds(Value tmpl, tfe_tensor *const *leaves, int *k, SigMemo *memo, const signed char *want,
+                           int nwant)
+{
+    int base = *k, n = 0;
+    Value **at = NULL, *was = NULL;
+    for (int i = base; want && i < nwant; i++) {
+        if (!want[i]) continue;
+        int kk = 0;
+        Value *l = tmpl_leaf(&tmpl, &kk, i - base);
+        if (!l) break; /* (past this template's leaves) */
+        if (!n) {
+            at = xmalloc(sizeof *at * (size_t)(nwant - i));
+            was = xmalloc(sizeof *was * (size_t)(nwant - i));
+        }
+        at[n] = l;
+        was[n++] = *l;
+        Value nv = {0};
+        nv.kind = want[i] == TK_NUMBER ? V_SCALAR : V_TENSOR;
+        nv.dtype = (uint8_t)leaves[i]->dtype;
+        nv.weak = leaves[i]->weak;
+        nv.boxed = want[i] == TK_BOXED;
+        if (nv.kind == V_TENSOR) nv.u.t = leaves[i]; /* (not read: the leaf is leaves[i]) */
+        *l = nv;
+    }
+    Value v = sig_rebuild_shared(tmpl, leaves, k, true, 0, memo);
+    for (int j = n - 1; j >= 0; j--) *at[j] = was[j];
+    free(at);
+    free(was);
+    return v;
+}
+
+/* Rule r (Trace.krules) for value ref of g, by the ways a run of g went
+ * (GRun.ran): the kind eager code holds it as, or TK_NONE where that
+ * cannot be told (then the template says). */
+static signed char krule_resolve(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int depth)
+{
+    if (r < 0 || !ran || depth > 32 || ref.node < 0) return TK_NONE;
+    const GNode *n = &g->nodes[ref.node];
+    if ((n->kind != G_COND && n->kind != G_WHILE) || !ran[ref.node]) return TK_NONE;
+    int way = ran[ref.node] - 1;
+    signed char k = rules[r].k[way];
+    if (k != TK_FOLLOW) return k;
+    GRef next;
+    if (n->kind == G_COND || way == 1) { /* the branch that ran, the loop's body: what it ended on */
+        const GRegion *reg = &g->regions[n->regions[n->kind == G_COND ? way : 1]];
+        if (ref.out >= reg->nouts) return TK_NONE;
+        next = reg->outs[ref.out];
+    } else { /* a loop that ran zero times: what it started from */
+        if (ref.out >= n->nin) return TK_NONE;
+        next = n->in[ref.out];
+    }
+    return krule_resolve(g, ran, next, rules, rules[r].sub[way], depth + 1);
+}
+
+/* TNote nt's rule as Trace.krules (its index), or -1. */
+static int krule_add(Trace *t, const TNote *nt, int depth)
+{
+    if (!nt || !nt->run_kind[0] || depth > 32) return -1;
+    int i = t->nkrules++;
+    t->krules = xrealloc(t->krules, sizeof *t->krules * (size_t)t->nkrules);
+    for (int b = 0; b < 2; b++) {
+        t->krules[i].k[b] = nt->run_kind[b];
+        t->krules[i].sub[b] = -1;
+    }
+    for (int b = 0; b < 2; b++) {
+        if (nt->run_kind[b] != TK_FOLLOW) continue;
+        int sub = krule_add(t, nt->sub[b], depth + 1);
+        t->krules[i].sub[b] = sub;
+        if (sub < 0) t->krules[i].k[b] = TK_NONE;
+    }
+    return i;
+}
+
 static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
 {
     Graph *g = t->g;
     int nouts = g->regions[0].nouts;
     tfe_tensor *outbuf[16], **outs = nouts <= 16 ? outbuf : xcalloc((size_t)nouts, sizeof *outs);
     int samebuf[16], *same_in = nouts <= 16 ? samebuf : xmalloc(sizeof *same_in * (size_t)nouts);
-    if (stage_graph_call_same(I, t->g, lv->t, outs, same_in)) {
+    signed char *ran = NULL;
+    const Graph *rg = NULL;
+    if (stage_graph_call_ran(I, t->g, lv->t, outs, same_in, t->kroot ? &ran : NULL, &rg)) {
         if (outs != outbuf) free(outs);
         if (same_in != samebuf) free(same_in);
+        free(ran);
         return -1;
     }
+    /* a result an if or loop left a number one way and a tensor the other
+     * is what the way this run went left (Trace.krules) */
+    signed char *want = NULL;
+    for (int i = 0; ran && i < nouts && i < t->nkeep; i++) {
+        if (t->kroot[i] < 0) continue;
+        if (!want) want = xcalloc((size_t)nouts, 1);
+        want[i] = krule_resolve(rg, ran, rg->regions[0].outs[i], t->krules, t->kroot[i], 0);
+    }
+    free(ran);
     /* a result that this run's if or loop made an input it handed on
      * unchanged (the branch that ran ends on it, the loop ran zero times)
      * is that input's own tensor, as eagerly (Trace.pass_ok) */
@@ -242,13 +351,14 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
     for (int i = 0; i < t->nouts; i++) {
         OutsideSig *o = &t->outs[i];
         if (!o->written) continue;
-        Value v = sig_rebuild_shared(o->tmpl, outs, &k, true, 0, &memo);
+        Value v = rebuild_kinds(o->tmpl, outs, &k, &memo, want, nouts);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
     }
     k = 0;
-    *out = sig_rebuild_shared(t->ret_tmpl, outs, &k, true, 0, &memo);
+    *out = rebuild_kinds(t->ret_tmpl, outs, &k, &memo, want, nouts);
+    free(want);
     sig_memo_free(&memo);
     for (int i = 0; i < nouts; i++) tensor_decref(outs[i]);
     if (outs != outbuf) free(outs);
@@ -498,7 +608,10 @@ static int pass_ways(const Graph *g, GRef r, int i, int depth)
  * as it (stage_graph_call_same) did so where the graph as traced does:
  * the optimizer makes x * 1.0 and a reshape to x's own shape x itself,
  * which eager code computes as a tensor of its own. So only where the
- * optimized graph has as many ways to be each input as the traced one. */
+ * optimized graph has as many ways to be each input as the traced one.
+ * (graph/opt_algebra.c keeps such an op where a branch or loop body ends
+ * on it, pinned_values, so a result an if or loop hands on keeps its
+ * ways; this check is for what is left: `return reshape(r)`.) */
 static void mark_pass_ok(Trace *t)
 {
     Graph *g = t->g, *raw = g->raw ? g->raw : g;
@@ -723,6 +836,24 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     top->outs = xcalloc((size_t)(rl.n ? rl.n : 1), sizeof *top->outs);
     T->region = 0;
     for (int i = 0; i < rl.n; i++) g->regions[0].outs[i] = trace_ref(T, rl.t[i]);
+    /* results whose number-or-tensor kind the way an if or loop went
+     * decides (TNote.run_kind): at every run (Trace.krules), and in this
+     * call by the way the tracing run went (want_now) */
+    signed char *want_now = NULL;
+    for (int i = 0; i < rl.n; i++) {
+        const TNote *nt = rl.t[i]->node;
+        if (!nt || !nt->run_kind[0]) continue;
+        if (!t->kroot) {
+            t->kroot = xmalloc(sizeof *t->kroot * (size_t)rl.n);
+            for (int j = 0; j < rl.n; j++) t->kroot[j] = -1;
+            want_now = xcalloc((size_t)rl.n, 1);
+        }
+        t->kroot[i] = krule_add(t, nt, 0);
+        if (nt->ran_rec >= 0 && nt->ran_rec < T->nrans) {
+            const struct RanRec *rr = &T->rans[nt->ran_rec];
+            want_now[i] = krule_resolve(rr->rg, rr->ran, nt->ran_ref, t->krules, t->kroot[i], 0);
+        }
+    }
     t->g_ninputs = g->ninputs;
     for (int i = 0; i < g->ninputs; i++) {
         if (!T->static_in || !T->static_in[i]) continue;
@@ -798,6 +929,13 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         SigBuf ws = {0};
         Leaves wl = {0};
         sig_flatten(o->env->slots[o->slot], &ws, &wl, SIG_OUTPUT);
+        signed char *wantw = want_now ? xcalloc((size_t)wl.n + 1, 1) : NULL;
+        for (int m = 0; wantw && m < wl.n; m++)
+            for (int j = 0; j < rl.n; j++)
+                if (wl.t[m] == rl.t[j]) {
+                    wantw[m] = want_now[j];
+                    break;
+                }
         /* (an input an if or loop handed on, as in the result below) */
         for (int m = 0; passed_t && m < wl.n; m++)
             for (int j = 0; j < rl.n; j++)
@@ -808,7 +946,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
                     break;
                 }
         int kk = 0;
-        Value v = sig_rebuild_shared(o->env->slots[o->slot], wl.t, &kk, true, 0, &memo);
+        Value v = rebuild_kinds(o->env->slots[o->slot], wl.t, &kk, &memo, wantw, wl.n);
+        free(wantw);
         Value old = o->env->slots[o->slot];
         o->env->slots[o->slot] = v;
         value_decref(old);
@@ -823,7 +962,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         }
     free(passed_t);
     int k = 0;
-    *out = sig_rebuild_shared(ret, rl.t, &k, true, 0, &memo);
+    *out = rebuild_kinds(ret, rl.t, &k, &memo, want_now, rl.n);
+    free(want_now);
     sig_memo_free(&memo);
     values_free(args, info->nparams);
     value_decref(ret);

@@ -18,6 +18,11 @@ typedef struct OutsideSig {
     Value tmpl;          /* written: the value's structure (owned) */
 } OutsideSig;
 
+/* A number-or-tensor rule (Trace.krules): by the way a cond or loop went
+ * (0, 1: TNote.run_kind), the kind (TK_*, stage/trace.h) or, TK_FOLLOW,
+ * the rule sub[way] of the cond or loop whose output that way's value is. */
+typedef struct KRule { signed char k[2]; int sub[2]; } KRule;
+
 /* One cached trace: the graph and what a call must match to run it. */
 typedef struct Trace {
     Graph *g;
@@ -32,6 +37,11 @@ typedef struct Trace {
     bool *pass_ok;       /* per output (as same_out): a run whose if or loop hands an input on
                             unchanged as it (stage_graph_call_same) hands out that input's
                             own tensor, as eagerly (mark_pass_ok); NULL: none */
+    struct KRule *krules; /* the rules of kroot: an if's or loop's 0-d result that eager code
+                            holds as a number after one way and a tensor after the other
+                            (TNote.run_kind), by the way the run went (stage_graph_call_ran) */
+    int nkrules;
+    int *kroot;          /* per output (as same_out): its rule in krules, or -1; NULL: none */
     OutsideSig *outs;
     int nouts;
     int g_ninputs;
@@ -106,6 +116,12 @@ int stage_graph_call(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor 
  * unchanged as output k (a branch that ran ends on it, a loop that ran zero
  * times), which outs[k] is a tensor of its own for, or -1 */
 int stage_graph_call_same(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in);
+/* The same, and *ran (owned; NULL where no if or loop ran): by node of
+ * *ran_g (g, or the graph as traced that ran instead: borrowed, as long
+ * as g), the way each if and loop went in its last run (GRun.ran). ran
+ * may be NULL. */
+int stage_graph_call_ran(Interp *I, Graph *g, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
+                         signed char **ran, const Graph **ran_g);
 
 /* A cached call of g that runs its body eagerly instead: under two
  * recording tapes or more, a graph whose backward would replay values eager

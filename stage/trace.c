@@ -90,6 +90,11 @@ void trace_end(Tracer *T)
         free(n);
     }
     free(T->notes);
+    for (int i = 0; i < T->nrans; i++) {
+        graph_decref(T->rans[i].g);
+        free(T->rans[i].ran);
+    }
+    free(T->rans);
     free(T->concrete);
     for (int i = 0; i < T->nouts; i++) {
         env_decref(T->outs[i].env);
@@ -228,6 +233,10 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
     n->input = false;
     n->passed = -1;
+    n->run_kind[0] = n->run_kind[1] = TK_NONE;
+    n->sub[0] = n->sub[1] = NULL;
+    n->ran_rec = -1;
+    n->ran_ref = (GRef){-1, 0};
     tensor_incref(t);
     t->node = n;
     if (T->nnotes == T->capnotes) {

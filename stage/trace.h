@@ -35,7 +35,29 @@ typedef struct TNote {
                       `passed` handed on unchanged (the branch that ran ends on it,
                       the loop ran zero times): eager code's result is the input
                       itself (Trace.pass_ok); -1: none */
+    /* An output of a cond or loop whose kind (TK_*) eager code gives by
+     * the way it went: run_kind[0] where its first branch ran (a loop: ran
+     * zero times, the kind it started with), run_kind[1] the other branch
+     * (the loop ran: the kind its body leaves); TK_FOLLOW: that way's
+     * value is an output of another such cond or loop (sub[b]'s note),
+     * whose own way decides. TK_NONE in both where the kind does not depend
+     * on it. ran_rec, ran_ref: the record of the run that computed it at
+     * trace time (Tracer.rans), and its value there; -1: none. */
+    signed char run_kind[2];
+    const struct TNote *sub[2];
+    int ran_rec;
+    GRef ran_ref;
 } TNote;
+
+/* What eager code holds a 0-d value as: a number, a tensor (a watch's box,
+ * one made while a tape of the body records), or what an op's result is
+ * (a number where no tape is active, a tensor under one). */
+enum { TK_NONE, TK_DEFAULT, TK_NUMBER, TK_BOXED, TK_FOLLOW };
+
+/* The ways the ifs and loops of a run at trace time went (GRun.ran) in g
+ * (owned: the trace's graph, or a cond's or loop's own graph that ran
+ * under a tape). */
+struct RanRec { Graph *g; const Graph *rg; signed char *ran; };
 
 /* A binding outside the trace (a free variable of the body or of a function
  * it calls) that the body read or assigned. Its leaves are graph inputs. */
@@ -130,6 +152,8 @@ typedef struct Tracer {
                              runs as one tape entry, reading and assigning these variables: their
                              values when it started (owned), how it reads them (TL_*; loop_core) */
     int nloop_fresh;
+    struct RanRec *rans;  /* TNote.ran_rec (freed by trace_end) */
+    int nrans;
     struct HostRead { Env *env; int slot; const char *name; } *hreads; /* what it read */
     int nhreads;
     struct HostVar { Value var; tfe_tensor *t; } *hvars; /* the variables it read, and the

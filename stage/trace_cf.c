@@ -178,7 +178,18 @@ static const char *quoted(const char *name, char *buf, size_t n)
 }
 
 /* Run node id (a cond or while just traced) on the trace's values. */
-static int run_now(Tracer *T, int id, tfe_tensor **outs)
+/* TNote.ran_rec: a record of the ways run g's ifs and loops went (takes
+ * ran; g gets a reference), or -1 where none ran */
+static int add_ran(Tracer *T, Graph *own, const Graph *rg, signed char *ran)
+{
+    if (!ran) return -1;
+    T->rans = xrealloc(T->rans, sizeof *T->rans * (size_t)(T->nrans + 1));
+    own->refcount++;
+    T->rans[T->nrans] = (struct RanRec){own, rg, ran};
+    return T->nrans++;
+}
+
+static int run_now(Tracer *T, int id, tfe_tensor **outs, int *rec)
 {
     Graph *g = T->g;
     GRun x;
@@ -192,6 +203,8 @@ static int run_now(Tracer *T, int id, tfe_tensor **outs)
     T->suspended++;
     int rc = grun_node(&x, id);
     T->suspended--;
+    *rec = rc ? -1 : add_ran(T, g, g, x.ran); /* (the ways its ifs and loops went: TNote.ran_rec) */
+    if (*rec >= 0) x.ran = NULL;
     GNode *n = gnode(g, id);
     for (int k = 0; k < n->nout; k++) {
         outs[k] = rc ? NULL : x.v[n->vbase + k];
@@ -765,6 +778,8 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     /* per output, the graph input it hands on unchanged in this run (TNote.passed) */
     int *pin = xmalloc(sizeof *pin * ((size_t)nout + 1));
     for (int k = 0; k < nout; k++) pin[k] = -1;
+    int rec = -1; /* the ways it and the ifs and loops in it went (TNote.ran_rec) */
+    const Graph *rg = T->g;
     if (!T->symbolic && tfe_tapes_active) {
         /* under a tape: the node runs as a graph of its own, one tape entry
          * whose backward is traced like any staged call's (stage/grad.c) */
@@ -818,7 +833,10 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         T->suspended++;
         T->cf_running++;
         int *same_in = xmalloc(sizeof *same_in * ((size_t)(nout + nmore) + 1));
-        int rc = stage_graph_call_same(T->I, m, in, all, same_in);
+        signed char *ways = NULL;
+        int rc = stage_graph_call_ran(T->I, m, in, all, same_in, &ways, &rg);
+        if (!rc) rec = add_ran(T, m, rg, ways);
+        else free(ways);
         T->suspended--;
         for (int k = 0; k < nout && !rc; k++)
             if (same_in[k] >= 0 && same_in[k] < ncaps) pin[k] = passed_input(T, in[same_in[k]]);
@@ -937,7 +955,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
                 outs[k] = a;
             }
     } else if (!T->symbolic) {
-        if (run_now(T, id, outs)) {
+        if (run_now(T, id, outs, &rec)) {
             free(pin);
             return -1;
         }
@@ -965,6 +983,9 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     for (int k = 0; k < nout; k++) {
         trace_note(T, outs[k], (GRef){id, k});
         ((TNote *)outs[k]->node)->passed = pin[k];
+        TNote *nt = outs[k]->node;
+        nt->ran_rec = rec;
+        if (rec >= 0) nt->ran_ref = rg == T->g ? (GRef){id, k} : rg->regions[0].outs[k];
     }
     free(pin);
     return 0;
@@ -973,6 +994,56 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 /* The last steps for a new cond or while node: it joins the effect chain,
  * its outputs are computed (or made symbolic) into outs, and the first
  * nbind of them become the bindings at slots (the references move there). */
+/* What eager code holds v, a binding or result at the end of a branch or
+ * loop body, as (TK_*): TK_FOLLOW where the way another if or loop went
+ * decides (an output of one with a rule of its own: *sub, its note). */
+static signed char value_kind(Value v, const TNote **sub)
+{
+    Value as;
+    *sub = NULL;
+    if (trace_eager_number(v, &as)) return TK_NUMBER;
+    if (v.kind != V_TENSOR || !v.u.t->node) return TK_DEFAULT;
+    const TNote *nt = v.u.t->node;
+    if (nt->run_kind[0]) { /* (another if's or loop's way decides) */
+        *sub = nt;
+        return TK_FOLLOW;
+    }
+    return nt->boxed ? TK_BOXED : TK_DEFAULT;
+}
+
+/* The target-th number/tensor leaf of v, in sig_flatten's order, or nil. */
+static Value leaf_value(Value v, int *k, int target)
+{
+    if ((v.kind == V_SCALAR && v.dtype != TFE_BOOL && !v.lit) || v.kind == V_TENSOR) return (*k)++ == target ? v : v_nil();
+    Value r = v_nil();
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n && r.kind == V_NIL && *k <= target; i++) r = leaf_value(q->items[i], k, target);
+    } else if (v.kind == V_RECORD) {
+        Record *rc = (Record *)v.u.o;
+        for (int i = 0; i < rc->n && r.kind == V_NIL && *k <= target; i++) r = leaf_value(rc->vals[i], k, target);
+    }
+    return r;
+}
+
+/* Output t (0-d, not bool) of a cond or loop, whose
+ * branches (start and body) leave kinds k0 and k1: eager code's kind after
+ * the call is the one of the way it went (TNote.run_kind); where both are
+ * tensors, a tensor whatever the tape. */
+static void note_run_kind(tfe_tensor *t, signed char k0, signed char k1, const TNote *s0, const TNote *s1)
+{
+    TNote *nt = t->node;
+    if (!nt || t->rank != 0 || t->dtype == TFE_BOOL || nt->number || !k0 || !k1) return;
+    if (k0 == k1 && k0 != TK_FOLLOW) {
+        if (k0 == TK_BOXED) nt->boxed = true;
+        return;
+    }
+    nt->run_kind[0] = k0;
+    nt->run_kind[1] = k1;
+    nt->sub[0] = s0;
+    nt->sub[1] = s1;
+}
+
 static int bind_outputs(Tracer *T, int id, Env *env, const int *slots, int nbind, tfe_tensor **outs)
 {
     gnode(T->g, id)->effect_dep = T->last_effect;
@@ -1374,6 +1445,17 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         for (int k = 0; k < npairs; k++)
             if (trace_eager_number(after[0][pairs[k].slot], &as) && trace_eager_number(after[1][pairs[k].slot], &as))
                 trace_mark_number(env->slots[pairs[k].slot]);
+        /* ... and one a branch leaves a number and the other a tensor is
+         * what the branch that ran left, at every call (TNote.run_kind) */
+        for (int k = 0; k < nout; k++) {
+            signed char kb[2];
+            const TNote *sb[2];
+            for (int b = 0; b < 2; b++) {
+                int kk = 0;
+                kb[b] = value_kind(k < npairs ? after[b][pairs[k].slot] : leaf_value(ret[b], &kk, k - npairs), &sb[b]);
+            }
+            note_run_kind(outs[k], kb[0], kb[1], sb[0], sb[1]);
+        }
         if (x[0] == XS_RETURN) {
             int kk = 0;
             value_decref(I->retval);
@@ -1567,6 +1649,10 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     int *carried = xcalloc((size_t)ns + 1, sizeof *carried), nc = 0;
     tfe_tensor **init = xcalloc((size_t)ns + 1, sizeof *init);
     bool *number = xcalloc((size_t)ns + 1, 1), numbers = true;
+    /* per carried value: the kind it starts with, the kind the body leaves
+     * (TK_*: note_run_kind) */
+    signed char *startk = xcalloc((size_t)ns + 1, 1), *bodyk = xcalloc((size_t)ns + 1, 1);
+    const TNote **starts = xcalloc((size_t)ns + 1, sizeof *starts), **bodys = xcalloc((size_t)ns + 1, sizeof *bodys);
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
     Mark mark = mark_of(T);
@@ -1613,6 +1699,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         trace_note(T, sp, (GRef){p, 0});
         if (k == 0 && h->counter >= 0) counter_param = sp;
         Value as;
+        startk[k] = k == 0 && h->counter >= 0 ? TK_NONE : value_kind(before[carried[k]], &starts[k]);
         if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
             /* a number it starts with (a loop variable counts in numbers):
              * the body sees one, as eagerly (trace.h) */
@@ -1719,6 +1806,11 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         /* a number that the body leaves a tensor: eager code's kind after
          * the loop depends on its count; then none is marked (as before) */
         if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) numbers = false;
+        /* (a body that ends it on a carried value: its kind at the second
+         * iteration is that value's after the first, not told here) */
+        bodyk[k] = value_kind(v, &bodys[k]);
+        if (v.kind == V_TENSOR && v.u.t->node && gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM)
+            bodyk[k] = TK_NONE;
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
@@ -1839,6 +1931,12 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         }
         for (int k = 0; k < nc && numbers; k++)
             if (number[k]) trace_mark_number(env->slots[carried[k]]);
+        /* a number that the body leaves a tensor (or the other way round)
+         * is what eager code holds after as many iterations as ran: the
+         * kind it started with where none did (TNote.run_kind) */
+        for (int k = 0; k < nc; k++)
+            if (!(number[k] && numbers) && env->slots[carried[k]].kind == V_TENSOR)
+                note_run_kind(env->slots[carried[k]].u.t, startk[k], bodyk[k], starts[k], bodys[k]);
         for (int k = 0; k < ncv; k++) {
             /* (the values it carries that a read of the variable reaches) */
             bool *reach = xcalloc((size_t)ntot + 1, 1);
@@ -1861,6 +1959,10 @@ done:
         if (init[k]) tensor_decref(init[k]);
     free(init);
     free(number);
+    free(startk);
+    free(bodyk);
+    free(starts);
+    free(bodys);
     free(carried);
     free(cvars);
     free(ckinds);

@@ -112,6 +112,7 @@ void trace_end(Tracer *T)
     free(T->fail_msg);
     free(T->fallback_why);
     free(T->kept);
+    effect_replay_free(T->done);
     T->I->tracer = NULL;
     T->I->trace_id = 0;
     tfe_trace_hook = NULL;
@@ -1586,6 +1587,148 @@ bool trace_nothing_done(const Tracer *T)
     return true;
 }
 
+/* --- effects replayed by a run again ---------------------------------------------------------- */
+
+void effect_replay_free(EffectReplay *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        value_decref(r->e[i].f);
+        value_decref(r->e[i].result);
+    }
+    free(r->e);
+    free(r);
+}
+
+/* After an effect made at trace time (not in a branch traced symbolically):
+ * noted in T->done, with its result as an untracked copy (the trace's tapes
+ * may hold the tensor). */
+static void note_effect_done(Tracer *T, Value f, Value result, bool replayable)
+{
+    if (!T->done) T->done = xcalloc(1, sizeof *T->done);
+    EffectReplay *r = T->done;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 4;
+        r->e = xrealloc(r->e, sizeof *r->e * (size_t)r->cap);
+    }
+    EffectDone *d = &r->e[r->n++];
+    value_incref(f);
+    d->f = f;
+    d->result = v_nil();
+    if (result.kind == V_TENSOR) {
+        tfe_tensor *c = tensor_copy(result.u.t);
+        if (c) d->result = v_tensor_take(c);
+        else replayable = false;
+    } else {
+        value_incref(result);
+        d->result = result;
+    }
+    tfe_random_state(&d->rkey, &d->rcounter);
+    d->replayable = replayable;
+}
+
+static bool same_callable(Value a, Value b)
+{
+    if (a.kind != b.kind) return false;
+    if (a.kind == V_FN) return ((Closure *)a.u.o)->fn == ((Closure *)b.u.o)->fn;
+    if (a.kind == V_BUILTIN) {
+        const Builtin *x = (const Builtin *)a.u.o, *y = (const Builtin *)b.u.o;
+        return x->fn == y->fn && x->data == y->data && x->self.kind == y->self.kind &&
+               (x->self.kind == V_NIL || x->self.u.o == y->self.u.o);
+    }
+    return a.u.o == b.u.o;
+}
+
+static const char *callable_name(Value f)
+{
+    return f.kind == V_FN ? ((Closure *)f.u.o)->name : f.kind == V_BUILTIN ? ((Builtin *)f.u.o)->name : "?";
+}
+
+int effect_replay_call(Interp *I, Value f, Value *out)
+{
+    EffectReplay *r = I->effect_replay;
+    while (r && r->next >= r->n) r = r->prev;
+    if (!r) return 0;
+    EffectDone *d = &r->e[r->next];
+    if (!same_callable(d->f, f)) {
+        raise_at(I, I->cur_loc, "internal error: a staged call run again eagerly (its trace stopped at an `if` "
+                                "under three tapes) called %s() where its trace had called %s()",
+                 callable_name(f), callable_name(d->f));
+        return -1;
+    }
+    r->next++;
+    *out = d->result;
+    d->result = v_nil();
+    tfe_random_restore(d->rkey, d->rcounter);
+    return 1;
+}
+
+/* Do two values hold the same things (tensors and objects the same ones,
+ * numbers the same bits, containers the same items)? */
+static bool value_same(Value a, Value b)
+{
+    if (a.kind != b.kind) return false;
+    if (a.kind == V_SCALAR)
+        return a.dtype == b.dtype && a.weak == b.weak && a.lit == b.lit && !mem_cmp(&a.u, &b.u, sizeof a.u);
+    if (a.kind == V_NIL) return true;
+    if (a.kind == V_TUPLE || a.kind == V_LIST) {
+        const Seq *x = (const Seq *)a.u.o, *y = (const Seq *)b.u.o;
+        if (x->n != y->n) return false;
+        for (int i = 0; i < x->n; i++)
+            if (!value_same(x->items[i], y->items[i])) return false;
+        return true;
+    }
+    if (a.kind == V_RECORD) {
+        const Record *x = (const Record *)a.u.o, *y = (const Record *)b.u.o;
+        if (x->n != y->n) return false;
+        for (int i = 0; i < x->n; i++)
+            if (x->keys[i] != y->keys[i] || !value_same(x->vals[i], y->vals[i])) return false;
+        return true;
+    }
+    return a.u.o == b.u.o;
+}
+
+/* A run of the body again from its start, replaying the trace's effects
+ * (Tracer.done), sees what the trace saw when: every effect so far is one
+ * noted there and replayable (each gives the body only its result), the
+ * body wrote no outside binding (that write would be made twice, and read
+ * back by the run again), no collective ran, no effect is in a branch or
+ * loop traced symbolically (the run again makes those, in between), no
+ * variable is read where a call may have assigned it, and every outside
+ * binding is what it was before the first @host call (none changed what
+ * the run again reads before that call). */
+bool trace_effects_replayable(const Tracer *T)
+{
+    const EffectReplay *r = T->done;
+    if (!r || T->I->check_replay || T->I->check_recording) return false;
+    bool may_assign = false;
+    for (int i = 0; i < r->n; i++) {
+        if (!r->e[i].replayable) return false;
+        may_assign |= r->e[i].f.kind == V_FN;
+    }
+    for (int i = 0; i < T->nouts; i++)
+        if (T->outs[i].written) return false;
+    for (int i = 0; i < T->g->n; i++) {
+        const GNode *m = &T->g->nodes[i];
+        if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
+        if (m->kind == G_HOST && m->region != 0) return false;
+        if (m->kind == G_VAR_READ && may_assign) return false;
+        /* (a built-in effect: one that assigns no variable, print) */
+        if (m->kind == G_HOST && m->host->obj.kind == V_BUILTIN &&
+            (((const Builtin *)m->host->obj.u.o)->self.kind != V_NIL || !trace_host_harmless(m, NULL)))
+            return false;
+    }
+    for (int i = 0; T->nhost && i < T->nstart; i++)
+        if (!value_same(T->start[i].v, T->start[i].env->slots[T->start[i].slot])) return false;
+    return true;
+}
+
+int trace_redo_replaying(Interp *I, Loc loc, int ntapes)
+{
+    I->tracer->eager_redo = (ntapes < 0 ? 0 : ntapes) + 1;
+    return raise_at(I, loc, "(the call runs eagerly)");
+}
+
 int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
 {
     Tracer *T = I->tracer;
@@ -1742,6 +1885,13 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->host_env = NULL;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
+    }
+    /* (an effect made: noted for a run again, trace_effects_replayable) */
+    if (!rc && !T->symbolic) {
+        bool replayable = !I->check_replay &&
+                          (user ? !T->nhreads && !T->nhvars && !tfe_tapes_tracking(0, tfe_tapes_active, lv.n, lv.t)
+                                : f.kind == V_BUILTIN && ((Builtin *)f.u.o)->self.kind == V_NIL);
+        note_effect_done(T, f, result, replayable);
     }
     if (!rc && user) host_read_context(T, &lv, &ctx, &nctx);
     HostSync *sync = NULL;

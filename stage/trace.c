@@ -1701,18 +1701,27 @@ bool trace_effects_replayable(const Tracer *T)
 {
     const EffectReplay *r = T->done;
     if (!r || T->I->check_replay || T->I->check_recording) return false;
-    bool may_assign = false;
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < r->n; i++)
         if (!r->e[i].replayable) return false;
-        may_assign |= r->e[i].f.kind == V_FN;
-    }
     for (int i = 0; i < T->nouts; i++)
         if (T->outs[i].written) return false;
+    /* (a variable read before a @host call that assigned it since: the run
+     * again would read the value after; nodes are made in order) */
+    int last_call = -1;
+    for (int i = 0; i < T->g->n; i++)
+        if (T->g->nodes[i].kind == G_HOST && T->g->nodes[i].host->obj.kind == V_FN) last_call = i;
     for (int i = 0; i < T->g->n; i++) {
         const GNode *m = &T->g->nodes[i];
         if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
         if (m->kind == G_HOST && m->region != 0) return false;
-        if (m->kind == G_VAR_READ && may_assign) return false;
+        /* (a traced if or loop: the run again makes its draws and effects
+         * between the replayed ones) */
+        if (m->kind == G_COND || m->kind == G_WHILE) return false;
+        if (m->kind == G_VAR_READ && i < last_call) {
+            int slot = m->vbase;
+            const tfe_tensor *was = slot >= 0 && slot < T->capconcrete ? T->concrete[slot] : NULL;
+            if (!was || was != variable_peek(m->host->obj)) return false;
+        }
         /* (a built-in effect: one that assigns no variable, print) */
         if (m->kind == G_HOST && m->host->obj.kind == V_BUILTIN &&
             (((const Builtin *)m->host->obj.u.o)->self.kind != V_NIL || !trace_host_harmless(m, NULL)))
@@ -1891,6 +1900,9 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         bool replayable = !I->check_replay &&
                           (user ? !T->nhreads && !T->nhvars && !tfe_tapes_tracking(0, tfe_tapes_active, lv.n, lv.t)
                                 : f.kind == V_BUILTIN && ((Builtin *)f.u.o)->self.kind == V_NIL);
+        /* (a list or record it got: what it did to it would not reach the
+         * run again's own) */
+        for (int i = 0; i < nargs && replayable; i++) replayable = !has_mutable(i < argc ? argv[i] : kwvals[i - argc]);
         note_effect_done(T, f, result, replayable);
     }
     if (!rc && user) host_read_context(T, &lv, &ctx, &nctx);

@@ -1692,9 +1692,11 @@ static bool value_same(Value a, Value b)
  * (Tracer.done), sees what the trace saw when: every effect so far is one
  * noted there and replayable (each gives the body only its result), the
  * body wrote no outside binding (that write would be made twice, and read
- * back by the run again), no collective ran, no effect is in a branch or
- * loop traced symbolically (the run again makes those, in between), no
- * variable is read where a call may have assigned it, and every outside
+ * back by the run again), no collective ran, no if or loop is a node of
+ * the top region (the run again makes its draws and effects in between),
+ * no variable read before a @host call holds another value now (the call
+ * assigned it), no built-in effect but the harmless ones (print; not
+ * v.assign) was made, and every outside
  * binding is what it was before the first @host call (none changed what
  * the run again reads before that call). */
 bool trace_effects_replayable(const Tracer *T)
@@ -1707,13 +1709,17 @@ bool trace_effects_replayable(const Tracer *T)
         if (T->outs[i].written) return false;
     /* (a variable read before a @host call that assigned it since: the run
      * again would read the value after; nodes are made in order) */
+    /* (the top region's nodes: those of a branch traced and then run at
+     * trace time instead are no part of the call) */
+    const GRegion *top = &T->g->regions[0];
     int last_call = -1;
-    for (int i = 0; i < T->g->n; i++)
-        if (T->g->nodes[i].kind == G_HOST && T->g->nodes[i].host->obj.kind == V_FN) last_call = i;
-    for (int i = 0; i < T->g->n; i++) {
+    for (int k = 0; k < top->n; k++)
+        if (T->g->nodes[top->nodes[k]].kind == G_HOST && T->g->nodes[top->nodes[k]].host->obj.kind == V_FN)
+            last_call = top->nodes[k];
+    for (int k = 0; k < top->n; k++) {
+        int i = top->nodes[k];
         const GNode *m = &T->g->nodes[i];
         if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
-        if (m->kind == G_HOST && m->region != 0) return false;
         /* (a traced if or loop: the run again makes its draws and effects
          * between the replayed ones) */
         if (m->kind == G_COND || m->kind == G_WHILE) return false;

@@ -1603,7 +1603,7 @@ void effect_replay_free(EffectReplay *r)
 /* After an effect made at trace time (not in a branch traced symbolically):
  * noted in T->done, with its result as an untracked copy (the trace's tapes
  * may hold the tensor). */
-static void note_effect_done(Tracer *T, Value f, Value result, bool replayable)
+static void note_effect_done(Tracer *T, Value f, Value result, bool replayable, bool tracked)
 {
     if (!T->done) T->done = xcalloc(1, sizeof *T->done);
     EffectReplay *r = T->done;
@@ -1615,7 +1615,7 @@ static void note_effect_done(Tracer *T, Value f, Value result, bool replayable)
     value_incref(f);
     d->f = f;
     d->result = v_nil();
-    if (result.kind == V_TENSOR) {
+    if (result.kind == V_TENSOR && !tracked) {
         tfe_tensor *c = tensor_copy(result.u.t);
         if (c) d->result = v_tensor_take(c);
         else replayable = false;
@@ -1903,13 +1903,14 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     }
     /* (an effect made: noted for a run again, trace_effects_replayable) */
     if (!rc && !T->symbolic) {
+        bool tracked = user && tfe_tapes_tracking(0, T->tapes_at_begin, lv.n, lv.t);
         bool replayable = !I->check_replay &&
-                          (user ? !T->nhreads && !T->nhvars && !tfe_tapes_tracking(0, tfe_tapes_active, lv.n, lv.t)
+                          (user ? !T->nhreads && !T->nhvars && !tfe_tapes_tracking(T->tapes_at_begin, tfe_tapes_active, lv.n, lv.t)
                                 : f.kind == V_BUILTIN && ((Builtin *)f.u.o)->self.kind == V_NIL);
         /* (a list or record it got: what it did to it would not reach the
          * run again's own) */
         for (int i = 0; i < nargs && replayable; i++) replayable = !has_mutable(i < argc ? argv[i] : kwvals[i - argc]);
-        note_effect_done(T, f, result, replayable);
+        note_effect_done(T, f, result, replayable, tracked);
     }
     if (!rc && user) host_read_context(T, &lv, &ctx, &nctx);
     HostSync *sync = NULL;

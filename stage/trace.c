@@ -1601,8 +1601,9 @@ void effect_replay_free(EffectReplay *r)
 }
 
 /* After an effect made at trace time (not in a branch traced symbolically):
- * noted in T->done, with its result as an untracked copy (the trace's tapes
- * may hold the tensor). */
+ * noted in T->done, with its result as a copy no tape tracks, or itself
+ * where the tapes outside track an argument (tracked: the entries of the
+ * function's ops lead to it; trace.h, EffectDone). */
 static void note_effect_done(Tracer *T, Value f, Value result, bool replayable, bool tracked)
 {
     if (!T->done) T->done = xcalloc(1, sizeof *T->done);

@@ -204,11 +204,16 @@ bool trace_nothing_done(const Tracer *T);
  * and the function goes on eagerly from here). */
 int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* The effects a trace made (Tracer.done), replayed by a run of its body
- * again: each call's callable, result (an untracked copy) and the random
- * state after it; replayable: the call's result and what it did reach the
- * body only through its result (no argument a tape tracks, no variable or
- * outside tensor it read, not a method such as v.assign). A run again
- * that meets the list used up goes on to the one it interrupted (prev). */
+ * again: each call's callable, result and the random state after it. The
+ * result is a copy no tape tracks, or, for a @host call on a value the
+ * tapes outside the trace track, the result itself: the function ran
+ * under those tapes at trace time, as eager code runs it, and its ops'
+ * entries lead the run again's gradients through it. replayable: what
+ * the call did reaches the body only through its result (no list or
+ * record argument, no variable or outside tensor it read, no argument a
+ * tape made in the trace tracks, not a method such as v.assign). A run
+ * again that meets the list used up goes on to the one it interrupted
+ * (prev). */
 typedef struct EffectDone { Value f, result; uint64_t rkey, rcounter; bool replayable; } EffectDone;
 typedef struct EffectReplay {
     EffectDone *e;

@@ -603,6 +603,11 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
         if (__builtin_expect(I->tracer != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced) &&
             trace_recording(I))
             return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
+        /* (a staged call's run again: the calls its trace made, stage/trace.h) */
+        if (__builtin_expect(I->effect_replay != NULL, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced)) {
+            int r = effect_replay_call(I, f, out);
+            if (r) return r < 0 ? -1 : 0;
+        }
         if (__builtin_expect(I->check_recording, 0) && (((FnInfo *)c->fn->info)->is_host || c->host_forced))
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
         int rc = call_closure(I, c, argc, argv, nkw, kwnames, kwvals, out);
@@ -621,6 +626,10 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             } else {
                 return trace_host_call(I, f, argc, argv, nkw, kwnames, kwvals, out);
             }
+        }
+        if (__builtin_expect(I->effect_replay != NULL, 0) && b->effect) {
+            int r = effect_replay_call(I, f, out);
+            if (r) return r < 0 ? -1 : 0;
         }
         if (__builtin_expect(I->check_recording, 0) && b->effect)
             return check_host_eager(I, f, argc, argv, nkw, kwnames, kwvals, out);
@@ -817,7 +826,7 @@ static __attribute__((noinline)) int box_watched_traced(Interp *I, Node *a, Env 
 
 static int eval_call(Interp *I, Node *n, Env *env, Value *out)
 {
-    if (n->a->kind == N_NAME && n->list2.n == 0 && !I->tracer && !I->check_recording) {
+    if (n->a->kind == N_NAME && n->list2.n == 0 && !I->tracer && !I->check_recording && !I->effect_replay) {
         Value fv = n->a->op == 2 ? I->builtin_vals[n->a->slot] : env_up(env, n->a->depth)->slots[n->a->slot];
         if (fv.kind == V_FN && ((FnInfo *)((Closure *)fv.u.o)->fn->info)->nparams == n->list.n)
             return call_direct(I, n, env, (Closure *)fv.u.o, out);

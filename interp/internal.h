@@ -151,6 +151,12 @@ struct Interp {
         bool armed;         /* the next call of f (traced, or a host node) returns result */
         Value f, result;    /* owned while pending or armed */
     } host_redo;
+    /* a staged call running its body eagerly again after its trace stopped
+     * past some effects (stage/trace.c, trace_redo_replaying): the @host
+     * calls and built-in effects the trace made, in order, which call_value
+     * hands back (result and random state after) instead of making them
+     * twice (stage/staged.c, stage_effect_replay); NULL: none */
+    struct EffectReplay *effect_replay;
 };
 
 /* value.c */

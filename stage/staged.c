@@ -672,6 +672,9 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
          * trace_cf.c), with nothing done yet: the call runs eagerly from the
          * same random state, as do later ones under as many recording tapes */
         int ntapes = T->eager_redo;
+        /* (the effects it made, replayed by the run again: trace.c) */
+        EffectReplay *replay = T->done;
+        T->done = NULL;
         error_clear(I);
         tfe_random_restore(T->rkey, T->rcounter);
         value_decref(ret);
@@ -685,7 +688,20 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         }
         free(args);
         if (!sc->eager_under_tapes || ntapes < sc->eager_under_tapes) sc->eager_under_tapes = ntapes;
-        return interp_run_body(I, c, e, out);
+        if (!replay) return interp_run_body(I, c, e, out);
+        replay->prev = I->effect_replay;
+        I->effect_replay = replay;
+        rc = interp_run_body(I, c, e, out);
+        I->effect_replay = replay->prev;
+        /* (it makes them again in order before it reaches that if) */
+        if (!rc && replay->next < replay->n) {
+            value_decref(*out);
+            *out = v_nil();
+            rc = raise_at(I, call_loc, "internal error: staged function '%s', run again eagerly, made %d of the "
+                          "%d effects its trace made", c->name, replay->next, replay->n);
+        }
+        effect_replay_free(replay);
+        return rc;
     }
     if (rc) {
         value_decref(ret);

@@ -117,6 +117,7 @@ void trace_end(Tracer *T)
     free(T->fail_msg);
     free(T->fallback_why);
     free(T->kept);
+    effect_replay_free(T->done);
     T->I->tracer = NULL;
     T->I->trace_id = 0;
     tfe_trace_hook = NULL;
@@ -1595,6 +1596,164 @@ bool trace_nothing_done(const Tracer *T)
     return true;
 }
 
+/* --- effects replayed by a run again ---------------------------------------------------------- */
+
+void effect_replay_free(EffectReplay *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        value_decref(r->e[i].f);
+        value_decref(r->e[i].result);
+    }
+    free(r->e);
+    free(r);
+}
+
+/* After an effect made at trace time (not in a branch traced symbolically):
+ * noted in T->done, with its result as a copy no tape tracks, or itself
+ * where the tapes outside track an argument (tracked: the entries of the
+ * function's ops lead to it; trace.h, EffectDone). */
+static void note_effect_done(Tracer *T, Value f, Value result, bool replayable, bool tracked)
+{
+    if (!T->done) T->done = xcalloc(1, sizeof *T->done);
+    EffectReplay *r = T->done;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 4;
+        r->e = xrealloc(r->e, sizeof *r->e * (size_t)r->cap);
+    }
+    EffectDone *d = &r->e[r->n++];
+    value_incref(f);
+    d->f = f;
+    d->result = v_nil();
+    if (result.kind == V_TENSOR && !tracked) {
+        tfe_tensor *c = tensor_copy(result.u.t);
+        if (c) d->result = v_tensor_take(c);
+        else replayable = false;
+    } else {
+        value_incref(result);
+        d->result = result;
+    }
+    tfe_random_state(&d->rkey, &d->rcounter);
+    d->replayable = replayable;
+}
+
+static bool same_callable(Value a, Value b)
+{
+    if (a.kind != b.kind) return false;
+    if (a.kind == V_FN) return ((Closure *)a.u.o)->fn == ((Closure *)b.u.o)->fn;
+    if (a.kind == V_BUILTIN) {
+        const Builtin *x = (const Builtin *)a.u.o, *y = (const Builtin *)b.u.o;
+        return x->fn == y->fn && x->data == y->data && x->self.kind == y->self.kind &&
+               (x->self.kind == V_NIL || x->self.u.o == y->self.u.o);
+    }
+    return a.u.o == b.u.o;
+}
+
+static const char *callable_name(Value f)
+{
+    return f.kind == V_FN ? ((Closure *)f.u.o)->name : f.kind == V_BUILTIN ? ((Builtin *)f.u.o)->name : "?";
+}
+
+int effect_replay_call(Interp *I, Value f, Value *out)
+{
+    EffectReplay *r = I->effect_replay;
+    while (r && r->next >= r->n) r = r->prev;
+    if (!r) return 0;
+    EffectDone *d = &r->e[r->next];
+    if (!same_callable(d->f, f)) {
+        raise_at(I, I->cur_loc, "internal error: a staged call run again eagerly (its trace stopped at an `if` "
+                                "under three tapes) called %s() where its trace had called %s()",
+                 callable_name(f), callable_name(d->f));
+        return -1;
+    }
+    r->next++;
+    *out = d->result;
+    d->result = v_nil();
+    tfe_random_restore(d->rkey, d->rcounter);
+    return 1;
+}
+
+/* Do two values hold the same things (tensors and objects the same ones,
+ * numbers the same bits, containers the same items)? */
+static bool value_same(Value a, Value b)
+{
+    if (a.kind != b.kind) return false;
+    if (a.kind == V_SCALAR)
+        return a.dtype == b.dtype && a.weak == b.weak && a.lit == b.lit && !mem_cmp(&a.u, &b.u, sizeof a.u);
+    if (a.kind == V_NIL) return true;
+    if (a.kind == V_TUPLE || a.kind == V_LIST) {
+        const Seq *x = (const Seq *)a.u.o, *y = (const Seq *)b.u.o;
+        if (x->n != y->n) return false;
+        for (int i = 0; i < x->n; i++)
+            if (!value_same(x->items[i], y->items[i])) return false;
+        return true;
+    }
+    if (a.kind == V_RECORD) {
+        const Record *x = (const Record *)a.u.o, *y = (const Record *)b.u.o;
+        if (x->n != y->n) return false;
+        for (int i = 0; i < x->n; i++)
+            if (x->keys[i] != y->keys[i] || !value_same(x->vals[i], y->vals[i])) return false;
+        return true;
+    }
+    return a.u.o == b.u.o;
+}
+
+/* A run of the body again from its start, replaying the trace's effects
+ * (Tracer.done), sees what the trace saw when: every effect so far is one
+ * noted there and replayable (each gives the body only its result), the
+ * body wrote no outside binding (that write would be made twice, and read
+ * back by the run again), no collective ran, no if or loop is a node of
+ * the top region (the run again makes its draws and effects in between),
+ * no variable read before a @host call holds another value now (the call
+ * assigned it), no built-in effect but the harmless ones (print; not
+ * v.assign) was made, and every outside
+ * binding is what it was before the first @host call (none changed what
+ * the run again reads before that call). */
+bool trace_effects_replayable(const Tracer *T)
+{
+    const EffectReplay *r = T->done;
+    if (!r || T->I->check_replay || T->I->check_recording) return false;
+    for (int i = 0; i < r->n; i++)
+        if (!r->e[i].replayable) return false;
+    for (int i = 0; i < T->nouts; i++)
+        if (T->outs[i].written) return false;
+    /* (a variable read before a @host call that assigned it since: the run
+     * again would read the value after; nodes are made in order) */
+    /* (the top region's nodes: those of a branch traced and then run at
+     * trace time instead are no part of the call) */
+    const GRegion *top = &T->g->regions[0];
+    int last_call = -1;
+    for (int k = 0; k < top->n; k++)
+        if (T->g->nodes[top->nodes[k]].kind == G_HOST && T->g->nodes[top->nodes[k]].host->obj.kind == V_FN)
+            last_call = top->nodes[k];
+    for (int k = 0; k < top->n; k++) {
+        int i = top->nodes[k];
+        const GNode *m = &T->g->nodes[i];
+        if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
+        /* (a traced if or loop: the run again makes its draws and effects
+         * between the replayed ones) */
+        if (m->kind == G_COND || m->kind == G_WHILE) return false;
+        if (m->kind == G_VAR_READ && i < last_call) {
+            int slot = m->vbase;
+            const tfe_tensor *was = slot >= 0 && slot < T->capconcrete ? T->concrete[slot] : NULL;
+            if (!was || was != variable_peek(m->host->obj)) return false;
+        }
+        /* (a built-in effect: one that assigns no variable, print) */
+        if (m->kind == G_HOST && m->host->obj.kind == V_BUILTIN &&
+            (((const Builtin *)m->host->obj.u.o)->self.kind != V_NIL || !trace_host_harmless(m, NULL)))
+            return false;
+    }
+    for (int i = 0; T->nhost && i < T->nstart; i++)
+        if (!value_same(T->start[i].v, T->start[i].env->slots[T->start[i].slot])) return false;
+    return true;
+}
+
+int trace_redo_replaying(Interp *I, Loc loc, int ntapes)
+{
+    I->tracer->eager_redo = (ntapes < 0 ? 0 : ntapes) + 1;
+    return raise_at(I, loc, "(the call runs eagerly)");
+}
+
 int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
 {
     Tracer *T = I->tracer;
@@ -1751,6 +1910,17 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         T->host_env = NULL;
         tfe_tapes_active = saved_tapes;
         T->suspended--;
+    }
+    /* (an effect made: noted for a run again, trace_effects_replayable) */
+    if (!rc && !T->symbolic) {
+        bool tracked = user && tfe_tapes_tracking(0, T->tapes_at_begin, lv.n, lv.t);
+        bool replayable = !I->check_replay &&
+                          (user ? !T->nhreads && !T->nhvars && !tfe_tapes_tracking(T->tapes_at_begin, tfe_tapes_active, lv.n, lv.t)
+                                : f.kind == V_BUILTIN && ((Builtin *)f.u.o)->self.kind == V_NIL);
+        /* (a list or record it got: what it did to it would not reach the
+         * run again's own) */
+        for (int i = 0; i < nargs && replayable; i++) replayable = !has_mutable(i < argc ? argv[i] : kwvals[i - argc]);
+        note_effect_done(T, f, result, replayable, tracked);
     }
     if (!rc && user) host_read_context(T, &lv, &ctx, &nctx);
     HostSync *sync = NULL;

@@ -102,6 +102,11 @@ typedef struct Tracer {
                              recording tapes less one (1: all; stage/staged.c); 0: not
                              stopped */
     uint64_t rkey, rcounter; /* the random state when the trace began (for that run) */
+    /* the effects made at trace time so far, in order (a @host call, a
+     * built-in effect: print, v.assign): a call that stops where an `if`
+     * on a varying condition meets three tapes (trace_cf.c) runs eagerly
+     * again with these replayed, not made twice (Interp.effect_replay) */
+    struct EffectReplay *done;
     int frame_base;       /* I->nframes when the body started */
     GFrames *last_frames;
     TNote **notes;
@@ -222,6 +227,38 @@ bool trace_nothing_done(const Tracer *T);
  * outside; else the located error fmt (trace_fail: under --stage-all, 0,
  * and the function goes on eagerly from here). */
 int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The effects a trace made (Tracer.done), replayed by a run of its body
+ * again: each call's callable, result and the random state after it. The
+ * result is a copy no tape tracks, or, for a @host call on a value the
+ * tapes outside the trace track, the result itself: the function ran
+ * under those tapes at trace time, as eager code runs it, and its ops'
+ * entries lead the run again's gradients through it. replayable: what
+ * the call did reaches the body only through its result (no list or
+ * record argument, no variable or outside tensor it read, no argument a
+ * tape made in the trace tracks, not a method such as v.assign). A run
+ * again that meets the list used up goes on to the one it interrupted
+ * (prev). */
+typedef struct EffectDone { Value f, result; uint64_t rkey, rcounter; bool replayable; } EffectDone;
+typedef struct EffectReplay {
+    EffectDone *e;
+    int n, cap, next;
+    struct EffectReplay *prev;
+} EffectReplay;
+void effect_replay_free(EffectReplay *r);
+/* In call_value (interp/eval.c), while Interp.effect_replay is set: f's
+ * call, a @host call or a built-in effect, is the next one replayed: its
+ * result in *out and the random state after it (1), or not (0: none left),
+ * or -1 (raised: the run again made another call than the trace, which
+ * cannot be). */
+int effect_replay_call(Interp *I, Value f, Value *out);
+/* Can a run of the body again replay what the trace has done so far (its
+ * effects are only @host calls and built-in effects made at trace time, in
+ * its top region, each replayable: see trace.c), so that the run sees what
+ * the trace saw? Then trace_redo_eagerly's run again replays them. */
+bool trace_effects_replayable(const Tracer *T);
+/* trace_redo_eagerly where the trace's effects so far are replayable: the
+ * call runs eagerly again and gets each of them back (stage/staged.c). */
+int trace_redo_replaying(Interp *I, Loc loc, int ntapes);
 static inline bool trace_recording(const Interp *I)
 {
     const Tracer *T = I->tracer;

@@ -1271,11 +1271,17 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     Mark mark = mark_of(T);
     int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
 
-    /* (after an effect the call cannot run again: the if stays a node, and
+    /* (after effects, the @host calls and prints made so far are replayed
+     * by the run again: each gives its result, none is made twice; where
+     * they cannot be, the call cannot run again: the if stays a node, and
      * its third and fourth orders can still differ in the last bit,
      * docs/staging.md section 14) */
     if (tapes_meet_varying_if(T, cond.u.t) && trace_nothing_done(T)) {
         rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
+        goto done;
+    }
+    if (tapes_meet_varying_if(T, cond.u.t) && trace_effects_replayable(T)) {
+        rc = trace_redo_replaying(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin));
         goto done;
     }
     T->symbolic = true;

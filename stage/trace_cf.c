@@ -1722,18 +1722,39 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
-        if (!same && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
+        /* A weak number (a literal, `let s = 0`) that the body makes a
+         * strong tensor of another dtype (int32, float64), or a strong int
+         * (int64: it promotes with int32 as int64 where the weak one gives
+         * int32): after zero iterations eager code keeps the number, after
+         * one the tensor, and a graph's result has one dtype and weakness.
+         * So the loop cannot be a node (it runs at trace time, on this
+         * call's condition); the loop variable of a for is not seen after
+         * it. (The graph used to cast the number to the body's dtype: a
+         * zero-trip call gave int32 for eager's int64, float64 products
+         * for eager's float32.) */
+        if (t->weak == false && init[k]->weak && !(k == 0 && h->counter >= 0) && t->rank == init[k]->rank &&
             !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank) &&
+            dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype) &&
+            (t->dtype != init[k]->dtype || !dtype_is_float(t->dtype))) {
+            tfe_dtype td = t->dtype;
+            tensor_decref(t);
+            FAIL(where ? where->loc : n->loc, "'%s' starts as a number (%s, weak) and becomes %s %s tensor in this "
+                 "%s on a traced tensor: after zero iterations eager code keeps the number, which a graph "
+                 "cannot give; start it as a tensor (let %s = tensor(0, dtype=%s))", name,
+                 dtype_name(init[k]->dtype), dtype_name(td)[0] == 'i' ? "an" : "a", dtype_name(td), what, name,
+                 dtype_name(td));
+        }
+        if (!same && k == 0 && h->counter >= 0 && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
             dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype))
-            same = true; /* a weak number that meets a tensor: it takes the tensor's dtype */
+            same = true; /* the loop variable (a number) takes its step's dtype */
         if (!same) {
             char s1[200], s2[200];
             tfe_tensor tmp = *t;
             tensor_decref(t);
             FAIL(where ? where->loc : n->loc, "'%s' changes from %s %s to %s %s in one iteration of this %s on a "
-                 "traced tensor; staged loops must keep the dtype and shape of what they change", name, what,
+                 "traced tensor; staged loops must keep the dtype and shape of what they change", name,
                  dtype_name(init[k]->dtype), shape_str(init[k]->rank, init[k]->shape, s1),
-                 dtype_name(tmp.dtype), shape_str(tmp.rank, tmp.shape, s2));
+                 dtype_name(tmp.dtype), shape_str(tmp.rank, tmp.shape, s2), what);
         }
         if (t->dtype != init[k]->dtype) { /* the weak initial value takes the body's dtype */
             tfe_attrs at;

@@ -1737,12 +1737,18 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
             dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype) &&
             (t->dtype != init[k]->dtype || !dtype_is_float(t->dtype))) {
             tfe_dtype td = t->dtype;
+            char v0[64] = "0"; /* the number it starts with, as the hint writes it */
+            if (init[k]->rank == 0 && init[k]->storage) {
+                double d = tensor_load_f64(init[k], 0);
+                snprintf(v0, sizeof v0, dtype_is_float(init[k]->dtype) ? "%.9g" : "%.0f", d);
+                if (dtype_is_float(init[k]->dtype) && !strpbrk(v0, ".eni")) strcat(v0, ".0");
+            }
             tensor_decref(t);
             FAIL(where ? where->loc : n->loc, "'%s' starts as a number (%s, weak) and becomes %s %s tensor in this "
                  "%s on a traced tensor: after zero iterations eager code keeps the number, which a graph "
-                 "cannot give; start it as a tensor (let %s = tensor(0, dtype=%s))", name,
+                 "cannot give; start it as a tensor (let %s = tensor(%s, dtype=%s))", name,
                  dtype_name(init[k]->dtype), dtype_name(td)[0] == 'i' ? "an" : "a", dtype_name(td), what, name,
-                 dtype_name(td));
+                 v0, dtype_name(td));
         }
         if (!same && k == 0 && h->counter >= 0 && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
             dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype))

@@ -1129,6 +1129,20 @@ static bool tapes_meet_varying_if(Tracer *T, const tfe_tensor *pred)
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
+/* An int that is a number (weak: a literal, arithmetic on literals) after
+ * one branch of a traced if and a strong tensor after the other: eager
+ * code's later promotions differ (a weak int64 with an int32 tensor gives
+ * int32, a strong one int64), and a graph's value has one weakness. (The
+ * node used to hand on one weakness for both, read at trace time by
+ * dtype(t + y).) */
+static bool weak_int_differs(const tfe_tensor *a, const tfe_tensor *b)
+{
+    return a->weak != b->weak && a->dtype == b->dtype && !dtype_is_float(a->dtype) && a->dtype != TFE_BOOL;
+}
+#define WEAK_INT_MSG "%s is a number (a weak %s) in one branch of this if on a traced tensor and a strong " \
+    "%s tensor in the other, which promote differently (with an int32 tensor); make both tensors " \
+    "(write tensor(5) where it is the literal 5)"
+
 /* --- assignments that the statements of a block do not name --------------------------- */
 
 /* Where slot of env was first assigned by the writes noted since `from`
@@ -1307,6 +1321,9 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             FAIL(where ? where->loc : n->loc, "%s has rank %d in one branch of this if on a traced tensor and "
                  "%d in the other; a binding assigned in both branches must keep its rank",
                  quoted(name, qn, sizeof qn), t0->rank, t1->rank);
+        if (weak_int_differs(t0, t1))
+            FAIL(where ? where->loc : n->loc, WEAK_INT_MSG, quoted(name, qn, sizeof qn),
+                 dtype_name(t0->dtype), dtype_name(t0->dtype));
         if (!same_shape(t0, t1)) goto failed; /* decided at trace time (same_shape says why) */
     }
     if (x[0] == XS_RETURN) {

@@ -1932,8 +1932,23 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
     }
     (void)T;
     LoopHooks h = {.body = n->c, .counter = n->a->slot, .down = step.u.i < 0};
+    /* eager code's loop variable is a strong int64 whatever the bounds
+     * (a literal start is weak, an int32 one int32): so is the graph's,
+     * or `b = b + i` stayed a weak number in it (int32 with an int32
+     * tensor where eager code gives int64) */
+    if (start.kind == V_SCALAR) {
+        start = v_int(start.u.i);
+    } else if (start.kind == V_TENSOR && start.u.t->dtype != TFE_INT64) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = TFE_INT64;
+        tfe_tensor *c = tfe_call1(OP_CAST, 1, &start.u.t, &at);
+        if (!c) return -1;
+        start = v_tensor_take(c);
+    } else {
+        value_incref(start);
+    }
     Value old = env->slots[h.counter];
-    value_incref(start);
     env->slots[h.counter] = start;
     value_decref(old);
     h.stop = as_tensor(stop);

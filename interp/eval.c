@@ -902,8 +902,11 @@ static int int_of(Interp *I, Value v, Loc loc, const char *what, int64_t *out)
 {
     if (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) { *out = v.u.i; return 0; }
     if (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype)) {
+        I->cur_loc = loc;
+        I->indexing = true;
         *out = tensor_get_i64(v.u.t, 0);
-        return 0;
+        I->indexing = false;
+        return I->has_error ? -1 : 0; /* (a staged trace refused to read it) */
     }
     return raise_at(I, loc, "%s must be an int, got %s", what, value_kind_name(v));
 }

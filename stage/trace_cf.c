@@ -2686,7 +2686,21 @@ static bool pure_expr(Interp *I, Node *n, Env *env)
     switch (n->kind) {
     case N_INT: case N_FLOAT: case N_STR: case N_TRUE: case N_FALSE: case N_NIL: case N_NAME: case N_ELLIPSIS:
         return true;
-    case N_BINOP: case N_UNOP: case N_AND: case N_OR: case N_NOT: case N_INDEX: case N_SLICE: case N_FIELD:
+    case N_INDEX:
+        /* an int index can be out of range on a call where eager code
+         * skips the operand (x[i] once i reached the end: `while i < n and
+         * x[i] > 0`), and the graph would raise it; slices clamp */
+        for (int i = 0; i < n->list.n; i++)
+            if (n->list.items[i]->kind != N_SLICE && n->list.items[i]->kind != N_ELLIPSIS &&
+                n->list.items[i]->kind != N_STR)
+                return false;
+        return pure_expr(I, n->a, env) && pure_list(I, &n->list, env);
+    case N_BINOP:
+        /* an int // or % by zero raises (`k > 0 and 10 // k > 2`) */
+        if (n->op == AOP_FLOORDIV || n->op == AOP_MOD) return false;
+        return pure_expr(I, n->a, env) && pure_expr(I, n->b, env) && pure_expr(I, n->c, env) &&
+               pure_list(I, &n->list, env);
+    case N_UNOP: case N_AND: case N_OR: case N_NOT: case N_SLICE: case N_FIELD:
     case N_ARRAY: case N_TUPLE: case N_KWARG:
         return pure_expr(I, n->a, env) && pure_expr(I, n->b, env) && pure_expr(I, n->c, env) &&
                pure_list(I, &n->list, env);
@@ -2699,6 +2713,12 @@ static bool pure_expr(Interp *I, Node *n, Env *env)
             return false;
         }
         bool ok = f.kind == V_BUILTIN && !((Builtin *)f.u.o)->effect && !((Builtin *)f.u.o)->unstageable;
+        /* (those that raise on some values: an index out of range, a
+         * singular matrix, where eager code skips the operand) */
+        static const char *const raising[] = {"gather", "take_along_axis", "solve", "inv", "cholesky",
+                                              "one_hot", "choice", "assert"};
+        for (size_t i = 0; ok && i < sizeof raising / sizeof *raising; i++)
+            if (!strcmp(((Builtin *)f.u.o)->name, raising[i])) ok = false;
         value_decref(f);
         return ok;
     }

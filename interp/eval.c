@@ -363,7 +363,13 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
         return 0;
     }
     int64_t k = 0;
-    if (op == AOP_MUL && ((a.kind == V_STR && repeat_count(b, &k)) || (b.kind == V_STR && repeat_count(a, &k)))) {
+    bool rep = false;
+    if (op == AOP_MUL && (a.kind == V_STR || b.kind == V_STR)) {
+        I->cur_loc = loc; /* (a staged trace that cannot read the count says so here) */
+        rep = (a.kind == V_STR && repeat_count(b, &k)) || (b.kind == V_STR && repeat_count(a, &k));
+        if (I->has_error) return -1; /* it refused: not the count of the call that traced */
+    }
+    if (rep) {
         /* Python's "-" * 40 */
         Str *x = (Str *)(a.kind == V_STR ? a : b).u.o;
         if (k < 0) k = 0;
@@ -1437,7 +1443,7 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
             /* a value not known at trace time (in a traced branch or loop
              * body) failed the trace: the branch runs at trace time instead,
              * as for print(x) or str(x), never with "<traced tensor>" */
-            if (s && __builtin_expect(I->tracer != NULL, 0) && I->tracer->symbolic && I->has_error) {
+            if (s && __builtin_expect(I->tracer != NULL, 0) && I->has_error) {
                 free(s);
                 rc = -1;
             } else if (!s) {

@@ -2690,10 +2690,24 @@ static bool pure_expr(Interp *I, Node *n, Env *env)
         /* an int index can be out of range on a call where eager code
          * skips the operand (x[i] once i reached the end: `while i < n and
          * x[i] > 0`), and the graph would raise it; slices clamp */
-        for (int i = 0; i < n->list.n; i++)
-            if (n->list.items[i]->kind != N_SLICE && n->list.items[i]->kind != N_ELLIPSIS &&
-                n->list.items[i]->kind != N_STR)
+        for (int i = 0; i < n->list.n; i++) {
+            Node *it = n->list.items[i];
+            if (it->kind == N_SLICE || it->kind == N_ELLIPSIS || it->kind == N_STR) continue;
+            /* a literal int into a name whose size is the same on every
+             * call (a variable, a list, a tensor of no relaxed dim) fails
+             * at trace time if ever: `v[1] > 4.0` */
+            bool lit = it->kind == N_INT || (it->kind == N_UNOP && it->op == AOP_NEG && it->a && it->a->kind == N_INT);
+            if (!lit || !n->a || n->a->kind != N_NAME) return false;
+            Value b;
+            if (interp_eval_expr(I, n->a, env, &b)) {
+                error_clear(I);
                 return false;
+            }
+            bool fixed = value_is_variable(b) || b.kind == V_LIST || b.kind == V_TUPLE ||
+                         (b.kind == V_TENSOR && !tfe_dyn_dims(b.u.t));
+            value_decref(b);
+            if (!fixed) return false;
+        }
         return pure_expr(I, n->a, env) && pure_list(I, &n->list, env);
     case N_BINOP:
         /* an int // or % by zero raises (`k > 0 and 10 // k > 2`) */

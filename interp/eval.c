@@ -254,7 +254,9 @@ static int contains_value(Interp *I, bool negate, Value x, Value xs, Loc loc, Va
         Seq *s = (Seq *)xs.u.o;
         for (int i = 0; i < s->n && !hit; i++) {
             int err = 0;
+            I->cur_loc = loc;
             hit = value_equal(x, s->items[i], &err);
+            if (I->has_error) return -1; /* (a staged trace that cannot read a tensor nested in it) */
             if (err) return raise_msg_at(I, loc, tfe_error_msg());
         }
         break;
@@ -286,7 +288,9 @@ static int contains_value(Interp *I, bool negate, Value x, Value xs, Loc loc, Va
             uint64_t n = range_count(r);
             for (uint64_t i = 0; i < n && !hit; i++) {
                 int err = 0;
+                I->cur_loc = loc;
                 hit = value_equal(x, v_int(r->start + (int64_t)i * r->step), &err);
+                if (I->has_error) return -1;
                 if (err) return raise_msg_at(I, loc, tfe_error_msg());
             }
         }
@@ -338,7 +342,11 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
     }
     if (op == AOP_EQ || op == AOP_NE) {
         int err = 0;
+        I->cur_loc = loc;
         bool eq = value_equal(a, b, &err);
+        /* (a tensor nested in a or b whose value a staged trace cannot read,
+         * one from a variable: it raised, and eq is this call's answer) */
+        if (I->has_error) return -1;
         if (err) return raise_msg_at(I, loc, tfe_error_msg());
         *out = v_bool(op == AOP_EQ ? eq : !eq);
         return 0;

@@ -2712,6 +2712,10 @@ static bool pure_expr(Interp *I, Node *n, Env *env)
     case N_BINOP:
         /* an int // or % by zero raises (`k > 0 and 10 // k > 2`) */
         if (n->op == AOP_FLOORDIV || n->op == AOP_MOD) return false;
+        /* and an int ** a negative int (`x ** k`); a literal exponent >= 0
+         * or a float one cannot raise */
+        if (n->op == AOP_POW && !(n->b && (n->b->kind == N_FLOAT || (n->b->kind == N_INT && n->b->ival >= 0))))
+            return false;
         return pure_expr(I, n->a, env) && pure_expr(I, n->b, env) && pure_expr(I, n->c, env) &&
                pure_list(I, &n->list, env);
     case N_UNOP: case N_AND: case N_OR: case N_NOT: case N_SLICE: case N_FIELD:

@@ -280,6 +280,11 @@ BUILTIN(bi_range)
         Value a = argv[i];
         if (a.kind == V_SCALAR && dtype_is_int((tfe_dtype)a.dtype)) v[i] = a.u.i;
         else if (a.kind == V_TENSOR && a.u.t->rank == 0 && dtype_is_int(a.u.t->dtype)) v[i] = tensor_get_i64(a.u.t, 0);
+        else if ((a.kind == V_SCALAR && dtype_is_float((tfe_dtype)a.dtype)) ||
+                 (a.kind == V_TENSOR && a.u.t->rank == 0 && dtype_is_float(a.u.t->dtype)))
+            /* epochs = n / 2 is a float in tfe as in Python 3 */
+            return interp_raise(I, "range() arguments must be ints, got float (/ divides into a float: "
+                                   "write n // 2 for an int, or int(x))");
         else return interp_raise(I, "range() arguments must be ints, got %s", value_kind_name(a));
     }
     Range *r = xmalloc(sizeof(Range));
@@ -481,12 +486,27 @@ BUILTIN(bi_check_same_shape)
     tfe_tensor *y = check_tensor(I, where, bn, a[2]);
     if (!y) { tensor_decref(x); return -1; }
     int rc = 0;
-    if (!shapes_equal(x, y)) {
-        char s1[200], s2[200];
+    char s1[200], s2[200];
+    bool softmax_ce = !strcmp(where, "losses.softmax_cross_entropy");
+    /* targets of the logits' shape without the class axis are class ids */
+    bool ids = softmax_ce && y->rank == x->rank - 1;
+    for (int i = 0; ids && i < y->rank; i++) ids = y->shape[i] == x->shape[i];
+    if (ids)
+        rc = raise_at_caller(I, "%s: %s has shape %s and %s has shape %s, one class id per row: for class ids use "
+                                "losses.sparse_softmax_cross_entropy(logits, labels), or make one-hot targets: "
+                                "one_hot(labels, %lld)",
+                             where, an, shape_str(x->rank, x->shape, s1), bn, shape_str(y->rank, y->shape, s2),
+                             (long long)x->shape[x->rank - 1]);
+    else if (!shapes_equal(x, y))
         rc = raise_at_caller(I, "%s: %s has shape %s and %s has shape %s; they must have the same shape "
                                 "(broadcasting them would give a wrong result silently: reshape one of them)",
                              where, an, shape_str(x->rank, x->shape, s1), bn, shape_str(y->rank, y->shape, s2));
-    }
+    else if (softmax_ce && x->rank > 0 && x->shape[x->rank - 1] == 1)
+        /* the softmax of one score is 1: the loss is 0 whatever the model */
+        rc = raise_at_caller(I, "%s: %s has shape %s, one class: the softmax of a single score is always 1, so the "
+                                "loss would be 0 and its gradient 0; for two classes with one score per row use "
+                                "losses.binary_cross_entropy(logits, targets)",
+                             where, an, shape_str(x->rank, x->shape, s1));
     tensor_decref(x);
     tensor_decref(y);
     return rc;
@@ -515,7 +535,25 @@ BUILTIN(bi_check_labels)
     char s1[200], s2[200];
     int rc = 0;
     int64_t n = 0;
-    if (!dtype_is_int(lab->dtype)) {
+    /* float labels of the scores' own shape are one-hot rows (or swapped
+     * arguments): casting them, as the dtype error says, would not help */
+    bool lab_like_cls = cls->rank > 0 && shapes_equal(lab, cls);
+    bool swapped = cls->rank > 0 && dtype_is_int(cls->dtype) && lab->rank == cls->rank + 1;
+    for (int i = 0; swapped && i < cls->rank; i++) swapped = lab->shape[i] == cls->shape[i];
+    if (!dtype_is_int(lab->dtype) && lab_like_cls) {
+        const char *dense = !strcmp(where, "losses.sparse_softmax_cross_entropy")
+                                ? "; for one-hot or probability targets use losses.softmax_cross_entropy(logits, targets)"
+                                : "";
+        rc = raise_at_caller(I, "%s: %s have shape %s, the scores' own shape, and dtype %s: one-hot rows? %s must be "
+                                "class ids, one per row: argmax(%s, axis=-1) gives them%s",
+                             where, name, shape_str(lab->rank, lab->shape, s1), dtype_name(lab->dtype), name, name,
+                             dense);
+    } else if (!dtype_is_int(lab->dtype) && swapped) {
+        rc = raise_at_caller(I, "%s: %s have shape %s and dtype %s, and the scores are %s class ids of shape %s: the "
+                                "arguments are swapped? the scores (batch, classes) come first, then the labels",
+                             where, name, shape_str(lab->rank, lab->shape, s1), dtype_name(lab->dtype),
+                             dtype_name(cls->dtype), shape_str(cls->rank, cls->shape, s2));
+    } else if (!dtype_is_int(lab->dtype)) {
         rc = raise_at_caller(I, "%s: %s must be integer class ids, got %s (cast them: int(...) or cast(%s, int64))",
                              where, name, dtype_name(lab->dtype), name);
     } else if (cls->rank == 0) {
@@ -551,6 +589,13 @@ BUILTIN(bi_check_labels)
                                  where, name, shape_str(lab->rank, lab->shape, s1), shape_str(cls->rank, cls->shape, s2),
                                  name);
     }
+    if (!rc && n == 1 && cls->rank > 0 && !strncmp(where, "losses.", 7))
+        /* every label must be 0 then, and the loss is 0 whatever the model */
+        rc = raise_at_caller(I, "%s: the scores have shape %s, one column, so there is 1 class: the softmax of a single "
+                                "score is always 1, so the loss would be 0 and its gradient 0; for two classes with one "
+                                "score per row use losses.binary_cross_entropy(logits, cast(labels, float32)), with the "
+                                "scores reshaped to the labels' shape (reshape(scores, (-1,)))",
+                             where, shape_str(cls->rank, cls->shape, s2));
     if (!rc && n < 0) /* a float count (num_classes=2.0, or n / k) */
         rc = raise_at_caller(I, "%s: the number of classes must be an int, got %s (int(n) converts it)", where,
                              dtype_name(cls->dtype));
@@ -592,6 +637,97 @@ BUILTIN(bi_check_labels)
     return rc;
 }
 
+/* check_range(where, x, lo, hi, name, hint=""): nil, or an error at the
+ * caller's call naming the first element of x outside [lo, hi] (NaN
+ * passes). The cross-entropies' targets are probabilities: labels -1/+1,
+ * pixel values 0..255 or the logits themselves (arguments swapped) would
+ * give a finite loss that is unbounded below and trains to nonsense. An
+ * effect, as check_labels: staged code reads the values at every call. */
+BUILTIN(bi_check_range)
+{
+    (void)data;
+    Value a[6];
+    bool p[6];
+    if (args_parse(I, "check_range", "where, x, lo, hi, name, hint=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[4].kind != V_STR || (p[5] && a[5].kind != V_STR))
+        return interp_raise(I, "check_range: where, name and hint must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[4].u.o)->s, *hint = p[5] ? ((Str *)a[5].u.o)->s : "";
+    double lo, hi;
+    tfe_dtype dt;
+    if (!arg_as_number(a[2], &lo, &dt) || !arg_as_number(a[3], &hi, &dt))
+        return interp_raise(I, "check_range: lo and hi must be numbers");
+    *out = v_nil();
+    tfe_tensor *x = check_tensor(I, where, name, a[1]);
+    if (!x) return -1;
+    int rc = 0;
+    if (x->dtype != TFE_BOOL) {
+        tfe_tensor *h = tensor_to_device(x, 0);
+        int64_t m = tensor_numel(h);
+        for (int64_t i = 0; i < m; i++) {
+            double v = tensor_load_f64(h, i);
+            if (!(v < lo || v > hi)) continue;
+            char at[300] = "";
+            if (h->rank) {
+                int64_t idx[TFE_MAX_RANK], r = i;
+                for (int d = h->rank - 1; d >= 0; d--) { idx[d] = r % h->shape[d]; r /= h->shape[d]; }
+                size_t k = (size_t)snprintf(at, sizeof at, "%s[", name);
+                for (int d = 0; d < h->rank && k < sizeof at; d++)
+                    k += (size_t)snprintf(at + k, sizeof at - k, d ? ", %lld" : "%lld", (long long)idx[d]);
+                if (k < sizeof at - 1) strcat(at, "]");
+            } else
+                snprintf(at, sizeof at, "%s", name);
+            rc = raise_at_caller(I, "%s: %s is %.9g, outside [%g, %g]%s", where, at, v, lo, hi, hint);
+            break;
+        }
+        tensor_decref(h);
+    }
+    tensor_decref(x);
+    return rc;
+}
+
+/* check_batch(where, x, name, per_feature=false): nil, or an error at the
+ * caller's call when x holds no examples (a loss or a metric is a mean over
+ * them: NaN of an empty batch, as a batch loop past the last row makes),
+ * or, with per_feature, fewer than two values per feature (its last axis):
+ * batch statistics of one row are the row itself, so batch norm would
+ * output zeros (PyTorch refuses it too). An effect: staged code checks the
+ * batch of every call. */
+BUILTIN(bi_check_batch)
+{
+    (void)data;
+    Value a[4];
+    bool p[4];
+    if (args_parse(I, "check_batch", "where, x, name, per_feature=", argc, argv, nkw, kwnames, kwvals, a, p))
+        return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_STR) return interp_raise(I, "check_batch: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[2].u.o)->s;
+    bool per_feature = false;
+    if (p[3] && value_truth(I, a[3], I->cur_loc, &per_feature)) return -1;
+    *out = v_nil();
+    tfe_tensor *x = check_tensor(I, where, name, a[1]);
+    if (!x) return -1;
+    char s1[200];
+    int rc = 0;
+    int64_t m = tensor_numel(x);
+    if (m == 0)
+        rc = raise_at_caller(I, "%s: %s has shape %s: the batch is empty, and a mean over no examples is NaN (a batch "
+                                "loop past the last row? range(0, n, batch_size) starts a batch at each row that "
+                                "exists, and data.batches makes no empty batch)",
+                             where, name, shape_str(x->rank, x->shape, s1));
+    else if (per_feature && (x->rank < 2 || m / x->shape[x->rank - 1] < 2))
+        rc = raise_at_caller(I, "%s: training needs more than one value per feature for the batch statistics, got %s "
+                                "of shape %s (the statistics of one row are the row itself: the output would be "
+                                "zeros)%s",
+                             where, name, shape_str(x->rank, x->shape, s1),
+                             x->rank < 2 ? "; one example without its batch axis is expand_dims(x, 0), and it is "
+                                           "normalised with training=false"
+                                         : "; use batches of two rows or more (data.batches(x, y, b, drop_last=true) drops a "
+                                           "short last batch), or training=false for one example");
+    tensor_decref(x);
+    return rc;
+}
+
 /* --- structural checks for the stdlib (optim.tfe, nn.tfe) ---
  * A learner's mistake (a list of variables for an optimizer, a function in
  * nn.sequential, a second positional argument to a layer) would otherwise
@@ -623,6 +759,14 @@ BUILTIN(bi_check_params)
             return raise_at_caller(I, "%s: the parameters must be variables, but [\"%s\"] is %s %s; pass params(model), "
                                       "or make it a variable: variable(x)",
                                    where, r->keys[i]->s, article(k), k);
+        } else if (!dtype_is_float(variable_peek(r->vals[i])->dtype)) {
+            /* the gradient would fail inside the library's minimize, or
+             * an update be truncated to ints */
+            tfe_dtype dt = variable_peek(r->vals[i])->dtype;
+            return raise_at_caller(I, "%s: the parameter [\"%s\"] is %s %s variable; an optimizer trains float "
+                                      "variables: make it variable(3.0) rather than variable(3), or "
+                                      "variable(cast(x, float32)) (a counter that is not trained takes trainable=false)",
+                                   where, r->keys[i]->s, article(dtype_name(dt)), dtype_name(dt));
         }
     return 0;
 }
@@ -634,10 +778,18 @@ BUILTIN(bi_check_grads)
     Value a[3];
     bool p[3];
     if (args_parse(I, "check_grads", "where, grads, ps", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
-    if (a[0].kind != V_STR || a[2].kind != V_RECORD)
-        return interp_raise(I, "check_grads: where must be a string and ps a record");
+    if (a[0].kind != V_STR || (a[2].kind != V_RECORD && a[2].kind != V_NIL))
+        return interp_raise(I, "check_grads: where must be a string and ps a record or nil");
     const char *where = ((Str *)a[0].u.o)->s, *k = value_kind_name(a[1]);
     *out = v_nil();
+    /* ps nil: a record of gradients of any keys (optim.clip_by_global_norm) */
+    if (a[2].kind == V_NIL) {
+        if (a[1].kind == V_RECORD) return 0;
+        return raise_at_caller(I, "%s: the gradients must be a record (path -> gradient), as t.gradient(loss, ps) "
+                                  "returns for a record ps such as params(model); got %s %s (the gradient of one "
+                                  "variable w is a record too when asked for one: t.gradient(loss, {w: w}))",
+                               where, article(k), k);
+    }
     if (a[1].kind != V_RECORD)
         return raise_at_caller(I, "%s: the gradients must be a record with the parameters' paths, as "
                                   "t.gradient(loss, ps) returns for the record ps the optimizer was built with; got %s %s",
@@ -711,9 +863,10 @@ BUILTIN(bi_check_layers)
 BUILTIN(bi_check_fn)
 {
     (void)data;
-    Value a[6];
-    bool p[6];
-    if (args_parse(I, "check_fn", "where, name, f, what, hint=, nil_ok=", argc, argv, nkw, kwnames, kwvals, a, p))
+    Value a[7];
+    bool p[7];
+    if (args_parse(I, "check_fn", "where, name, f, what, hint=, nil_ok=, nargs=", argc, argv, nkw, kwnames, kwvals, a,
+                   p))
         return -1;
     if (a[0].kind != V_STR || a[1].kind != V_STR || a[3].kind != V_STR || (p[4] && a[4].kind != V_STR))
         return interp_raise(I, "check_fn: where, name, what and hint must be strings");
@@ -721,6 +874,29 @@ BUILTIN(bi_check_fn)
     if (p[5] && value_truth(I, a[5], I->cur_loc, &nil_ok)) return -1;
     *out = v_nil();
     Value f = a[2];
+    int64_t nargs = -1;
+    if (p[6] && arg_int(I, "check_fn", "nargs", a[6], &nargs)) return -1;
+    if (f.kind == V_FN && nargs >= 0) {
+        /* a function that needs more arguments than the library passes
+         * (opt.minimize(fn (x) => ...)) would fail at the library's call */
+        const FnInfo *fi = (const FnInfo *)((Closure *)f.u.o)->fn->info;
+        int required = 0;
+        char names[200] = "";
+        for (int i = 0; i < fi->nparams; i++) {
+            if (fi->defaults && fi->defaults[i]) continue;
+            size_t len = strlen(names);
+            snprintf(names + len, sizeof names - len, "%s%s", required ? ", " : "", fi->param_names[i]);
+            required++;
+        }
+        if (fi->nparams < nargs) /* fn () => 0.1 as a schedule: called with the step, too many */
+            return raise_at_caller(I, "%s: %s must be %s, got a function of %d argument%s", ((Str *)a[0].u.o)->s,
+                                   ((Str *)a[1].u.o)->s, ((Str *)a[3].u.o)->s, fi->nparams,
+                                   fi->nparams == 1 ? "" : "s");
+        if (required > nargs)
+            return raise_at_caller(I, "%s: %s must be %s, got a function of %d argument%s (%s)", ((Str *)a[0].u.o)->s,
+                                   ((Str *)a[1].u.o)->s, ((Str *)a[3].u.o)->s, required,
+                                   required == 1 ? "" : "s", names);
+    }
     if ((f.kind == V_NIL && nil_ok) || f.kind == V_FN || f.kind == V_BUILTIN || f.kind == V_OBJECT) return 0;
     if (f.kind == V_RECORD || f.kind == V_MODULE) {
         Value *c = record_get((Record *)f.u.o, "call", 4);
@@ -858,6 +1034,10 @@ BUILTIN(bi_check_features)
     int rc = 0;
     if (channels) {
         if (x->rank != 4) rc = images_rank_error(I, where, x, n);
+        else if (!dtype_is_float(x->dtype)) /* conv2d's kernel takes floats only (a line of nn.tfe otherwise) */
+            rc = raise_at_caller(I, "%s: x has dtype %s; images must be floats: cast(x, float32) (pixel values "
+                                    "0..255 are usually scaled as well: cast(x, float32) / 255.0)",
+                                 where, dtype_name(x->dtype));
         else if (x->shape[3] != n) {
             char s1[200];
             rc = raise_at_caller(I, "%s: x has shape %s, whose last axis (channels) must be the layer's %lld input channels%s",
@@ -1098,6 +1278,8 @@ void builtins_register(Interp *I)
 {
     interp_define_builtin_flags(I, "check_same_shape", bi_check_same_shape, NULL, BF_EFFECT, NULL);
     interp_define_builtin_flags(I, "check_labels", bi_check_labels, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "check_range", bi_check_range, NULL, BF_EFFECT, NULL);
+    interp_define_builtin_flags(I, "check_batch", bi_check_batch, NULL, BF_EFFECT, NULL);
     interp_define_builtin_flags(I, "assert", bi_assert, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "getenv", bi_getenv, NULL);
     interp_define_builtin_flags(I, "print", bi_print, NULL, BF_EFFECT, NULL);

@@ -671,6 +671,17 @@ int call_value(Interp *I, Value f, int argc, const Value *argv, int nkw,
             value_decref(cv);
             return rc;
         }
+        /* a record of one function (data.standardize's {mean, std,
+         * transform}): say which field to call */
+        Record *r = (Record *)f.u.o;
+        const char *only = NULL;
+        int nfn = 0;
+        for (int i = 0; i < r->n; i++)
+            if (r->vals[i].kind == V_FN || r->vals[i].kind == V_BUILTIN) { nfn++; only = r->keys[i]->s; }
+        if (!c && nfn == 1)
+            return interp_raise(I, "cannot call a record without a 'call' field (a record is callable when its 'call' "
+                                   "field is a function; this one's one function is its field '%s', called as .%s(...))",
+                                only, only);
         return interp_raise(I, "cannot call a record %s (a record is callable when its 'call' field is a function)",
                             c ? "whose 'call' field is not a function" : "without a 'call' field");
     }
@@ -1060,6 +1071,45 @@ static Value bound_method(const char *name, BuiltinFn fn, Value self)
     return b;
 }
 
+/* Keras' and PyTorch's names of the stdlib's losses, optimizers and layers,
+ * named with what tfe writes (ahead of a "did you mean": Conv2d's note on
+ * NHWC images says more than conv2d alone), or NULL. */
+static const char *stdlib_member_hint(const char *module, const char *name)
+{
+    static const char *const hints[][3] = {
+        {"losses", "cross_entropy", "tfe writes losses.sparse_softmax_cross_entropy(logits, labels) for class ids, "
+                                    "losses.softmax_cross_entropy(logits, targets) for one-hot targets; both take logits"},
+        {"losses", "categorical_crossentropy", "tfe writes losses.softmax_cross_entropy(logits, targets) for one-hot "
+                                               "targets; it takes logits, not probabilities"},
+        {"losses", "sparse_categorical_crossentropy", "tfe writes losses.sparse_softmax_cross_entropy(logits, labels); "
+                                                      "it takes logits, not probabilities"},
+        {"losses", "binary_crossentropy", "tfe writes losses.binary_cross_entropy(logits, targets); it takes logits, "
+                                          "not probabilities"},
+        {"losses", "binary_cross_entropy_with_logits", "tfe writes losses.binary_cross_entropy(logits, targets)"},
+        {"losses", "mean_squared_error", "tfe writes losses.mse(pred, target)"},
+        {"losses", "mse_loss", "tfe writes losses.mse(pred, target)"},
+        {"optim", "SGD", "tfe writes optim.sgd(params(model), lr=0.01)"},
+        {"optim", "Adam", "tfe writes optim.adam(params(model), lr=0.001)"},
+        {"optim", "AdamW", "tfe writes optim.adamw(params(model), lr=0.001)"},
+        {"optim", "RMSprop", "tfe writes optim.rmsprop(params(model), lr=0.01)"},
+        {"nn", "Linear", "tfe writes nn.dense(n_in, n_out)"},
+        {"nn", "Dense", "tfe writes nn.dense(n_in, n_out)"},
+        {"nn", "Conv2d", "tfe writes nn.conv2d(in_channels, out_channels, kernel_size), on NHWC images"},
+        {"nn", "Sequential", "tfe writes nn.sequential(layer, layer, ...)"},
+        {"nn", "ReLU", "tfe writes nn.lambda_layer(relu), or activation=relu in nn.dense"},
+        {"nn", "Dropout", "tfe writes nn.dropout(rate)"},
+        {"nn", "Flatten", "tfe writes nn.flatten()"},
+        {"nn", "MaxPool2d", "tfe writes nn.max_pool2d(size)"},
+        {"nn", "BatchNorm1d", "tfe writes nn.batch_norm(features)"},
+        {"nn", "BatchNorm2d", "tfe writes nn.batch_norm(channels), on NHWC images"},
+        {"nn", "CrossEntropyLoss", "tfe writes losses.sparse_softmax_cross_entropy(logits, labels): import losses"},
+        {"nn", "MSELoss", "tfe writes losses.mse(pred, target): import losses"},
+    };
+    for (size_t i = 0; module && i < sizeof hints / sizeof *hints; i++)
+        if (!strcmp(module, hints[i][0]) && !strcmp(name, hints[i][1])) return hints[i][2];
+    return NULL;
+}
+
 static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *out)
 {
     int rc = 1;
@@ -1071,9 +1121,14 @@ static int get_field(Interp *I, Value base, const char *name, Loc loc, Value *ou
         char hint[160];
         suggest_init(&sg, name);
         for (int i = 0; i < ((Record *)base.u.o)->n; i++) suggest_add(&sg, ((Record *)base.u.o)->keys[i]->s);
-        if (base.kind == V_MODULE)
+        if (base.kind == V_MODULE) {
+            const char *habit = stdlib_member_hint(((Record *)base.u.o)->module_name, name);
+            if (habit)
+                return raise_at(I, loc, "module '%s' has no field '%s' (%s)", ((Record *)base.u.o)->module_name, name,
+                                habit);
             return raise_at(I, loc, "module '%s' has no field '%s'%s", ((Record *)base.u.o)->module_name, name,
                             suggest_text(&sg, hint, sizeof hint));
+        }
         if (!sg.best && (!strcmp(name, "keys") || !strcmp(name, "items") || !strcmp(name, "values") ||
                          !strcmp(name, "get")))
             /* Python's dict methods: a record is walked by its keys */

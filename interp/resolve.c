@@ -177,6 +177,9 @@ const char *kwarg_hint(const char *kw, const char *const *params, int n, char *b
         {"dim", "axis"}, {"keepdim", "keepdims"}, {"size", "shape"}, {"loc", "mean"},
         {"scale", "std"}, {"low", "lo"}, {"high", "hi"}, {"dims", "perm"}, {"axes", "perm"},
         {"min", "lo"}, {"max", "hi"}, {"a_min", "lo"}, {"a_max", "hi"},
+        /* the stdlib's parameters in Keras' and PyTorch's spellings */
+        {"learning_rate", "lr"}, {"num_classes", "depth"}, {"in_features", "n_in"}, {"out_features", "n_out"},
+        {"units", "n_out"}, {"p", "rate"}, {"bias", "use_bias"},
     };
     for (size_t h = 0; h < sizeof habits / sizeof *habits; h++) {
         if (strcmp(habits[h][0], kw)) continue;

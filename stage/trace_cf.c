@@ -2224,7 +2224,7 @@ bool trace_host_harmless(const GNode *x, const Obj *var)
     if (b->value_check) return true;
     /* (the effects a traced branch can hold; restore assigns variables) */
     static const char *const harmless[] = {"print", "save_npy", "seed", "assert", "check_labels",
-                                           "check_same_shape", "plot", "save", "write_text"};
+                                           "check_same_shape", "check_range", "check_batch", "plot", "save", "write_text"};
     for (size_t i = 0; b->name && i < sizeof harmless / sizeof *harmless; i++)
         if (!strcmp(b->name, harmless[i])) return true;
     return false;

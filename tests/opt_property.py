@@ -411,9 +411,12 @@ def gen_program(seed):
                 for w in ws.strip("()").split(", "):
                     calls.append("    %s.watch(%s)" % (t, w))
                 calls.append("    let %s = %s(%s)" % (y, fname, args))
+                # the target is computed inside the block: a sum after it
+                # is not recorded (a located error, not zeros)
+                calls.append("    let s%s = sum(%s)" % (y, res))
                 calls.append("}")
-                calls.append('print("tape %s:", %s.gradient(sum(%s), %s))' % (
-                    fname, t, res, ws))
+                calls.append('print("tape %s:", %s.gradient(s%s, %s))' % (
+                    fname, t, y, ws))
     out.extend(calls)
     return "\n".join(out) + "\n"
 

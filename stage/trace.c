@@ -595,7 +595,8 @@ static bool trace_value_read(const tfe_tensor *t)
              * time: why it could not be a node is what to change */
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call: this conditional or loop runs "
-                                      "at trace time, as it could not be traced (line %d: %s)", p,
+                                      "at trace time, as it could not be traced (%s%sline %d: %s)", p,
+                       T->fallback_file ? T->fallback_file : "", T->fallback_file ? " " : "",
                        T->fallback_line, T->fallback_why);
         else if (!I->has_error)
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "

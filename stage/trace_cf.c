@@ -1060,6 +1060,15 @@ static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, i
     free(T->fallback_why);
     T->fallback_why = !sym && I->has_error && I->err_msg ? xstrdup(I->err_msg) : NULL;
     T->fallback_line = I->has_error ? I->err_loc.line : 0;
+    /* (a reason in another file, a stdlib function's (optim.tfe's line
+     * 263) or a module's, names it: the line alone would send the reader
+     * to the file of the error) */
+    T->fallback_file = NULL;
+    if (I->has_error && I->err_loc.src && loc.src && I->err_loc.src != loc.src &&
+        strcmp(I->err_loc.src->name, loc.src->name)) {
+        const char *nm = I->err_loc.src->name, *sl = strrchr(nm, '/');
+        T->fallback_file = sl ? sl + 1 : nm;
+    }
     int rc = give_up(I, T, loc, what);
     if (rc == 1) {
         roll_back(T, mark);

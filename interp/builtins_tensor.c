@@ -1822,7 +1822,13 @@ int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
     IndexPlan pl;
     tfe_tensor *r = NULL;
     int rc = -1;
-    if (plan_index(I, x, n, items, &pl)) goto done;
+    /* (reading an int index of a traced tensor whose value varies from
+     * call to call, a variable's say, raises the trace's error and reads
+     * on: it must stop here, not index with this call's value baked in) */
+    I->indexing = true;
+    int planned = plan_index(I, x, n, items, &pl);
+    I->indexing = false;
+    if (planned || I->has_error) goto done;
     if (pl.trivial) {
         r = x;
         tensor_incref(r);
@@ -1983,7 +1989,13 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
             goto done;
         }
     }
-    if (plan_index(I, x, n, items, &pl)) goto done;
+    /* (reading an int index of a traced tensor whose value varies from
+     * call to call, a variable's say, raises the trace's error and reads
+     * on: it must stop here, not index with this call's value baked in) */
+    I->indexing = true;
+    int planned = plan_index(I, x, n, items, &pl);
+    I->indexing = false;
+    if (planned || I->has_error) goto done;
     if (!pl.adv) {
         tfe_tensor *in[2] = {x, vt};
         if (!(res = tfe_call1(OP_SET_SLICE, 2, in, &pl.at))) interp_raise_tensor_error(I);

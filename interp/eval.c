@@ -254,7 +254,9 @@ static int contains_value(Interp *I, bool negate, Value x, Value xs, Loc loc, Va
         Seq *s = (Seq *)xs.u.o;
         for (int i = 0; i < s->n && !hit; i++) {
             int err = 0;
+            I->cur_loc = loc;
             hit = value_equal(x, s->items[i], &err);
+            if (I->has_error) return -1; /* (a staged trace that cannot read a tensor nested in it) */
             if (err) return raise_msg_at(I, loc, tfe_error_msg());
         }
         break;
@@ -286,7 +288,9 @@ static int contains_value(Interp *I, bool negate, Value x, Value xs, Loc loc, Va
             uint64_t n = range_count(r);
             for (uint64_t i = 0; i < n && !hit; i++) {
                 int err = 0;
+                I->cur_loc = loc;
                 hit = value_equal(x, v_int(r->start + (int64_t)i * r->step), &err);
+                if (I->has_error) return -1;
                 if (err) return raise_msg_at(I, loc, tfe_error_msg());
             }
         }
@@ -338,7 +342,11 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
     }
     if (op == AOP_EQ || op == AOP_NE) {
         int err = 0;
+        I->cur_loc = loc;
         bool eq = value_equal(a, b, &err);
+        /* (a tensor nested in a or b whose value a staged trace cannot read,
+         * one from a variable: it raised, and eq is this call's answer) */
+        if (I->has_error) return -1;
         if (err) return raise_msg_at(I, loc, tfe_error_msg());
         *out = v_bool(op == AOP_EQ ? eq : !eq);
         return 0;
@@ -363,7 +371,13 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
         return 0;
     }
     int64_t k = 0;
-    if (op == AOP_MUL && ((a.kind == V_STR && repeat_count(b, &k)) || (b.kind == V_STR && repeat_count(a, &k)))) {
+    bool rep = false;
+    if (op == AOP_MUL && (a.kind == V_STR || b.kind == V_STR)) {
+        I->cur_loc = loc; /* (a staged trace that cannot read the count says so here) */
+        rep = (a.kind == V_STR && repeat_count(b, &k)) || (b.kind == V_STR && repeat_count(a, &k));
+        if (I->has_error) return -1; /* it refused: not the count of the call that traced */
+    }
+    if (rep) {
         /* Python's "-" * 40 */
         Str *x = (Str *)(a.kind == V_STR ? a : b).u.o;
         if (k < 0) k = 0;
@@ -922,8 +936,11 @@ static int int_of(Interp *I, Value v, Loc loc, const char *what, int64_t *out)
 {
     if (v.kind == V_SCALAR && dtype_is_int((tfe_dtype)v.dtype)) { *out = v.u.i; return 0; }
     if (v.kind == V_TENSOR && v.u.t->rank == 0 && dtype_is_int(v.u.t->dtype)) {
+        I->cur_loc = loc;
+        I->indexing = true;
         *out = tensor_get_i64(v.u.t, 0);
-        return 0;
+        I->indexing = false;
+        return I->has_error ? -1 : 0; /* (a staged trace refused to read it) */
     }
     return raise_at(I, loc, "%s must be an int, got %s", what, value_kind_name(v));
 }
@@ -1498,7 +1515,7 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
             /* a value not known at trace time (in a traced branch or loop
              * body) failed the trace: the branch runs at trace time instead,
              * as for print(x) or str(x), never with "<traced tensor>" */
-            if (s && __builtin_expect(I->tracer != NULL, 0) && I->tracer->symbolic && I->has_error) {
+            if (s && __builtin_expect(I->tracer != NULL, 0) && I->has_error) {
                 free(s);
                 rc = -1;
             } else if (!s) {

@@ -138,6 +138,7 @@ struct Interp {
     struct Check *check_eager; /* the check whose eager run is running, or NULL (stage/check.c) */
     bool check_recording;   /* a check's eager run is recording host calls (stage/check.h) */
     bool formatting;        /* an f-string field is being formatted (trace.c's error then says so) */
+    bool indexing;          /* an int index is being read (trace.c's error then says to use gather) */
     struct Check *check_replay; /* a check's staged run replays them (stage/check.h) */
     bool stage_limit;       /* a graph run stopped at a limit of staging (stage/check.h) */
     struct Tracer *tracer;  /* the trace being recorded, or NULL (stage/trace.h) */

@@ -594,12 +594,19 @@ static bool trace_value_read(const tfe_tensor *t)
             trace_fail(I, I->cur_loc, "an f-string formats at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call (print the tensor itself, "
                                       "print(\"loss\", loss), or format it in a @host function)", p);
+        else if (!I->has_error && I->indexing)
+            trace_fail(I, I->cur_loc, "this index is read at trace time, and it is a tensor that comes from %s, "
+                                      "which can change from call to call: index a tensor with gather(x, i) "
+                                      "(a graph op), or %s", p,
+                       strcmp(p, "a host call") ? "read the index outside the staged function and pass it in"
+                                                : "do this inside the @host function and return what the body needs");
         else if (!I->has_error && T->fallback_why)
             /* the condition or bounds of an if or loop that runs at trace
              * time: why it could not be a node is what to change */
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call: this conditional or loop runs "
-                                      "at trace time, as it could not be traced (line %d: %s)", p,
+                                      "at trace time, as it could not be traced (%s%sline %d: %s)", p,
+                       T->fallback_file ? T->fallback_file : "", T->fallback_file ? " " : "",
                        T->fallback_line, T->fallback_why);
         else if (!I->has_error)
             trace_fail(I, I->cur_loc, "this uses at trace time the value of a tensor that comes from %s, "

@@ -92,6 +92,7 @@ typedef struct Tracer {
      * (trace_value_read); set by give_up, dropped by trace_fallback_done. */
     char *fallback_why;
     int fallback_line;
+    const char *fallback_file; /* its file where not the error's (a module), else NULL; borrowed */
     int last_effect;      /* last effect node of the current region */
     int last_cf;          /* the newest cond or while node (-1: none): a read
                              of a variable before it may be stale after it */

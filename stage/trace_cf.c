@@ -1131,6 +1131,15 @@ static int attempt_failed(Interp *I, Tracer *T, Env *env, const Value *before, i
     free(T->fallback_why);
     T->fallback_why = !sym && I->has_error && I->err_msg ? xstrdup(I->err_msg) : NULL;
     T->fallback_line = I->has_error ? I->err_loc.line : 0;
+    /* (a reason in another file, a stdlib function's (optim.tfe's line
+     * 263) or a module's, names it: the line alone would send the reader
+     * to the file of the error) */
+    T->fallback_file = NULL;
+    if (I->has_error && I->err_loc.src && loc.src && I->err_loc.src != loc.src &&
+        strcmp(I->err_loc.src->name, loc.src->name)) {
+        const char *nm = I->err_loc.src->name, *sl = strrchr(nm, '/');
+        T->fallback_file = sl ? sl + 1 : nm;
+    }
     int rc = give_up(I, T, loc, what);
     if (rc == 1) {
         roll_back(T, mark);
@@ -1199,6 +1208,20 @@ static bool tapes_meet_varying_if(Tracer *T, const tfe_tensor *pred)
 
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
+
+/* An int that is a number (weak: a literal, arithmetic on literals) after
+ * one branch of a traced if and a strong tensor after the other: eager
+ * code's later promotions differ (a weak int64 with an int32 tensor gives
+ * int32, a strong one int64), and a graph's value has one weakness. (The
+ * node used to hand on one weakness for both, read at trace time by
+ * dtype(t + y).) */
+static bool weak_int_differs(const tfe_tensor *a, const tfe_tensor *b)
+{
+    return a->weak != b->weak && a->dtype == b->dtype && !dtype_is_float(a->dtype) && a->dtype != TFE_BOOL;
+}
+#define WEAK_INT_MSG "%s is a number (a weak %s) in one branch of this if on a traced tensor and a strong " \
+    "%s tensor in the other, which promote differently (with an int32 tensor); make both tensors " \
+    "(write tensor(5) where it is the literal 5)"
 
 /* --- assignments that the statements of a block do not name --------------------------- */
 
@@ -1384,6 +1407,9 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
             FAIL(where ? where->loc : n->loc, "%s has rank %d in one branch of this if on a traced tensor and "
                  "%d in the other; a binding assigned in both branches must keep its rank",
                  quoted(name, qn, sizeof qn), t0->rank, t1->rank);
+        if (weak_int_differs(t0, t1))
+            FAIL(where ? where->loc : n->loc, WEAK_INT_MSG, quoted(name, qn, sizeof qn),
+                 dtype_name(t0->dtype), dtype_name(t0->dtype));
         if (!same_shape(t0, t1)) goto failed; /* decided at trace time (same_shape says why) */
     }
     if (x[0] == XS_RETURN) {
@@ -1820,18 +1846,45 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
-        if (!same && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
+        /* A weak number (a literal, `let s = 0`) that the body makes a
+         * strong tensor of another dtype (int32, float64), or a strong int
+         * (int64: it promotes with int32 as int64 where the weak one gives
+         * int32): after zero iterations eager code keeps the number, after
+         * one the tensor, and a graph's result has one dtype and weakness.
+         * So the loop cannot be a node (it runs at trace time, on this
+         * call's condition); the loop variable of a for is not seen after
+         * it. (The graph used to cast the number to the body's dtype: a
+         * zero-trip call gave int32 for eager's int64, float64 products
+         * for eager's float32.) */
+        if (t->weak == false && init[k]->weak && !(k == 0 && h->counter >= 0) && t->rank == init[k]->rank &&
             !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank) &&
+            dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype) &&
+            (t->dtype != init[k]->dtype || !dtype_is_float(t->dtype))) {
+            tfe_dtype td = t->dtype;
+            char v0[64] = "0"; /* the number it starts with, as the hint writes it */
+            if (init[k]->rank == 0 && init[k]->storage) {
+                double d = tensor_load_f64(init[k], 0);
+                snprintf(v0, sizeof v0, dtype_is_float(init[k]->dtype) ? "%.9g" : "%.0f", d);
+                if (dtype_is_float(init[k]->dtype) && !strpbrk(v0, ".eni")) strcat(v0, ".0");
+            }
+            tensor_decref(t);
+            FAIL(where ? where->loc : n->loc, "'%s' starts as a number (%s, weak) and becomes %s %s tensor in this "
+                 "%s on a traced tensor: after zero iterations eager code keeps the number, which a graph "
+                 "cannot give; start it as a tensor (let %s = tensor(%s, dtype=%s))", name,
+                 dtype_name(init[k]->dtype), dtype_name(td)[0] == 'i' ? "an" : "a", dtype_name(td), what, name,
+                 v0, dtype_name(td));
+        }
+        if (!same && k == 0 && h->counter >= 0 && t->weak == false && init[k]->weak && t->rank == init[k]->rank &&
             dtype_is_float(t->dtype) == dtype_is_float(init[k]->dtype))
-            same = true; /* a weak number that meets a tensor: it takes the tensor's dtype */
+            same = true; /* the loop variable (a number) takes its step's dtype */
         if (!same) {
             char s1[200], s2[200];
             tfe_tensor tmp = *t;
             tensor_decref(t);
             FAIL(where ? where->loc : n->loc, "'%s' changes from %s %s to %s %s in one iteration of this %s on a "
-                 "traced tensor; staged loops must keep the dtype and shape of what they change", name, what,
+                 "traced tensor; staged loops must keep the dtype and shape of what they change", name,
                  dtype_name(init[k]->dtype), shape_str(init[k]->rank, init[k]->shape, s1),
-                 dtype_name(tmp.dtype), shape_str(tmp.rank, tmp.shape, s2));
+                 dtype_name(tmp.dtype), shape_str(tmp.rank, tmp.shape, s2), what);
         }
         if (t->dtype != init[k]->dtype) { /* the weak initial value takes the body's dtype */
             tfe_attrs at;
@@ -1996,8 +2049,23 @@ int trace_for_range(Interp *I, Node *n, Env *env, int nargs, const Value *args, 
     }
     (void)T;
     LoopHooks h = {.body = n->c, .counter = n->a->slot, .down = step.u.i < 0};
+    /* eager code's loop variable is a strong int64 whatever the bounds
+     * (a literal start is weak, an int32 one int32): so is the graph's,
+     * or `b = b + i` stayed a weak number in it (int32 with an int32
+     * tensor where eager code gives int64) */
+    if (start.kind == V_SCALAR) {
+        start = v_int(start.u.i);
+    } else if (start.kind == V_TENSOR && start.u.t->dtype != TFE_INT64) {
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = TFE_INT64;
+        tfe_tensor *c = tfe_call1(OP_CAST, 1, &start.u.t, &at);
+        if (!c) return -1;
+        start = v_tensor_take(c);
+    } else {
+        value_incref(start);
+    }
     Value old = env->slots[h.counter];
-    value_incref(start);
     env->slots[h.counter] = start;
     value_decref(old);
     h.stop = as_tensor(stop);
@@ -2735,7 +2803,39 @@ static bool pure_expr(Interp *I, Node *n, Env *env)
     switch (n->kind) {
     case N_INT: case N_FLOAT: case N_STR: case N_TRUE: case N_FALSE: case N_NIL: case N_NAME: case N_ELLIPSIS:
         return true;
-    case N_BINOP: case N_UNOP: case N_AND: case N_OR: case N_NOT: case N_INDEX: case N_SLICE: case N_FIELD:
+    case N_INDEX:
+        /* an int index can be out of range on a call where eager code
+         * skips the operand (x[i] once i reached the end: `while i < n and
+         * x[i] > 0`), and the graph would raise it; slices clamp */
+        for (int i = 0; i < n->list.n; i++) {
+            Node *it = n->list.items[i];
+            if (it->kind == N_SLICE || it->kind == N_ELLIPSIS || it->kind == N_STR) continue;
+            /* a literal int into a name whose size is the same on every
+             * call (a variable, a list, a tensor of no relaxed dim) fails
+             * at trace time if ever: `v[1] > 4.0` */
+            bool lit = it->kind == N_INT || (it->kind == N_UNOP && it->op == AOP_NEG && it->a && it->a->kind == N_INT);
+            if (!lit || !n->a || n->a->kind != N_NAME) return false;
+            Value b;
+            if (interp_eval_expr(I, n->a, env, &b)) {
+                error_clear(I);
+                return false;
+            }
+            bool fixed = value_is_variable(b) || b.kind == V_LIST || b.kind == V_TUPLE ||
+                         (b.kind == V_TENSOR && !tfe_dyn_dims(b.u.t));
+            value_decref(b);
+            if (!fixed) return false;
+        }
+        return pure_expr(I, n->a, env) && pure_list(I, &n->list, env);
+    case N_BINOP:
+        /* an int // or % by zero raises (`k > 0 and 10 // k > 2`) */
+        if (n->op == AOP_FLOORDIV || n->op == AOP_MOD) return false;
+        /* and an int ** a negative int (`x ** k`); a literal exponent >= 0
+         * or a float one cannot raise */
+        if (n->op == AOP_POW && !(n->b && (n->b->kind == N_FLOAT || (n->b->kind == N_INT && n->b->ival >= 0))))
+            return false;
+        return pure_expr(I, n->a, env) && pure_expr(I, n->b, env) && pure_expr(I, n->c, env) &&
+               pure_list(I, &n->list, env);
+    case N_UNOP: case N_AND: case N_OR: case N_NOT: case N_SLICE: case N_FIELD:
     case N_ARRAY: case N_TUPLE: case N_KWARG:
         return pure_expr(I, n->a, env) && pure_expr(I, n->b, env) && pure_expr(I, n->c, env) &&
                pure_list(I, &n->list, env);
@@ -2748,6 +2848,12 @@ static bool pure_expr(Interp *I, Node *n, Env *env)
             return false;
         }
         bool ok = f.kind == V_BUILTIN && !((Builtin *)f.u.o)->effect && !((Builtin *)f.u.o)->unstageable;
+        /* (those that raise on some values: an index out of range, a
+         * singular matrix, where eager code skips the operand) */
+        static const char *const raising[] = {"gather", "take_along_axis", "solve", "inv", "cholesky",
+                                              "one_hot", "choice", "assert"};
+        for (size_t i = 0; ok && i < sizeof raising / sizeof *raising; i++)
+            if (!strcmp(((Builtin *)f.u.o)->name, raising[i])) ok = false;
         value_decref(f);
         return ok;
     }

@@ -436,6 +436,13 @@ BUILTIN(bi_variable)
         return -1;
     tfe_tensor *t = value_to_tensor(a[0]);
     if (!t) return arg_error(I, "variable", "init", "a tensor", a[0]);
+    /* the trace's graph holds this variable, where eager code makes a new
+     * one at every call: the calls that later find this trace run eagerly
+     * (stage/staged.c, stage_call), so each makes its own, as eagerly */
+    if (trace_recording(I) && !I->tracer->made_vars) {
+        I->tracer->made_vars = true;
+        I->tracer->made_var_loc = I->cur_loc;
+    }
     /* Inside a conditional or loop on a traced tensor, traced without
      * values, an initial value computed there has none yet (a draw, x * 2):
      * the error makes that conditional or loop run at trace time instead

@@ -605,6 +605,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
     t->shape_read = T->shape_read;
+    t->makes_vars = T->made_vars;
+    t->made_var_loc = T->made_var_loc;
     /* a body that read a shape may have read a @host result's, and a
      * zeros_like of one is a constant of its shape: its dims are then part
      * of what the trace assumed of it (graph_host.c) */
@@ -884,6 +886,17 @@ static __attribute__((noinline)) void trace_reason(Closure *c, Env *e, StageCach
     if (relaxed && n + 1 < cap) snprintf(buf + n, cap - n, " (relaxed)");
 }
 
+/* TFE_DEBUG=1: once per function, why its calls after the trace run eagerly. */
+static __attribute__((noinline)) void vars_note(Closure *c, Trace *t)
+{
+    cache_of(c)->noted_vars = true;
+    fflush(stdout);
+    fprintf(stderr, "tfe debug: %s runs eagerly after the trace that made a variable (%s:%d): eager code makes "
+            "new ones at every call (make them outside the staged function, or once behind `if v == nil`, to "
+            "stage it)\n", c->name, t->made_var_loc.src ? t->made_var_loc.src->name : "?", t->made_var_loc.line);
+    fflush(stderr);
+}
+
 /* A call that traces, with the profiler's and TFE_DEBUG=1's record of why.
  * A function of its own, never inlined: its reason buffer must not sit in
  * stage_call's frame, which recursion through staged functions stacks up
@@ -1057,6 +1070,15 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
     /* a higher order through a graph whose backward would replay values
      * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
+    /* a trace that made variables: eager code makes new ones at every call,
+     * the graph would use the ones it made when it traced; eagerly, so each
+     * call makes its own (docs/staging.md, section 8) */
+    if (hit && !unfit && hit->makes_vars) {
+        sc->hits++;
+        leaves_free(&lv);
+        if (prof_debug >= 1 && !sc->noted_vars) vars_note(c, hit);
+        return interp_run_body(I, c, e, out);
+    }
     if ((hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) ||
         (sc->eager_under_tapes &&
          (sc->eager_under_tapes == 1 || (tfe_tapes_active && tfe_tapes_recording() >= sc->eager_under_tapes - 1)))) {

@@ -525,7 +525,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     describe_args(c, e, desc, sizeof desc);
     sc->last = NULL; /* until this trace succeeds */
     Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_by_call);
-    T->retrace = sc->ntraced > 0;
     uint32_t saved_trace_id = e->trace_id;
     e->trace_id = T->id; /* the body's own bindings are inside the trace */
     trace_enter_fn(I, c->fn, c->name, call_loc);
@@ -969,7 +968,9 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
     Trace *alt = NULL;
     for (int i = 0; i < sc->n && !alt; i++) {
         Trace *t = sc->traces[i];
-        if (t != tried && first_host_is(t, I->host_redo.f, I->host_redo.result) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
+        /* (not one that made variables: that call runs eagerly, and this one
+         * traces again, making its own as eager code would) */
+        if (t != tried && !t->makes_vars && first_host_is(t, I->host_redo.f, I->host_redo.result) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
     }
     if (I->check_replay) host_redo_drop(I);
     else I->host_redo.armed = true;

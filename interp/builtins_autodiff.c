@@ -422,10 +422,11 @@ BUILTIN(bi_variable)
     bool trainable = true;
     if (p[2] && arg_bool(I, "variable", "trainable", a[2], &trainable)) return -1;
     /* --stage-all: eager code makes a new variable at every call, a graph
-     * only at its first trace; so a function that makes variables is not
-     * staged implicitly (it runs eagerly, named once on stderr). Not a
+     * holds the one its trace made; so a function that makes variables is
+     * not staged implicitly (it runs eagerly, named once on stderr). Not a
      * registration flag (BF_NOT_STAGEABLE): @staged code may make variables
-     * on its first trace, so the answer depends on the kind of trace. */
+     * as it traces (its later calls of that trace then run eagerly), so the
+     * answer depends on the kind of trace. */
     if (trace_recording(I) && I->tracer->implicit &&
         trace_fail(I, I->cur_loc, "it creates variables, and eager code creates new ones at every call"))
         return -1;

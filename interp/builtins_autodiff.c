@@ -457,17 +457,13 @@ BUILTIN(bi_variable)
     bool trainable = true;
     if (p[2] && arg_bool(I, "variable", "trainable", a[2], &trainable)) return -1;
     /* --stage-all: eager code makes a new variable at every call, a graph
-     * only at its first trace; so a function that makes variables is not
-     * staged implicitly (it runs eagerly, named once on stderr). Not a
+     * holds the one its trace made; so a function that makes variables is
+     * not staged implicitly (it runs eagerly, named once on stderr). Not a
      * registration flag (BF_NOT_STAGEABLE): @staged code may make variables
-     * on its first trace, so the answer depends on the kind of trace. */
+     * as it traces (its later calls of that trace then run eagerly), so the
+     * answer depends on the kind of trace. */
     if (trace_recording(I) && I->tracer->implicit &&
         trace_fail(I, I->cur_loc, "it creates variables, and eager code creates new ones at every call"))
-        return -1;
-    if (trace_recording(I) && I->tracer->retrace &&
-        trace_fail(I, I->cur_loc, "variable() in a staged function creates a new variable on a later trace; "
-                                  "variables may be created only during its first trace (create it outside, "
-                                  "or make it once)"))
         return -1;
     tfe_tensor *t = value_to_tensor(a[0]);
     if (!t) return arg_error(I, "variable", "init", "a tensor", a[0]);
@@ -480,6 +476,13 @@ BUILTIN(bi_variable)
         return raise_at(I, I->cur_loc, "variable() inside a staged conditional or loop on a traced tensor needs its "
                         "initial value here, which is not known until the graph runs (create the "
                         "variable outside the staged function, or before the conditional or loop)");
+    }
+    /* the trace's graph holds this variable, where eager code makes a new
+     * one at every call: the calls that later find this trace run eagerly
+     * (stage/staged.c, stage_call), so each makes its own, as eagerly */
+    if (trace_recording(I) && !I->tracer->made_vars) {
+        I->tracer->made_vars = true;
+        I->tracer->made_var_loc = I->cur_loc;
     }
     /* a copy: the variable's value is its own, whatever happens to init */
     tfe_tensor *c = tensor_copy(t);

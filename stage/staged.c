@@ -638,7 +638,6 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     describe_args(c, e, desc, sizeof desc);
     sc->last = NULL; /* until this trace succeeds */
     Tracer *T = trace_begin(I, c->name, info->stage_implicit && !c->stage_by_call);
-    T->retrace = sc->ntraced > 0;
     uint32_t saved_trace_id = e->trace_id;
     e->trace_id = T->id; /* the body's own bindings are inside the trace */
     trace_enter_fn(I, c->fn, c->name, call_loc);
@@ -734,6 +733,8 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
     t->shape_read = T->shape_read;
+    t->makes_vars = T->made_vars;
+    t->made_var_loc = T->made_var_loc;
     /* a body that read a shape may have read a @host result's, and a
      * zeros_like of one is a constant of its shape: its dims are then part
      * of what the trace assumed of it (graph_host.c) */
@@ -1040,6 +1041,31 @@ static __attribute__((noinline)) void trace_reason(Closure *c, Env *e, StageCach
     if (relaxed && n + 1 < cap) snprintf(buf + n, cap - n, " (relaxed)");
 }
 
+/* TFE_TEST_STAGED_VARS_PERSIST=1, for tests/check_staged only: the cached
+ * calls of a trace that made variables run its graph, on the variables it
+ * made (as before this was fixed), a real difference from eager code for
+ * the differential check's own tests to report. Never for programs. */
+static bool vars_persist_for_tests(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *s = getenv("TFE_TEST_STAGED_VARS_PERSIST");
+        on = s && *s && strcmp(s, "0") != 0;
+    }
+    return on > 0;
+}
+
+/* TFE_DEBUG=1: once per function, why its calls after the trace run eagerly. */
+static __attribute__((noinline)) void vars_note(Closure *c, Trace *t)
+{
+    cache_of(c)->noted_vars = true;
+    fflush(stdout);
+    fprintf(stderr, "tfe debug: %s runs eagerly after the trace that made a variable (%s:%d): eager code makes "
+            "new ones at every call (make them outside the staged function, or once behind `if v == nil`, to "
+            "stage it)\n", c->name, t->made_var_loc.src ? t->made_var_loc.src->name : "?", t->made_var_loc.line);
+    fflush(stderr);
+}
+
 /* A call that traces, with the profiler's and TFE_DEBUG=1's record of why.
  * A function of its own, never inlined: its reason buffer must not sit in
  * stage_call's frame, which recursion through staged functions stacks up
@@ -1112,7 +1138,9 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
     Trace *alt = NULL;
     for (int i = 0; i < sc->n && !alt; i++) {
         Trace *t = sc->traces[i];
-        if (t != tried && first_host_is(t, I->host_redo.f, I->host_redo.result) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
+        /* (not one that made variables: that call runs eagerly, and this one
+         * traces again, making its own as eager code would) */
+        if (t != tried && !t->makes_vars && first_host_is(t, I->host_redo.f, I->host_redo.result) && trace_matches(t, &sb, &lv, &scratch)) alt = t;
     }
     if (I->check_replay) host_redo_drop(I);
     else I->host_redo.armed = true;
@@ -1213,6 +1241,15 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     bool unfit = hit && hit->relaxed && !relaxed_fits_memo(hit, &sb, lv.t);
     /* a higher order through a graph whose backward would replay values
      * eager code shares with the forward: eagerly, bit for bit (stage/grad.c) */
+    /* a trace that made variables: eager code makes new ones at every call,
+     * the graph would use the ones it made when it traced; eagerly, so each
+     * call makes its own (docs/staging.md, section 8) */
+    if (hit && !unfit && hit->makes_vars && !vars_persist_for_tests()) {
+        sc->hits++;
+        leaves_free(&lv);
+        if (prof_debug >= 1 && !sc->noted_vars) vars_note(c, hit);
+        return interp_run_body(I, c, e, out);
+    }
     if ((hit && !unfit && stage_grad_runs_eagerly(I, hit->g)) ||
         (sc->eager_under_tapes &&
          (sc->eager_under_tapes == 1 || (tfe_tapes_active && tfe_tapes_recording() >= sc->eager_under_tapes - 1)))) {

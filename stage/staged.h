@@ -64,6 +64,12 @@ typedef struct Trace {
      * one of the two, so a call in the other state traces again); -1: it
      * does not decide */
     int tapes_key;
+    /* The trace made variables (variable() ran while it recorded, in the
+     * body or a function it called: an optimizer, a layer). The graph holds
+     * the ones made then; eager code makes new ones at every call, so a
+     * call that finds this trace runs eagerly instead (stage_call). */
+    bool makes_vars;
+    Loc made_var_loc;
 } Trace;
 
 typedef struct StageCache {
@@ -72,6 +78,7 @@ typedef struct StageCache {
     int ntraced;         /* traces made (trace_count) */
     long hits;
     bool warned;
+    bool noted_vars;     /* TFE_DEBUG=1 said its calls run eagerly for the variables a trace made */
     Trace *last;         /* the trace the last call ran (graph()) */
     Loc *sites;          /* call sites that traced */
     int nsites;

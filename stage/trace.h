@@ -168,7 +168,9 @@ typedef struct Tracer {
     int nargs;
     int nhost;            /* @host calls recorded so far (outside bindings read before
                              one may have changed in it) */
-    bool retrace;         /* not the function's first trace: no new variables */
+    bool made_vars;       /* variable() ran while it recorded: eager code makes new ones at
+                             every call, so the trace's later calls run eagerly (staged.c) */
+    Loc made_var_loc;     /* where the first one was made (TFE_DEBUG=1's note) */
     /* Every assignment to a binding of the trace made while tracing symbolically
      * (a branch, a loop's condition or body, and the functions they call), in
      * order, with the value it replaced: a traced if or loop finds there the

@@ -10,8 +10,6 @@
 
 #include <stdlib.h>
 
-#include "tensor/fused_axpy.h"
-
 #include "tensor/kernels.h"
 #include "util/xalloc.h"
 
@@ -86,10 +84,6 @@ typedef struct fplan {
     const kn_psum_tree *tree;
     char *partial;
     int64_t row;                      /* the row the parts belong to */
-    /* w op (p * q) with contiguous or scalar operands: one AVX-512 pass
-     * (fused_axpy.h) instead of the chunks */
-    bool axpy;
-    tfe_axpy ax;
 } fplan;
 
 /* Gathers n elements of a strided input, starting at flat index b of out's
@@ -273,10 +267,6 @@ DEFINE_EXEC(d, double, gather8)
 enum { RUN_RANGE, RUN_ROWS, RUN_PARTS };
 
 static void run_share(fplan *pl, int what, int64_t begin, int64_t end) {
-    if (pl->axpy && what == RUN_RANGE) {
-        tfe_axpy_f32(&pl->ax, (float *)pl->out, begin, end);
-        return;
-    }
     size_t regbytes = (size_t)pl->nregs * CHUNK * kn_esz(pl->dt);
     size_t total = regbytes + (size_t)pl->nregs * sizeof(void *);
     _Alignas(64) char stackbuf[STACK_REG_BYTES];
@@ -374,14 +364,8 @@ struct tfe_fkernel {
     int last_out;                     /* the last write of result, unless a hoisted constant */
     int cost;                         /* per element, gathers of strided inputs excluded */
     int *loads;                       /* per input: how many FOP_LOADs read it */
-    /* the program is out = w op (p * q) (find_axpy): inputs w, p, q, the op
-     * and whether w is its first operand */
-    bool axpy, ax_sub, ax_wfirst;
-    int ax_w, ax_p, ax_q;
     finst code[];
 };
-
-static void find_axpy(tfe_fkernel *k);
 
 static size_t kernel_size(const tfe_fprog *p) {
     /* before validation: negative counts are rejected by compile_into */
@@ -464,48 +448,7 @@ static int compile_into(tfe_fkernel *k, const tfe_fprog *p) {
         c->single = !multi[c->dst];
         if (c->dst == p->result) k->last_out = c->op == FOP_CONST && c->single ? -1 : i;
     }
-    find_axpy(k);
     return 0;
-}
-
-/* The input loaded into register r by an instruction before `before`, or -1. */
-static int load_of(const tfe_fkernel *k, int r, int before) {
-    for (int i = 0; i < before; i++)
-        if (k->code[i].op == FOP_LOAD && k->code[i].dst == r) return k->code[i].input;
-    return -1;
-}
-
-/* Is k (validated) the float32 program out = w op (p * q), op add or sub:
- * three loads into distinct registers and a multiply of two of them, then
- * the op of the product and the third? A planned SGD update's (w - lr * g,
- * graph/plan.c's update_kernel). Sets k->axpy and the operands. */
-static void find_axpy(tfe_fkernel *k) {
-    k->axpy = false;
-    if (k->dtype != TFE_FLOAT32 || k->red || k->ninstr != 5) return;
-    const finst *c = k->code, *last = &c[4];
-    if ((last->op != OP_ADD && last->op != OP_SUB) || last->dst != k->result) return;
-    int mul = -1, nload = 0;
-    for (int i = 0; i < 4; i++) {
-        if (c[i].op == FOP_LOAD) nload++;
-        else if (c[i].op == OP_MUL && mul < 0) mul = i;
-        else return;
-        for (int j = 0; j < i; j++)
-            if (c[j].dst == c[i].dst) return;
-    }
-    if (nload != 3 || mul < 0) return;
-    int p = load_of(k, c[mul].a, mul), q = load_of(k, c[mul].b, mul), t = c[mul].dst, wr;
-    if (p < 0 || q < 0) return;
-    if (last->b == t && last->a != t) wr = last->a;
-    else if (last->a == t && last->b != t) wr = last->b;
-    else return;
-    int w = load_of(k, wr, 4);
-    if (w < 0) return;
-    k->axpy = true;
-    k->ax_sub = last->op == OP_SUB;
-    k->ax_wfirst = last->a == wr;
-    k->ax_w = w;
-    k->ax_p = p;
-    k->ax_q = q;
 }
 
 tfe_fkernel *tfe_fused_compile(const tfe_fprog *p) {
@@ -623,17 +566,6 @@ int tfe_fused_exec(const tfe_fkernel *k, tfe_tensor *const *inputs, tfe_tensor *
     int64_t n = tensor_numel(out);
     r = 0;
     if (n == 0) goto done;
-    if (k->axpy && tfe_axpy_ok()) {
-        const fin *w = &in[k->ax_w], *p = &in[k->ax_p], *q = &in[k->ax_q];
-        bool ok = w->kind == IN_CONTIG && (p->kind == IN_CONTIG || p->kind == IN_SCALAR) &&
-                  (q->kind == IN_CONTIG || q->kind == IN_SCALAR);
-        if (ok) {
-            pl.axpy = true;
-            pl.ax = (tfe_axpy){.w = (const float *)w->base, .p = (const float *)p->base,
-                               .q = (const float *)q->base, .ps = p->kind == IN_SCALAR,
-                               .qs = q->kind == IN_SCALAR, .sub = k->ax_sub, .wfirst = k->ax_wfirst};
-        }
-    }
 
     /* KN_GRAIN is sized for one binary op (cost ~2 with its store); a fused
      * program does `cost` times the work per element, so it pays to thread

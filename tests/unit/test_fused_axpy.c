@@ -1,7 +1,7 @@
 /* test_fused_axpy.c — the fused program out = w op (p * q) (op add or sub),
- * which tfe_fused_exec runs as one AVX-512 pass (tensor/fused_axpy.c), bit
- * for bit against the same program run by the chunked VM (a dead constant
- * added, so the pass does not take it) and against the scalar formulas:
+ * which a planned update runs as one AVX-512 pass (tensor/fused_axpy.c), bit
+ * for bit against the same program run by the chunked VM (tfe_fused_run)
+ * and against the scalar formulas:
  * both ops, w first or second, p or q a scalar or both tensors, every
  * length of tail, NaN, infinities, signed zeros and subnormals, and the
  * update in place (out is w). Skipped without AVX-512. */
@@ -52,12 +52,19 @@ int main(void) {
         if (o == 2) code[k++] = (tfe_finstr){.op = FOP_LOAD, .dst = 3, .input = 0};
         code[k++] = (tfe_finstr){.op = sub ? OP_SUB : OP_ADD, .dst = 3, .a = wfirst ? 3 : 2, .b = wfirst ? 2 : 3};
         tfe_fprog prog = {.dtype = TFE_FLOAT32, .ninputs = 3, .nregs = 5, .ninstr = 5, .code = code, .result = 3};
-        /* the VM's run: the same program after a dead constant into r4 */
-        tfe_finstr vmcode[6] = {{.op = FOP_CONST, .dst = 4, .imm = 1.0}};
-        memcpy(vmcode + 1, code, sizeof code[0] * 5);
-        tfe_fprog vmprog = prog;
-        vmprog.ninstr = 6;
-        vmprog.code = vmcode;
+        tfe_axpy_prog m;
+        tfe_axpy_match(&prog, &m);
+        CHECK(m.ok && m.w == 0 && m.p == 1 && m.q == 2 && m.sub == sub && m.wfirst == wfirst,
+              "program %d not matched", it);
+        /* not matched: the same with a dead constant (six instructions) */
+        tfe_finstr more[6] = {{.op = FOP_CONST, .dst = 4, .imm = 1.0}};
+        memcpy(more + 1, code, sizeof code[0] * 5);
+        tfe_fprog moreprog = prog;
+        moreprog.ninstr = 6;
+        moreprog.code = more;
+        tfe_axpy_prog no;
+        tfe_axpy_match(&moreprog, &no);
+        CHECK(!no.ok, "a six-instruction program matched");
         tfe_tensor *in[3] = {w, p, q};
         tfe_tensor *vm = tensor_new(TFE_FLOAT32, 1, &n), *fast = inplace ? w : tensor_new(TFE_FLOAT32, 1, &n);
         REQUIRE(vm && fast, "out of memory");
@@ -69,11 +76,9 @@ int main(void) {
             float x = wfirst ? wd[i] : t, y = wfirst ? t : wd[i];
             want[i] = sub ? x - y : x + y;
         }
-        REQUIRE(tfe_fused_run(&vmprog, in, vm) == 0, "vm: %s", tfe_error_msg());
-        tfe_fkernel *kern = tfe_fused_compile(&prog);
-        REQUIRE(kern, "compile: %s", tfe_error_msg());
-        REQUIRE(tfe_fused_exec(kern, in, fast) == 0, "exec: %s", tfe_error_msg());
-        tfe_fused_free(kern);
+        REQUIRE(tfe_fused_run(&prog, in, vm) == 0, "vm: %s", tfe_error_msg());
+        int rc = -1;
+        REQUIRE(tfe_axpy_exec(&m, in, 3, fast, &rc) == 1 && rc == 0, "the one pass did not run");
         const float *vd = (const float *)tensor_data(vm), *fd = (const float *)tensor_data(fast);
         int bad_vm = 0, bad_ref = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -89,6 +94,28 @@ int main(void) {
         tensor_decref(w);
         tensor_decref(p);
         tensor_decref(q);
+    }
+    /* a strided operand (a transposed view) goes to the VM */
+    {
+        int64_t s22[2] = {2, 2};
+        tfe_tensor *w = tensor_new(TFE_FLOAT32, 2, s22), *g = tensor_new(TFE_FLOAT32, 2, s22);
+        tfe_tensor *lr = tensor_from_f64(0.5, TFE_FLOAT32);
+        for (int i = 0; i < 4; i++) ((float *)tensor_data(w))[i] = ((float *)tensor_data(g))[i] = (float)i;
+        int64_t t = g->strides[0];
+        g->strides[0] = g->strides[1];
+        g->strides[1] = t;
+        tfe_finstr code[5] = {{.op = FOP_LOAD, .dst = 0, .input = 1}, {.op = FOP_LOAD, .dst = 1, .input = 2},
+                              {.op = OP_MUL, .dst = 2, .a = 0, .b = 1}, {.op = FOP_LOAD, .dst = 3, .input = 0},
+                              {.op = OP_SUB, .dst = 3, .a = 3, .b = 2}};
+        tfe_fprog prog = {.dtype = TFE_FLOAT32, .ninputs = 3, .nregs = 4, .ninstr = 5, .code = code, .result = 3};
+        tfe_axpy_prog m;
+        tfe_axpy_match(&prog, &m);
+        tfe_tensor *in[3] = {w, lr, g};
+        int rc = 0;
+        CHECK(m.ok && tfe_axpy_exec(&m, in, 3, w, &rc) == 0, "a transposed operand was run in one pass");
+        tensor_decref(w);
+        tensor_decref(g);
+        tensor_decref(lr);
     }
     return check_done("test_fused_axpy");
 }

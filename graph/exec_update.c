@@ -21,6 +21,7 @@
 #include "graph/host.h"
 #include "graph/plan.h"
 #include "tensor/fused.h"
+#include "tensor/fused_axpy.h"
 #include "util/xalloc.h"
 
 /* Is value slot s released right after the update c (its last reader in
@@ -66,7 +67,9 @@ int grun_update(GRun *x, PInstr *c)
         tfe_tensor *inb[17], **in = pc->nin < 17 ? inb : xmalloc(sizeof *in * (size_t)(pc->nin + 1));
         in[0] = w;
         for (int k = 0; k < pc->nin; k++) in[k + 1] = x->v[pc->in[k]];
-        int rc = tfe_fused_exec(c->upd, in, w);
+        /* plain SGD's w - lr * g: one AVX-512 pass where it can (same bits) */
+        int rc;
+        if (!tfe_axpy_exec(&c->upd_axpy, in, pc->nin + 1, w, &rc)) rc = tfe_fused_exec(c->upd, in, w);
         if (in != inb) free(in);
         x->nops += 2;
         if (!rc) return graph_host.var_updated ? graph_host.var_updated(x, h, w) : 0;

@@ -160,7 +160,7 @@ static void compile_code(ExecPlan *p, const Graph *g, const bool *known, int *po
  * (or, for assign, x itself) is the result, written by the last
  * instruction, so the output may be w itself: each chunk of w is read
  * before the same chunk is written. NULL when pn cannot be one. */
-static struct tfe_fkernel *update_kernel(const Graph *g, const GNode *pn, int mode)
+static struct tfe_fkernel *update_kernel(const Graph *g, const GNode *pn, int mode, tfe_axpy_prog *ax)
 {
     static const tfe_op ops[] = {[GVAR_ADD] = OP_ADD, [GVAR_SUB] = OP_SUB, [GVAR_MUL] = OP_MUL, [GVAR_DIV] = OP_DIV};
     const tfe_meta *m = &pn->meta[0];
@@ -204,6 +204,7 @@ static struct tfe_fkernel *update_kernel(const Graph *g, const GNode *pn, int mo
     }
     struct tfe_fkernel *k = tfe_fused_compile(&up);
     if (!k) tfe_error_clear();
+    tfe_axpy_match(&up, ax);
     free(code);
     return k;
 }
@@ -220,8 +221,10 @@ static void plan_updates(ExecPlan *p, const Graph *g, const int *pos, const int 
         int mode = c->kind == PI_NODE && n->kind == G_HOST && n->nin == 1 ? graph_host.var_update(NULL, n, NULL) : 0;
         if (mode < GVAR_ASSIGN || mode > GVAR_DIV || n->in[0].node != pc->node || n->in[0].out != 0) continue;
         if ((pc->kind != PI_KERNEL && pc->kind != PI_FUSED) || pc->defer || uses[pc->out] != 1) continue;
-        struct tfe_fkernel *k = update_kernel(g, &g->nodes[pc->node], mode);
+        tfe_axpy_prog ax;
+        struct tfe_fkernel *k = update_kernel(g, &g->nodes[pc->node], mode, &ax);
         if (!k) continue;
+        c->upd_axpy = ax;
         c->kind = PI_UPDATE;
         c->prod = i - 1;
         c->mode = mode;

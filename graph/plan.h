@@ -6,6 +6,7 @@
 #define TFE_GRAPH_PLAN_H
 
 #include "graph/graph.h"
+#include "tensor/fused_axpy.h"
 
 /* How an instruction runs (graph/exec.c, grun_plan):
  *  PI_KERNEL: an op whose inputs have static shapes: its kernel is called
@@ -42,6 +43,7 @@ typedef struct PInstr {
     int mode;             /* PI_UPDATE: GVAR_ASSIGN .. GVAR_DIV (graph/host.h) */
     struct tfe_fkernel *upd; /* PI_UPDATE: inputs (the variable's value, the operand's
                              inputs), the operand's program then the update (owned) */
+    tfe_axpy_prog upd_axpy; /* PI_UPDATE: upd is w op (p * q), one pass (fused_axpy.h) */
     bool skip;            /* fused into its neighbour (bn_epilogues in graph/plan.c):
                              runs nothing, only releases its drops */
     int epi;              /* 1 + the index of the skipped relu whose output this

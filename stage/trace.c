@@ -1709,13 +1709,32 @@ static bool value_same(Value a, Value b)
  * (Tracer.done), sees what the trace saw when: every effect so far is one
  * noted there and replayable (each gives the body only its result), the
  * body wrote no outside binding (that write would be made twice, and read
- * back by the run again), no collective ran, no if or loop is a node of
- * the top region (the run again makes its draws and effects in between),
+ * back by the run again), no collective ran, no if or loop that draws,
+ * reads a variable or makes an effect is a node of the top region (the run
+ * again makes its draws and effects in between; one that only computes
+ * makes none),
  * no variable read before a @host call holds another value now (the call
  * assigned it), no built-in effect but the harmless ones (print; not
  * v.assign) was made, and every outside
  * binding is what it was before the first @host call (none changed what
  * the run again reads before that call). */
+/* Does region r (and every if or loop nested in it) only compute: no host
+ * call, draw, collective or variable read, nothing a run again would make
+ * or see differently? */
+static bool region_only_computes(const Graph *g, int r)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_HOST || x->kind == G_VAR_READ) return false;
+        if (x->kind == G_OP && (tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE))) return false;
+        if ((x->kind == G_COND || x->kind == G_WHILE) &&
+            (!region_only_computes(g, x->regions[0]) || !region_only_computes(g, x->regions[1])))
+            return false;
+    }
+    return true;
+}
+
 bool trace_effects_replayable(const Tracer *T)
 {
     const EffectReplay *r = T->done;
@@ -1739,7 +1758,11 @@ bool trace_effects_replayable(const Tracer *T)
         if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
         /* (a traced if or loop: the run again makes its draws and effects
          * between the replayed ones) */
-        if (m->kind == G_COND || m->kind == G_WHILE) return false;
+        /* (one whose branches or body only compute makes none: the run
+         * again computes it eagerly) */
+        if ((m->kind == G_COND || m->kind == G_WHILE) &&
+            (!region_only_computes(T->g, m->regions[0]) || !region_only_computes(T->g, m->regions[1])))
+            return false;
         if (m->kind == G_VAR_READ && i < last_call) {
             int slot = m->vbase;
             const tfe_tensor *was = slot >= 0 && slot < T->capconcrete ? T->concrete[slot] : NULL;

@@ -1231,7 +1231,7 @@ static bool region_uses_var(const Graph *g, int r)
  * through the entry's backward and through the ops after the if as two
  * sums, where eager code has one running sum in tape order, so the last
  * bit could differ (stage_grad2_trace_if_var, stage_grad_orders seed
- * 1901). Such an if runs at trace time instead (as tapes_meet_if), or,
+ * 1901). (Counted: tapes that watch variables.) Such an if runs at trace time instead (as tapes_meet_if), or,
  * where its condition varies from call to call, the whole call runs
  * eagerly; a cached call of such a graph runs eagerly under two tapes
  * anyway, or holds its values (stage/grad.c, stage_grad_runs_eagerly). */
@@ -1239,8 +1239,12 @@ static bool tapes_meet_var_if(Tracer *T, const Graph *g, const int r[2])
 {
     if (T->symbolic || !tfe_tapes_active) return false;
     if (!region_uses_var(g, r[0]) && !region_uses_var(g, r[1])) return false;
+    /* (the tapes that give the variable a gradient: with tape() blocks,
+     * which watch variables as they are read; grad() watches none, and to
+     * it the variable is a constant) */
     tfe_tape *also[16];
-    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 2;
+    int nwatch = tapes_watching_vars(also, 16);
+    return nwatch >= 2 && tfe_tapes_recording_or(also, nwatch) >= 2;
 }
 
 /* A symbolic-context check that fails the whole attempt. */

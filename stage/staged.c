@@ -661,7 +661,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     T->nargs = info->nparams;
     T->call_env = e;
     Value ret = v_nil();
-    int rc = interp_run_body(I, c, e, &ret);
+    int rc = trace_refusal_pending(I, interp_run_body(I, c, e, &ret));
     if (!rc && !T->failed && sig_has_function(ret))
         rc = trace_fail(I, call_loc, "staged function '%s' returns a function, which a graph cannot", c->name);
     if (rc && T->eager_redo) {

@@ -116,6 +116,7 @@ void trace_end(Tracer *T)
     free(T->sym_fns);
     free(T->fail_msg);
     free(T->fallback_why);
+    free(T->refused_msg);
     free(T->kept);
     effect_replay_free(T->done);
     T->I->tracer = NULL;
@@ -590,6 +591,7 @@ static bool trace_value_read(const tfe_tensor *t)
     }
     const char *p = value_source_problem(T, note->ref.node);
     if (p) {
+        bool had_error = I->has_error;
         if (!I->has_error && I->formatting)
             trace_fail(I, I->cur_loc, "an f-string formats at trace time the value of a tensor that comes from %s, "
                                       "which can change from call to call (print the tensor itself, "
@@ -613,8 +615,27 @@ static bool trace_value_read(const tfe_tensor *t)
                                       "which can change from call to call (keep it a tensor, or %s)", p,
                        strcmp(p, "a host call") ? "use a @host function"
                                                 : "do this inside the @host function and return what the body needs");
+        if (!T->failed && !T->refused) { /* (--stage-all: the call runs eagerly) */
+            T->refused = true;
+            T->refused_loc = I->cur_loc;
+            free(T->refused_msg);
+            char buf[400];
+            snprintf(buf, sizeof buf, "this uses at trace time the value of a tensor that comes from %s, which can "
+                     "change from call to call (keep it a tensor, or use a @host function)", p);
+            T->refused_msg = xstrdup(!had_error && I->has_error && I->err_msg ? I->err_msg : buf);
+        }
     }
     return false;
+}
+
+int trace_refusal_pending(Interp *I, int rc)
+{
+    Tracer *T = I->tracer;
+    if (rc || !T || T->failed || !T->refused) return rc;
+    /* the error the read raised, as raised (with its frames), when no one
+     * cleared it; else raised again at the read */
+    if (I->has_error) return -1;
+    return trace_fail(I, T->refused_loc, "%s", T->refused_msg) ? -1 : rc;
 }
 
 /* Is node id's result computed from an op whose result's shape depends on

@@ -92,6 +92,15 @@ typedef struct Tracer {
      * (trace_value_read); set by give_up, dropped by trace_fallback_done. */
     char *fallback_why;
     int fallback_line;
+    /* A read of a value that cannot be made at trace time (trace_value_read
+     * refused it: a variable, a random draw, a host call), until the error
+     * it raised is handed up or an if or loop that catches it runs at trace
+     * time instead (give_up). Still set when the body returns without an
+     * error, the site that read it went on with the value: the trace fails
+     * there (refusal_pending), never a graph with that value baked in. */
+    bool refused;
+    char *refused_msg;
+    Loc refused_loc;
     const char *fallback_file; /* its file where not the error's (a module), else NULL; borrowed */
     int last_effect;      /* last effect node of the current region */
     int last_cf;          /* the newest cond or while node (-1: none): a read
@@ -218,6 +227,10 @@ void trace_prune_kept(Tracer *T);
 /* A staging failure at loc: an implicit trace stops recording and the
  * program goes on eagerly (returns 0); an explicit one raises (returns -1). */
 int trace_fail(Interp *I, Loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The backstop for a site that reads a value trace_value_read refused and
+ * goes on with it: with the body run without an error (rc 0), a refusal
+ * still pending raises it at the read; returns rc, or -1 so. */
+int trace_refusal_pending(Interp *I, int rc);
 /* Has the trace done nothing that a run of the body again would do twice
  * (no effect, no outside binding written; a draw is drawn again from the
  * same random state)? */

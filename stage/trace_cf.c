@@ -1071,6 +1071,9 @@ static int give_up(Interp *I, Tracer *T, Loc loc, const char *what)
         if (!I->has_error) raise_at(I, loc, "%s could not be traced", what);
         return -1;
     }
+    /* the refusal of a read in the attempt is caught here: the if or loop
+     * runs at trace time, where such a read raises again */
+    if (I->has_error) T->refused = false;
     error_clear(I);
     return 1;
 }

@@ -51,15 +51,10 @@ void tfe_axpy_match(const tfe_fprog *p, tfe_axpy_prog *m) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "tensor/sgemm_small.h"
 
-bool tfe_axpy_ok(void) {
-    static int ok = -1;
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    }
-    return ok;
-}
+/* the same run-time AVX-512F check as the register-tile GEMM's */
+bool tfe_axpy_ok(void) { return tfe_sgemm_small_ok(); }
 
 typedef struct job {
     const float *w, *p, *q;

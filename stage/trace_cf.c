@@ -1340,16 +1340,25 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
 
     /* (after effects, the @host calls and prints made so far are replayed
      * by the run again: each gives its result, none is made twice; where
-     * they cannot be, the call cannot run again: the if stays a node, and
-     * its third and fourth orders can still differ in the last bit,
-     * docs/staging.md section 14) */
-    if (tapes_meet_varying_if(T, cond.u.t) && trace_nothing_done(T)) {
-        rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
-        goto done;
-    }
-    if (tapes_meet_varying_if(T, cond.u.t) && trace_effects_replayable(T)) {
-        rc = trace_redo_replaying(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin));
-        goto done;
+     * they cannot be, the call cannot run again, and as a node the if's
+     * third and fourth orders could differ from eager's in the last bit
+     * (docs/staging.md section 14, stage_err_grad4_varying_if_effect):
+     * a located error instead of a silent difference) */
+    if (tapes_meet_varying_if(T, cond.u.t)) {
+        if (trace_nothing_done(T)) {
+            rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
+            goto done;
+        }
+        if (trace_effects_replayable(T)) {
+            rc = trace_redo_replaying(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin));
+            goto done;
+        }
+        FAIL(n->a->loc, "this if on a value that varies from call to call is met while three tapes or more "
+             "record the call (a third order or higher), after an effect of the call that cannot be made "
+             "again (a @host call that changes an outside binding or gets a list, an assign, ...): the "
+             "staged gradient would not be eager's bit for bit; make the effects after this if, compute the "
+             "condition before the staged call and pass it in, or run the function eagerly "
+             "(run_eagerly(true))");
     }
     T->symbolic = true;
     T->if_regions[0] = r[0];

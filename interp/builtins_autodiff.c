@@ -2512,6 +2512,16 @@ void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0
     }
 }
 
+void tapes_read_outer(uint32_t trace_id, Value var, tfe_tensor *t)
+{
+    if (!is_variable(var) || !((Variable *)var.u.o)->trainable) return; /* (read: no tape notes it) */
+    for (int i = 0; i < nwatching; i++) {
+        Tape *T = watching[i];
+        if (T->trace != trace_id && !T->symbolic && !tfe_tape_is_watched(T->tape, t))
+            tape_note_read(T, (Variable *)var.u.o, t, 0, false);
+    }
+}
+
 void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count, const bool *reach,
                       int nreach)
 {

@@ -301,6 +301,11 @@ void tapes_read_fresh(uint32_t trace_id, Value var, tfe_tensor *t, int region, b
  * regions r0 or r1 (a cond's branches, a loop's condition and body) is no
  * read there (stage/trace_cf.c, reread_vars: another tensor stands for it). */
 void tapes_read_unnote(uint32_t trace_id, Value var, const tfe_tensor *t, int r0, int r1);
+/* To the tapes made outside trace trace_id (before it began), which record
+ * the call: a read of var as t (its stored tensor) at this point, as eager
+ * code reads it (stage/trace.c, trace_var_read: a header the trace makes
+ * for a second read is then, to them, a copy of t). */
+void tapes_read_outer(uint32_t trace_id, Value var, tfe_tensor *t);
 void tapes_loop_count(uint32_t trace_id, Value var, int kinds, int id, tfe_tensor *count, const bool *reach,
                       int nreach);
 void variable_replace_take(Value var, tfe_tensor *t); /* no checks: the caller made t fit */

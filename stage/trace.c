@@ -1070,6 +1070,12 @@ tfe_tensor *trace_var_read(Tracer *T, Value var, tfe_tensor *value)
          * it records is traced into the graph, and serves the calls that
          * assign the variable too. The copy is the tensor itself to that
          * tape (its uses add to the tensor's running sum one by one). */
+        /* (where no tape outside has seen the tensor yet, an earlier read
+         * being one only the trace made, in a branch traced symbolically
+         * and not taken: the tapes outside read it here first, as eager
+         * code does, or the header would be a read of its own to them, and
+         * the variable's gradient two partial sums; stage_grad2_if_not_taken_var) */
+        if (a && T->tapes_at_begin && !T->symbolic) tapes_read_outer(T->id, var, value);
         if (a && T->tapes_at_begin) tfe_tape_record_same_outer(value, a, T->tapes_at_begin);
         tensor_decref(value);
         value = a;

@@ -1209,47 +1209,6 @@ static bool tapes_meet_varying_if(Tracer *T, const tfe_tensor *pred)
     return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
 }
 
-/* Does region r (or an if or loop nested in it) read a variable, or use
- * the tensor a read of one made outside it? */
-static bool region_uses_var(const Graph *g, int r)
-{
-    const GRegion *reg = &g->regions[r];
-    for (int k = 0; k < reg->nouts; k++)
-        if (g->nodes[reg->outs[k].node].kind == G_VAR_READ) return true;
-    for (int i = 0; i < reg->n; i++) {
-        const GNode *x = &g->nodes[reg->nodes[i]];
-        if (x->kind == G_VAR_READ) return true;
-        for (int j = 0; j < x->nin; j++)
-            if (g->nodes[x->in[j].node].kind == G_VAR_READ) return true;
-        if ((x->kind == G_COND || x->kind == G_WHILE) && (region_uses_var(g, x->regions[0]) || region_uses_var(g, x->regions[1])))
-            return true;
-    }
-    return false;
-}
-
-/* An if met with values while two tapes or more record (a second order
- * may be taken), whose branches read a variable or use the tensor a read
- * of one made (the variable's tensor, w in a branch): run as one tape
- * entry in the call that traces, the second order reached the variable
- * through the entry's backward and through the ops after the if as two
- * sums, where eager code has one running sum in tape order, so the last
- * bit could differ (stage_grad2_trace_if_var, stage_grad_orders seed
- * 1901). (Counted: tapes that watch variables.) Such an if runs at trace time instead (as tapes_meet_if), or,
- * where its condition varies from call to call, the whole call runs
- * eagerly; a cached call of such a graph runs eagerly under two tapes
- * anyway, or holds its values (stage/grad.c, stage_grad_runs_eagerly). */
-static bool tapes_meet_var_if(Tracer *T, const Graph *g, const int r[2])
-{
-    if (T->symbolic || !tfe_tapes_active) return false;
-    if (!region_uses_var(g, r[0]) && !region_uses_var(g, r[1])) return false;
-    /* (the tapes that give the variable a gradient: with tape() blocks,
-     * which watch variables as they are read; grad() watches none, and to
-     * it the variable is a constant) */
-    tfe_tape *also[16];
-    int nwatch = tapes_watching_vars(also, 16);
-    return nwatch >= 2 && tfe_tapes_recording_or(also, nwatch) >= 2;
-}
-
 /* A symbolic-context check that fails the whole attempt. */
 #define FAIL(...) do { trace_fail(I, __VA_ARGS__); goto failed; } while (0)
 
@@ -1494,23 +1453,6 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->if_regions[0] = saved_if[0];
     T->if_regions[1] = saved_if[1];
     if (tapes_meet_if(T, cond.u.t)) goto failed;
-    if (tapes_meet_var_if(T, g, r)) {
-        if (!trace_value_varies(I, cond.u.t)) goto failed;
-        int outside = 2 - (tfe_tapes_active - T->tapes_at_begin);
-        if (trace_nothing_done(T)) {
-            rc = trace_redo_eagerly(I, n->a->loc, outside, "(unused)");
-            goto done;
-        }
-        if (trace_effects_replayable(T)) {
-            rc = trace_redo_replaying(I, n->a->loc, outside);
-            goto done;
-        }
-        FAIL(n->a->loc, "this if on a value that varies from call to call reads a variable in a branch "
-             "while two tapes or more record the call (a higher order), after an effect of the call that "
-             "cannot be made again: the staged gradient would not be eager's bit for bit; read the "
-             "variable into a name before the staged call and pass it in, or run the function eagerly "
-             "(run_eagerly(true))");
-    }
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;

@@ -1745,6 +1745,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     /* per carried value: the kind it starts with, the kind the body leaves
      * (TK_*: note_run_kind) */
     signed char *startk = xcalloc((size_t)ns + 1, 1), *bodyk = xcalloc((size_t)ns + 1, 1);
+    int *param_of = xcalloc((size_t)ns + 1, sizeof *param_of); /* TK_PARAM: the carried value it ends on */
     const TNote **starts = xcalloc((size_t)ns + 1, sizeof *starts), **bodys = xcalloc((size_t)ns + 1, sizeof *bodys);
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
@@ -1899,11 +1900,18 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         /* a number that the body leaves a tensor: eager code's kind after
          * the loop depends on its count; then none is marked (as before) */
         if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) numbers = false;
-        /* (a body that ends it on a carried value: its kind at the second
-         * iteration is that value's after the first, not told here) */
+        /* (a body that ends it on a carried value: its kind where an
+         * iteration ends is that value's where the iteration began, so at
+         * the second that value's after the first: TK_PARAM, param_of) */
         bodyk[k] = value_kind(v, &bodys[k]);
-        if (v.kind == V_TENSOR && v.u.t->node && gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM)
+        param_of[k] = -1;
+        if (v.kind == V_TENSOR && v.u.t->node && gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM) {
+            int pnode = ((const TNote *)v.u.t->node)->ref.node;
             bodyk[k] = TK_NONE;
+            for (int j = 0; j < nc; j++)
+                if (g->regions[rcond].params[j] == pnode) param_of[k] = j;
+            if (param_of[k] >= 0 && v.u.t->rank == 0 && v.u.t->dtype != TFE_BOOL) bodyk[k] = TK_PARAM;
+        }
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
@@ -1966,6 +1974,51 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         GRef ref = trace_ref(T, t);
         g->regions[rbody].outs[k] = ref;
         tensor_decref(t);
+    }
+    /* A value the body ends on another carried value (`b = a`): its kind
+     * after n iterations is that value's after n - 1 (the start's after
+     * one). Where every kind along the chain is one, that is its kind;
+     * otherwise the way the run went tells (GRun.ran counts a loop's
+     * iterations), unless the chain reaches a value whose kind an if or
+     * loop inside the body decides (the run keeps the way of the last
+     * iteration only), or a cycle whose length does not divide 60 (the
+     * count kept past 120 is modulo 60): then the loop runs at trace time */
+    for (int k = 0; k < nc; k++) {
+        if (bodyk[k] != TK_PARAM) continue;
+        signed char kind0 = startk[k];
+        bool same = kind0 != TK_FOLLOW && kind0 != TK_NONE, follow = false;
+        bool *seen = xcalloc((size_t)nc + 1, 1);
+        int j = param_of[k], len = 0;
+        while (j >= 0 && !seen[j]) {
+            seen[j] = true;
+            signed char sk = j == 0 && h->counter >= 0 ? TK_NUMBER : startk[j];
+            if (sk != kind0) same = false;
+            if (bodyk[j] == TK_PARAM) {
+                j = param_of[j];
+                continue;
+            }
+            signed char bk = j == 0 && h->counter >= 0 ? TK_NUMBER : bodyk[j];
+            follow = bk == TK_FOLLOW;
+            if (bk != kind0) same = false;
+            j = -1;
+        }
+        if (j >= 0) /* (a cycle through j) */
+            for (int c = param_of[j]; ++len <= nc + 1 && c != j; c = param_of[c]) {}
+        free(seen);
+        if (same) {
+            bodyk[k] = kind0;
+            continue;
+        }
+        Node *where = find_assign(h->body, carried[k]);
+        if (follow)
+            FAIL(where ? where->loc : n->loc, "'%s' ends each iteration of this %s on a traced tensor on a "
+                 "value carried from the iteration before, whose kind there (a number or a tensor) an if or "
+                 "loop inside the body decided, which a graph run does not keep for every iteration",
+                 where ? where->str : "a binding", what);
+        if (len > 6 || nc > 60)
+            FAIL(where ? where->loc : n->loc, "'%s' ends each iteration of this %s on a traced tensor on a "
+                 "value carried from the iteration before, in a chain of such values too long for a graph "
+                 "run to tell its kind (a number or a tensor) by", where ? where->str : "a binding", what);
     }
     /* Under a tape made in this trace, a loop that reads a variable and
      * assigns it reads a new tensor of it at every iteration (its gradient
@@ -2054,9 +2107,32 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         /* a number that the body leaves a tensor (or the other way round)
          * is what eager code holds after as many iterations as ran: the
          * kind it started with where none did (TNote.run_kind) */
+        /* (a body that ends it on another carried value: that one's
+         * output stands for it, TNote.run_kind) */
+        for (int k = 0; k < nc; k++) {
+            if (bodyk[k] != TK_PARAM) continue;
+            int j = param_of[k];
+            Value o = env->slots[carried[j]];
+            if ((j == 0 && h->counter >= 0) || (number[j] && numbers)) bodyk[k] = TK_NUMBER;
+            else if (o.kind == V_TENSOR && o.u.t->node) bodys[k] = o.u.t->node;
+            else bodyk[k] = TK_NONE;
+        }
         for (int k = 0; k < nc; k++)
             if (!(number[k] && numbers) && env->slots[carried[k]].kind == V_TENSOR)
                 note_run_kind(env->slots[carried[k]].u.t, startk[k], bodyk[k], starts[k], bodys[k]);
+        /* ... and where that one's kind is the same either way, it has a
+         * rule too, which the chain's resolves through */
+        for (int k = 0; k < nc; k++) {
+            if (bodyk[k] != TK_PARAM) continue;
+            int j = param_of[k];
+            TNote *tn = (TNote *)bodys[k];
+            if (!tn->run_kind[0] && !tn->number && startk[j] && bodyk[j]) {
+                tn->run_kind[0] = startk[j];
+                tn->run_kind[1] = bodyk[j];
+                tn->sub[0] = starts[j];
+                tn->sub[1] = bodys[j];
+            }
+        }
         for (int k = 0; k < ncv; k++) {
             /* (the values it carries that a read of the variable reaches) */
             bool *reach = xcalloc((size_t)ntot + 1, 1);
@@ -2081,6 +2157,7 @@ done:
     free(number);
     free(startk);
     free(bodyk);
+    free(param_of);
     free(starts);
     free(bodys);
     free(carried);

@@ -1610,7 +1610,7 @@ typedef struct LoopHooks {
 } LoopHooks;
 
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs);
-static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra);
+static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra, signed char *pk);
 
 /* How loop (condition region rc, body rb) reads var, which its body assigns
  * at its top: TL_* (trace.h), 0 when it does not both read and assign it.
@@ -1718,19 +1718,34 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     return loop_core(I, n, env, &h, xs);
 }
 
+/* What a loop's attempts found a carried value's kind to be (loop_attempt). */
+enum { PK_BOXED = 1, PK_VARIES = 2 };
+
+/* Does the kind of the value noted nt (TNote.run_kind) depend on a
+ * carried value's that starts as a number and becomes a tensor (TK_PARAM)? */
+static bool reaches_param_kind(const TNote *nt, int depth)
+{
+    if (!nt || !nt->run_kind[0] || depth > 64) return false;
+    if (nt->run_kind[0] == TK_PARAM && nt->run_kind[1] == TK_PARAM && !nt->sub[1]) return true;
+    return reaches_param_kind(nt->sub[0], depth + 1) || reaches_param_kind(nt->sub[1], depth + 1);
+}
+
 /* The loop carries the bindings its statements assign; one that only a
  * function it calls assigns (a closure's `c += 1`) is found when its body has
  * been traced, and the loop is traced again carrying that one too. */
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
 {
     Node **extra = xcalloc((size_t)env->nslots + 1, sizeof *extra); /* by slot: where a called function assigns it */
+    signed char *pk = xcalloc((size_t)env->nslots + 1, 1); /* by slot: PK_*, what the body's
+                                                              attempts found its kind to be */
     int rc;
-    while ((rc = loop_attempt(I, n, env, h, xs, extra)) == 3) {}
+    while ((rc = loop_attempt(I, n, env, h, xs, extra, pk)) == 3) {}
     free(extra);
+    free(pk);
     return rc;
 }
 
-static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra)
+static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra, signed char *pk)
 {
     Tracer *T = I->tracer;
     Graph *g = T->g;
@@ -1794,7 +1809,14 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         if (k == 0 && h->counter >= 0) counter_param = sp;
         Value as;
         startk[k] = k == 0 && h->counter >= 0 ? TK_NONE : value_kind(before[carried[k]], &starts[k]);
-        if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
+        if (!(k == 0 && h->counter >= 0) && pk[carried[k]]) {
+            /* a kind the last attempt found: a tensor at every iteration
+             * (PK_BOXED), or a number or a tensor by the iteration, which
+             * a rule decides (TK_PARAM: checked below) */
+            TNote *spn = sp->node;
+            if (pk[carried[k]] == PK_BOXED) spn->boxed = true;
+            else spn->run_kind[0] = spn->run_kind[1] = TK_PARAM;
+        } else if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
             /* a number it starts with (a loop variable counts in numbers):
              * the body sees one, as eagerly (trace.h) */
             Value spv = {.kind = V_TENSOR};
@@ -1898,8 +1920,22 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
                  "(a tensor would round it to float32)", name, what);
         Value as;
         /* a number that the body leaves a tensor: eager code's kind after
-         * the loop depends on its count; then none is marked (as before) */
-        if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) numbers = false;
+         * the loop depends on its count, and so does what the body makes
+         * of it; the body is traced again with it no number (PK_VARIES) */
+        if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) {
+            numbers = false;
+            pk[carried[k]] = PK_VARIES;
+        }
+        /* arithmetic on such a value (as the loop's result, or through an
+         * if in the body) is a number or an op's result by the iteration,
+         * which no graph run tells: the loop runs at trace time */
+        if (!(v.kind == V_TENSOR && v.u.t->node &&
+              gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM) &&
+            v.kind == V_TENSOR && reaches_param_kind(v.u.t->node, 0))
+            FAIL(where ? where->loc : n->loc, "'%s' is computed in this %s on a traced tensor from a value "
+                 "it carries that starts as a number and becomes a tensor, so eager code's result is a "
+                 "number or a tensor by the iteration, which a graph run does not keep; start that value "
+                 "as a tensor (tensor(...)) or compute this after the loop", name, what);
         /* (a body that ends it on a carried value: its kind where an
          * iteration ends is that value's where the iteration began, so at
          * the second that value's after the first: TK_PARAM, param_of) */
@@ -1975,6 +2011,16 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         g->regions[rbody].outs[k] = ref;
         tensor_decref(t);
     }
+    if (!numbers) { /* (a number it starts with the body leaves a tensor: again, with it no number) */
+        T->region = saved_region;
+        T->symbolic = saved_sym;
+        T->last_effect = saved_effect;
+        trace_writes_undo(T, mark.writes);
+        restore(env, before);
+        roll_back(T, mark);
+        rc = 3;
+        goto done;
+    }
     /* A value the body ends on another carried value (`b = a`): its kind
      * after n iterations is that value's after n - 1 (the start's after
      * one). Where every kind along the chain is one, that is its kind;
@@ -2019,6 +2065,36 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
             FAIL(where ? where->loc : n->loc, "'%s' ends each iteration of this %s on a traced tensor on a "
                  "value carried from the iteration before, in a chain of such values too long for a graph "
                  "run to tell its kind (a number or a tensor) by", where ? where->str : "a binding", what);
+    }
+    /* A 0-d value the body sees where an iteration begins is, there, what
+     * the loop left it so far: a tensor at every iteration where it starts
+     * as one and the body leaves one (its note says so: an if in the body
+     * that ends on it gives it), otherwise by the iteration (TK_PARAM, on
+     * which nothing may depend but a value handed on as it is). Where
+     * that differs from what this attempt took, the body is traced again */
+    {
+        bool again = false;
+        for (int k = 0; k < nc; k++) {
+            if ((k == 0 && h->counter >= 0) || number[k] || pk[carried[k]] == PK_VARIES ||
+                init[k]->rank != 0 || init[k]->dtype == TFE_BOOL)
+                continue;
+            signed char want = startk[k] == TK_BOXED && bodyk[k] == TK_BOXED ? PK_BOXED
+                               : startk[k] == TK_DEFAULT && bodyk[k] == TK_DEFAULT ? 0 : PK_VARIES;
+            if (want != pk[carried[k]]) {
+                pk[carried[k]] = want;
+                again = true;
+            }
+        }
+        if (again) {
+            T->region = saved_region;
+            T->symbolic = saved_sym;
+            T->last_effect = saved_effect;
+            trace_writes_undo(T, mark.writes);
+            restore(env, before);
+            roll_back(T, mark);
+            rc = 3;
+            goto done;
+        }
     }
     /* Under a tape made in this trace, a loop that reads a variable and
      * assigns it reads a new tensor of it at every iteration (its gradient

@@ -269,12 +269,25 @@ static int cf_node(const Graph *g, int cf_id)
 static signed char krule_at(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int iters,
                             int depth);
 
+/* In the call that traces: its runs of ifs and loops (each its own graph,
+ * Tracer.rans), where a rule's anchor is not in the one resolving it. */
+static const Tracer *krule_tracer;
+
 /* Rule r (Trace.krules), found by its anchor, by the ways a run of g went. */
 static signed char krule_anchored(const Graph *g, const signed char *ran, const KRule *rules, int r, int depth)
 {
     if (r < 0 || depth > 400) return TK_NONE;
     if (rules[r].k[0] == TK_OP) return krule_at(g, ran, (GRef){-1, 0}, rules, r, -1, depth);
     int node = cf_node(g, rules[r].anchor);
+    for (int i = krule_tracer ? krule_tracer->nrans - 1 : -1; node < 0 && i >= 0; i--) {
+        const struct RanRec *rr = &krule_tracer->rans[i];
+        if (!rr->ran || (node = cf_node(rr->rg, rules[r].anchor)) < 0 || !rr->ran[node]) {
+            node = -1;
+            continue;
+        }
+        g = rr->rg;
+        ran = rr->ran;
+    }
     return node < 0 ? TK_NONE : krule_at(g, ran, (GRef){node, rules[r].out}, rules, r, -1, depth);
 }
 
@@ -377,7 +390,10 @@ static signed char krule_now(const Tracer *T, const Trace *t, const TNote *nt, c
     }
     if (nt->ran_rec < 0 || nt->ran_rec >= T->nrans) return TK_NONE;
     const struct RanRec *rr = &T->rans[nt->ran_rec];
-    return krule_resolve(rr->rg, rr->ran, nt->ran_ref, t->krules, r, 0);
+    krule_tracer = T;
+    signed char k = krule_resolve(rr->rg, rr->ran, nt->ran_ref, t->krules, r, 0);
+    krule_tracer = NULL;
+    return k;
 }
 
 static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)

@@ -396,7 +396,7 @@ static int truth(GRun *x, GNode *n, GRef r, bool *t)
     return 0;
 }
 
-/* GRun.ran: the way node n went in this run */
+/* GRun.ran: the way node n went in this run (a loop: its count, above) */
 static void note_ran(GRun *x, const GNode *n, int way)
 {
     if (!x->ran) x->ran = xcalloc((size_t)x->g->n + 1, sizeof *x->ran);
@@ -501,7 +501,11 @@ static int run_while(GRun *x, GNode *n)
         }
         grun_set(x, n->vbase + 2 * nc, tensor_from_i64(niter, TFE_INT64));
     }
-    note_ran(x, n, niter > 0);
+    /* (a loop: 1 + how many times it ran, up to 120, and past that a
+     * count congruent modulo 60 in 61 .. 120: a number-or-tensor rule that
+     * hands a kind on from one carried value to another tells by it which
+     * kind the last iteration started from, stage/staged.c) */
+    note_ran(x, n, niter <= 120 ? (int)niter : 61 + (int)((niter - 61) % 60));
     rcode = 0;
 out:
     if (keep) {

@@ -19,7 +19,8 @@ typedef struct GRun {
                             exec_dist.c); NULL until it meets one */
     long nops;           /* op and fused nodes run (for those statistics) */
     signed char *ran;    /* by node: 1 + the way a cond (0: regions[0] ran, 1: regions[1]) or a
-                            loop (0: it ran zero times, 1: it ran) went in its last run; 0:
+                            loop (how many times it ran, capped as run_while says: 0 is zero
+                            times, more is the way it ran) went in its last run; 0:
                             not run. NULL until one runs (owned). A staged call's result
                             is a number or a tensor by it (stage/staged.c, Trace.krules) */
     bool keep;           /* keep every value to the end of a planned run (the caller

@@ -53,6 +53,7 @@ int graph_add(Graph *g, int r, GKind k, int nin, int nout)
     n->effect_dep = -1;
     n->at_from = -1;
     n->regions[0] = n->regions[1] = -1;
+    n->cf_id = k == G_COND || k == G_WHILE ? id : -1;
     if ((k == G_HOST || k == G_VAR_READ) && graph_host.node_new) n->host = graph_host.node_new();
     n->vbase = g->nvals;
     g->nvals += nout;
@@ -193,6 +194,7 @@ static void copy_node(Extract *x, int old, int region)
     n->start_blocks = o->start_blocks;
     n->at_from = o->at_from >= 0 && x->map[o->at_from] >= 0 ? x->map[o->at_from] : -1;
     n->loc = o->loc;
+    n->cf_id = o->cf_id;
     if (n->host) graph_host.node_free(n->host); /* graph_add's: o's is copied */
     copy_owned(n, o);
     n->host_nil = o->host_nil;

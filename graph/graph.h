@@ -114,6 +114,9 @@ typedef struct GNode {
     char *label;         /* G_INPUT: what it is ("x", "x[1]", "lr (outside)"); owned, may be NULL */
     int vbase;           /* its outputs are values vbase .. vbase+nout-1 */
     int regions[2];      /* G_COND, G_WHILE: indices into Graph.regions */
+    int cf_id;           /* G_COND, G_WHILE: its id in the graph as traced, kept through the
+                            optimizer and copies (a number-or-tensor rule finds it by it:
+                            stage/staged.c, KRule.anchor); -1 otherwise */
     struct tfe_fprog *prog; /* G_FUSED: the program (owned, with its code) */
     struct tfe_fkernel *fkernel; /* G_FUSED: prog checked once, at its first run (owned) */
     uint64_t prov_reach; /* G_FUSED, once prov_known: the inputs (bit i) its result is computed

@@ -335,9 +335,14 @@ int binop_values(Interp *I, int op, Value a, Value b, Loc loc, Value *out)
         /* traced numbers: eager code would take the fast path above and
          * hold a number, which a staged call then writes back (trace.h) */
         Value x, y, r;
-        if (__builtin_expect(I->tracer != NULL, 0) && trace_eager_number(a, &x) && trace_eager_number(b, &y) &&
-            scalar_binop(op, x, y, &r) == 0)
-            trace_mark_number(*out);
+        if (__builtin_expect(I->tracer != NULL, 0)) {
+            if (trace_eager_number(a, &x) && trace_eager_number(b, &y) && scalar_binop(op, x, y, &r) == 0)
+                trace_mark_number(*out);
+            /* (one is an if's or loop's result, a number one way: so is
+             * this where every operand is one on the way the call went) */
+            else if (trace_kind_number(a, &x) && trace_kind_number(b, &y) && scalar_binop(op, x, y, &r) == 0)
+                trace_note_op_kind(*out, a, b);
+        }
         return 0;
     }
     if (op == AOP_EQ || op == AOP_NE) {
@@ -413,7 +418,10 @@ static int unop_value(Interp *I, int op, Value a, Loc loc, Value *out)
         if (!r) return raise_msg_at(I, loc, tfe_error_msg());
         *out = value_from_tensor_take(r);
         Value x;
-        if (__builtin_expect(I->tracer != NULL, 0) && trace_eager_number(a, &x)) trace_mark_number(*out);
+        if (__builtin_expect(I->tracer != NULL, 0)) {
+            if (trace_eager_number(a, &x)) trace_mark_number(*out);
+            else if (trace_kind_number(a, &x)) trace_note_op_kind(*out, a, v_nil());
+        }
         return 0;
     }
     return raise_at(I, loc, "unsupported operand type for unary %s: %s", op == AOP_NEG ? "-" : "+",

@@ -258,19 +258,72 @@ static Value rebuild_kinds(Value tmpl, tfe_tensor *const *leaves, int *k, SigMem
     return v;
 }
 
-/* Rule r (Trace.krules) for value ref of g, by the ways a run of g went
- * (GRun.ran): the kind eager code holds it as, or TK_NONE where that
- * cannot be told (then the template says). */
-static signed char krule_resolve(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int depth)
+/* The node of g that cond or loop cf_id (GNode.cf_id) is now, or -1. */
+static int cf_node(const Graph *g, int cf_id)
 {
-    if (r < 0 || !ran || depth > 32 || ref.node < 0) return TK_NONE;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].cf_id == cf_id && (g->nodes[i].kind == G_COND || g->nodes[i].kind == G_WHILE)) return i;
+    return -1;
+}
+
+static signed char krule_at(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int iters,
+                            int depth);
+
+/* In the call that traces: its runs of ifs and loops (each its own graph,
+ * Tracer.rans), where a rule's anchor is not in the one resolving it. */
+static const Tracer *krule_tracer;
+
+/* Rule r (Trace.krules), found by its anchor, by the ways a run of g went. */
+static signed char krule_anchored(const Graph *g, const signed char *ran, const KRule *rules, int r, int depth)
+{
+    if (r < 0 || depth > 400) return TK_NONE;
+    if (rules[r].k[0] == TK_OP) return krule_at(g, ran, (GRef){-1, 0}, rules, r, -1, depth);
+    int node = cf_node(g, rules[r].anchor);
+    for (int i = krule_tracer ? krule_tracer->nrans - 1 : -1; node < 0 && i >= 0; i--) {
+        const struct RanRec *rr = &krule_tracer->rans[i];
+        if (!rr->ran || (node = cf_node(rr->rg, rules[r].anchor)) < 0 || !rr->ran[node]) {
+            node = -1;
+            continue;
+        }
+        g = rr->rg;
+        ran = rr->ran;
+    }
+    return node < 0 ? TK_NONE : krule_at(g, ran, (GRef){node, rules[r].out}, rules, r, -1, depth);
+}
+
+/* Rule r (Trace.krules) for value ref of g, by the ways a run of g went
+ * (GRun.ran), a loop's after iters iterations (-1: as many as ran): the
+ * kind eager code holds it as, or TK_NONE where that cannot be told (then
+ * the template says). */
+static signed char krule_at(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int iters,
+                            int depth)
+{
+    if (r < 0 || !ran || depth > 400) return TK_NONE;
+    if (rules[r].k[0] == TK_OP) { /* a number where every operand is one on this way */
+        signed char k = TK_NUMBER;
+        for (int b = 0; b < 2; b++) {
+            if (rules[r].sub[b] < 0) continue;
+            signed char kb = krule_anchored(g, ran, rules, rules[r].sub[b], depth + 1);
+            if (!kb) return TK_NONE;
+            if (kb != TK_NUMBER) k = rules[r].k[1];
+        }
+        return k;
+    }
+    if (ref.node < 0) return TK_NONE;
     const GNode *n = &g->nodes[ref.node];
     if ((n->kind != G_COND && n->kind != G_WHILE) || !ran[ref.node]) return TK_NONE;
-    int way = ran[ref.node] - 1;
+    int count = n->kind == G_WHILE ? (iters >= 0 ? iters : ran[ref.node] - 1) : 0;
+    int way = n->kind == G_WHILE ? count > 0 : ran[ref.node] - 1;
     signed char k = rules[r].k[way];
+    if (k == TK_PARAM) { /* the carried value it ends on, where this iteration began */
+        int s = rules[r].sub[1];
+        if (s < 0 || rules[s].anchor != n->cf_id) return TK_NONE;
+        return krule_at(g, ran, (GRef){ref.node, rules[s].out}, rules, s, count - 1, depth + 1);
+    }
     if (k != TK_FOLLOW) return k;
     GRef next;
     if (n->kind == G_COND || way == 1) { /* the branch that ran, the loop's body: what it ended on */
+        if (n->kind == G_WHILE && count != ran[ref.node] - 1) return TK_NONE; /* (not the last iteration's way) */
         const GRegion *reg = &g->regions[n->regions[n->kind == G_COND ? way : 1]];
         if (ref.out >= reg->nouts) return TK_NONE;
         next = reg->outs[ref.out];
@@ -278,26 +331,69 @@ static signed char krule_resolve(const Graph *g, const signed char *ran, GRef re
         if (ref.out >= n->nin) return TK_NONE;
         next = n->in[ref.out];
     }
-    return krule_resolve(g, ran, next, rules, rules[r].sub[way], depth + 1);
+    return krule_at(g, ran, next, rules, rules[r].sub[way], -1, depth + 1);
 }
 
-/* TNote nt's rule as Trace.krules (its index), or -1. */
-static int krule_add(Trace *t, const TNote *nt, int depth)
+static signed char krule_resolve(const Graph *g, const signed char *ran, GRef ref, const KRule *rules, int r, int depth)
 {
-    if (!nt || !nt->run_kind[0] || depth > 32) return -1;
+    return krule_at(g, ran, ref, rules, r, -1, depth);
+}
+
+/* TNote nt's rule as Trace.krules (its index), or -1; (*notes)[i]: rule
+ * i's note (a rule met again is that one: a loop's carried values may
+ * hand kinds round in a cycle). */
+static int krule_add(Trace *t, const TNote *nt, const TNote ***notes, int depth)
+{
+    if (!nt || !nt->run_kind[0] || depth > 400) return -1;
+    for (int i = 0; i < t->nkrules; i++)
+        if ((*notes)[i] == nt) return i;
     int i = t->nkrules++;
     t->krules = xrealloc(t->krules, sizeof *t->krules * (size_t)t->nkrules);
+    *notes = xrealloc(*notes, sizeof **notes * (size_t)t->nkrules);
+    (*notes)[i] = nt;
+    bool op = nt->run_kind[0] == TK_OP;
+    t->krules[i].anchor = op ? -1 : nt->ref.node;
+    t->krules[i].out = nt->ref.out;
     for (int b = 0; b < 2; b++) {
         t->krules[i].k[b] = nt->run_kind[b];
         t->krules[i].sub[b] = -1;
     }
     for (int b = 0; b < 2; b++) {
-        if (nt->run_kind[b] != TK_FOLLOW) continue;
-        int sub = krule_add(t, nt->sub[b], depth + 1);
+        if (!op && nt->run_kind[b] != TK_FOLLOW && nt->run_kind[b] != TK_PARAM) continue;
+        if (op && !nt->sub[b]) continue;
+        int sub = krule_add(t, nt->sub[b], notes, depth + 1);
         t->krules[i].sub[b] = sub;
-        if (sub < 0) t->krules[i].k[b] = TK_NONE;
+        if (sub < 0 && op) t->krules[i].k[0] = t->krules[i].k[1] = TK_NONE;
+        if (sub < 0 && !op) t->krules[i].k[b] = TK_NONE;
     }
     return i;
+}
+
+/* What nt's kind is in the call that traces, by the ways its ifs and
+ * loops went there (Tracer.rans), or TK_NONE. */
+static signed char krule_now(const Tracer *T, const Trace *t, const TNote *nt, const TNote *const *notes, int depth)
+{
+    if (!nt || depth > 400) return TK_NONE;
+    int r = -1;
+    for (int i = 0; i < t->nkrules && r < 0; i++)
+        if (notes[i] == nt) r = i;
+    if (r < 0) return TK_NONE;
+    if (t->krules[r].k[0] == TK_OP) {
+        signed char k = TK_NUMBER;
+        for (int b = 0; b < 2; b++) {
+            if (!nt->sub[b]) continue;
+            signed char kb = krule_now(T, t, nt->sub[b], notes, depth + 1);
+            if (!kb) return TK_NONE;
+            if (kb != TK_NUMBER) k = t->krules[r].k[1];
+        }
+        return k;
+    }
+    if (nt->ran_rec < 0 || nt->ran_rec >= T->nrans) return TK_NONE;
+    const struct RanRec *rr = &T->rans[nt->ran_rec];
+    krule_tracer = T;
+    signed char k = krule_resolve(rr->rg, rr->ran, nt->ran_ref, t->krules, r, 0);
+    krule_tracer = NULL;
+    return k;
 }
 
 static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
@@ -857,6 +953,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
      * decides (TNote.run_kind): at every run (Trace.krules), and in this
      * call by the way the tracing run went (want_now) */
     signed char *want_now = NULL;
+    const TNote **knotes = NULL; /* (krule_add) */
     for (int i = 0; i < rl.n; i++) {
         const TNote *nt = rl.t[i]->node;
         if (!nt || !nt->run_kind[0]) continue;
@@ -865,12 +962,10 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
             for (int j = 0; j < rl.n; j++) t->kroot[j] = -1;
             want_now = xcalloc((size_t)rl.n, 1);
         }
-        t->kroot[i] = krule_add(t, nt, 0);
-        if (nt->ran_rec >= 0 && nt->ran_rec < T->nrans) {
-            const struct RanRec *rr = &T->rans[nt->ran_rec];
-            want_now[i] = krule_resolve(rr->rg, rr->ran, nt->ran_ref, t->krules, t->kroot[i], 0);
-        }
+        t->kroot[i] = krule_add(t, nt, &knotes, 0);
+        want_now[i] = krule_now(T, t, nt, knotes, 0);
     }
+    free(knotes);
     t->g_ninputs = g->ninputs;
     for (int i = 0; i < g->ninputs; i++) {
         if (!T->static_in || !T->static_in[i]) continue;

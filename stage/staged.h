@@ -20,8 +20,13 @@ typedef struct OutsideSig {
 
 /* A number-or-tensor rule (Trace.krules): by the way a cond or loop went
  * (0, 1: TNote.run_kind), the kind (TK_*, stage/trace.h) or, TK_FOLLOW,
- * the rule sub[way] of the cond or loop whose output that way's value is. */
-typedef struct KRule { signed char k[2]; int sub[2]; } KRule;
+ * the rule sub[way] of the cond or loop whose output that way's value is,
+ * or, TK_PARAM (a loop's body), the rule sub[1] of the loop's output whose
+ * kind where the last iteration began it is. anchor, out: the cond or
+ * loop (GNode.cf_id) and its output. k[0] TK_OP: an op's result, a number
+ * where the rules sub[0] and sub[1] (-1: a number) give numbers, else
+ * k[1]; anchor -1. */
+typedef struct KRule { signed char k[2]; int sub[2]; int anchor, out; } KRule;
 
 /* One cached trace: the graph and what a call must match to run it. */
 typedef struct Trace {

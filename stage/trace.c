@@ -343,6 +343,38 @@ void trace_mark_number(Value out)
         ((TNote *)out.u.t->node)->number = true;
 }
 
+bool trace_kind_number(Value v, Value *as)
+{
+    if (trace_eager_number(v, as)) return true;
+    if (v.kind != V_TENSOR || v.u.t->rank != 0 || v.u.t->dtype == TFE_BOOL || !v.u.t->node ||
+        !((const TNote *)v.u.t->node)->run_kind[0])
+        return false;
+    *as = dtype_is_float(v.u.t->dtype) ? v_float(1.0, v.u.t->dtype) : v_int(1);
+    as->dtype = (uint8_t)v.u.t->dtype;
+    as->weak = v.u.t->weak;
+    return true;
+}
+
+/* (a's note where a rule gives its kind; NULL where it is a number) */
+static const TNote *kind_note(Value a)
+{
+    if (a.kind != V_TENSOR || !a.u.t->node) return NULL;
+    const TNote *n = a.u.t->node;
+    return n->run_kind[0] && !n->number ? n : NULL;
+}
+
+void trace_note_op_kind(Value out, Value a, Value b)
+{
+    if (out.kind != V_TENSOR || out.u.t->rank != 0 || out.u.t->dtype == TFE_BOOL || !out.u.t->node) return;
+    TNote *n = out.u.t->node;
+    const TNote *sa = kind_note(a), *sb = kind_note(b);
+    if (n->number || (!sa && !sb) || n->run_kind[0]) return;
+    n->run_kind[0] = TK_OP;
+    n->run_kind[1] = n->boxed ? TK_BOXED : TK_DEFAULT; /* (not all numbers: the op's result) */
+    n->sub[0] = sa;
+    n->sub[1] = sb;
+}
+
 void trace_unmark_number(Value v)
 {
     if (v.kind == V_TENSOR && v.u.t->node) ((TNote *)v.u.t->node)->number = false;

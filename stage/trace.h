@@ -40,8 +40,14 @@ typedef struct TNote {
      * zero times, the kind it started with), run_kind[1] the other branch
      * (the loop ran: the kind its body leaves); TK_FOLLOW: that way's
      * value is an output of another such cond or loop (sub[b]'s note),
-     * whose own way decides. TK_NONE in both where the kind does not depend
-     * on it. ran_rec, ran_ref: the record of the run that computed it at
+     * whose own way decides; TK_PARAM (a loop's body that ends it on a
+     * carried value: run_kind[1]): that value's kind where the last
+     * iteration began, sub[1] being the loop's output for it; TK_OP in
+     * run_kind[0]: arithmetic (+ - * / // %, unary minus) on such values
+     * and numbers, a number where every one of them (sub[0], sub[1]; NULL:
+     * a number) is one on the way the call went, as eager code's fast path,
+     * and run_kind[1] otherwise. TK_NONE in both where the kind does not
+     * depend on it. ran_rec, ran_ref: the record of the run that computed it at
      * trace time (Tracer.rans), and its value there; -1: none. */
     signed char run_kind[2];
     const struct TNote *sub[2];
@@ -52,7 +58,7 @@ typedef struct TNote {
 /* What eager code holds a 0-d value as: a number, a tensor (a watch's box,
  * one made while a tape of the body records), or what an op's result is
  * (a number where no tape is active, a tensor under one). */
-enum { TK_NONE, TK_DEFAULT, TK_NUMBER, TK_BOXED, TK_FOLLOW };
+enum { TK_NONE, TK_DEFAULT, TK_NUMBER, TK_BOXED, TK_FOLLOW, TK_PARAM, TK_OP };
 
 /* The ways the ifs and loops of a run at trace time went (GRun.ran) in g
  * (owned: the trace's graph, or a cond's or loop's own graph that ran
@@ -296,6 +302,13 @@ Value trace_value_leaves(Tracer *T, Value v, int *first, int *n);
  * body made), so the call's results are boxed as eagerly. */
 bool trace_eager_number(Value v, Value *as);
 void trace_mark_number(Value out);
+/* trace_eager_number, or a traced 0-d value whose kind a rule gives
+ * (TNote.run_kind), which eager code may hold as a number: *as stands for
+ * it as trace_eager_number says */
+bool trace_kind_number(Value v, Value *as);
+/* out is arithmetic on a and b (b nil: unary) where one is such a value
+ * and eager code's fast path takes numbers: its kind by theirs (TK_OP) */
+void trace_note_op_kind(Value out, Value a, Value b);
 void trace_unmark_number(Value v);    /* a watched one is boxed */
 /* t.watch(name) of a traced 0-d tensor that eager code holds as a number
  * (a number argument, arithmetic on numbers, a 0-d result made with no tape

@@ -1561,7 +1561,7 @@ typedef struct LoopHooks {
 } LoopHooks;
 
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs);
-static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra);
+static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra, signed char *pk);
 
 /* How loop (condition region rc, body rb) reads var, which its body assigns
  * at its top: TL_* (trace.h), 0 when it does not both read and assign it.
@@ -1669,19 +1669,34 @@ int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs)
     return loop_core(I, n, env, &h, xs);
 }
 
+/* What a loop's attempts found a carried value's kind to be (loop_attempt). */
+enum { PK_BOXED = 1, PK_VARIES = 2 };
+
+/* Does the kind of the value noted nt (TNote.run_kind) depend on a
+ * carried value's that starts as a number and becomes a tensor (TK_PARAM)? */
+static bool reaches_param_kind(const TNote *nt, int depth)
+{
+    if (!nt || !nt->run_kind[0] || depth > 64) return false;
+    if (nt->run_kind[0] == TK_PARAM && nt->run_kind[1] == TK_PARAM && !nt->sub[1]) return true;
+    return reaches_param_kind(nt->sub[0], depth + 1) || reaches_param_kind(nt->sub[1], depth + 1);
+}
+
 /* The loop carries the bindings its statements assign; one that only a
  * function it calls assigns (a closure's `c += 1`) is found when its body has
  * been traced, and the loop is traced again carrying that one too. */
 static int loop_core(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs)
 {
     Node **extra = xcalloc((size_t)env->nslots + 1, sizeof *extra); /* by slot: where a called function assigns it */
+    signed char *pk = xcalloc((size_t)env->nslots + 1, 1); /* by slot: PK_*, what the body's
+                                                              attempts found its kind to be */
     int rc;
-    while ((rc = loop_attempt(I, n, env, h, xs, extra)) == 3) {}
+    while ((rc = loop_attempt(I, n, env, h, xs, extra, pk)) == 3) {}
     free(extra);
+    free(pk);
     return rc;
 }
 
-static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra)
+static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *xs, Node **extra, signed char *pk)
 {
     Tracer *T = I->tracer;
     Graph *g = T->g;
@@ -1696,6 +1711,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     /* per carried value: the kind it starts with, the kind the body leaves
      * (TK_*: note_run_kind) */
     signed char *startk = xcalloc((size_t)ns + 1, 1), *bodyk = xcalloc((size_t)ns + 1, 1);
+    int *param_of = xcalloc((size_t)ns + 1, sizeof *param_of); /* TK_PARAM: the carried value it ends on */
     const TNote **starts = xcalloc((size_t)ns + 1, sizeof *starts), **bodys = xcalloc((size_t)ns + 1, sizeof *bodys);
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
@@ -1744,7 +1760,14 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         if (k == 0 && h->counter >= 0) counter_param = sp;
         Value as;
         startk[k] = k == 0 && h->counter >= 0 ? TK_NONE : value_kind(before[carried[k]], &starts[k]);
-        if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
+        if (!(k == 0 && h->counter >= 0) && pk[carried[k]]) {
+            /* a kind the last attempt found: a tensor at every iteration
+             * (PK_BOXED), or a number or a tensor by the iteration, which
+             * a rule decides (TK_PARAM: checked below) */
+            TNote *spn = sp->node;
+            if (pk[carried[k]] == PK_BOXED) spn->boxed = true;
+            else spn->run_kind[0] = spn->run_kind[1] = TK_PARAM;
+        } else if ((k == 0 && h->counter >= 0) || trace_eager_number(before[carried[k]], &as)) {
             /* a number it starts with (a loop variable counts in numbers):
              * the body sees one, as eagerly (trace.h) */
             Value spv = {.kind = V_TENSOR};
@@ -1848,13 +1871,34 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
                  "(a tensor would round it to float32)", name, what);
         Value as;
         /* a number that the body leaves a tensor: eager code's kind after
-         * the loop depends on its count; then none is marked (as before) */
-        if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) numbers = false;
-        /* (a body that ends it on a carried value: its kind at the second
-         * iteration is that value's after the first, not told here) */
+         * the loop depends on its count, and so does what the body makes
+         * of it; the body is traced again with it no number (PK_VARIES) */
+        if (number[k] && !(k == 0 && h->counter >= 0) && !trace_eager_number(v, &as)) {
+            numbers = false;
+            pk[carried[k]] = PK_VARIES;
+        }
+        /* arithmetic on such a value (as the loop's result, or through an
+         * if in the body) is a number or an op's result by the iteration,
+         * which no graph run tells: the loop runs at trace time */
+        if (!(v.kind == V_TENSOR && v.u.t->node &&
+              gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM) &&
+            v.kind == V_TENSOR && reaches_param_kind(v.u.t->node, 0))
+            FAIL(where ? where->loc : n->loc, "'%s' is computed in this %s on a traced tensor from a value "
+                 "it carries that starts as a number and becomes a tensor, so eager code's result is a "
+                 "number or a tensor by the iteration, which a graph run does not keep; start that value "
+                 "as a tensor (tensor(...)) or compute this after the loop", name, what);
+        /* (a body that ends it on a carried value: its kind where an
+         * iteration ends is that value's where the iteration began, so at
+         * the second that value's after the first: TK_PARAM, param_of) */
         bodyk[k] = value_kind(v, &bodys[k]);
-        if (v.kind == V_TENSOR && v.u.t->node && gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM)
+        param_of[k] = -1;
+        if (v.kind == V_TENSOR && v.u.t->node && gnode(g, ((const TNote *)v.u.t->node)->ref.node)->kind == G_PARAM) {
+            int pnode = ((const TNote *)v.u.t->node)->ref.node;
             bodyk[k] = TK_NONE;
+            for (int j = 0; j < nc; j++)
+                if (g->regions[rcond].params[j] == pnode) param_of[k] = j;
+            if (param_of[k] >= 0 && v.u.t->rank == 0 && v.u.t->dtype != TFE_BOOL) bodyk[k] = TK_PARAM;
+        }
         tfe_tensor *t = as_tensor(v);
         bool same = t->dtype == init[k]->dtype && t->rank == init[k]->rank &&
                     !mem_cmp(t->shape, init[k]->shape, sizeof(int64_t) * (size_t)t->rank);
@@ -1917,6 +1961,91 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         GRef ref = trace_ref(T, t);
         g->regions[rbody].outs[k] = ref;
         tensor_decref(t);
+    }
+    if (!numbers) { /* (a number it starts with the body leaves a tensor: again, with it no number) */
+        T->region = saved_region;
+        T->symbolic = saved_sym;
+        T->last_effect = saved_effect;
+        trace_writes_undo(T, mark.writes);
+        restore(env, before);
+        roll_back(T, mark);
+        rc = 3;
+        goto done;
+    }
+    /* A value the body ends on another carried value (`b = a`): its kind
+     * after n iterations is that value's after n - 1 (the start's after
+     * one). Where every kind along the chain is one, that is its kind;
+     * otherwise the way the run went tells (GRun.ran counts a loop's
+     * iterations), unless the chain reaches a value whose kind an if or
+     * loop inside the body decides (the run keeps the way of the last
+     * iteration only), or a cycle whose length does not divide 60 (the
+     * count kept past 120 is modulo 60): then the loop runs at trace time */
+    for (int k = 0; k < nc; k++) {
+        if (bodyk[k] != TK_PARAM) continue;
+        signed char kind0 = startk[k];
+        bool same = kind0 != TK_FOLLOW && kind0 != TK_NONE, follow = false;
+        bool *seen = xcalloc((size_t)nc + 1, 1);
+        int j = param_of[k], len = 0;
+        while (j >= 0 && !seen[j]) {
+            seen[j] = true;
+            signed char sk = j == 0 && h->counter >= 0 ? TK_NUMBER : startk[j];
+            if (sk != kind0) same = false;
+            if (bodyk[j] == TK_PARAM) {
+                j = param_of[j];
+                continue;
+            }
+            signed char bk = j == 0 && h->counter >= 0 ? TK_NUMBER : bodyk[j];
+            follow = bk == TK_FOLLOW;
+            if (bk != kind0) same = false;
+            j = -1;
+        }
+        if (j >= 0) /* (a cycle through j) */
+            for (int c = param_of[j]; ++len <= nc + 1 && c != j; c = param_of[c]) {}
+        free(seen);
+        if (same) {
+            bodyk[k] = kind0;
+            continue;
+        }
+        Node *where = find_assign(h->body, carried[k]);
+        if (follow)
+            FAIL(where ? where->loc : n->loc, "'%s' ends each iteration of this %s on a traced tensor on a "
+                 "value carried from the iteration before, whose kind there (a number or a tensor) an if or "
+                 "loop inside the body decided, which a graph run does not keep for every iteration",
+                 where ? where->str : "a binding", what);
+        if (len > 6 || nc > 60)
+            FAIL(where ? where->loc : n->loc, "'%s' ends each iteration of this %s on a traced tensor on a "
+                 "value carried from the iteration before, in a chain of such values too long for a graph "
+                 "run to tell its kind (a number or a tensor) by", where ? where->str : "a binding", what);
+    }
+    /* A 0-d value the body sees where an iteration begins is, there, what
+     * the loop left it so far: a tensor at every iteration where it starts
+     * as one and the body leaves one (its note says so: an if in the body
+     * that ends on it gives it), otherwise by the iteration (TK_PARAM, on
+     * which nothing may depend but a value handed on as it is). Where
+     * that differs from what this attempt took, the body is traced again */
+    {
+        bool again = false;
+        for (int k = 0; k < nc; k++) {
+            if ((k == 0 && h->counter >= 0) || number[k] || pk[carried[k]] == PK_VARIES ||
+                init[k]->rank != 0 || init[k]->dtype == TFE_BOOL)
+                continue;
+            signed char want = startk[k] == TK_BOXED && bodyk[k] == TK_BOXED ? PK_BOXED
+                               : startk[k] == TK_DEFAULT && bodyk[k] == TK_DEFAULT ? 0 : PK_VARIES;
+            if (want != pk[carried[k]]) {
+                pk[carried[k]] = want;
+                again = true;
+            }
+        }
+        if (again) {
+            T->region = saved_region;
+            T->symbolic = saved_sym;
+            T->last_effect = saved_effect;
+            trace_writes_undo(T, mark.writes);
+            restore(env, before);
+            roll_back(T, mark);
+            rc = 3;
+            goto done;
+        }
     }
     /* Under a tape made in this trace, a loop that reads a variable and
      * assigns it reads a new tensor of it at every iteration (its gradient
@@ -2005,9 +2134,32 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         /* a number that the body leaves a tensor (or the other way round)
          * is what eager code holds after as many iterations as ran: the
          * kind it started with where none did (TNote.run_kind) */
+        /* (a body that ends it on another carried value: that one's
+         * output stands for it, TNote.run_kind) */
+        for (int k = 0; k < nc; k++) {
+            if (bodyk[k] != TK_PARAM) continue;
+            int j = param_of[k];
+            Value o = env->slots[carried[j]];
+            if ((j == 0 && h->counter >= 0) || (number[j] && numbers)) bodyk[k] = TK_NUMBER;
+            else if (o.kind == V_TENSOR && o.u.t->node) bodys[k] = o.u.t->node;
+            else bodyk[k] = TK_NONE;
+        }
         for (int k = 0; k < nc; k++)
             if (!(number[k] && numbers) && env->slots[carried[k]].kind == V_TENSOR)
                 note_run_kind(env->slots[carried[k]].u.t, startk[k], bodyk[k], starts[k], bodys[k]);
+        /* ... and where that one's kind is the same either way, it has a
+         * rule too, which the chain's resolves through */
+        for (int k = 0; k < nc; k++) {
+            if (bodyk[k] != TK_PARAM) continue;
+            int j = param_of[k];
+            TNote *tn = (TNote *)bodys[k];
+            if (!tn->run_kind[0] && !tn->number && startk[j] && bodyk[j]) {
+                tn->run_kind[0] = startk[j];
+                tn->run_kind[1] = bodyk[j];
+                tn->sub[0] = starts[j];
+                tn->sub[1] = bodys[j];
+            }
+        }
         for (int k = 0; k < ncv; k++) {
             /* (the values it carries that a read of the variable reaches) */
             bool *reach = xcalloc((size_t)ntot + 1, 1);
@@ -2032,6 +2184,7 @@ done:
     free(number);
     free(startk);
     free(bodyk);
+    free(param_of);
     free(starts);
     free(bodys);
     free(carried);

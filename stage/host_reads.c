@@ -1,0 +1,139 @@
+/* host_reads.c — the reads of a cached graph's @host call, under a tape,
+ * that its node does not take as inputs (stage/host_reads.h): the tensors
+ * a tape tracks among them become extra sources of the call's tape entry,
+ * so that a gradient reaching one is refused where it is taken rather than
+ * silently zero. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "stage/host_node.h"
+#include "stage/host_reads.h"
+#include "tensor/grad.h"
+#include "util/xalloc.h"
+
+void host_unlinked_free(HostUnlinked *u)
+{
+    for (int i = 0; i < u->n; i++) {
+        tensor_decref(u->t[i]);
+        free(u->what[i]);
+    }
+    free(u->t);
+    free(u->what);
+    *u = (HostUnlinked){0};
+}
+
+
+bool host_reads_begin(Interp *I, HostReads *w, const GNode *n)
+{
+    /* (under TFE_CHECK_STAGED the call is replayed, not run; a redone
+     * call's result was already made) */
+    if (!I->host_unlinked || I->tracer || I->check_replay || n->nout == 0 || n->host->obj.kind != V_FN) return false;
+    *w = (HostReads){0};
+    w->born = env_next_born();
+    w->fname = ((Closure *)n->host->obj.u.o)->name;
+    w->ctx = n->host->sync ? n->host->sync->ctx : NULL;
+    w->nctx = n->host->sync ? n->host->sync->nctx : 0;
+    w->prev = I->host_reads;
+    I->host_reads = w;
+    return true;
+}
+
+void host_reads_begin_suspects(Interp *I, HostReads *w, const char *fname, const struct HostCtx *ctx, int nctx,
+                               const HostSuspect *sus, int nsus)
+{
+    *w = (HostReads){.born = env_next_born(), .fname = fname, .ctx = ctx, .nctx = nctx, .sus = sus, .nsus = nsus,
+                     .prev = I->host_reads};
+    I->host_reads = w;
+}
+
+void host_reads_end(Interp *I, HostReads *w) { I->host_reads = w->prev; }
+
+/* Does v hold a float tensor? */
+static bool has_float(Value v, int depth)
+{
+    if (v.kind == V_TENSOR) return dtype_is_float(v.u.t->dtype);
+    if (depth > 8) return false;
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (has_float(q->items[i], depth + 1)) return true;
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (has_float(r->vals[i], depth + 1)) return true;
+    }
+    return false;
+}
+
+static void hit(HostReads *w, const char *what)
+{
+    if (w->hit) return;
+    char b[400];
+    snprintf(b, sizeof b, "%s() read %s", w->fname, what);
+    w->hit = xstrdup(b);
+}
+
+/* t, tracked by a tape, read by the watched call as `what`. */
+static void note(Interp *I, tfe_tensor *t, const char *what)
+{
+    HostUnlinked *u = I->host_unlinked;
+    if (!u || !t || !dtype_is_float(t->dtype) || tfe_tapes_tracking(0, 1 << 30, 1, &t) == 0) return;
+    for (int i = 0; i < u->n; i++)
+        if (u->t[i] == t) return;
+    if (u->n == u->cap) {
+        u->cap = u->cap ? 2 * u->cap : 4;
+        u->t = xrealloc(u->t, sizeof *u->t * (size_t)u->cap);
+        u->what = xrealloc(u->what, sizeof *u->what * (size_t)u->cap);
+    }
+    tensor_incref(t);
+    u->t[u->n] = t;
+    char b[400];
+    snprintf(b, sizeof b, "%s() read %s", I->host_reads->fname, what);
+    u->what[u->n++] = xstrdup(b);
+}
+
+static void note_value(Interp *I, Value v, const char *what, int depth)
+{
+    if (v.kind == V_TENSOR) note(I, v.u.t, what);
+    if (depth > 8) return; /* (a cycle: a list holding itself) */
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++) note_value(I, q->items[i], what, depth + 1);
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) note_value(I, r->vals[i], what, depth + 1);
+    }
+}
+
+void host_reads_binding(Interp *I, Env *e, int slot, const char *name)
+{
+    HostReads *w = I->host_reads;
+    if (!w || e->born >= w->born) return; /* (the function's own, or a closure's made in it) */
+    for (int i = 0; i < w->nctx; i++)
+        if (w->ctx[i].env == e && w->ctx[i].slot == slot) return; /* an input of the node */
+    char what[300];
+    snprintf(what, sizeof what, "'%s'", name);
+    if (!w->sus) {
+        note_value(I, e->slots[slot], what, 0);
+        return;
+    }
+    for (int i = 0; i < w->nsus; i++)
+        if (w->sus[i].env == e && w->sus[i].slot == slot && has_float(e->slots[slot], 0)) hit(w, what);
+}
+
+void host_reads_var(Interp *I, Value var, const char *var_name, tfe_tensor *t)
+{
+    HostReads *w = I->host_reads;
+    if (!w) return;
+    for (int i = 0; i < w->nctx; i++)
+        if (!w->ctx[i].env && w->ctx[i].tmpl.u.o == var.u.o) return; /* an input of the node */
+    char what[300];
+    if (var_name) snprintf(what, sizeof what, "the variable '%s'", var_name);
+    else snprintf(what, sizeof what, "a variable");
+    if (!w->sus) {
+        note(I, t, what);
+        return;
+    }
+    for (int i = 0; i < w->nsus; i++)
+        if (w->sus[i].var == var.u.o && dtype_is_float(t->dtype)) hit(w, what);
+}

@@ -2919,7 +2919,7 @@ typedef struct GCallGrad {
     /* tensors a tape tracks that a @host call of this run read without its
      * node taking them as inputs (stage/host_reads.h): the entry's last
      * sources, whose gradient the backward cannot give; a gradient that
-     * reaches one is an error. extra_what: which call read it (owned) */
+     * reaches one is an error. extra_what: its message (owned) */
     int nextra;
     char **extra_what;
 } GCallGrad;
@@ -3904,12 +3904,7 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
     GCallGrad *c = (GCallGrad *)self;
     for (int i = nin - c->nextra; i < nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) continue;
-        const char *w = c->extra_what[i - (nin - c->nextra)];
-        const char *q = strchr(w, '\'');
-        tfe_error_set("gradient: %s in this staged call, a tensor this gradient reaches, where in the call that "
-                      "traced the staged function it did not read it (or it is in a binding holding more than 64 "
-                      "tensors), so the call's graph does not take it and cannot give its gradient: pass %s to "
-                      "the @host function as an argument", w, q ? q : "it");
+        tfe_error_set("%s", c->extra_what[i - (nin - c->nextra)]);
         return -1;
     }
     nin -= c->nextra;

@@ -265,12 +265,9 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     if (watch) {
         host_reads_end(I, &w);
         if (!rc && w.hit) {
-            const char *q = strchr(w.hit, '\'');
             I->stage_limit = true;
-            rc = raise_at(I, call_loc, "the gradient taken inside this staged function through %s(), a @host call: "
-                          "%s here, where in the call that traced the staged function it did not, so the "
-                          "graph's gradient with respect to it does not go through the function: pass %s to "
-                          "%s() as an argument", callable_name(h->f), w.hit, q ? q : "it", callable_name(h->f));
+            rc = raise_at(I, call_loc, "the gradient taken inside this staged function through %s(), a @host call: %s",
+                          callable_name(h->f), w.hit);
         }
         free(w.hit);
     }

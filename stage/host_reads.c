@@ -11,6 +11,14 @@
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
+/* What to pass instead (the advice of the errors): the binding, or the
+ * variable's value read in the staged function. */
+static void advice(char *b, size_t n, const char *what, const char *var_name)
+{
+    if (!var_name) snprintf(b, n, "%s (or the tensor of it the function uses)", what);
+    else snprintf(b, n, "its value (%s.value, read in the staged function)", var_name);
+}
+
 void host_unlinked_free(HostUnlinked *u)
 {
     for (int i = 0; i < u->n; i++) {
@@ -65,16 +73,19 @@ static bool has_float(Value v, int depth)
     return false;
 }
 
-static void hit(HostReads *w, const char *what)
+static void hit(HostReads *w, const char *what, const char *var_name)
 {
     if (w->hit) return;
-    char b[400];
-    snprintf(b, sizeof b, "%s() read %s", w->fname, what);
+    char b[1600], a[400];
+    advice(a, sizeof a, what, var_name);
+    snprintf(b, sizeof b, "%s() read %s in this call, where the call that traced the staged function did not, so "
+                          "the graph's gradient with respect to it does not go through the function, as eager "
+                          "code's does: pass %s to %s() as an argument", w->fname, what, a, w->fname);
     w->hit = xstrdup(b);
 }
 
 /* t, tracked by a tape, read by the watched call as `what`. */
-static void note(Interp *I, tfe_tensor *t, const char *what)
+static void note(Interp *I, tfe_tensor *t, const char *what, const char *var_name)
 {
     HostUnlinked *u = I->host_unlinked;
     if (!u || !t || !dtype_is_float(t->dtype) || tfe_tapes_tracking(0, 1 << 30, 1, &t) == 0) return;
@@ -87,14 +98,19 @@ static void note(Interp *I, tfe_tensor *t, const char *what)
     }
     tensor_incref(t);
     u->t[u->n] = t;
-    char b[400];
-    snprintf(b, sizeof b, "%s() read %s", I->host_reads->fname, what);
+    char b[1600], a[400];
+    const char *f = I->host_reads->fname;
+    advice(a, sizeof a, what, var_name);
+    snprintf(b, sizeof b, "gradient: %s(), a @host function, read %s in this staged call, where the graph does not "
+                          "take it as an input (the call that traced did not read it%s), so the gradient through it, "
+                          "which eager code gives, would be lost: pass %s to %s() as an argument", f, what,
+             var_name ? "" : ", or it is in a binding holding more than 64 tensors", a, f);
     u->what[u->n++] = xstrdup(b);
 }
 
 static void note_value(Interp *I, Value v, const char *what, int depth)
 {
-    if (v.kind == V_TENSOR) note(I, v.u.t, what);
+    if (v.kind == V_TENSOR) note(I, v.u.t, what, NULL);
     if (depth > 8) return; /* (a cycle: a list holding itself) */
     if (v.kind == V_TUPLE || v.kind == V_LIST) {
         Seq *q = (Seq *)v.u.o;
@@ -118,7 +134,7 @@ void host_reads_binding(Interp *I, Env *e, int slot, const char *name)
         return;
     }
     for (int i = 0; i < w->nsus; i++)
-        if (w->sus[i].env == e && w->sus[i].slot == slot && has_float(e->slots[slot], 0)) hit(w, what);
+        if (w->sus[i].env == e && w->sus[i].slot == slot && has_float(e->slots[slot], 0)) hit(w, what, NULL);
 }
 
 void host_reads_var(Interp *I, Value var, const char *var_name, tfe_tensor *t)
@@ -131,9 +147,9 @@ void host_reads_var(Interp *I, Value var, const char *var_name, tfe_tensor *t)
     if (var_name) snprintf(what, sizeof what, "the variable '%s'", var_name);
     else snprintf(what, sizeof what, "a variable");
     if (!w->sus) {
-        note(I, t, what);
+        note(I, t, what, var_name ? var_name : "v");
         return;
     }
     for (int i = 0; i < w->nsus; i++)
-        if (w->sus[i].var == var.u.o && dtype_is_float(t->dtype)) hit(w, what);
+        if (w->sus[i].var == var.u.o && dtype_is_float(t->dtype)) hit(w, what, var_name ? var_name : "v");
 }

@@ -12,8 +12,8 @@
 #include "graph/graph.h"
 #include "interp/internal.h"
 
-/* The tensors noted during one graph call (owned), and for each what read
- * it ("h() read 'G'"). */
+/* The tensors noted during one graph call (owned), and for each the error
+ * a gradient that reaches it raises. */
 typedef struct HostUnlinked {
     tfe_tensor **t;
     char **what;
@@ -37,7 +37,7 @@ typedef struct HostReads {
      * stage/host_grad.c) only reads of these count, the first kept in hit */
     const HostSuspect *sus;
     int nsus;
-    char *hit;           /* owned, or NULL */
+    char *hit;           /* the error's end (owned), or NULL */
     struct HostReads *prev;
 } HostReads;
 

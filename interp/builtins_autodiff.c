@@ -270,7 +270,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
     /* (a cached graph's @host call under a tape: a read its node does not
      * take, once the tapes watch it; stage/host_reads.c) */
     Interp *I = interp_current();
-    if (t && !tr && v->trainable && I && I->host_reads) host_reads_var(I, v_obj(V_OBJECT, v), v->name, t);
+    if (t && !tr && I && I->host_reads) host_reads_var(I, v_obj(V_OBJECT, v), v->name, v->trainable, t);
     return t;
 }
 

@@ -2922,6 +2922,10 @@ typedef struct GCallGrad {
      * reaches one is an error. extra_what: its message (owned) */
     int nextra;
     char **extra_what;
+    /* the bindings and variables those calls read that their nodes do not
+     * take, with their values then: the backward runs with them */
+    HostSnap *snap;
+    int nsnap;
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -2947,6 +2951,7 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->dd);
     for (int i = 0; i < c->nextra; i++) free(c->extra_what[i]);
     free(c->extra_what);
+    host_snaps_free(c->snap, c->nsnap);
     free(c->plan.src);
     free(c->plan.node);
     free(c->plan.saved);
@@ -3908,7 +3913,10 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         return -1;
     }
     nin -= c->nextra;
+    /* the @host functions it runs again see what they read in the call */
+    host_snaps_swap(c->snap, c->nsnap);
     int rc = backward_run(self, nin, in, nout, out, dy, dx);
+    host_snaps_swap(c->snap, c->nsnap);
     I->cur_loc = at;
     if (rc && I->has_error) {
         /* the tape reports tensor errors: hand the message over */
@@ -4220,6 +4228,10 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
             c->extra_what[j] = unl.what[j];
         }
         unl.n = 0;
+        c->snap = unl.snap;
+        c->nsnap = unl.nsnap;
+        unl.snap = NULL;
+        unl.nsnap = 0;
         for (int i = 0; i < c->plan.nsrc; i++) {
             /* a logged read that did not run (its loop ran zero times):
              * the variable's tensor as it is, which no tape notes (its

@@ -19,6 +19,16 @@ static void advice(char *b, size_t n, const char *what, const char *var_name)
     else snprintf(b, n, "its value (%s.value, read in the staged function)", var_name);
 }
 
+void host_snaps_free(HostSnap *snap, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (snap[i].env) env_decref(snap[i].env);
+        value_decref(snap[i].var);
+        value_decref(snap[i].v);
+    }
+    free(snap);
+}
+
 void host_unlinked_free(HostUnlinked *u)
 {
     for (int i = 0; i < u->n; i++) {
@@ -27,7 +37,43 @@ void host_unlinked_free(HostUnlinked *u)
     }
     free(u->t);
     free(u->what);
+    host_snaps_free(u->snap, u->nsnap);
     *u = (HostUnlinked){0};
+}
+
+void host_snaps_swap(HostSnap *snap, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (snap[i].env) {
+            Value t = snap[i].env->slots[snap[i].slot];
+            snap[i].env->slots[snap[i].slot] = snap[i].v;
+            snap[i].v = t;
+            continue;
+        }
+        tfe_tensor *now = variable_peek(snap[i].var);
+        tensor_incref(now);
+        variable_replace_take(snap[i].var, value_to_tensor(snap[i].v)); /* (a new ref) */
+        value_decref(snap[i].v);
+        snap[i].v = v_tensor_take(now);
+    }
+}
+
+/* The value binding (e, slot), or variable var, held at the watched call's
+ * first read of it. */
+static void snap(Interp *I, Env *e, int slot, Value var, Value v)
+{
+    HostUnlinked *u = I->host_unlinked;
+    if (!u) return;
+    for (int i = 0; i < u->nsnap; i++)
+        if (e ? u->snap[i].env == e && u->snap[i].slot == slot : u->snap[i].var.u.o == var.u.o) return;
+    if (u->nsnap == u->capsnap) {
+        u->capsnap = u->capsnap ? 2 * u->capsnap : 4;
+        u->snap = xrealloc(u->snap, sizeof *u->snap * (size_t)u->capsnap);
+    }
+    if (e) e->h.refcount++;
+    value_incref(var);
+    value_incref(v);
+    u->snap[u->nsnap++] = (HostSnap){e, slot, var, v};
 }
 
 
@@ -130,6 +176,7 @@ void host_reads_binding(Interp *I, Env *e, int slot, const char *name)
     char what[300];
     snprintf(what, sizeof what, "'%s'", name);
     if (!w->sus) {
+        snap(I, e, slot, v_nil(), e->slots[slot]);
         note_value(I, e->slots[slot], what, 0);
         return;
     }
@@ -137,7 +184,7 @@ void host_reads_binding(Interp *I, Env *e, int slot, const char *name)
         if (w->sus[i].env == e && w->sus[i].slot == slot && has_float(e->slots[slot], 0)) hit(w, what, NULL);
 }
 
-void host_reads_var(Interp *I, Value var, const char *var_name, tfe_tensor *t)
+void host_reads_var(Interp *I, Value var, const char *var_name, bool trainable, tfe_tensor *t)
 {
     HostReads *w = I->host_reads;
     if (!w) return;
@@ -147,9 +194,13 @@ void host_reads_var(Interp *I, Value var, const char *var_name, tfe_tensor *t)
     if (var_name) snprintf(what, sizeof what, "the variable '%s'", var_name);
     else snprintf(what, sizeof what, "a variable");
     if (!w->sus) {
-        note(I, t, what, var_name ? var_name : "v");
+        tensor_incref(variable_peek(var));
+        Value stored = v_tensor_take(variable_peek(var));
+        snap(I, NULL, -1, var, stored);
+        value_decref(stored);
+        if (trainable) note(I, t, what, var_name ? var_name : "v");
         return;
     }
-    for (int i = 0; i < w->nsus; i++)
+    for (int i = 0; i < w->nsus && trainable; i++)
         if (w->sus[i].var == var.u.o && dtype_is_float(t->dtype)) hit(w, what, var_name ? var_name : "v");
 }

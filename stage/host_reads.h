@@ -12,15 +12,29 @@
 #include "graph/graph.h"
 #include "interp/internal.h"
 
+/* A binding (env set) or variable (var set) such a call read, and the
+ * value it held at its first read (owned refs). */
+typedef struct HostSnap { Env *env; int slot; Value var; Value v; } HostSnap;
+
 /* The tensors noted during one graph call (owned), and for each the error
- * a gradient that reaches it raises. */
+ * a gradient that reaches it raises; and every binding and variable its
+ * @host calls read that their nodes do not take, with its value then: the
+ * call's backward runs the functions again with those values, as it does
+ * with the ones its nodes take (host_snaps_swap), not with the values at
+ * gradient time. */
 typedef struct HostUnlinked {
     tfe_tensor **t;
     char **what;
     int n, cap;
+    HostSnap *snap;
+    int nsnap, capsnap;
 } HostUnlinked;
 
 void host_unlinked_free(HostUnlinked *u);
+/* Swap the values of the bindings and variables of snap[] with those held
+ * there (twice: back as they were). */
+void host_snaps_swap(HostSnap *snap, int n);
+void host_snaps_free(HostSnap *snap, int n);
 
 /* An outside binding (env, slot), or a variable (var), whose tensor a tape
  * made inside a staged function may differentiate with respect to. */
@@ -55,6 +69,6 @@ void host_reads_begin_suspects(Interp *I, HostReads *w, const char *fname, const
 /* The function read outside binding (e, slot) (interp/eval.c), or variable
  * var as tensor t (interp/builtins_autodiff.c). */
 void host_reads_binding(Interp *I, Env *e, int slot, const char *name);
-void host_reads_var(Interp *I, Value var, const char *var_name, tfe_tensor *t);
+void host_reads_var(Interp *I, Value var, const char *var_name, bool trainable, tfe_tensor *t);
 
 #endif

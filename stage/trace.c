@@ -1885,11 +1885,17 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         leaves_free(&hl);
         bool higher = ninner >= 1 && nouter + ninner >= 2;
         /* (later calls run eagerly under as many tapes outside as made it so;
-         * --stage-all, after an effect: the function goes on eagerly) */
+         * after effects the run again replays them where it can, as for an
+         * if on a varying value, stage/trace_cf.c; --stage-all, after an
+         * effect it cannot replay: the function goes on eagerly) */
+        if (higher && !trace_nothing_done(T) && trace_effects_replayable(T))
+            return trace_redo_replaying(I, I->cur_loc, ninner >= 2 ? 0 : 1);
         if (higher && trace_redo_eagerly(I, I->cur_loc, ninner >= 2 ? 0 : 1,
                                       "the gradient of %s(), a @host call, is taken inside this staged function "
                                       "while another tape records the call (a higher order), after an effect of "
-                                      "the call ran: the staged gradient would not be eager's bit for bit; make "
+                                      "the call that a run again cannot replay (a write of an outside binding or a "
+                                      "variable, a @host call given a list or reading an outside tensor): the "
+                                      "staged gradient would not be eager's bit for bit; make "
                                       "the @host call before the call's other effects (the call then runs "
                                       "eagerly), or run it eagerly (run_eagerly(true))",
                                       fname))

@@ -59,13 +59,17 @@ void host_snaps_swap(HostSnap *snap, int n)
 }
 
 /* The value binding (e, slot), or variable var, held at the watched call's
- * first read of it. */
-static void snap(Interp *I, Env *e, int slot, Value var, Value v)
+ * first read of it. Returns whether an earlier read noted this very value
+ * (its tensors were looked at then: a data set in a list read at every
+ * call, or in a loop, is walked once per graph call). */
+static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
 {
     HostUnlinked *u = I->host_unlinked;
-    if (!u) return;
+    if (!u) return false;
     for (int i = 0; i < u->nsnap; i++)
-        if (e ? u->snap[i].env == e && u->snap[i].slot == slot : u->snap[i].var.u.o == var.u.o) return;
+        if (e ? u->snap[i].env == e && u->snap[i].slot == slot : u->snap[i].var.u.o == var.u.o)
+            return u->snap[i].v.kind == v.kind && v.kind >= V_TENSOR &&
+                   (v.kind == V_TENSOR ? u->snap[i].v.u.t == v.u.t : u->snap[i].v.u.o == v.u.o);
     if (u->nsnap == u->capsnap) {
         u->capsnap = u->capsnap ? 2 * u->capsnap : 4;
         u->snap = xrealloc(u->snap, sizeof *u->snap * (size_t)u->capsnap);
@@ -74,6 +78,7 @@ static void snap(Interp *I, Env *e, int slot, Value var, Value v)
     value_incref(var);
     value_incref(v);
     u->snap[u->nsnap++] = (HostSnap){e, slot, var, v};
+    return false;
 }
 
 
@@ -176,8 +181,7 @@ void host_reads_binding(Interp *I, Env *e, int slot, const char *name)
     char what[300];
     snprintf(what, sizeof what, "'%s'", name);
     if (!w->sus) {
-        snap(I, e, slot, v_nil(), e->slots[slot]);
-        note_value(I, e->slots[slot], what, 0);
+        if (!snap(I, e, slot, v_nil(), e->slots[slot])) note_value(I, e->slots[slot], what, 0);
         return;
     }
     for (int i = 0; i < w->nsus; i++)

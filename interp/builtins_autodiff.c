@@ -9,6 +9,7 @@
 #include "interp/internal.h"
 #include "interp/tape_view.h"
 #include "tensor/grad.h"
+#include "stage/host_reads.h"
 #include "stage/trace.h"
 #include "util/xalloc.h"
 
@@ -266,6 +267,10 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
             const tfe_tensor *s0 = again ? trace_cf_start(tr, &v->o.h) : NULL;
             tape_note_read_after(watching[i], v, copy ? stored : t, region, again, s0 && s0 != stored, false);
         }
+    /* (a cached graph's @host call under a tape: a read its node does not
+     * take, once the tapes watch it; stage/host_reads.c) */
+    Interp *I = interp_current();
+    if (t && !tr && I && I->host_reads) host_reads_var(I, v_obj(V_OBJECT, v), v->name, v->trainable, t);
     return t;
 }
 

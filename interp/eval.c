@@ -12,6 +12,7 @@
 #include "interp/internal.h"
 #include "tensor/ops.h"
 #include "stage/check.h"
+#include "stage/host_reads.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "util/buf.h"
@@ -42,7 +43,7 @@ static inline int eval_fast(Interp *I, Node *n, Env *env, Value *out)
 {
     if (n->kind == N_NAME && n->op == 0) {
         /* while tracing, a name of an enclosing function may be outside the trace */
-        if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return eval(I, n, env, out);
+        if (n->depth && __builtin_expect(I->tracer != NULL || I->host_reads != NULL, 0)) return eval(I, n, env, out);
         Env *e = env;
         for (int d = n->depth; d > 0; d--) e = e->parent;
         Value v = e->slots[n->slot];
@@ -1556,6 +1557,11 @@ static __attribute__((noinline)) int read_name_traced(Interp *I, Node *n, Env *e
     if (n->op == 2) {
         v = I->builtin_vals[n->slot];
         value_incref(v);
+    } else if (!I->tracer) { /* a cached graph's @host call under a tape (stage/host_reads.c) */
+        Env *e = env_up(env, n->depth);
+        host_reads_binding(I, e, n->slot, n->str);
+        v = e->slots[n->slot];
+        value_incref(v);
     } else {
         Env *e = env_up(env, n->depth);
         if (e->trace_id != I->trace_id) {
@@ -1579,7 +1585,8 @@ static int eval(Interp *I, Node *n, Env *env, Value *out)
 {
     switch (n->kind) {
     case N_NAME: {
-        if (n->depth && __builtin_expect(I->tracer != NULL, 0)) return read_name_traced(I, n, env, out);
+        if (n->depth && __builtin_expect(I->tracer != NULL || I->host_reads != NULL, 0))
+            return read_name_traced(I, n, env, out);
         Value v = n->op == 2 ? I->builtin_vals[n->slot] : env_up(env, n->depth)->slots[n->slot];
         if (__builtin_expect(is_undefined(v), 0)) return raise_undefined(I, n->loc, n->str, NULL);
         value_incref(v);

@@ -158,6 +158,13 @@ struct Interp {
      * hands back (result and random state after) instead of making them
      * twice (stage/staged.c, stage_effect_replay); NULL: none */
     struct EffectReplay *effect_replay;
+    /* a @host call of a cached graph running under a tape (stage/host_reads.c):
+     * what it reads that its node does not take as an input (an outside
+     * binding it did not read when traced, one too big to flatten, a variable
+     * it did not read then) is noted into host_unlinked, the extra sources of
+     * the call's tape entry, whose gradient the graph cannot give; NULL: none */
+    struct HostReads *host_reads;
+    struct HostUnlinked *host_unlinked;
 };
 
 /* value.c */

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "graph/exec.h"
+#include "stage/host_reads.h"
 #include "stage/staged.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
@@ -2915,6 +2916,16 @@ typedef struct GCallGrad {
      * no backward graph is kept or taken for it) */
     tfe_meta *dd;
     int ndd;
+    /* tensors a tape tracks that a @host call of this run read without its
+     * node taking them as inputs (stage/host_reads.h): the entry's last
+     * sources, whose gradient the backward cannot give; a gradient that
+     * reaches one is an error. extra_what: its message (owned) */
+    int nextra;
+    char **extra_what;
+    /* the bindings and variables those calls read that their nodes do not
+     * take, with their values then: the backward runs with them */
+    HostSnap *snap;
+    int nsnap;
 } GCallGrad;
 
 static void gcall_release(tfe_custom_grad *self)
@@ -2938,6 +2949,9 @@ static void gcall_release(tfe_custom_grad *self)
     free(c->lr_post);
     free(c->draws);
     free(c->dd);
+    for (int i = 0; i < c->nextra; i++) free(c->extra_what[i]);
+    free(c->extra_what);
+    host_snaps_free(c->snap, c->nsnap);
     free(c->plan.src);
     free(c->plan.node);
     free(c->plan.saved);
@@ -3887,7 +3901,22 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
                       "(make the call inside its with block), or call the function eagerly");
         return -1;
     }
+    /* a tensor a @host call read that its node does not take (read only on
+     * calls after the one that traced, or in a binding of more than 64
+     * tensors): eager code would give it a gradient through the function,
+     * the graph none, so one that the gradient reaches is refused rather
+     * than left zero */
+    GCallGrad *c = (GCallGrad *)self;
+    for (int i = nin - c->nextra; i < nin; i++) {
+        if (dx[i] == TFE_GRAD_SKIP) continue;
+        tfe_error_set("%s", c->extra_what[i - (nin - c->nextra)]);
+        return -1;
+    }
+    nin -= c->nextra;
+    /* the @host functions it runs again see what they read in the call */
+    host_snaps_swap(c->snap, c->nsnap);
     int rc = backward_run(self, nin, in, nout, out, dy, dx);
+    host_snaps_swap(c->snap, c->nsnap);
     I->cur_loc = at;
     if (rc && I->has_error) {
         /* the tape reports tensor errors: hand the message over */
@@ -4099,7 +4128,11 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
     for (int i = 0; i < R->n && saved_tapes && !x.logreads; i++)
         x.logreads = R->nodes[i].kind == G_VAR_READ && R->nodes[i].region != 0;
     tfe_tapes_active = 0; /* under a tape the whole call is one entry */
+    /* what its @host calls read that their nodes do not take (stage/host_reads.h) */
+    HostUnlinked unl = {0}, *unl_outer = I->host_unlinked;
+    I->host_unlinked = saved_tapes && !I->tracer ? &unl : NULL;
     int rc = x.plan ? grun_plan(&x) : grun_region(&x, 0);
+    I->host_unlinked = unl_outer;
     tfe_tapes_active = saved_tapes;
     GRegion *top = &R->regions[0];
     /* by output: the input it is (a value passed through: a loop that ran
@@ -4185,8 +4218,20 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
                     c->lr_count[j]++;
                     c->nlog++;
                 }
-        int nsrc = c->plan.nsrc + c->nlog;
+        int nsrc = c->plan.nsrc + c->nlog + unl.n;
         tfe_tensor **src = xmalloc(sizeof *src * (size_t)(nsrc + 1));
+        /* then what its @host calls read that their nodes do not take */
+        c->nextra = unl.n;
+        c->extra_what = unl.n ? xmalloc(sizeof *c->extra_what * (size_t)unl.n) : NULL;
+        for (int j = 0; j < unl.n; j++) {
+            src[nsrc - unl.n + j] = unl.t[j];
+            c->extra_what[j] = unl.what[j];
+        }
+        unl.n = 0;
+        c->snap = unl.snap;
+        c->nsnap = unl.nsnap;
+        unl.snap = NULL;
+        unl.nsnap = 0;
         for (int i = 0; i < c->plan.nsrc; i++) {
             /* a logged read that did not run (its loop ran zero times):
              * the variable's tensor as it is, which no tape notes (its
@@ -4275,6 +4320,7 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
         if (c->base.refcount == 0) gcall_release(&c->base); /* no tape tracks its inputs */
     }
     free(same);
+    host_unlinked_free(&unl);
     if (ran) { /* (the ways its ifs and loops went: the caller's now) */
         *ran = x.ran;
         *ran_g = R;

@@ -11,6 +11,7 @@
 #include "graph/host.h"
 #include "stage/check.h"
 #include "stage/host_node.h"
+#include "stage/host_reads.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
 #include "util/profile.h"
@@ -550,8 +551,13 @@ static int run_host_untimed(GRun *x, GNode *n)
     } else {
         bool ok = I->host_redo.ok; /* not for graphs the function runs */
         I->host_redo.ok = false;
+        /* under a tape, what it reads that the node does not take as an
+         * input (stage/host_reads.h) */
+        HostReads w;
+        bool watch = host_reads_begin(I, &w, n);
         rc = I->check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
                              : call_value(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r);
+        if (watch) host_reads_end(I, &w);
         I->host_redo.ok = ok;
     }
     I->cur_loc = saved_loc;

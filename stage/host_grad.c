@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stage/check.h"
+#include "stage/host_reads.h"
 #include "stage/sig.h"
 #include "stage/trace.h"
 #include "tensor/grad.h"
@@ -32,6 +33,15 @@ typedef struct HostFn {
     /* by leaf, the first leaf that is the same tensor (set by vjp_all, so a
      * traced vjp run later groups the places as the trace did); NULL: none */
     int *grp;
+    /* traced into a graph (a tape made inside a staged function): the outside
+     * bindings holding float tensors and the variables the body read, not
+     * inputs of the node, whose gradient that tape may take; a run of the
+     * vjp node that finds the function reading one (it did not when traced)
+     * is an error, as the trace's gradient for it does not go through the
+     * function (stage/host_reads.h). sus_done: they were gathered */
+    HostSuspect *sus;
+    int nsus;
+    bool sus_done;
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -50,6 +60,11 @@ static void hostfn_free(Obj *o)
     }
     free(h->ctx);
     free(h->grp);
+    for (int i = 0; i < h->nsus; i++) {
+        if (h->sus[i].env) env_decref(h->sus[i].env);
+        if (h->sus[i].var) value_decref(v_obj(V_OBJECT, h->sus[i].var));
+    }
+    free(h->sus);
     free(h);
 }
 
@@ -239,7 +254,23 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     uint64_t rkey, rcounter;
     tfe_random_state(&rkey, &rcounter);
     if (I->tracer) I->tracer->suspended++; /* the function itself, not a node for it */
+    /* a vjp node of a graph (not the trace): does the function read what
+     * the trace's tapes may differentiate with respect to, through it,
+     * where the call that traced did not (h->sus)? */
+    HostReads w;
+    bool watch = !I->tracer && h->nsus;
+    Loc call_loc = I->cur_loc; /* (the host call's) */
+    if (watch) host_reads_begin_suspects(I, &w, callable_name(h->f), h->ctx, h->nctx, h->sus, h->nsus);
     rc = call_value(I, h->f, argc, args, h->nhkw, h->kwnames, args + argc, &r);
+    if (watch) {
+        host_reads_end(I, &w);
+        if (!rc && w.hit) {
+            I->stage_limit = true;
+            rc = raise_at(I, call_loc, "the gradient taken inside this staged function through %s(), a @host call: %s",
+                          callable_name(h->f), w.hit);
+        }
+        free(w.hit);
+    }
     if (I->tracer) I->tracer->suspended--;
     tfe_random_restore(rkey, rcounter);
     for (int i = 0; i < h->nctx; i++) {
@@ -303,9 +334,55 @@ static int bi_vjp(Interp *I, int argc, const Value *argv, int nkw, Str *const *k
 
 /* The gradient with respect to leaf k as a value of the trace being
  * recorded: a host call of f.vjp (so it runs at every call of the graph). */
+static bool in_host_ctx(const HostFn *h, const Env *e, int slot, const void *var)
+{
+    for (int i = 0; i < h->nctx; i++)
+        if (var ? !h->ctx[i].env && h->ctx[i].tmpl.u.o == var : h->ctx[i].env == e && h->ctx[i].slot == slot)
+            return true;
+    return false;
+}
+
+static bool holds_float(Value v)
+{
+    SigBuf sb = {0};
+    Leaves l = {0};
+    sig_flatten(v, &sb, &l, SIG_OUTPUT);
+    bool fl = false;
+    for (int i = 0; i < l.n && !fl; i++) fl = dtype_is_float(l.t[i]->dtype);
+    leaves_free(&l);
+    sig_free(&sb);
+    return fl;
+}
+
+/* h->sus from the trace T: what its tapes may differentiate with respect
+ * to that the node does not take (the body's reads of outside bindings
+ * holding float tensors, and of trainable variables). */
+static void gather_suspects(HostFn *h, Tracer *T)
+{
+    h->sus_done = true;
+    for (int i = 0; i < T->nouts; i++) {
+        Outside *o = &T->outs[i];
+        if (in_host_ctx(h, o->env, o->slot, NULL) || !holds_float(o->traced)) continue;
+        h->sus = xrealloc(h->sus, sizeof *h->sus * (size_t)(h->nsus + 1));
+        o->env->h.refcount++;
+        h->sus[h->nsus++] = (HostSuspect){o->env, o->slot, NULL};
+    }
+    for (int i = 0; i < T->g->n; i++) {
+        const GNode *n = &T->g->nodes[i];
+        if (n->kind != G_VAR_READ || in_host_ctx(h, NULL, -1, n->host->obj.u.o)) continue;
+        bool seen = false;
+        for (int j = 0; j < h->nsus && !seen; j++) seen = h->sus[j].var == n->host->obj.u.o;
+        if (seen) continue;
+        h->sus = xrealloc(h->sus, sizeof *h->sus * (size_t)(h->nsus + 1));
+        value_incref(n->host->obj);
+        h->sus[h->nsus++] = (HostSuspect){NULL, -1, n->host->obj.u.o};
+    }
+}
+
 static int vjp_traced(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_tensor *const *dy,
                       tfe_tensor *init, tfe_tensor **dx)
 {
+    if (!h->sus_done && I->tracer) gather_suspects(h, I->tracer);
     int nl = nleaves_of(h), na = nl + h->nouts + (init != NULL);
     Value f = builtin_new(h->vjp_name, bi_vjp, (void *)(intptr_t)(k * 2 + (init != NULL)));
     Builtin *b = (Builtin *)f.u.o;

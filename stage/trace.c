@@ -1701,6 +1701,7 @@ static void note_effect_done(Tracer *T, Value f, Value result, bool replayable, 
     }
     tfe_random_state(&d->rkey, &d->rcounter);
     d->replayable = replayable;
+    d->tracked = tracked && result.kind == V_TENSOR;
 }
 
 static bool same_callable(Value a, Value b)
@@ -1859,6 +1860,19 @@ int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
     return trace_fail(I, loc, "%s", buf);
 }
 
+/* Did an effect done so far give a result a tape outside tracks? Its
+ * replay hands that result on with the entries its ops recorded, which
+ * serves a run again for an if on a varying value (stage/trace_cf.c) but
+ * gave a wrong second order before a @host call's gradient taken inside
+ * (a staged function taking grad(fn (v) => f(u, v)) under grad over u,
+ * where f calls h(u) then h(v * u)): such a call keeps the error. */
+static bool done_tracked(const Tracer *T)
+{
+    for (int i = 0; T->done && i < T->done->n; i++)
+        if (T->done->e[i].tracked) return true;
+    return false;
+}
+
 int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
                     Str *const *kwnames, const Value *kwvals, Value *out)
 {
@@ -1923,11 +1937,18 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         leaves_free(&hl);
         bool higher = ninner >= 1 && nouter + ninner >= 2;
         /* (later calls run eagerly under as many tapes outside as made it so;
-         * --stage-all, after an effect: the function goes on eagerly) */
+         * after effects the run again replays them where it can, as for an
+         * if on a varying value, stage/trace_cf.c; --stage-all, after an
+         * effect it cannot replay: the function goes on eagerly) */
+        if (higher && !trace_nothing_done(T) && trace_effects_replayable(T) && !done_tracked(T))
+            return trace_redo_replaying(I, I->cur_loc, ninner >= 2 ? 0 : 1);
         if (higher && trace_redo_eagerly(I, I->cur_loc, ninner >= 2 ? 0 : 1,
                                       "the gradient of %s(), a @host call, is taken inside this staged function "
                                       "while another tape records the call (a higher order), after an effect of "
-                                      "the call ran: the staged gradient would not be eager's bit for bit; make "
+                                      "the call that a run again cannot replay (a write of an outside binding or a "
+                                      "variable, a @host call given a list, reading an outside tensor or on a "
+                                      "value a tape outside tracks): the "
+                                      "staged gradient would not be eager's bit for bit; make "
                                       "the @host call before the call's other effects (the call then runs "
                                       "eagerly), or run it eagerly (run_eagerly(true))",
                                       fname))

@@ -260,7 +260,9 @@ int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...) __a
  * tape made in the trace tracks, not a method such as v.assign). A run
  * again that meets the list used up goes on to the one it interrupted
  * (prev). */
-typedef struct EffectDone { Value f, result; uint64_t rkey, rcounter; bool replayable; } EffectDone;
+/* tracked: a @host call whose result a tape outside the trace tracks (the
+ * result itself is kept, with the entries its ops recorded) */
+typedef struct EffectDone { Value f, result; uint64_t rkey, rcounter; bool replayable, tracked; } EffectDone;
 typedef struct EffectReplay {
     EffectDone *e;
     int n, cap, next;

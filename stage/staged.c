@@ -1320,7 +1320,9 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
             I->host_redo.ok = ok;
             if (I->host_redo.pending) rc = rc ? stage_host_redo(I, c, e, hit, call_loc, out) : (host_redo_drop(I), rc);
             else if (rc && stage_relaxed_redo_ok(hit)) rc = stage_relaxed_redo(I, c, e, call_loc, out);
-            else if (rc && redo_ok && !bad) rc = stage_error_redo(I, c, e, rkey, rctr, log, out);
+            /* (not after an interrupt: the user stopped the call) */
+            else if (rc && redo_ok && !bad && !(I->err_msg && !strcmp(I->err_msg, "interrupted")))
+                rc = stage_error_redo(I, c, e, rkey, rctr, log, out);
             else if (rc && hit->relaxed) stage_relaxed_slice_limit(I);
             effect_replay_free(log);
         }

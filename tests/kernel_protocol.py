@@ -156,7 +156,8 @@ r = k.run("x")
 check(text_of(r, "result") == "2", "earlier bindings survive the interrupt")
 
 # a staged while loop stopped the same way
-k.run("@staged\nfn spin(n) {\n    let i = 0.0\n    while i < n { i = i + 1.0 }\n    return i\n}")
+k.run("let spins = 0\n@staged\nfn spin(n) {\n    spins = spins + 1\n    let i = 0.0\n    while i < n { i = i + 1.0 }\n    return i\n}")
+k.run("spin(2.0)")
 k.send("exec", "spin(1e15)")
 time.sleep(0.5)
 k.p.send_signal(signal.SIGINT)

@@ -1173,8 +1173,11 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
  * state it began with, the prints replayed rather than made twice: that
  * assigns what eager code assigns and raises eager's error (docs/staging.md,
  * section 14). */
-static bool stage_error_redo_ok(const Trace *t)
+static bool stage_error_redo_ok(Trace *t)
 {
+    /* (asked at every cached call: the answer is kept) */
+    if (t->error_redo) return t->error_redo > 0;
+    t->error_redo = -1;
     bool writes = false;
     for (int i = 0; i < t->nouts && !writes; i++) writes = t->outs[i].written;
     if (!writes) return false;
@@ -1182,6 +1185,7 @@ static bool stage_error_redo_ok(const Trace *t)
         const GNode *m = &t->g->nodes[i];
         if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
     }
+    t->error_redo = 1;
     return true;
 }
 

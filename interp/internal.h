@@ -165,6 +165,13 @@ struct Interp {
      * the call's tape entry, whose gradient the graph cannot give; NULL: none */
     struct HostReads *host_reads;
     struct HostUnlinked *host_unlinked;
+    /* a cached call's graph run noting its host nodes, for a run again
+     * eagerly if the graph fails (stage/staged.c, stage_error_redo):
+     * print and assert calls in order in graph_log; graph_log_bad when
+     * another host node (a @host call, an assign: state a run again would
+     * read changed) ran; graph_log_on: noting */
+    struct EffectReplay *graph_log;
+    bool graph_log_on, graph_log_bad;
 };
 
 /* value.c */

@@ -14,6 +14,7 @@
 #include "stage/host_reads.h"
 #include "stage/sig.h"
 #include "stage/staged.h"
+#include "stage/trace.h"
 #include "util/profile.h"
 #include "util/xalloc.h"
 
@@ -561,6 +562,15 @@ static int run_host_untimed(GRun *x, GNode *n)
         I->host_redo.ok = ok;
     }
     I->cur_loc = saved_loc;
+    if (I->graph_log_on && !I->graph_log_bad) {
+        /* print and assert change nothing the body reads: a run again
+         * eagerly replays them (staged.c, stage_error_redo) */
+        const char *bn = n->host->obj.kind == V_BUILTIN ? ((Builtin *)n->host->obj.u.o)->name : NULL;
+        if (!rc && bn && (!strcmp(bn, "print") || !strcmp(bn, "assert")))
+            effect_replay_note(&I->graph_log, n->host->obj, r);
+        else if (!(rc && bn && !strcmp(bn, "assert")))
+            I->graph_log_bad = true;
+    }
     if (!rc && user && !host_kind_same(n, r)) {
         rc = host_kind_changed(x, n, r);
     } else if (!rc && !n->host_nil) {

@@ -1258,6 +1258,44 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
  * the traced sizes is out of range at these (Python clamps it), or an index
  * is out of range. With no effect run yet, the call traces for its own sizes
  * instead, as eager would run it: its result, or eager's error. */
+/* A cached call's graph failed (an index out of range, an assert, an
+ * integer division by zero) after the body assigned an outside binding:
+ * eager code keeps the values assigned before the error, and a REPL or a
+ * notebook goes on with them, where the graph's write-back never ran. Where
+ * the graph has no collective and ran no host node before it failed but
+ * print and assert calls (none that changes state the body reads: a @host
+ * call, a variable's assign), the call runs again eagerly from the random
+ * state it began with, the prints replayed rather than made twice: that
+ * assigns what eager code assigns and raises eager's error (docs/staging.md,
+ * section 14). */
+static bool stage_error_redo_ok(Trace *t)
+{
+    /* (asked at every cached call: the answer is kept) */
+    if (t->error_redo) return t->error_redo > 0;
+    t->error_redo = -1;
+    bool writes = false;
+    for (int i = 0; i < t->nouts && !writes; i++) writes = t->outs[i].written;
+    if (!writes) return false;
+    for (int i = 0; i < t->g->n; i++) {
+        const GNode *m = &t->g->nodes[i];
+        if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
+    }
+    t->error_redo = 1;
+    return true;
+}
+
+static int stage_error_redo(Interp *I, Closure *c, Env *e, uint64_t rkey, uint64_t rctr, EffectReplay *log, Value *out)
+{
+    error_clear(I);
+    tfe_random_restore(rkey, rctr);
+    if (!log) return interp_run_body(I, c, e, out);
+    log->prev = I->effect_replay;
+    I->effect_replay = log;
+    int rc = interp_run_body(I, c, e, out);
+    I->effect_replay = log->prev;
+    return rc;
+}
+
 bool stage_relaxed_redo_ok(const Trace *t)
 {
     if (!t->relaxed || stage_first_effect(t->g) >= 0) return false;
@@ -1364,11 +1402,28 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
         } else {
             bool ok = I->host_redo.ok;
             I->host_redo.ok = true;
+            uint64_t rkey, rctr;
+            tfe_random_state(&rkey, &rctr);
+            /* (noting its prints for a run again if it fails: stage_error_redo) */
+            bool redo_ok = stage_error_redo_ok(hit), log_on = I->graph_log_on, log_bad = I->graph_log_bad;
+            EffectReplay *log_saved = I->graph_log;
+            I->graph_log = NULL;
+            I->graph_log_on = redo_ok;
+            I->graph_log_bad = false;
             rc = run_trace(I, hit, &lv, out);
+            EffectReplay *log = I->graph_log;
+            bool bad = I->graph_log_bad;
+            I->graph_log = log_saved;
+            I->graph_log_on = log_on;
+            I->graph_log_bad = log_bad;
             I->host_redo.ok = ok;
             if (I->host_redo.pending) rc = rc ? stage_host_redo(I, c, e, hit, call_loc, out) : (host_redo_drop(I), rc);
             else if (rc && stage_relaxed_redo_ok(hit)) rc = stage_relaxed_redo(I, c, e, call_loc, out);
+            /* (not after an interrupt: the user stopped the call) */
+            else if (rc && redo_ok && !bad && !(I->err_msg && !strcmp(I->err_msg, "interrupted")))
+                rc = stage_error_redo(I, c, e, rkey, rctr, log, out);
             else if (rc && hit->relaxed) stage_relaxed_slice_limit(I);
+            effect_replay_free(log);
         }
         if (pt0 && !rc) prof_complete(PROF_STAGED, staged_event_name(c->name, false), pt0, NULL, -1, -1);
         I->stage_call_args = saved_args;

@@ -74,6 +74,9 @@ typedef struct Trace {
      * the ones made then; eager code makes new ones at every call, so a
      * call that finds this trace runs eagerly instead (stage_call). */
     bool makes_vars;
+    /* may a call whose graph failed run again eagerly (staged.c,
+     * stage_error_redo_ok): 0 not asked yet, 1 yes, -1 no */
+    signed char error_redo;
     Loc made_var_loc;
 } Trace;
 

@@ -1675,6 +1675,23 @@ void effect_replay_free(EffectReplay *r)
     free(r);
 }
 
+void effect_replay_note(EffectReplay **rp, Value f, Value result)
+{
+    if (!*rp) *rp = xcalloc(1, sizeof **rp);
+    EffectReplay *r = *rp;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 4;
+        r->e = xrealloc(r->e, sizeof *r->e * (size_t)r->cap);
+    }
+    EffectDone *d = &r->e[r->n++];
+    value_incref(f);
+    d->f = f;
+    value_incref(result);
+    d->result = result;
+    tfe_random_state(&d->rkey, &d->rcounter);
+    d->replayable = true;
+}
+
 /* After an effect made at trace time (not in a branch traced symbolically):
  * noted in T->done, with its result as a copy no tape tracks, or itself
  * where the tapes outside track an argument (tracked: the entries of the

@@ -269,6 +269,9 @@ typedef struct EffectReplay {
     struct EffectReplay *prev;
 } EffectReplay;
 void effect_replay_free(EffectReplay *r);
+/* Appends f's call that returned result to *r (made on first use), with the
+ * random state now. */
+void effect_replay_note(EffectReplay **r, Value f, Value result);
 /* In call_value (interp/eval.c), while Interp.effect_replay is set: f's
  * call, a @host call or a built-in effect, is the next one replayed: its
  * result in *out and the random state after it (1), or not (0: none left),

@@ -686,6 +686,34 @@ BUILTIN(bi_check_range)
     return rc;
 }
 
+/* check_logits(where, x, name): nil, or an error at the caller's call when
+ * x is the result of softmax itself (tfe_tensor.softmax_out): a loss from
+ * logits would take the softmax again, and training on it goes on silently
+ * badly (the gradient is squeezed through two softmaxes). Structural, not
+ * an effect: a staged function's inputs carry the mark in their signature
+ * (stage/sig.c), so the check made while tracing holds for every call. */
+BUILTIN(bi_check_logits)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_logits", "where, x, name", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_STR) return interp_raise(I, "check_logits: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[2].u.o)->s;
+    *out = v_nil();
+    tfe_tensor *x = check_tensor(I, where, name, a[1]);
+    if (!x) return -1;
+    int rc = 0;
+    if (x->softmax_out)
+        rc = raise_at_caller(I, "%s: %s is the output of softmax (probabilities), but the loss takes logits and "
+                                "applies softmax itself, so the model would train on a softmax of a softmax: pass the "
+                                "scores before the softmax (a last layer without activation=softmax) and apply softmax "
+                                "only to read probabilities out",
+                             where, name);
+    tensor_decref(x);
+    return rc;
+}
+
 /* check_batch(where, x, name, per_feature=false): nil, or an error at the
  * caller's call when x holds no examples (a loss or a metric is a mean over
  * them: NaN of an empty batch, as a batch loop past the last row makes),
@@ -1280,6 +1308,7 @@ void builtins_register(Interp *I)
     interp_define_builtin_flags(I, "check_labels", bi_check_labels, NULL, BF_EFFECT, NULL);
     interp_define_builtin_flags(I, "check_range", bi_check_range, NULL, BF_EFFECT, NULL);
     interp_define_builtin_flags(I, "check_batch", bi_check_batch, NULL, BF_EFFECT, NULL);
+    interp_define_builtin(I, "check_logits", bi_check_logits, NULL);
     interp_define_builtin_flags(I, "assert", bi_assert, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "getenv", bi_getenv, NULL);
     interp_define_builtin_flags(I, "print", bi_print, NULL, BF_EFFECT, NULL);

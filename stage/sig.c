@@ -118,7 +118,8 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
                 put(s, &i, sizeof i);
                 break;
             }
-        char hdr[4] = {'t', (char)t->dtype, (char)t->weak, (char)t->rank};
+        /* a softmax's result is another input for a loss's check_logits */
+        char hdr[4] = {'t', (char)t->dtype, (char)(t->weak | t->softmax_out << 1), (char)t->rank};
         put(s, hdr, 4);
         int dev = t->storage ? t->storage->device : 0;
         put(s, &dev, sizeof dev);

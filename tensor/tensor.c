@@ -47,6 +47,7 @@ static tfe_tensor *tensor_struct(void) {
     else t = xmalloc(sizeof *t);
     t->serial = ++serial_last;
     t->prov = 0;
+    t->softmax_out = false;
     return t;
 }
 

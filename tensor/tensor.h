@@ -41,6 +41,10 @@ typedef struct tfe_tensor {
     int refcount;
     tfe_dtype dtype;
     bool weak;                        /* 0-d weak scalar (bare literal) */
+    bool softmax_out;                 /* made by the softmax op itself (eager, traced or a graph's
+                                         node): a loss from logits refuses it (check_logits in
+                                         interp/builtins.c); a view, a copy or any other op's
+                                         result is a new tensor without it */
     int rank;
     int64_t shape[TFE_MAX_RANK];
     int64_t strides[TFE_MAX_RANK];    /* in bytes; may be 0 (broadcast) or negative */

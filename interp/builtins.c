@@ -852,6 +852,16 @@ BUILTIN(bi_check_grads)
                                       "have its parameter's shape, as t.gradient(loss, ps) returns",
                                    where, ps->keys[i]->s, shape_str(grank, gshape, s1), shape_str(w->rank, w->shape, s2));
         }
+        /* a tape's gradient of another variable (model B's gradients for
+         * model A's optimizer: same paths, same shapes) would train A on
+         * B's loss silently (tfe_tensor.grad_for: ids that differ are two
+         * variables; a gradient made by any other op carries none) */
+        unsigned gid = gv->kind == V_TENSOR ? gv->u.t->grad_for : 0, want = variable_grad_id(ps->vals[i]);
+        if (gid && gid != TFE_GRAD_FOR_MANY && want && gid != want)
+            return raise_at_caller(I, "%s: the gradient for '%s' is a tape's gradient of another variable, not of the "
+                                      "parameter '%s' this optimizer was built with (another model's gradients?): "
+                                      "pass t.gradient(loss, ps) for the record ps the optimizer updates",
+                                   where, ps->keys[i]->s, ps->keys[i]->s);
     }
     return 0;
 }

@@ -857,11 +857,20 @@ BUILTIN(bi_check_grads)
          * B's loss silently (tfe_tensor.grad_for: ids that differ are two
          * variables; a gradient made by any other op carries none) */
         unsigned gid = gv->kind == V_TENSOR ? gv->u.t->grad_for : 0, want = variable_grad_id(ps->vals[i]);
-        if (gid && gid != TFE_GRAD_FOR_MANY && want && gid != want)
-            return raise_at_caller(I, "%s: the gradient for '%s' is a tape's gradient of another variable, not of the "
-                                      "parameter '%s' this optimizer was built with (another model's gradients?): "
-                                      "pass t.gradient(loss, ps) for the record ps the optimizer updates",
-                                   where, ps->keys[i]->s, ps->keys[i]->s);
+        if (gid && gid != TFE_GRAD_FOR_MANY && want && gid != want) {
+            int other = -1; /* the parameter it is the gradient of, if this optimizer's */
+            for (int j = 0; j < ps->n && other < 0; j++)
+                if (variable_grad_id(ps->vals[j]) == gid) other = j;
+            if (other >= 0)
+                return raise_at_caller(I, "%s: the gradient for '%s' is the gradient of the parameter '%s': the record pairs "
+                                          "its keys with other parameters' gradients; pass "
+                                          "t.gradient(loss, ps) for the record ps the optimizer was built with",
+                                       where, ps->keys[i]->s, ps->keys[other]->s);
+            return raise_at_caller(I, "%s: the gradient for '%s' is a tape's gradient of a variable this optimizer "
+                                      "does not update (another model's gradients?): pass t.gradient(loss, ps) for "
+                                      "the record ps the optimizer was built with",
+                                   where, ps->keys[i]->s);
+        }
     }
     return 0;
 }

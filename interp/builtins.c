@@ -867,8 +867,9 @@ BUILTIN(bi_check_grads)
                                           "t.gradient(loss, ps) for the record ps the optimizer was built with",
                                        where, ps->keys[i]->s, ps->keys[other]->s);
             return raise_at_caller(I, "%s: the gradient for '%s' is a tape's gradient of a variable this optimizer "
-                                      "does not update (another model's gradients?): pass t.gradient(loss, ps) for "
-                                      "the record ps the optimizer was built with",
+                                      "does not update (another model's gradients, or the model made again after "
+                                      "its optimizer?): pass t.gradient(loss, ps) for the record ps the optimizer "
+                                      "was built with",
                                    where, ps->keys[i]->s);
         }
     }

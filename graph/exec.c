@@ -161,6 +161,8 @@ static inline void prov_set(tfe_op op, int nin, tfe_tensor *const *in, int nout,
     for (int i = 2; i < nin; i++) m |= in[i]->prov;
     for (int k = 1; k < nout; k++) o |= out[k] ? out[k]->prov : 0;
     if (__builtin_expect(m | o, 0)) prov_set_slow(op, m, nin, in, nout, out); /* (most often 0 and 0) */
+    /* (a planned softmax's arena view serves this node only: it stays marked) */
+    if (op == OP_SOFTMAX && nout > 0 && out[0]) out[0]->softmax_out = true;
 }
 
 /* ... of a fused node's output: from the inputs its result is computed

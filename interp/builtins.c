@@ -686,6 +686,34 @@ BUILTIN(bi_check_range)
     return rc;
 }
 
+/* check_logits(where, x, name): nil, or an error at the caller's call when
+ * x is the result of softmax itself (tfe_tensor.softmax_out): a loss from
+ * logits would take the softmax again, and training on it goes on silently
+ * badly (the gradient is squeezed through two softmaxes). Structural, not
+ * an effect: a staged function's inputs carry the mark in their signature
+ * (stage/sig.c), so the check made while tracing holds for every call. */
+BUILTIN(bi_check_logits)
+{
+    (void)data;
+    Value a[3];
+    bool p[3];
+    if (args_parse(I, "check_logits", "where, x, name", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    if (a[0].kind != V_STR || a[2].kind != V_STR) return interp_raise(I, "check_logits: where and name must be strings");
+    const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[2].u.o)->s;
+    *out = v_nil();
+    tfe_tensor *x = check_tensor(I, where, name, a[1]);
+    if (!x) return -1;
+    int rc = 0;
+    if (x->softmax_out)
+        rc = raise_at_caller(I, "%s: %s is the output of softmax (probabilities), but the loss takes logits and "
+                                "applies softmax itself, so the model would train on a softmax of a softmax: pass the "
+                                "scores before the softmax (a last layer without activation=softmax) and apply softmax "
+                                "only to read probabilities out",
+                             where, name);
+    tensor_decref(x);
+    return rc;
+}
+
 /* check_batch(where, x, name, per_feature=false): nil, or an error at the
  * caller's call when x holds no examples (a loss or a metric is a mean over
  * them: NaN of an empty batch, as a batch loop past the last row makes),
@@ -823,6 +851,26 @@ BUILTIN(bi_check_grads)
             return raise_at_caller(I, "%s: the gradient for '%s' has shape %s, the parameter %s; each gradient must "
                                       "have its parameter's shape, as t.gradient(loss, ps) returns",
                                    where, ps->keys[i]->s, shape_str(grank, gshape, s1), shape_str(w->rank, w->shape, s2));
+        }
+        /* a tape's gradient of another variable (model B's gradients for
+         * model A's optimizer: same paths, same shapes) would train A on
+         * B's loss silently (tfe_tensor.grad_for: ids that differ are two
+         * variables; a gradient made by any other op carries none) */
+        unsigned gid = gv->kind == V_TENSOR ? gv->u.t->grad_for : 0, want = variable_grad_id(ps->vals[i]);
+        if (gid && gid != TFE_GRAD_FOR_MANY && want && gid != want) {
+            int other = -1; /* the parameter it is the gradient of, if this optimizer's */
+            for (int j = 0; j < ps->n && other < 0; j++)
+                if (variable_grad_id(ps->vals[j]) == gid) other = j;
+            if (other >= 0)
+                return raise_at_caller(I, "%s: the gradient for '%s' is the gradient of the parameter '%s': the record pairs "
+                                          "its keys with other parameters' gradients; pass "
+                                          "t.gradient(loss, ps) for the record ps the optimizer was built with",
+                                       where, ps->keys[i]->s, ps->keys[other]->s);
+            return raise_at_caller(I, "%s: the gradient for '%s' is a tape's gradient of a variable this optimizer "
+                                      "does not update (another model's gradients, or the model made again after "
+                                      "its optimizer?): pass t.gradient(loss, ps) for the record ps the optimizer "
+                                      "was built with",
+                                   where, ps->keys[i]->s);
         }
     }
     return 0;
@@ -1280,6 +1328,7 @@ void builtins_register(Interp *I)
     interp_define_builtin_flags(I, "check_labels", bi_check_labels, NULL, BF_EFFECT, NULL);
     interp_define_builtin_flags(I, "check_range", bi_check_range, NULL, BF_EFFECT, NULL);
     interp_define_builtin_flags(I, "check_batch", bi_check_batch, NULL, BF_EFFECT, NULL);
+    interp_define_builtin(I, "check_logits", bi_check_logits, NULL);
     interp_define_builtin_flags(I, "assert", bi_assert, NULL, BF_EFFECT, NULL);
     interp_define_builtin(I, "getenv", bi_getenv, NULL);
     interp_define_builtin_flags(I, "print", bi_print, NULL, BF_EFFECT, NULL);

@@ -21,6 +21,7 @@ typedef struct Variable {
     char *name;         /* NULL when unnamed */
     bool trainable;
     uint64_t prov;      /* its provenance bit (tfe_tensor.prov; 0: none, not trainable) */
+    uint16_t grad_id;   /* what its gradients carry (tfe_tensor.grad_for): 1 .. 0xfffe, wrapping */
 } Variable;
 
 /* --- provenance ----------------------------------------------------------------------
@@ -500,6 +501,9 @@ BUILTIN(bi_variable)
     v->trainable = trainable;
     v->prov = trainable ? prov_take() : 0;
     c->prov = v->prov;
+    static uint16_t last_grad_id;
+    last_grad_id = last_grad_id >= TFE_GRAD_FOR_MANY - 1 ? 1 : last_grad_id + 1;
+    v->grad_id = last_grad_id;
     *out = v_obj(V_OBJECT, v);
     return 0;
 }
@@ -1490,6 +1494,13 @@ static int unflatten(Interp *I, Value v, Flat *f, tfe_tensor **g, int *leaf, Val
         if (r && !(r = loop_zeros(I, f, L, r))) return -1;
     }
     if (!r) return interp_raise_tensor_error(I);
+    /* which variable it is the gradient of (tfe_tensor.grad_for): one
+     * tensor may be the gradient of several (loss = sum(a) + sum(b) can
+     * give both one tensor), and then it names none */
+    if (is_variable(L->v)) {
+        uint16_t id = ((Variable *)L->v.u.o)->grad_id;
+        r->grad_for = !r->grad_for || r->grad_for == id ? id : TFE_GRAD_FOR_MANY;
+    }
     *out = value_from_tensor_take(r);
     return 0;
 }
@@ -2575,6 +2586,8 @@ int variable_update(Interp *I, Value var, int aop, Value x)
 tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
 
 uint64_t variable_prov(Value var) { return is_variable(var) ? ((Variable *)var.u.o)->prov : 0; }
+
+unsigned variable_grad_id(Value var) { return is_variable(var) ? ((Variable *)var.u.o)->grad_id : 0; }
 
 /* Staged code's fused variable updates (graph/exec_update.c): the mode of a
  * bound v.assign(x) / assign_add / assign_sub / `v op= x` (1 + its mode: 1

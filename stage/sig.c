@@ -118,8 +118,11 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
                 put(s, &i, sizeof i);
                 break;
             }
-        char hdr[4] = {'t', (char)t->dtype, (char)t->weak, (char)t->rank};
+        /* a softmax's result is another input for a loss's check_logits */
+        char hdr[4] = {'t', (char)t->dtype, (char)(t->weak | t->softmax_out << 1), (char)t->rank};
         put(s, hdr, 4);
+        /* and a gradient's variable, for an optimizer's check_grads */
+        put(s, &t->grad_for, sizeof t->grad_for);
         int dev = t->storage ? t->storage->device : 0;
         put(s, &dev, sizeof dev);
         put_dims(s, t->rank, t->shape);

@@ -35,6 +35,7 @@ static void trace_free(Trace *t)
     }
     free(t->outs);
     free(t->same_out);
+    free(t->grad_for);
     free(t->pass_ok);
     free(t->krules);
     free(t->kroot);
@@ -439,6 +440,11 @@ static int run_trace(Interp *I, Trace *t, Leaves *lv, Value *out)
         tensor_incref(one);
         tensor_decref(outs[i]);
         outs[i] = one;
+    }
+    /* a tape's gradients of variables say so, as eagerly (Trace.grad_for) */
+    for (int i = 0; t->grad_for && i < nouts && i < t->nkeep; i++) {
+        uint16_t id = t->grad_for[i];
+        if (id && outs[i]) outs[i]->grad_for = !outs[i]->grad_for || outs[i]->grad_for == id ? id : TFE_GRAD_FOR_MANY;
     }
     /* the outside bindings it assigned, then the result */
     int k = t->nret;
@@ -902,6 +908,11 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         t->same_out[i] = same;
     }
     t->nkeep = rl.n;
+    for (int i = 0; i < rl.n; i++) {
+        if (!rl.t[i]->grad_for) continue;
+        if (!t->grad_for) t->grad_for = xcalloc((size_t)rl.n, sizeof *t->grad_for);
+        t->grad_for[i] = rl.t[i]->grad_for;
+    }
     /* results that are, in this (tracing) run, an input a traced if or loop
      * handed on unchanged (a branch that ends `r = y` ran, a loop ran zero
      * times: TNote.passed): eager code's result is the input itself, so

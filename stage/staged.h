@@ -39,6 +39,8 @@ typedef struct Trace {
     int *same_out;       /* per output: the earlier output j that is the same tensor at trace
                             time, or -2 - i for graph input i passed straight through (one
                             object in every place, as eagerly), or -1; NULL: none */
+    uint16_t *grad_for;  /* per output (as same_out): the tfe_tensor.grad_for it had at trace time
+                            (a tape's gradient of a variable), given to each call's; NULL: none */
     bool *pass_ok;       /* per output (as same_out): a run whose if or loop hands an input on
                             unchanged as it (stage_graph_call_same) hands out that input's
                             own tensor, as eagerly (mark_pass_ok); NULL: none */

@@ -38,6 +38,7 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
     if (tfe_trace_hook) {
         int rc = tfe_trace_hook(op, nin, in, at, out);
         if (!rc) tfe_prov_propagate(op, nin, in, tfe_ops[op].nout >= 0 ? tfe_ops[op].nout : at ? at->nints : 0, out);
+        if (!rc && op == OP_SOFTMAX && out[0]) out[0]->softmax_out = true; /* (the traced tensor too) */
         return rc;
     }
     return tfe_execute_eager(op, nin, in, at, out);
@@ -72,11 +73,11 @@ int tfe_execute_eager_unprofiled(tfe_op op, int nin, tfe_tensor *const *in, cons
     }
     /* Devices (tensor/device.c): once a tensor went to a GPU or the
      * default device changed, the device layer decides where the op runs. */
-    if (tfe_devices_used) {
-        int rc = tfe_device_execute(op, nin, in, at, out);
-        if (rc != 1) return rc;
-    }
-    return tfe_execute_kernel(op, nin, in, at, out, true);
+    int rc = 1;
+    if (tfe_devices_used) rc = tfe_device_execute(op, nin, in, at, out);
+    if (rc == 1) rc = tfe_execute_kernel(op, nin, in, at, out, true);
+    if (!rc && op == OP_SOFTMAX && out[0]) out[0]->softmax_out = true; /* tfe_tensor.softmax_out */
+    return rc;
 }
 
 /* The CPU kernel of an op whose inputs are all on cpu:0. */

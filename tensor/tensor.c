@@ -47,6 +47,8 @@ static tfe_tensor *tensor_struct(void) {
     else t = xmalloc(sizeof *t);
     t->serial = ++serial_last;
     t->prov = 0;
+    t->softmax_out = false;
+    t->grad_for = 0;
     return t;
 }
 

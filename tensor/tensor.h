@@ -41,6 +41,15 @@ typedef struct tfe_tensor {
     int refcount;
     tfe_dtype dtype;
     bool weak;                        /* 0-d weak scalar (bare literal) */
+    bool softmax_out;                 /* made by the softmax op itself (eager, traced or a graph's
+                                         node): a loss from logits refuses it (check_logits in
+                                         interp/builtins.c); a view, a copy or any other op's
+                                         result is a new tensor without it */
+    uint16_t grad_for;                /* a tape's gradient: the id of the variable it is the gradient
+                                         of (interp/builtins_autodiff.c, variable ids wrap: equal ids
+                                         may be two variables, different ids never one); 0 none,
+                                         TFE_GRAD_FOR_MANY when one tensor is several's; an
+                                         optimizer's step refuses another variable's (check_grads) */
     int rank;
     int64_t shape[TFE_MAX_RANK];
     int64_t strides[TFE_MAX_RANK];    /* in bytes; may be 0 (broadcast) or negative */
@@ -55,6 +64,8 @@ typedef struct tfe_tensor {
                                          target that depends on a source through a tensor made before
                                          the tape recorded (interp/builtins_autodiff.c, early_read) */
 } tfe_tensor;
+
+enum { TFE_GRAD_FOR_MANY = 0xffff };
 
 /* The provenance of an op's outputs (tfe_tensor.prov): or'ed from its inputs
  * when the op has a gradient and an output is a float; nothing otherwise (a

@@ -782,11 +782,16 @@ RULE(grad_transpose) {
 
 RULE(grad_broadcast_to) { BEGIN; if (wants(x)) set_dx(s, &dx[0], G, x); END; }
 
-/* slice: G scattered into zeros (set_slice with the same attributes) */
+/* slice: G scattered into zeros (set_slice with the same attributes). The
+ * zeros are one 0-d zero broadcast to x's shape (a view: no buffer of x's
+ * size to fill and copy from; k_set_slice clears its output instead). */
 RULE(grad_slice) {
     BEGIN;
     if (wants(x)) {
-        tfe_tensor *in[2] = {scope_full(s, 0, G->dtype, x->rank, x->shape), G};
+        tfe_tensor *z = tfe_dyn_dims(x) ? scope_full(s, 0, G->dtype, x->rank, x->shape)
+                                        : broadcast_to(s, scope_full(s, 0, G->dtype, 0, NULL),
+                                                       x->rank, x->shape);
+        tfe_tensor *in[2] = {z, G};
         set_dx(s, &dx[0], scope_call(s, OP_SET_SLICE, 2, in, c->at), x);
     }
     END;

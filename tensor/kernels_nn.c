@@ -263,7 +263,24 @@ IM2COL(float, _avx512, F32_TARGET)
     }
 COL2IM(float, , )
 COL2IM(double, , )
-COL2IM(float, _avx512, F32_TARGET)
+/* noinline: compiled on its own, as before its caller below existed */
+COL2IM(float, _avx512, F32_TARGET __attribute__((noinline)))
+
+/* col2im_float_avx512 for the float32 chunked d/dx (f32_chunk), which clears
+ * dx itself: a chunk that starts an image first zeroes the images its rows
+ * reach (an image's chunks run in order in one task), so col2im adds into
+ * rows still in cache instead of reading back a whole batch cleared to
+ * memory before the pass. A function of its own so that f32_slots, into
+ * which f32_chunk is inlined, compiles as before (GCC may commute a float
+ * add when it reallocates registers, which picks the other NaN of two). */
+F32_TARGET __attribute__((noinline)) static void col2im_clear_float_avx512(const geom *g, const char *colv,
+                                                                          char *dxv, int64_t q0, int64_t q1) {
+    if (q0 % g->oh == 0) {
+        int64_t img = g->h * g->w * g->c, n0 = q0 / g->oh, n1 = (q1 + g->oh - 1) / g->oh;
+        memset((float *)dxv + n0 * img, 0, (size_t)((n1 - n0) * img) * sizeof(float));
+    }
+    col2im_float_avx512(g, colv, dxv, q0, q1);
+}
 
 /* The transposed column matrix (K x M, M = the chunk's output positions),
  * used for inputs with few channels: row (kh, kw, c) holds that tap's input
@@ -697,7 +714,7 @@ static void f32_chunk(const f32_job *j, int64_t ch, float *col, float *acc, bool
         break;
     case CONV_DX:
         tfe_sgemm_small(M, K, g->co, j->dy + r0 * g->co, g->co, 1, j->w, K, col, K, false);
-        col2im_float_avx512(g, (const char *)col, (char *)j->out, q0, q1);
+        col2im_clear_float_avx512(g, (const char *)col, (char *)j->out, q0, q1);
         break;
     default: {
         /* the chunk's sum of sums of F32_SUM rows, added into acc: the
@@ -746,7 +763,7 @@ static bool f32_path(bool f64, const geom *g) {
            tfe_sgemm_small_ok();
 }
 
-/* Runs one pass (out: y, zeroed dx or dw). */
+/* Runs one pass (out: y, dx, which its chunks clear, or dw). */
 static int f32_run(const geom *g, int kind, const void *x, const void *w, const void *dy,
                    void *out, const tfe_sgemm_ep *ep) {
     int64_t K = g->kh * g->kw * g->c, rowk = g->ow * K;
@@ -1333,8 +1350,9 @@ static int grad_input_into(const geom *gp, tfe_tensor *dy, tfe_tensor *w, tfe_te
     int64_t K = g.kh * g.kw * g.c, P = g.oh * g.ow;
     int64_t numel = tensor_numel(dx);
     if (numel == 0) return 0;
-    /* col2im accumulates; the pointwise GEMM and the direct pass overwrite */
-    bool overwrite = P * g.co != 0 && (is_pointwise(&g) || f32_direct_dx(f64, &g));
+    /* col2im accumulates; the pointwise GEMM and the direct pass overwrite,
+     * and the float32 chunked pass clears each image itself */
+    bool overwrite = P * g.co != 0 && (is_pointwise(&g) || f32_direct_dx(f64, &g) || f32_path(f64, &g));
     if (!overwrite) memset(tensor_data(dx), 0, (size_t)numel * es);
     if (P * g.co == 0) return 0;
     tfe_tensor *dyc = tensor_contiguous(dy), *wc = dyc ? tensor_contiguous(w) : NULL;

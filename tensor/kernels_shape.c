@@ -173,9 +173,25 @@ int k_slice(const tfe_opcall *c) {
     return 0;
 }
 
+/* Whether t is one element whose bytes are all zero, broadcast (every axis
+ * of more than one element has stride 0): slice's gradient, zeros to
+ * scatter into. Copying it is clearing, bit for bit (+0.0, integer 0, false). */
+static bool broadcast_zero(const tfe_tensor *t) {
+    if (tensor_numel(t) == 0) return false;
+    for (int k = 0; k < t->rank; k++)
+        if (t->shape[k] > 1 && t->strides[k] != 0) return false;
+    const unsigned char *b = (const unsigned char *)tensor_data(t);
+    for (size_t i = 0; i < kn_esz(t->dtype); i++)
+        if (b[i]) return false;
+    return true;
+}
+
 int k_set_slice(const tfe_opcall *c) {
     tfe_tensor *o = c->out[0];
-    if (kn_copy_into(o, c->in[0])) return -1;
+    if (o->dtype == c->in[0]->dtype && tensor_is_contiguous(o) && broadcast_zero(c->in[0]))
+        memset(tensor_data(o), 0, (size_t)tensor_numel(o) * kn_esz(o->dtype));
+    else if (kn_copy_into(o, c->in[0]))
+        return -1;
     tfe_tensor *v = slice_view(c, o);
     if (!v) return -1;
     int r = kn_copy_into(v, c->in[1]);

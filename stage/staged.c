@@ -1279,6 +1279,14 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
  * state it began with, the prints replayed rather than made twice: that
  * assigns what eager code assigns and raises eager's error (docs/staging.md,
  * section 14). */
+/* Does g (its regions too: they share the node array) call a @host function? */
+static bool graph_calls_host_fn(const Graph *g)
+{
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].kind == G_HOST && g->nodes[i].host->obj.kind == V_FN) return true;
+    return false;
+}
+
 static bool stage_error_redo_ok(Trace *t)
 {
     /* (asked at every cached call: the answer is kept) */
@@ -1407,8 +1415,12 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
         const Value *saved_args = I->stage_call_args;
         I->stage_call_args = e->slots;
         int64_t pt0 = prof_recording ? prof_now() : 0;
-        /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c) */
-        if (stage_check_on(I)) {
+        /* TFE_CHECK_STAGED: also eagerly, and compared (stage/check.c);
+         * not a call under a recording tape whose graph calls a @host
+         * function: the check replays the eager run's host calls, so the
+         * graph run could not note what they read for the call's backward
+         * (stage/host_reads.h), and that gradient would be lost */
+        if (stage_check_on(I) && !(tfe_tapes_active && tfe_tapes_recording() > 0 && graph_calls_host_fn(hit->g))) {
             rc = stage_check_call(I, c, e, hit, &lv, call_loc, run_trace, out);
         } else {
             bool ok = I->host_redo.ok;

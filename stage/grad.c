@@ -4170,6 +4170,7 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
         c->base.rerun = true;
         for (int i = 0; i < G->n; i++) c->base.rerun &= G->nodes[i].kind != G_HOST;
         c->base.release = gcall_release;
+        c->base.composite = true;
         c->I = I;
         /* the backward derives from the graph as traced, so that its sums
          * run in the order an eager tape's do (bitwise the same gradients) */

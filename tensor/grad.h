@@ -168,6 +168,12 @@ typedef struct tfe_custom_grad {
     /* Its backward may run twice for one entry with nothing seen of the
      * second run but its results (no host code in it): set by its maker. */
     bool rerun;
+    /* Its outputs are values of ops eager code would have recorded one by
+     * one (a staged call's graph, a traced if or loop): a source among them
+     * whose gradient would also flow through another of them inside it is
+     * an error (the backward gives gradients of its inputs only), never the
+     * direct uses alone. Set by its maker. */
+    bool composite;
 } tfe_custom_grad;
 /* Record a custom entry on every active tape that tracks one of in[]. */
 void tfe_tape_record_custom(tfe_custom_grad *g, int nin, tfe_tensor *const *in, int nout,

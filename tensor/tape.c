@@ -834,6 +834,13 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     if (reach.n && pmap_has(&t->tracked, target)) {
         for (int k = 0; k < t->nentries; k++) {
             entry *e = t->entries[k];
+            /* (an entry standing for ops with a source among its outputs:
+             * its other outputs may be computed from it, so what reaches
+             * them is checked, below) */
+            bool srcout = false;
+            for (int j = 0; e->custom && e->custom->composite && j < e->nout; j++)
+                srcout |= pmap_has(&srcset, e->t[e->nin + j]);
+            for (int j = 0; srcout && j < e->nout; j++) pmap_put(&reach, e->t[e->nin + j], false);
             for (int i = 0; i < e->nin && !needed[k]; i++) needed[k] = pmap_has(&reach, e->t[i]);
             if (!needed[k]) continue;
             for (int j = 0; j < e->nout; j++)
@@ -883,6 +890,27 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     }
     for (int k = t->nentries - 1; k >= 0 && gmap.n; k--) {
         entry *e = t->entries[k];
+        /* a source that is an output of a custom entry standing for ops
+         * (a staged call's graph), where another of its outputs has a
+         * gradient: eager code's gradient of the source would include what
+         * flows into it through that output's ops, which the entry's
+         * backward does not give (its sources are its inputs): refused,
+         * never the direct uses alone */
+        for (int j = 0; e->custom && e->custom->composite && j < e->nout; j++) {
+            if (!pmap_has(&srcset, e->t[e->nin + j])) continue;
+            for (int o = 0; o < e->nout; o++)
+                if (o != j && canon(&al, e->t[e->nin + o]) != canon(&al, e->t[e->nin + j]) &&
+                    pmap_get(&gmap, canon(&al, e->t[e->nin + o]))) {
+                    tfe_error_set("gradient: a source is a result of a staged call (or of a traced if or loop "
+                                  "inside one), and the target also uses another of that call's results, "
+                                  "which may be computed from it inside the call: the call's gradient is "
+                                  "taken with respect to its inputs only, so the path through the other "
+                                  "result would be lost; take the gradient with respect to an input of the "
+                                  "call (watch it before the call), or compute the other result from this "
+                                  "one outside the staged function");
+                    goto out;
+                }
+        }
         if (!needed[k]) continue;
         /* ops have nout <= 32 (split's sections are counted in at->ints[32]);
          * a staged call's entry may have more */

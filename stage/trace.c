@@ -1675,7 +1675,8 @@ void effect_replay_free(EffectReplay *r)
     free(r);
 }
 
-void effect_replay_note(EffectReplay **rp, Value f, Value result)
+/* A new entry at the end of *rp (made if NULL), for f (a new reference). */
+static EffectDone *effect_push(EffectReplay **rp, Value f)
 {
     if (!*rp) *rp = xcalloc(1, sizeof **rp);
     EffectReplay *r = *rp;
@@ -1686,6 +1687,12 @@ void effect_replay_note(EffectReplay **rp, Value f, Value result)
     EffectDone *d = &r->e[r->n++];
     value_incref(f);
     d->f = f;
+    return d;
+}
+
+void effect_replay_note(EffectReplay **rp, Value f, Value result)
+{
+    EffectDone *d = effect_push(rp, f);
     value_incref(result);
     d->result = result;
     tfe_random_state(&d->rkey, &d->rcounter);
@@ -1698,15 +1705,7 @@ void effect_replay_note(EffectReplay **rp, Value f, Value result)
  * function's ops lead to it; trace.h, EffectDone). */
 static void note_effect_done(Tracer *T, Value f, Value result, bool replayable, bool tracked)
 {
-    if (!T->done) T->done = xcalloc(1, sizeof *T->done);
-    EffectReplay *r = T->done;
-    if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 4;
-        r->e = xrealloc(r->e, sizeof *r->e * (size_t)r->cap);
-    }
-    EffectDone *d = &r->e[r->n++];
-    value_incref(f);
-    d->f = f;
+    EffectDone *d = effect_push(&T->done, f);
     d->result = v_nil();
     if (result.kind == V_TENSOR && !tracked) {
         tfe_tensor *c = tensor_copy(result.u.t);

@@ -1836,14 +1836,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
             }
         }
         if (more) {
-            T->region = saved_region;
-            T->symbolic = saved_sym;
-            T->last_effect = saved_effect;
-            trace_writes_undo(T, mark.writes);
-            restore(env, before);
-            roll_back(T, mark);
-            rc = 3;
-            goto done;
+            goto retrace;
         }
     }
     if (xb != XS_OK)
@@ -1963,14 +1956,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         tensor_decref(t);
     }
     if (!numbers) { /* (a number it starts with the body leaves a tensor: again, with it no number) */
-        T->region = saved_region;
-        T->symbolic = saved_sym;
-        T->last_effect = saved_effect;
-        trace_writes_undo(T, mark.writes);
-        restore(env, before);
-        roll_back(T, mark);
-        rc = 3;
-        goto done;
+        goto retrace;
     }
     /* A value the body ends on another carried value (`b = a`): its kind
      * after n iterations is that value's after n - 1 (the start's after
@@ -2037,14 +2023,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
             }
         }
         if (again) {
-            T->region = saved_region;
-            T->symbolic = saved_sym;
-            T->last_effect = saved_effect;
-            trace_writes_undo(T, mark.writes);
-            restore(env, before);
-            roll_back(T, mark);
-            rc = 3;
-            goto done;
+            goto retrace;
         }
     }
     /* Under a tape made in this trace, a loop that reads a variable and
@@ -2171,6 +2150,16 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
         free(outs);
         *xs = XS_OK;
     }
+    goto done;
+
+retrace: /* trace the loop again (rc 3), with what this attempt found */
+    T->region = saved_region;
+    T->symbolic = saved_sym;
+    T->last_effect = saved_effect;
+    trace_writes_undo(T, mark.writes);
+    restore(env, before);
+    roll_back(T, mark);
+    rc = 3;
     goto done;
 
 failed:

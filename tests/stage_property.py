@@ -243,9 +243,18 @@ class Fn:
             self.control(ind + 1, depth - 1, in_loop)
             self.in_tape_block = False
             # the control may rebind w to a tensor the tape never saw: the
-            # gradient with respect to it would be an error (watch it again)
+            # gradient with respect to it would be an error (watch it
+            # again). A value the control made is, to the staged trace, a
+            # result of a loop or if whose other results (a carried value
+            # computed from it) the target may use too: a gradient with
+            # respect to it is a located error (docs/staging.md section 14,
+            # seed 6495), so the gradient is taken with respect to a copy
+            # made after the control, as in eager code
             if not any(w == n for n, _ in self.vars):
-                self.emit(ind + 1, "%s.watch(%s)" % (t, w))
+                wc = "%sc%d" % (w, self.ntape)
+                self.emit(ind + 1, "let %s = %s * 1.0" % (wc, w))
+                self.emit(ind + 1, "%s.watch(%s)" % (t, wc))
+                w = wc
         e = self.expr(ws, r.randint(1, 3))
         self.emit(ind + 1, "let %s = sum(%s(%s * %s) + %s)" % (
             l, r.choice(["tanh", "sin", "sigmoid", ""]), w, e, e))

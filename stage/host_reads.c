@@ -22,7 +22,7 @@ static void advice(char *b, size_t n, const char *what, const char *var_name)
 void host_snaps_free(HostSnap *snap, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (snap[i].env) env_decref(snap[i].env);
+        if (snap[i].env && !snap[i].weak) env_decref(snap[i].env);
         value_decref(snap[i].var);
         value_decref(snap[i].v);
     }
@@ -74,10 +74,11 @@ static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
         u->capsnap = u->capsnap ? 2 * u->capsnap : 4;
         u->snap = xrealloc(u->snap, sizeof *u->snap * (size_t)u->capsnap);
     }
-    if (e) e->h.refcount++;
+    bool weak = e == I->globals;
+    if (e && !weak) e->h.refcount++;
     value_incref(var);
     value_incref(v);
-    u->snap[u->nsnap++] = (HostSnap){e, slot, var, v};
+    u->snap[u->nsnap++] = (HostSnap){e, slot, var, v, weak};
     return false;
 }
 

@@ -13,8 +13,10 @@
 #include "interp/internal.h"
 
 /* A binding (env set) or variable (var set) such a call read, and the
- * value it held at its first read (owned refs). */
-typedef struct HostSnap { Env *env; int slot; Value var; Value v; } HostSnap;
+ * value it held at its first read (owned refs; but not the program's
+ * global Env, weak: a tape entry holding it, kept by a tape in a global,
+ * would be a cycle, and the globals outlive every entry). */
+typedef struct HostSnap { Env *env; int slot; Value var; Value v; bool weak; } HostSnap;
 
 /* The tensors noted during one graph call (owned), and for each the error
  * a gradient that reaches it raises; and every binding and variable its

@@ -93,7 +93,8 @@ int main(void) {
                 vshape[vr++] = (hi - (start - 1) + step - 1) / step;
             } else if (k == 0 && next() % 4 == 0) { /* one index, the axis dropped */
                 at.ints[0] = start, at.ints[1] = start + 1, at.ints[2] = 1;
-                at.axes[at.naxes++] = 0;
+                at.naxes = 1; /* (tfe_attrs_init's -1 is "no axes") */
+                at.axes[0] = 0;
             } else {
                 at.ints[3 * k] = start, at.ints[3 * k + 1] = stop, at.ints[3 * k + 2] = step;
                 vshape[vr++] = (stop - start + step - 1) / step;

@@ -169,6 +169,7 @@ int trace_fail(Interp *I, Loc loc, const char *fmt, ...)
          * branch is abandoned and the conditional runs eagerly (trace_cond) */
         if (!T->symbolic) return 0;
     }
+    T->fail_raised = true;
     return raise_at(I, loc, "%s", buf);
 }
 

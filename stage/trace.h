@@ -98,6 +98,10 @@ typedef struct Tracer {
      * (trace_value_read); set by give_up, dropped by trace_fallback_done. */
     char *fallback_why;
     int fallback_line;
+    /* trace_fail raised its error (a failure only a trace meets, not one
+     * eager code raises too): trace_cond does not run such a branch at
+     * trace time to meet an eager error there (run_failed_branch) */
+    bool fail_raised;
     /* A read of a value that cannot be made at trace time (trace_value_read
      * refused it: a variable, a random draw, a host call), until the error
      * it raised is handed up or an if or loop that catches it runs at trace

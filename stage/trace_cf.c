@@ -1275,6 +1275,55 @@ static bool same_shape(const tfe_tensor *a, const tfe_tensor *b)
     return true;
 }
 
+/* An if on a value that varies from call to call (a variable, a draw, a
+ * @host call's result) whose branch b raised an error while traced
+ * symbolically cannot run at trace time: its condition cannot be read
+ * there. Where this call takes that branch, eager code runs it too and
+ * meets the error: the branch runs (its condition's value peeked, as the
+ * trace goes no further either way), so the call raises eager's error, with
+ * eager's line and caret, not the one about the condition. A branch that
+ * runs through here (its symbolic failure was one only a trace meets)
+ * ends in that error about the condition as before. Returns -1 (an error
+ * raised), 0 (the branch ran and an implicit trace ended: the call goes on
+ * eagerly) or 1 (not taken: the caller reads the condition as before). */
+static int run_failed_branch(Interp *I, Tracer *T, Node *n, Env *env, Value cond, int b, int *xs)
+{
+    bool t = false, susp = T->suspended;
+    T->suspended = true; /* (a peek: no trace-time read is noted) */
+    int rc = value_truth(I, cond, n->a->loc, &t);
+    T->suspended = susp;
+    if (rc) return -1;
+    if ((t ? 0 : 1) != b) return 1;
+    char *why = T->fallback_why ? xstrdup(T->fallback_why) : NULL;
+    int line = T->fallback_line;
+    const char *file = T->fallback_file;
+    Node *body = b == 0 ? n->b : n->c;
+    *xs = body ? interp_exec_branch(I, body, env) : XS_OK;
+    if (*xs == XS_ERR) {
+        free(why);
+        trace_fallback_done(I);
+        return -1;
+    }
+    free(T->fallback_why);
+    T->fallback_why = why;
+    T->fallback_line = line;
+    T->fallback_file = file;
+    I->cur_loc = n->a->loc;
+    /* raises the error about the condition; under --stage-all (an
+     * implicit trace) it only ends the trace, and the call goes on
+     * eagerly after the branch it ran */
+    rc = value_truth(I, cond, n->a->loc, &t);
+    trace_fallback_done(I);
+    if (!rc && !I->has_error && T->failed) return 0;
+    if (*xs == XS_RETURN) {
+        value_decref(I->retval);
+        I->retval = v_nil();
+    }
+    *xs = XS_ERR;
+    if (!I->has_error) raise_at(I, n->a->loc, "this if on a traced tensor could not be traced");
+    return -1;
+}
+
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int rest_k, int *xs)
 {
     Tracer *T = I->tracer;
@@ -1296,6 +1345,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     int rc = 0;
     Mark mark = mark_of(T);
     int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
+    int err_branch = -1; /* the branch whose symbolic trace raised an error, if one did */
 
     /* (after effects, the @host calls and prints made so far are replayed
      * by the run again: each gives its result, none is made twice; where
@@ -1326,6 +1376,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         T->region = r[b];
         T->last_effect = -1;
         Node *body = b == 0 ? n->b : n->c;
+        T->fail_raised = false;
         x[b] = body ? interp_exec_branch(I, body, env) : XS_OK;
         if (x[b] == XS_RETURN) {
             ret[b] = I->retval;
@@ -1333,6 +1384,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
         }
         after[b] = snapshot(env);
         restore(env, before);
+        if (x[b] == XS_ERR && !T->failed && !T->fail_raised) err_branch = b;
         if (x[b] == XS_ERR || T->failed) break;
         const struct SymWrite *fw = foreign_write(T, mark.writes, env, mark.born);
         if (fw)
@@ -1519,6 +1571,10 @@ failed:
     T->if_regions[1] = saved_if[1];
     rc = attempt_failed(I, T, env, before, saved_region, saved_sym, saved_effect, mark, n->a->loc,
                         "this if on a traced tensor");
+    if (rc == 1 && err_branch >= 0 && cond.kind == V_TENSOR && trace_value_varies(I, cond.u.t)) {
+        rc = run_failed_branch(I, T, n, env, cond, err_branch, xs);
+        if (rc != 1) goto done; /* (0: the branch ran, the trace ended) */
+    }
     if (rc == 1) {
         bool t = false;
         rc = value_truth(I, cond, n->a->loc, &t);

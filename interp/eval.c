@@ -2180,6 +2180,7 @@ static __attribute__((noinline)) int exec_if_traced(Interp *I, Node *n, Env *env
 static __attribute__((noinline)) int while_cond_traced(Interp *I, Node *n, Env *env, bool *t)
 {
     Value c;
+    if (trace_loop_pending(I, n) != 1) return XS_ERR;
     if (trace_cond_value(I, n->a, env, &c)) return XS_ERR;
     if (c.kind == V_TENSOR && c.u.t->node && tensor_numel(c.u.t) == 1) {
         int xs = XS_OK;
@@ -2187,6 +2188,12 @@ static __attribute__((noinline)) int while_cond_traced(Interp *I, Node *n, Env *
         if (rc == 0 || rc == -1) {
             value_decref(c);
             return rc ? XS_ERR : XS_DONE;
+        }
+        /* (run at trace time: its body's error, where eager code meets it) */
+        int peek = trace_loop_peek(I, n, c, t);
+        if (peek != 1) {
+            value_decref(c);
+            return peek ? XS_ERR : XS_OK;
         }
     }
     int rc = value_truth(I, c, n->a->loc, t);

@@ -116,6 +116,7 @@ void trace_end(Tracer *T)
     free(T->sym_fns);
     free(T->fail_msg);
     free(T->fallback_why);
+    free(T->pending_why);
     free(T->refused_msg);
     free(T->kept);
     effect_replay_free(T->done);
@@ -664,6 +665,12 @@ static bool trace_value_read(const tfe_tensor *t)
 int trace_refusal_pending(Interp *I, int rc)
 {
     Tracer *T = I->tracer;
+    if (!rc && T && !T->failed && T->pending_loop && T->pending_why) {
+        /* a while loop's first iteration ran at trace time to meet its
+         * body's error, and did not: the error about its condition */
+        T->pending_loop = NULL;
+        return trace_fail(I, T->pending_loc, "%s", T->pending_why) ? -1 : rc;
+    }
     if (rc || !T || T->failed || !T->refused) return rc;
     /* the error the read raised, as raised (with its frames), when no one
      * cleared it; else raised again at the read */

@@ -102,6 +102,16 @@ typedef struct Tracer {
      * eager code raises too): trace_cond does not run such a branch at
      * trace time to meet an eager error there (run_failed_branch) */
     bool fail_raised;
+    /* The while loop whose body failed while traced with an error eager
+     * code raises too (loop_attempt): the body_err of its last attempt;
+     * pending_loop: the loop whose first iteration runs at trace time to
+     * meet that error, its condition peeked (interp/eval.c,
+     * while_cond_traced), with the reason kept for the error about the
+     * condition that follows where it does not fail */
+    bool loop_body_err;
+    const void *pending_loop;
+    char *pending_why;
+    Loc pending_loc;
     /* A read of a value that cannot be made at trace time (trace_value_read
      * refused it: a variable, a random draw, a host call), until the error
      * it raised is handed up or an if or loop that catches it runs at trace
@@ -364,6 +374,17 @@ int trace_cond_value(Interp *I, Node *c, Env *env, Value *out);
 /* Does t's value come from a variable, a host call or a random draw (it
  * can change between calls with one signature)? Marks nothing. */
 bool trace_value_varies(Interp *I, const tfe_tensor *t);
+/* A while loop on a value that varies from call to call (a variable, a
+ * draw, a @host call's result), whose body failed while traced with an
+ * error eager code raises too, about to run at trace time (cond: its
+ * condition): where this call enters it, eager code runs the body and may
+ * meet that error there, so the first iteration runs, its condition's
+ * value peeked (0, *t true); else 1 (read the condition as before), or -1.
+ * The error about the condition that the read raised waits, for the loop's
+ * next condition (trace_loop_pending: -1, or 1 when n is not that loop) or
+ * the trace's end (trace_refusal_pending), where the body did not fail. */
+int trace_loop_peek(Interp *I, Node *n, Value cond, bool *t);
+int trace_loop_pending(Interp *I, Node *n);
 int trace_loop(Interp *I, Node *n, Env *env, Value cond, int *xs);
 /* for over range(...) with a traced bound: 0 (done, *xs set), -1, or 2 (the
  * caller runs the loop eagerly: the trace then depends on the bounds). */

@@ -1324,6 +1324,47 @@ static int run_failed_branch(Interp *I, Tracer *T, Node *n, Env *env, Value cond
     return -1;
 }
 
+int trace_loop_peek(Interp *I, Node *n, Value cond, bool *t)
+{
+    Tracer *T = I->tracer;
+    if (!T || T->symbolic || !T->loop_body_err || !T->fallback_why || cond.kind != V_TENSOR ||
+        !trace_value_varies(I, cond.u.t))
+        return 1;
+    T->loop_body_err = false;
+    bool susp = T->suspended;
+    T->suspended = true; /* (a peek: no trace-time read is noted) */
+    int rc = value_truth(I, cond, n->a->loc, t);
+    T->suspended = susp;
+    if (rc) return -1;
+    if (!*t) return 1;
+    /* the read as the loop would make it: the error about the condition,
+     * kept for the next condition or the trace's end (a break or return in
+     * the body ends the loop first); under --stage-all it only ends the
+     * trace, and the loop runs eagerly from here */
+    bool t2 = false;
+    I->cur_loc = n->a->loc;
+    rc = value_truth(I, cond, n->a->loc, &t2);
+    trace_fallback_done(I);
+    if (T->failed) {
+        if (rc) return -1;
+        return 0;
+    }
+    if (!rc || !I->has_error || !I->err_msg) return 1; /* (read after all: as before) */
+    free(T->pending_why);
+    T->pending_why = xstrdup(I->err_msg);
+    T->pending_loc = n->a->loc;
+    T->pending_loop = n;
+    error_clear(I);
+    return 0;
+}
+
+int trace_loop_pending(Interp *I, Node *n)
+{
+    Tracer *T = I->tracer;
+    if (!T || T->pending_loop != n) return 1;
+    return trace_refusal_pending(I, 0) ? -1 : 1;
+}
+
 int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int rest_k, int *xs)
 {
     Tracer *T = I->tracer;
@@ -1757,6 +1798,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     Tracer *T = I->tracer;
     Graph *g = T->g;
     int ns = env->nslots;
+    T->loop_body_err = false;
     Value *before = snapshot(env);
     int saved_region = T->region, saved_effect = T->last_effect;
     bool saved_sym = T->symbolic;
@@ -1875,7 +1917,9 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     T->region = rbody;
     T->last_effect = -1;
     int wbody = T->nwrites;
+    T->fail_raised = false;
     int xb = interp_exec_branch(I, h->body, env);
+    T->loop_body_err = h->cond && xb == XS_ERR && !T->failed && !T->fail_raised;
     if (xb == XS_ERR || T->failed) goto failed;
     {
         const struct SymWrite *fw = foreign_write(T, wbody, env, mark.born);

@@ -508,8 +508,10 @@ bool host_is_gradient_call(Value f);
  * for none), with respect to each of its inputs in[] (dx[i] NULL or
  * TFE_GRAD_SKIP on entry; new refs): the function called again under a
  * tape of its own, as a host node of the trace being recorded, if any. */
-int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
-                  tfe_tensor **dx);
+/* call: n's number among its graph run's host calls (HostSnap.call), whose
+ * reads the function's run again sees, or -1. */
+int host_node_vjp(Interp *I, const GNode *n, int call, tfe_tensor *const *in, tfe_tensor *const *out,
+                  tfe_tensor *const *dy, tfe_tensor **dx);
 /* A tape entry for a host call made while tracing (its ops not taped): the
  * backward is the function's gradient, as host_node_vjp. */
 void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,

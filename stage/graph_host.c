@@ -585,7 +585,8 @@ static int run_host_untimed(GRun *x, GNode *n)
         else if (!rc && log && b && value_is_variable(b->self)) {
             effect_replay_note(&I->graph_log, n->host->obj, r);
             log->e[log->n - 1].rerun = true;
-        } else if (!rc && log && log->host_ok && user && !host_gets_container(n)) {
+        } else if (!rc && log && log->host_ok && user && !host_gets_container(n) && host_kind_same(n, r)) {
+            /* (not one of another kind than traced: that is the call's error) */
             effect_replay_note(&I->graph_log, n->host->obj, r);
             effect_state_take(log, &log->e[log->n - 1].post);
         } else if (!(rc && bn && !strcmp(bn, "assert")))

@@ -99,7 +99,7 @@ static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
         bool same = was.kind == v.kind && v.kind >= V_TENSOR &&
                     (v.kind == V_TENSOR ? was.u.t == v.u.t : was.u.o == v.u.o);
         if (s->call == call) return same;
-        seen |= same;
+        seen |= same && v.kind == V_TENSOR; /* (a list's contents may have changed since) */
     }
     if (u->nsnap == u->capsnap) {
         u->capsnap = u->capsnap ? 2 * u->capsnap : 4;

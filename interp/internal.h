@@ -165,6 +165,11 @@ struct Interp {
      * the call's tape entry, whose gradient the graph cannot give; NULL: none */
     struct HostReads *host_reads;
     struct HostUnlinked *host_unlinked;
+    /* a cached call's backward running: what its @host calls read that
+     * way, with the values each call read (HostSnap.call), which the
+     * backward's run of each function again sees (stage/grad.c) */
+    struct HostSnap *host_snaps;
+    int host_nsnaps;
     /* a cached call's graph run noting its host nodes, for a run again
      * eagerly if the graph fails (stage/staged.c, stage_error_redo):
      * print and assert calls in order in graph_log; graph_log_bad when

@@ -2560,7 +2560,11 @@ static int sweep_host(BP *b, const GNode *n)
         out[k] = b->m[n->vbase + k];
         dy[k] = differentiable(&n->meta[k]) ? b->g[n->vbase + k] : NULL;
     }
-    int rc = host_node_vjp(b->I, n, in, out, dy, dx);
+    /* it runs again with what this call of the function read then
+     * (stage/host_reads.h): the calls are numbered in the effect order */
+    int call = 0;
+    for (const GNode *m = G->nodes; m < n; m++) call += host_call_counts(m);
+    int rc = host_node_vjp(b->I, n, call, in, out, dy, dx);
     free(out);
     free(dy);
     for (int i = 0; i < n->nin; i++) {
@@ -3913,10 +3917,15 @@ static int gcall_backward(tfe_custom_grad *self, int nin, tfe_tensor *const *in,
         return -1;
     }
     nin -= c->nextra;
-    /* the @host functions it runs again see what they read in the call */
-    host_snaps_swap(c->snap, c->nsnap);
+    /* the @host functions it runs again see what each read in the call
+     * (sweep_host) */
+    struct HostSnap *snaps = I->host_snaps;
+    int nsnaps = I->host_nsnaps;
+    I->host_snaps = c->snap;
+    I->host_nsnaps = c->nsnap;
     int rc = backward_run(self, nin, in, nout, out, dy, dx);
-    host_snaps_swap(c->snap, c->nsnap);
+    I->host_snaps = snaps;
+    I->host_nsnaps = nsnaps;
     I->cur_loc = at;
     if (rc && I->has_error) {
         /* the tape reports tensor errors: hand the message over */

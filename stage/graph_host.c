@@ -512,6 +512,15 @@ static int run_host(GRun *x, GNode *n)
     return rc;
 }
 
+/* Does host call n get a list or record (what the function does to it a
+ * replay of its result would not do again)? */
+static bool host_gets_container(const GNode *n)
+{
+    for (int a = 0; a < n->host->nhargs; a++)
+        if (is_container(n->host->hargs[a].v)) return true;
+    return n->host->sync && n->host->sync->nafter > 0;
+}
+
 static int run_host_untimed(GRun *x, GNode *n)
 {
     if (n->host->sync && n->host->sync->env) return run_binding(x, n);
@@ -564,11 +573,23 @@ static int run_host_untimed(GRun *x, GNode *n)
     I->cur_loc = saved_loc;
     if (I->graph_log_on && !I->graph_log_bad) {
         /* print and assert change nothing the body reads: a run again
-         * eagerly replays them (staged.c, stage_error_redo) */
-        const char *bn = n->host->obj.kind == V_BUILTIN ? ((Builtin *)n->host->obj.u.o)->name : NULL;
+         * eagerly replays them (staged.c, stage_error_redo); a variable's
+         * assign it makes again, from the variables' values before the call
+         * (EffectReplay.pre); a @host call's result it replays, and takes on
+         * the state right after it (what the function assigned) */
+        const Builtin *b = n->host->obj.kind == V_BUILTIN ? (const Builtin *)n->host->obj.u.o : NULL;
+        const char *bn = b ? b->name : NULL;
+        EffectReplay *log = I->graph_log;
         if (!rc && bn && (!strcmp(bn, "print") || !strcmp(bn, "assert")))
             effect_replay_note(&I->graph_log, n->host->obj, r);
-        else if (!(rc && bn && !strcmp(bn, "assert")))
+        else if (!rc && log && b && value_is_variable(b->self)) {
+            effect_replay_note(&I->graph_log, n->host->obj, r);
+            log->e[log->n - 1].rerun = true;
+        } else if (!rc && log && log->host_ok && user && !host_gets_container(n) && host_kind_same(n, r)) {
+            /* (not one of another kind than traced: that is the call's error) */
+            effect_replay_note(&I->graph_log, n->host->obj, r);
+            effect_state_take(log, &log->e[log->n - 1].post);
+        } else if (!(rc && bn && !strcmp(bn, "assert")))
             I->graph_log_bad = true;
     }
     if (!rc && user && !host_kind_same(n, r)) {

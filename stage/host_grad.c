@@ -42,6 +42,10 @@ typedef struct HostFn {
     HostSuspect *sus;
     int nsus;
     bool sus_done;
+    /* its number among the host calls of a cached call's graph run (the
+     * backward's run of the function sees what that call read: HostSnap.call),
+     * or -1 */
+    int call;
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -105,6 +109,7 @@ static HostFn *hostfn_new(Value f, const HostArg *hargs, int nhargs, int nhkw, S
     size_t len = strlen(nm) + 5;
     h->vjp_name = xmalloc(len);
     snprintf(h->vjp_name, len, "%s.vjp", nm);
+    h->call = -1;
     h->has_result = !n->host_nil;
     h->nouts = n->nout;
     h->after = xmalloc(sizeof *h->after * (size_t)(n->host->sync ? n->host->sync->nafter + 1 : 1));
@@ -244,6 +249,9 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
         dyl[j] = !dy[j] ? NULL : same ? tensor_alias(dy[j]) : (tensor_incref(dy[j]), dy[j]);
         if (same && tfe_tapes_active) host_record_identity(dy[j], dyl[j]);
     }
+    /* and the outside values it read in this call that its node does not
+     * take (stage/host_reads.h), swapped back after */
+    host_snaps_swap(I->host_snaps, I->host_nsnaps, h->call);
     tfe_tape *tape = tfe_tape_new(false);
     tfe_tape_push(tape);
     tfe_tape_watch(tape, own[k]);
@@ -272,6 +280,7 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
         free(w.hit);
     }
     if (I->tracer) I->tracer->suspended--;
+    host_snaps_swap(I->host_snaps, I->host_nsnaps, h->call);
     tfe_random_restore(rkey, rcounter);
     for (int i = 0; i < h->nctx; i++) {
         if (!h->ctx[i].env) {
@@ -485,10 +494,11 @@ bool host_node_differentiable(const GNode *n)
     return host_is_differentiable(n->host->obj);
 }
 
-int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
-                  tfe_tensor **dx)
+int host_node_vjp(Interp *I, const GNode *n, int call, tfe_tensor *const *in, tfe_tensor *const *out,
+                  tfe_tensor *const *dy, tfe_tensor **dx)
 {
     HostFn *h = node_hostfn(n);
+    h->call = call;
     Loc saved = I->cur_loc;
     I->cur_loc = n->loc;
     int rc = vjp_all(I, h, in, out, dy, dx);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "stage/host_node.h"
 #include "stage/host_reads.h"
+#include "stage/sig.h"
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
@@ -25,6 +26,7 @@ void host_snaps_free(HostSnap *snap, int n)
         if (snap[i].env && !snap[i].weak) env_decref(snap[i].env);
         value_decref(snap[i].var);
         value_decref(snap[i].v);
+        value_decref(snap[i].orig);
     }
     free(snap);
 }
@@ -41,9 +43,12 @@ void host_unlinked_free(HostUnlinked *u)
     *u = (HostUnlinked){0};
 }
 
-void host_snaps_swap(HostSnap *snap, int n)
+bool host_call_counts(const GNode *n) { return n->kind == G_HOST && n->nout > 0 && n->host->obj.kind == V_FN; }
+
+void host_snaps_swap(HostSnap *snap, int n, int call)
 {
     for (int i = 0; i < n; i++) {
+        if (snap[i].call != call) continue;
         if (snap[i].env) {
             Value t = snap[i].env->slots[snap[i].slot];
             snap[i].env->slots[snap[i].slot] = snap[i].v;
@@ -58,18 +63,44 @@ void host_snaps_swap(HostSnap *snap, int n)
     }
 }
 
+/* Does v hold a list or record (not a module: the program does not change
+ * one in place, and copying it at every read would cost)? */
+static bool has_mutable(Value v, int depth)
+{
+    if (depth > 8) return false;
+    if (v.kind == V_LIST) return true;
+    if (v.kind == V_RECORD) return !((Record *)v.u.o)->module_name;
+    if (v.kind == V_TUPLE) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (has_mutable(q->items[i], depth + 1)) return true;
+    }
+    return false;
+}
+
 /* The value binding (e, slot), or variable var, held at the watched call's
- * first read of it. Returns whether an earlier read noted this very value
- * (its tensors were looked at then: a data set in a list read at every
- * call, or in a loop, is walked once per graph call). */
+ * first read of it; a list or record in it is copied, so that a change the
+ * program makes in place before the gradient is not seen by the backward
+ * (eager code differentiated the ops as they ran). Each host call of the
+ * run notes its own (HostSnap.call): the body, or an earlier call, may
+ * change the binding in between. Returns whether an earlier read noted
+ * this very value (its tensors were looked at then: a data set in a list
+ * read at every call, or in a loop, is walked once per graph call). */
 static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
 {
     HostUnlinked *u = I->host_unlinked;
     if (!u) return false;
-    for (int i = 0; i < u->nsnap; i++)
-        if (e ? u->snap[i].env == e && u->snap[i].slot == slot : u->snap[i].var.u.o == var.u.o)
-            return u->snap[i].v.kind == v.kind && v.kind >= V_TENSOR &&
-                   (v.kind == V_TENSOR ? u->snap[i].v.u.t == v.u.t : u->snap[i].v.u.o == v.u.o);
+    int call = I->host_reads->call;
+    bool seen = false;
+    for (int i = 0; i < u->nsnap; i++) {
+        HostSnap *s = &u->snap[i];
+        if (!(e ? s->env == e && s->slot == slot : s->var.u.o == var.u.o)) continue;
+        Value was = s->orig.kind != V_NIL ? s->orig : s->v;
+        bool same = was.kind == v.kind && v.kind >= V_TENSOR &&
+                    (v.kind == V_TENSOR ? was.u.t == v.u.t : was.u.o == v.u.o);
+        if (s->call == call) return same;
+        seen |= same && v.kind == V_TENSOR; /* (a list's contents may have changed since) */
+    }
     if (u->nsnap == u->capsnap) {
         u->capsnap = u->capsnap ? 2 * u->capsnap : 4;
         u->snap = xrealloc(u->snap, sizeof *u->snap * (size_t)u->capsnap);
@@ -77,9 +108,18 @@ static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
     bool weak = e == I->globals;
     if (e && !weak) e->h.refcount++;
     value_incref(var);
-    value_incref(v);
-    u->snap[u->nsnap++] = (HostSnap){e, slot, var, v, weak};
-    return false;
+    Value kept = v, orig = v_nil();
+    if (has_mutable(v, 0)) {
+        SigMemo m = {0};
+        kept = sig_copy_shared(v, &m);
+        sig_memo_free(&m);
+        orig = v;
+        value_incref(orig);
+    } else {
+        value_incref(v);
+    }
+    u->snap[u->nsnap++] = (HostSnap){e, slot, var, kept, orig, weak, call};
+    return seen;
 }
 
 
@@ -89,6 +129,7 @@ bool host_reads_begin(Interp *I, HostReads *w, const GNode *n)
      * call's result was already made) */
     if (!I->host_unlinked || I->tracer || I->check_replay || n->nout == 0 || n->host->obj.kind != V_FN) return false;
     *w = (HostReads){0};
+    w->call = host_call_counts(n) ? I->host_unlinked->ncalls++ : -1;
     w->born = env_next_born();
     w->fname = ((Closure *)n->host->obj.u.o)->name;
     w->ctx = n->host->sync ? n->host->sync->ctx : NULL;
@@ -101,7 +142,7 @@ bool host_reads_begin(Interp *I, HostReads *w, const GNode *n)
 void host_reads_begin_suspects(Interp *I, HostReads *w, const char *fname, const struct HostCtx *ctx, int nctx,
                                const HostSuspect *sus, int nsus)
 {
-    *w = (HostReads){.born = env_next_born(), .fname = fname, .ctx = ctx, .nctx = nctx, .sus = sus, .nsus = nsus,
+    *w = (HostReads){.born = env_next_born(), .fname = fname, .ctx = ctx, .nctx = nctx, .sus = sus, .nsus = nsus, .call = -1,
                      .prev = I->host_reads};
     I->host_reads = w;
 }

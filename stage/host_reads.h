@@ -12,11 +12,15 @@
 #include "graph/graph.h"
 #include "interp/internal.h"
 
-/* A binding (env set) or variable (var set) such a call read, and the
- * value it held at its first read (owned refs; but not the program's
- * global Env, weak: a tape entry holding it, kept by a tape in a global,
- * would be a cycle, and the globals outlive every entry). */
-typedef struct HostSnap { Env *env; int slot; Value var; Value v; bool weak; } HostSnap;
+/* A binding (env set) or variable (var set) that host call number `call`
+ * of the graph run (HostUnlinked.ncalls) read, and the value it held at
+ * that call's first read of it (owned refs; but not the program's global
+ * Env, weak: a tape entry holding it, kept by a tape in a global, would be
+ * a cycle, and the globals outlive every entry). A list or record in it is
+ * a copy (orig: the value read, kept for identity): the program may change
+ * the object in place before the gradient, where eager code differentiated
+ * the ops as they ran. */
+typedef struct HostSnap { Env *env; int slot; Value var; Value v; Value orig; bool weak; int call; } HostSnap;
 
 /* The tensors noted during one graph call (owned), and for each the error
  * a gradient that reaches it raises; and every binding and variable its
@@ -30,12 +34,18 @@ typedef struct HostUnlinked {
     int n, cap;
     HostSnap *snap;
     int nsnap, capsnap;
+    int ncalls;          /* the watched kind of host calls run so far (host_call_counts) */
 } HostUnlinked;
 
 void host_unlinked_free(HostUnlinked *u);
-/* Swap the values of the bindings and variables of snap[] with those held
- * there (twice: back as they were). */
-void host_snaps_swap(HostSnap *snap, int n);
+/* Swap the values of the bindings and variables of snap[] that host call
+ * number `call` read with those held there (twice: back as they were). */
+void host_snaps_swap(HostSnap *snap, int n, int call);
+/* Is n a host call of the kind a graph run numbers (HostSnap.call): a
+ * @host function's call with outputs? They run in the effect chain's
+ * order, which every graph made from a trace keeps, so the k-th such node
+ * of the backward's graph is the k-th that ran. */
+bool host_call_counts(const GNode *n);
 void host_snaps_free(HostSnap *snap, int n);
 
 /* An outside binding (env, slot), or a variable (var), whose tensor a tape
@@ -54,6 +64,7 @@ typedef struct HostReads {
     const HostSuspect *sus;
     int nsus;
     char *hit;           /* the error's end (owned), or NULL */
+    int call;            /* its number in the graph run (HostSnap.call) */
     struct HostReads *prev;
 } HostReads;
 

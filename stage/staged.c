@@ -1274,11 +1274,13 @@ int stage_host_redo(Interp *I, Closure *c, Env *e, Trace *tried, Loc call_loc, V
  * eager code keeps the values assigned before the error, and a REPL or a
  * notebook goes on with them, where the graph's write-back never ran. Where
  * the graph has no collective and ran no host node before it failed but
- * print and assert calls (none that changes state the body reads: a @host
- * call, a variable's assign), the call runs again eagerly from the random
- * state it began with, the prints replayed rather than made twice: that
- * assigns what eager code assigns and raises eager's error (docs/staging.md,
- * section 14). */
+ * print and assert calls, variable assigns and @host calls that got no
+ * list or record (where the body reads none from outside), the call runs
+ * again eagerly from the random state, outside bindings and variables it
+ * began with, the prints and @host calls replayed rather than made twice
+ * (a replayed call puts the state as it left it) and the assigns made
+ * again: that assigns what eager code assigns and raises eager's error
+ * (docs/staging.md, section 14). */
 /* Does g (its regions too: they share the node array) call a @host function? */
 static bool graph_calls_host_fn(const Graph *g)
 {
@@ -1295,12 +1297,45 @@ static bool stage_error_redo_ok(Trace *t)
     bool writes = false;
     for (int i = 0; i < t->nouts && !writes; i++) writes = t->outs[i].written;
     if (!writes) return false;
+    bool state = false;
     for (int i = 0; i < t->g->n; i++) {
         const GNode *m = &t->g->nodes[i];
         if (m->kind == G_OP && (tfe_ops[m->op].flags & F_COLLECTIVE)) return false;
+        state |= m->kind == G_HOST && (m->host->obj.kind == V_FN ||
+                                       (m->host->obj.kind == V_BUILTIN && value_is_variable(((Builtin *)m->host->obj.u.o)->self)));
     }
-    t->error_redo = 1;
+    t->error_redo = state ? 2 : 1;
     return true;
+}
+
+/* Does v hold a list or record (depth-bounded: a cycle)? */
+static bool holds_container(Value v, int depth)
+{
+    if (v.kind == V_LIST || v.kind == V_RECORD) return true;
+    if (v.kind != V_TUPLE || depth > 8) return false;
+    const Seq *q = (const Seq *)v.u.o;
+    for (int i = 0; i < q->n; i++)
+        if (holds_container(q->items[i], depth + 1)) return true;
+    return false;
+}
+
+/* The log of a cached call of t whose graph has @host calls or variable
+ * assigns, for a run again if it fails: the state before the call, which
+ * the run again starts from; a @host call is replayed (not made again)
+ * only where the body reads no list or record from outside or as an
+ * argument (the function may have changed one in place, which the run
+ * again would see before the call). */
+static EffectReplay *error_redo_log(Closure *c, Env *e, Trace *t)
+{
+    EffectReplay *log = xcalloc(1, sizeof *log);
+    log->outer = c->env;
+    log->g = t->g;
+    effect_state_take(log, &log->pre);
+    log->host_ok = true;
+    for (int i = 0; i < t->nouts && log->host_ok; i++)
+        log->host_ok = !holds_container(t->outs[i].env->slots[t->outs[i].slot], 0);
+    for (int i = 0; i < ((FnInfo *)c->fn->info)->nparams && log->host_ok; i++) log->host_ok = !holds_container(e->slots[i], 0);
+    return log;
 }
 
 static int stage_error_redo(Interp *I, Closure *c, Env *e, uint64_t rkey, uint64_t rctr, EffectReplay *log, Value *out)
@@ -1308,6 +1343,10 @@ static int stage_error_redo(Interp *I, Closure *c, Env *e, uint64_t rkey, uint64
     error_clear(I);
     tfe_random_restore(rkey, rctr);
     if (!log) return interp_run_body(I, c, e, out);
+    /* from the outside bindings and variables as they were before the call
+     * (a @host call it replays puts them as they were after it) */
+    effect_state_put(&log->pre);
+    log->next = 0;
     log->prev = I->effect_replay;
     I->effect_replay = log;
     int rc = interp_run_body(I, c, e, out);
@@ -1430,7 +1469,7 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
             /* (noting its prints for a run again if it fails: stage_error_redo) */
             bool redo_ok = stage_error_redo_ok(hit), log_on = I->graph_log_on, log_bad = I->graph_log_bad;
             EffectReplay *log_saved = I->graph_log;
-            I->graph_log = NULL;
+            I->graph_log = redo_ok && hit->error_redo == 2 ? error_redo_log(c, e, hit) : NULL;
             I->graph_log_on = redo_ok;
             I->graph_log_bad = false;
             rc = run_trace(I, hit, &lv, out);

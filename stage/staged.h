@@ -77,7 +77,8 @@ typedef struct Trace {
      * call that finds this trace runs eagerly instead (stage_call). */
     bool makes_vars;
     /* may a call whose graph failed run again eagerly (staged.c,
-     * stage_error_redo_ok): 0 not asked yet, 1 yes, -1 no */
+     * stage_error_redo_ok): 0 not asked yet, 1 yes, 2 yes and its graph has
+     * @host calls or variable assigns (the run logs the state), -1 no */
     signed char error_redo;
     Loc made_var_loc;
 } Trace;

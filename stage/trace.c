@@ -1678,9 +1678,68 @@ void effect_replay_free(EffectReplay *r)
     for (int i = 0; i < r->n; i++) {
         value_decref(r->e[i].f);
         value_decref(r->e[i].result);
+        effect_state_free(&r->e[i].post);
     }
     free(r->e);
+    effect_state_free(&r->pre);
     free(r);
+}
+
+static void state_push(EffectState *st, Env *e, int slot, Value var, Value v)
+{
+    st->s = xrealloc(st->s, sizeof *st->s * (size_t)(st->n + 1));
+    if (e) e->h.refcount++;
+    value_incref(var);
+    value_incref(v);
+    st->s[st->n++] = (EffectSlot){e, slot, var, v};
+}
+
+void effect_state_take(const EffectReplay *r, EffectState *st)
+{
+    *st = (EffectState){0};
+    for (Env *e = r->outer; e; e = e->parent)
+        for (int s = 0; s < e->nslots; s++) state_push(st, e, s, v_nil(), e->slots[s]);
+    for (int i = 0; r->g && i < r->g->n; i++) {
+        const GNode *n = &r->g->nodes[i];
+        Value var = v_nil();
+        if (n->kind == G_VAR_READ) var = n->host->obj;
+        else if (n->kind == G_HOST && n->host->obj.kind == V_BUILTIN && value_is_variable(((Builtin *)n->host->obj.u.o)->self))
+            var = ((Builtin *)n->host->obj.u.o)->self;
+        if (var.kind == V_NIL) continue;
+        bool seen = false;
+        for (int k = 0; k < st->n && !seen; k++) seen = !st->s[k].env && st->s[k].var.u.o == var.u.o;
+        if (seen) continue;
+        tfe_tensor *t = variable_peek(var);
+        tensor_incref(t);
+        Value v = v_tensor_take(t);
+        state_push(st, NULL, -1, var, v);
+        value_decref(v);
+    }
+}
+
+void effect_state_put(const EffectState *st)
+{
+    for (int i = 0; i < st->n; i++) {
+        const EffectSlot *x = &st->s[i];
+        if (x->env) {
+            value_incref(x->v);
+            value_decref(x->env->slots[x->slot]);
+            x->env->slots[x->slot] = x->v;
+        } else {
+            variable_replace_take(x->var, value_to_tensor(x->v));
+        }
+    }
+}
+
+void effect_state_free(EffectState *st)
+{
+    for (int i = 0; i < st->n; i++) {
+        if (st->s[i].env) env_decref(st->s[i].env);
+        value_decref(st->s[i].var);
+        value_decref(st->s[i].v);
+    }
+    free(st->s);
+    *st = (EffectState){0};
 }
 
 /* A new entry at the end of *rp (made if NULL), for f (a new reference). */
@@ -1693,6 +1752,7 @@ static EffectDone *effect_push(EffectReplay **rp, Value f)
         r->e = xrealloc(r->e, sizeof *r->e * (size_t)r->cap);
     }
     EffectDone *d = &r->e[r->n++];
+    *d = (EffectDone){0};
     value_incref(f);
     d->f = f;
     return d;
@@ -1758,9 +1818,12 @@ int effect_replay_call(Interp *I, Value f, Value *out)
         return -1;
     }
     r->next++;
+    if (d->rerun) return 0; /* (made again: stage/staged.c, stage_error_redo) */
     *out = d->result;
     d->result = v_nil();
     tfe_random_restore(d->rkey, d->rcounter);
+    /* what the @host function assigned, as it was right after it */
+    effect_state_put(&d->post);
     return 1;
 }
 

@@ -276,13 +276,43 @@ int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...) __a
  * (prev). */
 /* tracked: a @host call whose result a tape outside the trace tracks (the
  * result itself is kept, with the entries its ops recorded) */
-typedef struct EffectDone { Value f, result; uint64_t rkey, rcounter; bool replayable, tracked; } EffectDone;
+/* The state a failed cached call's run again (stage/staged.c,
+ * stage_error_redo) starts from and meets after each @host call it
+ * replays: the outside bindings (env set) and the variables of its graph
+ * (var set), with their values. */
+typedef struct EffectSlot { Env *env; int slot; Value var; Value v; } EffectSlot;
+typedef struct EffectState { EffectSlot *s; int n; } EffectState;
+/* rerun: made for real again by the run again (a variable's assign: the
+ * run again starts from the variables' values before the call); post: a
+ * @host call's, the state right after it, which the run again takes on
+ * when it replays the call (what the function assigned) */
+typedef struct EffectDone {
+    Value f, result;
+    uint64_t rkey, rcounter;
+    bool replayable, tracked, rerun;
+    EffectState post;
+} EffectDone;
 typedef struct EffectReplay {
     EffectDone *e;
     int n, cap, next;
     struct EffectReplay *prev;
+    /* a failed cached call's log (stage/staged.c): the Env whose chain holds
+     * the outside bindings (borrowed while the call runs) and the graph
+     * whose variables count, the state before the call (its run again
+     * starts from it), and whether @host calls may be noted (replayed, not
+     * made again: the body read no outside list or record, which a
+     * function may have changed in place) */
+    Env *outer;
+    const Graph *g;
+    EffectState pre;
+    bool host_ok;
 } EffectReplay;
 void effect_replay_free(EffectReplay *r);
+/* The values now of the outside bindings of r->outer's chain and of r->g's
+ * variables; set them (effect_state_put) or free the state. */
+void effect_state_take(const EffectReplay *r, EffectState *st);
+void effect_state_put(const EffectState *st);
+void effect_state_free(EffectState *st);
 /* Appends f's call that returned result to *r (made on first use), with the
  * random state now. */
 void effect_replay_note(EffectReplay **r, Value f, Value result);
@@ -533,8 +563,10 @@ bool host_is_gradient_call(Value f);
  * for none), with respect to each of its inputs in[] (dx[i] NULL or
  * TFE_GRAD_SKIP on entry; new refs): the function called again under a
  * tape of its own, as a host node of the trace being recorded, if any. */
-int host_node_vjp(Interp *I, const GNode *n, tfe_tensor *const *in, tfe_tensor *const *out, tfe_tensor *const *dy,
-                  tfe_tensor **dx);
+/* call: n's number among its graph run's host calls (HostSnap.call), whose
+ * reads the function's run again sees, or -1. */
+int host_node_vjp(Interp *I, const GNode *n, int call, tfe_tensor *const *in, tfe_tensor *const *out,
+                  tfe_tensor *const *dy, tfe_tensor **dx);
 /* A tape entry for a host call made while tracing (its ops not taped): the
  * backward is the function's gradient, as host_node_vjp. */
 void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,

@@ -138,6 +138,36 @@ check(text_of(r, "out") == "3 [7.0]\n", "bindings after the second failure: %r" 
 r = k.run("print(bump(tensor([8])), sn, sg)")
 check(text_of(r, "out") == "mid 4\n[8] 4 [15.0]\n", "the next call goes on from eager's state: %r" % r)
 
+# the same after a @host call and a variable's assign ran: the run again
+# replays the call (made once: hl), makes the assign again from the value
+# before the call (once: it used to be made twice), and keeps the bindings
+# assigned before the error (they used to keep the values of the host call)
+k.run("let hg = 0.0\nlet hv = variable([0.0, 0.0], name=\"hv\")\nlet hl = list()\n@host\nfn hnote(x) {\n"
+      "    hl.push(float(sum(x)))\n    hg = hg + 100.0\n    return sum(x) * 2.0\n}\n@staged\nfn hstep(x) {\n"
+      "    hg = hg + 1.0\n    let n = hnote(x)\n    hv.assign(hv + x)\n    hg = hg + n\n"
+      "    assert(sum(hv) < 3.0, \"too big\")\n    hg = hg + 10.0\n    return sum(hv)\n}")
+r = k.run("print(hstep([0.5, 0.5]), hstep([0.5, 0.5]), hg, hv.value, hl)")
+check(text_of(r, "out") == "1.0 2.0 226.0 [1.0, 1.0] list(1.0, 1.0)\n", "staged calls with a @host call: %r" % r)
+r = k.run("hstep([0.5, 0.5])")
+check("assertion failed: too big" in text_of(r, "error"), "the cached call fails: %r" % r)
+r = k.run("print(hg, hv.value, hl)")
+check(text_of(r, "out") == "329.0 [1.5, 1.5] list(1.0, 1.0, 1.0)\n",
+      "state after a failed call with a @host call and an assign, as eagerly: %r" % r)
+r = k.run("print(hstep([-1.0, -1.0]), hg, hv.value, hl)")
+check(text_of(r, "out") == "1.0 436.0 [0.5, 0.5] list(1.0, 1.0, 1.0, -2.0)\n", "the next call goes on from eager's state: %r" % r)
+
+# a variable's assign and then a print before the failure: the run again
+# makes the assign once (from the value before the call) and replays the
+# print (it used to stop with an internal error at the assign)
+k.run("let ag = 0.0\nlet av = variable([0.0], name=\"av\")\n@staged\nfn astep(x) {\n    ag = ag + 1.0\n"
+      "    av.assign(av + x)\n    print(\"mid\", ag)\n    assert(sum(av) < 2.5, \"too big\")\n    return sum(av)\n}")
+r = k.run("print(astep([1.0]), astep([1.0]))")
+check(text_of(r, "out") == "mid 1.0\nmid 2.0\n1.0 2.0\n", "staged calls with an assign: %r" % r)
+r = k.run("astep([1.0])")
+check(text_of(r, "out") == "mid 3.0\n" and "assertion failed: too big" in text_of(r, "error"), "it fails: %r" % r)
+r = k.run("print(ag, av.value)")
+check(text_of(r, "out") == "3.0 [3.0]\n", "state after a failed call with an assign, as eagerly: %r" % r)
+
 k.run("let n = 0")
 k.send("exec", "while true { n = n + 1 }")
 time.sleep(0.5)

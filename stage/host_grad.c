@@ -46,6 +46,15 @@ typedef struct HostFn {
      * backward's run of the function sees what that call read: HostSnap.call),
      * or -1 */
     int call;
+    /* the global random state its forward call began with (a tape entry of
+     * a call made while tracing), so that the run again for its gradient
+     * draws what that call drew: known always for an entry on a tape
+     * outside the trace (one call's), only while trace rng_trace records
+     * for one on a tape inside it (the vjp node of the graph, run by later
+     * calls, does not know their forward's state) */
+    bool rng_known;
+    uint64_t rng_key, rng_counter;
+    uint32_t rng_trace; /* 0: outside */
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -249,6 +258,19 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
         dyl[j] = !dy[j] ? NULL : same ? tensor_alias(dy[j]) : (tensor_incref(dy[j]), dy[j]);
         if (same && tfe_tapes_active) host_record_identity(dy[j], dyl[j]);
     }
+    /* the global random stream stays where the forward left it: an eager
+     * backward draws nothing */
+    uint64_t rkey, rcounter;
+    tfe_random_state(&rkey, &rcounter);
+    /* the function draws what its forward call drew, where that call's
+     * random state is known (eager code's tape kept the draws); where it is
+     * not, a function that draws is an error below, not other draws */
+    uint64_t fkey, fcounter;
+    bool rng_known = host_snaps_rng(I->host_snaps, I->host_nsnaps, h->call, &fkey, &fcounter);
+    if (!rng_known && h->rng_known && (!h->rng_trace || (I->tracer && I->tracer->id == h->rng_trace)))
+        rng_known = true, fkey = h->rng_key, fcounter = h->rng_counter;
+    if (rng_known) tfe_random_restore(fkey, fcounter);
+    tfe_random_state(&fkey, &fcounter);
     /* and the outside values it read in this call that its node does not
      * take (stage/host_reads.h), swapped back after */
     host_snaps_swap(I->host_snaps, I->host_nsnaps, h->call);
@@ -257,10 +279,6 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     tfe_tape_watch(tape, own[k]);
     int argc = h->nhargs - h->nhkw;
     Value r = v_nil();
-    /* the global random stream stays where the forward left it: an eager
-     * backward draws nothing */
-    uint64_t rkey, rcounter;
-    tfe_random_state(&rkey, &rcounter);
     if (I->tracer) I->tracer->suspended++; /* the function itself, not a node for it */
     /* a vjp node of a graph (not the trace): does the function read what
      * the trace's tapes may differentiate with respect to, through it,
@@ -281,7 +299,17 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     }
     if (I->tracer) I->tracer->suspended--;
     host_snaps_swap(I->host_snaps, I->host_nsnaps, h->call);
+    uint64_t akey, acounter;
+    tfe_random_state(&akey, &acounter);
     tfe_random_restore(rkey, rcounter);
+    if (!rc && !rng_known && (akey != fkey || acounter != fcounter)) {
+        I->stage_limit = true;
+        rc = raise_at(I, call_loc, "the gradient through %s(), a @host function that draws random numbers, taken in "
+                                   "a staged function: the gradient's run of it again cannot draw what this call's "
+                                   "forward drew, so it would differ from eager code's; draw them before the call and "
+                                   "pass them to %s() as an argument",
+                      callable_name(h->f), callable_name(h->f));
+    }
     for (int i = 0; i < h->nctx; i++) {
         if (!h->ctx[i].env) {
             variable_replace_take(h->ctx[i].tmpl, value_to_tensor(saved[i]));
@@ -540,7 +568,7 @@ static void hostgrad_release(tfe_custom_grad *self)
 }
 
 void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
-                            tfe_tensor *const *outs)
+                            tfe_tensor *const *outs, const uint64_t *rng, uint32_t rng_trace)
 {
     HostGrad *g = xcalloc(1, sizeof *g);
     g->base.backward = hostgrad_backward;
@@ -549,6 +577,11 @@ void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe
     g->I = I;
     g->loc = loc;
     g->h = node_hostfn(n);
+    if (rng) {
+        g->h->rng_known = true;
+        g->h->rng_key = rng[0], g->h->rng_counter = rng[1];
+        g->h->rng_trace = rng_trace;
+    }
     tfe_tape_record_custom(&g->base, nleaves, leaves, nout, outs);
     if (g->base.refcount == 0) hostgrad_release(&g->base); /* no tape tracks its inputs */
 }

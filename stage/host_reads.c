@@ -48,7 +48,7 @@ bool host_call_counts(const GNode *n) { return n->kind == G_HOST && n->nout > 0 
 void host_snaps_swap(HostSnap *snap, int n, int call)
 {
     for (int i = 0; i < n; i++) {
-        if (snap[i].call != call) continue;
+        if (snap[i].call != call || snap[i].rng) continue;
         if (snap[i].env) {
             Value t = snap[i].env->slots[snap[i].slot];
             snap[i].env->slots[snap[i].slot] = snap[i].v;
@@ -61,6 +61,25 @@ void host_snaps_swap(HostSnap *snap, int n, int call)
         value_decref(snap[i].v);
         snap[i].v = v_tensor_take(now);
     }
+}
+
+bool host_snaps_rng(const HostSnap *snap, int n, int call, uint64_t *key, uint64_t *counter)
+{
+    for (int i = 0; i < n; i++)
+        if (snap[i].rng && snap[i].call == call) {
+            *key = snap[i].key, *counter = snap[i].counter;
+            return true;
+        }
+    return false;
+}
+
+static HostSnap *snap_push(HostUnlinked *u)
+{
+    if (u->nsnap == u->capsnap) {
+        u->capsnap = u->capsnap ? 2 * u->capsnap : 4;
+        u->snap = xrealloc(u->snap, sizeof *u->snap * (size_t)u->capsnap);
+    }
+    return &u->snap[u->nsnap++];
 }
 
 /* Does v hold a list or record (not a module: the program does not change
@@ -94,16 +113,13 @@ static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
     bool seen = false;
     for (int i = 0; i < u->nsnap; i++) {
         HostSnap *s = &u->snap[i];
+        if (s->rng) continue;
         if (!(e ? s->env == e && s->slot == slot : s->var.u.o == var.u.o)) continue;
         Value was = s->orig.kind != V_NIL ? s->orig : s->v;
         bool same = was.kind == v.kind && v.kind >= V_TENSOR &&
                     (v.kind == V_TENSOR ? was.u.t == v.u.t : was.u.o == v.u.o);
         if (s->call == call) return same;
         seen |= same && v.kind == V_TENSOR; /* (a list's contents may have changed since) */
-    }
-    if (u->nsnap == u->capsnap) {
-        u->capsnap = u->capsnap ? 2 * u->capsnap : 4;
-        u->snap = xrealloc(u->snap, sizeof *u->snap * (size_t)u->capsnap);
     }
     bool weak = e == I->globals;
     if (e && !weak) e->h.refcount++;
@@ -118,7 +134,7 @@ static bool snap(Interp *I, Env *e, int slot, Value var, Value v)
     } else {
         value_incref(v);
     }
-    u->snap[u->nsnap++] = (HostSnap){e, slot, var, kept, orig, weak, call};
+    *snap_push(u) = (HostSnap){.env = e, .slot = slot, .var = var, .v = kept, .orig = orig, .weak = weak, .call = call};
     return seen;
 }
 
@@ -130,6 +146,11 @@ bool host_reads_begin(Interp *I, HostReads *w, const GNode *n)
     if (!I->host_unlinked || I->tracer || I->check_replay || n->nout == 0 || n->host->obj.kind != V_FN) return false;
     *w = (HostReads){0};
     w->call = host_call_counts(n) ? I->host_unlinked->ncalls++ : -1;
+    if (w->call >= 0) { /* (a function that draws: its gradient's run again draws the same) */
+        HostSnap *s = snap_push(I->host_unlinked);
+        *s = (HostSnap){.slot = -1, .var = v_nil(), .v = v_nil(), .orig = v_nil(), .call = w->call, .rng = true};
+        tfe_random_state(&s->key, &s->counter);
+    }
     w->born = env_next_born();
     w->fname = ((Closure *)n->host->obj.u.o)->name;
     w->ctx = n->host->sync ? n->host->sync->ctx : NULL;

@@ -20,7 +20,10 @@
  * a copy (orig: the value read, kept for identity): the program may change
  * the object in place before the gradient, where eager code differentiated
  * the ops as they ran. */
-typedef struct HostSnap { Env *env; int slot; Value var; Value v; Value orig; bool weak; int call; } HostSnap;
+typedef struct HostSnap { Env *env; int slot; Value var; Value v; Value orig; bool weak; int call;
+    /* or (rng) the global random state when that call began: its run again
+     * draws what it drew (env NULL, var nil) */
+    bool rng; uint64_t key, counter; } HostSnap;
 
 /* The tensors noted during one graph call (owned), and for each the error
  * a gradient that reaches it raises; and every binding and variable its
@@ -41,6 +44,8 @@ void host_unlinked_free(HostUnlinked *u);
 /* Swap the values of the bindings and variables of snap[] that host call
  * number `call` read with those held there (twice: back as they were). */
 void host_snaps_swap(HostSnap *snap, int n, int call);
+/* The random state host call number `call` began with, if noted. */
+bool host_snaps_rng(const HostSnap *snap, int n, int call, uint64_t *key, uint64_t *counter);
 /* Is n a host call of the kind a graph run numbers (HostSnap.call): a
  * @host function's call with outputs? They run in the effect chain's
  * order, which every graph made from a trace keeps, so the k-th such node

@@ -2084,6 +2084,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
      * function returned another kind than traced: its result, not a second
      * call (stage/staged.c, host_redo) */
     bool redone = user && I->host_redo.armed && ((Closure *)I->host_redo.f.u.o)->fn == ((Closure *)f.u.o)->fn;
+    uint64_t rng[2] = {0, 0}; /* the random state the function began with (host_record_tape_entry) */
+    bool rng_known = false;
     if (redone) {
         result = I->host_redo.result;
         I->host_redo.result = v_nil();
@@ -2091,6 +2093,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
         I->host_redo.f = v_nil();
         I->host_redo.armed = false;
     } else if (!T->symbolic) {
+        tfe_random_state(&rng[0], &rng[1]);
+        rng_known = true;
         T->suspended++;
         if (inner_tape) tfe_tapes_active = 0;
         if (user) T->host_reading = T->suspended;
@@ -2200,7 +2204,8 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
      * saw the function's ops, so its gradient is the function's own, as a
      * cached call's) */
     if (nouts && (inner_tape || ((redone || I->check_replay) && tfe_tapes_active && host_is_differentiable(f))))
-        host_record_tape_entry(I, gnode(T->g, id), call_loc, lv.n, lv.t, nouts, outs);
+        host_record_tape_entry(I, gnode(T->g, id), call_loc, lv.n, lv.t, nouts, outs, rng_known ? rng : NULL,
+                               inner_tape ? T->id : 0);
     else if (nouts && tfe_tapes_active && host_is_differentiable(f))
         for (int k = 0; k < nouts; k++) host_record_identity(actual[k], outs[k]);
     for (int k = 0; k < nouts; k++) {

@@ -568,9 +568,12 @@ bool host_is_gradient_call(Value f);
 int host_node_vjp(Interp *I, const GNode *n, int call, tfe_tensor *const *in, tfe_tensor *const *out,
                   tfe_tensor *const *dy, tfe_tensor **dx);
 /* A tape entry for a host call made while tracing (its ops not taped): the
- * backward is the function's gradient, as host_node_vjp. */
+ * backward is the function's gradient, as host_node_vjp. rng: the random
+ * state (key, counter) the call began with, or NULL (its gradient's run of
+ * the function then must not draw); rng_trace: the id of the trace whose
+ * tape inside records it (the state holds only while it records), or 0. */
 void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe_tensor *const *leaves, int nout,
-                            tfe_tensor *const *outs);
+                            tfe_tensor *const *outs, const uint64_t *rng, uint32_t rng_trace);
 /* An error (at loc, naming the binding) when g, the gradient of a binding a
  * @host call changed, is not all zeros: checked at every run when recorded. */
 int host_check_no_gradient(Interp *I, Loc loc, const char *name, tfe_tensor *g);

@@ -46,11 +46,16 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
 
 void tfe_prov_propagate(int op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out) {
     if (tfe_ops[op].flags & F_NODIFF) return;
+    uint64_t any = 0;
+    for (int i = 0; i < nin; i++) any |= in[i] ? in[i]->prov : 0;
+    if (!any) return; /* (the common case: nothing computed from a variable) */
+    tfe_prov_collect();
     uint64_t m = 0;
-    for (int i = 0; i < nin; i++) m |= in[i] ? in[i]->prov : 0;
-    if (!m) return; /* (the common case: nothing computed from a variable) */
+    for (int i = 0; i < nin; i++) m = tfe_prov_union(m, in[i] ? in[i]->prov : 0);
+    tfe_prov_retain(m); /* (held while the outputs take unions with it) */
     for (int k = 0; k < nout; k++)
-        if (out[k] && dtype_is_float(out[k]->dtype)) out[k]->prov |= m;
+        if (out[k] && dtype_is_float(out[k]->dtype)) tfe_prov_assign(&out[k]->prov, tfe_prov_union(out[k]->prov, m));
+    tfe_prov_release(m);
 }
 
 /* Eager execution. The only path from the interpreter, the tracer, the

@@ -48,6 +48,7 @@ static tfe_tensor *tensor_struct(void) {
     t->serial = ++serial_last;
     t->prov = 0;
     t->softmax_out = false;
+    t->sigmoid_out = false;
     t->grad_for = 0;
     return t;
 }

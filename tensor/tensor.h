@@ -45,6 +45,8 @@ typedef struct tfe_tensor {
                                          node): a loss from logits refuses it (check_logits in
                                          interp/builtins.c); a view, a copy or any other op's
                                          result is a new tensor without it */
+    bool sigmoid_out;                 /* the same for the sigmoid op: the binary loss from logits
+                                         refuses it (check_logits(..., binary=true)) */
     uint16_t grad_for;                /* a tape's gradient: the id of the variable it is the gradient
                                          of (interp/builtins_autodiff.c, variable ids wrap: equal ids
                                          may be two variables, different ids never one); 0 none,
@@ -90,6 +92,10 @@ static inline uint64_t tfe_prov_union(uint64_t a, uint64_t b) {
     return a == b || !b ? a : !a ? b : tfe_prov_union_slow(a, b);
 }
 bool tfe_prov_has(uint64_t h, uint32_t id);
+
+/* Marks out as the output of softmax or sigmoid (tfe_tensor.softmax_out,
+ * sigmoid_out); op is one of them. */
+void tfe_mark_prob_out(int op, tfe_tensor *out);
 
 /* The serial of the latest tensor made (each new tensor gets the next). */
 uint64_t tfe_tensor_serial_now(void);

@@ -2017,8 +2017,9 @@ static bool variable_path(Value xs, const Obj *v, SrcPath *path, int depth)
 
 /* A variable source that gets no gradient (no entry this tape recorded on
  * the way to the target reads it) while the target was computed from it
- * (its id is in the provenance set of tfe_tensor.prov): the target depends on it through a tensor made outside the
- * tape's recording, a forward pass run before the with block (pred =
+ * (its id is in the provenance set of tfe_tensor.prov): the target
+ * depends on it through a tensor made outside the tape's recording, a
+ * forward pass run before the with block (pred =
  * model(x) outside it, the loss inside) or under an earlier tape, and its
  * gradient would be zeros. The tape read another variable (else
  * nothing_read said so). Not an error: a source the target does not depend

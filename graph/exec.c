@@ -195,7 +195,7 @@ static void prov_set_fused(GNode *n, int nin, tfe_tensor *const *in, tfe_tensor 
     if (any) tfe_prov_collect();
     for (int i = 0; any && i < nin; i++)
         if (i >= 64 || ((n->prov_reach >> i) & 1)) m = tfe_prov_union(m, in[i]->prov);
-    if (out && !is_input(out, nin, in)) tfe_prov_assign(&out->prov, m);
+    if (out && out->prov != m && !is_input(out, nin, in)) tfe_prov_assign(&out->prov, m);
     /* a program whose result is a sigmoid's: its output is marked, as the
      * op's would be (tfe_tensor.sigmoid_out) */
     if (!n->sig_known) {

@@ -94,9 +94,8 @@ void tfe_prov_release(uint64_t h)
     if (s && s->refs && --s->refs == 0) nunheld++;
 }
 
-void tfe_prov_assign(uint64_t *field, uint64_t h)
+void tfe_prov_assign_slow(uint64_t *field, uint64_t h)
 {
-    if (*field == h) return;
     tfe_prov_retain(h);
     tfe_prov_release(*field);
     *field = h;

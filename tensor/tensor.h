@@ -85,7 +85,10 @@ void tfe_prov_propagate(int op, int nin, tfe_tensor *const *in, int nout, tfe_te
 uint64_t tfe_prov_singleton(uint32_t id);
 void tfe_prov_retain(uint64_t h);
 void tfe_prov_release(uint64_t h);
-void tfe_prov_assign(uint64_t *field, uint64_t h);
+void tfe_prov_assign_slow(uint64_t *field, uint64_t h);
+static inline void tfe_prov_assign(uint64_t *field, uint64_t h) {
+    if (*field != h) tfe_prov_assign_slow(field, h); /* (most often 0 and 0) */
+}
 void tfe_prov_collect(void);
 uint64_t tfe_prov_union_slow(uint64_t a, uint64_t b);
 static inline uint64_t tfe_prov_union(uint64_t a, uint64_t b) {

@@ -145,24 +145,27 @@ static bool is_input(tfe_tensor *t, int nin, tfe_tensor *const *in)
     return false;
 }
 
-static void prov_set_slow(tfe_op op, uint64_t m, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
+static void prov_set_slow(tfe_op op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
 {
-    if (tfe_ops[op].flags & F_NODIFF) m = 0;
+    tfe_prov_collect();
+    uint64_t m = 0;
+    for (int i = 0; i < nin && !(tfe_ops[op].flags & F_NODIFF); i++) m = tfe_prov_union(m, in[i]->prov);
     for (int k = 0; k < nout; k++)
         if (out[k] && out[k]->prov != m && !is_input(out[k], nin, in))
-            out[k]->prov = dtype_is_float(out[k]->dtype) ? m : 0;
+            tfe_prov_assign(&out[k]->prov, dtype_is_float(out[k]->dtype) ? m : 0);
 }
 
 static inline void prov_set(tfe_op op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out)
 {
     /* (one or two inputs and one output most often: no loop set-up for those) */
+    /* (an or of handles: only whether any is not 0) */
     uint64_t m = nin > 0 ? in[0]->prov : 0, o = nout > 0 && out[0] ? out[0]->prov : 0;
     if (nin > 1) m |= in[1]->prov;
     for (int i = 2; i < nin; i++) m |= in[i]->prov;
     for (int k = 1; k < nout; k++) o |= out[k] ? out[k]->prov : 0;
-    if (__builtin_expect(m | o, 0)) prov_set_slow(op, m, nin, in, nout, out); /* (most often 0 and 0) */
+    if (__builtin_expect(m | o, 0)) prov_set_slow(op, nin, in, nout, out); /* (most often 0 and 0) */
     /* (a planned softmax's arena view serves this node only: it stays marked) */
-    if (op == OP_SOFTMAX && nout > 0 && out[0]) out[0]->softmax_out = true;
+    if ((op == OP_SOFTMAX || op == OP_SIGMOID) && nout > 0 && out[0]) tfe_mark_prob_out(op, out[0]);
 }
 
 /* ... of a fused node's output: from the inputs its result is computed
@@ -189,9 +192,22 @@ static void prov_set_fused(GNode *n, int nin, tfe_tensor *const *in, tfe_tensor 
         }
         n->prov_known = true;
     }
+    if (any) tfe_prov_collect();
     for (int i = 0; any && i < nin; i++)
-        if (i >= 64 || ((n->prov_reach >> i) & 1)) m |= in[i]->prov;
-    if (out && !is_input(out, nin, in)) out->prov = m;
+        if (i >= 64 || ((n->prov_reach >> i) & 1)) m = tfe_prov_union(m, in[i]->prov);
+    if (out && out->prov != m && !is_input(out, nin, in)) tfe_prov_assign(&out->prov, m);
+    /* a program whose result is a sigmoid's: its output is marked, as the
+     * op's would be (tfe_tensor.sigmoid_out) */
+    if (!n->sig_known) {
+        const tfe_fprog *pg = n->prog;
+        for (int i = pg->ninstr - 1; i >= 0; i--)
+            if (pg->code[i].dst == pg->result) {
+                n->sig_result = pg->code[i].op == OP_SIGMOID && pg->red == TFE_FRED_NONE;
+                break;
+            }
+        n->sig_known = true;
+    }
+    if (n->sig_result && out && !is_input(out, nin, in)) out->sigmoid_out = true;
 }
 
 /* A fused node's kernel: its program checked once, at the first run. */

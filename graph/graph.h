@@ -122,6 +122,7 @@ typedef struct GNode {
     uint64_t prov_reach; /* G_FUSED, once prov_known: the inputs (bit i) its result is computed
                             from through instructions with a gradient (graph/exec.c) */
     bool prov_known;
+    bool sig_known, sig_result; /* G_FUSED: once known, whether the result is a sigmoid's (graph/exec.c) */
     int *fused_lines;    /* G_FUSED: per instruction of prog, the source line of the op it
                             computes (0: a load or a constant), for graph_to_dot (owned) */
     uint8_t half;        /* G_OP allreduce split by graph/overlap.c: GH_START or GH_WAIT; else GH_WHOLE */

@@ -319,6 +319,7 @@ static void fuse(Graph *g, Fuser *f, Group *gr, int root, int red, int red_axes)
     r->nin = nins;
     r->prog = p;
     r->prov_known = false;
+    r->sig_known = false;
     free(r->fused_lines);
     r->fused_lines = lines;
 }

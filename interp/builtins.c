@@ -686,25 +686,36 @@ BUILTIN(bi_check_range)
     return rc;
 }
 
-/* check_logits(where, x, name): nil, or an error at the caller's call when
- * x is the result of softmax itself (tfe_tensor.softmax_out): a loss from
- * logits would take the softmax again, and training on it goes on silently
- * badly (the gradient is squeezed through two softmaxes). Structural, not
+/* check_logits(where, x, name, binary=false): nil, or an error at the
+ * caller's call when x is the result of softmax itself (tfe_tensor.
+ * softmax_out), or with binary (a loss that applies sigmoid) of sigmoid
+ * (sigmoid_out): a loss from logits would apply it again, and training on
+ * it goes on silently badly (the gradient is squeezed through both; a
+ * sigmoid's output, in (0, 1), as logits keeps the loss's sigmoid near
+ * 0.5..0.73 whatever the model says). Structural, not
  * an effect: a staged function's inputs carry the mark in their signature
  * (stage/sig.c), so the check made while tracing holds for every call. */
 BUILTIN(bi_check_logits)
 {
     (void)data;
-    Value a[3];
-    bool p[3];
-    if (args_parse(I, "check_logits", "where, x, name", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
+    Value a[4];
+    bool p[4];
+    if (args_parse(I, "check_logits", "where, x, name, binary=false", argc, argv, nkw, kwnames, kwvals, a, p)) return -1;
     if (a[0].kind != V_STR || a[2].kind != V_STR) return interp_raise(I, "check_logits: where and name must be strings");
     const char *where = ((Str *)a[0].u.o)->s, *name = ((Str *)a[2].u.o)->s;
     *out = v_nil();
     tfe_tensor *x = check_tensor(I, where, name, a[1]);
     if (!x) return -1;
     int rc = 0;
-    if (x->softmax_out)
+    bool binary = false;
+    if (p[3] && arg_bool(I, "check_logits", "binary", a[3], &binary)) rc = -1;
+    else if (binary && x->sigmoid_out)
+        rc = raise_at_caller(I, "%s: %s is the output of sigmoid (probabilities), but the loss takes logits and "
+                                "applies sigmoid itself, so the model would train on a sigmoid of a sigmoid: pass the "
+                                "scores before the sigmoid (a last layer without activation=sigmoid) and apply sigmoid "
+                                "only to read probabilities out",
+                             where, name);
+    else if (x->softmax_out)
         rc = raise_at_caller(I, "%s: %s is the output of softmax (probabilities), but the loss takes logits and "
                                 "applies softmax itself, so the model would train on a softmax of a softmax: pass the "
                                 "scores before the softmax (a last layer without activation=softmax) and apply softmax "

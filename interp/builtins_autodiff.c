@@ -20,40 +20,20 @@ typedef struct Variable {
     tfe_tensor *value;  /* owned; replaced (never changed in place) by assign */
     char *name;         /* NULL when unnamed */
     bool trainable;
-    uint64_t prov;      /* its provenance bit (tfe_tensor.prov; 0: none, not trainable) */
+    uint64_t prov;      /* the set of it alone (tfe_tensor.prov, held; 0: none, not trainable) */
+    uint32_t prov_id;   /* its id in provenance sets (never reused; 0: not trainable) */
     uint16_t grad_id;   /* what its gradients carry (tfe_tensor.grad_for): 1 .. 0xfffe, wrapping */
 } Variable;
 
 /* --- provenance ----------------------------------------------------------------------
- * Each trainable variable gets one of 64 bits, the one fewest live variables
- * have (so up to 64 live ones have a bit each); its value and every read of
- * it carry the bit, and each op's result the bits of its inputs (tensor/
- * dispatch.c, tfe_prov_propagate), so a tensor knows, as a bloom, which
- * variables it was computed from, wherever that ran: before a tape, under an
- * earlier one, in a graph (stage/grad.c, graph_out_prov). early_read checks
- * it at t.gradient, only where a bit is one variable's alone (exact). */
-static int prov_live[64];
-static int prov_next; /* round robin among the least used */
-
-static uint64_t prov_take(void)
-{
-    int best = -1;
-    for (int k = 0; k < 64; k++) {
-        int b = (prov_next + k) & 63;
-        if (best < 0 || prov_live[b] < prov_live[best]) best = b;
-    }
-    prov_live[best]++;
-    prov_next = (best + 1) & 63;
-    return (uint64_t)1 << best;
-}
-
-static void prov_drop(uint64_t bit)
-{
-    if (bit) prov_live[__builtin_ctzll(bit)]--;
-}
-
-/* whether bit is one live variable's alone */
-static bool prov_unique(uint64_t bit) { return bit && prov_live[__builtin_ctzll(bit)] == 1; }
+ * Each trainable variable gets an id of its own (never reused) and holds the
+ * provenance set of it alone; its value and every read of it carry that
+ * set, and each op's result the union of its inputs' (tensor/dispatch.c,
+ * tfe_prov_propagate; tensor/prov.c), so a tensor knows exactly which
+ * variables it was computed from, wherever that ran: before a tape, under
+ * an earlier one, in a graph (graph/exec.c, prov_set). early_read checks it
+ * at t.gradient, for any number of variables. */
+static uint32_t prov_last_id;
 
 static const ObjectClass variable_class;
 
@@ -231,7 +211,7 @@ static tfe_tensor *var_read(Tracer *tr, Variable *v) /* tr: the trace being reco
     tensor_incref(t);
     if (tr) trace_note_host_var(tr, v_obj(V_OBJECT, v), t); /* (a @host function's read) */
     if (tr) t = trace_var_read(tr, v_obj(V_OBJECT, v), t);
-    if (t) t->prov |= v->prov;
+    if (t && v->prov) tfe_prov_assign(&t->prov, tfe_prov_union(t->prov, v->prov));
     bool sym = tr && tr->symbolic;
     if (t && v->trainable && nwatching)
         for (int i = 0; i < nwatching; i++) {
@@ -281,7 +261,7 @@ static tfe_tensor *variable_to_tensor(Obj *o) { return var_read(trace_current(),
 static void variable_free(Obj *o)
 {
     Variable *v = (Variable *)o;
-    prov_drop(v->prov);
+    tfe_prov_release(v->prov);
     tensor_decref(v->value);
     free(v->name);
     free(v);
@@ -388,7 +368,7 @@ BUILTIN(bi_var_assign)
     }
     tensor_decref(x);
     nv->weak = false;
-    nv->prov = v->prov; /* the variable's value is the variable, whatever it was computed from */
+    tfe_prov_assign(&nv->prov, v->prov); /* the variable's value is the variable, whatever it was computed from */
     tensor_decref(v->value);
     v->value = nv;
     *out = v_nil();
@@ -499,8 +479,9 @@ BUILTIN(bi_variable)
     v->value = c;
     v->name = name ? xstrdup(name) : NULL;
     v->trainable = trainable;
-    v->prov = trainable ? prov_take() : 0;
-    c->prov = v->prov;
+    v->prov_id = trainable ? ++prov_last_id : 0;
+    v->prov = trainable ? tfe_prov_singleton(v->prov_id) : 0;
+    tfe_prov_assign(&c->prov, v->prov);
     static uint16_t last_grad_id;
     last_grad_id = last_grad_id >= TFE_GRAD_FOR_MANY - 1 ? 1 : last_grad_id + 1;
     v->grad_id = last_grad_id;
@@ -2036,18 +2017,18 @@ static bool variable_path(Value xs, const Obj *v, SrcPath *path, int depth)
 
 /* A variable source that gets no gradient (no entry this tape recorded on
  * the way to the target reads it) while the target was computed from it
- * (the provenance bloom of tfe_tensor.prov, where the bit is that variable's
- * alone): the target depends on it through a tensor made outside the
- * tape's recording, a forward pass run before the with block (pred =
+ * (its id is in the provenance set of tfe_tensor.prov): the target
+ * depends on it through a tensor made outside the tape's recording, a
+ * forward pass run before the with block (pred =
  * model(x) outside it, the loss inside) or under an earlier tape, and its
  * gradient would be zeros. The tape read another variable (else
  * nothing_read said so). Not an error: a source the target does not depend
  * on at all (unused in this step), a constant target from other variables
  * (a frozen teacher, a DQN target network), a tensor the tape watched that
- * carries the bit (the user cut the path there), and stop_gradient or any
+ * carries its id (the user cut the path there), and stop_gradient or any
  * op without a gradient (their results carry no provenance). Decided on
  * what ran: eagerly, and in a trace on the values it runs with (a staged
- * call's outputs carry the bits of what it read, stage/grad.c). */
+ * call's outputs carry the sets of what it read, graph/exec.c). */
 /* The run-time check of early_read in a graph: the sources that were not
  * read on every call when it was traced, their names and, for one read
  * only in traced branches or loop bodies, which argument says whether
@@ -2056,7 +2037,7 @@ static bool variable_path(Value xs, const Obj *v, SrcPath *path, int depth)
 typedef struct EarlyCheck {
     struct EarlyCheck *next;
     int n;
-    uint64_t *bits;
+    uint32_t *ids; /* (Variable.prov_id) */
     char **names;
     int *ran;
 } EarlyCheck;
@@ -2067,7 +2048,7 @@ static void early_free(EarlyCheck *c)
     if (!c) return;
     for (int j = 0; j < c->n; j++) free(c->names[j]);
     free(c->names);
-    free(c->bits);
+    free(c->ids);
     free(c->ran);
     free(c);
 }
@@ -2093,8 +2074,8 @@ static int early_read_check(Interp *I, int argc, const Value *argv, int nkw, Str
     *out = v_nil();
     const EarlyCheck *c = data;
     uint64_t m = argc > 0 && argv[0].kind == V_TENSOR ? argv[0].u.t->prov : 0;
-    for (int j = 0; j < c->n; j++) {
-        if (!(m & c->bits[j]) || !prov_unique(c->bits[j])) continue;
+    for (int j = 0; j < c->n && m; j++) {
+        if (!tfe_prov_has(m, c->ids[j])) continue;
         bool ran = false;
         if (c->ran[j] >= 0 && 1 + c->ran[j] < argc && value_truth(I, argv[1 + c->ran[j]], I->cur_loc, &ran))
             return -1;
@@ -2149,12 +2130,12 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
         Value v = f->leaves[i].v;
         if (!is_variable(v)) continue;
         Variable *var = (Variable *)v.u.o;
-        uint64_t bit = var->prov;
-        if (!prov_unique(bit)) continue;
-        /* a tensor the tape watched that carries the bit: the path was cut
+        uint32_t id = var->prov_id;
+        if (!id) continue;
+        /* a tensor the tape watched that carries its id: the path was cut
          * there on purpose */
         bool cut = false;
-        for (int k = 0; k < T->nwt && !cut; k++) cut = (T->wt[k]->prov & bit) != 0;
+        for (int k = 0; k < T->nwt && !cut; k++) cut = tfe_prov_has(T->wt[k]->prov, id);
         if (cut) continue;
         /* a variable read while the tape recorded is not checked: its
          * gradient is what those reads give (a semi-gradient target made
@@ -2175,14 +2156,14 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
         if (!variable_path(xs, &var->o.h, &path, 0)) path.len = 0, path.s[0] = 0;
         snprintf(who, sizeof who, "%s%s%s%s", source_name(&path, "the source", buf, sizeof buf),
                  var->name ? " (variable '" : "", var->name ? var->name : "", var->name ? "')" : "");
-        if (!ran && (target->prov & bit)) {
+        if (!ran && tfe_prov_has(target->prov, id)) {
             rc = early_raise(I, who);
             break;
         }
-        later->bits = xrealloc(later->bits, sizeof *later->bits * (size_t)(later->n + 1));
+        later->ids = xrealloc(later->ids, sizeof *later->ids * (size_t)(later->n + 1));
         later->names = xrealloc(later->names, sizeof *later->names * (size_t)(later->n + 1));
         later->ran = xrealloc(later->ran, sizeof *later->ran * (size_t)(later->n + 1));
-        later->bits[later->n] = bit;
+        later->ids[later->n] = id;
         later->ran[later->n] = ran ? nargs - 1 : -1;
         later->names[later->n++] = xstrdup(who);
         if (ran) args[nargs++] = v_tensor_take(ran);
@@ -2585,7 +2566,6 @@ int variable_update(Interp *I, Value var, int aop, Value x)
 
 tfe_tensor *variable_peek(Value var) { return ((Variable *)var.u.o)->value; }
 
-uint64_t variable_prov(Value var) { return is_variable(var) ? ((Variable *)var.u.o)->prov : 0; }
 
 unsigned variable_grad_id(Value var) { return is_variable(var) ? ((Variable *)var.u.o)->grad_id : 0; }
 
@@ -2606,7 +2586,7 @@ void variable_replace_take(Value var, tfe_tensor *t)
 {
     Variable *v = (Variable *)var.u.o;
     t->weak = false;
-    t->prov = v->prov;
+    tfe_prov_assign(&t->prov, v->prov);
     tensor_decref(v->value);
     v->value = t;
 }

@@ -298,7 +298,6 @@ int state_walk(Value obj, int flags, StateVisit visit, void *ctx);
 bool value_is_variable(Value v);
 int variable_update(Interp *I, Value var, int aop, Value x); /* var op= x in place; x borrowed */
 tfe_tensor *variable_peek(Value var);               /* its value, borrowed; no tape sees it */
-uint64_t variable_prov(Value var);                  /* its provenance bit (tfe_tensor.prov), or 0 */
 unsigned variable_grad_id(Value var);               /* what its gradients carry (tfe_tensor.grad_for), or 0 */
 /* The user tapes in their with blocks that watch variables as they are
  * read (not spent): their tensor-layer tapes, up to cap into out; how many. */

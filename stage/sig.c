@@ -118,8 +118,8 @@ static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
                 put(s, &i, sizeof i);
                 break;
             }
-        /* a softmax's result is another input for a loss's check_logits */
-        char hdr[4] = {'t', (char)t->dtype, (char)(t->weak | t->softmax_out << 1), (char)t->rank};
+        /* a softmax's or sigmoid's result is another input for a loss's check_logits */
+        char hdr[4] = {'t', (char)t->dtype, (char)(t->weak | t->softmax_out << 1 | t->sigmoid_out << 2), (char)t->rank};
         put(s, hdr, 4);
         /* and a gradient's variable, for an optimizer's check_grads */
         put(s, &t->grad_for, sizeof t->grad_for);

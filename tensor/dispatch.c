@@ -38,7 +38,7 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
     if (tfe_trace_hook) {
         int rc = tfe_trace_hook(op, nin, in, at, out);
         if (!rc) tfe_prov_propagate(op, nin, in, tfe_ops[op].nout >= 0 ? tfe_ops[op].nout : at ? at->nints : 0, out);
-        if (!rc && op == OP_SOFTMAX && out[0]) out[0]->softmax_out = true; /* (the traced tensor too) */
+        if (!rc && (op == OP_SOFTMAX || op == OP_SIGMOID) && out[0]) tfe_mark_prob_out(op, out[0]); /* (the traced tensor too) */
         return rc;
     }
     return tfe_execute_eager(op, nin, in, at, out);
@@ -46,11 +46,21 @@ int tfe_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_attrs *at, 
 
 void tfe_prov_propagate(int op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out) {
     if (tfe_ops[op].flags & F_NODIFF) return;
+    uint64_t any = 0;
+    for (int i = 0; i < nin; i++) any |= in[i] ? in[i]->prov : 0;
+    if (!any) return; /* (the common case: nothing computed from a variable) */
+    tfe_prov_collect();
     uint64_t m = 0;
-    for (int i = 0; i < nin; i++) m |= in[i] ? in[i]->prov : 0;
-    if (!m) return; /* (the common case: nothing computed from a variable) */
+    for (int i = 0; i < nin; i++) m = tfe_prov_union(m, in[i] ? in[i]->prov : 0);
+    tfe_prov_retain(m); /* (held while the outputs take unions with it) */
     for (int k = 0; k < nout; k++)
-        if (out[k] && dtype_is_float(out[k]->dtype)) out[k]->prov |= m;
+        if (out[k] && dtype_is_float(out[k]->dtype)) tfe_prov_assign(&out[k]->prov, tfe_prov_union(out[k]->prov, m));
+    tfe_prov_release(m);
+}
+
+void tfe_mark_prob_out(int op, tfe_tensor *out) {
+    if (op == OP_SOFTMAX) out->softmax_out = true;
+    else out->sigmoid_out = true;
 }
 
 /* Eager execution. The only path from the interpreter, the tracer, the
@@ -76,7 +86,7 @@ int tfe_execute_eager_unprofiled(tfe_op op, int nin, tfe_tensor *const *in, cons
     int rc = 1;
     if (tfe_devices_used) rc = tfe_device_execute(op, nin, in, at, out);
     if (rc == 1) rc = tfe_execute_kernel(op, nin, in, at, out, true);
-    if (!rc && op == OP_SOFTMAX && out[0]) out[0]->softmax_out = true; /* tfe_tensor.softmax_out */
+    if (!rc && (op == OP_SOFTMAX || op == OP_SIGMOID) && out[0]) tfe_mark_prob_out(op, out[0]); /* tfe_tensor.softmax_out */
     return rc;
 }
 

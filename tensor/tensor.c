@@ -48,6 +48,7 @@ static tfe_tensor *tensor_struct(void) {
     t->serial = ++serial_last;
     t->prov = 0;
     t->softmax_out = false;
+    t->sigmoid_out = false;
     t->grad_for = 0;
     return t;
 }
@@ -82,6 +83,10 @@ static void storage_decref(tfe_storage *s) {
 void tensor_decref(tfe_tensor *t) {
     if (!t || --t->refcount > 0) return;
     storage_decref(t->storage);
+    if (t->prov) {
+        tfe_prov_release(t->prov);
+        t->prov = 0;
+    }
     t->node = free_tensors;
     free_tensors = t;
 }
@@ -283,6 +288,7 @@ tfe_tensor *tensor_alias(tfe_tensor *t) {
     uint64_t serial = a->serial;
     *a = *t;
     a->serial = serial; /* a new tensor, made now */
+    tfe_prov_retain(a->prov);
     a->refcount = 1;
     a->node = NULL;
     if (a->storage) a->storage->refcount++;

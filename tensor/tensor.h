@@ -45,6 +45,8 @@ typedef struct tfe_tensor {
                                          node): a loss from logits refuses it (check_logits in
                                          interp/builtins.c); a view, a copy or any other op's
                                          result is a new tensor without it */
+    bool sigmoid_out;                 /* the same for the sigmoid op: the binary loss from logits
+                                         refuses it (check_logits(..., binary=true)) */
     uint16_t grad_for;                /* a tape's gradient: the id of the variable it is the gradient
                                          of (interp/builtins_autodiff.c, variable ids wrap: equal ids
                                          may be two variables, different ids never one); 0 none,
@@ -58,11 +60,13 @@ typedef struct tfe_tensor {
     void *node;                       /* while tracing: the tracer's TNote (stage/trace.c); else NULL */
     uint64_t serial;                  /* when it was made: tfe_tensor_serial_now() then (a tape's
                                          gradient tells a target made outside its with block) */
-    uint64_t prov;                    /* provenance: a bloom of the trainable variables it was computed
-                                         from (each has a bit; an op's output or's its inputs' unless
-                                         the op has no gradient), so a tape's gradient can tell a
-                                         target that depends on a source through a tensor made before
-                                         the tape recorded (interp/builtins_autodiff.c, early_read) */
+    uint64_t prov;                    /* provenance: a handle of the exact set of trainable variables
+                                         it was computed from (tensor/prov.c; 0: none); an op's output
+                                         gets the union of its inputs' unless the op has no gradient,
+                                         so a tape's gradient can tell a target that depends on a
+                                         source through a tensor made before the tape recorded
+                                         (interp/builtins_autodiff.c, early_read). Written only by
+                                         tfe_prov_assign (it holds a reference) */
 } tfe_tensor;
 
 enum { TFE_GRAD_FOR_MANY = 0xffff };
@@ -71,6 +75,30 @@ enum { TFE_GRAD_FOR_MANY = 0xffff };
  * when the op has a gradient and an output is a float; nothing otherwise (a
  * comparison, argmax, stop_gradient, an int result carry no gradient). */
 void tfe_prov_propagate(int op, int nin, tfe_tensor *const *in, int nout, tfe_tensor *const *out);
+
+/* Provenance sets (tensor/prov.c): handles of refcounted sets of variable
+ * ids. singleton: a new set of one id, held once by the caller. union: a
+ * handle of a | b, not held (keep it by tfe_prov_assign before the next
+ * tfe_prov_collect). assign: *field = h, holding h, releasing the old.
+ * collect: frees the sets nobody holds once there are many; call it only
+ * where no unheld handle is in hand. has: whether id is in the set. */
+uint64_t tfe_prov_singleton(uint32_t id);
+void tfe_prov_retain(uint64_t h);
+void tfe_prov_release(uint64_t h);
+void tfe_prov_assign_slow(uint64_t *field, uint64_t h);
+static inline void tfe_prov_assign(uint64_t *field, uint64_t h) {
+    if (*field != h) tfe_prov_assign_slow(field, h); /* (most often 0 and 0) */
+}
+void tfe_prov_collect(void);
+uint64_t tfe_prov_union_slow(uint64_t a, uint64_t b);
+static inline uint64_t tfe_prov_union(uint64_t a, uint64_t b) {
+    return a == b || !b ? a : !a ? b : tfe_prov_union_slow(a, b);
+}
+bool tfe_prov_has(uint64_t h, uint32_t id);
+
+/* Marks out as the output of softmax or sigmoid (tfe_tensor.softmax_out,
+ * sigmoid_out); op is one of them. */
+void tfe_mark_prob_out(int op, tfe_tensor *out);
 
 /* The serial of the latest tensor made (each new tensor gets the next). */
 uint64_t tfe_tensor_serial_now(void);

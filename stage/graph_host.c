@@ -92,10 +92,24 @@ bool host_sync_same(const HostSync *a, const HostSync *b)
 
 /* --- a node's payload ---------------------------------------------------------------------- */
 
+void host_rng_note(HostRng *r)
+{
+    if (!r) return;
+    tfe_random_state(&r->key, &r->counter);
+    r->valid = true;
+}
+
+void host_rng_decref(HostRng *r)
+{
+    if (r && --r->refs == 0) free(r);
+}
+
 static HostNode *hnode_new(void)
 {
     HostNode *h = xcalloc(1, sizeof *h);
     h->obj = v_nil();
+    h->rng = xcalloc(1, sizeof *h->rng);
+    h->rng->refs = 1;
     return h;
 }
 
@@ -107,6 +121,7 @@ static void hnode_free(HostNode *h)
     for (int a = 0; a < h->nhkw; a++) value_decref(v_obj(V_STR, h->hkwnames[a]));
     free(h->hkwnames);
     host_sync_free(h->sync);
+    host_rng_decref(h->rng);
     free(h);
 }
 
@@ -118,6 +133,8 @@ static HostNode *hnode_copy(const HostNode *o)
     value_incref(n->obj);
     n->nhargs = o->nhargs;
     n->dims_fixed = o->dims_fixed;
+    n->rng = o->rng;
+    if (n->rng) n->rng->refs++;
     if (o->nhargs) {
         n->hargs = xmalloc(sizeof *n->hargs * (size_t)o->nhargs);
         for (int a = 0; a < o->nhargs; a++) {
@@ -553,6 +570,7 @@ static int run_host_untimed(GRun *x, GNode *n)
     if (user && I->host_redo.armed && ((Closure *)I->host_redo.f.u.o)->fn == ((Closure *)n->host->obj.u.o)->fn) {
         /* the result this call already got from the function (staged.c) */
         I->host_redo.armed = false;
+        if (n->host->rng) n->host->rng->valid = false; /* (not known here) */
         r = I->host_redo.result;
         I->host_redo.result = v_nil();
         value_decref(I->host_redo.f);
@@ -565,6 +583,7 @@ static int run_host_untimed(GRun *x, GNode *n)
          * input (stage/host_reads.h) */
         HostReads w;
         bool watch = host_reads_begin(I, &w, n);
+        host_rng_note(n->host->rng);
         rc = I->check_replay ? check_host_replay(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r)
                              : call_value(I, n->host->obj, argc, args, n->host->nhkw, n->host->hkwnames, args + argc, &r);
         if (watch) host_reads_end(I, &w);

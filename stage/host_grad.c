@@ -55,6 +55,7 @@ typedef struct HostFn {
     bool rng_known;
     uint64_t rng_key, rng_counter;
     uint32_t rng_trace; /* 0: outside */
+    HostRng *rng_cell;  /* (one inside) its node's, for the graph's runs: HostRng */
 } HostFn;
 
 static void hostfn_free(Obj *o)
@@ -78,6 +79,7 @@ static void hostfn_free(Obj *o)
         if (h->sus[i].var) value_decref(v_obj(V_OBJECT, h->sus[i].var));
     }
     free(h->sus);
+    host_rng_decref(h->rng_cell);
     free(h);
 }
 
@@ -269,6 +271,8 @@ static int vjp_now(Interp *I, HostFn *h, int k, tfe_tensor *const *leaves, tfe_t
     bool rng_known = host_snaps_rng(I->host_snaps, I->host_nsnaps, h->call, &fkey, &fcounter);
     if (!rng_known && h->rng_known && (!h->rng_trace || (I->tracer && I->tracer->id == h->rng_trace)))
         rng_known = true, fkey = h->rng_key, fcounter = h->rng_counter;
+    else if (!rng_known && !I->tracer && h->rng_cell && h->rng_cell->valid) /* a run of the graph */
+        rng_known = true, fkey = h->rng_cell->key, fcounter = h->rng_cell->counter;
     if (rng_known) tfe_random_restore(fkey, fcounter);
     tfe_random_state(&fkey, &fcounter);
     /* and the outside values it read in this call that its node does not
@@ -581,6 +585,10 @@ void host_record_tape_entry(Interp *I, const GNode *n, Loc loc, int nleaves, tfe
         g->h->rng_known = true;
         g->h->rng_key = rng[0], g->h->rng_counter = rng[1];
         g->h->rng_trace = rng_trace;
+    }
+    if (rng_trace && n->host->rng) {
+        g->h->rng_cell = n->host->rng;
+        g->h->rng_cell->refs++;
     }
     tfe_tape_record_custom(&g->base, nleaves, leaves, nout, outs);
     if (g->base.refcount == 0) hostgrad_release(&g->base); /* no tape tracks its inputs */

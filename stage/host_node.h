@@ -65,6 +65,16 @@ typedef struct HostSync {
     int nctx;
 } HostSync;
 
+/* The global random state a G_HOST node's function began with the last
+ * time it ran (at trace time or in a graph run), shared by the node's
+ * copies in the graphs made from the trace: a gradient node of the same
+ * run (a tape made inside the staged function, stage/host_grad.c) runs
+ * the function again from it, so it draws what the forward drew. */
+typedef struct HostRng { int refs; bool valid; uint64_t key, counter; } HostRng;
+
+void host_rng_note(HostRng *r);
+void host_rng_decref(HostRng *r);
+
 typedef struct HostNode {
     Value obj;           /* G_VAR_READ: the variable; G_HOST: the callable */
     HostArg *hargs;      /* G_HOST: positional args then keyword args */
@@ -73,6 +83,7 @@ typedef struct HostNode {
     HostSync *sync;      /* G_HOST: see HostSync (owned), or NULL */
     bool dims_fixed;     /* G_HOST: the trace read a shape as a value, so the result's
                             dims are part of its kind (host_kind_same) */
+    HostRng *rng;        /* G_HOST (shared with the copies) */
 } HostNode;
 
 HostSync *host_sync_copy(const HostSync *s);

@@ -2179,6 +2179,10 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
     }
     n->host_nil = !has_out;
     n->host->sync = sync;
+    if (n->host->rng) { /* (the state its function began with) */
+        n->host->rng->valid = rng_known;
+        n->host->rng->key = rng[0], n->host->rng->counter = rng[1];
+    }
     effect_chain(T, id);
     /* the node's outputs as traced tensors: the result, then the leaves of
      * the lists and records it got (outs); what the call made (actual) */

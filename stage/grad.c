@@ -1410,7 +1410,9 @@ static int replay_node(BP *b, int id)
             /* one in a branch is drawn again wherever the branch is replayed
              * (a value from another replay of it is not visible there) */
             if ((n->region > 0 || !b->m[n->vbase]) && replay_branch_draw(b, id))
-                return bp_error(b, n, "gradients through a random draw inside a staged conditional or loop are not supported");
+                return bp_error(b, n, "gradients through a random draw inside a staged conditional or loop are not supported "
+                                     "(the graph keeps one draw of it): make the function's first call under the "
+                                     "tape, or draw the numbers before the loop and index them");
             return 0;
         }
         tfe_tensor *inb[16], **in = n->nin <= 16 ? inb : xmalloc(sizeof *in * (size_t)n->nin);

@@ -1003,7 +1003,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                 const tfe_tensor *key = canon(&al, e->t[i]);
                 int r = cal_find(&ca, key);
                 ctot[i] = !fail && e->custom->totals && e->custom->rerun && dx[i] == NULL && r >= 0 &&
-                          pmap_get(&gmap, key) != NULL;
+                          pmap_get(&gmap, key) != NULL && pmap_get(&gmap, ca.x[r]) != NULL; /* (merge_pick keeps x's none) */
                 for (int r2 = r + 1; ctot[i] && r2 < ca.n; r2++) ctot[i] = ca.y[r2] != key;
                 for (int k2 = 0; k2 < e->nin && ctot[i]; k2++) {
                     const tfe_tensor *k2key = canon(&al, e->t[k2]);

@@ -3240,8 +3240,69 @@ static int group_home(const Graph *G, const Plan *p, int nin, const int *one, in
     return -1;
 }
 
+/* The node of the top region that is or holds region r's node (-1: r is
+ * the top region's own). */
+static int top_holder(const Graph *G, int r)
+{
+    int o = -1;
+    for (; r > 0; r = G->regions[r].parent) o = region_owner(G, r);
+    return o;
+}
+
+/* Can the sources that are the tensor of source f, with no home among
+ * them, get one made: variable reads only, each inside a traced if or loop
+ * of the top region (reads in two loops, or in a loop and a branch: none
+ * encloses another)? The home is then the first of them taken out to the
+ * top region, before the first if or loop that holds one (one_sources):
+ * the tensor it reads is theirs (they are one tensor on this call, or, in
+ * a graph recorded into a trace, one at every call: no host call assigns
+ * the variable), and as a value of the top region each if's or loop's
+ * backward counts it as a capture, whose sweep starts from its gradient so
+ * far (what the ifs and loops after it gave), so every use adds to one
+ * running sum in tape order, as eager code's. Two partial sums, one per
+ * loop, added at the end, differed from eager's in the last bit. */
+static bool hoistable(const Graph *G, const Plan *p, int nin, const int *one, int f)
+{
+    for (int i = f; i < nin; i++) {
+        if (i != f && one[i] != f) continue;
+        const GNode *x = &G->nodes[p->node[i]];
+        if (i < G->ninputs || x->kind != G_VAR_READ || x->region == 0 || top_holder(G, x->region) < 0) return false;
+    }
+    return true;
+}
+
+/* In copy c, source f's node (a variable read inside an if or loop) taken
+ * out to the top region, right before the first if or loop of it that
+ * holds a read of the group (hoistable). */
+static void hoist_home(Graph *c, const Plan *p, int nin, const int *one, int f)
+{
+    int id = p->node[f];
+    GRegion *top = &c->regions[0];
+    int at = top->n;
+    for (int i = f; i < nin; i++) {
+        if (i != f && one[i] != f) continue;
+        int h = top_holder(c, c->nodes[p->node[i]].region);
+        for (int k = 0; k < top->n; k++)
+            if (top->nodes[k] == h && k < at) at = k;
+    }
+    GRegion *r = &c->regions[c->nodes[id].region];
+    for (int k = 0; k < r->n; k++)
+        if (r->nodes[k] == id) {
+            mem_move(r->nodes + k, r->nodes + k + 1, sizeof *r->nodes * (size_t)(r->n - k - 1));
+            r->n--;
+            break;
+        }
+    top = &c->regions[0];
+    top->nodes = xrealloc(top->nodes, sizeof *top->nodes * (size_t)(top->n + 2));
+    if (top->cap < top->n + 2) top->cap = top->n + 2;
+    mem_move(top->nodes + at + 1, top->nodes + at, sizeof *top->nodes * (size_t)(top->n - at));
+    top->nodes[at] = id;
+    top->n++;
+    c->nodes[id].region = 0;
+}
+
 /* By source: the first source that is the same float tensor, or -1; only
- * for tensors whose sources have a home. NULL when there is none (nor in a
+ * for tensors whose sources have a home (or can get one: hoistable). NULL when there is none (nor in a
  * graph with fused nodes, which are not copied). Recorded into a trace, the
  * backward serves every later call, so only what is one tensor at every
  * call counts: the reads of a variable in a graph with no host call (no
@@ -3277,7 +3338,7 @@ static int *same_sources(const Graph *G, const Plan *p, int nin, tfe_tensor *con
         bool group = false;
         for (int i = f + 1; i < nin && !group; i++) group = one[i] == f;
         if (!group) continue;
-        if (group_home(G, p, nin, one, f) >= 0) {
+        if (group_home(G, p, nin, one, f) >= 0 || hoistable(G, p, nin, one, f)) {
             any = true;
             continue;
         }
@@ -3301,8 +3362,14 @@ static Graph *one_sources(const Graph *G, const Plan *p, int nin, const int *one
     for (int f = 0; f < nin; f++) {
         if (one[f] >= 0) continue;
         int h = -1;
-        for (int i = f + 1; i < nin && h < 0; i++)
-            if (one[i] == f) h = group_home(G, p, nin, one, f);
+        bool grouped = false;
+        for (int i = f + 1; i < nin && !grouped; i++) grouped = one[i] == f;
+        if (!grouped) continue;
+        h = group_home(G, p, nin, one, f);
+        if (h < 0 && hoistable(G, p, nin, one, f)) { /* (a home made: the first read, in the top region) */
+            hoist_home(c, p, nin, one, f);
+            h = f;
+        }
         if (h < 0) continue;
         gslot[f] = p->src[h];
         int to = p->node[h];

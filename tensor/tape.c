@@ -987,6 +987,39 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                 if (total[i] && !fail) dx[i] = pmap_get(&gmap, canon(&al, e->t[i])); /* borrowed */
                 if (total[i] && dxfin) dxfin[i] = pmap_get(&flags, canon(&al, e->t[i]));
             }
+            /* an input that is, under a traced bool c, a tensor x (a loop's
+             * result that is its initial value where it ran zero times),
+             * with a gradient so far (what reached it after the entry): where
+             * c does not hold it is a tensor of its own, whose uses in the
+             * entry add to that running sum in the order they come, so it
+             * gets that sum as a total too (the sweep keeps its old value
+             * where c holds, and merge_pick gives x's there). Only where the
+             * merge below runs (one alias, x no other input without a total,
+             * no other input aliased to x): else as before, a part added
+             * after, which differed from eager's in the last bit. */
+            bool ctotb[64], *ctot = e->nin <= 64 ? ctotb : xmalloc(sizeof *ctot * (size_t)e->nin);
+            tfe_tensor *ctc[64] = {NULL}, **ctcv = e->nin <= 64 ? ctc : xcalloc((size_t)e->nin, sizeof *ctcv);
+            for (int i = 0; i < e->nin; i++) {
+                const tfe_tensor *key = canon(&al, e->t[i]);
+                int r = cal_find(&ca, key);
+                ctot[i] = !fail && e->custom->totals && e->custom->rerun && dx[i] == NULL && r >= 0 &&
+                          pmap_get(&gmap, key) != NULL && pmap_get(&gmap, ca.x[r]) != NULL; /* (merge_pick keeps x's none) */
+                for (int r2 = r + 1; ctot[i] && r2 < ca.n; r2++) ctot[i] = ca.y[r2] != key;
+                for (int k2 = 0; k2 < e->nin && ctot[i]; k2++) {
+                    const tfe_tensor *k2key = canon(&al, e->t[k2]);
+                    if (k2 == i) continue;
+                    if (k2key == key) ctot[i] = false;
+                    else if (k2key == ca.x[r] && !total[k2]) ctot[i] = false;
+                    else if (cal_find(&ca, k2key) >= 0)
+                        for (int r2 = 0; r2 < ca.n; r2++)
+                            if (ca.y[r2] == k2key && ca.x[r2] == ca.x[r]) ctot[i] = false;
+                }
+                if (ctot[i] && key != e->t[i]) ctot[i] = false; /* (the merge takes such places only) */
+                if (!ctot[i]) continue;
+                ctcv[i] = ca.c[r];
+                dx[i] = pmap_get(&gmap, key); /* borrowed */
+                if (dxfin) dxfin[i] = pmap_get(&flags, key);
+            }
             e->custom->dy_none = dyf;
             e->custom->dx_none_in = dxfin;
             e->custom->dx_none = dxf;
@@ -1049,7 +1082,7 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
              * that tensor where a traced bool says so: tfe_tape_cond_alias) */
             for (int q = 0; q < 2 * e->nin; q++) {
                 int i = q % e->nin;
-                if (total[i] != (q < e->nin)) continue;
+                if ((total[i] || ctot[i]) != (q < e->nin)) continue;
                 if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
                 /* dx[i]'s flag: the backward's, or, where it does not say,
                  * where all outputs' are none */
@@ -1074,7 +1107,27 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                     fail = true;
                     continue;
                 }
-                if (total[i]) { /* the whole gradient so far: it replaces the old one */
+                if (ctot[i]) { /* (where c does not hold; the old one where it does) */
+                    const tfe_tensor *key = canon(&al, e->t[i]);
+                    tfe_tensor *old = pmap_get(&gmap, key), *oldf = pmap_get(&flags, key);
+                    tfe_tensor *notc = tfe_call1(OP_LOGICAL_NOT, 1, &ctcv[i], NULL);
+                    tfe_tensor *in[3] = {notc, dx[i], old};
+                    tfe_tensor *r = notc && old ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
+                    tfe_tensor *f = r && (fi || oldf) ? cflag_where(notc, fi, oldf) : NULL;
+                    if (notc) tensor_decref(notc);
+                    tensor_decref(dx[i]);
+                    dx[i] = NULL;
+                    if (!r || ((fi || oldf) && !f)) {
+                        if (r) tensor_decref(r);
+                        if (fi) tensor_decref(fi);
+                        fail = true;
+                        continue;
+                    }
+                    size_t s = pmap_put(&gmap, key, true);
+                    if (gmap.vals[s]) tensor_decref(gmap.vals[s]);
+                    gmap.vals[s] = r;
+                    flag_set(&flags, key, f);
+                } else if (total[i]) { /* the whole gradient so far: it replaces the old one */
                     size_t s = pmap_put(&gmap, canon(&al, e->t[i]), true);
                     if (gmap.vals[s]) tensor_decref(gmap.vals[s]);
                     gmap.vals[s] = dx[i];
@@ -1102,6 +1155,8 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
             if (enone) tensor_decref(enone);
             if (dx != dxbuf) free(dx);
             if (total != totb) free(total);
+            if (ctot != ctotb) free(ctot);
+            if (ctcv != ctc) free(ctcv);
             if (fail) goto out;
         }
         /* Every consumer of these outputs came later and is done: their

@@ -4168,6 +4168,28 @@ int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_te
     return stage_graph_call_ran(I, G, inputs, outs, same_in, NULL, NULL);
 }
 
+/* Is output k of a run of R one tensor with output j (j >= 0) or with an
+ * input (j == -1) in eager code, given that the run handed out one tensor
+ * for both? By the graph as traced, not by run-time identity: the optimized
+ * graph merges duplicate nodes (two tanh(v)) and folds ops into their
+ * operands, which eager code computes as tensors of their own, and a tape
+ * that took them for one would add their gradients in another order
+ * (stage_grad_cse_outputs_bits). A loop's or branch's output is one tensor
+ * where the run made it so (b = acc last in a loop's body). */
+static bool traced_same(const Graph *R, const Graph *G, int k, int j)
+{
+    const Graph *T = G->raw ? G->raw : G;
+    if (R == T) return true;
+    const GRegion *top = &T->regions[0];
+    if (top->nouts != R->regions[0].nouts) return true; /* no map: as run */
+    GRef a = top->outs[k];
+    GKind kind = T->nodes[a.node].kind;
+    if (kind == G_WHILE || kind == G_COND) return true;
+    if (j < 0) return kind == G_INPUT;
+    GRef b = top->outs[j];
+    return a.node == b.node && a.out == b.out;
+}
+
 int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,
                          signed char **ran, const Graph **ran_g)
 {
@@ -4224,11 +4246,11 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;
         for (int i = 0; i < R->ninputs && !dup; i++)
-            if ((dup = outs[k] == inputs[i])) same[k] = i;
+            if ((dup = outs[k] == inputs[i]) && traced_same(R, G, k, -1)) same[k] = i;
         /* (one tensor twice, b = acc last in a loop's body: eager code's
          * one tensor, whose uses add to one sum; -2 - j: output j) */
         for (int j = 0; j < k && !dup; j++)
-            if ((dup = outs[k] == outs[j])) same[k] = -2 - j;
+            if ((dup = outs[k] == outs[j]) && traced_same(R, G, k, j)) same[k] = -2 - j;
         /* (a graph constant, directly or through a branch that left a
          * binding on it, is handed out as a tensor of its own: eager code
          * makes a new one at every call, and a caller that passes it back

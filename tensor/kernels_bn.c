@@ -153,6 +153,7 @@ typedef struct bn_ctx {
     const void *x, *dy, *g, *b;
     const void *mk;    /* batch_norm_grad_relu: relu_grad's mask input a (dy' where a > 0) */
     const void *h;     /* batch_norm_train_add_relu: the value added to y before relu */
+    const void *au, *ad; /* batch_norm_grad_add_relu: dy = relu_grad(au + ad, mk), written */
     void *y;
     int64_t R, C;
     bn_parts p;
@@ -174,6 +175,26 @@ typedef struct bn_ctx {
         b_ &= (U)0 - (U)(c);                                                       \
         memcpy(&v_, &b_, sizeof v_);                                               \
         v_;                                                                        \
+    })
+
+/* u + v with v's NaN when both are NaN, whatever order the compiler gives
+ * the add's operands: GCC treats the add as commutative, and x86 returns
+ * the first operand's NaN, so the order (it changed here with the loop's
+ * aliasing) decides which NaN comes out. The fused VM's add of u and v
+ * (tensor/fused.c, the group this replaces) returns v's: so does this. A
+ * NaN v gives v quieted, as the add does with v first; otherwise the sum
+ * is the same in either order. */
+#define ADD_NAN_OF(U, T, u, v, vnan)                                               \
+    __extension__({                                                                \
+        T au_ = (u), av_ = (v), s_ = au_ + av_, p_ = (vnan) ? av_ : au_;           \
+        U pb_, sb_, m_;                                                            \
+        memcpy(&pb_, &p_, sizeof pb_);                                             \
+        memcpy(&sb_, &s_, sizeof sb_);                                             \
+        m_ = (U)0 - (U)(p_ != p_);                                                 \
+        pb_ |= (U)1 << (sizeof(U) == 4 ? 22 : 51); /* quiet */                     \
+        sb_ = (sb_ & ~m_) | (pb_ & m_);                                            \
+        memcpy(&s_, &sb_, sizeof s_);                                              \
+        s_;                                                                        \
     })
 
 /* The sums of the statistics passes for a channel count CC known at
@@ -454,6 +475,25 @@ BN_ROWS(d, double, uint64_t)
             }                                                                      \
         }                                                                          \
     }                                                                              \
+    /* gsum of dy = relu_grad(u + v, a), which it writes (to c->dy) a part at   \
+     * a time, then sums by gsum itself, the part in cache: the same code,      \
+     * so the same sums (GCC picks a float add's operand order, and with it     \
+     * which NaN comes out, per function: a sum written anew could differ).     \
+     * dy may be u, v or a (in place): each element is read before written. */ \
+    CLONES static void gsuma_##SUF(int64_t b, int64_t e, void *vc) {               \
+        bn_ctx *c = vc;                                                            \
+        int64_t C = c->C;                                                          \
+        const T *us = (const T *)c->au, *vs = (const T *)c->ad, *as = (const T *)c->mk; \
+        T *ws = (T *)c->dy;                                                        \
+        for (int64_t k = b; k < e; k++) {                                          \
+            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
+            for (int64_t i = r0 * C; i < r1 * C; i++) {                            \
+                T u = us[i], v = vs[i], a = as[i];                                 \
+                ws[i] = KEEP_IF(U, T, a > (T)0, ADD_NAN_OF(U, T, u, v, sizeof(T) == 4));             \
+            }                                                                      \
+            gsum_##SUF(k, k + 1, vc);                                              \
+        }                                                                          \
+    }                                                                              \
     static inline __attribute__((always_inline)) void gdxr_body_##SUF(      \
         bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
@@ -607,7 +647,12 @@ int k_batch_norm_train_radd_relu(const tfe_opcall *c) { return bn_train(c, 3); }
  *   dx = A (dy - dbeta/N - xh dgamma/N) + dmean/N + 2 dvar (x - m)/N
  *      = (A dy + k2 (x - m)) + k3, k2 = 2 dvar/N - A rs dgamma/N,
  *        k3 = dmean/N - A dbeta/N (per channel, in double, then the dtype). */
-static int bn_grad(const tfe_opcall *c, bool relu) {
+/* mode 0: dy given; 1: dy = relu_grad(in 0, in 7) (batch_norm_grad_relu);
+ * 2: dy = relu_grad(in 0 + in 7, in 8), also written as output 3
+ * (batch_norm_grad_add_relu: graph/plan.c's fused {add relu_grad} before
+ * it, whose output others read too) */
+static int bn_grad(const tfe_opcall *c, int mode) {
+    bool relu = mode == 1;
     tfe_tensor *x = c->in[3], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -623,7 +668,16 @@ static int bn_grad(const tfe_opcall *c, bool relu) {
     bn_ctx b = {.dy = contig(c->in[0], &keep[0]), .x = contig(x, &keep[3]), .m = (void *)contig(c->in[5], &keep[5]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
     if (relu) b.mk = contig(c->in[7], &keep[7]);
-    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v || (relu && !b.mk)) goto out;
+    tfe_tensor *keep2[NKEEP] = {0};
+    if (mode == 2) {
+        b.au = b.dy, b.ad = contig(c->in[7], &keep2[0]), b.mk = contig(c->in[8], &keep2[1]);
+        b.dy = c->out[3] ? tensor_data(c->out[3]) : NULL;
+    }
+    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v || (relu && !b.mk) ||
+        (mode == 2 && (!b.au || !b.ad || !b.mk))) {
+        release(keep2);
+        goto out;
+    }
     size_t pc = (size_t)(b.p.n * C);
     if (!(b.ds = scratch(pc * 8, mem, sizes, &nmem)) || !(b.ds2 = scratch(pc * 8, mem, sizes, &nmem)) ||
         !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)) || !(b.k1 = scratch((size_t)C * es, mem, sizes, &nmem)) ||
@@ -633,7 +687,9 @@ static int bn_grad(const tfe_opcall *c, bool relu) {
         if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
         else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
     }
-    run_parts(&b, relu ? (f32 ? gsumr_f : gsumr_d) : (f32 ? gsum_f : gsum_d));
+    run_parts(&b, mode == 2 ? (f32 ? gsuma_f : gsuma_d)
+                            : relu ? (f32 ? gsumr_f : gsumr_d) : (f32 ? gsum_f : gsum_d));
+    release(keep2);
     double N = (double)R;
     for (int64_t j = 0; j < C; j++) {
         double s1 = 0, s2 = 0;
@@ -656,8 +712,9 @@ out:
     return finish3(c, rc, go, bo, mem, sizes, nmem, keep);
 }
 
-int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, false); }
-int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, true); }
+int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, 0); }
+int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, 1); }
+int k_batch_norm_grad_add_relu(const tfe_opcall *c) { return bn_grad(c, 2); }
 
 /* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */
 int k_batch_norm_infer(const tfe_opcall *c) {

@@ -153,7 +153,6 @@ typedef struct bn_ctx {
     const void *x, *dy, *g, *b;
     const void *mk;    /* batch_norm_grad_relu: relu_grad's mask input a (dy' where a > 0) */
     const void *h;     /* batch_norm_train_add_relu: the value added to y before relu */
-    const void *au, *ad; /* batch_norm_grad_add_relu: dy = relu_grad(au + ad, mk), written */
     void *y;
     int64_t R, C;
     bn_parts p;
@@ -162,6 +161,9 @@ typedef struct bn_ctx {
     double *ds, *ds2;  /* per part: double sums, C each */
     double *md;        /* the double mean (the variance's centre) */
     void *m, *rs, *k1, *k2, *k3; /* per channel, the dtype: mean, 1/sqrt(var+eps), coefficients */
+    /* batch_norm_grad_add_relu: dy = relu_grad(au + ad, mk), which it writes
+     * (last: the other passes' code stays the same, offsets included) */
+    const void *au, *ad;
 } bn_ctx;
 
 /* c ? v : +0.0 without a branch (a relu mask is random: a branch

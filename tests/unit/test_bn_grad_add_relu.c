@@ -78,7 +78,7 @@ static tfe_tensor *copy_of(const tfe_tensor *t, int64_t bytes) {
 
 /* byte for byte; the first difference reported (as 32-bit words) */
 static bool same(const tfe_tensor *a, const tfe_tensor *b, int64_t bytes) {
-    const uint32_t *p = tensor_data((tfe_tensor *)a), *q = tensor_data((tfe_tensor *)b);
+    const uint32_t *p = (const uint32_t *)tensor_data((tfe_tensor *)a), *q = (const uint32_t *)tensor_data((tfe_tensor *)b);
     for (int64_t i = 0; i < bytes / 4; i++)
         if (p[i] != q[i]) {
             fprintf(stderr, "word %lld: %08x, want %08x\n", (long long)i, p[i], q[i]);

@@ -482,6 +482,24 @@ BN_ROWS(d, double, uint64_t)
      * so the same sums (GCC picks a float add's operand order, and with it     \
      * which NaN comes out, per function: a sum written anew could differ).     \
      * dy may be u, v or a (in place): each element is read before written. */ \
+    /* w = relu_grad(u + v, a) on [i0, i1), w in place of one of them       \
+     * (which: 0 u, 1 v, 2 a; p, q the others in their order) */                \
+    static inline __attribute__((always_inline)) void gsuma_part_##SUF(             \
+        T *restrict w, const T *restrict p, const T *restrict q, int64_t i0,        \
+        int64_t i1, const int which) {                                             \
+        for (int64_t i = i0; i < i1; i++) {                                        \
+            T u = which == 0 ? w[i] : p[i];                                        \
+            T v = which == 0 ? p[i] : which == 1 ? w[i] : q[i];                    \
+            T a = which == 2 ? w[i] : q[i];                                        \
+            w[i] = KEEP_IF(U, T, a > (T)0, ADD_NAN_OF(U, T, u, v, sizeof(T) == 4)); \
+        }                                                                          \
+    }                                                                              \
+    static inline __attribute__((always_inline)) void gsuma_new_##SUF(              \
+        T *restrict w, const T *restrict us, const T *restrict vs,                 \
+        const T *restrict as, int64_t i0, int64_t i1) {                            \
+        for (int64_t i = i0; i < i1; i++)                                          \
+            w[i] = KEEP_IF(U, T, as[i] > (T)0, ADD_NAN_OF(U, T, us[i], vs[i], sizeof(T) == 4)); \
+    }                                                                              \
     CLONES static void gsuma_##SUF(int64_t b, int64_t e, void *vc) {               \
         bn_ctx *c = vc;                                                            \
         int64_t C = c->C;                                                          \
@@ -489,10 +507,12 @@ BN_ROWS(d, double, uint64_t)
         T *ws = (T *)c->dy;                                                        \
         for (int64_t k = b; k < e; k++) {                                          \
             int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
-            for (int64_t i = r0 * C; i < r1 * C; i++) {                            \
-                T u = us[i], v = vs[i], a = as[i];                                 \
-                ws[i] = KEEP_IF(U, T, a > (T)0, ADD_NAN_OF(U, T, u, v, sizeof(T) == 4));             \
-            }                                                                      \
+            /* in place or not, each a loop that vectorizes (an aliased     \
+             * loop runs GCC's scalar fallback) */                                 \
+            if (ws == us) gsuma_part_##SUF(ws, vs, as, r0 * C, r1 * C, 0);         \
+            else if (ws == vs) gsuma_part_##SUF(ws, us, as, r0 * C, r1 * C, 1);    \
+            else if (ws == as) gsuma_part_##SUF(ws, us, vs, r0 * C, r1 * C, 2);    \
+            else gsuma_new_##SUF(ws, us, vs, as, r0 * C, r1 * C);                  \
             gsum_##SUF(k, k + 1, vc);                                              \
         }                                                                          \
     }                                                                              \

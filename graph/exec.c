@@ -659,15 +659,9 @@ int grun_plan_instr(GRun *x, PInstr *c)
     PInstr *ep = c->epi ? &x->plan->code[c->epi - 1] : NULL;
     out[0] = ep ? plan_output(x, ep, &x->g->nodes[ep->node], 0) : plan_output(x, c, n, 0);
     for (int k = 1; k < c->nout; k++) out[k] = plan_output(x, c, n, k);
-    /* a batch_norm_grad with the fused {add relu_grad} before it run
-     * inside: that group's output, written as output nout (plan.c) */
-    PInstr *wp = c->wout ? &x->plan->code[c->wout - 1] : NULL;
-    GNode *wn = wp ? &x->g->nodes[wp->node] : NULL;
-    int nout = c->nout + (wp != NULL);
-    if (wp) out[c->nout] = plan_output(x, wp, wn, 0);
     int rc = -1;
-    if (out[0] && (!wp || out[c->nout]) && c->kind == PI_KERNEL) {
-        const tfe_opcall call = {.op = n->op, .nin = c->nin, .nout = nout, .in = in, .at = n->at, .out = out};
+    if (out[0] && c->kind == PI_KERNEL) {
+        const tfe_opcall call = {.op = n->op, .nin = c->nin, .nout = c->nout, .in = in, .at = n->at, .out = out};
         rc = c->kernel(&call);
     } else if (out[0]) {
         tfe_fkernel *k = fused_kernel(n);
@@ -682,21 +676,15 @@ int grun_plan_instr(GRun *x, PInstr *c)
     if (pt0 && !rc && prof_debug >= 2)
         tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, c->nout, out,
                           prof_ns(prof_now() - pt0));
-    if (!rc && wp) { /* the group's provenance first: dy's is its output's */
-        tfe_tensor *win[3];
-        for (int k = 0; k < 3; k++) win[k] = x->v[wp->in[k]];
-        prov_set_fused(wn, 3, win, out[c->nout]);
-    }
     if (!rc && c->kind == PI_KERNEL) prov_set(n->op, c->nin, in, c->nout, out);
     else if (!rc) prov_set_fused(n, c->nin, in, out[0]);
     if (in != inb) free(in);
     if (rc) {
-        for (int k = 0; k < nout; k++)
+        for (int k = 0; k < c->nout; k++)
             if (out[k]) tensor_decref(out[k]);
         return node_error(x, n, tfe_error_msg());
     }
     for (int k = 0; k < c->nout; k++) grun_set(x, k == 0 && ep ? ep->out : c->out + k, out[k]);
-    if (wp) grun_set(x, wp->out, out[c->nout]);
     if (pt0 && prof_recording) tfe_prof_live_bytes();
     return 0;
 }

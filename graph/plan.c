@@ -254,37 +254,6 @@ static int add_relu_y(const GNode *dn, const PInstr *d, int y)
     return d->in[in_a] == y ? 0 : d->in[in_b] == y ? 1 : -1;
 }
 
-/* Is the fused node cn (instruction c) relu_grad(u + v, a) over three
- * inputs? Their positions in c's inputs: u the add's first operand. */
-static bool add_relu_grad_in(const GNode *cn, const PInstr *c, int *iu, int *iv, int *ia)
-{
-    const tfe_fprog *pr = cn->prog;
-    if (!pr || pr->red || pr->ninputs != 3 || pr->ninstr != 5 || c->nin != 3 || c->nout != 1) return false;
-    /* what each register holds: an input (>= 0), the add (-2), the
-     * relu_grad (-3), nothing (-1); registers are reused */
-    int src[64], nadd = 0, nrg = 0;
-    for (int k = 0; k < 64; k++) src[k] = -1;
-    for (int k = 0; k < pr->ninstr; k++) {
-        const tfe_finstr *l = &pr->code[k];
-        if (l->dst < 0 || l->dst >= 64 || l->a < 0 || l->a >= 64 || l->b < 0 || l->b >= 64) return false;
-        if (l->op == FOP_LOAD) {
-            src[l->dst] = l->input;
-        } else if (l->op == OP_ADD && !nadd++) {
-            if (src[l->a] < 0 || src[l->b] < 0) return false;
-            *iu = src[l->a], *iv = src[l->b];
-            src[l->dst] = -2;
-        } else if (l->op == OP_RELU_GRAD && !nrg++) {
-            if (src[l->a] != -2 || src[l->b] < 0) return false;
-            *ia = src[l->b];
-            src[l->dst] = -3;
-        } else {
-            return false;
-        }
-    }
-    if (nadd != 1 || nrg != 1 || pr->result < 0 || pr->result >= 64 || src[pr->result] != -3) return false;
-    return *iu != *iv && *iu != *ia && *iv != *ia;
-}
-
 /* Batch-norm epilogues (no op of their own: tensor/ops.h). A relu that
  * reads the y of the batch_norm_train just before it, or a fused group
  * that is relu(y + h) or relu(h + y) (a residual block's end), y read by
@@ -303,40 +272,10 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
     if (tfe_devices_used) return;
     for (int i = 0; i + 1 < p->ncode; i++) {
         PInstr *c = &p->code[i], *d = &p->code[i + 1];
-        if ((c->kind != PI_KERNEL && c->kind != PI_FUSED) || (d->kind != PI_KERNEL && d->kind != PI_FUSED) ||
-            c->defer || d->defer || c->skip || d->skip || c->epi)
+        if (c->kind != PI_KERNEL || (d->kind != PI_KERNEL && d->kind != PI_FUSED) || c->defer || d->defer ||
+            c->skip || d->skip || c->epi)
             continue;
         const GNode *cn = &g->nodes[c->node], *dn = &g->nodes[d->node];
-        /* a fused relu_grad(u + v, a) whose output is batch_norm_grad's dy
-         * (and read by others: a residual block's gradient): the kernel
-         * computes it in its sums pass and writes it there (one pass over
-         * u, v, a, x instead of two). The group keeps its block and its
-         * place in the arena; its inputs are released after the kernel. */
-        int iu, iv, ia2;
-        if (c->kind == PI_FUSED && dn->kind == G_OP && dn->op == OP_BATCH_NORM_GRAD && d->in[0] == c->out &&
-            d->kernel == tfe_ops[OP_BATCH_NORM_GRAD].cpu_kernel && d->nin == 7 && !d->wout &&
-            add_relu_grad_in(cn, c, &iu, &iv, &ia2)) {
-            const tfe_meta *m = &cn->meta[0], *xm = &g->nodes[dn->in[3].node].meta[dn->in[3].out];
-            bool same = (m->dtype == TFE_FLOAT32 || m->dtype == TFE_FLOAT64) && opt_same_meta(xm, m);
-            for (int k = 0; k < 3; k++) {
-                const tfe_meta *im = &g->nodes[cn->in[k].node].meta[cn->in[k].out];
-                same &= opt_same_meta(im, m) && !im->weak;
-            }
-            if (!same) continue;
-            int *in = xmalloc(sizeof *in * 9);
-            for (int k = 0; k < 7; k++) in[k] = d->in[k];
-            in[0] = c->in[iu];
-            in[7] = c->in[iv];
-            in[8] = c->in[ia2];
-            free(d->in);
-            d->in = in;
-            d->nin = 9;
-            d->kernel = k_batch_norm_grad_add_relu;
-            d->wout = i + 1;
-            c->skip = true;
-            p->nbnrelu++;
-            continue;
-        }
         if (cn->kind != G_OP || uses[c->out] != 1 || !ok[c->out]) continue;
         const tfe_meta *m = &cn->meta[0];
         if (m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) continue;
@@ -398,26 +337,7 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
             for (int k = 0; k < 2; k++)
                 if (last[c->in[k]] == pos[i]) last[c->in[k]] = pos[i + 1];
             p->nbnrelu++;
-            continue;
         }
-    }
-}
-
-/* After plan_drops: a fused group run inside the batch_norm_grad after it
- * (PInstr.wout) releases its inputs there, after the kernel read them. Its
- * blocks were freed at the group for the arena's placement: only the
- * kernel's outputs can take them, and it writes dx, dgamma and dbeta after
- * its first pass, the only one reading the group's inputs. */
-static void plan_wout_drops(ExecPlan *p)
-{
-    for (int i = 0; i < p->ncode; i++) {
-        PInstr *d = &p->code[i], *c = d->wout ? &p->code[d->wout - 1] : NULL;
-        if (!c || !c->ndrop) continue;
-        d->drop = xrealloc(d->drop, sizeof(int) * (size_t)(d->ndrop + c->ndrop));
-        for (int k = 0; k < c->ndrop; k++) d->drop[d->ndrop++] = c->drop[k];
-        free(c->drop);
-        c->drop = NULL;
-        c->ndrop = 0;
     }
 }
 
@@ -518,7 +438,6 @@ ExecPlan *exec_plan_build(const Graph *g)
     plan_updates(p, g, pos, uses, last, prod_at);
     plan_bn_epilogues(p, g, pos, uses, last, ok, prod_at);
     plan_drops(p, g, pos, last);
-    plan_wout_drops(p);
     free(uses);
     free(pos);
     p->nslots = nv;

@@ -49,9 +49,6 @@ typedef struct PInstr {
     int epi;              /* 1 + the index of the skipped relu whose output this
                              instruction writes as its output 0 (batch_norm_train
                              with relu), or 0 */
-    int wout;             /* 1 + the index of the skipped fused {add relu_grad}
-                             whose output this batch_norm_grad writes as its
-                             output nout (its value is read by others), or 0 */
     int *drop;            /* value slots read here for the last time, released after
                              it (not results, not read by a region) */
     int ndrop;

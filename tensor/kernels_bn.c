@@ -161,9 +161,6 @@ typedef struct bn_ctx {
     double *ds, *ds2;  /* per part: double sums, C each */
     double *md;        /* the double mean (the variance's centre) */
     void *m, *rs, *k1, *k2, *k3; /* per channel, the dtype: mean, 1/sqrt(var+eps), coefficients */
-    /* batch_norm_grad_add_relu: dy = relu_grad(au + ad, mk), which it writes
-     * (last: the other passes' code stays the same, offsets included) */
-    const void *au, *ad;
 } bn_ctx;
 
 /* c ? v : +0.0 without a branch (a relu mask is random: a branch
@@ -177,26 +174,6 @@ typedef struct bn_ctx {
         b_ &= (U)0 - (U)(c);                                                       \
         memcpy(&v_, &b_, sizeof v_);                                               \
         v_;                                                                        \
-    })
-
-/* u + v with v's NaN when both are NaN, whatever order the compiler gives
- * the add's operands: GCC treats the add as commutative, and x86 returns
- * the first operand's NaN, so the order (it changed here with the loop's
- * aliasing) decides which NaN comes out. The fused VM's add of u and v
- * (tensor/fused.c, the group this replaces) returns v's: so does this. A
- * NaN v gives v quieted, as the add does with v first; otherwise the sum
- * is the same in either order. */
-#define ADD_NAN_OF(U, T, u, v, vnan)                                               \
-    __extension__({                                                                \
-        T au_ = (u), av_ = (v), s_ = au_ + av_, p_ = (vnan) ? av_ : au_;           \
-        U pb_, sb_, m_;                                                            \
-        memcpy(&pb_, &p_, sizeof pb_);                                             \
-        memcpy(&sb_, &s_, sizeof sb_);                                             \
-        m_ = (U)0 - (U)(p_ != p_);                                                 \
-        pb_ |= (U)1 << (sizeof(U) == 4 ? 22 : 51); /* quiet */                     \
-        sb_ = (sb_ & ~m_) | (pb_ & m_);                                            \
-        memcpy(&s_, &sb_, sizeof s_);                                              \
-        s_;                                                                        \
     })
 
 /* The sums of the statistics passes for a channel count CC known at
@@ -477,45 +454,6 @@ BN_ROWS(d, double, uint64_t)
             }                                                                      \
         }                                                                          \
     }                                                                              \
-    /* gsum of dy = relu_grad(u + v, a), which it writes (to c->dy) a part at   \
-     * a time, then sums by gsum itself, the part in cache: the same code,      \
-     * so the same sums (GCC picks a float add's operand order, and with it     \
-     * which NaN comes out, per function: a sum written anew could differ).     \
-     * dy may be u, v or a (in place): each element is read before written. */ \
-    /* w = relu_grad(u + v, a) on [i0, i1), w in place of one of them       \
-     * (which: 0 u, 1 v, 2 a; p, q the others in their order) */                \
-    static inline __attribute__((always_inline)) void gsuma_part_##SUF(             \
-        T *restrict w, const T *restrict p, const T *restrict q, int64_t i0,        \
-        int64_t i1, const int which) {                                             \
-        for (int64_t i = i0; i < i1; i++) {                                        \
-            T u = which == 0 ? w[i] : p[i];                                        \
-            T v = which == 0 ? p[i] : which == 1 ? w[i] : q[i];                    \
-            T a = which == 2 ? w[i] : q[i];                                        \
-            w[i] = KEEP_IF(U, T, a > (T)0, ADD_NAN_OF(U, T, u, v, sizeof(T) == 4)); \
-        }                                                                          \
-    }                                                                              \
-    static inline __attribute__((always_inline)) void gsuma_new_##SUF(              \
-        T *restrict w, const T *restrict us, const T *restrict vs,                 \
-        const T *restrict as, int64_t i0, int64_t i1) {                            \
-        for (int64_t i = i0; i < i1; i++)                                          \
-            w[i] = KEEP_IF(U, T, as[i] > (T)0, ADD_NAN_OF(U, T, us[i], vs[i], sizeof(T) == 4)); \
-    }                                                                              \
-    CLONES static void gsuma_##SUF(int64_t b, int64_t e, void *vc) {               \
-        bn_ctx *c = vc;                                                            \
-        int64_t C = c->C;                                                          \
-        const T *us = (const T *)c->au, *vs = (const T *)c->ad, *as = (const T *)c->mk; \
-        T *ws = (T *)c->dy;                                                        \
-        for (int64_t k = b; k < e; k++) {                                          \
-            int64_t r0 = k * c->p.chunk, r1 = r0 + c->p.chunk < c->R ? r0 + c->p.chunk : c->R; \
-            /* in place or not, each a loop that vectorizes (an aliased     \
-             * loop runs GCC's scalar fallback) */                                 \
-            if (ws == us) gsuma_part_##SUF(ws, vs, as, r0 * C, r1 * C, 0);         \
-            else if (ws == vs) gsuma_part_##SUF(ws, us, as, r0 * C, r1 * C, 1);    \
-            else if (ws == as) gsuma_part_##SUF(ws, us, vs, r0 * C, r1 * C, 2);    \
-            else gsuma_new_##SUF(ws, us, vs, as, r0 * C, r1 * C);                  \
-            gsum_##SUF(k, k + 1, vc);                                              \
-        }                                                                          \
-    }                                                                              \
     static inline __attribute__((always_inline)) void gdxr_body_##SUF(      \
         bn_ctx *c, int64_t b, int64_t e, const int64_t C) {                     \
         const T *restrict m = c->m, *restrict k1 = c->k1, *restrict k2 = c->k2, *restrict k3 = c->k3; \
@@ -669,12 +607,7 @@ int k_batch_norm_train_radd_relu(const tfe_opcall *c) { return bn_train(c, 3); }
  *   dx = A (dy - dbeta/N - xh dgamma/N) + dmean/N + 2 dvar (x - m)/N
  *      = (A dy + k2 (x - m)) + k3, k2 = 2 dvar/N - A rs dgamma/N,
  *        k3 = dmean/N - A dbeta/N (per channel, in double, then the dtype). */
-/* mode 0: dy given; 1: dy = relu_grad(in 0, in 7) (batch_norm_grad_relu);
- * 2: dy = relu_grad(in 0 + in 7, in 8), also written as output 3
- * (batch_norm_grad_add_relu: graph/plan.c's fused {add relu_grad} before
- * it, whose output others read too) */
-static int bn_grad(const tfe_opcall *c, int mode) {
-    bool relu = mode == 1;
+static int bn_grad(const tfe_opcall *c, bool relu) {
     tfe_tensor *x = c->in[3], *keep[NKEEP] = {0};
     bool f32 = x->dtype == TFE_FLOAT32;
     size_t es = f32 ? 4 : 8;
@@ -690,16 +623,7 @@ static int bn_grad(const tfe_opcall *c, int mode) {
     bn_ctx b = {.dy = contig(c->in[0], &keep[0]), .x = contig(x, &keep[3]), .m = (void *)contig(c->in[5], &keep[5]),
                 .y = tensor_data(c->out[0]), .R = R, .C = C, .p = parts_of(R, C)};
     if (relu) b.mk = contig(c->in[7], &keep[7]);
-    tfe_tensor *keep2[NKEEP] = {0};
-    if (mode == 2) {
-        b.au = b.dy, b.ad = contig(c->in[7], &keep2[0]), b.mk = contig(c->in[8], &keep2[1]);
-        b.dy = c->out[3] ? tensor_data(c->out[3]) : NULL;
-    }
-    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v || (relu && !b.mk) ||
-        (mode == 2 && (!b.au || !b.ad || !b.mk))) {
-        release(keep2);
-        goto out;
-    }
+    if (!b.dy || !b.x || !b.m || !dm || !dv || !g || !v || (relu && !b.mk)) goto out;
     size_t pc = (size_t)(b.p.n * C);
     if (!(b.ds = scratch(pc * 8, mem, sizes, &nmem)) || !(b.ds2 = scratch(pc * 8, mem, sizes, &nmem)) ||
         !(b.rs = scratch((size_t)C * es, mem, sizes, &nmem)) || !(b.k1 = scratch((size_t)C * es, mem, sizes, &nmem)) ||
@@ -709,9 +633,7 @@ static int bn_grad(const tfe_opcall *c, int mode) {
         if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
         else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
     }
-    run_parts(&b, mode == 2 ? (f32 ? gsuma_f : gsuma_d)
-                            : relu ? (f32 ? gsumr_f : gsumr_d) : (f32 ? gsum_f : gsum_d));
-    release(keep2);
+    run_parts(&b, relu ? (f32 ? gsumr_f : gsumr_d) : (f32 ? gsum_f : gsum_d));
     double N = (double)R;
     for (int64_t j = 0; j < C; j++) {
         double s1 = 0, s2 = 0;
@@ -734,9 +656,8 @@ out:
     return finish3(c, rc, go, bo, mem, sizes, nmem, keep);
 }
 
-int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, 0); }
-int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, 1); }
-int k_batch_norm_grad_add_relu(const tfe_opcall *c) { return bn_grad(c, 2); }
+int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, false); }
+int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, true); }
 
 /* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */
 int k_batch_norm_infer(const tfe_opcall *c) {

@@ -124,10 +124,6 @@ int k_batch_norm_train_relu(const tfe_opcall *c);
 int k_batch_norm_train_add_relu(const tfe_opcall *c);
 int k_batch_norm_train_radd_relu(const tfe_opcall *c);
 int k_batch_norm_grad_relu(const tfe_opcall *c);
-/* batch_norm_grad whose dy is relu_grad(u + v, a) (graph/plan.c: the fused
- * group before it, whose output others also read): inputs 0, 7, 8 are u, v,
- * a; it writes that dy as output 3 (the group's, the same bits) */
-int k_batch_norm_grad_add_relu(const tfe_opcall *c);
 
 /* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */
 int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,

@@ -4468,8 +4468,10 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
  * condition replayed on the values the loop started from, recorded into the
  * trace (a traced one-element tensor, new ref). NULL when the condition
  * reads what a replay cannot give again (a host call, a random draw,
- * another loop or cond; a variable, unless reads and a read of it outside
- * the loop has its value then: trace_read_at_start). */
+ * another loop or cond; a variable, unless a read of it outside the loop
+ * has its value then, trace_read_at_start, with reads, or nothing from the
+ * loop on in its region may assign it: a new read after it,
+ * trace_read_after). */
 tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
 {
     GRef *caps;
@@ -4503,9 +4505,15 @@ tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
         for (int i = 0; i < rc->n && ok; i++) {
             const GNode *x = &m->nodes[rc->nodes[i]];
             ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE)) : x->kind == G_CONST || x->kind == G_PARAM;
-            if (reads && x->kind == G_VAR_READ && !x->outer_out) {
-                tfe_tensor *t = trace_read_at_start(T, id, x->host->obj.u.o);
-                if ((ok = t != NULL)) put(b.m, x->vbase, (tensor_incref(t), t));
+            if (x->kind == G_VAR_READ && !x->outer_out) {
+                /* (its first evaluation reads the value the variable had
+                 * when the loop started: a read of it outside the loop
+                 * then, or, where there is none, a new one after the loop
+                 * when the loop cannot assign it) */
+                tfe_tensor *t = reads ? trace_read_at_start(T, id, x->host->obj.u.o) : NULL;
+                if (t) tensor_incref(t);
+                else t = trace_read_after(T, id, x->host->obj);
+                if ((ok = t != NULL)) put(b.m, x->vbase, t);
             }
         }
         for (int k = 0; k < rc->nparams && ok; k++) {

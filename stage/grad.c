@@ -2220,6 +2220,22 @@ static int sweep_loop(BP *b, int id)
         if (G->nodes[n->in[k].node].kind != G_CONST && G->nodes[n->in[k].node].kind != G_COND &&
             G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])] && n->region == 0)
             caps_add(&caps, G, n->in[k]);
+    /* ... and one that is an if's or a loop's result, which is such a value
+     * where a branch ended it on it (cond_out_alias) or the loop ran zero
+     * times (loop_out_alias): that value counts so too, and the first
+     * iteration goes to it under the alias's bool (pinit below) */
+    for (int k = 0; k < nc && flat0 && b->alias && n->region == 0; k++) {
+        int is = slot_of(G, n->in[k]);
+        if (G->nodes[n->in[k].node].kind != G_COND && G->nodes[n->in[k].node].kind != G_WHILE) continue;
+        for (int w = 0; w < 2; w++) {
+            int s = b->alias[NAL * is + w];
+            for (int j = 0; s >= 0 && b->g[s] && j < G->n; j++)
+                if (s >= G->nodes[j].vbase && s < G->nodes[j].vbase + G->nodes[j].nout) {
+                    caps_add(&caps, G, (GRef){j, s - G->nodes[j].vbase});
+                    break;
+                }
+        }
+    }
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry0 = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
@@ -2343,7 +2359,9 @@ static int sweep_loop(BP *b, int id)
         int is = slot_of(G, n->in[k]);
         for (int w = 0; w < 2; w++) {
             pinit[2 * k + w] = -1;
-            if (!flat || palias[k] >= 0 || !b->alias || G->nodes[n->in[k].node].kind != G_COND) continue;
+            if (!flat || palias[k] >= 0 || !b->alias ||
+                (G->nodes[n->in[k].node].kind != G_COND && G->nodes[n->in[k].node].kind != G_WHILE))
+                continue;
             if (w == 1 && ppass[k] >= 0) continue; /* (its alias 1 is that one's) */
             for (int i = 0; i < caps.n; i++)
                 if (b->alias[NAL * is + w] == caps.slot[i]) {

@@ -2149,6 +2149,17 @@ fail:
 
 static void meta_of(tfe_meta *m, const tfe_tensor *t);
 
+/* Whether r, an if's or a loop's result, may be another value (cond_out_
+ * alias, loop_out_alias): then that value, not r, is what a loop starting
+ * from r starts from where the alias's bool holds. */
+static bool init_aliased(const BP *b, GRef r)
+{
+    const GNode *x = &b->G->nodes[r.node];
+    if (x->kind != G_COND && x->kind != G_WHILE) return false;
+    int s = slot_of(b->G, r);
+    return b->alias && (b->alias[NAL * s] >= 0 || b->alias[NAL * s + 1] >= 0);
+}
+
 static int sweep_loop(BP *b, int id)
 {
     Graph *G = b->G, *g = b->T->g;
@@ -2217,8 +2228,8 @@ static int sweep_loop(BP *b, int id)
     const GRegion *rb0 = &G->regions[n->regions[1]];
     for (int i = 0; i < rb0->n; i++) flat0 &= G->nodes[rb0->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc && flat0; k++)
-        if (G->nodes[n->in[k].node].kind != G_CONST && G->nodes[n->in[k].node].kind != G_COND &&
-            G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])] && n->region == 0)
+        if (G->nodes[n->in[k].node].kind != G_CONST && b->g[slot_of(G, n->in[k])] && n->region == 0 &&
+            !init_aliased(b, n->in[k]))
             caps_add(&caps, G, n->in[k]);
     /* ... and one that is an if's or a loop's result, which is such a value
      * where a branch ended it on it (cond_out_alias) or the loop ran zero

@@ -32,7 +32,7 @@
 
 /* --- state of one backward ------------------------------------------------------------- */
 
-#define NAL 4 /* aliases per slot (BP.alias) */
+#define NAL 5 /* aliases per slot (BP.alias) */
 
 typedef struct BP {
     Interp *I;
@@ -64,7 +64,9 @@ typedef struct BP {
      * captured value its body ends on; a param that is such a value after
      * the first iteration: alias_pass, loop_grad_body), under its own bool;
      * w = 2, 3 a value an if in the body ends it on, where the flags say so
-     * (loop_cond_targets). */
+     * (loop_cond_targets); w = 4 the initial value itself, an if's or a
+     * loop's result that is another value only where its alias's bool
+     * holds, in the first iteration elsewhere (GradCtx.pself). */
     int *alias;
     tfe_tensor **alias_first;
     bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
@@ -1559,6 +1561,9 @@ typedef struct GradCtx {
     const int *pinit;        /* loops: by 2 * carried value + w, the capture its initial value
                                 (an if's result) is where branch w ran (pcin[...], borrowed), or -1 */
     tfe_tensor *const *pcin;
+    const int *pself;        /* loops: by carried value, the capture its initial value (an if's
+                                or a loop's result with pinit aliases) is itself where none of
+                                those holds, or -1 */
     const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
     const int *pcs, *pct;    /* loops: by carried value, the value it is where the previous
                                 iteration's flag says so (BP.af_hist; the capture's slot, or
@@ -1922,6 +1927,7 @@ static void unalias(BP *b, const GradCtx *c)
         int s = b->G->nodes[grc->params[k]].vbase;
         if (c->palias[k] >= 0 || c->pinit[2 * k] >= 0) alias_set(b, s, 0, -1, NULL);
         if (c->ppass[k] >= 0 || c->pinit[2 * k + 1] >= 0) alias_set(b, s, 1, -1, NULL);
+        if (c->pself[k] >= 0) alias_set(b, s, 4, -1, NULL);
         for (int j = 0; j < 2; j++)
             if (c->pcs[2 * k + j] >= 0) alias_set(b, s, 2 + j, -1, NULL);
     }
@@ -2064,6 +2070,28 @@ static int loop_grad_body(BP *b, void *p)
                 }
                 alias_set(b, s, w, c->pinit[2 * k + w], both);
                 tensor_decref(both);
+            }
+            /* (... and the initial value itself where none of those holds) */
+            if (c->pself[k] >= 0) {
+                tfe_tensor *went = NULL;
+                for (int w = 0; w < 2; w++) {
+                    if (c->pinit[2 * k + w] < 0) continue;
+                    tfe_tensor *t = went ? tfe_binary(OP_LOGICAL_OR, went, c->pcin[2 * k + w]) : ref(c->pcin[2 * k + w]);
+                    if (went) tensor_decref(went);
+                    went = t;
+                    if (!went) break;
+                }
+                tfe_tensor *nw = went ? tfe_call1(OP_LOGICAL_NOT, 1, &went, NULL) : NULL;
+                tfe_tensor *own = nw ? tfe_binary(OP_LOGICAL_AND, first, nw) : went ? NULL : ref(first);
+                if (went) tensor_decref(went);
+                if (nw) tensor_decref(nw);
+                if (!own) {
+                    tensor_decref(first);
+                    tensor_decref(later);
+                    return -1;
+                }
+                alias_set(b, s, 4, c->caps->slot[c->pself[k]], own);
+                tensor_decref(own);
             }
         }
         tensor_decref(first);
@@ -2246,6 +2274,8 @@ static int sweep_loop(BP *b, int id)
                     break;
                 }
         }
+        /* (and the result itself, where it is a value of its own: pself) */
+        if (b->g[is] && init_aliased(b, n->in[k])) caps_add(&caps, G, n->in[k]);
     }
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
@@ -2273,7 +2303,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
-    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL, *pinit = NULL;
+    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL, *pinit = NULL, *pself = NULL;
     tfe_tensor **pcin = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
@@ -2357,10 +2387,17 @@ static int sweep_loop(BP *b, int id)
     }
     bool flat = true;
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
+    pself = xmalloc(sizeof *pself * ((size_t)nc + 1));
     for (int k = 0; k < nc; k++) {
-        palias[k] = -1;
+        palias[k] = pself[k] = -1;
         for (int i = 0; i < caps.n && flat; i++)
             if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
+        /* (an if's or a loop's result that may be another value: that one
+         * by pinit, where its bool holds; itself elsewhere) */
+        if (palias[k] >= 0 && init_aliased(b, n->in[k])) {
+            pself[k] = palias[k];
+            palias[k] = -1;
+        }
     }
     /* one that starts as an if's result, which is a value the body
      * captures where a branch ran (cond_out_alias): that value there */
@@ -2396,7 +2433,7 @@ static int sweep_loop(BP *b, int id)
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .pinit = pinit, .pcin = pcin, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .pinit = pinit, .pself = pself, .pcin = pcin, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
                  .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
                  .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
@@ -2483,7 +2520,11 @@ static int sweep_loop(BP *b, int id)
             tensor_decref(went);
             if (!rest) rc = -1;
         }
-        if (rest && (out_a[k] || differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out]))) {
+        if (pself[k] >= 0) { /* its first iteration went to it or to its alias: only when none ran */
+            int s = caps.slot[pself[k]];
+            if (!out_a[k] && (!ran0 || add_if(b, s, outs[1 + k], f, ran0))) rc = -1;
+            tensor_decref(outs[1 + k]);
+        } else if (rest && (out_a[k] || differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out]))) {
             tfe_tensor *r2 = out_a[k] && ran1 ? tfe_binary(OP_LOGICAL_AND, ran1, rest) : ref(rest);
             if (!r2 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, r2)) rc = -1;
             if (r2) tensor_decref(r2);
@@ -2519,6 +2560,7 @@ out:
     free(capreal);
     free(initreal);
     free(palias);
+    free(pself);
     free(pinit);
     free(pcin);
     free(ppass);
@@ -2638,14 +2680,14 @@ static int loop_out_alias(BP *b, int id)
     for (int k = 0; k < grc->nparams && k < grb->nouts && !rc; k++) {
         int os = n->vbase + k;
         if (!differentiable(&n->meta[k])) continue;
-        int to[NAL] = {-1, -1, -1, -1};
+        int to[NAL] = {-1, -1, -1, -1, -1};
         if (differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) to[0] = slot_of(G, n->in[k]);
         if (flat && !node_inside(G, grb->outs[k].node, id) &&
             differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
             to[1] = slot_of(G, grb->outs[k]);
         /* (or, where the last iteration's flags say so, a value an if in
          * the body ends it on: loop_cond_targets; aliases 2 and 3) */
-        tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL};
+        tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL, NULL};
         int t[2], kp[2], nt = to[1] < 0 && b->af_last ? loop_cond_targets(G, id, k, t, kp) : 0;
         for (int j = 0; j < nt; j++)
             if ((cw[2 + j] = b->af_last[2 * os + j])) to[2 + j] = kp[j] >= 0 ? n->vbase + kp[j] : t[j];

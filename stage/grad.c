@@ -2277,6 +2277,9 @@ static int sweep_loop(BP *b, int id)
         /* (and the result itself, where it is a value of its own: pself) */
         if (b->g[is] && init_aliased(b, n->in[k])) caps_add(&caps, G, n->in[k]);
     }
+    /* (what those are in turn, where the body adds to them: a chain, as
+     * for the body's own captures) */
+    caps_add_aliases(b, &caps);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry0 = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */

@@ -4063,6 +4063,48 @@ static Graph *hold_graph(Interp *I, Graph *G)
     return B;
 }
 
+/* Does the gradient rule of op read the op's output (Y in
+ * tensor/grad_rules.c: exp's G * Y, tanh's 1 - Y * Y, gelu's Y / x, ...)? */
+static bool rule_reads_output(tfe_op op)
+{
+    static const tfe_op ops[] = {OP_EXP, OP_TANH, OP_SIGMOID, OP_GELU, OP_SQRT, OP_RSQRT, OP_TAN, OP_DIV,
+                                 OP_POW, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LOGSUMEXP, OP_PROD, OP_CUMPROD,
+                                 OP_STD, OP_DET, OP_INV, OP_SOLVE, OP_CHOLESKY, OP_TRIL, OP_TRIU,
+                                 OP_CONV2D_BIAS_RELU};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (ops[i] == op) return true;
+    return false;
+}
+
+/* Does the backward of a held call of B read, for a rule, the value of an
+ * op that is also one of B's results? The backward replays such an op
+ * (stage_grad2_cached_result: reading the call's output there was wrong),
+ * so to a tape recording it the rule reads a tensor of the replay, and the
+ * caller's uses of the result reach the call's entry: what reaches that
+ * value comes to the input in two sums ((a + b) * f'(x) as a * f'(x) +
+ * b * f'(x)), where eager code has one running sum of the result's uses.
+ * A target that uses the result other than linearly (tanh(f(x)),
+ * f(x) * f(x) of `return tanh(x)`) then differs in the last bit
+ * (stage_grad2_result_read). The rule reads it where the op's own rule
+ * reads its output, or where another op of the graph reads it. */
+static bool result_read_by_rule(const Graph *B)
+{
+    const GRegion *top = &B->regions[0];
+    for (int k = 0; k < top->nouts; k++) {
+        GRef o = top->outs[k];
+        const GNode *x = &B->nodes[o.node];
+        if (x->region != 0 || !x_node(x)) continue;
+        if (rule_reads_output(x->op)) return true;
+        for (int i = 0; i < B->n; i++) {
+            const GNode *n = &B->nodes[i];
+            if (n->kind != G_OP) continue;
+            for (int j = 0; j < n->nin; j++)
+                if (n->in[j].node == o.node && n->in[j].out == o.out) return true;
+        }
+    }
+    return false;
+}
+
 /* Should a cached call of G run its body eagerly instead (stage_call)?
  * Under two recording tapes or more (a higher order may be taken), a graph
  * that cannot hold its values (hold_graph) has a backward that replays the
@@ -4096,7 +4138,7 @@ bool stage_grad_runs_eagerly(Interp *I, Graph *G)
      * the last bit (stage_grad3_if, stage_grad3_nested_if, stage_grad4_if) */
     for (int i = 0; i < B->n && nrec >= 3; i++)
         if (B->nodes[i].kind == G_COND) return true;
-    if (hold_graph(I, G)) return false;
+    if (hold_graph(I, G)) return result_read_by_rule(B);
     for (int i = 0; i < B->n; i++) {
         const GNode *n = &B->nodes[i];
         if ((n->kind == G_HOST && n->nout) || (n->kind == G_VAR_READ && n->region != 0) ||

@@ -4254,8 +4254,10 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
      * another's gradient, a higher order) whose values it can hand out as
      * outputs of its tape entry (hold_graph, GCallGrad.hold) */
     Graph *H = saved_tapes && tapes_recording_call(G->raw ? G->raw : G) >= 2 ? hold_graph(I, G) : NULL;
-    /* (under three or more too: the backward graph's own call, under the
-     * outer tapes, holds its values in turn, so a third or fourth order is
+    /* (under three or more, a cached call now runs its body eagerly
+     * instead: stage_grad_runs_eagerly, stage_grad3_cached_wrong; before:
+     * the backward graph's own call, under the outer tapes, held its values in
+     * turn, so a third or fourth order was
      * eager's where the target reads the call's result and the lower
      * orders' gradients, which the replay's two sums were not,
      * stage_grad3_cached_targets; held values had given wrong third orders

@@ -4218,26 +4218,59 @@ int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_te
     return stage_graph_call_ran(I, G, inputs, outs, same_in, NULL, NULL);
 }
 
+/* The values a top-region value r of the graph as traced T can be at run
+ * time: r itself, or, for an if's output, those of its branches' outputs
+ * (a value made in the branch, or one from outside it handed on),
+ * collected into bases[] (*over: more than cap). */
+enum { TRACED_BASES = 32 };
+static void traced_bases(const Graph *T, GRef r, GRef *bases, int *n, bool *over)
+{
+    const GNode *nd = &T->nodes[r.node];
+    if (nd->kind == G_COND) {
+        for (int b = 0; b < 2; b++) traced_bases(T, T->regions[nd->regions[b]].outs[r.out], bases, n, over);
+        return;
+    }
+    if (*n == TRACED_BASES) *over = true;
+    else bases[(*n)++] = r;
+}
+
+/* Is a base value one tensor with another exactly where the run hands out
+ * one (an input: the caller's tensors; a variable's read; a loop's result,
+ * b = acc last in its body)? Any other node makes a tensor of its own. */
+static bool run_decides(const Graph *T, GRef r)
+{
+    GKind k = T->nodes[r.node].kind;
+    return k == G_INPUT || k == G_VAR_READ || k == G_WHILE || k == G_PARAM;
+}
+
 /* Is output k of a run of R one tensor with output j (j >= 0) or with an
  * input (j == -1) in eager code, given that the run handed out one tensor
- * for both? By the graph as traced, not by run-time identity: the optimized
- * graph merges duplicate nodes (two tanh(v)) and folds ops into their
- * operands, which eager code computes as tensors of their own, and a tape
- * that took them for one would add their gradients in another order
- * (stage_grad_cse_outputs_bits). A loop's or branch's output is one tensor
- * where the run made it so (b = acc last in a loop's body). */
+ * for both? By the graph as traced, not by run-time identity alone: the
+ * optimized graph merges duplicate nodes (two tanh(v)) and folds ops into
+ * their operands (x * 1.0 into x), which eager code computes as tensors of
+ * their own, and a tape that took them for one would add their gradients
+ * in another order (stage_grad_cse_outputs_bits). They are one where some
+ * value either can be (through ifs) is one node of the traced graph, or
+ * both are values whose identity the run decides. */
 static bool traced_same(const Graph *R, const Graph *G, int k, int j)
 {
     const Graph *T = G->raw ? G->raw : G;
     if (R == T) return true;
     const GRegion *top = &T->regions[0];
     if (top->nouts != R->regions[0].nouts) return true; /* no map: as run */
-    GRef a = top->outs[k];
-    GKind kind = T->nodes[a.node].kind;
-    if (kind == G_WHILE || kind == G_COND) return true;
-    if (j < 0) return kind == G_INPUT;
-    GRef b = top->outs[j];
-    return a.node == b.node && a.out == b.out;
+    GRef a[TRACED_BASES], b[TRACED_BASES];
+    int na = 0, nb = 0;
+    bool over = false;
+    traced_bases(T, top->outs[k], a, &na, &over);
+    if (j >= 0) traced_bases(T, top->outs[j], b, &nb, &over);
+    if (over) return true;
+    for (int x = 0; x < na; x++) {
+        if (j < 0 && run_decides(T, a[x])) return true;
+        for (int y = 0; y < nb; y++)
+            if ((a[x].node == b[y].node && a[x].out == b[y].out) || (run_decides(T, a[x]) && run_decides(T, b[y])))
+                return true;
+    }
+    return false;
 }
 
 int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_tensor **outs, int *same_in,

@@ -4132,6 +4132,14 @@ bool stage_grad_runs_eagerly(Interp *I, Graph *G)
      * staged taking grad(g2), g2 taking grad(f)): they count as recording */
     if (nrec >= 1) nrec += G->inner_tapes;
     if (nrec < 2) return false;
+    /* a loop on a traced tensor: its backward cannot be differentiated
+     * (the error at the gradient call), except in the call whose backward
+     * graph traces, which took a second order through it silently, a last
+     * bit apart from eager's (0.18514805 for 0.18514806), and the calls
+     * after it refused: the body run eagerly is eager code to every tape,
+     * on every call (stage_grad2_loop_cached) */
+    for (int i = 0; i < B->n; i++)
+        if (B->nodes[i].kind == G_WHILE) return true;
     /* under three or more (a third order may be taken), a traced if: the
      * held values' backward graphs, cached and run again under the outer
      * tapes, gave third and fourth orders that can differ from eager's in

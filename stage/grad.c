@@ -32,7 +32,7 @@
 
 /* --- state of one backward ------------------------------------------------------------- */
 
-#define NAL 4 /* aliases per slot (BP.alias) */
+#define NAL 5 /* aliases per slot (BP.alias) */
 
 typedef struct BP {
     Interp *I;
@@ -64,7 +64,9 @@ typedef struct BP {
      * captured value its body ends on; a param that is such a value after
      * the first iteration: alias_pass, loop_grad_body), under its own bool;
      * w = 2, 3 a value an if in the body ends it on, where the flags say so
-     * (loop_cond_targets). */
+     * (loop_cond_targets); w = 4 the initial value itself, an if's or a
+     * loop's result that is another value only where its alias's bool
+     * holds, in the first iteration elsewhere (GradCtx.pself). */
     int *alias;
     tfe_tensor **alias_first;
     bool noted_loops;    /* the graph is a loop a tape made in the trace it is recorded into
@@ -1559,6 +1561,9 @@ typedef struct GradCtx {
     const int *pinit;        /* loops: by 2 * carried value + w, the capture its initial value
                                 (an if's result) is where branch w ran (pcin[...], borrowed), or -1 */
     tfe_tensor *const *pcin;
+    const int *pself;        /* loops: by carried value, the capture its initial value (an if's
+                                or a loop's result with pinit aliases) is itself where none of
+                                those holds, or -1 */
     const int *ppass;        /* loops: by carried value, the capture the body ends it on, or -1 */
     const int *pcs, *pct;    /* loops: by carried value, the value it is where the previous
                                 iteration's flag says so (BP.af_hist; the capture's slot, or
@@ -1922,6 +1927,7 @@ static void unalias(BP *b, const GradCtx *c)
         int s = b->G->nodes[grc->params[k]].vbase;
         if (c->palias[k] >= 0 || c->pinit[2 * k] >= 0) alias_set(b, s, 0, -1, NULL);
         if (c->ppass[k] >= 0 || c->pinit[2 * k + 1] >= 0) alias_set(b, s, 1, -1, NULL);
+        if (c->pself[k] >= 0) alias_set(b, s, 4, -1, NULL);
         for (int j = 0; j < 2; j++)
             if (c->pcs[2 * k + j] >= 0) alias_set(b, s, 2 + j, -1, NULL);
     }
@@ -2065,6 +2071,28 @@ static int loop_grad_body(BP *b, void *p)
                 alias_set(b, s, w, c->pinit[2 * k + w], both);
                 tensor_decref(both);
             }
+            /* (... and the initial value itself where none of those holds) */
+            if (c->pself[k] >= 0) {
+                tfe_tensor *went = NULL;
+                for (int w = 0; w < 2; w++) {
+                    if (c->pinit[2 * k + w] < 0) continue;
+                    tfe_tensor *t = went ? tfe_binary(OP_LOGICAL_OR, went, c->pcin[2 * k + w]) : ref(c->pcin[2 * k + w]);
+                    if (went) tensor_decref(went);
+                    went = t;
+                    if (!went) break;
+                }
+                tfe_tensor *nw = went ? tfe_call1(OP_LOGICAL_NOT, 1, &went, NULL) : NULL;
+                tfe_tensor *own = nw ? tfe_binary(OP_LOGICAL_AND, first, nw) : went ? NULL : ref(first);
+                if (went) tensor_decref(went);
+                if (nw) tensor_decref(nw);
+                if (!own) {
+                    tensor_decref(first);
+                    tensor_decref(later);
+                    return -1;
+                }
+                alias_set(b, s, 4, c->caps->slot[c->pself[k]], own);
+                tensor_decref(own);
+            }
         }
         tensor_decref(first);
         tensor_decref(later);
@@ -2149,6 +2177,17 @@ fail:
 
 static void meta_of(tfe_meta *m, const tfe_tensor *t);
 
+/* Whether r, an if's or a loop's result, may be another value (cond_out_
+ * alias, loop_out_alias): then that value, not r, is what a loop starting
+ * from r starts from where the alias's bool holds. */
+static bool init_aliased(const BP *b, GRef r)
+{
+    const GNode *x = &b->G->nodes[r.node];
+    if (x->kind != G_COND && x->kind != G_WHILE) return false;
+    int s = slot_of(b->G, r);
+    return b->alias && (b->alias[NAL * s] >= 0 || b->alias[NAL * s + 1] >= 0);
+}
+
 static int sweep_loop(BP *b, int id)
 {
     Graph *G = b->G, *g = b->T->g;
@@ -2217,9 +2256,30 @@ static int sweep_loop(BP *b, int id)
     const GRegion *rb0 = &G->regions[n->regions[1]];
     for (int i = 0; i < rb0->n; i++) flat0 &= G->nodes[rb0->nodes[i]].kind != G_FUSED;
     for (int k = 0; k < nc && flat0; k++)
-        if (G->nodes[n->in[k].node].kind != G_CONST && G->nodes[n->in[k].node].kind != G_COND &&
-            G->nodes[n->in[k].node].kind != G_WHILE && b->g[slot_of(G, n->in[k])] && n->region == 0)
+        if (G->nodes[n->in[k].node].kind != G_CONST && b->g[slot_of(G, n->in[k])] && n->region == 0 &&
+            !init_aliased(b, n->in[k]))
             caps_add(&caps, G, n->in[k]);
+    /* ... and one that is an if's or a loop's result, which is such a value
+     * where a branch ended it on it (cond_out_alias) or the loop ran zero
+     * times (loop_out_alias): that value counts so too, and the first
+     * iteration goes to it under the alias's bool (pinit below) */
+    for (int k = 0; k < nc && flat0 && b->alias && n->region == 0; k++) {
+        int is = slot_of(G, n->in[k]);
+        if (G->nodes[n->in[k].node].kind != G_COND && G->nodes[n->in[k].node].kind != G_WHILE) continue;
+        for (int w = 0; w < 2; w++) {
+            int s = b->alias[NAL * is + w];
+            for (int j = 0; s >= 0 && b->g[s] && j < G->n; j++)
+                if (s >= G->nodes[j].vbase && s < G->nodes[j].vbase + G->nodes[j].nout) {
+                    caps_add(&caps, G, (GRef){j, s - G->nodes[j].vbase});
+                    break;
+                }
+        }
+        /* (and the result itself, where it is a value of its own: pself) */
+        if (b->g[is] && init_aliased(b, n->in[k])) caps_add(&caps, G, n->in[k]);
+    }
+    /* (what those are in turn, where the body adds to them: a chain, as
+     * for the body's own captures) */
+    caps_add_aliases(b, &caps);
     /* the loop's own initial values are not captures: their gradients are
      * the carried gradients at the end */
     int ncarry0 = 1 + 2 * (nc + caps.n), nf = 1 + nc + caps.n; /* flags from nf on */
@@ -2246,7 +2306,7 @@ static int sweep_loop(BP *b, int id)
     tfe_tensor **sym = xcalloc((size_t)ncarry, sizeof *sym);
     tfe_meta *meta = xcalloc((size_t)ncarry, sizeof *meta);
     bool *capreal = xcalloc((size_t)caps.n + 1, sizeof *capreal), *initreal = xcalloc((size_t)nc + 1, sizeof *initreal);
-    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL, *pinit = NULL;
+    int *palias = NULL, *ppass = NULL, *pcs = NULL, *pct = NULL, *pinit = NULL, *pself = NULL;
     tfe_tensor **pcin = NULL;
     int rc = -1;
     for (int k = 0; k < nc; k++) hist[k] = b->m[G->nodes[grc->params[k]].vbase];
@@ -2330,10 +2390,17 @@ static int sweep_loop(BP *b, int id)
     }
     bool flat = true;
     for (int i = 0; i < grb->n; i++) flat &= G->nodes[grb->nodes[i]].kind != G_FUSED;
+    pself = xmalloc(sizeof *pself * ((size_t)nc + 1));
     for (int k = 0; k < nc; k++) {
-        palias[k] = -1;
+        palias[k] = pself[k] = -1;
         for (int i = 0; i < caps.n && flat; i++)
             if (caps.slot[i] == slot_of(G, n->in[k])) palias[k] = i;
+        /* (an if's or a loop's result that may be another value: that one
+         * by pinit, where its bool holds; itself elsewhere) */
+        if (palias[k] >= 0 && init_aliased(b, n->in[k])) {
+            pself[k] = palias[k];
+            palias[k] = -1;
+        }
     }
     /* one that starts as an if's result, which is a value the body
      * captures where a branch ran (cond_out_alias): that value there */
@@ -2343,7 +2410,9 @@ static int sweep_loop(BP *b, int id)
         int is = slot_of(G, n->in[k]);
         for (int w = 0; w < 2; w++) {
             pinit[2 * k + w] = -1;
-            if (!flat || palias[k] >= 0 || !b->alias || G->nodes[n->in[k].node].kind != G_COND) continue;
+            if (!flat || palias[k] >= 0 || !b->alias ||
+                (G->nodes[n->in[k].node].kind != G_COND && G->nodes[n->in[k].node].kind != G_WHILE))
+                continue;
             if (w == 1 && ppass[k] >= 0) continue; /* (its alias 1 is that one's) */
             for (int i = 0; i < caps.n; i++)
                 if (b->alias[NAL * is + w] == caps.slot[i]) {
@@ -2367,7 +2436,7 @@ static int sweep_loop(BP *b, int id)
     bool pflags = !b->own;
     for (int k = 0; k < nc; k++) pflags |= !initreal[k];
     GradCtx c = {.id = id, .caps = &caps, .dy = sym + 1, .res = res, .nres = ncarry0, .hist = hist,
-                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .pinit = pinit, .pcin = pcin, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
+                 .index = sym[0], .dcap = sym + 1 + nc, .palias = palias, .pinit = pinit, .pself = pself, .pcin = pcin, .ppass = ppass, .pcs = pcs, .pct = pct, .dyf = pflags ? sym + nf : NULL,
                  .sofarf = capf, .nlw = nlw, .lw = lw, .lwoff = lwoff, .lwp = lwp, .lwq = lwq,
                  .lsym = sym, .last = init[0]};
     if (in_region(b, rcond, loop_grad_cond, &c)) { unstash(b, &caps, saved); free(capf); goto out; }
@@ -2454,7 +2523,11 @@ static int sweep_loop(BP *b, int id)
             tensor_decref(went);
             if (!rest) rc = -1;
         }
-        if (rest && (out_a[k] || differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out]))) {
+        if (pself[k] >= 0) { /* its first iteration went to it or to its alias: only when none ran */
+            int s = caps.slot[pself[k]];
+            if (!out_a[k] && (!ran0 || add_if(b, s, outs[1 + k], f, ran0))) rc = -1;
+            tensor_decref(outs[1 + k]);
+        } else if (rest && (out_a[k] || differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out]))) {
             tfe_tensor *r2 = out_a[k] && ran1 ? tfe_binary(OP_LOGICAL_AND, ran1, rest) : ref(rest);
             if (!r2 || add_if(b, slot_of(G, n->in[k]), outs[1 + k], f, r2)) rc = -1;
             if (r2) tensor_decref(r2);
@@ -2490,6 +2563,7 @@ out:
     free(capreal);
     free(initreal);
     free(palias);
+    free(pself);
     free(pinit);
     free(pcin);
     free(ppass);
@@ -2609,14 +2683,14 @@ static int loop_out_alias(BP *b, int id)
     for (int k = 0; k < grc->nparams && k < grb->nouts && !rc; k++) {
         int os = n->vbase + k;
         if (!differentiable(&n->meta[k])) continue;
-        int to[NAL] = {-1, -1, -1, -1};
+        int to[NAL] = {-1, -1, -1, -1, -1};
         if (differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) to[0] = slot_of(G, n->in[k]);
         if (flat && !node_inside(G, grb->outs[k].node, id) &&
             differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
             to[1] = slot_of(G, grb->outs[k]);
         /* (or, where the last iteration's flags say so, a value an if in
          * the body ends it on: loop_cond_targets; aliases 2 and 3) */
-        tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL};
+        tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL, NULL};
         int t[2], kp[2], nt = to[1] < 0 && b->af_last ? loop_cond_targets(G, id, k, t, kp) : 0;
         for (int j = 0; j < nt; j++)
             if ((cw[2 + j] = b->af_last[2 * os + j])) to[2 + j] = kp[j] >= 0 ? n->vbase + kp[j] : t[j];
@@ -4528,8 +4602,10 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
  * condition replayed on the values the loop started from, recorded into the
  * trace (a traced one-element tensor, new ref). NULL when the condition
  * reads what a replay cannot give again (a host call, a random draw,
- * another loop or cond; a variable, unless reads and a read of it outside
- * the loop has its value then: trace_read_at_start). */
+ * another loop or cond; a variable, unless a read of it outside the loop
+ * has its value then, trace_read_at_start, with reads, or nothing from the
+ * loop on in its region may assign it: a new read after it,
+ * trace_read_after). */
 tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
 {
     GRef *caps;
@@ -4563,9 +4639,15 @@ tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads)
         for (int i = 0; i < rc->n && ok; i++) {
             const GNode *x = &m->nodes[rc->nodes[i]];
             ok = x->kind == G_OP ? !(tfe_ops[x->op].flags & (F_RANDOM | F_COLLECTIVE)) : x->kind == G_CONST || x->kind == G_PARAM;
-            if (reads && x->kind == G_VAR_READ && !x->outer_out) {
-                tfe_tensor *t = trace_read_at_start(T, id, x->host->obj.u.o);
-                if ((ok = t != NULL)) put(b.m, x->vbase, (tensor_incref(t), t));
+            if (x->kind == G_VAR_READ && !x->outer_out) {
+                /* (its first evaluation reads the value the variable had
+                 * when the loop started: a read of it outside the loop
+                 * then, or, where there is none, a new one after the loop
+                 * when the loop cannot assign it) */
+                tfe_tensor *t = reads ? trace_read_at_start(T, id, x->host->obj.u.o) : NULL;
+                if (t) tensor_incref(t);
+                else t = trace_read_after(T, id, x->host->obj);
+                if ((ok = t != NULL)) put(b.m, x->vbase, t);
             }
         }
         for (int k = 0; k < rc->nparams && ok; k++) {

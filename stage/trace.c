@@ -1027,6 +1027,31 @@ tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var)
     return slot >= 0 && slot < T->capconcrete ? T->concrete[slot] : NULL;
 }
 
+static int var_read_node(Tracer *T, Value var, const tfe_tensor *value);
+
+tfe_tensor *trace_read_after(Tracer *T, int id, Value v)
+{
+    Graph *g = T->g;
+    const GNode *n = &g->nodes[id];
+    if (T->symbolic || n->region != T->region) return NULL;
+    /* (nothing from the node on may assign var: then a read at the end of
+     * the region has the value the node started with) */
+    const GRegion *reg = &g->regions[n->region];
+    int i = 0;
+    while (i < reg->n && reg->nodes[i] != id) i++;
+    if (i == reg->n) return NULL;
+    for (; i < reg->n; i++)
+        if (node_may_assign(g, &g->nodes[reg->nodes[i]], v.u.o)) return NULL;
+    tfe_tensor *now = variable_peek(v);
+    if (!now) return NULL;
+    /* (a tensor of its own: the variable's tensor keeps its own note, and
+     * no tape sees this one but through what the trace computes from it) */
+    tfe_tensor *a = tensor_alias(now);
+    if (!a) return NULL;
+    trace_note(T, a, (GRef){var_read_node(T, v, a), 0});
+    return a;
+}
+
 /* In region r (and those inside it), uses of (from, 0) become uses of to. */
 static void use_instead(Graph *g, int r, int from, GRef to)
 {

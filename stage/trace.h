@@ -542,15 +542,22 @@ int trace_top_pos(Tracer *T, int id);
  * are all in node id. */
 int trace_regions_pos(Tracer *T, const int *regs, int nregs, int id, bool *only_in);
 /* Whether traced loop id runs at least once, as a traced tensor (new ref),
- * or NULL (stage/grad.c). reads: a variable read in its condition reads
- * the value the variable had when the loop started (trace_read_at_start);
- * else such a loop gives NULL. */
+ * or NULL (stage/grad.c). reads: a variable read in its condition may be
+ * an earlier read with the value the variable had when the loop started
+ * (trace_read_at_start); else (and where there is none) a new read after
+ * the loop, where nothing from it on can assign the variable
+ * (trace_read_after), or NULL. */
 tfe_tensor *stage_loop_runs(Tracer *T, int id, bool reads);
 /* A traced tensor (borrowed) with the value var had when node id started:
  * a read of it just before the node, or just after it, with nothing that
  * could assign var between (the node included, for a read after it). NULL
  * when there is none. */
 tfe_tensor *trace_read_at_start(Tracer *T, int id, const Obj *var);
+/* A traced tensor (new ref) with the value var had when node id (at the
+ * top of the region being traced) started, where no read of it serves
+ * (trace_read_at_start): a new read of var at the end of the region, when
+ * nothing from the node on may assign var. NULL otherwise. */
+tfe_tensor *trace_read_after(Tracer *T, int id, Value var);
 int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc);
 
 /* Gradients through host calls (stage/host_grad.c). */

@@ -779,7 +779,8 @@ SECTION = re.compile(r"(g?value|grad) (s\d+|end):")
 CHATTER = re.compile(
     r"^tfe: --stage-all: .*\n|"
     r"^tfe: warning: staged function .* was traced \d+ times.*\n"
-    r"(?:  traced from: .*\n|  .*: .* -> .*\n|  the arguments are alike.*\n)*",
+    r"(?:  traced from: .*\n|  .*: .* -> .*\n|  the arguments are alike.*\n"
+    r"|  no argument changed as described here.*\n)*",
     re.M)
 
 

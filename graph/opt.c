@@ -191,6 +191,27 @@ static bool region_has_effect(const Graph *g, int r)
     return false;
 }
 
+/* The values that a branch or a loop body ends on, or a loop starts from.
+ * A run hands out an input that an if or loop passed on unchanged as that
+ * input itself, as eager code does (stage/staged.c, Trace.pass_ok); were
+ * `r = y * 1.0` in one branch made y, the run could not tell that branch
+ * from one that ends `r = y`, where eager code has a new tensor. Such a
+ * value keeps its op where the op's input may be an input handed on. */
+bool *opt_pinned_values(const Graph *g)
+{
+    bool *pin = xcalloc((size_t)g->nvals + 1, sizeof *pin);
+    for (int r = 1; r < g->nregions; r++) {
+        const GRegion *reg = &g->regions[r];
+        for (int k = 0; k < reg->nouts; k++) pin[g->nodes[reg->outs[k].node].vbase + reg->outs[k].out] = true;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const GNode *n = &g->nodes[i];
+        if (n->kind != G_WHILE) continue;
+        for (int k = 0; k < n->nin; k++) pin[g->nodes[n->in[k].node].vbase + n->in[k].out] = true;
+    }
+    return pin;
+}
+
 bool opt_has_effect(const Graph *g, int id)
 {
     const GNode *n = &g->nodes[id];

@@ -52,6 +52,12 @@ GRef *opt_redirect_new(const Graph *g);
 GRef opt_redirect_get(const Graph *g, const GRef *map, GRef r);
 void opt_redirect_node(Graph *g, const GRef *map, int id);
 void opt_redirect_apply(Graph *g, GRef *map);
+/* The values that a branch or a loop body ends on, or a loop starts from
+ * (pinned: a run hands them on, as the if's or loop's results, as the
+ * tensors they are; a pass that made one another node's value would make
+ * two results one tensor where eager code has two). Indexed by vbase + out;
+ * owned by the caller. */
+bool *opt_pinned_values(const Graph *g);
 /* Does running node id do something besides computing its outputs (a host
  * call, a random draw, a variable read, or a cond/while with one inside)? */
 bool opt_has_effect(const Graph *g, int id);

@@ -4,7 +4,7 @@
  * transpose of a transpose that gives the order back, and a reshape of a
  * reshape (one reshape does). Only where the result has x's dtype, weak flag
  * and shape, so nothing downstream can tell, and not where that would make
- * an if's branch or a loop hand on an input unchanged (pinned_values). */
+ * an if's branch or a loop hand on an input unchanged (opt_pinned_values). */
 #include <math.h>
 #include <stdlib.h>
 #include "graph/opt.h"
@@ -80,32 +80,11 @@ static bool may_pass(const Graph *g, GRef r)
     return k == G_INPUT || k == G_PARAM || k == G_COND || k == G_WHILE;
 }
 
-/* The values that a branch or a loop body ends on, or a loop starts from.
- * A run hands out an input that an if or loop passed on unchanged as that
- * input itself, as eager code does (stage/staged.c, Trace.pass_ok); were
- * `r = y * 1.0` in one branch made y, the run could not tell that branch
- * from one that ends `r = y`, where eager code has a new tensor. Such a
- * value keeps its op where the op's input may be an input handed on. */
-static bool *pinned_values(const Graph *g)
-{
-    bool *pin = xcalloc((size_t)g->nvals + 1, sizeof *pin);
-    for (int r = 1; r < g->nregions; r++) {
-        const GRegion *reg = &g->regions[r];
-        for (int k = 0; k < reg->nouts; k++) pin[g->nodes[reg->outs[k].node].vbase + reg->outs[k].out] = true;
-    }
-    for (int i = 0; i < g->n; i++) {
-        const GNode *n = &g->nodes[i];
-        if (n->kind != G_WHILE) continue;
-        for (int k = 0; k < n->nin; k++) pin[g->nodes[n->in[k].node].vbase + n->in[k].out] = true;
-    }
-    return pin;
-}
-
 int opt_algebra(Graph *g)
 {
     int rewrites = 0;
     GRef *map = opt_redirect_new(g); /* replaced values: one pass over the uses at the end */
-    bool *pin = pinned_values(g);
+    bool *pin = opt_pinned_values(g);
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];
         if (n->kind != G_OP) continue;
@@ -119,7 +98,14 @@ int opt_algebra(Graph *g)
             }
         }
         GRef r = simpler(g, id);
-        if (r.node >= 0 && pin[n->vbase] && may_pass(g, opt_redirect_get(g, map, r))) continue;
+        /* (nor to another region's value, or another pinned one: the
+         * if or loop would hand on a tensor that eager code computes apart,
+         * `b = a * 1.0` in a branch, a also a result, and a tape after the
+         * call would take the two for one: stage_cse_branch_result_bits) */
+        if (r.node >= 0 && pin[n->vbase]) {
+            GRef t = opt_redirect_get(g, map, r);
+            if (may_pass(g, t) || g->nodes[t.node].region != n->region || pin[g->nodes[t.node].vbase + t.out]) continue;
+        }
         if (r.node >= 0) {
             map[n->vbase] = r;
             rewrites++;

@@ -64,6 +64,7 @@ int opt_cse(Graph *g)
     int *head = xmalloc(sizeof *head * NB), *next = xmalloc(sizeof *next * (size_t)(g->n + 1));
     for (uint64_t i = 0; i < NB; i++) head[i] = -1;
     GRef *map = opt_redirect_new(g); /* merged values: one pass over the uses at the end */
+    bool *pin = opt_pinned_values(g);
     for (int id = 0; id < g->n; id++) {
         GNode *n = &g->nodes[id];
         next[id] = -1;
@@ -82,6 +83,13 @@ int opt_cse(Graph *g)
             if (!graph_region_visible(g, m->region, n->region)) continue;
             if (same_node(g, m, n)) found = c;
         }
+        /* a value a branch or loop body ends on stays its own node: merged
+         * into an earlier one (tanh(x) before the if, a result too), the if
+         * would hand on that tensor, which a tape after the call takes for
+         * the other result, where eager code has two tensors (a last bit
+         * apart: stage_cse_branch_result_bits) */
+        for (int k = 0; k < n->nout && found >= 0; k++)
+            if (pin[n->vbase + k]) found = -1;
         if (found >= 0) {
             for (int k = 0; k < n->nout; k++) map[n->vbase + k] = (GRef){found, k};
             merged++;
@@ -91,6 +99,7 @@ int opt_cse(Graph *g)
         head[b] = id;
     }
     opt_redirect_apply(g, map);
+    free(pin);
     free(head);
     free(next);
     return merged;

@@ -4137,6 +4137,48 @@ static Graph *hold_graph(Interp *I, Graph *G)
     return B;
 }
 
+/* Does the gradient rule of op read the op's output (Y in
+ * tensor/grad_rules.c: exp's G * Y, tanh's 1 - Y * Y, gelu's Y / x, ...)? */
+static bool rule_reads_output(tfe_op op)
+{
+    static const tfe_op ops[] = {OP_EXP, OP_TANH, OP_SIGMOID, OP_GELU, OP_SQRT, OP_RSQRT, OP_TAN, OP_DIV,
+                                 OP_POW, OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LOGSUMEXP, OP_PROD, OP_CUMPROD,
+                                 OP_STD, OP_DET, OP_INV, OP_SOLVE, OP_CHOLESKY, OP_TRIL, OP_TRIU,
+                                 OP_CONV2D_BIAS_RELU};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (ops[i] == op) return true;
+    return false;
+}
+
+/* Does the backward of a held call of B read, for a rule, the value of an
+ * op that is also one of B's results? The backward replays such an op
+ * (stage_grad2_cached_result: reading the call's output there was wrong),
+ * so to a tape recording it the rule reads a tensor of the replay, and the
+ * caller's uses of the result reach the call's entry: what reaches that
+ * value comes to the input in two sums ((a + b) * f'(x) as a * f'(x) +
+ * b * f'(x)), where eager code has one running sum of the result's uses.
+ * A target that uses the result other than linearly (tanh(f(x)),
+ * f(x) * f(x) of `return tanh(x)`) then differs in the last bit
+ * (stage_grad2_result_read). The rule reads it where the op's own rule
+ * reads its output, or where another op of the graph reads it. */
+static bool result_read_by_rule(const Graph *B)
+{
+    const GRegion *top = &B->regions[0];
+    for (int k = 0; k < top->nouts; k++) {
+        GRef o = top->outs[k];
+        const GNode *x = &B->nodes[o.node];
+        if (x->region != 0 || !x_node(x)) continue;
+        if (rule_reads_output(x->op)) return true;
+        for (int i = 0; i < B->n; i++) {
+            const GNode *n = &B->nodes[i];
+            if (n->kind != G_OP) continue;
+            for (int j = 0; j < n->nin; j++)
+                if (n->in[j].node == o.node && n->in[j].out == o.out) return true;
+        }
+    }
+    return false;
+}
+
 /* Should a cached call of G run its body eagerly instead (stage_call)?
  * Under two recording tapes or more (a higher order may be taken), a graph
  * that cannot hold its values (hold_graph) has a backward that replays the
@@ -4164,13 +4206,29 @@ bool stage_grad_runs_eagerly(Interp *I, Graph *G)
      * staged taking grad(g2), g2 taking grad(f)): they count as recording */
     if (nrec >= 1) nrec += G->inner_tapes;
     if (nrec < 2) return false;
+    /* a loop on a traced tensor: its backward cannot be differentiated
+     * (the error at the gradient call), except in the call whose backward
+     * graph traces, which took a second order through it silently, a last
+     * bit apart from eager's (0.18514805 for 0.18514806), and the calls
+     * after it refused: the body run eagerly is eager code to every tape,
+     * on every call (stage_grad2_loop_cached) */
+    for (int i = 0; i < B->n; i++)
+        if (B->nodes[i].kind == G_WHILE) return true;
     /* under three or more (a third order may be taken), a traced if: the
      * held values' backward graphs, cached and run again under the outer
      * tapes, gave third and fourth orders that can differ from eager's in
      * the last bit (stage_grad3_if, stage_grad3_nested_if, stage_grad4_if) */
     for (int i = 0; i < B->n && nrec >= 3; i++)
         if (B->nodes[i].kind == G_COND) return true;
-    if (hold_graph(I, G)) return false;
+    /* ... and any graph there: held values gave third orders far from
+     * eager's where the backward graphs run cached (from the second or
+     * third call): f(x) = tanh(x) * x, -1.4039994 for -2.0088372, and
+     * sin(x) * x under a target sum(f(z) * f(z)), 4.7425623 for
+     * 7.1892204 (stage_grad3_cached_wrong). Where the held values'
+     * backward graphs go wrong is not found yet; the body run eagerly is
+     * eager code to every tape */
+    if (nrec >= 3) return true;
+    if (hold_graph(I, G)) return result_read_by_rule(B);
     for (int i = 0; i < B->n; i++) {
         const GNode *n = &B->nodes[i];
         if ((n->kind == G_HOST && n->nout) || (n->kind == G_VAR_READ && n->region != 0) ||
@@ -4311,8 +4369,10 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
      * another's gradient, a higher order) whose values it can hand out as
      * outputs of its tape entry (hold_graph, GCallGrad.hold) */
     Graph *H = saved_tapes && tapes_recording_call(G->raw ? G->raw : G) >= 2 ? hold_graph(I, G) : NULL;
-    /* (under three or more too: the backward graph's own call, under the
-     * outer tapes, holds its values in turn, so a third or fourth order is
+    /* (under three or more, a cached call now runs its body eagerly
+     * instead: stage_grad_runs_eagerly, stage_grad3_cached_wrong; before:
+     * the backward graph's own call, under the outer tapes, held its values in
+     * turn, so a third or fourth order was
      * eager's where the target reads the call's result and the lower
      * orders' gradients, which the replay's two sums were not,
      * stage_grad3_cached_targets; held values had given wrong third orders

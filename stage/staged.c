@@ -712,7 +712,7 @@ static int pass_ways(const Graph *g, GRef r, int i, int depth)
  * which eager code computes as a tensor of its own. So only where the
  * optimized graph has as many ways to be each input as the traced one.
  * (graph/opt_algebra.c keeps such an op where a branch or loop body ends
- * on it, pinned_values, so a result an if or loop hands on keeps its
+ * on it, opt_pinned_values, so a result an if or loop hands on keeps its
  * ways; this check is for what is left: `return reshape(r)`.) */
 static void mark_pass_ok(Trace *t)
 {

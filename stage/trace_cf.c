@@ -1177,6 +1177,42 @@ static bool tape_meets_draw(const Tracer *T, const Graph *g, int r)
     return !T->symbolic && tfe_tapes_active && region_draws(g, r);
 }
 
+/* Does a region read a value that varies from call to call (a variable,
+ * a draw, a host call), in it or in a region nested in it? */
+static bool region_varies(const Graph *g, int r)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++) {
+        const GNode *x = &g->nodes[reg->nodes[i]];
+        if (x->kind == G_VAR_READ || x->kind == G_HOST) return true;
+        if (x->kind == G_OP && (tfe_ops[x->op].flags & F_RANDOM)) return true;
+        if ((x->kind == G_COND || x->kind == G_WHILE) && (region_varies(g, x->regions[0]) || region_varies(g, x->regions[1])))
+            return true;
+    }
+    return false;
+}
+
+/* A loop met with values (not in a branch traced symbolically) while two
+ * tapes or more record (a second order may be taken): as a node, its tape
+ * entry's backward graph, differentiated again by the outer tape, gave
+ * second orders that differ from eager's in the last bit in the call that
+ * traces (stage_grad2_loop_trace_bits; a cached call under two tapes runs
+ * its body eagerly, stage/grad.c). It runs at trace time instead, so the
+ * tapes see its ops one by one, as eagerly, and the trace depends on its
+ * condition's values (section 7 of docs/staging.md) -- where nothing in
+ * it varies from call to call (a variable's read, a draw, a host call,
+ * whose values a trace cannot depend on): there it stays a node, and the
+ * whole call runs eagerly where nothing was done yet in it. */
+static bool tapes_meet_loop(Tracer *T, const Graph *g, int rcond, int rbody, bool *varies)
+{
+    *varies = false;
+    if (T->symbolic || !tfe_tapes_active) return false;
+    tfe_tape *also[16];
+    if (tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) < 2) return false;
+    *varies = region_varies(g, rcond) || region_varies(g, rbody);
+    return !*varies;
+}
+
 /* An if met with values (not in a branch traced symbolically) while three
  * tapes or more record (a third order may be taken): run as a tape entry,
  * its backward graphs, run again under the outer tapes, gave third and
@@ -2169,6 +2205,24 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     restore(env, before);
     if (tape_meets_draw(T, g, rcond) || tape_meets_draw(T, g, rbody))
         FAIL(loop_loc, "a tape cannot differentiate a random draw inside a staged loop");
+    bool varies;
+    if (tapes_meet_loop(T, g, rcond, rbody, &varies))
+        FAIL(loop_loc, "a loop met while two tapes record runs at trace time");
+    /* (one on values that vary: the call runs eagerly, as later ones under
+     * as many tapes do, where nothing was done in it yet or its effects
+     * can be made again; else an error, docs/staging.md section 14) */
+    if (varies) {
+        int nt = 2 - (tfe_tapes_active - T->tapes_at_begin);
+        if (trace_nothing_done(T) || trace_effects_replayable(T)) {
+            rc = trace_nothing_done(T) ? trace_redo_eagerly(I, loop_loc, nt, "(unused)") : trace_redo_replaying(I, loop_loc, nt);
+            goto done;
+        }
+        FAIL(loop_loc, "this loop on a value that varies from call to call (a variable, a draw, a @host call) "
+             "is met while two tapes or more record the call (a second order or higher), after an effect of "
+             "the call that cannot be made again (a @host call that changes an outside binding or gets a "
+             "list, an assign, ...): the staged gradient would not be eager's bit for bit; make the effects "
+             "after this loop, or run the function eagerly (run_eagerly(true))");
+    }
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = loop_loc;

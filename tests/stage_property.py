@@ -76,6 +76,9 @@ SHAPES = [(3,), (2, 3)]
 # --avoid-known: do not generate the patterns of known, reported bugs (for
 # looking for others); none at present
 AVOID_KNOWN = False
+# --classic: the feature set before the optimizer bait below (same programs
+# for the same seeds as before it was added)
+CLASSIC = False
 UNARY = ["tanh", "sin", "cos", "sigmoid", "relu", "abs", "neg", "exp",
          "softplus", "gelu"]
 BINARY = ["+", "-", "*", "/", "maximum", "minimum"]
@@ -108,6 +111,17 @@ class Fn:
         self.sgd = False            # a gradient fed into a variable
         self.var_write_in_loop = False
         self.lines = []
+        # the optimizer bait (not under --classic): @host calls at the top
+        # level (a cached call under a tape then runs the optimized graph),
+        # repeated subexpressions, algebraic identities, constants that
+        # fold, dead values, outputs passed through or returned twice
+        self.new = not CLASSIC
+        self.ctl = 0                # enclosing traced ifs and loops
+        self.pool = {}              # shape -> expressions made so far
+        self.ndead = 0
+        # some functions have ifs only (no loop), so that an outer tape
+        # may differentiate through their cached calls
+        self.flat = self.new and rng.random() < 0.35
 
     # ---- expressions ----------------------------------------------------
 
@@ -118,7 +132,47 @@ class Fn:
         return [n for n, s in env if s == shape]
 
     def leaf(self, shape):
+        e = self.leaf0(shape)
         r = self.rng
+        if self.new and r.random() < 0.2:
+            e = self.identity(e, shape)
+        return e
+
+    def identity(self, e, shape):
+        """e through an op the optimizer folds away (graph/opt_algebra.c)."""
+        r = self.rng
+        forms = ["(%s * 1.0)", "(%s / 1.0)", "(%s - 0.0)", "(%s + -0.0)",
+                 "(1.0 * %s)", "reshape(%s, " + shape_src(shape) + ")",
+                 "cast(%s, float32)", "squeeze(expand_dims(%s, 0), 0)"]
+        if len(shape) == 2:
+            forms += ["transpose(transpose(%s))", "%s.T.T",
+                      "reshape(reshape(%s, (3, 2)), (2, 3))"]
+        return r.choice(forms) % e
+
+    def const(self, shape):
+        """A value of literals only (folded to a constant)."""
+        r = self.rng
+        a = literal_array(r, shape, -1.0, 1.0)
+        return r.choice([
+            "tanh(%s)" % a, "(%s * %s + 0.5)" % (a, literal_array(r, shape, -1.0, 1.0)),
+            "(%s * sum(%s))" % (a, literal_array(r, (3,), -1.0, 1.0)),
+            "relu(%s)" % a])
+
+    def host_ok(self):
+        return self.new and self.ctl == 0
+
+    def leaf0(self, shape):
+        r = self.rng
+        if self.new:
+            k = r.random()
+            if k < 0.08:
+                return self.const(shape)
+            pool = [e for e in self.pool.get(shape, [])
+                    if self.host_ok() or "hval" not in e]
+            if k < 0.16 and pool:
+                return r.choice(pool)   # work for cse
+            if k < 0.2 and self.host_ok():
+                return "hval(%s)" % self.expr(shape, 0)
         same = self.names(shape)
         if same and r.random() < 0.75:
             return r.choice(same)
@@ -135,6 +189,12 @@ class Fn:
             "(%s * %s)" % (src, literal_array(r, (2, 3), -1, 1))])
 
     def expr(self, shape, depth):
+        e = self.expr0(shape, depth)
+        if self.new and depth > 0:
+            self.pool.setdefault(shape, []).append(e)
+        return e
+
+    def expr0(self, shape, depth):
         r = self.rng
         if depth <= 0 or r.random() < 0.2:
             return self.leaf(shape)
@@ -269,6 +329,15 @@ class Fn:
             self.emit(ind, "%s = %s + %s.gradient(%s, %s)" % (g, g, t, l, w))
 
     def simple(self, ind, in_loop, depth):
+        if self.new:
+            k = self.rng.random()
+            if k < 0.12 and self.host_ok():
+                self.emit(ind, "hcount()")
+            elif k < 0.2:
+                # a value nothing uses (dce) that repeats one used (cse)
+                shape = self.rng.choice(SHAPES)
+                self.emit(ind, "let d%d = %s" % (self.ndead, self.expr(shape, 2)))
+                self.ndead += 1
         k = self.rng.random()
         if k < 0.45 and self.carried:
             self.update(ind)
@@ -294,8 +363,15 @@ class Fn:
                 self.simple(ind, in_loop, depth)
 
     def control(self, ind, depth, in_loop):
+        self.ctl += 1
+        self.control0(ind, depth, in_loop)
+        self.ctl -= 1
+
+    def control0(self, ind, depth, in_loop):
         r = self.rng
         kind = r.choice(["while", "for", "if", "if", "shrink"])
+        if self.flat:
+            kind = "if"
         if kind == "if":
             self.emit(ind, "if %s {" % self.cond())
             self.block(ind + 1, in_loop, depth)
@@ -334,9 +410,15 @@ class Fn:
         r = self.rng
         body = []
         self.lines = body
+        inits = []
         for k in range(r.randint(1, 3)):
             shape = r.choice(SHAPES)
-            e = self.bounded(shape, r.randint(1, 2))
+            if self.new and inits and r.random() < 0.3:
+                # the same value as an earlier one (cse merges them)
+                e, shape = r.choice(inits)
+            else:
+                e = self.bounded(shape, r.randint(1, 2))
+            inits.append((e, shape))
             self.carried.append(("a%d" % k, shape))
             self.emit(1, "let a%d = %s" % (k, e))
         decl_at = len(body)         # accumulators are declared here
@@ -344,7 +426,36 @@ class Fn:
             self.control(1, 1, False)
         if r.random() < 0.3:
             self.simple(1, False, 1)
-        vals = [n for n, _ in self.carried]
+        if self.new and r.random() < 0.3:
+            self.emit(1, "hcount()")
+        vals = list(self.carried)
+        if self.new:
+            # outputs the optimizer may make one tensor with another, or
+            # with an input: x passed through or folded (x * 1.0), the
+            # same value twice (cse), a carried value returned twice
+            for k in range(r.choice([0, 1, 1, 2, 3])):
+                shape = r.choice(SHAPES)
+                names = self.names(shape)
+                kind = r.random()
+                if kind < 0.2 and names:
+                    e = r.choice(names)
+                    if any(e == v for v, _ in self.vars):
+                        e = "(%s * 1.0)" % e
+                elif kind < 0.45 and names:
+                    e = self.identity(r.choice(names), shape)
+                elif kind < 0.65 and self.pool.get(shape):
+                    e = r.choice(self.pool[shape])
+                elif kind < 0.8:
+                    e = "tanh(%s)" % r.choice(names or ["x"])
+                    e = e if names else self.expr(shape, 1)
+                else:
+                    e = self.expr(shape, 2)
+                self.emit(1, "let o%d = %s" % (k, e))
+                vals.append(("o%d" % k, shape))
+            if r.random() < 0.3:
+                vals.append(r.choice(vals))
+        self.outs = vals
+        vals = [n for n, _ in vals]
         grads = [n for n, _ in self.accs]
         decls = ["    let %s = zeros(%s)" % (n, shape_src(s))
                  for n, s in self.accs]
@@ -358,6 +469,9 @@ class Fn:
 def gen_program(seed):
     rng = random.Random(seed)
     out = ["# stage_property program, seed %d" % seed]
+    if not CLASSIC:
+        out += ["let hcalls = 0", "@host", "fn hcount() { hcalls = hcalls + 1 }",
+                "@host", "fn hval(t) { return t * 0.5 + 0.125 }"]
     for fi in range(rng.randint(1, 3)):
         f = Fn(rng, "f%d" % fi)
         src, has_grads = f.build()
@@ -383,18 +497,34 @@ def gen_program(seed):
         if f.var_write_in_loop:
             can_tape = False
         g = "g" if f.sgd else ""
+        if f.new:
+            # one tensor as both arguments, where the shapes agree
+            if f.xs == f.ys and rng.random() < 0.2:
+                sets[1] = (sets[1][0], sets[1][0])
         vnames = ", ".join(v for v, _ in f.vars)
         for ci, ((a, b), n) in enumerate(zip((sets[0], sets[1], sets[0]), ns)):
             r = "%s_r%d" % (f.name, ci)
             call = "%s(%s, %s, %d)" % (f.name, a, b, n)
-            taped = can_tape and rng.random() < 0.4
+            taped = can_tape and rng.random() < (0.6 if f.new else 0.4)
             if taped:
                 t = "%s_T%d" % (f.name, ci)
                 out.append("with tape() as %s {" % t)
                 out.append("    %s.watch(%s)" % (t, a))
                 out.append("    let %s = %s" % (r, call))
-                out.append("    let %s_L = %s" % (r, " + ".join(
-                    "sum(%s[0][%d])" % (r, k) for k in range(len(f.carried)))))
+                if f.new:
+                    # weighted, and some outputs used twice: a tape that
+                    # took two outputs for one tensor (or one for two) adds
+                    # their gradients in another order than eager's
+                    ks = list(range(len(f.outs)))
+                    ks += [rng.choice(ks) for _ in range(rng.randint(0, 2))]
+                    terms = []
+                    for k in ks:
+                        w = literal_array(rng, f.outs[k][1], -1.5, 1.5)
+                        terms.append(rng.choice(["sum(%s[0][%d] * %s)", "sum(tanh(%s[0][%d]) * %s)"]) % (r, k, w))
+                    out.append("    let %s_L = %s" % (r, " + ".join(terms)))
+                else:
+                    out.append("    let %s_L = %s" % (r, " + ".join(
+                        "sum(%s[0][%d])" % (r, k) for k in range(len(f.carried)))))
                 out.append("}")
             else:
                 out.append("let %s = %s" % (r, call))
@@ -402,7 +532,7 @@ def gen_program(seed):
             if has_grads:
                 out.append('print("grad %s:", %s[1])' % (f.name, r))
             out.append('print("%svars %s:", %s)' % (g, f.name, ", ".join(
-                v + ".value" for v, _ in f.vars)))
+                [v + ".value" for v, _ in f.vars] + (["hcalls"] if f.new else []))))
             if taped:
                 out.append('print("tape %s:", %s.gradient(%s_L, (%s, %s)))' % (
                     f.name, t, r, a, vnames))
@@ -477,9 +607,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap, 25, 20260701)
     ap.add_argument("--avoid-known", action="store_true")
+    ap.add_argument("--classic", action="store_true")
     args = ap.parse_args()
-    global AVOID_KNOWN
+    global AVOID_KNOWN, CLASSIC
     AVOID_KNOWN = args.avoid_known
+    CLASSIC = args.classic
     return drive("stage_property", args, gen_program, check_program)
 
 if __name__ == "__main__":

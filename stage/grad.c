@@ -2640,21 +2640,52 @@ static int sweep_host(BP *b, const GNode *n)
      * (stage/host_reads.h): the calls are numbered in the effect order */
     int call = 0;
     for (const GNode *m = G->nodes; m < n; m++) call += host_call_counts(m);
+    /* where every gradient that reaches its results is none in eager terms
+     * (a loop's carried value that nothing after the loop used), what the
+     * function's gradient gives is none too, as sweep_op's: no -0.0 from
+     * zeros through a negative factor (stage_grad_host_none_loop) */
+    tfe_tensor *none = NULL;
+    bool first = true;
+    for (int k = 0; k < n->nout && b->none; k++) {
+        if (!dy[k]) continue;
+        tfe_tensor *f = first ? ref(b->none[n->vbase + k]) : flag_and(none, b->none[n->vbase + k]);
+        if (none) tensor_decref(none);
+        none = f;
+        first = false;
+    }
     int rc = host_node_vjp(b->I, n, call, in, out, dy, dx);
     free(out);
     free(dy);
     for (int i = 0; i < n->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;
+        int slot = slot_of(G, n->in[i]);
         if (rc) {
             tensor_decref(dx[i]);
+        } else if (total[i] && none) {
+            /* the total where real; else the gradient so far, and its flag */
+            tfe_tensor *was = b->g[slot] ? ref(b->g[slot]) : filled(dx[i], -0.0);
+            tfe_tensor *in3[3] = {none, was, dx[i]};
+            tfe_tensor *r = was ? tfe_call1(OP_WHERE, 3, in3, NULL) : NULL;
+            tfe_tensor *wf = b->g[slot] ? ref(b->none[slot]) : flag_const(true);
+            put(b->none, slot, flag_where(none, wf, NULL));
+            if (wf) tensor_decref(wf);
+            if (was) tensor_decref(was);
+            tensor_decref(dx[i]);
+            if (!r) rc = -1;
+            else put(b->g, slot, r);
         } else if (total[i]) {
-            unflag(b, slot_of(G, n->in[i]));
-            put(b->g, slot_of(G, n->in[i]), dx[i]);
-        } else if (acc(b, slot_of(G, n->in[i]), dx[i])) {
+            unflag(b, slot);
+            put(b->g, slot, dx[i]);
+        } else if (none) {
+            tfe_tensor *d = tfe_grad_flag_fill(none, dx[i], -0.0); /* -0.0s where none: what adds nothing */
+            tensor_decref(dx[i]);
+            if (!d || acc_f(b, slot, d, none)) rc = -1;
+        } else if (acc(b, slot, dx[i])) {
             rc = -1;
         }
     }
+    if (none) tensor_decref(none);
     if (total != totb) free(total);
     if (in != inb) free(in);
     if (dx != dxb) free(dx);

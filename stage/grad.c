@@ -2640,21 +2640,52 @@ static int sweep_host(BP *b, const GNode *n)
      * (stage/host_reads.h): the calls are numbered in the effect order */
     int call = 0;
     for (const GNode *m = G->nodes; m < n; m++) call += host_call_counts(m);
+    /* where every gradient that reaches its results is none in eager terms
+     * (a loop's carried value that nothing after the loop used), what the
+     * function's gradient gives is none too, as sweep_op's: no -0.0 from
+     * zeros through a negative factor (stage_grad_host_none_loop) */
+    tfe_tensor *none = NULL;
+    bool first = true;
+    for (int k = 0; k < n->nout && b->none; k++) {
+        if (!dy[k]) continue;
+        tfe_tensor *f = first ? ref(b->none[n->vbase + k]) : flag_and(none, b->none[n->vbase + k]);
+        if (none) tensor_decref(none);
+        none = f;
+        first = false;
+    }
     int rc = host_node_vjp(b->I, n, call, in, out, dy, dx);
     free(out);
     free(dy);
     for (int i = 0; i < n->nin; i++) {
         if (dx[i] == TFE_GRAD_SKIP) dx[i] = NULL;
         if (!dx[i]) continue;
+        int slot = slot_of(G, n->in[i]);
         if (rc) {
             tensor_decref(dx[i]);
+        } else if (total[i] && none) {
+            /* the total where real; else the gradient so far, and its flag */
+            tfe_tensor *was = b->g[slot] ? ref(b->g[slot]) : filled(dx[i], -0.0);
+            tfe_tensor *in3[3] = {none, was, dx[i]};
+            tfe_tensor *r = was ? tfe_call1(OP_WHERE, 3, in3, NULL) : NULL;
+            tfe_tensor *wf = b->g[slot] ? ref(b->none[slot]) : flag_const(true);
+            put(b->none, slot, flag_where(none, wf, NULL));
+            if (wf) tensor_decref(wf);
+            if (was) tensor_decref(was);
+            tensor_decref(dx[i]);
+            if (!r) rc = -1;
+            else put(b->g, slot, r);
         } else if (total[i]) {
-            unflag(b, slot_of(G, n->in[i]));
-            put(b->g, slot_of(G, n->in[i]), dx[i]);
-        } else if (acc(b, slot_of(G, n->in[i]), dx[i])) {
+            unflag(b, slot);
+            put(b->g, slot, dx[i]);
+        } else if (none) {
+            tfe_tensor *d = tfe_grad_flag_fill(none, dx[i], -0.0); /* -0.0s where none: what adds nothing */
+            tensor_decref(dx[i]);
+            if (!d || acc_f(b, slot, d, none)) rc = -1;
+        } else if (acc(b, slot, dx[i])) {
             rc = -1;
         }
     }
+    if (none) tensor_decref(none);
     if (total != totb) free(total);
     if (in != inb) free(in);
     if (dx != dxb) free(dx);
@@ -4300,16 +4331,43 @@ int stage_graph_call_same(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_te
     return stage_graph_call_ran(I, G, inputs, outs, same_in, NULL, NULL);
 }
 
+/* How the run of R went at the if or loop of the graph as traced whose id
+ * is cf (its note in ran, graph/exec.h: 1 + the branch, or 1 + the
+ * iterations), or 0 where that is not known (the optimizer dropped it). */
+static int traced_way(const Graph *R, const signed char *ran, int cf)
+{
+    for (int i = 0; ran && i < R->n; i++)
+        if ((R->nodes[i].kind == G_COND || R->nodes[i].kind == G_WHILE) && R->nodes[i].cf_id == cf) return ran[i];
+    return 0;
+}
+
 /* The values a top-region value r of the graph as traced T can be at run
  * time: r itself, or, for an if's output, those of its branches' outputs
- * (a value made in the branch, or one from outside it handed on),
- * collected into bases[] (*over: more than cap). */
+ * (a value made in the branch, or one from outside it handed on), for a
+ * loop's, its initial value's and its body's; where the run of R says which
+ * branch ran, or whether the loop ran at all, only that one (two tanh(v)
+ * CSE merged, handed on by two loops that ran zero times, are two tensors
+ * in eager code; acc and b = acc, one where the loop ran:
+ * stage_grad_cse_cond_outputs_bits), collected into bases[] (*over: more
+ * than cap). */
 enum { TRACED_BASES = 32 };
-static void traced_bases(const Graph *T, GRef r, GRef *bases, int *n, bool *over)
+static void traced_bases(const Graph *T, const Graph *R, const signed char *ran, GRef r, GRef *bases, int *n,
+                         bool *over)
 {
     const GNode *nd = &T->nodes[r.node];
+    int way = nd->kind == G_COND || nd->kind == G_WHILE ? traced_way(R, ran, nd->cf_id) : 0;
     if (nd->kind == G_COND) {
-        for (int b = 0; b < 2; b++) traced_bases(T, T->regions[nd->regions[b]].outs[r.out], bases, n, over);
+        for (int b = 0; b < 2; b++)
+            if (!way || way == 1 + b) traced_bases(T, R, ran, T->regions[nd->regions[b]].outs[r.out], bases, n, over);
+        return;
+    }
+    /* a loop's carried value: its initial value (the loop ran zero times)
+     * or what the body ends it on (a value made there, a capture, or a
+     * carried value, whose identity the run decides) */
+    const GRegion *rc = nd->kind == G_WHILE ? &T->regions[nd->regions[0]] : NULL;
+    if (rc && r.out < rc->nparams && r.out < nd->nin && r.out < T->regions[nd->regions[1]].nouts) {
+        if (way <= 1) traced_bases(T, R, ran, nd->in[r.out], bases, n, over);
+        if (way != 1) traced_bases(T, R, ran, T->regions[nd->regions[1]].outs[r.out], bases, n, over);
         return;
     }
     if (*n == TRACED_BASES) *over = true;
@@ -4334,7 +4392,7 @@ static bool run_decides(const Graph *T, GRef r)
  * in another order (stage_grad_cse_outputs_bits). They are one where some
  * value either can be (through ifs) is one node of the traced graph, or
  * both are values whose identity the run decides. */
-static bool traced_same(const Graph *R, const Graph *G, int k, int j)
+static bool traced_same(const Graph *R, const signed char *ran, const Graph *G, int k, int j)
 {
     const Graph *T = G->raw ? G->raw : G;
     if (R == T) return true;
@@ -4343,8 +4401,8 @@ static bool traced_same(const Graph *R, const Graph *G, int k, int j)
     GRef a[TRACED_BASES], b[TRACED_BASES];
     int na = 0, nb = 0;
     bool over = false;
-    traced_bases(T, top->outs[k], a, &na, &over);
-    if (j >= 0) traced_bases(T, top->outs[j], b, &nb, &over);
+    traced_bases(T, R, ran, top->outs[k], a, &na, &over);
+    if (j >= 0) traced_bases(T, R, ran, top->outs[j], b, &nb, &over);
     if (over) return true;
     for (int x = 0; x < na; x++) {
         if (j < 0 && run_decides(T, a[x])) return true;
@@ -4413,11 +4471,11 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
         /* each output its own tensor (the tape knows tensors by identity) */
         bool dup = false;
         for (int i = 0; i < R->ninputs && !dup; i++)
-            if ((dup = outs[k] == inputs[i]) && traced_same(R, G, k, -1)) same[k] = i;
+            if ((dup = outs[k] == inputs[i]) && traced_same(R, x.ran, G, k, -1)) same[k] = i;
         /* (one tensor twice, b = acc last in a loop's body: eager code's
          * one tensor, whose uses add to one sum; -2 - j: output j) */
         for (int j = 0; j < k && !dup; j++)
-            if ((dup = outs[k] == outs[j]) && traced_same(R, G, k, j)) same[k] = -2 - j;
+            if ((dup = outs[k] == outs[j]) && traced_same(R, x.ran, G, k, j)) same[k] = -2 - j;
         /* (a graph constant, directly or through a branch that left a
          * binding on it, is handed out as a tensor of its own: eager code
          * makes a new one at every call, and a caller that passes it back

@@ -1067,15 +1067,27 @@ static void use_instead(Graph *g, int r, int from, GRef to)
         if (reg->outs[k].node == from && reg->outs[k].out == 0) reg->outs[k] = to;
 }
 
-static void share_in(Graph *g, int r, int id, int top)
+static void share_in(Tracer *T, int r, int id, int top)
 {
+    Graph *g = T->g;
     for (int i = 0; i < g->regions[r].n; i++) {
         int rid = g->regions[r].nodes[i];
         const GNode *x = &g->nodes[rid];
         if (x->kind == G_COND || x->kind == G_WHILE)
-            for (int k = 0; k < 2; k++) share_in(g, x->regions[k], id, top);
+            for (int k = 0; k < 2; k++) share_in(T, x->regions[k], id, top);
         if (x->kind != G_VAR_READ || x->outer_out || node_may_assign(g, &g->nodes[id], x->host->obj.u.o)) continue;
         int before = read_before(g, g->nodes[id].region, id, x->host->obj.u.o);
+        /* not where a tape made in this trace is recording and the read
+         * before is a header of its own for the variable's tensor (a read
+         * again after an if that may assign it): that tape knows the
+         * variable by its tensor, and the if or loop, run as its entry,
+         * would read the header, which it never saw read (a gradient of
+         * zeros: stage_grad_inner_reread_shared) */
+        if (before >= 0 && T->I->tapes.n > T->tapes_at_begin) {
+            int slot = g->nodes[before].vbase;
+            const tfe_tensor *c = slot >= 0 && slot < T->capconcrete ? T->concrete[slot] : NULL;
+            if (!c || c != variable_peek(x->host->obj)) continue;
+        }
         if (before >= 0) use_instead(g, top, rid, (GRef){before, 0});
     }
 }
@@ -1089,7 +1101,7 @@ static void share_in(Graph *g, int r, int id, int top)
 void trace_share_reads(Tracer *T, int id)
 {
     Graph *g = T->g;
-    for (int k = 0; k < 2; k++) share_in(g, gnode(g, id)->regions[k], id, gnode(g, id)->regions[k]);
+    for (int k = 0; k < 2; k++) share_in(T, gnode(g, id)->regions[k], id, gnode(g, id)->regions[k]);
 }
 
 /* A var_read node of var, of value's dtype and shape, on the effect chain. */

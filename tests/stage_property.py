@@ -29,6 +29,33 @@ loop-carried tensors and gradient accumulators, then runs random statements:
   * variable updates: `v.assign(E)`, `v.assign_add(E)`, and SGD steps
     `v.assign_sub(lr * tanh(t.gradient(l, v)))`.
 
+Optimizer bait (all but --classic, which generates the programs of the
+feature set before it, seed for seed): a cached call under a tape outside it
+runs its optimized graph where it calls @host code or assigns a variable,
+and there the optimizer's rewrites (graph/opt_*.c) can make two values eager
+code computes apart one tensor. So programs define `@host fn hcount()` (a
+counter, printed with the variables) and `@host fn hval(t)` (reads and
+returns a tensor), called at the top level of half the functions, those
+that take no gradient inside (a @host call inside a traced if or loop runs
+it at trace time; one before a tape made in the function that reads a
+variable is a located error); some functions have ifs only (no
+loop), so an outer tape may take them; expressions repeat earlier ones (cse)
+and wrap values in identities (x * 1.0, x / 1.0, x - 0.0, x + -0.0, 1.0 * x,
+reshape and cast to the same shape and dtype, squeeze(expand_dims(x, 0), 0),
+transpose(transpose(x)), x.T.T, a reshape of a reshape: opt_algebra.c), use
+constants of literals only (opt_fold.c) and dead values (`let d0 = ...`,
+opt_dce.c); carried values start as the same expression as an earlier one
+(two tanh(v)), and end on another carried value or an argument (b = acc,
+sometimes through an identity); functions return, after the carried values,
+arguments passed through, identities of them, repeated expressions and a
+carried value twice; x and y are sometimes one tensor (f(a, a, n)); and the
+outer tape's target weights each result by a literal array, some results
+twice, so a tape that took two results for one tensor (or one for two) adds
+their gradients in another order than eager code (the class of seed 240395,
+found in 3,000 programs by the old generator; with stage/grad.c's
+traced_same made to return true, 12 of seeds 1..300 differ by it here,
+with --avoid-known: 14, 62, 81, 98, 173, 204, 211, 219, 233, 263, 282, 295).
+
 Each function is called 3 times with other values and other n (n = 0 too):
 the first call traces, the later ones run the cached graph. Some calls are
 made under an outer tape, and the gradient of the results with respect to x
@@ -61,7 +88,8 @@ Environment: $TFE (the binary), $TFE_SRCDIR, $TFE_TEST_WRAPPER (optional
 prefix). Options: -n N (programs), --seed S, -j N (parallel programs),
 --keep (keep the work folder), -v (print every failing program in full),
 --show (print the generated programs and exit), --grad-rtol R,
---grad-atol A.
+--grad-atol A, --classic (the feature set before the optimizer bait),
+--avoid-known (leave out the patterns of known open bugs: AVOID_KNOWN).
 """
 import argparse
 import os
@@ -74,8 +102,14 @@ from opt_property import NUM, add_common_args, binary_src, close, diff, drive, l
 
 SHAPES = [(3,), (2, 3)]
 # --avoid-known: do not generate the patterns of known, reported bugs (for
-# looking for others); none at present
+# looking for others): a carried value ending on another or on an argument
+# (b = acc, b = y) in a traced if or loop of a function that takes a
+# gradient inside, whose tape then watches one and uses the other (eager
+# code's one tensor, two to the trace: docs/staging.md section 14)
 AVOID_KNOWN = False
+# --classic: the feature set before the optimizer bait below (same programs
+# for the same seeds as before it was added)
+CLASSIC = False
 UNARY = ["tanh", "sin", "cos", "sigmoid", "relu", "abs", "neg", "exp",
          "softplus", "gelu"]
 BINARY = ["+", "-", "*", "/", "maximum", "minimum"]
@@ -108,6 +142,22 @@ class Fn:
         self.sgd = False            # a gradient fed into a variable
         self.var_write_in_loop = False
         self.lines = []
+        # the optimizer bait (not under --classic): @host calls at the top
+        # level (a cached call under a tape then runs the optimized graph),
+        # repeated subexpressions, algebraic identities, constants that
+        # fold, dead values, outputs passed through or returned twice
+        self.new = not CLASSIC
+        self.ctl = 0                # enclosing traced ifs and loops
+        self.in_tape = False        # generating a tape's block
+        self.pool = {}              # shape -> expressions made so far
+        self.ndead = 0
+        # some functions have ifs only (no loop), so that an outer tape
+        # may differentiate through their cached calls
+        self.flat = self.new and rng.random() < 0.35
+        # @host calls only in functions that take no gradient inside: a
+        # host call may assign a variable, and a tape made later in the
+        # function that reads it is then a located error (seed 21859)
+        self.hosty = self.new and rng.random() < 0.5
 
     # ---- expressions ----------------------------------------------------
 
@@ -118,7 +168,51 @@ class Fn:
         return [n for n, s in env if s == shape]
 
     def leaf(self, shape):
+        e = self.leaf0(shape)
         r = self.rng
+        if self.new and r.random() < 0.2:
+            e = self.identity(e, shape)
+        return e
+
+    def identity(self, e, shape):
+        """e through an op the optimizer folds away (graph/opt_algebra.c)."""
+        r = self.rng
+        forms = ["(%s * 1.0)", "(%s / 1.0)", "(%s - 0.0)", "(%s + -0.0)",
+                 "(1.0 * %s)", "reshape(%s, " + shape_src(shape) + ")",
+                 "cast(%s, float32)", "squeeze(expand_dims(%s, 0), 0)"]
+        if len(shape) == 2:
+            forms += ["transpose(transpose(%s))", "%s.T.T",
+                      "reshape(reshape(%s, (3, 2)), (2, 3))"]
+        return r.choice(forms) % e
+
+    def const(self, shape):
+        """A value of literals only (folded to a constant)."""
+        r = self.rng
+        a = literal_array(r, shape, -1.0, 1.0)
+        return r.choice([
+            "tanh(%s)" % a, "(%s * %s + 0.5)" % (a, literal_array(r, shape, -1.0, 1.0)),
+            "(%s * sum(%s))" % (a, literal_array(r, (3,), -1.0, 1.0)),
+            "relu(%s)" % a])
+
+    def host_ok(self):
+        # not inside a traced if or loop (the host call would make it run
+        # at trace time), nor in a tape's block made in the function (a
+        # host call may assign a variable the tape reads before and after
+        # it: a located error, docs/staging.md section 11)
+        return self.hosty and self.ctl == 0 and not self.in_tape
+
+    def leaf0(self, shape):
+        r = self.rng
+        if self.new:
+            k = r.random()
+            if k < 0.08:
+                return self.const(shape)
+            pool = [e for e in self.pool.get(shape, [])
+                    if self.host_ok() or "hval" not in e]
+            if k < 0.16 and pool:
+                return r.choice(pool)   # work for cse
+            if k < 0.2 and self.host_ok():
+                return "hval(%s)" % self.expr(shape, 0)
         same = self.names(shape)
         if same and r.random() < 0.75:
             return r.choice(same)
@@ -135,6 +229,12 @@ class Fn:
             "(%s * %s)" % (src, literal_array(r, (2, 3), -1, 1))])
 
     def expr(self, shape, depth):
+        e = self.expr0(shape, depth)
+        if self.new and depth > 0:
+            self.pool.setdefault(shape, []).append(e)
+        return e
+
+    def expr0(self, shape, depth):
         r = self.rng
         if depth <= 0 or r.random() < 0.2:
             return self.leaf(shape)
@@ -190,6 +290,17 @@ class Fn:
     def update(self, ind):
         r = self.rng
         name, shape = r.choice(self.carried)
+        other = [n for n in self.names(shape, allow_vars=False) if n != name]
+        if self.new and other and r.random() < 0.15 and not AVOID_KNOWN:
+            # one carried value ends on another or on an argument (b =
+            # acc): one tensor in eager code where this ran, two where a
+            # loop ran zero times; or on one the optimizer folds into it
+            # (b = acc * 1.0: an if or loop that would hand on its input)
+            e = r.choice(other)
+            if r.random() < 0.3:
+                e = self.identity(e, shape)
+            self.emit(ind, "%s = %s" % (name, e))
+            return
         e = self.bounded(shape, r.randint(1, 3))
         if r.random() < 0.4:
             self.emit(ind, "%s = %s * 0.5 + %s" % (name, name, e))
@@ -233,6 +344,7 @@ class Fn:
         else:
             w, ws = r.choice([("x", self.xs), ("y", self.ys)] + self.carried)
         self.emit(ind, "with tape() as %s {" % t)
+        in_tape, self.in_tape = self.in_tape, True
         if not any(w == n for n, _ in self.vars):
             self.emit(ind + 1, "%s.watch(%s)" % (t, w))
         if depth > 0 and self.rng.random() < 0.3 and not in_loop and ind <= 1:
@@ -259,6 +371,7 @@ class Fn:
         self.emit(ind + 1, "let %s = sum(%s(%s * %s) + %s)" % (
             l, r.choice(["tanh", "sin", "sigmoid", ""]), w, e, e))
         self.emit(ind, "}")
+        self.in_tape = in_tape
         if any(w == n for n, _ in self.vars) and r.random() < 0.5 and not (in_loop and self.in_tape_block):
             self.sgd = True
             self.var_write_in_loop |= in_loop
@@ -269,6 +382,15 @@ class Fn:
             self.emit(ind, "%s = %s + %s.gradient(%s, %s)" % (g, g, t, l, w))
 
     def simple(self, ind, in_loop, depth):
+        if self.new:
+            k = self.rng.random()
+            if k < 0.12 and self.host_ok():
+                self.emit(ind, "hcount()")
+            elif k < 0.2:
+                # a value nothing uses (dce) that repeats one used (cse)
+                shape = self.rng.choice(SHAPES)
+                self.emit(ind, "let d%d = %s" % (self.ndead, self.expr(shape, 2)))
+                self.ndead += 1
         k = self.rng.random()
         if k < 0.45 and self.carried:
             self.update(ind)
@@ -279,10 +401,12 @@ class Fn:
             # through a staged loop that assigns a variable it reads, with
             # the tape made in the function, is a located error (a
             # documented limit, docs/staging.md section 14; seed 67392)
-            if self.carried:
+            if self.carried or self.hosty:
                 self.update(ind)
             else:
                 self.tape(ind, in_loop, depth)
+        elif self.hosty:
+            self.update(ind)
         else:
             self.tape(ind, in_loop, depth)
 
@@ -294,8 +418,15 @@ class Fn:
                 self.simple(ind, in_loop, depth)
 
     def control(self, ind, depth, in_loop):
+        self.ctl += 1
+        self.control0(ind, depth, in_loop)
+        self.ctl -= 1
+
+    def control0(self, ind, depth, in_loop):
         r = self.rng
         kind = r.choice(["while", "for", "if", "if", "shrink"])
+        if self.flat:
+            kind = "if"
         if kind == "if":
             self.emit(ind, "if %s {" % self.cond())
             self.block(ind + 1, in_loop, depth)
@@ -334,9 +465,15 @@ class Fn:
         r = self.rng
         body = []
         self.lines = body
+        inits = []
         for k in range(r.randint(1, 3)):
             shape = r.choice(SHAPES)
-            e = self.bounded(shape, r.randint(1, 2))
+            if self.new and inits and r.random() < 0.3:
+                # the same value as an earlier one (cse merges them)
+                e, shape = r.choice(inits)
+            else:
+                e = self.bounded(shape, r.randint(1, 2))
+            inits.append((e, shape))
             self.carried.append(("a%d" % k, shape))
             self.emit(1, "let a%d = %s" % (k, e))
         decl_at = len(body)         # accumulators are declared here
@@ -344,7 +481,36 @@ class Fn:
             self.control(1, 1, False)
         if r.random() < 0.3:
             self.simple(1, False, 1)
-        vals = [n for n, _ in self.carried]
+        if self.hosty and r.random() < 0.5:
+            self.emit(1, "hcount()")
+        vals = list(self.carried)
+        if self.new:
+            # outputs the optimizer may make one tensor with another, or
+            # with an input: x passed through or folded (x * 1.0), the
+            # same value twice (cse), a carried value returned twice
+            for k in range(r.choice([0, 1, 1, 2, 3])):
+                shape = r.choice(SHAPES)
+                names = self.names(shape)
+                kind = r.random()
+                if kind < 0.2 and names:
+                    e = r.choice(names)
+                    if any(e == v for v, _ in self.vars):
+                        e = "(%s * 1.0)" % e
+                elif kind < 0.45 and names:
+                    e = self.identity(r.choice(names), shape)
+                elif kind < 0.65 and self.pool.get(shape):
+                    e = r.choice(self.pool[shape])
+                elif kind < 0.8:
+                    e = "tanh(%s)" % r.choice(names or ["x"])
+                    e = e if names else self.expr(shape, 1)
+                else:
+                    e = self.expr(shape, 2)
+                self.emit(1, "let o%d = %s" % (k, e))
+                vals.append(("o%d" % k, shape))
+            if r.random() < 0.3:
+                vals.append(r.choice(vals))
+        self.outs = vals
+        vals = [n for n, _ in vals]
         grads = [n for n, _ in self.accs]
         decls = ["    let %s = zeros(%s)" % (n, shape_src(s))
                  for n, s in self.accs]
@@ -358,6 +524,9 @@ class Fn:
 def gen_program(seed):
     rng = random.Random(seed)
     out = ["# stage_property program, seed %d" % seed]
+    if not CLASSIC:
+        out += ["let hcalls = 0", "@host", "fn hcount() { hcalls = hcalls + 1 }",
+                "@host", "fn hval(t) { return t * 0.5 + 0.125 }"]
     for fi in range(rng.randint(1, 3)):
         f = Fn(rng, "f%d" % fi)
         src, has_grads = f.build()
@@ -383,18 +552,34 @@ def gen_program(seed):
         if f.var_write_in_loop:
             can_tape = False
         g = "g" if f.sgd else ""
+        if f.new:
+            # one tensor as both arguments, where the shapes agree
+            if f.xs == f.ys and rng.random() < 0.2:
+                sets[1] = (sets[1][0], sets[1][0])
         vnames = ", ".join(v for v, _ in f.vars)
         for ci, ((a, b), n) in enumerate(zip((sets[0], sets[1], sets[0]), ns)):
             r = "%s_r%d" % (f.name, ci)
             call = "%s(%s, %s, %d)" % (f.name, a, b, n)
-            taped = can_tape and rng.random() < 0.4
+            taped = can_tape and rng.random() < (0.6 if f.new else 0.4)
             if taped:
                 t = "%s_T%d" % (f.name, ci)
                 out.append("with tape() as %s {" % t)
                 out.append("    %s.watch(%s)" % (t, a))
                 out.append("    let %s = %s" % (r, call))
-                out.append("    let %s_L = %s" % (r, " + ".join(
-                    "sum(%s[0][%d])" % (r, k) for k in range(len(f.carried)))))
+                if f.new:
+                    # weighted, and some outputs used twice: a tape that
+                    # took two outputs for one tensor (or one for two) adds
+                    # their gradients in another order than eager's
+                    ks = list(range(len(f.outs)))
+                    ks += [rng.choice(ks) for _ in range(rng.randint(0, 2))]
+                    terms = []
+                    for k in ks:
+                        w = literal_array(rng, f.outs[k][1], -1.5, 1.5)
+                        terms.append(rng.choice(["sum(%s[0][%d] * %s)", "sum(tanh(%s[0][%d]) * %s)"]) % (r, k, w))
+                    out.append("    let %s_L = %s" % (r, " + ".join(terms)))
+                else:
+                    out.append("    let %s_L = %s" % (r, " + ".join(
+                        "sum(%s[0][%d])" % (r, k) for k in range(len(f.carried)))))
                 out.append("}")
             else:
                 out.append("let %s = %s" % (r, call))
@@ -402,7 +587,7 @@ def gen_program(seed):
             if has_grads:
                 out.append('print("grad %s:", %s[1])' % (f.name, r))
             out.append('print("%svars %s:", %s)' % (g, f.name, ", ".join(
-                v + ".value" for v, _ in f.vars)))
+                [v + ".value" for v, _ in f.vars] + (["hcalls"] if f.new else []))))
             if taped:
                 out.append('print("tape %s:", %s.gradient(%s_L, (%s, %s)))' % (
                     f.name, t, r, a, vnames))
@@ -477,9 +662,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap, 25, 20260701)
     ap.add_argument("--avoid-known", action="store_true")
+    ap.add_argument("--classic", action="store_true")
     args = ap.parse_args()
-    global AVOID_KNOWN
+    global AVOID_KNOWN, CLASSIC
     AVOID_KNOWN = args.avoid_known
+    CLASSIC = args.classic
     return drive("stage_property", args, gen_program, check_program)
 
 if __name__ == "__main__":

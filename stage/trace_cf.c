@@ -1197,12 +1197,8 @@ static bool region_varies(const Graph *g, int r)
  * entry's backward graph, differentiated again by the outer tape, gave
  * second orders that differ from eager's in the last bit in the call that
  * traces (stage_grad2_loop_trace_bits; a cached call under two tapes runs
- * its body eagerly, stage/grad.c). It runs at trace time instead, so the
- * tapes see its ops one by one, as eagerly, and the trace depends on its
- * condition's values (section 7 of docs/staging.md) -- where nothing in
- * it varies from call to call (a variable's read, a draw, a host call,
- * whose values a trace cannot depend on): there it stays a node, and the
- * whole call runs eagerly where nothing was done yet in it. */
+ * its body eagerly, stage/grad.c). *varies: its condition or body reads a
+ * value that varies from call to call (a variable, a draw, a host call). */
 static bool tapes_meet_loop(Tracer *T, const Graph *g, int rcond, int rbody, bool *varies)
 {
     *varies = false;
@@ -1210,7 +1206,7 @@ static bool tapes_meet_loop(Tracer *T, const Graph *g, int rcond, int rbody, boo
     tfe_tape *also[16];
     if (tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) < 2) return false;
     *varies = region_varies(g, rcond) || region_varies(g, rbody);
-    return !*varies;
+    return true;
 }
 
 /* An if met with values (not in a branch traced symbolically) while three
@@ -1229,6 +1225,21 @@ static bool tapes_meet_if(Tracer *T, const tfe_tensor *pred)
     if (T->symbolic || !tfe_tapes_active || trace_value_varies(T->I, pred)) return false;
     tfe_tape *also[16];
     return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
+}
+
+/* An if met with values while exactly two tapes record the call that
+ * traces (a second order may be taken): as a node, nested ifs on traced
+ * data under a target that reads the call's result as well as the first
+ * order gave the outer tape two sums (stage_grad2_if_trace_result_bits).
+ * Where nothing was done yet in the call, or its effects can be made
+ * again, the call runs eagerly instead, as do later calls under as many
+ * tapes (run at trace time, the if would make a trace per condition
+ * value: a retrace at every call with new data); else it stays a node. */
+static bool two_tapes_meet_if(Tracer *T)
+{
+    if (T->symbolic || !tfe_tapes_active) return false;
+    tfe_tape *also[16];
+    return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) == 2;
 }
 
 /* The same if met with values, whose condition varies from call to call
@@ -1430,6 +1441,11 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
      * third and fourth orders could differ from eager's in the last bit
      * (docs/staging.md section 14, stage_err_grad4_varying_if_effect):
      * a located error instead of a silent difference) */
+    if (two_tapes_meet_if(T) && (trace_nothing_done(T) || trace_effects_replayable(T))) {
+        int nt = 2 - (tfe_tapes_active - T->tapes_at_begin);
+        rc = trace_nothing_done(T) ? trace_redo_eagerly(I, n->a->loc, nt, "(unused)") : trace_redo_replaying(I, n->a->loc, nt);
+        goto done;
+    }
     if (tapes_meet_varying_if(T, cond.u.t)) {
         if (trace_nothing_done(T)) {
             rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
@@ -2205,18 +2221,19 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     restore(env, before);
     if (tape_meets_draw(T, g, rcond) || tape_meets_draw(T, g, rbody))
         FAIL(loop_loc, "a tape cannot differentiate a random draw inside a staged loop");
+    /* (so the call runs eagerly from its start, as do later ones under as
+     * many tapes, where nothing was done in it yet or its effects can be
+     * made again; else the loop runs at trace time, the trace reading its
+     * condition's values, section 7 -- where they vary from call to call,
+     * which a trace cannot depend on, an error) */
     bool varies;
-    if (tapes_meet_loop(T, g, rcond, rbody, &varies))
-        FAIL(loop_loc, "a loop met while two tapes record runs at trace time");
-    /* (one on values that vary: the call runs eagerly, as later ones under
-     * as many tapes do, where nothing was done in it yet or its effects
-     * can be made again; else an error, docs/staging.md section 14) */
-    if (varies) {
+    if (tapes_meet_loop(T, g, rcond, rbody, &varies)) {
         int nt = 2 - (tfe_tapes_active - T->tapes_at_begin);
         if (trace_nothing_done(T) || trace_effects_replayable(T)) {
             rc = trace_nothing_done(T) ? trace_redo_eagerly(I, loop_loc, nt, "(unused)") : trace_redo_replaying(I, loop_loc, nt);
             goto done;
         }
+        if (!varies) FAIL(loop_loc, "a loop met while two tapes record runs at trace time");
         FAIL(loop_loc, "this loop on a value that varies from call to call (a variable, a draw, a @host call) "
              "is met while two tapes or more record the call (a second order or higher), after an effect of "
              "the call that cannot be made again (a @host call that changes an outside binding or gets a "

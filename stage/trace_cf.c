@@ -771,6 +771,77 @@ static int passed_input(Tracer *T, const tfe_tensor *t)
     return n->input && g->kind == G_INPUT ? g->input_index : n->passed;
 }
 
+/* The tensor that stands for value r in the trace with values, or NULL. */
+static tfe_tensor *concrete_of(Tracer *T, GRef r)
+{
+    int s = gnode(T->g, r.node)->vbase + r.out;
+    return s >= 0 && s < T->capconcrete ? T->concrete[s] : NULL;
+}
+
+/* tfe_late_alias_cond_hook: whether loop node of trace owner ran (or, neg,
+ * did not), made when a tape first needs it; NULL if that trace is not the
+ * one in progress or the condition cannot be replayed. */
+static tfe_tensor *late_loop_cond(const void *owner, int node, bool neg)
+{
+    Tracer *T = (Tracer *)owner;
+    if (!T || T->I->tracer != T || T->symbolic) return NULL;
+    tfe_tensor *runs = stage_loop_runs(T, node, false);
+    if (!runs || !neg) return runs;
+    tfe_tensor *r = tfe_call1(OP_LOGICAL_NOT, 1, &runs, NULL);
+    tensor_decref(runs);
+    return r;
+}
+
+/* For tapes made, or watching, after if or loop id (traced with values,
+ * its results outs): each result that is, where a traced bool holds, a
+ * value from before it (the branch that ran ends it on one, the loop's
+ * body does, or the loop ran zero times) is that value's tensor to eager
+ * code there (tfe_tape_late_alias). */
+static void late_aliases(Tracer *T, int id, int nout, tfe_tensor *const *outs)
+{
+    const GNode *n = gnode(T->g, id);
+    int reg = n->region;
+    if (n->kind == G_COND) {
+        tfe_tensor *p = n->nin > 0 ? concrete_of(T, n->in[0]) : NULL;
+        if (!p || p->dtype != TFE_BOOL) return;
+        for (int k = 0; k < nout; k++) {
+            if (!outs[k] || !dtype_is_float(outs[k]->dtype)) continue;
+            for (int w = 0; w < 2; w++) {
+                const GRegion *rb = &T->g->regions[n->regions[w]];
+                if (k >= rb->nouts) continue;
+                GRef r = rb->outs[k];
+                if (!graph_region_visible(T->g, gnode(T->g, r.node)->region, reg)) continue; /* (made in it) */
+                tfe_tensor *x = concrete_of(T, r);
+                if (!x || x == outs[k] || x->dtype != outs[k]->dtype) continue;
+                tfe_tape_late_alias(outs[k], x, p, NULL, -1, w == 1);
+            }
+        }
+    } else if (n->kind == G_WHILE) {
+        tfe_late_alias_cond_hook = late_loop_cond;
+        const GRegion *rb = &T->g->regions[n->regions[1]];
+        for (int k = 0; k < nout; k++) {
+            if (!outs[k] || !dtype_is_float(outs[k]->dtype)) continue;
+            tfe_tensor *x = k < n->nin ? concrete_of(T, n->in[k]) : NULL;
+            if (x && x != outs[k] && x->dtype == outs[k]->dtype) /* (it ran zero times) */
+                tfe_tape_late_alias(outs[k], x, NULL, T, id, true);
+            if (k >= rb->nouts) continue;
+            GRef r = rb->outs[k];
+            if (graph_region_visible(T->g, gnode(T->g, r.node)->region, reg)) { /* (its body ends it on x) */
+                x = concrete_of(T, r);
+                if (x && x != outs[k] && x->dtype == outs[k]->dtype) tfe_tape_late_alias(outs[k], x, NULL, T, id, false);
+                continue;
+            }
+            /* (its body ends it on what it ends an earlier result on: b = acc last) */
+            for (int q = 0; q < k; q++)
+                if (q < rb->nouts && rb->outs[q].node == r.node && rb->outs[q].out == r.out && outs[q] &&
+                    outs[q]->dtype == outs[k]->dtype) {
+                    tfe_tape_late_alias(outs[k], outs[q], NULL, T, id, false);
+                    break;
+                }
+        }
+    }
+}
+
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
@@ -988,6 +1059,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (rec >= 0) nt->ran_ref = rg == T->g ? (GRef){id, k} : rg->regions[0].outs[k];
     }
     free(pin);
+    if (!T->symbolic) late_aliases(T, id, nout, outs);
     return 0;
 }
 

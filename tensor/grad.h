@@ -203,6 +203,20 @@ void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *c
 void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, const int *outk, const int *to,
                          tfe_tensor *const *cond);
 
+/* Late conditional aliases, for tapes made (or watching) after a traced if
+ * or loop: y, its result, is, where a traced bool holds, x (a value from
+ * before it that the branch that ran, or the loop's body, or the loop
+ * running zero times, ends it on), one tensor to eager code there. A tape
+ * that watches one tracks the other there too, and its gradient sums the
+ * uses of y into x's running sum where the bool holds: c, negated where
+ * neg (made when first needed), or, c NULL, tfe_late_alias_cond_hook(owner,
+ * node, neg) (a loop's "it ran", negated where neg). Kept until tfe_tape_late_reset(mark)
+ * (the trace's end; tfe_tape_late_mark when it began). */
+void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void *owner, int node, bool neg);
+int tfe_tape_late_mark(void);
+void tfe_tape_late_reset(int mark);
+extern tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
+
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is
  * not persistent answers one call; a second is an error. 0 or -1 + error. */

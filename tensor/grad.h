@@ -214,6 +214,10 @@ void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, cons
  * (the trace's end; tfe_tape_late_mark when it began). */
 void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void *owner, int node, bool neg);
 int tfe_tape_late_mark(void);
+/* Where t tracks x only by such a bool (it watched x's partner, or x was
+ * computed from such tensors only): 1 with *c the bool (new ref); 0: always
+ * (or never); -1: a tensor error. */
+int tfe_tape_track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c);
 void tfe_tape_late_reset(int mark);
 extern tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
 

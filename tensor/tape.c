@@ -378,6 +378,44 @@ static void watch_partners(tfe_tape *t, const tfe_tensor *x, tfe_tensor *on, int
     }
 }
 
+/* Where t tracks x when only a late alias's bool makes it (watched through
+ * a partner, or computed from such tensors only): 1 with *c the bool (new
+ * ref), 0 (always, or never), -1 on a tensor error. */
+static int track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c, int depth) {
+    *c = NULL;
+    if (!cond_only(t, x)) return 0;
+    tfe_tensor *w = pmap_get(&t->cwatch, x);
+    if (w) {
+        *c = (tensor_incref(w), w);
+        return 1;
+    }
+    for (int k = t->nentries - 1; k >= 0 && depth < 64; k--) {
+        const entry *e = t->entries[k];
+        bool mine = false;
+        for (int j = 0; e && j < e->nout && !mine; j++) mine = e->t[e->nin + j] == x;
+        if (!mine) continue;
+        tfe_tensor *any = NULL;
+        for (int i = 0; i < e->nin; i++) {
+            if (!pmap_has(&t->tracked, e->t[i])) continue;
+            tfe_tensor *ci;
+            int r = track_cond(t, e->t[i], &ci, depth + 1);
+            if (r <= 0) { /* (an input tracked always: so is x) */
+                if (any) tensor_decref(any);
+                return r;
+            }
+            tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ci) : (tensor_incref(ci), ci);
+            tensor_decref(ci);
+            if (any) tensor_decref(any);
+            if (!(any = o)) return -1;
+        }
+        *c = any;
+        return any ? 1 : 0;
+    }
+    return 0;
+}
+
+int tfe_tape_track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c) { return track_cond(t, x, c, 0); }
+
 void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
     /* an op's output watched too is kept in the list: a staged cond's output
      * stands for whichever tensor its branch made, which eager code would
@@ -929,20 +967,11 @@ static const tfe_tensor *canon(const pmap *al, const tfe_tensor *x) {
     "gradient: a traced loop before this tape's watch ends a name on another value (a0 = y), which eager code "  \
     "holds as that value's tensor where the loop ran, and whether it ran cannot be told again here; copy the "    \
     "value into the name (a0 = y * 1.0), or make the tape and watch before the loop"
-#define LATE_ALIAS_DERIVED                                                                                      \
-    "gradient: the source was computed only from a value this tape tracks because a traced if or loop ended "    \
-    "a watched name on it (a0 = y), which eager code tracks only where that branch or loop ran; copy the value " \
-    "into the name (a0 = y * 1.0), or make the tape and watch before the if or loop"
-
 /* Source s's gradient (new ref; NULL + error on failure) where late
  * aliases matter: where s is, by a bool, another tensor x, x's; where t
  * tracks s only by a bool (watched through a partner), zeros elsewhere. */
 static tfe_tensor *late_source(const tfe_tape *t, const pmap *gmap, const pmap *flags, const pmap *al,
                                const int *rel, int nrel, const tfe_tensor *s, int depth) {
-    if (pmap_has(&t->cderived, s) && !pmap_has(&t->watchset, s) && !pmap_get(&t->cwatch, s)) {
-        tfe_error_set(LATE_ALIAS_DERIVED);
-        return NULL;
-    }
     tfe_tensor *g = pmap_get(gmap, canon(al, s)), *f = pmap_get(flags, canon(al, s));
     if (g && f) g = tfe_grad_flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
     else if (g) tensor_incref(g);
@@ -957,12 +986,18 @@ static tfe_tensor *late_source(const tfe_tape *t, const pmap *gmap, const pmap *
         tensor_decref(g);
         g = w;
     }
-    tfe_tensor *c = g && !pmap_has(&t->watchset, s) ? pmap_get(&t->cwatch, s) : NULL;
-    if (c) {
+    tfe_tensor *c = NULL;
+    int st = g ? track_cond(t, s, &c, 0) : 0;
+    if (st < 0) {
+        tensor_decref(g);
+        return NULL;
+    }
+    if (c) { /* (eager code's error where it does not hold: interp/builtins_autodiff.c) */
         tfe_tensor *z = tfe_filled_like(s, 0.0);
         tfe_tensor *in[3] = {c, g, z};
         tfe_tensor *w = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
         if (z) tensor_decref(z);
+        tensor_decref(c);
         tensor_decref(g);
         g = w;
     }

@@ -792,6 +792,60 @@ static tfe_tensor *late_loop_cond(const void *owner, int node, bool neg)
     return r;
 }
 
+/* The values from outside region reg (their tensors) that value r, made
+ * in it, may be at run time where ifs and loops inside it hand one on
+ * (a nested if's branch, a loop's start or body, a loop's carried value),
+ * into xs (up to max, no repeats). */
+static void may_pass(Tracer *T, GRef r, int reg, tfe_tensor **xs, int *nx, int max, int depth)
+{
+    if (depth > 8 || *nx >= max) return;
+    const GNode *v = gnode(T->g, r.node);
+    if (graph_region_visible(T->g, v->region, reg)) {
+        tfe_tensor *x = concrete_of(T, r);
+        for (int i = 0; x && i < *nx; i++)
+            if (xs[i] == x) x = NULL;
+        if (x) xs[(*nx)++] = x;
+        return;
+    }
+    if (v->kind == G_COND) {
+        for (int w = 0; w < 2; w++) {
+            const GRegion *rb = &T->g->regions[v->regions[w]];
+            if (r.out < rb->nouts) may_pass(T, rb->outs[r.out], reg, xs, nx, max, depth + 1);
+        }
+    } else if (v->kind == G_WHILE) {
+        const GRegion *rb = &T->g->regions[v->regions[1]];
+        if (r.out < v->nin) may_pass(T, v->in[r.out], reg, xs, nx, max, depth + 1);
+        if (r.out < rb->nouts) may_pass(T, rb->outs[r.out], reg, xs, nx, max, depth + 1);
+    } else if (v->kind == G_PARAM) { /* (a loop's carried value k: its start or its body's last) */
+        const GRegion *pr = &T->g->regions[v->region];
+        int k = -1;
+        for (int i = 0; i < pr->nparams; i++)
+            if (pr->params[i] == r.node) k = i;
+        const GRegion *up = pr->parent >= 0 ? &T->g->regions[pr->parent] : NULL;
+        for (int i = 0; up && k >= 0 && i < up->n; i++) {
+            const GNode *w = gnode(T->g, up->nodes[i]);
+            if (w->kind != G_WHILE || (w->regions[0] != v->region && w->regions[1] != v->region)) continue;
+            if (k < w->nin) may_pass(T, w->in[k], reg, xs, nx, max, depth + 1);
+            const GRegion *rb = &T->g->regions[w->regions[1]];
+            if (k < rb->nouts) may_pass(T, rb->outs[k], reg, xs, nx, max, depth + 1);
+        }
+    }
+}
+
+/* Result k (out) ended, in a region of node id, on value r, made there:
+ * where an if or loop inside hands a value from before id on, out is that
+ * value's tensor to eager code under bools this trace cannot use after id
+ * (they are made inside it): an alias whose bool cannot be made, so a tape
+ * that tracks either refuses (tfe_tape_late_alias, lal_cond). */
+static void late_inner(Tracer *T, int id, GRef r, tfe_tensor *out)
+{
+    tfe_tensor *xs[16];
+    int nx = 0;
+    may_pass(T, r, gnode(T->g, id)->region, xs, &nx, 16, 0);
+    for (int i = 0; i < nx; i++)
+        if (xs[i] != out && xs[i]->dtype == out->dtype) tfe_tape_late_alias(out, xs[i], NULL, NULL, -1, false);
+}
+
 /* For tapes made, or watching, after if or loop id (traced with values,
  * its results outs): each result that is, where a traced bool holds, a
  * value from before it (the branch that ran ends it on one, the loop's
@@ -803,14 +857,17 @@ static void late_aliases(Tracer *T, int id, int nout, tfe_tensor *const *outs)
     int reg = n->region;
     if (n->kind == G_COND) {
         tfe_tensor *p = n->nin > 0 ? concrete_of(T, n->in[0]) : NULL;
-        if (!p || p->dtype != TFE_BOOL) return;
+        if (p && p->dtype != TFE_BOOL) p = NULL; /* (then: refused, as below) */
         for (int k = 0; k < nout; k++) {
             if (!outs[k] || !dtype_is_float(outs[k]->dtype)) continue;
             for (int w = 0; w < 2; w++) {
                 const GRegion *rb = &T->g->regions[n->regions[w]];
                 if (k >= rb->nouts) continue;
                 GRef r = rb->outs[k];
-                if (!graph_region_visible(T->g, gnode(T->g, r.node)->region, reg)) continue; /* (made in it) */
+                if (!graph_region_visible(T->g, gnode(T->g, r.node)->region, reg)) { /* (made in it) */
+                    late_inner(T, id, r, outs[k]);
+                    continue;
+                }
                 tfe_tensor *x = concrete_of(T, r);
                 if (!x || x == outs[k] || x->dtype != outs[k]->dtype) continue;
                 tfe_tape_late_alias(outs[k], x, p, NULL, -1, w == 1);
@@ -832,12 +889,14 @@ static void late_aliases(Tracer *T, int id, int nout, tfe_tensor *const *outs)
                 continue;
             }
             /* (its body ends it on what it ends an earlier result on: b = acc last) */
-            for (int q = 0; q < k; q++)
+            bool same = false;
+            for (int q = 0; q < k && !same; q++)
                 if (q < rb->nouts && rb->outs[q].node == r.node && rb->outs[q].out == r.out && outs[q] &&
                     outs[q]->dtype == outs[k]->dtype) {
                     tfe_tape_late_alias(outs[k], outs[q], NULL, T, id, false);
-                    break;
+                    same = true;
                 }
+            if (!same) late_inner(T, id, r, outs[k]);
         }
     }
 }

@@ -277,6 +277,7 @@ tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
 
 void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void *owner, int node, bool neg) {
     if (!y || !x || y == x) return;
+    bool never = !c && !owner; /* (a bool that cannot be made: lal_cond refuses) */
     if (nlal == caplal) {
         caplal = caplal ? caplal * 2 : 16;
         lal = xrealloc(lal, sizeof *lal * (size_t)caplal);
@@ -284,7 +285,7 @@ void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void
     tensor_incref(y);
     tensor_incref(x);
     if (c) tensor_incref(c);
-    lal[nlal++] = (late_alias){y, x, NULL, c, owner, node, neg, false};
+    lal[nlal++] = (late_alias){y, x, NULL, c, owner, node, neg, never};
 }
 
 int tfe_tape_late_mark(void) { return nlal; }
@@ -964,9 +965,11 @@ static const tfe_tensor *canon(const pmap *al, const tfe_tensor *x) {
 }
 
 #define LATE_ALIAS_UNKNOWN                                                                                      \
-    "gradient: a traced loop before this tape's watch ends a name on another value (a0 = y), which eager code "  \
-    "holds as that value's tensor where the loop ran, and whether it ran cannot be told again here; copy the "    \
-    "value into the name (a0 = y * 1.0), or make the tape and watch before the loop"
+    "gradient: a traced if or loop before this tape watched ends a name on another value (a0 = y), which eager " \
+    "code holds as that value's tensor where it does so, and this trace cannot tell where (it happens in an if " \
+    "or loop inside another, or a loop whose condition cannot be replayed), so the tape would miss the uses of " \
+    "one as uses of the other; copy the value into the name (a0 = y * 1.0)"
+
 /* Source s's gradient (new ref; NULL + error on failure) where late
  * aliases matter: where s is, by a bool, another tensor x, x's; where t
  * tracks s only by a bool (watched through a partner), zeros elsewhere. */

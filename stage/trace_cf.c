@@ -784,7 +784,7 @@ static tfe_tensor *concrete_of(Tracer *T, GRef r)
 static tfe_tensor *late_loop_cond(const void *owner, int node, bool neg)
 {
     Tracer *T = (Tracer *)owner;
-    if (!T || T->I->tracer != T || T->symbolic) return NULL;
+    if (!T || T->I->tracer != T) return NULL;
     tfe_tensor *runs = stage_loop_runs(T, node, false);
     if (!runs || !neg) return runs;
     tfe_tensor *r = tfe_call1(OP_LOGICAL_NOT, 1, &runs, NULL);

@@ -1051,8 +1051,16 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     for (int i = 0; i < nlal; i++) {
         if (!lal_relevant(t, i)) continue;
         if (!lal_cond(i)) {
-            tfe_error_set(LATE_ALIAS_UNKNOWN);
-            goto out;
+            /* (refused only where it would matter: one of the two a
+             * source, the other read on the way to the target) */
+            const tfe_tensor *y = lal[i].y, *x = lal[i].x;
+            bool ys = pmap_has(&reach, y), xs = pmap_has(&reach, x);
+            if ((xs && (y == target || tfe_tape_uses(t, y, target) > 0)) ||
+                (ys && (x == target || tfe_tape_uses(t, x, target) > 0))) {
+                tfe_error_set(LATE_ALIAS_UNKNOWN);
+                goto out;
+            }
+            continue;
         }
         rel = xrealloc(rel, sizeof *rel * (size_t)(nrel + 1));
         rel[nrel++] = i;

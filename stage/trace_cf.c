@@ -846,6 +846,17 @@ static void late_inner(Tracer *T, int id, GRef r, tfe_tensor *out)
         if (xs[i] != out && xs[i]->dtype == out->dtype) tfe_tape_late_alias(out, xs[i], NULL, NULL, -1, false);
 }
 
+/* tfe_late_alias_usable_hook: a bool the trace made (late_loop_cond's)
+ * in a branch or body is no value after it: made again there. */
+static bool late_cond_usable(const tfe_tensor *c)
+{
+    const TNote *nt = c->node;
+    Interp *I = interp_current();
+    Tracer *T = I ? I->tracer : NULL;
+    if (!T || !nt) return true;
+    return graph_region_visible(T->g, gnode(T->g, nt->ref.node)->region, T->region);
+}
+
 /* For tapes made, or watching, after if or loop id (traced with values,
  * its results outs): each result that is, where a traced bool holds, a
  * value from before it (the branch that ran ends it on one, the loop's
@@ -855,6 +866,8 @@ static void late_aliases(Tracer *T, int id, int nout, tfe_tensor *const *outs)
 {
     const GNode *n = gnode(T->g, id);
     int reg = n->region;
+    tfe_late_alias_cond_hook = late_loop_cond;
+    tfe_late_alias_usable_hook = late_cond_usable;
     if (n->kind == G_COND) {
         tfe_tensor *p = n->nin > 0 ? concrete_of(T, n->in[0]) : NULL;
         if (p && p->dtype != TFE_BOOL) p = NULL; /* (then: refused, as below) */
@@ -874,7 +887,7 @@ static void late_aliases(Tracer *T, int id, int nout, tfe_tensor *const *outs)
             }
         }
     } else if (n->kind == G_WHILE) {
-        tfe_late_alias_cond_hook = late_loop_cond;
+
         const GRegion *rb = &T->g->regions[n->regions[1]];
         for (int k = 0; k < nout; k++) {
             if (!outs[k] || !dtype_is_float(outs[k]->dtype)) continue;

@@ -220,6 +220,8 @@ int tfe_tape_late_mark(void);
 int tfe_tape_track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c);
 void tfe_tape_late_reset(int mark);
 extern tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
+/* Whether a bool made earlier can be used where the trace is now (NULL: yes). */
+extern bool (*tfe_late_alias_usable_hook)(const tfe_tensor *c);
 
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is

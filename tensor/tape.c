@@ -263,6 +263,13 @@ int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *targ
 
 /* --- late conditional aliases (tfe_tape_late_alias) --------------------------------- */
 
+#define LATE_ALIAS_UNKNOWN                                                                                      \
+    "gradient: a traced if or loop before this tape watched ends a name on another value (a0 = y), which eager " \
+    "code holds as that value's tensor where it does so, and this trace cannot tell where (it happens in an if " \
+    "or loop inside another, or a loop whose condition cannot be replayed), so the tape would miss the uses of " \
+    "one as uses of the other; copy the value into the name (a0 = y * 1.0)"
+
+
 typedef struct late_alias {
     tfe_tensor *y, *x; /* (owned: the keys stay alive) */
     tfe_tensor *c;     /* owned; NULL: not made yet */
@@ -274,6 +281,7 @@ typedef struct late_alias {
 static late_alias *lal;
 static int nlal, caplal;
 tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
+bool (*tfe_late_alias_usable_hook)(const tfe_tensor *c);
 
 void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void *owner, int node, bool neg) {
     if (!y || !x || y == x) return;
@@ -308,6 +316,10 @@ void tfe_tape_late_reset(int mark) {
 /* Alias i's bool (borrowed), made when first needed; NULL where it cannot be. */
 static tfe_tensor *lal_cond(int i) {
     late_alias *a = &lal[i];
+    if (a->c && tfe_late_alias_usable_hook && !tfe_late_alias_usable_hook(a->c)) {
+        tensor_decref(a->c); /* (made in a region this one cannot see: made again here) */
+        a->c = NULL;
+    }
     if (!a->c && !a->failed) {
         if (a->base) /* (made only now: a trace nothing needs it in keeps no node for it) */
             a->c = a->neg ? tfe_call1(OP_LOGICAL_NOT, 1, &a->base, NULL) : (tensor_incref(a->base), a->base);
@@ -386,6 +398,11 @@ static int track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c, in
     *c = NULL;
     if (!cond_only(t, x)) return 0;
     tfe_tensor *w = pmap_get(&t->cwatch, x);
+    if (w && tfe_late_alias_usable_hook && !tfe_late_alias_usable_hook(w)) {
+        /* (watched inside a branch or loop body, asked after it) */
+        tfe_error_set(LATE_ALIAS_UNKNOWN);
+        return -1;
+    }
     if (w) {
         *c = (tensor_incref(w), w);
         return 1;
@@ -963,12 +980,6 @@ static const tfe_tensor *canon(const pmap *al, const tfe_tensor *x) {
     const tfe_tensor *c = al->n ? pmap_get(al, x) : NULL;
     return c ? c : x;
 }
-
-#define LATE_ALIAS_UNKNOWN                                                                                      \
-    "gradient: a traced if or loop before this tape watched ends a name on another value (a0 = y), which eager " \
-    "code holds as that value's tensor where it does so, and this trace cannot tell where (it happens in an if " \
-    "or loop inside another, or a loop whose condition cannot be replayed), so the tape would miss the uses of " \
-    "one as uses of the other; copy the value into the name (a0 = y * 1.0)"
 
 /* Source s's gradient (new ref; NULL + error on failure) where late
  * aliases matter: where s is, by a bool, another tensor x, x's; where t

@@ -771,6 +771,149 @@ static int passed_input(Tracer *T, const tfe_tensor *t)
     return n->input && g->kind == G_INPUT ? g->input_index : n->passed;
 }
 
+/* The tensor that stands for value r in the trace with values, or NULL. */
+static tfe_tensor *concrete_of(Tracer *T, GRef r)
+{
+    int s = gnode(T->g, r.node)->vbase + r.out;
+    return s >= 0 && s < T->capconcrete ? T->concrete[s] : NULL;
+}
+
+/* tfe_late_alias_cond_hook: whether loop node of trace owner ran (or, neg,
+ * did not), made when a tape first needs it; NULL if that trace is not the
+ * one in progress or the condition cannot be replayed. */
+static tfe_tensor *late_loop_cond(const void *owner, int node, bool neg)
+{
+    Tracer *T = (Tracer *)owner;
+    if (!T || T->I->tracer != T) return NULL;
+    tfe_tensor *runs = stage_loop_runs(T, node, false);
+    if (!runs || !neg) return runs;
+    tfe_tensor *r = tfe_call1(OP_LOGICAL_NOT, 1, &runs, NULL);
+    tensor_decref(runs);
+    return r;
+}
+
+/* The values from outside region reg (their tensors) that value r, made
+ * in it, may be at run time where ifs and loops inside it hand one on
+ * (a nested if's branch, a loop's start or body, a loop's carried value),
+ * into xs (up to max, no repeats). */
+static void may_pass(Tracer *T, GRef r, int reg, tfe_tensor **xs, int *nx, int max, int depth)
+{
+    if (depth > 8 || *nx >= max) return;
+    const GNode *v = gnode(T->g, r.node);
+    if (graph_region_visible(T->g, v->region, reg)) {
+        tfe_tensor *x = concrete_of(T, r);
+        for (int i = 0; x && i < *nx; i++)
+            if (xs[i] == x) x = NULL;
+        if (x) xs[(*nx)++] = x;
+        return;
+    }
+    if (v->kind == G_COND) {
+        for (int w = 0; w < 2; w++) {
+            const GRegion *rb = &T->g->regions[v->regions[w]];
+            if (r.out < rb->nouts) may_pass(T, rb->outs[r.out], reg, xs, nx, max, depth + 1);
+        }
+    } else if (v->kind == G_WHILE) {
+        const GRegion *rb = &T->g->regions[v->regions[1]];
+        if (r.out < v->nin) may_pass(T, v->in[r.out], reg, xs, nx, max, depth + 1);
+        if (r.out < rb->nouts) may_pass(T, rb->outs[r.out], reg, xs, nx, max, depth + 1);
+    } else if (v->kind == G_PARAM) { /* (a loop's carried value k: its start or its body's last) */
+        const GRegion *pr = &T->g->regions[v->region];
+        int k = -1;
+        for (int i = 0; i < pr->nparams; i++)
+            if (pr->params[i] == r.node) k = i;
+        const GRegion *up = pr->parent >= 0 ? &T->g->regions[pr->parent] : NULL;
+        for (int i = 0; up && k >= 0 && i < up->n; i++) {
+            const GNode *w = gnode(T->g, up->nodes[i]);
+            if (w->kind != G_WHILE || (w->regions[0] != v->region && w->regions[1] != v->region)) continue;
+            if (k < w->nin) may_pass(T, w->in[k], reg, xs, nx, max, depth + 1);
+            const GRegion *rb = &T->g->regions[w->regions[1]];
+            if (k < rb->nouts) may_pass(T, rb->outs[k], reg, xs, nx, max, depth + 1);
+        }
+    }
+}
+
+/* Result k (out) ended, in a region of node id, on value r, made there:
+ * where an if or loop inside hands a value from before id on, out is that
+ * value's tensor to eager code under bools this trace cannot use after id
+ * (they are made inside it): an alias whose bool cannot be made, so a tape
+ * that tracks either refuses (tfe_tape_late_alias, lal_cond). */
+static void late_inner(Tracer *T, int id, GRef r, tfe_tensor *out)
+{
+    tfe_tensor *xs[16];
+    int nx = 0;
+    may_pass(T, r, gnode(T->g, id)->region, xs, &nx, 16, 0);
+    for (int i = 0; i < nx; i++)
+        if (xs[i] != out && xs[i]->dtype == out->dtype) tfe_tape_late_alias(out, xs[i], NULL, NULL, -1, false);
+}
+
+/* tfe_late_alias_usable_hook: a bool the trace made (late_loop_cond's)
+ * in a branch or body is no value after it: made again there. */
+static bool late_cond_usable(const tfe_tensor *c)
+{
+    const TNote *nt = c->node;
+    Interp *I = interp_current();
+    Tracer *T = I ? I->tracer : NULL;
+    if (!T || !nt) return true;
+    return graph_region_visible(T->g, gnode(T->g, nt->ref.node)->region, T->region);
+}
+
+/* For tapes made, or watching, after if or loop id (traced with values,
+ * its results outs): each result that is, where a traced bool holds, a
+ * value from before it (the branch that ran ends it on one, the loop's
+ * body does, or the loop ran zero times) is that value's tensor to eager
+ * code there (tfe_tape_late_alias). */
+static void late_aliases(Tracer *T, int id, int nout, tfe_tensor *const *outs)
+{
+    const GNode *n = gnode(T->g, id);
+    int reg = n->region;
+    tfe_late_alias_cond_hook = late_loop_cond;
+    tfe_late_alias_usable_hook = late_cond_usable;
+    if (n->kind == G_COND) {
+        tfe_tensor *p = n->nin > 0 ? concrete_of(T, n->in[0]) : NULL;
+        if (p && p->dtype != TFE_BOOL) p = NULL; /* (then: refused, as below) */
+        for (int k = 0; k < nout; k++) {
+            if (!outs[k] || !dtype_is_float(outs[k]->dtype)) continue;
+            for (int w = 0; w < 2; w++) {
+                const GRegion *rb = &T->g->regions[n->regions[w]];
+                if (k >= rb->nouts) continue;
+                GRef r = rb->outs[k];
+                if (!graph_region_visible(T->g, gnode(T->g, r.node)->region, reg)) { /* (made in it) */
+                    late_inner(T, id, r, outs[k]);
+                    continue;
+                }
+                tfe_tensor *x = concrete_of(T, r);
+                if (!x || x == outs[k] || x->dtype != outs[k]->dtype) continue;
+                tfe_tape_late_alias(outs[k], x, p, NULL, -1, w == 1);
+            }
+        }
+    } else if (n->kind == G_WHILE) {
+
+        const GRegion *rb = &T->g->regions[n->regions[1]];
+        for (int k = 0; k < nout; k++) {
+            if (!outs[k] || !dtype_is_float(outs[k]->dtype)) continue;
+            tfe_tensor *x = k < n->nin ? concrete_of(T, n->in[k]) : NULL;
+            if (x && x != outs[k] && x->dtype == outs[k]->dtype) /* (it ran zero times) */
+                tfe_tape_late_alias(outs[k], x, NULL, T, id, true);
+            if (k >= rb->nouts) continue;
+            GRef r = rb->outs[k];
+            if (graph_region_visible(T->g, gnode(T->g, r.node)->region, reg)) { /* (its body ends it on x) */
+                x = concrete_of(T, r);
+                if (x && x != outs[k] && x->dtype == outs[k]->dtype) tfe_tape_late_alias(outs[k], x, NULL, T, id, false);
+                continue;
+            }
+            /* (its body ends it on what it ends an earlier result on: b = acc last) */
+            bool same = false;
+            for (int q = 0; q < k && !same; q++)
+                if (q < rb->nouts && rb->outs[q].node == r.node && rb->outs[q].out == r.out && outs[q] &&
+                    outs[q]->dtype == outs[k]->dtype) {
+                    tfe_tape_late_alias(outs[k], outs[q], NULL, T, id, false);
+                    same = true;
+                }
+            if (!same) late_inner(T, id, r, outs[k]);
+        }
+    }
+}
+
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
@@ -988,6 +1131,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (rec >= 0) nt->ran_ref = rg == T->g ? (GRef){id, k} : rg->regions[0].outs[k];
     }
     free(pin);
+    if (!T->symbolic) late_aliases(T, id, nout, outs);
     return 0;
 }
 

@@ -935,47 +935,6 @@ static int read_runs(Tracer *tr, const VarRead *r, tfe_tensor **ran)
     return any ? 2 : 0;
 }
 
-static int any_flag_check(Interp *I, int argc, const Value *argv, int nkw, Str *const *kwnames,
-                          const Value *kwvals, Value *out, void *data);
-static int trace_check(Interp *I, const char *name, BuiltinFn fn, const char *msg, int nargs, Value *args);
-
-/* The check's message, kept for as long as the program runs (a traced
- * check holds it): one copy of each. */
-static const char *kept_message(const char *msg)
-{
-    static char **kept;
-    static int nkept;
-    for (int i = 0; i < nkept; i++)
-        if (!strcmp(kept[i], msg)) return kept[i];
-    kept = xrealloc(kept, sizeof *kept * (size_t)(nkept + 1));
-    return kept[nkept++] = xstrdup(msg);
-}
-
-/* In a trace, a source the tape tracks only where a traced if's or loop's
- * bool holds (it watched the result, which is this tensor there, or this
- * one, which is the result there: tfe_tape_late_alias; or one computed from
- * such only): eager code tracks it there only, and elsewhere refuses it as
- * never watched. The same error, checked when the graph runs. */
-static int late_watched(Interp *I, const char *fn, Tape *T, tfe_tensor *t, const SrcPath *path)
-{
-    tfe_tensor *on = NULL;
-    int st = I->tracer && !T->spent ? tfe_tape_track_cond(T->tape, t, &on) : 0;
-    if (st < 0) return interp_raise_tensor_error(I);
-    if (!st) return 0;
-    tfe_tensor *off = tfe_call1(OP_LOGICAL_NOT, 1, &on, NULL);
-    tensor_decref(on);
-    if (!off) return interp_raise_tensor_error(I);
-    char buf[480], msg[1024];
-    snprintf(msg, sizeof msg,
-             "%s: %s is a tensor this tape never watched, so its gradient would be zeros; watch it inside the with "
-             "block (t.watch(x)), or make it a variable (and update a variable in place, v -= x, rather than v = v - x)",
-             fn, source_name(path, "the source", buf, sizeof buf));
-    Value arg = v_tensor_take(off);
-    int rc = trace_check(I, "late_watched_check", any_flag_check, kept_message(msg), 1, &arg);
-    value_decref(arg);
-    return rc < 0 ? -1 : 0;
-}
-
 static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f, int depth, SrcPath *path)
 {
     if (depth > 100) return interp_raise(I, "%s: the sources are nested too deeply", fn);
@@ -1019,7 +978,6 @@ static int flatten_sources(Interp *I, const char *fn, Tape *T, Value v, Flat *f,
                                    "zeros; watch it inside the with block (t.watch(x)), or make it a variable (and update a "
                                    "variable in place, v -= x, rather than v = v - x)",
                                 fn, source_name(path, "the source", buf, sizeof buf));
-        if (late_watched(I, fn, T, t, path)) return -1;
         if (cond_source(I, fn, T, t, f, path, f->n - 1, true, 0)) return -1;
     } else if (is_variable(v)) {
         Variable *var = (Variable *)v.u.o;

@@ -38,7 +38,6 @@ Tracer *trace_begin(Interp *I, const char *name, bool implicit)
     T->last_effect = -1;
     T->last_cf = -1;
     T->tapes_at_begin = tfe_tapes_active;
-    T->late_mark = tfe_tape_late_mark();
     tfe_random_state(&T->rkey, &T->rcounter);
     T->frame_base = I->nframes;
     I->tracer = T;
@@ -84,7 +83,6 @@ void trace_writes_undo(Tracer *T, int from)
 
 void trace_end(Tracer *T)
 {
-    tfe_tape_late_reset(T->late_mark); /* (its ifs' and loops' late aliases) */
     for (int i = 0; i < T->nnotes; i++) {
         TNote *n = T->notes[i];
         if (n->t->node == n) n->t->node = NULL;

@@ -126,7 +126,6 @@ typedef struct Tracer {
     int last_cf;          /* the newest cond or while node (-1: none): a read
                              of a variable before it may be stale after it */
     int tapes_at_begin;   /* tfe_tapes_active when the trace began */
-    int late_mark;        /* tfe_tape_late_mark when it began: its late aliases follow */
     int eager_redo;       /* stopped where its tapes' gradients could not be eager's
                              (trace_redo_eagerly), with nothing done yet: the call
                              runs eagerly instead, as do later ones under this many

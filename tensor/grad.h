@@ -203,26 +203,6 @@ void tfe_tape_cond_same(int from, int nout, tfe_tensor *const *out, const int *c
 void tfe_tape_cond_alias(int from, int nout, tfe_tensor *const *out, int n, const int *outk, const int *to,
                          tfe_tensor *const *cond);
 
-/* Late conditional aliases, for tapes made (or watching) after a traced if
- * or loop: y, its result, is, where a traced bool holds, x (a value from
- * before it that the branch that ran, or the loop's body, or the loop
- * running zero times, ends it on), one tensor to eager code there. A tape
- * that watches one tracks the other there too, and its gradient sums the
- * uses of y into x's running sum where the bool holds: c, negated where
- * neg (made when first needed), or, c NULL, tfe_late_alias_cond_hook(owner,
- * node, neg) (a loop's "it ran", negated where neg). Kept until tfe_tape_late_reset(mark)
- * (the trace's end; tfe_tape_late_mark when it began). */
-void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void *owner, int node, bool neg);
-int tfe_tape_late_mark(void);
-/* Where t tracks x only by such a bool (it watched x's partner, or x was
- * computed from such tensors only): 1 with *c the bool (new ref); 0: always
- * (or never); -1: a tensor error. */
-int tfe_tape_track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c);
-void tfe_tape_late_reset(int mark);
-extern tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
-/* Whether a bool made earlier can be used where the trace is now (NULL: yes). */
-extern bool (*tfe_late_alias_usable_hook)(const tfe_tensor *c);
-
 /* Gradient of target (summed if not scalar) w.r.t. each source; a source the
  * target does not depend on gets zeros of its shape and dtype. A tape that is
  * not persistent answers one call; a second is an error. 0 or -1 + error. */

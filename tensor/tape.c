@@ -125,10 +125,6 @@ struct tfe_tape {
     pmap view_grads;    /* ... those gradients, by tensor, of the last call (owned) */
     bool aside;         /* --check-staged's own (tfe_tape_set_aside): not counted by
                            tfe_tapes_recording */
-    /* tracked only where a traced bool holds (tfe_tape_late_alias): cwatch,
-     * a watched tensor's late alias partner, by tensor, the bool (owned);
-     * cderived, outputs of ops whose tracked inputs are all such */
-    pmap cwatch, cderived;
 };
 
 /* The active tapes, innermost last: the stack of whoever runs the program
@@ -166,8 +162,6 @@ static void tape_clear(tfe_tape *t) {
     t->nentries = t->capentries = 0;
     pmap_free(&t->tracked);
     pmap_free(&t->watchset);
-    pmap_free(&t->cwatch);
-    pmap_free(&t->cderived);
     for (int i = 0; i < t->nwatched; i++) tensor_decref(t->watched[i]);
     free(t->watched);
     t->watched = NULL;
@@ -261,179 +255,6 @@ int tfe_tape_uses(const tfe_tape *t, const tfe_tensor *x, const tfe_tensor *targ
     return n;
 }
 
-/* --- late conditional aliases (tfe_tape_late_alias) --------------------------------- */
-
-#define LATE_ALIAS_UNKNOWN                                                                                      \
-    "gradient: a traced if or loop before this tape watched ends a name on another value (a0 = y), which eager " \
-    "code holds as that value's tensor where it does so, and this trace cannot tell where (it happens in an if " \
-    "or loop inside another, or a loop whose condition cannot be replayed), so the tape would miss the uses of " \
-    "one as uses of the other; copy the value into the name (a0 = y * 1.0)"
-
-
-typedef struct late_alias {
-    tfe_tensor *y, *x; /* (owned: the keys stay alive) */
-    tfe_tensor *c;     /* owned; NULL: not made yet */
-    tfe_tensor *base;  /* owned: c is it, or its negation where neg; NULL: the hook's */
-    const void *owner;
-    int node;
-    bool neg, failed;  /* failed: the hook could not make c */
-} late_alias;
-static late_alias *lal;
-static int nlal, caplal;
-tfe_tensor *(*tfe_late_alias_cond_hook)(const void *owner, int node, bool neg);
-bool (*tfe_late_alias_usable_hook)(const tfe_tensor *c);
-
-void tfe_tape_late_alias(tfe_tensor *y, tfe_tensor *x, tfe_tensor *c, const void *owner, int node, bool neg) {
-    if (!y || !x || y == x) return;
-    bool never = !c && !owner; /* (a bool that cannot be made: lal_cond refuses) */
-    if (nlal == caplal) {
-        caplal = caplal ? caplal * 2 : 16;
-        lal = xrealloc(lal, sizeof *lal * (size_t)caplal);
-    }
-    tensor_incref(y);
-    tensor_incref(x);
-    if (c) tensor_incref(c);
-    lal[nlal++] = (late_alias){y, x, NULL, c, owner, node, neg, never};
-}
-
-int tfe_tape_late_mark(void) { return nlal; }
-
-void tfe_tape_late_reset(int mark) {
-    while (nlal > mark) {
-        late_alias *a = &lal[--nlal];
-        tensor_decref(a->y);
-        tensor_decref(a->x);
-        if (a->c) tensor_decref(a->c);
-        if (a->base) tensor_decref(a->base);
-    }
-    if (!nlal) {
-        free(lal);
-        lal = NULL;
-        caplal = 0;
-    }
-}
-
-/* Alias i's bool (borrowed), made when first needed; NULL where it cannot be. */
-static tfe_tensor *lal_cond(int i) {
-    late_alias *a = &lal[i];
-    if (a->c && tfe_late_alias_usable_hook && !tfe_late_alias_usable_hook(a->c)) {
-        tensor_decref(a->c); /* (made in a region this one cannot see: made again here) */
-        a->c = NULL;
-    }
-    if (!a->c && !a->failed) {
-        if (a->base) /* (made only now: a trace nothing needs it in keeps no node for it) */
-            a->c = a->neg ? tfe_call1(OP_LOGICAL_NOT, 1, &a->base, NULL) : (tensor_incref(a->base), a->base);
-        else a->c = tfe_late_alias_cond_hook ? tfe_late_alias_cond_hook(a->owner, a->node, a->neg) : NULL;
-        if (!a->c) {
-            a->failed = true;
-            tfe_error_clear();
-        }
-    }
-    return a->c;
-}
-
-/* x is tracked by t only where a traced bool holds (its flag: cwatch). */
-static bool cond_only(const tfe_tape *t, const tfe_tensor *x) {
-    if (!t->cwatch.n && !t->cderived.n) return false;
-    return !pmap_has(&t->watchset, x) && (pmap_get(&t->cwatch, x) || pmap_has(&t->cderived, x));
-}
-
-/* Whether late alias i matters to t: one of its tensors is tracked, and no
- * entry of t made y (a tape that recorded the if or loop has the entry's
- * own aliases: tfe_tape_cond_alias). */
-static bool lal_relevant(const tfe_tape *t, int i) {
-    return (pmap_has(&t->tracked, lal[i].y) || pmap_has(&t->tracked, lal[i].x)) && !tfe_tape_made(t, lal[i].y);
-}
-
-/* Watching x watches, where a late alias's bool holds, its partner (eager
- * code's one tensor there), and so on along a chain (on: the bool so far,
- * borrowed; NULL: always). */
-static void watch_partners(tfe_tape *t, const tfe_tensor *x, tfe_tensor *on, int depth) {
-    for (int i = 0; i < nlal && depth < 8; i++) {
-        tfe_tensor *p = lal[i].y == x ? lal[i].x : lal[i].x == x ? lal[i].y : NULL;
-        if (!p || (pmap_has(&t->tracked, p) && !cond_only(t, p)) || tfe_tape_made(t, lal[i].y)) continue;
-        tfe_tensor *c = lal_cond(i);
-        if (!c) { /* (the gradient says so: lal_check) */
-            pmap_put(&t->tracked, p, false);
-            continue;
-        }
-        tfe_tensor *cc = on ? tfe_binary(OP_LOGICAL_AND, on, c) : (tensor_incref(c), c);
-        if (!cc) {
-            tfe_error_clear();
-            continue;
-        }
-        tfe_tensor *old = pmap_get(&t->cwatch, p);
-        if (old) {
-            tfe_tensor *o = tfe_binary(OP_LOGICAL_OR, old, cc);
-            if (!o) {
-                tfe_error_clear();
-                tensor_decref(cc);
-                continue;
-            }
-            size_t s = pmap_put(&t->cwatch, p, true);
-            tensor_decref(t->cwatch.vals[s]);
-            t->cwatch.vals[s] = o;
-        } else {
-            if (t->nwatched == t->capwatched) { /* (keeps the key alive) */
-                int ncap = t->capwatched ? t->capwatched * 2 : 8;
-                t->watched = xrealloc(t->watched, sizeof *t->watched * (size_t)ncap);
-                t->capwatched = ncap;
-            }
-            tensor_incref(p);
-            t->watched[t->nwatched++] = p;
-            pmap_put(&t->tracked, p, false);
-            size_t s = pmap_put(&t->cwatch, p, true);
-            tensor_incref(cc);
-            t->cwatch.vals[s] = cc;
-        }
-        watch_partners(t, p, cc, depth + 1);
-        tensor_decref(cc);
-    }
-}
-
-/* Where t tracks x when only a late alias's bool makes it (watched through
- * a partner, or computed from such tensors only): 1 with *c the bool (new
- * ref), 0 (always, or never), -1 on a tensor error. */
-static int track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c, int depth) {
-    *c = NULL;
-    if (!cond_only(t, x)) return 0;
-    tfe_tensor *w = pmap_get(&t->cwatch, x);
-    if (w && tfe_late_alias_usable_hook && !tfe_late_alias_usable_hook(w)) {
-        /* (watched inside a branch or loop body, asked after it) */
-        tfe_error_set(LATE_ALIAS_UNKNOWN);
-        return -1;
-    }
-    if (w) {
-        *c = (tensor_incref(w), w);
-        return 1;
-    }
-    for (int k = t->nentries - 1; k >= 0 && depth < 64; k--) {
-        const entry *e = t->entries[k];
-        bool mine = false;
-        for (int j = 0; e && j < e->nout && !mine; j++) mine = e->t[e->nin + j] == x;
-        if (!mine) continue;
-        tfe_tensor *any = NULL;
-        for (int i = 0; i < e->nin; i++) {
-            if (!pmap_has(&t->tracked, e->t[i])) continue;
-            tfe_tensor *ci;
-            int r = track_cond(t, e->t[i], &ci, depth + 1);
-            if (r <= 0) { /* (an input tracked always: so is x) */
-                if (any) tensor_decref(any);
-                return r;
-            }
-            tfe_tensor *o = any ? tfe_binary(OP_LOGICAL_OR, any, ci) : (tensor_incref(ci), ci);
-            tensor_decref(ci);
-            if (any) tensor_decref(any);
-            if (!(any = o)) return -1;
-        }
-        *c = any;
-        return any ? 1 : 0;
-    }
-    return 0;
-}
-
-int tfe_tape_track_cond(const tfe_tape *t, const tfe_tensor *x, tfe_tensor **c) { return track_cond(t, x, c, 0); }
-
 void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
     /* an op's output watched too is kept in the list: a staged cond's output
      * stands for whichever tensor its branch made, which eager code would
@@ -448,7 +269,6 @@ void tfe_tape_watch(tfe_tape *t, tfe_tensor *x) {
     pmap_put(&t->watchset, x, false);
     tensor_incref(x);
     t->watched[t->nwatched++] = x;
-    if (nlal) watch_partners(t, x, NULL, 0);
 }
 
 bool tfe_tape_is_watched(const tfe_tape *t, const tfe_tensor *x) { return pmap_has(&t->tracked, x); }
@@ -500,14 +320,7 @@ static void record_on(tfe_tape *t, const tfe_opcall *c, tfe_custom_grad *custom,
     for (int i = 0; i < c->nin; i++) e->t[i] = c->in[i];
     for (int i = 0; i < c->nout; i++) e->t[c->nin + i] = c->out[i];
     for (int i = 0; i < n; i++) tensor_incref(e->t[i]);
-    /* (tracked only where a bool holds when every tracked input is so) */
-    bool conly = t->cwatch.n || t->cderived.n;
-    for (int i = 0; i < c->nin && conly; i++)
-        if (pmap_has(&t->tracked, c->in[i]) && !cond_only(t, c->in[i])) conly = false;
-    for (int i = 0; i < c->nout; i++) {
-        if (conly && !pmap_has(&t->tracked, c->out[i])) pmap_put(&t->cderived, c->out[i], false);
-        pmap_put(&t->tracked, c->out[i], false);
-    }
+    for (int i = 0; i < c->nout; i++) pmap_put(&t->tracked, c->out[i], false);
     t->entries[t->nentries++] = e;
 }
 
@@ -981,43 +794,6 @@ static const tfe_tensor *canon(const pmap *al, const tfe_tensor *x) {
     return c ? c : x;
 }
 
-/* Source s's gradient (new ref; NULL + error on failure) where late
- * aliases matter: where s is, by a bool, another tensor x, x's; where t
- * tracks s only by a bool (watched through a partner), zeros elsewhere. */
-static tfe_tensor *late_source(const tfe_tape *t, const pmap *gmap, const pmap *flags, const pmap *al,
-                               const int *rel, int nrel, const tfe_tensor *s, int depth) {
-    tfe_tensor *g = pmap_get(gmap, canon(al, s)), *f = pmap_get(flags, canon(al, s));
-    if (g && f) g = tfe_grad_flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
-    else if (g) tensor_incref(g);
-    else g = tfe_filled_like(s, 0.0);
-    for (int r = 0; r < nrel && g && depth < 8; r++) {
-        const late_alias *a = &lal[rel[r]];
-        if (a->y != s || canon(al, a->x) == canon(al, s)) continue;
-        tfe_tensor *gx = late_source(t, gmap, flags, al, rel, nrel, a->x, depth + 1);
-        tfe_tensor *in[3] = {a->c, gx, g};
-        tfe_tensor *w = gx ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-        if (gx) tensor_decref(gx);
-        tensor_decref(g);
-        g = w;
-    }
-    tfe_tensor *c = NULL;
-    int st = g ? track_cond(t, s, &c, 0) : 0;
-    if (st < 0) {
-        tensor_decref(g);
-        return NULL;
-    }
-    if (c) { /* (eager code's error where it does not hold: interp/builtins_autodiff.c) */
-        tfe_tensor *z = tfe_filled_like(s, 0.0);
-        tfe_tensor *in[3] = {c, g, z};
-        tfe_tensor *w = z ? tfe_call1(OP_WHERE, 3, in, NULL) : NULL;
-        if (z) tensor_decref(z);
-        tensor_decref(c);
-        tensor_decref(g);
-        g = w;
-    }
-    return g;
-}
-
 static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *const *sources,
                          tfe_tensor *const *init, tfe_tensor *const *alias, bool keep, tfe_tensor **grads) {
     for (int i = 0; i < n; i++) grads[i] = NULL;
@@ -1034,7 +810,6 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
     int rc = -1;
     pmap reach = {0}, srcset = {0}, gmap = {0}, flags = {0}, al = {0};
     calias ca = {0};
-    int *rel = NULL, nrel = 0; /* (late aliases that matter: indices) */
     tfe_tensor **alkeys = NULL; /* the keys of entries' aliases (owned) */
     int nalkeys = 0;
     bool *needed = NULL;
@@ -1056,39 +831,6 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
         if (pmap_has(&t->tracked, sources[i])) pmap_put(&reach, sources[i], false);
     }
     needed = xcalloc((size_t)t->nentries, sizeof *needed);
-    /* late conditional aliases (tfe_tape_late_alias) that matter to t: an
-     * if's or loop's result and the value it is where a bool holds reach
-     * each other (eager code's one tensor) */
-    for (int i = 0; i < nlal; i++) {
-        if (!lal_relevant(t, i)) continue;
-        if (!lal_cond(i)) {
-            /* (refused only where it would matter: one of the two a
-             * source, the other read on the way to the target) */
-            const tfe_tensor *y = lal[i].y, *x = lal[i].x;
-            bool ys = pmap_has(&reach, y), xs = pmap_has(&reach, x);
-            if ((xs && (y == target || tfe_tape_uses(t, y, target) > 0)) ||
-                (ys && (x == target || tfe_tape_uses(t, x, target) > 0))) {
-                tfe_error_set(LATE_ALIAS_UNKNOWN);
-                goto out;
-            }
-            continue;
-        }
-        rel = xrealloc(rel, sizeof *rel * (size_t)(nrel + 1));
-        rel[nrel++] = i;
-    }
-    for (bool more = nrel > 0; more;) {
-        more = false;
-        for (int r = 0; r < nrel; r++) {
-            const late_alias *a = &lal[rel[r]];
-            for (int w = 0; w < 2; w++) {
-                const tfe_tensor *from = w ? a->y : a->x, *to = w ? a->x : a->y;
-                if (pmap_has(&reach, from) && pmap_has(&t->tracked, to) && !pmap_has(&reach, to)) {
-                    pmap_put(&reach, to, false);
-                    more = true;
-                }
-            }
-        }
-    }
     if (reach.n && pmap_has(&t->tracked, target)) {
         for (int k = 0; k < t->nentries; k++) {
             entry *e = t->entries[k];
@@ -1133,18 +875,6 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
                 ca.x[ca.n] = canon(&al, e->t[e->cs_to[i]]);
                 ca.c[ca.n++] = (tensor_incref(e->cs_c[i]), e->cs_c[i]);
             }
-        }
-        /* the late ones: what reaches y adds, where the bool holds, to x's sum */
-        for (int r = 0; r < nrel; r++) {
-            const late_alias *a = &lal[rel[r]];
-            if (!pmap_has(&reach, a->y) || pmap_get(&al, a->y)) continue;
-            ca.y = xrealloc(ca.y, sizeof *ca.y * (size_t)(ca.n + 1));
-            ca.x = xrealloc(ca.x, sizeof *ca.x * (size_t)(ca.n + 1));
-            ca.c = xrealloc(ca.c, sizeof *ca.c * (size_t)(ca.n + 1));
-            tensor_incref(a->y);
-            ca.y[ca.n] = a->y;
-            ca.x[ca.n] = canon(&al, a->x);
-            ca.c[ca.n++] = (tensor_incref(a->c), a->c);
         }
         /* Backward pass from the target (ones of its shape: the target is summed). */
         if (pmap_has(&reach, target)) {
@@ -1449,10 +1179,6 @@ static int gradient_impl(tfe_tape *t, tfe_tensor *target, int n, tfe_tensor *con
         }
     }
     for (int i = 0; i < n; i++) {
-        if (nrel || t->cwatch.n || t->cderived.n) {
-            if (!(grads[i] = late_source(t, &gmap, &flags, &al, rel, nrel, sources[i], 0))) goto out;
-            continue;
-        }
         tfe_tensor *g = pmap_get(&gmap, canon(&al, sources[i])), *f = pmap_get(&flags, canon(&al, sources[i]));
         if (g && f) g = tfe_grad_flag_fill(f, g, 0.0); /* none: zeros, as for a source nothing reached */
         else if (g) tensor_incref(g);
@@ -1471,7 +1197,6 @@ out:
             grads[i] = NULL;
         }
     free(needed);
-    free(rel);
     pmap_free(&reach);
     pmap_free(&srcset);
     pmap_free(&gmap);

@@ -87,8 +87,10 @@ int opt_cse(Graph *g)
          * into an earlier one (tanh(x) before the if, a result too), the if
          * would hand on that tensor, which a tape after the call takes for
          * the other result, where eager code has two tensors (a last bit
-         * apart: stage_cse_branch_result_bits) */
-        for (int k = 0; k < n->nout && found >= 0; k++)
+         * apart: stage_cse_branch_result_bits); a constant, which has
+         * no gradient and is handed out as a tensor of its own anyway,
+         * merges */
+        for (int k = 0; k < n->nout && found >= 0 && n->kind != G_CONST; k++)
             if (pin[n->vbase + k]) found = -1;
         if (found >= 0) {
             for (int k = 0; k < n->nout; k++) map[n->vbase + k] = (GRef){found, k};

@@ -68,6 +68,14 @@ void interp_free(Interp *I)
     profile_env_finish(); /* TFE_PROFILE: the program ran; write its trace */
     value_decref(I->retval);
     tracked_clear_all(I);
+    /* (a global binding no tracked object holds can reach the globals
+     * again: a persistent tape whose cached staged call's entry keeps what
+     * a @host call read; cleared bindings break such a cycle) */
+    for (int i = 0; i < I->globals->nslots; i++) {
+        Value v = I->globals->slots[i];
+        I->globals->slots[i] = v_nil();
+        value_decref(v);
+    }
     env_decref(I->globals);
     value_decref(v_obj(V_RECORD, I->modules));
     value_decref(v_obj(V_RECORD, I->module_stamps));

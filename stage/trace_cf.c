@@ -1227,6 +1227,20 @@ static bool tapes_meet_if(Tracer *T, const tfe_tensor *pred)
     return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
 }
 
+/* The call that traces runs eagerly from its start instead, where it can
+ * (nothing done in it yet, or its effects so far can be made again: a
+ * replay gives each its logged result), and so do later calls under
+ * ntapes recording tapes or more (counting those the trace made): true
+ * with *rc the code that stops the trace (staged.c runs the call again). */
+static bool redo_call_eagerly(Interp *I, Tracer *T, Loc loc, int ntapes, int *rc)
+{
+    int nt = ntapes - (tfe_tapes_active - T->tapes_at_begin);
+    if (trace_nothing_done(T)) *rc = trace_redo_eagerly(I, loc, nt, "(unused)");
+    else if (trace_effects_replayable(T)) *rc = trace_redo_replaying(I, loc, nt);
+    else return false;
+    return true;
+}
+
 /* An if met with values while exactly two tapes record the call that
  * traces (a second order may be taken): as a node, nested ifs on traced
  * data under a target that reads the call's result as well as the first
@@ -1435,26 +1449,14 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
     int err_branch = -1; /* the branch whose symbolic trace raised an error, if one did */
 
-    /* (after effects, the @host calls and prints made so far are replayed
-     * by the run again: each gives its result, none is made twice; where
-     * they cannot be, the call cannot run again, and as a node the if's
-     * third and fourth orders could differ from eager's in the last bit
-     * (docs/staging.md section 14, stage_err_grad4_varying_if_effect):
-     * a located error instead of a silent difference) */
-    if (two_tapes_meet_if(T) && (trace_nothing_done(T) || trace_effects_replayable(T))) {
-        int nt = 2 - (tfe_tapes_active - T->tapes_at_begin);
-        rc = trace_nothing_done(T) ? trace_redo_eagerly(I, n->a->loc, nt, "(unused)") : trace_redo_replaying(I, n->a->loc, nt);
-        goto done;
-    }
+    if (two_tapes_meet_if(T) && redo_call_eagerly(I, T, n->a->loc, 2, &rc)) goto done;
+    /* (where the effects so far cannot be made again, the call cannot run
+     * again, and as a node the if's third and fourth orders could differ
+     * from eager's in the last bit (docs/staging.md section 14,
+     * stage_err_grad4_varying_if_effect): a located error instead of a
+     * silent difference) */
     if (tapes_meet_varying_if(T, cond.u.t)) {
-        if (trace_nothing_done(T)) {
-            rc = trace_redo_eagerly(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin), "(unused)");
-            goto done;
-        }
-        if (trace_effects_replayable(T)) {
-            rc = trace_redo_replaying(I, n->a->loc, 3 - (tfe_tapes_active - T->tapes_at_begin));
-            goto done;
-        }
+        if (redo_call_eagerly(I, T, n->a->loc, 3, &rc)) goto done;
         FAIL(n->a->loc, "this if on a value that varies from call to call is met while three tapes or more "
              "record the call (a third order or higher), after an effect of the call that cannot be made "
              "again (a @host call that changes an outside binding or gets a list, an assign, ...): the "
@@ -2228,11 +2230,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
      * which a trace cannot depend on, an error) */
     bool varies;
     if (tapes_meet_loop(T, g, rcond, rbody, &varies)) {
-        int nt = 2 - (tfe_tapes_active - T->tapes_at_begin);
-        if (trace_nothing_done(T) || trace_effects_replayable(T)) {
-            rc = trace_nothing_done(T) ? trace_redo_eagerly(I, loop_loc, nt, "(unused)") : trace_redo_replaying(I, loop_loc, nt);
-            goto done;
-        }
+        if (redo_call_eagerly(I, T, loop_loc, 2, &rc)) goto done;
         if (!varies) FAIL(loop_loc, "a loop met while two tapes record runs at trace time");
         FAIL(loop_loc, "this loop on a value that varies from call to call (a variable, a draw, a @host call) "
              "is met while two tapes or more record the call (a second order or higher), after an effect of "

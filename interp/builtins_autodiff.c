@@ -505,6 +505,7 @@ static void tape_start(Interp *I, Tape *T)
 {
     tfe_tape_push(T->tape);
     T->entered = true;
+    if (I->tracer) trace_alias_tape_start(I->tracer, T->tape); /* (late aliases) */
     T->wins = xrealloc(T->wins, sizeof *T->wins * (size_t)(2 * T->nwins + 2));
     T->wins[2 * T->nwins] = tfe_tensor_serial_now();
     T->wins[2 * T->nwins + 1] = UINT64_MAX;
@@ -639,6 +640,7 @@ static int watch_value(Interp *I, Tape *T, Value v, int depth)
             }
         }
         tfe_tape_watch(T->tape, v.u.t);
+        if (I->tracer) trace_alias_touch(I->tracer, T->tape, v.u.t);
         /* a traced number: eager code boxes the binding it watches, and
          * arithmetic on it then stays boxed (trace.h) */
         if (I->tracer) trace_unmark_number(v);
@@ -2196,6 +2198,21 @@ static int early_read(Interp *I, const Tape *T, Value y, Value xs, const Flat *f
     return rc;
 }
 
+/* The tensors of a gradient's sources, as touched by the tape (late aliases). */
+static void alias_touch_sources(Tracer *tr, const tfe_tape *tape, Value v, int depth)
+{
+    if (depth > 100) return;
+    if (v.kind == V_TENSOR) {
+        trace_alias_touch(tr, tape, v.u.t);
+    } else if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *s = seq_as(v);
+        for (int i = 0; s && i < s->n; i++) alias_touch_sources(tr, tape, s->items[i], depth + 1);
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) alias_touch_sources(tr, tape, r->vals[i], depth + 1);
+    }
+}
+
 static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, Value *out)
 {
     tfe_tensor *target = target_tensor(I, fn, y);
@@ -2241,6 +2258,13 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     path.s[0] = 0;
     f.target = target;
     f.tape = T;
+    /* a target or source that can be one tensor at run time with another
+     * value this tape touched: the call runs eagerly (stage/trace_alias.c) */
+    if (I->tracer && !T->spent) {
+        trace_alias_touch(I->tracer, T->tape, target);
+        alias_touch_sources(I->tracer, T->tape, xs, 0);
+        if (trace_alias_check(I, I->tracer)) goto done;
+    }
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */
     if (T->autowatch && (target_recorded(I, T, y) || watched_late(I, T, y, f.n, f.ts) || nothing_read(I, T, y, &f) ||
@@ -2672,6 +2696,7 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
     }
     if (v.kind == V_TENSOR) {
         tfe_tape_watch(T->tape, v.u.t);
+        if (I->tracer) trace_alias_touch(I->tracer, T->tape, v.u.t);
     } else if (is_variable(v)) {
         tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value, 0, false);
     } else if (v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD) {

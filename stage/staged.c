@@ -766,6 +766,9 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     int rc = trace_refusal_pending(I, interp_run_body(I, c, e, &ret));
     if (!rc && !T->failed && sig_has_function(ret))
         rc = trace_fail(I, call_loc, "staged function '%s' returns a function, which a graph cannot", c->name);
+    /* a tape begun in the call that touched two values one tensor can be
+     * (stage/trace_alias.c): the call runs eagerly (or a located error) */
+    if (!rc && !T->failed) rc = trace_alias_check(I, T);
     if (rc && T->eager_redo) {
         /* the trace stopped where the tapes recording the call would not get
          * eager's gradients (a @host call's gradient taken in it under a tape

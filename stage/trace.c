@@ -83,6 +83,7 @@ void trace_writes_undo(Tracer *T, int from)
 
 void trace_end(Tracer *T)
 {
+    trace_alias_free(T);
     for (int i = 0; i < T->nnotes; i++) {
         TNote *n = T->notes[i];
         if (n->t->node == n) n->t->node = NULL;
@@ -444,6 +445,7 @@ static int trace_execute(tfe_op op, int nin, tfe_tensor *const *in, const tfe_at
     const tfe_opinfo *info = &tfe_ops[op];
     if (T->failed || T->suspended) return tfe_execute_eager(op, nin, in, at, out);
     bool any = false, sym = T->symbolic;
+    if (tfe_tapes_active > T->tapes_at_begin) trace_alias_touch_ins(T, nin, in);
     for (int i = 0; i < nin; i++) {
         if (in[i]->node) any = true;
         if (!in[i]->storage) sym = true;

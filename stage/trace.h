@@ -126,6 +126,7 @@ typedef struct Tracer {
     int last_cf;          /* the newest cond or while node (-1: none): a read
                              of a variable before it may be stale after it */
     int tapes_at_begin;   /* tfe_tapes_active when the trace began */
+    struct TraceAlias *alias; /* the tapes begun in it and what they touched (trace_alias.c) */
     int eager_redo;       /* stopped where its tapes' gradients could not be eager's
                              (trace_redo_eagerly), with nothing done yet: the call
                              runs eagerly instead, as do later ones under this many
@@ -330,6 +331,21 @@ bool trace_effects_replayable(const Tracer *T);
 /* trace_redo_eagerly where the trace's effects so far are replayable: the
  * call runs eagerly again and gets each of them back (stage/staged.c). */
 int trace_redo_replaying(Interp *I, Loc loc, int ntapes);
+
+/* Late aliases (stage/trace_alias.c): a tape begun in the trace
+ * (trace_alias_tape_start) notes each float value it touches (a watch, a
+ * gradient's source or target, an op's input while it records:
+ * trace_alias_touch_ins for those of the active tapes). trace_alias_check:
+ * where two it touched can be one tensor at run time (a0 = y in a traced
+ * if's branch, then t.watch(a0) and a0 * y), the call runs eagerly instead
+ * (an error that stage/staged.c catches, as trace_redo_eagerly), or a
+ * located error where its effects cannot be made again; else 0. */
+typedef struct TraceAlias TraceAlias;
+void trace_alias_tape_start(Tracer *T, const struct tfe_tape *tape);
+void trace_alias_touch(Tracer *T, const struct tfe_tape *tape, const tfe_tensor *x);
+void trace_alias_touch_ins(Tracer *T, int nin, tfe_tensor *const *in);
+int trace_alias_check(Interp *I, Tracer *T);
+void trace_alias_free(Tracer *T);
 static inline bool trace_recording(const Interp *I)
 {
     const Tracer *T = I->tracer;

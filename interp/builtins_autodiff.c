@@ -505,7 +505,7 @@ static void tape_start(Interp *I, Tape *T)
 {
     tfe_tape_push(T->tape);
     T->entered = true;
-    if (I->tracer) trace_alias_tape_start(I->tracer, T->tape); /* (late aliases) */
+    if (I->tracer) trace_alias_tape_start(I->tracer, T->tape, T->nwins == 0); /* (late aliases) */
     T->wins = xrealloc(T->wins, sizeof *T->wins * (size_t)(2 * T->nwins + 2));
     T->wins[2 * T->nwins] = tfe_tensor_serial_now();
     T->wins[2 * T->nwins + 1] = UINT64_MAX;
@@ -2263,7 +2263,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     if (I->tracer && !T->spent) {
         trace_alias_touch(I->tracer, T->tape, target);
         alias_touch_sources(I->tracer, T->tape, xs, 0);
-        if (trace_alias_check(I, I->tracer)) goto done;
+        if (trace_alias_now(I, I->tracer)) goto done;
     }
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */

@@ -815,6 +815,18 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         values_free(args, info->nparams);
         return -1;
     }
+    if (!T->failed && trace_alias_specialized(T)) {
+        /* the trace holds this call's tensors where eager code's identity
+         * changes from call to call (stage/trace_alias.c): this call's
+         * result is eager's; later calls run eagerly */
+        sc->eager_under_tapes = 1;
+        graph_decref(T->g);
+        trace_end(T);
+        free(relaxed);
+        values_free(args, info->nparams);
+        *out = ret;
+        return 0;
+    }
     if (T->failed) {
         /* --stage-all: this function cannot be staged; the call ran eagerly */
         if (!info->stage_failed) {

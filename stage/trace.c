@@ -238,6 +238,7 @@ void trace_note(Tracer *T, tfe_tensor *t, GRef ref)
     n->boxed = t->rank == 0 && tfe_tapes_active > T->tapes_at_begin;
     n->input = false;
     n->passed = -1;
+    n->handed = (GRef){-1, 0};
     n->run_kind[0] = n->run_kind[1] = TK_NONE;
     n->sub[0] = n->sub[1] = NULL;
     n->ran_rec = -1;

@@ -35,6 +35,9 @@ typedef struct TNote {
                       `passed` handed on unchanged (the branch that ran ends on it,
                       the loop ran zero times): eager code's result is the input
                       itself (Trace.pass_ok); -1: none */
+    GRef handed;   /* ... and, at trace time, any value it is handed on unchanged (the
+                      run gave that value's very tensor), which eager code holds as
+                      one tensor with it (stage/trace_alias.c); node -1: none */
     /* An output of a cond or loop whose kind (TK_*) eager code gives by
      * the way it went: run_kind[0] where its first branch ran (a loop: ran
      * zero times, the kind it started with), run_kind[1] the other branch
@@ -341,11 +344,29 @@ int trace_redo_replaying(Interp *I, Loc loc, int ntapes);
  * (an error that stage/staged.c catches, as trace_redo_eagerly), or a
  * located error where its effects cannot be made again; else 0. */
 typedef struct TraceAlias TraceAlias;
-void trace_alias_tape_start(Tracer *T, const struct tfe_tape *tape);
+void trace_alias_tape_start(Tracer *T, const struct tfe_tape *tape, bool first); /* first: its first with block */
 void trace_alias_touch(Tracer *T, const struct tfe_tape *tape, const tfe_tensor *x);
 void trace_alias_touch_ins(Tracer *T, int nin, tfe_tensor *const *in);
 int trace_alias_check(Interp *I, Tracer *T);
+/* The same where a gradient is taken now: in a branch or loop body traced
+ * without values, a conflict of the tapes begun there fails the attempt
+ * (trace_fail: the if or loop runs at trace time). */
+int trace_alias_now(Interp *I, Tracer *T);
+/* The same for the tapes begun in a loop's body (or condition), just traced
+ * (regions rcond, rbody; its n carried values start as init[]), before its
+ * node is made: true where the loop must run at trace time instead. */
+bool trace_alias_loop(Tracer *T, int rcond, int rbody, int n, tfe_tensor *const *init);
+/* The same for the tapes begun in an if's branches (regions r0, r1). */
+bool trace_alias_branches(Tracer *T, int r0, int r1);
+/* A failed attempt at an if or loop from graph size nodes on: what its
+ * tapes and values touched goes. */
+void trace_alias_roll_back(Tracer *T, int nodes);
 void trace_alias_free(Tracer *T);
+/* The trace holds this call's tensors where eager code's differ from call
+ * to call (a tape began after effects that cannot be made again, and the
+ * bindings it could see were made eager's: stage/trace_alias.c): it serves
+ * this call only, and later calls run eagerly. */
+bool trace_alias_specialized(const Tracer *T);
 static inline bool trace_recording(const Interp *I)
 {
     const Tracer *T = I->tracer;

@@ -21,10 +21,21 @@
 #include "tensor/grad.h"
 #include "util/xalloc.h"
 
-typedef struct Born { const tfe_tape *tape; int region; } Born;
+/* at: the graph's size then; eager_seen: the call's bindings were made
+ * eager's tensors when it began (specialize) */
+typedef struct Born { const tfe_tape *tape; int region, at; bool eager_seen; } Born;
 typedef struct Touch { const tfe_tape *tape; GRef ref; bool whole; Loc loc; } Touch;
 
 struct TraceAlias {
+    /* a loop whose body was just traced, before its node is made
+     * (trace_alias_loop): its regions and its carried values' start */
+    int pend_cond, pend_body, pend_n;
+    tfe_tensor *const *pend_init;
+    /* this call's values bound where eager code holds another tensor, made
+     * that tensor when a tape began after effects a run again cannot make
+     * (trace_alias_tape_start): the trace is this call's only */
+    bool specialized;   /* a binding was made another tensor */
+    bool incomplete;    /* a tape began where that could not be done */
     Born *born;
     int nborn, capborn;
     Touch *t;
@@ -39,6 +50,15 @@ static TraceAlias *alias_of(Tracer *T)
     return T->alias;
 }
 
+/* Is region a region r or one nested in it? (0 and -1: the top) */
+static bool region_within(const Graph *g, int a, int r)
+{
+    if (r <= 0) return true;
+    for (int depth = 0; a > 0 && a < g->nregions && depth < 1000; depth++, a = g->regions[a].parent)
+        if (a == r) return true;
+    return false;
+}
+
 void trace_alias_free(Tracer *T)
 {
     TraceAlias *A = T->alias;
@@ -50,16 +70,88 @@ void trace_alias_free(Tracer *T)
     T->alias = NULL;
 }
 
-void trace_alias_tape_start(Tracer *T, const tfe_tape *tape)
+/* --- this call's tensors -------------------------------------------------------------- */
+
+static tfe_tensor *concrete_at(const Tracer *T, GRef r)
+{
+    int s = T->g->nodes[r.node].vbase + r.out;
+    return s >= 0 && s < T->capconcrete ? T->concrete[s] : NULL;
+}
+
+/* A tape begins after effects that a run of the call again cannot make:
+ * each binding of the staged function that holds an if's or loop's
+ * result which eager code holds, on this call, as another tensor (a0 = y
+ * in the branch that ran) is made that tensor, so that this call's tapes
+ * see eager's tensors. The trace is then this call's only
+ * (trace_alias_specialized); where a binding could not be told, or the
+ * tape begins in another function, a conflict stays an error. */
+static void specialize(Tracer *T)
+{
+    TraceAlias *A = T->alias;
+    if (T->I->nframes != T->frame_base) A->incomplete = true;
+    Env *e = T->call_env;
+    for (int i = 0; e && i < e->nslots; i++) {
+        Value v = e->slots[i];
+        if (v.kind != V_TENSOR || !v.u.t->node || !dtype_is_float(v.u.t->dtype)) continue;
+        /* (the run of the if or loop handed on that value's very tensor:
+         * TNote.handed, followed through ifs and loops that hand it on) */
+        tfe_tensor *to = v.u.t;
+        for (int depth = 0; depth < 64; depth++) {
+            const TNote *nt = to->node;
+            if (!nt || nt->handed.node < 0) break;
+            tfe_tensor *c = concrete_at(T, nt->handed);
+            if (!c) {
+                A->incomplete = true;
+                break;
+            }
+            to = c;
+        }
+        if (to == v.u.t) continue;
+        tensor_incref(to);
+        e->slots[i] = v_tensor_take(to);
+        value_decref(v);
+        A->specialized = true;
+    }
+}
+
+bool trace_alias_specialized(const Tracer *T) { return T->alias && T->alias->specialized; }
+
+static void touch_grow(TraceAlias *A);
+
+/* A tape freed and another made at its address: the first one's notes go. */
+static void forget_tape(TraceAlias *A, const tfe_tape *tape)
+{
+    int keep = 0;
+    for (int i = 0; i < A->nborn; i++)
+        if (A->born[i].tape != tape) A->born[keep++] = A->born[i];
+    A->nborn = keep;
+    keep = 0;
+    for (int k = 0; k < A->n; k++)
+        if (A->t[k].tape != tape) A->t[keep++] = A->t[k];
+    if (keep == A->n) return;
+    A->n = keep;
+    A->nslots /= 2; /* (touch_grow doubles it back, placing those kept) */
+    touch_grow(A);
+}
+
+void trace_alias_tape_start(Tracer *T, const tfe_tape *tape, bool first)
 {
     TraceAlias *A = alias_of(T);
+    if (first) forget_tape(A, tape);
     for (int i = 0; i < A->nborn; i++)
         if (A->born[i].tape == tape) return; /* (a persistent tape entered again) */
     if (A->nborn == A->capborn) {
         A->capborn = A->capborn ? 2 * A->capborn : 4;
         A->born = xrealloc(A->born, sizeof *A->born * (size_t)A->capborn);
     }
-    A->born[A->nborn++] = (Born){tape, T->region};
+    A->born[A->nborn] = (Born){tape, T->region, T->g->n, false};
+    /* (where the call can run eagerly again from its start, a conflict
+     * found at the end does that: trace_alias_check) */
+    if (!T->symbolic && !trace_nothing_done(T) && !trace_effects_replayable(T)) {
+        specialize(T);
+        A->born[A->nborn].eager_seen = true;
+    }
+    A->nborn++;
 }
 
 static const Born *born_of(const TraceAlias *A, const tfe_tape *tape)
@@ -67,15 +159,6 @@ static const Born *born_of(const TraceAlias *A, const tfe_tape *tape)
     for (int i = 0; A && i < A->nborn; i++)
         if (A->born[i].tape == tape) return &A->born[i];
     return NULL;
-}
-
-/* Is region a region r or one nested in it? (0 and -1: the top) */
-static bool region_within(const Graph *g, int a, int r)
-{
-    if (r <= 0) return true;
-    for (int depth = 0; a > 0 && a < g->nregions && depth < 1000; depth++, a = g->regions[a].parent)
-        if (a == r) return true;
-    return false;
 }
 
 static size_t touch_hash(const tfe_tape *tape, GRef r)
@@ -134,6 +217,22 @@ void trace_alias_touch(Tracer *T, const tfe_tape *tape, const tfe_tensor *x)
     A->t[A->n++] = (Touch){tape, r, whole, T->I->cur_loc};
 }
 
+void trace_alias_roll_back(Tracer *T, int nodes)
+{
+    TraceAlias *A = T->alias;
+    if (!A) return;
+    int keep = 0;
+    for (int i = 0; i < A->nborn; i++)
+        if (A->born[i].at < nodes) A->born[keep++] = A->born[i];
+    A->nborn = keep;
+    keep = 0;
+    for (int k = 0; k < A->n; k++)
+        if (A->t[k].ref.node < nodes && born_of(A, A->t[k].tape)) A->t[keep++] = A->t[k];
+    A->n = keep;
+    A->nslots /= 2; /* (touch_grow doubles it back, placing those kept) */
+    touch_grow(A);
+}
+
 void trace_alias_touch_ins(Tracer *T, int nin, tfe_tensor *const *in)
 {
     if (!T->alias || !T->alias->nborn) return;
@@ -153,10 +252,11 @@ typedef struct Origins {
     int nseen;
 } Origins;
 
-static void origins_of(const Graph *g, GRef r, Origins *o, int depth);
+static void origins_of(const TraceAlias *A, const Graph *g, GRef r, Origins *o, int depth);
 
-/* Carried value p of loop w: its start value, or what the body ends it on. */
-static void carried_origins(const Graph *g, int w, int p, Origins *o, int depth)
+/* Carried value p of loop w: its start value, or what the body ends it on
+ * (w < 0: the loop being traced, A->pend_*). */
+static void carried_origins(const TraceAlias *A, const Graph *g, int w, int p, Origins *o, int depth)
 {
     for (int i = 0; i < o->nseen; i++)
         if (o->seen[i][0] == w && o->seen[i][1] == p) return;
@@ -166,33 +266,39 @@ static void carried_origins(const Graph *g, int w, int p, Origins *o, int depth)
     }
     o->seen[o->nseen][0] = w;
     o->seen[o->nseen++][1] = p;
-    const GNode *nd = &g->nodes[w];
-    const GRegion *body = &g->regions[nd->regions[1]];
-    origins_of(g, nd->in[p], o, depth + 1);
-    if (p < body->nouts) origins_of(g, body->outs[p], o, depth + 1);
+    const GRegion *body;
+    if (w >= 0) {
+        const GNode *nd = &g->nodes[w];
+        body = &g->regions[nd->regions[1]];
+        origins_of(A, g, nd->in[p], o, depth + 1);
+    } else {
+        body = &g->regions[A->pend_body];
+        const tfe_tensor *x = p < A->pend_n ? A->pend_init[p] : NULL;
+        const TNote *note = x ? x->node : NULL;
+        /* (a constant: a tensor of its own, which no other value is) */
+        if (note) origins_of(A, g, note->ref, o, depth + 1);
+    }
+    if (p < body->nouts) origins_of(A, g, body->outs[p], o, depth + 1);
 }
 
-/* The loop whose region holds carried value node, and its index (-1: none). */
-static int param_loop(const Graph *g, int node, int *p)
+/* The loop whose region holds carried value node, and its index: -1 for
+ * the loop being traced; -2: none. */
+static int param_loop(const TraceAlias *A, const Graph *g, int node, int *p)
 {
     int reg = g->nodes[node].region;
+    const GRegion *rg = &g->regions[reg];
+    for (int i = 0; i < rg->nparams; i++)
+        if (rg->params[i] == node) *p = i;
+    if (*p < 0) return -2;
+    if (A->pend_n && (reg == A->pend_cond || reg == A->pend_body)) return *p < A->pend_n ? -1 : -2;
     for (int w = 0; w < g->n; w++) {
         const GNode *nd = &g->nodes[w];
-        if (nd->kind != G_WHILE) continue;
-        for (int k = 0; k < 2; k++) {
-            if (nd->regions[k] != reg) continue;
-            const GRegion *rg = &g->regions[reg];
-            for (int i = 0; i < rg->nparams; i++)
-                if (rg->params[i] == node && i < nd->nin) {
-                    *p = i;
-                    return w;
-                }
-        }
+        if (nd->kind == G_WHILE && (nd->regions[0] == reg || nd->regions[1] == reg)) return *p < nd->nin ? w : -2;
     }
-    return -1;
+    return -2;
 }
 
-static void origins_of(const Graph *g, GRef r, Origins *o, int depth)
+static void origins_of(const TraceAlias *A, const Graph *g, GRef r, Origins *o, int depth)
 {
     if (depth > 200) {
         o->over = true;
@@ -202,17 +308,17 @@ static void origins_of(const Graph *g, GRef r, Origins *o, int depth)
     if (nd->kind == G_COND) {
         for (int b = 0; b < 2; b++) {
             const GRegion *reg = &g->regions[nd->regions[b]];
-            if (r.out < reg->nouts) origins_of(g, reg->outs[r.out], o, depth + 1);
+            if (r.out < reg->nouts) origins_of(A, g, reg->outs[r.out], o, depth + 1);
         }
         return;
     }
     if (nd->kind == G_WHILE && r.out < nd->nin) {
-        carried_origins(g, r.node, r.out, o, depth);
+        carried_origins(A, g, r.node, r.out, o, depth);
         return;
     }
-    int p = -1, w = nd->kind == G_PARAM ? param_loop(g, r.node, &p) : -1;
-    if (w >= 0) {
-        carried_origins(g, w, p, o, depth);
+    int p = -1, w = nd->kind == G_PARAM ? param_loop(A, g, r.node, &p) : -2;
+    if (w >= -1) {
+        carried_origins(A, g, w, p, o, depth);
         return;
     }
     for (int i = 0; i < o->n; i++)
@@ -235,8 +341,9 @@ static int claim_cmp(const void *pa, const void *pb)
 }
 
 /* The later touch of the first pair found that can be one tensor at run
- * time, or -1. */
-static int first_conflict(const Tracer *T)
+ * time, or -1; within > 0: of the tapes begun in that region only;
+ * unseen: of those that did not see eager's tensors only (specialize). */
+static int first_conflict(const Tracer *T, int within, bool unseen)
 {
     const TraceAlias *A = T->alias;
     if (!A || A->n < 2) return -1;
@@ -249,9 +356,11 @@ static int first_conflict(const Tracer *T)
     Claim *c = NULL;
     int nc = 0, capc = 0, worst = -1;
     for (int k = 0; k < A->n; k++) {
+        const Born *b = born_of(A, A->t[k].tape);
+        if ((within > 0 && !region_within(T->g, b->region, within)) || (unseen && b->eager_seen)) continue;
         Origins o = {.n = 0};
         if (A->t[k].whole) o.r[o.n++] = A->t[k].ref;
-        else origins_of(T->g, A->t[k].ref, &o, 0);
+        else origins_of(A, T->g, A->t[k].ref, &o, 0);
         if (o.over && (worst < 0 || k > worst)) worst = k; /* (too many ways to follow: one) */
         if (nc + o.n > capc) {
             capc = 2 * (nc + o.n);
@@ -271,18 +380,56 @@ static int first_conflict(const Tracer *T)
     return found;
 }
 
+bool trace_alias_loop(Tracer *T, int rcond, int rbody, int n, tfe_tensor *const *init)
+{
+    TraceAlias *A = T->alias;
+    if (!A || !A->n) return false;
+    A->pend_cond = rcond;
+    A->pend_body = rbody;
+    A->pend_n = n;
+    A->pend_init = init;
+    bool found = first_conflict(T, rbody, false) >= 0 || first_conflict(T, rcond, false) >= 0;
+    A->pend_n = 0;
+    A->pend_init = NULL;
+    return found;
+}
+
+bool trace_alias_branches(Tracer *T, int r0, int r1)
+{
+    return T->alias && T->alias->n && (first_conflict(T, r0, false) >= 0 || first_conflict(T, r1, false) >= 0);
+}
+
+int trace_alias_now(Interp *I, Tracer *T)
+{
+    if (!T->alias || !T->alias->n) return 0;
+    if (!T->symbolic) return trace_alias_check(I, T);
+    /* (in a branch or loop body traced without values: the attempt fails,
+     * and the if or loop runs at trace time, where the tapes see this
+     * call's tensors) */
+    if (first_conflict(T, T->region, false) < 0) return 0;
+    return trace_fail(I, I->cur_loc, "a tape begun in a branch or loop body uses a value that an if or loop can "
+                                     "hand on unchanged together with that value itself");
+}
+
 int trace_alias_check(Interp *I, Tracer *T)
 {
-    int k = first_conflict(T);
+    int k = first_conflict(T, 0, false);
     if (k < 0) return 0;
     Loc loc = T->alias->t[k].loc;
     /* the call runs eagerly from its start, as do later ones (ntapes 0) */
     if (trace_nothing_done(T)) return trace_redo_eagerly(I, loc, 0, "(unused)");
     if (trace_effects_replayable(T)) return trace_redo_replaying(I, loc, 0);
+    /* (else this call's tapes saw eager's tensors where every tape begun
+     * since the effects could be made to: the trace is this call's only,
+     * and later calls run eagerly: stage/staged.c) */
+    if (!T->alias->incomplete && first_conflict(T, 0, true) < 0) {
+        T->alias->specialized = true;
+        return 0;
+    }
     return raise_at(I, loc, "a tape made in this staged function after a traced if or loop (or in a loop's "
-                            "body) uses a value that the if or loop can hand on unchanged together with that "
-                            "value itself: eager code holds one tensor there and adds the gradients of both "
-                            "uses, which a graph cannot; the call would run eagerly, but an effect made before "
-                            "it cannot be made again; make the tape before the if or loop, or bind a new "
-                            "tensor after it (let a = a0 * 1.0)");
+                            "body) uses a value that the if or loop can hand on unchanged (a0 = y in a branch) "
+                            "together with that value itself: eager code holds one tensor there and adds the "
+                            "gradients of both uses, which a graph cannot follow from call to call; the call "
+                            "would run eagerly, but an effect made before it cannot be made again; make the "
+                            "tape before the if or loop, or bind a tensor of its own after it (a0 = a0 * 1.0)");
 }

@@ -778,6 +778,9 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     /* per output, the graph input it hands on unchanged in this run (TNote.passed) */
     int *pin = xmalloc(sizeof *pin * ((size_t)nout + 1));
     for (int k = 0; k < nout; k++) pin[k] = -1;
+    /* ... and the value it hands on unchanged (TNote.handed) */
+    GRef *handed = xmalloc(sizeof *handed * ((size_t)nout + 1));
+    for (int k = 0; k < nout; k++) handed[k] = (GRef){-1, 0};
     int rec = -1; /* the ways it and the ifs and loops in it went (TNote.ran_rec) */
     const Graph *rg = T->g;
     if (!T->symbolic && tfe_tapes_active) {
@@ -946,10 +949,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         tapes_reads_settle(T->id);
         if (rc) {
             free(pin);
+            free(handed);
             return -1;
         }
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
+                handed[k] = ((const TNote *)outs[k]->node)->ref;
                 tfe_tensor *a = tensor_alias(outs[k]);
                 tensor_decref(outs[k]);
                 outs[k] = a;
@@ -957,10 +962,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     } else if (!T->symbolic) {
         if (run_now(T, id, outs, &rec)) {
             free(pin);
+            free(handed);
             return -1;
         }
         for (int k = 0; k < nout; k++) { /* one header per value: the note is the node's */
             pin[k] = passed_input(T, outs[k]);
+            if (outs[k]->node) handed[k] = ((const TNote *)outs[k]->node)->ref;
             tfe_tensor *a = tensor_alias(outs[k]);
             tensor_decref(outs[k]);
             outs[k] = a;
@@ -971,6 +978,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
          * through it would be zero. Refuse rather than be silently wrong. */
         if (tfe_tapes_active > T->tapes_at_begin) {
             free(pin);
+            free(handed);
             return trace_fail(T->I, gnode(T->g, id)->loc,
                               "a tape inside a staged conditional or loop cannot differentiate through "
                               "another conditional or loop inside it");
@@ -983,11 +991,13 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     for (int k = 0; k < nout; k++) {
         trace_note(T, outs[k], (GRef){id, k});
         ((TNote *)outs[k]->node)->passed = pin[k];
+        ((TNote *)outs[k]->node)->handed = handed[k];
         TNote *nt = outs[k]->node;
         nt->ran_rec = rec;
         if (rec >= 0) nt->ran_ref = rg == T->g ? (GRef){id, k} : rg->regions[0].outs[k];
     }
     free(pin);
+    free(handed);
     return 0;
 }
 
@@ -1107,6 +1117,7 @@ static void rewind_random(Mark m) { tfe_random_restore(m.rkey, m.rcounter); }
 static void roll_back(Tracer *T, Mark m)
 {
     rewind_random(m);
+    trace_alias_roll_back(T, m.nodes);
     GRegion *top = &T->g->regions[0];
     int keep = m.top;
     for (int i = m.top; i < top->n; i++) /* inputs made meanwhile stay: they are outside reads */
@@ -1599,6 +1610,12 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     T->last_effect = saved_effect;
     T->if_regions[0] = saved_if[0];
     T->if_regions[1] = saved_if[1];
+    /* a tape begun in a branch that touches two values one tensor can be
+     * (stage/trace_alias.c): the if runs at trace time, its branch's tapes
+     * seeing the tensors of this call */
+    if (trace_alias_branches(T, r[0], r[1]))
+        FAIL(n->loc, "a tape begun in a branch of this if uses a value that an earlier if or loop can hand "
+             "on unchanged together with that value itself");
     if (tapes_meet_if(T, cond.u.t)) goto failed;
     rewind_random(mark); /* the node draws when it runs */
     {
@@ -2228,6 +2245,13 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
      * made again; else the loop runs at trace time, the trace reading its
      * condition's values, section 7 -- where they vary from call to call,
      * which a trace cannot depend on, an error) */
+    /* a tape begun in the body that touches two values one tensor can be
+     * (a carried name the body ends on another value, a0 = y, read with
+     * that value): eager code's tensors change identity from one iteration
+     * to the next, which a graph cannot follow (stage/trace_alias.c) */
+    if (trace_alias_loop(T, rcond, rbody, ntot, init))
+        FAIL(loop_loc, "a tape begun in the loop's body uses a carried value together with a value the body "
+             "ends it on, which eager code holds as one tensor from the next iteration on");
     bool varies;
     if (tapes_meet_loop(T, g, rcond, rbody, &varies)) {
         if (redo_call_eagerly(I, T, loop_loc, 2, &rc)) goto done;

@@ -2263,7 +2263,7 @@ static int tape_gradient(Interp *I, const char *fn, Tape *T, Value y, Value xs, 
     if (I->tracer && !T->spent) {
         trace_alias_touch(I->tracer, T->tape, target);
         alias_touch_sources(I->tracer, T->tape, xs, 0);
-        if (trace_alias_now(I, I->tracer)) goto done;
+        if (trace_alias_now(I, I->tracer, T->tape)) goto done;
     }
     if (flatten_sources(I, fn, T, xs, &f, 0, &path)) goto done;
     /* (grad()'s tape, which watches no variable read, ran the function) */

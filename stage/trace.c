@@ -627,6 +627,8 @@ static bool trace_value_read(const tfe_tensor *t)
         T->capwalked = cap;
     }
     const char *p = value_source_problem(T, note->ref.node);
+    /* (a trace that serves this call only reads what it needs) */
+    if (p && trace_alias_specialized(T)) p = NULL;
     if (p) {
         bool had_error = I->has_error;
         if (!I->has_error && I->formatting)

@@ -348,10 +348,10 @@ void trace_alias_tape_start(Tracer *T, const struct tfe_tape *tape, bool first);
 void trace_alias_touch(Tracer *T, const struct tfe_tape *tape, const tfe_tensor *x);
 void trace_alias_touch_ins(Tracer *T, int nin, tfe_tensor *const *in);
 int trace_alias_check(Interp *I, Tracer *T);
-/* The same where a gradient is taken now: in a branch or loop body traced
- * without values, a conflict of the tapes begun there fails the attempt
- * (trace_fail: the if or loop runs at trace time). */
-int trace_alias_now(Interp *I, Tracer *T);
+/* The same for one tape, where it takes a gradient now: in a branch or
+ * loop body traced without values, a conflict of it begun there fails the
+ * attempt (trace_fail: the if or loop runs at trace time). */
+int trace_alias_now(Interp *I, Tracer *T, const struct tfe_tape *tape);
 /* The same for the tapes begun in a loop's body (or condition), just traced
  * (regions rcond, rbody; its n carried values start as init[]), before its
  * node is made: true where the loop must run at trace time instead. */
@@ -367,6 +367,11 @@ void trace_alias_free(Tracer *T);
  * bindings it could see were made eager's: stage/trace_alias.c): it serves
  * this call only, and later calls run eagerly. */
 bool trace_alias_specialized(const Tracer *T);
+/* The same, decided where an if or loop whose branch or body has such a
+ * tape must run at trace time on a condition that varies from call to
+ * call (a variable, a draw, a host call), or inside a branch traced
+ * without values: the trace may then read any value (trace_value_read). */
+void trace_alias_one_shot(Tracer *T);
 static inline bool trace_recording(const Interp *I)
 {
     const Tracer *T = I->tracer;

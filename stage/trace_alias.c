@@ -116,6 +116,8 @@ static void specialize(Tracer *T)
 
 bool trace_alias_specialized(const Tracer *T) { return T->alias && T->alias->specialized; }
 
+void trace_alias_one_shot(Tracer *T) { alias_of(T)->specialized = true; }
+
 static void touch_grow(TraceAlias *A);
 
 /* A tape freed and another made at its address: the first one's notes go. */
@@ -342,22 +344,25 @@ static int claim_cmp(const void *pa, const void *pb)
 
 /* The later touch of the first pair found that can be one tensor at run
  * time, or -1; within > 0: of the tapes begun in that region only;
- * unseen: of those that did not see eager's tensors only (specialize). */
-static int first_conflict(const Tracer *T, int within, bool unseen)
+ * unseen: of those that did not see eager's tensors only (specialize);
+ * only: of that tape only (NULL: all). */
+static int first_conflict(const Tracer *T, int within, bool unseen, const tfe_tape *only)
 {
     const TraceAlias *A = T->alias;
     if (!A || A->n < 2) return -1;
     bool any = false; /* (no touched if or loop result, nor carried value: none) */
     for (int k = 0; k < A->n && !any; k++) {
         GKind kd = T->g->nodes[A->t[k].ref.node].kind;
-        any = !A->t[k].whole && (kd == G_COND || kd == G_WHILE || kd == G_PARAM);
+        any = !A->t[k].whole && (kd == G_COND || kd == G_WHILE || kd == G_PARAM) && (!only || A->t[k].tape == only);
     }
     if (!any) return -1;
     Claim *c = NULL;
     int nc = 0, capc = 0, worst = -1;
     for (int k = 0; k < A->n; k++) {
         const Born *b = born_of(A, A->t[k].tape);
-        if ((within > 0 && !region_within(T->g, b->region, within)) || (unseen && b->eager_seen)) continue;
+        if ((within > 0 && !region_within(T->g, b->region, within)) || (unseen && b->eager_seen) ||
+            (only && A->t[k].tape != only))
+            continue;
         Origins o = {.n = 0};
         if (A->t[k].whole) o.r[o.n++] = A->t[k].ref;
         else origins_of(A, T->g, A->t[k].ref, &o, 0);
@@ -388,7 +393,7 @@ bool trace_alias_loop(Tracer *T, int rcond, int rbody, int n, tfe_tensor *const 
     A->pend_body = rbody;
     A->pend_n = n;
     A->pend_init = init;
-    bool found = first_conflict(T, rbody, false) >= 0 || first_conflict(T, rcond, false) >= 0;
+    bool found = first_conflict(T, rbody, false, NULL) >= 0 || first_conflict(T, rcond, false, NULL) >= 0;
     A->pend_n = 0;
     A->pend_init = NULL;
     return found;
@@ -396,25 +401,31 @@ bool trace_alias_loop(Tracer *T, int rcond, int rbody, int n, tfe_tensor *const 
 
 bool trace_alias_branches(Tracer *T, int r0, int r1)
 {
-    return T->alias && T->alias->n && (first_conflict(T, r0, false) >= 0 || first_conflict(T, r1, false) >= 0);
+    return T->alias && T->alias->n && (first_conflict(T, r0, false, NULL) >= 0 || first_conflict(T, r1, false, NULL) >= 0);
 }
 
-int trace_alias_now(Interp *I, Tracer *T)
+static int resolve(Interp *I, Tracer *T, int k);
+
+int trace_alias_now(Interp *I, Tracer *T, const tfe_tape *tape)
 {
     if (!T->alias || !T->alias->n) return 0;
-    if (!T->symbolic) return trace_alias_check(I, T);
     /* (in a branch or loop body traced without values: the attempt fails,
      * and the if or loop runs at trace time, where the tapes see this
      * call's tensors) */
-    if (first_conflict(T, T->region, false) < 0) return 0;
+    int k = first_conflict(T, T->symbolic ? T->region : 0, false, tape);
+    if (k < 0) return 0;
+    if (!T->symbolic) return resolve(I, T, k);
+    /* (the if or loop that holds it may not be readable at trace time:
+     * the trace serves this call only, as for trace_alias_branches) */
+    trace_alias_one_shot(T);
     return trace_fail(I, I->cur_loc, "a tape begun in a branch or loop body uses a value that an if or loop can "
                                      "hand on unchanged together with that value itself");
 }
 
-int trace_alias_check(Interp *I, Tracer *T)
+/* Touch k conflicts (first_conflict): the call runs eagerly again, or its
+ * trace serves it only, or a located error. */
+static int resolve(Interp *I, Tracer *T, int k)
 {
-    int k = first_conflict(T, 0, false);
-    if (k < 0) return 0;
     Loc loc = T->alias->t[k].loc;
     /* the call runs eagerly from its start, as do later ones (ntapes 0) */
     if (trace_nothing_done(T)) return trace_redo_eagerly(I, loc, 0, "(unused)");
@@ -422,7 +433,7 @@ int trace_alias_check(Interp *I, Tracer *T)
     /* (else this call's tapes saw eager's tensors where every tape begun
      * since the effects could be made to: the trace is this call's only,
      * and later calls run eagerly: stage/staged.c) */
-    if (!T->alias->incomplete && first_conflict(T, 0, true) < 0) {
+    if (!T->alias->incomplete && first_conflict(T, 0, true, NULL) < 0) {
         T->alias->specialized = true;
         return 0;
     }
@@ -432,4 +443,10 @@ int trace_alias_check(Interp *I, Tracer *T)
                             "gradients of both uses, which a graph cannot follow from call to call; the call "
                             "would run eagerly, but an effect made before it cannot be made again; make the "
                             "tape before the if or loop, or bind a tensor of its own after it (a0 = a0 * 1.0)");
+}
+
+int trace_alias_check(Interp *I, Tracer *T)
+{
+    int k = first_conflict(T, 0, false, NULL);
+    return k < 0 ? 0 : resolve(I, T, k);
 }

@@ -1613,9 +1613,14 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     /* a tape begun in a branch that touches two values one tensor can be
      * (stage/trace_alias.c): the if runs at trace time, its branch's tapes
      * seeing the tensors of this call */
-    if (trace_alias_branches(T, r[0], r[1]))
+    if (trace_alias_branches(T, r[0], r[1])) {
+        /* (on a condition it cannot read at trace time, or inside a branch
+         * traced without values, whose if runs at trace time in turn: the
+         * trace serves this call only, and later calls run eagerly) */
+        if (T->symbolic || trace_value_varies(I, cond.u.t)) trace_alias_one_shot(T);
         FAIL(n->loc, "a tape begun in a branch of this if uses a value that an earlier if or loop can hand "
              "on unchanged together with that value itself");
+    }
     if (tapes_meet_if(T, cond.u.t)) goto failed;
     rewind_random(mark); /* the node draws when it runs */
     {
@@ -2249,9 +2254,11 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
      * (a carried name the body ends on another value, a0 = y, read with
      * that value): eager code's tensors change identity from one iteration
      * to the next, which a graph cannot follow (stage/trace_alias.c) */
-    if (trace_alias_loop(T, rcond, rbody, ntot, init))
+    if (trace_alias_loop(T, rcond, rbody, ntot, init)) {
+        if (T->symbolic || region_varies(g, rcond)) trace_alias_one_shot(T); /* (as for an if) */
         FAIL(loop_loc, "a tape begun in the loop's body uses a carried value together with a value the body "
              "ends it on, which eager code holds as one tensor from the next iteration on");
+    }
     bool varies;
     if (tapes_meet_loop(T, g, rcond, rbody, &varies)) {
         if (redo_call_eagerly(I, T, loop_loc, 2, &rc)) goto done;

@@ -37,7 +37,8 @@ typedef struct TNote {
                       itself (Trace.pass_ok); -1: none */
     GRef handed;   /* ... and, at trace time, any value it is handed on unchanged (the
                       run gave that value's very tensor), which eager code holds as
-                      one tensor with it (stage/trace_alias.c); node -1: none */
+                      one tensor with it (stage/trace_alias.c); node -1: none, -2: not
+                      known (a constant made in its branch or body) */
     /* An output of a cond or loop whose kind (TK_*) eager code gives by
      * the way it went: run_kind[0] where its first branch ran (a loop: ran
      * zero times, the kind it started with), run_kind[1] the other branch

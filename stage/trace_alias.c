@@ -98,8 +98,8 @@ static void specialize(Tracer *T)
         tfe_tensor *to = v.u.t;
         for (int depth = 0; depth < 64; depth++) {
             const TNote *nt = to->node;
-            if (!nt || nt->handed.node < 0) break;
-            tfe_tensor *c = concrete_at(T, nt->handed);
+            if (!nt || nt->handed.node == -1) break;
+            tfe_tensor *c = nt->handed.node >= 0 ? concrete_at(T, nt->handed) : NULL;
             if (!c) {
                 A->incomplete = true;
                 break;

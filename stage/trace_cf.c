@@ -771,6 +771,27 @@ static int passed_input(Tracer *T, const tfe_tensor *t)
     return n->input && g->kind == G_INPUT ? g->input_index : n->passed;
 }
 
+/* The value an output of cond or loop node id that its run handed on as
+ * the very tensor t stands for (TNote.handed); {-2, 0} where eager code's
+ * tensor is not told by it: a constant made while the branch or body was
+ * traced (tanh of a literal), one tensor to the graph at every iteration,
+ * a new one to eager code at each. */
+static GRef handed_ref(const Tracer *T, int id, const tfe_tensor *t)
+{
+    GRef r = ((const TNote *)t->node)->ref;
+    const GNode *n = gnode(T->g, id);
+    if (gnode(T->g, r.node)->kind != G_CONST) return r;
+    int first = id;
+    for (int b = 0; b < 2; b++) {
+        const GRegion *reg = &T->g->regions[n->regions[b]];
+        for (int i = 0; i < reg->n; i++)
+            if (reg->nodes[i] < first) first = reg->nodes[i];
+        for (int i = 0; i < reg->nparams; i++)
+            if (reg->params[i] < first) first = reg->params[i];
+    }
+    return r.node > first ? (GRef){-2, 0} : r;
+}
+
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
@@ -954,7 +975,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         }
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
-                handed[k] = ((const TNote *)outs[k]->node)->ref;
+                handed[k] = handed_ref(T, id, outs[k]);
                 tfe_tensor *a = tensor_alias(outs[k]);
                 tensor_decref(outs[k]);
                 outs[k] = a;
@@ -965,9 +986,14 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             free(handed);
             return -1;
         }
+        /* (a tensor the run made, handed out as two outputs: the later
+         * ones are the first, to eager code too) */
+        for (int k = 0; k < nout; k++)
+            for (int j = 0; j < k && !outs[k]->node && handed[k].node == -1; j++)
+                if (outs[j] == outs[k]) handed[k] = (GRef){id, j};
         for (int k = 0; k < nout; k++) { /* one header per value: the note is the node's */
             pin[k] = passed_input(T, outs[k]);
-            if (outs[k]->node) handed[k] = ((const TNote *)outs[k]->node)->ref;
+            if (outs[k]->node) handed[k] = handed_ref(T, id, outs[k]);
             tfe_tensor *a = tensor_alias(outs[k]);
             tensor_decref(outs[k]);
             outs[k] = a;
@@ -2255,7 +2281,11 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
      * that value): eager code's tensors change identity from one iteration
      * to the next, which a graph cannot follow (stage/trace_alias.c) */
     if (trace_alias_loop(T, rcond, rbody, ntot, init)) {
-        if (T->symbolic || region_varies(g, rcond)) trace_alias_one_shot(T); /* (as for an if) */
+        /* (as for an if: a condition that reads a varying value, or a carried
+         * one that starts from one) */
+        bool vary = T->symbolic || region_varies(g, rcond);
+        for (int k = 0; k < ntot && !vary; k++) vary = init[k] && trace_value_varies(I, init[k]);
+        if (vary) trace_alias_one_shot(T);
         FAIL(loop_loc, "a tape begun in the loop's body uses a carried value together with a value the body "
              "ends it on, which eager code holds as one tensor from the next iteration on");
     }

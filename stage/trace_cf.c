@@ -792,6 +792,49 @@ static GRef handed_ref(const Tracer *T, int id, const tfe_tensor *t)
     return r.node > first ? (GRef){-2, 0} : r;
 }
 
+/* TNote.handed of the outputs the run gave as traced tensors. A constant
+ * made in the branch or body (not known: handed_ref) is, to eager code, a
+ * tensor made anew where it was evaluated, apart from every value outside:
+ * where only one output is it, a tensor of its own. Two outputs that are
+ * it are one evaluation where the branch that ran, or the body, ends both
+ * on one value (a0 = c; a1 = a0), and two where the body ends one on the
+ * constant and the other on a carried value (a1 = a0; a0 = c: the
+ * previous iteration's); else not known. */
+static void lone_constants(int id, int nout, tfe_tensor *const *outs, GRef *handed, const Tracer *T)
+{
+    const Graph *g = T->g;
+    const GNode *n = &g->nodes[id];
+    const GRegion *end = NULL; /* the region whose outputs the run's are */
+    if (n->kind == G_WHILE) {
+        end = &g->regions[n->regions[1]];
+    } else if (n->kind == G_COND) {
+        int ps = g->nodes[n->in[0].node].vbase + n->in[0].out;
+        const tfe_tensor *pred = ps < T->capconcrete ? T->concrete[ps] : NULL;
+        if (pred && pred->storage) end = &g->regions[n->regions[tensor_load_f64(pred, 0) != 0.0 ? 0 : 1]];
+    }
+    for (int k = 0; k < nout; k++)
+        if (outs[k]->node) handed[k] = handed_ref(T, id, outs[k]);
+    for (int k = 0; k < nout; k++) {
+        if (handed[k].node != -2) continue;
+        int state = -1; /* -1: its own; -2: not known; j >= 0: output j's tensor */
+        for (int j = 0; j < nout && state != -2; j++) {
+            if (j == k || outs[j] != outs[k]) continue;
+            GRef a = end && k < end->nouts ? end->outs[k] : (GRef){-1, 0};
+            GRef b = end && j < end->nouts ? end->outs[j] : (GRef){-1, 0};
+            if (a.node >= 0 && a.node == b.node && a.out == b.out) {
+                if (j < k) state = j;
+            } else if (n->kind == G_WHILE && a.node >= 0 && b.node >= 0 &&
+                       ((g->nodes[a.node].kind == G_PARAM && g->nodes[b.node].kind == G_CONST) ||
+                        (g->nodes[b.node].kind == G_PARAM && g->nodes[a.node].kind == G_CONST))) {
+                continue; /* (two evaluations) */
+            } else {
+                state = -2;
+            }
+        }
+        handed[k] = state >= 0 ? (GRef){id, state} : (GRef){state, 0};
+    }
+}
+
 int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
 {
     GNode *n = gnode(T->g, id);
@@ -973,9 +1016,9 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
             free(handed);
             return -1;
         }
+        lone_constants(id, nout, outs, handed, T);
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
-                handed[k] = handed_ref(T, id, outs[k]);
                 tfe_tensor *a = tensor_alias(outs[k]);
                 tensor_decref(outs[k]);
                 outs[k] = a;
@@ -991,9 +1034,9 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         for (int k = 0; k < nout; k++)
             for (int j = 0; j < k && !outs[k]->node && handed[k].node == -1; j++)
                 if (outs[j] == outs[k]) handed[k] = (GRef){id, j};
+        lone_constants(id, nout, outs, handed, T);
         for (int k = 0; k < nout; k++) { /* one header per value: the note is the node's */
             pin[k] = passed_input(T, outs[k]);
-            if (outs[k]->node) handed[k] = handed_ref(T, id, outs[k]);
             tfe_tensor *a = tensor_alias(outs[k]);
             tensor_decref(outs[k]);
             outs[k] = a;

@@ -378,6 +378,41 @@ static bool node_inside(const Graph *G, int node, int id)
     return false;
 }
 
+/* The slot of the value from outside node id that v, a value in one of
+ * id's regions, is on every path at run time (-1: none such): v itself
+ * where it is from outside, or the result of a loop or an if nested in id
+ * that is that one value every way it can end (a loop that starts from it
+ * and whose body ends on it or passes it on: `a = x; for i in range(n) {
+ * a = x }`; an if whose branches both end on it). Eager code holds that
+ * one tensor by both names, so what reaches v adds to its running sum as
+ * it comes (loop_out_alias, cond_out_alias; a nested loop's result used
+ * to count as a value of its own: its sum, added to x's after, was a last
+ * bit apart from eager's, stage_property seeds 262493 and 262776). */
+static int outside_value(const Graph *G, int id, GRef v, int depth)
+{
+    if (depth > 8) return -1;
+    if (!node_inside(G, v.node, id)) return slot_of(G, v);
+    const GNode *x = &G->nodes[v.node];
+    if (x->kind == G_WHILE) {
+        const GRegion *rc = &G->regions[x->regions[0]], *rb = &G->regions[x->regions[1]];
+        if (v.out >= rc->nparams || v.out >= rb->nouts || v.out >= x->nin) return -1;
+        int s = outside_value(G, id, x->in[v.out], depth + 1);
+        GRef o = rb->outs[v.out];
+        bool passed = o.node == rc->params[v.out] || (v.out < rb->nparams && o.node == rb->params[v.out]);
+        if (s < 0 || passed) return s; /* (passed on) */
+        return outside_value(G, id, o, depth + 1) == s ? s : -1;
+    }
+    if (x->kind == G_COND) {
+        int s[2];
+        for (int br = 0; br < 2; br++) {
+            const GRegion *r = &G->regions[x->regions[br]];
+            s[br] = v.out < r->nouts ? outside_value(G, id, r->outs[v.out], depth + 1) : -1;
+        }
+        return s[0] >= 0 && s[0] == s[1] ? s[0] : -1;
+    }
+    return -1;
+}
+
 static void caps_add(Caps *c, const Graph *G, GRef r)
 {
     int s = slot_of(G, r);
@@ -2372,7 +2407,7 @@ static int sweep_loop(BP *b, int id)
     const GRegion *grb = &G->regions[n->regions[1]];
     for (int k = 0; k < nc; k++) { /* (the body ends it on a captured value) */
         ppass[k] = -1;
-        bool direct = k < grb->nouts && !node_inside(G, grb->outs[k].node, id);
+        bool direct = k < grb->nouts && outside_value(G, id, grb->outs[k], 0) >= 0;
         for (int i = 0; i < caps.n && out_b[k] >= 0 && direct; i++)
             if (caps.slot[i] == out_b[k]) ppass[k] = i;
     }
@@ -2716,9 +2751,8 @@ static int loop_out_alias(BP *b, int id)
         if (!differentiable(&n->meta[k])) continue;
         int to[NAL] = {-1, -1, -1, -1, -1};
         if (differentiable(&G->nodes[n->in[k].node].meta[n->in[k].out])) to[0] = slot_of(G, n->in[k]);
-        if (flat && !node_inside(G, grb->outs[k].node, id) &&
-            differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
-            to[1] = slot_of(G, grb->outs[k]);
+        if (flat && differentiable(&G->nodes[grb->outs[k].node].meta[grb->outs[k].out]))
+            to[1] = outside_value(G, id, grb->outs[k], 0);
         /* (or, where the last iteration's flags say so, a value an if in
          * the body ends it on: loop_cond_targets; aliases 2 and 3) */
         tfe_tensor *cw[NAL] = {c[0], c[1], NULL, NULL, NULL};

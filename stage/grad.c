@@ -2771,6 +2771,55 @@ static int loop_out_alias(BP *b, int id)
     return rc;
 }
 
+/* The values from outside cond id that v, a branch's result, may be:
+ * each leaf of the ifs nested in the branch that end it (and of loops
+ * there that end it on one such value: outside_value), at most two slots
+ * in t (*nt); false where a leaf is a value of the branch's own. */
+static bool cond_leaves(const Graph *G, int id, GRef v, int *t, int *nt, int depth)
+{
+    int s = outside_value(G, id, v, 0);
+    if (s >= 0) {
+        for (int i = 0; i < *nt; i++)
+            if (t[i] == s) return true;
+        if (*nt == 2) return false;
+        t[(*nt)++] = s;
+        return true;
+    }
+    const GNode *c = &G->nodes[v.node];
+    if (depth > 8 || c->kind != G_COND) return false;
+    for (int br = 0; br < 2; br++) {
+        const GRegion *r = &G->regions[c->regions[br]];
+        if (v.out >= r->nouts || !cond_leaves(G, id, r->outs[v.out], t, nt, depth + 1)) return false;
+    }
+    return true;
+}
+
+/* A traced bool, true where v (cond_leaves) is the value of slot target
+ * (new ref; NULL: a predicate the replay did not hand out, or an error).
+ * A predicate made in a branch is the value the replay of cond id handed
+ * out (false where another branch ran, which the outer predicates mask:
+ * alias_flag's way for a loop body's ifs). */
+static tfe_tensor *cond_leaf_flag(BP *b, int id, GRef v, int target, int depth)
+{
+    const Graph *G = b->G;
+    int s = outside_value(G, id, v, 0);
+    if (s >= 0) return flag_const(s == target);
+    const GNode *c = &G->nodes[v.node];
+    if (depth > 8 || c->kind != G_COND) return NULL;
+    int ps = slot_of(G, c->in[0]);
+    tfe_tensor *pred = !node_inside(G, c->in[0].node, id) ? b->m[ps]
+                       : b->xv && b->xv[ps] && graph_region_visible(b->T->g, b->xv_reg[ps], b->T->region) ? b->xv[ps]
+                                                                                                            : NULL;
+    if (!pred || pred->dtype != TFE_BOOL) return NULL;
+    tfe_tensor *f[2];
+    for (int br = 0; br < 2; br++)
+        f[br] = cond_leaf_flag(b, id, G->regions[c->regions[br]].outs[v.out], target, depth + 1);
+    tfe_tensor *r = f[0] && f[1] ? flag_where(pred, f[0], f[1]) : NULL;
+    if (f[0]) tensor_decref(f[0]);
+    if (f[1]) tensor_decref(f[1]);
+    return r;
+}
+
 /* The same for a cond: its output is, where branch w runs, the captured
  * value that branch ends it on (alias w); sweep_cond hands on the rest. */
 static int cond_out_alias(BP *b, int id)
@@ -2787,13 +2836,26 @@ static int cond_out_alias(BP *b, int id)
         if (!differentiable(&n->meta[k])) continue;
         for (int w = 0; w < 2 && !rc; w++) {
             const GRegion *rb = &G->regions[n->regions[w]];
-            if (k >= rb->nouts || node_inside(G, rb->outs[k].node, id) ||
-                !differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out]))
-                continue;
-            int to = slot_of(G, rb->outs[k]);
-            if (to == os) continue;
-            alias_set(b, os, w, to, c[w]);
-            if (b->g[os] && add_if(b, to, b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+            if (k >= rb->nouts || !differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out])) continue;
+            /* (or the result of an if or a loop nested in the branch that
+             * is such a value, or one of two, where its predicates say so:
+             * alias 2 + w for the second; stage_grad_nested_if_alias_bits) */
+            int t[2], nt = 0;
+            if (!cond_leaves(G, id, rb->outs[k], t, &nt, 0) || !nt) continue;
+            tfe_tensor *cw[2] = {NULL, NULL};
+            for (int j = 0; j < nt && !rc; j++) {
+                if (t[j] == os) break;
+                tfe_tensor *lf = nt == 1 ? ref(c[w]) : cond_leaf_flag(b, id, rb->outs[k], t[j], 0);
+                cw[j] = lf && nt > 1 ? tfe_binary(OP_LOGICAL_AND, c[w], lf) : ref(lf);
+                if (lf) tensor_decref(lf);
+            }
+            if (cw[0] && (nt == 1 || cw[1]))
+                for (int j = 0; j < nt && !rc; j++) {
+                    alias_set(b, os, j ? 2 + w : w, t[j], cw[j]);
+                    if (b->g[os] && add_if(b, t[j], b->g[os], b->none ? b->none[os] : NULL, cw[j])) rc = -1;
+                }
+            for (int j = 0; j < 2; j++)
+                if (cw[j]) tensor_decref(cw[j]);
         }
     }
     tensor_decref(c[1]);

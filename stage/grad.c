@@ -115,6 +115,13 @@ typedef struct BP {
      * of the loop's output + j, the last iteration's flag (owned; NULL: none
      * such) */
     tfe_tensor **af_hist, **af_last;
+    /* by 2 * G slot of a cond's output + w: where branch w's result is a
+     * value of the branch's own, not one of the values from outside that
+     * the output's aliases hand its gradient to (an if nested in the
+     * branch ends it on either: cond_out_alias); the branch takes what
+     * reached the output there only (owned; NULL: all of it, or none where
+     * the aliases take it all) */
+    tfe_tensor **cond_rest;
 } BP;
 
 /* A fused node replayed op by op (its rules need every intermediate value):
@@ -353,6 +360,9 @@ static void bp_free(BP *b)
     }
     free(b->af_hist);
     free(b->af_last);
+    for (int i = 0; i < 2 * (b->G->nvals + 1) && b->cond_rest; i++)
+        if (b->cond_rest[i]) tensor_decref(b->cond_rest[i]);
+    free(b->cond_rest);
     free(b->xv);
     free(b->xv_reg);
     free(b->m);
@@ -1703,6 +1713,11 @@ static int grad_branch(BP *b, void *p)
     for (int k = 0; k < reg->nouts; k++) {
         if (c->zero_dy[k]) continue; /* as an eager tape: nothing, rather than + 0.0 */
         if (c->pass_dy && c->pass_dy[k]) continue;
+        tfe_tensor *rest = b->cond_rest && k < n->nout ? b->cond_rest[2 * (n->vbase + k) + c->branch] : NULL;
+        if (rest) { /* (the rest only: cond_out_alias) */
+            if (add_if(b, slot_of(G, reg->outs[k]), c->dy[k], c->dyf[k], rest)) return -1;
+            continue;
+        }
         tensor_incref(c->dy[k]);
         if (acc_f(b, slot_of(G, reg->outs[k]), c->dy[k], c->dyf[k])) return -1;
     }
@@ -1839,12 +1854,14 @@ static int sweep_cond(BP *b, int id)
     bool *pass[2] = {xcalloc((size_t)n->nout + 1, sizeof(bool)), xcalloc((size_t)n->nout + 1, sizeof(bool))};
     for (int k = 0; k < n->nout; k++)
         for (int w = 0; w < 2; w++) {
-            pass[w][k] = b->alias && b->alias[NAL * (n->vbase + k) + w] >= 0;
+            pass[w][k] = b->alias && b->alias[NAL * (n->vbase + k) + w] >= 0 &&
+                         !(b->cond_rest && b->cond_rest[2 * (n->vbase + k) + w]);
             alias_set(b, n->vbase + k, w, -1, NULL);
         }
     for (int k = 0; k < n->nout; k++) /* (a cond's output has those two only) */
         for (int w = 2; w < NAL; w++) alias_set(b, n->vbase + k, w, -1, NULL);
     int rc0 = any ? sweep_cond_rest(b, id, pass) : 0;
+    for (int k = 0; k < 2 * n->nout && b->cond_rest; k++) put(b->cond_rest, 2 * n->vbase + k, NULL);
     free(pass[0]);
     free(pass[1]);
     return rc0;
@@ -2774,8 +2791,9 @@ static int loop_out_alias(BP *b, int id)
 /* The values from outside cond id that v, a branch's result, may be:
  * each leaf of the ifs nested in the branch that end it (and of loops
  * there that end it on one such value: outside_value), at most two slots
- * in t (*nt); false where a leaf is a value of the branch's own. */
-static bool cond_leaves(const Graph *G, int id, GRef v, int *t, int *nt, int depth)
+ * in t (*nt; false where more); *own: some leaf is a value of the
+ * branch's own. */
+static bool cond_leaves(const Graph *G, int id, GRef v, int *t, int *nt, bool *own, int depth)
 {
     int s = outside_value(G, id, v, 0);
     if (s >= 0) {
@@ -2786,10 +2804,14 @@ static bool cond_leaves(const Graph *G, int id, GRef v, int *t, int *nt, int dep
         return true;
     }
     const GNode *c = &G->nodes[v.node];
-    if (depth > 8 || c->kind != G_COND) return false;
+    if (depth > 8) return false;
+    if (c->kind != G_COND) {
+        *own = true;
+        return true;
+    }
     for (int br = 0; br < 2; br++) {
         const GRegion *r = &G->regions[c->regions[br]];
-        if (v.out >= r->nouts || !cond_leaves(G, id, r->outs[v.out], t, nt, depth + 1)) return false;
+        if (v.out >= r->nouts || !cond_leaves(G, id, r->outs[v.out], t, nt, own, depth + 1)) return false;
     }
     return true;
 }
@@ -2805,7 +2827,8 @@ static tfe_tensor *cond_leaf_flag(BP *b, int id, GRef v, int target, int depth)
     int s = outside_value(G, id, v, 0);
     if (s >= 0) return flag_const(s == target);
     const GNode *c = &G->nodes[v.node];
-    if (depth > 8 || c->kind != G_COND) return NULL;
+    if (depth > 8) return NULL;
+    if (c->kind != G_COND) return flag_const(false); /* (a value of the branch's own) */
     int ps = slot_of(G, c->in[0]);
     tfe_tensor *pred = !node_inside(G, c->in[0].node, id) ? b->m[ps]
                        : b->xv && b->xv[ps] && graph_region_visible(b->T->g, b->xv_reg[ps], b->T->region) ? b->xv[ps]
@@ -2841,21 +2864,37 @@ static int cond_out_alias(BP *b, int id)
              * is such a value, or one of two, where its predicates say so:
              * alias 2 + w for the second; stage_grad_nested_if_alias_bits) */
             int t[2], nt = 0;
-            if (!cond_leaves(G, id, rb->outs[k], t, &nt, 0) || !nt) continue;
-            tfe_tensor *cw[2] = {NULL, NULL};
-            for (int j = 0; j < nt && !rc; j++) {
-                if (t[j] == os) break;
-                tfe_tensor *lf = nt == 1 ? ref(c[w]) : cond_leaf_flag(b, id, rb->outs[k], t[j], 0);
-                cw[j] = lf && nt > 1 ? tfe_binary(OP_LOGICAL_AND, c[w], lf) : ref(lf);
-                if (lf) tensor_decref(lf);
+            bool own = false;
+            if (!cond_leaves(G, id, rb->outs[k], t, &nt, &own, 0) || !nt) continue;
+            tfe_tensor *cw[2] = {NULL, NULL}, *lf[2] = {NULL, NULL}, *rest = NULL;
+            bool ok = true;
+            for (int j = 0; j < nt && ok; j++) {
+                ok = t[j] != os;
+                lf[j] = ok ? (nt == 1 && !own ? flag_const(true) : cond_leaf_flag(b, id, rb->outs[k], t[j], 0)) : NULL;
+                cw[j] = lf[j] ? tfe_binary(OP_LOGICAL_AND, c[w], lf[j]) : NULL;
+                ok = ok && cw[j];
             }
-            if (cw[0] && (nt == 1 || cw[1]))
+            if (ok && own) { /* (the branch takes the rest: where no alias holds) */
+                tfe_tensor *any = nt == 2 ? tfe_binary(OP_LOGICAL_OR, lf[0], lf[1]) : ref(lf[0]);
+                rest = any ? tfe_call1(OP_LOGICAL_NOT, 1, &any, NULL) : NULL;
+                if (any) tensor_decref(any);
+                ok = rest != NULL;
+            }
+            if (ok) {
+                if (own) {
+                    if (!b->cond_rest) b->cond_rest = xcalloc((size_t)(2 * (G->nvals + 1)), sizeof *b->cond_rest);
+                    put(b->cond_rest, 2 * os + w, ref(rest));
+                }
                 for (int j = 0; j < nt && !rc; j++) {
                     alias_set(b, os, j ? 2 + w : w, t[j], cw[j]);
                     if (b->g[os] && add_if(b, t[j], b->g[os], b->none ? b->none[os] : NULL, cw[j])) rc = -1;
                 }
-            for (int j = 0; j < 2; j++)
+            }
+            for (int j = 0; j < 2; j++) {
                 if (cw[j]) tensor_decref(cw[j]);
+                if (lf[j]) tensor_decref(lf[j]);
+            }
+            if (rest) tensor_decref(rest);
         }
     }
     tensor_decref(c[1]);
@@ -3909,7 +3948,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     BP b = {I, T, BG, xcalloc(nsl, sizeof(tfe_tensor *)), xcalloc(nsl, sizeof(tfe_tensor *)),
             xcalloc((size_t)G->n + 1, sizeof(tfe_tensor *)), c->draws, NULL, !own, own, false,
             xcalloc(nsl, sizeof(tfe_tensor *)), NULL, NULL, G->noted_loops && !own,
-            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+            0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     if (nlr) {
         b.nlr = nlr;
         b.lr_node = c->lr_node;

@@ -2871,7 +2871,7 @@ static int cond_out_alias(BP *b, int id)
             for (int j = 0; j < nt && ok; j++) {
                 ok = t[j] != os;
                 lf[j] = ok ? (nt == 1 && !own ? flag_const(true) : cond_leaf_flag(b, id, rb->outs[k], t[j], 0)) : NULL;
-                cw[j] = lf[j] ? tfe_binary(OP_LOGICAL_AND, c[w], lf[j]) : NULL;
+                cw[j] = !lf[j] ? NULL : nt == 1 && !own ? ref(c[w]) : tfe_binary(OP_LOGICAL_AND, c[w], lf[j]);
                 ok = ok && cw[j];
             }
             if (ok && own) { /* (the branch takes the rest: where no alias holds) */

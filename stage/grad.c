@@ -2844,7 +2844,14 @@ static tfe_tensor *cond_leaf_flag(BP *b, int id, GRef v, int target, int depth)
 }
 
 /* The same for a cond: its output is, where branch w runs, the captured
- * value that branch ends it on (alias w); sweep_cond hands on the rest. */
+ * value that branch ends it on (alias w); sweep_cond hands on the rest.
+ * So is an output that branch w ends on the value it ends an earlier
+ * output on (a0 = tanh(v); a1 = a0 in the branch): eager code has one
+ * tensor, whose gradient adds the uses of a0 and of a1 after the if into
+ * one running sum in tape order; the cond's backward adding the two
+ * outputs' sums at the branch's value differed in the last bit (property
+ * seed 270801). What reaches the later output goes to the earlier one as
+ * it comes, where branch w runs, and the branch takes the earlier's only. */
 static int cond_out_alias(BP *b, int id)
 {
     const Graph *G = b->G;
@@ -2860,6 +2867,19 @@ static int cond_out_alias(BP *b, int id)
         for (int w = 0; w < 2 && !rc; w++) {
             const GRegion *rb = &G->regions[n->regions[w]];
             if (k >= rb->nouts || !differentiable(&G->nodes[rb->outs[k].node].meta[rb->outs[k].out])) continue;
+            /* (an output the branch ends on the value, made in it, that it
+             * ends an earlier output on: a1 = a0, one tensor to eager code;
+             * what reaches it goes to the earlier one as it comes, seed
+             * 270801) */
+            if (node_inside(G, rb->outs[k].node, id)) {
+                int to = slot_of(G, rb->outs[k]), e = 0;
+                while (e < k && !(slot_of(G, rb->outs[e]) == to && differentiable(&n->meta[e]))) e++;
+                if (e < k) {
+                    alias_set(b, os, w, n->vbase + e, c[w]);
+                    if (b->g[os] && add_if(b, n->vbase + e, b->g[os], b->none ? b->none[os] : NULL, c[w])) rc = -1;
+                    continue;
+                }
+            }
             /* (or the result of an if or a loop nested in the branch that
              * is such a value, or one of two, where its predicates say so:
              * alias 2 + w for the second; stage_grad_nested_if_alias_bits) */

@@ -752,6 +752,21 @@ static void cond_pass_aliases(Tracer *T, const Graph *m, tfe_tensor *const *in, 
                     to[na] = i;
                     cc[na++] = pc[w];
                 }
+            /* (or on the value of the branch it ends an earlier output on:
+             * a0 = tanh(v); a1 = a0 in the branch, that output's tensor,
+             * -2 - q, as a loop's b = acc) */
+            for (int q = 0; q < k && m->nodes[r.node].region != 0; q++) {
+                GRef oq = top->outs[q];
+                if (oq.node != c || oq.out >= rb->nouts || oq.out == o.out || !all[q] ||
+                    !dtype_is_float(all[q]->dtype))
+                    continue;
+                GRef rq = rb->outs[oq.out];
+                if (rq.node != r.node || rq.out != r.out) continue;
+                outk[na] = k;
+                to[na] = -2 - q;
+                cc[na++] = pc[w];
+                break;
+            }
         }
     }
     if (na) tfe_tape_cond_alias(T->tapes_at_begin, nout, all, na, outk, to, cc);

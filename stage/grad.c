@@ -3167,6 +3167,9 @@ typedef struct GCallGrad {
      * the graph's outputs that are ops' values) rather than a replay */
     int *xslot, nx;
     bool hold;
+    /* by output of the top region: the input it was at this call (a loop's
+     * result passed through: stage_graph_call_ran's same), or -1 (owned) */
+    int *same_out, nsame_out;
     /* the values of the forward's ops, kept from its run (owned), by slot
      * of G: a backward with no tape watching it reads them instead of
      * replaying the forward (nkept 0: none kept) */
@@ -3200,6 +3203,7 @@ static void gcall_release(tfe_custom_grad *self)
     for (int i = 0; i < c->plan.nsaved; i++)
         if (c->saved[i]) tensor_decref(c->saved[i]);
     free(c->saved);
+    free(c->same_out);
     for (int i = 0; i < c->nkept; i++)
         if (c->kept[i]) tensor_decref(c->kept[i]);
     free(c->kept);
@@ -3852,6 +3856,32 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         }
         dx[i] = NULL;
     }
+    /* a loop's result that is, on this call, an input passed through (its
+     * body's ifs handed it on unchanged at every iteration, or it ran zero
+     * times), to which the tape gave no gradient (the caller's uses of it
+     * went to the input's sum, one tensor to the tape): the input's
+     * gradient so far seeds that result instead, so the loop's backward
+     * adds its iterations' uses to it one by one, as eager code's running
+     * sum of the one tensor (they had been summed from nothing and added
+     * to it at the end, a last bit apart: stage_property seed 274673) */
+    tfe_tensor **dyv = NULL;
+    for (int k = 0; c->same_out && k < nout && k < c->nsame_out && !self->dy_none && !self->dx_none_in; k++) {
+        int i = c->same_out[k];
+        if (i < 0 || i >= nin || i >= G->ninputs || dy[k] || !sofar[i] ||
+            G->nodes[G->regions[0].outs[k].node].kind != G_WHILE)
+            continue;
+        bool once = true;
+        for (int j = 0; j < c->nsame_out; j++) once &= j == k || c->same_out[j] != i;
+        if (!once) continue;
+        if (!dyv) {
+            dyv = xcalloc((size_t)nout + 1, sizeof *dyv);
+            for (int j = 0; j < nout; j++) dyv[j] = dy[j];
+            dy = dyv;
+        }
+        dyv[k] = sofar[i];
+        sofar[i] = NULL;
+        nacc--;
+    }
     /* the outputs a gradient reached (the others seed nothing) */
     int *outk = xmalloc(sizeof *outk * (size_t)(nout + 1)), ndy = 0;
     for (int k = 0; k < nout; k++)
@@ -3945,6 +3975,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
         free(bin);
         free(fok);
         free(sofar);
+        free(dyv);
         free(outk);
         free(pres);
         return rc;
@@ -4211,6 +4242,7 @@ done:
     free(bin);
     free(fok);
     free(sofar);
+    free(dyv);
     free(outk);
     free(pres);
     return rc;
@@ -4652,6 +4684,9 @@ int stage_graph_call_ran(Interp *I, Graph *G, tfe_tensor *const *inputs, tfe_ten
         c->base.release = gcall_release;
         c->base.composite = true;
         c->I = I;
+        c->same_out = xmalloc(sizeof *c->same_out * ((size_t)top->nouts + 1));
+        for (int k = 0; k < top->nouts; k++) c->same_out[k] = same[k] >= 0 ? same[k] : -1;
+        c->nsame_out = top->nouts;
         /* the backward derives from the graph as traced, so that its sums
          * run in the order an eager tape's do (bitwise the same gradients) */
         Graph *B = K ? K : H ? H : G->raw ? G->raw : G;

@@ -860,6 +860,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     /* ... and the value it hands on unchanged (TNote.handed) */
     GRef *handed = xmalloc(sizeof *handed * ((size_t)nout + 1));
     for (int k = 0; k < nout; k++) handed[k] = (GRef){-1, 0};
+    tfe_tensor **src = xcalloc((size_t)nout + 1, sizeof *src); /* (what each output is: lone_constants) */
     int rec = -1; /* the ways it and the ifs and loops in it went (TNote.ran_rec) */
     const Graph *rg = T->g;
     if (!T->symbolic && tfe_tapes_active) {
@@ -920,8 +921,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (!rc) rec = add_ran(T, m, rg, ways);
         else free(ways);
         T->suspended--;
-        for (int k = 0; k < nout && !rc; k++)
+        for (int k = 0; k < nout && !rc; k++) {
             if (same_in[k] >= 0 && same_in[k] < ncaps) pin[k] = passed_input(T, in[same_in[k]]);
+            /* (the run handed on that input, or an earlier output: TNote.handed) */
+            src[k] = same_in[k] >= 0 && same_in[k] < ncaps ? in[same_in[k]] : NULL;
+            if (same_in[k] <= -2 && -2 - same_in[k] < k) handed[k] = (GRef){id, -2 - same_in[k]};
+        }
         free(same_in);
         if (!rc && zero_trip) {
             const GRegion *top = &m->regions[0];
@@ -1029,9 +1034,12 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (rc) {
             free(pin);
             free(handed);
+            free(src);
             return -1;
         }
-        lone_constants(id, nout, outs, handed, T);
+        for (int k = 0; k < nout; k++)
+            if (!src[k]) src[k] = outs[k];
+        lone_constants(id, nout, src, handed, T);
         for (int k = 0; k < nout; k++)
             if (outs[k]->node) { /* one header per value: the note is the node's */
                 tfe_tensor *a = tensor_alias(outs[k]);
@@ -1042,6 +1050,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (run_now(T, id, outs, &rec)) {
             free(pin);
             free(handed);
+            free(src);
             return -1;
         }
         /* (a tensor the run made, handed out as two outputs: the later
@@ -1063,6 +1072,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
         if (tfe_tapes_active > T->tapes_at_begin) {
             free(pin);
             free(handed);
+            free(src);
             return trace_fail(T->I, gnode(T->g, id)->loc,
                               "a tape inside a staged conditional or loop cannot differentiate through "
                               "another conditional or loop inside it");
@@ -1082,6 +1092,7 @@ int trace_node_outputs(Tracer *T, int id, tfe_tensor **outs)
     }
     free(pin);
     free(handed);
+    free(src);
     return 0;
 }
 

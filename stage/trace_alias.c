@@ -24,7 +24,10 @@
 /* at: the graph's size then; eager_seen: the call's bindings were made
  * eager's tensors when it began (specialize) */
 typedef struct Born { const tfe_tape *tape; int region, at; bool eager_seen; } Born;
-typedef struct Touch { const tfe_tape *tape; GRef ref; bool whole; Loc loc; } Touch;
+/* whole: the tape records the if or loop that made it as one entry;
+ * tracked: the tape tracked it at some touch (watched, or made by an op it
+ * recorded): a pair of which neither is tracked gives no gradient apart */
+typedef struct Touch { const tfe_tape *tape; GRef ref; bool whole, tracked; Loc loc; } Touch;
 
 struct TraceAlias {
     /* a loop whose body was just traced, before its node is made
@@ -204,7 +207,11 @@ void trace_alias_touch(Tracer *T, const tfe_tape *tape, const tfe_tensor *x)
     GRef r = note->ref;
     if (2 * (size_t)(A->n + 1) > A->nslots) touch_grow(A);
     long at = touch_find(A, tape, r);
-    if (at >= 0) return;
+    bool tracked = tfe_tape_is_watched(tape, x);
+    if (at >= 0) {
+        A->t[at].tracked |= tracked;
+        return;
+    }
     const GNode *n = &T->g->nodes[r.node];
     /* a value of a branch or loop body the tape began outside of: the
      * tape records that if or loop as one entry; an if's or loop's result
@@ -216,7 +223,7 @@ void trace_alias_touch(Tracer *T, const tfe_tape *tape, const tfe_tensor *x)
         A->t = xrealloc(A->t, sizeof *A->t * (size_t)A->cap);
     }
     A->slots[-1 - at] = A->n;
-    A->t[A->n++] = (Touch){tape, r, whole, T->I->cur_loc};
+    A->t[A->n++] = (Touch){tape, r, whole, tracked, T->I->cur_loc};
 }
 
 void trace_alias_roll_back(Tracer *T, int nodes)
@@ -375,12 +382,18 @@ static int first_conflict(const Tracer *T, int within, bool unseen, const tfe_ta
     }
     if (nc) qsort(c, (size_t)nc, sizeof *c, claim_cmp);
     int found = worst;
-    for (int i = 1; i < nc; i++)
-        if (c[i].tape == c[i - 1].tape && c[i].origin.node == c[i - 1].origin.node &&
-            c[i].origin.out == c[i - 1].origin.out && c[i].touch != c[i - 1].touch) {
-            int later = c[i].touch > c[i - 1].touch ? c[i].touch : c[i - 1].touch;
-            if (found < 0 || later < found) found = later;
+    /* (each run of claims on one origin by one tape: two touches, one of
+     * them tracked; the later of the run's last two) */
+    for (int i = 0, e; i < nc; i = e) {
+        bool tracked = false, two = false;
+        for (e = i; e < nc && c[e].tape == c[i].tape && c[e].origin.node == c[i].origin.node &&
+                    c[e].origin.out == c[i].origin.out; e++) {
+            tracked |= A->t[c[e].touch].tracked;
+            two |= c[e].touch != c[i].touch;
         }
+        int later = c[e - 1].touch;
+        if (two && tracked && (found < 0 || later < found)) found = later;
+    }
     free(c);
     return found;
 }

@@ -27,7 +27,11 @@ typedef struct Born { const tfe_tape *tape; int region, at; bool eager_seen; } B
 /* whole: the tape records the if or loop that made it as one entry;
  * tracked: the tape tracked it at some touch (watched, or made by an op it
  * recorded): a pair of which neither is tracked gives no gradient apart */
-typedef struct Touch { const tfe_tape *tape; GRef ref; bool whole, tracked; Loc loc; } Touch;
+/* konst: a constant made at trace time, touched before the graph used it
+ * (it has no node yet: ref {-1, 0}; owned): its node is looked up when
+ * checked (ref_of), so that a loop's carried value that ends on it later
+ * is seen as that constant */
+typedef struct Touch { const tfe_tape *tape; GRef ref; tfe_tensor *konst; bool whole, tracked; Loc loc; } Touch;
 
 struct TraceAlias {
     /* a loop whose body was just traced, before its node is made
@@ -66,6 +70,8 @@ void trace_alias_free(Tracer *T)
 {
     TraceAlias *A = T->alias;
     if (!A) return;
+    for (int k = 0; k < A->n; k++)
+        if (A->t[k].konst) tensor_decref(A->t[k].konst);
     free(A->born);
     free(A->t);
     free(A->slots);
@@ -133,6 +139,7 @@ static void forget_tape(TraceAlias *A, const tfe_tape *tape)
     keep = 0;
     for (int k = 0; k < A->n; k++)
         if (A->t[k].tape != tape) A->t[keep++] = A->t[k];
+        else if (A->t[k].konst) tensor_decref(A->t[k].konst);
     if (keep == A->n) return;
     A->n = keep;
     A->nslots /= 2; /* (touch_grow doubles it back, placing those kept) */
@@ -166,21 +173,22 @@ static const Born *born_of(const TraceAlias *A, const tfe_tape *tape)
     return NULL;
 }
 
-static size_t touch_hash(const tfe_tape *tape, GRef r)
+static size_t touch_hash(const tfe_tape *tape, GRef r, const tfe_tensor *konst)
 {
-    size_t h = (size_t)(uintptr_t)tape * 0x9E3779B97F4A7C15u;
+    size_t h = (size_t)(uintptr_t)tape * 0x9E3779B97F4A7C15u ^ (size_t)(uintptr_t)konst * 0xFF51AFD7ED558CCDu;
     h ^= (size_t)r.node * 0x85EBCA6Bu + (size_t)r.out * 0xC2B2AE35u;
     return h ^ (h >> 29);
 }
 
-/* The index of (tape, r) in A->t, or where it goes (-1 - slot). */
-static long touch_find(const TraceAlias *A, const tfe_tape *tape, GRef r)
+/* The index of (tape, r, konst) in A->t, or where it goes (-1 - slot). */
+static long touch_find(const TraceAlias *A, const tfe_tape *tape, GRef r, const tfe_tensor *konst)
 {
-    size_t mask = A->nslots - 1, s = touch_hash(tape, r) & mask;
+    size_t mask = A->nslots - 1, s = touch_hash(tape, r, konst) & mask;
     for (;; s = (s + 1) & mask) {
         int k = A->slots[s];
         if (k < 0) return -1 - (long)s;
-        if (A->t[k].tape == tape && A->t[k].ref.node == r.node && A->t[k].ref.out == r.out) return k;
+        if (A->t[k].tape == tape && A->t[k].ref.node == r.node && A->t[k].ref.out == r.out && A->t[k].konst == konst)
+            return k;
     }
 }
 
@@ -192,38 +200,44 @@ static void touch_grow(TraceAlias *A)
     for (size_t i = 0; i < n; i++) A->slots[i] = -1;
     A->nslots = n;
     for (int k = 0; k < A->n; k++) {
-        long at = touch_find(A, A->t[k].tape, A->t[k].ref);
+        long at = touch_find(A, A->t[k].tape, A->t[k].ref, A->t[k].konst);
         A->slots[-1 - at] = k;
     }
 }
 
 void trace_alias_touch(Tracer *T, const tfe_tape *tape, const tfe_tensor *x)
 {
-    const TNote *note = x ? x->node : NULL;
-    if (!T || !note || !dtype_is_float(x->dtype) || note->ref.node < 0 || note->ref.node >= T->g->n) return;
+    if (!T || !x || !dtype_is_float(x->dtype)) return;
+    const TNote *note = x->node;
+    if (note && (note->ref.node < 0 || note->ref.node >= T->g->n)) return;
+    /* (no node: a constant made at trace time, or a tensor from outside the
+     * trace that the graph never read) */
+    if (!note && !x->storage) return;
     TraceAlias *A = T->alias;
     const Born *b = born_of(A, tape);
     if (!b) return; /* a tape from outside: it records the call as a whole */
-    GRef r = note->ref;
+    GRef r = note ? note->ref : (GRef){-1, 0};
+    tfe_tensor *konst = note ? NULL : (tfe_tensor *)x;
     if (2 * (size_t)(A->n + 1) > A->nslots) touch_grow(A);
-    long at = touch_find(A, tape, r);
+    long at = touch_find(A, tape, r, konst);
     bool tracked = tfe_tape_is_watched(tape, x);
     if (at >= 0) {
         A->t[at].tracked |= tracked;
         return;
     }
-    const GNode *n = &T->g->nodes[r.node];
+    const GNode *n = note ? &T->g->nodes[r.node] : NULL;
     /* a value of a branch or loop body the tape began outside of: the
      * tape records that if or loop as one entry; an if's or loop's result
      * the tape recorded so: its entry picks the branch (tensor/tape.c) */
-    bool whole = !region_within(T->g, b->region, n->region) ||
-                 ((n->kind == G_COND || n->kind == G_WHILE) && tfe_tape_made(tape, x));
+    bool whole = n && (!region_within(T->g, b->region, n->region) ||
+                       ((n->kind == G_COND || n->kind == G_WHILE) && tfe_tape_made(tape, x)));
     if (A->n == A->cap) {
         A->cap = A->cap ? 2 * A->cap : 64;
         A->t = xrealloc(A->t, sizeof *A->t * (size_t)A->cap);
     }
+    if (konst) tensor_incref(konst);
     A->slots[-1 - at] = A->n;
-    A->t[A->n++] = (Touch){tape, r, whole, tracked, T->I->cur_loc};
+    A->t[A->n++] = (Touch){tape, r, konst, whole, tracked, T->I->cur_loc};
 }
 
 void trace_alias_roll_back(Tracer *T, int nodes)
@@ -237,6 +251,7 @@ void trace_alias_roll_back(Tracer *T, int nodes)
     keep = 0;
     for (int k = 0; k < A->n; k++)
         if (A->t[k].ref.node < nodes && born_of(A, A->t[k].tape)) A->t[keep++] = A->t[k];
+        else if (A->t[k].konst) tensor_decref(A->t[k].konst);
     A->n = keep;
     A->nslots /= 2; /* (touch_grow doubles it back, placing those kept) */
     touch_grow(A);
@@ -336,6 +351,15 @@ static void origins_of(const TraceAlias *A, const Graph *g, GRef r, Origins *o, 
     else o->r[o->n++] = r;
 }
 
+/* A touch's value: its node, or the node the graph gave its constant since
+ * ({-1, 0}: none, a tensor of its own). */
+static GRef ref_of(const Tracer *T, const Touch *t)
+{
+    if (!t->konst) return t->ref;
+    const TNote *note = t->konst->node;
+    return note && note->ref.node >= 0 && note->ref.node < T->g->n ? note->ref : (GRef){-1, 0};
+}
+
 /* --- the check -------------------------------------------------------------------------- */
 
 typedef struct Claim { const tfe_tape *tape; GRef origin; int touch; } Claim;
@@ -359,7 +383,8 @@ static int first_conflict(const Tracer *T, int within, bool unseen, const tfe_ta
     if (!A || A->n < 2) return -1;
     bool any = false; /* (no touched if or loop result, nor carried value: none) */
     for (int k = 0; k < A->n && !any; k++) {
-        GKind kd = T->g->nodes[A->t[k].ref.node].kind;
+        GRef r = ref_of(T, &A->t[k]);
+        GKind kd = r.node >= 0 ? T->g->nodes[r.node].kind : G_CONST;
         any = !A->t[k].whole && (kd == G_COND || kd == G_WHILE || kd == G_PARAM) && (!only || A->t[k].tape == only);
     }
     if (!any) return -1;
@@ -370,9 +395,11 @@ static int first_conflict(const Tracer *T, int within, bool unseen, const tfe_ta
         if ((within > 0 && !region_within(T->g, b->region, within)) || (unseen && b->eager_seen) ||
             (only && A->t[k].tape != only))
             continue;
+        GRef r = ref_of(T, &A->t[k]);
+        if (r.node < 0) continue;
         Origins o = {.n = 0};
-        if (A->t[k].whole) o.r[o.n++] = A->t[k].ref;
-        else origins_of(A, T->g, A->t[k].ref, &o, 0);
+        if (A->t[k].whole) o.r[o.n++] = r;
+        else origins_of(A, T->g, r, &o, 0);
         if (o.over && (worst < 0 || k > worst)) worst = k; /* (too many ways to follow: one) */
         if (nc + o.n > capc) {
             capc = 2 * (nc + o.n);

@@ -413,10 +413,14 @@ static int first_conflict(const Tracer *T, int within, bool unseen, const tfe_ta
      * them tracked; the later of the run's last two) */
     for (int i = 0, e; i < nc; i = e) {
         bool tracked = false, two = false;
+        GRef first = ref_of(T, &A->t[c[i].touch]);
         for (e = i; e < nc && c[e].tape == c[i].tape && c[e].origin.node == c[i].origin.node &&
                     c[e].origin.out == c[i].origin.out; e++) {
             tracked |= A->t[c[e].touch].tracked;
-            two |= c[e].touch != c[i].touch;
+            /* (one value touched twice, as a constant and then by its node:
+             * one tensor to eager code too) */
+            GRef r = ref_of(T, &A->t[c[e].touch]);
+            two |= r.node != first.node || r.out != first.out;
         }
         int later = c[e - 1].touch;
         if (two && tracked && (found < 0 || later < found)) found = later;

@@ -4408,6 +4408,18 @@ static bool result_read_by_rule(const Graph *B)
  * stage_grad2_replay_host, stage_grad2_replay_var_branch. Run eagerly, the
  * call is eager code to every tape, bit for bit. (A loop keeps its graph:
  * a second order through it is refused where it is reached.) */
+/* Does B hold an if or loop nested in another's branch or body? Under a
+ * tape outside, its cached call runs eagerly: the node's backward adds
+ * the uses of what the inner one hands on apart, a last bit from eager's
+ * (outer_tape_meets_nesting in stage/trace_cf.c, for the call that
+ * traces). */
+static bool nested_control_flow(const Graph *B)
+{
+    for (int i = 0; i < B->n; i++)
+        if ((B->nodes[i].kind == G_COND || B->nodes[i].kind == G_WHILE) && B->nodes[i].region != 0) return true;
+    return false;
+}
+
 bool stage_grad_runs_eagerly(Interp *I, Graph *G)
 {
     if (I->tracer || !tfe_tapes_active) return false;
@@ -4423,6 +4435,7 @@ bool stage_grad_runs_eagerly(Interp *I, Graph *G)
      * graph: a tape outside takes one order more of them (grad(g3), g3
      * staged taking grad(g2), g2 taking grad(f)): they count as recording */
     if (nrec >= 1) nrec += G->inner_tapes;
+    if (nrec >= 1 && nested_control_flow(B)) return true;
     if (nrec < 2) return false;
     /* a loop on a traced tensor: its backward cannot be differentiated
      * (the error at the gradient call), except in the call whose backward

@@ -815,11 +815,14 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
         values_free(args, info->nparams);
         return -1;
     }
-    if (!T->failed && trace_alias_specialized(T)) {
+    int one_shot = T->failed ? 0 : trace_alias_specialized(T);
+    if (one_shot) {
         /* the trace holds this call's tensors where eager code's identity
-         * changes from call to call (stage/trace_alias.c): this call's
-         * result is eager's; later calls run eagerly */
-        sc->eager_under_tapes = 1;
+         * changes from call to call (stage/trace_alias.c), or read values
+         * that vary from call to call (stage/trace_cf.c): this call's
+         * result is eager's; later calls run eagerly (those under a tape
+         * outside, for 2) */
+        if (!sc->eager_under_tapes || one_shot < sc->eager_under_tapes) sc->eager_under_tapes = one_shot;
         graph_decref(T->g);
         trace_end(T);
         free(relaxed);

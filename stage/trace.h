@@ -367,12 +367,16 @@ void trace_alias_free(Tracer *T);
  * to call (a tape began after effects that cannot be made again, and the
  * bindings it could see were made eager's: stage/trace_alias.c): it serves
  * this call only, and later calls run eagerly. */
-bool trace_alias_specialized(const Tracer *T);
+int trace_alias_specialized(const Tracer *T); /* 0: no; else StageCache.eager_under_tapes */
 /* The same, decided where an if or loop whose branch or body has such a
  * tape must run at trace time on a condition that varies from call to
  * call (a variable, a draw, a host call), or inside a branch traced
  * without values: the trace may then read any value (trace_value_read). */
 void trace_alias_one_shot(Tracer *T);
+/* The same where only calls under a tape outside must run eagerly (an if
+ * or loop that holds another, on a varying value, run at trace time for a
+ * tape outside: outer_tape_meets_nesting in stage/trace_cf.c). */
+void trace_alias_one_shot_under_tapes(Tracer *T);
 static inline bool trace_recording(const Interp *I)
 {
     const Tracer *T = I->tracer;

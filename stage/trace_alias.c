@@ -42,6 +42,7 @@ struct TraceAlias {
      * that tensor when a tape began after effects a run again cannot make
      * (trace_alias_tape_start): the trace is this call's only */
     bool specialized;   /* a binding was made another tensor */
+    bool under_tapes;   /* one-shot for a tape outside only (trace_alias_one_shot_under_tapes) */
     bool incomplete;    /* a tape began where that could not be done */
     Born *born;
     int nborn, capborn;
@@ -123,9 +124,15 @@ static void specialize(Tracer *T)
     }
 }
 
-bool trace_alias_specialized(const Tracer *T) { return T->alias && T->alias->specialized; }
+int trace_alias_specialized(const Tracer *T)
+{
+    if (!T->alias) return 0;
+    return T->alias->specialized ? 1 : T->alias->under_tapes ? 2 : 0;
+}
 
 void trace_alias_one_shot(Tracer *T) { alias_of(T)->specialized = true; }
+
+void trace_alias_one_shot_under_tapes(Tracer *T) { alias_of(T)->under_tapes = true; }
 
 static void touch_grow(TraceAlias *A);
 

@@ -1347,6 +1347,29 @@ static bool redo_call_eagerly(Interp *I, Tracer *T, Loc loc, int ntapes, int *rc
     return true;
 }
 
+/* How the call that traces could run again eagerly, as it stood before an
+ * if or loop was traced (its branches' or body's nodes and effects are
+ * not done: they count in trace_nothing_done once traced): decided first,
+ * used after (outer_tape_meets_nesting). */
+typedef enum { REDO_NONE, REDO_FRESH, REDO_REPLAY } RedoHow;
+
+static RedoHow redo_how(const Tracer *T)
+{
+    if (T->symbolic || !tfe_tapes_active) return REDO_NONE;
+    if (trace_nothing_done(T)) return REDO_FRESH;
+    return trace_effects_replayable(T) ? REDO_REPLAY : REDO_NONE;
+}
+
+/* redo_call_eagerly, as the call stood then (how). */
+static bool redo_as_before(Interp *I, Tracer *T, RedoHow how, Loc loc, int ntapes, int *rc)
+{
+    if (how == REDO_NONE) return false;
+    /* (the replay holds the effects made before the if or loop: none for
+     * REDO_FRESH) */
+    *rc = trace_redo_replaying(I, loc, ntapes - (tfe_tapes_active - T->tapes_at_begin));
+    return true;
+}
+
 /* An if met with values while exactly two tapes record the call that
  * traces (a second order may be taken): as a node, nested ifs on traced
  * data under a target that reads the call's result as well as the first
@@ -1374,6 +1397,35 @@ static bool tapes_meet_varying_if(Tracer *T, const tfe_tensor *pred)
     if (T->symbolic || !tfe_tapes_active || !trace_value_varies(T->I, pred)) return false;
     tfe_tape *also[16];
     return tfe_tapes_recording_or(also, tapes_watching_vars(also, 16)) >= 3;
+}
+
+/* Does region r hold an if or loop (nested in the one being traced)? */
+static bool region_has_control_flow(const Graph *g, int r)
+{
+    const GRegion *reg = &g->regions[r];
+    for (int i = 0; i < reg->n; i++)
+        if (g->nodes[reg->nodes[i]].kind == G_COND || g->nodes[reg->nodes[i]].kind == G_WHILE) return true;
+    return false;
+}
+
+/* An if or loop met with values (not in a branch traced symbolically) that
+ * holds another if or loop in a branch or its body, while a tape outside
+ * the call records it: as a node, its tape entry's backward adds the uses
+ * of a value the inner one hands on (a0 = a2 in a nested loop's body, a1 =
+ * a0 in a nested if's branch) or reads a variable it assigns as sums of
+ * their own, where eager code adds them to one running sum in tape order:
+ * gradients a last bit apart (stage_grad_nested_cf_outer_tape, property
+ * seeds 265277, 265583, 272416, 276238, 276666). The call runs eagerly
+ * instead where it can (redo_call_eagerly; a cached call of a graph with
+ * such nesting under a tape outside runs eagerly too: stage/grad.c), or
+ * the if or loop runs at trace time (the trace then reads its condition's
+ * values, section 7). */
+static bool outer_tape_meets_nesting(Tracer *T, const Graph *g, int ra, int rb)
+{
+    if (T->symbolic || !tfe_tapes_active) return false;
+    if (!region_has_control_flow(g, ra) && !region_has_control_flow(g, rb)) return false;
+    tfe_tape *also[16];
+    return tfe_tapes_recording_below(T->tapes_at_begin, also, tapes_watching_vars(also, 16)) >= 1;
 }
 
 /* A symbolic-context check that fails the whole attempt. */
@@ -1552,6 +1604,7 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     bool *local = xcalloc((size_t)ns + 1, 1), *assigned = xcalloc((size_t)ns + 1, 1);
     int rc = 0;
     Mark mark = mark_of(T);
+    RedoHow redo = redo_how(T);
     int saved_if[2] = {T->if_regions[0], T->if_regions[1]};
     int err_branch = -1; /* the branch whose symbolic trace raised an error, if one did */
 
@@ -1717,6 +1770,14 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
              "on unchanged together with that value itself");
     }
     if (tapes_meet_if(T, cond.u.t)) goto failed;
+    if (outer_tape_meets_nesting(T, g, r[0], r[1])) {
+        if (redo_as_before(I, T, redo, n->a->loc, 1 + tfe_tapes_active - T->tapes_at_begin, &rc)) goto done;
+        /* (on a condition that varies from call to call, or one nested in
+         * a branch traced without values: the trace serves this call only,
+         * and later calls under a tape outside run eagerly) */
+        if (trace_value_varies(I, cond.u.t)) trace_alias_one_shot_under_tapes(T);
+        goto failed;
+    }
     rewind_random(mark); /* the node draws when it runs */
     {
         I->cur_loc = n->a->loc;
@@ -1985,6 +2046,7 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
     tfe_tensor *counter_param = NULL;
     Loc loop_loc = h->cond ? h->cond->loc : n->b->loc;
     Mark mark = mark_of(T);
+    RedoHow redo = redo_how(T);
     const char *what = h->cond ? "while loop" : "for loop";
     int rc = 0;
     Value *cvars = NULL; /* the variables it reads and assigns, for a tape made in this trace */
@@ -2367,6 +2429,14 @@ static int loop_attempt(Interp *I, Node *n, Env *env, const LoopHooks *h, int *x
              "the call that cannot be made again (a @host call that changes an outside binding or gets a "
              "list, an assign, ...): the staged gradient would not be eager's bit for bit; make the effects "
              "after this loop, or run the function eagerly (run_eagerly(true))");
+    }
+    if (outer_tape_meets_nesting(T, g, rcond, rbody)) {
+        if (redo_as_before(I, T, redo, loop_loc, 1 + tfe_tapes_active - T->tapes_at_begin, &rc)) goto done;
+        /* (one on a value that varies from call to call: as for an if) */
+        bool vary = region_varies(g, rcond) || region_varies(g, rbody);
+        for (int k = 0; k < ntot && !vary; k++) vary = init[k] && trace_value_varies(I, init[k]);
+        if (vary) trace_alias_one_shot_under_tapes(T);
+        FAIL(loop_loc, "a loop holding an if or loop met while a tape outside records runs at trace time");
     }
     rewind_random(mark); /* the node draws when it runs */
     {

@@ -117,6 +117,9 @@ int tfe_tapes_recording(void);
 /* The same, counting also the tapes also[] (nalso) that track nothing yet
  * but will (a user tape watches a variable a staged call reads). */
 int tfe_tapes_recording_or(tfe_tape *const *also, int nalso);
+/* The same among the active tapes 0..upto-1 only (the outermost first: a
+ * trace's outer tapes are those active when it began). */
+int tfe_tapes_recording_below(int upto, tfe_tape *const *also, int nalso);
 /* t takes one first-order gradient of what it records, right after, and
  * that gradient is no part of the program's (--check-staged's tape, which
  * compares a staged call's gradient with the eager run's: stage/check.c):

@@ -435,14 +435,18 @@ int tfe_tapes_tracking(int from, int to, int nin, tfe_tensor *const *in) {
 void tfe_tape_set_aside(tfe_tape *t) { t->aside = true; }
 
 int tfe_tapes_recording_or(tfe_tape *const *also, int nalso) {
+    return tfe_tapes_recording_below(stack->n, also, nalso);
+}
+
+int tfe_tapes_recording_below(int upto, tfe_tape *const *also, int nalso) {
     int n = 0;
-    for (int k = 0; k < stack->n; k++) {
+    for (int k = 0; k < stack->n && k < upto; k++) {
         tfe_tape *t = stack->active[k];
         bool will = t->tracked.n > 0;
         for (int j = 0; j < nalso && !will; j++) will = also[j] == t;
         if (t->computing || t->spent || t->aside || !will) continue;
         bool dup = false;
-        for (int j = k + 1; j < stack->n && !dup; j++) dup = stack->active[j] == t;
+        for (int j = k + 1; j < stack->n && j < upto && !dup; j++) dup = stack->active[j] == t;
         n += !dup;
     }
     return n;

@@ -1995,7 +1995,7 @@ int trace_redo_eagerly(Interp *I, Loc loc, int ntapes, const char *fmt, ...)
  * gave a wrong second order before a @host call's gradient taken inside
  * (a staged function taking grad(fn (v) => f(u, v)) under grad over u,
  * where f calls h(u) then h(v * u)): such a call keeps the error. */
-static bool done_tracked(const Tracer *T)
+bool trace_done_tracked(const Tracer *T)
 {
     for (int i = 0; T->done && i < T->done->n; i++)
         if (T->done->e[i].tracked) return true;
@@ -2069,7 +2069,7 @@ int trace_host_call(Interp *I, Value f, int argc, const Value *argv, int nkw,
          * after effects the run again replays them where it can, as for an
          * if on a varying value, stage/trace_cf.c; --stage-all, after an
          * effect it cannot replay: the function goes on eagerly) */
-        if (higher && !trace_nothing_done(T) && trace_effects_replayable(T) && !done_tracked(T))
+        if (higher && !trace_nothing_done(T) && trace_effects_replayable(T) && !trace_done_tracked(T))
             return trace_redo_replaying(I, I->cur_loc, ninner >= 2 ? 0 : 1);
         if (higher && trace_redo_eagerly(I, I->cur_loc, ninner >= 2 ? 0 : 1,
                                       "the gradient of %s(), a @host call, is taken inside this staged function "

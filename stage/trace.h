@@ -332,6 +332,11 @@ int effect_replay_call(Interp *I, Value f, Value *out);
  * its top region, each replayable: see trace.c), so that the run sees what
  * the trace saw? Then trace_redo_eagerly's run again replays them. */
 bool trace_effects_replayable(const Tracer *T);
+/* Did an effect done so far give a result a tape outside tracks? Its
+ * replay hands that result on with the entries its ops recorded when the
+ * trace made it, which a tape adds in another order than a run again that
+ * makes them anew (stage/trace.c). */
+bool trace_done_tracked(const Tracer *T);
 /* trace_redo_eagerly where the trace's effects so far are replayable: the
  * call runs eagerly again and gets each of them back (stage/staged.c). */
 int trace_redo_replaying(Interp *I, Loc loc, int ntapes);

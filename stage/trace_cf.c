@@ -1357,7 +1357,10 @@ static RedoHow redo_how(const Tracer *T)
 {
     if (T->symbolic || !tfe_tapes_active) return REDO_NONE;
     if (trace_nothing_done(T)) return REDO_FRESH;
-    return trace_effects_replayable(T) ? REDO_REPLAY : REDO_NONE;
+    /* (an effect whose result the tape outside tracks, a @host call's
+     * value: replayed, its entries would be the trace's, added in another
+     * order than eager code's, a last bit apart) */
+    return trace_effects_replayable(T) && !trace_done_tracked(T) ? REDO_REPLAY : REDO_NONE;
 }
 
 /* redo_call_eagerly, as the call stood then (how). */

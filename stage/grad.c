@@ -2951,6 +2951,31 @@ static bool const_value(const Graph *G, const tfe_tensor *t)
     return false;
 }
 
+/* The same asked for many tensors: G's constants' values sorted, searched
+ * in log time (a backward of a 10,000-op chain asks for each of its
+ * inputs; const_value over every node made its first run quadratic). */
+typedef struct ConstSet { const tfe_tensor **v; int n; } ConstSet;
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(const tfe_tensor *const *)a, y = (uintptr_t)*(const tfe_tensor *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static ConstSet const_set(const Graph *G)
+{
+    ConstSet cs = {xmalloc(sizeof *cs.v * ((size_t)G->n + 1)), 0};
+    for (int i = 0; i < G->n; i++)
+        if (G->nodes[i].kind == G_CONST && G->nodes[i].value) cs.v[cs.n++] = G->nodes[i].value;
+    qsort(cs.v, (size_t)cs.n, sizeof *cs.v, ptr_cmp);
+    return cs;
+}
+
+static bool const_set_has(const ConstSet *cs, const tfe_tensor *t)
+{
+    return cs->n && bsearch(&t, cs->v, (size_t)cs->n, sizeof *cs->v, ptr_cmp) != NULL;
+}
+
 /* --- a graph call as one tape entry ------------------------------------------------------- */
 
 /* Which forward values a backward starts from: the graph's inputs and the
@@ -3830,6 +3855,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     Interp *I = c->I;
     Graph *G = c->G;
     (void)out;
+    ConstSet consts = {0}; /* (the backward graph's constants, made at the first use) */
     /* the plan's sources, then the logged reads' values (log_*) */
     int nin = nall - c->nlog, nlr = c->nlr;
     tfe_tensor **ldx = dx + nin, *lg[64] = {NULL}, *lf[64] = {NULL}, *lst[64] = {NULL};
@@ -4066,7 +4092,8 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
              * reads the constant as itself, so the input must be another
              * tensor, or the recorded backward reads the input where the
              * constant stood and a later call's output there */
-            if (t->node || const_value(BG, t)) {
+            if (own && !consts.v) consts = const_set(BG);
+            if (t->node || const_set_has(&consts, t)) {
                 tfe_tensor *a = tensor_alias(t);
                 /* to a tape recording this backward (higher order), the
                  * second is a copy of the first: the ops on it reach it */
@@ -4216,6 +4243,7 @@ static int backward_run(tfe_custom_grad *self, int nall, tfe_tensor *const *in, 
     free(res);
     free(none);
 done:
+    free(consts.v);
     for (int k = 0; k < nacc; k++)
         if (accin[k]) tensor_decref(accin[k]);
     free(accin);

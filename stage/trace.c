@@ -617,7 +617,8 @@ static bool trace_value_read(const tfe_tensor *t)
     if (!t->storage) {
         /* raised by the caller's error check, or when the branch ends */
         trace_fail(I, I->cur_loc, "the value of a traced tensor is needed here, inside a staged "
-                                  "conditional or loop, where it is not known until the graph runs");
+                                  "conditional or loop, where it is not known until the graph runs "
+                                  "(float(t) and int(t) read it: cast(t, float32) stays in the graph)");
         return true;
     }
     if (T->capwalked < T->g->n) {

@@ -520,10 +520,38 @@ AVX512 __attribute__((noinline)) static void sum16_f(int64_t b, int64_t e, void 
         _mm512_storeu_pd(ds + 8, d1);
     }
 }
+/* y = ((x - m) * rs) * g + b for float32 rows of 16 channels, not in place:
+ * GCC compiles norm_f's loop for CC = 16 to scalar code (4 ops and a store
+ * an element, m, rs, g, b reloaded each time): ~0.6 ms of 0.8 for a
+ * 32x32x32x16 batch norm eagerly. Each op here has norm_f's operands in
+ * its order (t first: x - m, t * rs, t * g, t + b, read from its
+ * disassembly), pinned by asm; in place (the planner's y in x's block), or
+ * without AVX-512, norm_f runs. */
+AVX512 __attribute__((noinline)) static void norm16_f(int64_t b, int64_t e, void *vc) {
+    bn_ctx *c = vc;
+    if (c->y == c->x) {
+        norm_f(b, e, vc);
+        return;
+    }
+    const float *xs = (const float *)c->x;
+    float *ys = (float *)c->y;
+    __m512 m = _mm512_loadu_ps(c->m), rs = _mm512_loadu_ps(c->rs), g = _mm512_loadu_ps(c->g),
+           bb = _mm512_loadu_ps(c->b);
+    for (int64_t r = b; r < e; r++) {
+        __m512 x = _mm512_loadu_ps(xs + r * 16), t;
+        __asm__("vsubps %2, %1, %0" : "=v"(t) : "v"(x), "v"(m));
+        __asm__("vmulps %2, %1, %0" : "=v"(t) : "v"(t), "v"(rs));
+        __asm__("vmulps %2, %1, %0" : "=v"(t) : "v"(t), "v"(g));
+        __asm__("vaddps %2, %1, %0" : "=v"(t) : "v"(t), "v"(bb));
+        _mm512_storeu_ps(ys + r * 16, t);
+    }
+}
 #undef AVX512
 static tfe_range_fn sum_fn_f(int64_t C) { return C == 16 && tfe_sgemm_small_ok() ? sum16_f : sum_f; }
+static tfe_range_fn norm_fn_f(int64_t C) { return C == 16 && tfe_sgemm_small_ok() ? norm16_f : norm_f; }
 #else
 static tfe_range_fn sum_fn_f(int64_t C) { (void)C; return sum_f; }
+static tfe_range_fn norm_fn_f(int64_t C) { (void)C; return norm_f; }
 #endif
 
 static void run_parts(bn_ctx *c, tfe_range_fn fn) {
@@ -632,7 +660,7 @@ static int bn_train(const tfe_opcall *c, int ep) {
         }
     }
     static const tfe_range_fn fns[2][3] = {{norm_d, normr_d, norma_d}, {norm_f, normr_f, norma_f}};
-    rows_for(R, C, fns[f32][ep < 2 ? ep : 2], &b);
+    rows_for(R, C, f32 && ep == 0 ? norm_fn_f(C) : fns[f32][ep < 2 ? ep : 2], &b);
     rc = kn_poll();
 out:
     return finish3(c, rc, mo, vo, mem, sizes, nmem, keep);
@@ -719,7 +747,7 @@ int k_batch_norm_infer(const tfe_opcall *c) {
         if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
         else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
     }
-    rows_for(R, C, f32 ? norm_f : norm_d, &b);
+    rows_for(R, C, f32 ? norm_fn_f(C) : norm_d, &b);
     rc = kn_poll();
 out:
     for (int i = 0; i < nmem; i++) tfe_free(mem[i], sizes[i]);

@@ -1094,19 +1094,44 @@ static bool f32_direct_dx(bool f64, const geom *g) {
            g->kw - 1 - g->pl + g->ow <= g->w + g->kw - 1;
 }
 
+/* wf (kh, kw, Cout, Cin): w flipped in both filter axes, channels swapped.
+ * Each tap's C x Cout block is transposed 4 x 4 at a time in registers where
+ * both counts are multiples of 4 (ResNet-20's 16, 32, 64): the element loop
+ * stored to a new cache line at every element, ~5 cycles an element and
+ * ~0.3 ms of the staged ResNet-20 step (a copy: no bit can change). Not
+ * inlined, so that grad_input_into compiles as it did. */
+__attribute__((noinline)) static void flip_filter(const geom *g, const float *w, float *wf) {
+    int64_t C = g->c, Co = g->co;
+    for (int64_t a = 0; a < g->kh; a++)
+        for (int64_t b = 0; b < g->kw; b++) {
+            const float *s = w + ((g->kh - 1 - a) * g->kw + (g->kw - 1 - b)) * C * Co;
+            float *d = wf + (a * g->kw + b) * Co * C;
+#if defined(__x86_64__) && defined(__GNUC__)
+            if (C % 4 == 0 && Co % 4 == 0) {
+                for (int64_t i = 0; i < C; i += 4)
+                    for (int64_t o = 0; o < Co; o += 4) {
+                        __m128 r0 = _mm_loadu_ps(s + i * Co + o), r1 = _mm_loadu_ps(s + (i + 1) * Co + o),
+                               r2 = _mm_loadu_ps(s + (i + 2) * Co + o), r3 = _mm_loadu_ps(s + (i + 3) * Co + o);
+                        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                        _mm_storeu_ps(d + o * C + i, r0);
+                        _mm_storeu_ps(d + (o + 1) * C + i, r1);
+                        _mm_storeu_ps(d + (o + 2) * C + i, r2);
+                        _mm_storeu_ps(d + (o + 3) * C + i, r3);
+                    }
+                continue;
+            }
+#endif
+            for (int64_t i = 0; i < C; i++)
+                for (int64_t o = 0; o < Co; o++) d[o * C + i] = s[i * Co + o];
+        }
+}
+
 static int f32_grad_input_direct(const geom *g, const float *dy, const float *w, float *dx) {
-    /* wf (kh, kw, Cout, Cin): w flipped in both filter axes, channels swapped */
     int64_t K = g->kh * g->kw * g->c * g->co;
     size_t wfb = (size_t)K * sizeof(float);
     float *wf = tfe_alloc(wfb);
     if (!wf) return -1;
-    for (int64_t a = 0; a < g->kh; a++)
-        for (int64_t b = 0; b < g->kw; b++) {
-            const float *s = w + ((g->kh - 1 - a) * g->kw + (g->kw - 1 - b)) * g->c * g->co;
-            float *d = wf + (a * g->kw + b) * g->co * g->c;
-            for (int64_t i = 0; i < g->c; i++)
-                for (int64_t o = 0; o < g->co; o++) d[o * g->c + i] = s[i * g->co + o];
-        }
+    flip_filter(g, w, wf);
     int64_t top = (g->kh - 1) * g->dh - g->pt, left = g->kw - 1 - g->pl;
     int rc = direct_conv(dy, g->n, g->oh, g->ow, g->co, top, left, g->h + (g->kh - 1) * g->dh,
                          g->w + g->kw - 1, wf, g->kh, g->kw, g->dh, 1, 1, g->h, g->w, g->c,

@@ -127,12 +127,9 @@ static bool unary_identity(tfe_op op, tfe_dtype dt) {
     return dtype_is_int(dt) && rounding;
 }
 
-static kn_loop_fn v_loop(tfe_op op); /* float32 AVX-512 loops (below), or NULL */
-
 /* The loop of a unary op for compute dtype dt; NULL: none (an error, unless
  * unary_identity). */
 static kn_loop_fn unary_loop(tfe_op op, tfe_dtype dt) {
-    if (dt == TFE_FLOAT32 && v_loop(op)) return v_loop(op);
     if (dt == TFE_FLOAT32 || dt == TFE_FLOAT64) return unary_float[op][dt == TFE_FLOAT64];
     if (dt == TFE_INT32 || dt == TFE_INT64) return unary_int[op][dt == TFE_INT64];
     return dt == TFE_BOOL && op == OP_LOGICAL_NOT ? not_b : NULL;
@@ -275,92 +272,6 @@ BIN_LOOP(or_b, tbool, tbool, x | y)
     BIN_LOOP(elem_##ID##_d, double, tbool, EXPR)
 #include "tensor/elem.def"
 
-/* ---- AVX-512 loops of the eager step's float32 add, sub, mul, relu, relu_grad ----
- * GCC vectorises the loops above for baseline x86-64: 4 floats an
- * instruction (~8% of the eager ResNet-20 step's samples in add, relu and
- * relu_grad, issue 19). Where the CPU has AVX-512 (tfe_sgemm_small_ok) the
- * contiguous branch of these five runs 16 at a time, its tail under a mask.
- * Bits: the old contiguous vector loop (and its tail) computes x + y and
- * x * y with x as the first operand, and x86 returns the first operand's
- * NaN when both are NaN; asm pins that order (GCC may swap an intrinsic's
- * operands: benchmarks.md, "A float add's operands are the compiler's to
- * order"). relu and relu_grad only select x or +0.0, by the comparisons of
- * elem.def. Runs under 16 elements, or whose output partly overlaps an
- * input, keep the old loop: for n == 1 and for such overlaps GCC's code
- * adds y + x (tests/unit/test_elem_avx_bits.c pins the new paths). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#include "tensor/sgemm_small.h"
-#define AVX512 __attribute__((target("avx512f")))
-#define V_OP(INSN, a, b) ({ __m512 r_; __asm__(INSN " %2, %1, %0" : "=v"(r_) : "v"(a), "v"(b)); r_; })
-#define V_BIN(fname, INSN)                                                                                   \
-    AVX512 __attribute__((noinline)) static void fname(int64_t n, float *o, const float *a, const float *b) { \
-        int64_t i = 0;                                                                                        \
-        for (; i + 16 <= n; i += 16)                                                                          \
-            _mm512_storeu_ps(o + i, V_OP(INSN, _mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));              \
-        if (i < n) {                                                                                          \
-            __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                                   \
-            _mm512_mask_storeu_ps(o + i, m, V_OP(INSN, _mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i))); \
-        }                                                                                                     \
-    }
-V_BIN(add_v, "vaddps")
-V_BIN(sub_v, "vsubps")
-V_BIN(mul_v, "vmulps")
-/* relu: x where !(x <= 0) (x > 0 or NaN), else +0.0 */
-static inline __attribute__((always_inline)) AVX512 __m512 relu16(__m512 x) {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NLE_UQ), x);
-}
-/* relu_grad(d, x): d where x > 0, else +0.0 */
-static inline __attribute__((always_inline)) AVX512 __m512 relu_grad16(__m512 d, __m512 x) {
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), d);
-}
-AVX512 __attribute__((noinline)) static void relu_v(int64_t n, float *o, const float *a) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, relu16(_mm512_loadu_ps(a + i)));
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(o + i, m, relu16(_mm512_maskz_loadu_ps(m, a + i)));
-    }
-}
-AVX512 __attribute__((noinline)) static void relu_grad_v(int64_t n, float *o, const float *a, const float *b) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, relu_grad16(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(o + i, m, relu_grad16(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
-    }
-}
-#undef AVX512
-/* o and a (n floats each) are the same run or disjoint */
-static bool v_apart(int64_t n, const char *o, const char *a) {
-    uintptr_t po = (uintptr_t)o, pa = (uintptr_t)a, len = (uintptr_t)n * sizeof(float);
-    return po == pa || po + len <= pa || pa + len <= po;
-}
-#define V_BIN_LOOP(fname, VFN, OLD)                                                                     \
-    static void fname(int64_t n, char **p, const int64_t *s, void *ctx) {                              \
-        if (n >= 16 && s[1] == sizeof(float) && s[2] == sizeof(float) && v_apart(n, p[0], p[1]) &&      \
-            v_apart(n, p[0], p[2]))                                                                     \
-            VFN(n, (float *)p[0], (const float *)p[1], (const float *)p[2]);                           \
-        else OLD(n, p, s, ctx);                                                                         \
-    }
-V_BIN_LOOP(add_fv, add_v, elem_ADD_f)
-V_BIN_LOOP(sub_fv, sub_v, elem_SUB_f)
-V_BIN_LOOP(mul_fv, mul_v, elem_MUL_f)
-V_BIN_LOOP(relu_grad_fv, relu_grad_v, elem_RELU_GRAD_f)
-static void relu_fv(int64_t n, char **p, const int64_t *s, void *ctx) {
-    if (n >= 16 && s[1] == sizeof(float) && v_apart(n, p[0], p[1])) relu_v(n, (float *)p[0], (const float *)p[1]);
-    else elem_RELU_f(n, p, s, ctx);
-}
-/* the AVX-512 loop of float32 op, or NULL */
-static kn_loop_fn v_loop(tfe_op op) {
-    if (!tfe_sgemm_small_ok()) return NULL;
-    return op == OP_ADD ? add_fv : op == OP_SUB ? sub_fv : op == OP_MUL ? mul_fv
-         : op == OP_RELU_GRAD ? relu_grad_fv : op == OP_RELU ? relu_fv : NULL;
-}
-#else
-static kn_loop_fn v_loop(tfe_op op) { (void)op; return NULL; }
-#endif
-
 /* the loops of each binary op by compute dtype: [op][0..4] bool, int32,
  * int64, float32, float64 (tfe_dtype's order) */
 static const kn_loop_fn binary_loops[TFE_NOPS][5] = {
@@ -387,7 +298,6 @@ static const kn_loop_fn binary_ints[TFE_NOPS][3] = {
 /* The loop of a binary op for compute dtype dt, or NULL (an error). */
 static kn_loop_fn binary_loop(tfe_op op, tfe_dtype dt) {
     if (dt > TFE_FLOAT64) return NULL;
-    if (dt == TFE_FLOAT32 && v_loop(op)) return v_loop(op);
     if (binary_loops[op][dt]) return binary_loops[op][dt];
     return dt <= TFE_INT64 ? binary_ints[op][dt] : NULL;
 }

@@ -44,13 +44,6 @@ static tfe_tensor *spiced(const int64_t shape[4]) {
     return t;
 }
 
-static uint64_t fnv1a(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 int main(void) {
 #if defined(__SANITIZE_ADDRESS__)
     return 77; /* (the hashes are the default build's: above) */
@@ -85,7 +78,7 @@ int main(void) {
         at.ints[4] = 1;                       /* "same" */
         tfe_tensor *dw = tfe_conv2d_grad_filter(x, dy, ws, &at);
         REQUIRE(dw, "conv2d_backprop_filter failed: %s", tfe_error_msg());
-        uint64_t h = fnv1a(tensor_data(dw), (size_t)tensor_numel(dw) * sizeof(float));
+        uint64_t h = check_fnv1a(CHECK_FNV1A_START, tensor_data(dw), (size_t)tensor_numel(dw) * sizeof(float));
         printf("case %zu: 0x%016llx\n", i, (unsigned long long)h);
         CHECK(h == cases[i].hash, "case %zu (%lldx%lldx%lldx%lld -> %lld, stride %lld): dw hash 0x%016llx, "
               "want 0x%016llx", i, (long long)cases[i].n, (long long)cases[i].h,

@@ -4425,17 +4425,6 @@ static bool result_read_by_rule(const Graph *B)
     return false;
 }
 
-/* Should a cached call of G run its body eagerly instead (stage_call)?
- * Under two recording tapes or more (a higher order may be taken), a graph
- * that cannot hold its values (hold_graph) has a backward that replays the
- * forward, and an outer tape then reaches a value a rule reads through the
- * replay and through the call's entry: two sums, where eager code has one
- * running sum in tape order, so the last bit can differ. That happens with
- * a host call with a value (its gradient runs the function again under a
- * tape of its own), a variable read in a branch, or a collective:
- * stage_grad2_replay_host, stage_grad2_replay_var_branch. Run eagerly, the
- * call is eager code to every tape, bit for bit. (A loop keeps its graph:
- * a second order through it is refused where it is reached.) */
 /* Does B hold an if or loop nested in another's branch or body? Under a
  * tape outside, its cached call runs eagerly: the node's backward adds
  * the uses of what the inner one hands on apart, a last bit from eager's
@@ -4448,6 +4437,17 @@ static bool nested_control_flow(const Graph *B)
     return false;
 }
 
+/* Should a cached call of G run its body eagerly instead (stage_call)?
+ * Under two recording tapes or more (a higher order may be taken), a graph
+ * that cannot hold its values (hold_graph) has a backward that replays the
+ * forward, and an outer tape then reaches a value a rule reads through the
+ * replay and through the call's entry: two sums, where eager code has one
+ * running sum in tape order, so the last bit can differ. That happens with
+ * a host call with a value (its gradient runs the function again under a
+ * tape of its own), a variable read in a branch, or a collective:
+ * stage_grad2_replay_host, stage_grad2_replay_var_branch. Run eagerly, the
+ * call is eager code to every tape, bit for bit. (A loop keeps its graph:
+ * a second order through it is refused where it is reached.) */
 bool stage_grad_runs_eagerly(Interp *I, Graph *G)
 {
     if (I->tracer || !tfe_tapes_active) return false;

@@ -1355,7 +1355,11 @@ typedef enum { REDO_NONE, REDO_FRESH, REDO_REPLAY } RedoHow;
 
 static RedoHow redo_how(const Tracer *T)
 {
+    /* (only asked for where a tape outside records: the scans below are
+     * over the whole graph, at every if and loop) */
     if (T->symbolic || !tfe_tapes_active) return REDO_NONE;
+    tfe_tape *also[16];
+    if (tfe_tapes_recording_below(T->tapes_at_begin, also, tapes_watching_vars(also, 16)) < 1) return REDO_NONE;
     if (trace_nothing_done(T)) return REDO_FRESH;
     /* (an effect whose result the tape outside tracks, a @host call's
      * value: replayed, its entries would be the trace's, added in another
@@ -1419,7 +1423,7 @@ static bool region_has_control_flow(const Graph *g, int r)
  * their own, where eager code adds them to one running sum in tape order:
  * gradients a last bit apart (stage_grad_nested_cf_outer_tape, property
  * seeds 265277, 265583, 272416, 276238, 276666). The call runs eagerly
- * instead where it can (redo_call_eagerly; a cached call of a graph with
+ * instead where it can (redo_as_before; a cached call of a graph with
  * such nesting under a tape outside runs eagerly too: stage/grad.c), or
  * the if or loop runs at trace time (the trace then reads its condition's
  * values, section 7). */
@@ -1775,9 +1779,9 @@ int trace_cond(Interp *I, Node *n, Env *env, Value cond, NodeList *rest, int res
     if (tapes_meet_if(T, cond.u.t)) goto failed;
     if (outer_tape_meets_nesting(T, g, r[0], r[1])) {
         if (redo_as_before(I, T, redo, n->a->loc, 1 + tfe_tapes_active - T->tapes_at_begin, &rc)) goto done;
-        /* (on a condition that varies from call to call, or one nested in
-         * a branch traced without values: the trace serves this call only,
-         * and later calls under a tape outside run eagerly) */
+        /* (else it runs at trace time; on a condition that varies from
+         * call to call, the trace then serves this call only, and later
+         * calls under a tape outside run eagerly) */
         if (trace_value_varies(I, cond.u.t)) trace_alias_one_shot_under_tapes(T);
         goto failed;
     }

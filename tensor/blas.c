@@ -80,7 +80,9 @@ static void load(void)
  * below, the hand-off and the sched_yield spin of the idle worker, which
  * takes the core the tfe pool needs next, cost more than it saves. So each
  * GEMM gets its thread count from its size: one thread up to GEMM_MT_MAX1
- * multiply-adds (a 64x256x256 GEMM), all of them above (TFE_NUM_THREADS,
+ * multiply-adds (just below 2^22: a 64x256x256 GEMM is split in two
+ * halves of 2^21, SPLIT_MIN, since the pool spins between jobs,
+ * tensor/thread.c), all of them above (TFE_NUM_THREADS,
  * capped by OpenBLAS's own count). openblas_set_num_threads is a store when
  * the count goes down or back up (~4 ns), and it runs only on a change.
  * The count is a process-wide setting of OpenBLAS, so only a thread outside
@@ -92,7 +94,7 @@ static void load(void)
  * The count is a function of the shape alone, so a GEMM gives the same bits
  * eager, staged, alone or beside another: OpenBLAS's threaded driver blocks
  * k differently from its one-thread driver for some shapes, so it matters. */
-#define GEMM_MT_MAX1 ((int64_t)1 << 22)
+#define GEMM_MT_MAX1 (((int64_t)1 << 22) - 1)
 
 static void (*p_set_threads)(int);
 static int max_threads = 1, cur_threads = 1;

@@ -3,9 +3,16 @@
  * thread works too. Nested calls and small ranges run inline. The caller
  * waits only for the workers that joined the job before it ran out of
  * chunks: a worker that wakes late (a loaded machine, a short job) skips
- * it, so waking the pool never makes a job slower than running it alone. */
+ * it, so waking the pool never makes a job slower than running it alone.
+ * Both sides spin a while before they sleep: a worker for the next job, the
+ * caller for the workers still inside (spin_while_u64, spin_while_positive). Why: a futex wake-up
+ * costs 25-60 us on a virtual machine, as much as a third of the GEMM half
+ * it hands over (docs/benchmarks.md, "The pool spins before it sleeps"); the
+ * spin is bounded (TFE_SPIN_US, default SPIN_US_DEFAULT; 0: sleep at once),
+ * as OpenMP's and OpenBLAS's own waits are. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tensor/blas.h"
@@ -17,18 +24,62 @@
 static int nthreads;                 /* 0: not yet initialised */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
-static uint64_t generation;          /* bumped for each job */
+static uint64_t generation;          /* bumped for each job (written under mu, read atomically) */
+#define SPIN_US_DEFAULT 1000
+static int64_t spin_ns = -1;         /* -1: not yet read from TFE_SPIN_US */
 
 static struct {
     tfe_range_fn fn;
     void *ctx;
     int64_t n, chunk, nchunks;
     int64_t next;                    /* next chunk to claim (atomic) */
-    int active;                      /* workers that joined and are still inside */
+    int active;                      /* workers that joined and are still inside (written
+                                      * under mu, read atomically by a spinning caller) */
     bool closed;                     /* the caller finished its part: no more joiners */
 } job;
 
 static __thread int in_parallel;
+
+/* a spin-wait hint to the core (x86's pause), nothing elsewhere */
+#if defined(__x86_64__) || defined(__i386__)
+#define SPIN_PAUSE() __builtin_ia32_pause()
+#else
+#define SPIN_PAUSE() ((void)0)
+#endif
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins until *p != v (returns true) or spin_ns pass (false), reading the
+ * clock once per 64 pauses. */
+static bool spin_while_u64(const uint64_t *p, uint64_t v) {
+    if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) return true;
+    if (spin_ns <= 0) return false;
+    int64_t end = now_ns() + spin_ns;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            SPIN_PAUSE();
+            if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) return true;
+        }
+        if (now_ns() > end) return false;
+    }
+}
+
+static bool spin_while_positive(const int *p) {
+    if (__atomic_load_n(p, __ATOMIC_ACQUIRE) <= 0) return true;
+    if (spin_ns <= 0) return false;
+    int64_t end = now_ns() + spin_ns;
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            SPIN_PAUSE();
+            if (__atomic_load_n(p, __ATOMIC_ACQUIRE) <= 0) return true;
+        }
+        if (now_ns() > end) return false;
+    }
+}
 
 static void run_chunks(void) {
     for (;;) {
@@ -45,12 +96,16 @@ static void *worker(void *arg) {
     bool named = false;
     in_parallel = 1;
     uint64_t seen = 0;
-    pthread_mutex_lock(&mu);
     for (;;) {
+        spin_while_u64(&generation, seen); /* the next job may come soon: no futex wake-up then */
+        pthread_mutex_lock(&mu);
         while (generation == seen) pthread_cond_wait(&work_cv, &mu);
         seen = generation;
-        if (job.closed) continue; /* woke too late: every chunk is taken */
-        job.active++;
+        if (job.closed) { /* woke too late: every chunk is taken */
+            pthread_mutex_unlock(&mu);
+            continue;
+        }
+        __atomic_add_fetch(&job.active, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&mu);
         if (__atomic_load_n(&prof_recording, __ATOMIC_RELAXED)) {
             /* the profiler sees a worker's share of a job as one event on its thread */
@@ -67,12 +122,17 @@ static void *worker(void *arg) {
             run_chunks();
         }
         pthread_mutex_lock(&mu);
-        if (--job.active == 0 && job.closed) pthread_cond_signal(&done_cv);
+        /* release: the chunks' writes are seen by a caller that spins on active */
+        if (__atomic_sub_fetch(&job.active, 1, __ATOMIC_RELEASE) == 0 && job.closed)
+            pthread_cond_signal(&done_cv);
+        pthread_mutex_unlock(&mu);
     }
     return NULL;
 }
 
 static void init_pool(void) {
+    const char *spin = getenv("TFE_SPIN_US");
+    spin_ns = (spin && *spin ? atoll(spin) : SPIN_US_DEFAULT) * 1000;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     const char *env = getenv("TFE_NUM_THREADS");
     if (env && atoi(env) > 0) n = atoi(env);
@@ -121,7 +181,7 @@ void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
     job.next = 0;
     job.active = 0;
     job.closed = false;
-    generation++;
+    __atomic_store_n(&generation, generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&work_cv);
     pthread_mutex_unlock(&mu);
 
@@ -131,7 +191,13 @@ void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
 
     /* every chunk is claimed; wait for those being run by workers */
     pthread_mutex_lock(&mu);
-    job.closed = true;
-    while (job.active > 0) pthread_cond_wait(&done_cv, &mu);
+    job.closed = true; /* from here no worker joins: active only falls */
+    if (job.active > 0) {
+        pthread_mutex_unlock(&mu);
+        bool done = spin_while_positive(&job.active);
+        pthread_mutex_lock(&mu);
+        if (!done)
+            while (job.active > 0) pthread_cond_wait(&done_cv, &mu);
+    }
     pthread_mutex_unlock(&mu);
 }

@@ -24,10 +24,17 @@ with tape() as t {
 let g = t.gradient(l, (img, bn.gamma, bn.beta))
 @staged
 fn fused_sum(v) { return sum(v * v + 1.0) }   # a fused reduction of one long row
+# GEMMs from 2^22 multiply-adds up run as row or column blocks on the pool
+# (tensor/blas.c): the MLP step's shapes, 2^22 exactly among them
+let a = randn((64, 256))
+let w = randn((256, 256))
+let a7 = randn((64, 784))
+let w7 = randn((784, 256))
 save(argv[0], {s0: sum(x, axis=0), m0: mean(x, axis=0), v0: var(x, axis=0), sd0: std(d, axis=0),
                p0: prod(x * 0.001 + 1.0, axis=0), mx0: max(x, axis=0),
                s012: sum(img, axis=(0, 1, 2)), v012: var(img, axis=(0, 1, 2)),
                all: sum(long), fl: fused_sum(long), fl64: fused_sum(cast(long, float64)), pl: prod(long * 0.0001 + 1.0), sd: sum(d, axis=0), all64: sum(d),
+               mm: a @ w, mmt: a @ transpose(w), mtm: transpose(a) @ a, mm7: a7 @ w7, mtm7: transpose(a7) @ a,
                bc: img * c + c, w: where(img > 0.0, img, c), y: y, gx: g[0], gg: g[1], gb: g[2]})
 TFE
 for n in 1 2 3; do

@@ -5,7 +5,7 @@
  * chunks: a worker that wakes late (a loaded machine, a short job) skips
  * it, so waking the pool never makes a job slower than running it alone.
  * Both sides spin a while before they sleep: a worker for the next job, the
- * caller for the workers still inside (spin_while_u64, spin_while_positive). Why: a futex wake-up
+ * caller for the workers still inside (spin_until). Why: a futex wake-up
  * costs 25-60 us on a virtual machine, as much as a third of the GEMM half
  * it hands over (docs/benchmarks.md, "The pool spins before it sleeps"); the
  * spin is bounded (TFE_SPIN_US, default SPIN_US_DEFAULT; 0: sleep at once),
@@ -53,29 +53,23 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Spins until *p != v (returns true) or spin_ns pass (false), reading the
- * clock once per 64 pauses. */
-static bool spin_while_u64(const uint64_t *p, uint64_t v) {
-    if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) return true;
-    if (spin_ns <= 0) return false;
-    int64_t end = now_ns() + spin_ns;
-    for (;;) {
-        for (int i = 0; i < 64; i++) {
-            SPIN_PAUSE();
-            if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != v) return true;
-        }
-        if (now_ns() > end) return false;
-    }
-}
+static __thread uint64_t seen_generation; /* a worker's: the last job it saw */
 
-static bool spin_while_positive(const int *p) {
-    if (__atomic_load_n(p, __ATOMIC_ACQUIRE) <= 0) return true;
+static bool job_posted(void) { return __atomic_load_n(&generation, __ATOMIC_ACQUIRE) != seen_generation; }
+
+/* acquire: the chunks' writes are seen once the workers are out */
+static bool workers_out(void) { return __atomic_load_n(&job.active, __ATOMIC_ACQUIRE) <= 0; }
+
+/* Spins until ready() (returns true) or spin_ns pass (false), reading the
+ * clock once per 64 pauses. */
+static bool spin_until(bool (*ready)(void)) {
+    if (ready()) return true;
     if (spin_ns <= 0) return false;
     int64_t end = now_ns() + spin_ns;
     for (;;) {
         for (int i = 0; i < 64; i++) {
             SPIN_PAUSE();
-            if (__atomic_load_n(p, __ATOMIC_ACQUIRE) <= 0) return true;
+            if (ready()) return true;
         }
         if (now_ns() > end) return false;
     }
@@ -95,12 +89,11 @@ static void *worker(void *arg) {
     int index = (int)(intptr_t)arg;
     bool named = false;
     in_parallel = 1;
-    uint64_t seen = 0;
     for (;;) {
-        spin_while_u64(&generation, seen); /* the next job may come soon: no futex wake-up then */
+        spin_until(job_posted); /* the next job may come soon: no futex wake-up then */
         pthread_mutex_lock(&mu);
-        while (generation == seen) pthread_cond_wait(&work_cv, &mu);
-        seen = generation;
+        while (generation == seen_generation) pthread_cond_wait(&work_cv, &mu);
+        seen_generation = generation;
         if (job.closed) { /* woke too late: every chunk is taken */
             pthread_mutex_unlock(&mu);
             continue;
@@ -194,7 +187,7 @@ void tfe_parallel_for(int64_t n, int64_t grain, tfe_range_fn fn, void *ctx) {
     job.closed = true; /* from here no worker joins: active only falls */
     if (job.active > 0) {
         pthread_mutex_unlock(&mu);
-        bool done = spin_while_positive(&job.active);
+        bool done = spin_until(workers_out);
         pthread_mutex_lock(&mu);
         if (!done)
             while (job.active > 0) pthread_cond_wait(&done_cv, &mu);

@@ -23,19 +23,25 @@ MISSING_EXIT = 3  # benchlib.MISSING_EXIT
 
 
 def usage(status):
-    print("usage: bench/run.sh [--quick] [--list] [-v] [ROWS...]\n"
+    print("usage: bench/run.sh [--quick] [--rounds N] [--list] [-v] [ROWS...]\n"
           "  --quick  fewer repeats (a smoke run, noisier figures)\n"
+          "  --rounds N  run each row's sides N times, alternating (tfe, peers, tfe,\n"
+          "           peers, ...), a side's figure the median of all its batches\n"
           "  --list   list the rows and exit\n"
           "  -v       show every program's output\n"
           "env: TFE=./tfe  BENCH_THREADS=nproc  BENCH_PYTHON=bench/.venv/bin/python\n"
-          "     BENCH_TIMEOUT=900 (seconds per process)", file=sys.stderr)
+          "     BENCH_TIMEOUT=900 (seconds per process)  BENCH_ROUNDS=1 (as --rounds)", file=sys.stderr)
     sys.exit(status)
 
 
 def parse_args(argv):
-    opts = {"quick": False, "verbose": False, "rows": []}
-    for a in argv:
-        if a == "--quick":
+    opts = {"quick": False, "verbose": False, "rows": [],
+            "rounds": os.environ.get("BENCH_ROUNDS", "1")}
+    args = iter(argv)
+    for a in args:
+        if a == "--rounds" or a.startswith("--rounds="):
+            opts["rounds"] = a.split("=", 1)[1] if "=" in a else next(args, "")
+        elif a == "--quick":
             opts["quick"] = True
         elif a in ("-v", "--verbose"):
             opts["verbose"] = True
@@ -54,6 +60,13 @@ def parse_args(argv):
     if bad:
         print(f"run.sh: unknown row(s) {', '.join(bad)}; rows are {', '.join(sorted(known))}",
               file=sys.stderr)
+        sys.exit(2)
+    try:
+        opts["rounds"] = int(opts["rounds"])
+    except ValueError:
+        opts["rounds"] = 0
+    if opts["rounds"] < 1:
+        print("run.sh: --rounds (BENCH_ROUNDS) takes a whole number, 1 or more", file=sys.stderr)
         sys.exit(2)
     return opts
 
@@ -125,7 +138,8 @@ class Runner:
                 print(f"    [{row.name} {side}] {line}")
 
     def run_program(self, row, side, template):
-        """(seconds per iteration, None) or (None, 'missing'/'error: ...')."""
+        """(the batches' seconds per iteration, None) or (None,
+        'missing'/'error: ...'): one process, its timed batches."""
         cmd = self.pin + self.argv(template)
         try:
             p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
@@ -151,8 +165,9 @@ class Runner:
             return None, "missing: " + (why[0] if why else "not installed")
         if p.returncode != 0 or not times:
             return None, f"error: exit {p.returncode}: {first_error(p.stderr)}"
-        self.fastest[(row.name, side)] = min(times)
-        return statistics.median(times), None
+        key = (row.name, side)
+        self.fastest[key] = min(times + [self.fastest.get(key, times[0])])
+        return times, None
 
     def run_startup(self, row, side, template):
         """Median wall time of the whole process, hyperfine when present."""
@@ -184,12 +199,59 @@ class Runner:
         return statistics.median(times), None
 
     def measure(self, row, side, template):
+        """One process of a side: (seconds, None) for a startup row, (the
+        batches' seconds, None) for the others, or (None, why not)."""
         why = self.available(side)
         if why:
             return None, ("error: " if side == "tfe" else "missing: ") + why
         if row.kind == "startup":
             return self.run_startup(row, side, template)
         return self.run_program(row, side, template)
+
+    def measure_row(self, row):
+        """{side: (seconds per iteration, None) or (None, why not)}.
+        With rounds > 1 the sides run in turn, round after round, and a
+        side's figure is the median of the batches of all its processes:
+        on a machine whose speed drifts (a virtual machine's neighbours, its
+        two-thread phases: docs/benchmarks.md) every side then meets the
+        same drift, where one process per side would give the drift to
+        whichever side ran in it. A side that failed is not run again;
+        startup rows (hyperfine's own medians) run once."""
+        sides = [("tfe", row.tfe)] + list(row.peers.items())
+        rounds = 1 if row.kind == "startup" else self.opts["rounds"]
+        batches = {side: [] for side, _ in sides}
+        status = {}
+        spent = {side: 0.0 for side, _ in sides}
+        for i in range(rounds):
+            for side, template in sides:
+                if side in status:
+                    continue
+                t0 = time.time()
+                got, st = self.measure(row, side, template)
+                spent[side] += time.time() - t0
+                if st:
+                    status[side] = st
+                elif row.kind == "startup":
+                    batches[side] = [got]
+                else:
+                    batches[side] += got
+                    if rounds > 1:  # each process's own median: the drift, visible
+                        print(f"    {row.name:<10} {side:<11} round {i + 1}: "
+                              f"{fmt_figure(row, statistics.median(got))}", flush=True)
+        res = {}
+        for side, _ in sides:
+            if side in status:
+                res[side] = (None, status[side])
+            else:
+                res[side] = (statistics.median(batches[side]), None)
+            t, st = res[side]
+            shown = fmt_figure(row, t) if t is not None else st
+            print(f"  {row.name:<10} {side:<11} {shown}   [{spent[side]:.1f} s]", flush=True)
+            if st and st.startswith("missing"):
+                note = f"{side} is missing: {st.split(':', 1)[-1].strip()}"
+                if note not in self.notes:
+                    self.notes.append(note)
+        return res
 
 
 def first_error(stderr):
@@ -304,8 +366,10 @@ def main():
     env = thread_env(runner.threads, quick)
     started = time.time()
 
+    rounds = opts["rounds"]
     print(f"bench: {len(rows)} row(s){' (quick)' if quick else ''}, "
           f"{runner.threads} thread(s) for every side"
+          + (f", {rounds} rounds alternating the sides" if rounds > 1 else "")
           + (f", pinned with {' '.join(runner.pin)}" if runner.pin else ""))
     for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
               "TFE_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
@@ -324,17 +388,7 @@ def main():
 
     results = {}
     for r in rows:
-        res = results[r.name] = {}
-        for side, template in [("tfe", r.tfe)] + list(r.peers.items()):
-            t0 = time.time()
-            t, st = runner.measure(r, side, template)
-            res[side] = (t, st)
-            shown = fmt_figure(r, t) if t is not None else st
-            print(f"  {r.name:<10} {side:<11} {shown}   [{time.time() - t0:.1f} s]", flush=True)
-            if st and st.startswith("missing"):
-                note = f"{side} is missing: {st.split(':', 1)[-1].strip()}"
-                if note not in runner.notes:
-                    runner.notes.append(note)
+        results[r.name] = runner.measure_row(r)
         note_peak(r, runner)
 
     elapsed = time.time() - started
@@ -353,7 +407,9 @@ def main():
         + (f", {lua_version(runner.lua)}" if any("Lua" in r.peers for r in rows) else ""),
         f"- total run time: {elapsed:.0f} s; load average before the run {load:.2f}",
         "",
-        "Medians over repeated timed batches after warm-up (docs/benchmarks.md).",
+        "Medians over repeated timed batches after warm-up"
+        + (f", pooled over {rounds} rounds that alternate the sides" if rounds > 1 else "")
+        + " (docs/benchmarks.md).",
         "",
         "## Time per iteration (rate)",
         "",

@@ -661,7 +661,8 @@ int grun_plan_instr(GRun *x, PInstr *c)
     for (int k = 1; k < c->nout; k++) out[k] = plan_output(x, c, n, k);
     int rc = -1;
     if (out[0] && c->kind == PI_KERNEL) {
-        const tfe_opcall call = {.op = n->op, .nin = c->nin, .nout = c->nout, .in = in, .at = n->at, .out = out};
+        const tfe_opcall call = {.op = n->op, .nin = c->nin, .nout = c->nout, .in = in, .at = c->at ? c->at : n->at,
+                                 .out = out};
         rc = c->kernel(&call);
     } else if (out[0]) {
         tfe_fkernel *k = fused_kernel(n);
@@ -670,11 +671,12 @@ int grun_plan_instr(GRun *x, PInstr *c)
     if (pt0 && !rc && prof_recording) {
         char sh[512];
         tfe_prof_shapes(sh, sizeof sh, c->nin, in);
-        prof_complete(c->kind == PI_KERNEL ? PROF_PLAN : PROF_FUSED, node_name(n), pt0, sh,
+        prof_complete(c->kind == PI_KERNEL ? PROF_PLAN : PROF_FUSED, c->name ? c->name : node_name(n), pt0, sh,
                       tfe_prof_alloc_total() - pa0, tfe_prof_device(c->nin, in));
     }
     if (pt0 && !rc && prof_debug >= 2)
-        tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", node_name(n), c->nin, in, c->nout, out,
+        tfe_prof_debug_op(c->kind == PI_KERNEL ? "kernel" : "fused", c->name ? c->name : node_name(n), c->nin, in,
+                          c->nout, out,
                           prof_ns(prof_now() - pt0));
     if (!rc && c->kind == PI_KERNEL) prov_set(n->op, c->nin, in, c->nout, out);
     else if (!rc) prov_set_fused(n, c->nin, in, out[0]);
@@ -706,7 +708,7 @@ int grun_plan(GRun *x)
         PInstr *c = &p->code[i];
         GNode *n = &x->g->nodes[c->node];
         if (c->defer) continue; /* runs with the update after it */
-        if (c->skip) { /* runs inside a batch-norm kernel next to it */
+        if (c->skip) { /* runs inside a kernel next to it */
             grun_drop(x, c);
             continue;
         }

@@ -341,6 +341,89 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
     }
 }
 
+/* A conv with its batch norm (the conv-bn-relu of an inference network):
+ * a conv2d whose output only a batch_norm_infer reads, further on (between
+ * them, typically, the reads of the batch norm's variables), becomes one
+ * instruction at the batch norm's place that runs the conv and writes the
+ * batch norm's output (k_conv2d_bn_infer: its formula on each sum as the
+ * conv writes it, the bits of the two ops); a relu just after that reads
+ * it alone joins (k_conv2d_bn_infer_relu), writing the relu's output. The
+ * conv's output is never made (one pass over the activations less, and its
+ * block), and the conv's inputs live on to the batch norm's place.
+ * Not the weights folded into the filter (w * gamma / sqrt(var + eps)):
+ * that changes the roundings, so the staged network would no longer give
+ * eager's bits (docs/optimizer.md). With the relu, the output is placed at
+ * the relu's place, after the blocks of values read for the last time at
+ * the batch norm are free: only when each input of the fused call lives on
+ * past it (or is not in the arena), as in plan_bn_epilogues. No backward
+ * reads the conv's output from a plan's run: under a tape, a graph whose
+ * backward reads its values runs as traced (stage/grad.c, keep_graph). */
+static void plan_conv_bn(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, bool *ok,
+                         int *prod_at)
+{
+    if (tfe_devices_used) return;
+    for (int i = 0; i < p->ncode; i++) {
+        PInstr *c = &p->code[i];
+        const GNode *cn = &g->nodes[c->node];
+        if (c->kind != PI_KERNEL || c->defer || c->skip || c->epi || c->pair || cn->kind != G_OP ||
+            cn->op != OP_CONV2D || c->nin != 2 || c->nout != 1 || c->kernel != tfe_ops[OP_CONV2D].cpu_kernel ||
+            uses[c->out] != 1 || !ok[c->out])
+            continue;
+        const tfe_meta *m = &cn->meta[0];
+        if ((m->dtype != TFE_FLOAT32 && m->dtype != TFE_FLOAT64) || m->weak) continue;
+        /* the one instruction that reads the conv's output */
+        int j = i + 1;
+        for (bool reads = false; j < p->ncode; j++) {
+            for (int k = 0; k < p->code[j].nin && !reads; k++) reads = p->code[j].in[k] == c->out;
+            if (reads) break;
+        }
+        if (j >= p->ncode) continue;
+        PInstr *d = &p->code[j];
+        const GNode *dn = &g->nodes[d->node];
+        if (d->kind != PI_KERNEL || d->defer || d->skip || d->epi || d->pair || dn->kind != G_OP ||
+            dn->op != OP_BATCH_NORM_INFER || d->nin != 5 || d->nout != 1 ||
+            d->kernel != tfe_ops[OP_BATCH_NORM_INFER].cpu_kernel || d->in[0] != c->out ||
+            !opt_same_meta(&dn->meta[0], m) || prod_at[pos[j]] >= 0)
+            continue;
+        bool fits = true; /* gamma, beta, mean, var: vectors of the channels, the dtype */
+        for (int k = 1; k < 5; k++) {
+            const tfe_meta *vm = &g->nodes[dn->in[k].node].meta[dn->in[k].out];
+            fits &= d->in[k] != c->out && vm->dtype == m->dtype && vm->rank == 1 && vm->shape[0] == m->shape[3];
+        }
+        if (!fits) continue;
+        /* the relu after it, when it reads the batch norm's output alone */
+        PInstr *e = j + 1 < p->ncode ? &p->code[j + 1] : NULL;
+        const GNode *en = e ? &g->nodes[e->node] : NULL;
+        bool relu = e && e->kind == PI_KERNEL && !e->defer && !e->skip && !e->epi && !e->pair && en->kind == G_OP &&
+                    en->op == OP_RELU && e->nin == 1 && e->in[0] == d->out && en->nout == 1 &&
+                    uses[d->out] == 1 && ok[d->out] && opt_same_meta(&en->meta[0], m);
+        int fin[6] = {c->in[0], c->in[1], d->in[1], d->in[2], d->in[3], d->in[4]};
+        for (int k = 0; relu && k < 6; k++) relu = !ok[fin[k]] || last[fin[k]] > pos[j + 1];
+        free(d->in);
+        d->in = xmalloc(sizeof fin);
+        mem_copy(d->in, fin, sizeof fin);
+        d->nin = 6;
+        d->kernel = relu ? k_conv2d_bn_infer_relu : k_conv2d_bn_infer;
+        d->name = relu ? "conv2d+batch_norm_infer+relu" : "conv2d+batch_norm_infer";
+        d->at = xmalloc(sizeof *d->at);
+        *d->at = *cn->at;
+        d->at->f[0] = dn->at->f[0];
+        c->skip = true;
+        ok[c->out] = false; /* never made */
+        /* the conv's inputs are read at the batch norm's place, where the
+         * arena frees them (prod_at) */
+        prod_at[pos[j]] = c->node;
+        for (int k = 0; k < 2; k++)
+            if (last[c->in[k]] < pos[j]) last[c->in[k]] = pos[j];
+        if (relu) {
+            d->epi = j + 2;
+            e->skip = true;
+            ok[d->out] = false;
+        }
+        p->nconvbn++;
+    }
+}
+
 /* Each value of the top region that only its ops read, and no result, is
  * released after the instruction that reads it last (PInstr.drop): its
  * memory goes back as soon as it can, and a variable's value is then held
@@ -436,6 +519,7 @@ ExecPlan *exec_plan_build(const Graph *g)
     int *prod_at = xmalloc(sizeof *prod_at * ((size_t)top->n + 1));
     for (int i = 0; i < top->n; i++) prod_at[i] = -1;
     plan_updates(p, g, pos, uses, last, prod_at);
+    plan_conv_bn(p, g, pos, uses, last, ok, prod_at);
     plan_bn_epilogues(p, g, pos, uses, last, ok, prod_at);
     plan_drops(p, g, pos, last);
     free(uses);
@@ -530,6 +614,7 @@ void exec_plan_free(ExecPlan *p)
 {
     if (!p) return;
     for (int i = 0; i < p->ncode; i++) {
+        free(p->code[i].at);
         free(p->code[i].in);
         free(p->code[i].drop);
         if (p->code[i].upd) tfe_fused_free(p->code[i].upd);
@@ -587,6 +672,11 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
     buf_puts(&b, line);
     if (p->nbnrelu) {
         snprintf(line, sizeof line, ", %d batch-norm epilogues", p->nbnrelu);
+        buf_puts(&b, line);
+    }
+    if (p->nconvbn) {
+        snprintf(line, sizeof line, ", %d conv%s with %s batch norm", p->nconvbn, p->nconvbn == 1 ? "" : "s",
+                 p->nconvbn == 1 ? "its" : "their");
         buf_puts(&b, line);
     }
     buf_puts(&b, "\n");
@@ -650,7 +740,9 @@ char *exec_plan_to_text(const Graph *g, const ExecPlan *p)
                 buf_puts(&b, " new");
             }
         }
-        if (c->skip) buf_puts(&b, " (runs inside the batch-norm kernel next to it)");
+        if (c->skip && n->kind == G_OP && n->op == OP_CONV2D)
+            buf_puts(&b, " (runs at its batch_norm_infer, which it writes)");
+        else if (c->skip) buf_puts(&b, " (runs inside the batch-norm kernel next to it)");
         buf_puts(&b, "\n");
     }
     if (!b.s) buf_puts(&b, "");

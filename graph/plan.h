@@ -49,6 +49,9 @@ typedef struct PInstr {
     int epi;              /* 1 + the index of the skipped relu whose output this
                              instruction writes as its output 0 (batch_norm_train
                              with relu), or 0 */
+    tfe_attrs *at;        /* the kernel's attributes when not the node's (a conv
+                             with its batch norm: the conv's, f[0] the eps), owned */
+    const char *name;     /* its name in profiles when not the node's (static) */
     int *drop;            /* value slots read here for the last time, released after
                              it (not results, not read by a region) */
     int ndrop;
@@ -67,6 +70,7 @@ typedef struct ExecPlan {
     int npairs;           /* concurrent pairs (graph/sched.c) */
     int nupdates;         /* PI_UPDATE instructions */
     int nbnrelu;          /* relu / relu_grad run inside a batch-norm kernel */
+    int nconvbn;          /* convs run with their batch_norm_infer (and relu) */
     tfe_tensor *arena;    /* made at the first run, kept for the next (owned) */
     bool busy;            /* a run uses it (a run inside a run allocates as usual) */
 } ExecPlan;

@@ -66,4 +66,12 @@ int kn_gemm(tfe_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, con
  * 0, -1 with the error set, or 1: it needs k_matmul (a copy). */
 int kn_matmul_direct(const tfe_opcall *c);
 
+/* batch_norm_infer's parts (tensor/kernels_bn.c), for a conv that applies
+ * it as it writes its output (k_conv2d_bn_infer, tensor/kernels_nn.c): the
+ * per-channel 1 / sqrt(var + eps) in the dtype, and the normalisation of
+ * rows [0, rows) of C channels at y, in place, on this thread */
+void kn_bn_infer_scale(bool f64, const void *var, double eps, int64_t C, void *rs);
+void kn_bn_infer_rows(bool f64, void *y, int64_t rows, int64_t C, const void *m, const void *rs,
+                      const void *g, const void *b);
+
 #endif

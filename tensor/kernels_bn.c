@@ -729,6 +729,26 @@ out:
 int k_batch_norm_grad(const tfe_opcall *c) { return bn_grad(c, false); }
 int k_batch_norm_grad_relu(const tfe_opcall *c) { return bn_grad(c, true); }
 
+/* batch_norm_infer's per-channel factor: rs[j] = 1 / sqrt(var[j] + eps) in
+ * x's dtype (C of them) */
+void kn_bn_infer_scale(bool f64, const void *var, double eps, int64_t C, void *rs) {
+    for (int64_t j = 0; j < C; j++) {
+        if (!f64) ((float *)rs)[j] = 1.0f / sqrtf(((const float *)var)[j] + (float)eps);
+        else ((double *)rs)[j] = 1.0 / sqrt(((const double *)var)[j] + eps);
+    }
+}
+
+/* batch_norm_infer's pass over rows [0, rows) of C channels at y, in place,
+ * on this thread: norm_f / norm_d, the code k_batch_norm_infer runs (its
+ * in-place loop, whose ops are those of the out-of-place one and of
+ * norm16_f), so a conv's epilogue (tensor/kernels_nn.c) gives its bits */
+void kn_bn_infer_rows(bool f64, void *y, int64_t rows, int64_t C, const void *m, const void *rs,
+                      const void *g, const void *b) {
+    bn_ctx ctx = {.x = y, .y = y, .m = (void *)m, .rs = (void *)rs, .g = g, .b = b, .R = rows, .C = C};
+    if (f64) norm_d(0, rows, &ctx);
+    else norm_f(0, rows, &ctx);
+}
+
 /* y = ((x - mean) * rsqrt(var + eps)) * gamma + beta, the given statistics */
 int k_batch_norm_infer(const tfe_opcall *c) {
     tfe_tensor *x = c->in[0], *keep[NKEEP] = {0};
@@ -743,10 +763,7 @@ int k_batch_norm_infer(const tfe_opcall *c) {
                 .m = (void *)contig(c->in[3], &keep[3]), .y = tensor_data(c->out[0]), .R = R, .C = C};
     if (!b.x || !b.g || !b.b || !b.m || !v || !(b.rs = scratch((size_t)C * (f32 ? 4 : 8), mem, sizes, &nmem)))
         goto out;
-    for (int64_t j = 0; j < C; j++) {
-        if (f32) ((float *)b.rs)[j] = 1.0f / sqrtf(((const float *)v)[j] + (float)eps);
-        else ((double *)b.rs)[j] = 1.0 / sqrt(((const double *)v)[j] + eps);
-    }
+    kn_bn_infer_scale(!f32, v, eps, C, b.rs);
     rows_for(R, C, f32 ? norm_fn_f(C) : norm_d, &b);
     rc = kn_poll();
 out:

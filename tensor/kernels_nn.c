@@ -468,6 +468,9 @@ static bool is_pointwise(const geom *g) {
 typedef struct conv_ep {
     const void *bias;
     bool bias_first, relu;
+    /* or, with bn_m set, batch_norm_infer's ((t - m) * rs) * g + b in place
+     * of the bias (k_conv2d_bn_infer) */
+    const void *bn_m, *bn_rs, *bn_g, *bn_b;
 } conv_ep;
 
 /* y[k] (k < n, from a row's start) with p[k] (the bias repeated), one
@@ -507,8 +510,21 @@ typedef struct conv_ep {
 EP_ROWS(float)
 EP_ROWS(double)
 
+/* relu alone over n elements (after a batch norm's epilogue) */
+#define RELU_ROWS(T)                                                                   \
+    static void relu_rows_##T(T *restrict yy, int64_t n) { EP_LOOP(T, yy[k], 1) }
+RELU_ROWS(float)
+RELU_ROWS(double)
+
 static void ep_rows(bool f64, char *y, int64_t rows, int64_t co, const conv_ep *ep) {
     if (!ep) return;
+    if (ep->bn_m) {
+        /* batch_norm_infer's own pass over the rows, then relu's */
+        kn_bn_infer_rows(f64, y, rows, co, ep->bn_m, ep->bn_rs, ep->bn_g, ep->bn_b);
+        if (ep->relu && f64) relu_rows_double((double *)y, rows * co);
+        else if (ep->relu) relu_rows_float((float *)y, rows * co);
+        return;
+    }
     if (f64) ep_rows_double((double *)y, rows, co, ep->bias, ep->bias_first, ep->relu);
     else ep_rows_float((float *)y, rows, co, ep->bias, ep->bias_first, ep->relu);
 }
@@ -537,7 +553,8 @@ static void ep_rows_par(bool f64, char *y, int64_t rows, int64_t co, const conv_
 /* The float32 register tiles' form of an epilogue (NULL: none). */
 static const tfe_sgemm_ep *sgemm_ep(const conv_ep *ep, tfe_sgemm_ep *buf) {
     if (!ep) return NULL;
-    *buf = (tfe_sgemm_ep){.bias = ep->bias, .bias_first = ep->bias_first, .relu = ep->relu};
+    *buf = (tfe_sgemm_ep){.bias = ep->bias, .bias_first = ep->bias_first, .relu = ep->relu,
+                          .bn_m = ep->bn_m, .bn_rs = ep->bn_rs, .bn_g = ep->bn_g, .bn_b = ep->bn_b};
     return buf;
 }
 
@@ -1376,6 +1393,38 @@ out:
     for (int i = 0; i < 3; i++) tensor_decref(in[i]);
     return rc;
 }
+
+/* conv2d(x, w) followed by batch_norm_infer(y, gamma, beta, mean, var) (and
+ * relu) that reads nothing else: inputs x, w, gamma, beta, mean, var, the
+ * conv's attributes with f[0] the batch norm's eps. A plan makes these
+ * calls (graph/plan.c, plan_conv_bn): the output is the batch norm's (the
+ * relu's), each element batch_norm_infer's formula on the conv's sum as
+ * the passes write it (in the register tiles' last store, or to each
+ * chunk's rows right after its GEMM), so the bits are those of the two or
+ * three ops, and the conv's output is never made. */
+static int conv_bn(const tfe_opcall *c, bool relu) {
+    geom g;
+    if (conv_check(c, &g) < 0) return -1;
+    tfe_tensor *in[6] = {NULL};
+    void *rs = NULL;
+    size_t rsb = (size_t)g.co * dtype_size(c->in[0]->dtype);
+    int rc = -1;
+    for (int i = 0; i < 6; i++)
+        if (!(in[i] = tensor_contiguous(c->in[i]))) goto out;
+    if (!(rs = tfe_alloc(rsb ? rsb : 1))) goto out;
+    bool f64 = in[0]->dtype == TFE_FLOAT64;
+    kn_bn_infer_scale(f64, tensor_data(in[5]), c->at->f[0], g.co, rs);
+    conv_ep ep = {.relu = relu, .bn_m = tensor_data(in[4]), .bn_rs = rs, .bn_g = tensor_data(in[2]),
+                  .bn_b = tensor_data(in[3])};
+    rc = conv_forward(&g, in[0], in[1], c->out[0], &ep);
+out:
+    if (rs) tfe_free(rs, rsb ? rsb : 1);
+    for (int i = 0; i < 6; i++) tensor_decref(in[i]);
+    return rc;
+}
+
+int k_conv2d_bn_infer(const tfe_opcall *c) { return conv_bn(c, false); }
+int k_conv2d_bn_infer_relu(const tfe_opcall *c) { return conv_bn(c, true); }
 
 /* ---- conv2d backward -------------------------------------------------------- */
 

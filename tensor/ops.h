@@ -124,6 +124,12 @@ int k_batch_norm_train_relu(const tfe_opcall *c);
 int k_batch_norm_train_add_relu(const tfe_opcall *c);
 int k_batch_norm_train_radd_relu(const tfe_opcall *c);
 int k_batch_norm_grad_relu(const tfe_opcall *c);
+/* conv2d whose output only a batch_norm_infer reads (and that one's only a
+ * relu): inputs x, w, gamma, beta, mean, var, the conv's attributes with
+ * f[0] the batch norm's eps; the output is the batch norm's (the relu's),
+ * with the bits of the ops one after the other (tensor/kernels_nn.c) */
+int k_conv2d_bn_infer(const tfe_opcall *c);
+int k_conv2d_bn_infer_relu(const tfe_opcall *c);
 
 /* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */
 int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,

@@ -26,6 +26,41 @@ bool tfe_sgemm_small_ok(void) {
 #define AVX512 __attribute__((target("avx512f")))
 #define SUM_BLOCK 64
 
+/* store()'s form for a batch norm's epilogue: ((t - m) * rs) * g + b, each
+ * op with t first and pinned by asm, as norm16_f (tensor/kernels_bn.c) has
+ * them (x86 returns the first operand's NaN when both are NaN, and the
+ * compiler may swap a commutative op's operands), then relu. Inlined as
+ * store() is: a call taking s's address would keep the whole tile in
+ * memory (the conv ran 2.4x slower). */
+static inline __attribute__((always_inline)) AVX512 void bn_store(const int R, const int V, float *c, int64_t ldc,
+                                                      const __mmask16 *mk, __m512 s[12][4], bool add,
+                                                      const tfe_sgemm_ep *ep) {
+    __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) {
+        __m512 m = _mm512_maskz_loadu_ps(mk[v], ep->bn_m + 16 * v),
+               rs = _mm512_maskz_loadu_ps(mk[v], ep->bn_rs + 16 * v),
+               g = _mm512_maskz_loadu_ps(mk[v], ep->bn_g + 16 * v),
+               b = _mm512_maskz_loadu_ps(mk[v], ep->bn_b + 16 * v);
+#pragma GCC unroll 12
+        for (int r = 0; r < R; r++) {
+            __m512 t = s[r][v];
+            if (add) t = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], c + r * ldc + 16 * v), t);
+            __asm__("vsubps %2, %1, %0" : "=v"(t) : "v"(t), "v"(m));
+            __asm__("vmulps %2, %1, %0" : "=v"(t) : "v"(t), "v"(rs));
+            __asm__("vmulps %2, %1, %0" : "=v"(t) : "v"(t), "v"(g));
+            __asm__("vaddps %2, %1, %0" : "=v"(t) : "v"(t), "v"(b));
+            if (ep->relu) {
+                /* x > 0 || x != x ? x : 0 */
+                __mmask16 keep = _mm512_cmp_ps_mask(t, zero, _CMP_GT_OQ) |
+                                 _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q);
+                t = _mm512_maskz_mov_ps(keep, t);
+            }
+            _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mk[v], t);
+        }
+    }
+}
+
 /* C = s, or C + s when add (R x V vectors, masks mk). With an epilogue ep
  * (the last store of a tile), that sum then gets the bias and the relu, in
  * registers, with the formulas of k_add and k_relu (tensor/elem.def): the
@@ -36,6 +71,10 @@ static inline __attribute__((always_inline)) AVX512 void store(const int R, cons
                                                               __m512 s[12][4], bool add,
                                                               const tfe_sgemm_ep *ep) {
     __m512 zero = _mm512_setzero_ps(), bias[4] = {zero, zero, zero, zero};
+    if (ep && ep->bn_m) {
+        bn_store(R, V, c, ldc, mk, s, add, ep);
+        return;
+    }
     if (ep)
 #pragma GCC unroll 4
         for (int v = 0; v < V; v++) bias[v] = _mm512_maskz_loadu_ps(mk[v], ep->bias + 16 * v);

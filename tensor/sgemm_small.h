@@ -30,12 +30,16 @@ void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int
                          int64_t ldb, float *c, int64_t ldc, bool acc);
 
 /* An epilogue of the GEMM's last store: each finished element t of column
- * j becomes t + bias[j] (bias[j] + t when bias_first), then relu's
- * (t > 0 || t != t ? t : 0) when relu: the formulas of k_add and k_relu, on
- * the sum still in registers (conv2d_bias, tensor/kernels_nn.c). */
+ * j becomes t + bias[j] (bias[j] + t when bias_first), or, with bn_m set,
+ * ((t - bn_m[j]) * bn_rs[j]) * bn_g[j] + bn_b[j] (batch_norm_infer's
+ * formula, tensor/kernels_bn.c, each op with t as its first operand), then
+ * relu's (t > 0 || t != t ? t : 0) when relu: the formulas of k_add,
+ * batch_norm_infer and k_relu, on the sum still in registers (conv2d_bias,
+ * the conv of a batch norm, tensor/kernels_nn.c). */
 typedef struct tfe_sgemm_ep {
     const float *bias;
     bool bias_first, relu;
+    const float *bn_m, *bn_rs, *bn_g, *bn_b;
 } tfe_sgemm_ep;
 
 /* tfe_sgemm_small (acc false) and tfe_sgemm_small_seg with an epilogue

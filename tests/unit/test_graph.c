@@ -424,6 +424,87 @@ static void test_plan_multi_output(void)
     graph_decref(g);
 }
 
+/* plan_conv_bn (graph/plan.c): conv2d -> batch_norm_infer -> relu, the
+ * batch norm's variables read in between, becomes one kernel instruction at
+ * the batch norm's place; the conv and the relu skip, the conv's output and
+ * the batch norm's get no block, and a planned run gives the walker's
+ * bits, also one that keeps its values (GRun.keep). A conv whose input dies there gets
+ * its batch norm but not the relu (the relu's output, placed after the
+ * inputs' blocks are free, could take the input's). */
+static void test_plan_conv_bn(void)
+{
+    int64_t sx[4] = {2, 6, 6, 3}, sw[4] = {3, 3, 3, 16}, sy[4] = {2, 4, 4, 16}, sw2[4] = {3, 3, 16, 16},
+            sz[4] = {2, 2, 2, 16}, sc[1] = {16};
+    tfe_meta mx = f32(4, sx), mw = f32(4, sw), my = f32(4, sy), mw2 = f32(4, sw2), mz = f32(4, sz), mc = f32(1, sc);
+    for (int keep = 0; keep < 2; keep++) {
+        Graph *g = graph_new("conv_bn");
+        GRef x = input(g, mx), w = input(g, mw), w2 = input(g, mw2), v[4];
+        for (int k = 0; k < 4; k++) v[k] = input(g, mc);
+        GRef x2 = op(g, OP_MUL, 2, x, x, mx); /* dies at the first conv */
+        GRef c = op(g, OP_CONV2D, 2, x2, w, my);
+        GRef bin[5] = {c, v[0], v[1], v[2], v[3]};
+        GRef y = {op_n(g, OP_BATCH_NORM_INFER, 5, bin, 1, &my), 0};
+        GRef r = op(g, OP_RELU, 1, y, y, my);
+        GRef c2 = op(g, OP_CONV2D, 2, r, w2, mz); /* r lives on, to the output */
+        GRef b2in[5] = {c2, v[0], v[1], v[2], v[3]};
+        GRef y2 = {op_n(g, OP_BATCH_NORM_INFER, 5, b2in, 1, &mz), 0};
+        GRef r2 = op(g, OP_RELU, 1, y2, y2, mz);
+        GRef outs[2] = {r2, op(g, OP_MUL, 2, r, r, my)};
+        set_outputs(g, 2, outs);
+        const tfe_meta *ms[7] = {&mx, &mw, &mw2, &mc, &mc, &mc, &mc};
+        const float seeds[7] = {0.3f, 0.11f, 0.07f, 0.9f, 0.2f, 0.05f, 1.3f};
+        tfe_tensor *in[7];
+        for (int k = 0; k < 7; k++) {
+            in[k] = tensor_new(TFE_FLOAT32, ms[k]->rank, ms[k]->shape);
+            float *d = (float *)tensor_data(in[k]);
+            for (int64_t i = 0; i < tensor_numel(in[k]); i++)
+                d[i] = sinf(seeds[k] * (float)(i + 1)) * 0.5f + (k == 6 ? 1.0f : 0.0f); /* var > 0 */
+        }
+        tfe_tensor *want[2] = {run(g, in, 0, false), run(g, in, 1, false)};
+        REQUIRE(want[0] && want[1], "walker run: %s", tfe_error_msg());
+        g->plan = exec_plan_build(g);
+        REQUIRE(g->plan, "a plan");
+        CHECK(g->plan->nconvbn == 2, "2 convs with their batch norm, got %d", g->plan->nconvbn);
+        int fused = 0, skipped = 0;
+        for (int i = 0; i < g->plan->ncode; i++) {
+            const PInstr *pc = &g->plan->code[i];
+            const GNode *n = &g->nodes[pc->node];
+            if (n->op == OP_CONV2D) CHECK(pc->skip, "a conv runs at its batch norm");
+            if (n->op == OP_BATCH_NORM_INFER) {
+                fused++;
+                CHECK(pc->nin == 6 && pc->at, "the batch norm runs the conv");
+                /* the first relu's input is the conv of a dying x2: not joined */
+                CHECK(pc->epi == (n->in[0].node == c2.node ? i + 2 : 0), "relu joined only after the second");
+            }
+            if (n->op == OP_RELU) skipped += pc->skip;
+        }
+        CHECK(fused == 2 && skipped == 1, "2 fused batch norms (%d), 1 relu inside (%d)", fused, skipped);
+        CHECK(g->plan->offset[g->nodes[c.node].vbase] < 0 && g->plan->offset[g->nodes[c2.node].vbase] < 0 &&
+                  g->plan->offset[g->nodes[y2.node].vbase] < 0,
+              "the convs' outputs and the second batch norm's are never made");
+        for (int rep = 0; rep < 3; rep++) {
+            tfe_tensor *got[2];
+            for (int k = 0; k < 2; k++) {
+                GRun rx;
+                grun_init(&rx, NULL, g, in);
+                grun_use_plan(&rx);
+                rx.keep = keep;
+                REQUIRE(!grun_plan(&rx), "planned run: %s", tfe_error_msg());
+                got[k] = grun_value(&rx, g->regions[0].outs[k]);
+                tensor_incref(got[k]);
+                grun_release(&rx);
+            }
+            CHECK(!memcmp(tensor_data(got[0]), tensor_data(want[0]), 2 * 2 * 2 * 16 * sizeof(float)) &&
+                      !memcmp(tensor_data(got[1]), tensor_data(want[1]), 2 * 4 * 4 * 16 * sizeof(float)),
+                  "planned run %d (keep %d): not the walker's bits", rep, keep);
+            for (int k = 0; k < 2; k++) tensor_decref(got[k]);
+        }
+        for (int k = 0; k < 2; k++) tensor_decref(want[k]);
+        for (int k = 0; k < 7; k++) tensor_decref(in[k]);
+        graph_decref(g);
+    }
+}
+
 int main(void)
 {
     setenv("TFE_NUM_THREADS", "2", 0); /* pairs need two threads (any machine) */
@@ -434,5 +515,6 @@ int main(void)
     test_error_without_host();
     test_concurrent_pairs();
     test_plan_multi_output();
+    test_plan_conv_bn();
     return check_done("test_graph");
 }

@@ -288,11 +288,13 @@ AVX512 void tfe_sgemm_small_seg_ep(int64_t m, int64_t n, int64_t nseg, int64_t s
         }
         const float *bj = b + j0;
         float *cj = c + j0;
-        /* the epilogue's bias for this column block */
+        /* the epilogue's per-column vectors for this column block */
         tfe_sgemm_ep epj, *e = NULL;
         if (ep) {
             epj = *ep;
-            epj.bias += j0;
+            const float **vs[5] = {&epj.bias, &epj.bn_m, &epj.bn_rs, &epj.bn_g, &epj.bn_b};
+            for (int i = 0; i < 5; i++)
+                if (*vs[i]) *vs[i] += j0;
             e = &epj;
         }
         /* the totals in registers where a tile's blocks are short (at

@@ -1168,12 +1168,22 @@ typedef struct dwd_job {
     const float *xp, *dy;     /* x (N, h, w, C) (padded when !img), dy */
     float *img;               /* NULL, or one padded image (hp, wp, C) a slot */
     float *dw, *sums, *tmp;   /* dw (group 0), groups 1.., one chunk sum a slot */
-    int64_t hp, wp, rows, nchunks, ngroups;
+    int64_t hp, wp, rows, nchunks, ngroups, nslots;
     int64_t next;             /* next group to claim (atomic) */
 } dwd_job;
 
 static bool f32_direct_dw(bool f64, const geom *g) {
     return f32_path(f64, g) && g->dw == 1 && g->ow >= 16;
+}
+
+/* Asks for bytes [part0/parts, part1/parts) of [p, p + bytes) to be
+ * brought into L2 (a hint: no value is read). */
+static void prefetch_part(const void *p, size_t bytes, int64_t part0, int64_t part1,
+                          int64_t parts) {
+    const char *b = p;
+    size_t e = bytes * (size_t)part1 / (size_t)parts;
+    for (size_t i = bytes * (size_t)part0 / (size_t)parts & ~(size_t)63; i < e; i += 64)
+        __builtin_prefetch(b + i, 0, 2);
 }
 
 static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
@@ -1189,6 +1199,7 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
         if (t >= j->ngroups || tfe_interrupted) break;
         float *acc = t == 0 ? j->dw : j->sums + (t - 1) * kc;
         int64_t c0 = t * j->nchunks / j->ngroups, c1 = (t + 1) * j->nchunks / j->ngroups;
+        int64_t qg = c1 * j->rows < nq ? c1 * j->rows : nq; /* the group's rows' end */
         for (int64_t ch = c0; ch < c1 && !tfe_interrupted; ch++) {
             float *sum = ch == c0 ? acc : j->tmp + s0 * kc;
             int64_t q0 = ch * j->rows, q1 = q0 + j->rows < nq ? q0 + j->rows : nq;
@@ -1198,16 +1209,31 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
             for (int64_t q = q0, qe; q < q1; q = qe) {
                 int64_t n = q / g->oh, oi = q % g->oh;
                 qe = (n + 1) * g->oh < q1 ? (n + 1) * g->oh : q1;
-                const float *xn = j->xp + (size_t)n * isz;
+                const float *xn = j->xp + (size_t)n * isz, *pre = NULL;
                 if (img) {
                     /* a slot pads its images one at a time, in L2 */
+                    size_t xsz = (size_t)(g->h * g->w * g->c);
                     if (n != cur)
-                        pad_one(j->xp + (size_t)n * g->h * g->w * g->c, img, g->h, g->w, g->c,
-                                j->hp, j->wp, g->pt, g->pl);
+                        pad_one(j->xp + (size_t)n * xsz, img, g->h, g->w, g->c, j->hp, j->wp,
+                                g->pt, g->pl);
                     cur = n;
                     xn = img;
+                    /* the image this slot pads next, a part before each
+                     * GEMM: x was written in the forward pass, long out of
+                     * cache, and pad_one's copy waited on memory (~2% of
+                     * a ResNet-20 step). After the group's last image,
+                     * the first of the group this slot likely claims next
+                     * (t + nslots: groups are claimed in turn) */
+                    int64_t nx = (n + 1) * g->oh < qg ? n + 1 : -1;
+                    if (nx < 0 && t + j->nslots < j->ngroups)
+                        nx = (t + j->nslots) * j->nchunks / j->ngroups * j->rows / g->oh;
+                    pre = nx >= 0 ? j->xp + (size_t)nx * xsz : NULL;
                 }
                 for (int64_t a = 0; a < g->kh; a++) {
+                    if (pre)
+                        prefetch_part(pre, (size_t)(g->h * g->w * g->c) * sizeof(float),
+                                      oi * g->kh + a * (qe - q), oi * g->kh + (a + 1) * (qe - q),
+                                      g->oh * g->kh);
                     const float *xr = xn + ((oi * g->sh + a * g->dh) * j->wp) * g->c;
                     tfe_sgemm_small_seg(seg, g->co, qe - q, g->ow, g->sh * j->wp * g->c, 64, xr, 1,
                                         g->sw * g->c, j->dy + q * g->ow * g->co, g->co,
@@ -1228,6 +1254,7 @@ static int f32_grad_filter_direct(const geom *g, const float *x, const float *dy
     j.nchunks = (nq + j.rows - 1) / j.rows;
     j.ngroups = j.nchunks < F32_GROUPS ? j.nchunks : F32_GROUPS;
     int64_t nslots = tfe_num_threads() < j.ngroups ? tfe_num_threads() : j.ngroups;
+    j.nslots = nslots;
     bool pad = g->pt || g->pl || hp != g->h || wp != g->w;
     size_t padn = pad ? (size_t)(nslots * hp * wp * g->c) : 0;
     size_t bytes = (padn + (size_t)((j.ngroups - 1 + nslots) * kc)) * sizeof(float);

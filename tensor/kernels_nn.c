@@ -882,15 +882,28 @@ typedef struct direct_job {
     int64_t hp, wp, cs, kh, kw, dh, sh, sw, oh, ow, co;
     int64_t kb;               /* the GEMM's sum blocks */
     int64_t n, next;          /* images; next to claim (atomic) */
+    int64_t nslots;           /* the slots claiming them (direct_images) */
     const tfe_sgemm_ep *ep;   /* the epilogue, or NULL */
 } direct_job;
 
+/* Asks for bytes [part0/parts, part1/parts) of [p, p + bytes) to be
+ * brought into L2 (a hint: no value is read). */
+static void prefetch_part(const void *p, size_t bytes, int64_t part0, int64_t part1,
+                          int64_t parts) {
+    const char *b = p;
+    size_t e = bytes * (size_t)part1 / (size_t)parts;
+    for (size_t i = bytes * (size_t)part0 / (size_t)parts & ~(size_t)63; i < e; i += 64)
+        __builtin_prefetch(b + i, 0, 2);
+}
+
 /* Output rows [q0, q1) of the padded images at src, whose first is image
- * n0 (image n at src + (n - n0)*hp*wp*cs). */
+ * n0 (image n at src + (n - n0)*hp*wp*cs); pre (or NULL): prebytes to
+ * prefetch, a part a row. */
 static void direct_run_rows(const direct_job *d, const float *src, int64_t n0, int64_t q0,
-                            int64_t q1) {
+                            int64_t q1, const void *pre, size_t prebytes) {
     for (int64_t q = q0; q < q1 && !tfe_interrupted; q++) {
         int64_t n = q / d->oh - n0, oi = q % d->oh;
+        if (pre) prefetch_part(pre, prebytes, q - q0, q - q0 + 1, q1 - q0);
         const float *a = src + ((n * d->hp + oi * d->sh) * d->wp) * d->cs;
         tfe_sgemm_small_seg_ep(d->ow, d->co, d->kh, d->kw * d->cs, d->dh * d->wp * d->cs, d->kb,
                                a, d->sw * d->cs, 1, d->w, d->co, d->out + q * d->ow * d->co,
@@ -900,7 +913,7 @@ static void direct_run_rows(const direct_job *d, const float *src, int64_t n0, i
 
 static void direct_rows(int64_t q0, int64_t q1, void *vctx) {
     const direct_job *d = vctx;
-    direct_run_rows(d, d->src, 0, q0, q1);
+    direct_run_rows(d, d->src, 0, q0, q1, NULL, 0);
 }
 
 static void pad_one(const float *src, float *d, int64_t h, int64_t w, int64_t c, int64_t hp,
@@ -1029,7 +1042,13 @@ static void direct_images(int64_t s0, int64_t s1, void *vctx) {
         }
         pad_one(d->x + (size_t)n * d->h * d->wd * d->cs, img, d->h, d->wd, d->cs, d->hp, d->wp,
                 d->top, d->left);
-        direct_run_rows(d, img, n, n * d->oh, (n + 1) * d->oh);
+        /* the image this slot likely claims next (images go in turn),
+         * brought in while this one's rows run: x can be out of cache, and
+         * pad_one's copy would wait on it */
+        size_t xsz = (size_t)(d->h * d->wd * d->cs);
+        int64_t nx = n + d->nslots;
+        direct_run_rows(d, img, n, n * d->oh, (n + 1) * d->oh,
+                        nx < d->n ? d->x + (size_t)nx * xsz : NULL, xsz * sizeof(float));
     }
 }
 
@@ -1062,6 +1081,7 @@ static int direct_conv(const float *src, int64_t n, int64_t h, int64_t w, int64_
         /* enough images for the threads: each pads its own, one at a time */
         int64_t nslots = nt < n ? nt : n;
         size_t bytes = (size_t)(nslots * hp * wp * cs) * sizeof(float);
+        d.nslots = nslots;
         d.img = tfe_alloc(bytes);
         if (!d.img) return -1;
         tfe_parallel_for(nslots, 1, direct_images, &d);
@@ -1174,16 +1194,6 @@ typedef struct dwd_job {
 
 static bool f32_direct_dw(bool f64, const geom *g) {
     return f32_path(f64, g) && g->dw == 1 && g->ow >= 16;
-}
-
-/* Asks for bytes [part0/parts, part1/parts) of [p, p + bytes) to be
- * brought into L2 (a hint: no value is read). */
-static void prefetch_part(const void *p, size_t bytes, int64_t part0, int64_t part1,
-                          int64_t parts) {
-    const char *b = p;
-    size_t e = bytes * (size_t)part1 / (size_t)parts;
-    for (size_t i = bytes * (size_t)part0 / (size_t)parts & ~(size_t)63; i < e; i += 64)
-        __builtin_prefetch(b + i, 0, 2);
 }
 
 static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {

@@ -129,12 +129,12 @@ def step_flops(forward):
 MLP_FLOPS = step_flops([2 * 64 * 784 * 256, 2 * 64 * 256 * 256, 2 * 64 * 256 * 10])
 LENET_FLOPS = step_flops([conv_flops(64, 28, 28, 5, 1, 6), conv_flops(64, 10, 10, 5, 6, 16),
                           2 * 64 * 400 * 120, 2 * 64 * 120 * 84, 2 * 64 * 84 * 10])
-RESNET20_FLOPS = step_flops(
-    [conv_flops(32, 32, 32, 3, 3, 16)]
-    + [conv_flops(32, 32, 32, 3, 16, 16)] * 6
-    + [conv_flops(32, 16, 16, 3, 16, 32)] + [conv_flops(32, 16, 16, 3, 32, 32)] * 5
-    + [conv_flops(32, 8, 8, 3, 32, 64)] + [conv_flops(32, 8, 8, 3, 64, 64)] * 5
-    + [2 * 32 * 64 * 10])
+RESNET20_FORWARD = ([conv_flops(32, 32, 32, 3, 3, 16)]
+                    + [conv_flops(32, 32, 32, 3, 16, 16)] * 6
+                    + [conv_flops(32, 16, 16, 3, 16, 32)] + [conv_flops(32, 16, 16, 3, 32, 32)] * 5
+                    + [conv_flops(32, 8, 8, 3, 32, 64)] + [conv_flops(32, 8, 8, 3, 64, 64)] * 5
+                    + [2 * 32 * 64 * 10])
+RESNET20_FLOPS = step_flops(RESNET20_FORWARD)
 MODEL_RATE = dict(work=0, unit="GFLOP/s", peak="matmul")
 for r in ROWS:  # the older training-step rows get their FLOPs too
     if r.name in ("mlp_step", "mlp_step_staged", "mlp_step_staged_fwd"):
@@ -155,6 +155,14 @@ ROWS += [
         **dict(MODEL_RATE, work=RESNET20_FLOPS)),
 ]
 ROWS += [
+    Row("resnet20_infer", 19, "ResNet-20 inference (batch norm with given statistics), forward "
+        "of a batch of 32, eager (PyTorch inference_mode, TensorFlow eager, JAX op by op)",
+        ["{tfe}", "{bench}/resnet20_infer.tfe"], staged_peers("resnet20_infer.py"),
+        **dict(MODEL_RATE, work=sum(RESNET20_FORWARD))),
+    Row("resnet20_infer_staged", 19, "resnet20_infer with the forward staged "
+        "(torch.compile, tf.function, jax.jit)",
+        ["{tfe}", "{bench}/resnet20_infer_staged.tfe"], staged_peers("resnet20_infer.py", "--compiled"),
+        **dict(MODEL_RATE, work=sum(RESNET20_FORWARD))),
     Row("bn_step", 19, "batch norm forward + backward (training), ResNet-20's shapes 32x32x16, 16x16x32, "
         "8x8x64, batch 32 (tfe NHWC batch_norm_train, PyTorch NCHW F.batch_norm)",
         ["{tfe}", "{bench}/bn_step.tfe"], {"PyTorch": ["{venv}", "{bench}/bn_step.py", "--lib", "torch"]}),

@@ -347,19 +347,24 @@ static void plan_bn_epilogues(ExecPlan *p, const Graph *g, const int *pos, const
  * instruction at the batch norm's place that runs the conv and writes the
  * batch norm's output (k_conv2d_bn_infer: its formula on each sum as the
  * conv writes it, the bits of the two ops); a relu just after that reads
- * it alone joins (k_conv2d_bn_infer_relu), writing the relu's output. The
+ * it alone joins (k_conv2d_bn_infer_relu), writing the relu's output, and
+ * so does a fused relu(y + h) or relu(h + y) (a residual block's end:
+ * k_conv2d_bn_infer_add_relu, _radd_relu), writing the group's. The
  * conv's output is never made (one pass over the activations less, and its
  * block), and the conv's inputs live on to the batch norm's place.
  * Not the weights folded into the filter (w * gamma / sqrt(var + eps)):
  * that changes the roundings, so the staged network would no longer give
- * eager's bits (docs/optimizer.md). With the relu, the output is placed at
- * the relu's place, after the blocks of values read for the last time at
- * the batch norm are free: only when each input of the fused call lives on
- * past it (or is not in the arena), as in plan_bn_epilogues. No backward
+ * eager's bits (docs/optimizer.md). With the relu (the group), the output
+ * is placed at the relu's place, after the blocks of values read for the
+ * last time at the batch norm are free: only when each input of the fused
+ * call lives on past it (or is not in the arena), as in
+ * plan_bn_epilogues, the conv's own inputs being freed at the relu's
+ * place when nothing else reads them; h's block is never the output's
+ * (keep_apart). No backward
  * reads the conv's output from a plan's run: under a tape, a graph whose
  * backward reads its values runs as traced (stage/grad.c, keep_graph). */
 static void plan_conv_bn(ExecPlan *p, const Graph *g, const int *pos, const int *uses, int *last, bool *ok,
-                         int *prod_at)
+                         int *prod_at, bool *keep_apart)
 {
     if (tfe_devices_used) return;
     for (int i = 0; i < p->ncode; i++) {
@@ -391,35 +396,64 @@ static void plan_conv_bn(ExecPlan *p, const Graph *g, const int *pos, const int 
             fits &= d->in[k] != c->out && vm->dtype == m->dtype && vm->rank == 1 && vm->shape[0] == m->shape[3];
         }
         if (!fits) continue;
-        /* the relu after it, when it reads the batch norm's output alone */
+        /* the relu after it, or a fused relu(y + h) or relu(h + y), when
+         * it reads the batch norm's output y alone */
         PInstr *e = j + 1 < p->ncode ? &p->code[j + 1] : NULL;
         const GNode *en = e ? &g->nodes[e->node] : NULL;
-        bool relu = e && e->kind == PI_KERNEL && !e->defer && !e->skip && !e->epi && !e->pair && en->kind == G_OP &&
-                    en->op == OP_RELU && e->nin == 1 && e->in[0] == d->out && en->nout == 1 &&
-                    uses[d->out] == 1 && ok[d->out] && opt_same_meta(&en->meta[0], m);
-        int fin[6] = {c->in[0], c->in[1], d->in[1], d->in[2], d->in[3], d->in[4]};
-        for (int k = 0; relu && k < 6; k++) relu = !ok[fin[k]] || last[fin[k]] > pos[j + 1];
+        bool next = e && !e->defer && !e->skip && !e->epi && !e->pair && uses[d->out] == 1 && ok[d->out] &&
+                    opt_same_meta(&en->meta[0], m);
+        bool relu = next && e->kind == PI_KERNEL && en->kind == G_OP && en->op == OP_RELU && e->nin == 1 &&
+                    e->in[0] == d->out && en->nout == 1;
+        int ia = next && e->kind == PI_FUSED ? add_relu_y(en, e, d->out) : -1;
+        int h = ia >= 0 ? e->in[1 - ia] : -1;
+        if (h >= 0) {
+            const tfe_meta *hm = &g->nodes[en->in[1 - ia].node].meta[en->in[1 - ia].out];
+            if (!opt_same_meta(hm, m) || hm->weak || h == c->out) ia = -1, h = -1;
+        }
+        int fin[7] = {c->in[0], c->in[1], d->in[1], d->in[2], d->in[3], d->in[4], h};
+        int nfin = h >= 0 ? 7 : 6;
+        /* the output is placed at e's place, after the blocks of values
+         * read for the last time before it are free: each input must live
+         * to e's place, where blocks are freed after the output took its
+         * own. The conv's, read for the last time at the batch norm, are
+         * freed at e's place instead (prod_at); h (maybe the conv's x
+         * too), read at e, must not give the output its block in place
+         * (keep_apart: a tile stores partial sums before its last store
+         * reads h) */
+        bool conv_at_e = (relu || h >= 0) && prod_at[pos[j + 1]] < 0;
+        for (int k = 0; (relu || h >= 0) && k < 6; k++) {
+            bool moves = k < 2 && conv_at_e && (!ok[fin[k]] || last[fin[k]] <= pos[j]);
+            if (ok[fin[k]] && last[fin[k]] < pos[j + 1] && !moves) relu = false, ia = h = -1;
+        }
+        if (h < 0) nfin = 6;
+        bool epi = relu || h >= 0;
         free(d->in);
-        d->in = xmalloc(sizeof fin);
-        mem_copy(d->in, fin, sizeof fin);
-        d->nin = 6;
-        d->kernel = relu ? k_conv2d_bn_infer_relu : k_conv2d_bn_infer;
-        d->name = relu ? "conv2d+batch_norm_infer+relu" : "conv2d+batch_norm_infer";
+        d->in = xmalloc(sizeof(int) * (size_t)nfin);
+        mem_copy(d->in, fin, sizeof(int) * (size_t)nfin);
+        d->nin = nfin;
+        d->kernel = h >= 0 ? (ia == 0 ? k_conv2d_bn_infer_add_relu : k_conv2d_bn_infer_radd_relu)
+                  : relu   ? k_conv2d_bn_infer_relu
+                           : k_conv2d_bn_infer;
+        d->name = h >= 0 ? (ia == 0 ? "conv2d+batch_norm_infer+add+relu" : "conv2d+batch_norm_infer+radd+relu")
+                : relu   ? "conv2d+batch_norm_infer+relu"
+                         : "conv2d+batch_norm_infer";
         d->at = xmalloc(sizeof *d->at);
         *d->at = *cn->at;
         d->at->f[0] = dn->at->f[0];
         c->skip = true;
         ok[c->out] = false; /* never made */
         /* the conv's inputs are read at the batch norm's place, where the
-         * arena frees them (prod_at) */
-        prod_at[pos[j]] = c->node;
+         * arena frees them (prod_at), or at e's (above) */
+        int at = epi && conv_at_e ? pos[j + 1] : pos[j];
+        prod_at[at] = c->node;
         for (int k = 0; k < 2; k++)
-            if (last[c->in[k]] < pos[j]) last[c->in[k]] = pos[j];
-        if (relu) {
+            if (last[c->in[k]] < at) last[c->in[k]] = at;
+        if (epi) {
             d->epi = j + 2;
             e->skip = true;
             ok[d->out] = false;
         }
+        if (h >= 0) keep_apart[pos[j + 1]] = true;
         p->nconvbn++;
     }
 }
@@ -519,7 +553,10 @@ ExecPlan *exec_plan_build(const Graph *g)
     int *prod_at = xmalloc(sizeof *prod_at * ((size_t)top->n + 1));
     for (int i = 0; i < top->n; i++) prod_at[i] = -1;
     plan_updates(p, g, pos, uses, last, prod_at);
-    plan_conv_bn(p, g, pos, uses, last, ok, prod_at);
+    /* by top-region index: the output placed there never takes an input's
+     * block in place */
+    bool *keep_apart = xcalloc((size_t)top->n + 1, sizeof *keep_apart);
+    plan_conv_bn(p, g, pos, uses, last, ok, prod_at, keep_apart);
     plan_bn_epilogues(p, g, pos, uses, last, ok, prod_at);
     plan_drops(p, g, pos, last);
     free(uses);
@@ -534,7 +571,7 @@ ExecPlan *exec_plan_build(const Graph *g)
         const GNode *n = &g->nodes[top->nodes[i]];
         int s = n->vbase;
         int inplace = -1; /* the input whose block the output takes over */
-        if (n->nout == 1 && ok[s] && last[s] > i && n->kind == G_FUSED && fused_in_place_ok(n)) {
+        if (n->nout == 1 && ok[s] && last[s] > i && n->kind == G_FUSED && fused_in_place_ok(n) && !keep_apart[i]) {
             for (int k = 0; k < n->nin && inplace < 0; k++) {
                 int is = g->nodes[n->in[k].node].vbase + n->in[k].out;
                 if (p->offset[is] >= 0 && last[is] == i &&
@@ -543,7 +580,7 @@ ExecPlan *exec_plan_build(const Graph *g)
             }
         }
         int ik = op_in_place_input(n);
-        if (ik >= 0 && ok[s] && last[s] > i) {
+        if (ik >= 0 && ok[s] && last[s] > i && !keep_apart[i]) {
             /* a batch_norm_grad with a relu_grad fused in: in place of dy' */
             const GNode *rg = prod_at[i] >= 0 && n->op == OP_BATCH_NORM_GRAD ? &g->nodes[prod_at[i]] : NULL;
             GRef ir = rg ? rg->in[0] : n->in[ik];
@@ -602,6 +639,7 @@ ExecPlan *exec_plan_build(const Graph *g)
             if (p->offset[s + o] >= 0 && last[s + o] < 0) freeb[nfree++] = (Block){p->offset[s + o], value_bytes(&n->meta[o])};
     }
     free(prod_at);
+    free(keep_apart);
     p->arena_bytes = (size_t)end;
     free(freeb);
     free(last);

@@ -73,5 +73,8 @@ int kn_matmul_direct(const tfe_opcall *c);
 void kn_bn_infer_scale(bool f64, const void *var, double eps, int64_t C, void *rs);
 void kn_bn_infer_rows(bool f64, void *y, int64_t rows, int64_t C, const void *m, const void *rs,
                       const void *g, const void *b);
+/* y = relu(y + h) (h_first: relu(h + y)) over n elements, in place: the
+ * loops of k_add and k_relu (tensor/kernels_elem.c), so their bits */
+void kn_add_relu_rows(bool f64, void *y, const void *h, int64_t n, bool h_first);
 
 #endif

@@ -295,6 +295,14 @@ static const kn_loop_fn binary_ints[TFE_NOPS][3] = {
     [OP_LOGICAL_OR] = {or_b},
 };
 
+void kn_add_relu_rows(bool f64, void *y, const void *h, int64_t n, bool h_first) {
+    int64_t es = f64 ? 8 : 4, s[3] = {es, es, es};
+    char *p[3] = {y, h_first ? (char *)h : y, h_first ? y : (char *)h};
+    (f64 ? elem_ADD_d : elem_ADD_f)(n, p, s, NULL);
+    p[1] = y; /* relu of the sum, in place */
+    (f64 ? elem_RELU_d : elem_RELU_f)(n, p, s, NULL);
+}
+
 /* The loop of a binary op for compute dtype dt, or NULL (an error). */
 static kn_loop_fn binary_loop(tfe_op op, tfe_dtype dt) {
     if (dt > TFE_FLOAT64) return NULL;

@@ -469,8 +469,12 @@ typedef struct conv_ep {
     const void *bias;
     bool bias_first, relu;
     /* or, with bn_m set, batch_norm_infer's ((t - m) * rs) * g + b in place
-     * of the bias (k_conv2d_bn_infer) */
+     * of the bias (k_conv2d_bn_infer), and with res then t + h (h + t when
+     * res_first) before the relu, h the element res_off bytes from t's
+     * place in the output (a residual of the output's layout) */
     const void *bn_m, *bn_rs, *bn_g, *bn_b;
+    bool res, res_first;
+    intptr_t res_off;
 } conv_ep;
 
 /* y[k] (k < n, from a row's start) with p[k] (the bias repeated), one
@@ -521,7 +525,9 @@ static void ep_rows(bool f64, char *y, int64_t rows, int64_t co, const conv_ep *
     if (ep->bn_m) {
         /* batch_norm_infer's own pass over the rows, then relu's */
         kn_bn_infer_rows(f64, y, rows, co, ep->bn_m, ep->bn_rs, ep->bn_g, ep->bn_b);
-        if (ep->relu && f64) relu_rows_double((double *)y, rows * co);
+        if (ep->res) /* then add's and relu's loops: relu(t + h) */
+            kn_add_relu_rows(f64, y, y + ep->res_off, rows * co, ep->res_first);
+        else if (ep->relu && f64) relu_rows_double((double *)y, rows * co);
         else if (ep->relu) relu_rows_float((float *)y, rows * co);
         return;
     }
@@ -554,7 +560,8 @@ static void ep_rows_par(bool f64, char *y, int64_t rows, int64_t co, const conv_
 static const tfe_sgemm_ep *sgemm_ep(const conv_ep *ep, tfe_sgemm_ep *buf) {
     if (!ep) return NULL;
     *buf = (tfe_sgemm_ep){.bias = ep->bias, .bias_first = ep->bias_first, .relu = ep->relu,
-                          .bn_m = ep->bn_m, .bn_rs = ep->bn_rs, .bn_g = ep->bn_g, .bn_b = ep->bn_b};
+                          .bn_m = ep->bn_m, .bn_rs = ep->bn_rs, .bn_g = ep->bn_g, .bn_b = ep->bn_b,
+                          .res = ep->res, .res_first = ep->res_first, .res_off = ep->res_off};
     return buf;
 }
 
@@ -1432,36 +1439,52 @@ out:
 }
 
 /* conv2d(x, w) followed by batch_norm_infer(y, gamma, beta, mean, var) (and
- * relu) that reads nothing else: inputs x, w, gamma, beta, mean, var, the
- * conv's attributes with f[0] the batch norm's eps. A plan makes these
- * calls (graph/plan.c, plan_conv_bn): the output is the batch norm's (the
- * relu's), each element batch_norm_infer's formula on the conv's sum as
- * the passes write it (in the register tiles' last store, or to each
- * chunk's rows right after its GEMM), so the bits are those of the two or
- * three ops, and the conv's output is never made. */
-static int conv_bn(const tfe_opcall *c, bool relu) {
+ * relu, or a fused relu(y + h)) that reads nothing else: inputs x, w,
+ * gamma, beta, mean, var (and h), the conv's attributes with f[0] the
+ * batch norm's eps. A plan makes these calls (graph/plan.c, plan_conv_bn):
+ * the output is the batch norm's (the relu's), each element
+ * batch_norm_infer's formula on the conv's sum as the passes write it (in
+ * the register tiles' last store, or to each chunk's rows right after its
+ * GEMM), so the bits are those of the ops one after the other, and the
+ * conv's output is never made. The output never shares memory with h (the
+ * plan keeps them apart): a tile can store partial sums before its last
+ * store reads h. ep: 0 y, 1 relu(y), 2 relu(y + h), 3 relu(h + y). */
+static int conv_bn(const tfe_opcall *c, int ep_kind) {
     geom g;
     if (conv_check(c, &g) < 0) return -1;
-    tfe_tensor *in[6] = {NULL};
+    int nin = ep_kind >= 2 ? 7 : 6;
+    tfe_tensor *in[7] = {NULL};
     void *rs = NULL;
     size_t rsb = (size_t)g.co * dtype_size(c->in[0]->dtype);
     int rc = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < nin; i++)
         if (!(in[i] = tensor_contiguous(c->in[i]))) goto out;
     if (!(rs = tfe_alloc(rsb ? rsb : 1))) goto out;
     bool f64 = in[0]->dtype == TFE_FLOAT64;
     kn_bn_infer_scale(f64, tensor_data(in[5]), c->at->f[0], g.co, rs);
-    conv_ep ep = {.relu = relu, .bn_m = tensor_data(in[4]), .bn_rs = rs, .bn_g = tensor_data(in[2]),
-                  .bn_b = tensor_data(in[3])};
+    conv_ep ep = {.relu = ep_kind > 0, .bn_m = tensor_data(in[4]), .bn_rs = rs, .bn_g = tensor_data(in[2]),
+                  .bn_b = tensor_data(in[3]), .res = ep_kind >= 2, .res_first = ep_kind == 3};
+    if (ep.res) {
+        const tfe_tensor *h = in[6], *y = c->out[0];
+        bool fits = h->dtype == y->dtype && h->rank == 4 && tensor_is_contiguous(y);
+        for (int d = 0; fits && d < 4; d++) fits = h->shape[d] == y->shape[d];
+        if (!fits) {
+            tfe_error_set("conv2d+batch_norm_infer: the residual must have the output's dtype and shape");
+            goto out;
+        }
+        ep.res_off = (intptr_t)tensor_data(h) - (intptr_t)tensor_data(y);
+    }
     rc = conv_forward(&g, in[0], in[1], c->out[0], &ep);
 out:
     if (rs) tfe_free(rs, rsb ? rsb : 1);
-    for (int i = 0; i < 6; i++) tensor_decref(in[i]);
+    for (int i = 0; i < nin; i++) tensor_decref(in[i]);
     return rc;
 }
 
-int k_conv2d_bn_infer(const tfe_opcall *c) { return conv_bn(c, false); }
-int k_conv2d_bn_infer_relu(const tfe_opcall *c) { return conv_bn(c, true); }
+int k_conv2d_bn_infer(const tfe_opcall *c) { return conv_bn(c, 0); }
+int k_conv2d_bn_infer_relu(const tfe_opcall *c) { return conv_bn(c, 1); }
+int k_conv2d_bn_infer_add_relu(const tfe_opcall *c) { return conv_bn(c, 2); }
+int k_conv2d_bn_infer_radd_relu(const tfe_opcall *c) { return conv_bn(c, 3); }
 
 /* ---- conv2d backward -------------------------------------------------------- */
 

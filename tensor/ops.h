@@ -130,6 +130,11 @@ int k_batch_norm_grad_relu(const tfe_opcall *c);
  * with the bits of the ops one after the other (tensor/kernels_nn.c) */
 int k_conv2d_bn_infer(const tfe_opcall *c);
 int k_conv2d_bn_infer_relu(const tfe_opcall *c);
+/* the same whose batch norm's output only a fused {add relu} reads (a
+ * residual block's end): input 6 is the other operand h, of the output's
+ * dtype and shape; the output relu(y + h) (radd: relu(h + y)) */
+int k_conv2d_bn_infer_add_relu(const tfe_opcall *c);
+int k_conv2d_bn_infer_radd_relu(const tfe_opcall *c);
 
 /* Broadcasting helper shared by infer rules: NumPy's rules; error names op. */
 int broadcast_shapes(const char *opname, int ra, const int64_t *sa, int rb, const int64_t *sb,

@@ -29,7 +29,9 @@ bool tfe_sgemm_small_ok(void) {
 /* store()'s form for a batch norm's epilogue: ((t - m) * rs) * g + b, each
  * op with t first and pinned by asm, as norm16_f (tensor/kernels_bn.c) has
  * them (x86 returns the first operand's NaN when both are NaN, and the
- * compiler may swap a commutative op's operands), then relu. Inlined as
+ * compiler may swap a commutative op's operands), then t + h or h + t (the
+ * residual, in the add's operand order: k_add returns the first one's NaN),
+ * then relu. Inlined as
  * store() is: a call taking s's address would keep the whole tile in
  * memory (the conv ran 2.4x slower). */
 static inline __attribute__((always_inline)) AVX512 void bn_store(const int R, const int V, float *c, int64_t ldc,
@@ -50,6 +52,12 @@ static inline __attribute__((always_inline)) AVX512 void bn_store(const int R, c
             __asm__("vmulps %2, %1, %0" : "=v"(t) : "v"(t), "v"(rs));
             __asm__("vmulps %2, %1, %0" : "=v"(t) : "v"(t), "v"(g));
             __asm__("vaddps %2, %1, %0" : "=v"(t) : "v"(t), "v"(b));
+            if (ep->res) {
+                __m512 h = _mm512_maskz_loadu_ps(
+                    mk[v], (const float *)((const char *)(c + r * ldc + 16 * v) + ep->res_off));
+                if (ep->res_first) __asm__("vaddps %2, %1, %0" : "=v"(t) : "v"(h), "v"(t));
+                else __asm__("vaddps %2, %1, %0" : "=v"(t) : "v"(t), "v"(h));
+            }
             if (ep->relu) {
                 /* x > 0 || x != x ? x : 0 */
                 __mmask16 keep = _mm512_cmp_ps_mask(t, zero, _CMP_GT_OQ) |

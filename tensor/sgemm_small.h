@@ -32,14 +32,18 @@ void tfe_sgemm_small_seg(int64_t m, int64_t n, int64_t nseg, int64_t seglen, int
 /* An epilogue of the GEMM's last store: each finished element t of column
  * j becomes t + bias[j] (bias[j] + t when bias_first), or, with bn_m set,
  * ((t - bn_m[j]) * bn_rs[j]) * bn_g[j] + bn_b[j] (batch_norm_infer's
- * formula, tensor/kernels_bn.c, each op with t as its first operand), then
- * relu's (t > 0 || t != t ? t : 0) when relu: the formulas of k_add,
+ * formula, tensor/kernels_bn.c, each op with t as its first operand) and,
+ * with res, t + h (res_first: h + t), h the element res_off bytes from t's
+ * place in C (a tensor of C's layout); then relu's (t > 0 || t != t ? t :
+ * 0) when relu: the formulas of k_add,
  * batch_norm_infer and k_relu, on the sum still in registers (conv2d_bias,
  * the conv of a batch norm, tensor/kernels_nn.c). */
 typedef struct tfe_sgemm_ep {
     const float *bias;
     bool bias_first, relu;
     const float *bn_m, *bn_rs, *bn_g, *bn_b;
+    bool res, res_first;
+    intptr_t res_off;
 } tfe_sgemm_ep;
 
 /* tfe_sgemm_small (acc false) and tfe_sgemm_small_seg with an epilogue

@@ -20,47 +20,18 @@ compiled = sys.argv[1:2] == ["--compiled"]
 if compiled:
     del sys.argv[1]
 
-BATCH, EPS = 32, 1e-5
-WIDTHS = (16, 32, 64)
-
 lib = lib_from_argv()
 if lib == "numpy":
     raise SystemExit("resnet20_infer.py: no NumPy peer (no convolution); use --lib torch|tensorflow|jax")
 m = load(lib)
 import numpy as np  # noqa: E402  (data is made once with NumPy, then handed over)
+from resnet20_common import BATCH, EPS, blocks, make_params  # noqa: E402
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((BATCH, 32, 32, 3), dtype=np.float32)   # NHWC
-
-
-def he(shape, fan_in):
-    return rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
-
-
-def blocks():
-    """(in channels, out channels, stride) of the 9 basic blocks in order."""
-    for s, cout in enumerate(WIDTHS):
-        for b in range(3):
-            cin = cout if b > 0 or s == 0 else WIDTHS[s - 1]
-            yield cin, cout, (2 if b == 0 and s > 0 else 1)
-
-
 # The parameters in order: (HWIO kernel, gamma, beta, mean, variance) per
 # conv, then the dense layer.
-INIT = []
-
-
-def conv_bn(cin, cout):
-    INIT.extend([he((3, 3, cin, cout), 9 * cin), np.ones(cout, np.float32), np.zeros(cout, np.float32),
-                 rng.standard_normal(cout, dtype=np.float32) * np.float32(0.1),
-                 rng.random(cout, dtype=np.float32) + np.float32(0.5)])
-
-
-conv_bn(3, 16)
-for cin, cout, _ in blocks():
-    conv_bn(cin, cout)
-    conv_bn(cout, cout)
-INIT.extend([he((64, 10), 64), np.zeros(10, np.float32)])
+INIT = make_params(rng, stats=True)
 print(f"PARAMS {sum(p.size for p in INIT)}")
 
 

@@ -400,8 +400,8 @@ static void plan_conv_bn(ExecPlan *p, const Graph *g, const int *pos, const int 
          * it reads the batch norm's output y alone */
         PInstr *e = j + 1 < p->ncode ? &p->code[j + 1] : NULL;
         const GNode *en = e ? &g->nodes[e->node] : NULL;
-        bool next = e && !e->defer && !e->skip && !e->epi && !e->pair && uses[d->out] == 1 && ok[d->out] &&
-                    opt_same_meta(&en->meta[0], m);
+        bool next = e && (e->kind == PI_KERNEL || e->kind == PI_FUSED) && !e->defer && !e->skip && !e->epi &&
+                    !e->pair && en->nout == 1 && uses[d->out] == 1 && ok[d->out] && opt_same_meta(&en->meta[0], m);
         bool relu = next && e->kind == PI_KERNEL && en->kind == G_OP && en->op == OP_RELU && e->nin == 1 &&
                     e->in[0] == d->out && en->nout == 1;
         int ia = next && e->kind == PI_FUSED ? add_relu_y(en, e, d->out) : -1;

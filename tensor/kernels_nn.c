@@ -1207,7 +1207,7 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
     dwd_job *j = vctx;
     const geom *g = j->g;
     int64_t seg = g->kw * g->c, kc = g->kh * seg * g->co, nq = g->n * g->oh;
-    size_t isz = (size_t)(j->hp * j->wp * g->c);
+    size_t isz = (size_t)(j->hp * j->wp * g->c), xsz = (size_t)(g->h * g->w * g->c);
     float *img = j->img ? j->img + (size_t)s0 * isz : NULL;
     int64_t cur = -1; /* the image padded in img */
     (void)s1;
@@ -1229,7 +1229,6 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
                 const float *xn = j->xp + (size_t)n * isz, *pre = NULL;
                 if (img) {
                     /* a slot pads its images one at a time, in L2 */
-                    size_t xsz = (size_t)(g->h * g->w * g->c);
                     if (n != cur)
                         pad_one(j->xp + (size_t)n * xsz, img, g->h, g->w, g->c, j->hp, j->wp,
                                 g->pt, g->pl);
@@ -1248,7 +1247,7 @@ static void dwd_slots(int64_t s0, int64_t s1, void *vctx) {
                 }
                 for (int64_t a = 0; a < g->kh; a++) {
                     if (pre)
-                        prefetch_part(pre, (size_t)(g->h * g->w * g->c) * sizeof(float),
+                        prefetch_part(pre, xsz * sizeof(float),
                                       oi * g->kh + a * (qe - q), oi * g->kh + (a + 1) * (qe - q),
                                       g->oh * g->kh);
                     const float *xr = xn + ((oi * g->sh + a * g->dh) * j->wp) * g->c;

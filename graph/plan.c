@@ -30,6 +30,7 @@
  * a chunk before it writes the result's, so reading and writing one buffer is
  * safe), and so does a batch norm's y (dx) that of its x (dy) (op_in_place_input);
  * the other op kernels' loops are `restrict` and never run in place. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "graph/host.h"
@@ -503,6 +504,55 @@ static void plan_drops(ExecPlan *p, const Graph *g, const int *pos, const int *l
     free(no);
 }
 
+/* A value's stretch of the arena and of the plan, for check_arena. */
+typedef struct {
+    int64_t off, end;  /* bytes */
+    int from, to, slot; /* top-region places: made, last read (itself when unread) */
+} Span;
+
+static int span_by_offset(const void *a, const void *b)
+{
+    const Span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The arena's invariant, checked on every plan that is built (a broken one
+ * is a silent wrong answer, so it stops the program instead): two values
+ * whose blocks overlap are never live at the same place, except an output
+ * that took over, in place, the block of an input read there for the
+ * last time (inplace_of). Live: from the place of the node that makes it
+ * to the place that reads it last (last[], as the joins left it). Sorted
+ * by offset, each value is compared with those that start inside it. */
+static void check_arena(const ExecPlan *p, const Graph *g, const GRegion *top, const int *last, const int *inplace_of)
+{
+    Span *sp = xmalloc(sizeof *sp * ((size_t)g->nvals + 1));
+    int ns = 0;
+    for (int i = 0; i < top->n; i++) {
+        const GNode *n = &g->nodes[top->nodes[i]];
+        for (int o = 0; o < n->nout; o++) {
+            int s = n->vbase + o;
+            if (p->offset[s] < 0) continue;
+            sp[ns++] = (Span){p->offset[s], p->offset[s] + value_bytes(&n->meta[o]), i, last[s] > i ? last[s] : i, s};
+        }
+    }
+    qsort(sp, (size_t)ns, sizeof *sp, span_by_offset);
+    for (int a = 0; a < ns; a++)
+        for (int b = a + 1; b < ns && sp[b].off < sp[a].end; b++) {
+            const Span *x = &sp[a], *y = &sp[b];
+            if (x->to < y->from || y->to < x->from) continue;
+            if ((inplace_of[y->slot] == x->slot && x->to == y->from) ||
+                (inplace_of[x->slot] == y->slot && y->to == x->from))
+                continue;
+            fprintf(stderr,
+                    "tfe: internal error: the plan's arena gives values %d and %d overlapping bytes ([%lld, %lld) "
+                    "and [%lld, %lld)) while both are live (places %d-%d and %d-%d); please report it\n",
+                    x->slot, y->slot, (long long)x->off, (long long)x->end, (long long)y->off, (long long)y->end,
+                    x->from, x->to, y->from, y->to);
+            abort();
+        }
+    free(sp);
+}
+
 ExecPlan *exec_plan_build(const Graph *g)
 {
     const GRegion *top = &g->regions[0];
@@ -566,6 +616,8 @@ ExecPlan *exec_plan_build(const Graph *g)
     for (int s = 0; s < nv; s++) p->offset[s] = -1;
     Block *freeb = xmalloc(sizeof *freeb * (size_t)(nv + 1));
     int nfree = 0;
+    int *inplace_of = xmalloc(sizeof *inplace_of * (size_t)(nv + 1)); /* for check_arena */
+    for (int s = 0; s < nv; s++) inplace_of[s] = -1;
     int64_t end = 0;
     for (int i = 0; i < top->n; i++) {
         const GNode *n = &g->nodes[top->nodes[i]];
@@ -601,6 +653,7 @@ ExecPlan *exec_plan_build(const Graph *g)
             bool unread = n->nout > 1 && ok[s + o] && last[s + o] < 0;
             if (o == 0 && inplace >= 0) {
                 p->offset[s] = p->offset[inplace];
+                inplace_of[s] = inplace;
                 p->sum_bytes += (size_t)value_bytes(&n->meta[0]);
                 p->nplanned++;
                 p->ninplace++;
@@ -624,22 +677,33 @@ ExecPlan *exec_plan_build(const Graph *g)
             }
         }
         /* inputs read here for the last time free their blocks (after the
-         * output took its own: an output never overlaps its inputs); an
-         * update's operand's inputs are read here too */
-        for (const GNode *rn = n; rn; rn = rn == n && prod_at[i] >= 0 ? &g->nodes[prod_at[i]] : NULL)
-            for (int k = 0; k < rn->nin; k++) {
-                int is = g->nodes[rn->in[k].node].vbase + rn->in[k].out;
+         * output took its own: an output never overlaps its inputs); the
+         * inputs of the node whose work runs here too (prod_at: an update's
+         * operand, a conv joined to its batch norm, a relu_grad inside
+         * batch_norm_grad) are read here as well. A block is freed once,
+         * though a value may be an input of both (the conv's x that is
+         * also the residual h of relu(bn(conv(x)) + x)): twice on the
+         * free list, two later values would share it */
+        const GNode *rns[2] = {n, prod_at[i] >= 0 ? &g->nodes[prod_at[i]] : NULL};
+        for (int r = 0; r < 2 && rns[r]; r++)
+            for (int k = 0; k < rns[r]->nin; k++) {
+                int is = g->nodes[rns[r]->in[k].node].vbase + rns[r]->in[k].out;
                 if (p->offset[is] < 0 || last[is] != i || is == inplace) continue;
-                bool dup = false; /* the same input twice */
-                for (int j = 0; j < k; j++) dup |= g->nodes[rn->in[j].node].vbase + rn->in[j].out == is;
+                bool dup = false; /* the same input twice, in this node or the one before */
+                for (int q = 0; q <= r && !dup; q++)
+                    for (int j = 0; j < (q < r ? rns[q]->nin : k); j++)
+                        dup |= g->nodes[rns[q]->in[j].node].vbase + rns[q]->in[j].out == is;
                 if (dup) continue;
-                freeb[nfree++] = (Block){p->offset[is], value_bytes(&g->nodes[rn->in[k].node].meta[rn->in[k].out])};
+                freeb[nfree++] =
+                    (Block){p->offset[is], value_bytes(&g->nodes[rns[r]->in[k].node].meta[rns[r]->in[k].out])};
             }
         for (int o = 0; nunread && o < n->nout; o++)
             if (p->offset[s + o] >= 0 && last[s + o] < 0) freeb[nfree++] = (Block){p->offset[s + o], value_bytes(&n->meta[o])};
     }
     free(prod_at);
     free(keep_apart);
+    check_arena(p, g, top, last, inplace_of);
+    free(inplace_of);
     p->arena_bytes = (size_t)end;
     free(freeb);
     free(last);

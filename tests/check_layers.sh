@@ -52,9 +52,12 @@ allow="
 "
 
 cd "$srcdir" || exit 1
-# "file included" for every quoted include naming a folder
+# "file included" for every quoted include naming a folder; not inside
+# hidden folders (bench/setup.sh's venv, bench/.venv, holds packages' C
+# headers)
 edges=$(find util dist tensor gpu lexer parser graph stage interp fuzz bench tests/unit \
-            -type f \( -name '*.c' -o -name '*.h' -o -name '*.y' -o -name '*.re' -o -name '*.cu' \) \
+            -name '.?*' -prune -o \
+            -type f \( -name '*.c' -o -name '*.h' -o -name '*.y' -o -name '*.re' -o -name '*.cu' \) -print \
             2>/dev/null | LC_ALL=C sort |
         while read -r f; do
             sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\/[^"]*\)".*/\1/p' "$f" |

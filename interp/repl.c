@@ -20,10 +20,17 @@
 #include <termios.h>
 #include <unistd.h>
 
-/* the lexer first: readline's chardefs.h defines RETURN, a token name */
+/* the lexer first: readline's chardefs.h defines NEWLINE ('\n') and
+ * RETURN, token names; undefined after it, so that NEWLINE here is the
+ * token (the character's value made waits_for_else free a NEWLINE's
+ * value, the next token's, twice: a crash on any block whose second line
+ * starts with a name) */
 #include "lexer/lexer.h"
 #include <readline/history.h>
 #include <readline/readline.h>
+#undef NEWLINE
+#undef RETURN
+_Static_assert(NEWLINE > 255 && RETURN > 255, "NEWLINE and RETURN must be the parser's tokens here");
 
 #include "interp/help.h"
 #include "interp/internal.h"

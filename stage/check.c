@@ -107,6 +107,9 @@ typedef struct Check {
     bool abort;          /* the replay found a difference (the error is raised) */
     bool limit;          /* the staged run stopped at a documented limit of staging */
     bool hit_error;      /* the replay reached the host call that failed eagerly */
+    bool eager_failed;   /* the eager run stopped with an error */
+    bool past_error;     /* the replay reached a host call past the place where the
+                            eager run stopped (an op's error, not a host call's) */
 } Check;
 
 /* --- values: bitwise comparison with a description of the first difference -------------------- */
@@ -670,6 +673,18 @@ static int replay_abort(Check *ck, Interp *I, const char *fmt, const char *a, co
     return raise_msg_at(I, I->cur_loc, msg);
 }
 
+/* The graph calls name() where the eager run made no more host calls:
+ * a difference, or, when the eager run stopped with an error before this
+ * place, that error's (conclude reports it: eager stops there, staged does
+ * not; an allocation that fails in one run only, say). */
+static int past_records(Check *ck, Interp *I, const char *name)
+{
+    if (!ck->eager_failed)
+        return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
+    ck->past_error = true;
+    return raise_msg_at(I, I->cur_loc, "check-staged: past the place where the eager run stopped");
+}
+
 static bool same_callee(Value a, Value b)
 {
     if (a.kind != b.kind) return false;
@@ -766,8 +781,7 @@ int check_host_replay(Interp *I, Value f, int argc, const Value *argv, int nkw,
     const char *name = callee_name(f);
     *out = v_nil();
     if (host_is_gradient_call(f) || is_value_check(f)) return call_gradient(I, f, argc, argv, nkw, kwnames, kwvals, out);
-    if (ck->cursor >= ck->nrec)
-        return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
+    if (ck->cursor >= ck->nrec) return past_records(ck, I, name);
     HostRec *r = &ck->recs[ck->cursor++];
     if (!same_callee(f, r->f)) return callee_differs(ck, I, f, r->f);
     if (replay_args(ck, I, r, name, argc, argv, nkw, kwnames, kwvals)) return -1;
@@ -808,8 +822,7 @@ int check_update_replay(Interp *I, Value f, const tfe_tensor *w)
 {
     Check *ck = I->check_replay;
     const char *name = callee_name(f);
-    if (ck->cursor >= ck->nrec)
-        return replay_abort(ck, I, "the graph calls %s() here, and the eager run made no host call here%s", name, "");
+    if (ck->cursor >= ck->nrec) return past_records(ck, I, name);
     HostRec *r = &ck->recs[ck->cursor++];
     if (!same_callee(f, r->f)) return callee_differs(ck, I, f, r->f);
     int k = var_index(ck, ((Builtin *)f.u.o)->self);
@@ -1347,6 +1360,7 @@ static int conclude(Check *ck, Leaves *lv, Loc call_loc, int erc, Value eres, Sa
     const char *name = ck->c->name;
     char what[1000];
     if (ck->abort) return -1; /* a host call differed: that error is raised */
+    if (ck->past_error) src = 0; /* the graph went on where eager code stopped (below) */
     if (src && ck->hit_error) { /* the same host call failed: the eager error is the error */
         error_put(I, eerr);
         return -1;
@@ -1402,6 +1416,7 @@ int stage_check_call(Interp *I, Closure *c, Env *e, Trace *t, Leaves *lv, Loc ca
     SavedError eerr = {0};
     int erc = run_eager(&ck, e, &eres);
     if (erc) error_take(I, &eerr);
+    ck.eager_failed = erc != 0;
     ck.eager_end = slots_take(&ck);
     tfe_random_state(&ck.key_eager, &ck.ctr_eager);
     /* the graph runs from the state before the call; its host nodes replay */

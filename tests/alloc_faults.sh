@@ -7,6 +7,7 @@
 #     allocating" (source line and caret), exit status 1, or finish with
 #     its normal output (the staged executor's arena falls back to one
 #     tensor per value);
+#   - the same under TFE_CHECK_STAGED=1 for the staged_* programs;
 #   - a sample of all allocations (TFE_FAIL_ALLOC=N, about 150 per
 #     program): either the program finishes with its normal output, or it
 #     exits with status 1 and "out of memory" on stderr.
@@ -66,6 +67,22 @@ for prog in "$srcdir"/tests/alloc_faults/*.tfe; do
         check "$prog" "large:$n" yes
         n=$((n + 1))
     done
+    # a staged program under TFE_CHECK_STAGED=1 too, every large allocation:
+    # one that fails in the eager run only is that run's located error
+    # (eager stops there, staged does not), not a host call the eager run
+    # "did not make"
+    case $(basename "$prog") in staged_*)
+        export TFE_CHECK_STAGED=1
+        clarge=$(TFE_FAIL_ALLOC=count "$TFE" "$prog" 2>&1 >/dev/null | sed -n 's/^allocations: [0-9]* (\([0-9]*\) large.*/\1/p')
+        n=1
+        while [ "$n" -le "${clarge:-0}" ]; do
+            run "$prog" "large:$n"
+            check "$prog" "large:$n (checked)" yes
+            n=$((n + 1))
+        done
+        unset TFE_CHECK_STAGED
+        ;;
+    esac
     stride=$((total / 150 + 1))
     n=1
     while [ "$n" -le "$total" ]; do

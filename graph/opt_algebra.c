@@ -4,7 +4,9 @@
  * transpose of a transpose that gives the order back, and a reshape of a
  * reshape (one reshape does). Only where the result has x's dtype, weak flag
  * and shape, so nothing downstream can tell, and not where that would make
- * an if's branch or a loop hand on an input unchanged (opt_pinned_values). */
+ * an if's branch or a loop hand on an input unchanged (opt_pinned_values),
+ * and, for the rules that drop a copy (x * 1, a cast), only where x is
+ * contiguous (surely_contiguous). */
 #include <math.h>
 #include <stdlib.h>
 #include "graph/opt.h"
@@ -31,6 +33,21 @@ static void perm_of(const GNode *n, int rank, int64_t *p)
     for (int i = 0; i < rank; i++) p[i] = n->at->nints ? n->at->ints[i] : rank - 1 - i;
 }
 
+/* Is r a contiguous tensor on every call: the result of an op that makes
+ * no view, of a fused group, or a contiguous constant? Eager code's x * 1.0
+ * (and x + -0.0, a cast to x's own dtype...) is a contiguous copy where x
+ * is a transposed view; the graph's x would be the view itself, which
+ * matmul hands to GEMM as a transposed operand, summed differently from
+ * the copy (tensor/kernels_linalg.c): those rules apply to such x only. */
+static bool surely_contiguous(const Graph *g, GRef r)
+{
+    const GNode *n = &g->nodes[r.node];
+    if (n->kind == G_FUSED) return true;
+    if (n->kind == G_OP) return !(tfe_ops[n->op].flags & F_VIEW);
+    const tfe_tensor *c = n->kind == G_CONST ? opt_const(g, r) : NULL;
+    return c && tensor_is_contiguous(c);
+}
+
 /* The value node id can be replaced by, or a ref with node -1. */
 static GRef simpler(const Graph *g, int id)
 {
@@ -42,22 +59,25 @@ static GRef simpler(const Graph *g, int id)
     const tfe_meta *ma = a.node >= 0 ? &g->nodes[a.node].meta[a.out] : NULL;
     const tfe_meta *mb = b.node >= 0 ? &g->nodes[b.node].meta[b.out] : NULL;
     bool keeps_a = ma && opt_same_meta(out, ma), keeps_b = mb && opt_same_meta(out, mb);
+    /* the rules that drop a copy eager code makes: x must be contiguous */
+    bool copy_a = keeps_a && surely_contiguous(g, a), copy_b = keeps_b && surely_contiguous(g, b);
     bool is_int = !dtype_is_float(out->dtype);
     /* the ops with a rule (an if chain: a switch over the op enum lists every op) */
     tfe_op op = n->op;
     if (op == OP_MUL) {
-        if (keeps_a && all_equal(opt_const(g, b), 1.0)) return a;
-        if (keeps_b && all_equal(opt_const(g, a), 1.0)) return b;
+        if (copy_a && all_equal(opt_const(g, b), 1.0)) return a;
+        if (copy_b && all_equal(opt_const(g, a), 1.0)) return b;
     } else if (op == OP_DIV) {
-        if (keeps_a && all_equal(opt_const(g, b), 1.0)) return a;
+        if (copy_a && all_equal(opt_const(g, b), 1.0)) return a;
     } else if (op == OP_ADD) {
-        if (keeps_a && all_equal(opt_const(g, b), is_int ? 0.0 : -0.0)) return a;
-        if (keeps_b && all_equal(opt_const(g, a), is_int ? 0.0 : -0.0)) return b;
+        if (copy_a && all_equal(opt_const(g, b), is_int ? 0.0 : -0.0)) return a;
+        if (copy_b && all_equal(opt_const(g, a), is_int ? 0.0 : -0.0)) return b;
     } else if (op == OP_SUB) {
-        if (keeps_a && all_equal(opt_const(g, b), 0.0)) return a;
-    } else if (op == OP_CAST || op == OP_RESHAPE || op == OP_EXPAND_DIMS || op == OP_SQUEEZE ||
-               op == OP_BROADCAST_TO) {
-        if (keeps_a) return a;
+        if (copy_a && all_equal(opt_const(g, b), 0.0)) return a;
+    } else if (op == OP_CAST) {
+        if (copy_a) return a;
+    } else if (op == OP_RESHAPE || op == OP_EXPAND_DIMS || op == OP_SQUEEZE || op == OP_BROADCAST_TO) {
+        if (keeps_a) return a; /* views of x's own layout, eagerly too */
     } else if (op == OP_TRANSPOSE) {
         const GNode *in = &g->nodes[a.node];
         if (!keeps_a || in->kind != G_OP || in->op != OP_TRANSPOSE) return none;

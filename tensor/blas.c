@@ -162,14 +162,14 @@ void tfe_blas_pool_enter(void)
  * Blocks start at multiples of SPLIT_ALIGN rows or columns. A GEMM neither
  * of whose sides can be split (m and n under 2 * SPLIT_ALIGN, about), and one in a
  * pool task, runs whole (on OpenBLAS's threads when its size gives it
- * several, as before). Only row-major calls (all of tfe's) are split. */
+ * several, as before). Only row-major calls (all of tfe's) are split, and
+ * only float32 ones: float64 GEMMs run on one thread (tfe_blas_dgemm). */
 #define SPLIT_MIN ((int64_t)1 << 21)
 #define SPLIT_ALIGN 16
 #define SPLIT_ROWS 64
 #define SPLIT_LAST ((int64_t)1 << 20)
 
 typedef struct Split {
-    bool dbl;
     enum CBLAS_TRANSPOSE ta, tb;
     blasint m, n, k, lda, ldb, ldc, step; /* step: rows or columns per part */
     bool by_n;                            /* column blocks, else row blocks */
@@ -196,12 +196,8 @@ static void split_part(int64_t lo, int64_t hi, void *ctx)
             co = (size_t)b0 * (size_t)s->ldc;
         }
         blasint mm = s->by_n ? s->m : e - b0, nn = s->by_n ? e - b0 : s->n;
-        if (s->dbl)
-            p_dgemm(CblasRowMajor, s->ta, s->tb, mm, nn, s->k, s->alpha, (const double *)s->a + ao, s->lda,
-                    (const double *)s->b + bo, s->ldb, s->beta, (double *)s->c + co, s->ldc);
-        else
-            p_sgemm(CblasRowMajor, s->ta, s->tb, mm, nn, s->k, (float)s->alpha, (const float *)s->a + ao,
-                    s->lda, (const float *)s->b + bo, s->ldb, (float)s->beta, (float *)s->c + co, s->ldc);
+        p_sgemm(CblasRowMajor, s->ta, s->tb, mm, nn, s->k, (float)s->alpha, (const float *)s->a + ao, s->lda,
+                (const float *)s->b + bo, s->ldb, (float)s->beta, (float *)s->c + co, s->ldc);
     }
 }
 
@@ -255,7 +251,7 @@ void tfe_blas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const blasint ldb, const float beta, float *c, const blasint ldc)
 {
     pthread_once(&once, load);
-    Split s = {.dbl = false, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+    Split s = {.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
                .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
     if (split_run(&s, order)) return;
     gemm_threads(m, n, k);
@@ -268,10 +264,14 @@ void tfe_blas_dgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
                     const blasint ldb, const double beta, double *c, const blasint ldc)
 {
     pthread_once(&once, load);
-    Split s = {.dbl = true, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
-               .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c};
-    if (split_run(&s, order)) return;
-    gemm_threads(m, n, k);
+    /* float64: one thread, never split. OpenBLAS's AVX-512 dgemm sums the
+     * columns past the last multiple of 8 in an order that depends on the
+     * number of rows (a 64x300x257 product: rows or columns cut anywhere
+     * change some of those sums' last bits), so no cut over the pool, nor
+     * its own threaded driver, keeps the one-thread bits, and results must
+     * not depend on the thread count (tests/thread_invariance.sh). float64
+     * is where exact checking is done; float32 is where speed matters */
+    if (!tfe_in_parallel()) set_threads(1);
     p_dgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

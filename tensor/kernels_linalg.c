@@ -105,6 +105,16 @@ static bool blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, int6
     return false;
 }
 
+/* Operand x of a matmul as GEMM takes it: its last two axes as a (rows,
+ * cols) matrix (a 1-D left operand a row, a 1-D right operand a column),
+ * row-major or transposed (blas_layout), or false: it needs a copy. */
+static bool operand_layout(const tfe_tensor *x, bool right, int64_t esz, bool *trans, int64_t *ld) {
+    int r = x->rank;
+    if (r >= 2) return blas_layout(x->shape[r - 2], x->shape[r - 1], x->strides[r - 2], x->strides[r - 1], esz, trans, ld);
+    return right ? blas_layout(x->shape[0], 1, x->strides[0], 0, esz, trans, ld)
+                 : blas_layout(1, x->shape[0], 0, x->strides[0], esz, trans, ld);
+}
+
 static int matmul_half(const tfe_opcall *c);
 
 /* A batch of GEMMs split over the pool: worth a hand-off (~20 µs) from
@@ -147,9 +157,6 @@ static int matmul_blas(tfe_tensor *o, tfe_tensor *a, tfe_tensor *b) {
     /* operands as (batch..., m, k) and (batch..., k, n) */
     int64_t m = a->rank >= 2 ? a->shape[a->rank - 2] : 1, k = a->shape[a->rank - 1];
     int64_t n = b->rank >= 2 ? b->shape[b->rank - 1] : 1;
-    int64_t sam = a->rank >= 2 ? a->strides[a->rank - 2] : 0, sak = a->strides[a->rank - 1];
-    int64_t sbk = b->rank >= 2 ? b->strides[b->rank - 2] : b->strides[0];
-    int64_t sbn = b->rank >= 2 ? b->strides[b->rank - 1] : 0;
     int br = o->rank - (a->rank >= 2) - (b->rank >= 2); /* batch rank */
     int64_t bshape[TFE_MAX_RANK], bsa[TFE_MAX_RANK] = {0}, bsb[TFE_MAX_RANK] = {0}, nb = 1;
     for (int i = 0; i < br; i++) {
@@ -162,8 +169,7 @@ static int matmul_blas(tfe_tensor *o, tfe_tensor *a, tfe_tensor *b) {
     if (m * n == 0 || nb == 0) return 0;
     bool ta, tb;
     int64_t lda, ldb;
-    if (!blas_layout(m, k, sam, sak, esz, &ta, &lda) || !blas_layout(k, n, sbk, sbn, esz, &tb, &ldb))
-        return 1;
+    if (!operand_layout(a, false, esz, &ta, &lda) || !operand_layout(b, true, esz, &tb, &ldb)) return 1;
     if (k == 0) {
         memset(tensor_data(o), 0, (size_t)(nb * m * n * esz));
         return 0;
@@ -210,8 +216,17 @@ int k_matmul(const tfe_opcall *c) {
     int rc = -1;
     if (a && b) rc = matmul_blas(o, a, b);
     if (rc == 1) {
-        /* an awkward view: contiguous copies */
-        tfe_tensor *ac = tensor_contiguous(a), *bc = ac ? tensor_contiguous(b) : NULL;
+        /* an awkward view (a broadcast, a strided slice): a contiguous copy
+         * of that operand alone. The other keeps its layout, whose GEMM
+         * flag decides the bits (OpenBLAS sums a transposed operand
+         * differently from a row-major copy of it): the flag depends on
+         * the operand itself, never on the other one, so a folded
+         * constant in a staged graph, contiguous where eager code has a
+         * broadcast, multiplies a transposed view as eager code does */
+        bool t;
+        int64_t ld, esz = (int64_t)dtype_size(dt);
+        tfe_tensor *ac = operand_layout(a, false, esz, &t, &ld) ? (tensor_incref(a), a) : tensor_contiguous(a);
+        tfe_tensor *bc = !ac ? NULL : operand_layout(b, true, esz, &t, &ld) ? (tensor_incref(b), b) : tensor_contiguous(b);
         rc = bc ? matmul_blas(o, ac, bc) : -1;
         if (ac) tensor_decref(ac);
         if (bc) tensor_decref(bc);

@@ -30,11 +30,18 @@ let a = randn((64, 256))
 let w = randn((256, 256))
 let a7 = randn((64, 784))
 let w7 = randn((784, 256))
+# float64 GEMMs of 2^22 multiply-adds and more, n not a multiple of 8 (they
+# run on one thread: a block of rows or columns sums those columns
+# differently in OpenBLAS's dgemm)
+let a64 = cast(randn((64, 257)), float64)
+let b64 = cast(randn((257, 300)), float64)
+let c64 = cast(randn((3, 129, 257)), float64)
 save(argv[0], {s0: sum(x, axis=0), m0: mean(x, axis=0), v0: var(x, axis=0), sd0: std(d, axis=0),
                p0: prod(x * 0.001 + 1.0, axis=0), mx0: max(x, axis=0),
                s012: sum(img, axis=(0, 1, 2)), v012: var(img, axis=(0, 1, 2)),
                all: sum(long), fl: fused_sum(long), fl64: fused_sum(cast(long, float64)), pl: prod(long * 0.0001 + 1.0), sd: sum(d, axis=0), all64: sum(d),
                mm: a @ w, mmt: a @ transpose(w), mtm: transpose(a) @ a, mm7: a7 @ w7, mtm7: transpose(a7) @ a,
+               mm64: a64 @ b64, bmm64: c64 @ cast(randn((257, 257)), float64),
                bc: img * c + c, w: where(img > 0.0, img, c), y: y, gx: g[0], gg: g[1], gb: g[2]})
 TFE
 for n in 1 2 3; do

@@ -55,18 +55,23 @@ check() {
     head -c "$(wc -c <o.out)" ref.out | cmp -s - o.out || bad "$1" "$2" "printed what the normal run does not"
 }
 
+# sweep_large PROG COUNT NOTE: a run failing each large allocation in turn
+sweep_large() {
+    n=1
+    while [ "$n" -le "$2" ]; do
+        run "$1" "large:$n"
+        check "$1" "large:$n$3" yes
+        n=$((n + 1))
+    done
+}
+
 for prog in "$srcdir"/tests/alloc_faults/*.tfe; do
     "$TFE" "$prog" >ref.out 2>ref.err || { echo "FAIL: $prog does not run"; cat ref.err; exit 1; }
     counts=$(TFE_FAIL_ALLOC=count "$TFE" "$prog" 2>&1 >/dev/null | sed -n 's/^allocations: \([0-9]*\) (\([0-9]*\) large.*/\1 \2/p')
     set -- $counts
     total=$1 large=$2
     [ -n "$total" ] && [ "$total" -gt 0 ] || { echo "FAIL: no allocation count for $prog"; exit 1; }
-    n=1
-    while [ "$n" -le "$large" ]; do
-        run "$prog" "large:$n"
-        check "$prog" "large:$n" yes
-        n=$((n + 1))
-    done
+    sweep_large "$prog" "$large" ""
     # a staged program under TFE_CHECK_STAGED=1 too, every large allocation:
     # one that fails in the eager run only is that run's located error
     # (eager stops there, staged does not), not a host call the eager run
@@ -74,12 +79,7 @@ for prog in "$srcdir"/tests/alloc_faults/*.tfe; do
     case $(basename "$prog") in staged_*)
         export TFE_CHECK_STAGED=1
         clarge=$(TFE_FAIL_ALLOC=count "$TFE" "$prog" 2>&1 >/dev/null | sed -n 's/^allocations: [0-9]* (\([0-9]*\) large.*/\1/p')
-        n=1
-        while [ "$n" -le "${clarge:-0}" ]; do
-            run "$prog" "large:$n"
-            check "$prog" "large:$n (checked)" yes
-            n=$((n + 1))
-        done
+        sweep_large "$prog" "${clarge:-0}" " (checked)"
         unset TFE_CHECK_STAGED
         ;;
     esac

@@ -138,6 +138,14 @@ def value_of(s, entry, expected, step):
 
 
 
+def type_block(s, lines):
+    """Type an entry line by line: a '...' prompt after each but the last."""
+    for l in lines[:-1]:
+        s.line(l)
+        s.expect(MORE, "continuation after %r" % l)
+    s.line(lines[-1])
+
+
 def interrupt(s, statement):
     """Start a statement that runs until stopped, press Ctrl-C, and wait for
     the 'interrupted' error and a fresh prompt. On a loaded machine the
@@ -432,30 +440,14 @@ def session_learners(exe, home):
         s.step = "blocks whose lines start with names"
         # (the else check freed the value of a NEWLINE token, the next
         # line's first name, and again when that name came: a double free)
-        s.line("fn blk(x) {")
-        s.expect(MORE, "continuation")
-        s.line("  let a = x + 1")
-        s.expect(MORE, "continuation")
-        s.line("  print(a)")
-        s.expect(MORE, "continuation")
-        s.line("  a = a * 2")
-        s.expect(MORE, "continuation")
-        s.line("  return a")
-        s.expect(MORE, "continuation")
-        s.line("}")
+        type_block(s, ["fn blk(x) {", "  let a = x + 1", "  print(a)", "  a = a * 2", "  return a", "}"])
         s.expect(PROMPT, "prompt")
         s.line("blk(1)")
         s.expect("\n2\n4\n", "the function defined over five lines runs")
         s.expect(PROMPT, "prompt")
         s.line("let wn = 0")
         s.expect(PROMPT, "prompt")
-        s.line("while wn < 2 {")
-        s.expect(MORE, "continuation")
-        s.line("  wn += 1")
-        s.expect(MORE, "continuation")
-        s.line("  print(wn)")
-        s.expect(MORE, "continuation")
-        s.line("}")
+        type_block(s, ["while wn < 2 {", "  wn += 1", "  print(wn)", "}"])
         s.expect("\n1\n2\n", "the while block runs")
         s.expect(PROMPT, "prompt")
 

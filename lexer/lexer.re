@@ -525,6 +525,21 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
             LEXFAIL(*loc, "unterminated string");
         }
 
+        "++" | "--" {
+            /* i++ at a line's end is no increment: the '+' would continue
+             * the expression on the next line, i + (+next), silently (a
+             * loop that never ends, a value that never changes) */
+            const char *p = CUR;
+            while (p < lx->lim && (*p == ' ' || *p == '\t' || *p == '\r')) p++;
+            if (p == lx->lim || *p == '\n' || *p == '#' || *p == ';' || *p == '}' || *p == ')') {
+                *loc = take(lx, s, CUR);
+                bool named = lx->la_kind == NAME; /* the name before it, else i */
+                LEXFAIL(*loc, "tfe has no '%c%c': write %.*s %c= 1", *s, *s, named ? lx->la_loc.len : 1,
+                        named ? lx->src->text + lx->la_loc.off : "i", *s);
+            }
+            *loc = take(lx, s, s + 1); /* x + +y, x - -y: the first sign alone */
+            return *s == '+' ? PLUS : MINUS;
+        }
         "+"   { TOK(PLUS); }
         "-"   { TOK(MINUS); }
         "*"   { TOK(STAR); }

@@ -617,11 +617,6 @@ static const char *python_habit(const Lexer *lx, yysymbol_kind_t tok, Loc *at)
                    "imported by name (import nn, import optim)";
         }
     }
-    if (lx->prev_kind == PLUS && lx->prev_loc.off > 0 && text[lx->prev_loc.off - 1] == '+' &&
-        (tok == YYSYMBOL_YYEOF || tok == YYSYMBOL_NEWLINE || tok == YYSYMBOL_SEMI || tok == YYSYMBOL_RBRACE)) {
-        *at = lx->prev_loc; /* i++ */
-        return "tfe has no '++': write i += 1";
-    }
     if (token_is(lx, lx->la_kind, lx->la_loc, "is")) { /* x is None */
         *at = lx->la_loc;
         return "tfe compares with '==' and '!=' (x == nil), not 'is'";

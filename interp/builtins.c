@@ -191,9 +191,17 @@ static int scalar_of(Interp *I, const char *fname, Value v, double *f, int64_t *
         char *end;
         const char *p = s->s;
         while (*p == ' ') p++;
+        errno = 0;
         long long iv = strtoll(p, &end, 10);
+        /* beyond int64 strtoll clamps (ERANGE): read as a float, which
+         * int() then finds out of its range, as for int(1e30) */
+        bool range = errno == ERANGE;
         while (*end == ' ') end++;
-        if (*p && !*end && (size_t)(end - s->s) == s->len) { *is_float = false; *i = iv; return 0; }
+        if (*p && !*end && (size_t)(end - s->s) == s->len && !range) {
+            *is_float = false;
+            *i = iv;
+            return 0;
+        }
         double dv = strtod(p, &end);
         while (*end == ' ') end++;
         if (*p && !*end && (size_t)(end - s->s) == s->len) { *is_float = true; *f = dv; return 0; }

@@ -1347,9 +1347,26 @@ static void put_scalar(char *dst, tfe_dtype dt, Value v)
  * (TFE_BOOL: none); float64 makes a float32 stack float64 here, so float
  * literals keep their exact values. Returns a new, non-weak tensor or NULL
  * (raised). */
+static tfe_tensor *stack_at(Interp *I, const char *who, int n, const Value *items, bool nested, tfe_dtype want,
+                            int depth);
+
 static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *items, bool nested,
                                tfe_dtype want)
 {
+    return stack_at(I, who, n, items, nested, want, 1);
+}
+
+/* build_stack at nesting depth (axes made so far, this one included): a
+ * list nested deeper than a tensor's axes (one that contains itself, say)
+ * is an error before it runs the C stack out */
+static tfe_tensor *stack_at(Interp *I, const char *who, int n, const Value *items, bool nested, tfe_dtype want,
+                            int depth)
+{
+    if (depth > TFE_MAX_RANK) {
+        interp_raise(I, "%s: the lists are nested more than %d deep (a tensor has at most %d axes; a list that "
+                     "contains itself?)", who, TFE_MAX_RANK, TFE_MAX_RANK);
+        return NULL;
+    }
     if (n == 0) return tensor_zeros(TFE_FLOAT32, 1, (int64_t[]){0});
     tfe_tensor **ts = try_calloc((size_t)n, sizeof *ts);
     tfe_tensor *res = NULL;
@@ -1367,7 +1384,7 @@ static tfe_tensor *build_stack(Interp *I, const char *who, int n, const Value *i
         int m;
         const Value *sub;
         if (nested && as_seq(v, &m, &sub)) {
-            if (!(ts[i] = build_stack(I, who, m, sub, true, want))) goto done;
+            if (!(ts[i] = stack_at(I, who, m, sub, true, want, depth + 1))) goto done;
         } else if (v.kind != V_SCALAR && v.kind != V_TENSOR) {
             const char *k = value_kind_name(v);
             interp_raise(I, "%s: element %d is %s %s, not a number; use a tuple (...) for mixed "

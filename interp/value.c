@@ -345,12 +345,39 @@ void program_decref(Program *p)
 
 /* --- release ------------------------------------------------------------------ */
 
+static void obj_release(Obj *o);
+
+/* Objects whose last reference went while another was being released:
+ * released by the outermost call, one after another, so that freeing a long
+ * chain (a linked list of records, 300,000 links) does not recurse once per
+ * link and run the C stack out. When value_decref returns, all is freed. */
+static _Thread_local Obj **dying;
+static _Thread_local int ndying, capdying;
+static _Thread_local bool releasing;
+
 void value_decref_slow(Value v)
 {
     if (v.kind == V_TENSOR) { tensor_decref(v.u.t); return; }
     if (!v_is_obj(v)) return;
     Obj *o = v.u.o;
     if (--o->refcount > 0) return;
+    if (releasing) {
+        if (ndying == capdying) {
+            capdying = capdying ? 2 * capdying : 64;
+            dying = xrealloc(dying, sizeof *dying * (size_t)capdying);
+        }
+        dying[ndying++] = o;
+        return;
+    }
+    releasing = true;
+    obj_release(o);
+    while (ndying > 0) obj_release(dying[--ndying]);
+    releasing = false;
+}
+
+/* Free o (its count is 0), dropping its references to others. */
+static void obj_release(Obj *o)
+{
     switch ((ValueKind)o->kind) {
     case V_STR: case V_RANGE: free(o); break;
     case V_TUPLE: case V_LIST: {
@@ -401,9 +428,21 @@ void value_decref_slow(Value v)
 
 /* --- equality -------------------------------------------------------------------- */
 
+/* Containers compared inside containers deeper than this: an error (a list
+ * or record that contains itself, compared with another such: the walk
+ * would never end, and ran the C stack out) */
+enum { EQUAL_MAX_DEPTH = 1000 };
+
+static bool equal_at(Value a, Value b, int *err, int depth);
+
 /* Structural equality for ==/!= on non-tensor values, and for tensors nested in
  * containers (same shape and all elements equal). */
 bool value_equal(Value a, Value b, int *err)
+{
+    return equal_at(a, b, err, 0);
+}
+
+static bool equal_at(Value a, Value b, int *err, int depth)
 {
     if ((a.kind == V_SCALAR || a.kind == V_TENSOR) && (b.kind == V_SCALAR || b.kind == V_TENSOR)) {
         if (a.kind == V_SCALAR && b.kind == V_SCALAR) {
@@ -432,6 +471,13 @@ bool value_equal(Value a, Value b, int *err)
         return eq;
     }
     if (a.kind != b.kind) return false;
+    if ((a.kind == V_TUPLE || a.kind == V_LIST || a.kind == V_RECORD) && a.u.o != b.u.o &&
+        depth >= EQUAL_MAX_DEPTH) {
+        tfe_error_set("==: lists or records nested more than %d deep (one that contains itself?): compare their "
+                      "parts", EQUAL_MAX_DEPTH);
+        if (err) *err = 1;
+        return false;
+    }
     switch ((ValueKind)a.kind) {
     case V_NIL: return true;
     case V_STR: {
@@ -443,7 +489,7 @@ bool value_equal(Value a, Value b, int *err)
         if (x == y) return true;
         if (x->n != y->n) return false;
         for (int i = 0; i < x->n; i++)
-            if (!value_equal(x->items[i], y->items[i], err)) return false;
+            if (!equal_at(x->items[i], y->items[i], err, depth + 1)) return false;
         return true;
     }
     case V_RECORD: {
@@ -452,7 +498,7 @@ bool value_equal(Value a, Value b, int *err)
         if (x->n != y->n) return false;
         for (int i = 0; i < x->n; i++) {
             Value *w = record_get(y, x->keys[i]->s, x->keys[i]->len);
-            if (!w || !value_equal(x->vals[i], *w, err)) return false;
+            if (!w || !equal_at(x->vals[i], *w, err, depth + 1)) return false;
         }
         return true;
     }

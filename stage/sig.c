@@ -73,6 +73,10 @@ void sig_flatten(Value v, SigBuf *s, Leaves *lv, int mode) { flatten(v, s, lv, m
 
 static void flatten(Value v, SigBuf *s, Leaves *lv, int mode, int depth)
 {
+    if (depth > SIG_MAX_DEPTH) {
+        s->too_deep = true;
+        return;
+    }
     switch ((ValueKind)v.kind) {
     case V_SCALAR:
         if (v.dtype == TFE_BOOL) {
@@ -361,6 +365,21 @@ void sig_replace_leaves(Value v, tfe_tensor *const *leaves, int *k)
 bool sig_same_leaf(const tfe_tensor *a, const tfe_tensor *b)
 {
     return a == b || (tensor_numel(a) == 1 && sig_tensor_equal(a, b, 1));
+}
+
+bool sig_too_deep(Value v, int depth)
+{
+    if (depth > SIG_MAX_DEPTH) return true;
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *q = (Seq *)v.u.o;
+        for (int i = 0; i < q->n; i++)
+            if (sig_too_deep(q->items[i], depth + 1)) return true;
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++)
+            if (sig_too_deep(r->vals[i], depth + 1)) return true;
+    }
+    return false;
 }
 
 bool sig_has_function(Value v)

@@ -12,7 +12,16 @@ typedef struct SigBuf {
     size_t n, cap;
     int64_t *dims;       /* every tensor leaf's shape, in leaf order */
     int nd, capd;
+    bool too_deep;       /* lists or records nested deeper than SIG_MAX_DEPTH (one that
+                            contains itself): flattened no further */
 } SigBuf;
+
+/* How deep sig_flatten follows nested lists, tuples and records. */
+#define SIG_MAX_DEPTH 200
+/* Does v nest lists, tuples or records deeper than SIG_MAX_DEPTH (from
+ * depth, 0 at the top)? A value that contains itself does: the walks over
+ * a staged function's values (signatures, snapshots) would never end. */
+bool sig_too_deep(Value v, int depth);
 
 /* Owned refs. {0} starts empty on the heap; LEAVES_ON_STACK gives it a
  * small first buffer (no malloc for the few leaves of a typical call). */
@@ -21,7 +30,7 @@ typedef struct Leaves { tfe_tensor **t; int n, cap; bool heap; } Leaves;
 
 void sig_free(SigBuf *s);
 void sig_copy(SigBuf *dst, const SigBuf *src);   /* dst starts empty */
-static inline void sig_reset(SigBuf *s) { s->n = 0; s->nd = 0; }
+static inline void sig_reset(SigBuf *s) { s->n = 0; s->nd = 0; s->too_deep = false; }
 void leaves_free(Leaves *l);
 void leaves_push(Leaves *l, tfe_tensor *t);   /* takes t */
 

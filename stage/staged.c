@@ -1439,7 +1439,18 @@ int stage_call(Interp *I, Closure *c, Env *e, Loc call_loc, Value *out)
     static SigBuf sb, scratch;
     sig_reset(&sb);
     LEAVES_ON_STACK(lv, lvbuf);
-    for (int i = 0; i < info->nparams; i++) sig_flatten(e->slots[i], &sb, &lv, SIG_INPUT);
+    for (int i = 0; i < info->nparams; i++) {
+        sig_flatten(e->slots[i], &sb, &lv, SIG_INPUT);
+        if (sb.too_deep) { /* the walks over an argument's leaves would never end */
+            sb.too_deep = false;
+            leaves_free(&lv);
+            /* --stage-all: this call runs eagerly, as eager code would */
+            if (info->stage_implicit && !c->stage_by_call) return interp_run_body(I, c, e, out);
+            return interp_raise(I, "%s: argument '%s' nests lists or records more than %d deep (one that contains "
+                                   "itself?); a staged function's arguments are trees: pass the parts it reads",
+                                c->name, info->param_names[i], SIG_MAX_DEPTH);
+        }
+    }
     int rc;
     Trace *hit = NULL;
     for (int i = 0; i < sc->n && !hit; i++)

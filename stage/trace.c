@@ -880,8 +880,16 @@ int trace_read_outside(Interp *I, Env *e, int slot, const char *name, Value *out
         return 0;
     }
     Outside *o = find_outside(T, e, slot);
+    if (!o && sig_too_deep(v, 0)) {
+        if (trace_fail(I, I->cur_loc, "'%s' nests lists or records more than %d deep (one that contains itself?); "
+                       "a staged function reads outside values that are trees: pass it the parts it reads",
+                       name, SIG_MAX_DEPTH))
+            return -1;
+        value_incref(v); /* an implicit trace stopped recording: the body goes on eagerly */
+        *out = v;
+        return 0;
+    }
     if (!o) o = add_outside(T, e, slot, name);
-    (void)I;
     if (o->synced < T->nhost && outside_read_node(T, o)) return -1;
     value_incref(o->traced);
     *out = o->traced;

@@ -2622,6 +2622,7 @@ int import_module(Interp *I, Node *n, Value *out)
             mod->h.kind = V_MODULE;
             const char *slash = strrchr(n->str, '/');
             mod->module_name = xstrdup(slash ? slash + 1 : n->str);
+            mod->module_path = xstrdup(key);
             char *dot = strrchr(mod->module_name, '.');
             if (dot && strcmp(dot, ".tfe") == 0) *dot = 0;
             Scope *g = I->global_scope;

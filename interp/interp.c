@@ -277,26 +277,30 @@ char *interp_reload_code(Interp *I, const char *name)
         printf("no module is bound to '%s' (import it first)\n", name);
         return NULL;
     }
-    /* forget the cached module (its key is the file's real path), as a
-     * failed import is forgotten, then import that file again */
+    /* the file the module came from (kept on the module: after a reload
+     * that failed, the name is still bound to it and the cache has
+     * forgotten it), then its cached module forgotten (its key is that
+     * path), as a failed import is forgotten, and the file imported again */
+    const char *path = ((Record *)v.u.o)->module_path;
+    if (!path) {
+        printf("'%s' is a module not imported from a file\n", name);
+        return NULL;
+    }
+    size_t cap = 2 * strlen(path) + strlen(name) + 32, n = 0;
+    char *code = xmalloc(cap);
+    n += (size_t)snprintf(code, cap, "import \"");
+    for (const char *p = path; *p; p++) {
+        if (*p == '"' || *p == '\\') code[n++] = '\\';
+        code[n++] = *p;
+    }
+    snprintf(code + n, cap - n, "\" as %s", name);
     for (int i = 0; i < I->modules->n; i++) {
         Value *m = &I->modules->vals[i];
-        if (m->kind != V_MODULE || m->u.o != v.u.o) continue;
-        const char *path = I->modules->keys[i]->s;
-        size_t cap = 2 * strlen(path) + strlen(name) + 32, n = 0;
-        char *code = xmalloc(cap);
-        n += (size_t)snprintf(code, cap, "import \"");
-        for (const char *p = path; *p; p++) {
-            if (*p == '"' || *p == '\\') code[n++] = '\\';
-            code[n++] = *p;
-        }
-        snprintf(code + n, cap - n, "\" as %s", name);
+        if (strcmp(I->modules->keys[i]->s, path) != 0) continue;
         value_decref(*m);
         m->kind = V_SCALAR;
         m->dtype = TFE_BOOL;
         m->u.i = 0;
-        return code;
     }
-    printf("'%s' is a module not imported from a file\n", name);
-    return NULL;
+    return code;
 }

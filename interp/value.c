@@ -398,6 +398,7 @@ static void obj_release(Obj *o)
         free(r->keys);
         free(r->vals);
         free(r->module_name);
+        free(r->module_path);
         free(r);
         break;
     }

@@ -63,7 +63,9 @@ typedef struct Str { Obj h; size_t len; uint64_t hash; char s[]; } Str;
 #define TRACE_ID_FRESH UINT32_MAX
 typedef struct Seq { Obj h; int n, cap; Value *items; TrackLink link; uint32_t trace_id; } Seq;
 /* Records keep insertion order; printing and iteration follow it. */
-typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name; TrackLink link; uint32_t trace_id; } Record;
+/* module_name, module_path: a module's (its file's real path, what :reload
+ * imports again; NULL for stdlib modules built in and plain records) */
+typedef struct Record { Obj h; int n, cap; Str **keys; Value *vals; char *module_name, *module_path; TrackLink link; uint32_t trace_id; } Record;
 typedef struct Range { Obj h; int64_t start, stop, step; } Range;
 /* How many values a range yields. Computed unsigned: stop - start overflows
  * int64 for ranges like range(-9*10**18, 9*10**18), which then looked empty.

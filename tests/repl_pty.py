@@ -500,6 +500,22 @@ def session_learners(exe, home):
         s.line(":reload learnmod")
         s.expect(PROMPT, "prompt after :reload")
         value_of(s, "learnmod.version()", "2", "the module as edited")
+        s.step = ":reload after a reload that failed"
+        with open(mod, "w") as f:
+            f.write("fn version() { return 2 + }\n")
+        s.line(":reload learnmod")
+        s.expect("expected expression", "the edit's syntax error")
+        s.expect(PROMPT, "prompt")
+        value_of(s, "learnmod.version()", "2", "the module as it was, still bound")
+        with open(mod, "w") as f:
+            f.write("fn version() { return 22 }\n")
+        s.line(":reload learnmod")
+        s.expect(PROMPT, "prompt after :reload")
+        value_of(s, "learnmod.version()", "22", "a second :reload, after the fix, reads the file again")
+        with open(mod, "w") as f:
+            f.write("fn version() { return 2 }\n")
+        s.line(":reload learnmod")
+        s.expect(PROMPT, "prompt after :reload")
         s.step = "import of an edited module"
         s.line('import "%s" as learnmod' % mod)
         s.expect(PROMPT, "prompt")

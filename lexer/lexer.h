@@ -40,6 +40,7 @@ struct Lexer {
     int prev_kind;              /* and the one before it */
     Loc prev_loc;
     bool deco_open;             /* a decorator not yet followed by 'fn' */
+    bool deco_nl;               /* ... and its line has ended */
     bool string_open;           /* scanning stopped inside a string */
     const char *stop;           /* a sub-lexer of an f-string field: the end of
                                    its expression (NULL otherwise) */

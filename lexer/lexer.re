@@ -708,10 +708,18 @@ int lex_next(Lexer *lx, YYSTYPE *val, Loc *loc)
         lx->header[lx->depth] = k;
     else if (k == LBRACE)
         lx->header[lx->depth - 1] = 0; /* depth counts this '{' already */
-    if (k == DECO)
+    /* a decorator waits for its 'fn' (the REPL's '...'): on its own line
+     * only its name and arguments may follow it, and after that line only
+     * 'fn'; anything else ends the wait (the parser's error follows) */
+    if (k == DECO) {
         lx->deco_open = true;
-    else if (k == FN)
+        lx->deco_nl = false;
+    } else if (k == FN) {
         lx->deco_open = false;
+    } else if (lx->deco_open && lx->depth == 0 && k != YYEOF) {
+        if (k == NEWLINE) lx->deco_nl = true;
+        else if (lx->deco_nl || (k != NAME && k != DOT && k != RPAREN)) lx->deco_open = false;
+    }
     lx->last = k;
     lx->prev_kind = lx->la_kind;
     lx->prev_loc = lx->la_loc;

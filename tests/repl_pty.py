@@ -451,6 +451,17 @@ def session_learners(exe, home):
         s.expect("\n1\n2\n", "the while block runs")
         s.expect(PROMPT, "prompt")
 
+        s.step = "a decorator waits for its fn, and for nothing else"
+        s.line("@staged let y = 1")
+        s.expect("followed by a 'fn' declaration", "the error at once, no '...' prompt")
+        s.expect(PROMPT, "prompt")
+        type_block(s, ["@staged", "print(3)"])
+        s.expect("followed by a 'fn' declaration", "the error after the next line")
+        s.expect(PROMPT, "prompt")
+        type_block(s, ["@staged", "fn inc(x) { return x + 1 }"])
+        s.expect(PROMPT, "prompt")
+        value_of(s, "inc(1)", "2", "the decorated function")
+
         s.step = "completion of tensor fields and keyword arguments"
         s.line("let tz = ones((2, 3))")
         s.expect(PROMPT, "prompt")

@@ -234,6 +234,8 @@ static const char *stdlib_name_hint(const char *name)
         {"array", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
         {"asarray", " (brackets make a tensor: [1, 2]; or tensor(xs))"},
         {"dot", " (tfe writes a @ b, or matmul(a, b))"},
+        {"exit", " (the REPL ends at :quit or Ctrl-D, a program at its last line)"},
+        {"quit", " (the REPL ends at :quit or Ctrl-D, a program at its last line)"},
     };
     for (size_t i = 0; i < sizeof hints / sizeof *hints; i++)
         if (!strcmp(name, hints[i][0])) return hints[i][1];

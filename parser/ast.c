@@ -21,6 +21,10 @@ Source *source_new(const char *name, const char *text, size_t len)
     return s;
 }
 
+/* A source file's largest size: programs are far smaller; a device read as
+ * one stops here with EFBIG */
+#define SOURCE_MAX_BYTES ((size_t)64 << 20)
+
 Source *source_from_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -29,12 +33,17 @@ Source *source_from_file(const char *path)
     size_t cap = 65536, len = 0;
     char *buf = xmalloc(cap);
     size_t got;
+    bool too_big = false; /* a device that never ends (/dev/zero): an error, not a hang */
     while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
         len += got;
+        if (len >= SOURCE_MAX_BYTES) {
+            too_big = true;
+            break;
+        }
         if (len == cap) buf = xrealloc(buf, cap *= 2);
     }
-    int failed = ferror(f);
-    int saved = failed ? (errno ? errno : EIO) : 0;
+    int failed = ferror(f) || too_big;
+    int saved = too_big ? EFBIG : failed ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (failed) {
         free(buf);

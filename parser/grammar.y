@@ -686,6 +686,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
         /* Python's generator expression, sum(x * x for x in xs) */
         lex_error(lx, at, "unexpected 'for' (tfe has no generator expressions: write the comprehension "
                           "in brackets, sum([e for x in xs]))");
+    } else if (tok == YYSYMBOL_ASSIGN && lx->prev_loc.off + lx->prev_loc.len == at.off &&
+               (lx->prev_kind == DSLASH || lx->prev_kind == POW || lx->prev_kind == PERCENT || lx->prev_kind == AT)) {
+        /* x //= 2: tfe has += -= *= /= only */
+        const char *op = lx->src->text + lx->prev_loc.off;
+        lex_error(lx, lx->prev_loc, "tfe has no '%.*s=': write x = x %.*s y", lx->prev_loc.len, op,
+                  lx->prev_loc.len, op);
     } else if (tok == YYSYMBOL_ASSIGN) {
         lex_error(lx, at, "use '==' to compare; '=' assigns");
     } else if (want_expr && !want_stmt && !starts_expr(tok)) {

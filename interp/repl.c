@@ -588,6 +588,13 @@ int repl_run(Interp *I)
         }
         const char *tb;
         size_t tn = trim(line, &tb);
+        if (pending_else && tn > 0 && tb[0] == '#') {
+            /* a comment between '}' and 'else': still waiting, as a file reads it */
+            text_add(&entry, "\n", 1);
+            text_add(&entry, line, strlen(line));
+            free(line);
+            continue;
+        }
         if (pending_else) {
             pending_else = false;
             if (!starts_with_else(tb, tn)) {

@@ -177,8 +177,9 @@ static int matmul_blas(tfe_tensor *o, tfe_tensor *a, tfe_tensor *b) {
     char *pa = tensor_data(a), *pb = tensor_data(b), *po = tensor_data(o);
     double mnk = (double)m * (double)n * (double)k;
     if (nb > 1 && mnk * (double)nb >= BATCH_PAR_MIN && tfe_num_threads() > 1 &&
-        (dtype_is_int(dt) || tfe_blas_gemm_threads(m, n, k) == 1)) {
-        /* many GEMMs that each run on one OpenBLAS thread: a share of the
+        (dtype_is_int(dt) || dt == TFE_FLOAT64 || tfe_blas_gemm_threads(m, n, k) == 1)) {
+        /* many GEMMs that each run on one OpenBLAS thread (float64 ones
+         * always do: tfe_blas_dgemm): a share of the
          * batch per pool thread, one GEMM after another, rather than one
          * GEMM at a time with a core idle. Each GEMM is the one the loop
          * below would make, with the same one thread: the same bits. */

@@ -446,6 +446,19 @@ BUILTIN(bi_arange)
         raw[i] = vals[i].kind == V_SCALAR && vals[i].lit && dtype_is_float((tfe_dtype)vals[i].dtype)
                      ? vals[i].u.f : lim[i];
     double n = ceil((raw[1] - raw[0]) / raw[2]);
+    /* All three ints: the length (and, for an int result, the values) exact
+     * in integers, as NumPy's; a double holds ints only to 2^53, and
+     * arange(2**62 + 1, 2**62 + 3) would be off (or empty near int64's max). */
+    int64_t exact[3] = {0, 0, 1};
+    bool all_int = true;
+    for (int i = 0; i < 3; i++)
+        if (vals[i].kind != V_NIL && !arg_as_int(vals[i], &exact[i])) all_int = false;
+    if (all_int) {
+        __int128 span = (__int128)exact[1] - exact[0], st = exact[2];
+        __int128 q = span / st;
+        if (q * st != span && (span < 0) == (st < 0)) q++; /* ceil, for a positive quotient */
+        n = q > 0 ? (double)q : 0;
+    }
     if (!(n > 0)) n = 0;
     if (n > 4e18) return interp_raise(I, "arange: too many elements");
     for (int i = 0; i < 3; i++) lim[i] = lit_value(vals[i], lim[i], dt);
@@ -455,6 +468,11 @@ BUILTIN(bi_arange)
     memcpy(at.f, lim, sizeof lim);
     at.ints[0] = (int64_t)n;
     at.nints = 1;
+    if (all_int && dtype_is_int(dt)) { /* k_arange computes start + i * step in int64 */
+        at.ints[1] = exact[0];
+        at.ints[2] = exact[2];
+        at.nints = 3;
+    }
     return finish(I, tfe_call1(OP_ARANGE, 0, NULL, &at), out);
 }
 

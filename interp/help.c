@@ -583,6 +583,10 @@ void help_name(Interp *I, const char *name, FILE *f)
         help_value(I, v, f);
         return;
     }
+    if (name[strspn(name, " \t\n")] == 0) { /* help(""): nothing to be near */
+        fputs("help takes a name: help(\"matmul\") or help(matmul); help() lists the topics\n", f);
+        return;
+    }
     fprintf(f, "no help for '%s'", name);
     Near nr = {.want = name, .best = 99};
     for (int i = 0; i < help_nrows; i++) {

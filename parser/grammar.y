@@ -635,6 +635,38 @@ static const char *python_habit(const Lexer *lx, yysymbol_kind_t tok, Loc *at)
     return NULL;
 }
 
+/* Does the statement holding the '=' at `at` already have a plain '=' (not
+ * ==, !=, <=, >=, =>, +=, ...) before it on its line, outside strings,
+ * parentheses and square brackets? Then the second '=' is a chained assignment (a = b = 3). */
+static bool assigns_before(const Lexer *lx, Loc at)
+{
+    const char *text = lx->src->text;
+    int start = at.off;
+    while (start > 0 && text[start - 1] != '\n' && text[start - 1] != ';')
+        start--;
+    int depth = 0;
+    char quote = 0;
+    for (int k = start; k < at.off; k++) {
+        char c = text[k];
+        if (quote) {
+            if (c == '\\') k++;
+            else if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+            quote = c;
+        } else if (c == '#') {
+            return false;
+        } else if (c == '(' || c == '[') { /* a block's '{' starts statements: not counted */
+            depth++;
+        } else if (c == ')' || c == ']') {
+            depth = depth > 0 ? depth - 1 : 0;
+        } else if (c == '=' && depth == 0 && (k == 0 || !strchr("=!<>+-*/%@", text[k - 1])) &&
+                   text[k + 1] != '=' && text[k + 1] != '>') {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* What a block's '{' follows, for "expected '{' after ...". */
 static const char *block_context(const Lexer *lx, bool want_as)
 {
@@ -692,6 +724,9 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx)
         const char *op = lx->src->text + lx->prev_loc.off;
         lex_error(lx, lx->prev_loc, "tfe has no '%.*s=': write x = x %.*s y", lx->prev_loc.len, op,
                   lx->prev_loc.len, op);
+    } else if (tok == YYSYMBOL_ASSIGN && (!open || open->ch == '{') && assigns_before(lx, at)) {
+        /* a = b = 3: Python's chained assignment */
+        lex_error(lx, at, "tfe has no chained assignment: assign one at a time (b = 3, then a = b)");
     } else if (tok == YYSYMBOL_ASSIGN) {
         lex_error(lx, at, "use '==' to compare; '=' assigns");
     } else if (want_expr && !want_stmt && !starts_expr(tok)) {

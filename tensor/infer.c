@@ -40,8 +40,9 @@ int infer_arange(const tfe_opcall *c, tfe_meta *m) {
         return -1;
     }
     /* ints[0], when given, is the length the caller computed from the values
-     * as written (bi_arange); f[] may hold their dtype roundings */
-    double n = c->at->nints == 1 ? (double)c->at->ints[0] : ceil((stop - start) / step);
+     * as written (bi_arange); f[] may hold their dtype roundings. ints[1]
+     * and ints[2], when given, are an int result's exact start and step. */
+    double n = c->at->nints >= 1 ? (double)c->at->ints[0] : ceil((stop - start) / step);
     if (!(n > 0)) n = 0;
     if (n > 4e18) {
         tfe_error_set("arange: too many elements");

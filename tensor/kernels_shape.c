@@ -28,7 +28,10 @@ int k_arange(const tfe_opcall *c) {
     int64_t n = tensor_numel(o);
     size_t esz = dtype_size(o->dtype);
     char *p = tensor_data(o);
-    if (dtype_is_int(o->dtype) && start == floor(start) && step == floor(step)) {
+    if (c->at->nints == 3 && dtype_is_int(o->dtype)) { /* exact int start and step (bi_arange) */
+        for (int64_t i = 0; i < n; i++) kn_store_i64(p + i * esz, o->dtype, /* unsigned: i * step may pass int64's max where the sum does not */
+                         (int64_t)((uint64_t)c->at->ints[1] + (uint64_t)i * (uint64_t)c->at->ints[2]));
+    } else if (dtype_is_int(o->dtype) && start == floor(start) && step == floor(step)) {
         int64_t s0 = (int64_t)start, st = (int64_t)step;
         for (int64_t i = 0; i < n; i++) kn_store_i64(p + i * esz, o->dtype, s0 + i * st);
     } else {

@@ -236,9 +236,9 @@ static int string(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *lo
  * format()'s (interp/format.c): a field keeps a format string "{0!c:spec}". */
 
 /* The end of a field's expression at p: the first '}', ':', '!' (not "!=")
- * or '#' outside brackets and strings, or a '=' that asks for the
- * expression's text (f"{x = }": only blanks then '}', ':' or '!' follow);
- * *eq is then that '='. */
+ * or '#' outside brackets and strings, a backslash outside strings, or a
+ * '=' that asks for the expression's text (f"{x = }": only blanks then
+ * '}', ':' or '!' follow); *eq is then that '='. */
 static const char *fexpr_end(const char *p, const char *end, const char **eq)
 {
     int depth = 0;
@@ -254,6 +254,8 @@ static const char *fexpr_end(const char *p, const char *end, const char **eq)
                 p++;
             continue;
         }
+        if (c == '\\') /* f"{d[\"a\"]}": an escaped quote would not start a string */
+            return p;
         if (c == '(' || c == '[' || c == '{') {
             depth++;
         } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
@@ -361,6 +363,9 @@ static int fstring(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *l
             FAIL(AT(open, 1), "f-string: '{' is never closed (write '{{' for a literal '{')");
         if (*q == '#')
             FAIL(AT(q, 1), "f-string: '#' is not allowed inside braces");
+        if (*q == '\\')
+            FAIL(AT(q, 1), "f-string: a backslash is not allowed inside braces outside a string "
+                           "(a string inside uses the other quote: f\"{d['a']}\")");
         if (blank(es, xe))
             FAIL(AT(open, q + 1 - open), "f-string: empty expression in braces (write '{{' for a literal '{')");
         if (eq)

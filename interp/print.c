@@ -46,7 +46,22 @@ static void put_scalar(Buf *b, Value v)
     }
 }
 
-/* A string as source: double quotes and the escapes the lexer reads back. */
+/* Bytes of the well-formed UTF-8 character at s[0..n) (0 if it is not one:
+ * a stray byte, a truncated or overlong sequence, a surrogate). */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+    size_t len = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* A string as source: double quotes and the escapes the lexer reads back
+ * (a byte that is not part of a UTF-8 character as \xNN, "é"[0] "\xc3"). */
 static void put_quoted(Buf *b, const char *s, size_t n)
 {
     buf_add(b, "\"", 1);
@@ -64,6 +79,15 @@ static void put_quoted(Buf *b, const char *s, size_t n)
             if (c < 0x20 || c == 0x7f) {
                 snprintf(tmp, sizeof tmp, "\\u{%x}", c);
                 buf_puts(b, tmp);
+            } else if (c >= 0x80) {
+                size_t len = utf8_char((const unsigned char *)s + i, n - i);
+                if (len) {
+                    buf_add(b, s + i, len);
+                    i += len - 1;
+                } else {
+                    snprintf(tmp, sizeof tmp, "\\x%02x", c);
+                    buf_puts(b, tmp);
+                }
             } else {
                 buf_add(b, (const char *)&s[i], 1);
             }

@@ -179,6 +179,20 @@ static int decode(Lexer *lx, const char *s, const Loc *loc, const char *p, const
         case 'r': out[n++] = '\r'; p++; continue;
         case '0': out[n++] = '\0'; p++; continue;
         case '\\': case '"': case '\'': out[n++] = *p++; continue;
+        case 'x': { /* one byte, \x00..\xff: tfe strings are bytes (Python's bytes literal) */
+            int hi = isxdigit((unsigned char)p[1]) && p + 1 < end ? p[1] : 0;
+            int lo = hi && isxdigit((unsigned char)p[2]) && p + 2 < end ? p[2] : 0;
+            if (!lo) {
+                lex_error_final(lx, loc_within(*loc, s, esc, hi ? 3 : 2),
+                                "malformed byte escape (write two hex digits: \\xff)");
+                return -1;
+            }
+            hi = isdigit(hi) ? hi - '0' : tolower(hi) - 'a' + 10;
+            lo = isdigit(lo) ? lo - '0' : tolower(lo) - 'a' + 10;
+            out[n++] = (char)(hi * 16 + lo);
+            p += 3;
+            continue;
+        }
         case 'u': break;
         default: {
             int elen = 1 + utf8_len(p);

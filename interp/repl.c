@@ -344,6 +344,17 @@ static char *complete_gen(const char *text, int state)
     return NULL;
 }
 
+/* Tab: at the start of a line or after a blank it is indentation (code
+ * pasted with tabs must not open completion, whose "Display all
+ * possibilities? (y or n)" would eat the next characters); after a word,
+ * '.' or '(' it completes. */
+static int tab_or_complete(int count, int key)
+{
+    if (rl_point == 0 || rl_line_buffer[rl_point - 1] == ' ' || rl_line_buffer[rl_point - 1] == '\t')
+        return rl_insert(count, '\t');
+    return rl_complete(count, key);
+}
+
 static char **complete(const char *text, int start, int end)
 {
     (void)start;
@@ -420,6 +431,17 @@ static bool command_arg(const char *s, size_t n, const char *name, const char **
     *arg = a;
     *alen = (size_t)(s + n - a);
     return true;
+}
+
+/* Is s[0 .. n) one of the REPL's commands (an argument allowed where the
+ * command takes one)? At a continuation prompt only these are commands:
+ * any other line starting with ':' is code (a slice x[1\n:3]). */
+static bool is_known_command(const char *s, size_t n)
+{
+    const char *arg;
+    size_t alen;
+    return command_arg(s, n, ":help", &arg, &alen) || command_arg(s, n, ":reload", &arg, &alen) ||
+           is_command(s, n, ":history") || is_command(s, n, ":quit") || is_command(s, n, ":q");
 }
 
 /* Does the complete entry end with an `if` statement whose last block has
@@ -556,6 +578,7 @@ int repl_run(Interp *I)
     rl_catch_signals = 0;
     complete_interp = I;
     rl_attempted_completion_function = complete;
+    rl_bind_key('\t', tab_or_complete);
     /* '.' is not a break character: "r.fi" completes as one word. */
     rl_basic_word_break_characters = " \t\n\"'`@$><=;|&{}()[],+-*/%!";
     rl_completer_word_break_characters = rl_basic_word_break_characters;
@@ -603,7 +626,9 @@ int repl_run(Interp *I)
                 entry.len = 0;
             }
         }
-        if (entry.len == 0 && tn > 0 && tb[0] == ':') {
+        if (tn > 0 && tb[0] == ':' && (entry.len == 0 || is_known_command(tb, tn))) {
+            /* in an unfinished entry a command runs and the entry still waits
+             * (:q quits, dropping it), as Ctrl-C would only drop it */
             bool quit = false;
             const char *arg;
             size_t alen;

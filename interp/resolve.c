@@ -320,7 +320,14 @@ static int resolve_name(Resolver *R, Node *n, bool assign)
 /* The target of '=': a name, x[i], r.field or a tuple of targets. */
 static int resolve_target(Resolver *R, Node *t)
 {
-    if (t->kind == N_NAME) return resolve_name(R, t, true);
+    if (t->kind == N_NAME) {
+        if (resolve_name(R, t, true)) return -1;
+        /* Top-level code: a declared name whose `let` failed in an earlier
+         * REPL entry is not bound, and assigning it is the undeclared-name
+         * error at run time (eval.c), as for a late global (op 1). */
+        if (!R->in_function && t->op == 0) t->op = 1;
+        return 0;
+    }
     if (t->kind == N_TUPLE) {
         for (int i = 0; i < t->list.n; i++)
             if (resolve_target(R, t->list.items[i])) return -1;

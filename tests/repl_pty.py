@@ -545,6 +545,37 @@ def session_learners(exe, home):
         s.expect("\n[1] fn bad(x) {\n      return x[5]\n    }\n[2] bad(ones(2))\n", "numbered entries")
         s.expect(PROMPT, "prompt")
 
+        s.step = "a let that failed binds nothing"
+        # (its name stayed declared: assigning it was accepted)
+        s.line('let failed_let = 1 + "a"')
+        s.expect("unsupported operand types", "the let's error")
+        s.expect(PROMPT, "prompt")
+        s.line("failed_let = 3")
+        s.expect("assignment to undeclared name 'failed_let'", "the name was never bound")
+        s.expect(PROMPT, "prompt")
+        s.line("let failed_let = 4")
+        s.expect(PROMPT, "prompt")
+        value_of(s, "failed_let + 1", "5", "a later let binds it")
+
+        s.step = "Tab at the start of a line indents"
+        # (pasted code indented with tabs opened completion, whose
+        # "Display all possibilities?" question ate the next characters)
+        start = len(s.out)
+        type_block(s, ["fn tabbed(x) {", "\t\treturn x * 2", "}"])
+        s.expect(PROMPT, "prompt")
+        value_of(s, "tabbed(4)", "8", "the function typed with a tab")
+        if "possibilities" in s.out[start:] or "\x07" in s.out[start:]:
+            s.fail("no completion", "Tab at the start of a line opened completion")
+
+        s.step = "commands at a continuation prompt"
+        # (they were code: a person stuck in a block could not :q)
+        type_block(s, ["for i in range(1) {", ":help relu"])
+        s.expect("relu(x)\n", "the help at a continuation prompt")
+        s.expect(MORE, "the entry still waits")
+        type_block(s, ["print(707)", "}"])
+        s.expect("\n707\n", "the entry, finished after the command, runs")
+        s.expect(PROMPT, "prompt")
+
         s.step = "a multi-line entry as the last one"
         s.line("fn twice(a) {")
         s.expect(MORE, "continuation")
@@ -552,8 +583,10 @@ def session_learners(exe, home):
         s.expect(MORE, "continuation")
         s.line("}")
         s.expect(PROMPT, "prompt")
-        s.line(":q")
-        s.wait_exit("exit after :q")
+        s.step = ":q in an unfinished entry"
+        type_block(s, ["fn unfinished(a) {", ":q"])
+        if s.wait_exit("exit after :q in an unfinished entry") != 0:
+            s.fail("exit status", "exit status %r after :q, expected 0" % s.status)
     finally:
         s.close()
     text = open(os.path.join(home, ".tfe_history"), encoding="utf-8").read()

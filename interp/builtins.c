@@ -308,6 +308,9 @@ BUILTIN(bi_range)
 BUILTIN(bi_list)
 {
     if (nkw) return interp_raise(I, "list() takes no keyword arguments");
+    if (argc == 1 && argv[0].kind == V_RANGE) /* Python's list(range(5)) is its numbers */
+        return interp_raise(I, "list(range(...)) would be a list holding the range itself (list(a, b) holds its "
+                               "arguments): for the numbers write arange(...).tolist()");
     Seq *s = seq_new(argc);
     for (int i = 0; i < argc; i++) { value_incref(argv[i]); seq_push_take(s, argv[i]); }
     *out = v_obj(V_LIST, s);

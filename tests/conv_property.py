@@ -3,7 +3,7 @@
 planner's conv+batch-norm joins and its arena, graph/plan.c), run by
 `make check` via conv_property.sh.
 
-It generates N random small nets (default 24, fixed seed) in tfe and runs
+It generates N random small nets (default 100, fixed seed) in tfe and runs
 each program three ways:
 
     tfe prog.tfe                 staged graphs optimized and planned
@@ -24,6 +24,11 @@ prints an inference function's output (float32 or float64) and, for a
 training step traced whole (a tape, its gradients of every filter, gamma
 and beta, SGD updates of the variables), the loss and every gradient of
 three steps, then every parameter.
+
+With the arena bug put back (graph/plan.c's duplicate check within one
+node only) 6 of the default 100 programs fail (the plan's own check,
+check_arena, stops them with an internal error); 100 programs run in
+about 4 seconds on 2 cores.
 
 Environment: $TFE (the binary), $TFE_TEST_WRAPPER (optional prefix).
 Options: -n N (programs), --seed S, -j N (parallel programs), --keep
@@ -69,7 +74,7 @@ def gen_net(rng):
         padding = rng.choice(["same", "same", "valid"])
         dilation = rng.choice([1, 1, 2]) if stride == 1 and k == 3 else 1
         # keep the channel count for residual adds most of the time
-        cout = c if rng.random() < 0.6 else rng.choice([2, 3, 4, 5, 8])
+        cout = c if rng.random() < 0.7 else rng.choice([2, 3, 4, 5, 8])
         oh = conv_out(h, k, stride, padding, dilation)
         ow = conv_out(w, k, stride, padding, dilation)
         if oh < 1 or ow < 1:
@@ -96,8 +101,9 @@ def gen_net(rng):
                     % (expr, i, i, eps, expr, i, i, i, i, eps))
         nshape = (oh, ow, cout)
         same = [a for a, s in acts.items() if s == nshape]
-        if same and rng.random() < 0.6:  # a residual add, either order
-            other = rng.choice(same)
+        if same and rng.random() < 0.7:  # a residual add, either order
+            # the conv's own input half the time it can be (the arena bug)
+            other = cur if cur in same and rng.random() < 0.5 else rng.choice(same)
             expr = "%s + %s" % ((expr, other) if rng.random() < 0.5 else (other, expr))
         if rng.random() < 0.75:
             expr = "relu(%s)" % expr
@@ -172,7 +178,7 @@ def check(tfe, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-n", type=int, default=24)
+    ap.add_argument("-n", type=int, default=100)
     ap.add_argument("--seed", type=int, default=20261204)
     ap.add_argument("-j", type=int, default=2)
     ap.add_argument("--keep", action="store_true")

@@ -1850,6 +1850,127 @@ static tfe_tensor *apply_mask(tfe_tensor *r, tfe_tensor *mask, int pos)
     return res;
 }
 
+/* r[..., mask, ...] = v with v holding a value per selected element (the
+ * mask over axes [pos, pos + mask rank) of r; v broadcasts to the shape
+ * r[..., mask, ...] has, the selected elements in C order at pos): NumPy's
+ * x[m] = y[m], and what x[m] += v assigns. The mask's axes are moved to
+ * the front and flattened, and v's rows scattered at the positions of the
+ * mask's true elements; its size depends on the data, as x[mask]'s does. */
+static tfe_tensor *scatter_through_mask(Interp *I, tfe_tensor *r, tfe_tensor *mask, int pos, tfe_tensor *v)
+{
+    int mr = mask->rank, rank = r->rank, ns = rank - mr + 1; /* the selection's rank */
+    int64_t perm[TFE_MAX_RANK], inv[TFE_MAX_RANK], n = 1;
+    int k = 0;
+    for (int i = 0; i < mr; i++) perm[k++] = pos + i;
+    for (int i = 0; i < pos; i++) perm[k++] = i;
+    for (int i = pos + mr; i < rank; i++) perm[k++] = i;
+    for (int i = 0; i < rank; i++) inv[perm[i]] = i;
+    for (int i = 0; i < mr; i++) n *= mask->shape[i];
+    if (v->rank > ns) {
+        char b1[200];
+        interp_raise(I, "index: a value of shape %s cannot be assigned through a bool mask: it has more axes "
+                     "than the %d of what the mask selects", shape_str(v->rank, v->shape, b1), ns);
+        return NULL;
+    }
+    tfe_tensor *t = NULL, *flat = NULL, *fm = NULL, *cs = NULL, *fmi = NULL, *idx = NULL, *vf = NULL, *zero = NULL,
+               *padded = NULL, *g = NULL, *mb = NULL, *wf = NULL, *back = NULL, *res = NULL, *sel = NULL,
+               *yes = NULL, *rows = NULL;
+    tfe_attrs at;
+#define CALL(dst, op, nin, ins) do { if (!((dst) = tfe_call1((op), (nin), (ins), &at))) goto out; } while (0)
+    /* r with the mask's axes first, flattened to (n, the other axes) */
+    if (pos) {
+        if (!(t = transpose_by(r, perm))) goto out;
+    } else {
+        t = r;
+        tensor_incref(t);
+    }
+    tfe_attrs_init(&at);
+    at.ints[at.nints++] = n;
+    for (int i = mr; i < rank; i++) at.ints[at.nints++] = t->shape[i];
+    CALL(flat, OP_RESHAPE, 1, &t);
+    tfe_attrs_init(&at);
+    at.ints[at.nints++] = n;
+    CALL(fm, OP_RESHAPE, 1, &mask);
+    /* row i of the result takes row cumsum(m)[i] of [0; v's rows] where
+     * m[i] (grad_bool_mask's gather): no size here depends on the data */
+    tfe_attrs_init(&at);
+    at.dtype = TFE_INT64;
+    CALL(fmi, OP_CAST, 1, &fm);
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    CALL(cs, OP_CUMSUM, 1, &fmi);
+    tfe_tensor *mi[2] = {cs, fmi};
+    tfe_attrs_init(&at);
+    CALL(idx, OP_MUL, 2, mi);
+    /* v's rows: v at full rank, its selection axis (pos) first */
+    vf = v;
+    tensor_incref(vf);
+    while (vf->rank < ns) {
+        tfe_attrs_init(&at);
+        at.naxes = 1;
+        tfe_tensor *e;
+        CALL(e, OP_EXPAND_DIMS, 1, &vf);
+        tensor_decref(vf);
+        vf = e;
+    }
+    if (pos) {
+        int64_t p2[TFE_MAX_RANK];
+        int j = 0;
+        p2[j++] = pos;
+        for (int i = 0; i < ns; i++)
+            if (i != pos) p2[j++] = i;
+        tfe_tensor *tv = transpose_by(vf, p2);
+        tensor_decref(vf);
+        if (!(vf = tv)) goto out;
+    }
+    /* v's rows broadcast to the selected rows (r's own, picked by the mask:
+     * their number comes from the data), so that a value of the wrong
+     * number of rows is where's shape error at every call, eager or staged,
+     * and one row is repeated as NumPy repeats it */
+    tfe_attrs_init(&at);
+    CALL(sel, OP_BOOL_MASK, 2, ((tfe_tensor *[]){flat, fm}));
+    tfe_attrs_init(&at);
+    at.dtype = TFE_BOOL;
+    at.f[0] = 1;
+    CALL(yes, OP_FULL, 0, NULL);
+    tfe_attrs_init(&at);
+    CALL(rows, OP_WHERE, 3, ((tfe_tensor *[]){yes, vf, sel}));
+    tfe_attrs_init(&at);
+    at.dtype = r->dtype;
+    at.ints[at.nints++] = 1;
+    for (int i = 1; i < ns; i++) at.ints[at.nints++] = flat->shape[i];
+    CALL(zero, OP_FULL, 0, NULL);
+    tfe_tensor *cat[2] = {zero, rows};
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    CALL(padded, OP_CONCAT, 2, cat);
+    tfe_tensor *gi[2] = {padded, idx};
+    CALL(g, OP_GATHER, 2, gi);
+    /* where(m, g, rows): m with size-1 axes for the other axes */
+    tfe_attrs_init(&at);
+    at.ints[at.nints++] = n;
+    for (int i = 1; i < ns; i++) at.ints[at.nints++] = 1;
+    CALL(mb, OP_RESHAPE, 1, &fm);
+    tfe_tensor *wi[3] = {mb, g, flat};
+    tfe_attrs_init(&at);
+    CALL(wf, OP_WHERE, 3, wi);
+    tfe_attrs_init(&at);
+    for (int i = 0; i < rank; i++) at.ints[at.nints++] = t->shape[i];
+    CALL(back, OP_RESHAPE, 1, &wf);
+    if (pos) {
+        res = transpose_by(back, inv);
+    } else {
+        res = back;
+        back = NULL;
+    }
+#undef CALL
+out:;
+    tfe_tensor *tmp[] = {t, flat, fm, cs, fmi, idx, vf, zero, padded, g, mb, wf, back, sel, yes, rows};
+    for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
+        if (tmp[i]) tensor_decref(tmp[i]);
+    return res;
+}
+
 int tensor_index(Interp *I, Value xv, int n, const IndexItem *items, Value *out)
 {
     tfe_tensor *x = value_to_tensor(xv);
@@ -2046,11 +2167,21 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
     if (pl.mask) {
         if (check_mask(I, region, &pl)) goto done;
         int rest = region->rank - pl.pos - pl.adv->rank;
-        if (vt->rank > rest) {
-            char b[200];
-            interp_raise(I, "index: a value of shape %s cannot be assigned through a bool mask; it "
-                         "must broadcast to one selected element", shape_str(vt->rank, vt->shape, b));
-            goto done;
+        if (vt->rank == rest + 1 && vt->shape[0] == 1 && !(tfe_dyn_dims(vt) & 1u)) {
+            /* one row, (1, rest...): the same as one element */
+            tfe_attrs at;
+            tfe_attrs_init(&at);
+            shape_attrs(&at, vt->rank - 1, vt->shape + 1);
+            tfe_tensor *sq = tfe_call1(OP_RESHAPE, 1, &vt, &at);
+            tensor_decref(vt);
+            if (!(vt = sq)) {
+                interp_raise_tensor_error(I);
+                goto done;
+            }
+        }
+        if (vt->rank > rest) { /* a value per selected element: x[m] = y[m], x[m] += v */
+            upd = scatter_through_mask(I, region, pl.adv, pl.pos, vt);
+            goto updated;
         }
         tfe_tensor *m = pl.adv;
         tensor_incref(m);
@@ -2081,8 +2212,9 @@ int tensor_index_assign(Interp *I, Value xv, int n, const IndexItem *items, Valu
         tfe_tensor *in[3] = {region, pl.adv, vt};
         upd = tfe_call1(OP_SCATTER, 3, in, &at);
     }
+updated:
     if (!upd) {
-        interp_raise_tensor_error(I);
+        if (!I->has_error) interp_raise_tensor_error(I);
         goto done;
     }
     if (pl.trivial) {

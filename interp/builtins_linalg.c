@@ -130,7 +130,12 @@ BUILTIN(bi_diag)
     if (x->rank == 1) {
         /* x into the flattened zeros at k, k + N + 1, ... (set_slice: its
          * gradient is a slice, exact) */
-        int64_t n = x->shape[0], ak = k < 0 ? -k : k, N = n + ak;
+        int64_t n = x->shape[0], ak = k < 0 ? -k : k, N = n + ak, NN;
+        if (k == INT64_MIN || __builtin_add_overflow(n, ak, &N) || __builtin_mul_overflow(N, N, &NN)) {
+            ls_release(s);
+            return interp_raise(I, "diag: k=%lld is too large (the matrix would have %lld + |k| rows)", (long long)k,
+                                (long long)n);
+        }
         tfe_tensor *z = scope_full(s, 0, x->dtype, 1, (int64_t[]){N * N});
         if (n > 0) {
             tfe_attrs at;

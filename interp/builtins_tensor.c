@@ -953,7 +953,11 @@ BUILTIN(bi_split)
                 interp_raise(I, "split: section sizes must be non-negative (one -1 allowed), got %lld",
                              (long long)at.ints[i]);
                 goto done;
-            } else sum += at.ints[i];
+            } else if (__builtin_add_overflow(sum, at.ints[i], &sum)) {
+                interp_raise(I, "split: section sizes add up to more than int64 holds, but axis %d has size %lld",
+                             ax, (long long)size);
+                goto done;
+            }
         }
         if (hole >= 0 && sum <= size) at.ints[hole] = size - sum, sum = size;
         if (sum != size) {
@@ -1351,7 +1355,12 @@ static void put_scalar(char *dst, tfe_dtype dt, Value v)
     bool f = dtype_is_float((tfe_dtype)v.dtype);
     switch (dt) {
     case TFE_BOOL: *(uint8_t *)dst = f ? scalar_f(v) != 0 : v.u.i != 0; break;
-    case TFE_INT32: *(int32_t *)dst = (int32_t)(f ? f2i(scalar_f(v)) : v.u.i); break;
+    case TFE_INT32: { /* a float saturates at int32's range, as cast does (an int wraps, as cast does) */
+        int64_t i = f ? f2i(scalar_f(v)) : v.u.i;
+        if (f) i = i > INT32_MAX ? INT32_MAX : i < INT32_MIN ? INT32_MIN : i;
+        *(int32_t *)dst = (int32_t)i;
+        break;
+    }
     case TFE_INT64: *(int64_t *)dst = f ? f2i(scalar_f(v)) : v.u.i; break;
     case TFE_FLOAT32: *(float *)dst = f ? (float)v.u.f : (float)v.u.i; break;
     case TFE_FLOAT64: *(double *)dst = f ? v.u.f : (double)v.u.i; break; /* a literal's exact value */
@@ -1498,9 +1507,13 @@ static int64_t norm_slice(int64_t n, bool has_start, int64_t start, bool has_sto
               : start < 0 ? (start + n < 0 ? -1 : start + n) : (start >= n ? n - 1 : start);
         stop = !has_stop ? -1 : stop < 0 ? (stop + n < 0 ? -1 : stop + n) : (stop >= n ? n - 1 : stop);
     }
-    int64_t len = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                           : (start > stop ? (start - stop - step - 1) / -step : 0);
+    /* ceil((stop - start) / step) as 1 + (span - 1) / |step|, without
+     * "+ step - 1", which wraps for a step near int64's limits (x[::2**63 - 1]
+     * was empty); |step| of INT64_MIN is past any span, so its length is 1 */
+    int64_t len = step > 0 ? (stop > start ? (stop - start - 1) / step + 1 : 0)
+                : start > stop ? (step == INT64_MIN ? 1 : (start - stop - 1) / -step + 1) : 0;
     if (len == 0) start = stop = 0, step = 1;
+    if (len == 1) stop = start + 1, step = 1; /* one element: no stride of a huge step */
     o[0] = start;
     o[1] = stop;
     o[2] = step;
@@ -1586,7 +1599,9 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
                              : it->v.kind == V_TENSOR ? dtype_name(it->v.u.t->dtype)
                                                      : value_kind_name(it->v);
             interp_raise(I, "index: indices must be ints, slices, ..., int tensors or bool masks, "
-                         "got %s%s", what, it->v.kind == V_TENSOR ? " tensor" : "");
+                         "got %s%s%s", what, it->v.kind == V_TENSOR ? " tensor" : "",
+                         it->v.kind == V_SCALAR && it->v.dtype == TFE_BOOL
+                             ? " (a bool mask is a bool tensor of the indexed axes' shape)" : "");
             goto fail;
         }
     }

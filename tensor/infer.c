@@ -409,8 +409,10 @@ int kn_slice_geometry(const tfe_opcall *c, const tfe_tensor *x, int64_t *len, un
             tfe_error_set("%s: slice step cannot be zero", kn_opname(c));
             return -1;
         }
-        int64_t n = step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
-        if (n < 0) n = 0;
+        /* ceil((stop - start) / step) without "+ step - 1", which wraps for a
+         * step near int64's limits */
+        int64_t n = step > 0 ? (stop > start ? (stop - start - 1) / step + 1 : 0)
+                  : start > stop ? (step == INT64_MIN ? 1 : (start - stop - 1) / -step + 1) : 0;
         if (n > 0 && (start < 0 || start >= x->shape[k] || start + (n - 1) * step < 0 ||
                       start + (n - 1) * step >= x->shape[k])) {
             tfe_error_set("%s: index %lld is out of range for axis %d of shape %s", kn_opname(c),
@@ -554,7 +556,12 @@ int infer_tile(const tfe_opcall *c, tfe_meta *m) {
     m->rank = r;
     for (int i = 0; i < r; i++) {
         int ix = i - (r - x->rank), ir = i - (r - at->nints);
-        m->shape[i] = (ix >= 0 ? x->shape[ix] : 1) * (ir >= 0 ? at->ints[ir] : 1);
+        int64_t a = ix >= 0 ? x->shape[ix] : 1, b = ir >= 0 ? at->ints[ir] : 1;
+        if (__builtin_mul_overflow(a, b, &m->shape[i])) { /* 3 * 6148914691236517206 wraps to 2 */
+            char s1[200];
+            tfe_error_set("tile: tiling shape %s by %s is too large", SHP(x, s1), shape_str(at->nints, at->ints, (char[200]){0}));
+            return -1;
+        }
     }
     return check_shape("tile", r, m->shape);
 }

@@ -104,6 +104,9 @@ int k_tri(const tfe_opcall *c) {
     if (kn_copy_into(o, c->in[0])) return -1;
     int64_t rows = o->shape[o->rank - 2], cols = o->shape[o->rank - 1], k = c->at->ints[0];
     int64_t nb = shape_numel(o->rank - 2, o->shape);
+    /* past rows + cols every k gives the same result: clamped, i + k cannot wrap */
+    if (k > rows + cols) k = rows + cols + 1;
+    if (k < -(rows + cols)) k = -(rows + cols) - 1;
     size_t esz = kn_esz(o->dtype);
     bool lower = c->op == OP_TRIL;
     char *p = tensor_data(o);

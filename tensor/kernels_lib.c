@@ -480,6 +480,11 @@ int k_bincount(const tfe_opcall *c) {
             tfe_error_set("%s: x must be non-negative, got %lld at index %lld", NAME, (long long)v, (long long)i);
             return -1;
         }
+        if (v == INT64_MAX) { /* v + 1 would wrap to a negative length (and a write out of bounds) */
+            tfe_error_set("%s: x holds %lld, and a result of %lld + 1 elements is too large", NAME, (long long)v,
+                          (long long)v);
+            return -1;
+        }
         if (v >= len) len = v + 1;
     }
     tfe_dtype dt = !w ? TFE_INT64 : dtype_is_float(w->dtype) ? w->dtype : TFE_FLOAT64;

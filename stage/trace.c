@@ -115,6 +115,7 @@ void trace_end(Tracer *T)
     trace_writes_drop(T, 0);
     free(T->writes);
     free(T->sym_fns);
+    free(T->sym_names);
     free(T->fail_msg);
     free(T->fallback_why);
     free(T->pending_why);
@@ -2282,13 +2283,18 @@ int trace_enter_fn(Interp *I, Node *fn, const char *name, Loc loc)
     Tracer *T = I->tracer;
     if (T->symbolic && !T->failed)
         for (int i = 0; i < T->nsym_fns; i++)
-            if (T->sym_fns[i] == fn)
-                return trace_fail(I, loc, "'%s' calls itself inside a staged conditional or loop, so the "
-                                          "depth of the recursion would depend on data", name);
+            if (T->sym_fns[i] == fn) {
+                const char *via = i < T->nsym_fns - 1 ? T->sym_names[T->nsym_fns - 1] : NULL; /* mutual */
+                return trace_fail(I, loc, "'%s' calls itself%s%s%s inside a staged conditional or loop, so the "
+                                          "depth of the recursion would depend on data", name,
+                                  via ? " (through '" : "", via ? via : "", via ? "')" : "");
+            }
     if (T->nsym_fns == T->capsym_fns) {
         T->capsym_fns = T->capsym_fns ? T->capsym_fns * 2 : 16;
         T->sym_fns = xrealloc(T->sym_fns, sizeof *T->sym_fns * (size_t)T->capsym_fns);
+        T->sym_names = xrealloc(T->sym_names, sizeof *T->sym_names * (size_t)T->capsym_fns);
     }
+    T->sym_names[T->nsym_fns] = name;
     T->sym_fns[T->nsym_fns++] = fn;
     return 0;
 }

@@ -213,6 +213,7 @@ typedef struct Tracer {
     struct SymWrite { Env *env; int slot; Node *at; Value old; } *writes;
     int nwrites, capwrites;
     Node **sym_fns;       /* functions entered in symbolic mode (recursion) */
+    const char **sym_names; /* their names, for the message (borrowed: the callees live on) */
     int nsym_fns, capsym_fns;
 } Tracer;
 

@@ -197,7 +197,16 @@ BUILTIN(bi_summary_scalar)
     int64_t step;
     double x;
     if (method_head(I, "scalar()", a, &w, &tag, &step)) return -1;
-    if (arg_number(I, "scalar()", "value", a[2], &x, NULL)) return -1;
+    if (!arg_as_number(a[2], &x, NULL)) { /* name the conversion visualizing.md gives */
+        if (value_is_variable(a[2]))
+            return interp_raise(I, "scalar(): value must be a number or a 0-d tensor, got a variable (write v.value)");
+        if (a[2].kind == V_TENSOR && tensor_numel(a[2].u.t) == 1) {
+            char b[200];
+            return interp_raise(I, "scalar(): value must be a number or a 0-d tensor, got a tensor of shape %s "
+                                   "(x.item() is its number)", shape_str(a[2].u.t->rank, a[2].u.t->shape, b));
+        }
+        return arg_number(I, "scalar()", "value", a[2], &x, NULL);
+    }
     Buf body = {0};
     /* beyond float32's range is inf (a cast there would be undefined) */
     float fx = isnan(x) ? NAN : x > FLT_MAX ? INFINITY : x < -FLT_MAX ? -INFINITY : (float)x;

@@ -1513,7 +1513,7 @@ static int64_t norm_slice(int64_t n, bool has_start, int64_t start, bool has_sto
     int64_t len = step > 0 ? (stop > start ? (stop - start - 1) / step + 1 : 0)
                 : start > stop ? (step == INT64_MIN ? 1 : (start - stop - 1) / -step + 1) : 0;
     if (len == 0) start = stop = 0, step = 1;
-    if (len == 1) stop = start + 1, step = 1; /* one element: no stride of a huge step */
+    if (len == 1 && (step > n || step < -n)) step = step > 0 ? n : -n; /* one element: no view stride of a huge step */
     o[0] = start;
     o[1] = stop;
     o[2] = step;

@@ -251,6 +251,11 @@ err(f'import summary\nlet w = summary.writer("{tmp}/c")\nw.close()\nw.scalar("a"
 err(f'import summary\nlet w = summary.writer("{tmp}/c")\nw.histogram("h", [1.0, nan], 0)', "<cmdline>:3:", "nan")
 err(f'import summary\nlet w = summary.writer("{tmp}/c")\nw.scalar("a", "x", 0)', "<cmdline>:3:", "value must be")
 err(f'import summary\nlet w = summary.writer("{tmp}/c")\nw.scalar("a", 1.0, 0.5)', "<cmdline>:3:", "step must be an int")
+# a one-element tensor or a variable: the message names the conversion
+err(f'import summary\nlet w = summary.writer("{tmp}/c")\nw.scalar("a", tensor([3.5]), 0)', "<cmdline>:3:",
+    "got a tensor of shape (1,) (x.item() is its number)")
+err(f'import summary\nlet w = summary.writer("{tmp}/c")\nw.scalar("a", variable(2.5), 0)', "<cmdline>:3:",
+    "got a variable (write v.value)")
 err(f'import summary\n@staged\nfn f(x) {{ let w = summary.writer("{tmp}/d")\n return x }}\nf(1.0)', "<cmdline>:3:", "outside")
 
 if failures:

@@ -331,21 +331,36 @@ static const char *gz_failure(gzFile f)
     return e == Z_ERRNO ? strerror(errno) : e == Z_BUF_ERROR ? "the gzip data is truncated" : msg;
 }
 
-/* One line of f into *buf (grown as needed), without its newline; -1 at
- * the end of the file. gzgets reads gzip files and plain files alike. */
+/* One line of f into *buf (grown as needed) with its newline, if it has
+ * one, and a NUL after it; its length, or -1 at the end of the file. zlib
+ * reads gzip files and plain files alike. Byte by byte (gzgetc is a macro
+ * on zlib's buffer), not gzgets: gzgets cannot say where a line holding a
+ * NUL byte ends, so such a line was cut short at the NUL. */
 static ssize_t gz_getline(gzFile f, char **buf, size_t *cap)
 {
     if (!*buf) { *cap = 256; *buf = xmalloc(*cap); }
     size_t len = 0;
-    for (;;) {
-        if (!gzgets(f, *buf + len, (int)(*cap - len))) return len ? (ssize_t)len : -1;
-        len += strlen(*buf + len);
-        if (len && (*buf)[len - 1] == '\n') return (ssize_t)len;
-        if (len + 1 < *cap) return (ssize_t)len; /* the last line, with no newline */
-        *cap *= 2;
-        *buf = xrealloc(*buf, *cap);
+    int c = -1;
+    while ((c = gzgetc(f)) != -1) {
+        if (len + 2 > *cap) { *cap *= 2; *buf = xrealloc(*buf, *cap); }
+        (*buf)[len++] = (char)c;
+        if (c == '\n') break;
     }
+    (*buf)[len] = 0;
+    return len ? (ssize_t)len : -1;
 }
+
+/* A NUL byte in a line of len bytes: where (1-based), or 0. The CSV reader
+ * works on C strings, where a NUL would silently end the line (its fields
+ * after it lost), so a file holding one (a binary file, UTF-16 text) is an
+ * error that says so. */
+static size_t csv_nul_at(const char *line, size_t len)
+{
+    const char *z = memchr(line, 0, len);
+    return z ? (size_t)(z - line) + 1 : 0;
+}
+
+#define CSV_NUL_FMT "%s(): '%s' line %d holds a NUL byte (byte %zu of the line): a binary file, or text not in UTF-8 (UTF-16?)"
 
 /* ---- CSV -------------------------------------------------------------------
  * One line at a time (a quoted field cannot span lines). Fields are split at
@@ -493,6 +508,8 @@ BUILTIN(bi_load_csv)
         lineno++;
         const char *why = len && line[len - 1] != '\n' ? gz_failure(f) : NULL; /* a last line cut short */
         if (why) { rc = interp_raise(I, "load_csv(): cannot read '%s': %s", path, why); goto out; }
+        size_t nul = csv_nul_at(line, (size_t)len);
+        if (nul) { rc = interp_raise(I, CSV_NUL_FMT, "load_csv", path, lineno, nul); goto out; }
         csv_skip_bom(line, lineno == 1);
         if (skip && lineno == 1) continue;
         if (csv_blank(line)) continue;
@@ -604,6 +621,8 @@ BUILTIN(bi_read_csv)
         lineno++;
         const char *why = len && line[len - 1] != '\n' ? gz_failure(f) : NULL;
         if (why) { rc = interp_raise(I, "read_csv(): cannot read '%s': %s", path, why); goto out; }
+        size_t nul = csv_nul_at(line, (size_t)len);
+        if (nul) { rc = interp_raise(I, CSV_NUL_FMT, "read_csv", path, lineno, nul); goto out; }
         csv_skip_bom(line, lineno == 1);
         if (csv_blank(line)) continue;
         if ((why = csv_split(line, delim, &fs))) { rc = interp_raise(I, "read_csv(): '%s' line %d: %s", path, lineno, why); goto out; }

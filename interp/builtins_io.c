@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -424,12 +425,36 @@ static const char *csv_split(char *line, char delim, CsvFields *fs)
     }
 }
 
-/* A field as a number: the whole field must be one (strtof/strtod syntax,
- * nan and inf included); an empty field is NaN (missing, as NumPy's
- * genfromtxt and pandas read it). */
+/* A field as a number: the whole field must be one, in the syntax pandas'
+ * read_csv reads as a number: an optional sign, digits with an optional
+ * point (at least one digit), an optional exponent; "inf" or "infinity" in
+ * any case, with a sign; the NaN spellings nan NaN -nan -NaN. An empty field
+ * is NaN (missing, as NumPy's genfromtxt and pandas read it). strtod alone
+ * also takes hex (0x10, 0x1p3), "nan(123)", "NAN", "+nan" and leading
+ * blanks, which pandas keeps as text, so the syntax is checked first. */
+static bool csv_number_syntax(const char *f)
+{
+    if (!strcmp(f, "nan") || !strcmp(f, "NaN") || !strcmp(f, "-nan") || !strcmp(f, "-NaN")) return true;
+    if (*f == '+' || *f == '-') f++;
+    if (!strcasecmp(f, "inf") || !strcasecmp(f, "infinity")) return true;
+    int digits = 0;
+    while (isdigit((unsigned char)*f)) f++, digits++;
+    if (*f == '.')
+        for (f++; isdigit((unsigned char)*f); f++) digits++;
+    if (!digits) return false;
+    if (*f == 'e' || *f == 'E') {
+        f++;
+        if (*f == '+' || *f == '-') f++;
+        if (!isdigit((unsigned char)*f)) return false;
+        while (isdigit((unsigned char)*f)) f++;
+    }
+    return !*f;
+}
+
 static bool csv_number(const char *f, bool f64, double *out)
 {
     if (!*f) { *out = NAN; return true; }
+    if (!csv_number_syntax(f)) return false;
     char *end;
     *out = f64 ? strtod(f, &end) : (double)strtof(f, &end);
     return end != f && !*end;
@@ -580,10 +605,15 @@ out:
  * columns, pandas' read_csv as a dict of columns. Names come from the first
  * line (header=false: "0", "1", ...). A column whose fields are all integers
  * is int64; one whose fields are all numbers or empty is float (dtype; empty
- * fields are NaN); any other is a list of strings. */
+ * fields are NaN); any other is a list of strings. A column of integers one
+ * of which is past int64's range is a list of strings too: as a float
+ * column (float32!) its int64 neighbours would silently lose digits, and
+ * pandas reads it as uint64 or, with a negative or empty field, as text. */
 typedef struct CsvCol {
     char **cells; /* owned copies */
     bool ints, nums;
+    bool intlike; /* every field empty or an integer, whatever its size */
+    bool big;     /* an integer past int64's range */
 } CsvCol;
 
 BUILTIN(bi_read_csv)
@@ -631,7 +661,7 @@ BUILTIN(bi_read_csv)
             cols = xcalloc((size_t)ncols, sizeof *cols);
             names = xcalloc((size_t)ncols, sizeof *names);
             for (int c = 0; c < ncols; c++) {
-                cols[c].ints = cols[c].nums = true;
+                cols[c].ints = cols[c].nums = cols[c].intlike = true;
                 /* an empty name is pandas' "Unnamed: i" (an index column's) */
                 if (!header) { if (asprintf(&names[c], "%d", c) < 0) abort(); }
                 else if (!*fs.f[c]) { if (asprintf(&names[c], "Unnamed: %d", c) < 0) abort(); }
@@ -658,12 +688,15 @@ BUILTIN(bi_read_csv)
             const char *x = fs.f[c];
             double v;
             if (cols[c].nums && !csv_number(x, true, &v)) cols[c].nums = cols[c].ints = false;
-            if (cols[c].ints) { /* digits with an optional sign, within int64 */
+            if (!*x) cols[c].ints = false; /* missing: a float column's NaN */
+            else if (cols[c].intlike) { /* digits with an optional sign; ints: within int64 */
                 const char *q = x + (*x == '-' || *x == '+');
-                char *end;
-                errno = 0;
-                (void)strtoll(x, &end, 10);
-                if (!isdigit((unsigned char)*q) || *end || errno == ERANGE) cols[c].ints = false;
+                if (!isdigit((unsigned char)*q) || q[strspn(q, "0123456789")]) cols[c].ints = cols[c].intlike = false;
+                else {
+                    errno = 0;
+                    (void)strtoll(x, NULL, 10);
+                    if (errno == ERANGE) cols[c].ints = false, cols[c].big = true;
+                }
             }
             cols[c].cells[rows] = xstrdup(x);
         }
@@ -676,7 +709,7 @@ BUILTIN(bi_read_csv)
         Value rv = v_obj(V_RECORD, r); /* owns r from here: an error drops it */
         for (int c = 0; c < ncols; c++) {
             Value col;
-            if (cols[c].nums) {
+            if (cols[c].nums && !(cols[c].big && cols[c].intlike)) {
                 tfe_dtype dt = cols[c].ints ? TFE_INT64 : fdt;
                 tfe_tensor *t = tensor_new(dt, 1, &rows);
                 if (!t) { value_decref(rv); rc = interp_raise_tensor_error(I); goto out; }

@@ -491,13 +491,23 @@ static bool csv_decimal_comma(const char *f)
     return before > 0 && after > 0;
 }
 
+/* The error names what was passed: "ab", "" and '"' are wrong for
+ * different reasons, and a message about the quote misled for the others. */
 static int csv_delimiter(Interp *I, const char *fn, Value v, bool given, char *out)
 {
     *out = ',';
     if (!given || v.kind == V_NIL) return 0;
-    if (v.kind != V_STR || ((Str *)v.u.o)->len != 1 || ((Str *)v.u.o)->s[0] == '"')
-        return interp_raise(I, "%s: delimiter must be one character (not '\"')", fn);
-    *out = ((Str *)v.u.o)->s[0];
+    if (v.kind != V_STR) return arg_error(I, fn, "delimiter", "a one-character string", v);
+    const Str *d = (const Str *)v.u.o;
+    if (d->len == 1 && d->s[0] == '"')
+        return interp_raise(I, "%s: delimiter cannot be '\"', the quote character", fn);
+    if (d->len != 1) {
+        char *shown = value_repr(v); /* quoted and escaped: "" and "\t\t" show */
+        int rc = interp_raise(I, "%s: delimiter must be one character, got %s", fn, shown);
+        free(shown);
+        return rc;
+    }
+    *out = d->s[0];
     return 0;
 }
 

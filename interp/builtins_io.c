@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "interp/builtins_args.h"
@@ -30,15 +32,70 @@ static const char *npy_descr(tfe_dtype dt)
     }
 }
 
-/* Write all of buf to path atomically: a crash leaves the old file intact. */
+/* The file a write to path lands in, as open(path, "w") would reach it: a
+ * symlink (a chain of them, dangling too) is followed to its target, so the
+ * rename replaces the target and the link stays a link. A relative target is
+ * taken from the link's folder. Malloc'd; NULL for a loop of links. */
+static char *resolve_write_target(const char *path)
+{
+    char *p = xstrdup(path);
+    for (int hops = 0; hops < 40; hops++) { /* Linux's MAXSYMLINKS */
+        struct stat st;
+        if (lstat(p, &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+        char *to = NULL;
+        size_t cap = 256;
+        ssize_t n;
+        for (;;) { /* a link's target can be longer than any guess */
+            to = xrealloc(to, cap);
+            n = readlink(p, to, cap);
+            if (n < 0 || (size_t)n < cap) break;
+            cap *= 2;
+        }
+        if (n < 0) { free(to); return p; } /* let open() say what is wrong */
+        to[n] = 0;
+        const char *slash = strrchr(p, '/');
+        if (to[0] != '/' && slash) {
+            char *joined;
+            if (asprintf(&joined, "%.*s%s", (int)(slash - p + 1), p, to) < 0) abort();
+            free(to);
+            to = joined;
+        }
+        free(p);
+        p = to;
+    }
+    free(p);
+    errno = ELOOP;
+    return NULL;
+}
+
+/* Write all of buf to path atomically: a crash leaves the old file intact.
+ * The temp file goes beside the file written (a symlink's target: see
+ * resolve_write_target) and takes the mode of the file it replaces, so a
+ * 0600 file stays private; a new file gets open()'s 0666 less the umask. */
 int write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, int nparts, char *err, size_t errcap)
 {
+    char *target = resolve_write_target(path);
+    if (!target) {
+        snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat old;
+    bool replaces = stat(target, &old) == 0;
     char *tmp;
-    if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (asprintf(&tmp, "%s.tmp.%ld", target, (long)getpid()) < 0) abort();
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    /* fchmod, not the mode of open(): the umask would take bits off it */
+    if (fd >= 0 && replaces && fchmod(fd, old.st_mode & 07777) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+        fd = -1;
+    }
     if (fd < 0) {
         snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
         free(tmp);
+        free(target);
         return -1;
     }
     for (int i = 0; i < nparts; i++) {
@@ -52,19 +109,22 @@ int write_file_atomic(const char *path, const void *const *parts, const size_t *
                 close(fd);
                 unlink(tmp);
                 free(tmp);
+                free(target);
                 return -1;
             }
             p += w;
             left -= (size_t)w;
         }
     }
-    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
+    if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, target) != 0) {
         snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
         unlink(tmp);
         free(tmp);
+        free(target);
         return -1;
     }
     free(tmp);
+    free(target);
     return 0;
 }
 
@@ -272,21 +332,36 @@ static const char *gz_failure(gzFile f)
     return e == Z_ERRNO ? strerror(errno) : e == Z_BUF_ERROR ? "the gzip data is truncated" : msg;
 }
 
-/* One line of f into *buf (grown as needed), without its newline; -1 at
- * the end of the file. gzgets reads gzip files and plain files alike. */
+/* One line of f into *buf (grown as needed) with its newline, if it has
+ * one, and a NUL after it; its length, or -1 at the end of the file. zlib
+ * reads gzip files and plain files alike. Byte by byte (gzgetc is a macro
+ * on zlib's buffer), not gzgets: gzgets cannot say where a line holding a
+ * NUL byte ends, so such a line was cut short at the NUL. */
 static ssize_t gz_getline(gzFile f, char **buf, size_t *cap)
 {
     if (!*buf) { *cap = 256; *buf = xmalloc(*cap); }
     size_t len = 0;
-    for (;;) {
-        if (!gzgets(f, *buf + len, (int)(*cap - len))) return len ? (ssize_t)len : -1;
-        len += strlen(*buf + len);
-        if (len && (*buf)[len - 1] == '\n') return (ssize_t)len;
-        if (len + 1 < *cap) return (ssize_t)len; /* the last line, with no newline */
-        *cap *= 2;
-        *buf = xrealloc(*buf, *cap);
+    int c = -1;
+    while ((c = gzgetc(f)) != -1) {
+        if (len + 2 > *cap) { *cap *= 2; *buf = xrealloc(*buf, *cap); }
+        (*buf)[len++] = (char)c;
+        if (c == '\n') break;
     }
+    (*buf)[len] = 0;
+    return len ? (ssize_t)len : -1;
 }
+
+/* A NUL byte in a line of len bytes: where (1-based), or 0. The CSV reader
+ * works on C strings, where a NUL would silently end the line (its fields
+ * after it lost), so a file holding one (a binary file, UTF-16 text) is an
+ * error that says so. */
+static size_t csv_nul_at(const char *line, size_t len)
+{
+    const char *z = memchr(line, 0, len);
+    return z ? (size_t)(z - line) + 1 : 0;
+}
+
+#define CSV_NUL_FMT "%s(): '%s' line %d holds a NUL byte (byte %zu of the line): a binary file, or text not in UTF-8 (UTF-16?)"
 
 /* ---- CSV -------------------------------------------------------------------
  * One line at a time (a quoted field cannot span lines). Fields are split at
@@ -350,12 +425,36 @@ static const char *csv_split(char *line, char delim, CsvFields *fs)
     }
 }
 
-/* A field as a number: the whole field must be one (strtof/strtod syntax,
- * nan and inf included); an empty field is NaN (missing, as NumPy's
- * genfromtxt and pandas read it). */
+/* A field as a number: the whole field must be one, in the syntax pandas'
+ * read_csv reads as a number: an optional sign, digits with an optional
+ * point (at least one digit), an optional exponent; "inf" or "infinity" in
+ * any case, with a sign; the NaN spellings nan NaN -nan -NaN. An empty field
+ * is NaN (missing, as NumPy's genfromtxt and pandas read it). strtod alone
+ * also takes hex (0x10, 0x1p3), "nan(123)", "NAN", "+nan" and leading
+ * blanks, which pandas keeps as text, so the syntax is checked first. */
+static bool csv_number_syntax(const char *f)
+{
+    if (!strcmp(f, "nan") || !strcmp(f, "NaN") || !strcmp(f, "-nan") || !strcmp(f, "-NaN")) return true;
+    if (*f == '+' || *f == '-') f++;
+    if (!strcasecmp(f, "inf") || !strcasecmp(f, "infinity")) return true;
+    int digits = 0;
+    while (isdigit((unsigned char)*f)) f++, digits++;
+    if (*f == '.')
+        for (f++; isdigit((unsigned char)*f); f++) digits++;
+    if (!digits) return false;
+    if (*f == 'e' || *f == 'E') {
+        f++;
+        if (*f == '+' || *f == '-') f++;
+        if (!isdigit((unsigned char)*f)) return false;
+        while (isdigit((unsigned char)*f)) f++;
+    }
+    return !*f;
+}
+
 static bool csv_number(const char *f, bool f64, double *out)
 {
     if (!*f) { *out = NAN; return true; }
+    if (!csv_number_syntax(f)) return false;
     char *end;
     *out = f64 ? strtod(f, &end) : (double)strtof(f, &end);
     return end != f && !*end;
@@ -392,13 +491,23 @@ static bool csv_decimal_comma(const char *f)
     return before > 0 && after > 0;
 }
 
+/* The error names what was passed: "ab", "" and '"' are wrong for
+ * different reasons, and a message about the quote misled for the others. */
 static int csv_delimiter(Interp *I, const char *fn, Value v, bool given, char *out)
 {
     *out = ',';
     if (!given || v.kind == V_NIL) return 0;
-    if (v.kind != V_STR || ((Str *)v.u.o)->len != 1 || ((Str *)v.u.o)->s[0] == '"')
-        return interp_raise(I, "%s: delimiter must be one character (not '\"')", fn);
-    *out = ((Str *)v.u.o)->s[0];
+    if (v.kind != V_STR) return arg_error(I, fn, "delimiter", "a one-character string", v);
+    const Str *d = (const Str *)v.u.o;
+    if (d->len == 1 && d->s[0] == '"')
+        return interp_raise(I, "%s: delimiter cannot be '\"', the quote character", fn);
+    if (d->len != 1) {
+        char *shown = value_repr(v); /* quoted and escaped: "" and "\t\t" show */
+        int rc = interp_raise(I, "%s: delimiter must be one character, got %s", fn, shown);
+        free(shown);
+        return rc;
+    }
+    *out = d->s[0];
     return 0;
 }
 
@@ -434,6 +543,8 @@ BUILTIN(bi_load_csv)
         lineno++;
         const char *why = len && line[len - 1] != '\n' ? gz_failure(f) : NULL; /* a last line cut short */
         if (why) { rc = interp_raise(I, "load_csv(): cannot read '%s': %s", path, why); goto out; }
+        size_t nul = csv_nul_at(line, (size_t)len);
+        if (nul) { rc = interp_raise(I, CSV_NUL_FMT, "load_csv", path, lineno, nul); goto out; }
         csv_skip_bom(line, lineno == 1);
         if (skip && lineno == 1) continue;
         if (csv_blank(line)) continue;
@@ -504,10 +615,15 @@ out:
  * columns, pandas' read_csv as a dict of columns. Names come from the first
  * line (header=false: "0", "1", ...). A column whose fields are all integers
  * is int64; one whose fields are all numbers or empty is float (dtype; empty
- * fields are NaN); any other is a list of strings. */
+ * fields are NaN); any other is a list of strings. A column of integers one
+ * of which is past int64's range is a list of strings too: as a float
+ * column (float32!) its int64 neighbours would silently lose digits, and
+ * pandas reads it as uint64 or, with a negative or empty field, as text. */
 typedef struct CsvCol {
     char **cells; /* owned copies */
     bool ints, nums;
+    bool intlike; /* every field empty or an integer, whatever its size */
+    bool big;     /* an integer past int64's range */
 } CsvCol;
 
 BUILTIN(bi_read_csv)
@@ -545,6 +661,8 @@ BUILTIN(bi_read_csv)
         lineno++;
         const char *why = len && line[len - 1] != '\n' ? gz_failure(f) : NULL;
         if (why) { rc = interp_raise(I, "read_csv(): cannot read '%s': %s", path, why); goto out; }
+        size_t nul = csv_nul_at(line, (size_t)len);
+        if (nul) { rc = interp_raise(I, CSV_NUL_FMT, "read_csv", path, lineno, nul); goto out; }
         csv_skip_bom(line, lineno == 1);
         if (csv_blank(line)) continue;
         if ((why = csv_split(line, delim, &fs))) { rc = interp_raise(I, "read_csv(): '%s' line %d: %s", path, lineno, why); goto out; }
@@ -553,7 +671,7 @@ BUILTIN(bi_read_csv)
             cols = xcalloc((size_t)ncols, sizeof *cols);
             names = xcalloc((size_t)ncols, sizeof *names);
             for (int c = 0; c < ncols; c++) {
-                cols[c].ints = cols[c].nums = true;
+                cols[c].ints = cols[c].nums = cols[c].intlike = true;
                 /* an empty name is pandas' "Unnamed: i" (an index column's) */
                 if (!header) { if (asprintf(&names[c], "%d", c) < 0) abort(); }
                 else if (!*fs.f[c]) { if (asprintf(&names[c], "Unnamed: %d", c) < 0) abort(); }
@@ -580,12 +698,15 @@ BUILTIN(bi_read_csv)
             const char *x = fs.f[c];
             double v;
             if (cols[c].nums && !csv_number(x, true, &v)) cols[c].nums = cols[c].ints = false;
-            if (cols[c].ints) { /* digits with an optional sign, within int64 */
+            if (!*x) cols[c].ints = false; /* missing: a float column's NaN */
+            else if (cols[c].intlike) { /* digits with an optional sign; ints: within int64 */
                 const char *q = x + (*x == '-' || *x == '+');
-                char *end;
-                errno = 0;
-                (void)strtoll(x, &end, 10);
-                if (!isdigit((unsigned char)*q) || *end || errno == ERANGE) cols[c].ints = false;
+                if (!isdigit((unsigned char)*q) || q[strspn(q, "0123456789")]) cols[c].ints = cols[c].intlike = false;
+                else {
+                    errno = 0;
+                    (void)strtoll(x, NULL, 10);
+                    if (errno == ERANGE) cols[c].ints = false, cols[c].big = true;
+                }
             }
             cols[c].cells[rows] = xstrdup(x);
         }
@@ -598,7 +719,7 @@ BUILTIN(bi_read_csv)
         Value rv = v_obj(V_RECORD, r); /* owns r from here: an error drops it */
         for (int c = 0; c < ncols; c++) {
             Value col;
-            if (cols[c].nums) {
+            if (cols[c].nums && !(cols[c].big && cols[c].intlike)) {
                 tfe_dtype dt = cols[c].ints ? TFE_INT64 : fdt;
                 tfe_tensor *t = tensor_new(dt, 1, &rows);
                 if (!t) { value_decref(rv); rc = interp_raise_tensor_error(I); goto out; }

@@ -928,6 +928,19 @@ NAME_ERRORS = [
     # a slice of a size the body read: no constant bounds
     ("@staged\nfn f(x) { return x[:x.shape[0] - 1] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"b\")\n",
      "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic: f's graph depends on its size"),
+    # a bound past the example's size is the size in the trace (x[:100] of 4 rows is 0:4): the slice is named
+    ("@staged\nfn f(x) {\n  return x[:100] * 2.0\n}\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "prog.tfe:3:10: error: export(): dim 0 of 'x' cannot be dynamic: a bound of the slice at line 3 is past the size traced"),
+    ("@staged\nfn f(x) { return x[:-10] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "prog.tfe:2:18: error: export(): dim 0 of 'x' cannot be dynamic: a bound of the slice at line 2 is past the size "
+     "traced (a bound clamped to the size, as in x[:100] of 4 rows, is the size in the trace, not the bound): export "
+     "with an example larger than the slice's bounds"),
+    # a variable returned is no tensor of the graph (it was "returns nothing", or silently left out of a tuple)
+    ("let v = variable(ones(3))\n@staged\nfn f(x) { return v }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:4:1: error: export(): 'f' returns a variable, not a tensor it computes, so the model would have no "
+     "output for it: return its value (return V.value)"),
+    ("let v = variable(ones(3))\n@staged\nfn f(x) { return (x * 2.0, {w: v}) }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:4:1: error: export(): 'f' returns a variable as its result[1].w, not a tensor it computes"),
     # a dim needs a name; a file that cannot be written said once
     ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic=\"\", path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): dynamic.x is \"\": a dim needs a name"),

@@ -1658,7 +1658,7 @@ static int plan_index(Interp *I, const tfe_tensor *x, int n, const IndexItem *it
                 int64_t v = j ? sp : st;
                 if (parts[j]->kind != V_NIL && (v < -size || v > size || (step < 0 && v >= size))) clamped = true;
             }
-            if (clamped) trace_shape_read(I, x);
+            if (clamped) trace_clamp_read(I, x, I->cur_loc);
             if (sl[3 * axis] != 0 || sl[3 * axis + 1] != size || sl[3 * axis + 2] != 1) pl->trivial = false;
             axis++;
         } else if (arg_as_int(it->v, &k)) {

@@ -483,6 +483,30 @@ static void free_dims(char ***dims, int n)
     free(dims);
 }
 
+/* Where the result template v holds a variable: true, its path ("", "[1]",
+ * ".w[0]") in path. A variable in a result is the variable object itself,
+ * not a tensor the graph computes, so the model would have no output for it. */
+static bool find_variable(Value v, char *path, size_t cap)
+{
+    if (value_is_variable(v)) return true;
+    size_t len = strlen(path);
+    if (v.kind == V_TUPLE || v.kind == V_LIST) {
+        Seq *s = (Seq *)v.u.o;
+        for (int i = 0; i < s->n; i++) {
+            snprintf(path + len, cap - len, "[%d]", i);
+            if (find_variable(s->items[i], path, cap)) return true;
+        }
+    } else if (v.kind == V_RECORD) {
+        Record *r = (Record *)v.u.o;
+        for (int i = 0; i < r->n; i++) {
+            snprintf(path + len, cap - len, ".%s", r->keys[i]->s);
+            if (find_variable(r->vals[i], path, cap)) return true;
+        }
+    }
+    path[len] = 0;
+    return false;
+}
+
 static Graph *export_source(Trace *t) { return t->g->raw ? t->g->raw : t->g; }
 
 /* Does g leave every named dim of the arguments' leaves unknown? */
@@ -628,6 +652,7 @@ BUILTIN(bi_export)
     bool stop = false;
     if (!rc && !named_dims_free(t ? export_source(t) : NULL, dims, nleaf) && !(rc = first_effect(I, export_source(t), 0, &stop))) {
         bool read = t->shape_read;
+        Loc clamp = t->clamp_loc; /* (line 0 unless only clamped slices read a size) */
         dargs = xcalloc((size_t)nargs + 1, sizeof *dargs);
         rc = ex_retrace_doubled(I, argv[0], nargs, args, dims, dargs);
         if (!rc) t = stage_find(c, nargs, args);
@@ -649,7 +674,15 @@ BUILTIN(bi_export)
                             leaf = l, dim = d;
                 const GNode *in = tg && leaf >= 0 && leaf < tg->ninputs ? &tg->nodes[tg->inputs[leaf]] : NULL;
                 const char *nm = in && in->label ? in->label : "?";
-                if (bad >= 0) {
+                if (read && clamp.line) {
+                    /* the trace holds the bounds clamped (x[:100] of 4 rows is
+                     * 0:4, at 8 rows 0:8): the program's 100 is not in it, so
+                     * no bound of ONNX's Slice gives tfe's rows at every size */
+                    rc = raise_at(I, clamp, "export(): dim %d of '%s' cannot be dynamic: a bound of the slice at line %d "
+                                  "is past the size traced (a bound clamped to the size, as in x[:100] of 4 rows, "
+                                  "is the size in the trace, not the bound): export with an example larger than "
+                                  "the slice's bounds", dim, nm, clamp.line);
+                } else if (bad >= 0) {
                     const GNode *sl = &export_source(t)->nodes[bad];
                     rc = raise_at(I, sl->loc, "export(): dim %d of '%s' cannot be dynamic: the slice at line %d has a "
                                   "bound that %s computes from the size (ONNX's Slice holds a number, a negative one "
@@ -727,6 +760,11 @@ BUILTIN(bi_export)
         sp.dims = ldims;
         nout = rc ? 0 : g->regions[0].nouts;
         onames = xcalloc((size_t)nout + 1, sizeof *onames);
+        char vpath[200] = "";
+        if (!rc && find_variable(t->ret_tmpl, vpath, sizeof vpath))
+            rc = interp_raise(I, "export(): '%s' returns a variable%s%s, not a tensor it computes, so the model would "
+                              "have no output for it: return its value (return V.value)", c->name,
+                              *vpath ? " as its result" : "", vpath);
         if (!rc) rc = name_outputs(I, c->name, &sp, outs_v, nout, onames);
         sp.out_names = onames;
         sp.slice_se = slice_se;

@@ -66,6 +66,10 @@ static const char *neg_zero_where(Ex *E, Tmp *t, tfe_dtype dt, const char *r, co
  * ReduceMin skip NaN; tfe's max and min give it, as NumPy's) */
 static const char *nan_wins(Ex *E, Tmp *t, tfe_dtype dt, const char *x, const char *r, const int64_t *ax, int nax, bool keep);
 
+/* r, a mean of x, NaN where nothing was reduced (tfe's 0 / 0; ReduceMean
+ * gives 0) */
+static const char *empty_nan(Ex *E, Tmp *t, tfe_dtype dt, const char *x, const char *r);
+
 static const char *ELEM_UNARY[TFE_NOPS] = {
     [OP_NEG] = "Neg", [OP_ABS] = "Abs", [OP_SIGN] = "Sign", [OP_EXP] = "Exp", [OP_LOG] = "Log",
     [OP_SQRT] = "Sqrt", [OP_SIN] = "Sin", [OP_COS] = "Cos", [OP_TANH] = "Tanh", [OP_SIGMOID] = "Sigmoid",
@@ -263,10 +267,18 @@ int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_CAST:
-            if ((xd == TFE_FLOAT32 || xd == TFE_FLOAT64) && dtype_is_int(at->dtype)) {
+            if (dtype_is_float(xd) && dtype_is_int(at->dtype)) {
                 /* tfe saturates (NaN is 0); ONNX leaves a value out of range
                  * undefined (onnxruntime gives the lowest int): clipped to the
-                 * largest float below 2^(bits-1), then the ends and NaN set */
+                 * largest float below 2^(bits-1), then the ends and NaN set.
+                 * A float16 or bfloat16 is made float32 first: exact (float32
+                 * holds each of their values), and it needs only float32's
+                 * constants (bfloat16 reaches past 2^63, and float16's inf
+                 * and NaN need setting as float32's do) */
+                if (xd == TFE_FLOAT16 || xd == TFE_BFLOAT16) {
+                    x = ox_cast(E, &t, x, xd, TFE_FLOAT32);
+                    xd = TFE_FLOAT32;
+                }
                 double top = ldexp(1, at->dtype == TFE_INT32 ? 31 : 63);
                 double below = xd == TFE_FLOAT32 ? (double)nextafterf((float)top, 0) : nextafter(top, 0);
                 const char *lo = ox_const_num(E, &t, xd, -top);
@@ -326,6 +338,7 @@ int emit_op(Ex *E, const GNode *n)
             }
             tfe_dtype cd = om->dtype == TFE_BOOL ? TFE_INT32 : om->dtype; /* (no ReduceMax of bools) */
             r = reduce(E, &t, R[op], ox_cast(E, &t, x, xd, cd), ax, nax, at->keepdims);
+            if (op == OP_MEAN && dtype_is_float(cd)) r = empty_nan(E, &t, cd, x, r);
             if ((op == OP_MAX || op == OP_MIN) && dtype_is_float(cd)) r = nan_wins(E, &t, cd, ox_cast(E, &t, x, xd, cd), r, ax, nax, at->keepdims);
             r = ox_cast(E, &t, r, cd, om->dtype);
             break;
@@ -377,10 +390,14 @@ int emit_op(Ex *E, const GNode *n)
             }
             break;
         }
-        case OP_SOFTMAX: case OP_LOG_SOFTMAX:
+        case OP_SOFTMAX: case OP_LOG_SOFTMAX: {
+            /* an int tensor's in the result's float dtype, as tfe computes it
+             * (Softmax and LogSoftmax take floats only) */
+            const char *p = ox_cast(E, &t, x, xd, om->dtype);
             ox_attr_int(&a, "axis", at->axes[0]);
-            r = ox_op1(E, &t, op == OP_SOFTMAX ? "Softmax" : "LogSoftmax", 1, &x, &a);
+            r = ox_op1(E, &t, op == OP_SOFTMAX ? "Softmax" : "LogSoftmax", 1, &p, &a);
             break;
+        }
         case OP_MATMUL: {
             const char *in[2] = {ox_cast(E, &t, x, xd, om->dtype), ox_cast(E, &t, ox_in_name(E, n, 1), ox_in_meta(E, n, 1)->dtype, om->dtype)};
             r = ox_op1(E, &t, "MatMul", 2, in, NULL);
@@ -499,17 +516,28 @@ int emit_op(Ex *E, const GNode *n)
             break;
         }
         case OP_ONE_HOT: {
+            /* onnxruntime's OneHot runs for a few types only (no bool, no
+             * int32 index with an int64 depth): int64 indices, and float32
+             * values (int64 kept) cast to the dtype after, exact for 0 and 1 */
             int64_t depth = at->ints[0];
+            tfe_dtype vd = at->dtype == TFE_INT64 ? TFE_INT64 : TFE_FLOAT32;
             const char *vals = ox_keep(&t, ox_fresh(E, "c"));
-            tfe_tensor *v = tensor_zeros(at->dtype, 1, (int64_t[]){2});
-            tfe_tensor *one = tensor_from_f64(1, at->dtype);
-            memcpy(tensor_data(v) + dtype_size(at->dtype), tensor_data(one), dtype_size(at->dtype));
-            ox_tensor_proto(&E->inits, 5, vals, at->dtype, 1, v->shape, tensor_data(v), 2 * dtype_size(at->dtype));
+            tfe_tensor *v = tensor_zeros(vd, 1, (int64_t[]){2});
+            tfe_tensor *one = tensor_from_f64(1, vd);
+            memcpy(tensor_data(v) + dtype_size(vd), tensor_data(one), dtype_size(vd));
+            ox_tensor_proto(&E->inits, 5, vals, vd, 1, v->shape, tensor_data(v), 2 * dtype_size(vd));
             tensor_decref(v);
             tensor_decref(one);
+            /* tfe's row for an index outside [0, depth) is all zeros, where
+             * OneHot wraps a negative one (-1 is the last): a negative index
+             * is made depth, which OneHot (and import_onnx) read as out of
+             * range, all off. (Indices are int32 or int64.) */
+            const char *i64 = ox_cast(E, &t, x, xd, TFE_INT64);
+            const char *lt = ox_bin(E, &t, "Less", i64, ox_const_num(E, &t, TFE_INT64, 0));
+            const char *idx = where3(E, &t, lt, ox_const_num(E, &t, TFE_INT64, (double)depth), i64);
             ox_attr_int(&a, "axis", -1);
-            const char *in[3] = {x, ox_const_i64(E, &t, &depth, 1, true), vals};
-            r = ox_op1(E, &t, "OneHot", 3, in, &a);
+            const char *in[3] = {idx, ox_const_i64(E, &t, &depth, 1, true), vals};
+            r = ox_cast(E, &t, ox_op1(E, &t, "OneHot", 3, in, &a), vd, at->dtype);
             break;
         }
         case OP_CONV2D: {
@@ -759,4 +787,16 @@ static const char *nan_wins(Ex *E, Tmp *t, tfe_dtype dt, const char *x, const ch
     const char *cnt = reduce(E, t, "ReduceSum", ox_cast(E, t, ox_un(E, t, "IsNaN", x), TFE_BOOL, TFE_INT64), ax, nax, keep);
     const char *has = ox_bin(E, t, "Greater", cnt, ox_const_num(E, t, TFE_INT64, 0));
     return where3(E, t, has, ox_const_num(E, t, dt, NAN), r);
+}
+
+static const char *empty_nan(Ex *E, Tmp *t, tfe_dtype dt, const char *x, const char *r)
+{
+    /* x empty: every mean is over nothing, or there is none (a kept dim of
+     * size 0), so one test of Size(x) serves any axes, any shape at run
+     * time. r times a factor, NaN or 1 (Where of the constants): r * 1 is r
+     * bit for bit (-0.0, inf and NaN too), where a Where selecting r itself
+     * may give a -0.0 as 0.0 (neg_zero_where) */
+    const char *empty = ox_bin(E, t, "Equal", ox_un(E, t, "Size", x), ox_const_num(E, t, TFE_INT64, 0));
+    const char *f = where3(E, t, empty, ox_const_num(E, t, dt, NAN), ox_const_num(E, t, dt, 1));
+    return ox_bin(E, t, "Mul", r, f);
 }

@@ -853,6 +853,7 @@ static int trace_new(Interp *I, Closure *c, Env *e, SigBuf *sb, bool *relaxed, T
     t->relaxed = relaxed;
     t->shape_specialised = T->shape_read;
     t->shape_read = T->shape_read;
+    if (T->shape_read && !T->read_not_clamp) t->clamp_loc = T->clamp_loc;
     t->makes_vars = T->made_vars;
     t->made_var_loc = T->made_var_loc;
     /* a body that read a shape may have read a @host result's, and a

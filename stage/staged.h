@@ -35,6 +35,8 @@ typedef struct Trace {
     bool *relaxed;       /* per dim of sig: unknown (any size matches); NULL: none */
     bool shape_specialised; /* the body read a shape: no relaxation from this trace */
     bool shape_read;     /* the body read a shape itself (export: no dynamic dims) */
+    Loc clamp_loc;       /* shape_read by slices' clamped bounds only: the first's location (export's
+                            error names it); line 0: not so */
     int nkeep;           /* the length of same_out: the outputs */
     int *same_out;       /* per output: the earlier output j that is the same tensor at trace
                             time, or -2 - i for graph input i passed straight through (one

@@ -153,6 +153,8 @@ typedef struct Tracer {
     bool *static_in;      /* inputs whose value the trace depends on */
     int cap_static;
     bool shape_read;      /* a shape was read as a value: no relaxation */
+    bool read_not_clamp;  /* ... other than by a slice's bound clamped to the size */
+    Loc clamp_loc;        /* the first slice whose bound clamped (line 0: none): export's error names it */
     bool host_size_used;  /* a built-in made something of the size of a value
                              computed from a @host result (zeros_like): the
                              host calls' dims are part of their results' kind */
@@ -650,6 +652,18 @@ static inline void trace_shape_read(Interp *I, const tfe_tensor *t)
 {
     if (I->tracer && t && t->node) {
         I->tracer->shape_read = true;
+        I->tracer->read_not_clamp = true;
+        if (I->tracer->data_shaped) trace_data_shape_read(I, t);
+    }
+}
+/* A slice's bound clamped to t's size (x[:100] of 4 rows is 0:4): the trace
+ * is for these dims only, as a shape read; export names the slice at loc
+ * (its bounds in the trace are the clamped ones, not the program's). */
+static inline void trace_clamp_read(Interp *I, const tfe_tensor *t, Loc loc)
+{
+    if (I->tracer && t && t->node) {
+        I->tracer->shape_read = true;
+        if (!I->tracer->clamp_loc.line) I->tracer->clamp_loc = loc;
         if (I->tracer->data_shaped) trace_data_shape_read(I, t);
     }
 }

@@ -165,6 +165,9 @@ EXTRA = [
     ("add", "a + b", [R((3, 4), np.float64), R((4,), F32)]),
     # (not gelu or erf of float64: a valid model, but onnxruntime has no float64 Erf)
     ("concat", "concat((a, b), axis=0)", [R((1, 4), I32, -3, 3), R((2, 4), I64, -3, 3)]),
+    # softmax of ints: tfe's is float32 (Softmax of tensor(int64) is no valid model)
+    ("softmax", "softmax(a, axis=-1)", [R((3, 4), I64, -3, 3)]),
+    ("log_softmax", "log_softmax(a, axis=0)", [R((3, 4), I32, -3, 3)]),
 ]
 DT = {np.dtype(F32): "float32", np.dtype(I64): "int64", np.dtype(I32): "int32", np.dtype(BOOL): "bool"}
 
@@ -925,6 +928,19 @@ NAME_ERRORS = [
     # a slice of a size the body read: no constant bounds
     ("@staged\nfn f(x) { return x[:x.shape[0] - 1] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"b\")\n",
      "prog.tfe:3:1: error: export(): dim 0 of 'x' cannot be dynamic: f's graph depends on its size"),
+    # a bound past the example's size is the size in the trace (x[:100] of 4 rows is 0:4): the slice is named
+    ("@staged\nfn f(x) {\n  return x[:100] * 2.0\n}\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "prog.tfe:3:10: error: export(): dim 0 of 'x' cannot be dynamic: a bound of the slice at line 3 is past the size traced"),
+    ("@staged\nfn f(x) { return x[:-10] }\nexport(f, ones((4, 3)), path=\"{w}/e.onnx\", dynamic=\"batch\")\n",
+     "prog.tfe:2:18: error: export(): dim 0 of 'x' cannot be dynamic: a bound of the slice at line 2 is past the size "
+     "traced (a bound clamped to the size, as in x[:100] of 4 rows, is the size in the trace, not the bound): export "
+     "with an example larger than the slice's bounds"),
+    # a variable returned is no tensor of the graph (it was "returns nothing", or silently left out of a tuple)
+    ("let v = variable(ones(3))\n@staged\nfn f(x) { return v }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:4:1: error: export(): 'f' returns a variable, not a tensor it computes, so the model would have no "
+     "output for it: return its value (return V.value)"),
+    ("let v = variable(ones(3))\n@staged\nfn f(x) { return (x * 2.0, {w: v}) }\nexport(f, ones(3), path=\"{w}/e.onnx\")\n",
+     "prog.tfe:4:1: error: export(): 'f' returns a variable as its result[1].w, not a tensor it computes"),
     # a dim needs a name; a file that cannot be written said once
     ("@staged\nfn f(x) { return x }\nexport(f, ones(3), dynamic=\"\", path=\"{w}/e.onnx\")\n",
      "prog.tfe:3:1: error: export(): dynamic.x is \"\": a dim needs a name"),
@@ -1170,6 +1186,19 @@ SEMANTICS = [
     ("floordiv_inf_divisor", "a // b", [np.array([1.0, -1.0, 0.0, -0.0, np.inf], F32), np.array(-np.inf, F32)], None),
     ("cast_saturates", "{ return (cast(a, int32), cast(a, int64), cast(cast(a, float64) * 1e10, int64)) }",
      [np.array([3e9, -3e9, np.nan, 1e20, -1e20, 2147483520.0, -7.9, 7.9, np.inf], F32)], None),
+    ("cast_f16_saturates", "{ let h = cast(a, float16)\n let b = cast(a, bfloat16)\n"
+     " return (cast(h, int32), cast(h, int64), cast(b, int32), cast(b, int64)) }",
+     [np.array([np.nan, np.inf, -np.inf, 100.5, -7.9, 65504.0, -65504.0, 3e9, -3e9, 1e20, -1e20], F32)], None),
+    # an index outside [0, depth) is a row of zeros (OneHot wraps a negative one)
+    ("one_hot_neg", "{ return (one_hot(a, 3), one_hot(cast(a, int32), 3, dtype=int64), one_hot(a, 3, dtype=bool)) }",
+     [np.array([0, -1, 3, 2, -3, -4, 7], I64)], None),
+    ("one_hot_neg_batch", "one_hot(a, 4)", [np.array([-1, 0, 3, -4], I64)], (4, 3, 9)),
+    # a mean over nothing is NaN (0 / 0), as tfe's; ReduceMean gives 0
+    ("mean_empty", "{ return (mean(a, axis=1), mean(a), mean(a, axis=0), mean(a, axis=1, keepdims=true)) }",
+     [np.zeros((2, 0), F32)], None),
+    ("mean_empty_int", "{ return (mean(a, axis=0), mean(a)) }", [np.zeros((0, 3), I64)], None),
+    ("mean_empty_batch", "{ return (mean(a), mean(a, axis=0, keepdims=true), mean(a * a)) }",
+     [np.array([1.5, -0.0, 2.0, 3.25], F32)], (4, 0, 3)),
     ("relu_grad_negzero", "relu_grad(a, b)", [np.array([-0.0, -0.0, 1.0, -2.0], F32), np.array([1.0, -1.0, 0.0, 2.0], F32)], None),
     ("log1p_small", "log1p(a)", [np.array([1e-10, -1e-10, 1e-5, 0.5, -0.0], F32)], None),
     # traced if and while with a dynamic batch
@@ -1180,6 +1209,10 @@ SEMANTICS = [
     ("dyn_nested", "{ let y = a\n while sum(y) < 100.0 {\n if sum(y) > 0.0 { y = y * 2.0 + 1.0 } else { y = y - 1.0 }\n }\n"
      " return (y, sum(y)) }", [np.arange(4, dtype=F32)], (4, 3, 9)),
 ]
+
+# the cases whose model import_onnx reads back, giving tfe's values bit for bit
+SEMANTICS_BACK = {"cast_f16_saturates", "one_hot_neg", "one_hot_neg_batch", "mean_empty", "mean_empty_int",
+                  "mean_empty_batch"}
 
 
 def import_ints(work):
@@ -1271,6 +1304,13 @@ def semantics(work):
         args = ", ".join(f'load_npy("{work}/se_{name}_0{nm}.npy")' for nm in names)
         dyn = ', dynamic="batch"' if sizes else ""
         lines.append(f'export(f, {args}, path="{work}/se_{name}.onnx"{dyn})')
+        back = name in SEMANTICS_BACK
+        if back:  # the model imported back: tfe's values too
+            lines.append(f'let mi = import_onnx("{work}/se_{name}.onnx")')
+            for k, xs in enumerate(runs):
+                args = ", ".join(f'load_npy("{work}/se_{name}_{k}{nm}.npy")' for nm in names)
+                lines.append(f"let ri{k} = mi({args})\nif len(rs{k}) == 1 {{ ri{k} = (ri{k},) }}")
+                lines.append(f'for i in range(len(ri{k})) {{ save_npy("{work}/se_{name}_{k}_imp" + str(i) + ".npy", ri{k}[i]) }}')
         r = tfe("\n".join(lines) + "\n", work)
         if r.returncode:
             fails.append(f"{name}: tfe failed:\n{r.stderr.strip()[-500:]}")
@@ -1286,6 +1326,10 @@ def semantics(work):
                 want = np.load(f"{work}/se_{name}_{k}_out{i}.npy")
                 if not exact(g, want):
                     fails.append(f"{name} (size {len(xs[0])}) output {i}: {g.dtype}{g.shape} {g} want {want.dtype}{want.shape} {want}")
+                imp = np.load(f"{work}/se_{name}_{k}_imp{i}.npy") if back else want
+                if not exact(imp, want):
+                    fails.append(f"{name} (size {len(xs[0])}) output {i} imported back: {imp.dtype}{imp.shape} {imp} "
+                                 f"want {want.dtype}{want.shape} {want}")
     print(f"onnx_export: {len(SEMANTICS)} functions whose model computes tfe's values bit for bit")
     return fails
 

@@ -99,6 +99,19 @@ static int binary_meta(const tfe_opcall *c, tfe_meta *m) {
     const tfe_tensor *a = c->in[0], *b = c->in[1];
     if (broadcast_shapes(NAME, a->rank, a->shape, b->rank, b->shape, &m->rank, m->shape)) return -1;
     m->dtype = dtype_promote(a->dtype, a->weak, b->dtype, b->weak, &m->weak);
+    /* a weak int literal takes the other operand's int32: one outside its
+     * range would wrap (x_int32 + 3000000000), which NumPy 2 refuses with
+     * an OverflowError; so does tfe */
+    for (int i = 0; m->dtype == TFE_INT32 && !m->weak && i < 2; i++) {
+        const tfe_tensor *t = c->in[i];
+        if (!t->weak || t->rank != 0 || !t->storage || !dtype_is_int(t->dtype) || t->dtype == TFE_INT32) continue;
+        int64_t v = tensor_get_i64(t, 0);
+        if (v < INT32_MIN || v > INT32_MAX) {
+            tfe_error_set("%s: the int %lld does not fit int32, the other operand's dtype (cast that operand to "
+                          "int64 first)", NAME, (long long)v);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -1023,10 +1023,51 @@ static const char *node_name(const OxNode *n, char *b, size_t cap)
     return b;
 }
 
+/* The index of the node of g that makes value name, or -1. */
+static int maker_of(const OxModel *g, const char *name)
+{
+    for (int j = 0; j < g->nnodes; j++)
+        for (int o = 0; o < g->nodes[j].nout; o++)
+            if (g->nodes[j].out[o][0] && !strcmp(g->nodes[j].out[o], name)) return j;
+    return -1;
+}
+
+/* ONNX's single assignment and order, which import's run relies on: a value
+ * made twice (by two nodes, or a node and an input or initializer) is an
+ * invalid model that the later maker would silently win; a node reading a
+ * value that a later node makes is out of order (or in a cycle). */
+static int check_order(const OxModel *g, char *why, size_t cap)
+{
+    char nm[64];
+    for (int i = 0; i < g->nnodes; i++) {
+        const OxNode *n = &g->nodes[i];
+        for (int o = 0; o < n->nout; o++) {
+            const char *v = n->out[o];
+            if (!v[0]) continue;
+            int first = maker_of(g, v);
+            bool given = false;
+            for (int k = 0; k < g->ninputs && !given; k++) given = !strcmp(g->inputs[k], v);
+            for (int k = 0; k < g->ninits && !given; k++) given = !strcmp(g->init_names[k], v);
+            if (first != i || given)
+                return snprintf(why, cap, "the value '%.60s' is made twice (by the %s making '%s'%s), which ONNX forbids",
+                                v, n->op, node_name(n, nm, sizeof nm), given ? " and as an input or initializer" : " and an earlier node"), -1;
+        }
+        for (int k = 0; k < n->nin; k++) {
+            if (!n->in[k][0]) continue;
+            int j = maker_of(g, n->in[k]);
+            if (j >= i)
+                return snprintf(why, cap, "the %s making '%s' reads '%.60s', which %s makes after it (ONNX's nodes are in "
+                                "order: a cycle?)", n->op, node_name(n, nm, sizeof nm), n->in[k], j == i ? "it itself" : "a node"), -1;
+        }
+    }
+    return 0;
+}
+
 /* What import cannot run, said before a call: an op's attributes
  * (import_nn_check), an If's or a Loop's subgraphs of the wrong form. */
 static int check_graph(const OxModel *g, int depth, char *why, size_t cap)
 {
+    if (check_order(g, why, cap)) return -1;
     for (int i = 0; i < g->nnodes; i++) {
         const OxNode *n = &g->nodes[i];
         char nm[64];

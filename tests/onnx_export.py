@@ -1531,7 +1531,15 @@ print(graph(sg, xs[0], tensor(2)))
            ("inner_op", c_is + [N("If", ["c"], ["y"], then_branch=lrn, else_branch=ident)],
             "1:9: error: import_onnx(): '{p}' has ops tfe does not import: LRN\n"),
            ("cond_shape", [N("If", ["x"], ["y"], then_branch=ident, else_branch=ident)],
-            "2:9: error: import_onnx(): the condition of the If making 'y' has 3 elements, not one")]
+            "2:9: error: import_onnx(): the condition of the If making 'y' has 3 elements, not one"),
+           # ONNX's single assignment and node order (a second maker silently won; a cycle said
+           # "reads 'b', which nothing made")
+           ("made_twice", [N("Relu", ["x"], ["y"]), N("Neg", ["x"], ["y"])],
+            "1:9: error: import_onnx(): '{p}': the value 'y' is made twice (by the Neg making 'y' and an earlier node)"),
+           ("input_made", [N("Relu", ["x"], ["x"]), N("Identity", ["x"], ["y"])],
+            "1:9: error: import_onnx(): '{p}': the value 'x' is made twice (by the Relu making 'x' and as an input"),
+           ("cycle", [N("Add", ["x", "b"], ["a"]), N("Neg", ["a"], ["b"]), N("Identity", ["a"], ["y"])],
+            "1:9: error: import_onnx(): '{p}': the Add making 'a' reads 'b', which a node makes after it")]
     for name, nodes, want in bad:
         g = oh.make_graph(nodes, "g", [V(*v) for v in vx], [V("y", F, None)], [onh.from_array(x, n) for n, x in z])
         mdl = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
@@ -1569,7 +1577,7 @@ print(graph(sg, xs[0], tensor(2)))
         located = "prog.tfe:1:9: error: import_onnx()" in r.stderr or "prog.tfe:2:9: error: " in r.stderr
         if r.returncode not in (0, 1) or (r.returncode == 1 and not located):
             fails.append(f"mutated nested model {i}: rc {r.returncode}: {r.stderr[-300:]}")
-    print(f"onnx_export: {len(bad) + 1} malformed If/Loop models refused with located errors; "
+    print(f"onnx_export: {len(bad) + 1} malformed If/Loop (and single-assignment) models refused with located errors; "
           f"{len(muts)} mutated ones an error or a run")
     return fails
 

@@ -200,6 +200,11 @@ BUILTIN(bi_load_npy)
     if (arg_string(I, "load_npy()", "path", s[0], &path)) return -1;
     FILE *f = fopen(path, "rb");
     if (!f) return interp_raise(I, "load_npy(): cannot open '%s': %s", path, strerror(errno));
+    struct stat fst;
+    if (fstat(fileno(f), &fst) == 0 && S_ISDIR(fst.st_mode)) { /* fopen opens a folder; reading it fails */
+        fclose(f);
+        return interp_raise(I, "load_npy(): cannot open '%s': %s", path, strerror(EISDIR));
+    }
     int rc = -1;
     char *header = NULL;
     tfe_tensor *t = NULL;
@@ -270,6 +275,7 @@ BUILTIN(bi_load_npy)
         errno = 0; /* a stale ERANGE from elsewhere must not reject a good dimension */
         long long v = isdigit((unsigned char)*q) && rank < TFE_MAX_RANK ? strtoll(q, &end, 10) : -1;
         if (v < 0 || errno == ERANGE) {
+            bool deep = rank == TFE_MAX_RANK && isdigit((unsigned char)*q);
             /* name the shape as written (up to its ')'), bounded by the header's end */
             int sl = 0;
             while (sl < 80 && sh[sl] && sh[sl] != ')') sl++;
@@ -277,8 +283,12 @@ BUILTIN(bi_load_npy)
             /* a long one is cut after a whole dimension, not inside a number */
             if (cut)
                 while (sl > 1 && sh[sl - 1] != ',') sl--;
-            interp_raise(I, "load_npy(): '%s' has a bad shape %.*s%s", path, sl, sh,
-                         sh[sl] == ')' ? ")" : cut ? " ..." : "");
+            if (deep)
+                interp_raise(I, "load_npy(): '%s' has a shape of more than %d dimensions, the most a tfe tensor has: "
+                             "%.*s%s", path, TFE_MAX_RANK, sl, sh, sh[sl] == ')' ? ")" : cut ? " ..." : "");
+            else
+                interp_raise(I, "load_npy(): '%s' has a bad shape %.*s%s", path, sl, sh,
+                             sh[sl] == ')' ? ")" : cut ? " ..." : "");
             goto out;
         }
         shape[rank++] = v;
@@ -329,7 +339,13 @@ static const char *gz_failure(gzFile f)
     int e;
     const char *msg = gzerror(f, &e);
     if (e == Z_OK) return NULL;
-    return e == Z_ERRNO ? strerror(errno) : e == Z_BUF_ERROR ? "the gzip data is truncated" : msg;
+    if (e == Z_ERRNO) return strerror(errno);
+    if (e == Z_BUF_ERROR) return "the gzip data is truncated";
+    /* zlib's message is "path: what", and the caller names the path already
+     * (the last ": ": a path may hold one, zlib's own texts do not) */
+    const char *colon = NULL;
+    for (const char *c = strstr(msg, ": "); c; c = strstr(c + 1, ": ")) colon = c;
+    return colon ? colon + 2 : msg;
 }
 
 /* One line of f into *buf (grown as needed) with its newline, if it has

@@ -279,11 +279,8 @@ void builtins_plot_register(Interp *I);
 void builtins_imshow_register(Interp *I);
 void builtins_lib_register(Interp *I);  /* interp/builtins_lib.c */
 
-/* builtins_io.c: write the parts to path atomically (temp file in the same
- * folder + fsync + rename): a crash leaves the old file intact. 0, or -1 with
- * a message in err. */
-int write_file_atomic(const char *path, const void *const *parts, const size_t *sizes, int nparts,
-                      char *err, size_t errcap);
+/* write_file_atomic: util/atomic_file.h */
+#include "util/atomic_file.h"
 
 /* builtins_autodiff.c: variables, and walking an object for its state (params,
  * save, restore). state_walk visits every variable (trainable only unless

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/atomic_write_target.sh — the atomic writer (temp file, fsync, rename:
-# write_text, save_npy, save, export, plot) writes where open(path, "w")
+# write_text, save_npy, save, export, plot, a profile's save) writes where open(path, "w")
 # would, and keeps what a plain write keeps (docs/builtins.md, write_text):
 #  - a file it replaces keeps its permissions (a 0600 file became 0644);
 #  - a symlink stays a link and its target gets the new contents (the
@@ -27,6 +27,13 @@ chmod 600 p.txt
 "$TFE" -e 'save("m.safetensors", {w: ones((2,))})' && chmod 604 m.safetensors &&
     "$TFE" -e 'save("m.safetensors", {w: zeros((2,))})' || fail "save failed"
 [ "$(mode m.safetensors)" = 604 ] || fail "save made a 0604 file $(mode m.safetensors)"
+# the profiler's trace (util/profile.c had a writer of its own)
+echo old >t.json
+chmod 600 t.json
+"$TFE" -e 'with profile() as p { sum(ones((4,))) }
+p.save("t.json")' || fail "profile save failed"
+[ "$(mode t.json)" = 600 ] || fail "the profiler's save made a 0600 file $(mode t.json)"
+grep -q traceEvents t.json || fail "the profiler's save did not write t.json"
 
 # a new file: the umask's default
 (umask 022 && "$TFE" -e 'write_text("n1.txt", "x")') || fail "write_text of a new file failed"

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/atomic_file.h"
 #include "util/buf.h"
 #include "util/xalloc.h"
 
@@ -489,29 +490,16 @@ int prof_write_chrome(const ProfSnapshot *s, const char *path, const char *(*dev
     free(ix);
     buf_puts(&b, "\n]}\n");
 
-    size_t pl = strlen(path);
-    char *tmp = xmalloc(pl + 16);
-    snprintf(tmp, pl + 16, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        free(tmp);
-        free(b.s);
-        return -1;
-    }
-    int bad = fwrite(b.s, 1, b.len, f) != b.len;
+    /* the one atomic writer (util/atomic_file.h): keeps the file's mode
+     * and its symlinks, as every other file tfe writes */
+    const void *parts[1] = {b.s};
+    size_t sizes[1] = {b.len};
+    char err[300];
+    int rc = write_file_atomic(path, parts, sizes, 1, err, sizeof err);
+    int e = errno;
     free(b.s);
-    if (fflush(f) != 0) bad = 1;
-    if (!bad && fsync(fileno(f)) != 0) bad = 1;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        free(tmp);
-        errno = err;
-        return -1;
-    }
-    free(tmp);
-    return 0;
+    errno = e;
+    return rc;
 }
 
 static const char *sort_key;

@@ -729,9 +729,10 @@ int emit_op(Ex *E, const GNode *n)
             for (int d = 0; d < xr - 1; d++) ax[d] = d;
             const char *g = ox_in_name(E, n, 1), *b = ox_in_name(E, n, 2), *m, *v, *d;
             if (op == OP_BATCH_NORM_TRAIN) {
-                m = reduce(E, &t, "ReduceMean", x, ax, xr - 1, false);
+                /* an empty batch's statistics are NaN, as tfe's 0 / 0 (ReduceMean gives 0) */
+                m = empty_nan(E, &t, xd, x, reduce(E, &t, "ReduceMean", x, ax, xr - 1, false));
                 d = ox_bin(E, &t, "Sub", x, m);
-                v = reduce(E, &t, "ReduceMean", ox_bin(E, &t, "Mul", d, d), ax, xr - 1, false);
+                v = empty_nan(E, &t, xd, x, reduce(E, &t, "ReduceMean", ox_bin(E, &t, "Mul", d, d), ax, xr - 1, false));
             } else {
                 m = ox_in_name(E, n, 3);
                 v = ox_in_name(E, n, 4);

@@ -1199,6 +1199,10 @@ SEMANTICS = [
     ("mean_empty_int", "{ return (mean(a, axis=0), mean(a)) }", [np.zeros((0, 3), I64)], None),
     ("mean_empty_batch", "{ return (mean(a), mean(a, axis=0, keepdims=true), mean(a * a)) }",
      [np.array([1.5, -0.0, 2.0, 3.25], F32)], (4, 0, 3)),
+    # and so are an empty batch's statistics in batch_norm_train
+    ("bn_train_empty", "{ return batch_norm_train(a, ones(3), zeros(3)) }", [np.zeros((0, 3), F32)], None),
+    ("bn_train_empty_batch", "{ return batch_norm_train(reshape(a, (-1, 1)), ones(1), zeros(1)) }",
+     [np.array([1.5, -0.5, 2.0, 0.25], F32)], (4, 0, 3)),
     ("relu_grad_negzero", "relu_grad(a, b)", [np.array([-0.0, -0.0, 1.0, -2.0], F32), np.array([1.0, -1.0, 0.0, 2.0], F32)], None),
     ("log1p_small", "log1p(a)", [np.array([1e-10, -1e-10, 1e-5, 0.5, -0.0], F32)], None),
     # traced if and while with a dynamic batch
@@ -1212,7 +1216,7 @@ SEMANTICS = [
 
 # the cases whose model import_onnx reads back, giving tfe's values bit for bit
 SEMANTICS_BACK = {"cast_f16_saturates", "one_hot_neg", "one_hot_neg_batch", "mean_empty", "mean_empty_int",
-                  "mean_empty_batch"}
+                  "mean_empty_batch", "bn_train_empty", "bn_train_empty_batch"}
 
 
 def import_ints(work):

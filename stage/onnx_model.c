@@ -69,7 +69,7 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     int nd = 0, k;
     const uint8_t *raw = NULL;
     size_t nraw = 0;
-    bool has_raw = false;
+    bool has_raw = false, external = false;
     int64_t *ivals = NULL;
     int ni = 0;
     uint8_t *fl = NULL; /* fixed-width typed data, little-endian */
@@ -79,6 +79,7 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
         else if (f.field == 2 && f.wire == 0) dt = (int64_t)f.v;
         else if (f.field == 8 && f.wire == 2) { if (name) { free(*name); *name = str_of(&f); } }
         else if (f.field == 9 && f.wire == 2) { raw = f.p; nraw = f.n; has_raw = true; }
+        else if ((f.field == 13 && f.wire == 2) || (f.field == 14 && f.wire == 0 && f.v == 1)) external = true;
         else if ((f.field == 5 || f.field == 7) && (f.wire == 0 || f.wire == 2)) { if (push_ints(&f, &ivals, &ni)) break; }
         else if ((f.field == 4 || f.field == 10) && (f.wire == 2 || f.wire == 5 || f.wire == 1)) {
             size_t w = f.field == 4 ? 4 : 8;
@@ -106,6 +107,12 @@ static int read_tensor(const uint8_t *p, size_t n, tfe_tensor **out, char **name
     if (k < 0) snprintf(err, errcap, "a malformed tensor");
     else if (!ok) snprintf(err, errcap, "a tensor of %s (tfe reads float32, float64, float16, bfloat16, int32, int64, bool)",
                            ox_dtype_name(dt));
+    else if (external)
+        snprintf(err, errcap, "a tensor%s%.60s%s whose data is in a file beside the model (ONNX's external data), which "
+                 "import_onnx does not read: save the model whole (onnx.save(model, path, save_as_external_data=False))",
+                 name && *name ? " '" : "", name && *name ? *name : "", name && *name ? "'" : "");
+    else if (nd > TFE_MAX_RANK)
+        snprintf(err, errcap, "a tensor of %d dimensions (tfe's tensors have at most %d)", nd, TFE_MAX_RANK);
     else if (bad_dims) snprintf(err, errcap, "a tensor with bad dims");
     else {
         /* which form the data has, checked against the dims before anything

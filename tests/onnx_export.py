@@ -1553,6 +1553,24 @@ print(graph(sg, xs[0], tensor(2)))
         r = tfe(f'let m = import_onnx("{path}")\nlet y = m(ones(3))\n', work)
         if r.returncode != 1 or want.format(p=path) not in r.stderr:
             fails.append(f"malformed {name}: rc {r.returncode}: {r.stderr[-300:]}")
+    # a tensor kept in external data, and one of 9 dimensions: messages that say which and why (they
+    # said "a tensor whose data does not fit its dims" and "a tensor with bad dims")
+    w = onh.from_array(np.ones((8, 3), F32), "w")
+    g = oh.make_graph([N("MatMul", ["w", "x"], ["y"])], "g", [V(*v) for v in vx], [V("y", F, None)], [w])
+    mdl = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    mdl.ir_version = 8
+    onnx.save(mdl, f"{work}/ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="ext.data", size_threshold=0)
+    w9 = onh.from_array(np.ones((1,) * 9, F32), "w9")
+    g = oh.make_graph([N("Identity", ["w9"], ["y"])], "g", [], [V("y", F, None)], [w9])
+    mdl = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    mdl.ir_version = 8
+    onnx.save(mdl, f"{work}/rank9.onnx")
+    for f, want in (("ext", "a tensor 'w' whose data is in a file beside the model (ONNX's external data)"),
+                    ("rank9", "a tensor of 9 dimensions (tfe's tensors have at most 8)")):
+        r = tfe(f'let m = import_onnx("{work}/{f}.onnx")\n', work)
+        if r.returncode != 1 or want not in r.stderr:
+            fails.append(f"malformed {f}: rc {r.returncode}: {r.stderr[-300:]}")
     # subgraphs nested without end: refused, not a deep recursion
     g = oh.make_graph([N("Identity", ["x"], ["o"])], "b", [], [V("o", F, [3])])
     for _ in range(20):

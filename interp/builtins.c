@@ -600,6 +600,14 @@ BUILTIN(bi_check_labels)
                                  where, name, shape_str(lab->rank, lab->shape, s1), shape_str(cls->rank, cls->shape, s2),
                                  name);
     }
+    if (!rc && n == 1 && cls->rank > 0 && !strcmp(where, "metrics.accuracy"))
+        /* argmax of one column is always 0: every batch whose labels are all 0
+         * would score 1.0 (the label check below catches only a 1) */
+        rc = raise_at_caller(I, "%s: the scores have shape %s, one column, so argmax is always class 0 (a batch of "
+                                "0 labels would score 1.0 whatever the model); for two classes with one score per row "
+                                "use metrics.binary_accuracy(probs, labels), with the scores reshaped to the labels' "
+                                "shape (reshape(scores, (-1,)))",
+                             where, shape_str(cls->rank, cls->shape, s2));
     if (!rc && n == 1 && cls->rank > 0 && !strncmp(where, "losses.", 7))
         /* every label must be 0 then, and the loss is 0 whatever the model */
         rc = raise_at_caller(I, "%s: the scores have shape %s, one column, so there is 1 class: the softmax of a single "

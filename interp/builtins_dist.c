@@ -87,8 +87,16 @@ static void mix_str(uint64_t *h, const char *s, size_t n)
 static bool is_container(Value v) { return v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD; }
 
 /* path: where v is in the argument ("x", "x[1]", "x.w"), for errors */
-static int collect(Interp *I, const char *fn, Value v, Leaves *L, char *path, size_t len, size_t cap)
+/* Containers nest at most this deep in a collective's value: one that
+ * contains itself would recurse without end (as in staged signatures,
+ * stage/sig.c, the same bound). */
+#define DIST_MAX_DEPTH 200
+
+static int collect(Interp *I, const char *fn, Value v, Leaves *L, char *path, size_t len, size_t cap, int depth)
 {
+    if ((v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD) && depth >= DIST_MAX_DEPTH)
+        return interp_raise(I, "%s: x nests tuples, lists or records more than %d deep (one that contains itself?) "
+                               "at %.60s...; pass its tensors", fn, DIST_MAX_DEPTH, path);
     mix(&L->hash, v.kind);
     if (v.kind == V_TUPLE || v.kind == V_LIST) {
         Seq *s = (Seq *)v.u.o;
@@ -96,7 +104,7 @@ static int collect(Interp *I, const char *fn, Value v, Leaves *L, char *path, si
         for (int i = 0; i < s->n; i++) {
             int k = snprintf(path + len, cap - len, "[%d]", i);
             size_t nl = len + (size_t)k < cap ? len + (size_t)k : cap - 1;
-            if (collect(I, fn, s->items[i], L, path, nl, cap)) return -1;
+            if (collect(I, fn, s->items[i], L, path, nl, cap, depth + 1)) return -1;
             path[len] = 0;
         }
         return 0;
@@ -108,7 +116,7 @@ static int collect(Interp *I, const char *fn, Value v, Leaves *L, char *path, si
             mix_str(&L->hash, r->keys[i]->s, r->keys[i]->len);
             int k = snprintf(path + len, cap - len, ".%s", r->keys[i]->s);
             size_t nl = len + (size_t)k < cap ? len + (size_t)k : cap - 1;
-            if (collect(I, fn, r->vals[i], L, path, nl, cap)) return -1;
+            if (collect(I, fn, r->vals[i], L, path, nl, cap, depth + 1)) return -1;
             path[len] = 0;
         }
         return 0;
@@ -325,7 +333,7 @@ static int collective(Interp *I, int kind, const char *fn, Value x, int64_t arg,
     L.container = is_container(x);
     char path[256] = "x";
     tfe_error_clear();
-    if (collect(I, fn, x, &L, path, 1, sizeof path)) {
+    if (collect(I, fn, x, &L, path, 1, sizeof path, 0)) {
         leaves_free(&L);
         return -1;
     }

@@ -11,6 +11,7 @@ Interrupt (interrupt_mode "signal"): Jupyter sends SIGINT to this process,
 which passes it on to tfe, whose running cell stops as at Ctrl-C in the REPL.
 """
 import base64
+import codecs
 import json
 import os
 import re
@@ -109,10 +110,13 @@ def make_kernel_class():
         def post_handler_hook(self):
             pass
 
-        def _stream(self, name, data):
-            if not self.silent:
-                self.send_response(self.iopub_socket, "stream",
-                                   {"name": name, "text": data.decode("utf-8", "replace")})
+        def _stream(self, name, data, final=False):
+            # one decoder per stream and cell: tfe frames its output in
+            # records of at most 64 KiB, which may cut a character in two
+            dec = self._decoders.setdefault(name, codecs.getincrementaldecoder("utf-8")("replace"))
+            text = dec.decode(data, final)
+            if text and not self.silent:
+                self.send_response(self.iopub_socket, "stream", {"name": name, "text": text})
 
         @staticmethod
         def _mime_data(mime, data):
@@ -125,8 +129,15 @@ def make_kernel_class():
                        **kwargs):
             self.silent = silent
             self._catch_sigint()
-            if self.child.proc.poll() is not None:
+            self._decoders = {}
+            status = self.child.proc.poll()
+            if status is not None:
+                # it died between cells (killed, out of memory): this cell
+                # says so rather than run without the bindings it expects
                 self.child = Child(self.tfe)
+                return self._error("tfe exited (status %s) after the last cell; this cell did not run: the earlier "
+                                   "bindings are gone, and the next cell runs in a fresh interpreter\n" % status,
+                                   silent)
             self.child.send("exec", code)
             error = None
             # a display or a result in all its formats ("display+", "result+"
@@ -159,14 +170,21 @@ def make_kernel_class():
                 elif kind == "error":
                     error = data.decode("utf-8", "replace")
                 elif kind == "done":
+                    for name in list(self._decoders):
+                        self._stream(name, b"", final=True)
                     break
                 elif kind == "eof":
+                    for name in list(self._decoders):
+                        self._stream(name, b"", final=True)
                     error = "tfe exited (status %s); the next cell starts a fresh interpreter\n" % (
                         self.child.proc.wait())
                     break
             if error is None:
                 return {"status": "ok", "execution_count": self.execution_count, "payload": [],
                         "user_expressions": {}}
+            return self._error(error, silent)
+
+        def _error(self, error, silent):
             lines = error.rstrip("\n").split("\n")
             first = lines[0]
             ename = "Interrupted" if first.endswith("error: interrupted") else "Error"
@@ -189,15 +207,21 @@ def make_kernel_class():
                     return out
 
         def do_complete(self, code, cursor_pos):
+            cursor_pos = max(0, min(cursor_pos, len(code)))  # a client may send one past the end
             before = code[:cursor_pos]
             data = self._ask("complete", before, "matches").decode("utf-8", "replace")
             lines = data.split("\n")
             word = lines[0] if lines else ""
             matches = [m for m in lines[1:] if m]
+            # a match replaces the whole word, the part after the cursor too
+            end = cursor_pos
+            while end < len(code) and re.match(r"\w", code[end]):
+                end += 1
             return {"status": "ok", "matches": matches, "cursor_start": cursor_pos - len(word),
-                    "cursor_end": cursor_pos, "metadata": {}}
+                    "cursor_end": end, "metadata": {}}
 
         def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+            cursor_pos = max(0, min(cursor_pos, len(code)))  # past the end: no reply at all, once
             name = _word_at(code, cursor_pos)
             text = self._ask("inspect", name, "help").decode("utf-8", "replace") if name else ""
             found = bool(text) and not text.startswith("no help for")

@@ -97,6 +97,39 @@ kc.is_complete("fn f(a) {")
 c = kc.get_shell_msg(timeout=10)["content"]
 check(c["status"] == "incomplete", "is_complete: %r" % c)
 
+# output past one 64 KiB record of tfe's: no character cut in two (each record
+# was decoded alone, and the cuts came out as U+FFFD)
+rep, out = run(kc, 'print("日本" * 50000)')
+check(stream(out) == "日本" * 50000 + "\n", "multi-byte output across records: %d chars, %d U+FFFD" %
+      (len(stream(out)), stream(out).count("\ufffd")))
+
+# a cursor past the end (no inspect_reply came at all), and in mid-word (a
+# match replaces the whole word)
+kc.inspect("zeros", 99)
+c = kc.get_shell_msg(timeout=10)["content"]
+check(c["status"] == "ok" and c["found"], "inspect past the end: %r" % c)
+kc.complete("zeros", 2)
+c = kc.get_shell_msg(timeout=10)["content"]
+check(c["cursor_start"] == 0 and c["cursor_end"] == 5 and "zeros" in c["matches"], "complete mid-word: %r" % c)
+
+# tfe killed between cells: the next cell says so (it ran silently in a
+# fresh interpreter, the bindings gone), and the one after runs
+wrapper = km.provisioner.process.pid if getattr(km, "provisioner", None) else km.kernel.pid
+kids = subprocess.run(["pgrep", "-P", str(wrapper)], capture_output=True, text=True).stdout.split()
+check(len(kids) == 1, "one tfe under the kernel: %r" % kids)
+if len(kids) == 1:
+    rep, out = run(kc, "let keep_k = 5")
+    os.kill(int(kids[0]), 9)
+    time.sleep(0.5)
+    rep, out = run(kc, "keep_k")
+    errs = [m["content"]["evalue"] for m in out if m["msg_type"] == "error"]
+    check(rep["status"] == "error" and errs and "after the last cell; this cell did not run" in errs[0],
+          "a death between cells is reported: %r %r" % (rep, errs))
+    rep, out = run(kc, "x = 1")
+    check(rep["status"] == "error", "the fresh interpreter has no earlier bindings: %r" % rep)
+    rep, out = run(kc, "let x = 6\nlet i = 0\n1 + 1")
+    check(result(out) == "2", "runs after the death: %r" % out)
+
 # interrupt a cell mid-loop: the next cell sees the bindings
 msg_id = kc.execute("let i = 0\nwhile true { i = i + 1 }")
 time.sleep(1.0)

@@ -108,11 +108,18 @@ static int number(Lexer *lx, const char *s, const char *e, bool isfloat, YYSTYPE
         node = node_new(N_FLOAT, *loc);
         node->fval = v;
     } else {
-        bool hex = n > 1 && (digits[1] == 'x' || digits[1] == 'X');
-        int base = hex ? 16 : 10;
+        char kind = n > 1 && digits[0] == '0' ? (char)tolower((unsigned char)digits[1]) : 0;
+        int base = kind == 'x' ? 16 : kind == 'b' ? 2 : kind == 'o' ? 8 : 10;
+        if (base == 10 && digits[0] == '0' && digits[strspn(digits, "0")]) {
+            /* 07: Python 3 refuses it (C and Python 2 read octal) */
+            free(digits);
+            const char *q = s;
+            while (q < e && (*q == '0' || *q == '_')) q++;
+            LEXFAIL(*loc, "leading zeros in a decimal integer are not allowed (an octal number is 0o%.*s)", (int)(e - q), q);
+        }
         uint64_t v = 0;
         bool over = false;
-        for (const char *p = digits + (hex ? 2 : 0); *p; p++) {
+        for (const char *p = digits + (base != 10 ? 2 : 0); *p; p++) {
             int d = isdigit((unsigned char)*p) ? *p - '0' : tolower((unsigned char)*p) - 'a' + 10;
             if (v > ((uint64_t)INT64_MAX - (uint64_t)d) / (uint64_t)base)
                 over = true;
@@ -501,6 +508,8 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
 
         dec  = [0-9] ("_"? [0-9])*;
         hex  = "0" [xX] [0-9a-fA-F] ("_"? [0-9a-fA-F])*;
+        bin  = "0" [bB] [01] ("_"? [01])*;
+        oct  = "0" [oO] [0-7] ("_"? [0-7])*;
         exp  = [eE] [+-]? dec;
         flt  = dec "." dec? exp? | dec exp;
         id   = [A-Za-z_] [A-Za-z0-9_]*;
@@ -532,15 +541,18 @@ static int scan(Lexer *lx, YYSTYPE *val, Loc *loc)
         "nil"      { TOK(NIL); }
         id         { return name(lx, s, CUR, val, loc); }
 
-        dec | hex  { return number(lx, s, CUR, false, val, loc); }
+        dec | hex | bin | oct { return number(lx, s, CUR, false, val, loc); }
         flt        { return number(lx, s, CUR, true, val, loc); }
 
         dqs ["] | sqs [']  { return string(lx, s, CUR, val, loc); }
         [fF] (dqs ["] | sqs [']) { return fstring(lx, s, CUR, val, loc); }
         [fF]? (dqs | sqs)  {
+            const char *stop = CUR;
             *loc = take(lx, s, CUR);
+            if (*stop == 0 && stop < lx->lim) /* a NUL byte inside: the string goes on past it */
+                LEXFAIL(loc_within(*loc, s, stop, 1), "unexpected byte 0x00 in a string (write \\0 for a NUL)");
             loc->len = 1;
-            lx->string_open = *CUR == 0 && CUR == lx->lim;
+            lx->string_open = *stop == 0 && stop == lx->lim;
             LEXFAIL(*loc, "unterminated string");
         }
 

@@ -16,8 +16,24 @@ Source *source_new(const char *name, const char *text, size_t len)
     s->refcount = 1;
     s->name = xstrdup(name ? name : "<input>");
     s->text = xcalloc(1, len + 1);
-    memcpy(s->text, text, len);
-    s->len = len;
+    /* Python's universal newlines: CRLF and a lone CR are one '\n' (a
+     * string literal over two lines of a CRLF file kept the '\r', and a
+     * file of CR line ends was one line), and a UTF-8 byte order mark at the
+     * start, which Windows editors write, is dropped */
+    if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+        text += 3;
+        len -= 3;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '\r') {
+            s->text[n++] = '\n';
+            if (i + 1 < len && text[i + 1] == '\n') i++;
+        } else {
+            s->text[n++] = text[i];
+        }
+    }
+    s->len = n;
     return s;
 }
 

@@ -14,7 +14,7 @@
 typedef struct Source {
     int refcount;
     char *name;   /* "train.tfe", "<cmdline>", "<stdin>", "<repl>" */
-    char *text;   /* NUL-terminated copy of the text */
+    char *text;   /* NUL-terminated copy of the text: line ends made '\n', no BOM (source_new) */
     size_t len;
     char *dir;    /* folder of the file (for import), or NULL */
     bool library; /* a stdlib module (import found it in the stdlib's folder) */

@@ -2695,8 +2695,21 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
         return 0;
     }
     if (v.kind == V_TENSOR) {
-        tfe_tape_watch(T->tape, v.u.t);
-        if (I->tracer) trace_alias_touch(I->tracer, T->tape, v.u.t);
+        /* A tensor of its own, as each argument of JAX's grad is: the one
+         * passed may also be another argument, a value the function closes
+         * over, or a variable's value, and watching it would add the
+         * gradient through those uses too (grad(f)(x, x) of sum(a * a * b)
+         * gave 3x^2 for a). A view, recorded by any outer tape, so a
+         * gradient of this gradient still reaches the tensor passed. */
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        for (int i = 0; i < v.u.t->rank; i++) at.ints[at.nints++] = v.u.t->shape[i];
+        tfe_tensor *own = tfe_call1(OP_RESHAPE, 1, &v.u.t, &at);
+        if (!own) return interp_raise_tensor_error(I);
+        tfe_tape_watch(T->tape, own);
+        if (I->tracer) trace_alias_touch(I->tracer, T->tape, own);
+        *out = v_tensor_take(own);
+        return 0;
     } else if (is_variable(v)) {
         tape_note_read(T, (Variable *)v.u.o, ((Variable *)v.u.o)->value, 0, false);
     } else if (v.kind == V_TUPLE || v.kind == V_LIST || v.kind == V_RECORD) {
@@ -2715,7 +2728,8 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
             }
             path->len = was;
             path->s[was] = 0;
-            changed |= items[i].kind != x.kind || (v_is_obj(x) && items[i].u.o != x.u.o);
+            changed |= items[i].kind != x.kind || (v_is_obj(x) && items[i].u.o != x.u.o) ||
+                       (x.kind == V_TENSOR && items[i].u.t != x.u.t);
         }
         if (!changed) {
             for (int i = 0; i < n; i++) value_decref(items[i]);

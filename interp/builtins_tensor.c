@@ -408,6 +408,23 @@ BUILTIN(bi_full)
     if (get_shape(I, "full", "shape", a[0], false, &rank, shape) ||
         arg_number(I, "full", "value", a[1], &v, &vdt) || get_dtype(I, "full", a[2], vdt, &dt))
         return -1;
+    if (a[1].kind != V_SCALAR) {
+        /* a tensor value (0-d; a variable's): the value cast and broadcast,
+         * so that a tape sees where it came from (full's own kernel holds
+         * a number: the gradient was silently zeros). The same bits: the
+         * cast rounds as the fill does. */
+        tfe_tensor *t = value_to_tensor(a[1]), *c = NULL, *r = NULL;
+        tfe_attrs at;
+        tfe_attrs_init(&at);
+        at.dtype = dt;
+        if (t) c = tfe_call1(OP_CAST, 1, &t, &at);
+        tfe_attrs_init(&at);
+        shape_attrs(&at, rank, shape);
+        if (c) r = tfe_call1(OP_BROADCAST_TO, 1, &c, &at);
+        if (t) tensor_decref(t);
+        if (c) tensor_decref(c);
+        return finish(I, r, out);
+    }
     v = lit_value(a[1], v, dt);
     return make_full(I, rank, shape, v, dt, out);
 }
@@ -476,6 +493,61 @@ BUILTIN(bi_arange)
     return finish(I, tfe_call1(OP_ARANGE, 0, NULL, &at), out);
 }
 
+/* linspace of 0-d tensor endpoints (a variable's, a tape's): k_linspace's
+ * arithmetic as ops, so that a tape sees the endpoints (linspace's own
+ * kernel holds numbers: their gradient was silently zeros). The kernel
+ * computes start + i * ((stop - start) / (num - 1)) in double and puts
+ * stop last, then rounds once to the dtype: the ops do the same in
+ * float64, then cast, so the bits are the kernel's. */
+static int linspace_of_tensors(Interp *I, Value va, Value vb, int64_t num, tfe_dtype dt, Value *out)
+{
+    tfe_tensor *t[12] = {0};
+    tfe_attrs at;
+    int k = 0, rc;
+#define OP1(op, x) (t[k++] = tfe_call1((op), 1, (tfe_tensor *[]){(x)}, &at))
+#define OP2(op, x, y) (t[k++] = tfe_call1((op), 2, (tfe_tensor *[]){(x), (y)}, &at))
+    /* (a literal endpoint keeps its double where the dtype is float64) */
+    tfe_tensor *a = t[k++] = value_to_tensor_for(va, dt), *b = t[k++] = value_to_tensor_for(vb, dt), *r = NULL;
+    if (!a || !b) { rc = interp_raise(I, "linspace: start and stop must be numbers"); goto out; }
+    tfe_attrs_init(&at);
+    at.dtype = TFE_FLOAT64;
+    tfe_tensor *a64 = OP1(OP_CAST, a), *b64 = OP1(OP_CAST, b);
+    tfe_attrs_init(&at);
+    at.dtype = TFE_FLOAT64;
+    at.f[0] = 0;
+    at.f[1] = (double)(num - 1);
+    at.f[2] = 1;
+    at.ints[0] = num - 1;
+    at.nints = 1;
+    tfe_tensor *idx = t[k++] = tfe_call1(OP_ARANGE, 0, NULL, &at); /* 0 .. num - 2: stop goes last */
+    tfe_attrs_init(&at);
+    tfe_tensor *span = a64 && b64 ? OP2(OP_SUB, b64, a64) : NULL;
+    at.dtype = TFE_FLOAT64;
+    tfe_tensor *den = t[k++] = tensor_from_f64(num > 1 ? (double)(num - 1) : 1.0, TFE_FLOAT64);
+    tfe_attrs_init(&at);
+    tfe_tensor *step = span && den ? OP2(OP_DIV, span, den) : NULL;
+    tfe_tensor *off = step && idx ? OP2(OP_MUL, idx, step) : NULL;
+    tfe_tensor *head = off ? OP2(OP_ADD, a64, off) : NULL;
+    tfe_attrs_init(&at);
+    at.ints[at.nints++] = 1;
+    tfe_tensor *last = num > 1 ? (b64 ? OP1(OP_RESHAPE, b64) : NULL) /* one point: start, as the kernel */
+                               : (a64 ? OP1(OP_RESHAPE, a64) : NULL);
+    if (num == 1) head = idx ? OP2(OP_MUL, idx, idx) : NULL; /* empty: arange(0) */
+    tfe_attrs_init(&at);
+    at.naxes = 1;
+    tfe_tensor *all = head && last ? OP2(OP_CONCAT, head, last) : NULL;
+    tfe_attrs_init(&at);
+    at.dtype = dt;
+    r = all ? tfe_call1(OP_CAST, 1, &all, &at) : NULL;
+    rc = finish(I, r, out);
+out:
+    for (int i = 0; i < k; i++)
+        if (t[i]) tensor_decref(t[i]);
+    return rc;
+#undef OP1
+#undef OP2
+}
+
 /* linspace(start, stop, num=50, dtype=float32): endpoint included */
 BUILTIN(bi_linspace)
 {
@@ -491,6 +563,8 @@ BUILTIN(bi_linspace)
     at.f[0] = lit_value(a[0], at.f[0], at.dtype);
     at.f[1] = lit_value(a[1], at.f[1], at.dtype);
     if (num < 0) return interp_raise(I, "linspace: num must be non-negative, got %lld", (long long)num);
+    if ((a[0].kind != V_SCALAR || a[1].kind != V_SCALAR) && num > 0)
+        return linspace_of_tensors(I, a[0], a[1], num, at.dtype, out);
     at.nints = 1;
     at.ints[0] = num;
     return finish(I, tfe_call1(OP_LINSPACE, 0, NULL, &at), out);

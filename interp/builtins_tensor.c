@@ -1221,6 +1221,18 @@ BUILTIN(bi_clip)
         return interp_raise(I, "clip: lo and hi cannot both be nil");
     if (a[1].kind != V_NIL && a[2].kind != V_NIL) return run3(I, "clip", OP_CLIP, names, a, out);
     bool has_lo = a[1].kind != V_NIL;
+    /* One bound: clip with the other at the end of x's range, so the
+     * gradient at the bound is clip's 1 (maximum's tie gave 1/2), and a
+     * float literal bound meets a float64 x as its double (run3). */
+    tfe_dtype xd = a[0].kind == V_SCALAR ? (tfe_dtype)a[0].dtype : a[0].kind == V_TENSOR ? a[0].u.t->dtype : TFE_BOOL;
+    if (dtype_is_float(xd) || xd == TFE_INT32 || xd == TFE_INT64) {
+        Value v[3] = {a[0], a[1], a[2]};
+        Value end = dtype_is_float(xd) ? v_float(has_lo ? INFINITY : -INFINITY, TFE_FLOAT32)
+                  : v_int(has_lo ? (xd == TFE_INT32 ? INT32_MAX : INT64_MAX) : (xd == TFE_INT32 ? INT32_MIN : INT64_MIN));
+        end.weak = true;
+        v[has_lo ? 2 : 1] = end;
+        return run3(I, "clip", OP_CLIP, names, v, out);
+    }
     tfe_tensor *x = arg_tensor(I, "clip", "x", a[0]);
     if (!x) return -1;
     tfe_tensor *b = arg_tensor(I, "clip", has_lo ? "lo" : "hi", a[has_lo ? 1 : 2]);

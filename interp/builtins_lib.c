@@ -236,7 +236,10 @@ BUILTIN(bi_searchsorted)
     tfe_tensor *in[2] = {arg_tensor(I, "searchsorted", "sorted", a[0]), NULL};
     if (!in[0]) return -1;
     int rc = -1;
-    if ((in[1] = arg_tensor(I, "searchsorted", "values", a[1])))
+    /* a float literal meets sorted's dtype: its double where that is float64
+     * (searchsorted(tensor((0.1, 0.3), dtype=float64), 0.3) is 1, as NumPy's;
+     * through float32, 0.3 would round above the 0.3 in sorted) */
+    if ((in[1] = arg_tensor_for(I, "searchsorted", "values", a[1], in[0]->dtype)))
         rc = finish(I, tfe_call1(OP_SEARCHSORTED, 2, in, &at), out);
     tensor_decref(in[0]);
     tensor_decref(in[1]);
@@ -260,10 +263,21 @@ BUILTIN(bi_isclose)
         return -1;
     at.nints = 1;
     at.ints[0] = eqnan;
-    tfe_tensor *in[2] = {arg_tensor(I, fn, "a", a[0]), NULL};
-    if (!in[0]) return -1;
+    /* A float literal meets the other operand's dtype, as in a - b: its
+     * double where that is float64 (through float32, isclose(x64, 0.3,
+     * rtol=0.0, atol=0.0) is false where x64 holds 0.3). The operand that is
+     * not a literal is read first, so a literal a meets b's dtype too. */
+    int first = a[0].kind == V_SCALAR && a[0].lit ? 1 : 0;
+    static const char *const names[2] = {"a", "b"};
+    tfe_tensor *in[2] = {NULL, NULL};
+    if (!(in[first] = arg_tensor(I, fn, names[first], a[first]))) return -1;
     int rc = -1;
-    if ((in[1] = arg_tensor(I, fn, "b", a[1]))) {
+    if ((in[1 - first] = arg_tensor_for(I, fn, names[1 - first], a[1 - first], in[first]->dtype))) {
+        /* rtol and atol as literals are written: k_isclose compares in
+         * float64 (float64 or int operands) with their doubles, as NumPy's,
+         * and rounds them to float32 itself for float32 operands */
+        if (p[2] && a[2].kind == V_SCALAR && a[2].lit) at.f[0] = a[2].u.f;
+        if (p[3] && a[3].kind == V_SCALAR && a[3].lit) at.f[1] = a[3].u.f;
         tfe_tensor *r = tfe_call1(OP_ISCLOSE, 2, in, &at);
         if (r && data) {
             tfe_attrs all;

@@ -112,14 +112,29 @@ BUILTIN(bi_normal_uniform)
     const char *names[2] = {uni ? "lo" : "mean", uni ? "hi" : "std"};
     tfe_tensor *par[2] = {NULL, NULL}, *z = NULL, *t = NULL, *r = NULL;
     int rc = -1;
+    Value pv[2];
     for (int i = 0; i < 2; i++) {
-        Value v = a[i];
-        if (v.kind == V_NIL) { /* the default: a weak literal, as if written */
-            v = v_float(i == 0 ? 0.0 : 1.0, TFE_FLOAT32);
-            v.weak = true;
+        pv[i] = a[i];
+        if (pv[i].kind == V_NIL) { /* the default: a weak literal, as if written */
+            pv[i] = v_float(i == 0 ? 0.0 : 1.0, TFE_FLOAT32);
+            pv[i].weak = true;
         }
-        if (!(par[i] = arg_tensor(I, fn, names[i], v))) goto done;
     }
+    /* The draws' dtype: dtype=, else float64 when a parameter that is not a
+     * literal is float64, else float32. Float literals are read last, in that
+     * dtype: a literal's double in float64 (normal(0.3, 0.0, (1,),
+     * dtype=float64) is 0.3, not 0.3's float32 rounding), as in 0.3 + x64. */
+    tfe_dtype def = TFE_FLOAT32;
+    for (int i = 0; i < 2; i++) {
+        if (pv[i].kind == V_SCALAR && pv[i].lit) continue;
+        if (!(par[i] = arg_tensor(I, fn, names[i], pv[i]))) goto done;
+        if (par[i]->dtype == TFE_FLOAT64) def = TFE_FLOAT64;
+    }
+    int drc;
+    tfe_dtype dt = dtype_arg(I, fn, a[3], def, &drc);
+    if (drc) goto done;
+    for (int i = 0; i < 2; i++)
+        if (!par[i] && !(par[i] = arg_tensor_for(I, fn, names[i], pv[i], dt))) goto done;
     /* NumPy's normal raises for scale < 0, which would flip the draws
      * silently; a uniform with hi < lo is NumPy's too (it mirrors). A std
      * a trace computes has no value until the graph runs: the check is then
@@ -159,10 +174,7 @@ BUILTIN(bi_normal_uniform)
         }
     }
     at.nints = rank;
-    tfe_dtype def = par[0]->dtype == TFE_FLOAT64 || par[1]->dtype == TFE_FLOAT64 ? TFE_FLOAT64 : TFE_FLOAT32;
-    int drc;
-    at.dtype = dtype_arg(I, fn, a[3], def, &drc);
-    if (drc) goto done;
+    at.dtype = dt;
     tfe_random_next(&at, (uint64_t)shape_numel(rank, at.ints));
     if (!(z = tfe_call1(uni ? OP_RAND : OP_RANDN, 0, NULL, &at))) goto tensor_error;
     if (uni) {

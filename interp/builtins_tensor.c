@@ -1413,6 +1413,9 @@ BUILTIN(bi_dropout)
         return interp_raise(I, "dropout: rate must be in [0, 1), got %g", at.f[0]);
     tfe_tensor *x = arg_tensor(I, "dropout", "x", a[0]);
     if (!x) return -1;
+    /* a float64 x: a literal rate's double, so the kept elements scale by
+     * 1 / (1 - rate) in float64, as NumPy's (not by 0.1's float32 rounding) */
+    at.f[0] = lit_value(a[1], at.f[0], x->dtype);
     if (a[2].kind != V_NIL) {
         at.seed = (uint64_t)s;
         at.counter = 0;

@@ -468,17 +468,28 @@ RULE(grad_mod) {
  * reaches a higher-order gradient). */
 RULE(grad_pow) {
     BEGIN;
-    tfe_tensor *a = c->in[0], *b = c->in[1];
-    if (wants(a)) {
+    tfe_tensor *a0 = c->in[0], *b0 = c->in[1];
+    /* Both operands in y's dtype first (NumPy's and PyTorch's promotion):
+     * with a float32 operand and a float64 one, log(a) of a float32 a would
+     * be float32 (2^p ln 2 off in its 8th digit), and b - 1 of a float32 b
+     * would round in float32; set_dx casts each gradient back to its own
+     * operand's dtype. A float y only: ints have no gradient. */
+    bool fy = is_float(Y);
+    tfe_tensor *a = fy ? cast(s, a0, Y->dtype) : a0, *b = fy ? cast(s, b0, Y->dtype) : b0;
+    if (!a || !b) {
+        s->failed = true;
+        END;
+    }
+    if (wants(a0)) {
         tfe_tensor *bs = scope_where(s, B(s, OP_EQ, b, scope_const(s, 0, b)), scope_const(s, 1, b), b);
         tfe_tensor *p = B(s, OP_POW, a, Bc(s, OP_SUB, bs, 1));
-        set_dx(s, &dx[0], B(s, OP_MUL, G, B(s, OP_MUL, b, p)), a);
+        set_dx(s, &dx[0], B(s, OP_MUL, G, B(s, OP_MUL, b, p)), a0);
     }
-    if (wants(b)) {
+    if (wants(b0)) {
         tfe_tensor *pos = B(s, OP_GT, a, scope_const(s, 0, a));
         tfe_tensor *as = scope_where(s, pos, a, scope_const(s, 1, a));
         tfe_tensor *d = B(s, OP_MUL, B(s, OP_MUL, G, Y), U(s, OP_LOG, as));
-        set_dx(s, &dx[1], scope_where(s, pos, d, scope_const(s, 0, d)), b);
+        set_dx(s, &dx[1], scope_where(s, pos, d, scope_const(s, 0, d)), b0);
     }
     END;
 }

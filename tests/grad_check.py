@@ -206,6 +206,23 @@ def binary_cases():
     case("div", "1 / $x", {"x": arr((3,), "away")})
     case("mul", "$x * $x", {"x": arr((4,))}, label="x * x (one input used twice)")
     case("maximum", "maximum($x, 0)", {"x": arr((6,), "away")})
+    # a float32 operand (a constant) with a float64 one: the rules compute in
+    # the result's dtype (pow casts its operands first: log of a float32 base
+    # was float32; tests/golden/pow_grad_float64_mixed.tfe checks the exact
+    # values, below this test's tolerance)
+    f32 = np.float32
+    case("pow", "$c ** $b", {"c": arr((2, 3), "pos").astype(f32), "b": arr((3,))}, wrt=["b"],
+         label="float32 base ** float64 exponent")
+    case("pow", "$a ** $c", {"a": arr((2, 3), "pos"), "c": arr((3,)).astype(f32)}, wrt=["a"],
+         label="float64 base ** float32 exponent")
+    case("div", "$c / $b", {"c": arr((3,)).astype(f32), "b": arr((2, 3), "away")}, wrt=["b"],
+         label="float32 / float64")
+    case("mod", "$a % $c", {"a": np.array([0.35, 1.3, -0.6]), "c": np.array([0.5, -0.7, 0.45], f32)},
+         wrt=["a"], label="float64 % float32")
+    for name in ("maximum", "minimum"):
+        a = arr((2, 3))
+        case(name, f"{name}($a, $c)", {"a": a, "c": apart(a, arr((3,))).astype(f32)}, wrt=["a"],
+             label=f"{name}(float64, float32)")
 
 
 def ternary_cases():

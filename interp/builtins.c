@@ -151,13 +151,14 @@ BUILTIN(bi_format)
     if (argc < 1 || argv[0].kind != V_STR) return interp_raise(I, "format() needs a format string first");
     Str *f = (Str *)argv[0].u.o;
     char *err = NULL;
-    char *s = format_values(f->s, f->len, argc - 1, argv + 1, &err);
+    size_t n = 0;
+    char *s = format_values(f->s, f->len, argc - 1, argv + 1, &n, &err);
     if (!s) {
         interp_raise(I, "%s", err ? err : "format: failed");
         free(err);
         return -1;
     }
-    *out = v_cstr(s);
+    *out = v_str(s, n);
     free(s);
     return 0;
 }

@@ -1513,12 +1513,13 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
         for (; !rc && done < argc; done++)
             if (eval(I, p->list.items[done - 1], env, &argv[done])) rc = -1;
         char *err = NULL, *s = NULL;
+        size_t slen = 0;
         if (!rc) {
             /* staged code reads the values here: an error names this field */
             Loc saved = I->cur_loc;
             I->cur_loc = p->a->loc;
             I->formatting = true;
-            s = format_values(p->str, strlen(p->str), argc, argv, &err);
+            s = format_values(p->str, p->slen, argc, argv, &slen, &err);
             I->formatting = false;
             I->cur_loc = saved;
             /* a value not known at trace time (in a traced branch or loop
@@ -1537,7 +1538,7 @@ static __attribute__((noinline)) int eval_fstring(Interp *I, Node *n, Env *env, 
         for (int k = 0; k < done; k++) value_decref(argv[k]);
         if (argv != buf) free(argv);
         if (rc) { free(b.s); return -1; }
-        buf_puts(&b, s);
+        buf_add(&b, s, slen);
         free(s);
     }
     *out = v_str(b.s ? b.s : "", b.len);

@@ -314,9 +314,18 @@ static int format_int(Fmt *F, Buf *b, const Spec *sp, int64_t v)
         if (sp->sign) return fail(F, "format: sign not allowed with integer format specifier 'c'");
         if (sp->alt) return fail(F, "format: alternate form (#) not allowed with integer format specifier 'c'");
         if (v < 0 || v >= 0x110000) return fail(F, "format: %%c arg not in range(0x110000)");
+        /* tfe strings are UTF-8, which has no encoding for a lone surrogate
+         * (Python's str can hold one; it fails later, when printed) */
+        if (v >= 0xD800 && v <= 0xDFFF)
+            return fail(F, "format: %%c arg not in range: %lld (0x%llx) is a surrogate, not a character",
+                        (long long)v, (long long)v);
         Buf c = {0};
         put_utf8(&c, (uint32_t)v);
-        emit_aligned(b, sp, c.s, c.len, '>');
+        /* 'c' is a numeric presentation: '=' (and the '0' flag, which sets
+         * it) pads on the left as for a number without a sign */
+        Spec cs = *sp;
+        if (cs.align == '=') cs.align = '>';
+        emit_aligned(b, &cs, c.s, c.len, '>');
         free(c.s);
         return 0;
     }
@@ -362,6 +371,21 @@ static void strip_zeros(char *s)
     memmove(p, end, strlen(end) + 1);
 }
 
+/* '#g' with p significant digits (p >= 1): the exponent is the one of the
+ * value rounded to p digits, then fixed or scientific notation with exactly
+ * p digits, trailing zeros and the point kept. Not printf's "%#g": glibc
+ * drops the zeros when rounding carries into the exponent (999999.5 gives
+ * "1.e+06", Python "1.00000e+06"); "%#.*e" and "%#.*f" keep them. */
+static char *alt_general(double a, long p, bool upper)
+{
+    char *e = dup_printf("%.*e", (int)(p - 1), a);
+    int exp = atoi(strchr(e, 'e') + 1);
+    free(e);
+    if (exp >= -4 && exp < p)
+        return dup_printf("%#.*f", (int)(p - 1 - exp), a);
+    return dup_printf(upper ? "%#.*E" : "%#.*e", (int)(p - 1), a);
+}
+
 /* Python's float formatting of |v| (finite) for one type; malloc'd. */
 static char *float_body(const Spec *sp, double a, tfe_dtype dt)
 {
@@ -374,14 +398,15 @@ static char *float_body(const Spec *sp, double a, tfe_dtype dt)
         snprintf(fmt, sizeof fmt, "%%%s.*%c", alt, t == '%' ? 'f' : t);
         return dup_printf(fmt, (int)(p < 0 ? 6 : p), t == '%' ? a * 100 : a);
     case 'g': case 'G': case 'n':
-        snprintf(fmt, sizeof fmt, "%%%s.*%c", alt, t == 'n' ? 'g' : t);
+        if (sp->alt) return alt_general(a, p < 0 ? 6 : p == 0 ? 1 : p, t == 'G');
+        snprintf(fmt, sizeof fmt, "%%.*%c", t == 'n' ? 'g' : t);
         return dup_printf(fmt, (int)(p < 0 ? 6 : p), a);
     default: break;
     }
     if (p < 0) {
         /* repr: the shortest round trip in the value's own dtype */
         char tmp[64];
-        format_float_shortest(a, dt == TFE_FLOAT64 ? TFE_FLOAT64 : TFE_FLOAT32, tmp, sizeof tmp);
+        format_float_shortest(a, dt, tmp, sizeof tmp);
         if (sp->alt && !strchr(tmp, '.')) {
             char *e = strchr(tmp, 'e');
             if (e) return dup_printf("%.*s.%s", (int)(e - tmp), tmp, e);
@@ -456,7 +481,10 @@ static int number_of(Value v, Value *num)
     *num = v_nil();
     num->kind = V_SCALAR;
     if (dtype_is_float(t->dtype)) {
-        num->dtype = t->dtype == TFE_FLOAT64 ? TFE_FLOAT64 : TFE_FLOAT32;
+        /* the tensor's own float dtype: a spec without a type or precision
+         * shows the shortest digits of that dtype, as {} and print do
+         * (float16 0.1 is "0.1", not float32's "0.099975586") */
+        num->dtype = t->dtype;
         num->u.f = tensor_get_f64(t, 0);
     } else {
         num->dtype = t->dtype;
@@ -472,17 +500,39 @@ static int format_text(Fmt *F, Buf *b, const char *spec, size_t slen, const char
     return format_string(F, b, &sp, s, n);
 }
 
+/* A bool with a spec that only a number takes ("{:,}", "{:+}"): say why,
+ * rather than the string error about a type 's' the user never wrote. */
+static int bool_spec_error(Fmt *F, const char *spec, size_t slen)
+{
+    Fmt T = {0};
+    Spec sp;
+    bool text_ok = parse_spec(&T, spec, slen, K_STR, &sp) == 0 && !sp.sign && !sp.z &&
+                   !sp.alt && sp.align != '=';
+    free(T.err);
+    if (text_ok) return 0;
+    T.err = NULL;
+    bool num_ok = parse_spec(&T, spec, slen, K_INT, &sp) == 0;
+    free(T.err);
+    if (!num_ok) return 0; /* not a numeric spec either: the usual error */
+    return fail(F, "format: a bool formats as a word (true/false), which takes no numeric spec "
+                "'%.*s'; format int(b) for 0/1", (int)slen, spec);
+}
+
 static int format_value(Fmt *F, Buf *b, Value v, char conv, const char *spec, size_t slen)
 {
+    /* Text is taken with its length: a string may hold NUL bytes. */
     if (conv) {
-        char *s = conv == 's' ? value_str(v) : value_repr(v);
-        int rc = format_text(F, b, spec, slen, s, strlen(s));
+        size_t n = 0;
+        char *s = conv == 's' ? value_str_n(v, &n) : conv == 'a' ? value_ascii(v, &n) : value_repr(v);
+        if (conv == 'r') n = strlen(s); /* repr escapes NUL as \0 */
+        int rc = format_text(F, b, spec, slen, s, n);
         free(s);
         return rc;
     }
     if (slen == 0) {
-        char *s = value_str(v);
-        buf_puts(b, s);
+        size_t n;
+        char *s = value_str_n(v, &n);
+        buf_add(b, s, n);
         free(s);
         return 0;
     }
@@ -506,8 +556,10 @@ static int format_value(Fmt *F, Buf *b, Value v, char conv, const char *spec, si
         /* bools print as words unless a numeric type asks for 0/1 */
         char last = spec[slen - 1];
         bool typed = strchr("bcdoxXneEfFgG%", last) != NULL;
-        if (num.dtype == TFE_BOOL && !typed)
+        if (num.dtype == TFE_BOOL && !typed) {
+            if (bool_spec_error(F, spec, slen) < 0) return -1;
             return format_text(F, b, spec, slen, num.u.i ? "true" : "false", num.u.i ? 4 : 5);
+        }
         Spec sp;
         if (dtype_is_float(num.dtype)) {
             if (parse_spec(F, spec, slen, K_FLOAT, &sp) < 0) return -1;
@@ -517,7 +569,8 @@ static int format_value(Fmt *F, Buf *b, Value v, char conv, const char *spec, si
         return format_int(F, b, &sp, num.u.i);
     }
     /* Anything else formats as its printed text. */
-    char *s = value_str(v);
+    size_t sn;
+    char *s = value_str_n(v, &sn);
     Spec sp;
     int rc = parse_spec(F, spec, slen, K_STR, &sp);
     if (rc == 0 && sp.type != 's') {
@@ -531,7 +584,7 @@ static int format_value(Fmt *F, Buf *b, Value v, char conv, const char *spec, si
                       value_kind_name(v));
         }
     }
-    if (rc == 0) rc = format_string(F, b, &sp, s, strlen(s));
+    if (rc == 0) rc = format_string(F, b, &sp, s, sn);
     free(s);
     return rc;
 }
@@ -553,7 +606,6 @@ static int do_field(Fmt *F, Buf *out, const char *f, size_t n, int depth)
         if (i + 2 < n && f[i + 2] != ':') return fail(F, "format: expected ':' after conversion specifier");
         if (conv != 'r' && conv != 's' && conv != 'a')
             return fail(F, "format: unknown conversion specifier '%c'", conv);
-        if (conv == 'a') conv = 'r';
         i += 2;
     }
     const char *spec = i < n ? f + i + 1 : f + n;
@@ -621,7 +673,8 @@ static int vformat(Fmt *F, Buf *out, const char *s, size_t n, int depth)
     return 0;
 }
 
-char *format_values(const char *fmt, size_t fmtlen, int argc, const Value *argv, char **err)
+char *format_values(const char *fmt, size_t fmtlen, int argc, const Value *argv, size_t *outlen,
+                    char **err)
 {
     Fmt F = { .argc = argc, .argv = argv };
     Buf out = {0};
@@ -633,5 +686,6 @@ char *format_values(const char *fmt, size_t fmtlen, int argc, const Value *argv,
     }
     buf_grow(&out, 0);
     out.s[out.len] = '\0';
+    *outlen = out.len; /* the text may hold NUL bytes ("a\0b" formatted) */
     return out.s;
 }

@@ -28,7 +28,7 @@ static char *buf_finish(Buf *b)
  * stack is a cycle. Depth is capped so deep nesting cannot overflow the C
  * stack. */
 #define MAX_DEPTH 200
-typedef struct Ctx { const Obj *open[MAX_DEPTH]; int depth; } Ctx;
+typedef struct Ctx { const Obj *open[MAX_DEPTH]; int depth; bool ascii; } Ctx;
 
 static void put_value(Buf *b, Value v, bool quoted, Ctx *cx);
 
@@ -62,7 +62,7 @@ static size_t utf8_char(const unsigned char *s, size_t n)
 
 /* A string as source: double quotes and the escapes the lexer reads back
  * (a byte that is not part of a UTF-8 character as \xNN, "é"[0] "\xc3"). */
-static void put_quoted(Buf *b, const char *s, size_t n)
+static void put_quoted(Buf *b, const char *s, size_t n, bool ascii)
 {
     buf_add(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
@@ -81,7 +81,16 @@ static void put_quoted(Buf *b, const char *s, size_t n)
                 buf_puts(b, tmp);
             } else if (c >= 0x80) {
                 size_t len = utf8_char((const unsigned char *)s + i, n - i);
-                if (len) {
+                if (len && ascii) {
+                    /* ascii(): the code point as the escape the lexer reads */
+                    const unsigned char *u = (const unsigned char *)s + i;
+                    uint32_t cp = len == 2 ? (uint32_t)(u[0] & 0x1f) : len == 3 ? (uint32_t)(u[0] & 0x0f)
+                                                                                 : (uint32_t)(u[0] & 0x07);
+                    for (size_t k = 1; k < len; k++) cp = cp << 6 | (u[k] & 0x3f);
+                    snprintf(tmp, sizeof tmp, "\\u{%x}", (unsigned)cp);
+                    buf_puts(b, tmp);
+                    i += len - 1;
+                } else if (len) {
                     buf_add(b, s + i, len);
                     i += len - 1;
                 } else {
@@ -153,7 +162,7 @@ static void put_record(Buf *b, const Record *r, Ctx *cx)
         if (i) buf_puts(b, ", ");
         const Str *k = r->keys[i];
         if (is_plain_name(k->s, k->len)) buf_add(b, k->s, k->len);
-        else put_quoted(b, k->s, k->len);
+        else put_quoted(b, k->s, k->len, cx->ascii);
         buf_puts(b, ": ");
         put_value(b, r->vals[i], true, cx);
     }
@@ -170,7 +179,7 @@ static void put_value(Buf *b, Value v, bool quoted, Ctx *cx)
     case V_TENSOR: buf_take(b, tensor_to_string(v.u.t)); break;
     case V_STR: {
         const Str *s = (const Str *)v.u.o;
-        if (quoted) put_quoted(b, s->s, s->len);
+        if (quoted) put_quoted(b, s->s, s->len, cx->ascii);
         else buf_add(b, s->s, s->len);
         break;
     }
@@ -217,18 +226,23 @@ static void put_value(Buf *b, Value v, bool quoted, Ctx *cx)
     }
 }
 
-static char *to_string(Value v, bool quoted)
+static char *to_string(Value v, bool quoted, bool ascii, size_t *len)
 {
     Buf b = {0};
     Ctx *cx = xmalloc(sizeof *cx);
     cx->depth = 0;
+    cx->ascii = ascii;
     put_value(&b, v, quoted, cx);
     free(cx);
-    return buf_finish(&b);
+    char *s = buf_finish(&b);
+    if (len) *len = b.len;
+    return s;
 }
 
-char *value_str(Value v) { return to_string(v, false); }
-char *value_repr(Value v) { return to_string(v, true); }
+char *value_str(Value v) { return to_string(v, false, false, NULL); }
+char *value_repr(Value v) { return to_string(v, true, false, NULL); }
+char *value_str_n(Value v, size_t *len) { return to_string(v, false, false, len); }
+char *value_ascii(Value v, size_t *len) { return to_string(v, true, true, len); }
 
 const char *value_kind_name(Value v)
 {

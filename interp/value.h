@@ -186,12 +186,17 @@ Value value_number_take(tfe_tensor *t);
  * Both return malloc'd strings. */
 char *value_str(Value v);
 char *value_repr(Value v);
+/* value_str with its length (a string's text may hold NUL bytes) */
+char *value_str_n(Value v, size_t *len);
+/* value_repr with non-ASCII escaped as \u{...} (Python's ascii(), {!a}) */
+char *value_ascii(Value v, size_t *len);
 const char *value_kind_name(Value v); /* "tensor", "string", "list", ... for errors */
 /* "<fn step at train.tfe:12>" for a V_FN (interp/eval.c); malloc'd. */
 char *closure_repr(Obj *o);
 
 /* format("{} {:.4f}", args) — Python's format mini-language (interp/format.c).
  * Returns a malloc'd string, or NULL with *err set to a malloc'd message. */
-char *format_values(const char *fmt, size_t fmtlen, int argc, const Value *argv, char **err);
+char *format_values(const char *fmt, size_t fmtlen, int argc, const Value *argv, size_t *outlen,
+                    char **err);
 
 #endif

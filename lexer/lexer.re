@@ -416,6 +416,37 @@ static int fstring(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *l
             const char *ss = ++q;
             buf_puts(&fmt, ":");
             while (q < end && *q != '}') {
+                if (*q == '\\') {
+                    /* an escape in the spec is decoded, as Python does
+                     * (f"{s:\t>5}"); its braces (\u{e9}) open no field */
+                    const char *qe = q + 2 <= end ? q + 2 : end;
+                    if (qe[-1] == 'x') /* \xNN: decode says if NN is missing */
+                        for (int k = 0; k < 2 && qe < end && isxdigit((unsigned char)*qe); k++)
+                            qe++;
+                    if (qe[-1] == 'u' && qe < end && *qe == '{')
+                        while (qe < end && *qe++ != '}') {}
+                    size_t dn = 0;
+                    if (decode(lx, s, loc, q, qe, tmp, &dn))
+                        goto fail;
+                    for (size_t k = 0; k < dn; k++) {
+                        if (tmp[k] != '{' && tmp[k] != '}') {
+                            buf_add(&fmt, &tmp[k], 1);
+                            continue;
+                        }
+                        /* a brace written as an escape ("\x7b") is a fill,
+                         * not a field: it comes in as a nested field whose
+                         * value is that brace */
+                        Node *br = node_new(N_STR, AT(q, qe - q));
+                        br->str = xstrndup(&tmp[k], 1);
+                        br->slen = 1;
+                        nodelist_push(&field->list, br);
+                        char num[24];
+                        snprintf(num, sizeof num, "{%d}", field->list.n);
+                        buf_puts(&fmt, num);
+                    }
+                    q = qe;
+                    continue;
+                }
                 if (*q != '{') {
                     buf_add(&fmt, q++, 1);
                     continue;
@@ -440,7 +471,11 @@ static int fstring(Lexer *lx, const char *s, const char *e, YYSTYPE *val, Loc *l
             FAIL(AT(q < end ? q : open, 1), "f-string: expected '}' to close the field opened at %d:%d",
                  AT(open, 1).line, AT(open, 1).col);
         buf_puts(&fmt, "}");
-        field->str = xstrndup(fmt.s, fmt.len);
+        /* an escape in the spec may put a NUL in it: copied by length */
+        field->str = xmalloc(fmt.len + 1);
+        memcpy(field->str, fmt.s, fmt.len);
+        field->str[fmt.len] = '\0';
+        field->slen = fmt.len;
         field->loc = AT(open, q + 1 - open);
         field->opl = specl;
         p = run = q + 1;

@@ -368,7 +368,7 @@ static void dump_node(const Node *n, FILE *f)
     case N_FSTRING: fputs("(fstring", f); dump_list(&n->list, f); fputc(')', f); break;
     case N_FMTFIELD:
         fputs("(field ", f);
-        dump_str(n->str, strlen(n->str), f);
+        dump_str(n->str, n->slen, f);
         fputc(' ', f);
         ast_dump(n->a, f);
         dump_list(&n->list, f);

@@ -8,6 +8,7 @@
 #include "interp/builtins_args.h"
 #include "interp/internal.h"
 #include "interp/tape_view.h"
+#include "tensor/device.h"
 #include "tensor/grad.h"
 #include "stage/host_reads.h"
 #include "stage/trace.h"
@@ -2704,7 +2705,12 @@ static int watch_arg(Interp *I, const char *fn, Tape *T, Value v, Value *out, in
         tfe_attrs at;
         tfe_attrs_init(&at);
         for (int i = 0; i < v.u.t->rank; i++) at.ints[at.nints++] = v.u.t->shape[i];
+        /* on the tensor's own device: a host tensor would otherwise go to
+         * the default device first (a copy, and another staged signature) */
+        int dev = tfe_device_default(), here = v.u.t->storage ? v.u.t->storage->device : 0;
+        if (dev != here) tfe_device_set_default(here);
         tfe_tensor *own = tfe_call1(OP_RESHAPE, 1, &v.u.t, &at);
+        if (dev != here) tfe_device_set_default(dev);
         if (!own) return interp_raise_tensor_error(I);
         tfe_tape_watch(T->tape, own);
         if (I->tracer) trace_alias_touch(I->tracer, T->tape, own);

@@ -130,8 +130,8 @@ BUILTIN(bi_diag)
     if (x->rank == 1) {
         /* x into the flattened zeros at k, k + N + 1, ... (set_slice: its
          * gradient is a slice, exact) */
-        int64_t n = x->shape[0], ak = k < 0 ? -k : k, N = n + ak, NN;
-        if (k == INT64_MIN || __builtin_add_overflow(n, ak, &N) || __builtin_mul_overflow(N, N, &NN)) {
+        int64_t n = x->shape[0], ak = k == INT64_MIN ? INT64_MAX : k < 0 ? -k : k, N, NN;
+        if (__builtin_add_overflow(n, ak, &N) || __builtin_mul_overflow(N, N, &NN)) { /* no signed wrap first */
             ls_release(s);
             return interp_raise(I, "diag: k=%lld is too large (the matrix would have %lld + |k| rows)", (long long)k,
                                 (long long)n);

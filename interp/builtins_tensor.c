@@ -501,7 +501,7 @@ BUILTIN(bi_arange)
  * float64, then cast, so the bits are the kernel's. */
 static int linspace_of_tensors(Interp *I, Value va, Value vb, int64_t num, tfe_dtype dt, Value *out)
 {
-    tfe_tensor *t[12] = {0};
+    tfe_tensor *t[16] = {0}; /* every tensor made below, at most 13 */
     tfe_attrs at;
     int k = 0, rc;
 #define OP1(op, x) (t[k++] = tfe_call1((op), 1, (tfe_tensor *[]){(x)}, &at))

@@ -110,7 +110,8 @@ BUILTIN(bi_sparkline)
         int level;
         if (d[i] == INFINITY) level = 7;
         else if (d[i] == -INFINITY) level = 0;
-        else if (hi > lo) level = (int)floor(7 * (d[i] - lo) / (hi - lo) + 0.5);
+        else if (hi > lo) /* halves: max - min may pass double's range (-1.7e308 .. 1.7e308) */
+            level = (int)floor(7 * ((d[i] / 2 - lo / 2) / (hi / 2 - lo / 2)) + 0.5);
         else level = 3;
         buf_puts(&b, blocks[level < 0 ? 0 : level > 7 ? 7 : level]);
     }
